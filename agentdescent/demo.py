@@ -1,0 +1,144 @@
+"""The offline reference domain behind `agentdescent demo`: a keyword-router skill.
+
+Support requests must reach the right handler. The artifact holds routing rules; a small
+in-process agent routes each request by the first rule whose keyword it mentions (else
+`general`). A scripted reflector reads a misrouted request and proposes a rule — usually keyed on
+the word that really signals the handler, sometimes on a filler word that fixes this request and
+breaks others (which the acceptance test must refuse), sometimes nothing. When a rule misfires
+it proposes removing it. Everything is deterministic for a seed, so a run is reproducible.
+
+What it leaves out: any model. This is a stand-in that makes genuine diffs without one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from agentdescent.strategies import AppendRules, KeyedRules, SingleSlot, Strategy
+from agentdescent.types import Task
+
+SIGNALS: dict[str, tuple[str, ...]] = {
+    "billing": ("invoice", "charged", "payment", "receipt"),
+    "shipping": ("tracking", "courier", "delivery", "parcel"),
+    "technical": ("crash", "error", "freezes", "bug"),
+    "returns": ("refund", "exchange", "damaged", "return"),
+    "account": ("username", "email", "profile", "login"),
+}
+FILLERS = ("order", "please", "help", "urgent", "today", "again", "app", "website", "week", "still")
+TEMPLATES = (
+    "{a} - problem with the {s}, {b}",
+    "{a}: my {s} is not right {b}",
+    "question about {s} ({a}, {b})",
+    "{a} {b}: {s} issue",
+)
+DEFAULT_HANDLER = "general"
+STRATEGIES = ("append", "keyed", "single")
+
+_RULE = re.compile(r"when a request mentions '(\w+)', route it to (\w+)", re.IGNORECASE)
+_KEYED = re.compile(r"^\s*(\w+):\s*(.+)$", re.MULTILINE)
+
+
+def router_tasks(seed: int = 0, per_signal: int = 6, general: int = 48) -> list[Task]:
+    """Requests with one signal word and two fillers each, plus `general` requests with none."""
+    rng = random.Random(f"router:{seed}")
+    tasks = []
+    for handler, signals in SIGNALS.items():
+        for signal in signals:
+            for _ in range(per_signal):
+                a, b = rng.sample(FILLERS, 2)
+                text = rng.choice(TEMPLATES).format(a=a, b=b, s=signal)
+                tasks.append(Task(id=f"r{len(tasks):03d}", prompt=text, gold=handler))
+    for _ in range(general):
+        a, b = rng.sample(FILLERS, 2)
+        tasks.append(Task(id=f"r{len(tasks):03d}", prompt=f"{a} {b}: a general question", gold=DEFAULT_HANDLER))
+    return tasks
+
+
+def routing_rules(rendered: str) -> list[tuple[str, str]]:
+    """(keyword, handler) pairs in the order the artifact states them, in either rule format."""
+    rules = [(w.lower(), h.lower()) for w, h in _RULE.findall(rendered)]
+    if rules:
+        return rules
+    return [
+        (word.strip().lower(), handler.lower())
+        for handler, words in _KEYED.findall(rendered)
+        for word in words.split(",")
+        if word.strip()
+    ]
+
+
+def route(rendered: str, task: Task) -> str:
+    """The agent under improvement: the first rule whose keyword the request mentions wins."""
+    words = set(re.findall(r"\w+", task.prompt.lower()))
+    for keyword, handler in routing_rules(rendered):
+        if keyword in words:
+            return handler
+    return DEFAULT_HANDLER
+
+
+def route_reward(task: Task, output: str) -> float:
+    return 1.0 if output.strip().lower() == task.gold else 0.0
+
+
+def rule_text(keyword: str, handler: str) -> str:
+    return f"When a request mentions '{keyword}', route it to {handler}."
+
+
+def demo_strategy(kind: str) -> Strategy:
+    if kind == "append":
+        return AppendRules(header="Routing rules (first match wins; otherwise: general):")
+    if kind == "keyed":
+        return KeyedRules(list(SIGNALS))
+    if kind == "single":
+        return SingleSlot("Route each support request to one handler. Otherwise: general.")
+    raise ValueError(f"unknown demo strategy {kind!r}; choose one of {', '.join(STRATEGIES)}")
+
+
+class RouterReflector:
+    """A scripted reflector: right most of the time, misleading some of the time, deterministic."""
+
+    def __init__(self, kind: str = "append", *, seed: int = 0, noise: float = 0.25, silence: float = 0.1) -> None:
+        self.kind, self.seed, self.noise, self.silence = kind, seed, noise, silence
+
+    def __call__(self, rendered: Any, task: Task, output: str, reward: float) -> str | None:
+        if reward >= 1.0:
+            return None
+        misfire = self._misfiring_rule(rendered, task, output)
+        if misfire is not None:
+            return misfire
+        if task.gold == DEFAULT_HANDLER:
+            return None
+        roll = self._rng(rendered, task).random()
+        words = re.findall(r"\w+", task.prompt.lower())
+        if roll < self.silence:
+            return None
+        if roll < self.silence + self.noise:
+            keyword = next(w for w in words if w in FILLERS)  # fixes this request, breaks others
+        else:
+            keyword = next(w for w in words if w in SIGNALS[task.gold])
+        return self._format(rendered, keyword, task.gold)
+
+    def _rng(self, rendered: str, task: Task) -> random.Random:
+        digest = hashlib.sha256(f"{self.seed}|{task.id}|{rendered}".encode("utf-8")).hexdigest()
+        return random.Random(digest)
+
+    def _misfiring_rule(self, rendered: str, task: Task, output: str) -> str | None:
+        """A rule sent this request to the wrong handler: propose dropping that rule."""
+        if output == DEFAULT_HANDLER or self.kind == "single":
+            return None
+        words = set(re.findall(r"\w+", task.prompt.lower()))
+        keyword = next(k for k, h in routing_rules(rendered) if k in words)
+        if self.kind == "append":
+            return f"remove: {rule_text(keyword, output)}"
+        kept = [k for k, h in routing_rules(rendered) if h == output and k != keyword]
+        return f"{output}: {', '.join(kept)}"
+
+    def _format(self, rendered: str, keyword: str, handler: str) -> str:
+        if self.kind != "keyed":
+            return rule_text(keyword, handler)
+        have = [k for k, h in routing_rules(rendered) if h == handler]
+        return f"{handler}: {', '.join(have + [keyword])}"

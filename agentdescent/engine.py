@@ -1,0 +1,319 @@
+"""evolve(): the training loop. Workers propose, one aggregator steps, held-out decides `stable`.
+
+Synchronous and asynchronous runs are the same loop with a different barrier: the loop keeps
+worker turns in flight, their reports land in a buffer, and the barrier says when the
+aggregator drains it. Synchronous: after every worker of the round is back (data-parallel with
+all-reduce). Asynchronous: as soon as any report is in; the freed worker pulls the newest
+snapshot at once, and the lag budget bounds how stale an admitted diff may be.
+
+What it leaves out: what a diff is (strategies), how one is judged (aggregator, policies), where
+calls run (executors) and how results are stored (ledger).
+"""
+
+from __future__ import annotations
+
+import queue
+import random
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentdescent import events as ev
+from agentdescent.aggregator import Aggregator, StepReport
+from agentdescent.errors import UserError
+from agentdescent.evaluation import Evaluator, RewardFn, RunFn, Usage
+from agentdescent.executors import EXECUTORS, Executor, ThreadExecutor, make_executor
+from agentdescent.governance import Governance, Layer
+from agentdescent.ledger import Ledger
+from agentdescent.policies import Policies
+from agentdescent.result import EvolveResult, StepRecord
+from agentdescent.strategies import AppendRules, Strategy
+from agentdescent.types import Diff, Outcome, Task
+from agentdescent.worker import ProposeFn, Worker, WorkerConfig, WorkerReport
+
+PARALLEL = ("dp",)
+
+
+def evolve(
+    tasks: Sequence[Task],
+    reward: RewardFn,
+    *,
+    run: RunFn,
+    propose: ProposeFn,
+    strategy: Strategy | None = None,
+    rounds: int = 8,
+    n_workers: int = 4,
+    max_concurrency: int | None = None,
+    held_out_frac: float = 0.3,
+    patience: int | None = None,
+    target_reward: float | None = None,
+    asynchronous: bool = False,
+    lag_budget: int | None = None,
+    parallel: str = "dp",
+    executor: str = "thread",
+    policies: Policies | None = None,
+    aggregator_factory: Callable[..., Aggregator] | None = None,
+    artifact_id: str = "artifact",
+    blast_radius: Mapping[str, Layer] | None = None,
+    self_verify: bool = True,
+    cheap_eval_tasks: int | None = None,
+    max_calls: int | None = None,
+    seed: int = 0,
+    store: str | Path | None = None,
+    on_event: Callable[[ev.Event], None] | None = None,
+) -> EvolveResult:
+    """Improve an artifact on `tasks` and return the best held-out version.
+
+    A round is `n_workers` worker turns: each rolls out a minibatch with `run`, scores it with
+    `reward`, reflects on failures with `propose`, and hands back diffs. The aggregator admits,
+    rebases, resolves, tests and commits them into a git ledger at `store` (a new temporary
+    folder when None; an existing ledger continues from its head). `dev` takes every accepted
+    step; `stable` only held-out gains, and the result is `stable`.
+
+    `max_concurrency` caps calls in flight (default: 4 per worker, at most 64). `rounds`,
+    `max_calls`, `target_reward` and `patience` (evaluations without held-out gain) each end
+    the run. With `max_concurrency=1` the same seed gives the same result.
+    """
+    strategy = strategy if strategy is not None else AppendRules()
+    policies = policies or Policies()
+    train, held_out = split_tasks(_checked_tasks(tasks), held_out_frac, random.Random(f"{seed}:split"))
+    _check_options(run, propose, reward, rounds, n_workers, max_concurrency, parallel, executor, lag_budget, target_reward)
+    ledger = Ledger(store if store is not None else tempfile.mkdtemp(prefix="agentdescent-ledger-"))
+    governance = Governance(
+        blast_radius=dict(blast_radius or {}),
+        frozen=tuple(strategy.frozen),
+        max_keys_per_diff=strategy.max_keys_per_diff,
+    )
+    usage = Usage()
+    calls = make_executor(executor, max_concurrency or min(64, max(4, 4 * n_workers)), name="agentdescent-call")
+    workers = ThreadExecutor(n_workers, name="agentdescent-worker")
+    try:
+        evaluator = Evaluator(strategy=strategy, run=run, reward=reward, pool=calls, usage=usage)
+        aggregator = (aggregator_factory or Aggregator)(
+            ledger=ledger, artifact_id=artifact_id, governance=governance, policies=policies,
+            train=train, score=evaluator.rewards, lag_budget=lag_budget, rng=random.Random(f"{seed}:accept"),
+        )
+        worker = Worker(
+            strategy=strategy, propose=propose, evaluator=evaluator, calls=calls, policies=policies,
+            config=WorkerConfig(artifact_id=artifact_id, self_verify=self_verify, cheap_eval_tasks=cheap_eval_tasks),
+        )
+        loop = _Loop(
+            ledger=ledger, artifact_id=artifact_id, strategy=strategy, policies=policies, train=train,
+            held_out=held_out, evaluator=evaluator, aggregator=aggregator, worker=worker, pool=workers,
+            limits=_Limits(rounds=rounds, n_workers=n_workers, asynchronous=asynchronous, patience=patience,
+                           target_reward=target_reward, max_calls=max_calls),
+            seed=seed, emit=on_event or (lambda event: None),
+        )
+        return loop.run()
+    finally:
+        workers.shutdown()
+        calls.shutdown()
+
+
+def split_tasks(tasks: Sequence[Task], held_out_frac: float, rng: random.Random) -> tuple[list[Task], list[Task]]:
+    """Seeded train / held-out split. With held_out_frac=0 the train set is also the held-out set."""
+    if not 0.0 <= held_out_frac < 1.0:
+        raise UserError(f"held_out_frac must be in [0, 1); got {held_out_frac}")
+    if held_out_frac == 0:
+        return list(tasks), list(tasks)
+    order = list(tasks)
+    rng.shuffle(order)
+    n_held = min(len(order) - 2, max(1, round(len(order) * held_out_frac)))
+    return order[n_held:], order[:n_held]
+
+
+def _checked_tasks(tasks: Sequence[Task]) -> list[Task]:
+    tasks = list(tasks)
+    wrong = [t for t in tasks if not isinstance(t, Task)]
+    if wrong:
+        raise UserError(f"tasks must be Task objects; got {type(wrong[0]).__name__}. Build them with Task(id=..., prompt=...)")
+    if len(tasks) < 4:
+        raise UserError(f"evolve needs at least 4 tasks (some to train on, some held out); got {len(tasks)}")
+    seen: set[str] = set()
+    dupes = sorted({t.id for t in tasks if t.id in seen or seen.add(t.id)})
+    if dupes:
+        raise UserError(f"task ids must be unique; repeated: {', '.join(dupes[:5])}. Give each task its own id")
+    return tasks
+
+
+def _check_options(run, propose, reward, rounds, n_workers, max_concurrency, parallel, executor, lag_budget, target_reward) -> None:  # noqa: ANN001
+    for name, fn in (("run", run), ("propose", propose), ("reward", reward)):
+        if not callable(fn):
+            raise UserError(f"{name} must be a callable; got {type(fn).__name__}")
+    for name, value in (("rounds", rounds), ("n_workers", n_workers), ("max_concurrency", max_concurrency or 1)):
+        if not isinstance(value, int) or value < 1:
+            raise UserError(f"{name} must be a positive integer; got {value!r}")
+    if parallel not in PARALLEL:
+        raise UserError(f"parallel={parallel!r} is not available; choose one of {', '.join(PARALLEL)}")
+    if executor not in EXECUTORS:
+        raise UserError(f"executor={executor!r} is not available; choose one of {', '.join(EXECUTORS)}")
+    if lag_budget is not None and lag_budget < 0:
+        raise UserError(f"lag_budget must be >= 0 or None; got {lag_budget}")
+    if target_reward is not None and not 0.0 <= target_reward <= 1.0:
+        raise UserError(f"target_reward must be in [0, 1]; got {target_reward}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Limits:
+    rounds: int
+    n_workers: int
+    asynchronous: bool
+    patience: int | None
+    target_reward: float | None
+    max_calls: int | None
+
+
+@dataclass(kw_only=True)
+class _Loop:
+    ledger: Ledger
+    artifact_id: str
+    strategy: Strategy
+    policies: Policies
+    train: list[Task]
+    held_out: list[Task]
+    evaluator: Evaluator
+    aggregator: Aggregator
+    worker: Worker
+    pool: Executor
+    limits: _Limits
+    seed: int
+    emit: Callable[[ev.Event], None]
+    history: list[StepRecord] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
+    buffer: queue.Queue = field(default_factory=queue.Queue)
+    turn_of: dict[Future, int] = field(default_factory=dict)
+    best: float = 0.0
+    since_gain: int = 0
+    turns: int = 0
+
+    def run(self) -> EvolveResult:
+        head = self._seed_artifact()
+        self.emit(ev.RunStarted(rounds=self.limits.rounds, n_workers=self.limits.n_workers, train=len(self.train),
+                                held_out=len(self.held_out), version=head, ledger=str(self.ledger.path)))
+        initial = self.best = self._held_out(self.ledger.stable())
+        if head != self.ledger.stable():
+            self._validate(head, round_=-1)
+        reason = self._steps()
+        stable = self.ledger.stable()
+        state = self.ledger.snapshot(self.artifact_id, stable)
+        self.emit(ev.RunEnded(reason=reason, final_reward=self.best))
+        return EvolveResult(
+            rendered=self.strategy.render(state), state=state, final_reward=self.best, initial_reward=initial,
+            history=self.history, ledger=self.ledger, outcome_list=self.outcomes, usage=self.evaluator.usage,
+            stop_reason=reason, version=stable, frozen=tuple(self.strategy.frozen),
+        )
+
+    def _seed_artifact(self) -> int:
+        head = self.ledger.head()
+        if self.ledger.has_artifact(self.artifact_id, head):
+            return head
+        version = self.ledger.commit(
+            self.artifact_id, self.strategy.initial_state(), expected_version=head,
+            message=f"seed {self.artifact_id}", trailers={"Step": "seed"},
+        )
+        self.ledger.promote(version)
+        return version
+
+    def _steps(self) -> str:
+        in_flight: set[Future] = set()
+        for round_ in range(self.limits.rounds):
+            stop = self._stop_reason()
+            if stop:
+                self._abandon(in_flight, round_, stop)
+                return stop
+            self.emit(ev.RoundStarted(round=round_, version=self.ledger.head()))
+            in_flight |= self._dispatch(round_, self.limits.n_workers - len(in_flight))
+            last = round_ == self.limits.rounds - 1
+            self._step(round_, self._barrier(in_flight, wait_all=last or not self.limits.asynchronous))
+        return self._stop_reason() or f"ran all {self.limits.rounds} rounds"
+
+    def _dispatch(self, round_: int, count: int) -> set[Future]:
+        """Start `count` worker turns on the newest snapshot, each with its own minibatch."""
+        head = self.ledger.head()
+        state = self.ledger.snapshot(self.artifact_id, head)
+        batches = self.policies.task_sampler(self.train, count, random.Random(f"{self.seed}:sample:{round_}"))
+        futures = set()
+        for batch in batches:
+            name = f"w{self.turns % self.limits.n_workers}"
+            rng = random.Random(f"{self.seed}:turn:{self.turns}")
+            future = self.pool.submit(self.worker.work, name, head, state, batch, rng)
+            self.turn_of[future] = self.turns
+            future.add_done_callback(self.buffer.put)
+            futures.add(future)
+            self.turns += 1
+        return futures
+
+    def _barrier(self, in_flight: set[Future], *, wait_all: bool) -> list[WorkerReport]:
+        """Wait for every turn in flight (`wait_all`), or for at least one and whatever else is in."""
+        done: list[Future] = [self.buffer.get()]
+        while not self.buffer.empty() or (wait_all and len(done) < len(in_flight)):
+            done.append(self.buffer.get())
+        in_flight.difference_update(done)
+        done.sort(key=self.turn_of.pop)  # arrival order must not change the result
+        return [f.result() for f in done]
+
+    def _abandon(self, in_flight: set[Future], round_: int, reason: str) -> None:
+        """The run is stopping: turns still in flight finish, and their diffs get an outcome."""
+        for report in self._barrier(in_flight, wait_all=True) if in_flight else []:
+            for diff in report.diffs:
+                outcome = Outcome(diff_id=diff.id, kind="dropped_stale", step=round_, author=diff.author,
+                                  reason=f"the run stopped before this diff was aggregated: {reason}")
+                self.outcomes.append(outcome)
+                self.emit(ev.DiffOutcome(round=round_, outcome=outcome))
+
+    def _step(self, round_: int, reports: list[WorkerReport]) -> None:
+        diffs: list[Diff] = [d for r in reports for d in r.diffs]
+        early: list[Outcome] = [o.model_copy(update={"step": round_}) for r in reports for o in r.outcomes]
+        report = self.aggregator.step(diffs, round_)
+        for outcome in early + report.outcomes:
+            self.outcomes.append(outcome)
+            self.emit(ev.DiffOutcome(round=round_, outcome=outcome))
+        held_out, promoted = None, False
+        if report.version is not None:
+            landed = tuple(o.diff_id for o in report.outcomes if o.version is not None)
+            self.emit(ev.Committed(round=round_, version=report.version, diff_ids=landed))
+            held_out, promoted = self._validate(report.version, round_)
+        else:
+            self.since_gain += 1
+        self._record(round_, report, early, diffs, held_out, promoted)
+        self.emit(ev.RoundEnded(round=round_, calls=self.evaluator.usage.calls))
+
+    def _validate(self, version: int, round_: int) -> tuple[float, bool]:
+        reward = self._held_out(version)
+        promoted = self.policies.promotion(self.best, reward)
+        if promoted:
+            self.ledger.promote(version)
+            self.best, self.since_gain = reward, 0
+        else:
+            self.since_gain += 1
+        self.emit(ev.Evaluated(round=round_, version=version, held_out_reward=reward, promoted=promoted, best_reward=self.best))
+        return reward, promoted
+
+    def _held_out(self, version: int) -> float:
+        return self.evaluator.mean(self.ledger.snapshot(self.artifact_id, version), self.held_out)
+
+    def _record(self, round_: int, report: StepReport, early: list[Outcome], diffs: list[Diff],
+                held_out: float | None, promoted: bool) -> None:
+        counts: dict[str, int] = {}
+        for o in early + report.outcomes:
+            counts[o.kind] = counts.get(o.kind, 0) + 1
+        self.history.append(StepRecord(
+            round=round_, base_version=report.base_version, version=report.version,
+            diffs=[d.id for d in diffs], outcomes=counts,
+            staleness=[report.base_version - d.base_version for d in diffs],
+            acceptance_head=report.head_reward, acceptance_candidate=report.candidate_reward,
+            held_out=held_out, promoted=promoted, calls=self.evaluator.usage.calls, timings=report.timings,
+        ))
+
+    def _stop_reason(self) -> str | None:
+        limits = self.limits
+        if limits.target_reward is not None and self.best >= limits.target_reward:
+            return f"reached target reward {limits.target_reward} (held-out {self.best:.3f})"
+        if limits.patience is not None and self.since_gain >= limits.patience:
+            return f"no held-out gain in {self.since_gain} rounds (patience {limits.patience})"
+        if limits.max_calls is not None and self.evaluator.usage.calls >= limits.max_calls:
+            return f"spent the call budget ({self.evaluator.usage.calls} of max_calls={limits.max_calls})"
+        return None

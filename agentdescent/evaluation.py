@@ -1,0 +1,142 @@
+"""Scoring an artifact on tasks: `run` then `reward`, in parallel, cached, counted.
+
+The cache key is (hash of the state, task id): within a run an identical rollout is never
+repeated, so head is scored once per step however many candidates are compared against it, and
+held-out evaluation reuses what acceptance already paid for. A rollout whose `run` raises is
+data (reward 0, the error kept); a `reward` that returns something outside [0, 1] is the
+caller's bug and stops the run with a `UserError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agentdescent.errors import UserError
+from agentdescent.executors import Executor
+from agentdescent.strategies import Strategy
+from agentdescent.types import Task
+
+
+class RunFn(Protocol):
+    def __call__(self, rendered: Any, task: Task) -> str:
+        """Solve `task` with the rendered artifact; return the output to be scored."""
+
+
+class RewardFn(Protocol):
+    def __call__(self, task: Task, output: str) -> float:
+        """Score `output` for `task` in [0, 1]."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rollout:
+    """One task run against one artifact state."""
+
+    task: Task
+    output: str
+    reward: float
+    error: str | None = None
+
+
+@dataclass
+class Usage:
+    """What a run spent; `calls` is what `max_calls` limits."""
+
+    rollouts: int = 0
+    proposals: int = 0
+    failures: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    errors: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def calls(self) -> int:
+        return self.rollouts + self.proposals
+
+    def add(self, **counts: int) -> None:
+        with self._lock:
+            for name, n in counts.items():
+                setattr(self, name, getattr(self, name) + n)
+
+    def record_error(self, message: str) -> None:
+        with self._lock:
+            self.failures += 1
+            if len(self.errors) < 20:
+                self.errors.append(message)
+
+
+def state_hash(state: Mapping[str, str]) -> str:
+    """A stable name for a state. state_hash({"a": "x"}) == state_hash({"a": "x"})"""
+    blob = json.dumps(state, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def check_reward(value: object, task: Task) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UserError(
+            f"reward returned {value!r} ({type(value).__name__}) for task {task.id!r}; "
+            "it must return a number in [0, 1]"
+        )
+    if math.isnan(value) or not 0.0 <= value <= 1.0:
+        raise UserError(f"reward returned {value} for task {task.id!r}; it must be in [0, 1] (scale or clip it)")
+    return float(value)
+
+
+class Evaluator:
+    """Runs and scores states on tasks through a call pool, sharing one cache."""
+
+    def __init__(
+        self, *, strategy: Strategy, run: RunFn, reward: RewardFn, pool: Executor, usage: Usage
+    ) -> None:
+        self._strategy = strategy
+        self._run = run
+        self._reward = reward
+        self._pool = pool
+        self.usage = usage
+        self._cache: dict[tuple[str, str], Future[Rollout]] = {}
+        self._lock = threading.Lock()
+
+    def rollouts(self, state: Mapping[str, str], tasks: Sequence[Task]) -> list[Rollout]:
+        return self.many([state], tasks)[0]
+
+    def rewards(self, states: Sequence[Mapping[str, str]], tasks: Sequence[Task]) -> list[list[float]]:
+        return [[r.reward for r in row] for row in self.many(states, tasks)]
+
+    def mean(self, state: Mapping[str, str], tasks: Sequence[Task]) -> float:
+        rewards = self.rewards([state], tasks)[0]
+        return sum(rewards) / len(rewards) if rewards else 0.0
+
+    def many(self, states: Sequence[Mapping[str, str]], tasks: Sequence[Task]) -> list[list[Rollout]]:
+        """Every state on every task, all in flight at once; rows follow `states`."""
+        rows = [[self._submit(state, task) for task in tasks] for state in states]
+        return [[f.result() for f in row] for row in rows]
+
+    def _submit(self, state: Mapping[str, str], task: Task) -> Future[Rollout]:
+        key = (state_hash(state), task.id)
+        with self._lock:
+            future = self._cache.get(key)
+            hit = future is not None
+            if future is None:
+                future = self._cache[key] = self._pool.submit(self._rollout, dict(state), task)
+        if hit:
+            self.usage.add(cache_hits=1)
+        return future
+
+    def _rollout(self, state: dict[str, str], task: Task) -> Rollout:
+        self.usage.add(rollouts=1, cache_misses=1)
+        try:
+            output = self._run(self._strategy.render(state), task)
+        except Exception as exc:  # a failing rollout is data, not a crash of the run
+            message = f"run failed on task {task.id!r}: {type(exc).__name__}: {exc}"
+            self.usage.record_error(message)
+            return Rollout(task=task, output="", reward=0.0, error=message)
+        if not isinstance(output, str):
+            output = str(output)
+        return Rollout(task=task, output=output, reward=check_reward(self._reward(task, output), task))

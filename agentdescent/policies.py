@@ -1,0 +1,201 @@
+"""The decisions of the loop, each a small Protocol with a shipped default, bundled in `Policies`.
+
+    task_sampler  which train tasks each worker rolls out this round
+    proposal      which of a worker's rollouts it reflects on
+    staleness     whether a diff based on an old version is still admitted, and its weight
+    conflict      which of two overlapping changes to keep
+    fusion        how two edits of the same key are merged (None: they conflict)
+    acceptance    which tasks the test runs on, and whether a candidate beats head on them
+    promotion     whether `dev` replaces `stable` after a held-out evaluation
+
+What they leave out: where work runs (executors) and what is stored (the ledger).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from agentdescent import stats
+from agentdescent.evaluation import Rollout
+from agentdescent.textmerge import merge_text
+from agentdescent.types import Diff, Task
+
+
+class TaskSampler(Protocol):
+    def __call__(self, train: Sequence[Task], n_workers: int, rng: random.Random) -> list[list[Task]]:
+        """One minibatch per worker; minibatches should differ so that workers see different tasks."""
+
+
+@dataclass(frozen=True)
+class DisjointMinibatches:
+    """Shuffle the train set and deal it out; wrap around only when it runs short."""
+
+    size: int = 4
+
+    def __call__(self, train: Sequence[Task], n_workers: int, rng: random.Random) -> list[list[Task]]:
+        order = list(train)
+        rng.shuffle(order)
+        need = n_workers * self.size
+        deck = (order * (need // len(order) + 1))[:need]
+        return [deck[i * self.size : (i + 1) * self.size] for i in range(n_workers)]
+
+
+class ProposalPolicy(Protocol):
+    def __call__(self, rollouts: Sequence[Rollout]) -> list[Rollout]:
+        """The rollouts to reflect on, most useful first; each becomes at most one diff."""
+
+
+@dataclass(frozen=True)
+class WorstFirst:
+    """Reflect on the lowest-reward rollouts below `below`, at most `max_proposals` of them."""
+
+    max_proposals: int = 1
+    below: float = 1.0
+
+    def __call__(self, rollouts: Sequence[Rollout]) -> list[Rollout]:
+        failed = [r for r in rollouts if r.reward < self.below]
+        return sorted(failed, key=lambda r: r.reward)[: self.max_proposals]
+
+
+class StalenessPolicy(Protocol):
+    def admit(self, staleness: int, lag_budget: int | None) -> bool: ...
+
+    def weight(self, staleness: int) -> float:
+        """η(s): how much a diff's evidence counts after `staleness` commits landed under it."""
+
+
+@dataclass(frozen=True)
+class DropBeyondBudget:
+    """Admit up to `lag_budget` versions behind head; evidence decays as 1 / (1 + decay * s)."""
+
+    decay: float = 0.5
+
+    def admit(self, staleness: int, lag_budget: int | None) -> bool:
+        return lag_budget is None or staleness <= lag_budget
+
+    def weight(self, staleness: int) -> float:
+        return 1.0 / (1.0 + self.decay * staleness)
+
+
+class ConflictPolicy(Protocol):
+    def __call__(self, diffs: Sequence[Diff], staleness: Sequence[int], weight: StalenessPolicy) -> int:
+        """Index of the diff whose edit survives when these diffs' edits of one key cannot merge."""
+
+
+def evidence_score(diff: Diff, staleness: int, policy: StalenessPolicy) -> tuple[float, float]:
+    """Self-verified gain first, then how many failing tasks back it; weighted by η(staleness)."""
+    gain = diff.evidence.verified_gain
+    w = policy.weight(staleness)
+    return ((gain if gain is not None else 0.0) * w, len(diff.evidence.task_ids) * w)
+
+
+@dataclass(frozen=True)
+class BetterEvidence:
+    """The diff with the better evidence wins; a tie goes to the one that came first."""
+
+    def __call__(self, diffs: Sequence[Diff], staleness: Sequence[int], weight: StalenessPolicy) -> int:
+        scores = [evidence_score(d, s, weight) for d, s in zip(diffs, staleness)]
+        return max(range(len(diffs)), key=scores.__getitem__)
+
+
+class FusionPolicy(Protocol):
+    def __call__(self, base: str | None, ours: str | None, theirs: str | None) -> str | None | bool:
+        """Merge two edits of one key made from `base`: the merged text, None for "delete the key",
+        or False when they truly overlap."""
+
+
+@dataclass(frozen=True)
+class ThreeWayMerge:
+    """git merge-file on the text; a deletion merges only with an untouched or equal side."""
+
+    def __call__(self, base: str | None, ours: str | None, theirs: str | None) -> str | None | bool:
+        if ours == theirs:
+            return ours
+        if ours == base:
+            return theirs
+        if theirs == base:
+            return ours
+        if ours is None or theirs is None:
+            return False
+        merged = merge_text(base or "", ours, theirs)
+        return False if merged is None else merged
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verdict:
+    accepted: bool
+    p_improve: float
+    comparison: stats.PairedComparison
+    reason: str
+
+
+class AcceptancePolicy(Protocol):
+    def tasks(self, train: Sequence[Task], evidence_ids: set[str], rng: random.Random) -> list[Task]:
+        """The acceptance set of one step: the tasks every candidate and head are scored on."""
+
+    def __call__(self, candidate: Sequence[float], head: Sequence[float], *, gated: bool) -> Verdict:
+        """Accept the candidate over head? `gated` asks for the stricter L1 bar."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BetaAcceptance:
+    """Accept when P(improvement) under the paired Beta posterior reaches `threshold`.
+
+    The acceptance set is the diffs' own evidence tasks plus a seeded sample of other train tasks,
+    `size` in all, so that a rule that fixes its own task but breaks others is caught.
+    `min_tasks` and `min_decisive` refuse to decide on too little evidence.
+    """
+
+    threshold: float = 0.7
+    gated_threshold: float = 0.95
+    size: int = 32
+    min_tasks: int = 4
+    min_decisive: float = 1.0
+    prior: float = 1.0
+
+    def tasks(self, train: Sequence[Task], evidence_ids: set[str], rng: random.Random) -> list[Task]:
+        own = [t for t in train if t.id in evidence_ids]
+        others = [t for t in train if t.id not in evidence_ids]
+        extra = rng.sample(others, min(len(others), max(0, self.size - len(own))))
+        return own + extra
+
+    def __call__(self, candidate: Sequence[float], head: Sequence[float], *, gated: bool) -> Verdict:
+        cmp = stats.paired(candidate, head)
+        p = stats.prob_improvement(cmp.wins, cmp.losses, self.prior)
+        bar = self.gated_threshold if gated else self.threshold
+        summary = f"P(improve)={p:.2f} (bar {bar:.2f}), +{cmp.wins:g}/-{cmp.losses:g} on {cmp.n} tasks"
+        if cmp.n < self.min_tasks:
+            return Verdict(accepted=False, p_improve=p, comparison=cmp, reason=f"only {cmp.n} acceptance tasks; {summary}")
+        if cmp.decisive < self.min_decisive:
+            return Verdict(accepted=False, p_improve=p, comparison=cmp, reason=f"no measurable change: {summary}")
+        return Verdict(accepted=p >= bar, p_improve=p, comparison=cmp, reason=summary)
+
+
+class PromotionPolicy(Protocol):
+    def __call__(self, stable_reward: float, dev_reward: float) -> bool: ...
+
+
+@dataclass(frozen=True)
+class OnHeldOutGain:
+    """Promote `dev` to `stable` when its held-out reward beats stable's by more than `min_gain`."""
+
+    min_gain: float = 0.0
+
+    def __call__(self, stable_reward: float, dev_reward: float) -> bool:
+        return dev_reward > stable_reward + self.min_gain
+
+
+@dataclass(frozen=True, kw_only=True)
+class Policies:
+    """Every decision of the loop; replace any one with `dataclasses.replace` or keywords."""
+
+    task_sampler: TaskSampler = field(default_factory=DisjointMinibatches)
+    proposal: ProposalPolicy = field(default_factory=WorstFirst)
+    staleness: StalenessPolicy = field(default_factory=DropBeyondBudget)
+    conflict: ConflictPolicy = field(default_factory=BetterEvidence)
+    fusion: FusionPolicy = field(default_factory=ThreeWayMerge)
+    acceptance: AcceptancePolicy = field(default_factory=BetaAcceptance)
+    promotion: PromotionPolicy = field(default_factory=OnHeldOutGain)

@@ -1,0 +1,57 @@
+"""Statistics for the acceptance test: paired comparisons and Beta posteriors.
+
+Rewards are in [0, 1]. A paired comparison of candidate and head on the same tasks counts the
+reward gained on each task as a (fractional) win and the reward lost as a loss; ties carry no
+evidence. The posterior of "the candidate beats head on a task where they differ" is
+Beta(prior + wins, prior + losses), and the test is its mass above one half.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scipy import stats as _stats
+
+
+@dataclass(frozen=True, kw_only=True)
+class PairedComparison:
+    wins: float
+    losses: float
+    n: int
+    mean_delta: float
+
+    @property
+    def decisive(self) -> float:
+        return self.wins + self.losses
+
+
+def paired(candidate: Sequence[float], head: Sequence[float]) -> PairedComparison:
+    """Compare rewards task by task. paired([1, 0, 1], [0, 0, 1]) -> wins=1, losses=0, n=3."""
+    if len(candidate) != len(head):
+        raise ValueError("paired comparison needs rewards on the same tasks")
+    deltas = [c - h for c, h in zip(candidate, head)]
+    wins = sum(d for d in deltas if d > 0)
+    losses = -sum(d for d in deltas if d < 0)
+    mean = sum(deltas) / len(deltas) if deltas else 0.0
+    return PairedComparison(wins=wins, losses=losses, n=len(deltas), mean_delta=mean)
+
+
+def prob_improvement(wins: float, losses: float, prior: float = 1.0) -> float:
+    """P(candidate wins more often than it loses) under Beta(prior+wins, prior+losses).
+
+    prob_improvement(0, 0) == 0.5; prob_improvement(2, 0) == 0.875.
+    """
+    return float(_stats.beta.sf(0.5, prior + wins, prior + losses))
+
+
+def mean_interval(rewards: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """A Jeffreys interval for a mean reward in [0, 1], treating the sum as successes."""
+    n = len(rewards)
+    if n == 0:
+        return (0.0, 1.0)
+    s = sum(rewards)
+    tail = (1 - level) / 2
+    lo = 0.0 if s <= 0 else float(_stats.beta.ppf(tail, s + 0.5, n - s + 0.5))
+    hi = 1.0 if s >= n else float(_stats.beta.ppf(1 - tail, s + 0.5, n - s + 0.5))
+    return (lo, hi)

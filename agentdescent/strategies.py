@@ -1,0 +1,209 @@
+"""Strategies: how an artifact is held as a flat `{key: text}` state, rendered, and changed.
+
+A strategy decides what a key is, so it decides which concurrent proposals can fuse and which
+must conflict. It knows nothing of the ledger, the aggregator or governance (frozen files are
+declared here but enforced by the aggregator).
+
+    SingleSlot   one key; every proposal appends to it, so concurrent proposals conflict
+    AppendRules  a playbook; one key per rule, named by its content hash: different rules fuse,
+                 identical ones deduplicate
+    KeyedRules   one key per category; proposals "category: text"; conflict within a category
+    FileTree     files as keys (a skill folder); proposals are <file path="..."> blocks
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from agentdescent.errors import UserError
+from agentdescent.types import Edit
+
+State = dict[str, str]
+
+
+class InvalidProposal(ValueError):
+    """A proposal this strategy cannot turn into edits; recorded as an `invalid` outcome."""
+
+
+@runtime_checkable
+class Strategy(Protocol):
+    """How an artifact is represented and changed.
+
+    - `initial_state()` is the state before any change (a fresh dict each call).
+    - `render(state)` is what `run` receives: a `str`, or for `FileTree` a `{path: text}` mapping.
+    - `edits_for(state, proposal)` turns one proposal (the text `propose` returned) into edits of
+      `state`. It raises `InvalidProposal` with a reason when the proposal is unusable; it may
+      return edits that change nothing (the aggregator records those as duplicates).
+    - `frozen` lists key patterns (fnmatch) that no diff may touch.
+    - `max_keys_per_diff` caps how many keys one diff may change (None: no cap).
+    """
+
+    frozen: tuple[str, ...]
+    max_keys_per_diff: int | None
+
+    def initial_state(self) -> State: ...
+
+    def render(self, state: Mapping[str, str]) -> Any: ...
+
+    def edits_for(self, state: Mapping[str, str], proposal: str) -> list[Edit]: ...
+
+
+def _clean(proposal: str) -> str:
+    text = proposal.strip()
+    if not text:
+        raise InvalidProposal("the proposal is empty")
+    return text
+
+
+class SingleSlot:
+    """One block of text (a system prompt). A proposal is a line appended to it."""
+
+    frozen: tuple[str, ...] = ()
+    max_keys_per_diff: int | None = 1
+
+    def __init__(self, initial_value: str = "", *, key: str = "prompt") -> None:
+        self.initial_value = initial_value
+        self.key = key
+
+    def initial_state(self) -> State:
+        return {self.key: self.initial_value}
+
+    def render(self, state: Mapping[str, str]) -> str:
+        return state.get(self.key, "")
+
+    def edits_for(self, state: Mapping[str, str], proposal: str) -> list[Edit]:
+        line = _clean(proposal)
+        before = state.get(self.key, "")
+        if line in before:
+            return [Edit(key=self.key, before=before, after=before)]
+        after = f"{before.rstrip()}\n{line}\n" if before.strip() else f"{line}\n"
+        return [Edit(key=self.key, before=before, after=after)]
+
+
+def rule_key(rule: str) -> str:
+    """The key of a rule: its normalised content hash. rule_key("Be brief.") == rule_key("be  brief")"""
+    normal = " ".join(re.sub(r"[^\w\s]", " ", rule.lower()).split())
+    return "rule-" + hashlib.sha256(normal.encode("utf-8")).hexdigest()[:10]
+
+
+class AppendRules:
+    """A playbook of independent rules, rendered as a bulleted list under an optional header.
+
+    A proposal is a rule to add, or "remove: <rule>" to drop an existing one."""
+
+    frozen: tuple[str, ...] = ()
+    max_keys_per_diff: int | None = None
+
+    def __init__(self, initial_rules: Iterable[str] = (), *, header: str = "") -> None:
+        self.initial_rules = [r.strip() for r in initial_rules if r.strip()]
+        self.header = header
+
+    def initial_state(self) -> State:
+        return {rule_key(r): r for r in self.initial_rules}
+
+    def render(self, state: Mapping[str, str]) -> str:
+        lines = [f"- {state[k]}" for k in sorted(state)]
+        return "\n".join(([self.header] if self.header else []) + lines)
+
+    def edits_for(self, state: Mapping[str, str], proposal: str) -> list[Edit]:
+        """A proposal is a rule to add, or "remove: <rule>" to drop one that misleads."""
+        rule = _clean(proposal).removeprefix("- ").strip()
+        verb, _, target = rule.partition(":")
+        if verb.strip().lower() == "remove":
+            key = rule_key(target)
+            if key not in state:
+                raise InvalidProposal(f"there is no rule {target.strip()[:80]!r} to remove")
+            return [Edit(key=key, before=state[key], after=None)]
+        key = rule_key(rule)
+        return [Edit(key=key, before=state.get(key), after=state.get(key, rule))]
+
+
+class KeyedRules:
+    """One entry per category; a proposal "category: text" replaces that category's entry
+    ("category:" with no text clears it)."""
+
+    frozen: tuple[str, ...] = ()
+    max_keys_per_diff: int | None = None
+
+    def __init__(self, categories: Sequence[str] | Mapping[str, str]) -> None:
+        initial = dict(categories) if isinstance(categories, Mapping) else dict.fromkeys(categories, "")
+        if not initial:
+            raise UserError("KeyedRules needs at least one category, e.g. KeyedRules(['tone', 'format'])")
+        bad = [c for c in initial if not re.fullmatch(r"[\w.-]+", c)]
+        if bad:
+            raise UserError(f"KeyedRules categories must be single words; got {bad!r}")
+        self.categories = initial
+
+    def initial_state(self) -> State:
+        return dict(self.categories)
+
+    def render(self, state: Mapping[str, str]) -> str:
+        order = list(self.categories) + sorted(set(state) - set(self.categories))
+        return "\n".join(f"{c}: {state[c]}" for c in order if state.get(c, "").strip())
+
+    def edits_for(self, state: Mapping[str, str], proposal: str) -> list[Edit]:
+        category, sep, text = _clean(proposal).partition(":")
+        category = category.strip().strip("*`#- ").lower()
+        if not sep:
+            raise InvalidProposal(f"expected 'category: text', got {proposal[:80]!r}")
+        if category not in self.categories:
+            known = ", ".join(self.categories)
+            raise InvalidProposal(f"unknown category {category!r}; expected one of: {known}")
+        return [Edit(key=category, before=state.get(category), after=text.strip())]
+
+
+_FILE_BLOCK = re.compile(r'<file path="([^"]+)">\n?(.*?)</file>', re.DOTALL)
+_DELETE_TAG = re.compile(r'<delete path="([^"]+)"\s*/>')
+
+
+def parse_file_blocks(proposal: str) -> dict[str, str | None]:
+    """Read `<file path="p">text</file>` and `<delete path="p"/>` blocks: {path: text or None}."""
+    files: dict[str, str | None] = {p: t for p, t in _FILE_BLOCK.findall(proposal)}
+    files.update((p, None) for p in _DELETE_TAG.findall(proposal))
+    return files
+
+
+class FileTree:
+    """A folder of text files (a skill, a set of agent definitions): one key per relative path.
+
+    Materialising the tree into a workspace for a real agent is `agentdescent.tree`'s job; here
+    the render is the `{path: text}` mapping itself.
+    """
+
+    def __init__(
+        self,
+        tree: Mapping[str, str],
+        *,
+        max_files_per_diff: int | None = None,
+        frozen: Iterable[str] = (),
+    ) -> None:
+        if max_files_per_diff is not None and max_files_per_diff < 1:
+            raise UserError("max_files_per_diff must be at least 1 (or None for no cap)")
+        self.tree = dict(tree)
+        self.max_keys_per_diff = max_files_per_diff
+        self.frozen = tuple(frozen)
+
+    def initial_state(self) -> State:
+        return dict(self.tree)
+
+    def render(self, state: Mapping[str, str]) -> dict[str, str]:
+        return dict(state)
+
+    def frozen_files(self, tree: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The files of `tree` (default: the initial tree) that no diff may change."""
+        tree = self.tree if tree is None else tree
+        return {p: t for p, t in tree.items() if is_frozen(p, self.frozen)}
+
+    def edits_for(self, state: Mapping[str, str], proposal: str) -> list[Edit]:
+        files = parse_file_blocks(_clean(proposal))
+        if not files:
+            raise InvalidProposal('no <file path="...">...</file> or <delete path="..."/> block found')
+        return [Edit(key=p, before=state.get(p), after=t) for p, t in files.items()]
+
+
+def is_frozen(key: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(key, p) for p in patterns)

@@ -1,0 +1,102 @@
+"""The records that cross boundaries: tasks, edits, diffs with evidence, and outcomes.
+
+They are pydantic models so that they serialise to JSON for files, processes and MCP. The
+behaviour that acts on them lives elsewhere (strategies, aggregator); these only hold data.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Task(BaseModel):
+    """One unit of work. Identity is the id: two tasks with the same id are the same task."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    prompt: str
+    gold: Optional[str] = None
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Task) and other.id == self.id
+
+
+class Edit(BaseModel):
+    """Set one key of an artifact's state. `before` is the text the proposer saw (None: the key
+    did not exist); `after` is the new text (None: delete the key)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    before: Optional[str] = None
+    after: Optional[str] = None
+
+
+class EvidenceCard(BaseModel):
+    """Why a diff should land: the tasks behind it and what self-verification measured."""
+
+    model_config = ConfigDict(frozen=True)
+
+    task_ids: list[str] = Field(default_factory=list)
+    rewards: list[float] = Field(default_factory=list)
+    rationale: str = ""
+    verify_task_ids: list[str] = Field(default_factory=list)
+    verify_before: Optional[float] = None
+    verify_after: Optional[float] = None
+
+    @property
+    def verified_gain(self) -> Optional[float]:
+        if self.verify_before is None or self.verify_after is None:
+            return None
+        return self.verify_after - self.verify_before
+
+
+class Diff(BaseModel):
+    """A proposed change to one artifact, on top of ledger version `base_version`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    artifact_id: str
+    base_version: int
+    edits: list[Edit]
+    evidence: EvidenceCard = Field(default_factory=EvidenceCard)
+    author: str = ""
+
+    @property
+    def keys(self) -> set[str]:
+        return {e.key for e in self.edits}
+
+
+OutcomeKind = Literal[
+    "committed",  # landed in a commit as proposed (alone or beside diffs on other keys)
+    "fused",  # merged with another diff's edit of the same key, and the merge landed
+    "duplicate",  # changes nothing that head, or an earlier diff of the step, does not already say
+    "rejected_by_test",  # the acceptance test did not find it an improvement
+    "conflict_lost",  # overlapped another diff's edit and lost under the conflict policy
+    "dropped_stale",  # its base was older than the lag budget allows
+    "refused_by_governance",  # touched a frozen key, or more keys than allowed
+    "invalid",  # malformed: unknown key, bad path, oversize, unparseable proposal
+    "error",  # an exception while handling it; the reason holds the message
+]
+OUTCOME_KINDS: tuple[str, ...] = OutcomeKind.__args__  # type: ignore[attr-defined]
+
+
+class Outcome(BaseModel):
+    """What became of one diff. Every diff gets exactly one."""
+
+    model_config = ConfigDict(frozen=True)
+
+    diff_id: str
+    kind: OutcomeKind
+    reason: str
+    version: Optional[int] = None  # the ledger version it landed in, when it landed
+    step: Optional[int] = None
+    author: str = ""

@@ -1,0 +1,112 @@
+"""A worker's turn: roll out a minibatch on a snapshot, reflect on failures, emit diffs.
+
+This is the gradient computation of the loop. A worker reads a snapshot and returns diffs with
+evidence; it never writes the ledger. What it leaves out: choosing its tasks (the sampler) and
+deciding what lands (the aggregator).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agentdescent.aggregator import apply
+from agentdescent.errors import UserError
+from agentdescent.evaluation import Evaluator, Rollout
+from agentdescent.executors import Executor
+from agentdescent.policies import Policies
+from agentdescent.strategies import InvalidProposal, State, Strategy
+from agentdescent.types import Diff, EvidenceCard, Outcome, Task
+
+
+class ProposeFn(Protocol):
+    def __call__(self, rendered: Any, task: Task, output: str, reward: float) -> str | None:
+        """A change that would have helped this rollout (the strategy turns it into a Diff), or None."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerConfig:
+    artifact_id: str
+    self_verify: bool = True
+    cheap_eval_tasks: int | None = None  # how many minibatch tasks self-verification re-runs
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerReport:
+    worker: str
+    base_version: int
+    diffs: list[Diff]
+    outcomes: list[Outcome] = field(default_factory=list)  # proposals that never became a diff
+    rollouts: list[Rollout] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class Worker:
+    strategy: Strategy
+    propose: ProposeFn
+    evaluator: Evaluator
+    calls: Executor
+    policies: Policies
+    config: WorkerConfig
+
+    def work(self, worker: str, version: int, state: State, batch: Sequence[Task], rng: random.Random) -> WorkerReport:
+        rollouts = self.evaluator.rollouts(state, batch)
+        chosen = self.policies.proposal(rollouts)
+        proposals = self.calls.map(lambda r: self._propose(state, r), chosen)
+        diffs, outcomes = [], []
+        for rollout, proposal in zip(chosen, proposals):
+            diff_id = f"d{rng.getrandbits(40):010x}"
+            made = self._diff(diff_id, worker, version, state, rollout, proposal)
+            if isinstance(made, Diff):
+                diffs.append(made)
+            elif made is not None:
+                outcomes.append(Outcome(diff_id=diff_id, kind=made[0], reason=made[1], author=worker))
+        if self.config.self_verify and diffs:
+            diffs = [self._verify(d, state, rollouts) for d in diffs]
+        return WorkerReport(worker=worker, base_version=version, diffs=diffs, outcomes=outcomes, rollouts=rollouts)
+
+    def _propose(self, state: State, rollout: Rollout) -> str | None | Exception:
+        self.evaluator.usage.add(proposals=1)
+        try:
+            proposal = self.propose(self.strategy.render(state), rollout.task, rollout.output, rollout.reward)
+        except Exception as exc:  # one failed reflection is an outcome, not the end of the run
+            return exc
+        if proposal is not None and not isinstance(proposal, str):
+            raise UserError(
+                f"propose returned {type(proposal).__name__} for task {rollout.task.id!r}; "
+                "it must return a str (the proposed change) or None (no proposal)"
+            )
+        return proposal
+
+    def _diff(
+        self, diff_id: str, worker: str, version: int, state: State, rollout: Rollout, proposal: str | None | Exception
+    ) -> Diff | tuple[str, str] | None:
+        if proposal is None:
+            return None
+        if isinstance(proposal, Exception):
+            return "error", f"propose raised {type(proposal).__name__}: {proposal}"
+        try:
+            edits = self.strategy.edits_for(state, proposal)
+        except InvalidProposal as exc:
+            return "invalid", f"proposal could not become a diff: {exc}"
+        evidence = EvidenceCard(task_ids=[rollout.task.id], rewards=[rollout.reward], rationale=proposal[:2000])
+        return Diff(
+            id=diff_id, artifact_id=self.config.artifact_id, base_version=version,
+            edits=edits, evidence=evidence, author=worker,
+        )
+
+    def _verify(self, diff: Diff, state: State, rollouts: Sequence[Rollout]) -> Diff:
+        """Re-run the diff's own task first, then the rest of the minibatch, on the patched state."""
+        own = set(diff.evidence.task_ids)
+        ordered = [r.task for r in rollouts if r.task.id in own] + [r.task for r in rollouts if r.task.id not in own]
+        tasks = ordered[: self.config.cheap_eval_tasks] if self.config.cheap_eval_tasks else ordered
+        patched = apply(state, {e.key: e.after for e in diff.edits})
+        before, after = self.evaluator.rewards([state, patched], tasks)
+        card = diff.evidence.model_copy(update={
+            "verify_task_ids": [t.id for t in tasks],
+            "verify_before": sum(before) / len(before),
+            "verify_after": sum(after) / len(after),
+        })
+        return diff.model_copy(update={"evidence": card})
