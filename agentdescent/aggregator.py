@@ -111,9 +111,14 @@ def rebase(
 # -- resolve -----------------------------------------------------------------------------------
 
 
-def resolve(
-    changes: Sequence[Change], head_state: Mapping[str, str], policies: Policies
-) -> tuple[list[Component], dict[str, tuple[OutcomeKind, str]]]:
+@dataclass(frozen=True, kw_only=True)
+class Resolution:
+    components: list[Component]
+    unplaced: dict[str, tuple[OutcomeKind, str]]  # diffs left with no key: duplicates and losers
+    lost: dict[str, list[str]]  # diff id -> keys it lost to a better diff
+
+
+def resolve(changes: Sequence[Change], head_state: Mapping[str, str], policies: Policies) -> Resolution:
     """Fold the step's changes key by key: merge what merges, let the conflict policy settle the
     rest (the loser keeps its other keys), then group changes that share keys into components."""
     text: dict[str, str | None] = {}
@@ -136,7 +141,7 @@ def resolve(
                 if loser is not winner:
                     lost.setdefault(loser.diff.id, []).append(key)
             text[key], owners[key] = winner.after[key], [winner]
-    return _components(changes, text, owners), _unplaced(changes, owners, lost)
+    return Resolution(components=_components(changes, text, owners), unplaced=_unplaced(changes, owners, lost), lost=lost)
 
 
 def _components(
@@ -193,6 +198,7 @@ class Acceptance:
     candidate: State
     head_reward: float | None
     candidate_reward: float | None
+    reason: str = ""  # the verdict on the candidate that is committed
 
 
 def accept(
@@ -227,13 +233,13 @@ def accept(
         if verdict.accepted:
             return Acceptance(
                 accepted=[comp for comp, _, _ in passing], rejected=rejected, candidate=fused,
-                head_reward=_mean(head), candidate_reward=_mean(fused_row),
+                head_reward=_mean(head), candidate_reward=_mean(fused_row), reason=verdict.reason,
             )
         passing = _keep_best(passing, rejected, verdict)
-    comp, _, row = passing[0]
+    comp, verdict, row = passing[0]
     return Acceptance(
         accepted=[comp], rejected=rejected, candidate=apply(head_state, comp.after),
-        head_reward=_mean(head), candidate_reward=_mean(row),
+        head_reward=_mean(head), candidate_reward=_mean(row), reason=verdict.reason,
     )
 
 
@@ -334,15 +340,16 @@ class Aggregator:
         head_state = self.ledger.snapshot(self.artifact_id, head)
         verdicts: dict[str, tuple[OutcomeKind, str]] = {}
         changes = self._admit_and_rebase(diffs, head, head_state, verdicts)
-        components, unplaced = resolve(changes, head_state, self.policies)
-        verdicts.update(unplaced)
+        resolution = resolve(changes, head_state, self.policies)
+        verdicts.update(resolution.unplaced)
         t1 = time.perf_counter()
+        components = resolution.components
         evidence = {t for comp in components for c in comp.changes for t in c.diff.evidence.task_ids}
         tasks = self.policies.acceptance.tasks(self.train, evidence, self.rng)
         acceptance = accept(components, head_state, tasks, self.score, self.policies, self.governance)
         verdicts.update((diff_id, ("rejected_by_test", why)) for diff_id, why in acceptance.rejected.items())
         t2 = time.perf_counter()
-        version = self._commit(head, head_state, acceptance, step, verdicts)
+        version = self._commit(head, head_state, acceptance, step, verdicts, resolution.lost)
         t3 = time.perf_counter()
         outcomes = [_outcome(d, *verdicts[d.id], step, version if verdicts[d.id][0] in ("committed", "fused") else None) for d in diffs]
         return StepReport(
@@ -376,7 +383,7 @@ class Aggregator:
 
     def _commit(
         self, head: int, head_state: State, acceptance: Acceptance, step: int,
-        verdicts: dict[str, tuple[OutcomeKind, str]],
+        verdicts: dict[str, tuple[OutcomeKind, str]], lost: dict[str, list[str]],
     ) -> int | None:
         if not acceptance.accepted:
             return None
@@ -392,5 +399,7 @@ class Aggregator:
                 fused = comp.fused_keys & set(c.after)
                 kind: OutcomeKind = "fused" if fused else "committed"
                 how = f"merged with other diffs on {', '.join(sorted(fused))}; " if fused else ""
-                verdicts[c.diff.id] = (kind, f"{how}landed in version {version}{c.note}")
+                lost_keys = f"; its edit of {', '.join(lost[c.diff.id])} lost to better evidence" if c.diff.id in lost else ""
+                landed = f"landed in version {version} ({acceptance.reason})"
+                verdicts[c.diff.id] = (kind, f"{how}{landed}{c.note}{lost_keys}")
         return version

@@ -15,10 +15,12 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from collections.abc import Mapping
+from collections.abc import Callable
 from typing import Any
 
 from agentdescent.strategies import AppendRules, KeyedRules, SingleSlot, Strategy
+from agentdescent.engine import evolve
+from agentdescent.result import EvolveResult
 from agentdescent.types import Task
 
 SIGNALS: dict[str, tuple[str, ...]] = {
@@ -142,3 +144,15 @@ class RouterReflector:
             return rule_text(keyword, handler)
         have = [k for k, h in routing_rules(rendered) if h == handler]
         return f"{handler}: {', '.join(have + [keyword])}"
+
+
+def run_reference(
+    *, n_workers: int = 8, strategy: str = "append", seed: int = 0, rounds: int = 30,
+    store: str | None = None, on_event: Callable[[Any], None] | None = None, **options: Any,
+) -> EvolveResult:
+    """The whole demo as one call: the router tasks, the agent, the reflector, evolve()."""
+    return evolve(
+        router_tasks(seed), route_reward, run=route, propose=RouterReflector(strategy, seed=seed),
+        strategy=demo_strategy(strategy), rounds=rounds, n_workers=n_workers, seed=seed,
+        target_reward=1.0, store=store, on_event=on_event, **options,
+    )

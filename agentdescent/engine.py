@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from agentdescent import events as ev
 from agentdescent.aggregator import Aggregator, StepReport
@@ -193,7 +192,8 @@ class _Loop:
         head = self._seed_artifact()
         self.emit(ev.RunStarted(rounds=self.limits.rounds, n_workers=self.limits.n_workers, train=len(self.train),
                                 held_out=len(self.held_out), version=head, ledger=str(self.ledger.path)))
-        initial = self.best = self._held_out(self.ledger.stable())
+        start = self.ledger.stable()
+        initial = self.best = self._held_out(start)
         if head != self.ledger.stable():
             self._validate(head, round_=-1)
         reason = self._steps()
@@ -203,7 +203,7 @@ class _Loop:
         return EvolveResult(
             rendered=self.strategy.render(state), state=state, final_reward=self.best, initial_reward=initial,
             history=self.history, ledger=self.ledger, outcome_list=self.outcomes, usage=self.evaluator.usage,
-            stop_reason=reason, version=stable, frozen=tuple(self.strategy.frozen),
+            stop_reason=reason, version=stable, initial_version=start, frozen=tuple(self.strategy.frozen),
         )
 
     def _seed_artifact(self) -> int:

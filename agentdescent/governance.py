@@ -44,12 +44,12 @@ def unsafe_key_reason(key: str) -> str | None:
     """Why `key` cannot be a relative file path, or None. unsafe_key_reason("../x") -> "... '..' ..." """
     if not key:
         return "a key must not be empty"
-    if key.startswith("/") or "\\" in key or (len(key) > 1 and key[1] == ":"):
+    if key.startswith("/") or "\\" in key or "\0" in key or (len(key) > 1 and key[1] == ":"):
         return f"key {key!r} must be a relative path with '/' separators"
     parts = key.split("/")
     if any(p in ("", ".", "..") for p in parts):
         return f"key {key!r} has an empty, '.' or '..' segment"
-    if ".git" in parts:
+    if any(p.lower() == ".git" for p in parts):
         return f"key {key!r} reaches into a .git folder"
     return None
 

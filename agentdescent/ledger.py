@@ -21,22 +21,23 @@ import io
 import os
 import pathlib
 import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import git
-from git.objects.fun import tree_entries_from_data, tree_to_stream
+from git.objects.fun import tree_entries_from_data
 from gitdb import IStream
 from gitdb.db.loose import LooseObjectDB
 
 from agentdescent.errors import HeadMoved, LedgerError, UserError
+from agentdescent.gitobjects import (
+    BLOB_MODE, TREE_MODE, CommitInfo, commit_bytes, format_message, nest, parse_commit, tree_bytes,
+)
+from agentdescent.governance import unsafe_key_reason
 
 __all__ = ["CommitRecord", "Ledger"]
 
 DEV, STABLE, ARTIFACTS = "refs/heads/dev", "refs/heads/stable", "artifacts"
-_IDENTITY = b"AgentDescent <agentdescent@localhost>"
-_BLOB_MODE, _TREE_MODE = 0o100644, 0o040000
 _NULL_SHA = "0" * 40
 _FIX = "choose an empty or new directory for store="
 
@@ -51,29 +52,14 @@ class CommitRecord:
     trailers: dict[str, str]
 
 
-@dataclass(frozen=True)
-class _Commit:
-    tree: bytes
-    parent: bytes | None
-    version: int
-    subject: str
-    trailers: dict[str, str]
-
-
-def _is_relative_path(key: object) -> bool:
-    if not isinstance(key, str) or not key or key.startswith("/") or "\\" in key or "\0" in key:
-        return False
-    return not any(s in ("", ".", "..") or s.lower() == ".git" for s in key.split("/"))
-
-
 def _check_key(key: object) -> None:
-    if not _is_relative_path(key):
-        raise UserError(f"invalid key {key!r}: keys are relative posix paths like 'references/api.md' "
-                        "(no leading '/', no '\\', no '.', '..' or empty segments, no '.git')")
+    reason = unsafe_key_reason(key) if isinstance(key, str) else f"key {key!r} is not a str"
+    if reason:
+        raise UserError(f"invalid key: {reason}; keys are relative posix paths like 'references/api.md'")
 
 
 def _check_artifact_id(artifact_id: object) -> None:
-    if not _is_relative_path(artifact_id) or "/" in artifact_id:  # type: ignore[operator]
+    if not isinstance(artifact_id, str) or "/" in artifact_id or unsafe_key_reason(artifact_id):
         raise UserError(f"invalid artifact id {artifact_id!r}: use one folder name like 'prompt'")
 
 
@@ -89,67 +75,6 @@ def _check_state(state: object) -> None:
         raise UserError(f"key {clash[0]!r} is both a file and a folder; rename one of them")
 
 
-def _format_message(subject: str, trailers: Mapping[str, str], version: int) -> str:
-    subject = " ".join(subject.splitlines()).strip() or "update"
-    lines = [f"Version: {version}"]
-    for key, value in trailers.items():
-        if not isinstance(key, str) or not key.replace("-", "").isalnum() or key == "Version":
-            raise UserError(f"invalid trailer key {key!r}: use letters, digits and '-' "
-                            "('Version' is reserved)")
-        lines.append(f"{key}: {' '.join(str(value).splitlines())}")
-    return subject + "\n\n" + "\n".join(lines) + "\n"
-
-
-def _commit_bytes(tree: bytes, parent: bytes | None, message: str) -> bytes:
-    person = _IDENTITY + b" %d +0000" % int(time.time())
-    lines = [b"tree " + tree.hex().encode()]
-    if parent is not None:
-        lines.append(b"parent " + parent.hex().encode())
-    lines += [b"author " + person, b"committer " + person]
-    return b"\n".join(lines) + b"\n\n" + message.encode("utf-8")
-
-
-def _parse_commit(data: bytes) -> _Commit:
-    header, _, body = data.partition(b"\n\n")
-    fields: dict[bytes, bytes] = {}
-    for line in header.split(b"\n"):
-        name, _, value = line.partition(b" ")
-        fields.setdefault(name, value)
-    text = body.decode("utf-8", "replace").rstrip("\n")
-    last_paragraph = text.split("\n\n")[-1].split("\n")
-    trailers = dict(line.split(": ", 1) for line in last_paragraph if ": " in line)
-    parent = fields.get(b"parent")
-    return _Commit(
-        tree=bytes.fromhex(fields[b"tree"].decode()),
-        parent=bytes.fromhex(parent.decode()) if parent else None,
-        version=int(trailers["Version"]),
-        subject=text.split("\n", 1)[0],
-        trailers=trailers,
-    )
-
-
-def _tree_bytes(entries: Mapping[str, tuple[int, bytes]]) -> bytes:
-    """Serialise {name: (mode, binsha)} in git's order (folders sort as 'name/')."""
-    order = sorted(entries, key=lambda n: n.encode() + (b"/" if entries[n][0] == _TREE_MODE else b""))
-    buf = io.BytesIO()
-    try:
-        tree_to_stream([(entries[n][1], entries[n][0], n) for n in order], buf.write)
-    except ValueError as exc:
-        raise UserError(f"invalid key or artifact name: {exc}") from None
-    return buf.getvalue()
-
-
-def _nest(blobs: Mapping[str, bytes]) -> dict:
-    root: dict = {}
-    for key, binsha in blobs.items():
-        *folders, name = key.split("/")
-        node = root
-        for folder in folders:
-            node = node.setdefault(folder, {})
-        node[name] = binsha
-    return root
-
-
 def _open_repo(path: pathlib.Path) -> tuple[git.Repo, bool]:
     """Return (repo, created): create a ledger repo at a new or empty path, else open it."""
     if path.exists() and not path.is_dir():
@@ -162,7 +87,6 @@ def _open_repo(path: pathlib.Path) -> tuple[git.Repo, bool]:
         raise UserError(f"store={path} is a non-empty directory, not a git ledger; {_FIX}") from None
 
 
-
 class Ledger:
     """A run's git ledger: artifact snapshots by version, CAS commits on `dev`, a `stable` ref."""
 
@@ -172,7 +96,7 @@ class Ledger:
         self._repo, created = _open_repo(self.path)
         self._loose = LooseObjectDB(self._repo.odb.root_path())
         self._known: set[bytes] = set()  # object shas known to exist
-        self._commits: dict[bytes, _Commit] = {}
+        self._commits: dict[bytes, CommitInfo] = {}
         self._trees: dict[bytes, dict[str, tuple[int, bytes]]] = {}
         self._blob_maps: dict[bytes, dict[str, bytes]] = {}
         self._texts: dict[bytes, str] = {}
@@ -191,7 +115,6 @@ class Ledger:
         """Stop GitPython's background git processes (the ledger stays on disk)."""
         with self._lock:
             self._repo.close()
-
 
     def head(self) -> int:
         """The current version of `dev` (re-read from disk, so other processes' commits show)."""
@@ -260,24 +183,33 @@ class Ledger:
                 sha = c.parent
             return out
 
-
     def commit(self, artifact_id: str, state: dict[str, str], *, expected_version: int,
                message: str, trailers: dict[str, str] | None = None) -> int:
         """Commit `state` as the artifact's new content on top of `expected_version`; CAS on `dev`."""
         _check_artifact_id(artifact_id)
         _check_state(state)
-        text = _format_message(message or f"update {artifact_id}", trailers or {}, expected_version + 1)
+        text = format_message(message or f"update {artifact_id}", trailers or {}, expected_version + 1)
         with self._lock:
             parent = self._ref(DEV)
             actual = self._info(parent).version
             if actual != expected_version:
                 raise HeadMoved(expected_version, actual)
             tree = self._write_root(parent, artifact_id, dict(state))
-            data = _commit_bytes(tree, parent, text)
+            data = commit_bytes(tree, parent, text)
             new = self._store(b"commit", data)
-            self._commits[new] = _parse_commit(data)
+            self._commits[new] = parse_commit(data)
             self._cas(new, parent, expected_version)
         return expected_version + 1
+
+    def diff(self, artifact_id: str, since: int, until: int | None = None) -> str:
+        """The artifact's change from `since` to `until` (None = head) as a unified git diff."""
+        _check_artifact_id(artifact_id)
+        with self._lock:
+            old, new = self._at(since).hex(), self._at(until).hex()
+            try:
+                return self._repo.git.diff(old, new, "--", f"{ARTIFACTS}/{artifact_id}")
+            except git.GitCommandError as exc:
+                raise LedgerError(f"git diff failed in {self.path}: {exc.stderr.strip()}") from None
 
     def promote(self, version: int) -> None:
         """Point `stable` at `dev`'s commit for `version`."""
@@ -304,10 +236,10 @@ class Ledger:
         self._known.add(binsha)
         return data
 
-    def _info(self, sha: bytes) -> _Commit:
+    def _info(self, sha: bytes) -> CommitInfo:
         if sha not in self._commits:
             try:
-                self._commits[sha] = _parse_commit(self._read(sha, b"commit"))
+                self._commits[sha] = parse_commit(self._read(sha, b"commit"))
             except (KeyError, ValueError) as exc:
                 raise LedgerError(f"{sha.hex()} in {self.path} is not a ledger commit: {exc}") from None
         return self._commits[sha]
@@ -376,22 +308,22 @@ class Ledger:
 
     def _write_folder(self, folder: dict) -> bytes:
         entries = {
-            name: (_TREE_MODE, self._write_folder(node)) if isinstance(node, dict)
-            else (_BLOB_MODE, node) for name, node in folder.items()
+            name: (TREE_MODE, self._write_folder(node)) if isinstance(node, dict)
+            else (BLOB_MODE, node) for name, node in folder.items()
         }
-        return self._store(b"tree", _tree_bytes(entries))
+        return self._store(b"tree", tree_bytes(entries))
 
     def _write_root(self, parent: bytes, artifact_id: str, state: dict[str, str]) -> bytes:
         """The parent's root tree with artifacts/<artifact_id>/ replaced by `state`."""
         blobs = {key: self._store(b"blob", text.encode("utf-8")) for key, text in state.items()}
-        art_tree = self._write_folder(_nest(blobs))
+        art_tree = self._write_folder(nest(blobs))
         self._blob_maps.setdefault(art_tree, blobs)
         self._snapshots.setdefault(art_tree, state)
         root = dict(self._tree(self._info(parent).tree))
         arts = dict(self._tree(root[ARTIFACTS][1])) if ARTIFACTS in root else {}
-        arts[artifact_id] = (_TREE_MODE, art_tree)
-        root[ARTIFACTS] = (_TREE_MODE, self._store(b"tree", _tree_bytes(arts)))
-        return self._store(b"tree", _tree_bytes(root))
+        arts[artifact_id] = (TREE_MODE, art_tree)
+        root[ARTIFACTS] = (TREE_MODE, self._store(b"tree", tree_bytes(arts)))
+        return self._store(b"tree", tree_bytes(root))
 
     def _cas(self, new: bytes, old: bytes, expected: int) -> None:
         """Move dev from `old` to `new` atomically, or raise HeadMoved."""
@@ -404,8 +336,8 @@ class Ledger:
             raise
 
     def _create_root(self) -> None:
-        message = _format_message("ledger created", {}, 0)
-        root = self._store(b"commit", _commit_bytes(self._store(b"tree", b""), None, message))
+        message = format_message("ledger created", {}, 0)
+        root = self._store(b"commit", commit_bytes(self._store(b"tree", b""), None, message))
         try:
             self._git("update_ref", DEV, root.hex(), _NULL_SHA)
         except LedgerError:

@@ -50,6 +50,7 @@ class EvolveResult:
     usage: Usage
     stop_reason: str
     version: int  # the ledger version the final artifact is at (stable)
+    initial_version: int  # the stable version the run started from
     frozen: tuple[str, ...] = field(default=())
 
     def outcomes(self) -> dict[str, int]:

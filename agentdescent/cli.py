@@ -1,0 +1,125 @@
+"""The `agentdescent` command. `agentdescent demo` runs a whole evolution offline, with no key."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+import time
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.syntax import Syntax
+from rich.table import Table
+
+from agentdescent import events as ev
+from agentdescent.demo import STRATEGIES
+from agentdescent.errors import AgentDescentError
+from agentdescent.result import EvolveResult
+from agentdescent.strategies import Strategy
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="agentdescent", description=__doc__)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    demo = commands.add_parser("demo", help="evolve a keyword-router skill offline, no key needed")
+    demo.add_argument("--workers", type=int, default=8, help="parallel workers (default 8)")
+    demo.add_argument("--strategy", choices=STRATEGIES, default="append", help="how rules are held (default append)")
+    demo.add_argument("--seed", type=int, default=0, help="seed of the data, the split and the reflector")
+    demo.add_argument("--rounds", type=int, default=30, help="most aggregator steps to run (default 30)")
+    demo.add_argument("--store", help="ledger folder (default: a new temporary folder)")
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    console = Console()
+    try:
+        return run_demo(args, console)
+    except AgentDescentError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 1
+
+
+def run_demo(args: argparse.Namespace, console: Console) -> int:
+    from agentdescent.demo import demo_strategy, run_reference
+
+    console.print(
+        f"[bold]AgentDescent demo[/bold]: a keyword-router skill, {args.workers} workers, "
+        f"strategy {args.strategy}, seed {args.seed}"
+    )
+    started = time.perf_counter()
+    with _ProgressView(console) as view:
+        result = run_reference(
+            n_workers=args.workers, strategy=args.strategy, seed=args.seed, rounds=args.rounds,
+            store=args.store, on_event=view.on_event,
+        )
+    elapsed = time.perf_counter() - started
+    _report(console, result, elapsed, demo_strategy(args.strategy))
+    return 0
+
+
+class _ProgressView:
+    """A rich progress bar fed by the run's events."""
+
+    def __init__(self, console: Console) -> None:
+        self._progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("rounds"),
+            TimeElapsedColumn(), TextColumn("{task.fields[status]}"), console=console, transient=False,
+        )
+        self._task = None
+
+    def __enter__(self) -> "_ProgressView":
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.__exit__(*exc)
+
+    def on_event(self, event: ev.Event) -> None:
+        if isinstance(event, ev.RunStarted):
+            self._task = self._progress.add_task(
+                "evolving", total=event.rounds, status=f"train {event.train} / held-out {event.held_out}"
+            )
+        elif isinstance(event, ev.Evaluated) and self._task is not None:
+            mark = " (promoted)" if event.promoted else ""
+            self._progress.update(self._task, status=f"held-out {event.held_out_reward:.3f}{mark}")
+        elif isinstance(event, ev.RoundEnded) and self._task is not None:
+            self._progress.advance(self._task)
+        elif isinstance(event, ev.RunEnded) and self._task is not None:
+            self._progress.update(self._task, status=event.reason)
+
+
+def _report(console: Console, result: EvolveResult, elapsed: float, strategy: Strategy) -> None:
+    scores = Table(title="Held-out reward", show_header=True)
+    scores.add_column("before")
+    scores.add_column("after")
+    scores.add_column("rounds")
+    scores.add_column("calls")
+    scores.add_column("time")
+    scores.add_row(
+        f"{result.initial_reward:.3f}", f"[bold green]{result.final_reward:.3f}[/bold green]",
+        str(len(result.history)), str(result.usage.calls), f"{elapsed:.2f} s",
+    )
+    console.print(scores)
+    before = strategy.render(result.ledger.snapshot("artifact", result.initial_version))
+    change = difflib.unified_diff(
+        before.splitlines(), result.rendered.splitlines(), lineterm="",
+        fromfile=f"version {result.initial_version}", tofile=f"version {result.version}",
+    )
+    console.print("[bold]The learned change[/bold] (as the agent reads it; the ledger holds one file per key):")
+    console.print(Syntax("\n".join(change) or "(no change)", "diff", word_wrap=True))
+    outcomes = Table(title="What became of each diff")
+    outcomes.add_column("outcome")
+    outcomes.add_column("diffs", justify="right")
+    outcomes.add_column("for example")
+    for kind, count in sorted(result.outcomes().items(), key=lambda kv: -kv[1]):
+        example = next(o for o in result.outcome_list if o.kind == kind)
+        outcomes.add_row(kind, str(count), example.reason)
+    console.print(outcomes)
+    console.print(f"Stopped: {result.stop_reason}.")
+    console.print(f"Ledger: {result.ledger.path}  (try: git -C {result.ledger.path} log --stat dev)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

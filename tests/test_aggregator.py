@@ -1,0 +1,206 @@
+"""The five stages of the optimizer step, on a real git ledger and a deterministic scorer."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from agentdescent.aggregator import Aggregator, apply
+from agentdescent.governance import Governance
+from agentdescent.ledger import Ledger
+from agentdescent.policies import BetaAcceptance, Policies
+from agentdescent.types import Diff, Edit, EvidenceCard, Task
+
+TASKS = [Task(id=f"t{i}", prompt=f"task {i}") for i in range(10)]
+
+
+def reward_of(state, task: Task) -> float:
+    """Task i passes when some key says "fix<i>"; "harm" breaks every even task; "A" with "B" breaks all."""
+    text = "\n".join(state.values())
+    i = int(task.id[1:])
+    if "harm" in text and i % 2 == 0:
+        return 0.0
+    if "A!" in text and "B!" in text:
+        return 0.0
+    return 1.0 if f"fix{i}" in text.split() else 0.0
+
+
+def score(states, tasks):
+    return [[reward_of(s, t) for t in tasks] for s in states]
+
+
+def make(tmp_path, state, *, governance=None, policies=None, lag_budget=None, score_fn=score):
+    ledger = Ledger(tmp_path / "ledger")
+    ledger.commit("a", state, expected_version=0, message="seed")
+    agg = Aggregator(
+        ledger=ledger, artifact_id="a", governance=governance or Governance(),
+        policies=policies or Policies(acceptance=BetaAcceptance(size=10)), train=TASKS,
+        score=score_fn, lag_budget=lag_budget, rng=random.Random(0),
+    )
+    return ledger, agg
+
+
+def diff(id_, base, edits, *, before=None, tasks=(), gain=None, author="w0", artifact="a"):
+    before = before or {}
+    card = EvidenceCard(task_ids=list(tasks), verify_before=0.0 if gain is not None else None,
+                        verify_after=gain)
+    return Diff(id=id_, artifact_id=artifact, base_version=base, author=author, evidence=card,
+                edits=[Edit(key=k, before=before.get(k), after=v) for k, v in edits.items()])
+
+
+def kinds(report):
+    return {o.diff_id: o.kind for o in report.outcomes}
+
+
+def test_apply_writes_and_deletes():
+    assert apply({"a": "1", "b": "2"}, {"a": None, "c": "3"}) == {"b": "2", "c": "3"}
+
+
+def test_disjoint_keys_fuse_into_one_commit(tmp_path):
+    ledger, agg = make(tmp_path, {})
+    report = agg.step([diff("d1", 1, {"k1": "fix1"}, tasks=["t1"]), diff("d2", 1, {"k2": "fix2"}, tasks=["t2"])], step=0)
+    assert kinds(report) == {"d1": "committed", "d2": "committed"}
+    assert report.version == 2
+    assert ledger.snapshot("a") == {"k1": "fix1", "k2": "fix2"}
+    record = ledger.log(limit=1)[0]
+    assert record.trailers["Diffs"] == "d1,d2" and record.trailers["Staleness"] == "0,0"
+
+
+def test_every_diff_gets_exactly_one_outcome(tmp_path):
+    seed = {"frozen.md": "x", "base": "fix0 fix2 fix4 fix6 fix8"}
+    _, agg = make(tmp_path, seed, governance=Governance(frozen=("frozen.md",)))
+    diffs = [
+        diff("good", 1, {"k1": "fix1"}, tasks=["t1"]),
+        diff("same", 1, {"k1": "fix1"}, tasks=["t1"]),
+        diff("harm", 1, {"k2": "fix3 harm"}, tasks=["t3"]),
+        diff("frozen", 1, {"frozen.md": "y"}, before={"frozen.md": "x"}),
+        diff("alien", 1, {"k3": "fix4"}, artifact="other"),
+        diff("escape", 1, {"../x": "fix5"}),
+    ]
+    report = agg.step(diffs, step=0)
+    assert [o.diff_id for o in report.outcomes] == [d.id for d in diffs]
+    assert kinds(report) == {
+        "good": "committed", "same": "duplicate", "harm": "rejected_by_test",
+        "frozen": "refused_by_governance", "alien": "invalid", "escape": "invalid",
+    }
+    reasons = {o.diff_id: o.reason for o in report.outcomes}
+    assert "frozen.md" in reasons["frozen"] and "P(improve)" in reasons["harm"]
+
+
+def test_too_many_keys_refused(tmp_path):
+    _, agg = make(tmp_path, {}, governance=Governance(max_keys_per_diff=1))
+    report = agg.step([diff("d1", 1, {"k1": "fix1", "k2": "fix2"})], step=0)
+    assert kinds(report) == {"d1": "refused_by_governance"}
+    assert "at most 1" in report.outcomes[0].reason
+    assert report.version is None
+
+
+def test_same_key_disjoint_hunks_merge_three_way(tmp_path):
+    base = "line one\nline two\nline three\n"
+    ledger, agg = make(tmp_path, {"doc": base})
+    ours = diff("d1", 1, {"doc": "fix1\nline two\nline three\n"}, before={"doc": base}, tasks=["t1"])
+    theirs = diff("d2", 1, {"doc": "line one\nline two\nfix2\n"}, before={"doc": base}, tasks=["t2"])
+    report = agg.step([ours, theirs], step=0)
+    assert kinds(report) == {"d1": "fused", "d2": "fused"}
+    assert ledger.snapshot("a")["doc"] == "fix1\nline two\nfix2\n"
+
+
+def test_true_overlap_goes_to_better_evidence_and_loser_keeps_other_keys(tmp_path):
+    ledger, agg = make(tmp_path, {"doc": "old\n"})
+    weak = diff("weak", 1, {"doc": "fix1\n", "k9": "fix9"}, before={"doc": "old\n"}, tasks=["t1"], gain=0.1)
+    strong = diff("strong", 1, {"doc": "fix2\n"}, before={"doc": "old\n"}, tasks=["t2"], gain=0.9)
+    loser_only = diff("lost", 1, {"doc": "fix3\n"}, before={"doc": "old\n"}, tasks=["t3"], gain=0.0)
+    report = agg.step([weak, strong, loser_only], step=0)
+    assert kinds(report) == {"weak": "committed", "strong": "committed", "lost": "conflict_lost"}
+    state = ledger.snapshot("a")
+    assert state == {"doc": "fix2\n", "k9": "fix9"}
+    weak_reason = next(o.reason for o in report.outcomes if o.diff_id == "weak")
+    assert "doc" in weak_reason and "lost" in weak_reason
+
+
+def test_stale_diff_rebases_onto_head_by_three_way_merge(tmp_path):
+    base = "alpha\nbeta\ngamma\n"
+    ledger, agg = make(tmp_path, {"doc": base})
+    agg.step([diff("first", 1, {"doc": "fix1\nbeta\ngamma\n"}, before={"doc": base}, tasks=["t1"])], step=0)
+    late = diff("late", 1, {"doc": "alpha\nbeta\nfix2\n"}, before={"doc": base}, tasks=["t2"])
+    report = agg.step([late], step=1)
+    assert kinds(report) == {"late": "committed"}
+    assert ledger.snapshot("a")["doc"] == "fix1\nbeta\nfix2\n"
+    assert ledger.log(limit=1)[0].trailers["Staleness"] == "1"
+
+
+def test_stale_overlap_is_a_conflict_and_past_budget_is_dropped(tmp_path):
+    ledger, agg = make(tmp_path, {"doc": "x\n"}, lag_budget=1)
+    agg.step([diff("d1", 1, {"doc": "fix1\n"}, before={"doc": "x\n"}, tasks=["t1"])], step=0)
+    report = agg.step([diff("d2", 1, {"doc": "fix2\n"}, before={"doc": "x\n"}, tasks=["t2"])], step=1)
+    assert kinds(report) == {"d2": "conflict_lost"}
+    agg.step([diff("d3", 2, {"k": "fix3"}, tasks=["t3"])], step=2)
+    report = agg.step([diff("d4", 1, {"k4": "fix4"}, tasks=["t4"])], step=3)
+    assert kinds(report) == {"d4": "dropped_stale"}
+    assert "lag budget is 1" in report.outcomes[0].reason
+
+
+def test_edit_that_does_not_start_from_its_base_is_invalid(tmp_path):
+    _, agg = make(tmp_path, {"doc": "x\n"})
+    report = agg.step([diff("d1", 1, {"doc": "fix1\n"}, before={"doc": "something else"})], step=0)
+    assert kinds(report) == {"d1": "invalid"}
+
+
+def test_fused_candidate_that_fails_keeps_only_the_best_component(tmp_path):
+    ledger, agg = make(tmp_path, {})
+    a = diff("a", 1, {"ka": "fix1 fix3 A!"}, tasks=["t1"])
+    b = diff("b", 1, {"kb": "fix2 B!"}, tasks=["t2"])
+    report = agg.step([a, b], step=0)
+    assert kinds(report) == {"a": "committed", "b": "rejected_by_test"}
+    assert "fused candidate did not" in next(o.reason for o in report.outcomes if o.diff_id == "b")
+    assert set(ledger.snapshot("a")) == {"ka"}
+
+
+def test_gated_keys_need_the_stricter_bar(tmp_path):
+    gov = Governance(blast_radius={"agents/*": "L1"})
+    _, agg = make(tmp_path, {}, governance=gov)
+    report = agg.step([diff("one", 1, {"agents/x.md": "fix1"}, tasks=["t1"])], step=0)
+    assert kinds(report) == {"one": "rejected_by_test"}
+    many = " ".join(f"fix{i}" for i in range(10))
+    report = agg.step([diff("all", 1, {"agents/y.md": many}, tasks=["t1"])], step=1)
+    assert kinds(report) == {"all": "committed"}
+
+
+def test_another_writer_moving_dev_is_carried_over(tmp_path):
+    ledger = None
+
+    def interfering(states, tasks):
+        head = ledger.head()
+        if head == 1:  # another process lands a change on another key during the test
+            ledger.commit("a", {**ledger.snapshot("a"), "other": "theirs"}, expected_version=head, message="x")
+        return score(states, tasks)
+
+    ledger, agg = make(tmp_path, {}, score_fn=interfering)
+    report = agg.step([diff("d1", 1, {"k1": "fix1"}, tasks=["t1"])], step=0)
+    assert kinds(report) == {"d1": "committed"}
+    assert report.version == 3
+    assert ledger.snapshot("a") == {"other": "theirs", "k1": "fix1"}
+
+
+def test_another_writer_on_the_same_text_is_a_reported_conflict(tmp_path):
+    ledger = None
+
+    def interfering(states, tasks):
+        if ledger.head() == 1:
+            ledger.commit("a", {"doc": "theirs\n"}, expected_version=1, message="x")
+        return score(states, tasks)
+
+    ledger, agg = make(tmp_path, {"doc": "x\n"}, score_fn=interfering)
+    report = agg.step([diff("d1", 1, {"doc": "fix1\n"}, before={"doc": "x\n"}, tasks=["t1"])], step=0)
+    assert kinds(report) == {"d1": "conflict_lost"}
+    assert "another writer" in report.outcomes[0].reason
+    assert ledger.snapshot("a") == {"doc": "theirs\n"}
+
+
+@pytest.mark.parametrize("after", [None, "fix1"])
+def test_change_already_at_head_is_duplicate(tmp_path, after):
+    state = {"k": "fix1"} if after else {}
+    _, agg = make(tmp_path, state)
+    report = agg.step([diff("d1", 1, {"k": after}, before=state)], step=0)
+    assert kinds(report) == {"d1": "duplicate"}

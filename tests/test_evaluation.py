@@ -1,0 +1,169 @@
+import threading
+import time
+
+import pytest
+
+from agentdescent.errors import UserError
+from agentdescent.evaluation import Evaluator, Usage, check_reward, state_hash
+from agentdescent.executors import ThreadExecutor
+from agentdescent.strategies import AppendRules
+from agentdescent.types import Task
+
+TASKS = [Task(id=f"t{i}", prompt=f"item {i}", gold=str(i)) for i in range(4)]
+
+
+class CountingRun:
+    """Answers the gold when the rendered playbook says "answer"; counts calls under a lock."""
+
+    def __init__(self, fail_on=()):
+        self.calls = []
+        self.lock = threading.Lock()
+        self.fail_on = set(fail_on)
+
+    def __call__(self, rendered, task):
+        with self.lock:
+            self.calls.append((rendered, task.id))
+        if task.id in self.fail_on:
+            raise RuntimeError("model down")
+        return task.gold if "answer" in rendered else "?"
+
+
+def exact(task, output):
+    return 1.0 if output == task.gold else 0.0
+
+
+def make(run=None, reward=exact, workers=4):
+    run = run or CountingRun()
+    pool = ThreadExecutor(workers)
+    ev = Evaluator(strategy=AppendRules(header="Rules:"), run=run, reward=reward, pool=pool, usage=Usage())
+    return ev, run, pool
+
+
+GOOD = {"r1": "answer with the gold"}
+BAD = {"r1": "say nothing"}
+
+
+def test_rewards_are_computed_from_the_rendered_state():
+    ev, run, pool = make()
+    try:
+        assert ev.rewards([GOOD, BAD], TASKS) == [[1.0] * 4, [0.0] * 4]
+        assert ev.mean(GOOD, TASKS) == 1.0
+        assert all(r.startswith("Rules:\n- ") for r, _ in run.calls)
+        rows = ev.rollouts(GOOD, TASKS[:2])
+        assert [(r.task.id, r.output, r.reward, r.error) for r in rows] == [("t0", "0", 1.0, None), ("t1", "1", 1.0, None)]
+    finally:
+        pool.shutdown()
+
+
+def test_same_state_and_task_is_not_rerun():
+    ev, run, pool = make()
+    try:
+        first = ev.rewards([GOOD], TASKS)
+        again = ev.rewards([GOOD, dict(GOOD)], TASKS)
+        assert again == [first[0], first[0]]
+        assert len(run.calls) == len(TASKS)
+        assert ev.usage.rollouts == ev.usage.cache_misses == len(TASKS)
+        assert ev.usage.cache_hits == 2 * len(TASKS)
+    finally:
+        pool.shutdown()
+
+
+def test_cache_ignores_dict_insertion_order():
+    ev, run, pool = make()
+    try:
+        ev.rewards([{"a": "answer", "b": "x"}], TASKS[:1])
+        ev.rewards([{"b": "x", "a": "answer"}], TASKS[:1])
+        assert len(run.calls) == 1 and ev.usage.cache_hits == 1
+    finally:
+        pool.shutdown()
+
+
+def test_different_states_do_run():
+    ev, run, pool = make()
+    try:
+        ev.rewards([GOOD], TASKS)
+        ev.rewards([BAD], TASKS)
+        ev.rewards([GOOD], [Task(id="new", prompt="p", gold="g")])
+        assert len(run.calls) == 2 * len(TASKS) + 1
+        assert ev.usage.cache_hits == 0
+    finally:
+        pool.shutdown()
+
+
+def test_failing_run_is_data_not_a_crash():
+    ev, run, pool = make(CountingRun(fail_on={"t2"}))
+    try:
+        rows = ev.rollouts(GOOD, TASKS)
+        assert [r.reward for r in rows] == [1.0, 1.0, 0.0, 1.0]
+        failed = rows[2]
+        assert failed.error is not None and "t2" in failed.error and "model down" in failed.error
+        assert all(r.error is None for i, r in enumerate(rows) if i != 2)
+        assert ev.usage.failures == 1
+        assert len(ev.usage.errors) == 1 and "model down" in ev.usage.errors[0]
+    finally:
+        pool.shutdown()
+
+
+def test_usage_keeps_counting_failures_beyond_the_stored_errors():
+    usage = Usage()
+    for i in range(30):
+        usage.record_error(f"e{i}")
+    assert usage.failures == 30
+    assert 0 < len(usage.errors) < 30 and usage.errors[0] == "e0"
+
+
+@pytest.mark.parametrize("bad", ["0.5", None, True, False, float("nan"), 1.5, -0.1, float("inf")])
+def test_bad_reward_stops_with_user_error(bad):
+    ev, _, pool = make(reward=lambda task, output: bad)
+    try:
+        with pytest.raises(UserError) as info:
+            ev.rewards([GOOD], [Task(id="task-7", prompt="p")])
+        assert "task-7" in str(info.value)
+        assert "[0, 1]" in str(info.value)
+    finally:
+        pool.shutdown()
+
+
+def test_many_returns_rows_in_the_order_of_states():
+    # the run echoes the rendered state, and later states finish first
+    def run(rendered, task):
+        time.sleep(0.003 * (6 - int(rendered[-1])))
+        return rendered
+
+    pool = ThreadExecutor(16)
+    try:
+        ev = Evaluator(strategy=AppendRules(), run=run, reward=lambda t, o: 0.0, pool=pool, usage=Usage())
+        states = [{"r": f"rule {i}"} for i in range(6)]
+        rows = ev.many(states, TASKS[:2])
+        assert len(rows) == len(states)
+        for state, row in zip(states, rows):
+            assert [r.task.id for r in row] == ["t0", "t1"]
+            assert all(r.output == f"- {state['r']}" for r in row)
+    finally:
+        pool.shutdown()
+
+
+def test_non_string_output_is_stringified():
+    pool = ThreadExecutor(2)
+    try:
+        ev = Evaluator(strategy=AppendRules(), run=lambda r, t: 42, reward=lambda t, o: float(o == "42"), pool=pool, usage=Usage())
+        [rollout] = ev.rollouts({}, TASKS[:1])
+        assert rollout.output == "42" and rollout.reward == 1.0
+    finally:
+        pool.shutdown()
+
+
+def test_state_hash_stable_and_order_insensitive():
+    a = {"x": "1", "y": "2"}
+    b = {"y": "2", "x": "1"}
+    assert state_hash(a) == state_hash(dict(a)) == state_hash(b)
+    assert state_hash(a) != state_hash({"x": "1", "y": "3"})
+    assert state_hash({"x": "1"}) != state_hash({"x1": ""})
+    assert state_hash({}) == state_hash({})
+
+
+def test_check_reward_accepts_numbers_in_range():
+    task = Task(id="t", prompt="p")
+    for value in (0, 1, 0.0, 0.25, 1.0):
+        got = check_reward(value, task)
+        assert isinstance(got, float) and got == value

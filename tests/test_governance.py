@@ -1,0 +1,149 @@
+import pytest
+
+from agentdescent.governance import (
+    HARNESS_BLAST_RADIUS,
+    SKILL_BLAST_RADIUS,
+    Governance,
+    unsafe_key_reason,
+)
+from agentdescent.types import Diff, Edit
+
+
+def diff(*edits):
+    return Diff(id="d1", artifact_id="a", base_version=0, edits=[Edit(key=k, after=a) for k, a in edits])
+
+
+# --- path safety ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key, says",
+    [
+        ("", "empty"),
+        ("/abs", "relative"),
+        ("/etc/passwd", "relative"),
+        ("a\\b", "relative"),
+        ("C:x", "relative"),
+        ("a//b", "segment"),
+        ("a/", "segment"),
+        ("./a", "segment"),
+        ("a/../b", "segment"),
+        ("../x", ".."),
+        (".git/x", ".git"),
+        ("x/.git/y", ".git"),
+    ],
+)
+def test_unsafe_keys_have_a_reason(key, says):
+    reason = unsafe_key_reason(key)
+    assert reason is not None
+    assert says in reason
+
+
+@pytest.mark.parametrize("key", ["SKILL.md", "references/api.md", "a", ".github/x.yml", "x.git", "a/b/c.txt"])
+def test_fine_keys_have_no_reason(key):
+    assert unsafe_key_reason(key) is None
+
+
+# --- layers -----------------------------------------------------------------------------------
+
+
+def test_default_layer_is_free():
+    assert Governance().layer("anything/at/all.md") == "L2"
+
+
+def test_frozen_patterns_are_l0_even_over_blast_radius():
+    g = Governance(blast_radius={"*": "L2"}, frozen=("eval/*", "scorer.py"))
+    assert g.layer("eval/judge.md") == "L0"
+    assert g.layer("scorer.py") == "L0"
+    assert g.layer("prompt.md") == "L2"
+
+
+def test_blast_radius_first_match_wins():
+    g = Governance(blast_radius={"*.py": "L1", "scripts/*": "L0"})
+    assert g.layer("scripts/run.py") == "L1"
+    assert g.layer("scripts/run.sh") == "L0"
+    assert g.layer("notes.md") == "L2"
+    flipped = Governance(blast_radius={"scripts/*": "L0", "*.py": "L1"})
+    assert flipped.layer("scripts/run.py") == "L0"
+
+
+@pytest.mark.parametrize(
+    "key, layer",
+    [
+        ("hooks/pre.sh", "L0"),
+        (".claude/settings.json", "L0"),
+        ("scripts/run.py", "L1"),
+        ("tools/helper.py", "L1"),
+        ("install.sh", "L1"),
+        ("SKILL.md", "L2"),
+        ("references/api.md", "L2"),
+    ],
+)
+def test_skill_blast_radius(key, layer):
+    assert Governance(blast_radius=SKILL_BLAST_RADIUS).layer(key) == layer
+
+
+@pytest.mark.parametrize(
+    "key, layer",
+    [("tests/test_x.py", "L0"), ("evaluate.py", "L0"), ("agents/planner.md", "L1"), ("main.py", "L1"), ("README.md", "L2")],
+)
+def test_harness_blast_radius(key, layer):
+    assert Governance(blast_radius=HARNESS_BLAST_RADIUS).layer(key) == layer
+
+
+def test_gated_when_any_key_is_l1():
+    g = Governance(blast_radius=SKILL_BLAST_RADIUS)
+    assert g.gated(["SKILL.md", "scripts/run.py"])
+    assert not g.gated(["SKILL.md", "references/api.md"])
+    assert not g.gated([])
+
+
+# --- refusal ----------------------------------------------------------------------------------
+
+
+def test_refusal_names_frozen_key():
+    g = Governance(blast_radius=SKILL_BLAST_RADIUS)
+    reason = g.refusal(diff(("SKILL.md", "x"), ("hooks/pre.sh", "rm -rf /")))
+    assert reason is not None
+    assert "hooks/pre.sh" in reason and "SKILL.md" not in reason
+    assert "frozen" in reason
+
+
+def test_refusal_names_the_key_cap():
+    g = Governance(max_keys_per_diff=2)
+    reason = g.refusal(diff(("a.md", "1"), ("b.md", "2"), ("c.md", "3")))
+    assert reason is not None
+    assert "3" in reason and "2" in reason
+    assert g.refusal(diff(("a.md", "1"), ("b.md", "2"))) is None
+
+
+def test_no_refusal_for_a_free_diff():
+    assert Governance(blast_radius=SKILL_BLAST_RADIUS).refusal(diff(("SKILL.md", "x"))) is None
+
+
+# --- invalidity -------------------------------------------------------------------------------
+
+
+def test_invalid_when_no_edits():
+    assert "no edits" in Governance().invalidity(diff())
+
+
+def test_invalid_when_key_repeated():
+    assert "twice" in Governance().invalidity(diff(("a.md", "1"), ("a.md", "2")))
+
+
+def test_invalid_when_key_unsafe():
+    reason = Governance().invalidity(diff(("ok.md", "x"), ("../escape.md", "x")))
+    assert reason is not None and "../escape.md" in reason
+
+
+def test_invalid_when_text_oversize_in_bytes():
+    g = Governance(max_bytes_per_key=10)
+    assert g.invalidity(diff(("a.md", "x" * 10))) is None
+    reason = g.invalidity(diff(("a.md", "x" * 11)))
+    assert reason is not None and "a.md" in reason and "10" in reason
+    assert g.invalidity(diff(("a.md", "é" * 6))) is not None  # 6 characters, 12 bytes
+
+
+def test_deletion_is_never_oversize():
+    assert Governance(max_bytes_per_key=1).invalidity(diff(("a.md", None))) is None

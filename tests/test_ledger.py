@@ -1,0 +1,260 @@
+import multiprocessing
+import subprocess
+import threading
+
+import git
+import pytest
+
+from agentdescent.errors import HeadMoved, UserError
+from agentdescent.ledger import CommitRecord, Ledger
+
+STATE = {
+    "prompt.md": "You are helpful.\n",
+    "references/api.md": "# API — ünïcödé ✓\n",
+    "references/deep/notes.txt": "no trailing newline",
+    "empty": "",
+}
+
+
+def _git(path, *args):
+    run = subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, check=True)
+    return run.stdout
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    return Ledger(tmp_path / "ledger")
+
+
+# ---- create, commit, snapshot ----------------------------------------------------------------
+
+
+def test_create_starts_at_zero(ledger):
+    assert ledger.head() == 0 and ledger.stable() == 0
+    root = CommitRecord(version=0, sha=ledger.sha(0), message="ledger created", trailers={"Version": "0"})
+    assert ledger.log() == [root]
+    assert not ledger.has_artifact("a")
+
+
+def test_commit_and_snapshot_round_trip(ledger):
+    assert ledger.commit("a", STATE, expected_version=0, message="first") == 1
+    assert ledger.head() == 1 and ledger.has_artifact("a") and not ledger.has_artifact("a", 0)
+    assert ledger.snapshot("a") == STATE
+    assert Ledger(ledger.path).snapshot("a", 1) == STATE  # read back from git, not from the cache
+
+
+def test_snapshot_is_a_copy(ledger):
+    ledger.commit("a", {"k": "v"}, expected_version=0, message="m")
+    ledger.snapshot("a")["k"] = "mutated"
+    assert ledger.snapshot("a") == {"k": "v"}
+
+
+def test_empty_state(ledger):
+    ledger.commit("a", {}, expected_version=0, message="empty")
+    assert ledger.has_artifact("a") and ledger.snapshot("a") == {}
+    assert Ledger(ledger.path).snapshot("a") == {}
+
+
+def test_old_versions_and_other_artifacts(ledger):
+    ledger.commit("a", {"k": "one"}, expected_version=0, message="a1")
+    ledger.commit("b", {"k": "bee"}, expected_version=1, message="b1")
+    ledger.commit("a", {"k": "two"}, expected_version=2, message="a2")
+    assert [ledger.snapshot("a", v) for v in (1, 2, 3)] == [{"k": "one"}, {"k": "one"}, {"k": "two"}]
+    assert ledger.snapshot("b") == {"k": "bee"}
+    fresh = Ledger(ledger.path)
+    assert fresh.snapshot("a", 1) == {"k": "one"} and fresh.snapshot("b", 3) == {"k": "bee"}
+
+
+def test_unknown_version_and_missing_artifact(ledger):
+    ledger.commit("a", {"k": "v"}, expected_version=0, message="m")
+    for bad in (2, -1):
+        with pytest.raises(UserError, match="unknown version"):
+            ledger.snapshot("a", bad)
+    with pytest.raises(UserError, match="'b' is not in the ledger"):
+        ledger.snapshot("b")
+    with pytest.raises(UserError, match="not in the ledger at version 0"):
+        ledger.snapshot("a", 0)
+
+
+# ---- it is a real git repository ---------------------------------------------------------------
+
+
+def test_repo_is_real_git(ledger):
+    ledger.commit("a", STATE, expected_version=0, message="first\nline", trailers={"Diff-Id": "d1\nd2"})
+    ledger.commit("a", {**STATE, "prompt.md": "Be brief.\n"}, expected_version=1, message="second")
+    bodies = _git(ledger.path, "log", "--format=%B", "dev")
+    assert "first line\n\nVersion: 1\nDiff-Id: d1 d2" in bodies and "second\n\nVersion: 2" in bodies
+    assert _git(ledger.path, "show", "dev:artifacts/a/prompt.md") == "Be brief.\n"
+    assert _git(ledger.path, "show", "dev~1:artifacts/a/references/api.md") == STATE["references/api.md"]
+    assert "+Be brief." in _git(ledger.path, "log", "-p", "dev")
+    subprocess.run(["git", "-C", str(ledger.path), "fsck", "--strict"], check=True, capture_output=True)
+    assert git.Repo(ledger.path).bare
+    assert ledger.log(limit=1)[0].trailers == {"Version": "2"}
+
+
+def test_trailer_keys_are_validated(ledger):
+    for bad in ("Version", "bad key", ""):
+        with pytest.raises(UserError, match="trailer"):
+            ledger.commit("a", {}, expected_version=0, message="m", trailers={bad: "x"})
+
+
+# ---- changed keys and version vectors ----------------------------------------------------------
+
+
+def test_changed_keys_and_version_vector(ledger):
+    ledger.commit("a", {"x": "1", "y": "1"}, expected_version=0, message="v1")
+    ledger.commit("a", {"x": "2", "y": "1", "z": "1"}, expected_version=1, message="v2: change x, add z")
+    ledger.commit("b", {"q": "1"}, expected_version=2, message="v3: other artifact")
+    ledger.commit("a", {"x": "2", "z": "2"}, expected_version=3, message="v4: delete y, change z")
+    ledger.commit("a", {"x": "1", "z": "2"}, expected_version=4, message="v5: x back to its old text")
+    assert ledger.changed_keys("a", 1, 2) == {"x", "z"}
+    assert ledger.changed_keys("a", 2, 3) == set()
+    assert ledger.changed_keys("a", 1) == {"y", "z"}  # x is back to its v1 text
+    assert ledger.changed_keys("a", 0, 1) == {"x", "y"}
+    assert ledger.version_vector("a", 1) == {"x": 1, "y": 1}
+    assert ledger.version_vector("a", 3) == {"x": 2, "y": 1, "z": 2}
+    assert ledger.version_vector("a") == {"x": 5, "z": 4}
+    assert Ledger(ledger.path).version_vector("a", 4) == {"x": 2, "z": 4}
+    assert ledger.version_vector("b") == {"q": 3} and ledger.version_vector("b", 2) == {}
+
+
+# ---- compare-and-swap ----------------------------------------------------------------------------
+
+
+def test_stale_commit_raises_head_moved_and_writes_nothing(ledger):
+    ledger.commit("a", {"k": "1"}, expected_version=0, message="m")
+    dev = ledger.sha(1)
+    with pytest.raises(HeadMoved) as info:
+        ledger.commit("a", {"k": "2"}, expected_version=0, message="stale")
+    assert (info.value.expected, info.value.actual) == (0, 1)
+    assert ledger.head() == 1 and ledger.sha(1) == dev and ledger.snapshot("a") == {"k": "1"}
+
+
+def test_cas_loses_when_another_writer_moves_dev_in_between(ledger, monkeypatch):
+    """The ref check passes but another process moves dev before update-ref: the CAS must fail."""
+    other = Ledger(ledger.path)
+    real = ledger._write_root
+
+    def race(*args):
+        tree = real(*args)
+        other.commit("a", {"k": "theirs"}, expected_version=0, message="theirs")
+        return tree
+
+    monkeypatch.setattr(ledger, "_write_root", race)
+    with pytest.raises(HeadMoved) as info:
+        ledger.commit("a", {"k": "ours"}, expected_version=0, message="ours")
+    assert (info.value.expected, info.value.actual) == (0, 1)
+    assert ledger.snapshot("a") == {"k": "theirs"} and ledger.head() == 1
+
+
+def _commit_with_retry(ledger, name):
+    while True:
+        head = ledger.head()
+        state = ledger.snapshot("a", head) if ledger.has_artifact("a", head) else {}
+        try:
+            return ledger.commit("a", {**state, name: name}, expected_version=head, message=name)
+        except HeadMoved:
+            continue
+
+
+def _process_worker(path, index, n):
+    ledger = Ledger(path)
+    for i in range(n):
+        _commit_with_retry(ledger, f"p{index}-{i}")
+
+
+def _assert_no_lost_commits(ledger, n):
+    assert ledger.head() == n
+    assert len(ledger.snapshot("a")) == n
+    assert sorted(r.version for r in ledger.log()) == list(range(n + 1))
+
+
+def test_two_processes_lose_no_commit(ledger):
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_process_worker, args=(str(ledger.path), i, 25)) for i in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    _assert_no_lost_commits(ledger, 50)
+    assert set(ledger.snapshot("a")) == {f"p{i}-{j}" for i in range(2) for j in range(25)}
+
+
+def test_threads_sharing_a_ledger_lose_no_commit(ledger):
+    threads = [
+        threading.Thread(target=lambda i=i: [_commit_with_retry(ledger, f"t{i}-{j}") for j in range(10)])
+        for i in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    _assert_no_lost_commits(ledger, 40)
+
+
+# ---- reopen, bad paths, bad keys, promote -----------------------------------------------------
+
+
+def test_reopen_continues_from_head(ledger):
+    ledger.commit("a", {"k": "1"}, expected_version=0, message="m")
+    again = Ledger(ledger.path)
+    assert again.head() == 1
+    assert again.commit("a", {"k": "2"}, expected_version=1, message="m") == 2
+    assert ledger.head() == 2 and ledger.snapshot("a") == {"k": "2"}
+
+
+def test_empty_directory_becomes_a_ledger(tmp_path):
+    assert Ledger(tmp_path).head() == 0
+
+
+def test_bad_paths(tmp_path):
+    file = tmp_path / "file"
+    file.write_text("x")
+    with pytest.raises(UserError, match="is a file.*store="):
+        Ledger(file)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("x")
+    with pytest.raises(UserError, match="not a git ledger.*store="):
+        Ledger(other)
+    repo = git.Repo.init(tmp_path / "repo")
+    repo.index.commit("unrelated")
+    with pytest.raises(UserError, match="refs/heads/dev.*store="):
+        Ledger(tmp_path / "repo")
+
+
+def test_corrupt_dev_ref(ledger):
+    (ledger.path / "refs" / "heads" / "dev").write_text("1" * 40 + "\n")
+    with pytest.raises(UserError, match="not a ledger"):
+        Ledger(ledger.path)
+
+
+BAD_KEYS = ["../x", "/abs", "a//b", ".git/config", "", "a/./b", "a\\b", "a/", "A/.GIT"]
+
+
+@pytest.mark.parametrize("key", BAD_KEYS)
+def test_bad_keys(ledger, key):
+    with pytest.raises(UserError, match="invalid key"):
+        ledger.commit("a", {key: "x"}, expected_version=0, message="m")
+    assert ledger.head() == 0
+
+
+def test_bad_states_and_artifact_ids(ledger):
+    with pytest.raises(UserError, match="both a file and a folder"):
+        ledger.commit("a", {"x": "1", "x/y": "2"}, expected_version=0, message="m")
+    with pytest.raises(UserError, match="must be str"):
+        ledger.commit("a", {"x": 1}, expected_version=0, message="m")
+    for bad in ("a/b", "..", ""):
+        with pytest.raises(UserError, match="artifact id"):
+            ledger.commit(bad, {}, expected_version=0, message="m")
+
+
+def test_promote_and_stable(ledger):
+    for v in range(3):
+        ledger.commit("a", {"k": str(v)}, expected_version=v, message="m")
+    ledger.promote(2)
+    assert ledger.stable() == 2 and ledger.head() == 3
+    assert _git(ledger.path, "rev-parse", "stable").strip() == ledger.sha(2)
+    with pytest.raises(UserError, match="unknown version"):
+        ledger.promote(9)

@@ -1,0 +1,245 @@
+import dataclasses
+import random
+from collections import Counter
+
+import pytest
+
+from agentdescent.evaluation import Rollout
+from agentdescent.policies import (
+    BetaAcceptance,
+    BetterEvidence,
+    DisjointMinibatches,
+    DropBeyondBudget,
+    OnHeldOutGain,
+    Policies,
+    ThreeWayMerge,
+    WorstFirst,
+)
+from agentdescent.types import Diff, Edit, EvidenceCard, Task
+
+
+def tasks(n, prefix="t"):
+    return [Task(id=f"{prefix}{i}", prompt=f"item {i}") for i in range(n)]
+
+
+def rollout(i, reward):
+    return Rollout(task=Task(id=f"t{i}", prompt="p"), output="o", reward=reward)
+
+
+def diff(i, *, n_tasks=1, before=None, after=None):
+    card = EvidenceCard(task_ids=[f"t{j}" for j in range(n_tasks)], verify_before=before, verify_after=after)
+    return Diff(id=f"d{i}", artifact_id="a", base_version=0, edits=[Edit(key="k", after="x")], evidence=card)
+
+
+# --- DisjointMinibatches ----------------------------------------------------------------------
+
+
+def test_minibatches_shape_and_disjoint_when_enough_tasks():
+    batches = DisjointMinibatches(size=3)(tasks(20), 4, random.Random(0))
+    assert len(batches) == 4 and all(len(b) == 3 for b in batches)
+    ids = [t.id for b in batches for t in b]
+    assert len(set(ids)) == len(ids) == 12
+
+
+def test_minibatches_exactly_enough_tasks_uses_each_once():
+    train = tasks(8)
+    batches = DisjointMinibatches(size=4)(train, 2, random.Random(1))
+    assert sorted(t.id for b in batches for t in b) == sorted(t.id for t in train)
+
+
+def test_minibatches_wrap_when_short():
+    train = tasks(5)
+    batches = DisjointMinibatches(size=4)(train, 3, random.Random(0))
+    assert len(batches) == 3 and all(len(b) == 4 for b in batches)
+    counts = Counter(t.id for b in batches for t in b)
+    assert set(counts) == {t.id for t in train}  # every task dealt before any repeats twice
+    assert max(counts.values()) - min(counts.values()) <= 1
+
+
+def test_minibatches_deterministic_for_seeded_rng_and_leave_input_alone():
+    train = tasks(10)
+    snapshot = list(train)
+    a = DisjointMinibatches(size=2)(train, 3, random.Random(42))
+    b = DisjointMinibatches(size=2)(train, 3, random.Random(42))
+    assert [[t.id for t in x] for x in a] == [[t.id for t in x] for x in b]
+    assert train == snapshot and [t.id for t in train] == [t.id for t in snapshot]
+
+
+# --- WorstFirst -------------------------------------------------------------------------------
+
+
+def test_worst_first_picks_lowest_below_threshold():
+    rs = [rollout(0, 0.8), rollout(1, 0.1), rollout(2, 1.0), rollout(3, 0.4)]
+    assert [r.task.id for r in WorstFirst(max_proposals=2)(rs)] == ["t1", "t3"]
+    assert [r.task.id for r in WorstFirst(max_proposals=1)(rs)] == ["t1"]
+    assert [r.task.id for r in WorstFirst(max_proposals=10, below=0.5)(rs)] == ["t1", "t3"]
+
+
+def test_worst_first_empty_when_all_succeed():
+    assert WorstFirst(max_proposals=3)([rollout(0, 1.0), rollout(1, 1.0)]) == []
+    assert WorstFirst(below=0.5)([rollout(0, 0.5), rollout(1, 0.9)]) == []
+    assert WorstFirst()([]) == []
+
+
+# --- DropBeyondBudget -------------------------------------------------------------------------
+
+
+def test_drop_beyond_budget_admit():
+    p = DropBeyondBudget()
+    assert p.admit(100, None)
+    assert p.admit(0, 0) and not p.admit(1, 0)
+    assert p.admit(3, 3) and not p.admit(4, 3)
+
+
+def test_drop_beyond_budget_weight_decays():
+    p = DropBeyondBudget(decay=0.5)
+    ws = [p.weight(s) for s in range(6)]
+    assert ws[0] == 1.0
+    assert all(a > b > 0 for a, b in zip(ws, ws[1:]))
+    assert p.weight(2) == pytest.approx(1 / (1 + 0.5 * 2))  # the documented 1 / (1 + decay * s)
+    assert DropBeyondBudget(decay=0.0).weight(50) == 1.0
+
+
+# --- BetterEvidence ---------------------------------------------------------------------------
+
+
+def test_better_evidence_prefers_higher_verified_gain():
+    diffs = [diff(0, n_tasks=5, before=0.5, after=0.6), diff(1, n_tasks=1, before=0.2, after=0.9)]
+    assert BetterEvidence()(diffs, [0, 0], DropBeyondBudget()) == 1
+
+
+def test_better_evidence_then_more_tasks():
+    diffs = [diff(0, n_tasks=1, before=0.0, after=0.5), diff(1, n_tasks=3, before=0.0, after=0.5)]
+    assert BetterEvidence()(diffs, [0, 0], DropBeyondBudget()) == 1
+    assert BetterEvidence()([diff(0, n_tasks=1), diff(1, n_tasks=2)], [0, 0], DropBeyondBudget()) == 1
+
+
+def test_better_evidence_tie_goes_to_first():
+    diffs = [diff(0, n_tasks=2, before=0.1, after=0.4), diff(1, n_tasks=2, before=0.1, after=0.4)]
+    assert BetterEvidence()(diffs, [0, 0], DropBeyondBudget()) == 0
+    assert BetterEvidence()([diff(0), diff(1), diff(2)], [0, 0, 0], DropBeyondBudget()) == 0
+
+
+def test_better_evidence_discounts_stale_diffs():
+    diffs = [diff(0, before=0.0, after=0.5), diff(1, before=0.0, after=0.5)]
+    assert BetterEvidence()(diffs, [4, 0], DropBeyondBudget()) == 1
+
+
+# --- ThreeWayMerge ----------------------------------------------------------------------------
+
+
+def test_merge_equal_sides():
+    m = ThreeWayMerge()
+    assert m("a\n", "b\n", "b\n") == "b\n"
+    assert m("a\n", None, None) is None
+
+
+def test_merge_one_side_untouched():
+    m = ThreeWayMerge()
+    assert m("a\n", "a\n", "b\n") == "b\n"
+    assert m("a\n", "c\n", "a\n") == "c\n"
+    assert m("a\n", None, "a\n") is None
+    assert m(None, None, "new\n") == "new\n"
+
+
+def test_merge_deletion_against_edit_conflicts():
+    m = ThreeWayMerge()
+    assert m("a\n", None, "b\n") is False
+    assert m("a\n", "b\n", None) is False
+
+
+def test_merge_disjoint_line_edits():
+    base = "one\ntwo\nthree\nfour\n"
+    assert ThreeWayMerge()(base, "ONE\ntwo\nthree\nfour\n", "one\ntwo\nthree\nFOUR\n") == "ONE\ntwo\nthree\nFOUR\n"
+
+
+def test_merge_overlapping_edits_conflict():
+    base = "one\ntwo\nthree\n"
+    assert ThreeWayMerge()(base, "one\nTWO\nthree\n", "one\n2\nthree\n") is False
+    assert ThreeWayMerge()(None, "mine\n", "yours\n") is False
+
+
+# --- BetaAcceptance ---------------------------------------------------------------------------
+
+
+def test_acceptance_tasks_include_evidence_plus_sample():
+    train = tasks(50)
+    chosen = BetaAcceptance(size=10).tasks(train, {"t3", "t40"}, random.Random(0))
+    ids = [t.id for t in chosen]
+    assert len(ids) == 10 and len(set(ids)) == 10
+    assert {"t3", "t40"} <= set(ids)
+    again = BetaAcceptance(size=10).tasks(train, {"t3", "t40"}, random.Random(0))
+    assert [t.id for t in again] == ids
+
+
+def test_acceptance_tasks_whole_train_when_smaller():
+    train = tasks(5)
+    chosen = BetaAcceptance(size=32).tasks(train, {"t1"}, random.Random(0))
+    assert sorted(t.id for t in chosen) == sorted(t.id for t in train)
+
+
+def test_acceptance_tasks_keep_all_evidence_beyond_size():
+    train = tasks(10)
+    evidence = {f"t{i}" for i in range(6)}
+    chosen = BetaAcceptance(size=4).tasks(train, evidence, random.Random(0))
+    assert {t.id for t in chosen} == evidence
+
+
+def test_verdict_clear_win_accepted():
+    v = BetaAcceptance()([1] * 8, [0] * 8, gated=False)
+    assert v.accepted and v.p_improve > 0.95
+    assert v.comparison.wins == 8
+
+
+def test_verdict_mixed_rejected():
+    v = BetaAcceptance()([1, 0, 1, 1], [0, 1, 1, 1], gated=False)
+    assert not v.accepted
+    assert v.p_improve == pytest.approx(0.5)
+
+
+def test_verdict_too_few_tasks_rejected_with_reason():
+    v = BetaAcceptance(min_tasks=4)([1, 1, 1], [0, 0, 0], gated=False)
+    assert not v.accepted
+    assert "only 3" in v.reason and "tasks" in v.reason
+
+
+def test_verdict_no_change_rejected():
+    v = BetaAcceptance()([0.5, 1, 0, 1], [0.5, 1, 0, 1], gated=False)
+    assert not v.accepted
+    assert "no measurable change" in v.reason
+
+
+def test_verdict_gated_uses_stricter_bar():
+    cand, head = [1, 1, 0, 0], [0, 0, 0, 0]  # two clean wins: P(improve) = 0.875
+    policy = BetaAcceptance(threshold=0.7, gated_threshold=0.95)
+    free, gated = policy(cand, head, gated=False), policy(cand, head, gated=True)
+    assert free.p_improve == gated.p_improve
+    assert free.accepted and not gated.accepted
+
+
+# --- OnHeldOutGain and the bundle -------------------------------------------------------------
+
+
+def test_promotion_on_held_out_gain():
+    assert OnHeldOutGain()(0.5, 0.6)
+    assert not OnHeldOutGain()(0.5, 0.5)
+    assert not OnHeldOutGain()(0.6, 0.5)
+    assert not OnHeldOutGain(min_gain=0.1)(0.5, 0.55)
+    assert OnHeldOutGain(min_gain=0.1)(0.5, 0.65)
+
+
+def test_policies_defaults_and_replace():
+    p = Policies()
+    assert isinstance(p.task_sampler, DisjointMinibatches)
+    assert isinstance(p.proposal, WorstFirst)
+    assert isinstance(p.staleness, DropBeyondBudget)
+    assert isinstance(p.conflict, BetterEvidence)
+    assert isinstance(p.fusion, ThreeWayMerge)
+    assert isinstance(p.acceptance, BetaAcceptance)
+    assert isinstance(p.promotion, OnHeldOutGain)
+    q = dataclasses.replace(p, acceptance=BetaAcceptance(threshold=0.9))
+    assert q.acceptance.threshold == 0.9 and p.acceptance.threshold != 0.9
+    assert q.proposal == p.proposal
+    assert Policies(proposal=WorstFirst(max_proposals=3)).proposal.max_proposals == 3
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.fusion = None
