@@ -78,7 +78,7 @@ class SingleSlot:
     def edits_for(self, state: Mapping[str, str], proposal: str) -> list[Edit]:
         line = _clean(proposal)
         before = state.get(self.key, "")
-        if line in before:
+        if line in (existing.strip() for existing in before.splitlines()):
             return [Edit(key=self.key, before=before, after=before)]
         after = f"{before.rstrip()}\n{line}\n" if before.strip() else f"{line}\n"
         return [Edit(key=self.key, before=before, after=after)]
@@ -146,14 +146,16 @@ class KeyedRules:
         return "\n".join(f"{c}: {state[c]}" for c in order if state.get(c, "").strip())
 
     def edits_for(self, state: Mapping[str, str], proposal: str) -> list[Edit]:
-        category, sep, text = _clean(proposal).partition(":")
-        category = category.strip().strip("*`#- ").lower()
+        named, sep, text = _clean(proposal).partition(":")
         if not sep:
             raise InvalidProposal(f"expected 'category: text', got {proposal[:80]!r}")
-        if category not in self.categories:
+        named = named.strip().strip("*_`#- ")
+        category = next((c for c in self.categories if c.lower() == named.lower()), None)
+        if category is None:
             known = ", ".join(self.categories)
-            raise InvalidProposal(f"unknown category {category!r}; expected one of: {known}")
-        return [Edit(key=category, before=state.get(category), after=text.strip())]
+            raise InvalidProposal(f"unknown category {named!r}; expected one of: {known}")
+        text = text.strip().lstrip("*_`").strip()  # "**tone:** text" leaves markup after the colon
+        return [Edit(key=category, before=state.get(category), after=text)]
 
 
 _FILE_BLOCK = re.compile(r'<file path="([^"]+)">\n?(.*?)</file>', re.DOTALL)

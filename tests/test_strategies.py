@@ -86,11 +86,6 @@ def test_single_slot_present_line_is_a_no_op_edit():
     assert edit.before == edit.after == state["prompt"]
 
 
-@pytest.mark.xfail(
-    reason="BUG: SingleSlot treats a proposal as present when it is a mere substring of the text "
-    "('Be brief' inside 'Be brief and kind.'), so a genuinely new line is dropped as a no-op",
-    strict=True,
-)
 def test_single_slot_substring_of_existing_line_is_still_appended():
     s = SingleSlot("Be brief and kind.")
     [edit] = s.edits_for(s.initial_state(), "Be brief")
@@ -199,22 +194,12 @@ def test_keyed_rules_bad_categories_raise_user_error(categories):
         KeyedRules(categories)
 
 
-@pytest.mark.xfail(
-    reason="BUG: KeyedRules lower-cases the proposal's category but not the declared ones, so "
-    "KeyedRules(['Tone']) rejects even 'Tone: x' as an unknown category",
-    strict=True,
-)
 def test_keyed_rules_capitalised_declared_category_is_usable():
     s = KeyedRules(["Tone"])
     [edit] = s.edits_for(s.initial_state(), "Tone: be warm")
     assert edit.after == "be warm"
 
 
-@pytest.mark.xfail(
-    reason="BUG: KeyedRules with the colon inside the bold ('**tone:** be warm') stores the "
-    "closing '**' as part of the text ('** be warm')",
-    strict=True,
-)
 def test_keyed_rules_bold_with_colon_inside_keeps_text_clean():
     s = KeyedRules(["tone"])
     [edit] = s.edits_for(s.initial_state(), "**tone:** be warm")

@@ -1,0 +1,205 @@
+"""evolve() end to end: convergence, determinism, early stops, resume, async, bad input."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from agentdescent import AppendRules, KeyedRules, Task, UserError, evolve, events
+from agentdescent.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks
+
+
+def smallest():
+    """The smallest program of DESIGN.md, as written."""
+    tasks = [Task(id=f"t{i}", prompt=f"item {i}") for i in range(12)]
+    reward = lambda task, output: 1.0 if "2026" in output else 0.0  # noqa: E731
+    run = lambda rendered, task: "answer" + (" 2026" if "year" in rendered else "")  # noqa: E731
+    propose = lambda rendered, task, output, r: "always state the year"  # noqa: E731
+    return tasks, reward, run, propose
+
+
+def router(**options):
+    kind = options.pop("kind", "append")
+    seed = options.pop("seed", 0)
+    return evolve(router_tasks(seed), route_reward, run=route, propose=RouterReflector(kind, seed=seed),
+                  strategy=demo_strategy(kind), seed=seed, **options)
+
+
+def test_smallest_program_reaches_full_reward(tmp_path):
+    tasks, reward, run, propose = smallest()
+    result = evolve(tasks, reward, run=run, propose=propose, rounds=6, n_workers=3, max_concurrency=3,
+                    store=tmp_path / "ledger")
+    assert result.initial_reward == 0.0 and result.final_reward == 1.0
+    assert "always state the year" in result.rendered
+    assert result.outcomes()["committed"] == 1
+    assert result.ledger.stable() == result.version
+
+
+def test_router_improves_held_out_with_every_strategy():
+    for kind in ("append", "keyed", "single"):
+        result = router(kind=kind, rounds=12, n_workers=6)
+        assert result.final_reward > result.initial_reward + 0.3, kind
+
+
+def test_same_seed_same_result_and_arrival_order_does_not_matter():
+    runs = [router(rounds=5, n_workers=4, max_concurrency=c) for c in (1, 1, 16)]
+    first = runs[0]
+    for other in runs[1:]:
+        assert other.state == first.state
+        assert [(o.diff_id, o.kind) for o in other.outcome_list] == [(o.diff_id, o.kind) for o in first.outcome_list]
+        assert [h.held_out for h in other.history] == [h.held_out for h in first.history]
+
+
+def test_target_reward_stops_early():
+    result = router(rounds=30, n_workers=8, target_reward=1.0)
+    assert result.final_reward == 1.0
+    assert len(result.history) < 30
+    assert result.stop_reason.startswith("reached target reward")
+
+
+def test_patience_and_call_budget_stop_the_run():
+    tasks, reward, run, _ = smallest()
+    result = evolve(tasks, reward, run=run, propose=lambda *a: None, rounds=20, n_workers=2, patience=3)
+    assert len(result.history) == 3 and "patience" in result.stop_reason
+    result = router(rounds=30, n_workers=4, max_calls=300)
+    assert "call budget" in result.stop_reason
+    assert result.usage.calls < 300 + 4 * 200  # stops within one round of the budget
+
+
+def test_workers_and_the_gate_run_in_parallel():
+    """Rollouts, acceptance and held-out evaluation must overlap, not queue behind one another."""
+    lock, live, peak = threading.Lock(), [0], [0]
+
+    def slow_route(rendered, task):
+        with lock:
+            live[0] += 1
+            peak[0] = max(peak[0], live[0])
+        time.sleep(0.002)
+        with lock:
+            live[0] -= 1
+        return route(rendered, task)
+
+    evolve(router_tasks(0), route_reward, run=slow_route, propose=RouterReflector(), strategy=demo_strategy("append"),
+           rounds=2, n_workers=4, max_concurrency=16)
+    assert peak[0] >= 8
+
+
+def test_events_arrive_in_order():
+    seen = []
+    router(rounds=3, n_workers=2, on_event=seen.append)
+    assert isinstance(seen[0], events.RunStarted) and isinstance(seen[-1], events.RunEnded)
+    starts = [e.round for e in seen if isinstance(e, events.RoundStarted)]
+    ends = [e.round for e in seen if isinstance(e, events.RoundEnded)]
+    assert starts == ends == [0, 1, 2]
+    assert any(isinstance(e, events.DiffOutcome) for e in seen)
+    assert any(isinstance(e, events.Evaluated) for e in seen)
+
+
+def test_reopened_ledger_continues_from_its_head(tmp_path):
+    first = router(rounds=2, n_workers=4, store=tmp_path / "ledger")
+    head = first.ledger.head()
+    second = router(rounds=2, n_workers=4, store=tmp_path / "ledger")
+    assert second.initial_reward == pytest.approx(first.final_reward)
+    assert second.initial_version == first.version
+    assert second.ledger.head() >= head
+    assert [r.version for r in second.ledger.log()] == list(range(second.ledger.head(), -1, -1))
+
+
+def test_asynchronous_mode_converges_and_records_staleness():
+    result = router(rounds=40, n_workers=4, asynchronous=True, target_reward=1.0)
+    assert result.final_reward > result.initial_reward + 0.3
+    assert all(o.kind != "error" for o in result.outcome_list)
+
+
+def test_lag_budget_drops_stale_diffs_in_asynchronous_mode():
+    def slow_route(rendered, task):
+        time.sleep(0.001 if task.id.endswith(("1", "3")) else 0)  # uneven workers: stale bases
+        return route(rendered, task)
+
+    result = evolve(router_tasks(0), route_reward, run=slow_route, propose=RouterReflector(),
+                    strategy=demo_strategy("append"), rounds=25, n_workers=4, asynchronous=True, lag_budget=0)
+    stale = [h for h in result.history if any(s > 0 for s in h.staleness)]
+    if stale:  # timing decides whether a turn arrives late; when one does, it must be dropped
+        assert result.outcomes().get("dropped_stale", 0) >= 1
+
+
+# -- bad input ---------------------------------------------------------------------------------
+
+
+def test_too_few_or_repeated_tasks_are_refused():
+    _, reward, run, propose = smallest()
+    with pytest.raises(UserError, match="at least 4 tasks"):
+        evolve([Task(id="a", prompt="x")] * 3, reward, run=run, propose=propose)
+    with pytest.raises(UserError, match="unique.*t1"):
+        evolve([Task(id=f"t{i % 3}", prompt="x") for i in range(6)], reward, run=run, propose=propose)
+    with pytest.raises(UserError, match="Task"):
+        evolve([{"id": "a"}] * 5, reward, run=run, propose=propose)
+
+
+@pytest.mark.parametrize("bad", ["yes", None, 1.5, -0.1, float("nan"), True])
+def test_reward_outside_unit_interval_is_refused(bad):
+    tasks, _, run, propose = smallest()
+    with pytest.raises(UserError, match=r"\[0, 1\]"):
+        evolve(tasks, lambda task, output: bad, run=run, propose=propose, rounds=1)
+
+
+def test_run_raising_is_recorded_not_fatal():
+    tasks, reward, _, propose = smallest()
+
+    def flaky(rendered, task):
+        if task.id == "t3":
+            raise RuntimeError("model timed out")
+        return "answer" + (" 2026" if "year" in rendered else "")
+
+    result = evolve(tasks, reward, run=flaky, propose=propose, rounds=3, n_workers=2)
+    assert result.usage.failures >= 1
+    assert "model timed out" in result.usage.errors[0]
+
+
+def test_propose_returning_a_non_string_is_refused():
+    tasks, reward, run, _ = smallest()
+    with pytest.raises(UserError, match="propose returned int"):
+        evolve(tasks, reward, run=run, propose=lambda *a: 42, rounds=1)
+
+
+def test_propose_raising_becomes_an_error_outcome():
+    tasks, reward, run, _ = smallest()
+
+    def broken(*args):
+        raise ValueError("reply was not JSON")
+
+    result = evolve(tasks, reward, run=run, propose=broken, rounds=2, n_workers=2)
+    assert result.outcomes() == {"error": 4}
+    assert "reply was not JSON" in result.outcome_list[0].reason
+
+
+def test_unknown_category_is_an_invalid_outcome():
+    tasks, reward, run, _ = smallest()
+    result = evolve(tasks, reward, run=run, propose=lambda *a: "colour: blue", strategy=KeyedRules(["tone"]),
+                    rounds=1, n_workers=2)
+    assert result.outcomes() == {"invalid": 2}
+    assert "unknown category 'colour'" in result.outcome_list[0].reason
+
+
+def test_corrupt_store_is_refused(tmp_path):
+    tasks, reward, run, propose = smallest()
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("x", encoding="utf-8")
+    with pytest.raises(UserError, match="not a git ledger"):
+        evolve(tasks, reward, run=run, propose=propose, store=tmp_path / "notes")
+
+
+@pytest.mark.parametrize("option", [{"rounds": 0}, {"n_workers": -1}, {"parallel": "zz"}, {"executor": "gpu"},
+                                    {"held_out_frac": 1.0}, {"target_reward": 2.0}, {"lag_budget": -1}])
+def test_bad_options_are_refused(option):
+    tasks, reward, run, propose = smallest()
+    with pytest.raises(UserError):
+        evolve(tasks, reward, run=run, propose=propose, **option)
+
+
+def test_default_strategy_is_a_playbook():
+    tasks, reward, run, propose = smallest()
+    result = evolve(tasks, reward, run=run, propose=propose, rounds=1)
+    assert result.rendered == AppendRules().render(result.state)
