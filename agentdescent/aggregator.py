@@ -208,9 +208,11 @@ def accept(
     score: Scorer,
     policies: Policies,
     governance: Governance,
+    prefetch: Sequence[Task] = (),
 ) -> Acceptance:
     """Score each component on head alone, then the fusion of those that pass; keep the fusion if
-    it passes too, else only the single best component."""
+    it passes too, else only the single best component. The fusion is also scored on `prefetch`
+    in the same wave, so that the validation which follows its commit finds the scores cached."""
     if not components:
         return Acceptance(accepted=[], rejected={}, candidate=head_state, head_reward=None, candidate_reward=None)
     states = [head_state] + [apply(head_state, comp.after) for comp in components]
@@ -227,7 +229,7 @@ def accept(
         return Acceptance(accepted=[], rejected=rejected, candidate=head_state, head_reward=_mean(head), candidate_reward=None)
     if len(passing) > 1:
         fused = _fuse(head_state, [comp for comp, _, _ in passing])
-        fused_row = score([fused], tasks)[0]
+        fused_row = score([fused], [*tasks, *prefetch])[0][: len(tasks)]
         gated = any(governance.gated(comp.after) for comp, _, _ in passing)
         verdict = policies.acceptance(fused_row, head, gated=gated)
         if verdict.accepted:
@@ -333,8 +335,11 @@ class Aggregator:
     score: Scorer
     lag_budget: int | None = None
     rng: random.Random = field(default_factory=random.Random)
+    prefetch: Sequence[Task] = ()  # scored beside a fused candidate: the held-out set
 
-    def step(self, diffs: Sequence[Diff], step: int) -> StepReport:
+    def step(self, diffs: Sequence[Diff], step: int, tasks: Sequence[Task] | None = None) -> StepReport:
+        """Aggregate one batch of diffs. `tasks` is the acceptance set when the caller sampled it
+        ahead (so that workers could verify on it); else the acceptance policy samples one here."""
         t0 = time.perf_counter()
         head = self.ledger.head()
         head_state = self.ledger.snapshot(self.artifact_id, head)
@@ -344,9 +349,10 @@ class Aggregator:
         verdicts.update(resolution.unplaced)
         t1 = time.perf_counter()
         components = resolution.components
-        evidence = {t for comp in components for c in comp.changes for t in c.diff.evidence.task_ids}
-        tasks = self.policies.acceptance.tasks(self.train, evidence, self.rng)
-        acceptance = accept(components, head_state, tasks, self.score, self.policies, self.governance)
+        if tasks is None:
+            evidence = {t for comp in components for c in comp.changes for t in c.diff.evidence.task_ids}
+            tasks = self.policies.acceptance.tasks(self.train, evidence, self.rng)
+        acceptance = accept(components, head_state, tasks, self.score, self.policies, self.governance, self.prefetch)
         verdicts.update((diff_id, ("rejected_by_test", why)) for diff_id, why in acceptance.rejected.items())
         t2 = time.perf_counter()
         version = self._commit(head, head_state, acceptance, step, verdicts, resolution.lost)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import hashlib
 import random
 import re
+import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -105,6 +107,8 @@ class RouterReflector:
 
     def __init__(self, kind: str = "append", *, seed: int = 0, noise: float = 0.25, silence: float = 0.1) -> None:
         self.kind, self.seed, self.noise, self.silence = kind, seed, noise, silence
+        self._attempts: Counter[tuple[str, str]] = Counter()  # a model asked again may answer otherwise
+        self._lock = threading.Lock()
 
     def __call__(self, rendered: Any, task: Task, output: str, reward: float) -> str | None:
         if reward >= 1.0:
@@ -125,7 +129,10 @@ class RouterReflector:
         return self._format(rendered, keyword, task.gold)
 
     def _rng(self, rendered: str, task: Task) -> random.Random:
-        digest = hashlib.sha256(f"{self.seed}|{task.id}|{rendered}".encode("utf-8")).hexdigest()
+        with self._lock:
+            attempt = self._attempts[(task.id, rendered)]
+            self._attempts[(task.id, rendered)] += 1
+        digest = hashlib.sha256(f"{self.seed}|{task.id}|{attempt}|{rendered}".encode("utf-8")).hexdigest()
         return random.Random(digest)
 
     def _misfiring_rule(self, rendered: str, task: Task, output: str) -> str | None:

@@ -31,7 +31,7 @@ from agentdescent.policies import Policies
 from agentdescent.result import EvolveResult, StepRecord
 from agentdescent.strategies import AppendRules, Strategy
 from agentdescent.types import Diff, Outcome, Task
-from agentdescent.worker import ProposeFn, Worker, WorkerConfig, WorkerReport
+from agentdescent.worker import ProposeFn, Turn, Worker, WorkerConfig, WorkerReport
 
 PARALLEL = ("dp",)
 
@@ -94,6 +94,7 @@ def evolve(
         aggregator = (aggregator_factory or Aggregator)(
             ledger=ledger, artifact_id=artifact_id, governance=governance, policies=policies,
             train=train, score=evaluator.rewards, lag_budget=lag_budget, rng=random.Random(f"{seed}:accept"),
+            prefetch=held_out,
         )
         worker = Worker(
             strategy=strategy, propose=propose, evaluator=evaluator, calls=calls, policies=policies,
@@ -234,12 +235,15 @@ class _Loop:
         """Start `count` worker turns on the newest snapshot, each with its own minibatch."""
         head = self.ledger.head()
         state = self.ledger.snapshot(self.artifact_id, head)
-        batches = self.policies.task_sampler(self.train, count, random.Random(f"{self.seed}:sample:{round_}"))
+        batches = self.policies.task_sampler(self.train, count, self.turns, self.seed)
+        # Sampled now, not at the step, so that workers can verify on it and leave the scores cached.
+        rng = random.Random(f"{self.seed}:accept:{round_}")
+        acceptance = self.policies.acceptance.tasks(self.train, {t.id for b in batches for t in b}, rng)
         futures = set()
         for batch in batches:
-            name = f"w{self.turns % self.limits.n_workers}"
-            rng = random.Random(f"{self.seed}:turn:{self.turns}")
-            future = self.pool.submit(self.worker.work, name, head, state, batch, rng)
+            turn = Turn(worker=f"w{self.turns % self.limits.n_workers}", version=head, state=state, batch=batch,
+                        acceptance=acceptance, rng=random.Random(f"{self.seed}:turn:{self.turns}"))
+            future = self.pool.submit(self.worker.work, turn)
             self.turn_of[future] = self.turns
             future.add_done_callback(self.buffer.put)
             futures.add(future)
@@ -267,7 +271,8 @@ class _Loop:
     def _step(self, round_: int, reports: list[WorkerReport]) -> None:
         diffs: list[Diff] = [d for r in reports for d in r.diffs]
         early: list[Outcome] = [o.model_copy(update={"step": round_}) for r in reports for o in r.outcomes]
-        report = self.aggregator.step(diffs, round_)
+        acceptance = list({t.id: t for r in reports for t in r.turn.acceptance}.values())
+        report = self.aggregator.step(diffs, round_, tasks=acceptance)
         for outcome in early + report.outcomes:
             self.outcomes.append(outcome)
             self.emit(ev.DiffOutcome(round=round_, outcome=outcome))

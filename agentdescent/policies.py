@@ -13,6 +13,7 @@ What they leave out: where work runs (executors) and what is stored (the ledger)
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,19 +26,45 @@ from agentdescent.types import Diff, Task
 
 
 class TaskSampler(Protocol):
-    def __call__(self, train: Sequence[Task], n_workers: int, rng: random.Random) -> list[list[Task]]:
-        """One minibatch per worker; minibatches should differ so that workers see different tasks."""
+    def __call__(self, train: Sequence[Task], n_workers: int, first_turn: int, seed: int) -> list[list[Task]]:
+        """Minibatches for `n_workers` worker turns, numbered from `first_turn` in the run.
+
+        A pure function of its arguments, so that a run is reproducible and resumable; batches
+        of one call should differ so that workers see different tasks."""
+
+
+@functools.lru_cache(maxsize=64)
+def _epoch_order(seed: int, epoch: int, n: int) -> tuple[int, ...]:
+    order = list(range(n))
+    random.Random(f"{seed}:epoch:{epoch}").shuffle(order)
+    return tuple(order)
 
 
 @dataclass(frozen=True)
-class DisjointMinibatches:
-    """Shuffle the train set and deal it out; wrap around only when it runs short."""
+class Epochs:
+    """Walk the train set in a fresh shuffled order each epoch: every task is seen once before
+    any is seen twice, so a rare failure is reached within an epoch rather than by luck."""
 
     size: int = 4
 
-    def __call__(self, train: Sequence[Task], n_workers: int, rng: random.Random) -> list[list[Task]]:
+    def __call__(self, train: Sequence[Task], n_workers: int, first_turn: int, seed: int) -> list[list[Task]]:
+        start = first_turn * self.size
+        picks = [
+            train[_epoch_order(seed, epoch, len(train))[index]]
+            for epoch, index in (divmod(p, len(train)) for p in range(start, start + n_workers * self.size))
+        ]
+        return [picks[i * self.size : (i + 1) * self.size] for i in range(n_workers)]
+
+
+@dataclass(frozen=True)
+class RandomMinibatches:
+    """Shuffle the whole train set for every call and deal it out; wrap only when it runs short."""
+
+    size: int = 4
+
+    def __call__(self, train: Sequence[Task], n_workers: int, first_turn: int, seed: int) -> list[list[Task]]:
         order = list(train)
-        rng.shuffle(order)
+        random.Random(f"{seed}:batch:{first_turn}").shuffle(order)
         need = n_workers * self.size
         deck = (order * (need // len(order) + 1))[:need]
         return [deck[i * self.size : (i + 1) * self.size] for i in range(n_workers)]
@@ -192,7 +219,7 @@ class OnHeldOutGain:
 class Policies:
     """Every decision of the loop; replace any one with `dataclasses.replace` or keywords."""
 
-    task_sampler: TaskSampler = field(default_factory=DisjointMinibatches)
+    task_sampler: TaskSampler = field(default_factory=Epochs)
     proposal: ProposalPolicy = field(default_factory=WorstFirst)
     staleness: StalenessPolicy = field(default_factory=DropBeyondBudget)
     conflict: ConflictPolicy = field(default_factory=BetterEvidence)

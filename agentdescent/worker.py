@@ -30,13 +30,26 @@ class ProposeFn(Protocol):
 class WorkerConfig:
     artifact_id: str
     self_verify: bool = True
-    cheap_eval_tasks: int | None = None  # how many minibatch tasks self-verification re-runs
+    # None: verify on the step's acceptance set, so the aggregator finds those scores cached;
+    # an int k: verify on k tasks of the worker's own minibatch (its failures first), cheaply.
+    cheap_eval_tasks: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Turn:
+    """One unit of a worker's work: a snapshot, a minibatch, and the step's acceptance set."""
+
+    worker: str
+    version: int
+    state: State
+    batch: list[Task]
+    acceptance: list[Task]
+    rng: random.Random
 
 
 @dataclass(frozen=True, kw_only=True)
 class WorkerReport:
-    worker: str
-    base_version: int
+    turn: Turn
     diffs: list[Diff]
     outcomes: list[Outcome] = field(default_factory=list)  # proposals that never became a diff
     rollouts: list[Rollout] = field(default_factory=list)
@@ -51,21 +64,21 @@ class Worker:
     policies: Policies
     config: WorkerConfig
 
-    def work(self, worker: str, version: int, state: State, batch: Sequence[Task], rng: random.Random) -> WorkerReport:
-        rollouts = self.evaluator.rollouts(state, batch)
+    def work(self, turn: Turn) -> WorkerReport:
+        rollouts = self.evaluator.rollouts(turn.state, turn.batch)
         chosen = self.policies.proposal(rollouts)
-        proposals = self.calls.map(lambda r: self._propose(state, r), chosen)
+        proposals = self.calls.map(lambda r: self._propose(turn.state, r), chosen)
         diffs, outcomes = [], []
         for rollout, proposal in zip(chosen, proposals):
-            diff_id = f"d{rng.getrandbits(40):010x}"
-            made = self._diff(diff_id, worker, version, state, rollout, proposal)
+            diff_id = f"d{turn.rng.getrandbits(40):010x}"
+            made = self._diff(diff_id, turn, rollout, proposal)
             if isinstance(made, Diff):
                 diffs.append(made)
             elif made is not None:
-                outcomes.append(Outcome(diff_id=diff_id, kind=made[0], reason=made[1], author=worker))
+                outcomes.append(Outcome(diff_id=diff_id, kind=made[0], reason=made[1], author=turn.worker))
         if self.config.self_verify and diffs:
-            diffs = [self._verify(d, state, rollouts) for d in diffs]
-        return WorkerReport(worker=worker, base_version=version, diffs=diffs, outcomes=outcomes, rollouts=rollouts)
+            diffs = [self._verify(d, turn, rollouts) for d in diffs]
+        return WorkerReport(turn=turn, diffs=diffs, outcomes=outcomes, rollouts=rollouts)
 
     def _propose(self, state: State, rollout: Rollout) -> str | None | Exception:
         self.evaluator.usage.add(proposals=1)
@@ -81,29 +94,32 @@ class Worker:
         return proposal
 
     def _diff(
-        self, diff_id: str, worker: str, version: int, state: State, rollout: Rollout, proposal: str | None | Exception
+        self, diff_id: str, turn: Turn, rollout: Rollout, proposal: str | None | Exception
     ) -> Diff | tuple[str, str] | None:
         if proposal is None:
             return None
         if isinstance(proposal, Exception):
             return "error", f"propose raised {type(proposal).__name__}: {proposal}"
         try:
-            edits = self.strategy.edits_for(state, proposal)
+            edits = self.strategy.edits_for(turn.state, proposal)
         except InvalidProposal as exc:
             return "invalid", f"proposal could not become a diff: {exc}"
         evidence = EvidenceCard(task_ids=[rollout.task.id], rewards=[rollout.reward], rationale=proposal[:2000])
         return Diff(
-            id=diff_id, artifact_id=self.config.artifact_id, base_version=version,
-            edits=edits, evidence=evidence, author=worker,
+            id=diff_id, artifact_id=self.config.artifact_id, base_version=turn.version,
+            edits=edits, evidence=evidence, author=turn.worker,
         )
 
-    def _verify(self, diff: Diff, state: State, rollouts: Sequence[Rollout]) -> Diff:
-        """Re-run the diff's own task first, then the rest of the minibatch, on the patched state."""
-        own = set(diff.evidence.task_ids)
-        ordered = [r.task for r in rollouts if r.task.id in own] + [r.task for r in rollouts if r.task.id not in own]
-        tasks = ordered[: self.config.cheap_eval_tasks] if self.config.cheap_eval_tasks else ordered
-        patched = apply(state, {e.key: e.after for e in diff.edits})
-        before, after = self.evaluator.rewards([state, patched], tasks)
+    def _verify(self, diff: Diff, turn: Turn, rollouts: Sequence[Rollout]) -> Diff:
+        """Score the patched state against the snapshot on the verification tasks."""
+        if self.config.cheap_eval_tasks is None:
+            tasks = turn.acceptance
+        else:
+            own = set(diff.evidence.task_ids)
+            ordered = sorted(rollouts, key=lambda r: r.task.id not in own)
+            tasks = [r.task for r in ordered][: self.config.cheap_eval_tasks]
+        patched = apply(turn.state, {e.key: e.after for e in diff.edits})
+        before, after = self.evaluator.rewards([turn.state, patched], tasks)
         card = diff.evidence.model_copy(update={
             "verify_task_ids": [t.id for t in tasks],
             "verify_before": sum(before) / len(before),

@@ -37,10 +37,13 @@ def test_smallest_program_reaches_full_reward(tmp_path):
     assert result.ledger.stable() == result.version
 
 
-def test_router_improves_held_out_with_every_strategy():
-    for kind in ("append", "keyed", "single"):
-        result = router(kind=kind, rounds=12, n_workers=6)
-        assert result.final_reward > result.initial_reward + 0.3, kind
+@pytest.mark.parametrize("kind, gain", [("append", 0.5), ("keyed", 0.5), ("single", 0.15)])
+def test_router_improves_held_out_with_every_strategy(kind, gain):
+    result = router(kind=kind, rounds=12, n_workers=6)
+    assert result.final_reward > result.initial_reward + gain
+    if kind == "single":  # one slot: concurrent proposals conflict, so at most one lands per step
+        assert result.outcomes()["conflict_lost"] > 0
+        assert all(h.outcomes.get("committed", 0) + h.outcomes.get("fused", 0) <= 1 for h in result.history)
 
 
 def test_same_seed_same_result_and_arrival_order_does_not_matter():

@@ -8,7 +8,8 @@ from agentdescent.evaluation import Rollout
 from agentdescent.policies import (
     BetaAcceptance,
     BetterEvidence,
-    DisjointMinibatches,
+    Epochs,
+    RandomMinibatches,
     DropBeyondBudget,
     OnHeldOutGain,
     Policies,
@@ -31,38 +32,52 @@ def diff(i, *, n_tasks=1, before=None, after=None):
     return Diff(id=f"d{i}", artifact_id="a", base_version=0, edits=[Edit(key="k", after="x")], evidence=card)
 
 
-# --- DisjointMinibatches ----------------------------------------------------------------------
+# --- task samplers ---------------------------------------------------------------------------
 
 
-def test_minibatches_shape_and_disjoint_when_enough_tasks():
-    batches = DisjointMinibatches(size=3)(tasks(20), 4, random.Random(0))
+@pytest.mark.parametrize("sampler", [Epochs, RandomMinibatches])
+def test_minibatches_shape_and_disjoint_when_enough_tasks(sampler):
+    batches = sampler(size=3)(tasks(20), 4, 0, 0)
     assert len(batches) == 4 and all(len(b) == 3 for b in batches)
     ids = [t.id for b in batches for t in b]
     assert len(set(ids)) == len(ids) == 12
 
 
-def test_minibatches_exactly_enough_tasks_uses_each_once():
+@pytest.mark.parametrize("sampler", [Epochs, RandomMinibatches])
+def test_minibatches_exactly_enough_tasks_uses_each_once(sampler):
     train = tasks(8)
-    batches = DisjointMinibatches(size=4)(train, 2, random.Random(1))
+    batches = sampler(size=4)(train, 2, 0, 1)
     assert sorted(t.id for b in batches for t in b) == sorted(t.id for t in train)
 
 
-def test_minibatches_wrap_when_short():
+@pytest.mark.parametrize("sampler", [Epochs, RandomMinibatches])
+def test_minibatches_wrap_when_short(sampler):
     train = tasks(5)
-    batches = DisjointMinibatches(size=4)(train, 3, random.Random(0))
+    batches = sampler(size=4)(train, 3, 0, 0)
     assert len(batches) == 3 and all(len(b) == 4 for b in batches)
     counts = Counter(t.id for b in batches for t in b)
     assert set(counts) == {t.id for t in train}  # every task dealt before any repeats twice
     assert max(counts.values()) - min(counts.values()) <= 1
 
 
-def test_minibatches_deterministic_for_seeded_rng_and_leave_input_alone():
+@pytest.mark.parametrize("sampler", [Epochs, RandomMinibatches])
+def test_minibatches_deterministic_for_a_seed_and_leave_input_alone(sampler):
     train = tasks(10)
     snapshot = list(train)
-    a = DisjointMinibatches(size=2)(train, 3, random.Random(42))
-    b = DisjointMinibatches(size=2)(train, 3, random.Random(42))
+    a = sampler(size=2)(train, 3, 5, 42)
+    b = sampler(size=2)(train, 3, 5, 42)
     assert [[t.id for t in x] for x in a] == [[t.id for t in x] for x in b]
+    assert a != sampler(size=2)(train, 3, 5, 43)
     assert train == snapshot and [t.id for t in train] == [t.id for t in snapshot]
+
+
+def test_epochs_visit_every_task_once_per_epoch_across_calls():
+    train = tasks(12)
+    sampler = Epochs(size=2)
+    seen = [t.id for turn in range(6) for t in sampler(train, 1, turn, 7)[0]]
+    assert sorted(seen) == sorted(t.id for t in train)
+    consecutive = [t.id for b in sampler(train, 3, 0, 7) + sampler(train, 3, 3, 7) for t in b]
+    assert consecutive == seen  # one call for six turns or two calls for three each: the same walk
 
 
 # --- WorstFirst -------------------------------------------------------------------------------
@@ -230,7 +245,7 @@ def test_promotion_on_held_out_gain():
 
 def test_policies_defaults_and_replace():
     p = Policies()
-    assert isinstance(p.task_sampler, DisjointMinibatches)
+    assert isinstance(p.task_sampler, Epochs)
     assert isinstance(p.proposal, WorstFirst)
     assert isinstance(p.staleness, DropBeyondBudget)
     assert isinstance(p.conflict, BetterEvidence)

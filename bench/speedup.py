@@ -1,0 +1,80 @@
+"""Speed-up of N workers over one, on the reference domain with model-like latency.
+
+Every rollout sleeps 20 ms and every proposal 40 ms (as a fast model call would), the artifact
+is an AppendRules playbook, and each configuration runs until held-out reward reaches 1.0.
+Both runs get the same call concurrency, so only the number of workers differs. Printed: wall
+time, rounds and calls of each, their ratio, and the aggregator's own time per step (admit,
+rebase, resolve and commit, without the acceptance rollouts it waits on).
+
+Run: python bench/speedup.py [--workers 8] [--seeds 0 1 2] [--rollout-ms 20] [--propose-ms 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agentdescent import evolve  # noqa: E402
+from agentdescent.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks  # noqa: E402
+
+
+def run_once(n_workers: int, seed: int, rollout_s: float, propose_s: float, concurrency: int, asynchronous: bool) -> dict:
+    reflector = RouterReflector("append", seed=seed)
+
+    def slow_route(rendered, task):
+        time.sleep(rollout_s)
+        return route(rendered, task)
+
+    def slow_propose(rendered, task, output, reward):
+        time.sleep(propose_s)
+        return reflector(rendered, task, output, reward)
+
+    start = time.perf_counter()
+    result = evolve(
+        router_tasks(seed), route_reward, run=slow_route, propose=slow_propose, strategy=demo_strategy("append"),
+        rounds=400, n_workers=n_workers, max_concurrency=concurrency, target_reward=1.0, seed=seed,
+        asynchronous=asynchronous,
+    )
+    wall = time.perf_counter() - start
+    own = [h.timings["prepare"] + h.timings["commit"] for h in result.history if h.version is not None]
+    return {
+        "wall": wall, "rounds": len(result.history), "calls": result.usage.calls,
+        "reward": result.final_reward, "agg_ms": 1000 * statistics.median(own) if own else 0.0,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--rollout-ms", type=float, default=20)
+    parser.add_argument("--propose-ms", type=float, default=40)
+    parser.add_argument("--concurrency", type=int, default=256, help="calls in flight, the same for both runs")
+    parser.add_argument("--asynchronous", action="store_true", help="run the N-worker side without a barrier")
+    args = parser.parse_args()
+    rows = []
+    for seed in args.seeds:
+        latency = (args.rollout_ms / 1000, args.propose_ms / 1000, args.concurrency)
+        one = run_once(1, seed, *latency, asynchronous=False)
+        many = run_once(args.workers, seed, *latency, asynchronous=args.asynchronous)
+        rows.append((seed, one, many))
+        print(
+            f"seed {seed}: 1 worker {one['wall']:.2f} s, {one['rounds']} rounds, {one['calls']} calls, reward {one['reward']:.2f}"
+            f" | {args.workers} workers {many['wall']:.2f} s, {many['rounds']} rounds, {many['calls']} calls,"
+            f" reward {many['reward']:.2f} | speed-up {one['wall'] / many['wall']:.1f}x,"
+            f" calls ratio {many['calls'] / one['calls']:.2f}"
+        )
+    speedups = [one["wall"] / many["wall"] for _, one, many in rows]
+    agg = [r["agg_ms"] for _, one, many in rows for r in (one, many)]
+    print(f"speed-up to held-out 1.0, {args.workers} workers vs 1: median {statistics.median(speedups):.1f}x "
+          f"(min {min(speedups):.1f}x, max {max(speedups):.1f}x) over seeds {args.seeds}")
+    print(f"aggregator's own time per committed step (median over runs): {statistics.median(agg):.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
