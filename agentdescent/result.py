@@ -73,8 +73,11 @@ class EvolveResult:
     def _write_tree(self, root: Path) -> Path | None:
         if root.exists() and not root.is_dir():
             raise UserError(f"{root} is a file; write_to needs a folder for a tree artifact")
+        inside = root.resolve()
         for key in self.rendered:
             reason = unsafe_key_reason(key)
+            if not reason and not (root / key).resolve().is_relative_to(inside):
+                reason = f"{key!r} leads through a symlink out of the folder"
             if reason:
                 raise UserError(f"refusing to write outside {root}: {reason}")
         backup = _backup(root)

@@ -1,0 +1,7 @@
+"""`python -m agentdescent` is the `agentdescent` command."""
+
+import sys
+
+from agentdescent.cli import main
+
+sys.exit(main())

@@ -1,0 +1,84 @@
+"""EvolveResult: outcome counts and the opt-in write-back (backup first, atomic, frozen untouched)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from agentdescent import FileTree, Task, UserError, evolve
+from agentdescent.result import EvolveResult
+
+
+def text_result(tmp_path) -> EvolveResult:
+    tasks = [Task(id=f"t{i}", prompt=str(i)) for i in range(8)]
+    return evolve(tasks, lambda t, o: float("year" in o), run=lambda r, t: r, propose=lambda *a: "state the year",
+                  rounds=2, n_workers=2, store=tmp_path / "ledger")
+
+
+def tree_result(tmp_path, tree) -> EvolveResult:
+    """A tree run whose proposals add a line to SKILL.md and try to rewrite the frozen hook."""
+    tasks = [Task(id=f"t{i}", prompt=str(i)) for i in range(8)]
+    strategy = FileTree(tree, frozen=["hooks/*"])
+    proposal = '<file path="SKILL.md">be concise\n</file>'
+    return evolve(tasks, lambda t, o: float("concise" in o), run=lambda r, t: r.get("SKILL.md", ""),
+                  propose=lambda *a: proposal, strategy=strategy, rounds=2, n_workers=2, store=tmp_path / "ledger")
+
+
+def test_outcomes_count_each_kind(tmp_path):
+    result = text_result(tmp_path)
+    assert result.outcomes() == {"committed": 1, "duplicate": 1}
+    assert sum(result.outcomes().values()) == len(result.outcome_list)
+
+
+def test_text_write_back_backs_up_first(tmp_path):
+    result = text_result(tmp_path)
+    target = tmp_path / "prompt.md"
+    assert result.write_to(target) is None  # nothing to back up yet
+    assert target.read_text(encoding="utf-8") == "- state the year"
+    target.write_text("my own edits", encoding="utf-8")
+    backup = result.write_to(target)
+    assert backup is not None and backup.read_text(encoding="utf-8") == "my own edits"
+    assert target.read_text(encoding="utf-8") == "- state the year"
+    assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+def test_tree_write_back_leaves_frozen_files_alone(tmp_path):
+    result = tree_result(tmp_path, {"SKILL.md": "old\n", "hooks/pre.sh": "exit 0\n"})
+    assert result.state["SKILL.md"] == "be concise\n"
+    folder = tmp_path / "skill"
+    (folder / "hooks").mkdir(parents=True)
+    (folder / "hooks" / "pre.sh").write_text("my hook\n", encoding="utf-8")
+    backup = result.write_to(folder)
+    assert (folder / "SKILL.md").read_text(encoding="utf-8") == "be concise\n"
+    assert (folder / "hooks" / "pre.sh").read_text(encoding="utf-8") == "my hook\n"
+    assert (backup / "hooks" / "pre.sh").read_text(encoding="utf-8") == "my hook\n"
+
+
+def test_frozen_files_are_refused_as_diffs(tmp_path):
+    tasks = [Task(id=f"t{i}", prompt=str(i)) for i in range(8)]
+    strategy = FileTree({"SKILL.md": "x\n", "hooks/pre.sh": "exit 0\n"}, frozen=["hooks/*"])
+    result = evolve(tasks, lambda t, o: 0.0, run=lambda r, t: "", strategy=strategy, rounds=1, n_workers=2,
+                    propose=lambda *a: '<file path="hooks/pre.sh">rm -rf /\n</file>', store=tmp_path / "l")
+    assert result.outcomes() == {"refused_by_governance": 2}
+    assert "hooks/pre.sh" in result.outcome_list[0].reason
+    assert result.state["hooks/pre.sh"] == "exit 0\n"
+
+
+def test_tree_write_back_refuses_to_follow_a_symlink_out(tmp_path):
+    result = tree_result(tmp_path, {"SKILL.md": "old\n", "refs/a.md": "a\n"})
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    folder = tmp_path / "skill"
+    folder.mkdir()
+    (folder / "refs").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(UserError, match="symlink"):
+        result.write_to(folder)
+    assert not list(outside.iterdir())
+
+
+def test_tree_cannot_be_written_over_a_file(tmp_path):
+    result = tree_result(tmp_path, {"SKILL.md": "old\n"})
+    (tmp_path / "skill").write_text("x", encoding="utf-8")
+    with pytest.raises(UserError, match="is a file"):
+        result.write_to(tmp_path / "skill")
