@@ -226,16 +226,21 @@ class _Loop:
                 self._abandon(in_flight, round_, stop)
                 return stop
             self.emit(ev.RoundStarted(round=round_, version=self.ledger.head()))
-            in_flight |= self._dispatch(round_, self.limits.n_workers - len(in_flight))
+            if not in_flight:
+                in_flight |= self._dispatch(round_, self.limits.n_workers)
             last = round_ == self.limits.rounds - 1
-            self._step(round_, self._barrier(in_flight, wait_all=last or not self.limits.asynchronous))
+            reports = self._barrier(in_flight, wait_all=last or not self.limits.asynchronous)
+            if self.limits.asynchronous and not last:  # freed workers go again at once, on head as it is
+                in_flight |= self._dispatch(round_, len(reports))
+            self._step(round_, reports)
         return self._stop_reason() or f"ran all {self.limits.rounds} rounds"
 
     def _dispatch(self, round_: int, count: int) -> set[Future]:
         """Start `count` worker turns on the newest snapshot, each with its own minibatch."""
         head = self.ledger.head()
         state = self.ledger.snapshot(self.artifact_id, head)
-        batches = self.policies.task_sampler(self.train, count, self.turns, self.seed)
+        known = self.evaluator.known(state)
+        batches = self.policies.task_sampler(self.train, count, self.turns, self.seed, known)
         # Sampled now, not at the step, so that workers can verify on it and leave the scores cached.
         rng = random.Random(f"{self.seed}:accept:{round_}")
         acceptance = self.policies.acceptance.tasks(self.train, {t.id for b in batches for t in b}, rng)

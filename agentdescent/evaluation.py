@@ -100,7 +100,7 @@ class Evaluator:
         self._reward = reward
         self._pool = pool
         self.usage = usage
-        self._cache: dict[tuple[str, str], Future[Rollout]] = {}
+        self._cache: dict[str, dict[str, Future[Rollout]]] = {}  # state hash -> task id -> rollout
         self._lock = threading.Lock()
 
     def rollouts(self, state: Mapping[str, str], tasks: Sequence[Task]) -> list[Rollout]:
@@ -115,16 +115,25 @@ class Evaluator:
 
     def many(self, states: Sequence[Mapping[str, str]], tasks: Sequence[Task]) -> list[list[Rollout]]:
         """Every state on every task, all in flight at once; rows follow `states`."""
-        rows = [[self._submit(state, task) for task in tasks] for state in states]
-        return [[f.result() for f in row] for row in rows]
+        return [[f.result() for f in row] for row in self.submit(states, tasks)]
 
-    def _submit(self, state: Mapping[str, str], task: Task) -> Future[Rollout]:
-        key = (state_hash(state), task.id)
+    def submit(self, states: Sequence[Mapping[str, str]], tasks: Sequence[Task]) -> list[list[Future[Rollout]]]:
+        """Start every state on every task (cached ones are not re-run) without waiting."""
+        return [[self._submit(state, state_hash(state), task) for task in tasks] for state in states]
+
+    def known(self, state: Mapping[str, str]) -> dict[str, float]:
+        """The rewards of `state` measured so far, by task id, without running anything."""
         with self._lock:
-            future = self._cache.get(key)
+            futures = dict(self._cache.get(state_hash(state), {}))
+        return {task_id: f.result().reward for task_id, f in futures.items() if f.done() and not f.exception()}
+
+    def _submit(self, state: Mapping[str, str], key: str, task: Task) -> Future[Rollout]:
+        with self._lock:
+            row = self._cache.setdefault(key, {})
+            future = row.get(task.id)
             hit = future is not None
             if future is None:
-                future = self._cache[key] = self._pool.submit(self._rollout, dict(state), task)
+                future = row[task.id] = self._pool.submit(self._rollout, dict(state), task)
         if hit:
             self.usage.add(cache_hits=1)
         return future

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -26,11 +26,14 @@ from agentdescent.types import Diff, Task
 
 
 class TaskSampler(Protocol):
-    def __call__(self, train: Sequence[Task], n_workers: int, first_turn: int, seed: int) -> list[list[Task]]:
+    def __call__(
+        self, train: Sequence[Task], n_workers: int, first_turn: int, seed: int, known: Mapping[str, float]
+    ) -> list[list[Task]]:
         """Minibatches for `n_workers` worker turns, numbered from `first_turn` in the run.
 
-        A pure function of its arguments, so that a run is reproducible and resumable; batches
-        of one call should differ so that workers see different tasks."""
+        `known` holds the rewards of the snapshot the turns will use, for the train tasks already
+        measured on it. A pure function of its arguments, so that a run is reproducible and
+        resumable; batches of one call should differ so that workers see different tasks."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -47,7 +50,9 @@ class Epochs:
 
     size: int = 4
 
-    def __call__(self, train: Sequence[Task], n_workers: int, first_turn: int, seed: int) -> list[list[Task]]:
+    def __call__(
+        self, train: Sequence[Task], n_workers: int, first_turn: int, seed: int, known: Mapping[str, float]
+    ) -> list[list[Task]]:
         start = first_turn * self.size
         picks = [
             train[_epoch_order(seed, epoch, len(train))[index]]
@@ -57,12 +62,34 @@ class Epochs:
 
 
 @dataclass(frozen=True)
+class FailuresFirst:
+    """Deal the tasks the snapshot is known to fail first, then the epoch walk's unmeasured
+    tasks, then the rest: a worker whose minibatch holds no failure has nothing to learn from."""
+
+    size: int = 4
+
+    def __call__(
+        self, train: Sequence[Task], n_workers: int, first_turn: int, seed: int, known: Mapping[str, float]
+    ) -> list[list[Task]]:
+        need = n_workers * self.size
+        failing = [t for t in train if known.get(t.id, 1.0) < 1.0]
+        random.Random(f"{seed}:failing:{first_turn}").shuffle(failing)
+        walk = [t for batch in Epochs(1)(train, len(train), first_turn * self.size, seed, known) for t in batch]
+        rest = [t for t in walk if t.id not in known] + [t for t in walk if known.get(t.id) == 1.0]
+        deck = list({t.id: t for t in failing[:need] + rest}.values())
+        deck = (deck * (need // len(deck) + 1))[:need]
+        return [deck[i * self.size : (i + 1) * self.size] for i in range(n_workers)]
+
+
+@dataclass(frozen=True)
 class RandomMinibatches:
     """Shuffle the whole train set for every call and deal it out; wrap only when it runs short."""
 
     size: int = 4
 
-    def __call__(self, train: Sequence[Task], n_workers: int, first_turn: int, seed: int) -> list[list[Task]]:
+    def __call__(
+        self, train: Sequence[Task], n_workers: int, first_turn: int, seed: int, known: Mapping[str, float]
+    ) -> list[list[Task]]:
         order = list(train)
         random.Random(f"{seed}:batch:{first_turn}").shuffle(order)
         need = n_workers * self.size
@@ -79,7 +106,7 @@ class ProposalPolicy(Protocol):
 class WorstFirst:
     """Reflect on the lowest-reward rollouts below `below`, at most `max_proposals` of them."""
 
-    max_proposals: int = 1
+    max_proposals: int = 2
     below: float = 1.0
 
     def __call__(self, rollouts: Sequence[Rollout]) -> list[Rollout]:

@@ -77,7 +77,7 @@ class Worker:
             elif made is not None:
                 outcomes.append(Outcome(diff_id=diff_id, kind=made[0], reason=made[1], author=turn.worker))
         if self.config.self_verify and diffs:
-            diffs = [self._verify(d, turn, rollouts) for d in diffs]
+            diffs = self._verify(diffs, turn, rollouts)
         return WorkerReport(turn=turn, diffs=diffs, outcomes=outcomes, rollouts=rollouts)
 
     def _propose(self, state: State, rollout: Rollout) -> str | None | Exception:
@@ -110,19 +110,30 @@ class Worker:
             edits=edits, evidence=evidence, author=turn.worker,
         )
 
-    def _verify(self, diff: Diff, turn: Turn, rollouts: Sequence[Rollout]) -> Diff:
-        """Score the patched state against the snapshot on the verification tasks."""
+    def _verify(self, diffs: Sequence[Diff], turn: Turn, rollouts: Sequence[Rollout]) -> list[Diff]:
+        """Score each patched state against the snapshot on its verification tasks, all at once."""
+        pending = []
+        for diff in diffs:
+            tasks = self._verification_tasks(diff, turn, rollouts)
+            patched = apply(turn.state, {e.key: e.after for e in diff.edits})
+            pending.append((diff, tasks, self.evaluator.submit([turn.state, patched], tasks)))
+        verified = []
+        for diff, tasks, (before, after) in pending:
+            card = diff.evidence.model_copy(update={
+                "verify_task_ids": [t.id for t in tasks],
+                "verify_before": _mean([f.result().reward for f in before]),
+                "verify_after": _mean([f.result().reward for f in after]),
+            })
+            verified.append(diff.model_copy(update={"evidence": card}))
+        return verified
+
+    def _verification_tasks(self, diff: Diff, turn: Turn, rollouts: Sequence[Rollout]) -> list[Task]:
         if self.config.cheap_eval_tasks is None:
-            tasks = turn.acceptance
-        else:
-            own = set(diff.evidence.task_ids)
-            ordered = sorted(rollouts, key=lambda r: r.task.id not in own)
-            tasks = [r.task for r in ordered][: self.config.cheap_eval_tasks]
-        patched = apply(turn.state, {e.key: e.after for e in diff.edits})
-        before, after = self.evaluator.rewards([turn.state, patched], tasks)
-        card = diff.evidence.model_copy(update={
-            "verify_task_ids": [t.id for t in tasks],
-            "verify_before": sum(before) / len(before),
-            "verify_after": sum(after) / len(after),
-        })
-        return diff.model_copy(update={"evidence": card})
+            return turn.acceptance
+        own = set(diff.evidence.task_ids)
+        ordered = sorted(rollouts, key=lambda r: r.task.id not in own)
+        return [r.task for r in ordered][: self.config.cheap_eval_tasks]
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0

@@ -9,6 +9,7 @@ from agentdescent.policies import (
     BetaAcceptance,
     BetterEvidence,
     Epochs,
+    FailuresFirst,
     RandomMinibatches,
     DropBeyondBudget,
     OnHeldOutGain,
@@ -35,49 +36,65 @@ def diff(i, *, n_tasks=1, before=None, after=None):
 # --- task samplers ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sampler", [Epochs, RandomMinibatches])
+@pytest.mark.parametrize("sampler", [Epochs, RandomMinibatches, FailuresFirst])
 def test_minibatches_shape_and_disjoint_when_enough_tasks(sampler):
-    batches = sampler(size=3)(tasks(20), 4, 0, 0)
+    batches = sampler(size=3)(tasks(20), 4, 0, 0, {})
     assert len(batches) == 4 and all(len(b) == 3 for b in batches)
     ids = [t.id for b in batches for t in b]
     assert len(set(ids)) == len(ids) == 12
 
 
-@pytest.mark.parametrize("sampler", [Epochs, RandomMinibatches])
+@pytest.mark.parametrize("sampler", [Epochs, RandomMinibatches, FailuresFirst])
 def test_minibatches_exactly_enough_tasks_uses_each_once(sampler):
     train = tasks(8)
-    batches = sampler(size=4)(train, 2, 0, 1)
+    batches = sampler(size=4)(train, 2, 0, 1, {})
     assert sorted(t.id for b in batches for t in b) == sorted(t.id for t in train)
 
 
-@pytest.mark.parametrize("sampler", [Epochs, RandomMinibatches])
+@pytest.mark.parametrize("sampler", [Epochs, RandomMinibatches, FailuresFirst])
 def test_minibatches_wrap_when_short(sampler):
     train = tasks(5)
-    batches = sampler(size=4)(train, 3, 0, 0)
+    batches = sampler(size=4)(train, 3, 0, 0, {})
     assert len(batches) == 3 and all(len(b) == 4 for b in batches)
     counts = Counter(t.id for b in batches for t in b)
     assert set(counts) == {t.id for t in train}  # every task dealt before any repeats twice
     assert max(counts.values()) - min(counts.values()) <= 1
 
 
-@pytest.mark.parametrize("sampler", [Epochs, RandomMinibatches])
+@pytest.mark.parametrize("sampler", [Epochs, RandomMinibatches, FailuresFirst])
 def test_minibatches_deterministic_for_a_seed_and_leave_input_alone(sampler):
     train = tasks(10)
     snapshot = list(train)
-    a = sampler(size=2)(train, 3, 5, 42)
-    b = sampler(size=2)(train, 3, 5, 42)
+    a = sampler(size=2)(train, 3, 5, 42, {})
+    b = sampler(size=2)(train, 3, 5, 42, {})
     assert [[t.id for t in x] for x in a] == [[t.id for t in x] for x in b]
-    assert a != sampler(size=2)(train, 3, 5, 43)
+    assert a != sampler(size=2)(train, 3, 5, 43, {})
     assert train == snapshot and [t.id for t in train] == [t.id for t in snapshot]
 
 
 def test_epochs_visit_every_task_once_per_epoch_across_calls():
     train = tasks(12)
     sampler = Epochs(size=2)
-    seen = [t.id for turn in range(6) for t in sampler(train, 1, turn, 7)[0]]
+    seen = [t.id for turn in range(6) for t in sampler(train, 1, turn, 7, {})[0]]
     assert sorted(seen) == sorted(t.id for t in train)
-    consecutive = [t.id for b in sampler(train, 3, 0, 7) + sampler(train, 3, 3, 7) for t in b]
+    consecutive = [t.id for b in sampler(train, 3, 0, 7, {}) + sampler(train, 3, 3, 7, {}) for t in b]
     assert consecutive == seen  # one call for six turns or two calls for three each: the same walk
+
+
+def test_failures_first_deals_known_failures_then_unmeasured_tasks():
+    train = tasks(20)
+    known = {t.id: 1.0 for t in train[:12]} | {"t3": 0.0, "t7": 0.5}
+    batches = FailuresFirst(size=3)(train, 2, 0, 0, known)
+    dealt = [t.id for b in batches for t in b]
+    assert set(dealt[:2]) == {"t3", "t7"}
+    assert all(known.get(i) is None for i in dealt[2:])  # then tasks not yet measured on the snapshot
+    assert len(set(dealt)) == 6
+
+
+def test_failures_first_falls_back_to_passing_tasks_when_nothing_else_is_left():
+    train = tasks(4)
+    batches = FailuresFirst(size=2)(train, 2, 0, 0, {t.id: 1.0 for t in train})
+    assert sorted(t.id for b in batches for t in b) == sorted(t.id for t in train)
 
 
 # --- WorstFirst -------------------------------------------------------------------------------
