@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentdescent import evolve  # noqa: E402
+from agentdescent import events, evolve  # noqa: E402
 from agentdescent.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks  # noqa: E402
 
 
@@ -34,17 +34,26 @@ def run_once(n_workers: int, seed: int, rollout_s: float, propose_s: float, conc
         time.sleep(propose_s)
         return reflector(rendered, task, output, reward)
 
+    marks: list[float] = []
+
+    def on_event(event) -> None:
+        if isinstance(event, (events.RoundStarted, events.RoundEnded)):
+            marks.append(time.perf_counter())
+
     start = time.perf_counter()
     result = evolve(
         router_tasks(seed), route_reward, run=slow_route, propose=slow_propose, strategy=demo_strategy("append"),
         rounds=400, n_workers=n_workers, max_concurrency=concurrency, target_reward=1.0, seed=seed,
-        asynchronous=asynchronous,
+        asynchronous=asynchronous, on_event=on_event,
     )
     wall = time.perf_counter() - start
     own = [h.timings["prepare"] + h.timings["commit"] for h in result.history if h.version is not None]
+    durations = [end - begin for begin, end in zip(marks[::2], marks[1::2])]
+    busy = [d for d, h in zip(durations, result.history) if h.diffs]
     return {
         "wall": wall, "rounds": len(result.history), "calls": result.usage.calls,
         "reward": result.final_reward, "agg_ms": 1000 * statistics.median(own) if own else 0.0,
+        "busy_ms": 1000 * statistics.median(busy) if busy else 0.0,
     }
 
 
@@ -54,7 +63,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--rollout-ms", type=float, default=20)
     parser.add_argument("--propose-ms", type=float, default=40)
-    parser.add_argument("--concurrency", type=int, default=256, help="calls in flight, the same for both runs")
+    parser.add_argument("--concurrency", type=int, default=1024, help="calls in flight, the same for both runs")
     parser.add_argument("--asynchronous", action="store_true", help="run the N-worker side without a barrier")
     args = parser.parse_args()
     rows = []
@@ -70,9 +79,13 @@ def main() -> None:
             f" calls ratio {many['calls'] / one['calls']:.2f}"
         )
     speedups = [one["wall"] / many["wall"] for _, one, many in rows]
+    busy = [many["busy_ms"] / one["busy_ms"] for _, one, many in rows]
+    rounds = [one["rounds"] / many["rounds"] for _, one, many in rows]
     agg = [r["agg_ms"] for _, one, many in rows for r in (one, many)]
     print(f"speed-up to held-out 1.0, {args.workers} workers vs 1: median {statistics.median(speedups):.1f}x "
           f"(min {min(speedups):.1f}x, max {max(speedups):.1f}x) over seeds {args.seeds}")
+    print(f"rounds to held-out 1.0, 1 worker / {args.workers} workers: median {statistics.median(rounds):.1f}x")
+    print(f"a round with proposals, {args.workers} workers / 1 worker: median {statistics.median(busy):.2f}x the time")
     print(f"aggregator's own time per committed step (median over runs): {statistics.median(agg):.1f} ms")
 
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from agentdescent import AppendRules, KeyedRules, Task, UserError, evolve, events
+from agentdescent import AppendRules, KeyedRules, Policies, Task, UserError, evolve, events
 from agentdescent.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks
 
 
@@ -117,15 +117,26 @@ def test_asynchronous_mode_converges_and_records_staleness():
 
 
 def test_lag_budget_drops_stale_diffs_in_asynchronous_mode():
-    def slow_route(rendered, task):
-        time.sleep(0.001 if task.id.endswith(("1", "3")) else 0)  # uneven workers: stale bases
-        return route(rendered, task)
+    """One worker is slow, so its diff arrives after the fast worker's landed: past a lag budget
+    of 0 it must be dropped, with an outcome that says why."""
+    tasks = [Task(id=f"{speed}{i}", prompt="") for speed in ("fast", "slow") for i in range(3)]
 
-    result = evolve(router_tasks(0), route_reward, run=slow_route, propose=RouterReflector(),
-                    strategy=demo_strategy("append"), rounds=25, n_workers=4, asynchronous=True, lag_budget=0)
-    stale = [h for h in result.history if any(s > 0 for s in h.staleness)]
-    if stale:  # timing decides whether a turn arrives late; when one does, it must be dropped
-        assert result.outcomes().get("dropped_stale", 0) >= 1
+    def split_by_speed(train, n_workers, first_turn, seed, known):
+        return [[t for t in train if t.id.startswith("fast" if (first_turn + i) % 2 == 0 else "slow")]
+                for i in range(n_workers)]
+
+    def run(rendered, task):
+        time.sleep(0.15 if task.id.startswith("slow") else 0)
+        return rendered
+
+    result = evolve(tasks, lambda task, output: float(f"fix {task.id}" in output), run=run,
+                    propose=lambda rendered, task, output, r: f"fix {task.id}", held_out_frac=0,
+                    rounds=3, n_workers=2, asynchronous=True, lag_budget=0,
+                    policies=Policies(task_sampler=split_by_speed))
+    dropped = [o for o in result.outcome_list if o.kind == "dropped_stale"]
+    assert dropped and all("lag budget is 0" in o.reason for o in dropped)
+    assert result.outcomes()["committed"] >= 1
+    assert any(s > 0 for h in result.history for s in h.staleness)
 
 
 # -- bad input ---------------------------------------------------------------------------------
