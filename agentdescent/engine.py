@@ -15,6 +15,7 @@ from __future__ import annotations
 import queue
 import random
 import tempfile
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -185,6 +186,9 @@ class _Loop:
     outcomes: list[Outcome] = field(default_factory=list)
     buffer: queue.Queue = field(default_factory=queue.Queue)
     turn_of: dict[Future, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # dispatch state, shared with callbacks
+    outstanding: int = 0  # turns dispatched and not yet collected
+    redispatch: bool = False
     best: float = 0.0
     since_gain: int = 0
     turns: int = 0
@@ -219,54 +223,71 @@ class _Loop:
         return version
 
     def _steps(self) -> str:
-        in_flight: set[Future] = set()
+        """Synchronous: every round dispatches all workers and waits for all of them.
+        Asynchronous: workers are dispatched once and each re-dispatches itself on the newest
+        snapshot the moment it finishes; a round aggregates whatever has come back."""
+        asynchronous = self.limits.asynchronous
         for round_ in range(self.limits.rounds):
             stop = self._stop_reason()
             if stop:
-                self._abandon(in_flight, round_, stop)
+                self._abandon(round_, stop)
                 return stop
             self.emit(ev.RoundStarted(round=round_, version=self.ledger.head()))
-            if not in_flight:
-                in_flight |= self._dispatch(round_, self.limits.n_workers)
-            last = round_ == self.limits.rounds - 1
-            reports = self._barrier(in_flight, wait_all=last or not self.limits.asynchronous)
-            if self.limits.asynchronous and not last:  # freed workers go again at once, on head as it is
-                in_flight |= self._dispatch(round_, len(reports))
-            self._step(round_, reports)
+            if round_ == 0 or not asynchronous:
+                with self.lock:
+                    self.redispatch = asynchronous
+                    self._dispatch(self.limits.n_workers)
+            if round_ == self.limits.rounds - 1:
+                with self.lock:
+                    self.redispatch = False
+            self._step(round_, self._collect(wait_all=not self.redispatch))
         return self._stop_reason() or f"ran all {self.limits.rounds} rounds"
 
-    def _dispatch(self, round_: int, count: int) -> set[Future]:
-        """Start `count` worker turns on the newest snapshot, each with its own minibatch."""
+    def _dispatch(self, count: int) -> None:
+        """Start `count` worker turns on the newest snapshot, each with its own minibatch.
+        Callers hold `self.lock`."""
         head = self.ledger.head()
         state = self.ledger.snapshot(self.artifact_id, head)
         known = self.evaluator.known(state)
         batches = self.policies.task_sampler(self.train, count, self.turns, self.seed, known)
         # Sampled now, not at the step, so that workers can verify on it and leave the scores cached.
-        rng = random.Random(f"{self.seed}:accept:{round_}")
+        rng = random.Random(f"{self.seed}:accept:{self.turns}")
         acceptance = self.policies.acceptance.tasks(self.train, {t.id for b in batches for t in b}, rng)
-        futures = set()
         for batch in batches:
             turn = Turn(worker=f"w{self.turns % self.limits.n_workers}", version=head, state=state, batch=batch,
                         acceptance=acceptance, rng=random.Random(f"{self.seed}:turn:{self.turns}"))
             future = self.pool.submit(self.worker.work, turn)
             self.turn_of[future] = self.turns
-            future.add_done_callback(self.buffer.put)
-            futures.add(future)
+            self.outstanding += 1
             self.turns += 1
-        return futures
+            future.add_done_callback(self._returned)
 
-    def _barrier(self, in_flight: set[Future], *, wait_all: bool) -> list[WorkerReport]:
-        """Wait for every turn in flight (`wait_all`), or for at least one and whatever else is in."""
+    def _returned(self, future: Future) -> None:
+        """A turn finished (on its worker's thread): send the worker off again if asynchronous."""
+        with self.lock:
+            if self.redispatch and future.exception() is None:
+                self._dispatch(1)
+        self.buffer.put(future)
+
+    def _collect(self, *, wait_all: bool) -> list[WorkerReport]:
+        """Wait for every outstanding turn (`wait_all`), or for one and whatever else is in."""
         done: list[Future] = [self.buffer.get()]
-        while not self.buffer.empty() or (wait_all and len(done) < len(in_flight)):
+        while not self.buffer.empty() or (wait_all and len(done) < self._outstanding()):
             done.append(self.buffer.get())
-        in_flight.difference_update(done)
-        done.sort(key=self.turn_of.pop)  # arrival order must not change the result
+        with self.lock:
+            self.outstanding -= len(done)
+            done.sort(key=self.turn_of.pop)  # arrival order must not change the result
         return [f.result() for f in done]
 
-    def _abandon(self, in_flight: set[Future], round_: int, reason: str) -> None:
+    def _outstanding(self) -> int:
+        with self.lock:
+            return self.outstanding
+
+    def _abandon(self, round_: int, reason: str) -> None:
         """The run is stopping: turns still in flight finish, and their diffs get an outcome."""
-        for report in self._barrier(in_flight, wait_all=True) if in_flight else []:
+        with self.lock:
+            self.redispatch = False
+        for report in self._collect(wait_all=True) if self._outstanding() else []:
             for diff in report.diffs:
                 outcome = Outcome(diff_id=diff.id, kind="dropped_stale", step=round_, author=diff.author,
                                   reason=f"the run stopped before this diff was aggregated: {reason}")
@@ -276,7 +297,10 @@ class _Loop:
     def _step(self, round_: int, reports: list[WorkerReport]) -> None:
         diffs: list[Diff] = [d for r in reports for d in r.diffs]
         early: list[Outcome] = [o.model_copy(update={"step": round_}) for r in reports for o in r.outcomes]
-        acceptance = list({t.id: t for r in reports for t in r.turn.acceptance}.values())
+        sets = {id(r.turn.acceptance): r.turn.acceptance for r in reports}
+        # Turns dispatched together share one acceptance set, already scored by their verification;
+        # turns from different dispatches (asynchronous runs) leave the aggregator to sample its own.
+        acceptance = next(iter(sets.values())) if len(sets) == 1 else None
         report = self.aggregator.step(diffs, round_, tasks=acceptance)
         for outcome in early + report.outcomes:
             self.outcomes.append(outcome)
