@@ -12,6 +12,7 @@ What it leaves out: any model. This is a stand-in that makes genuine diffs witho
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import re
@@ -25,12 +26,18 @@ from agentdescent.engine import evolve
 from agentdescent.result import EvolveResult
 from agentdescent.types import Task
 
+# The demo uses the first four words of each handler; the benchmarks can ask for up to twelve.
 SIGNALS: dict[str, tuple[str, ...]] = {
-    "billing": ("invoice", "charged", "payment", "receipt"),
-    "shipping": ("tracking", "courier", "delivery", "parcel"),
-    "technical": ("crash", "error", "freezes", "bug"),
-    "returns": ("refund", "exchange", "damaged", "return"),
-    "account": ("username", "email", "profile", "login"),
+    "billing": ("invoice", "charged", "payment", "receipt", "overcharged", "debit", "pricing", "discount",
+                "coupon", "tax", "statement", "fee"),
+    "shipping": ("tracking", "courier", "delivery", "parcel", "shipment", "dispatch", "postage", "carrier",
+                 "warehouse", "address", "eta", "freight"),
+    "technical": ("crash", "error", "freezes", "bug", "timeout", "glitch", "offline", "install", "update",
+                  "slow", "blank", "sync"),
+    "returns": ("refund", "exchange", "damaged", "return", "broken", "defective", "replacement", "warranty",
+                "wrong", "missing", "faulty", "label"),
+    "account": ("username", "email", "profile", "login", "verification", "settings", "avatar", "security",
+                "signup", "deletion", "privacy", "notification"),
 }
 FILLERS = ("order", "please", "help", "urgent", "today", "again", "app", "website", "week", "still")
 TEMPLATES = (
@@ -46,33 +53,37 @@ _RULE = re.compile(r"when a request mentions '(\w+)', route it to (\w+)", re.IGN
 _KEYED = re.compile(r"^\s*(\w+):\s*(.+)$", re.MULTILINE)
 
 
-def router_tasks(seed: int = 0, per_signal: int = 6, general: int = 48) -> list[Task]:
-    """Requests with one signal word and two fillers each, plus `general` requests with none."""
+def router_tasks(seed: int = 0, signals: int = 4, per_signal: int = 6) -> list[Task]:
+    """`per_signal` requests for each of `signals` words per handler, each with two fillers, and
+    two general requests (no signal word) for every five others."""
+    if not 1 <= signals <= 12:
+        raise ValueError("signals must be between 1 and 12 words per handler")
     rng = random.Random(f"router:{seed}")
     tasks = []
-    for handler, signals in SIGNALS.items():
-        for signal in signals:
+    for handler, words in SIGNALS.items():
+        for signal in words[:signals]:
             for _ in range(per_signal):
                 a, b = rng.sample(FILLERS, 2)
                 text = rng.choice(TEMPLATES).format(a=a, b=b, s=signal)
                 tasks.append(Task(id=f"r{len(tasks):03d}", prompt=text, gold=handler))
-    for _ in range(general):
+    for _ in range(len(tasks) * 2 // 5):
         a, b = rng.sample(FILLERS, 2)
         tasks.append(Task(id=f"r{len(tasks):03d}", prompt=f"{a} {b}: a general question", gold=DEFAULT_HANDLER))
     return tasks
 
 
-def routing_rules(rendered: str) -> list[tuple[str, str]]:
+@functools.lru_cache(maxsize=256)
+def routing_rules(rendered: str) -> tuple[tuple[str, str], ...]:
     """(keyword, handler) pairs in the order the artifact states them, in either rule format."""
-    rules = [(w.lower(), h.lower()) for w, h in _RULE.findall(rendered)]
+    rules = tuple((w.lower(), h.lower()) for w, h in _RULE.findall(rendered))
     if rules:
         return rules
-    return [
+    return tuple(
         (word.strip().lower(), handler.lower())
         for handler, words in _KEYED.findall(rendered)
         for word in words.split(",")
         if word.strip()
-    ]
+    )
 
 
 def route(rendered: str, task: Task) -> str:
@@ -154,12 +165,12 @@ class RouterReflector:
 
 
 def run_reference(
-    *, n_workers: int = 8, strategy: str = "append", seed: int = 0, rounds: int = 30,
+    *, n_workers: int = 8, strategy: str = "append", seed: int = 0, rounds: int = 30, signals: int = 4,
     store: str | None = None, on_event: Callable[[Any], None] | None = None, **options: Any,
 ) -> EvolveResult:
     """The whole demo as one call: the router tasks, the agent, the reflector, evolve()."""
     return evolve(
-        router_tasks(seed), route_reward, run=route, propose=RouterReflector(strategy, seed=seed),
+        router_tasks(seed, signals), route_reward, run=route, propose=RouterReflector(strategy, seed=seed),
         strategy=demo_strategy(strategy), rounds=rounds, n_workers=n_workers, seed=seed,
         target_reward=1.0, store=store, on_event=on_event, **options,
     )

@@ -119,7 +119,7 @@ class Evaluator:
 
     def submit(self, states: Sequence[Mapping[str, str]], tasks: Sequence[Task]) -> list[list[Future[Rollout]]]:
         """Start every state on every task (cached ones are not re-run) without waiting."""
-        return [[self._submit(state, state_hash(state), task) for task in tasks] for state in states]
+        return [self._submit_row(state, tasks) for state in states]
 
     def known(self, state: Mapping[str, str]) -> dict[str, float]:
         """The rewards of `state` measured so far, by task id, without running anything."""
@@ -127,21 +127,26 @@ class Evaluator:
             futures = dict(self._cache.get(state_hash(state), {}))
         return {task_id: f.result().reward for task_id, f in futures.items() if f.done() and not f.exception()}
 
-    def _submit(self, state: Mapping[str, str], key: str, task: Task) -> Future[Rollout]:
+    def _submit_row(self, state: Mapping[str, str], tasks: Sequence[Task]) -> list[Future[Rollout]]:
+        key, rendered = state_hash(state), self._strategy.render(state)  # once per state, not per task
+        futures, hits = [], 0
         with self._lock:
             row = self._cache.setdefault(key, {})
-            future = row.get(task.id)
-            hit = future is not None
-            if future is None:
-                future = row[task.id] = self._pool.submit(self._rollout, dict(state), task)
-        if hit:
-            self.usage.add(cache_hits=1)
-        return future
+            for task in tasks:
+                future = row.get(task.id)
+                if future is None:
+                    future = row[task.id] = self._pool.submit(self._rollout, rendered, task)
+                else:
+                    hits += 1
+                futures.append(future)
+        if hits:
+            self.usage.add(cache_hits=hits)
+        return futures
 
-    def _rollout(self, state: dict[str, str], task: Task) -> Rollout:
+    def _rollout(self, rendered: Any, task: Task) -> Rollout:
         self.usage.add(rollouts=1, cache_misses=1)
-        try:
-            output = self._run(self._strategy.render(state), task)
+        try:  # a tree is handed over as a copy, so that one rollout cannot change another's
+            output = self._run(dict(rendered) if isinstance(rendered, dict) else rendered, task)
         except Exception as exc:  # a failing rollout is data, not a crash of the run
             message = f"run failed on task {task.id!r}: {type(exc).__name__}: {exc}"
             self.usage.record_error(message)

@@ -63,8 +63,9 @@ class Epochs:
 
 @dataclass(frozen=True)
 class FailuresFirst:
-    """Deal the tasks the snapshot is known to fail first, then the epoch walk's unmeasured
-    tasks, then the rest: a worker whose minibatch holds no failure has nothing to learn from."""
+    """Deal tasks the snapshot is known to fail first (at most half the slots, so that the
+    minibatches keep exploring), then the epoch walk's unmeasured tasks, then the rest: a worker
+    whose minibatch holds no failure has nothing to learn from."""
 
     size: int = 4
 
@@ -76,7 +77,7 @@ class FailuresFirst:
         random.Random(f"{seed}:failing:{first_turn}").shuffle(failing)
         walk = [t for batch in Epochs(1)(train, len(train), first_turn * self.size, seed, known) for t in batch]
         rest = [t for t in walk if t.id not in known] + [t for t in walk if known.get(t.id) == 1.0]
-        deck = list({t.id: t for t in failing[:need] + rest}.values())
+        deck = list({t.id: t for t in failing[: max(1, need // 2)] + rest}.values())
         deck = (deck * (need // len(deck) + 1))[:need]
         return [deck[i * self.size : (i + 1) * self.size] for i in range(n_workers)]
 
