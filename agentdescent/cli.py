@@ -14,7 +14,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from agentdescent import events as ev
-from agentdescent.demo import STRATEGIES
+from agentdescent.demo import STRATEGIES, demo_strategy, run_reference
 from agentdescent.errors import AgentDescentError
 from agentdescent.result import EvolveResult
 from agentdescent.strategies import Strategy
@@ -42,8 +42,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run_demo(args: argparse.Namespace, console: Console) -> int:
-    from agentdescent.demo import demo_strategy, run_reference
-
     console.print(
         f"[bold]AgentDescent demo[/bold]: a keyword-router skill, {args.workers} workers, "
         f"strategy {args.strategy}, seed {args.seed}"

@@ -73,14 +73,24 @@ def evolve(
     folder when None; an existing ledger continues from its head). `dev` takes every accepted
     step; `stable` only held-out gains, and the result is `stable`.
 
+    A round is one aggregator step. Synchronous runs dispatch every worker at the start of a
+    round and wait for all of them; `asynchronous=True` lets each worker start its next turn on
+    the newest snapshot the moment it finishes, and a round aggregates whatever has come back
+    (`lag_budget` drops diffs more than that many versions behind head).
+
     `max_concurrency` caps calls in flight (default: 4 per worker, at most 64). `rounds`,
-    `max_calls`, `target_reward` and `patience` (evaluations without held-out gain) each end
-    the run. With `max_concurrency=1` the same seed gives the same result.
+    `target_reward`, `patience` (rounds without a held-out gain) and `max_calls` (checked between
+    rounds, so a run may pass it by one round's calls) each end the run. With
+    `max_concurrency=1`, or any concurrency in synchronous mode, the same seed gives the same result.
+    `aggregator_factory` receives the `Aggregator` fields as keywords and returns an object with
+    its `step` method.
     """
     strategy = strategy if strategy is not None else AppendRules()
     policies = policies or Policies()
     train, held_out = split_tasks(_checked_tasks(tasks), held_out_frac, random.Random(f"{seed}:split"))
-    _check_options(run, propose, reward, rounds, n_workers, max_concurrency, parallel, executor, lag_budget, target_reward)
+    _check_options(run=run, propose=propose, reward=reward, rounds=rounds, n_workers=n_workers,
+                   max_concurrency=max_concurrency, parallel=parallel, executor=executor,
+                   lag_budget=lag_budget, target_reward=target_reward)
     ledger = Ledger(store if store is not None else tempfile.mkdtemp(prefix="agentdescent-ledger-"))
     governance = Governance(
         blast_radius=dict(blast_radius or {}),
@@ -140,7 +150,10 @@ def _checked_tasks(tasks: Sequence[Task]) -> list[Task]:
     return tasks
 
 
-def _check_options(run, propose, reward, rounds, n_workers, max_concurrency, parallel, executor, lag_budget, target_reward) -> None:  # noqa: ANN001
+def _check_options(
+    *, run: object, propose: object, reward: object, rounds: int, n_workers: int, max_concurrency: int | None,
+    parallel: str, executor: str, lag_budget: int | None, target_reward: float | None,
+) -> None:
     for name, fn in (("run", run), ("propose", propose), ("reward", reward)):
         if not callable(fn):
             raise UserError(f"{name} must be a callable; got {type(fn).__name__}")
@@ -186,7 +199,9 @@ class _Loop:
     outcomes: list[Outcome] = field(default_factory=list)
     buffer: queue.Queue = field(default_factory=queue.Queue)
     turn_of: dict[Future, int] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)  # dispatch state, shared with callbacks
+    # Guards the dispatch state shared with the turns' callbacks; re-entrant because a turn that is
+    # already done when its callback is added runs that callback at once, on the dispatching thread.
+    lock: threading.RLock = field(default_factory=threading.RLock)
     outstanding: int = 0  # turns dispatched and not yet collected
     redispatch: bool = False
     best: float = 0.0

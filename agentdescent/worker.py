@@ -52,7 +52,6 @@ class WorkerReport:
     turn: Turn
     diffs: list[Diff]
     outcomes: list[Outcome] = field(default_factory=list)  # proposals that never became a diff
-    rollouts: list[Rollout] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)
@@ -78,7 +77,7 @@ class Worker:
                 outcomes.append(Outcome(diff_id=diff_id, kind=made[0], reason=made[1], author=turn.worker))
         if self.config.self_verify and diffs:
             diffs = self._verify(diffs, turn, rollouts)
-        return WorkerReport(turn=turn, diffs=diffs, outcomes=outcomes, rollouts=rollouts)
+        return WorkerReport(turn=turn, diffs=diffs, outcomes=outcomes)
 
     def _propose(self, state: State, rollout: Rollout) -> str | None | Exception:
         self.evaluator.usage.add(proposals=1)
