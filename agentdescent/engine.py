@@ -78,7 +78,8 @@ def evolve(
     the newest snapshot the moment it finishes, and a round aggregates whatever has come back
     (`lag_budget` drops diffs more than that many versions behind head).
 
-    `max_concurrency` caps calls in flight (default: 4 per worker, at most 64). `rounds`,
+    `max_concurrency` caps calls in flight (default: 32, or 4 per worker past 8 workers, at most
+    128; acceptance and held-out evaluation fan out over tasks, so even one worker wants many). `rounds`,
     `target_reward`, `patience` (rounds without a held-out gain) and `max_calls` (checked between
     rounds, so a run may pass it by one round's calls) each end the run. With
     `max_concurrency=1`, or any concurrency in synchronous mode, the same seed gives the same result.
@@ -98,7 +99,7 @@ def evolve(
         max_keys_per_diff=strategy.max_keys_per_diff,
     )
     usage = Usage()
-    calls = make_executor(executor, max_concurrency or min(64, max(4, 4 * n_workers)), name="agentdescent-call")
+    calls = make_executor(executor, max_concurrency or min(128, max(32, 4 * n_workers)), name="agentdescent-call")
     workers = ThreadExecutor(n_workers, name="agentdescent-worker")
     try:
         evaluator = Evaluator(strategy=strategy, run=run, reward=reward, pool=calls, usage=usage)
