@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentdescent import events as ev
+from agentdescent.agents.base import metering
 from agentdescent.aggregator import Aggregator, StepReport
 from agentdescent.errors import UserError
 from agentdescent.evaluation import Evaluator, RewardFn, RunFn, Usage
@@ -61,6 +62,7 @@ def evolve(
     self_verify: bool = True,
     cheap_eval_tasks: int | None = None,
     max_calls: int | None = None,
+    max_tokens: int | None = None,
     seed: int = 0,
     store: str | Path | None = None,
     on_event: Callable[[ev.Event], None] | None = None,
@@ -80,8 +82,10 @@ def evolve(
 
     `max_concurrency` caps calls in flight (default: 32, or 4 per worker past 8 workers, at most
     128; acceptance and held-out evaluation fan out over tasks, so even one worker wants many). `rounds`,
-    `target_reward`, `patience` (rounds without a held-out gain) and `max_calls` (checked between
-    rounds, so a run may pass it by one round's calls) each end the run. With
+    `target_reward`, `patience` (rounds without a held-out gain), `max_calls` and `max_tokens`
+    (checked between rounds, so a run may pass them by one round's worth) each end the run.
+    Calls and tokens are those of AgentDescent's model clients used anywhere in the run (see
+    `Usage.calls`: with plain functions, each rollout and proposal counts as one call). With
     `max_concurrency=1`, or any concurrency in synchronous mode, the same seed gives the same result.
     `aggregator_factory` receives the `Aggregator` fields as keywords and returns an object with
     its `step` method.
@@ -116,10 +120,11 @@ def evolve(
             ledger=ledger, artifact_id=artifact_id, strategy=strategy, policies=policies, train=train,
             held_out=held_out, evaluator=evaluator, aggregator=aggregator, worker=worker, pool=workers,
             limits=_Limits(rounds=rounds, n_workers=n_workers, asynchronous=asynchronous, patience=patience,
-                           target_reward=target_reward, max_calls=max_calls),
+                           target_reward=target_reward, max_calls=max_calls, max_tokens=max_tokens),
             seed=seed, emit=on_event or (lambda event: None),
         )
-        return loop.run()
+        with metering(usage.model):  # model calls made anywhere in the run count on its usage
+            return loop.run()
     finally:
         workers.shutdown()
         calls.shutdown()
@@ -179,6 +184,7 @@ class _Limits:
     patience: int | None
     target_reward: float | None
     max_calls: int | None
+    max_tokens: int | None
 
 
 @dataclass(kw_only=True)
@@ -364,6 +370,9 @@ class _Loop:
             return f"reached target reward {limits.target_reward} (held-out {self.best:.3f})"
         if limits.patience is not None and self.since_gain >= limits.patience:
             return f"no held-out gain in {self.since_gain} rounds (patience {limits.patience})"
-        if limits.max_calls is not None and self.evaluator.usage.calls >= limits.max_calls:
-            return f"spent the call budget ({self.evaluator.usage.calls} of max_calls={limits.max_calls})"
+        usage = self.evaluator.usage
+        if limits.max_calls is not None and usage.calls >= limits.max_calls:
+            return f"spent the call budget ({usage.calls} of max_calls={limits.max_calls})"
+        if limits.max_tokens is not None and usage.tokens >= limits.max_tokens:
+            return f"spent the token budget ({usage.tokens} of max_tokens={limits.max_tokens})"
         return None

@@ -1,7 +1,8 @@
 """The exceptions AgentDescent raises.
 
     AgentDescentError            anything this package raises on purpose
-    ├── UserError                bad input: the message names the problem and the fix
+    ├── UserError                bad input or configuration: the message names the problem and the fix
+    ├── AgentError               a model or agent call failed after its retries: what it answered
     └── LedgerError              the git ledger could not be read or written
         └── HeadMoved            a compare-and-swap lost: another writer moved `dev` first
 
@@ -17,6 +18,11 @@ class AgentDescentError(Exception):
 
 class UserError(AgentDescentError, ValueError):
     """The caller passed something unusable; the message says how to fix it."""
+
+
+class AgentError(AgentDescentError):
+    """A model or CLI agent failed: the server's answer, the exit code or the stderr tail is in the
+    message. Inside `evolve` it is a failed rollout or proposal, not the end of the run."""
 
 
 class LedgerError(AgentDescentError):

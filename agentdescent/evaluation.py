@@ -18,6 +18,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agentdescent.agents.base import ModelUsage
 from agentdescent.errors import UserError
 from agentdescent.executors import Executor
 from agentdescent.strategies import Strategy
@@ -46,7 +47,8 @@ class Rollout:
 
 @dataclass
 class Usage:
-    """What a run spent; `calls` is what `max_calls` limits."""
+    """What a run spent. `model` collects every call made through AgentDescent's model and agent
+    clients during the run (judges and reflectors included); `calls` is what `max_calls` limits."""
 
     rollouts: int = 0
     proposals: int = 0
@@ -54,11 +56,18 @@ class Usage:
     cache_hits: int = 0
     cache_misses: int = 0
     errors: list[str] = field(default_factory=list)
+    model: ModelUsage = field(default_factory=ModelUsage)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def calls(self) -> int:
-        return self.rollouts + self.proposals
+        """Model calls when the run's callables use metered clients; else one per rollout and
+        per proposal (plain functions report nothing, so each counts as one call)."""
+        return max(self.rollouts + self.proposals, self.model.calls)
+
+    @property
+    def tokens(self) -> int:
+        return self.model.tokens
 
     def add(self, **counts: int) -> None:
         with self._lock:
@@ -147,6 +156,8 @@ class Evaluator:
         self.usage.add(rollouts=1, cache_misses=1)
         try:  # a tree is handed over as a copy, so that one rollout cannot change another's
             output = self._run(dict(rendered) if isinstance(rendered, dict) else rendered, task)
+        except UserError:
+            raise  # misconfiguration (a missing key, say) fails every rollout alike: stop and say so
         except Exception as exc:  # a failing rollout is data, not a crash of the run
             message = f"run failed on task {task.id!r}: {type(exc).__name__}: {exc}"
             self.usage.record_error(message)

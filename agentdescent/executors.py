@@ -8,6 +8,7 @@ work, so a bounded pool cannot deadlock: the engine keeps its workers (which wai
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
@@ -38,10 +39,11 @@ class ThreadExecutor:
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=name)
 
     def submit(self, fn: Callable[..., R], *args: Any) -> Future[R]:
-        return self._pool.submit(fn, *args)
+        # The caller's context goes along, so that a run's usage meter sees calls made in the pool.
+        return self._pool.submit(contextvars.copy_context().run, fn, *args)
 
     def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
-        futures = [self._pool.submit(fn, item) for item in items]
+        futures = [self.submit(fn, item) for item in items]
         return [f.result() for f in futures]
 
     def shutdown(self) -> None:

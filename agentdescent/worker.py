@@ -22,8 +22,13 @@ from agentdescent.types import Diff, EvidenceCard, Outcome, Task
 
 
 class ProposeFn(Protocol):
-    def __call__(self, rendered: Any, task: Task, output: str, reward: float) -> str | None:
-        """A change that would have helped this rollout (the strategy turns it into a Diff), or None."""
+    """A change that would have helped this rollout (the strategy turns it into a Diff), or None.
+
+    It may raise `InvalidProposal` (an `invalid` outcome) or anything else (an `error` outcome).
+    A propose with a callable `batch(rendered, rollouts)` attribute is handed all of a worker's
+    chosen failures at once and makes one proposal from them."""
+
+    def __call__(self, rendered: Any, task: Task, output: str, reward: float) -> str | None: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,11 +71,12 @@ class Worker:
     def work(self, turn: Turn) -> WorkerReport:
         rollouts = self.evaluator.rollouts(turn.state, turn.batch)
         chosen = self.policies.proposal(rollouts)
-        proposals = self.calls.map(lambda r: self._propose(turn.state, r), chosen)
+        groups = [chosen] if chosen and callable(getattr(self.propose, "batch", None)) else [[r] for r in chosen]
+        proposals = self.calls.map(lambda group: self._propose(turn.state, group), groups)
         diffs, outcomes = [], []
-        for rollout, proposal in zip(chosen, proposals):
+        for group, proposal in zip(groups, proposals):
             diff_id = f"d{turn.rng.getrandbits(40):010x}"
-            made = self._diff(diff_id, turn, rollout, proposal)
+            made = self._diff(diff_id, turn, group, proposal)
             if isinstance(made, Diff):
                 diffs.append(made)
             elif made is not None:
@@ -79,31 +85,44 @@ class Worker:
             diffs = self._verify(diffs, turn, rollouts)
         return WorkerReport(turn=turn, diffs=diffs, outcomes=outcomes)
 
-    def _propose(self, state: State, rollout: Rollout) -> str | None | Exception:
+    def _propose(self, state: State, chosen: Sequence[Rollout]) -> str | None | Exception:
+        """One proposal from one failure, or from all of them when `propose` reflects in batches."""
         self.evaluator.usage.add(proposals=1)
+        rendered = self.strategy.render(state)
+        batch = getattr(self.propose, "batch", None)
         try:
-            proposal = self.propose(self.strategy.render(state), rollout.task, rollout.output, rollout.reward)
+            if callable(batch):
+                proposal = batch(rendered, list(chosen))
+            else:
+                (rollout,) = chosen
+                proposal = self.propose(rendered, rollout.task, rollout.output, rollout.reward)
+        except UserError:
+            raise  # misconfiguration: every proposal would fail alike
         except Exception as exc:  # one failed reflection is an outcome, not the end of the run
             return exc
         if proposal is not None and not isinstance(proposal, str):
             raise UserError(
-                f"propose returned {type(proposal).__name__} for task {rollout.task.id!r}; "
+                f"propose returned {type(proposal).__name__} for task {chosen[0].task.id!r}; "
                 "it must return a str (the proposed change) or None (no proposal)"
             )
         return proposal
 
     def _diff(
-        self, diff_id: str, turn: Turn, rollout: Rollout, proposal: str | None | Exception
+        self, diff_id: str, turn: Turn, group: Sequence[Rollout], proposal: str | None | Exception
     ) -> Diff | tuple[str, str] | None:
         if proposal is None:
             return None
+        if isinstance(proposal, InvalidProposal):
+            return "invalid", f"the proposal is unusable: {proposal}"
         if isinstance(proposal, Exception):
             return "error", f"propose raised {type(proposal).__name__}: {proposal}"
         try:
             edits = self.strategy.edits_for(turn.state, proposal)
         except InvalidProposal as exc:
             return "invalid", f"proposal could not become a diff: {exc}"
-        evidence = EvidenceCard(task_ids=[rollout.task.id], rewards=[rollout.reward], rationale=proposal[:2000])
+        evidence = EvidenceCard(
+            task_ids=[r.task.id for r in group], rewards=[r.reward for r in group], rationale=proposal[:2000]
+        )
         return Diff(
             id=diff_id, artifact_id=self.config.artifact_id, base_version=turn.version,
             edits=edits, evidence=evidence, author=turn.worker,

@@ -1,0 +1,78 @@
+"""What every model and agent shares: the usage it records, and the run meter that collects it.
+
+A model is any `Callable[[str], str]`; the clients shipped here also carry a `name` and a
+`usage` (`ModelUsage`). Each call is recorded on the client's own usage and on every meter
+active in the calling context, which is how `evolve` learns what its run spent (its executors
+carry the context into their threads) without any client knowing about `evolve`.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
+from typing import Protocol, runtime_checkable
+
+
+@dataclass
+class ModelUsage:
+    """Calls, failures, tokens, seconds and cost, added up; safe to update from many threads."""
+
+    calls: int = 0
+    failures: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    seconds: float = 0.0
+    cost_usd: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def add(self, **counts: float) -> None:
+        with self._lock:
+            for name, value in counts.items():
+                setattr(self, name, getattr(self, name) + value)
+
+    def as_dict(self) -> dict[str, float]:
+        with self._lock:
+            return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A text-in, text-out model with its usage. Raises `AgentError` when a call fails for good
+    and `UserError` when it is misconfigured (a missing key, say)."""
+
+    name: str
+    usage: ModelUsage
+
+    def __call__(self, prompt: str) -> str: ...
+
+
+_meters: contextvars.ContextVar[tuple[ModelUsage, ...]] = contextvars.ContextVar("agentdescent_meters", default=())
+
+
+def record(usage: ModelUsage, **counts: float) -> None:
+    """Add `counts` to a client's own usage and to every meter active here."""
+    usage.add(**counts)
+    for meter in _meters.get():
+        meter.add(**counts)
+
+
+@contextmanager
+def metering(meter: ModelUsage) -> Iterator[ModelUsage]:
+    """Within this block (and in work submitted from it with its context), model calls also count on `meter`."""
+    token = _meters.set(_meters.get() + (meter,))
+    try:
+        yield meter
+    finally:
+        _meters.reset(token)
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough count for clients that report none: about four characters a token."""
+    return (len(text) + 3) // 4

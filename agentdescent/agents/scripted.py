@@ -1,0 +1,76 @@
+"""A deterministic model for tests and examples: the same prompt always gets the same reply.
+
+    scripted(lambda prompt: "...")              reply computed from the prompt
+    scripted({r"regex": "reply", ...})          the first pattern found in the prompt picks the reply
+    scripted(["first", "second"])               replies in order; an error once they run out
+
+It records usage like a real client (tokens estimated from the text), so budgets and results
+behave as they would with a real model.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from agentdescent.agents.base import ModelUsage, estimate_tokens, record
+from agentdescent.errors import AgentError, UserError
+
+Script = Callable[[str], str] | Mapping[str, str] | Sequence[str]
+
+
+class ScriptedModel:
+    """See the module docstring; build one with `scripted(...)`."""
+
+    def __init__(self, script: Script, *, default: str | None = None, name: str = "scripted") -> None:
+        self.name = name
+        self.usage = ModelUsage()
+        self._reply = _replier(script, default)
+
+    def __call__(self, prompt: str) -> str:
+        start = time.perf_counter()
+        try:
+            reply = self._reply(prompt)
+        except AgentError:
+            record(self.usage, calls=1, failures=1, seconds=time.perf_counter() - start)
+            raise
+        record(self.usage, calls=1, input_tokens=estimate_tokens(prompt), output_tokens=estimate_tokens(reply),
+               seconds=time.perf_counter() - start)
+        return reply
+
+
+def scripted(script: Script, *, default: str | None = None, name: str = "scripted") -> ScriptedModel:
+    """A deterministic stand-in for a model; see the module docstring."""
+    return ScriptedModel(script, default=default, name=name)
+
+
+def _replier(script: Script, default: str | None) -> Callable[[str], str]:
+    if callable(script):
+        return script
+    if isinstance(script, Mapping):
+        rules = [(re.compile(pattern, re.DOTALL), reply) for pattern, reply in script.items()]
+
+        def by_pattern(prompt: str) -> str:
+            for pattern, reply in rules:
+                if pattern.search(prompt):
+                    return reply
+            if default is None:
+                raise AgentError(f"scripted model: no pattern matches the prompt {prompt[:80]!r}")
+            return default
+
+        return by_pattern
+    if isinstance(script, Sequence) and not isinstance(script, str):
+        replies, lock = list(script), threading.Lock()
+
+        def in_order(prompt: str) -> str:
+            with lock:
+                if replies:
+                    return replies.pop(0)
+            if default is None:
+                raise AgentError("scripted model: the scripted replies ran out")
+            return default
+
+        return in_order
+    raise UserError("scripted() takes a function, a {pattern: reply} mapping, or a list of replies")

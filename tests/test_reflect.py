@@ -1,0 +1,151 @@
+"""Reflectors and LLM fusion, against scripted models that answer the way real ones do."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentdescent import FileTree, Policies, SingleSlot, Task, evolve
+from agentdescent.agents import scripted
+from agentdescent.evaluation import Rollout
+from agentdescent.reflect import llm_fusion, parse_rule, reflector, tree_reflector, unwrap
+from agentdescent.strategies import InvalidProposal
+
+TASK = Task(id="t1", prompt="What is 6 x 7?", gold="42")
+
+
+@pytest.mark.parametrize("reply, rule", [
+    ("<rule>Give only the number.</rule>", "Give only the number."),
+    ("Looking at the failure...\n<rule>\n  Give only the number.\n</rule>\nHope this helps!", "Give only the number."),
+    ("```\nGive only the number.\n```", "Give only the number."),
+    ('"Give only the number."', "Give only the number."),
+    ("**Rule:** give only the number.", "give only the number."),
+    ("1. Give only the number.", "Give only the number."),
+    ("NONE", None),
+    ("<rule>none</rule>", None),
+    ("No rule.", None),
+])
+def test_rules_are_read_out_of_real_looking_replies(reply, rule):
+    assert parse_rule(reply) == rule
+
+
+def test_prose_without_a_rule_is_unreadable():
+    with pytest.raises(ValueError):
+        parse_rule("The assistant was verbose.\nIt explained too much.\nMaybe shorter answers?")
+
+
+def test_unwrap_worked_example():
+    assert unwrap('**"Be brief."**') == "Be brief."
+
+
+def test_reflector_shows_artifact_task_output_gold_and_reward():
+    seen = []
+    model = scripted(lambda prompt: seen.append(prompt) or "<rule>Give only the number.</rule>")
+    propose = reflector(model)
+    assert propose("- be polite", TASK, "It is forty-two, I think", 0.0) == "Give only the number."
+    prompt = seen[0]
+    for part in ("- be polite", "What is 6 x 7?", "It is forty-two, I think", "42", "0.00"):
+        assert part in prompt
+    assert propose.stats == {"rules": 1}
+
+
+def test_reflector_counts_empty_none_and_garbage_as_no_proposal():
+    replies = ["", "NONE", "Well.\nHard to say.\nMaybe?", "<rule>Be exact.</rule>"]
+    propose = reflector(scripted(replies))
+    got = [propose("", TASK, "x", 0.0) for _ in replies]
+    assert got == [None, None, None, "Be exact."]
+    assert propose.stats == {"empty": 1, "none": 1, "unreadable": 1, "rules": 1}
+
+
+def test_batch_reflection_sees_every_failure_and_makes_one_rule():
+    seen = []
+    propose = reflector(scripted(lambda p: seen.append(p) or "<rule>Show units.</rule>"), batch=True)
+    rollouts = [Rollout(task=Task(id=f"t{i}", prompt=f"question {i}", gold=str(i)), output="?", reward=0.0)
+                for i in range(3)]
+    assert propose.batch("", rollouts) == "Show units."
+    assert len(seen) == 1 and all(f"question {i}" in seen[0] for i in range(3))
+
+
+def test_batch_reflector_drives_one_proposal_per_worker_in_evolve():
+    tasks = [Task(id=f"t{i}", prompt=f"item {i}", gold="ok") for i in range(12)]
+    model = scripted(lambda p: "<rule>Say ok.</rule>")
+    result = evolve(tasks, lambda t, o: float(o == "ok"), run=lambda r, t: "ok" if "Say ok" in r else "no",
+                    propose=reflector(model, batch=True), rounds=2, n_workers=3)
+    assert result.final_reward == 1.0
+    first_round = result.history[0]
+    assert len(first_round.diffs) == 3  # one per worker, not one per failure
+    assert model.usage.calls == 3
+    assert result.usage.model.calls == 3  # the run's meter saw the reflector's calls
+
+
+TREE = {"SKILL.md": "# Skill\nAnswer questions.\n", "hooks/check.sh": "exit 0\n", "notes.md": "n\n"}
+
+
+def tree_strategy():
+    return FileTree(TREE, max_files_per_diff=1, frozen=["hooks/*"])
+
+
+def test_tree_reflector_returns_clean_validated_blocks():
+    reply = 'Here you go:\n<file path="SKILL.md">\n```markdown\n# Skill\nAnswer with a number only.\n```\n</file>'
+    propose = tree_reflector(scripted([reply]), strategy=tree_strategy())
+    proposal = propose(TREE, TASK, "forty-two", 0.0)
+    assert proposal == '<file path="SKILL.md">\n# Skill\nAnswer with a number only.\n</file>'
+    edits = tree_strategy().edits_for(TREE, proposal)
+    assert [(e.key, e.after) for e in edits] == [("SKILL.md", "# Skill\nAnswer with a number only.\n")]
+
+
+@pytest.mark.parametrize("reply, reason", [
+    ('<file path="hooks/check.sh">rm -rf /\n</file>', "frozen"),
+    ('<file path="SKILL.md">a\n</file><file path="notes.md">b\n</file>', "at most 1"),
+    ('<file path="../outside.md">x\n</file>', ".."),
+    ("I would change the skill to be more precise.", "no <file"),
+])
+def test_tree_reflector_refuses_what_the_strategy_forbids(reply, reason):
+    propose = tree_reflector(scripted([reply]), strategy=tree_strategy())
+    with pytest.raises(InvalidProposal, match=reason):
+        propose(TREE, TASK, "x", 0.0)
+    assert propose.stats == {"invalid": 1}
+
+
+def test_tree_reflector_prompt_names_editable_and_frozen_files():
+    seen = []
+    propose = tree_reflector(scripted(lambda p: seen.append(p) or "NONE"), strategy=tree_strategy())
+    assert propose(TREE, TASK, "x", 0.0) is None
+    assert "Files you may change: SKILL.md, notes.md" in seen[0]
+    assert "Files you must not change: hooks/check.sh" in seen[0]
+    assert "at most 1 file" in seen[0]
+
+
+def test_invalid_tree_replies_become_invalid_outcomes_in_evolve():
+    tasks = [Task(id=f"t{i}", prompt=str(i)) for i in range(8)]
+    propose = tree_reflector(scripted(lambda p: '<file path="hooks/check.sh">x\n</file>'), strategy=tree_strategy())
+    result = evolve(tasks, lambda t, o: 0.0, run=lambda r, t: "", propose=propose, strategy=tree_strategy(),
+                    rounds=1, n_workers=2)
+    assert set(result.outcomes()) == {"invalid"}
+    assert "frozen" in result.outcome_list[0].reason
+
+
+def test_llm_fusion_merges_what_git_cannot_and_keeps_git_merges():
+    calls = []
+    fuse = llm_fusion(scripted(lambda p: calls.append(p) or "<merged>Be brief and cite sources.</merged>"))
+    assert fuse("a\nb\nc\n", "A\nb\nc\n", "a\nb\nC\n") == "A\nb\nC\n"  # git merges it: no model call
+    assert calls == []
+    assert fuse("Be brief.\n", "Be very brief.\n", "Be brief; cite sources.\n") == "Be brief and cite sources.\n"
+    assert "Be very brief." in calls[0] and "cite sources" in calls[0]
+
+
+def test_llm_fusion_leaves_a_conflict_when_the_reply_is_unreadable():
+    fuse = llm_fusion(scripted(["I cannot merge these."]))
+    assert fuse("x\n", "y\n", "z\n") is False
+    assert fuse.stats == {"unreadable": 1}
+
+
+def test_llm_fusion_in_the_aggregator_turns_a_conflict_into_a_fused_commit():
+    tasks = [Task(id=f"t{i}", prompt=str(i)) for i in range(12)]
+    replies = iter(["Be brief.", "Be exact."])
+    result = evolve(
+        tasks, lambda t, o: float("brief" in o) * 0.5 + float("exact" in o) * 0.5, run=lambda r, t: r,
+        propose=lambda *a: next(replies, None), strategy=SingleSlot(""), rounds=1, n_workers=2,
+        policies=Policies(fusion=llm_fusion(scripted(lambda p: "<merged>Be brief.\nBe exact.</merged>"))),
+    )
+    assert result.outcomes() == {"fused": 2}
+    assert "Be brief." in result.rendered and "Be exact." in result.rendered
