@@ -5,16 +5,21 @@ aggregator merges them (conflict resolution, fusion, a statistical acceptance te
 ledger. See `evolve`.
 """
 
+from agentdescent.agents import claude, claude_code, codex, deepseek, openai_compatible, scripted
+from agentdescent.dataloader import tasks_from
 from agentdescent.engine import evolve
-from agentdescent.errors import AgentDescentError, HeadMoved, LedgerError, UserError
+from agentdescent.errors import AgentDescentError, AgentError, HeadMoved, LedgerError, UserError
 from agentdescent.ledger import Ledger
 from agentdescent.policies import Policies
+from agentdescent.reflect import llm_fusion, reflector, tree_reflector
 from agentdescent.result import EvolveResult
+from agentdescent.scoring import llm_judge, scorer
 from agentdescent.strategies import AppendRules, FileTree, KeyedRules, SingleSlot, Strategy
 from agentdescent.types import Diff, Edit, EvidenceCard, Outcome, Task
 
 __all__ = [
     "AgentDescentError",
+    "AgentError",
     "AppendRules",
     "Diff",
     "Edit",
@@ -31,5 +36,17 @@ __all__ = [
     "Strategy",
     "Task",
     "UserError",
+    "claude",
+    "claude_code",
+    "codex",
+    "deepseek",
     "evolve",
+    "llm_fusion",
+    "llm_judge",
+    "openai_compatible",
+    "reflector",
+    "scorer",
+    "scripted",
+    "tasks_from",
+    "tree_reflector",
 ]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agentdescent.agents.base import ModelUsage
-from agentdescent.errors import UserError
+from agentdescent.errors import AgentError, UserError
 from agentdescent.executors import Executor
 from agentdescent.strategies import Strategy
 from agentdescent.types import Task
@@ -159,9 +159,14 @@ class Evaluator:
         except UserError:
             raise  # misconfiguration (a missing key, say) fails every rollout alike: stop and say so
         except Exception as exc:  # a failing rollout is data, not a crash of the run
-            message = f"run failed on task {task.id!r}: {type(exc).__name__}: {exc}"
-            self.usage.record_error(message)
-            return Rollout(task=task, output="", reward=0.0, error=message)
-        if not isinstance(output, str):
-            output = str(output)
-        return Rollout(task=task, output=output, reward=check_reward(self._reward(task, output), task))
+            return self._failed(task, "", f"run failed on task {task.id!r}: {type(exc).__name__}: {exc}")
+        output = output if isinstance(output, str) else str(output)
+        try:
+            value = self._reward(task, output)
+        except AgentError as exc:  # a judge or grader that could not score is a failed rollout too
+            return self._failed(task, output, f"scoring failed on task {task.id!r}: {exc}")
+        return Rollout(task=task, output=output, reward=check_reward(value, task))
+
+    def _failed(self, task: Task, output: str, message: str) -> Rollout:
+        self.usage.record_error(message)
+        return Rollout(task=task, output=output, reward=0.0, error=message)

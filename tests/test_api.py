@@ -5,9 +5,10 @@ import agentdescent
 
 def test_public_names_are_pinned():
     assert sorted(agentdescent.__all__) == [
-        "AgentDescentError", "AppendRules", "Diff", "Edit", "EvidenceCard", "EvolveResult", "FileTree",
-        "HeadMoved", "KeyedRules", "Ledger", "LedgerError", "Outcome", "Policies", "SingleSlot", "Strategy",
-        "Task", "UserError", "evolve",
+        "AgentDescentError", "AgentError", "AppendRules", "Diff", "Edit", "EvidenceCard", "EvolveResult",
+        "FileTree", "HeadMoved", "KeyedRules", "Ledger", "LedgerError", "Outcome", "Policies", "SingleSlot",
+        "Strategy", "Task", "UserError", "claude", "claude_code", "codex", "deepseek", "evolve", "llm_fusion",
+        "llm_judge", "openai_compatible", "reflector", "scorer", "scripted", "tasks_from", "tree_reflector",
     ]
     for name in agentdescent.__all__:
         assert getattr(agentdescent, name) is not None

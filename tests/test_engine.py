@@ -217,3 +217,28 @@ def test_default_strategy_is_a_playbook():
     tasks, reward, run, propose = smallest()
     result = evolve(tasks, reward, run=run, propose=propose, rounds=1)
     assert result.rendered == AppendRules().render(result.state)
+
+
+def test_a_judge_that_cannot_score_is_a_failed_rollout_not_a_crash():
+    from agentdescent import AgentError
+
+    tasks, _, run, propose = smallest()
+
+    def judge(task, output):
+        if task.id == "t2":
+            raise AgentError("judge reply had no score")
+        return 1.0 if "2026" in output else 0.0
+
+    result = evolve(tasks, judge, run=run, propose=propose, rounds=2, n_workers=2)
+    assert any("judge reply had no score" in e for e in result.usage.errors)
+    assert result.outcomes()["committed"] == 1
+
+
+def test_a_missing_key_stops_the_run_with_the_variable_named(monkeypatch):
+    from agentdescent import openai_compatible
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    model = openai_compatible("m", base_url="http://127.0.0.1:9")
+    tasks, reward, _, propose = smallest()
+    with pytest.raises(UserError, match="OPENAI_API_KEY"):
+        evolve(tasks, reward, run=lambda r, t: model(t.prompt), propose=propose, rounds=1)

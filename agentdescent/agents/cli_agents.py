@@ -1,0 +1,399 @@
+"""CLI coding agents as models: `claude_code(...)` and `codex(...)` run the real command-line
+agent in a working directory (a rollout's workspace) and return its final answer.
+
+    agent = claude_code(model="sonnet", extra_args=["--allowedTools", "Read,Edit"])
+    answer = agent("fix the failing test", cwd=workspace)
+
+Each call starts one headless process (`claude -p ... --output-format json`, or
+`codex exec --json ...`) with stdin closed, in its own process group, and parses the machine
+output: Claude Code's single JSON result object, Codex's JSONL events. Calls, failures, tokens,
+seconds and (for Claude Code) the reported cost are recorded on `agent.usage` and on every active
+meter. A failed call raises `AgentError` with the CLI's own account (error subtype, failed turn),
+the exit code and the stderr tail; a timeout kills the whole process group. A missing executable
+or working directory is a `UserError`.
+
+Left out on purpose: retries (a failed rollout is an outcome, not something to hide), sessions
+and resuming, streaming progress, sandbox and permission flags (pass them in `extra_args`), and
+Windows process-group handling (there only the CLI itself is killed on timeout).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentdescent.agents.base import ModelUsage, estimate_tokens, record
+from agentdescent.errors import AgentError, UserError
+
+__all__ = ["CLIAgent", "ClaudeCode", "Codex", "claude_code", "codex"]
+
+_TAIL_LINES, _TAIL_CHARS, _HEAD_CHARS = 20, 2000, 300
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class _Finished:
+    """A process that ran to its end (by itself, not killed on timeout)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@dataclass
+class _Reading:
+    """What the CLI's machine output says: its reply, its own account of a failure, its usage."""
+
+    text: str | None = None
+    error: str | None = None
+    counts: dict[str, float] = field(default_factory=dict)
+
+
+class CLIAgent:
+    """A headless CLI agent as a callable `agent(prompt, *, cwd=None) -> str`.
+
+    Subclasses say how to build the command line (`_argv`) and how to read its output (`_read`).
+    A call raises `AgentError` when the agent failed (the CLI's reason, exit code and stderr tail
+    are in the message) and `UserError` when it cannot start (no executable, no working directory).
+    """
+
+    program = ""          # the executable's usual name, for messages
+    install_hint = ""     # how to install it
+    no_reply = "no reply in the output"
+
+    def __init__(self, *, extra_args: Sequence[str], timeout: float, executable: str, model: str | None,
+                 env: Mapping[str, str] | None, name: str) -> None:
+        self.extra_args = _strings(extra_args, "extra_args")
+        self.timeout = _positive(timeout, "timeout")
+        self.executable = _nonempty(executable, "executable")
+        self.model = None if model is None else _nonempty(model, "model")
+        self.env = dict(_env_overrides(env))
+        self.name = name if model is None else f"{name}:{model}"
+        self.usage = ModelUsage()
+
+    def __call__(self, prompt: str, *, cwd: str | os.PathLike[str] | None = None) -> str:
+        """Run the agent on `prompt` in `cwd` (default: the current directory) and return its final
+        answer. Every call that starts is recorded on `usage`, failed ones also as failures."""
+        _check_prompt(prompt)
+        workdir, env = _workdir(cwd), {**os.environ, **self.env}
+        argv = [self._resolve(env), *self._argv(_as_argument(prompt))]
+        start, counts = time.perf_counter(), {}
+        try:
+            reply = self._finish(_run(argv, cwd=workdir, env=env, timeout=self.timeout, label=self.name), env, counts)
+        except AgentError:
+            record(self.usage, calls=1, failures=1, seconds=time.perf_counter() - start, **counts)
+            raise
+        if "input_tokens" not in counts:  # the CLI reported none: estimate, as other clients do
+            counts.update(input_tokens=estimate_tokens(prompt), output_tokens=estimate_tokens(reply))
+        record(self.usage, calls=1, seconds=time.perf_counter() - start, **counts)
+        return reply
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, executable={self.executable!r}, timeout={self.timeout:g})"
+
+    def _finish(self, finished: _Finished, env: Mapping[str, str], counts: dict[str, float]) -> str:
+        """The reply of a finished process, or the `AgentError` that explains why there is none."""
+        reading = self._read(finished)
+        counts.update(reading.counts)
+        if reading.error is not None:
+            raise _agent_error(self.name, reading.error, finished.stderr, env, finished.returncode)
+        if finished.returncode != 0:
+            raise _agent_error(self.name, "failed", finished.stderr, env, finished.returncode)
+        if reading.text is None:
+            reason = f"{self.no_reply}; stdout began {finished.stdout[:_HEAD_CHARS]!r}"
+            raise _agent_error(self.name, reason, finished.stderr, env)
+        return reading.text
+
+    def _resolve(self, env: Mapping[str, str]) -> str:
+        """The executable's full path, looked up on the PATH the child will get."""
+        found = shutil.which(self.executable, path=env.get("PATH", os.defpath))
+        if found is None:
+            raise UserError(f"{self.name}: the executable {self.executable!r} was not found on PATH; install "
+                            f"it with `{self.install_hint}`, or pass executable='/full/path/to/{self.program}'")
+        return found
+
+    def _argv(self, prompt: str) -> list[str]:
+        raise NotImplementedError
+
+    def _read(self, finished: _Finished) -> _Reading:
+        raise NotImplementedError
+
+
+class ClaudeCode(CLIAgent):
+    """Claude Code in print mode: `claude -p PROMPT --output-format json [--model M] *extra_args`.
+
+    Reads one JSON result object from stdout and returns its `result`. `is_error: true` or a
+    subtype other than "success" is an `AgentError` naming the subtype. Input tokens count the
+    cached ones too (`input_tokens` + `cache_creation_input_tokens` + `cache_read_input_tokens`);
+    the cost is `total_cost_usd` (or the older `cost_usd`).
+    """
+
+    program = "claude"
+    install_hint = "npm install -g @anthropic-ai/claude-code"
+    no_reply = "no JSON result object in the output"
+
+    def _argv(self, prompt: str) -> list[str]:
+        model = ["--model", self.model] if self.model else []
+        return ["-p", prompt, "--output-format", "json", *model, *self.extra_args]
+
+    def _read(self, finished: _Finished) -> _Reading:
+        result = _claude_result(finished.stdout)
+        if result is None:
+            return _Reading()
+        counts = _claude_counts(result)
+        subtype = result.get("subtype", "success")
+        text = result.get("result")
+        if result.get("is_error") or subtype != "success":
+            detail = f": {str(text)[:_TAIL_CHARS]}" if text else ""
+            return _Reading(error=f"error result ({subtype}){detail}", counts=counts)
+        return _Reading(text=text if isinstance(text, str) else None, counts=counts)
+
+
+class Codex(CLIAgent):
+    """Codex non-interactively: `codex exec --json --skip-git-repo-check [--model M] *extra_args PROMPT`.
+
+    Reads JSONL events from stdout (other lines are ignored) and returns the text of the last
+    completed `agent_message` item; usage is summed over `turn.completed` events (`input_tokens`
+    already includes the cached ones). A `turn.failed` event is an `AgentError`. A top-level
+    `error` event is one only when no reply follows or the exit code is non-zero, because Codex
+    also reports stream retries ("Reconnecting... 1/5") as `error` events.
+    """
+
+    program = "codex"
+    install_hint = "npm install -g @openai/codex"
+    no_reply = "no agent_message in the output"
+
+    def _argv(self, prompt: str) -> list[str]:
+        model = ["--model", self.model] if self.model else []
+        return ["exec", "--json", "--skip-git-repo-check", *model, *self.extra_args, prompt]
+
+    def _read(self, finished: _Finished) -> _Reading:
+        reading, failed, last_error = _Reading(), None, None
+        for event in _json_objects(finished.stdout):
+            kind, item = event.get("type"), event.get("item")
+            if kind == "item.completed" and isinstance(item, dict) and item.get("type") in _MESSAGE_ITEMS:
+                if isinstance(item.get("text"), str):
+                    reading.text = item["text"]
+            elif kind == "turn.completed":
+                _add_codex_usage(reading.counts, event.get("usage"))
+            elif kind == "turn.failed":
+                failed = _message(event.get("error"))
+            elif kind == "error":
+                last_error = _message(event)
+        if failed is not None:
+            reading.error = f"turn failed: {failed}"
+        elif last_error is not None and (reading.text is None or finished.returncode != 0):
+            reading.error = f"error: {last_error}"
+        return reading
+
+
+_MESSAGE_ITEMS = ("agent_message", "assistant_message")  # the second is what early `codex exec --json` called it
+
+
+def claude_code(*, extra_args: Sequence[str] = (), timeout: float = 600, executable: str = "claude",
+                model: str | None = None, env: Mapping[str, str] | None = None) -> ClaudeCode:
+    """Claude Code as a model that works in a directory: `agent(prompt, cwd=workspace) -> final text`.
+
+    `extra_args` are appended to the command line (e.g. `["--allowedTools", "Read,Edit",
+    "--max-turns", "20"]`); `env` is laid over `os.environ` (read at each call) for the child.
+    The process is killed, with everything it started, after `timeout` seconds.
+    """
+    return ClaudeCode(extra_args=extra_args, timeout=timeout, executable=executable, model=model, env=env,
+                      name="claude_code")
+
+
+def codex(*, extra_args: Sequence[str] = (), timeout: float = 600, executable: str = "codex",
+          model: str | None = None, env: Mapping[str, str] | None = None) -> Codex:
+    """OpenAI Codex (`codex exec`) as a model that works in a directory; the knobs are those of
+    `claude_code` (e.g. `extra_args=["--sandbox", "workspace-write"]`)."""
+    return Codex(extra_args=extra_args, timeout=timeout, executable=executable, model=model, env=env,
+                 name="codex")
+
+
+# --- running a process ------------------------------------------------------------------------
+
+
+def _run(argv: list[str], *, cwd: str, env: Mapping[str, str], timeout: float, label: str) -> _Finished:
+    """Run `argv` in `cwd` with stdin closed, in a new process group; return its exit code and
+    output. Raises `AgentError` if it cannot start or outlives `timeout` (the group is killed)."""
+    try:
+        proc = subprocess.Popen(argv, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace",
+                                start_new_session=True)
+    except OSError as exc:
+        raise _agent_error(label, f"could not start {argv[0]}: {exc.strerror or exc}", "", env) from None
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stderr = _stop(proc)
+        raise _agent_error(label, f"timed out after {timeout:g} s", stderr, env) from None
+    except BaseException:  # interrupted (Ctrl-C, cancellation): leave nothing running
+        _stop(proc)
+        raise
+    return _Finished(proc.returncode, stdout or "", stderr or "")
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    """Kill the process and its whole group, reap it, and return what it wrote to stderr."""
+    try:
+        if hasattr(os, "killpg"):
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:  # pragma: no cover - Windows
+            proc.kill()
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        return proc.communicate(timeout=5)[1] or ""
+    except subprocess.TimeoutExpired:  # a survivor outside the group still holds the pipes
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+        proc.wait()
+        return ""
+
+
+def _agent_error(label: str, reason: str, stderr: str, env: Mapping[str, str], returncode: int = 0) -> AgentError:
+    """`label: reason (exit code N); stderr tail: ...`, with secret values from `env` blanked out."""
+    message = f"{label}: {reason}"
+    if returncode > 0:
+        message += f" (exit code {returncode})"
+    elif returncode < 0:
+        message += f" (killed by signal {-returncode})"
+    tail = _tail(stderr)
+    if tail:
+        message += f"; stderr tail:\n{tail}"
+    return AgentError(_redact(message, env))
+
+
+def _tail(text: str) -> str:
+    """The last lines of `text` (at most 20 lines and 2,000 characters), stripped."""
+    lines = text.strip().splitlines()[-_TAIL_LINES:]
+    return "\n".join(lines)[-_TAIL_CHARS:]
+
+
+def _redact(text: str, env: Mapping[str, str]) -> str:
+    """Blank out the values of variables whose names look secret (API keys, tokens...)."""
+    for name, value in env.items():
+        if len(value) >= 8 and _SECRET_NAME.search(name):
+            text = text.replace(value, "[redacted]")
+    return text
+
+
+# --- reading the output -----------------------------------------------------------------------
+
+
+def _claude_result(stdout: str) -> dict[str, Any] | None:
+    """The result object: stdout as one JSON object, or else its last line that is a result object."""
+    try:
+        whole = json.loads(stdout)
+    except ValueError:
+        whole = None
+    if isinstance(whole, dict):
+        return whole
+    results = [obj for obj in _json_objects(stdout) if obj.get("type") == "result"]
+    return results[-1] if results else None
+
+
+def _claude_counts(result: Mapping[str, Any]) -> dict[str, float]:
+    counts: dict[str, float] = {}
+    usage = result.get("usage")
+    if isinstance(usage, dict):
+        counts["input_tokens"] = sum(_count(usage.get(key)) for key in
+                                     ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+        counts["output_tokens"] = _count(usage.get("output_tokens"))
+    cost = result.get("total_cost_usd", result.get("cost_usd"))
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool) and math.isfinite(cost) and cost >= 0:
+        counts["cost_usd"] = float(cost)
+    return counts
+
+
+def _add_codex_usage(counts: dict[str, float], usage: Any) -> None:
+    if isinstance(usage, dict):
+        counts["input_tokens"] = counts.get("input_tokens", 0) + _count(usage.get("input_tokens"))
+        counts["output_tokens"] = counts.get("output_tokens", 0) + _count(usage.get("output_tokens"))
+
+
+def _json_objects(text: str) -> Iterator[dict[str, Any]]:
+    """The lines of `text` that are JSON objects, parsed; other lines are skipped."""
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            yield obj
+
+
+def _message(obj: Any) -> str:
+    if isinstance(obj, dict) and isinstance(obj.get("message"), str):
+        return obj["message"]
+    return json.dumps(obj)[:_HEAD_CHARS]
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+# --- checking arguments -----------------------------------------------------------------------
+
+
+def _check_prompt(prompt: Any) -> None:
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise UserError(f"a CLI agent needs a non-empty prompt string, got {type(prompt).__name__} {prompt!r:.40}")
+    if "\0" in prompt:
+        raise UserError("the prompt contains a NUL character, which cannot be passed on a command line")
+
+
+def _as_argument(prompt: str) -> str:
+    """The prompt as a command-line argument: one leading space if it starts with '-', so the CLI
+    does not take it for an option."""
+    return " " + prompt if prompt.startswith("-") else prompt
+
+
+def _workdir(cwd: str | os.PathLike[str] | None) -> str:
+    if cwd is None:
+        return os.getcwd()
+    path = os.fspath(cwd)
+    if not os.path.isdir(path):
+        raise UserError(f"the working directory {path!r} does not exist or is not a directory; create it "
+                        "or pass cwd= an existing directory")
+    return path
+
+
+def _positive(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise UserError(f"{what} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _nonempty(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise UserError(f"{what} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _strings(values: Any, what: str) -> tuple[str, ...]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) \
+            or not all(isinstance(value, str) for value in values):
+        raise UserError(f"{what} must be a list of strings such as ['--max-turns', '5'], got {values!r}")
+    return tuple(values)
+
+
+def _env_overrides(env: Any) -> Mapping[str, str]:
+    if env is None:
+        return {}
+    if not isinstance(env, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise UserError("env must map variable names to string values")  # values unquoted: they may be secret
+    return env

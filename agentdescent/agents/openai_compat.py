@@ -1,0 +1,109 @@
+"""A client for any server that speaks OpenAI's chat-completions API (OpenAI, DeepSeek, vLLM, ...).
+
+    model = openai_compatible("gpt-4o-mini", system="Answer briefly.")
+    model("What is 2 + 2?")          # POST {base}/chat/completions, returns the reply text
+
+    deepseek()                       # the same against api.deepseek.com with DEEPSEEK_API_KEY
+
+The base URL and the key are read when a call is made, so exporting them after building the
+model works. Retries, timeouts, concurrency and usage come from `agentdescent.agents.http`.
+Left out: streaming, tools, images, and more than one message of history.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentdescent.agents.http import BadReply, HTTPModel, Reply, base_url_from, join_url
+
+__all__ = ["OpenAICompatible", "deepseek", "openai_compatible"]
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+DEEPSEEK_BASE_URL = "https://api.deepseek.com"
+
+
+class OpenAICompatible(HTTPModel):
+    """A chat-completions model; build one with `openai_compatible(...)` or `deepseek(...)`."""
+
+    def __init__(self, model: str, *, base_url: str | None = None, base_url_env: str | None = "OPENAI_BASE_URL",
+                 default_base_url: str = OPENAI_BASE_URL, api_key_env: str | None = "OPENAI_API_KEY",
+                 system: str | None = None, temperature: float | None = None, max_tokens: int | None = None,
+                 extra_body: dict[str, Any] | None = None, timeout: float = 120.0, max_retries: int = 4,
+                 max_concurrency: int = 8, backoff: tuple[float, float] = (0.5, 20.0)) -> None:
+        super().__init__(model, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries,
+                         max_concurrency=max_concurrency, backoff=backoff)
+        self.base_url, self.base_url_env, self.default_base_url = base_url, base_url_env, default_base_url
+        self.system, self.temperature, self.max_tokens = system, temperature, max_tokens
+        self.extra_body = dict(extra_body or {})
+
+    def _url(self) -> str:
+        return join_url(base_url_from(self.base_url, self.base_url_env, self.default_base_url), "chat/completions")
+
+    def _headers(self, key: str | None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def _payload(self, prompt: str) -> dict[str, Any]:
+        messages = [{"role": "system", "content": self.system}] if self.system else []
+        body: dict[str, Any] = {"model": self.name, "messages": [*messages, {"role": "user", "content": prompt}]}
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            body["max_tokens"] = self.max_tokens
+        return {**body, **self.extra_body}
+
+    def _parse(self, data: Any) -> Reply:
+        choices = data.get("choices") if isinstance(data, dict) else None
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict):
+            raise BadReply(f"the reply has no choices[0].message: {str(data)[:300]}")
+        text = _content_text(message.get("content"))
+        if not text.strip():
+            raise BadReply(f"empty completion (finish_reason={choice.get('finish_reason')!r}; "
+                           "if it is 'length', raise max_tokens)")
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        return Reply(text=text, input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens"))
+
+
+def _content_text(content: Any) -> str:
+    """A message's text: the string itself, or the text parts of a list joined.
+
+    _content_text([{"type": "text", "text": "a"}, {"type": "image_url"}, {"text": "b"}]) == "ab"
+    """
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    parts = [part for part in content if isinstance(part, dict) and part.get("type", "text") in ("text", "output_text")]
+    return "".join(part["text"] for part in parts if isinstance(part.get("text"), str))
+
+
+def openai_compatible(model: str, *, base_url: str | None = None, base_url_env: str | None = "OPENAI_BASE_URL",
+                      api_key_env: str | None = "OPENAI_API_KEY", system: str | None = None,
+                      temperature: float | None = None, max_tokens: int | None = None, timeout: float = 120.0,
+                      max_retries: int = 4, max_concurrency: int = 8, extra_body: dict[str, Any] | None = None,
+                      backoff: tuple[float, float] = (0.5, 20.0)) -> OpenAICompatible:
+    """A `prompt -> reply` model behind `POST {base}/chat/completions`.
+
+    The base is `base_url`, else `$OPENAI_BASE_URL` (read at each call), else
+    https://api.openai.com/v1; it is used as given (no /v1 added), trailing slash stripped. The key
+    is `$OPENAI_API_KEY`, read at each call and sent as `Authorization: Bearer ...`;
+    `api_key_env=None` sends none. `system`, `temperature` and `max_tokens` are sent only when set;
+    `extra_body` is merged into the request last (so it can override, e.g.
+    `{"max_completion_tokens": 512}` for models that want it). The reply is
+    `choices[0].message.content`; tokens come from the server's `usage`, else are estimated.
+    Raises `UserError` when misconfigured and `AgentError` when the call fails for good.
+    """
+    return OpenAICompatible(model, base_url=base_url, base_url_env=base_url_env, api_key_env=api_key_env,
+                            system=system, temperature=temperature, max_tokens=max_tokens, extra_body=extra_body,
+                            timeout=timeout, max_retries=max_retries, max_concurrency=max_concurrency,
+                            backoff=backoff)
+
+
+def deepseek(model: str = "deepseek-chat", *, base_url: str | None = None,
+             base_url_env: str | None = "DEEPSEEK_BASE_URL", api_key_env: str | None = "DEEPSEEK_API_KEY",
+             **options: Any) -> OpenAICompatible:
+    """`openai_compatible` against DeepSeek: base `$DEEPSEEK_BASE_URL` else https://api.deepseek.com,
+    key `$DEEPSEEK_API_KEY`. Takes the same keyword options (`system`, `temperature`, ...)."""
+    return OpenAICompatible(model, base_url=base_url, base_url_env=base_url_env, default_base_url=DEEPSEEK_BASE_URL,
+                            api_key_env=api_key_env, **options)

@@ -1,0 +1,77 @@
+"""What the stand-in `claude` and `codex` executables share: logging what they saw, and the
+failure modes that do not depend on the CLI's output format.
+
+Environment variables (set by the tests):
+    FAKE_CLI_MODE       ok (default) or a failure mode; each fake lists the modes it knows
+    FAKE_CLI_LOG        append one JSON line per run: {"program", "argv", "cwd", "stdin", "env"}
+    FAKE_CLI_SHOW_ENV   comma-separated variable names whose values go into the log's "env"
+    FAKE_CLI_PIDS       in "hang" mode, write {"fake": pid, "child": pid of its `sleep`} here
+    FAKE_CLI_ECHO_ENV   in "echo_env" mode, the variable whose value is printed to stderr
+"""
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+
+
+def mode():
+    return os.environ.get("FAKE_CLI_MODE", "ok")
+
+
+def log(program, argv, stdin):
+    """Append what this run saw to $FAKE_CLI_LOG, if set."""
+    path = os.environ.get("FAKE_CLI_LOG")
+    if not path:
+        return
+    shown = [name for name in os.environ.get("FAKE_CLI_SHOW_ENV", "").split(",") if name]
+    entry = {"program": program, "argv": argv, "cwd": os.getcwd(), "stdin": stdin,
+             "env": {name: os.environ.get(name) for name in shown}}
+    with open(path, "a", encoding="utf-8") as file:
+        file.write(json.dumps(entry) + "\n")
+
+
+def read_stdin():
+    """Stdin's content, or None if it is left open with nothing to read (the real CLI would wait)."""
+    ready, _, _ = select.select([sys.stdin], [], [], 0.5)
+    return sys.stdin.read() if ready else None
+
+
+def refuse(program, problem):
+    """Exit 2 with a usage message, as a real CLI does on bad arguments."""
+    print(f"{program} (fake): {problem}", file=sys.stderr)
+    sys.exit(2)
+
+
+def skill_note():
+    """The content of ./SKILL.md, to prove the agent ran in the workspace."""
+    try:
+        with open("SKILL.md", encoding="utf-8") as file:
+            return f"\nSKILL.md says: {file.read().strip()}"
+    except FileNotFoundError:
+        return "\n(no SKILL.md here)"
+
+
+def common_modes(program):
+    """Handle the modes that are the same for every CLI; return normally for the others."""
+    current = mode()
+    if current == "nonzero":
+        for number in range(1, 31):
+            print(f"{program} diagnostic line {number}", file=sys.stderr)
+        sys.exit(3)
+    if current == "hang":
+        child = subprocess.Popen(["sleep", "60"])
+        with open(os.environ["FAKE_CLI_PIDS"], "w", encoding="utf-8") as file:
+            json.dump({"fake": os.getpid(), "child": child.pid}, file)
+        print(f"{program}: thinking very hard", file=sys.stderr, flush=True)
+        time.sleep(60)
+        sys.exit(0)
+    if current == "echo_env":
+        name = os.environ["FAKE_CLI_ECHO_ENV"]
+        print(f"{program}: auth failed for key {os.environ.get(name)}", file=sys.stderr)
+        sys.exit(1)
+    if current == "garbage":
+        print("<html>502 Bad Gateway</html> this is not JSON")
+        sys.exit(0)

@@ -1,0 +1,279 @@
+"""CLI agents against stand-in `claude` and `codex` executables (tests/fake_clis), as real
+subprocesses: arguments, working directory, replies, usage, and every way a call can fail."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from agentdescent.agents.base import ModelUsage, metering
+from agentdescent.agents.cli_agents import claude_code, codex
+from agentdescent.errors import AgentError, UserError
+
+FAKES = Path(__file__).parent / "fake_clis"
+
+
+@pytest.fixture
+def fake(monkeypatch, tmp_path):
+    """Put the fakes first on PATH; return a helper that sets the mode and reads the log."""
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ.get('PATH', '')}")
+    log = tmp_path / "fake.log"
+    monkeypatch.setenv("FAKE_CLI_LOG", str(log))
+    monkeypatch.delenv("FAKE_CLI_MODE", raising=False)
+
+    class Fake:
+        workspace = tmp_path / "workspace"
+
+        def mode(self, mode):
+            monkeypatch.setenv("FAKE_CLI_MODE", mode)
+
+        def seen(self):
+            lines = log.read_text(encoding="utf-8").splitlines()
+            return json.loads(lines[-1])
+
+    Fake.workspace.mkdir()
+    (Fake.workspace / "SKILL.md").write_text("always cite the year", encoding="utf-8")
+    return Fake()
+
+
+# --- Claude Code ------------------------------------------------------------------------------
+
+
+def test_claude_runs_in_the_workspace_and_returns_the_result(fake):
+    agent = claude_code()
+    reply = agent("summarise the skill", cwd=fake.workspace)
+    assert reply == "[default] reply to: summarise the skill\nSKILL.md says: always cite the year"
+    seen = fake.seen()
+    assert seen["argv"] == ["-p", "summarise the skill", "--output-format", "json"]
+    assert Path(seen["cwd"]).resolve() == fake.workspace.resolve()
+    assert seen["stdin"] == ""
+
+
+def test_claude_records_tokens_including_cached_and_cost(fake):
+    agent, meter = claude_code(), ModelUsage()
+    with metering(meter):
+        agent("a", cwd=fake.workspace)
+        agent("b", cwd=fake.workspace)
+    usage = agent.usage
+    assert (usage.calls, usage.failures) == (2, 0)
+    assert (usage.input_tokens, usage.output_tokens) == (2 * 116, 2 * 7)
+    assert usage.cost_usd == pytest.approx(0.025) and usage.seconds > 0
+    assert meter.as_dict() == usage.as_dict()
+
+
+def test_claude_accepts_the_older_cost_field(fake):
+    fake.mode("legacy_cost")
+    agent = claude_code()
+    agent("a", cwd=fake.workspace)
+    assert agent.usage.cost_usd == pytest.approx(0.0125)
+
+
+def test_claude_passes_model_and_extra_args(fake):
+    agent = claude_code(model="sonnet", extra_args=["--max-turns", "5", "--allowedTools", "Read"])
+    assert agent("go", cwd=fake.workspace).startswith("[sonnet] reply to: go")
+    assert fake.seen()["argv"] == ["-p", "go", "--output-format", "json", "--model", "sonnet",
+                                   "--max-turns", "5", "--allowedTools", "Read"]
+    assert agent.name == "claude_code:sonnet"
+
+
+def test_claude_error_subtype_is_an_agent_error(fake):
+    fake.mode("error_result")
+    agent = claude_code()
+    with pytest.raises(AgentError, match=r"error_max_turns.*stopped after 3 turns.*exit code 1"):
+        agent("go", cwd=fake.workspace)
+    assert (agent.usage.calls, agent.usage.failures) == (1, 1)
+    assert agent.usage.cost_usd == pytest.approx(0.0125)  # what the failed call spent still counts
+
+
+def test_claude_is_error_with_success_subtype_is_an_agent_error(fake):
+    fake.mode("is_error")
+    with pytest.raises(AgentError, match=r"error result \(success\): Invalid API key"):
+        claude_code()("go", cwd=fake.workspace)
+
+
+def test_nonzero_exit_carries_the_stderr_tail(fake):
+    fake.mode("nonzero")
+    with pytest.raises(AgentError) as caught:
+        claude_code()("go", cwd=fake.workspace)
+    message = str(caught.value)
+    assert "exit code 3" in message and "claude diagnostic line 30" in message
+    assert "claude diagnostic line 11\n" in message and "claude diagnostic line 10\n" not in message  # last 20
+
+
+def test_garbage_output_is_an_agent_error_quoting_it(fake):
+    fake.mode("garbage")
+    agent = claude_code()
+    with pytest.raises(AgentError, match=r"no JSON result object.*502 Bad Gateway"):
+        agent("go", cwd=fake.workspace)
+    assert agent.usage.failures == 1
+
+
+def test_wrong_arguments_make_the_fake_refuse(fake):
+    """The fakes check their arguments, so the tests above prove the command lines are right."""
+    agent = claude_code()
+    agent._argv = lambda prompt: ["-p", prompt]  # no --output-format json
+    with pytest.raises(AgentError, match=r"(?s)failed \(exit code 2\).*expected `--output-format json`"):
+        agent("go", cwd=fake.workspace)
+
+
+def test_a_prompt_starting_with_a_dash_is_not_taken_for_an_option(fake):
+    claude_code()("--help me", cwd=fake.workspace)
+    assert fake.seen()["argv"][1].strip() == "--help me"
+    codex()("-v please", cwd=fake.workspace)
+    assert fake.seen()["argv"][-1].strip() == "-v please"
+
+
+def test_environment_is_read_at_call_time_and_overridden_by_env(fake, monkeypatch):
+    agent = claude_code(env={"FAKE_MARK": "from-env-arg"})
+    monkeypatch.setenv("FAKE_CLI_SHOW_ENV", "FAKE_MARK,FAKE_LATE")
+    monkeypatch.setenv("FAKE_MARK", "from-os-environ")
+    monkeypatch.setenv("FAKE_LATE", "set-after-construction")
+    agent("go", cwd=fake.workspace)
+    assert fake.seen()["env"] == {"FAKE_MARK": "from-env-arg", "FAKE_LATE": "set-after-construction"}
+
+
+def test_secret_values_never_reach_the_message(fake, monkeypatch):
+    fake.mode("echo_env")
+    monkeypatch.setenv("FAKE_CLI_ECHO_ENV", "ANTHROPIC_API_KEY")
+    agent = claude_code(env={"ANTHROPIC_API_KEY": "sk-ant-very-secret-123"})
+    with pytest.raises(AgentError) as caught:
+        agent("go", cwd=fake.workspace)
+    assert "sk-ant-very-secret-123" not in str(caught.value) and "[redacted]" in str(caught.value)
+    assert "sk-ant" not in repr(agent)
+
+
+# --- timeouts ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make", [claude_code, codex], ids=["claude", "codex"])
+def test_a_hang_past_the_timeout_kills_the_fake_and_its_child(fake, monkeypatch, tmp_path, make):
+    fake.mode("hang")
+    pids = tmp_path / "pids.json"
+    monkeypatch.setenv("FAKE_CLI_PIDS", str(pids))
+    agent = make(timeout=1)
+    with pytest.raises(AgentError, match=r"(?s)timed out after 1 s.*thinking very hard"):
+        agent("go", cwd=fake.workspace)
+    assert agent.usage.failures == 1
+    started = json.loads(pids.read_text(encoding="utf-8"))
+    assert _gone(started["fake"]) and _gone(started["child"])
+
+
+def _gone(pid, polls=200):
+    """True once `pid` no longer runs (absent, or a zombie nobody reaped); polls up to ~2 s,
+    since a killed process may take a moment to die."""
+    import time
+
+    for _ in range(polls):
+        try:
+            with open(f"/proc/{pid}/stat", encoding="utf-8") as file:
+                state = file.read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return True
+        except OSError:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            state = "R"
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+# --- Codex ------------------------------------------------------------------------------------
+
+
+def test_codex_runs_in_the_workspace_with_stdin_closed(fake):
+    agent = codex()
+    reply = agent("summarise the skill", cwd=fake.workspace)
+    assert reply == "[default] reply to: summarise the skill\nSKILL.md says: always cite the year"
+    seen = fake.seen()
+    assert seen["argv"] == ["exec", "--json", "--skip-git-repo-check", "summarise the skill"]
+    assert Path(seen["cwd"]).resolve() == fake.workspace.resolve() and seen["stdin"] == ""
+    assert (agent.usage.calls, agent.usage.input_tokens, agent.usage.output_tokens) == (1, 120, 30)
+    assert agent.usage.cost_usd == 0
+
+
+def test_codex_passes_model_and_extra_args_with_the_prompt_last(fake):
+    agent = codex(model="gpt-5-codex", extra_args=["--sandbox", "workspace-write"])
+    assert agent("go", cwd=fake.workspace).startswith("[gpt-5-codex] reply to: go")
+    assert fake.seen()["argv"] == ["exec", "--json", "--skip-git-repo-check", "--model", "gpt-5-codex",
+                                   "--sandbox", "workspace-write", "go"]
+
+
+def test_codex_ignores_noise_returns_the_last_message_and_sums_usage(fake):
+    fake.mode("noise_lines")
+    agent = codex()
+    assert agent("go", cwd=fake.workspace).startswith("[default] reply to: go\nSKILL.md says")
+    assert (agent.usage.input_tokens, agent.usage.output_tokens, agent.usage.failures) == (1120, 80, 0)
+
+
+@pytest.mark.parametrize("mode, reason", [("turn_failed", "turn failed: model overloaded"),
+                                          ("error_event", "error: stream disconnected"),
+                                          ("no_message", "no agent_message in the output"),
+                                          ("garbage", "no agent_message.*502 Bad Gateway")])
+def test_codex_failures_are_agent_errors(fake, mode, reason):
+    fake.mode(mode)
+    agent = codex()
+    with pytest.raises(AgentError, match=reason):
+        agent("go", cwd=fake.workspace)
+    assert (agent.usage.calls, agent.usage.failures) == (1, 1)
+
+
+def test_codex_nonzero_exit_carries_the_stderr_tail(fake):
+    fake.mode("nonzero")
+    with pytest.raises(AgentError, match=r"(?s)codex: failed \(exit code 3\).*codex diagnostic line 30"):
+        codex()("go", cwd=fake.workspace)
+
+
+# --- misconfiguration -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make, program, install", [
+    (claude_code, "claude", "npm install -g @anthropic-ai/claude-code"),
+    (codex, "codex", "npm install -g @openai/codex")], ids=["claude", "codex"])
+def test_a_missing_executable_is_a_user_error_saying_how_to_install(monkeypatch, tmp_path, make, program, install):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    agent = make()
+    with pytest.raises(UserError) as caught:
+        agent("go", cwd=tmp_path)
+    assert repr(program) in str(caught.value) and install in str(caught.value)
+    assert "executable=" in str(caught.value) and agent.usage.calls == 0
+    with pytest.raises(UserError, match="no-such-claude"):
+        make(executable="no-such-claude")("go", cwd=tmp_path)
+
+
+def test_an_explicit_executable_path_is_used(fake, monkeypatch):
+    monkeypatch.setenv("PATH", os.defpath)
+    assert codex(executable=str(FAKES / "codex"))("go", cwd=fake.workspace).startswith("[default]")
+
+
+def test_a_missing_working_directory_is_a_user_error(fake, tmp_path):
+    with pytest.raises(UserError, match="does not exist"):
+        claude_code()("go", cwd=tmp_path / "nowhere")
+    with pytest.raises(UserError, match="does not exist"):
+        codex()("go", cwd=str(tmp_path / "nowhere"))
+
+
+@pytest.mark.parametrize("knobs", [{"timeout": 0}, {"timeout": -1}, {"timeout": float("nan")},
+                                   {"timeout": True}, {"extra_args": "--max-turns 5"}, {"extra_args": [5]},
+                                   {"executable": ""}, {"model": ""}, {"env": {"A": 1}}])
+def test_bad_knobs_are_user_errors(knobs):
+    for make in (claude_code, codex):
+        with pytest.raises(UserError):
+            make(**knobs)
+
+
+@pytest.mark.parametrize("prompt", ["", "   ", None, "nul\0byte"])
+def test_bad_prompts_are_user_errors(fake, prompt):
+    with pytest.raises(UserError):
+        claude_code()(prompt, cwd=fake.workspace)
+
+
+def test_a_prompt_too_long_for_the_command_line_is_an_agent_error(fake):
+    agent = claude_code()
+    with pytest.raises(AgentError, match="could not start.*too long"):
+        agent("x" * 300_000, cwd=fake.workspace)
+    assert agent.usage.failures == 1

@@ -1,0 +1,334 @@
+"""The HTTP completion clients against real servers on 127.0.0.1: request shapes, keys, retries,
+failures, usage and concurrency. Backoff is shrunk to milliseconds so the file runs in seconds."""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from email.utils import format_datetime
+
+import pytest
+
+from agentdescent.agents.anthropic import claude
+from agentdescent.agents.base import ModelUsage, estimate_tokens, metering
+from agentdescent.agents.http import join_url, retry_after_seconds
+from agentdescent.agents.openai_compat import deepseek, openai_compatible
+from agentdescent.errors import AgentError, UserError
+from tests.loopback import LoopbackServer, Response, anthropic_messages, closed_port_url, openai_chat
+
+KEY = "sk-test-4f1c0ffee0123456789"
+FAST = {"backoff": (0.001, 0.005)}
+ENV = ["OPENAI_API_KEY", "OPENAI_BASE_URL", "DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL", "ANTHROPIC_API_KEY",
+       "ANTHROPIC_BASE_URL", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"]
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    for name in ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def keyed(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+
+
+def steps(*replies):
+    """A reply_fn answering with each reply in turn, then the last one forever."""
+    queue, lock = list(replies), threading.Lock()
+
+    def reply(prompt):
+        with lock:
+            return queue.pop(0) if len(queue) > 1 else queue[0]
+
+    return reply
+
+
+def gpt(server, **options):
+    return openai_compatible("gpt-test", base_url=server.url + "/v1", **{**FAST, **options})
+
+
+# Request shapes and keys.
+
+def test_openai_request_shape(keyed):
+    with LoopbackServer(openai_chat(lambda prompt: f"echo: {prompt}")) as server:
+        model = gpt(server, system="Be brief.", temperature=0.2, max_tokens=64, extra_body={"seed": 7})
+        assert model("hello there") == "echo: hello there"
+    (request,) = server.requests
+    assert (request.method, request.path) == ("POST", "/v1/chat/completions")
+    assert request.headers["authorization"] == f"Bearer {KEY}"
+    assert request.json == {"model": "gpt-test", "temperature": 0.2, "max_tokens": 64, "seed": 7,
+                            "messages": [{"role": "system", "content": "Be brief."},
+                                         {"role": "user", "content": "hello there"}]}
+    assert model.name == "gpt-test"
+
+
+def test_openai_leaves_out_unset_options_and_reads_list_content(keyed):
+    parts = {"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": [
+        {"type": "text", "text": "a"}, {"type": "image_url", "image_url": {}}, {"type": "text", "text": "b"}]}}]}
+    with LoopbackServer(openai_chat(lambda prompt: Response(body=parts))) as server:
+        assert gpt(server)("hi") == "ab"
+    assert set(server.requests[0].json) == {"model", "messages"}
+
+
+def test_anthropic_request_shape_and_text_blocks(keyed):
+    with LoopbackServer(anthropic_messages(lambda prompt: prompt.upper())) as server:
+        model = claude("claude-test", base_url=server.url + "/", system="Be brief.", temperature=0.0, **FAST)
+        assert model("hi you") == "HI YOU"
+    (request,) = server.requests
+    assert (request.method, request.path) == ("POST", "/v1/messages")
+    assert request.headers["x-api-key"] == KEY and "authorization" not in request.headers
+    assert request.headers["anthropic-version"] == "2023-06-01"
+    assert request.headers["content-type"] == "application/json"
+    assert request.json == {"model": "claude-test", "max_tokens": 4096, "system": "Be brief.", "temperature": 0.0,
+                            "messages": [{"role": "user", "content": "hi you"}]}
+
+
+def test_anthropic_joins_only_text_blocks_and_counts_cached_input(keyed):
+    body = {"type": "message", "role": "assistant", "stop_reason": "end_turn",
+            "content": [{"type": "thinking", "thinking": "hmm"}, {"type": "text", "text": "one "},
+                        {"type": "tool_use", "id": "t", "name": "x", "input": {}}, {"type": "text", "text": "two"}],
+            "usage": {"input_tokens": 5, "cache_read_input_tokens": 100, "output_tokens": 3}}
+    with LoopbackServer(anthropic_messages(lambda prompt: Response(body=body))) as server:
+        model = claude("claude-test", base_url=server.url + "/v1", **FAST)
+        assert model("q") == "one two"
+    assert server.requests[0].path == "/v1/messages"
+    assert (model.usage.input_tokens, model.usage.output_tokens) == (105, 3)
+
+
+def test_deepseek_uses_its_own_variables(monkeypatch):
+    with LoopbackServer(openai_chat(lambda prompt: "ok")) as server:
+        model = deepseek(**FAST)
+        monkeypatch.setenv("DEEPSEEK_BASE_URL", server.url)
+        monkeypatch.setenv("DEEPSEEK_API_KEY", KEY)
+        assert model("hi") == "ok"
+    (request,) = server.requests
+    assert request.path == "/chat/completions" and request.headers["authorization"] == f"Bearer {KEY}"
+    assert request.json["model"] == "deepseek-chat"
+
+
+def test_key_and_base_url_are_read_at_call_time(monkeypatch):
+    model = openai_compatible("gpt-test", **FAST)
+    with LoopbackServer(openai_chat(lambda prompt: "ok")) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1/")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-first")
+        model("a")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-second")
+        model("b")
+    assert [r.headers["authorization"] for r in server.requests] == ["Bearer sk-first", "Bearer sk-second"]
+    assert {r.path for r in server.requests} == {"/v1/chat/completions"}
+
+
+@pytest.mark.parametrize("make, variable", [
+    (lambda url: openai_compatible("m", base_url=url), "OPENAI_API_KEY"),
+    (lambda url: deepseek(base_url=url), "DEEPSEEK_API_KEY"),
+    (lambda url: claude("m", base_url=url), "ANTHROPIC_API_KEY"),
+])
+def test_a_missing_key_is_a_user_error_naming_the_variable(make, variable):
+    with LoopbackServer(openai_chat(lambda prompt: "ok")) as server, \
+            pytest.raises(UserError, match=f"export {variable}="):
+        make(server.url)("hi")
+    assert server.requests == []
+
+
+def test_a_server_without_auth_gets_no_key_header():
+    with LoopbackServer(openai_chat(lambda prompt: "ok")) as server:
+        assert gpt(server, api_key_env=None)("hi") == "ok"
+    assert "authorization" not in server.requests[0].headers
+
+
+def test_a_base_url_without_a_scheme_is_a_user_error(keyed):
+    with pytest.raises(UserError, match="https://host/v1"):
+        openai_compatible("m", base_url="localhost:8000/v1")("hi")
+
+
+# Retries.
+
+def test_429_with_retry_after_then_success(keyed):
+    busy = Response(status=429, headers={"Retry-After": "0"}, body={"error": {"message": "slow down"}})
+    with LoopbackServer(openai_chat(steps(busy, "ok"))) as server:
+        model = gpt(server)
+        assert model("hi") == "ok"
+    assert len(server.requests) == 2
+    assert (model.usage.calls, model.usage.failures) == (1, 0)
+
+
+def test_500_twice_then_success(keyed):
+    boom = Response(status=500, body="internal error")
+    with LoopbackServer(openai_chat(steps(boom, boom, "ok"))) as server:
+        assert gpt(server)("hi") == "ok"
+    assert len(server.requests) == 3
+
+
+def test_529_overloaded_is_retried_for_claude(keyed):
+    overloaded = Response(status=529, body={"type": "error", "error": {"type": "overloaded_error"}})
+    with LoopbackServer(anthropic_messages(steps(overloaded, "ok"))) as server:
+        assert claude("claude-test", base_url=server.url, **FAST)("hi") == "ok"
+    assert len(server.requests) == 2
+
+
+def test_503_forever_fails_after_all_attempts(keyed):
+    down = Response(status=503, body="upstream unavailable, try later")
+    with LoopbackServer(openai_chat(lambda prompt: down)) as server:
+        model = gpt(server, max_retries=2)
+        with pytest.raises(AgentError) as raised:
+            model("hi")
+    assert len(server.requests) == 3
+    message = str(raised.value)
+    assert "503" in message and "upstream unavailable" in message and "3 attempts" in message
+    assert "gpt-test" in message and f"{server.url}/v1/chat/completions" in message
+    assert (model.usage.calls, model.usage.failures) == (1, 1)
+
+
+def test_a_hung_server_times_out_and_is_retried(keyed):
+    with LoopbackServer(openai_chat(lambda prompt: Response(delay=30, body="never sent"))) as server:
+        model = gpt(server, timeout=0.3, max_retries=1)
+        with pytest.raises(AgentError, match="timed out") as raised:
+            model("hi")
+        assert len(server.requests) == 2
+    assert "2 attempts" in str(raised.value)
+
+
+def test_connection_refused_fails_after_retries(keyed):
+    model = openai_compatible("gpt-test", base_url=closed_port_url(), max_retries=1, **FAST)
+    with pytest.raises(AgentError, match="ConnectError") as raised:
+        model("hi")
+    assert "2 attempts" in str(raised.value)
+    assert (model.usage.calls, model.usage.failures) == (1, 1)
+
+
+@pytest.mark.parametrize("body, complaint", [
+    ("<html>bad gateway page</html>", "not JSON"),
+    ({"object": "chat.completion"}, "no choices"),
+])
+def test_a_malformed_body_is_retried_once_then_fails(keyed, body, complaint):
+    with LoopbackServer(openai_chat(lambda prompt: Response(body=body))) as server:
+        model = gpt(server)
+        with pytest.raises(AgentError, match=complaint):
+            model("hi")
+    assert len(server.requests) == 2
+    assert (model.usage.calls, model.usage.failures) == (1, 1)
+
+
+def test_a_malformed_body_once_then_a_good_one_succeeds(keyed):
+    with LoopbackServer(openai_chat(steps(Response(body="oops"), "ok"))) as server:
+        assert gpt(server)("hi") == "ok"
+
+
+@pytest.mark.parametrize("content", [None, ""])
+def test_an_empty_completion_fails(keyed, content):
+    empty = {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "length"}]}
+    with LoopbackServer(openai_chat(lambda prompt: Response(body=empty))) as server, \
+            pytest.raises(AgentError, match="empty completion.*'length'"):
+        gpt(server)("hi")
+
+
+def test_an_empty_claude_reply_fails(keyed):
+    with LoopbackServer(anthropic_messages(lambda prompt: "")) as server, \
+            pytest.raises(AgentError, match="empty completion"):
+        claude("claude-test", base_url=server.url, **FAST)("hi")
+
+
+def test_401_is_not_retried_and_names_the_key_variable(keyed):
+    denied = Response(status=401, body={"error": {"message": f"Incorrect API key provided: {KEY}"}})
+    with LoopbackServer(openai_chat(lambda prompt: denied)) as server:
+        model = gpt(server)
+        with pytest.raises(AgentError) as raised:
+            model("hi")
+    assert len(server.requests) == 1
+    message = str(raised.value)
+    assert "401" in message and "check OPENAI_API_KEY" in message and "1 attempt" in message
+    assert KEY not in message and KEY not in repr(model) and KEY not in repr(vars(model))
+    assert KEY not in repr(model.usage)
+
+
+@pytest.mark.parametrize("status", [400, 404])
+def test_other_client_errors_are_not_retried(keyed, status):
+    refused = Response(status=status, body="no such model")
+    with LoopbackServer(openai_chat(lambda prompt: refused)) as server, \
+            pytest.raises(AgentError, match=f"HTTP {status} .*no such model"):
+        gpt(server)("hi")
+    assert len(server.requests) == 1
+
+
+def test_the_query_string_stays_out_of_error_messages(keyed):
+    with LoopbackServer(openai_chat(lambda prompt: Response(status=502))) as server:
+        model = openai_compatible("gpt-test", base_url=server.url + "/v1?api-key=hunter2", max_retries=0, **FAST)
+        with pytest.raises(AgentError) as raised:
+            model("hi")
+    assert server.requests[0].query == {"api-key": ["hunter2"]}
+    assert "hunter2" not in str(raised.value) and "/v1/chat/completions" in str(raised.value)
+
+
+# Usage, metering and concurrency.
+
+def test_usage_comes_from_the_server_else_is_estimated(keyed):
+    with LoopbackServer(openai_chat(lambda prompt: "three word reply")) as server:
+        model = gpt(server, system="be kind")
+        model("one two three four")
+    assert (model.usage.input_tokens, model.usage.output_tokens) == (6, 3)
+    plain = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "a reply"}}]}
+    with LoopbackServer(openai_chat(lambda prompt: Response(body=plain))) as server:
+        model = gpt(server)
+        model("a prompt of some length")
+    assert model.usage.input_tokens == estimate_tokens("a prompt of some length")
+    assert model.usage.output_tokens == estimate_tokens("a reply")
+    assert model.usage.calls == 1 and model.usage.seconds > 0
+
+
+def test_metering_collects_calls_made_inside_it_and_its_threads(keyed):
+    meter = ModelUsage()
+    with LoopbackServer(anthropic_messages(lambda prompt: "fine")) as server:
+        model = claude("claude-test", base_url=server.url, **FAST)
+        with metering(meter):
+            model("first call")
+            thread = threading.Thread(target=contextvars.copy_context().run, args=(model, "second call"))
+            thread.start()
+            thread.join()
+        model("outside the meter")
+    assert (meter.calls, model.usage.calls) == (2, 3)
+    assert (meter.input_tokens, meter.output_tokens) == (4, 2)
+
+
+def test_max_concurrency_bounds_requests_in_flight(keyed):
+    chat, lock, state = openai_chat(lambda prompt: "ok"), threading.Lock(), {"now": 0, "peak": 0}
+
+    def counting(request):
+        with lock:
+            state["now"] += 1
+            state["peak"] = max(state["peak"], state["now"])
+        time.sleep(0.03)
+        with lock:
+            state["now"] -= 1
+        return chat(request)
+
+    with LoopbackServer(counting) as server:
+        model = gpt(server, max_concurrency=3)
+        threads = [threading.Thread(target=model, args=(f"p{i}",)) for i in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert len(server.requests) == 16 and model.usage.calls == 16 and model.usage.failures == 0
+    assert 1 <= state["peak"] <= 3
+
+
+# Small helpers.
+
+def test_retry_after_reads_seconds_and_dates_and_caps_them():
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    assert retry_after_seconds("2") == 2.0
+    assert retry_after_seconds("0") == 0.0
+    assert retry_after_seconds("3600") == 60.0
+    assert retry_after_seconds(format_datetime(now + timedelta(seconds=5), usegmt=True), now=now) == 5.0
+    assert retry_after_seconds(format_datetime(now - timedelta(hours=1), usegmt=True), now=now) == 0.0
+    assert retry_after_seconds("soon") is None and retry_after_seconds(None) is None
+
+
+def test_join_url_appends_to_the_path_and_keeps_the_query():
+    assert join_url("https://h/v1/", "/chat/completions") == "https://h/v1/chat/completions"
+    assert join_url("https://h", "v1/messages") == "https://h/v1/messages"
+    assert join_url("https://h/v1?k=1", "chat/completions") == "https://h/v1/chat/completions?k=1"

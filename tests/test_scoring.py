@@ -1,0 +1,267 @@
+"""Scorers by name, external grader programs run as real subprocesses, and the LLM judge on a scripted model."""
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agentdescent.agents.scripted import scripted
+from agentdescent.errors import AgentError, UserError
+from agentdescent.evaluation import check_reward
+from agentdescent.scoring import (
+    SCORER_NAMES,
+    Judge,
+    last_number,
+    llm_judge,
+    normalize,
+    parse_score,
+    scorer,
+)
+from agentdescent.types import Task
+
+GRADERS = Path(__file__).parent / "graders"
+
+
+def task(gold, id="t1", prompt="What is it?", **meta):
+    return Task(id=id, prompt=prompt, gold=gold, meta=meta)
+
+
+# --- normalisation and the text scorers ------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("The  Cat's hat!", "cats hat"),
+    ("  Paris.\n", "paris"),
+    ("An apple, a pear and THE plum", "apple pear and plum"),
+    ("“Quoted” text…", "quoted text"),  # unicode punctuation goes too
+    ("theatre anthem", "theatre anthem"),  # articles only as whole words
+    ("", ""),
+])
+def test_normalize_is_squad_style(text, expected):
+    assert normalize(text) == expected
+
+
+@pytest.mark.parametrize("gold, output, exact, contains, f1", [
+    ("Paris", "paris.", 1.0, 1.0, 1.0),
+    ("Paris", "The capital is Paris", 0.0, 1.0, 0.5),
+    ("4", "42", 0.0, 0.0, 0.0),  # whole words: 4 is not in 42
+    ("the cat sat", "cat sat down", 0.0, 1.0, 0.8),  # P = 2/3, R = 1
+    ("New York", "york new", 0.0, 0.0, 1.0),  # F1 ignores order
+    ("a a b", "a b b", 0.0, 1.0, 2 / 3),  # "a" is an article: gold "b" vs output "b b"
+    ("red red blue", "red blue blue", 0.0, 0.0, 2 / 3),  # multiset overlap: red once, blue once
+    ("", "anything", 0.0, 0.0, 0.0),
+])
+def test_exact_contains_f1(gold, output, exact, contains, f1):
+    t = task(gold)
+    assert scorer("exact")(t, output) == exact
+    assert scorer("contains")(t, output) == contains
+    assert scorer("f1")(t, output) == pytest.approx(f1)
+
+
+def test_every_score_is_accepted_by_the_engine():
+    t = task("42")
+    for name in ("exact", "contains", "f1", "numeric", "regex"):
+        assert 0.0 <= check_reward(scorer(name)(t, "the answer is 42"), t) <= 1.0
+
+
+# --- numeric ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("The answer is 42.", 42.0),
+    ("x = -3", -3.0),
+    ("from 3-4", 4.0),  # a range, not minus four
+    ("total: $1,234.5 dollars", 1234.5),
+    ("1.5e3", 1500.0),
+    ("about 50%", 50.0),
+    ("3/4 of it", 0.75),
+    ("first 7 then 9 and finally 11 apples", 11.0),
+    ("\u22127", -7.0),  # unicode minus
+    ("#### 72", 72.0),
+    ("no digits here", None),
+])
+def test_last_number(text, expected):
+    assert last_number(text) == expected
+
+
+def test_numeric_reads_the_last_number_of_the_output():
+    numeric = scorer("numeric")
+    assert numeric(task("1234.5"), "Step 1: 3 apples. So the total is 1,234.5 dollars.") == 1.0
+    assert numeric(task("-3"), "x = -3") == 1.0
+    assert numeric(task("12"), "12 at first, then 13") == 0.0
+    assert numeric(task("#### 72"), "72") == 1.0  # GSM8K-style gold: its last number
+    assert numeric(task("5"), "I do not know") == 0.0
+
+
+def test_numeric_tolerance_absolute_and_relative():
+    assert scorer("numeric")(task("0.3"), "0.1 + 0.2 = 0.30000000000000004") == 1.0
+    assert scorer("numeric", tolerance=0.5)(task("10"), "10.4") == 1.0
+    assert scorer("numeric", tolerance=0.5)(task("10"), "10.6") == 0.0
+    assert scorer("numeric", tolerance=0.01, relative=True)(task("1000"), "1009") == 1.0
+    assert scorer("numeric", tolerance=0.01, relative=True)(task("1000"), "1011") == 0.0
+    with pytest.raises(UserError, match="tolerance"):
+        scorer("numeric", tolerance=-1)
+
+
+def test_numeric_gold_without_a_number_names_the_task():
+    with pytest.raises(UserError, match="'q7'.*no number"):
+        scorer("numeric")(task("seven", id="q7"), "7")
+
+
+# --- regex -----------------------------------------------------------------------------------
+
+def test_regex_with_a_pattern_and_with_gold_as_pattern():
+    explicit = scorer("regex", pattern=r"(?i)answer:\s*\d+")
+    assert explicit(task(None), "ANSWER: 12") == 1.0  # an explicit pattern needs no gold
+    assert explicit(task(None), "answer: twelve") == 0.0
+    from_gold = scorer("regex")
+    assert from_gold(task(r"^\d{4}-\d{2}-\d{2}$"), "2026-01-31") == 1.0
+    assert from_gold(task(r"^\d{4}-\d{2}-\d{2}$"), "on 2026-01-31") == 0.0
+
+
+def test_invalid_regex_names_the_pattern():
+    with pytest.raises(UserError, match=r"'\(unclosed'"):
+        scorer("regex", pattern="(unclosed")
+    with pytest.raises(UserError, match=r"'t9'.*'\[bad'"):
+        scorer("regex")(task("[bad", id="t9"), "anything")
+
+
+# --- misuse ----------------------------------------------------------------------------------
+
+def test_unknown_name_lists_the_names():
+    with pytest.raises(UserError) as info:
+        scorer("bleu")
+    assert "'bleu'" in str(info.value) and all(name in str(info.value) for name in SCORER_NAMES)
+
+
+def test_exactly_one_of_name_and_command():
+    with pytest.raises(UserError, match="exactly one"):
+        scorer()
+    with pytest.raises(UserError, match="exactly one"):
+        scorer("exact", command=[sys.executable, "x.py"])
+    with pytest.raises(UserError, match="regex"):
+        scorer("exact", pattern="x")
+
+
+@pytest.mark.parametrize("name", ["exact", "contains", "f1", "numeric", "regex"])
+def test_missing_gold_names_the_task_and_the_fix(name):
+    with pytest.raises(UserError) as info:
+        scorer(name)(task(None, id="no-gold-3"), "output")
+    message = str(info.value)
+    assert "'no-gold-3'" in message and "gold=" in message and "llm_judge" in message
+
+
+# --- external graders --------------------------------------------------------------------------
+
+def grader(name, **options):
+    return scorer(command=[sys.executable, str(GRADERS / name)], **options)
+
+
+def test_command_grader_scores_through_a_real_process():
+    contains = grader("contains_gold.py")
+    assert contains(task("Paris"), "It is paris, of course") == 1.0
+    assert contains(task("Paris"), "It is Lyon") == 0.0
+
+
+def test_command_grader_gets_the_whole_task_and_may_answer_json(monkeypatch):
+    monkeypatch.setenv("GRADER_MODE", "meta")
+    assert grader("misbehave.py")(task(None, prompt="héllo {x}", want=0.4), "out") == 0.4
+    monkeypatch.setenv("GRADER_MODE", "json")
+    assert grader("misbehave.py")(task("g"), "out") == 0.25
+
+
+@pytest.mark.parametrize("mode, message", [
+    ("garbage", "no number.*the answer looks fine"),
+    ("exit3", "code 3.*no rubric file"),
+    ("too_big", r"1\.7, outside \[0, 1\]"),
+])
+def test_a_misbehaving_grader_is_an_agent_error(monkeypatch, mode, message):
+    monkeypatch.setenv("GRADER_MODE", mode)
+    with pytest.raises(AgentError, match=message):
+        grader("misbehave.py")(task("g", id="t5"), "out")
+
+
+def test_a_hanging_grader_is_killed_at_the_timeout(monkeypatch):
+    monkeypatch.setenv("GRADER_MODE", "hang")
+    start = time.perf_counter()
+    with pytest.raises(AgentError, match="within 0.3s"):
+        grader("misbehave.py", timeout=0.3)(task("g"), "out")
+    assert time.perf_counter() - start < 3
+
+
+def test_a_missing_grader_executable_is_a_user_error():
+    with pytest.raises(UserError, match="not found"):
+        scorer(command=["no-such-grader-program-xyz", "grade"])
+    with pytest.raises(UserError, match="list"):
+        scorer(command="python grade.py")
+
+
+# --- LLM judge -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("reply, expected", [
+    ("The answer is right.\nScore: 7/10", 0.7),
+    ("7", 0.7),
+    ("Mostly correct. **8**", 0.8),
+    ("score = 9.5 out of 10", 0.95),
+    ('{"reason": "fine", "score": 7}', 0.7),
+    ("Not a 1/10 answer at all. Score: 8", 0.8),  # the "score" phrase beats a bare ratio
+    ("Score: 3. On reflection, Score: 6", 0.6),  # the last score wins
+    ("Score: 4/5", 0.8),  # the reply's own denominator
+    ("Score: 14", 1.0),  # clamped
+    ("Score: -2", 0.0),
+    ("Score: 85%", 0.85),
+    ("It mentions 3 things.\n9.", 0.9),  # a last line that is only a number
+    ("Looks good to me", None),
+    ("A score from 0 to 10 is needed", None),
+])
+def test_parse_score(reply, expected):
+    assert parse_score(reply, 10) == (None if expected is None else pytest.approx(expected))
+
+
+def test_judge_prompt_holds_task_gold_output_and_rubric():
+    seen = []
+    model = scripted(lambda prompt: seen.append(prompt) or "Good.\nScore: 7/10")
+    judge = llm_judge(model, "Reward answers that name the capital city.")
+    assert isinstance(judge, Judge)
+    assert judge(task("Paris", prompt="Capital of France?"), "I believe it is Paris {x}") == pytest.approx(0.7)
+    prompt = seen[0]
+    for part in ("Reward answers that name the capital city.", "Capital of France?", "Paris",
+                 "I believe it is Paris {x}", "10"):
+        assert part in prompt
+    judge(task(None), "out")
+    assert "None" not in seen[1] and "none given" in seen[1]
+
+
+def test_judge_scale_and_custom_template():
+    model = scripted(lambda prompt: "Score: 3")
+    assert llm_judge(model, "be brief", scale=5)(task("g"), "out") == pytest.approx(0.6)
+    seen = []
+    custom = llm_judge(scripted(lambda p: seen.append(p) or "2"), "be brief", scale=4,
+                       template="Rate {output} for {prompt} by: {rubric}. 0-{scale}. {{json}}")
+    assert custom(task("g", prompt="Q"), "A") == 0.5
+    assert seen == ["Rate A for Q by: be brief. 0-4. {json}"]
+    with pytest.raises(UserError, match="output"):
+        llm_judge(model, "r", template="Rate {answer}")
+    with pytest.raises(UserError, match="rubric"):
+        llm_judge(model, "  ")
+    with pytest.raises(UserError, match="scale"):
+        llm_judge(model, "r", scale=0)
+
+
+def test_judge_retries_once_then_raises_and_counts_unparseable_replies():
+    model = scripted(["I like it", "Score: 6"])
+    judge = llm_judge(model, "be right")
+    assert judge(task("g"), "out") == pytest.approx(0.6)
+    assert judge.unparseable == 1 and model.usage.calls == 2
+
+    stubborn = scripted(["I like it", "I still like it"])
+    judge = llm_judge(stubborn, "be right")
+    with pytest.raises(AgentError, match="'t1'.*still like it"):
+        judge(task("g"), "out")
+    assert judge.unparseable == 2 and stubborn.usage.calls == 2
+
+
+def test_the_retry_carries_a_reminder():
+    seen = []
+    model = scripted(lambda p: seen.append(p) or ("hmm" if len(seen) == 1 else "Score: 10"))
+    assert llm_judge(model, "r")(task("g"), "out") == 1.0
+    assert seen[1].startswith(seen[0]) and "Score: N" in seen[1][len(seen[0]):]
