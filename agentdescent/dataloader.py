@@ -16,7 +16,6 @@ import csv
 import hashlib
 import json
 import os
-import tempfile
 import time
 import warnings
 from collections import Counter
@@ -25,6 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+
+from agentdescent import atomic
+from agentdescent.agents.http import retry_after_seconds
 from agentdescent.errors import AgentDescentError, UserError
 from agentdescent.types import Task
 
@@ -67,8 +70,6 @@ def hf_rows(dataset: str, split: str = "train", *, config: str | None = None,
         raise UserError(f"hf_rows: limit and offset must be >= 0 (limit={limit}, offset={offset})")
     base, source = _endpoint(endpoint)
     folder = Path(cache_dir) if cache_dir is not None else _default_cache_dir()
-    import httpx  # here: the local loaders work without it
-
     token = os.environ.get("HF_TOKEN")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     with httpx.Client(headers=headers, timeout=timeout, follow_redirects=True) as client:
@@ -208,8 +209,6 @@ class _Hub:
 
     def _send(self, url: str, params: dict) -> Any:
         """GET with retries on 429, 5xx and network failures; any other answer is returned."""
-        import httpx
-
         for attempt in range(self.retries + 1):
             wait, last = self.backoff * 2**attempt, attempt == self.retries
             try:
@@ -228,16 +227,9 @@ class _Hub:
                 raise AgentDescentError(
                     f"{url} still answered HTTP {response.status_code} after {attempt + 1} "
                     f"attempts ({response.text[:200]!r}); the server is busy or down, try later")
-            time.sleep(_retry_after(response.headers.get("Retry-After"), wait))
+            asked = retry_after_seconds(response.headers.get("Retry-After"), cap=_MAX_WAIT)
+            time.sleep(wait if asked is None else asked)
         raise AssertionError("unreachable")
-
-
-def _retry_after(header: str | None, fallback: float) -> float:
-    """The Retry-After header in seconds, capped at _MAX_WAIT; `fallback` without a number."""
-    try:
-        return max(0.0, min(float(header), _MAX_WAIT)) if header else fallback
-    except ValueError:  # an HTTP date: rare enough for the plain backoff
-        return fallback
 
 
 def _read_json_file(path: Path) -> Any:
@@ -249,11 +241,7 @@ def _read_json_file(path: Path) -> Any:
 
 def _write_atomic(path: Path, body: dict) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(body, handle)
-        os.replace(tmp, path)
+        atomic.write_text(path, json.dumps(body))
     except OSError as exc:  # a cache that cannot be written must not lose the rows
         warnings.warn(f"hf_rows: could not write cache file {path}: {exc}", stacklevel=3)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -13,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agentdescent import atomic
 from agentdescent.errors import UserError
 from agentdescent.evaluation import Usage
 from agentdescent.governance import unsafe_key_reason
@@ -64,7 +64,7 @@ class EvolveResult:
         target = Path(path)
         if isinstance(self.rendered, str):
             backup = _backup(target)
-            _atomic_write(target, self.rendered)
+            atomic.write_text(target, self.rendered)
             return backup
         if isinstance(self.rendered, dict):
             return self._write_tree(target)
@@ -83,7 +83,7 @@ class EvolveResult:
         backup = _backup(root)
         for key, text in self.rendered.items():
             if not is_frozen(key, self.frozen):
-                _atomic_write(root / key, text)
+                atomic.write_text(root / key, text)
         return backup
 
 
@@ -101,15 +101,3 @@ def _backup(target: Path) -> Path | None:
     else:
         shutil.copy2(target, backup)
     return backup
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

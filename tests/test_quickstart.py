@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from loopback import LoopbackServer, openai_chat
+from tests.loopback import LoopbackServer, openai_chat
 
 ROOT = Path(__file__).resolve().parents[1]
 
