@@ -95,7 +95,7 @@ def evolve(
     train, held_out = split_tasks(_checked_tasks(tasks), held_out_frac, random.Random(f"{seed}:split"))
     _check_options(run=run, propose=propose, reward=reward, rounds=rounds, n_workers=n_workers,
                    max_concurrency=max_concurrency, parallel=parallel, executor=executor,
-                   lag_budget=lag_budget, target_reward=target_reward)
+                   lag_budget=lag_budget, target_reward=target_reward, max_calls=max_calls, max_tokens=max_tokens)
     ledger = Ledger(store if store is not None else tempfile.mkdtemp(prefix="agentdescent-ledger-"))
     governance = Governance(
         blast_radius=dict(blast_radius or {}),
@@ -159,6 +159,7 @@ def _checked_tasks(tasks: Sequence[Task]) -> list[Task]:
 def _check_options(
     *, run: object, propose: object, reward: object, rounds: int, n_workers: int, max_concurrency: int | None,
     parallel: str, executor: str, lag_budget: int | None, target_reward: float | None,
+    max_calls: int | None, max_tokens: int | None,
 ) -> None:
     for name, fn in (("run", run), ("propose", propose), ("reward", reward)):
         if not callable(fn):
@@ -174,6 +175,9 @@ def _check_options(
         raise UserError(f"lag_budget must be >= 0 or None; got {lag_budget}")
     if target_reward is not None and not 0.0 <= target_reward <= 1.0:
         raise UserError(f"target_reward must be in [0, 1]; got {target_reward}")
+    for name, budget in (("max_calls", max_calls), ("max_tokens", max_tokens)):
+        if budget is not None and (not isinstance(budget, int) or budget < 1):
+            raise UserError(f"{name} must be a positive integer or None; got {budget!r}")
 
 
 @dataclass(frozen=True, kw_only=True)

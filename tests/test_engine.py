@@ -206,7 +206,8 @@ def test_corrupt_store_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("option", [{"rounds": 0}, {"n_workers": -1}, {"parallel": "zz"}, {"executor": "gpu"},
-                                    {"held_out_frac": 1.0}, {"target_reward": 2.0}, {"lag_budget": -1}])
+                                    {"held_out_frac": 1.0}, {"target_reward": 2.0}, {"lag_budget": -1},
+                                    {"max_calls": 0}, {"max_tokens": -5}])
 def test_bad_options_are_refused(option):
     tasks, reward, run, propose = smallest()
     with pytest.raises(UserError):
@@ -242,3 +243,15 @@ def test_a_missing_key_stops_the_run_with_the_variable_named(monkeypatch):
     tasks, reward, _, propose = smallest()
     with pytest.raises(UserError, match="OPENAI_API_KEY"):
         evolve(tasks, reward, run=lambda r, t: model(t.prompt), propose=propose, rounds=1)
+
+
+def test_token_budget_stops_the_run_and_counts_model_calls():
+    from agentdescent import scripted
+
+    model = scripted(lambda prompt: "answer" + (" 2026" if "year" in prompt else ""))
+    tasks, reward, _, propose = smallest()
+    result = evolve(tasks, reward, run=lambda rendered, task: model(rendered + task.prompt), propose=propose,
+                    rounds=10, n_workers=2, max_tokens=40)
+    assert "token budget" in result.stop_reason
+    assert result.usage.model.calls == model.usage.calls > 0
+    assert result.usage.tokens == model.usage.tokens >= 40

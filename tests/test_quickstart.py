@@ -52,3 +52,7 @@ def test_dataset_quickstart_learns_to_answer_briefly(tmp_path):
     assert all(r.headers["authorization"] == "Bearer sk-test-quickstart" for r in requests)
     assert all(r.json["model"] == "fake-arith" for r in requests)
     assert "sk-test-quickstart" not in done.stdout + done.stderr
+    ledger = re.search(r"ledger: (\S+)", done.stdout).group(1)
+    history = subprocess.run(["git", "-C", ledger, "log", "-p", "--all"], capture_output=True, text=True).stdout
+    assert "final answer only" in history  # the ledger holds the learned change...
+    assert "sk-test-quickstart" not in history  # ...and never the key
