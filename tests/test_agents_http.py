@@ -4,6 +4,7 @@ failures, usage and concurrency. Backoff is shrunk to milliseconds so the file r
 from __future__ import annotations
 
 import contextvars
+import logging
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -332,3 +333,11 @@ def test_join_url_appends_to_the_path_and_keeps_the_query():
     assert join_url("https://h/v1/", "/chat/completions") == "https://h/v1/chat/completions"
     assert join_url("https://h", "v1/messages") == "https://h/v1/messages"
     assert join_url("https://h/v1?k=1", "chat/completions") == "https://h/v1/chat/completions?k=1"
+
+
+def test_the_key_never_reaches_the_logs_even_when_a_server_echoes_it(keyed, caplog):
+    echo = Response(status=500, body={"error": f"upstream rejected key {KEY}"})
+    with LoopbackServer(openai_chat(steps(echo, "fine"))) as server, caplog.at_level(logging.DEBUG):
+        assert gpt(server)("hi") == "fine"
+    assert any("attempt 1 failed" in r.getMessage() for r in caplog.records)
+    assert all(KEY not in r.getMessage() for r in caplog.records)
