@@ -19,14 +19,10 @@ when a grader program or a judge model fails.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
 import shutil
-import signal
 import string
-import subprocess
 import threading
 import unicodedata
 from collections import Counter
@@ -36,6 +32,7 @@ from typing import Any
 
 from agentdescent import templates
 from agentdescent.errors import AgentError, UserError
+from agentdescent.process import TimedOut, run_process
 from agentdescent.types import Task
 
 __all__ = ["SCORER_NAMES", "Judge", "last_number", "llm_judge", "normalize", "parse_score", "scorer"]
@@ -197,24 +194,14 @@ def _read_grade(stdout: str) -> float | None:
 
 
 def _run(argv: Sequence[str], stdin: str, timeout: float) -> tuple[str, str, int]:
-    """Run a grader in its own process group, so that a timeout kills whatever it started."""
+    """Run a grader to its end; a timeout kills whatever it started."""
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                encoding="utf-8", errors="replace", start_new_session=True)
+        finished = run_process(argv, timeout=timeout, stdin=stdin)
     except OSError as exc:
         raise UserError(f"cannot start grader {argv[0]!r}: {exc}; check its path and that it is executable") from None
-    try:
-        stdout, stderr = proc.communicate(stdin, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            if hasattr(os, "killpg"):
-                os.killpg(proc.pid, signal.SIGKILL)
-            else:
-                proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.communicate(timeout=5)  # reap it; a grandchild that left the group may hold the pipes
+    except TimedOut:
         raise AgentError(f"grader {' '.join(argv)!r} did not finish within {timeout}s and was killed") from None
-    return stdout, stderr, proc.returncode
+    return finished.stdout, finished.stderr, finished.returncode
 
 
 def _command(command: Sequence[str], timeout: float) -> _Command:

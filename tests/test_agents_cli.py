@@ -10,6 +10,7 @@ import pytest
 from agentdescent.agents.base import ModelUsage, metering
 from agentdescent.agents.cli_agents import claude_code, codex
 from agentdescent.errors import AgentError, UserError
+from tests.procutil import gone
 
 FAKES = Path(__file__).parent / "fake_clis"
 
@@ -156,30 +157,8 @@ def test_a_hang_past_the_timeout_kills_the_fake_and_its_child(fake, monkeypatch,
         agent("go", cwd=fake.workspace)
     assert agent.usage.failures == 1
     started = json.loads(pids.read_text(encoding="utf-8"))
-    assert _gone(started["fake"]) and _gone(started["child"])
+    assert gone(started["fake"]) and gone(started["child"])
 
-
-def _gone(pid, polls=200):
-    """True once `pid` no longer runs (absent, or a zombie nobody reaped); polls up to ~2 s,
-    since a killed process may take a moment to die."""
-    import time
-
-    for _ in range(polls):
-        try:
-            with open(f"/proc/{pid}/stat", encoding="utf-8") as file:
-                state = file.read().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
-            return True
-        except OSError:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return True
-            state = "R"
-        if state in ("Z", "X"):
-            return True
-        time.sleep(0.01)
-    return False
 
 
 # --- Codex ------------------------------------------------------------------------------------

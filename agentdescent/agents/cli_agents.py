@@ -24,8 +24,6 @@ import math
 import os
 import re
 import shutil
-import signal
-import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,20 +31,12 @@ from typing import Any
 
 from agentdescent.agents.base import ModelUsage, estimate_tokens, record
 from agentdescent.errors import AgentError, UserError
+from agentdescent.process import Finished, TimedOut, run_process
 
 __all__ = ["CLIAgent", "ClaudeCode", "Codex", "claude_code", "codex"]
 
 _TAIL_LINES, _TAIL_CHARS, _HEAD_CHARS = 20, 2000, 300
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class _Finished:
-    """A process that ran to its end (by itself, not killed on timeout)."""
-
-    returncode: int
-    stdout: str
-    stderr: str
 
 
 @dataclass
@@ -100,7 +90,7 @@ class CLIAgent:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, executable={self.executable!r}, timeout={self.timeout:g})"
 
-    def _finish(self, finished: _Finished, env: Mapping[str, str], counts: dict[str, float]) -> str:
+    def _finish(self, finished: Finished, env: Mapping[str, str], counts: dict[str, float]) -> str:
         """The reply of a finished process, or the `AgentError` that explains why there is none."""
         reading = self._read(finished)
         counts.update(reading.counts)
@@ -124,7 +114,7 @@ class CLIAgent:
     def _argv(self, prompt: str) -> list[str]:
         raise NotImplementedError
 
-    def _read(self, finished: _Finished) -> _Reading:
+    def _read(self, finished: Finished) -> _Reading:
         raise NotImplementedError
 
 
@@ -145,7 +135,7 @@ class ClaudeCode(CLIAgent):
         model = ["--model", self.model] if self.model else []
         return ["-p", prompt, "--output-format", "json", *model, *self.extra_args]
 
-    def _read(self, finished: _Finished) -> _Reading:
+    def _read(self, finished: Finished) -> _Reading:
         result = _claude_result(finished.stdout)
         if result is None:
             return _Reading()
@@ -176,7 +166,7 @@ class Codex(CLIAgent):
         model = ["--model", self.model] if self.model else []
         return ["exec", "--json", "--skip-git-repo-check", *model, *self.extra_args, prompt]
 
-    def _read(self, finished: _Finished) -> _Reading:
+    def _read(self, finished: Finished) -> _Reading:
         reading, failed, last_error = _Reading(), None, None
         for event in _json_objects(finished.stdout):
             kind, item = event.get("type"), event.get("item")
@@ -222,43 +212,14 @@ def codex(*, extra_args: Sequence[str] = (), timeout: float = 600, executable: s
 # --- running a process ------------------------------------------------------------------------
 
 
-def _run(argv: list[str], *, cwd: str, env: Mapping[str, str], timeout: float, label: str) -> _Finished:
-    """Run `argv` in `cwd` with stdin closed, in a new process group; return its exit code and
-    output. Raises `AgentError` if it cannot start or outlives `timeout` (the group is killed)."""
+def _run(argv: list[str], *, cwd: str, env: Mapping[str, str], timeout: float, label: str) -> Finished:
+    """Run `argv` in `cwd` with stdin closed; raise `AgentError` if it cannot start or times out."""
     try:
-        proc = subprocess.Popen(argv, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace",
-                                start_new_session=True)
+        return run_process(argv, timeout=timeout, cwd=cwd, env=env)
     except OSError as exc:
         raise _agent_error(label, f"could not start {argv[0]}: {exc.strerror or exc}", "", env) from None
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        stderr = _stop(proc)
-        raise _agent_error(label, f"timed out after {timeout:g} s", stderr, env) from None
-    except BaseException:  # interrupted (Ctrl-C, cancellation): leave nothing running
-        _stop(proc)
-        raise
-    return _Finished(proc.returncode, stdout or "", stderr or "")
-
-
-def _stop(proc: subprocess.Popen[str]) -> str:
-    """Kill the process and its whole group, reap it, and return what it wrote to stderr."""
-    try:
-        if hasattr(os, "killpg"):
-            os.killpg(proc.pid, signal.SIGKILL)
-        else:  # pragma: no cover - Windows
-            proc.kill()
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        return proc.communicate(timeout=5)[1] or ""
-    except subprocess.TimeoutExpired:  # a survivor outside the group still holds the pipes
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
-        proc.wait()
-        return ""
+    except TimedOut as exc:
+        raise _agent_error(label, str(exc), exc.stderr, env) from None
 
 
 def _agent_error(label: str, reason: str, stderr: str, env: Mapping[str, str], returncode: int = 0) -> AgentError:
