@@ -1,7 +1,7 @@
 """Rows in, tasks out: load rows from Hugging Face or local files and turn them into `Task`s.
 
-`hf_rows` reads a Hugging Face dataset through the datasets-server HTTP API (`/splits`, `/rows`)
-page by page, with retries and an on-disk cache of every page. `jsonl_rows`, `json_rows` and
+`hf_rows` (from `agentdescent.huggingface`) reads a Hugging Face dataset through the
+datasets-server HTTP API, paginated and cached. `jsonl_rows`, `json_rows` and
 `csv_rows` read local files. `tasks_from` maps rows to tasks by column name, format string or
 callable. Every loader returns plain `dict` rows, so they compose with any of them.
 
@@ -13,237 +13,22 @@ its own validation set), and image/audio cells (they arrive as whatever JSON the
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import os
-import time
-import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from agentdescent import atomic
-from agentdescent.agents.http import retry_after_seconds
-from agentdescent.errors import AgentDescentError, UserError
+from agentdescent.errors import UserError
+from agentdescent.huggingface import hf_rows, unwrap_row
 from agentdescent.types import Task
 
-DEFAULT_ENDPOINT = "https://datasets-server.huggingface.co"
-PAGE_SIZE = 100  # the most rows the datasets-server /rows endpoint returns per request
+__all__ = ["csv_rows", "hf_rows", "json_rows", "jsonl_rows", "tasks_from"]
+
 ROW_KEYS = ("rows", "data", "records", "examples", "items")  # json_rows: where a wrapped list lives
-_MAX_WAIT = 60.0  # never sleep longer than this on one Retry-After
 
 ColumnSpec = str | Callable[[Mapping], Any]  # a column name, a "{column}" format, or a callable
-
-
-# ---------------------------------------------------------------- Hugging Face datasets-server
-
-
-def hf_rows(dataset: str, split: str = "train", *, config: str | None = None,
-            limit: int | None = None, offset: int = 0, endpoint: str | None = None,
-            cache_dir: str | os.PathLike | None = None, timeout: float = 30,
-            cache: bool = True, retries: int = 3, backoff: float = 0.5) -> list[dict]:
-    """The rows (`rows[i]["row"]` dicts) of `dataset`/`config`/`split` from `offset`, at most
-    `limit` (None: all), fetched in pages of at most 100 until `limit` or `num_rows_total`.
-
-    `config=None` takes the first config that has `split` in `/splits` ("default" if none is
-    listed). The server is `endpoint`, else env `HF_ENDPOINT` (read at call time), else
-    https://datasets-server.huggingface.co; it must speak the datasets-server API (`/splits`,
-    `/rows`), e.g. a mirror or proxy of it. Unlike in `huggingface_hub`, HF_ENDPOINT here is
-    not the Hub. Env `HF_TOKEN` (read at call time) goes out as `Authorization: Bearer ...` and
-    never into errors or cache files.
-
-    Every page and the `/splits` answer are cached as JSON under `cache_dir` (default
-    `$AGENTDESCENT_CACHE/hf_rows`, else `~/.cache/agentdescent/hf_rows`), keyed by endpoint,
-    dataset, config, split, offset and length: a repeated call makes no request. `cache=False`
-    skips the cache. 429, 5xx and network failures are retried `retries` times after
-    Retry-After seconds when sent, else `backoff * 2**attempt`.
-
-    Raises UserError for an unknown dataset, config or split (listing what exists) or a 401/403
-    (gated: set HF_TOKEN); AgentDescentError when the server stays down or unreachable, or does
-    not speak the API.
-    """
-    if (limit is not None and limit < 0) or offset < 0:
-        raise UserError(f"hf_rows: limit and offset must be >= 0 (limit={limit}, offset={offset})")
-    base, source = _endpoint(endpoint)
-    folder = Path(cache_dir) if cache_dir is not None else _default_cache_dir()
-    token = os.environ.get("HF_TOKEN")
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with httpx.Client(headers=headers, timeout=timeout, follow_redirects=True) as client:
-        hub = _Hub(client, base, source, dataset, folder if cache else None, retries, backoff)
-        if config is None:
-            config = _pick_config(hub.splits(), dataset, split)
-        return _paginate(hub, config, split, offset, limit)
-
-
-def _endpoint(endpoint: str | None) -> tuple[str, str]:
-    if endpoint:
-        return endpoint.rstrip("/"), "endpoint="
-    if os.environ.get("HF_ENDPOINT"):
-        return os.environ["HF_ENDPOINT"].rstrip("/"), "HF_ENDPOINT"
-    return DEFAULT_ENDPOINT, "default"
-
-
-def _default_cache_dir() -> Path:
-    root = os.environ.get("AGENTDESCENT_CACHE")
-    return (Path(root) if root else Path.home() / ".cache" / "agentdescent") / "hf_rows"
-
-
-def _pick_config(entries: list[dict], dataset: str, split: str) -> str:
-    for entry in entries:
-        if entry.get("split") == split:
-            return entry["config"]
-    if not entries:
-        return "default"
-    raise UserError(f"dataset {dataset!r} has no split {split!r}; available: {_listing(entries)}")
-
-
-def _listing(entries: list[dict]) -> str:
-    return ", ".join(f"{e.get('split')} (config {e.get('config')!r})" for e in entries)
-
-
-def _paginate(hub: _Hub, config: str, split: str, offset: int, limit: int | None) -> list[dict]:
-    rows: list[dict] = []
-    while limit is None or len(rows) < limit:
-        length = PAGE_SIZE if limit is None else min(PAGE_SIZE, limit - len(rows))
-        page = hub.rows(config, split, offset, length)
-        got = [_unwrap(item) for item in page.get("rows") or []]
-        rows.extend(got)
-        offset += len(got)
-        total = page.get("num_rows_total")
-        if not got or (total is not None and offset >= total):
-            break
-    return rows
-
-
-def _unwrap(item: Any) -> Any:
-    """A datasets-server row item `{"row_idx", "row", "truncated_cells"}` → its `row` dict."""
-    wrapped = isinstance(item, dict) and "row_idx" in item and isinstance(item.get("row"), dict)
-    return item["row"] if wrapped else item
-
-
-class _Refused(Exception):
-    """A definitive error answer (`status`, server message), for the caller to explain."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-@dataclass
-class _Hub:
-    """One hf_rows call: the httpx client (carrying the token), endpoint, cache, retry policy."""
-
-    client: Any
-    base: str
-    source: str  # where `base` came from, for error messages
-    dataset: str
-    cache_dir: Path | None
-    retries: int
-    backoff: float
-
-    def splits(self) -> list[dict]:
-        """The `/splits` entries; an unknown dataset raises UserError."""
-        try:
-            return self.get("splits", {"dataset": self.dataset}).get("splits") or []
-        except _Refused as refused:
-            raise UserError(
-                f"dataset {self.dataset!r} not found at {self.base} (HTTP {refused.status}: "
-                f"{refused}); check the name at https://huggingface.co/datasets/{self.dataset} "
-                "(a private or gated dataset also needs HF_TOKEN)") from None
-
-    def rows(self, config: str, split: str, offset: int, length: int) -> dict:
-        """One `/rows` page; a refusal is explained through `/splits` (dataset, config, split)."""
-        params = {"dataset": self.dataset, "config": config, "split": split,
-                  "offset": offset, "length": length}
-        try:
-            return self.get("rows", params)
-        except _Refused as refused:
-            entries = self.splits()
-            configs = sorted({str(e.get("config")) for e in entries})
-            if entries and config not in configs:
-                raise UserError(f"dataset {self.dataset!r} has no config {config!r}; "
-                                f"available configs: {', '.join(configs)}") from None
-            splits = {e.get("split") for e in entries if e.get("config") == config}
-            if entries and split not in splits:
-                raise UserError(f"dataset {self.dataset!r} config {config!r} has no split "
-                                f"{split!r}; available: {_listing(entries)}") from None
-            raise UserError(f"{self.base}/rows refused {params} (HTTP {refused.status}): "
-                            f"{refused}") from None
-
-    def get(self, route: str, params: dict) -> dict:
-        """The JSON answer of `route`, from the cache when it holds it, else fetched and cached."""
-        key = json.dumps([self.base, route, sorted(params.items())], default=str)
-        name = f"{route}-{hashlib.sha256(key.encode()).hexdigest()[:40]}.json"
-        path = self.cache_dir / name if self.cache_dir else None
-        cached = _read_json_file(path) if path else None
-        if isinstance(cached, dict):
-            return cached
-        body = self._decode(self._send(f"{self.base}/{route}", params))
-        if path:
-            _write_atomic(path, body)
-        return body
-
-    def _decode(self, response: Any) -> dict:
-        url = response.request.url.copy_with(query=None)
-        if response.status_code in (401, 403):
-            token = "HF_TOKEN (now set but refused)" if os.environ.get("HF_TOKEN") else "HF_TOKEN"
-            raise UserError(
-                f"{url} refused dataset {self.dataset!r} (HTTP {response.status_code}): it may be "
-                f"gated or private; accept its terms at https://huggingface.co/datasets/"
-                f"{self.dataset}, then set {token} to a token with access")
-        try:
-            body = response.json()
-        except ValueError:
-            raise AgentDescentError(
-                f"{url} answered HTTP {response.status_code} without JSON; the endpoint "
-                f"{self.base} (from {self.source}) must speak the Hugging Face datasets-server API "
-                f"(/splits, /rows), e.g. {DEFAULT_ENDPOINT} or a mirror or proxy of it") from None
-        if response.status_code >= 400 or not isinstance(body, dict) or "error" in body:
-            message = body.get("error") if isinstance(body, dict) else None
-            raise _Refused(response.status_code, str(message or body)[:300])
-        return body
-
-    def _send(self, url: str, params: dict) -> Any:
-        """GET with retries on 429, 5xx and network failures; any other answer is returned."""
-        for attempt in range(self.retries + 1):
-            wait, last = self.backoff * 2**attempt, attempt == self.retries
-            try:
-                response = self.client.get(url, params=params)
-            except httpx.TransportError as exc:
-                if last:
-                    raise AgentDescentError(
-                        f"could not reach {self.base} (from {self.source}) after {attempt + 1} "
-                        f"attempts: {type(exc).__name__}: {exc}; check the network, or set "
-                        "endpoint= / HF_ENDPOINT to a datasets-server API") from None
-                time.sleep(wait)
-                continue
-            if response.status_code != 429 and response.status_code < 500:
-                return response
-            if last:
-                raise AgentDescentError(
-                    f"{url} still answered HTTP {response.status_code} after {attempt + 1} "
-                    f"attempts ({response.text[:200]!r}); the server is busy or down, try later")
-            asked = retry_after_seconds(response.headers.get("Retry-After"), cap=_MAX_WAIT)
-            time.sleep(wait if asked is None else asked)
-        raise AssertionError("unreachable")
-
-
-def _read_json_file(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None  # absent or corrupt: fetch again
-
-
-def _write_atomic(path: Path, body: dict) -> None:
-    try:
-        atomic.write_text(path, json.dumps(body))
-    except OSError as exc:  # a cache that cannot be written must not lose the rows
-        warnings.warn(f"hf_rows: could not write cache file {path}: {exc}", stacklevel=3)
 
 
 # ---------------------------------------------------------------- local files
@@ -288,7 +73,7 @@ def json_rows(path: str | os.PathLike, *, limit: int | None = None) -> list[dict
         data = data[key]
     if not isinstance(data, list):
         raise UserError(f"{path}: expected a list of objects, found a {type(data).__name__}")
-    rows = [_unwrap(item) for item in data[:limit]]
+    rows = [unwrap_row(item) for item in data[:limit]]
     for index, row in enumerate(rows):
         if not isinstance(row, dict):
             raise UserError(f"{path}: item {index} is a {type(row).__name__}, not a JSON object")
