@@ -79,7 +79,7 @@ def test_workers_and_the_gate_run_in_parallel():
         with lock:
             live[0] += 1
             peak[0] = max(peak[0], live[0])
-        time.sleep(0.002)
+        time.sleep(0.01)
         with lock:
             live[0] -= 1
         return route(rendered, task)
