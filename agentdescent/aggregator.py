@@ -12,6 +12,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from agentdescent.errors import HeadMoved, LedgerError
 from agentdescent.governance import Governance
@@ -224,34 +225,40 @@ def accept(
     rejected = {
         c.diff.id: f"rejected: {v.reason}" for comp, v in zip(components, verdicts) if not v.accepted for c in comp.changes
     }
-    passing = [(comp, v, row) for comp, v, row in zip(components, verdicts, rows[1:]) if v.accepted]
+    passing = [_Scored(comp, v, row) for comp, v, row in zip(components, verdicts, rows[1:]) if v.accepted]
     if not passing:
         return Acceptance(accepted=[], rejected=rejected, candidate=head_state, head_reward=_mean(head), candidate_reward=None)
     if len(passing) > 1:
-        fused = _fuse(head_state, [comp for comp, _, _ in passing])
+        fused = _fuse(head_state, [p.component for p in passing])
         fused_row = score([fused], [*tasks, *prefetch])[0][: len(tasks)]
-        gated = any(governance.gated(comp.after) for comp, _, _ in passing)
-        verdict = policies.acceptance(fused_row, head, gated=gated)
+        verdict = policies.acceptance(fused_row, head, gated=any(governance.gated(p.component.after) for p in passing))
         if verdict.accepted:
             return Acceptance(
-                accepted=[comp for comp, _, _ in passing], rejected=rejected, candidate=fused,
+                accepted=[p.component for p in passing], rejected=rejected, candidate=fused,
                 head_reward=_mean(head), candidate_reward=_mean(fused_row), reason=verdict.reason,
             )
-        passing = _keep_best(passing, rejected, verdict)
-    comp, verdict, row = passing[0]
+        passing = [_keep_best(passing, rejected, verdict)]
+    best = passing[0]
     return Acceptance(
-        accepted=[comp], rejected=rejected, candidate=apply(head_state, comp.after),
-        head_reward=_mean(head), candidate_reward=_mean(row), reason=verdict.reason,
+        accepted=[best.component], rejected=rejected, candidate=apply(head_state, best.component.after),
+        head_reward=_mean(head), candidate_reward=_mean(best.rewards), reason=best.verdict.reason,
     )
 
 
-def _keep_best(passing: list, rejected: dict[str, str], fused: Verdict) -> list:
-    best = max(passing, key=lambda p: (p[1].p_improve, p[1].comparison.mean_delta))
-    for comp, verdict, _ in passing:
-        if comp is not best[0]:
-            for c in comp.changes:
-                rejected[c.diff.id] = f"passed alone ({verdict.reason}) but the fused candidate did not: {fused.reason}"
-    return [best]
+class _Scored(NamedTuple):
+    component: Component
+    verdict: Verdict
+    rewards: list[float]
+
+
+def _keep_best(passing: list[_Scored], rejected: dict[str, str], fused: Verdict) -> _Scored:
+    """The component to land alone when the fusion of all that passed did not pass."""
+    best = max(passing, key=lambda p: (p.verdict.p_improve, p.verdict.comparison.mean_delta))
+    for scored in passing:
+        if scored is not best:
+            for c in scored.component.changes:
+                rejected[c.diff.id] = f"passed alone ({scored.verdict.reason}) but the fused candidate did not: {fused.reason}"
+    return best
 
 
 def _fuse(head_state: State, components: Sequence[Component]) -> State:
