@@ -83,7 +83,8 @@ def evolve(
     `max_concurrency` caps calls in flight (default: 32, or 4 per worker past 8 workers, at most
     128; acceptance and held-out evaluation fan out over tasks, so even one worker wants many). `rounds`,
     `target_reward`, `patience` (rounds without a held-out gain), `max_calls` and `max_tokens`
-    (checked between rounds, so a run may pass them by one round's worth) each end the run.
+    each end the run; a round starts only if the last round's cost still fits in the budgets, so
+    a run passes them only when one round costs more than the one before.
     Calls and tokens are those of AgentDescent's model clients used anywhere in the run (see
     `Usage.calls`: with plain functions, each rollout and proposal counts as one call). With
     `max_concurrency=1`, or any concurrency in synchronous mode, the same seed gives the same result.
@@ -217,6 +218,8 @@ class _Loop:
     redispatch: bool = False
     best: float = 0.0
     since_gain: int = 0
+    round_start: tuple[int, int] = (0, 0)  # calls and tokens spent when the current round began
+    round_cost: tuple[int, int] = (0, 0)  # calls and tokens the last round took: the next one's estimate
     turns: int = 0
 
     def run(self) -> EvolveResult:
@@ -259,6 +262,7 @@ class _Loop:
                 self._abandon(round_, stop)
                 return stop
             self.emit(ev.RoundStarted(round=round_, version=self.ledger.head()))
+            self.round_start = (self.evaluator.usage.calls, self.evaluator.usage.tokens)
             if round_ == 0 or not asynchronous:
                 with self.lock:
                     self.redispatch = asynchronous
@@ -339,7 +343,9 @@ class _Loop:
         else:
             self.since_gain += 1
         self._record(round_, report, early, diffs, held_out, promoted)
-        self.emit(ev.RoundEnded(round=round_, calls=self.evaluator.usage.calls))
+        usage, (calls_before, tokens_before) = self.evaluator.usage, self.round_start
+        self.round_cost = (usage.calls - calls_before, usage.tokens - tokens_before)
+        self.emit(ev.RoundEnded(round=round_, calls=usage.calls))
 
     def _validate(self, version: int, round_: int) -> tuple[float, bool]:
         reward = self._held_out(version)
@@ -374,9 +380,11 @@ class _Loop:
             return f"reached target reward {limits.target_reward} (held-out {self.best:.3f})"
         if limits.patience is not None and self.since_gain >= limits.patience:
             return f"no held-out gain in {self.since_gain} rounds (patience {limits.patience})"
-        usage = self.evaluator.usage
-        if limits.max_calls is not None and usage.calls >= limits.max_calls:
-            return f"spent the call budget ({usage.calls} of max_calls={limits.max_calls})"
-        if limits.max_tokens is not None and usage.tokens >= limits.max_tokens:
-            return f"spent the token budget ({usage.tokens} of max_tokens={limits.max_tokens})"
+        usage, (round_calls, round_tokens) = self.evaluator.usage, self.round_cost
+        if limits.max_calls is not None and usage.calls + max(round_calls, 1) > limits.max_calls:
+            return (f"the call budget would not cover another round ({usage.calls} spent, the last round "
+                    f"took {round_calls}, max_calls={limits.max_calls})")
+        if limits.max_tokens is not None and usage.tokens + max(round_tokens, 1) > limits.max_tokens:
+            return (f"the token budget would not cover another round ({usage.tokens} spent, the last round "
+                    f"took {round_tokens}, max_tokens={limits.max_tokens})")
         return None
