@@ -216,6 +216,7 @@ class _Loop:
     lock: threading.RLock = field(default_factory=threading.RLock)
     outstanding: int = 0  # turns dispatched and not yet collected
     redispatch: bool = False
+    dispatch_error: Exception | None = None
     best: float = 0.0
     since_gain: int = 0
     round_start: tuple[int, int] = (0, 0)  # calls and tokens spent when the current round began
@@ -230,7 +231,11 @@ class _Loop:
         initial = self.best = self._held_out(start)
         if head != self.ledger.stable():
             self._validate(head, round_=-1)
-        reason = self._steps()
+        try:
+            reason = self._steps()
+        finally:
+            with self.lock:  # whatever ended the run, no worker starts another turn
+                self.redispatch = False
         stable = self.ledger.stable()
         state = self.ledger.snapshot(self.artifact_id, stable)
         self.emit(ev.RunEnded(reason=reason, final_reward=self.best))
@@ -293,11 +298,16 @@ class _Loop:
             future.add_done_callback(self._returned)
 
     def _returned(self, future: Future) -> None:
-        """A turn finished (on its worker's thread): send the worker off again if asynchronous."""
-        with self.lock:
-            if self.redispatch and future.exception() is None:
-                self._dispatch(1)
-        self.buffer.put(future)
+        """A turn finished (on its worker's thread): send the worker off again if asynchronous.
+        The turn reaches the buffer whatever happens, and a failed re-dispatch is raised by `_collect`."""
+        try:
+            with self.lock:
+                if self.redispatch and future.exception() is None:
+                    self._dispatch(1)
+        except Exception as exc:  # carried to the engine's thread, not swallowed here
+            self.dispatch_error = exc
+        finally:
+            self.buffer.put(future)
 
     def _collect(self, *, wait_all: bool) -> list[WorkerReport]:
         """Wait for every outstanding turn (`wait_all`), or for one and whatever else is in."""
@@ -307,6 +317,8 @@ class _Loop:
         with self.lock:
             self.outstanding -= len(done)
             done.sort(key=self.turn_of.pop)  # arrival order must not change the result
+        if self.dispatch_error is not None:
+            raise self.dispatch_error
         return [f.result() for f in done]
 
     def _outstanding(self) -> int:

@@ -255,3 +255,21 @@ def test_token_budget_stops_the_run_and_counts_model_calls():
     assert "token budget" in result.stop_reason
     assert result.usage.model.calls == model.usage.calls > 0
     assert result.usage.tokens == model.usage.tokens >= 40
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_worker_s_user_error_ends_the_run_and_nothing_hangs(asynchronous):
+    tasks, reward, run, _ = smallest()
+    errors = []
+
+    def attempt():
+        try:
+            evolve(tasks, reward, run=run, propose=lambda *a: 42, rounds=5, n_workers=3, asynchronous=asynchronous)
+        except UserError as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=attempt, daemon=True)
+    thread.start()
+    thread.join(timeout=60)
+    assert not thread.is_alive(), "evolve hung after a worker failed"
+    assert errors and "propose returned int" in str(errors[0])
