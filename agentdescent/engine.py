@@ -216,6 +216,7 @@ class _Loop:
     lock: threading.RLock = field(default_factory=threading.RLock)
     outstanding: int = 0  # turns dispatched and not yet collected
     redispatch: bool = False
+    leads: set[str] = field(default_factory=set)  # tasks a scout saw fail, not yet dealt out again
     dispatch_error: Exception | None = None
     best: float = 0.0
     since_gain: int = 0
@@ -283,14 +284,18 @@ class _Loop:
         Callers hold `self.lock`."""
         head = self.ledger.head()
         state = self.ledger.snapshot(self.artifact_id, head)
-        known = self.evaluator.known(state)
-        batches = self.policies.task_sampler(self.train, count, self.turns, self.seed, known)
+        known = {**dict.fromkeys(self.leads, 0.0), **self.evaluator.known(state)}  # leads: failing lately
+        draws = 1 + self.policies.proposal.scouts
+        batches = self.policies.task_sampler(self.train, count * draws, self.turns, self.seed, known)
+        first, spares = batches[:count], batches[count:]
+        self.leads.difference_update(t.id for b in first for t in b)
         # Sampled now, not at the step, so that workers can verify on it and leave the scores cached.
         rng = random.Random(f"{self.seed}:accept:{self.turns}")
-        acceptance = self.policies.acceptance.tasks(self.train, {t.id for b in batches for t in b}, rng)
-        for batch in batches:
+        acceptance = self.policies.acceptance.tasks(self.train, {t.id for b in first for t in b}, rng)
+        for i, batch in enumerate(first):
             turn = Turn(worker=f"w{self.turns % self.limits.n_workers}", version=head, state=state, batch=batch,
-                        acceptance=acceptance, rng=random.Random(f"{self.seed}:turn:{self.turns}"))
+                        spares=spares[i::count], acceptance=acceptance,
+                        rng=random.Random(f"{self.seed}:turn:{self.turns}"))
             future = self.pool.submit(self.worker.work, turn)
             self.turn_of[future] = self.turns
             self.outstanding += 1
@@ -337,6 +342,7 @@ class _Loop:
                 self.emit(ev.DiffOutcome(round=round_, outcome=outcome))
 
     def _step(self, round_: int, reports: list[WorkerReport]) -> None:
+        self.leads.update(task_id for r in reports for task_id in r.leads)
         diffs: list[Diff] = [d for r in reports for d in r.diffs]
         early: list[Outcome] = [o.model_copy(update={"step": round_}) for r in reports for o in r.outcomes]
         sets = {id(r.turn.acceptance): r.turn.acceptance for r in reports}

@@ -63,9 +63,10 @@ class Epochs:
 
 @dataclass(frozen=True)
 class FailuresFirst:
-    """Deal tasks the snapshot is known to fail first (at most half the slots, so that the
-    minibatches keep exploring), then the epoch walk's unmeasured tasks, then the rest: a worker
-    whose minibatch holds no failure has nothing to learn from."""
+    """Deal tasks known to fail first (at most half the slots, so that the minibatches keep
+    exploring), one to each worker, then the epoch walk's unmeasured tasks, then the rest: a
+    worker whose minibatch holds no failure has nothing to learn from. `known` holds the
+    snapshot's measured rewards and the engine's leads (tasks a scout saw fail)."""
 
     size: int = 4
 
@@ -76,10 +77,11 @@ class FailuresFirst:
         failing = [t for t in train if known.get(t.id, 1.0) < 1.0]
         random.Random(f"{seed}:failing:{first_turn}").shuffle(failing)
         walk = [t for batch in Epochs(1)(train, len(train), first_turn * self.size, seed, known) for t in batch]
-        rest = [t for t in walk if t.id not in known] + [t for t in walk if known.get(t.id) == 1.0]
-        deck = list({t.id: t for t in failing[: max(1, need // 2)] + rest}.values())
+        first = failing[: max(1, need // 2)]
+        rest = [t for t in walk if t.id not in known] + [t for t in walk if t.id in known and t not in first]
+        deck = list({t.id: t for t in first + rest}.values())
         deck = (deck * (need // len(deck) + 1))[:need]
-        return [deck[i * self.size : (i + 1) * self.size] for i in range(n_workers)]
+        return [deck[i::n_workers] for i in range(n_workers)]  # dealt round: failures spread over workers
 
 
 @dataclass(frozen=True)
@@ -99,16 +101,23 @@ class RandomMinibatches:
 
 
 class ProposalPolicy(Protocol):
+    scouts: int  # spare minibatches an idle worker rolls out to find failures for the next round
+
     def __call__(self, rollouts: Sequence[Rollout]) -> list[Rollout]:
         """The rollouts to reflect on, most useful first; each becomes at most one diff."""
 
 
 @dataclass(frozen=True)
 class WorstFirst:
-    """Reflect on the lowest-reward rollouts below `below`, at most `max_proposals` of them."""
+    """Reflect on the lowest-reward rollouts below `below`, at most `max_proposals` of them.
+
+    A worker whose minibatch holds nothing to reflect on rolls out up to `scouts` spare
+    minibatches while the others reflect, and reports the failures it finds as leads for the
+    next round's sampler, instead of waiting idle at the barrier."""
 
     max_proposals: int = 2
     below: float = 1.0
+    scouts: int = 3
 
     def __call__(self, rollouts: Sequence[Rollout]) -> list[Rollout]:
         failed = [r for r in rollouts if r.reward < self.below]
@@ -247,7 +256,7 @@ class OnHeldOutGain:
 class Policies:
     """Every decision of the loop; replace any one with `dataclasses.replace` or keywords."""
 
-    task_sampler: TaskSampler = field(default_factory=Epochs)
+    task_sampler: TaskSampler = field(default_factory=FailuresFirst)
     proposal: ProposalPolicy = field(default_factory=WorstFirst)
     staleness: StalenessPolicy = field(default_factory=DropBeyondBudget)
     conflict: ConflictPolicy = field(default_factory=BetterEvidence)

@@ -50,6 +50,7 @@ class Turn:
     batch: list[Task]
     acceptance: list[Task]
     rng: random.Random
+    spares: list[list[Task]] = field(default_factory=list)  # to scout with when `batch` has nothing
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,6 +58,7 @@ class WorkerReport:
     turn: Turn
     diffs: list[Diff]
     outcomes: list[Outcome] = field(default_factory=list)  # proposals that never became a diff
+    leads: list[str] = field(default_factory=list)  # ids of failing tasks this turn did not reflect on
 
 
 @dataclass(kw_only=True)
@@ -71,6 +73,7 @@ class Worker:
     def work(self, turn: Turn) -> WorkerReport:
         rollouts = self.evaluator.rollouts(turn.state, turn.batch)
         chosen = self.policies.proposal(rollouts)
+        leads = [] if chosen else self._scout(turn)
         groups = [chosen] if chosen and callable(getattr(self.propose, "batch", None)) else [[r] for r in chosen]
         proposals = self.calls.map(lambda group: self._propose(turn.state, group), groups)
         diffs, outcomes = [], []
@@ -83,7 +86,15 @@ class Worker:
                 outcomes.append(Outcome(diff_id=diff_id, kind=made[0], reason=made[1], author=turn.worker))
         if self.config.self_verify and diffs:
             diffs = self._verify(diffs, turn, rollouts)
-        return WorkerReport(turn=turn, diffs=diffs, outcomes=outcomes)
+        return WorkerReport(turn=turn, diffs=diffs, outcomes=outcomes, leads=leads)
+
+    def _scout(self, turn: Turn) -> list[str]:
+        """Roll out spare minibatches, one at a time, until one holds failures; report them."""
+        for spare in turn.spares[: self.policies.proposal.scouts]:
+            found = self.policies.proposal(self.evaluator.rollouts(turn.state, spare))
+            if found:
+                return [r.task.id for r in found]
+        return []
 
     def _propose(self, state: State, chosen: Sequence[Rollout]) -> str | None | Exception:
         """One proposal from one failure, or from all of them when `propose` reflects in batches."""

@@ -273,3 +273,23 @@ def test_a_worker_s_user_error_ends_the_run_and_nothing_hangs(asynchronous):
     thread.join(timeout=60)
     assert not thread.is_alive(), "evolve hung after a worker failed"
     assert errors and "propose returned int" in str(errors[0])
+
+
+def test_an_idle_worker_scouts_and_its_lead_is_dealt_out_next_round():
+    """Round 0's minibatch holds no failure, so the worker scouts its spares; the failure it
+    finds is reflected on in round 1 instead of waiting for the epoch walk to reach it."""
+    import random
+
+    from agentdescent.engine import split_tasks
+    from agentdescent.policies import FailuresFirst
+
+    tasks = [Task(id=f"t{i:02d}", prompt=str(i)) for i in range(40)]
+    train, _ = split_tasks(tasks, 0.3, random.Random("0:split"))  # the split evolve makes for seed 0
+    first, *spares = FailuresFirst()(train, 4, 0, 0, {})
+    failing = spares[1][0].id  # in the second spare minibatch, not the first
+    result = evolve(
+        tasks, lambda task, output: 0.0 if task.id == failing and "fix" not in output else 1.0,
+        run=lambda rendered, task: rendered, propose=lambda *a: "fix it", rounds=2, n_workers=1,
+    )
+    assert result.history[0].diffs == []
+    assert len(result.history[1].diffs) == 1 and result.outcomes() == {"committed": 1}

@@ -85,10 +85,17 @@ def test_failures_first_deals_known_failures_then_unmeasured_tasks():
     train = tasks(20)
     known = {t.id: 1.0 for t in train[:12]} | {"t3": 0.0, "t7": 0.5}
     batches = FailuresFirst(size=3)(train, 2, 0, 0, known)
-    dealt = [t.id for b in batches for t in b]
-    assert set(dealt[:2]) == {"t3", "t7"}
-    assert all(known.get(i) is None for i in dealt[2:])  # then tasks not yet measured on the snapshot
-    assert len(set(dealt)) == 6
+    assert {batches[0][0].id, batches[1][0].id} == {"t3", "t7"}  # one failure to each worker, first
+    rest = [t.id for b in batches for t in b[1:]]
+    assert all(known.get(i) is None for i in rest)  # then tasks not yet measured on the snapshot
+    assert len({t.id for b in batches for t in b}) == 6
+
+
+def test_failures_first_keeps_half_the_slots_for_exploring():
+    train = tasks(20)
+    known = {t.id: 0.5 for t in train}  # fractional rewards: everything "fails"
+    dealt = [t.id for b in FailuresFirst(size=4)(train, 2, 0, 0, known) for t in b]
+    assert len(dealt) == 8 and len(set(dealt)) == 8
 
 
 def test_failures_first_falls_back_to_passing_tasks_when_nothing_else_is_left():
@@ -262,7 +269,7 @@ def test_promotion_on_held_out_gain():
 
 def test_policies_defaults_and_replace():
     p = Policies()
-    assert isinstance(p.task_sampler, Epochs)
+    assert isinstance(p.task_sampler, FailuresFirst)
     assert isinstance(p.proposal, WorstFirst)
     assert isinstance(p.staleness, DropBeyondBudget)
     assert isinstance(p.conflict, BetterEvidence)
