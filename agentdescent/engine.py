@@ -194,6 +194,8 @@ class _Limits:
 
 @dataclass(kw_only=True)
 class _Loop:
+    """One run: dispatches worker turns, collects them at the barrier, steps and validates."""
+
     ledger: Ledger
     artifact_id: str
     strategy: Strategy
@@ -287,7 +289,7 @@ class _Loop:
         known = {**dict.fromkeys(self.leads, 0.0), **self.evaluator.known(state)}  # leads: failing lately
         draws = 1 + self.policies.proposal.scouts
         batches = self.policies.task_sampler(self.train, count * draws, self.turns, self.seed, known)
-        first, spares = batches[:count], batches[count:]
+        first, spares = batches[:count], batches[count:]  # spares overlap the next dispatch's walk
         self.leads.difference_update(t.id for b in first for t in b)
         # Sampled now, not at the step, so that workers can verify on it and leave the scores cached.
         rng = random.Random(f"{self.seed}:accept:{self.turns}")
@@ -342,7 +344,8 @@ class _Loop:
                 self.emit(ev.DiffOutcome(round=round_, outcome=outcome))
 
     def _step(self, round_: int, reports: list[WorkerReport]) -> None:
-        self.leads.update(task_id for r in reports for task_id in r.leads)
+        with self.lock:  # an asynchronous dispatch may be reading the leads on another thread
+            self.leads.update(task_id for r in reports for task_id in r.leads)
         diffs: list[Diff] = [d for r in reports for d in r.diffs]
         early: list[Outcome] = [o.model_copy(update={"step": round_}) for r in reports for o in r.outcomes]
         sets = {id(r.turn.acceptance): r.turn.acceptance for r in reports}
