@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import contextvars
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from typing import Protocol, runtime_checkable
+
+from agentdescent.errors import AgentError
 
 
 @dataclass
@@ -61,6 +64,25 @@ def record(usage: ModelUsage, **counts: float) -> None:
     usage.add(**counts)
     for meter in _meters.get():
         meter.add(**counts)
+
+
+@contextmanager
+def metered_call(usage: ModelUsage) -> Iterator[dict[str, float]]:
+    """Time one call and record it: the block fills the yielded dict (tokens, cost); an `AgentError`
+    records the call as a failure too and goes on; any other error records nothing.
+
+    with metered_call(model.usage) as counts:
+        reply = ask(prompt)
+        counts.update(input_tokens=..., output_tokens=...)
+    """
+    counts: dict[str, float] = {}
+    start = time.perf_counter()
+    try:
+        yield counts
+    except AgentError:
+        record(usage, calls=1, failures=1, seconds=time.perf_counter() - start, **counts)
+        raise
+    record(usage, calls=1, seconds=time.perf_counter() - start, **counts)
 
 
 @contextmanager

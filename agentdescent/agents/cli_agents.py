@@ -24,12 +24,11 @@ import math
 import os
 import re
 import shutil
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentdescent.agents.base import ModelUsage, estimate_tokens, record
+from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
 from agentdescent.errors import AgentError, UserError
 from agentdescent.process import Finished, TimedOut, run_process
 
@@ -76,15 +75,10 @@ class CLIAgent:
         _check_prompt(prompt)
         workdir, env = _workdir(cwd), {**os.environ, **self.env}
         argv = [self._resolve(env), *self._argv(_as_argument(prompt))]
-        start, counts = time.perf_counter(), {}
-        try:
+        with metered_call(self.usage) as counts:  # what a failed run reported still counts
             reply = self._finish(_run(argv, cwd=workdir, env=env, timeout=self.timeout, label=self.name), env, counts)
-        except AgentError:
-            record(self.usage, calls=1, failures=1, seconds=time.perf_counter() - start, **counts)
-            raise
-        if "input_tokens" not in counts:  # the CLI reported none: estimate, as other clients do
-            counts.update(input_tokens=estimate_tokens(prompt), output_tokens=estimate_tokens(reply))
-        record(self.usage, calls=1, seconds=time.perf_counter() - start, **counts)
+            if "input_tokens" not in counts:  # the CLI reported none: estimate, as other clients do
+                counts.update(input_tokens=estimate_tokens(prompt), output_tokens=estimate_tokens(reply))
         return reply
 
     def __repr__(self) -> str:

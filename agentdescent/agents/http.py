@@ -31,7 +31,6 @@ import math
 import os
 import random
 import threading
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -39,7 +38,7 @@ from typing import Any
 import httpx
 import tenacity
 
-from agentdescent.agents.base import ModelUsage, estimate_tokens, record
+from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
 from agentdescent.errors import AgentError, UserError
 
 __all__ = ["RETRY_STATUSES", "BadReply", "HTTPModel", "Reply", "base_url_from", "join_url", "retry_after_seconds"]
@@ -111,15 +110,10 @@ class HTTPModel:
         variable, a URL without http://) and `AgentError` when the call fails for good."""
         key = self._key()
         call = _Call(url=self._url(), headers=self._headers(key), payload=self._payload(prompt), key=key)
-        start = time.perf_counter()
-        try:
+        with metered_call(self.usage) as counts:
             reply = self._with_retries(call)
-        except AgentError:
-            record(self.usage, calls=1, failures=1, seconds=time.perf_counter() - start)
-            raise
-        record(self.usage, calls=1, seconds=time.perf_counter() - start,
-               input_tokens=_or_estimate(reply.input_tokens, prompt),
-               output_tokens=_or_estimate(reply.output_tokens, reply.text))
+            counts.update(input_tokens=_or_estimate(reply.input_tokens, prompt),
+                          output_tokens=_or_estimate(reply.output_tokens, reply.text))
         return reply.text
 
     def __repr__(self) -> str:

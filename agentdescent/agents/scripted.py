@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 
-from agentdescent.agents.base import ModelUsage, estimate_tokens, record
+from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
 from agentdescent.errors import AgentError, UserError
 
 Script = Callable[[str], str] | Mapping[str, str] | Sequence[str]
@@ -30,14 +29,9 @@ class ScriptedModel:
         self._reply = _replier(script, default)
 
     def __call__(self, prompt: str) -> str:
-        start = time.perf_counter()
-        try:
+        with metered_call(self.usage) as counts:
             reply = self._reply(prompt)
-        except AgentError:
-            record(self.usage, calls=1, failures=1, seconds=time.perf_counter() - start)
-            raise
-        record(self.usage, calls=1, input_tokens=estimate_tokens(prompt), output_tokens=estimate_tokens(reply),
-               seconds=time.perf_counter() - start)
+            counts.update(input_tokens=estimate_tokens(prompt), output_tokens=estimate_tokens(reply))
         return reply
 
 
