@@ -137,13 +137,15 @@ class Evaluator:
         return {task_id: f.result().reward for task_id, f in futures.items() if f.done() and not f.exception()}
 
     def _submit_row(self, state: Mapping[str, str], tasks: Sequence[Task]) -> list[Future[Rollout]]:
-        key, rendered = state_hash(state), self._strategy.render(state)  # once per state, not per task
+        key, rendered = state_hash(state), None
         futures, hits = [], 0
         with self._lock:
             row = self._cache.setdefault(key, {})
             for task in tasks:
                 future = row.get(task.id)
                 if future is None:
+                    if rendered is None:  # once per state, and only when something is to be run
+                        rendered = self._strategy.render(state)
                     future = row[task.id] = self._pool.submit(self._rollout, rendered, task)
                 else:
                     hits += 1
