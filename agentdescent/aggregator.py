@@ -8,6 +8,7 @@ and storage (the `Ledger`).
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -17,11 +18,12 @@ from typing import NamedTuple
 from agentdescent.errors import HeadMoved, LedgerError
 from agentdescent.governance import Governance
 from agentdescent.ledger import Ledger
-from agentdescent.policies import Policies, Verdict
+from agentdescent.policies import Policies, Verdict, acceptance_set
 from agentdescent.strategies import State
 from agentdescent.types import Diff, Outcome, OutcomeKind, Task
 
-Scorer = Callable[[Sequence[Mapping[str, str]], Sequence[Task]], list[list[float]]]
+# Scores each (state, tasks) job, all in flight at once: one row of rewards per job.
+Scorer = Callable[[Sequence[tuple[Mapping[str, str], Sequence[Task]]]], list[list[float]]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,7 +51,7 @@ class StepReport:
     base_version: int
     version: int | None  # the new dev version, or None when nothing landed
     outcomes: list[Outcome]
-    head_reward: float | None = None  # mean on the acceptance set
+    head_reward: float | None = None  # mean on the committed candidate's acceptance set
     candidate_reward: float | None = None
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -205,50 +207,60 @@ class Acceptance:
 def accept(
     components: Sequence[Component],
     head_state: State,
-    tasks: Sequence[Task],
+    sample: Sequence[Task],
     score: Scorer,
     policies: Policies,
     governance: Governance,
+    train: Mapping[str, Task],
     prefetch: Sequence[Task] = (),
 ) -> Acceptance:
-    """Score each component on head alone, then the fusion of those that pass; keep the fusion if
-    it passes too, else only the single best component. The fusion is also scored on `prefetch`
-    in the same wave, so that the validation which follows its commit finds the scores cached."""
+    """Score each component against head on its own evidence plus the step's `sample`, then the
+    fusion of those that pass on all their evidence plus the sample; keep the fusion if it passes
+    too, else only the single best component. The fusion is also scored on `prefetch` in the same
+    wave, so that the validation which follows its commit finds the scores cached."""
     if not components:
         return Acceptance(accepted=[], rejected={}, candidate=head_state, head_reward=None, candidate_reward=None)
-    states = [head_state] + [apply(head_state, comp.after) for comp in components]
-    rows = score(states, tasks)
-    head = rows[0]
-    verdicts = [
-        policies.acceptance(row, head, gated=governance.gated(comp.after)) for comp, row in zip(components, rows[1:])
-    ]
-    rejected = {
-        c.diff.id: f"rejected: {v.reason}" for comp, v in zip(components, verdicts) if not v.accepted for c in comp.changes
-    }
-    passing = [_Scored(comp, v, row) for comp, v, row in zip(components, verdicts, rows[1:]) if v.accepted]
+    sets = [acceptance_set(_evidence(comp, train), sample) for comp in components]
+    union = acceptance_set([t for s in sets for t in s], sample)
+    rows = score([(head_state, union)] + [(apply(head_state, comp.after), s) for comp, s in zip(components, sets)])
+    head = dict(zip((t.id for t in union), rows[0]))
+    scored = []
+    for comp, tasks, row in zip(components, sets, rows[1:]):
+        verdict = policies.acceptance(row, [head[t.id] for t in tasks], gated=governance.gated(comp.after))
+        scored.append(_Scored(comp, verdict, row, [head[t.id] for t in tasks]))
+    rejected = {c.diff.id: f"rejected: {s.verdict.reason}" for s in scored if not s.verdict.accepted for c in s.component.changes}
+    passing = [s for s in scored if s.verdict.accepted]
     if not passing:
-        return Acceptance(accepted=[], rejected=rejected, candidate=head_state, head_reward=_mean(head), candidate_reward=None)
+        return Acceptance(accepted=[], rejected=rejected, candidate=head_state, head_reward=_mean(rows[0]), candidate_reward=None)
     if len(passing) > 1:
         fused = _fuse(head_state, [p.component for p in passing])
-        fused_row = score([fused], [*tasks, *prefetch])[0][: len(tasks)]
-        verdict = policies.acceptance(fused_row, head, gated=any(governance.gated(p.component.after) for p in passing))
+        tasks = acceptance_set([t for p in passing for t in _evidence(p.component, train)], sample)
+        fused_row = score([(fused, [*tasks, *prefetch])])[0][: len(tasks)]
+        head_row = [head[t.id] for t in tasks]
+        verdict = policies.acceptance(fused_row, head_row, gated=any(governance.gated(p.component.after) for p in passing))
         if verdict.accepted:
             return Acceptance(
                 accepted=[p.component for p in passing], rejected=rejected, candidate=fused,
-                head_reward=_mean(head), candidate_reward=_mean(fused_row), reason=verdict.reason,
+                head_reward=_mean(head_row), candidate_reward=_mean(fused_row), reason=verdict.reason,
             )
         passing = [_keep_best(passing, rejected, verdict)]
     best = passing[0]
     return Acceptance(
         accepted=[best.component], rejected=rejected, candidate=apply(head_state, best.component.after),
-        head_reward=_mean(head), candidate_reward=_mean(best.rewards), reason=best.verdict.reason,
+        head_reward=_mean(best.head), candidate_reward=_mean(best.rewards), reason=best.verdict.reason,
     )
+
+
+def _evidence(component: Component, train: Mapping[str, Task]) -> list[Task]:
+    """The train tasks the component's diffs were made from."""
+    return [train[t] for c in component.changes for t in c.diff.evidence.task_ids if t in train]
 
 
 class _Scored(NamedTuple):
     component: Component
     verdict: Verdict
     rewards: list[float]
+    head: list[float]
 
 
 def _keep_best(passing: list[_Scored], rejected: dict[str, str], fused: Verdict) -> _Scored:
@@ -344,9 +356,9 @@ class Aggregator:
     rng: random.Random = field(default_factory=random.Random)
     prefetch: Sequence[Task] = ()  # scored beside a fused candidate: the held-out set
 
-    def step(self, diffs: Sequence[Diff], step: int, tasks: Sequence[Task] | None = None) -> StepReport:
-        """Aggregate one batch of diffs. `tasks` is the acceptance set when the caller sampled it
-        ahead (so that workers could verify on it); else the acceptance policy samples one here."""
+    def step(self, diffs: Sequence[Diff], step: int, sample: Sequence[Task] | None = None) -> StepReport:
+        """Aggregate one batch of diffs. `sample` is the step's acceptance sample when the caller
+        drew it ahead (so that workers could verify on it); else the acceptance policy draws one."""
         t0 = time.perf_counter()
         head = self.ledger.head()
         head_state = self.ledger.snapshot(self.artifact_id, head)
@@ -356,10 +368,11 @@ class Aggregator:
         verdicts.update(resolution.unplaced)
         t1 = time.perf_counter()
         components = resolution.components
-        if tasks is None:
-            evidence = {t for comp in components for c in comp.changes for t in c.diff.evidence.task_ids}
-            tasks = self.policies.acceptance.tasks(self.train, evidence, self.rng)
-        acceptance = accept(components, head_state, tasks, self.score, self.policies, self.governance, self.prefetch)
+        if sample is None:
+            sample = self.policies.acceptance.sample(self.train, self.rng)
+        acceptance = accept(
+            components, head_state, sample, self.score, self.policies, self.governance, self._train_by_id, self.prefetch
+        )
         verdicts.update((diff_id, ("rejected_by_test", why)) for diff_id, why in acceptance.rejected.items())
         t2 = time.perf_counter()
         version = self._commit(head, head_state, acceptance, step, verdicts, resolution.lost)
@@ -370,6 +383,10 @@ class Aggregator:
             head_reward=acceptance.head_reward, candidate_reward=acceptance.candidate_reward,
             timings={"prepare": t1 - t0, "accept": t2 - t1, "commit": t3 - t2},
         )
+
+    @functools.cached_property
+    def _train_by_id(self) -> dict[str, Task]:
+        return {t.id: t for t in self.train}
 
     def _admit_and_rebase(
         self, diffs: Sequence[Diff], head: int, head_state: State, verdicts: dict[str, tuple[OutcomeKind, str]]

@@ -12,6 +12,7 @@ calls run (executors) and how results are stored (ledger).
 
 from __future__ import annotations
 
+import functools
 import queue
 import random
 import tempfile
@@ -110,7 +111,7 @@ def evolve(
         evaluator = Evaluator(strategy=strategy, run=run, reward=reward, pool=calls, usage=usage)
         aggregator = (aggregator_factory or Aggregator)(
             ledger=ledger, artifact_id=artifact_id, governance=governance, policies=policies,
-            train=train, score=evaluator.rewards, lag_budget=lag_budget, rng=random.Random(f"{seed}:accept"),
+            train=train, score=evaluator.score, lag_budget=lag_budget, rng=random.Random(f"{seed}:accept"),
             prefetch=held_out,
         )
         worker = Worker(
@@ -218,13 +219,19 @@ class _Loop:
     lock: threading.RLock = field(default_factory=threading.RLock)
     outstanding: int = 0  # turns dispatched and not yet collected
     redispatch: bool = False
-    leads: set[str] = field(default_factory=set)  # tasks a scout saw fail, not yet dealt out again
+    # Train tasks seen failing on an earlier snapshot and not since seen passing or dealt out again:
+    # a commit rarely fixes what it was not made from, so they are the likeliest failures to deal.
+    leads: set[str] = field(default_factory=set)
     dispatch_error: Exception | None = None
     best: float = 0.0
     since_gain: int = 0
     round_start: tuple[int, int] = (0, 0)  # calls and tokens spent when the current round began
     round_cost: tuple[int, int] = (0, 0)  # calls and tokens the last round took: the next one's estimate
     turns: int = 0
+
+    @functools.cached_property
+    def train_ids(self) -> frozenset[str]:
+        return frozenset(t.id for t in self.train)
 
     def run(self) -> EvolveResult:
         head = self._seed_artifact()
@@ -286,17 +293,19 @@ class _Loop:
         Callers hold `self.lock`."""
         head = self.ledger.head()
         state = self.ledger.snapshot(self.artifact_id, head)
-        known = {**dict.fromkeys(self.leads, 0.0), **self.evaluator.known(state)}  # leads: failing lately
+        measured = self.evaluator.known(state)
+        self.leads.difference_update(task_id for task_id, reward in measured.items() if reward >= 1.0)
+        known = {**dict.fromkeys(self.leads, 0.0), **measured}
         draws = 1 + self.policies.proposal.scouts
         batches = self.policies.task_sampler(self.train, count * draws, self.turns, self.seed, known)
         first, spares = batches[:count], batches[count:]  # spares overlap the next dispatch's walk
         self.leads.difference_update(t.id for b in first for t in b)
         # Sampled now, not at the step, so that workers can verify on it and leave the scores cached.
         rng = random.Random(f"{self.seed}:accept:{self.turns}")
-        acceptance = self.policies.acceptance.tasks(self.train, {t.id for b in first for t in b}, rng)
+        sample = self.policies.acceptance.sample(self.train, rng)
         for i, batch in enumerate(first):
             turn = Turn(worker=f"w{self.turns % self.limits.n_workers}", version=head, state=state, batch=batch,
-                        spares=spares[i::count], acceptance=acceptance,
+                        spares=spares[i::count], sample=sample,
                         rng=random.Random(f"{self.seed}:turn:{self.turns}"))
             future = self.pool.submit(self.worker.work, turn)
             self.turn_of[future] = self.turns
@@ -345,14 +354,16 @@ class _Loop:
 
     def _step(self, round_: int, reports: list[WorkerReport]) -> None:
         with self.lock:  # an asynchronous dispatch may be reading the leads on another thread
-            self.leads.update(task_id for r in reports for task_id in r.leads)
+            for state in {id(r.turn.state): r.turn.state for r in reports}.values():
+                measured = self.evaluator.known(state)
+                self.leads.update(t for t, reward in measured.items() if reward < 1.0 and t in self.train_ids)
         diffs: list[Diff] = [d for r in reports for d in r.diffs]
         early: list[Outcome] = [o.model_copy(update={"step": round_}) for r in reports for o in r.outcomes]
-        sets = {id(r.turn.acceptance): r.turn.acceptance for r in reports}
-        # Turns dispatched together share one acceptance set, already scored by their verification;
-        # turns from different dispatches (asynchronous runs) leave the aggregator to sample its own.
-        acceptance = next(iter(sets.values())) if len(sets) == 1 else None
-        report = self.aggregator.step(diffs, round_, tasks=acceptance)
+        samples = {id(r.turn.sample): r.turn.sample for r in reports}
+        # Turns dispatched together share one acceptance sample, already scored by their verification;
+        # turns from different dispatches (asynchronous runs) leave the aggregator to draw its own.
+        sample = next(iter(samples.values())) if len(samples) == 1 else None
+        report = self.aggregator.step(diffs, round_, sample=sample)
         for outcome in early + report.outcomes:
             self.outcomes.append(outcome)
             self.emit(ev.DiffOutcome(round=round_, outcome=outcome))

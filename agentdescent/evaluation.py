@@ -118,6 +118,11 @@ class Evaluator:
     def rewards(self, states: Sequence[Mapping[str, str]], tasks: Sequence[Task]) -> list[list[float]]:
         return [[r.reward for r in row] for row in self.many(states, tasks)]
 
+    def score(self, jobs: Sequence[tuple[Mapping[str, str], Sequence[Task]]]) -> list[list[float]]:
+        """Each state on its own tasks, all in flight at once; one row of rewards per job."""
+        rows = [self._submit_row(state, tasks) for state, tasks in jobs]
+        return [[f.result().reward for f in row] for row in rows]
+
     def mean(self, state: Mapping[str, str], tasks: Sequence[Task]) -> float:
         rewards = self.rewards([state], tasks)[0]
         return sum(rewards) / len(rewards) if rewards else 0.0

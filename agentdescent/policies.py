@@ -14,8 +14,9 @@ What they leave out: where work runs (executors) and what is stored (the ledger)
 from __future__ import annotations
 
 import functools
+import itertools
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -63,10 +64,11 @@ class Epochs:
 
 @dataclass(frozen=True)
 class FailuresFirst:
-    """Deal tasks known to fail first (at most half the slots, so that the minibatches keep
-    exploring), one to each worker, then the epoch walk's unmeasured tasks, then the rest: a
-    worker whose minibatch holds no failure has nothing to learn from. `known` holds the
-    snapshot's measured rewards and the engine's leads (tasks a scout saw fail)."""
+    """Deal tasks known to fail first, one to each worker in turn (at most half the slots, so that
+    the minibatches keep exploring), then fill each minibatch from the epoch walk: unmeasured
+    tasks first, then the rest. A worker whose minibatch holds no failure has nothing to learn
+    from. `known` holds the snapshot's measured rewards and the engine's leads (tasks seen
+    failing on an earlier snapshot)."""
 
     size: int = 4
 
@@ -76,12 +78,16 @@ class FailuresFirst:
         need = n_workers * self.size
         failing = [t for t in train if known.get(t.id, 1.0) < 1.0]
         random.Random(f"{seed}:failing:{first_turn}").shuffle(failing)
+        failing = failing[: max(1, need // 2)]
+        batches: list[list[Task]] = [failing[i::n_workers] for i in range(n_workers)]  # failures spread out
         walk = [t for batch in Epochs(1)(train, len(train), first_turn * self.size, seed, known) for t in batch]
-        first = failing[: max(1, need // 2)]
-        rest = [t for t in walk if t.id not in known] + [t for t in walk if t.id in known and t not in first]
-        deck = list({t.id: t for t in first + rest}.values())
-        deck = (deck * (need // len(deck) + 1))[:need]
-        return [deck[i::n_workers] for i in range(n_workers)]  # dealt round: failures spread over workers
+        dealt = {t.id for t in failing}
+        rest = [t for t in walk if t.id not in known] + [t for t in walk if t.id in known and t.id not in dealt]
+        fill = itertools.cycle(rest or failing)  # in walk order, so consecutive calls continue the walk
+        for batch in batches:
+            while len(batch) < self.size:
+                batch.append(next(fill))
+        return batches
 
 
 @dataclass(frozen=True)
@@ -101,7 +107,7 @@ class RandomMinibatches:
 
 
 class ProposalPolicy(Protocol):
-    scouts: int  # spare minibatches an idle worker rolls out to find failures for the next round
+    scouts: int  # spare minibatches a worker rolls out when its own holds nothing to reflect on
 
     def __call__(self, rollouts: Sequence[Rollout]) -> list[Rollout]:
         """The rollouts to reflect on, most useful first; each becomes at most one diff."""
@@ -111,11 +117,12 @@ class ProposalPolicy(Protocol):
 class WorstFirst:
     """Reflect on the lowest-reward rollouts below `below`, at most `max_proposals` of them.
 
-    A worker whose minibatch holds nothing to reflect on rolls out up to `scouts` spare
-    minibatches while the others reflect, and reports the failures it finds as leads for the
-    next round's sampler, instead of waiting idle at the barrier."""
+    One proposal per worker by default: the parallelism is in the workers, and a step's diffs
+    then come from as many different failures as there are workers. A worker whose minibatch
+    holds nothing to reflect on rolls out its `scouts` spare minibatches in one wave and
+    reflects on what fails there, rather than waiting idle at the barrier."""
 
-    max_proposals: int = 2
+    max_proposals: int = 1
     below: float = 1.0
     scouts: int = 3
 
@@ -197,20 +204,29 @@ class Verdict:
 
 
 class AcceptancePolicy(Protocol):
-    def tasks(self, train: Sequence[Task], evidence_ids: set[str], rng: random.Random) -> list[Task]:
-        """The acceptance set of one step: the tasks every candidate and head are scored on."""
+    def sample(self, train: Sequence[Task], rng: random.Random) -> list[Task]:
+        """The step's sample of train tasks. A candidate is scored against head on its own
+        evidence tasks plus this sample (`acceptance_set`)."""
 
     def __call__(self, candidate: Sequence[float], head: Sequence[float], *, gated: bool) -> Verdict:
         """Accept the candidate over head? `gated` asks for the stricter L1 bar."""
+
+
+def acceptance_set(evidence: Iterable[Task], sample: Sequence[Task]) -> list[Task]:
+    """A candidate's acceptance tasks: the evidence it was made from (where it should win), then
+    the step's sample (where harm shows), each task once, in that order."""
+    return list({t.id: t for t in [*evidence, *sample]}.values())
 
 
 @dataclass(frozen=True, kw_only=True)
 class BetaAcceptance:
     """Accept when P(improvement) under the paired Beta posterior reaches `threshold`.
 
-    The acceptance set is the diffs' own evidence tasks plus a seeded sample of other train tasks,
-    `size` in all, so that a rule that fixes its own task but breaks others is caught.
-    `min_tasks` and `min_decisive` refuse to decide on too little evidence.
+    Each candidate is scored on its own evidence tasks plus a seeded sample of `size` train
+    tasks shared by the whole step. The sample is what catches a rule that fixes its own task
+    but breaks others, and it is the same size whether one diff is judged or sixteen: evidence
+    tasks are chosen for failing, so a set made mostly of other diffs' evidence would hide
+    exactly that harm. `min_tasks` and `min_decisive` refuse to decide on too little evidence.
     """
 
     threshold: float = 0.7
@@ -220,11 +236,8 @@ class BetaAcceptance:
     min_decisive: float = 1.0
     prior: float = 1.0
 
-    def tasks(self, train: Sequence[Task], evidence_ids: set[str], rng: random.Random) -> list[Task]:
-        own = [t for t in train if t.id in evidence_ids]
-        others = [t for t in train if t.id not in evidence_ids]
-        extra = rng.sample(others, min(len(others), max(0, self.size - len(own))))
-        return own + extra
+    def sample(self, train: Sequence[Task], rng: random.Random) -> list[Task]:
+        return rng.sample(list(train), min(len(train), self.size))
 
     def __call__(self, candidate: Sequence[float], head: Sequence[float], *, gated: bool) -> Verdict:
         cmp = stats.paired(candidate, head)

@@ -16,7 +16,7 @@ from agentdescent.aggregator import apply
 from agentdescent.errors import UserError
 from agentdescent.evaluation import Evaluator, Rollout
 from agentdescent.executors import Executor
-from agentdescent.policies import Policies
+from agentdescent.policies import Policies, acceptance_set
 from agentdescent.strategies import InvalidProposal, State, Strategy
 from agentdescent.types import Diff, EvidenceCard, Outcome, Task
 
@@ -35,20 +35,21 @@ class ProposeFn(Protocol):
 class WorkerConfig:
     artifact_id: str
     self_verify: bool = True
-    # None: verify on the step's acceptance set, so the aggregator finds those scores cached;
+    # None: verify on what the aggregator will judge the diff on (its evidence plus the step's
+    # acceptance sample), so that it finds those scores cached;
     # an int k: verify on k tasks of the worker's own minibatch (its failures first), cheaply.
     cheap_eval_tasks: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
 class Turn:
-    """One unit of a worker's work: a snapshot, a minibatch, and the step's acceptance set."""
+    """One unit of a worker's work: a snapshot, a minibatch, and the step's acceptance sample."""
 
     worker: str
     version: int
     state: State
     batch: list[Task]
-    acceptance: list[Task]
+    sample: list[Task]  # the step's acceptance sample, shared by the turns dispatched together
     rng: random.Random
     spares: list[list[Task]] = field(default_factory=list)  # to scout with when `batch` has nothing
 
@@ -58,7 +59,6 @@ class WorkerReport:
     turn: Turn
     diffs: list[Diff]
     outcomes: list[Outcome] = field(default_factory=list)  # proposals that never became a diff
-    leads: list[str] = field(default_factory=list)  # ids of failing tasks this turn did not reflect on
 
 
 @dataclass(kw_only=True)
@@ -73,7 +73,10 @@ class Worker:
     def work(self, turn: Turn) -> WorkerReport:
         rollouts = self.evaluator.rollouts(turn.state, turn.batch)
         chosen = self.policies.proposal(rollouts)
-        leads = [] if chosen else self._scout(turn)
+        spares = [t for batch in turn.spares[: self.policies.proposal.scouts] for t in batch]
+        if not chosen and spares:  # nothing to learn from: scout the spare minibatches, all at once
+            rollouts = self.evaluator.rollouts(turn.state, spares)
+            chosen = self.policies.proposal(rollouts)
         groups = [chosen] if chosen and callable(getattr(self.propose, "batch", None)) else [[r] for r in chosen]
         proposals = self.calls.map(lambda group: self._propose(turn.state, group), groups)
         diffs, outcomes = [], []
@@ -86,15 +89,7 @@ class Worker:
                 outcomes.append(Outcome(diff_id=diff_id, kind=made[0], reason=made[1], author=turn.worker))
         if self.config.self_verify and diffs:
             diffs = self._verify(diffs, turn, rollouts)
-        return WorkerReport(turn=turn, diffs=diffs, outcomes=outcomes, leads=leads)
-
-    def _scout(self, turn: Turn) -> list[str]:
-        """Roll out spare minibatches, one at a time, until one holds failures; report them."""
-        for spare in turn.spares[: self.policies.proposal.scouts]:
-            found = self.policies.proposal(self.evaluator.rollouts(turn.state, spare))
-            if found:
-                return [r.task.id for r in found]
-        return []
+        return WorkerReport(turn=turn, diffs=diffs, outcomes=outcomes)
 
     def _propose(self, state: State, chosen: Sequence[Rollout]) -> str | None | Exception:
         """One proposal from one failure, or from all of them when `propose` reflects in batches."""
@@ -158,7 +153,8 @@ class Worker:
 
     def _verification_tasks(self, diff: Diff, turn: Turn, rollouts: Sequence[Rollout]) -> list[Task]:
         if self.config.cheap_eval_tasks is None:
-            return turn.acceptance
+            own = set(diff.evidence.task_ids)
+            return acceptance_set([r.task for r in rollouts if r.task.id in own], turn.sample)
         own = set(diff.evidence.task_ids)
         ordered = sorted(rollouts, key=lambda r: r.task.id not in own)
         return [r.task for r in ordered][: self.config.cheap_eval_tasks]

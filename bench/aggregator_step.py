@@ -31,9 +31,9 @@ TASKS = [Task(id=f"t{i}", prompt="") for i in range(32)]
 def instant_scorer(ledger: Ledger):
     """Head scores 0 and any change to it 1, so every candidate passes, at no cost."""
 
-    def score(states, tasks):
+    def score(jobs):
         head = ledger.snapshot("a")
-        return [[0.0 if state == head else 1.0] * len(tasks) for state in states]
+        return [[0.0 if state == head else 1.0] * len(tasks) for state, tasks in jobs]
 
     return score
 

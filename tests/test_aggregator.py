@@ -26,8 +26,8 @@ def reward_of(state, task: Task) -> float:
     return 1.0 if f"fix{i}" in text.split() else 0.0
 
 
-def score(states, tasks):
-    return [[reward_of(s, t) for t in tasks] for s in states]
+def score(jobs):
+    return [[reward_of(state, t) for t in tasks] for state, tasks in jobs]
 
 
 def make(tmp_path, state, *, governance=None, policies=None, lag_budget=None, score_fn=score):
@@ -170,11 +170,11 @@ def test_gated_keys_need_the_stricter_bar(tmp_path):
 def test_another_writer_moving_dev_is_carried_over(tmp_path):
     ledger = None
 
-    def interfering(states, tasks):
+    def interfering(jobs):
         head = ledger.head()
         if head == 1:  # another process lands a change on another key during the test
             ledger.commit("a", {**ledger.snapshot("a"), "other": "theirs"}, expected_version=head, message="x")
-        return score(states, tasks)
+        return score(jobs)
 
     ledger, agg = make(tmp_path, {}, score_fn=interfering)
     report = agg.step([diff("d1", 1, {"k1": "fix1"}, tasks=["t1"])], step=0)
@@ -186,10 +186,10 @@ def test_another_writer_moving_dev_is_carried_over(tmp_path):
 def test_another_writer_on_the_same_text_is_a_reported_conflict(tmp_path):
     ledger = None
 
-    def interfering(states, tasks):
+    def interfering(jobs):
         if ledger.head() == 1:
             ledger.commit("a", {"doc": "theirs\n"}, expected_version=1, message="x")
-        return score(states, tasks)
+        return score(jobs)
 
     ledger, agg = make(tmp_path, {"doc": "x\n"}, score_fn=interfering)
     report = agg.step([diff("d1", 1, {"doc": "fix1\n"}, before={"doc": "x\n"}, tasks=["t1"])], step=0)

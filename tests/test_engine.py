@@ -185,7 +185,7 @@ def test_propose_raising_becomes_an_error_outcome():
         raise ValueError("reply was not JSON")
 
     result = evolve(tasks, reward, run=run, propose=broken, rounds=2, n_workers=2)
-    assert result.outcomes() == {"error": 2 * 2 * 2}  # rounds x workers x proposals per worker
+    assert result.outcomes() == {"error": 2 * 2 * 1}  # rounds x workers x proposals per worker
     assert "reply was not JSON" in result.outcome_list[0].reason
 
 
@@ -193,7 +193,7 @@ def test_unknown_category_is_an_invalid_outcome():
     tasks, reward, run, _ = smallest()
     result = evolve(tasks, reward, run=run, propose=lambda *a: "colour: blue", strategy=KeyedRules(["tone"]),
                     rounds=1, n_workers=2)
-    assert result.outcomes() == {"invalid": 2 * 2}  # workers x proposals per worker
+    assert result.outcomes() == {"invalid": 2 * 1}  # workers x proposals per worker
     assert "unknown category 'colour'" in result.outcome_list[0].reason
 
 
@@ -275,21 +275,49 @@ def test_a_worker_s_user_error_ends_the_run_and_nothing_hangs(asynchronous):
     assert errors and "propose returned int" in str(errors[0])
 
 
-def test_an_idle_worker_scouts_and_its_lead_is_dealt_out_next_round():
-    """Round 0's minibatch holds no failure, so the worker scouts its spares; the failure it
-    finds is reflected on in round 1 instead of waiting for the epoch walk to reach it."""
+def _first_dispatch(tasks, n_workers=1):
+    """The minibatch and spares that evolve deals its first worker at seed 0."""
     import random
 
     from agentdescent.engine import split_tasks
     from agentdescent.policies import FailuresFirst
 
-    tasks = [Task(id=f"t{i:02d}", prompt=str(i)) for i in range(40)]
     train, _ = split_tasks(tasks, 0.3, random.Random("0:split"))  # the split evolve makes for seed 0
-    first, *spares = FailuresFirst()(train, 4, 0, 0, {})
+    first, *spares = FailuresFirst()(train, n_workers * 4, 0, 0, {})  # a minibatch and three spares
+    return first, spares
+
+
+def test_an_idle_worker_scouts_its_spares_and_reflects_at_once():
+    """Round 0's minibatch holds no failure, so the worker rolls out its spare minibatches and
+    reflects on the failure it finds there in the same turn, rather than idling a round."""
+    tasks = [Task(id=f"t{i:02d}", prompt=str(i)) for i in range(40)]
+    _, spares = _first_dispatch(tasks)
     failing = spares[1][0].id  # in the second spare minibatch, not the first
     result = evolve(
         tasks, lambda task, output: 0.0 if task.id == failing and "fix" not in output else 1.0,
-        run=lambda rendered, task: rendered, propose=lambda *a: "fix it", rounds=2, n_workers=1,
+        run=lambda rendered, task: rendered, propose=lambda *a: "fix it", rounds=1, n_workers=1,
     )
-    assert result.history[0].diffs == []
-    assert len(result.history[1].diffs) == 1 and result.outcomes() == {"committed": 1}
+    assert len(result.history[0].diffs) == 1 and result.outcomes() == {"committed": 1}
+
+
+def test_a_failure_seen_on_an_older_snapshot_is_dealt_out_after_a_commit():
+    """Two tasks fail in round 0's minibatch; the worker reflects on one. The other is a lead:
+    the next round deals it first, though nothing has measured it on the new head."""
+    from agentdescent.policies import BetaAcceptance, Policies
+
+    tasks = [Task(id=f"t{i:02d}", prompt=str(i)) for i in range(80)]
+    first, _ = _first_dispatch(tasks)
+    a, b = first[0].id, first[1].id
+    reflected: list[str] = []
+
+    def propose(rendered, task, output, reward):
+        reflected.append(task.id)
+        return f"fix {task.id}"
+
+    result = evolve(
+        tasks, lambda task, output: 0.0 if task.id in (a, b) and f"fix {task.id}" not in output else 1.0,
+        run=lambda rendered, task: rendered, propose=propose, rounds=2, n_workers=1,
+        policies=Policies(acceptance=BetaAcceptance(size=4)),  # too small a sample to measure b by chance
+    )
+    assert reflected == [a, b]
+    assert result.outcomes() == {"committed": 2}

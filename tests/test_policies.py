@@ -16,6 +16,7 @@ from agentdescent.policies import (
     Policies,
     ThreeWayMerge,
     WorstFirst,
+    acceptance_set,
 )
 from agentdescent.types import Diff, Edit, EvidenceCard, Task
 
@@ -201,27 +202,23 @@ def test_merge_overlapping_edits_conflict():
 # --- BetaAcceptance ---------------------------------------------------------------------------
 
 
-def test_acceptance_tasks_include_evidence_plus_sample():
+def test_acceptance_sample_is_seeded_and_sized():
     train = tasks(50)
-    chosen = BetaAcceptance(size=10).tasks(train, {"t3", "t40"}, random.Random(0))
-    ids = [t.id for t in chosen]
-    assert len(ids) == 10 and len(set(ids)) == 10
-    assert {"t3", "t40"} <= set(ids)
-    again = BetaAcceptance(size=10).tasks(train, {"t3", "t40"}, random.Random(0))
-    assert [t.id for t in again] == ids
+    chosen = BetaAcceptance(size=10).sample(train, random.Random(0))
+    assert len({t.id for t in chosen}) == 10
+    assert BetaAcceptance(size=10).sample(train, random.Random(0)) == chosen
+    assert sorted(t.id for t in BetaAcceptance(size=32).sample(tasks(5), random.Random(0))) == [f"t{i}" for i in range(5)]
 
 
-def test_acceptance_tasks_whole_train_when_smaller():
-    train = tasks(5)
-    chosen = BetaAcceptance(size=32).tasks(train, {"t1"}, random.Random(0))
-    assert sorted(t.id for t in chosen) == sorted(t.id for t in train)
-
-
-def test_acceptance_tasks_keep_all_evidence_beyond_size():
-    train = tasks(10)
-    evidence = {f"t{i}" for i in range(6)}
-    chosen = BetaAcceptance(size=4).tasks(train, evidence, random.Random(0))
-    assert {t.id for t in chosen} == evidence
+def test_acceptance_set_is_the_evidence_then_the_whole_sample():
+    """However much evidence there is, all of the sample stays: it is where harm shows."""
+    train = tasks(50)
+    sample = BetaAcceptance(size=10).sample(train, random.Random(0))
+    evidence = [t for t in train if t.id in {"t3", "t40"}] + [sample[0]]
+    chosen = acceptance_set(evidence, sample)
+    assert [t.id for t in chosen[:3]] == [t.id for t in evidence]
+    assert {t.id for t in chosen} == {t.id for t in evidence} | {t.id for t in sample}
+    assert len(chosen) == len({t.id for t in chosen}) == 12  # the shared task is there once
 
 
 def test_verdict_clear_win_accepted():
