@@ -69,7 +69,7 @@ def main() -> None:
         for step in range(args.steps):
             diffs = diffs_for(ledger, ledger.head() - 1, step, rng)
             start = time.perf_counter()
-            report = agg.step(diffs, step, tasks=TASKS)
+            report = agg.step(diffs, step, sample=TASKS)
             times.append(time.perf_counter() - start)
             landed += sum(o.kind in ("committed", "fused") for o in report.outcomes)
     print(f"aggregator step, {args.keys} keys, 8 diffs a step (1 version stale, 2 merged three-way):")

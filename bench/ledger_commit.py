@@ -39,7 +39,8 @@ def bench(n_keys: int = 50, n_commits: int = 200) -> dict[str, float]:
         results = {"commit": _per_call_ms(step, n_commits)}
         results["head"] = _per_call_ms(ledger.head, 1000)
         results["snapshot (cached, head)"] = _per_call_ms(lambda: ledger.snapshot("a"), 1000)
-        results["snapshot (cached, old version)"] = _per_call_ms(lambda: ledger.snapshot("a", 7), 1000)
+        old = max(1, version // 2)
+        results["snapshot (cached, old version)"] = _per_call_ms(lambda: ledger.snapshot("a", old), 1000)
         cold = Ledger(ledger.path)
         reopen = lambda: Ledger(ledger.path).snapshot("a")  # noqa: E731
         results["open Ledger + cold snapshot"] = _per_call_ms(reopen, 20)

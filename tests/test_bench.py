@@ -1,0 +1,33 @@
+"""The benchmark scripts run as documented, at a size small enough for the suite.
+
+They print measurements rather than assert them (wall time on a shared machine is noise); what
+is checked here is that each one runs against the current API and prints the line
+docs/results.md quotes, so that a change of signature cannot leave a benchmark broken unseen.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "expected"),
+    [
+        ("aggregator_step.py", ["--keys", "10", "--steps", "3"], "per committed step"),
+        ("ledger_commit.py", ["10", "5"], "commits of 1-3 changed keys"),
+        ("speedup.py", ["--signals", "1", "--per-signal", "4", "--seeds", "0", "--rollout-ms", "0",
+                        "--propose-ms", "0", "--workers", "2"], "speed-up to held-out 1.0"),
+        ("speedup_bound.py", ["--runs", "3"], "rounds to learn every rule"),
+    ],
+)
+def test_benchmark_runs(script, args, expected):
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert expected in done.stdout
