@@ -117,12 +117,11 @@ class ProposalPolicy(Protocol):
 class WorstFirst:
     """Reflect on the lowest-reward rollouts below `below`, at most `max_proposals` of them.
 
-    One proposal per worker by default: the parallelism is in the workers, and a step's diffs
-    then come from as many different failures as there are workers. A worker whose minibatch
-    holds nothing to reflect on rolls out its `scouts` spare minibatches in one wave and
-    reflects on what fails there, rather than waiting idle at the barrier."""
+    A worker whose minibatch holds nothing to reflect on rolls out its `scouts` spare
+    minibatches in one wave and reflects on what fails there, rather than waiting idle at the
+    barrier."""
 
-    max_proposals: int = 1
+    max_proposals: int = 2
     below: float = 1.0
     scouts: int = 3
 

@@ -185,7 +185,7 @@ def test_propose_raising_becomes_an_error_outcome():
         raise ValueError("reply was not JSON")
 
     result = evolve(tasks, reward, run=run, propose=broken, rounds=2, n_workers=2)
-    assert result.outcomes() == {"error": 2 * 2 * 1}  # rounds x workers x proposals per worker
+    assert result.outcomes() == {"error": 2 * 2 * 2}  # rounds x workers x proposals per worker
     assert "reply was not JSON" in result.outcome_list[0].reason
 
 
@@ -193,7 +193,7 @@ def test_unknown_category_is_an_invalid_outcome():
     tasks, reward, run, _ = smallest()
     result = evolve(tasks, reward, run=run, propose=lambda *a: "colour: blue", strategy=KeyedRules(["tone"]),
                     rounds=1, n_workers=2)
-    assert result.outcomes() == {"invalid": 2 * 1}  # workers x proposals per worker
+    assert result.outcomes() == {"invalid": 2 * 2}  # workers x proposals per worker
     assert "unknown category 'colour'" in result.outcome_list[0].reason
 
 

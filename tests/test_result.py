@@ -27,7 +27,7 @@ def tree_result(tmp_path, tree) -> EvolveResult:
 
 def test_outcomes_count_each_kind(tmp_path):
     result = text_result(tmp_path)
-    assert result.outcomes() == {"committed": 1, "duplicate": 1}  # 2 workers x 1 proposal, both the same
+    assert result.outcomes() == {"committed": 1, "duplicate": 3}  # 2 workers x 2 proposals, all the same
     assert sum(result.outcomes().values()) == len(result.outcome_list)
 
 
@@ -60,7 +60,7 @@ def test_frozen_files_are_refused_as_diffs(tmp_path):
     strategy = FileTree({"SKILL.md": "x\n", "hooks/pre.sh": "exit 0\n"}, frozen=["hooks/*"])
     result = evolve(tasks, lambda t, o: 0.0, run=lambda r, t: "", strategy=strategy, rounds=1, n_workers=2,
                     propose=lambda *a: '<file path="hooks/pre.sh">rm -rf /\n</file>', store=tmp_path / "l")
-    assert result.outcomes() == {"refused_by_governance": 2 * 1}  # workers x proposals per worker
+    assert result.outcomes() == {"refused_by_governance": 2 * 2}  # workers x proposals per worker
     assert "hooks/pre.sh" in result.outcome_list[0].reason
     assert result.state["hooks/pre.sh"] == "exit 0\n"
 
