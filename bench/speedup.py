@@ -4,10 +4,12 @@ Every rollout sleeps 20 ms and every proposal 40 ms (as a fast model call would)
 is an AppendRules playbook, and each configuration runs until held-out reward reaches 1.0. The
 router has 12 signal words per handler here (60 rules to learn) rather than the demo's 4: with
 only 20 rules a single worker needs barely more rounds than eight workers' end game takes, so
-the domain, not the engine, would set the ratio. `--signals 4 --per-signal 6` measures the demo's size.
-Both runs get the same call concurrency, so only the number of workers differs. Printed: wall
-time, rounds and calls of each, their ratio, and the aggregator's own time per step (admit,
-rebase, resolve and commit, without the acceptance rollouts it waits on).
+the domain, not the engine, would set the ratio (bench/speedup_bound.py gives the ratio the
+domain allows). `--signals 4 --per-signal 6` measures the demo's size. Both runs get the same
+call concurrency, so only the number of workers differs. Printed: wall time, rounds and calls
+of each, their ratio, the rounds ratio and the round-cost ratio whose quotient it is, and the
+aggregator's own time per step (admit, rebase, resolve and commit, without the acceptance
+rollouts it waits on).
 
 Run: python bench/speedup.py [--workers 8] [--seeds 0 1 2] [--rollout-ms 20] [--propose-ms 40]
 """
