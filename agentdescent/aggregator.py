@@ -221,14 +221,17 @@ def accept(
     if not components:
         return Acceptance(accepted=[], rejected={}, candidate=head_state, head_reward=None, candidate_reward=None)
     sets = [acceptance_set(_evidence(comp, train), sample) for comp in components]
-    union = acceptance_set([t for s in sets for t in s], sample)
-    rows = score([(head_state, union)] + [(apply(head_state, comp.after), s) for comp, s in zip(components, sets)])
+    union = acceptance_set([t for tasks in sets for t in tasks], sample)
+    jobs = [(head_state, union)] + [(apply(head_state, comp.after), tasks) for comp, tasks in zip(components, sets)]
+    rows = score(jobs)  # one wave: head on every task any candidate needs, each candidate on its own
     head = dict(zip((t.id for t in union), rows[0]))
     scored = []
     for comp, tasks, row in zip(components, sets, rows[1:]):
-        verdict = policies.acceptance(row, [head[t.id] for t in tasks], gated=governance.gated(comp.after))
-        scored.append(_Scored(comp, verdict, row, [head[t.id] for t in tasks]))
-    rejected = {c.diff.id: f"rejected: {s.verdict.reason}" for s in scored if not s.verdict.accepted for c in s.component.changes}
+        head_row = [head[t.id] for t in tasks]
+        scored.append(_Scored(comp, policies.acceptance(row, head_row, gated=governance.gated(comp.after)), row, head_row))
+    rejected = {
+        c.diff.id: f"rejected: {s.verdict.reason}" for s in scored if not s.verdict.accepted for c in s.component.changes
+    }
     passing = [s for s in scored if s.verdict.accepted]
     if not passing:
         return Acceptance(accepted=[], rejected=rejected, candidate=head_state, head_reward=_mean(rows[0]), candidate_reward=None)
