@@ -152,10 +152,9 @@ class Worker:
         return verified
 
     def _verification_tasks(self, diff: Diff, turn: Turn, rollouts: Sequence[Rollout]) -> list[Task]:
-        if self.config.cheap_eval_tasks is None:
-            own = set(diff.evidence.task_ids)
-            return acceptance_set([r.task for r in rollouts if r.task.id in own], turn.sample)
         own = set(diff.evidence.task_ids)
+        if self.config.cheap_eval_tasks is None:
+            return acceptance_set([r.task for r in rollouts if r.task.id in own], turn.sample)
         ordered = sorted(rollouts, key=lambda r: r.task.id not in own)
         return [r.task for r in ordered][: self.config.cheap_eval_tasks]
 
