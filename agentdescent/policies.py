@@ -126,7 +126,8 @@ class WorstFirst:
     scouts: int = 3
 
     def __call__(self, rollouts: Sequence[Rollout]) -> list[Rollout]:
-        failed = [r for r in rollouts if r.reward < self.below]
+        # once per task: a small train set can deal one task twice into a minibatch
+        failed = {r.task.id: r for r in rollouts if r.reward < self.below}.values()
         return sorted(failed, key=lambda r: r.reward)[: self.max_proposals]
 
 

@@ -115,6 +115,11 @@ def test_worst_first_picks_lowest_below_threshold():
     assert [r.task.id for r in WorstFirst(max_proposals=10, below=0.5)(rs)] == ["t1", "t3"]
 
 
+def test_worst_first_reflects_on_a_task_once_though_dealt_twice():
+    rs = [rollout(0, 0.0), rollout(1, 1.0), rollout(0, 0.0), rollout(1, 1.0)]  # two tasks, a batch of four
+    assert [r.task.id for r in WorstFirst(max_proposals=2)(rs)] == ["t0"]
+
+
 def test_worst_first_empty_when_all_succeed():
     assert WorstFirst(max_proposals=3)([rollout(0, 1.0), rollout(1, 1.0)]) == []
     assert WorstFirst(below=0.5)([rollout(0, 0.5), rollout(1, 0.9)]) == []
