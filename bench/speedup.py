@@ -11,7 +11,7 @@ of each, their ratio, the rounds ratio and the round-cost ratio whose quotient i
 aggregator's own time per step (admit, rebase, resolve and commit, without the acceptance
 rollouts it waits on).
 
-Run: python bench/speedup.py [--workers 8] [--seeds 0 1 2] [--rollout-ms 20] [--propose-ms 40]
+Run: python bench/speedup.py [--workers 8] [--seeds 0 1 2] [--rollout-ms 20] [--propose-ms 40] [--acceptance-size 32]
 """
 
 from __future__ import annotations
@@ -26,10 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentdescent import events, evolve  # noqa: E402
 from agentdescent.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks  # noqa: E402
+from agentdescent.policies import BetaAcceptance, Policies  # noqa: E402
 
 
 def run_once(n_workers: int, seed: int, tasks: list, rollout_s: float, propose_s: float, concurrency: int,
-             asynchronous: bool) -> dict:
+             asynchronous: bool, policies: Policies) -> dict:
     reflector = RouterReflector("append", seed=seed)
 
     def slow_route(rendered, task):
@@ -50,7 +51,7 @@ def run_once(n_workers: int, seed: int, tasks: list, rollout_s: float, propose_s
     result = evolve(
         tasks, route_reward, run=slow_route, propose=slow_propose, strategy=demo_strategy("append"),
         rounds=400, n_workers=n_workers, max_concurrency=concurrency, target_reward=1.0, seed=seed,
-        asynchronous=asynchronous, on_event=on_event,
+        asynchronous=asynchronous, on_event=on_event, policies=policies,
     )
     wall = time.perf_counter() - start
     own = [h.timings["prepare"] + h.timings["commit"] for h in result.history if h.version is not None]
@@ -73,13 +74,16 @@ def main() -> None:
     parser.add_argument("--propose-ms", type=float, default=40)
     parser.add_argument("--concurrency", type=int, default=1024, help="calls in flight, the same for both runs")
     parser.add_argument("--asynchronous", action="store_true", help="run the N-worker side without a barrier")
+    parser.add_argument("--acceptance-size", type=int, default=BetaAcceptance().size,
+                        help="tasks in each round's acceptance sample, both sides")
     args = parser.parse_args()
     rows = []
     for seed in args.seeds:
         tasks = router_tasks(seed, args.signals, args.per_signal)
         latency = (args.rollout_ms / 1000, args.propose_ms / 1000, args.concurrency)
-        one = run_once(1, seed, tasks, *latency, asynchronous=False)
-        many = run_once(args.workers, seed, tasks, *latency, asynchronous=args.asynchronous)
+        policies = Policies(acceptance=BetaAcceptance(size=args.acceptance_size))
+        one = run_once(1, seed, tasks, *latency, asynchronous=False, policies=policies)
+        many = run_once(args.workers, seed, tasks, *latency, asynchronous=args.asynchronous, policies=policies)
         rows.append((seed, one, many))
         print(
             f"seed {seed}: 1 worker {one['wall']:.2f} s, {one['rounds']} rounds, {one['calls']} calls, reward {one['reward']:.2f}"
