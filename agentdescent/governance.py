@@ -40,6 +40,11 @@ HARNESS_BLAST_RADIUS: dict[str, Layer] = {
 }
 
 
+def is_frozen(key: str, patterns: Iterable[str]) -> bool:
+    """Whether `key` matches one of the fnmatch `patterns`. is_frozen("hooks/pre.sh", ["hooks/*"]) is True"""
+    return any(fnmatch.fnmatchcase(key, p) for p in patterns)
+
+
 def unsafe_key_reason(key: str) -> str | None:
     """Why `key` cannot be a relative file path, or None. unsafe_key_reason("../x") -> "... '..' ..." """
     if not key:
@@ -64,7 +69,7 @@ class Governance:
     max_bytes_per_key: int = 200_000
 
     def layer(self, key: str) -> Layer:
-        if any(fnmatch.fnmatchcase(key, p) for p in self.frozen):
+        if is_frozen(key, self.frozen):
             return "L0"
         for pattern, layer in self.blast_radius.items():
             if fnmatch.fnmatchcase(key, pattern):

@@ -19,9 +19,9 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 from agentdescent.evaluation import Rollout
-from agentdescent.governance import unsafe_key_reason
+from agentdescent.governance import is_frozen, unsafe_key_reason
 from agentdescent.policies import ThreeWayMerge
-from agentdescent.strategies import FileTree, InvalidProposal, is_frozen, parse_file_blocks
+from agentdescent.strategies import FileTree, InvalidProposal, parse_file_blocks
 from agentdescent.templates import fill, template
 from agentdescent.types import Task
 

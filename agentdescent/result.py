@@ -15,9 +15,8 @@ from pydantic import BaseModel, Field
 from agentdescent import atomic
 from agentdescent.errors import UserError
 from agentdescent.evaluation import Usage
-from agentdescent.governance import unsafe_key_reason
+from agentdescent.governance import is_frozen, unsafe_key_reason
 from agentdescent.ledger import Ledger
-from agentdescent.strategies import is_frozen
 from agentdescent.types import Outcome
 
 

@@ -1,8 +1,8 @@
 """Strategies: how an artifact is held as a flat `{key: text}` state, rendered, and changed.
 
 A strategy decides what a key is, so it decides which concurrent proposals can fuse and which
-must conflict. It knows nothing of the ledger, the aggregator or governance (frozen files are
-declared here but enforced by the aggregator).
+must conflict. It knows nothing of the ledger or the aggregator; frozen files are declared here
+and enforced by governance, whose pattern match (`is_frozen`) it shares.
 
     SingleSlot   one key; every proposal appends to it, so concurrent proposals conflict
     AppendRules  a playbook; one key per rule, named by its content hash: different rules fuse,
@@ -13,13 +13,13 @@ declared here but enforced by the aggregator).
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from agentdescent.errors import UserError
+from agentdescent.governance import is_frozen
 from agentdescent.types import Edit
 
 State = dict[str, str]
@@ -205,7 +205,3 @@ class FileTree:
         if not files:
             raise InvalidProposal('no <file path="...">...</file> or <delete path="..."/> block found')
         return [Edit(key=p, before=state.get(p), after=t) for p, t in files.items()]
-
-
-def is_frozen(key: str, patterns: Iterable[str]) -> bool:
-    return any(fnmatch.fnmatchcase(key, p) for p in patterns)
