@@ -116,7 +116,7 @@ class Evaluator:
         return self.many([state], tasks)[0]
 
     def rewards(self, states: Sequence[Mapping[str, str]], tasks: Sequence[Task]) -> list[list[float]]:
-        return [[r.reward for r in row] for row in self.many(states, tasks)]
+        return self.score([(state, tasks) for state in states])
 
     def score(self, jobs: Sequence[tuple[Mapping[str, str], Sequence[Task]]]) -> list[list[float]]:
         """Each state on its own tasks, all in flight at once; one row of rewards per job."""

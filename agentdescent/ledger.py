@@ -201,16 +201,6 @@ class Ledger:
             self._cas(new, parent, expected_version)
         return expected_version + 1
 
-    def diff(self, artifact_id: str, since: int, until: int | None = None) -> str:
-        """The artifact's change from `since` to `until` (None = head) as a unified git diff."""
-        _check_artifact_id(artifact_id)
-        with self._lock:
-            old, new = self._at(since).hex(), self._at(until).hex()
-            try:
-                return self._repo.git.diff(old, new, "--", f"{ARTIFACTS}/{artifact_id}")
-            except git.GitCommandError as exc:
-                raise LedgerError(f"git diff failed in {self.path}: {exc.stderr.strip()}") from None
-
     def promote(self, version: int) -> None:
         """Point `stable` at `dev`'s commit for `version`."""
         with self._lock:

@@ -86,7 +86,6 @@ OutcomeKind = Literal[
     "invalid",  # malformed: unknown key, bad path, oversize, unparseable proposal
     "error",  # an exception while handling it; the reason holds the message
 ]
-OUTCOME_KINDS: tuple[str, ...] = OutcomeKind.__args__  # type: ignore[attr-defined]
 
 
 class Outcome(BaseModel):
