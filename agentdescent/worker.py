@@ -73,8 +73,8 @@ class Worker:
     def work(self, turn: Turn) -> WorkerReport:
         rollouts = self.evaluator.rollouts(turn.state, turn.batch)
         chosen = self.policies.proposal(rollouts)
-        spares = [t for batch in turn.spares[: self.policies.proposal.scouts] for t in batch]
-        if not chosen and spares:  # nothing to learn from: scout the spare minibatches, all at once
+        if not chosen and turn.spares:  # nothing to learn from: scout the spare minibatches, all at once
+            spares = [t for batch in turn.spares for t in batch]  # the engine deals `scouts` of them
             rollouts = self.evaluator.rollouts(turn.state, spares)
             chosen = self.policies.proposal(rollouts)
         groups = [chosen] if chosen and callable(getattr(self.propose, "batch", None)) else [[r] for r in chosen]
