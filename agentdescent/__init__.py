@@ -6,15 +6,15 @@ ledger. See `evolve`.
 """
 
 from agentdescent.agents import claude, claude_code, codex, deepseek, openai_compatible, scripted
+from agentdescent.artifacts import AppendRules, FileTree, KeyedRules, SingleSlot, Strategy
 from agentdescent.dataloader import tasks_from
 from agentdescent.engine import evolve
 from agentdescent.errors import AgentDescentError, AgentError, HeadMoved, LedgerError, UserError
 from agentdescent.ledger import Ledger
-from agentdescent.policies import Policies
 from agentdescent.reflect import llm_fusion, reflector, tree_reflector
 from agentdescent.result import EvolveResult
 from agentdescent.scoring import llm_judge, scorer
-from agentdescent.strategies import AppendRules, FileTree, KeyedRules, SingleSlot, Strategy
+from agentdescent.step import Policies
 from agentdescent.types import Diff, Edit, EvidenceCard, Outcome, Task
 
 __all__ = [

@@ -13,8 +13,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agentdescent import atomic
+from agentdescent.engine.evaluation import Usage
 from agentdescent.errors import UserError
-from agentdescent.evaluation import Usage
 from agentdescent.governance import is_frozen, unsafe_key_reason
 from agentdescent.ledger import Ledger
 from agentdescent.types import Outcome

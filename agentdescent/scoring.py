@@ -30,9 +30,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentdescent import templates
 from agentdescent.errors import AgentError, UserError
 from agentdescent.process import TimedOut, run_process
+from agentdescent.reflect import templates
 from agentdescent.types import Task
 
 __all__ = ["SCORER_NAMES", "Judge", "last_number", "llm_judge", "normalize", "parse_score", "scorer"]

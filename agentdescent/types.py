@@ -1,4 +1,4 @@
-"""The records that cross boundaries: tasks, edits, diffs with evidence, and outcomes.
+"""The records that cross boundaries: tasks, rollouts, edits, diffs with evidence, and outcomes.
 
 They are pydantic models so that they serialise to JSON for files, processes and MCP. The
 behaviour that acts on them lives elsewhere (strategies, aggregator); these only hold data.
@@ -26,6 +26,17 @@ class Task(BaseModel):
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Task) and other.id == self.id
+
+
+class Rollout(BaseModel):
+    """One task run against one artifact state: what came out, its reward, and why it failed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    task: Task
+    output: str
+    reward: float
+    error: Optional[str] = None
 
 
 class Edit(BaseModel):

@@ -25,8 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentdescent import events, evolve  # noqa: E402
-from agentdescent.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks  # noqa: E402
-from agentdescent.policies import BetaAcceptance, Policies  # noqa: E402
+from agentdescent.cli.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks  # noqa: E402
+from agentdescent.step.policies import BetaAcceptance, Policies  # noqa: E402
 
 
 def run_once(n_workers: int, seed: int, tasks: list, rollout_s: float, propose_s: float, concurrency: int,

@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentdescent.evaluation import Evaluator, Usage  # noqa: E402
-from agentdescent.executors import ThreadExecutor  # noqa: E402
-from agentdescent.strategies import AppendRules  # noqa: E402
+from agentdescent.artifacts.strategies import AppendRules  # noqa: E402
+from agentdescent.engine.evaluation import Evaluator, Usage  # noqa: E402
+from agentdescent.engine.executors import ThreadExecutor  # noqa: E402
 from agentdescent.types import Task  # noqa: E402
 
 SLEEP_S = 0.02

@@ -16,7 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from agentdescent import evolve
-from agentdescent.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks
+from agentdescent.cli.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks
 
 
 def latency(ms: float):

@@ -6,10 +6,11 @@ import random
 
 import pytest
 
-from agentdescent.aggregator import Aggregator, apply
+from agentdescent.artifacts.state import apply
 from agentdescent.governance import Governance
 from agentdescent.ledger import Ledger
-from agentdescent.policies import BetaAcceptance, Policies
+from agentdescent.step.aggregator import Aggregator
+from agentdescent.step.policies import BetaAcceptance, Policies
 from agentdescent.types import Diff, Edit, EvidenceCard, Task
 
 TASKS = [Task(id=f"t{i}", prompt=f"task {i}") for i in range(10)]

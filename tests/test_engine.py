@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from agentdescent import AppendRules, KeyedRules, Policies, Task, UserError, evolve, events
-from agentdescent.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks
+from agentdescent import AppendRules, KeyedRules, Policies, Task, UserError, events, evolve
+from agentdescent.cli.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks
 
 
 def smallest():
@@ -280,7 +280,7 @@ def _first_dispatch(tasks, n_workers=1):
     import random
 
     from agentdescent.engine import split_tasks
-    from agentdescent.policies import FailuresFirst
+    from agentdescent.step.policies import FailuresFirst
 
     train, _ = split_tasks(tasks, 0.3, random.Random("0:split"))  # the split evolve makes for seed 0
     first, *spares = FailuresFirst()(train, n_workers * 4, 0, 0, {})  # a minibatch and three spares
@@ -303,7 +303,7 @@ def test_an_idle_worker_scouts_its_spares_and_reflects_at_once():
 def test_a_failure_seen_on_an_older_snapshot_is_dealt_out_after_a_commit():
     """Two tasks fail in round 0's minibatch; the worker reflects on one. The other is a lead:
     the next round deals it first, though nothing has measured it on the new head."""
-    from agentdescent.policies import BetaAcceptance, Policies
+    from agentdescent.step.policies import BetaAcceptance, Policies
 
     tasks = [Task(id=f"t{i:02d}", prompt=str(i)) for i in range(80)]
     first, _ = _first_dispatch(tasks)

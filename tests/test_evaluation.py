@@ -3,10 +3,10 @@ import time
 
 import pytest
 
+from agentdescent.artifacts.strategies import AppendRules
+from agentdescent.engine.evaluation import Evaluator, Usage, check_reward, state_hash
+from agentdescent.engine.executors import ThreadExecutor
 from agentdescent.errors import UserError
-from agentdescent.evaluation import Evaluator, Usage, check_reward, state_hash
-from agentdescent.executors import ThreadExecutor
-from agentdescent.strategies import AppendRules
 from agentdescent.types import Task
 
 TASKS = [Task(id=f"t{i}", prompt=f"item {i}", gold=str(i)) for i in range(4)]

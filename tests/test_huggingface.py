@@ -8,8 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from agentdescent import huggingface
-from agentdescent.dataloader import hf_rows, tasks_from
+from agentdescent.dataloader import hf_rows, huggingface, tasks_from
 from agentdescent.errors import AgentDescentError, UserError
 from agentdescent.types import Task
 from tests.loopback import LoopbackServer, Request, Response, closed_port_url

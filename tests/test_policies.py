@@ -4,21 +4,20 @@ from collections import Counter
 
 import pytest
 
-from agentdescent.evaluation import Rollout
-from agentdescent.policies import (
+from agentdescent.step.policies import (
     BetaAcceptance,
     BetterEvidence,
+    DropBeyondBudget,
     Epochs,
     FailuresFirst,
-    RandomMinibatches,
-    DropBeyondBudget,
     OnHeldOutGain,
     Policies,
+    RandomMinibatches,
     ThreeWayMerge,
     WorstFirst,
     acceptance_set,
 )
-from agentdescent.types import Diff, Edit, EvidenceCard, Task
+from agentdescent.types import Diff, Edit, EvidenceCard, Rollout, Task
 
 
 def tasks(n, prefix="t"):

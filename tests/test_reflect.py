@@ -6,9 +6,9 @@ import pytest
 
 from agentdescent import FileTree, Policies, SingleSlot, Task, evolve
 from agentdescent.agents import scripted
-from agentdescent.evaluation import Rollout
+from agentdescent.artifacts.strategies import InvalidProposal
 from agentdescent.reflect import llm_fusion, parse_rule, reflector, tree_reflector, unwrap
-from agentdescent.strategies import InvalidProposal
+from agentdescent.types import Rollout
 
 TASK = Task(id="t1", prompt="What is 6 x 7?", gold="42")
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from agentdescent.agents.scripted import scripted
+from agentdescent.engine.evaluation import check_reward
 from agentdescent.errors import AgentError, UserError
-from agentdescent.evaluation import check_reward
 from agentdescent.scoring import (
     SCORER_NAMES,
     Judge,

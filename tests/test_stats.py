@@ -1,7 +1,6 @@
 import pytest
 
-from agentdescent.stats import mean_interval, paired, prob_improvement
-
+from agentdescent.step.stats import mean_interval, paired, prob_improvement
 
 # --- paired -----------------------------------------------------------------------------------
 

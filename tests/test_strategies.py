@@ -1,7 +1,6 @@
 import pytest
 
-from agentdescent.errors import UserError
-from agentdescent.strategies import (
+from agentdescent.artifacts.strategies import (
     AppendRules,
     FileTree,
     InvalidProposal,
@@ -10,6 +9,7 @@ from agentdescent.strategies import (
     Strategy,
     rule_key,
 )
+from agentdescent.errors import UserError
 
 
 def all_strategies():

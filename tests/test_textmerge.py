@@ -2,7 +2,7 @@ import git
 import pytest
 
 from agentdescent.errors import LedgerError
-from agentdescent.textmerge import merge_text
+from agentdescent.step.textmerge import merge_text
 
 BASE = "x\ny\nz"
 

@@ -1,4 +1,4 @@
-"""evolve(): the training loop. Workers propose, one aggregator steps, held-out decides `stable`.
+"""The training loop of one run: worker turns dispatched, collected at the barrier, stepped, validated.
 
 Synchronous and asynchronous runs are the same loop with a different barrier: the loop keeps
 worker turns in flight, their reports land in a buffer, and the barrier says when the
@@ -6,8 +6,8 @@ aggregator drains it. Synchronous: after every worker of the round is back (data
 all-reduce). Asynchronous: as soon as any report is in; the freed worker pulls the newest
 snapshot at once, and the lag budget bounds how stale an admitted diff may be.
 
-What it leaves out: what a diff is (strategies), how one is judged (aggregator, policies), where
-calls run (executors) and how results are stored (ledger).
+What it leaves out: what a diff is (strategies), how one is judged (the optimizer step), where
+calls run (executors) and how results are stored (the ledger).
 """
 
 from __future__ import annotations
@@ -15,175 +15,24 @@ from __future__ import annotations
 import functools
 import queue
 import random
-import tempfile
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from agentdescent import events as ev
-from agentdescent.agents.base import metering
-from agentdescent.aggregator import Aggregator, StepReport
-from agentdescent.errors import UserError
-from agentdescent.evaluation import Evaluator, RewardFn, RunFn, Usage
-from agentdescent.executors import EXECUTORS, Executor, ThreadExecutor, make_executor
-from agentdescent.governance import Governance, Layer
+from agentdescent.artifacts.strategies import Strategy
+from agentdescent.engine.evaluation import Evaluator
+from agentdescent.engine.executors import Executor
+from agentdescent.engine.worker import Turn, Worker, WorkerReport
 from agentdescent.ledger import Ledger
-from agentdescent.policies import Policies
 from agentdescent.result import EvolveResult, StepRecord
-from agentdescent.strategies import AppendRules, Strategy
+from agentdescent.step import Aggregator, Policies, StepReport
 from agentdescent.types import Diff, Outcome, Task
-from agentdescent.worker import ProposeFn, Turn, Worker, WorkerConfig, WorkerReport
-
-PARALLEL = ("dp",)
-
-
-def evolve(
-    tasks: Sequence[Task],
-    reward: RewardFn,
-    *,
-    run: RunFn,
-    propose: ProposeFn,
-    strategy: Strategy | None = None,
-    rounds: int = 8,
-    n_workers: int = 4,
-    max_concurrency: int | None = None,
-    held_out_frac: float = 0.3,
-    patience: int | None = None,
-    target_reward: float | None = None,
-    asynchronous: bool = False,
-    lag_budget: int | None = None,
-    parallel: str = "dp",
-    executor: str = "thread",
-    policies: Policies | None = None,
-    aggregator_factory: Callable[..., Aggregator] | None = None,
-    artifact_id: str = "artifact",
-    blast_radius: Mapping[str, Layer] | None = None,
-    self_verify: bool = True,
-    cheap_eval_tasks: int | None = None,
-    max_calls: int | None = None,
-    max_tokens: int | None = None,
-    seed: int = 0,
-    store: str | Path | None = None,
-    on_event: Callable[[ev.Event], None] | None = None,
-) -> EvolveResult:
-    """Improve an artifact on `tasks` and return the best held-out version.
-
-    A round is `n_workers` worker turns: each rolls out a minibatch with `run`, scores it with
-    `reward`, reflects on failures with `propose`, and hands back diffs. The aggregator admits,
-    rebases, resolves, tests and commits them into a git ledger at `store` (a new temporary
-    folder when None; an existing ledger continues from its head). `dev` takes every accepted
-    step; `stable` only held-out gains, and the result is `stable`.
-
-    A round is one aggregator step. Synchronous runs dispatch every worker at the start of a
-    round and wait for all of them; `asynchronous=True` lets each worker start its next turn on
-    the newest snapshot the moment it finishes, and a round aggregates whatever has come back
-    (`lag_budget` drops diffs more than that many versions behind head).
-
-    `max_concurrency` caps calls in flight (default: 32, or 4 per worker past 8 workers, at most
-    128; acceptance and held-out evaluation fan out over tasks, so even one worker wants many). `rounds`,
-    `target_reward`, `patience` (rounds without a held-out gain), `max_calls` and `max_tokens`
-    each end the run; a round starts only if the last round's cost still fits in the budgets, so
-    a run passes them only when one round costs more than the one before.
-    Calls and tokens are those of AgentDescent's model clients used anywhere in the run (see
-    `Usage.calls`: with plain functions, each rollout and proposal counts as one call). With
-    `max_concurrency=1`, or any concurrency in synchronous mode, the same seed gives the same result.
-    `aggregator_factory` receives the `Aggregator` fields as keywords and returns an object with
-    its `step` method.
-    """
-    strategy = strategy if strategy is not None else AppendRules()
-    policies = policies or Policies()
-    train, held_out = split_tasks(_checked_tasks(tasks), held_out_frac, random.Random(f"{seed}:split"))
-    _check_options(run=run, propose=propose, reward=reward, rounds=rounds, n_workers=n_workers,
-                   max_concurrency=max_concurrency, parallel=parallel, executor=executor,
-                   lag_budget=lag_budget, target_reward=target_reward, max_calls=max_calls, max_tokens=max_tokens)
-    ledger = Ledger(store if store is not None else tempfile.mkdtemp(prefix="agentdescent-ledger-"))
-    governance = Governance(
-        blast_radius=dict(blast_radius or {}),
-        frozen=tuple(strategy.frozen),
-        max_keys_per_diff=strategy.max_keys_per_diff,
-    )
-    usage = Usage()
-    calls = make_executor(executor, max_concurrency or min(128, max(32, 4 * n_workers)), name="agentdescent-call")
-    workers = ThreadExecutor(n_workers, name="agentdescent-worker")
-    try:
-        evaluator = Evaluator(strategy=strategy, run=run, reward=reward, pool=calls, usage=usage)
-        aggregator = (aggregator_factory or Aggregator)(
-            ledger=ledger, artifact_id=artifact_id, governance=governance, policies=policies,
-            train=train, score=evaluator.score, lag_budget=lag_budget, rng=random.Random(f"{seed}:accept"),
-            prefetch=held_out,
-        )
-        worker = Worker(
-            strategy=strategy, propose=propose, evaluator=evaluator, calls=calls, policies=policies,
-            config=WorkerConfig(artifact_id=artifact_id, self_verify=self_verify, cheap_eval_tasks=cheap_eval_tasks),
-        )
-        loop = _Loop(
-            ledger=ledger, artifact_id=artifact_id, strategy=strategy, policies=policies, train=train,
-            held_out=held_out, evaluator=evaluator, aggregator=aggregator, worker=worker, pool=workers,
-            limits=_Limits(rounds=rounds, n_workers=n_workers, asynchronous=asynchronous, patience=patience,
-                           target_reward=target_reward, max_calls=max_calls, max_tokens=max_tokens),
-            seed=seed, emit=on_event or (lambda event: None),
-        )
-        with metering(usage.model):  # model calls made anywhere in the run count on its usage
-            return loop.run()
-    finally:
-        workers.shutdown()
-        calls.shutdown()
-
-
-def split_tasks(tasks: Sequence[Task], held_out_frac: float, rng: random.Random) -> tuple[list[Task], list[Task]]:
-    """Seeded train / held-out split. With held_out_frac=0 the train set is also the held-out set."""
-    if not 0.0 <= held_out_frac < 1.0:
-        raise UserError(f"held_out_frac must be in [0, 1); got {held_out_frac}")
-    if held_out_frac == 0:
-        return list(tasks), list(tasks)
-    order = list(tasks)
-    rng.shuffle(order)
-    n_held = min(len(order) - 2, max(1, round(len(order) * held_out_frac)))
-    return order[n_held:], order[:n_held]
-
-
-def _checked_tasks(tasks: Sequence[Task]) -> list[Task]:
-    tasks = list(tasks)
-    wrong = [t for t in tasks if not isinstance(t, Task)]
-    if wrong:
-        raise UserError(f"tasks must be Task objects; got {type(wrong[0]).__name__}. Build them with Task(id=..., prompt=...)")
-    if len(tasks) < 4:
-        raise UserError(f"evolve needs at least 4 tasks (some to train on, some held out); got {len(tasks)}")
-    seen: set[str] = set()
-    dupes = sorted({t.id for t in tasks if t.id in seen or seen.add(t.id)})
-    if dupes:
-        raise UserError(f"task ids must be unique; repeated: {', '.join(dupes[:5])}. Give each task its own id")
-    return tasks
-
-
-def _check_options(
-    *, run: object, propose: object, reward: object, rounds: int, n_workers: int, max_concurrency: int | None,
-    parallel: str, executor: str, lag_budget: int | None, target_reward: float | None,
-    max_calls: int | None, max_tokens: int | None,
-) -> None:
-    for name, fn in (("run", run), ("propose", propose), ("reward", reward)):
-        if not callable(fn):
-            raise UserError(f"{name} must be a callable; got {type(fn).__name__}")
-    for name, value in (("rounds", rounds), ("n_workers", n_workers), ("max_concurrency", max_concurrency or 1)):
-        if not isinstance(value, int) or value < 1:
-            raise UserError(f"{name} must be a positive integer; got {value!r}")
-    if parallel not in PARALLEL:
-        raise UserError(f"parallel={parallel!r} is not available; choose one of {', '.join(PARALLEL)}")
-    if executor not in EXECUTORS:
-        raise UserError(f"executor={executor!r} is not available; choose one of {', '.join(EXECUTORS)}")
-    if lag_budget is not None and lag_budget < 0:
-        raise UserError(f"lag_budget must be >= 0 or None; got {lag_budget}")
-    if target_reward is not None and not 0.0 <= target_reward <= 1.0:
-        raise UserError(f"target_reward must be in [0, 1]; got {target_reward}")
-    for name, budget in (("max_calls", max_calls), ("max_tokens", max_tokens)):
-        if budget is not None and (not isinstance(budget, int) or budget < 1):
-            raise UserError(f"{name} must be a positive integer or None; got {budget!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
-class _Limits:
+class Limits:
     rounds: int
     n_workers: int
     asynchronous: bool
@@ -194,7 +43,7 @@ class _Limits:
 
 
 @dataclass(kw_only=True)
-class _Loop:
+class Loop:
     """One run: dispatches worker turns, collects them at the barrier, steps and validates."""
 
     ledger: Ledger
@@ -207,7 +56,7 @@ class _Loop:
     aggregator: Aggregator
     worker: Worker
     pool: Executor
-    limits: _Limits
+    limits: Limits
     seed: int
     emit: Callable[[ev.Event], None]
     history: list[StepRecord] = field(default_factory=list)

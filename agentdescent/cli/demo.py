@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from agentdescent.strategies import AppendRules, KeyedRules, SingleSlot, Strategy
+from agentdescent.artifacts.strategies import AppendRules, KeyedRules, SingleSlot, Strategy
 from agentdescent.engine import evolve
 from agentdescent.result import EvolveResult
 from agentdescent.types import Task

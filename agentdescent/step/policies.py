@@ -20,10 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from agentdescent import stats
-from agentdescent.evaluation import Rollout
-from agentdescent.textmerge import merge_text
-from agentdescent.types import Diff, Task
+from agentdescent.step import stats
+from agentdescent.step.textmerge import merge_text
+from agentdescent.types import Diff, Rollout, Task
 
 
 class TaskSampler(Protocol):

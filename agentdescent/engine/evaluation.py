@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agentdescent.agents.base import ModelUsage
+from agentdescent.artifacts.strategies import Strategy
+from agentdescent.engine.executors import Executor
 from agentdescent.errors import AgentError, UserError
-from agentdescent.executors import Executor
-from agentdescent.strategies import Strategy
-from agentdescent.types import Task
+from agentdescent.types import Rollout, Task
 
 
 class RunFn(Protocol):
@@ -33,16 +33,6 @@ class RunFn(Protocol):
 class RewardFn(Protocol):
     def __call__(self, task: Task, output: str) -> float:
         """Score `output` for `task` in [0, 1]."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Rollout:
-    """One task run against one artifact state."""
-
-    task: Task
-    output: str
-    reward: float
-    error: str | None = None
 
 
 @dataclass

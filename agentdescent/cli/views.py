@@ -1,12 +1,8 @@
-"""The `agentdescent` command. `agentdescent demo` runs a whole evolution offline, with no key."""
+"""What the command shows: a live progress bar fed by a run's events, and the report at its end."""
 
 from __future__ import annotations
 
-import argparse
 import difflib
-import sys
-import time
-from collections.abc import Sequence
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -14,50 +10,11 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from agentdescent import events as ev
-from agentdescent.demo import STRATEGIES, demo_strategy, run_reference
-from agentdescent.errors import AgentDescentError
+from agentdescent.artifacts.strategies import Strategy
 from agentdescent.result import EvolveResult
-from agentdescent.strategies import Strategy
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="agentdescent", description=__doc__)
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    demo = commands.add_parser("demo", help="evolve a keyword-router skill offline, no key needed")
-    demo.add_argument("--workers", type=int, default=8, help="parallel workers (default 8)")
-    demo.add_argument("--strategy", choices=STRATEGIES, default="append", help="how rules are held (default append)")
-    demo.add_argument("--seed", type=int, default=0, help="seed of the data, the split and the reflector")
-    demo.add_argument("--rounds", type=int, default=30, help="most aggregator steps to run (default 30)")
-    demo.add_argument("--store", help="ledger folder (default: a new temporary folder)")
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 2
-    console = Console()
-    try:
-        return run_demo(args, console)
-    except AgentDescentError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        return 1
-
-
-def run_demo(args: argparse.Namespace, console: Console) -> int:
-    console.print(
-        f"[bold]AgentDescent demo[/bold]: a keyword-router skill, {args.workers} workers, "
-        f"strategy {args.strategy}, seed {args.seed}"
-    )
-    started = time.perf_counter()
-    with _ProgressView(console) as view:
-        result = run_reference(
-            n_workers=args.workers, strategy=args.strategy, seed=args.seed, rounds=args.rounds,
-            store=args.store, on_event=view.on_event,
-        )
-    elapsed = time.perf_counter() - started
-    _report(console, result, elapsed, demo_strategy(args.strategy))
-    return 0
-
-
-class _ProgressView:
+class ProgressView:
     """A rich progress bar fed by the run's events."""
 
     def __init__(self, console: Console) -> None:
@@ -67,7 +24,7 @@ class _ProgressView:
         )
         self._task = None
 
-    def __enter__(self) -> "_ProgressView":
+    def __enter__(self) -> "ProgressView":
         self._progress.__enter__()
         return self
 
@@ -88,7 +45,7 @@ class _ProgressView:
             self._progress.update(self._task, status=event.reason)
 
 
-def _report(console: Console, result: EvolveResult, elapsed: float, strategy: Strategy) -> None:
+def report(console: Console, result: EvolveResult, elapsed: float, strategy: Strategy) -> None:
     scores = Table(title="Held-out reward", show_header=True)
     scores.add_column("before")
     scores.add_column("after")
@@ -117,7 +74,3 @@ def _report(console: Console, result: EvolveResult, elapsed: float, strategy: St
     console.print(outcomes)
     console.print(f"Stopped: {result.stop_reason}.")
     console.print(f"Ledger: {result.ledger.path}  (try: git -C {result.ledger.path} log --stat dev)")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

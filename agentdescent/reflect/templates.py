@@ -9,7 +9,7 @@ from importlib import resources
 @functools.cache
 def template(name: str) -> str:
     """The text of `prompts/<name>.txt`. template("reflect") starts "You are improving..." """
-    return resources.files("agentdescent").joinpath(f"prompts/{name}.txt").read_text(encoding="utf-8")
+    return resources.files("agentdescent.reflect").joinpath(f"prompts/{name}.txt").read_text(encoding="utf-8")
 
 
 def fill(text: str, **fields: object) -> str:

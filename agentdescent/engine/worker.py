@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agentdescent.aggregator import apply
+from agentdescent.artifacts.state import apply
+from agentdescent.artifacts.strategies import InvalidProposal, State, Strategy
+from agentdescent.engine.evaluation import Evaluator
+from agentdescent.engine.executors import Executor
 from agentdescent.errors import UserError
-from agentdescent.evaluation import Evaluator, Rollout
-from agentdescent.executors import Executor
-from agentdescent.policies import Policies, acceptance_set
-from agentdescent.strategies import InvalidProposal, State, Strategy
-from agentdescent.types import Diff, EvidenceCard, Outcome, Task
+from agentdescent.step.policies import Policies, acceptance_set
+from agentdescent.types import Diff, EvidenceCard, Outcome, Rollout, Task
 
 
 class ProposeFn(Protocol):

@@ -30,10 +30,17 @@ from gitdb import IStream
 from gitdb.db.loose import LooseObjectDB
 
 from agentdescent.errors import HeadMoved, LedgerError, UserError
-from agentdescent.gitobjects import (
-    BLOB_MODE, TREE_MODE, CommitInfo, commit_bytes, format_message, nest, parse_commit, tree_bytes,
-)
 from agentdescent.governance import unsafe_key_reason
+from agentdescent.ledger.gitobjects import (
+    BLOB_MODE,
+    TREE_MODE,
+    CommitInfo,
+    commit_bytes,
+    format_message,
+    nest,
+    parse_commit,
+    tree_bytes,
+)
 
 __all__ = ["CommitRecord", "Ledger"]
 

@@ -1,0 +1,84 @@
+"""Rows to tasks: `tasks_from` maps each row to a `Task` by column name, format string or callable."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from agentdescent.errors import UserError
+from agentdescent.types import Task
+
+__all__ = ["tasks_from"]
+
+ColumnSpec = str | Callable[[Mapping], Any]  # a column name, a "{column}" format, or a callable
+
+
+def tasks_from(rows: Iterable[Mapping], *, prompt: ColumnSpec, gold: ColumnSpec | None = None,
+               id: ColumnSpec | None = None, meta: Sequence[str] | None = None) -> list[Task]:
+    """One `Task` per row. `prompt`, `gold` and `id` are each a column name, a format string
+    with `{column}` fields (any string containing "{"), or a callable on the row. `id` defaults
+    to `row-<index>`; prompt and id become str; gold becomes str unless it is None (or not
+    given). `meta` names columns copied as-is into `Task.meta` (a single string is one column).
+
+    Raises UserError for no rows, a non-mapping row, a missing column (naming it, the row index
+    and the columns that exist) and duplicate ids (naming them)."""
+    rows = list(rows)
+    if not rows:
+        raise UserError("no rows to make tasks from: the loader returned nothing "
+                        "(check the dataset, split, path or limit)")
+    columns = [meta] if isinstance(meta, str) else list(meta or [])
+    tasks = []
+    for index, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            raise UserError(f"row {index} is a {type(row).__name__}, not a mapping of columns")
+        text = _field(prompt, row, index, "prompt")
+        if text is None:
+            raise UserError(f"row {index}: the prompt is None; columns: {list(row)}")
+        answer = _field(gold, row, index, "gold") if gold is not None else None
+        key = _field(id, row, index, "id") if id is not None else f"row-{index}"
+        extra = {c: _column(row, c, index, "meta") for c in columns}
+        tasks.append(Task(id=str(key), prompt=str(text),
+                          gold=None if answer is None else str(answer), meta=extra))
+    _check_unique(tasks)
+    return tasks
+
+
+def _field(spec: ColumnSpec, row: Mapping, index: int, role: str) -> Any:
+    if callable(spec):
+        try:
+            return spec(row)
+        except KeyError as exc:
+            raise _missing(exc.args[0] if exc.args else "?", row, index, role) from None
+    if not isinstance(spec, str):
+        raise UserError(f"{role} must be a column name, a format string or a callable, "
+                        f"not {type(spec).__name__}")
+    if "{" not in spec:
+        return _column(row, spec, index, role)
+    try:
+        return spec.format_map(row)
+    except KeyError as exc:
+        raise _missing(exc.args[0], row, index, role) from None
+    except (IndexError, ValueError, AttributeError) as exc:
+        raise UserError(f"{role} format {spec!r} is not usable ({exc}); name columns as "
+                        "{column} and write literal braces as {{ }}") from None
+
+
+def _column(row: Mapping, name: str, index: int, role: str) -> Any:
+    if name not in row:
+        raise _missing(name, row, index, role)
+    return row[name]
+
+
+def _missing(name: Any, row: Mapping, index: int, role: str) -> UserError:
+    return UserError(f"{role}: column {name!r} is missing from row {index}; "
+                     f"columns: {', '.join(map(str, row))}")
+
+
+def _check_unique(tasks: list[Task]) -> None:
+    counts = Counter(task.id for task in tasks)
+    repeated = {key: n for key, n in counts.items() if n > 1}
+    if repeated:
+        shown = ", ".join(f"{key!r} (x{n})" for key, n in list(repeated.items())[:10])
+        raise UserError(f"duplicate task ids: {shown}{' ...' if len(repeated) > 10 else ''}; "
+                        "choose an id column or callable that is unique per row")

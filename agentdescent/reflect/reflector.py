@@ -1,0 +1,119 @@
+"""Reflection with a model: failed rollouts in, one proposed rule out, read from what it replies.
+
+    reflector(model)                  propose(rendered, task, output, reward) -> one rule, or None
+    reflector(model, batch=True)      also reflects on all of a worker's failures at once
+
+Models wrap answers in prose, code fences, quotes and markdown; the parsers here look for the
+asked-for tags first and fall back to what a reply plainly says. An empty or unreadable reply
+is no proposal, and is counted. What it leaves out: calling the model robustly (the clients in
+`agentdescent.agents` retry and time out) and deciding whether a proposal helps (the aggregator).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+from agentdescent.reflect.templates import fill, template
+from agentdescent.types import Rollout, Task
+
+Model = Callable[[str], str]
+
+NONE_REPLY = re.compile(r"^\W*(none|no rule|no change|n/?a|nothing)\W*$", re.IGNORECASE)
+CODE_FENCE = re.compile(r"^```[\w-]*\n(.*?)\n?```\s*$", re.DOTALL)
+_RULE_LINE = re.compile(r"\brule\s*\d*\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE)
+MAX_RULE_CHARS = 1000
+
+
+def tagged(reply: str, tag: str) -> str | None:
+    """The text inside the last <tag>...</tag> of a reply. tagged("x <r>a</r>", "r") == "a" """
+    found = re.findall(rf"<{tag}>\s*(.*?)\s*</{tag}>", reply, re.DOTALL | re.IGNORECASE)
+    return found[-1] if found else None
+
+
+def unwrap(text: str) -> str:
+    """Strip a code fence, quotes, bold marks and a list bullet around a short answer.
+    unwrap('**"Be brief."**') == "Be brief." """
+    text = text.strip()
+    fenced = CODE_FENCE.match(text)
+    if fenced:
+        text = fenced.group(1).strip()
+    text = re.sub(r"^(?:[-*•]|\d+[.)])\s+", "", text)
+    for _ in range(3):
+        stripped = text.strip().strip("*_`").strip().strip("\"'“”‘’").strip()
+        if stripped == text:
+            break
+        text = stripped
+    return text
+
+
+def parse_rule(reply: str) -> str | None:
+    """One rule from a model's reply, or None for "no rule" and for a reply that holds none.
+
+    parse_rule("<rule>Cite the source.</rule>") == "Cite the source."
+    parse_rule("Sure! Rule: cite the source.") == "cite the source."
+    """
+    body = tagged(reply, "rule")
+    if body is None:
+        lines = _RULE_LINE.findall(reply)
+        body = lines[-1] if lines else reply
+    rule = unwrap(body)
+    if not rule or NONE_REPLY.match(rule):
+        return None
+    if "\n" in rule.strip() and body is reply:  # prose, not a rule
+        raise ValueError("the reply has no <rule> tag and is not a single rule")
+    if len(rule) > MAX_RULE_CHARS:
+        raise ValueError(f"the rule is longer than {MAX_RULE_CHARS} characters")
+    return " ".join(rule.split())
+
+
+def describe_cases(rollouts: Sequence[tuple[Task, str, float]]) -> str:
+    return "\n".join(
+        fill(template("reflect_case"), prompt=task.prompt, output=output or "(empty)",
+             gold=task.gold if task.gold is not None else "(not known)", reward=f"{reward:.2f}")
+        for task, output, reward in rollouts
+    )
+
+
+class Reflector:
+    """A `propose` callable backed by a model; `stats` counts rules, NONEs and unreadable replies."""
+
+    def __init__(self, model: Model, *, batch: bool = False, instructions: str | None = None) -> None:
+        self.model = model
+        self.stats: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._template = instructions or template("reflect")
+        if batch:
+            self.batch = self._batch
+
+    def __call__(self, rendered: object, task: Task, output: str, reward: float) -> str | None:
+        return self._ask(rendered, [(task, output, reward)])
+
+    def _batch(self, rendered: object, rollouts: Sequence[Rollout]) -> str | None:
+        return self._ask(rendered, [(r.task, r.output, r.reward) for r in rollouts])
+
+    def _ask(self, rendered: object, cases: Sequence[tuple[Task, str, float]]) -> str | None:
+        reply = self.model(fill(self._template, artifact=rendered or "(empty)", cases=describe_cases(cases)))
+        if not reply.strip():
+            self._count("empty")
+            return None
+        try:
+            rule = parse_rule(reply)
+        except ValueError:
+            self._count("unreadable")
+            return None
+        self._count("rules" if rule else "none")
+        return rule
+
+    def _count(self, what: str) -> None:
+        with self._lock:
+            self.stats[what] += 1
+
+
+def reflector(model: Model, *, batch: bool = False, instructions: str | None = None) -> Reflector:
+    """A `propose` that asks `model` for one general rule per failure (or, with `batch=True`, one
+    rule from all of a worker's chosen failures). `instructions` replaces the prompt template;
+    it receives `{artifact}` and `{cases}`."""
+    return Reflector(model, batch=batch, instructions=instructions)

@@ -1,0 +1,79 @@
+"""Reflection for a folder: a model proposes whole-file edits of a `FileTree`, checked before use.
+
+    tree_reflector(model, strategy=tree)   file blocks in, validated against the strategy
+
+What it leaves out: reading the folder from disk and running an agent in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from agentdescent.artifacts.strategies import FileTree, InvalidProposal, parse_file_blocks
+from agentdescent.governance import is_frozen, unsafe_key_reason
+from agentdescent.reflect.reflector import CODE_FENCE, NONE_REPLY, Model, Reflector, describe_cases, unwrap
+from agentdescent.reflect.templates import fill, template
+from agentdescent.types import Task
+
+
+class TreeReflector(Reflector):
+    """A `propose` for a `FileTree`: file blocks in, validated against the strategy."""
+
+    def __init__(self, model: Model, strategy: FileTree, *, batch: bool = False, instructions: str | None = None) -> None:
+        super().__init__(model, batch=batch, instructions=instructions or template("tree_reflect"))
+        self.strategy = strategy
+
+    def _ask(self, rendered: object, cases: Sequence[tuple[Task, str, float]]) -> str | None:
+        files = dict(rendered) if isinstance(rendered, Mapping) else {}
+        editable = [p for p in sorted(files) if not is_frozen(p, self.strategy.frozen)]
+        reply = self.model(fill(
+            self._template, files=format_files(files), editable=", ".join(editable) or "(none)",
+            frozen=", ".join(p for p in sorted(files) if p not in editable) or "(none)",
+            max_files=self.strategy.max_keys_per_diff or "any number of", cases=describe_cases(cases),
+        ))
+        if NONE_REPLY.match(unwrap(reply)):
+            self._count("none")
+            return None
+        try:
+            proposal = self.validate(reply)
+        except InvalidProposal:
+            self._count("invalid")
+            raise
+        self._count("edits")
+        return proposal
+
+    def validate(self, reply: str) -> str:
+        """The file blocks of `reply`, re-emitted cleanly, or InvalidProposal saying what is wrong."""
+        files = {path: _unfence(text) if text is not None else None for path, text in parse_file_blocks(reply).items()}
+        if not files:
+            raise InvalidProposal('the reply holds no <file path="..."> or <delete path="..."/> block')
+        for path in files:
+            reason = unsafe_key_reason(path)
+            if reason:
+                raise InvalidProposal(reason)
+            if is_frozen(path, self.strategy.frozen):
+                raise InvalidProposal(f"{path} is frozen and cannot be changed")
+        cap = self.strategy.max_keys_per_diff
+        if cap is not None and len(files) > cap:
+            raise InvalidProposal(f"the reply changes {len(files)} files; at most {cap} are allowed")
+        return "\n".join(
+            f'<delete path="{p}"/>' if t is None else f'<file path="{p}">\n{t}</file>' for p, t in files.items()
+        )
+
+
+def tree_reflector(model: Model, *, strategy: FileTree, batch: bool = False, instructions: str | None = None) -> TreeReflector:
+    """A `propose` that asks `model` for whole-file edits of a `FileTree` artifact. A reply that
+    edits a frozen file, more files than `max_files_per_diff`, or a path outside the folder raises
+    `InvalidProposal` (an `invalid` outcome, with the reason)."""
+    return TreeReflector(model, strategy, batch=batch, instructions=instructions)
+
+
+def format_files(files: Mapping[str, str]) -> str:
+    return "\n".join(f'<file path="{path}">\n{text}</file>' for path, text in sorted(files.items()))
+
+
+def _unfence(text: str) -> str:
+    """File content a model wrapped in a code fence, unwrapped; a newline at the end kept."""
+    fenced = CODE_FENCE.match(text.strip())
+    body = fenced.group(1) if fenced else text
+    return body if body.endswith("\n") or not body else body + "\n"

@@ -1,0 +1,17 @@
+"""Admit: the first stage of the optimizer step. Schema, size, path safety, then governance."""
+
+from __future__ import annotations
+
+from agentdescent.governance import Governance
+from agentdescent.types import Diff, OutcomeKind
+
+
+def admit(diff: Diff, artifact_id: str, governance: Governance) -> tuple[OutcomeKind, str] | None:
+    """Schema, size, path safety, then governance. None admits the diff."""
+    if diff.artifact_id != artifact_id:
+        return "invalid", f"diff is for artifact {diff.artifact_id!r}, this step is for {artifact_id!r}"
+    invalid = governance.invalidity(diff)
+    if invalid:
+        return "invalid", invalid
+    refused = governance.refusal(diff)
+    return ("refused_by_governance", refused) if refused else None

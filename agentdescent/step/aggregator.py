@@ -1,0 +1,136 @@
+"""The optimizer step: admit → rebase → resolve → accept → commit.
+
+Diffs do not add like gradients, so the step is not an average. Each stage is a small function in
+a module of its own; `Aggregator.step` threads a batch of diffs through them and gives every diff
+exactly one `Outcome`. What it leaves out: producing diffs (workers), scoring (the scorer it is
+handed) and storage (the `Ledger`).
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from agentdescent.artifacts.state import State
+from agentdescent.errors import HeadMoved, LedgerError
+from agentdescent.governance import Governance
+from agentdescent.ledger import Ledger
+from agentdescent.step.accept import Acceptance, Scorer, accept
+from agentdescent.step.admit import admit
+from agentdescent.step.changes import Change
+from agentdescent.step.commit import commit
+from agentdescent.step.policies import Policies
+from agentdescent.step.rebase import rebase
+from agentdescent.step.resolve import resolve
+from agentdescent.types import Diff, Outcome, OutcomeKind, Task
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepReport:
+    step: int
+    base_version: int
+    version: int | None  # the new dev version, or None when nothing landed
+    outcomes: list[Outcome]
+    head_reward: float | None = None  # mean on the committed candidate's acceptance set
+    candidate_reward: float | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _outcome(diff: Diff, kind: OutcomeKind, reason: str, step: int, version: int | None = None) -> Outcome:
+    return Outcome(diff_id=diff.id, kind=kind, reason=reason, version=version, step=step, author=diff.author)
+
+
+@dataclass(kw_only=True)
+class Aggregator:
+    """Owns the write side of one artifact in one ledger. Call `step` from one thread."""
+
+    ledger: Ledger
+    artifact_id: str
+    governance: Governance
+    policies: Policies
+    train: Sequence[Task]
+    score: Scorer
+    lag_budget: int | None = None
+    rng: random.Random = field(default_factory=random.Random)
+    prefetch: Sequence[Task] = ()  # scored beside a fused candidate: the held-out set
+
+    def step(self, diffs: Sequence[Diff], step: int, sample: Sequence[Task] | None = None) -> StepReport:
+        """Aggregate one batch of diffs. `sample` is the step's acceptance sample when the caller
+        drew it ahead (so that workers could verify on it); else the acceptance policy draws one."""
+        t0 = time.perf_counter()
+        head = self.ledger.head()
+        head_state = self.ledger.snapshot(self.artifact_id, head)
+        verdicts: dict[str, tuple[OutcomeKind, str]] = {}
+        changes = self._admit_and_rebase(diffs, head, head_state, verdicts)
+        resolution = resolve(changes, head_state, self.policies)
+        verdicts.update(resolution.unplaced)
+        t1 = time.perf_counter()
+        components = resolution.components
+        if sample is None:
+            sample = self.policies.acceptance.sample(self.train, self.rng)
+        acceptance = accept(
+            components, head_state, sample, self.score, self.policies, self.governance, self._train_by_id, self.prefetch
+        )
+        verdicts.update((diff_id, ("rejected_by_test", why)) for diff_id, why in acceptance.rejected.items())
+        t2 = time.perf_counter()
+        version = self._commit(head, head_state, acceptance, step, verdicts, resolution.lost)
+        t3 = time.perf_counter()
+        outcomes = [_outcome(d, *verdicts[d.id], step, version if verdicts[d.id][0] in ("committed", "fused") else None) for d in diffs]
+        return StepReport(
+            step=step, base_version=head, version=version, outcomes=outcomes,
+            head_reward=acceptance.head_reward, candidate_reward=acceptance.candidate_reward,
+            timings={"prepare": t1 - t0, "accept": t2 - t1, "commit": t3 - t2},
+        )
+
+    @functools.cached_property
+    def _train_by_id(self) -> dict[str, Task]:
+        return {t.id: t for t in self.train}
+
+    def _admit_and_rebase(
+        self, diffs: Sequence[Diff], head: int, head_state: State, verdicts: dict[str, tuple[OutcomeKind, str]]
+    ) -> list[Change]:
+        changes = []
+        for diff in diffs:
+            refusal = admit(diff, self.artifact_id, self.governance)
+            staleness = head - diff.base_version
+            if refusal is None and not self.policies.staleness.admit(staleness, self.lag_budget):
+                refusal = ("dropped_stale", f"{staleness} versions behind head; the lag budget is {self.lag_budget}")
+            if refusal is None:
+                try:
+                    base_state = head_state if staleness == 0 else self.ledger.snapshot(self.artifact_id, diff.base_version)
+                except LedgerError as exc:
+                    refusal = ("error", f"could not read its base version {diff.base_version}: {exc}")
+                else:
+                    rebased = rebase(diff, head, head_state, base_state, self.policies)
+                    if isinstance(rebased, Change):
+                        changes.append(rebased)
+                        continue
+                    refusal = rebased
+            verdicts[diff.id] = refusal
+        return changes
+
+    def _commit(
+        self, head: int, head_state: State, acceptance: Acceptance, step: int,
+        verdicts: dict[str, tuple[OutcomeKind, str]], lost: dict[str, list[str]],
+    ) -> int | None:
+        if not acceptance.accepted:
+            return None
+        try:
+            version = commit(self.ledger, self.artifact_id, head, head_state, acceptance, step, self.policies)
+        except HeadMoved as exc:
+            for comp in acceptance.accepted:
+                for c in comp.changes:
+                    verdicts[c.diff.id] = ("conflict_lost", f"another writer moved dev and the change no longer applies ({exc})")
+            return None
+        for comp in acceptance.accepted:
+            for c in comp.changes:
+                fused = comp.fused_keys & set(c.after)
+                kind: OutcomeKind = "fused" if fused else "committed"
+                how = f"merged with other diffs on {', '.join(sorted(fused))}; " if fused else ""
+                lost_keys = f"; its edit of {', '.join(lost[c.diff.id])} lost to better evidence" if c.diff.id in lost else ""
+                landed = f"landed in version {version} ({acceptance.reason})"
+                verdicts[c.diff.id] = (kind, f"{how}{landed}{c.note}{lost_keys}")
+        return version

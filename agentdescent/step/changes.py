@@ -1,0 +1,26 @@
+"""What the stages of the optimizer step hand one another: a rebased change, and components of them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agentdescent.types import Diff
+
+
+@dataclass(frozen=True, kw_only=True)
+class Change:
+    """A diff rebased onto head: the new text of each key it changes (None deletes the key)."""
+
+    diff: Diff
+    staleness: int
+    after: dict[str, str | None]
+    note: str = ""
+
+
+@dataclass(kw_only=True)
+class Component:
+    """Changes that share keys, so they are accepted or rejected together."""
+
+    changes: list[Change]
+    after: dict[str, str | None]
+    fused_keys: set[str] = field(default_factory=set)

@@ -1,0 +1,61 @@
+"""Commit: the last stage of the optimizer step, a compare-and-swap of the accepted candidate onto `dev`."""
+
+from __future__ import annotations
+
+from agentdescent.artifacts.state import State, apply
+from agentdescent.errors import HeadMoved
+from agentdescent.ledger import Ledger
+from agentdescent.step.accept import Acceptance
+from agentdescent.step.policies import Policies
+
+
+def commit_message(step: int, acceptance: Acceptance) -> tuple[str, dict[str, str]]:
+    changes = [c for comp in acceptance.accepted for c in comp.changes]
+    keys = sorted({k for comp in acceptance.accepted for k in comp.after})
+    subject = f"step {step}: {len(changes)} diff(s) on {len(keys)} key(s)"
+    if acceptance.head_reward is not None and acceptance.candidate_reward is not None:
+        subject += f", acceptance {acceptance.head_reward:.3f} -> {acceptance.candidate_reward:.3f}"
+    trailers = {
+        "Step": str(step),
+        "Diffs": ",".join(c.diff.id for c in changes),
+        "Authors": ",".join(c.diff.author or "-" for c in changes),
+        "Base-Versions": ",".join(str(c.diff.base_version) for c in changes),
+        "Staleness": ",".join(str(c.staleness) for c in changes),
+        "Keys": ",".join(keys),
+        "Reward-Head": f"{acceptance.head_reward:.4f}" if acceptance.head_reward is not None else "-",
+        "Reward-Candidate": f"{acceptance.candidate_reward:.4f}" if acceptance.candidate_reward is not None else "-",
+    }
+    return subject, trailers
+
+
+def commit(
+    ledger: Ledger, artifact_id: str, head: int, head_state: State, acceptance: Acceptance,
+    step: int, policies: Policies, retries: int = 3,
+) -> int:
+    """Compare-and-swap the candidate onto `dev`. If another writer moved `dev`, carry the change
+    onto the new head by three-way merge and retry; raise `HeadMoved` when it no longer applies."""
+    subject, trailers = commit_message(step, acceptance)
+    candidate, base, base_state = acceptance.candidate, head, head_state
+    for _ in range(retries):
+        try:
+            return ledger.commit(artifact_id, candidate, expected_version=base, message=subject, trailers=trailers)
+        except HeadMoved as moved:
+            new_base = ledger.head()
+            new_state = ledger.snapshot(artifact_id, new_base)
+            carried = _carry(base_state, candidate, new_state, policies)
+            if carried is None:
+                raise moved
+            candidate, base, base_state = carried, new_base, new_state
+    raise HeadMoved(base, ledger.head())
+
+
+def _carry(old: State, ours: State, theirs: State, policies: Policies) -> State | None:
+    after: dict[str, str | None] = {}
+    for key in set(old) | set(ours):
+        if old.get(key) == ours.get(key):
+            continue
+        merged = policies.fusion(old.get(key), ours.get(key), theirs.get(key))
+        if merged is False:
+            return None
+        after[key] = merged
+    return apply(theirs, after)

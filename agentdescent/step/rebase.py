@@ -1,0 +1,32 @@
+"""Rebase: carry a diff from the version it was made on onto head, merging keys head changed since."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from agentdescent.step.changes import Change
+from agentdescent.step.policies import Policies
+from agentdescent.types import Diff, OutcomeKind
+
+
+def rebase(
+    diff: Diff, head: int, head_state: Mapping[str, str], base_state: Mapping[str, str], policies: Policies
+) -> Change | tuple[OutcomeKind, str]:
+    """Carry `diff` from its base onto head: keys head changed since are merged three-way."""
+    staleness = head - diff.base_version
+    conflicts, after = [], {}
+    for edit in diff.edits:
+        base_text, head_text = base_state.get(edit.key), head_state.get(edit.key)
+        if edit.before != base_text:
+            return "invalid", f"edit of {edit.key!r} does not start from its text at version {diff.base_version}"
+        merged = edit.after if head_text == base_text else policies.fusion(base_text, edit.after, head_text)
+        if merged is False:
+            conflicts.append(edit.key)
+        elif merged != head_text:
+            after[edit.key] = merged
+    if after:
+        note = f"; its edit of {', '.join(conflicts)} conflicted with head and was dropped" if conflicts else ""
+        return Change(diff=diff, staleness=staleness, after=after, note=note)
+    if conflicts:
+        return "conflict_lost", f"{', '.join(conflicts)} changed since version {diff.base_version} and the edits overlap"
+    return "duplicate", f"head (version {head}) already says this"

@@ -1,0 +1,91 @@
+"""Resolve: fold one step's changes key by key into components that are accepted or rejected whole.
+
+Edits of different keys fuse; edits of one key merge three-way when their hunks are disjoint; the
+conflict policy settles true overlaps (the loser keeps its other keys).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from agentdescent.step.changes import Change, Component
+from agentdescent.step.policies import Policies
+from agentdescent.types import OutcomeKind
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resolution:
+    components: list[Component]
+    unplaced: dict[str, tuple[OutcomeKind, str]]  # diffs left with no key: duplicates and losers
+    lost: dict[str, list[str]]  # diff id -> keys it lost to a better diff
+
+
+def resolve(changes: Sequence[Change], head_state: Mapping[str, str], policies: Policies) -> Resolution:
+    """Fold the step's changes key by key: merge what merges, let the conflict policy settle the
+    rest (the loser keeps its other keys), then group changes that share keys into components."""
+    text: dict[str, str | None] = {}
+    owners: dict[str, list[Change]] = {}
+    lost: dict[str, list[str]] = {}
+    for change in changes:
+        for key, new in change.after.items():
+            if key not in text:
+                text[key], owners[key] = new, [change]
+                continue
+            merged = policies.fusion(head_state.get(key), text[key], new)
+            if merged is not False:
+                if merged != text[key]:
+                    owners[key].append(change)
+                text[key] = merged
+                continue
+            rivals = owners[key] + [change]
+            winner = rivals[policies.conflict([c.diff for c in rivals], [c.staleness for c in rivals], policies.staleness)]
+            for loser in rivals:
+                if loser is not winner:
+                    lost.setdefault(loser.diff.id, []).append(key)
+            text[key], owners[key] = winner.after[key], [winner]
+    return Resolution(components=_components(changes, text, owners), unplaced=_unplaced(changes, owners, lost), lost=lost)
+
+
+def _components(
+    changes: Sequence[Change], text: dict[str, str | None], owners: dict[str, list[Change]]
+) -> list[Component]:
+    """Union the changes that hold a key together; components come out in proposal order."""
+    owned = {c.diff.id for holders in owners.values() for c in holders}
+    parent = {diff_id: diff_id for diff_id in owned}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for holders in owners.values():
+        for c in holders[1:]:
+            parent[find(c.diff.id)] = find(holders[0].diff.id)
+    components: dict[str, Component] = {}
+    for c in changes:
+        if c.diff.id in owned:
+            components.setdefault(find(c.diff.id), Component(changes=[], after={})).changes.append(c)
+    for key, holders in owners.items():
+        comp = components[find(holders[0].diff.id)]
+        comp.after[key] = text[key]
+        if len(holders) > 1:
+            comp.fused_keys.add(key)
+    return list(components.values())
+
+
+def _unplaced(
+    changes: Sequence[Change], owners: dict[str, list[Change]], lost: dict[str, list[str]]
+) -> dict[str, tuple[OutcomeKind, str]]:
+    owned = {c.diff.id for holders in owners.values() for c in holders}
+    verdicts: dict[str, tuple[OutcomeKind, str]] = {}
+    for c in changes:
+        if c.diff.id in owned:
+            continue
+        if c.diff.id in lost:
+            keys = ", ".join(lost[c.diff.id])
+            verdicts[c.diff.id] = ("conflict_lost", f"its edit of {keys} overlapped a diff with better evidence")
+        else:
+            verdicts[c.diff.id] = ("duplicate", "another diff of this step makes the same change")
+    return verdicts
