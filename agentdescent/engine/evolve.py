@@ -16,7 +16,9 @@ from agentdescent.agents.base import metering
 from agentdescent.artifacts.strategies import AppendRules, Strategy
 from agentdescent.engine.evaluation import Evaluator, RewardFn, RunFn, Usage
 from agentdescent.engine.executors import EXECUTORS, ThreadExecutor, make_executor
-from agentdescent.engine.loop import Limits, Loop
+from agentdescent.engine.loop import Loop, Shape
+from agentdescent.engine.sampling import Sampler
+from agentdescent.engine.stopping import stop_rules
 from agentdescent.engine.worker import ProposeFn, Worker, WorkerConfig
 from agentdescent.errors import UserError
 from agentdescent.governance import Governance, Layer
@@ -108,11 +110,14 @@ def evolve(
             config=WorkerConfig(artifact_id=artifact_id, self_verify=self_verify, cheap_eval_tasks=cheap_eval_tasks),
         )
         loop = Loop(
-            ledger=ledger, artifact_id=artifact_id, strategy=strategy, policies=policies, train=train,
-            held_out=held_out, evaluator=evaluator, aggregator=aggregator, worker=worker, pool=workers,
-            limits=Limits(rounds=rounds, n_workers=n_workers, asynchronous=asynchronous, patience=patience,
-                           target_reward=target_reward, max_calls=max_calls, max_tokens=max_tokens),
-            seed=seed, emit=on_event or (lambda event: None),
+            ledger=ledger, artifact_id=artifact_id, strategy=strategy, held_out=held_out, evaluator=evaluator,
+            aggregator=aggregator, worker=worker, pool=workers,
+            sampler=Sampler(policy=policies.task_sampler, train=train, seed=seed, scouts=policies.proposal.scouts),
+            acceptance=policies.acceptance, promotion=policies.promotion,
+            shape=Shape(rounds=rounds, n_workers=n_workers, asynchronous=asynchronous, seed=seed),
+            stop_rules=stop_rules(target_reward=target_reward, patience=patience, max_calls=max_calls,
+                                  max_tokens=max_tokens),
+            emit=on_event or (lambda event: None),
         )
         with metering(usage.model):  # model calls made anywhere in the run count on its usage
             return loop.run()

@@ -1,0 +1,57 @@
+"""What each worker turn rolls out: minibatches from the task sampler, with the run's leads first.
+
+A lead is a train task seen failing on an earlier snapshot and not since seen passing or dealt
+out again: a commit rarely fixes what it was not made from, so leads are the likeliest failures
+to deal. The sampler keeps them, since it is the only reader. What it leaves out: the rule that
+picks the tasks (`Policies.task_sampler`), which it calls with what is known of the snapshot.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from agentdescent.step.policies import TaskSampler
+from agentdescent.types import Task
+
+
+@dataclass(frozen=True, kw_only=True)
+class Deal:
+    """One turn's tasks: its minibatch, and spares to scout with when the minibatch holds no failure."""
+
+    batch: list[Task]
+    spares: list[list[Task]]
+
+
+class Sampler:
+    """Deals minibatches from `policy`, feeding it the snapshot's measured rewards and the leads."""
+
+    def __init__(self, *, policy: TaskSampler, train: Sequence[Task], seed: int, scouts: int) -> None:
+        self._policy = policy
+        self._train = list(train)
+        self._train_ids = frozenset(t.id for t in train)
+        self._seed = seed
+        self._draws = 1 + scouts  # a minibatch and its spares per turn
+        self._leads: set[str] = set()
+        self._lock = threading.Lock()  # asynchronous turns are dealt on the workers' threads
+
+    @property
+    def train(self) -> list[Task]:
+        return self._train
+
+    def deal(self, count: int, first_turn: int, measured: Mapping[str, float]) -> list[Deal]:
+        """Minibatches for `count` turns numbered from `first_turn`, on a snapshot whose measured
+        rewards (task id -> reward) are `measured`."""
+        with self._lock:
+            self._leads.difference_update(task_id for task_id, reward in measured.items() if reward >= 1.0)
+            known = {**dict.fromkeys(self._leads, 0.0), **measured}
+            batches = self._policy(self._train, count * self._draws, first_turn, self._seed, known)
+            first, spares = batches[:count], batches[count:]  # spares overlap the next dispatch's walk
+            self._leads.difference_update(t.id for batch in first for t in batch)
+        return [Deal(batch=batch, spares=spares[i::count]) for i, batch in enumerate(first)]
+
+    def note(self, measured: Mapping[str, float]) -> None:
+        """Remember the train tasks that failed on a snapshot (task id -> reward) as leads."""
+        with self._lock:
+            self._leads.update(t for t, reward in measured.items() if reward < 1.0 and t in self._train_ids)

@@ -1,0 +1,91 @@
+"""When a run stops early: each rule a small object that reads the run's progress and says why.
+
+`rounds` is not a rule here: the loop runs at most that many. A budget rule stops the run before
+a round the last round's cost says it would not cover, so a run passes a budget only when one
+round costs more than the one before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from agentdescent.engine.evaluation import Usage
+
+
+@dataclass(kw_only=True)
+class Progress:
+    """What the run has reached so far; the loop keeps it, the stop rules read it."""
+
+    best: float = 0.0  # the held-out reward of `stable`
+    since_gain: int = 0  # rounds since `stable` last gained
+    round_calls: int = 0  # what the last round cost: the estimate of the next one
+    round_tokens: int = 0
+
+
+class StopRule(Protocol):
+    def __call__(self, progress: Progress, usage: Usage) -> str | None:
+        """Why the run stops before its next round, or None."""
+
+
+@dataclass(frozen=True)
+class TargetReward:
+    target: float
+
+    def __call__(self, progress: Progress, usage: Usage) -> str | None:
+        if progress.best >= self.target:
+            return f"reached target reward {self.target} (held-out {progress.best:.3f})"
+        return None
+
+
+@dataclass(frozen=True)
+class Patience:
+    rounds: int
+
+    def __call__(self, progress: Progress, usage: Usage) -> str | None:
+        if progress.since_gain >= self.rounds:
+            return f"no held-out gain in {progress.since_gain} rounds (patience {self.rounds})"
+        return None
+
+
+@dataclass(frozen=True)
+class CallBudget:
+    max_calls: int
+
+    def __call__(self, progress: Progress, usage: Usage) -> str | None:
+        if usage.calls + max(progress.round_calls, 1) > self.max_calls:
+            return (f"the call budget would not cover another round ({usage.calls} spent, the last round "
+                    f"took {progress.round_calls}, max_calls={self.max_calls})")
+        return None
+
+
+@dataclass(frozen=True)
+class TokenBudget:
+    max_tokens: int
+
+    def __call__(self, progress: Progress, usage: Usage) -> str | None:
+        if usage.tokens + max(progress.round_tokens, 1) > self.max_tokens:
+            return (f"the token budget would not cover another round ({usage.tokens} spent, the last round "
+                    f"took {progress.round_tokens}, max_tokens={self.max_tokens})")
+        return None
+
+
+def stop_rules(*, target_reward: float | None, patience: int | None, max_calls: int | None,
+               max_tokens: int | None) -> list[StopRule]:
+    """The rules `evolve`'s arguments ask for, in the order their reasons are given."""
+    rules: list[StopRule] = []
+    if target_reward is not None:
+        rules.append(TargetReward(target_reward))
+    if patience is not None:
+        rules.append(Patience(patience))
+    if max_calls is not None:
+        rules.append(CallBudget(max_calls))
+    if max_tokens is not None:
+        rules.append(TokenBudget(max_tokens))
+    return rules
+
+
+def stop_reason(rules: Sequence[StopRule], progress: Progress, usage: Usage) -> str | None:
+    """The first rule's reason to stop, or None to go on."""
+    return next((reason for rule in rules if (reason := rule(progress, usage))), None)
