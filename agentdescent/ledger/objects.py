@@ -1,0 +1,132 @@
+"""The ledger repository's objects: read through GitPython's persistent `git cat-file`, written in-process.
+
+Git objects are named by their content and never change, so whatever was read once is kept in one
+memo, keyed by what was read (a commit, a tree, the files under a tree, a text) and its sha. New
+objects are written as loose objects through gitdb, skipping any already known to exist.
+
+Not thread-safe: the `Ledger` serialises every call. Left out: refs, versions and any working tree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import pathlib
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import git
+from git.objects.fun import tree_entries_from_data
+from gitdb import IStream
+from gitdb.db.loose import LooseObjectDB
+
+from agentdescent.errors import LedgerError
+from agentdescent.ledger.gitobjects import BLOB_MODE, TREE_MODE, CommitInfo, nest, parse_commit, tree_bytes
+
+T = TypeVar("T")
+Entries = dict[str, tuple[int, bytes]]  # a tree: name -> (mode, binsha)
+
+
+class GitObjects:
+    def __init__(self, repo: git.Repo, path: pathlib.Path) -> None:
+        self._repo = repo
+        self._path = path
+        self._loose = LooseObjectDB(repo.odb.root_path())
+        self._known: set[bytes] = set()  # shas of objects known to be in the repository
+        self._memo: dict[tuple[str, bytes], Any] = {}
+
+    # -- reading
+
+    def commit(self, sha: bytes) -> CommitInfo:
+        return self._memoised("commit", sha, self._parse_commit)
+
+    def tree(self, sha: bytes) -> Entries:
+        return self._memoised("tree", sha, self._parse_tree)
+
+    def files(self, tree: bytes) -> dict[str, bytes]:
+        """{path: blob sha} of every file under `tree`, recursively."""
+        return self._memoised("files", tree, self._list_files)
+
+    def text(self, blob: bytes) -> str:
+        return self._memoised("text", blob, self._decode)
+
+    def snapshot(self, tree: bytes) -> dict[str, str]:
+        """{path: text} under `tree`. The memo's own dict: callers copy it before handing it out."""
+        return self._memoised("snapshot", tree, lambda t: {k: self.text(b) for k, b in self.files(t).items()})
+
+    # -- writing
+
+    def write(self, kind: bytes, data: bytes) -> bytes:
+        """Store one object (a no-op when it is known to exist) and return its binary sha."""
+        binsha = hashlib.sha1(b"%s %d\0" % (kind, len(data)) + data).digest()
+        if binsha not in self._known:
+            self._loose.store(IStream(kind, len(data), io.BytesIO(data)))
+            self._known.add(binsha)
+        return binsha
+
+    def remember_commit(self, sha: bytes, info: CommitInfo) -> None:
+        """A commit this process just wrote: no need to read it back."""
+        self._memo[("commit", sha)] = info
+
+    def write_tree(self, entries: Mapping[str, tuple[int, bytes]]) -> bytes:
+        return self.write(b"tree", tree_bytes(entries))
+
+    def write_snapshot(self, state: Mapping[str, str]) -> bytes:
+        """The tree of `state` ({path: text}) with its blobs and subtrees, remembered as read."""
+        blobs = {key: self.write(b"blob", text.encode("utf-8")) for key, text in state.items()}
+        tree = self._write_folder(nest(blobs))
+        self._memo.setdefault(("files", tree), blobs)
+        self._memo.setdefault(("snapshot", tree), dict(state))
+        return tree
+
+    def _write_folder(self, folder: dict) -> bytes:
+        return self.write_tree({
+            name: (TREE_MODE, self._write_folder(node)) if isinstance(node, dict) else (BLOB_MODE, node)
+            for name, node in folder.items()
+        })
+
+    # -- the memo and the parsers behind it
+
+    def _memoised(self, what: str, sha: bytes, compute: Callable[[bytes], T]) -> T:
+        key = (what, sha)
+        if key not in self._memo:
+            self._memo[key] = compute(sha)
+        return self._memo[key]
+
+    def _read(self, binsha: bytes, kind: bytes) -> bytes:
+        try:
+            stream = self._repo.odb.stream(binsha)
+            data = stream.read()
+        except Exception as exc:  # BadObject, GitCommandError, ValueError from cat-file
+            raise LedgerError(f"cannot read object {binsha.hex()} in {self._path}: {exc}") from None
+        if stream.type != kind:
+            raise LedgerError(f"object {binsha.hex()} in {self._path} is a {stream.type.decode()}, "
+                              f"expected a {kind.decode()}")
+        self._known.add(binsha)
+        return data
+
+    def _parse_commit(self, sha: bytes) -> CommitInfo:
+        try:
+            return parse_commit(self._read(sha, b"commit"))
+        except (KeyError, ValueError) as exc:
+            raise LedgerError(f"{sha.hex()} in {self._path} is not a ledger commit: {exc}") from None
+
+    def _parse_tree(self, sha: bytes) -> Entries:
+        entries = tree_entries_from_data(self._read(sha, b"tree"))
+        self._known.update(e[0] for e in entries)
+        return {name: (mode, binsha) for binsha, mode, name in entries}
+
+    def _list_files(self, tree: bytes) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        for name, (mode, sha) in self.tree(tree).items():
+            if mode >> 12 == 4:
+                out.update({f"{name}/{k}": b for k, b in self.files(sha).items()})
+            else:
+                out[name] = sha
+        return out
+
+    def _decode(self, blob: bytes) -> str:
+        try:
+            return self._read(blob, b"blob").decode("utf-8")
+        except UnicodeDecodeError:
+            raise LedgerError(f"blob {blob.hex()} in {self._path} is not utf-8 text") from None

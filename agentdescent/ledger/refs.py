@@ -1,0 +1,38 @@
+"""The ledger's two refs, `dev` and `stable`: read from disk every time, moved by `git update-ref`.
+
+`update-ref` with an old value is git's own compare-and-swap under its ref lock, so writers in
+other threads or processes never lose an update: the one that loses gets a `LedgerError`. It is
+the only subprocess a commit costs. Left out: what the commits they point at mean (versions).
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import git
+
+from agentdescent.errors import LedgerError
+
+DEV, STABLE = "refs/heads/dev", "refs/heads/stable"
+NULL_SHA = b"\0" * 20  # as the old value: the ref must not exist yet
+
+
+class Refs:
+    def __init__(self, repo: git.Repo, path: pathlib.Path) -> None:
+        self._repo = repo
+        self._path = path
+
+    def read(self, ref: str) -> bytes:
+        """The binary sha `ref` points at now."""
+        try:
+            return bytes.fromhex(git.SymbolicReference.dereference_recursive(self._repo, ref))
+        except ValueError as exc:
+            raise LedgerError(f"cannot read {ref} in {self._path}: {exc}") from None
+
+    def update(self, ref: str, new: bytes, old: bytes | None = None) -> None:
+        """Point `ref` at `new`; with `old`, only if it points at `old` now (NULL_SHA: if it does not exist)."""
+        args = [ref, new.hex()] + ([] if old is None else [old.hex()])
+        try:
+            self._repo.git.update_ref(*args)
+        except git.GitCommandError as exc:
+            raise LedgerError(f"git update-ref failed in {self._path}: {exc.stderr.strip()}") from None
