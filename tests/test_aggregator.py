@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from agentdescent.artifacts.state import apply
@@ -37,7 +35,7 @@ def make(tmp_path, state, *, governance=None, policies=None, lag_budget=None, sc
     agg = Aggregator(
         ledger=ledger, artifact_id="a", governance=governance or Governance(),
         policies=policies or Policies(acceptance=BetaAcceptance(size=10)), train=TASKS,
-        score=score_fn, lag_budget=lag_budget, rng=random.Random(0),
+        score=score_fn, lag_budget=lag_budget,
     )
     return ledger, agg
 
@@ -60,7 +58,7 @@ def test_apply_writes_and_deletes():
 
 def test_disjoint_keys_fuse_into_one_commit(tmp_path):
     ledger, agg = make(tmp_path, {})
-    report = agg.step([diff("d1", 1, {"k1": "fix1"}, tasks=["t1"]), diff("d2", 1, {"k2": "fix2"}, tasks=["t2"])], step=0)
+    report = agg.step([diff("d1", 1, {"k1": "fix1"}, tasks=["t1"]), diff("d2", 1, {"k2": "fix2"}, tasks=["t2"])], step=0, sample=TASKS)
     assert kinds(report) == {"d1": "committed", "d2": "committed"}
     assert report.version == 2
     assert ledger.snapshot("a") == {"k1": "fix1", "k2": "fix2"}
@@ -79,7 +77,7 @@ def test_every_diff_gets_exactly_one_outcome(tmp_path):
         diff("alien", 1, {"k3": "fix4"}, artifact="other"),
         diff("escape", 1, {"../x": "fix5"}),
     ]
-    report = agg.step(diffs, step=0)
+    report = agg.step(diffs, step=0, sample=TASKS)
     assert [o.diff_id for o in report.outcomes] == [d.id for d in diffs]
     assert kinds(report) == {
         "good": "committed", "same": "duplicate", "harm": "rejected_by_test",
@@ -91,7 +89,7 @@ def test_every_diff_gets_exactly_one_outcome(tmp_path):
 
 def test_too_many_keys_refused(tmp_path):
     _, agg = make(tmp_path, {}, governance=Governance(max_keys_per_diff=1))
-    report = agg.step([diff("d1", 1, {"k1": "fix1", "k2": "fix2"})], step=0)
+    report = agg.step([diff("d1", 1, {"k1": "fix1", "k2": "fix2"})], step=0, sample=TASKS)
     assert kinds(report) == {"d1": "refused_by_governance"}
     assert "at most 1" in report.outcomes[0].reason
     assert report.version is None
@@ -102,7 +100,7 @@ def test_same_key_disjoint_hunks_merge_three_way(tmp_path):
     ledger, agg = make(tmp_path, {"doc": base})
     ours = diff("d1", 1, {"doc": "fix1\nline two\nline three\n"}, before={"doc": base}, tasks=["t1"])
     theirs = diff("d2", 1, {"doc": "line one\nline two\nfix2\n"}, before={"doc": base}, tasks=["t2"])
-    report = agg.step([ours, theirs], step=0)
+    report = agg.step([ours, theirs], step=0, sample=TASKS)
     assert kinds(report) == {"d1": "fused", "d2": "fused"}
     assert ledger.snapshot("a")["doc"] == "fix1\nline two\nfix2\n"
 
@@ -112,7 +110,7 @@ def test_true_overlap_goes_to_better_evidence_and_loser_keeps_other_keys(tmp_pat
     weak = diff("weak", 1, {"doc": "fix1\n", "k9": "fix9"}, before={"doc": "old\n"}, tasks=["t1"], gain=0.1)
     strong = diff("strong", 1, {"doc": "fix2\n"}, before={"doc": "old\n"}, tasks=["t2"], gain=0.9)
     loser_only = diff("lost", 1, {"doc": "fix3\n"}, before={"doc": "old\n"}, tasks=["t3"], gain=0.0)
-    report = agg.step([weak, strong, loser_only], step=0)
+    report = agg.step([weak, strong, loser_only], step=0, sample=TASKS)
     assert kinds(report) == {"weak": "committed", "strong": "committed", "lost": "conflict_lost"}
     state = ledger.snapshot("a")
     assert state == {"doc": "fix2\n", "k9": "fix9"}
@@ -123,9 +121,9 @@ def test_true_overlap_goes_to_better_evidence_and_loser_keeps_other_keys(tmp_pat
 def test_stale_diff_rebases_onto_head_by_three_way_merge(tmp_path):
     base = "alpha\nbeta\ngamma\n"
     ledger, agg = make(tmp_path, {"doc": base})
-    agg.step([diff("first", 1, {"doc": "fix1\nbeta\ngamma\n"}, before={"doc": base}, tasks=["t1"])], step=0)
+    agg.step([diff("first", 1, {"doc": "fix1\nbeta\ngamma\n"}, before={"doc": base}, tasks=["t1"])], step=0, sample=TASKS)
     late = diff("late", 1, {"doc": "alpha\nbeta\nfix2\n"}, before={"doc": base}, tasks=["t2"])
-    report = agg.step([late], step=1)
+    report = agg.step([late], step=1, sample=TASKS)
     assert kinds(report) == {"late": "committed"}
     assert ledger.snapshot("a")["doc"] == "fix1\nbeta\nfix2\n"
     assert ledger.log(limit=1)[0].trailers["Staleness"] == "1"
@@ -133,18 +131,18 @@ def test_stale_diff_rebases_onto_head_by_three_way_merge(tmp_path):
 
 def test_stale_overlap_is_a_conflict_and_past_budget_is_dropped(tmp_path):
     ledger, agg = make(tmp_path, {"doc": "x\n"}, lag_budget=1)
-    agg.step([diff("d1", 1, {"doc": "fix1\n"}, before={"doc": "x\n"}, tasks=["t1"])], step=0)
-    report = agg.step([diff("d2", 1, {"doc": "fix2\n"}, before={"doc": "x\n"}, tasks=["t2"])], step=1)
+    agg.step([diff("d1", 1, {"doc": "fix1\n"}, before={"doc": "x\n"}, tasks=["t1"])], step=0, sample=TASKS)
+    report = agg.step([diff("d2", 1, {"doc": "fix2\n"}, before={"doc": "x\n"}, tasks=["t2"])], step=1, sample=TASKS)
     assert kinds(report) == {"d2": "conflict_lost"}
-    agg.step([diff("d3", 2, {"k": "fix3"}, tasks=["t3"])], step=2)
-    report = agg.step([diff("d4", 1, {"k4": "fix4"}, tasks=["t4"])], step=3)
+    agg.step([diff("d3", 2, {"k": "fix3"}, tasks=["t3"])], step=2, sample=TASKS)
+    report = agg.step([diff("d4", 1, {"k4": "fix4"}, tasks=["t4"])], step=3, sample=TASKS)
     assert kinds(report) == {"d4": "dropped_stale"}
     assert "lag budget is 1" in report.outcomes[0].reason
 
 
 def test_edit_that_does_not_start_from_its_base_is_invalid(tmp_path):
     _, agg = make(tmp_path, {"doc": "x\n"})
-    report = agg.step([diff("d1", 1, {"doc": "fix1\n"}, before={"doc": "something else"})], step=0)
+    report = agg.step([diff("d1", 1, {"doc": "fix1\n"}, before={"doc": "something else"})], step=0, sample=TASKS)
     assert kinds(report) == {"d1": "invalid"}
 
 
@@ -152,7 +150,7 @@ def test_fused_candidate_that_fails_keeps_only_the_best_component(tmp_path):
     ledger, agg = make(tmp_path, {})
     a = diff("a", 1, {"ka": "fix1 fix3 A!"}, tasks=["t1"])
     b = diff("b", 1, {"kb": "fix2 B!"}, tasks=["t2"])
-    report = agg.step([a, b], step=0)
+    report = agg.step([a, b], step=0, sample=TASKS)
     assert kinds(report) == {"a": "committed", "b": "rejected_by_test"}
     assert "fused candidate did not" in next(o.reason for o in report.outcomes if o.diff_id == "b")
     assert set(ledger.snapshot("a")) == {"ka"}
@@ -161,10 +159,10 @@ def test_fused_candidate_that_fails_keeps_only_the_best_component(tmp_path):
 def test_gated_keys_need_the_stricter_bar(tmp_path):
     gov = Governance(blast_radius={"agents/*": "L1"})
     _, agg = make(tmp_path, {}, governance=gov)
-    report = agg.step([diff("one", 1, {"agents/x.md": "fix1"}, tasks=["t1"])], step=0)
+    report = agg.step([diff("one", 1, {"agents/x.md": "fix1"}, tasks=["t1"])], step=0, sample=TASKS)
     assert kinds(report) == {"one": "rejected_by_test"}
     many = " ".join(f"fix{i}" for i in range(10))
-    report = agg.step([diff("all", 1, {"agents/y.md": many}, tasks=["t1"])], step=1)
+    report = agg.step([diff("all", 1, {"agents/y.md": many}, tasks=["t1"])], step=1, sample=TASKS)
     assert kinds(report) == {"all": "committed"}
 
 
@@ -178,7 +176,7 @@ def test_another_writer_moving_dev_is_carried_over(tmp_path):
         return score(jobs)
 
     ledger, agg = make(tmp_path, {}, score_fn=interfering)
-    report = agg.step([diff("d1", 1, {"k1": "fix1"}, tasks=["t1"])], step=0)
+    report = agg.step([diff("d1", 1, {"k1": "fix1"}, tasks=["t1"])], step=0, sample=TASKS)
     assert kinds(report) == {"d1": "committed"}
     assert report.version == 3
     assert ledger.snapshot("a") == {"other": "theirs", "k1": "fix1"}
@@ -193,7 +191,7 @@ def test_another_writer_on_the_same_text_is_a_reported_conflict(tmp_path):
         return score(jobs)
 
     ledger, agg = make(tmp_path, {"doc": "x\n"}, score_fn=interfering)
-    report = agg.step([diff("d1", 1, {"doc": "fix1\n"}, before={"doc": "x\n"}, tasks=["t1"])], step=0)
+    report = agg.step([diff("d1", 1, {"doc": "fix1\n"}, before={"doc": "x\n"}, tasks=["t1"])], step=0, sample=TASKS)
     assert kinds(report) == {"d1": "conflict_lost"}
     assert "another writer" in report.outcomes[0].reason
     assert ledger.snapshot("a") == {"doc": "theirs\n"}
@@ -203,5 +201,5 @@ def test_another_writer_on_the_same_text_is_a_reported_conflict(tmp_path):
 def test_change_already_at_head_is_duplicate(tmp_path, after):
     state = {"k": "fix1"} if after else {}
     _, agg = make(tmp_path, state)
-    report = agg.step([diff("d1", 1, {"k": after}, before=state)], step=0)
+    report = agg.step([diff("d1", 1, {"k": after}, before=state)], step=0, sample=TASKS)
     assert kinds(report) == {"d1": "duplicate"}

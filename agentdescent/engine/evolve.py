@@ -17,7 +17,7 @@ from agentdescent.artifacts.strategies import AppendRules, Strategy
 from agentdescent.engine.evaluation import Evaluator, RewardFn, RunFn, Usage
 from agentdescent.engine.executors import EXECUTORS, ThreadExecutor, make_executor
 from agentdescent.engine.loop import Loop, Shape
-from agentdescent.engine.sampling import Sampler
+from agentdescent.engine.sampling import AcceptanceSamples, Sampler
 from agentdescent.engine.stopping import stop_rules
 from agentdescent.engine.worker import ProposeFn, Worker, WorkerConfig
 from agentdescent.errors import UserError
@@ -102,7 +102,7 @@ def evolve(
         evaluator = Evaluator(strategy=strategy, run=run, reward=reward, pool=calls, usage=usage)
         aggregator = (aggregator_factory or Aggregator)(
             ledger=ledger, artifact_id=artifact_id, governance=governance, policies=policies,
-            train=train, score=evaluator.score, lag_budget=lag_budget, rng=random.Random(f"{seed}:accept"),
+            train=train, score=evaluator.score, lag_budget=lag_budget,
             prefetch=held_out,
         )
         worker = Worker(
@@ -113,7 +113,7 @@ def evolve(
             ledger=ledger, artifact_id=artifact_id, strategy=strategy, held_out=held_out, evaluator=evaluator,
             aggregator=aggregator, worker=worker, pool=workers,
             sampler=Sampler(policy=policies.task_sampler, train=train, seed=seed, scouts=policies.proposal.scouts),
-            acceptance=policies.acceptance, promotion=policies.promotion,
+            samples=AcceptanceSamples(policy=policies.acceptance, train=train, seed=seed), promotion=policies.promotion,
             shape=Shape(rounds=rounds, n_workers=n_workers, asynchronous=asynchronous, seed=seed),
             stop_rules=stop_rules(target_reward=target_reward, patience=patience, max_calls=max_calls,
                                   max_tokens=max_tokens),

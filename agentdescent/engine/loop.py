@@ -21,13 +21,13 @@ from agentdescent.artifacts.strategies import Strategy
 from agentdescent.engine.dispatch import Dispatcher
 from agentdescent.engine.evaluation import Evaluator
 from agentdescent.engine.executors import Executor
-from agentdescent.engine.sampling import Sampler
+from agentdescent.engine.sampling import AcceptanceSamples, Sampler
 from agentdescent.engine.stopping import Progress, StopRule, stop_reason
 from agentdescent.engine.worker import Turn, Worker, WorkerReport
 from agentdescent.ledger import Ledger
 from agentdescent.result import EvolveResult, StepRecord
 from agentdescent.step import Aggregator, StepReport
-from agentdescent.step.policies import AcceptancePolicy, PromotionPolicy
+from agentdescent.step.policies import PromotionPolicy
 from agentdescent.types import Diff, Outcome, Task
 
 
@@ -54,7 +54,7 @@ class Loop:
     worker: Worker
     pool: Executor
     sampler: Sampler
-    acceptance: AcceptancePolicy
+    samples: AcceptanceSamples
     promotion: PromotionPolicy
     shape: Shape
     stop_rules: Sequence[StopRule]
@@ -116,9 +116,7 @@ class Loop:
         head = self.ledger.head()
         state = self.ledger.snapshot(self.artifact_id, head)
         deals = self.sampler.deal(count, first, self.evaluator.known(state))
-        seed = self.shape.seed
-        # Sampled now, not at the step, so that workers can verify on it and leave the scores cached.
-        sample = self.acceptance.sample(self.sampler.train, random.Random(f"{seed}:accept:{first}"))
+        sample, seed = self.samples.of(head), self.shape.seed
         return [
             Turn(worker=f"w{(first + i) % self.shape.n_workers}", version=head, state=state, batch=deal.batch,
                  spares=deal.spares, sample=sample, rng=random.Random(f"{seed}:turn:{first + i}"))
@@ -139,11 +137,7 @@ class Loop:
             self.sampler.note(self.evaluator.known(state))
         diffs: list[Diff] = [d for r in reports for d in r.diffs]
         early: list[Outcome] = [o.model_copy(update={"step": round_}) for r in reports for o in r.outcomes]
-        samples = {id(r.turn.sample): r.turn.sample for r in reports}
-        # Turns dispatched together share one acceptance sample, already scored by their verification;
-        # turns from different dispatches (asynchronous runs) leave the aggregator to draw its own.
-        sample = next(iter(samples.values())) if len(samples) == 1 else None
-        report = self.aggregator.step(diffs, round_, sample=sample)
+        report = self.aggregator.step(diffs, round_, sample=self.samples.of(self.ledger.head()))
         for outcome in early + report.outcomes:
             self.outcomes.append(outcome)
             self.emit(ev.DiffOutcome(round=round_, outcome=outcome))

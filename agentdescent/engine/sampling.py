@@ -1,18 +1,26 @@
-"""What each worker turn rolls out: minibatches from the task sampler, with the run's leads first.
+"""Which train tasks the run looks at: each turn's minibatch, and each version's acceptance sample.
 
-A lead is a train task seen failing on an earlier snapshot and not since seen passing or dealt
-out again: a commit rarely fixes what it was not made from, so leads are the likeliest failures
-to deal. The sampler keeps them, since it is the only reader. What it leaves out: the rule that
-picks the tasks (`Policies.task_sampler`), which it calls with what is known of the snapshot.
+`Sampler` deals minibatches from the task sampler, the run's leads first. A lead is a train task
+seen failing on an earlier snapshot and not since seen passing or dealt out again: a commit
+rarely fixes what it was not made from, so leads are the likeliest failures to deal. The sampler
+keeps them, since it is the only reader.
+
+`AcceptanceSamples` draws the acceptance sample of each head version, once. Workers verify a diff
+on the sample of the version they started from; the step judges it on the sample of the head it
+steps from. For a diff made on head the two are the same tasks, so its verification scores wait
+in the evaluation cache, in synchronous and asynchronous runs alike.
+
+What it leaves out: the rules that pick the tasks (`Policies.task_sampler`, `Policies.acceptance`).
 """
 
 from __future__ import annotations
 
+import random
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from agentdescent.step.policies import TaskSampler
+from agentdescent.step.policies import AcceptancePolicy, TaskSampler
 from agentdescent.types import Task
 
 
@@ -55,3 +63,21 @@ class Sampler:
         """Remember the train tasks that failed on a snapshot (task id -> reward) as leads."""
         with self._lock:
             self._leads.update(t for t, reward in measured.items() if reward < 1.0 and t in self._train_ids)
+
+
+class AcceptanceSamples:
+    """The acceptance sample of each version, drawn once, when first asked for, seeded by the version
+    (so a run is reproducible whichever thread asks first)."""
+
+    def __init__(self, *, policy: AcceptancePolicy, train: Sequence[Task], seed: int) -> None:
+        self._policy = policy
+        self._train = list(train)
+        self._seed = seed
+        self._drawn: dict[int, list[Task]] = {}
+        self._lock = threading.Lock()
+
+    def of(self, version: int) -> list[Task]:
+        with self._lock:
+            if version not in self._drawn:
+                self._drawn[version] = self._policy.sample(self._train, random.Random(f"{self._seed}:accept:{version}"))
+            return self._drawn[version]

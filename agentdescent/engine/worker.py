@@ -35,7 +35,7 @@ class ProposeFn(Protocol):
 class WorkerConfig:
     artifact_id: str
     self_verify: bool = True
-    # None: verify on what the aggregator will judge the diff on (its evidence plus the step's
+    # None: verify on what the aggregator will judge the diff on (its evidence plus the snapshot's
     # acceptance sample), so that it finds those scores cached;
     # an int k: verify on k tasks of the worker's own minibatch (its failures first), cheaply.
     cheap_eval_tasks: int | None = None
@@ -43,13 +43,13 @@ class WorkerConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class Turn:
-    """One unit of a worker's work: a snapshot, a minibatch, and the step's acceptance sample."""
+    """One unit of a worker's work: a snapshot, a minibatch, and the snapshot's acceptance sample."""
 
     worker: str
     version: int
     state: State
     batch: list[Task]
-    sample: list[Task]  # the step's acceptance sample, shared by the turns dispatched together
+    sample: list[Task]  # the acceptance sample of `version`, which the step judges diffs made on it by
     rng: random.Random
     spares: list[list[Task]] = field(default_factory=list)  # to scout with when `batch` has nothing
 

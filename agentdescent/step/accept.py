@@ -36,7 +36,7 @@ def accept(
     train: Mapping[str, Task],
     prefetch: Sequence[Task] = (),
 ) -> Acceptance:
-    """Score each component against head on its own evidence plus the step's `sample`, then the
+    """Score each component against head on its own evidence plus head's `sample`, then the
     fusion of those that pass on all their evidence plus the sample; keep the fusion if it passes
     too, else only the single best component. The fusion is also scored on `prefetch` in the same
     wave, so that the validation which follows its commit finds the scores cached."""

@@ -9,7 +9,6 @@ handed) and storage (the `Ledger`).
 from __future__ import annotations
 
 import functools
-import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -54,12 +53,11 @@ class Aggregator:
     train: Sequence[Task]
     score: Scorer
     lag_budget: int | None = None
-    rng: random.Random = field(default_factory=random.Random)
     prefetch: Sequence[Task] = ()  # scored beside a fused candidate: the held-out set
 
-    def step(self, diffs: Sequence[Diff], step: int, sample: Sequence[Task] | None = None) -> StepReport:
-        """Aggregate one batch of diffs. `sample` is the step's acceptance sample when the caller
-        drew it ahead (so that workers could verify on it); else the acceptance policy draws one."""
+    def step(self, diffs: Sequence[Diff], step: int, *, sample: Sequence[Task]) -> StepReport:
+        """Aggregate one batch of diffs. `sample` is the acceptance sample of head: the caller draws
+        it, once per version, so that workers verify on the same tasks and leave the scores cached."""
         t0 = time.perf_counter()
         head = self.ledger.head()
         head_state = self.ledger.snapshot(self.artifact_id, head)
@@ -69,8 +67,6 @@ class Aggregator:
         verdicts.update(resolution.unplaced)
         t1 = time.perf_counter()
         components = resolution.components
-        if sample is None:
-            sample = self.policies.acceptance.sample(self.train, self.rng)
         acceptance = accept(
             components, head_state, sample, self.score, self.policies, self.governance, self._train_by_id, self.prefetch
         )

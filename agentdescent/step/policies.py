@@ -204,8 +204,8 @@ class Verdict:
 
 class AcceptancePolicy(Protocol):
     def sample(self, train: Sequence[Task], rng: random.Random) -> list[Task]:
-        """The step's sample of train tasks. A candidate is scored against head on its own
-        evidence tasks plus this sample (`acceptance_set`)."""
+        """A version's sample of train tasks, drawn once per version by the engine. A candidate is
+        scored against head on its own evidence tasks plus head's sample (`acceptance_set`)."""
 
     def __call__(self, candidate: Sequence[float], head: Sequence[float], *, gated: bool) -> Verdict:
         """Accept the candidate over head? `gated` asks for the stricter L1 bar."""
@@ -213,7 +213,7 @@ class AcceptancePolicy(Protocol):
 
 def acceptance_set(evidence: Iterable[Task], sample: Sequence[Task]) -> list[Task]:
     """A candidate's acceptance tasks: the evidence it was made from (where it should win), then
-    the step's sample (where harm shows), each task once, in that order."""
+    head's sample (where harm shows), each task once, in that order."""
     return list({t.id: t for t in [*evidence, *sample]}.values())
 
 
@@ -222,7 +222,7 @@ class BetaAcceptance:
     """Accept when P(improvement) under the paired Beta posterior reaches `threshold`.
 
     Each candidate is scored on its own evidence tasks plus a seeded sample of `size` train
-    tasks shared by the whole step. The sample is what catches a rule that fixes its own task
+    tasks, one per head version, shared by every diff the step judges. The sample is what catches a rule that fixes its own task
     but breaks others, and it is the same size whether one diff is judged or sixteen: evidence
     tasks are chosen for failing, so a set made mostly of other diffs' evidence would hide
     exactly that harm. `min_tasks` and `min_decisive` refuse to decide on too little evidence.

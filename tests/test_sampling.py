@@ -1,0 +1,88 @@
+"""What the run looks at: each version's acceptance sample is drawn once and serves workers and step alike."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from agentdescent import Policies, evolve
+from agentdescent.cli.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks
+from agentdescent.engine.sampling import AcceptanceSamples, Sampler
+from agentdescent.step import Aggregator
+from agentdescent.step.policies import BetaAcceptance, acceptance_set
+from agentdescent.types import Task
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CountingAcceptance(BetaAcceptance):
+    """The default test, counting the samples it is asked to draw."""
+
+    draws: list = dataclasses.field(default_factory=list, compare=False)
+
+    def sample(self, train, rng):
+        drawn = super().sample(train, rng)
+        self.draws.append(drawn)
+        return drawn
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_each_version_s_sample_is_drawn_once_and_judges_the_diffs_verified_on_it(asynchronous):
+    acceptance = CountingAcceptance()
+    judged = []
+
+    class Recording(Aggregator):
+        def step(self, diffs, step, *, sample):
+            judged.append((self.ledger.head(), list(diffs), sample))
+            return super().step(diffs, step, sample=sample)
+
+    result = evolve(router_tasks(0), route_reward, run=route, propose=RouterReflector("append", seed=0),
+                    strategy=demo_strategy("append"), rounds=8, n_workers=4, asynchronous=asynchronous,
+                    policies=Policies(acceptance=acceptance), aggregator_factory=Recording)
+    with result.ledger as ledger:
+        head = ledger.head()
+    assert len(acceptance.draws) <= head + 1  # at most one draw per version
+    fresh = 0
+    for version, diffs, sample in judged:
+        assert any(sample is drawn for drawn in acceptance.draws), "the step judged on a sample the engine did not draw"
+        for diff in diffs:
+            if diff.base_version == version:  # made on head: verified on exactly what the step judges it on
+                fresh += 1
+                evidence = [Task(id=t, prompt="") for t in diff.evidence.task_ids]
+                assert diff.evidence.verify_task_ids == [t.id for t in acceptance_set(evidence, sample)]
+    assert fresh > 0
+
+
+def test_samples_are_drawn_once_per_version_and_seeded_by_it():
+    train = [Task(id=f"t{i}", prompt="") for i in range(100)]
+    acceptance = CountingAcceptance(size=8)
+    samples = AcceptanceSamples(policy=acceptance, train=train, seed=3)
+    assert samples.of(2) is samples.of(2) and len(acceptance.draws) == 1
+    other = AcceptanceSamples(policy=BetaAcceptance(size=8), train=train, seed=3)
+    assert [t.id for t in other.of(2)] == [t.id for t in samples.of(2)]  # whoever asks first
+    assert [t.id for t in samples.of(3)] != [t.id for t in samples.of(2)]
+
+
+def test_leads_are_known_failures_until_dealt_or_seen_passing():
+    train = [Task(id=f"t{i:02d}", prompt="") for i in range(40)]
+    told = []
+
+    def policy(train, n, first_turn, seed, known):
+        told.append(dict(known))
+        return Policies().task_sampler(train, n, first_turn, seed, known)
+
+    sampler = Sampler(policy=policy, train=train, seed=0, scouts=0)
+    sampler.note({"t33": 0.0, "t34": 0.0, "t35": 1.0, "not-a-train-task": 0.0})
+    [deal] = sampler.deal(1, 0, {"t34": 1.0})  # t34 passes on this snapshot
+    assert told[-1] == {"t33": 0.0, "t34": 1.0}
+    assert deal.batch[0].id == "t33"  # a known failure is dealt first
+    sampler.deal(1, 1, {})
+    assert told[-1] == {}  # dealt once, t33 is no longer a lead
+
+
+def test_spares_go_to_each_turn_in_turn():
+    train = [Task(id=f"t{i:02d}", prompt="") for i in range(40)]
+    deals = Sampler(policy=Policies().task_sampler, train=train, seed=0, scouts=2).deal(3, 0, {})
+    assert [len(d.spares) for d in deals] == [2, 2, 2]
+    dealt = [t.id for d in deals for batch in [d.batch, *d.spares] for t in batch]
+    assert len(dealt) == len(set(dealt)) == 3 * 3 * 4
