@@ -203,3 +203,12 @@ def test_change_already_at_head_is_duplicate(tmp_path, after):
     _, agg = make(tmp_path, state)
     report = agg.step([diff("d1", 1, {"k": after}, before=state)], step=0, sample=TASKS)
     assert kinds(report) == {"d1": "duplicate"}
+
+
+def test_staleness_is_reported_once_for_every_diff_and_matches_the_trailer(tmp_path):
+    ledger, agg = make(tmp_path, {})
+    agg.step([diff("d0", 1, {"k0": "fix0"}, tasks=["t0"])], step=0, sample=TASKS)
+    report = agg.step([diff("late", 1, {"k1": "fix1"}, tasks=["t1"]), diff("bad", 1, {"../x": "y"}),
+                       diff("fresh", 2, {"k3": "fix3"}, tasks=["t3"])], step=1, sample=TASKS)
+    assert report.staleness == {"late": 1, "bad": 1, "fresh": 0}
+    assert ledger.log(limit=1)[0].trailers["Staleness"] == "1,0"

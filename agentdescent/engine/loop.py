@@ -174,7 +174,7 @@ class Loop:
         self.history.append(StepRecord(
             round=round_, base_version=report.base_version, version=report.version,
             diffs=[d.id for d in diffs], outcomes=counts,
-            staleness=[report.base_version - d.base_version for d in diffs],
+            staleness=[report.staleness[d.id] for d in diffs],
             acceptance_head=report.head_reward, acceptance_candidate=report.candidate_reward,
             held_out=held_out, promoted=promoted, calls=self.evaluator.usage.calls, timings=report.timings,
         ))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agentdescent.artifacts.state import State
@@ -33,6 +33,7 @@ class StepReport:
     base_version: int
     version: int | None  # the new dev version, or None when nothing landed
     outcomes: list[Outcome]
+    staleness: dict[str, int] = field(default_factory=dict)  # diff id -> versions its base is behind head
     head_reward: float | None = None  # mean on the committed candidate's acceptance set
     candidate_reward: float | None = None
     timings: dict[str, float] = field(default_factory=dict)
@@ -62,7 +63,8 @@ class Aggregator:
         head = self.ledger.head()
         head_state = self.ledger.snapshot(self.artifact_id, head)
         verdicts: dict[str, tuple[OutcomeKind, str]] = {}
-        changes = self._admit_and_rebase(diffs, head, head_state, verdicts)
+        staleness = {d.id: head - d.base_version for d in diffs}
+        changes = self._admit_and_rebase(diffs, staleness, head_state, verdicts)
         resolution = resolve(changes, head_state, self.policies)
         verdicts.update(resolution.unplaced)
         t1 = time.perf_counter()
@@ -76,7 +78,7 @@ class Aggregator:
         t3 = time.perf_counter()
         outcomes = [_outcome(d, *verdicts[d.id], step, version if verdicts[d.id][0] in ("committed", "fused") else None) for d in diffs]
         return StepReport(
-            step=step, base_version=head, version=version, outcomes=outcomes,
+            step=step, base_version=head, version=version, outcomes=outcomes, staleness=staleness,
             head_reward=acceptance.head_reward, candidate_reward=acceptance.candidate_reward,
             timings={"prepare": t1 - t0, "accept": t2 - t1, "commit": t3 - t2},
         )
@@ -86,12 +88,13 @@ class Aggregator:
         return {t.id: t for t in self.train}
 
     def _admit_and_rebase(
-        self, diffs: Sequence[Diff], head: int, head_state: State, verdicts: dict[str, tuple[OutcomeKind, str]]
+        self, diffs: Sequence[Diff], staleness_of: Mapping[str, int], head_state: State,
+        verdicts: dict[str, tuple[OutcomeKind, str]],
     ) -> list[Change]:
         changes = []
         for diff in diffs:
             refusal = admit(diff, self.artifact_id, self.governance)
-            staleness = head - diff.base_version
+            staleness = staleness_of[diff.id]
             if refusal is None and not self.policies.staleness.admit(staleness, self.lag_budget):
                 refusal = ("dropped_stale", f"{staleness} versions behind head; the lag budget is {self.lag_budget}")
             if refusal is None:
@@ -100,7 +103,7 @@ class Aggregator:
                 except LedgerError as exc:
                     refusal = ("error", f"could not read its base version {diff.base_version}: {exc}")
                 else:
-                    rebased = rebase(diff, head, head_state, base_state, self.policies)
+                    rebased = rebase(diff, staleness, head_state, base_state, self.policies)
                     if isinstance(rebased, Change):
                         changes.append(rebased)
                         continue

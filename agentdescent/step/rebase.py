@@ -10,10 +10,10 @@ from agentdescent.types import Diff, OutcomeKind
 
 
 def rebase(
-    diff: Diff, head: int, head_state: Mapping[str, str], base_state: Mapping[str, str], policies: Policies
+    diff: Diff, staleness: int, head_state: Mapping[str, str], base_state: Mapping[str, str], policies: Policies
 ) -> Change | tuple[OutcomeKind, str]:
-    """Carry `diff` from its base onto head: keys head changed since are merged three-way."""
-    staleness = head - diff.base_version
+    """Carry `diff` from its base onto head, `staleness` versions later: keys head changed since
+    are merged three-way."""
     conflicts, after = [], {}
     for edit in diff.edits:
         base_text, head_text = base_state.get(edit.key), head_state.get(edit.key)
@@ -29,4 +29,4 @@ def rebase(
         return Change(diff=diff, staleness=staleness, after=after, note=note)
     if conflicts:
         return "conflict_lost", f"{', '.join(conflicts)} changed since version {diff.base_version} and the edits overlap"
-    return "duplicate", f"head (version {head}) already says this"
+    return "duplicate", f"head (version {diff.base_version + staleness}) already says this"
