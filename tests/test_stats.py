@@ -1,6 +1,6 @@
 import pytest
 
-from agentdescent.step.stats import mean_interval, paired, prob_improvement
+from agentdescent.step.stats import mean_interval, mean_reward, paired, prob_improvement
 
 # --- paired -----------------------------------------------------------------------------------
 
@@ -117,3 +117,8 @@ def test_interval_all_zero_and_all_one():
 
 def test_interval_of_nothing_is_everything():
     assert mean_interval([]) == (0.0, 1.0)
+
+
+def test_mean_reward_of_nothing_is_zero():
+    assert mean_reward([1, 0, 0.5]) == 0.5
+    assert mean_reward([]) == 0.0

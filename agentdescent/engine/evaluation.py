@@ -22,6 +22,7 @@ from agentdescent.agents.base import ModelUsage
 from agentdescent.artifacts.strategies import Strategy
 from agentdescent.engine.executors import Executor
 from agentdescent.errors import AgentError, UserError
+from agentdescent.step.stats import mean_reward
 from agentdescent.types import Rollout, Task
 
 
@@ -114,8 +115,7 @@ class Evaluator:
         return [[f.result().reward for f in row] for row in rows]
 
     def mean(self, state: Mapping[str, str], tasks: Sequence[Task]) -> float:
-        rewards = self.rewards([state], tasks)[0]
-        return sum(rewards) / len(rewards) if rewards else 0.0
+        return mean_reward(self.score([(state, tasks)])[0])
 
     def many(self, states: Sequence[Mapping[str, str]], tasks: Sequence[Task]) -> list[list[Rollout]]:
         """Every state on every task, all in flight at once; rows follow `states`."""

@@ -18,6 +18,7 @@ from agentdescent.engine.evaluation import Evaluator
 from agentdescent.engine.executors import Executor
 from agentdescent.errors import UserError
 from agentdescent.step.policies import Policies, acceptance_set
+from agentdescent.step.stats import mean_reward
 from agentdescent.types import Diff, EvidenceCard, Outcome, Rollout, Task
 
 
@@ -145,8 +146,8 @@ class Worker:
         for diff, tasks, (before, after) in pending:
             card = diff.evidence.model_copy(update={
                 "verify_task_ids": [t.id for t in tasks],
-                "verify_before": _mean([f.result().reward for f in before]),
-                "verify_after": _mean([f.result().reward for f in after]),
+                "verify_before": mean_reward([f.result().reward for f in before]),
+                "verify_after": mean_reward([f.result().reward for f in after]),
             })
             verified.append(diff.model_copy(update={"evidence": card}))
         return verified
@@ -157,7 +158,3 @@ class Worker:
             return acceptance_set([r.task for r in rollouts if r.task.id in own], turn.sample)
         ordered = sorted(rollouts, key=lambda r: r.task.id not in own)
         return [r.task for r in ordered][: self.config.cheap_eval_tasks]
-
-
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else 0.0

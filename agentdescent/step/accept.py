@@ -10,6 +10,7 @@ from agentdescent.artifacts.state import State, apply
 from agentdescent.governance import Governance
 from agentdescent.step.changes import Component
 from agentdescent.step.policies import Policies, Verdict, acceptance_set
+from agentdescent.step.stats import mean_reward
 from agentdescent.types import Task
 
 # Scores each (state, tasks) job, all in flight at once: one row of rewards per job.
@@ -56,7 +57,7 @@ def accept(
     }
     passing = [s for s in scored if s.verdict.accepted]
     if not passing:
-        return Acceptance(accepted=[], rejected=rejected, candidate=head_state, head_reward=_mean(rows[0]), candidate_reward=None)
+        return Acceptance(accepted=[], rejected=rejected, candidate=head_state, head_reward=mean_reward(rows[0]), candidate_reward=None)
     if len(passing) > 1:
         fused = _fuse(head_state, [p.component for p in passing])
         tasks = acceptance_set([t for p in passing for t in _evidence(p.component, train)], sample)
@@ -66,13 +67,13 @@ def accept(
         if verdict.accepted:
             return Acceptance(
                 accepted=[p.component for p in passing], rejected=rejected, candidate=fused,
-                head_reward=_mean(head_row), candidate_reward=_mean(fused_row), reason=verdict.reason,
+                head_reward=mean_reward(head_row), candidate_reward=mean_reward(fused_row), reason=verdict.reason,
             )
         passing = [_keep_best(passing, rejected, verdict)]
     best = passing[0]
     return Acceptance(
         accepted=[best.component], rejected=rejected, candidate=apply(head_state, best.component.after),
-        head_reward=_mean(best.head), candidate_reward=_mean(best.rewards), reason=best.verdict.reason,
+        head_reward=mean_reward(best.head), candidate_reward=mean_reward(best.rewards), reason=best.verdict.reason,
     )
 
 
@@ -103,7 +104,3 @@ def _fuse(head_state: State, components: Sequence[Component]) -> State:
     for comp in components:
         merged.update(comp.after)  # components hold disjoint keys
     return apply(head_state, merged)
-
-
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else 0.0

@@ -28,6 +28,11 @@ class PairedComparison:
         return self.wins + self.losses
 
 
+def mean_reward(rewards: Sequence[float]) -> float:
+    """The mean reward, 0 when there is none. mean_reward([1, 0, 0.5]) == 0.5"""
+    return sum(rewards) / len(rewards) if rewards else 0.0
+
+
 def paired(candidate: Sequence[float], head: Sequence[float]) -> PairedComparison:
     """Compare rewards task by task. paired([1, 0, 1], [0, 0, 1]) -> wins=1, losses=0, n=3."""
     if len(candidate) != len(head):
