@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentdescent.agents.base import Model
 from agentdescent.errors import AgentError, UserError
 from agentdescent.process import TimedOut, run_process
 from agentdescent.reflect import templates
@@ -287,7 +288,7 @@ def _fraction(match: re.Match[str], scale: int) -> float:
 class Judge:
     """A reward that asks `model` to grade each output against `rubric` (see `llm_judge`)."""
 
-    def __init__(self, model: Callable[[str], str], rubric: str, *, scale: int, template: str) -> None:
+    def __init__(self, model: Model, rubric: str, *, scale: int, template: str) -> None:
         self.model, self.rubric, self.scale, self.template = model, rubric, scale, template
         self.unparseable = 0  # replies that held no readable score, retries included
         self._lock = threading.Lock()
@@ -311,7 +312,7 @@ class Judge:
         raise AgentError(f"judge gave no readable score for task {task.id!r}, twice; last reply ends: {reply[-300:]!r}")
 
 
-def llm_judge(model: Callable[[str], str], rubric: str, *, scale: int = 10, template: str | None = None) -> Judge:
+def llm_judge(model: Model, rubric: str, *, scale: int = 10, template: str | None = None) -> Judge:
     """A reward from a model's grade: it sees the task prompt, the gold (when known), the output and
     the rubric, and answers with a score from 0 to `scale`; the reward is score / scale.
 

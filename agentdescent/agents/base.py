@@ -11,10 +11,9 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
-from typing import Protocol, runtime_checkable
 
 from agentdescent.errors import AgentError
 
@@ -45,15 +44,10 @@ class ModelUsage:
             return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
 
 
-@runtime_checkable
-class Model(Protocol):
-    """A text-in, text-out model with its usage. Raises `AgentError` when a call fails for good
-    and `UserError` when it is misconfigured (a missing key, say)."""
-
-    name: str
-    usage: ModelUsage
-
-    def __call__(self, prompt: str) -> str: ...
+Model = Callable[[str], str]
+"""A model: text in, text out. Any such callable will do, so a test needs no client. The clients
+shipped here also carry a `name` and a `usage` (`ModelUsage`), raise `AgentError` when a call
+fails for good and `UserError` when they are misconfigured (a missing key, say)."""
 
 
 _meters: contextvars.ContextVar[tuple[ModelUsage, ...]] = contextvars.ContextVar("agentdescent_meters", default=())

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from agentdescent.reflect.reflector import Model, tagged
+from agentdescent.agents.base import Model
+from agentdescent.reflect.reflector import tagged
 from agentdescent.reflect.templates import fill, template
 from agentdescent.step.policies import ThreeWayMerge
 

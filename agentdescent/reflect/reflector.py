@@ -14,12 +14,11 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
+from agentdescent.agents.base import Model
 from agentdescent.reflect.templates import fill, template
 from agentdescent.types import Rollout, Task
-
-Model = Callable[[str], str]
 
 NONE_REPLY = re.compile(r"^\W*(none|no rule|no change|n/?a|nothing)\W*$", re.IGNORECASE)
 CODE_FENCE = re.compile(r"^```[\w-]*\n(.*?)\n?```\s*$", re.DOTALL)

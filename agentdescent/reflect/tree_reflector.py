@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from agentdescent.agents.base import Model
 from agentdescent.artifacts.strategies import FileTree, InvalidProposal, parse_file_blocks
 from agentdescent.governance import is_frozen, unsafe_key_reason
-from agentdescent.reflect.reflector import CODE_FENCE, NONE_REPLY, Model, Reflector, describe_cases, unwrap
+from agentdescent.reflect.reflector import CODE_FENCE, NONE_REPLY, Reflector, describe_cases, unwrap
 from agentdescent.reflect.templates import fill, template
 from agentdescent.types import Task
 
