@@ -11,11 +11,14 @@ here too, since a key becomes a file path in the ledger and on write-back.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from agentdescent.types import Diff
+from agentdescent.types import Edit
+
+if TYPE_CHECKING:  # strategies import this module for is_frozen
+    from agentdescent.artifacts.strategies import Strategy
 
 Layer = Literal["L0", "L1", "L2"]
 
@@ -79,23 +82,29 @@ class Governance:
     def gated(self, keys: Iterable[str]) -> bool:
         return any(self.layer(k) == "L1" for k in keys)
 
-    def refusal(self, diff: Diff) -> str | None:
-        """Why governance refuses `diff`, naming the key and the rule, or None."""
-        frozen = sorted(k for k in diff.keys if self.layer(k) == "L0")
+    @classmethod
+    def of(cls, strategy: Strategy, blast_radius: Mapping[str, Layer] | None = None) -> Governance:
+        """The rules for diffs of `strategy`'s artifact: its frozen keys and key cap, and `blast_radius`."""
+        return cls(blast_radius=dict(blast_radius or {}), frozen=tuple(strategy.frozen),
+                   max_keys_per_diff=strategy.max_keys_per_diff)
+
+    def refusal(self, keys: Collection[str]) -> str | None:
+        """Why governance refuses a diff that changes `keys`, naming the key and the rule, or None."""
+        frozen = sorted(k for k in keys if self.layer(k) == "L0")
         if frozen:
             return f"touches frozen (L0) key(s) {', '.join(frozen)}; frozen files are never changed by a diff"
-        if self.max_keys_per_diff is not None and len(diff.keys) > self.max_keys_per_diff:
-            return f"changes {len(diff.keys)} keys; at most {self.max_keys_per_diff} per diff are allowed"
+        if self.max_keys_per_diff is not None and len(keys) > self.max_keys_per_diff:
+            return f"changes {len(keys)} keys; at most {self.max_keys_per_diff} per diff are allowed"
         return None
 
-    def invalidity(self, diff: Diff) -> str | None:
-        """Why `diff` is malformed (unsafe key, repeated key, oversize text), or None."""
-        if not diff.edits:
+    def invalidity(self, edits: Sequence[Edit]) -> str | None:
+        """Why a diff of `edits` is malformed (no edit, unsafe key, repeated key, oversize text), or None."""
+        if not edits:
             return "the diff has no edits"
-        keys = [e.key for e in diff.edits]
+        keys = [e.key for e in edits]
         if len(set(keys)) != len(keys):
             return "the diff edits the same key twice"
-        for edit in diff.edits:
+        for edit in edits:
             reason = unsafe_key_reason(edit.key)
             if reason:
                 return reason

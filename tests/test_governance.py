@@ -103,7 +103,7 @@ def test_gated_when_any_key_is_l1():
 
 def test_refusal_names_frozen_key():
     g = Governance(blast_radius=SKILL_BLAST_RADIUS)
-    reason = g.refusal(diff(("SKILL.md", "x"), ("hooks/pre.sh", "rm -rf /")))
+    reason = g.refusal(diff(("SKILL.md", "x"), ("hooks/pre.sh", "rm -rf /")).keys)
     assert reason is not None
     assert "hooks/pre.sh" in reason and "SKILL.md" not in reason
     assert "frozen" in reason
@@ -111,39 +111,39 @@ def test_refusal_names_frozen_key():
 
 def test_refusal_names_the_key_cap():
     g = Governance(max_keys_per_diff=2)
-    reason = g.refusal(diff(("a.md", "1"), ("b.md", "2"), ("c.md", "3")))
+    reason = g.refusal(diff(("a.md", "1"), ("b.md", "2"), ("c.md", "3")).keys)
     assert reason is not None
     assert "3" in reason and "2" in reason
-    assert g.refusal(diff(("a.md", "1"), ("b.md", "2"))) is None
+    assert g.refusal(diff(("a.md", "1"), ("b.md", "2")).keys) is None
 
 
 def test_no_refusal_for_a_free_diff():
-    assert Governance(blast_radius=SKILL_BLAST_RADIUS).refusal(diff(("SKILL.md", "x"))) is None
+    assert Governance(blast_radius=SKILL_BLAST_RADIUS).refusal(diff(("SKILL.md", "x")).keys) is None
 
 
 # --- invalidity -------------------------------------------------------------------------------
 
 
 def test_invalid_when_no_edits():
-    assert "no edits" in Governance().invalidity(diff())
+    assert "no edits" in Governance().invalidity(diff().edits)
 
 
 def test_invalid_when_key_repeated():
-    assert "twice" in Governance().invalidity(diff(("a.md", "1"), ("a.md", "2")))
+    assert "twice" in Governance().invalidity(diff(("a.md", "1"), ("a.md", "2")).edits)
 
 
 def test_invalid_when_key_unsafe():
-    reason = Governance().invalidity(diff(("ok.md", "x"), ("../escape.md", "x")))
+    reason = Governance().invalidity(diff(("ok.md", "x"), ("../escape.md", "x")).edits)
     assert reason is not None and "../escape.md" in reason
 
 
 def test_invalid_when_text_oversize_in_bytes():
     g = Governance(max_bytes_per_key=10)
-    assert g.invalidity(diff(("a.md", "x" * 10))) is None
-    reason = g.invalidity(diff(("a.md", "x" * 11)))
+    assert g.invalidity(diff(("a.md", "x" * 10)).edits) is None
+    reason = g.invalidity(diff(("a.md", "x" * 11)).edits)
     assert reason is not None and "a.md" in reason and "10" in reason
-    assert g.invalidity(diff(("a.md", "é" * 6))) is not None  # 6 characters, 12 bytes
+    assert g.invalidity(diff(("a.md", "é" * 6)).edits) is not None  # 6 characters, 12 bytes
 
 
 def test_deletion_is_never_oversize():
-    assert Governance(max_bytes_per_key=1).invalidity(diff(("a.md", None))) is None
+    assert Governance(max_bytes_per_key=1).invalidity(diff(("a.md", None)).edits) is None

@@ -95,9 +95,10 @@ def test_tree_reflector_returns_clean_validated_blocks():
 
 @pytest.mark.parametrize("reply, reason", [
     ('<file path="hooks/check.sh">rm -rf /\n</file>', "frozen"),
-    ('<file path="SKILL.md">a\n</file><file path="notes.md">b\n</file>', "at most 1"),
+    ('<file path="SKILL.md">a\n</file><file path="notes.md">b\n</file>', "at most 1 per diff"),
     ('<file path="../outside.md">x\n</file>', ".."),
     ("I would change the skill to be more precise.", "no <file"),
+    ('<file path="SKILL.md">' + "x" * 200_001 + "</file>", "more than 200000 bytes"),  # admission's own size cap
 ])
 def test_tree_reflector_refuses_what_the_strategy_forbids(reply, reason):
     propose = tree_reflector(scripted([reply]), strategy=tree_strategy())

@@ -90,11 +90,7 @@ def evolve(
                    max_concurrency=max_concurrency, parallel=parallel, executor=executor,
                    lag_budget=lag_budget, target_reward=target_reward, max_calls=max_calls, max_tokens=max_tokens)
     ledger = Ledger(store if store is not None else tempfile.mkdtemp(prefix="agentdescent-ledger-"))
-    governance = Governance(
-        blast_radius=dict(blast_radius or {}),
-        frozen=tuple(strategy.frozen),
-        max_keys_per_diff=strategy.max_keys_per_diff,
-    )
+    governance = Governance.of(strategy, blast_radius)
     usage = Usage()
     calls = make_executor(executor, max_concurrency or min(128, max(32, 4 * n_workers)), name="agentdescent-call")
     workers = ThreadExecutor(n_workers, name="agentdescent-worker")

@@ -11,10 +11,10 @@ from collections.abc import Mapping, Sequence
 
 from agentdescent.agents.base import Model
 from agentdescent.artifacts.strategies import FileTree, InvalidProposal, parse_file_blocks
-from agentdescent.governance import is_frozen, unsafe_key_reason
+from agentdescent.governance import Governance, is_frozen
 from agentdescent.reflect.reflector import CODE_FENCE, NONE_REPLY, Reflector, describe_cases, unwrap
 from agentdescent.reflect.templates import fill, template
-from agentdescent.types import Task
+from agentdescent.types import Edit, Task
 
 
 class TreeReflector(Reflector):
@@ -48,15 +48,10 @@ class TreeReflector(Reflector):
         files = {path: _unfence(text) if text is not None else None for path, text in parse_file_blocks(reply).items()}
         if not files:
             raise InvalidProposal('the reply holds no <file path="..."> or <delete path="..."/> block')
-        for path in files:
-            reason = unsafe_key_reason(path)
-            if reason:
-                raise InvalidProposal(reason)
-            if is_frozen(path, self.strategy.frozen):
-                raise InvalidProposal(f"{path} is frozen and cannot be changed")
-        cap = self.strategy.max_keys_per_diff
-        if cap is not None and len(files) > cap:
-            raise InvalidProposal(f"the reply changes {len(files)} files; at most {cap} are allowed")
+        rules = Governance.of(self.strategy)  # the checks admission makes, so a bad reply fails here, with its reason
+        reason = rules.invalidity([Edit(key=p, after=t) for p, t in files.items()]) or rules.refusal(files.keys())
+        if reason:
+            raise InvalidProposal(reason)
         return "\n".join(
             f'<delete path="{p}"/>' if t is None else f'<file path="{p}">\n{t}</file>' for p, t in files.items()
         )

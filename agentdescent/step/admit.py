@@ -10,8 +10,8 @@ def admit(diff: Diff, artifact_id: str, governance: Governance) -> tuple[Outcome
     """Schema, size, path safety, then governance. None admits the diff."""
     if diff.artifact_id != artifact_id:
         return "invalid", f"diff is for artifact {diff.artifact_id!r}, this step is for {artifact_id!r}"
-    invalid = governance.invalidity(diff)
+    invalid = governance.invalidity(diff.edits)
     if invalid:
         return "invalid", invalid
-    refused = governance.refusal(diff)
+    refused = governance.refusal(diff.keys)
     return ("refused_by_governance", refused) if refused else None
