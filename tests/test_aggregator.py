@@ -212,3 +212,14 @@ def test_staleness_is_reported_once_for_every_diff_and_matches_the_trailer(tmp_p
                        diff("fresh", 2, {"k3": "fix3"}, tasks=["t3"])], step=1, sample=TASKS)
     assert report.staleness == {"late": 1, "bad": 1, "fresh": 0}
     assert ledger.log(limit=1)[0].trailers["Staleness"] == "1,0"
+
+
+def test_a_fused_candidate_is_announced_before_its_test_and_nothing_else(tmp_path):
+    heard = []
+    ledger, agg = make(tmp_path, {})
+    agg.on_candidate = heard.append
+    agg.step([diff("d1", 1, {"k1": "fix1"}, tasks=["t1"])], step=0, sample=TASKS)
+    assert heard == []  # a lone component is committed as tested: nothing more to start early
+    agg.step([diff("d2", 2, {"k2": "fix2"}, tasks=["t2"]), diff("d3", 2, {"k3": "fix3"}, tasks=["t3"])],
+             step=1, sample=TASKS)
+    assert heard == [{"k1": "fix1", "k2": "fix2", "k3": "fix3"}] == [ledger.snapshot("a")]

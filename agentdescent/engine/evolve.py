@@ -99,7 +99,8 @@ def evolve(
         aggregator = (aggregator_factory or Aggregator)(
             ledger=ledger, artifact_id=artifact_id, governance=governance, policies=policies,
             train=train, score=evaluator.score, lag_budget=lag_budget,
-            prefetch=held_out,
+            # a fused candidate is likely to land: start its held-out evaluation beside its test
+            on_candidate=lambda state: evaluator.submit([state], held_out),
         )
         worker = Worker(
             strategy=strategy, propose=propose, evaluator=evaluator, calls=calls, policies=policies,

@@ -35,12 +35,12 @@ def accept(
     policies: Policies,
     governance: Governance,
     train: Mapping[str, Task],
-    prefetch: Sequence[Task] = (),
+    on_candidate: Callable[[State], None] | None = None,
 ) -> Acceptance:
     """Score each component against head on its own evidence plus head's `sample`, then the
     fusion of those that pass on all their evidence plus the sample; keep the fusion if it passes
-    too, else only the single best component. The fusion is also scored on `prefetch` in the same
-    wave, so that the validation which follows its commit finds the scores cached."""
+    too, else only the single best component. `on_candidate` hears of the fusion just before its
+    test, so that work on it (the engine's held-out evaluation) can run in the same wave."""
     if not components:
         return Acceptance(accepted=[], rejected={}, candidate=head_state, head_reward=None, candidate_reward=None)
     sets = [acceptance_set(_evidence(comp, train), sample) for comp in components]
@@ -61,7 +61,9 @@ def accept(
     if len(passing) > 1:
         fused = _fuse(head_state, [p.component for p in passing])
         tasks = acceptance_set([t for p in passing for t in _evidence(p.component, train)], sample)
-        fused_row = score([(fused, [*tasks, *prefetch])])[0][: len(tasks)]
+        if on_candidate is not None:
+            on_candidate(fused)
+        fused_row = score([(fused, tasks)])[0]
         head_row = [head[t.id] for t in tasks]
         verdict = policies.acceptance(fused_row, head_row, gated=any(governance.gated(p.component.after) for p in passing))
         if verdict.accepted:

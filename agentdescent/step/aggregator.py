@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agentdescent.artifacts.state import State
@@ -54,7 +54,7 @@ class Aggregator:
     train: Sequence[Task]
     score: Scorer
     lag_budget: int | None = None
-    prefetch: Sequence[Task] = ()  # scored beside a fused candidate: the held-out set
+    on_candidate: Callable[[State], None] | None = None  # hears of a fused candidate before its test
 
     def step(self, diffs: Sequence[Diff], step: int, *, sample: Sequence[Task]) -> StepReport:
         """Aggregate one batch of diffs. `sample` is the acceptance sample of head: the caller draws
@@ -70,7 +70,8 @@ class Aggregator:
         t1 = time.perf_counter()
         components = resolution.components
         acceptance = accept(
-            components, head_state, sample, self.score, self.policies, self.governance, self._train_by_id, self.prefetch
+            components, head_state, sample, self.score, self.policies, self.governance, self._train_by_id,
+            self.on_candidate,
         )
         verdicts.update((diff_id, ("rejected_by_test", why)) for diff_id, why in acceptance.rejected.items())
         t2 = time.perf_counter()
