@@ -1,4 +1,7 @@
-"""The public names are a promise: this pins them."""
+"""The public names are a promise: this pins them, and the import paths the README is written against."""
+
+import importlib
+import inspect
 
 import agentdescent
 
@@ -10,8 +13,29 @@ def test_public_names_are_pinned():
         "Strategy", "Task", "UserError", "claude", "claude_code", "codex", "deepseek", "evolve", "llm_fusion",
         "llm_judge", "openai_compatible", "reflector", "scorer", "scripted", "tasks_from", "tree_reflector",
     ]
+
+
+def test_every_public_name_is_ours_and_documented():
     for name in agentdescent.__all__:
-        assert getattr(agentdescent, name) is not None
+        thing = getattr(agentdescent, name)
+        assert thing.__module__.startswith("agentdescent."), f"{name} comes from {thing.__module__}"
+        assert inspect.getdoc(thing), f"{name} has no docstring"
+
+
+def test_the_stable_import_paths_reach_the_same_objects():
+    """`agentdescent`, `agentdescent.agents`, `agentdescent.dataloader` and `agentdescent.governance`
+    stay where users import them from, whatever moves inside the package."""
+    stable = {
+        "agentdescent.agents": ["claude", "claude_code", "codex", "deepseek", "openai_compatible", "scripted"],
+        "agentdescent.dataloader": ["tasks_from", "hf_rows", "jsonl_rows", "csv_rows", "json_rows"],
+        "agentdescent.governance": ["SKILL_BLAST_RADIUS", "HARNESS_BLAST_RADIUS"],
+    }
+    for module_name, names in stable.items():
+        module = importlib.import_module(module_name)
+        for name in names:
+            assert hasattr(module, name), f"{module_name}.{name} is gone"
+            if name in agentdescent.__all__:
+                assert getattr(module, name) is getattr(agentdescent, name)
 
 
 def test_user_error_is_a_value_error_with_the_fix_in_it():

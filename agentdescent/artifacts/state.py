@@ -1,7 +1,9 @@
-"""An artifact's state: a flat `{key: text}` mapping, and the one way a change is written over it."""
+"""An artifact's state: a flat `{key: text}` mapping, the one way a change is written over it, and its name."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 
 State = dict[str, str]
@@ -16,3 +18,10 @@ def apply(state: Mapping[str, str], after: Mapping[str, str | None]) -> State:
         else:
             new[key] = text
     return new
+
+
+def state_hash(state: Mapping[str, str]) -> str:
+    """A name for a state that is the same in every process and for any key order; the evaluation
+    cache keys rollouts by it. state_hash({"a": "x", "b": ""}) == state_hash({"b": "", "a": "x"})"""
+    blob = json.dumps(state, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    return hashlib.sha256(blob).hexdigest()[:16]

@@ -9,8 +9,6 @@ caller's bug and stops the run with a `UserError`.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import threading
 from collections.abc import Mapping, Sequence
@@ -19,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agentdescent.agents.base import ModelUsage
+from agentdescent.artifacts.state import state_hash
 from agentdescent.artifacts.strategies import Strategy
 from agentdescent.engine.executors import Executor
 from agentdescent.errors import AgentError, UserError
@@ -70,12 +69,6 @@ class Usage:
             self.failures += 1
             if len(self.errors) < 20:
                 self.errors.append(message)
-
-
-def state_hash(state: Mapping[str, str]) -> str:
-    """A stable name for a state. state_hash({"a": "x"}) == state_hash({"a": "x"})"""
-    blob = json.dumps(state, sort_keys=True, ensure_ascii=False).encode("utf-8")
-    return hashlib.sha256(blob).hexdigest()[:16]
 
 
 def check_reward(value: object, task: Task) -> float:
