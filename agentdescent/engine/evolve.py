@@ -82,6 +82,12 @@ def evolve(
     `max_concurrency=1`, or any concurrency in synchronous mode, the same seed gives the same result.
     `aggregator_factory` receives the `Aggregator` fields as keywords and returns an object with
     its `step` method.
+
+    `parallel` and `executor` have one value each today, and any other is refused with a
+    `UserError`: `parallel="dp"` (data-parallel: every worker may change every key, on its own
+    tasks) and `executor="thread"` (workers and calls on thread pools in this process). They are
+    in the signature for the key-sharded and pipelined methods and the process and Ray executors
+    that are planned, not as a choice that exists now.
     """
     strategy = strategy if strategy is not None else AppendRules()
     policies = policies or Policies()
