@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 
@@ -11,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def agentdescent(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "agentdescent", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "COLUMNS": "120"})
+                          text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "COLUMNS": "120", "TMPDIR": tempfile.gettempdir()})
 
 
 def test_demo_runs_offline_and_leaves_a_git_ledger(tmp_path):

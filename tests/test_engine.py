@@ -8,27 +8,12 @@ import time
 import pytest
 
 from agentdescent import AppendRules, KeyedRules, Policies, Task, UserError, events, evolve
-from agentdescent.cli.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks
-
-
-def smallest():
-    """The smallest program of DESIGN.md, as written."""
-    tasks = [Task(id=f"t{i}", prompt=f"item {i}") for i in range(12)]
-    reward = lambda task, output: 1.0 if "2026" in output else 0.0  # noqa: E731
-    run = lambda rendered, task: "answer" + (" 2026" if "year" in rendered else "")  # noqa: E731
-    propose = lambda rendered, task, output, r: "always state the year"  # noqa: E731
-    return tasks, reward, run, propose
-
-
-def router(**options):
-    kind = options.pop("kind", "append")
-    seed = options.pop("seed", 0)
-    return evolve(router_tasks(seed), route_reward, run=route, propose=RouterReflector(kind, seed=seed),
-                  strategy=demo_strategy(kind), seed=seed, **options)
+from agentdescent.cli.demo import route
+from tests.doubles import echo, numbered_tasks, router, year_program
 
 
 def test_smallest_program_reaches_full_reward(tmp_path):
-    tasks, reward, run, propose = smallest()
+    tasks, reward, run, propose = year_program()
     result = evolve(tasks, reward, run=run, propose=propose, rounds=6, n_workers=3, max_concurrency=3,
                     store=tmp_path / "ledger")
     assert result.initial_reward == 0.0 and result.final_reward == 1.0
@@ -63,7 +48,7 @@ def test_target_reward_stops_early():
 
 
 def test_patience_and_call_budget_stop_the_run():
-    tasks, reward, run, _ = smallest()
+    tasks, reward, run, _ = year_program()
     result = evolve(tasks, reward, run=run, propose=lambda *a: None, rounds=20, n_workers=2, patience=3)
     assert len(result.history) == 3 and "patience" in result.stop_reason
     result = router(rounds=30, n_workers=4, max_calls=900)
@@ -84,8 +69,7 @@ def test_workers_and_the_gate_run_in_parallel():
             live[0] -= 1
         return route(rendered, task)
 
-    evolve(router_tasks(0), route_reward, run=slow_route, propose=RouterReflector(), strategy=demo_strategy("append"),
-           rounds=2, n_workers=4, max_concurrency=16)
+    router(run=slow_route, rounds=2, n_workers=4, max_concurrency=16)
     assert peak[0] >= 8
 
 
@@ -143,7 +127,7 @@ def test_lag_budget_drops_stale_diffs_in_asynchronous_mode():
 
 
 def test_too_few_or_repeated_tasks_are_refused():
-    _, reward, run, propose = smallest()
+    _, reward, run, propose = year_program()
     with pytest.raises(UserError, match="at least 4 tasks"):
         evolve([Task(id="a", prompt="x")] * 3, reward, run=run, propose=propose)
     with pytest.raises(UserError, match="unique.*t1"):
@@ -154,13 +138,13 @@ def test_too_few_or_repeated_tasks_are_refused():
 
 @pytest.mark.parametrize("bad", ["yes", None, 1.5, -0.1, float("nan"), True])
 def test_reward_outside_unit_interval_is_refused(bad):
-    tasks, _, run, propose = smallest()
+    tasks, _, run, propose = year_program()
     with pytest.raises(UserError, match=r"\[0, 1\]"):
         evolve(tasks, lambda task, output: bad, run=run, propose=propose, rounds=1)
 
 
 def test_run_raising_is_recorded_not_fatal():
-    tasks, reward, _, propose = smallest()
+    tasks, reward, _, propose = year_program()
 
     def flaky(rendered, task):
         if task.id == "t3":
@@ -173,13 +157,13 @@ def test_run_raising_is_recorded_not_fatal():
 
 
 def test_propose_returning_a_non_string_is_refused():
-    tasks, reward, run, _ = smallest()
+    tasks, reward, run, _ = year_program()
     with pytest.raises(UserError, match="propose returned int"):
         evolve(tasks, reward, run=run, propose=lambda *a: 42, rounds=1)
 
 
 def test_propose_raising_becomes_an_error_outcome():
-    tasks, reward, run, _ = smallest()
+    tasks, reward, run, _ = year_program()
 
     def broken(*args):
         raise ValueError("reply was not JSON")
@@ -190,7 +174,7 @@ def test_propose_raising_becomes_an_error_outcome():
 
 
 def test_unknown_category_is_an_invalid_outcome():
-    tasks, reward, run, _ = smallest()
+    tasks, reward, run, _ = year_program()
     result = evolve(tasks, reward, run=run, propose=lambda *a: "colour: blue", strategy=KeyedRules(["tone"]),
                     rounds=1, n_workers=2)
     assert result.outcomes() == {"invalid": 2 * 2}  # workers x proposals per worker
@@ -198,7 +182,7 @@ def test_unknown_category_is_an_invalid_outcome():
 
 
 def test_corrupt_store_is_refused(tmp_path):
-    tasks, reward, run, propose = smallest()
+    tasks, reward, run, propose = year_program()
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "todo.txt").write_text("x", encoding="utf-8")
     with pytest.raises(UserError, match="not a git ledger"):
@@ -209,13 +193,13 @@ def test_corrupt_store_is_refused(tmp_path):
                                     {"held_out_frac": 1.0}, {"target_reward": 2.0}, {"lag_budget": -1},
                                     {"max_calls": 0}, {"max_tokens": -5}])
 def test_bad_options_are_refused(option):
-    tasks, reward, run, propose = smallest()
+    tasks, reward, run, propose = year_program()
     with pytest.raises(UserError):
         evolve(tasks, reward, run=run, propose=propose, **option)
 
 
 def test_default_strategy_is_a_playbook():
-    tasks, reward, run, propose = smallest()
+    tasks, reward, run, propose = year_program()
     result = evolve(tasks, reward, run=run, propose=propose, rounds=1)
     assert result.rendered == AppendRules().render(result.state)
 
@@ -223,7 +207,7 @@ def test_default_strategy_is_a_playbook():
 def test_a_judge_that_cannot_score_is_a_failed_rollout_not_a_crash():
     from agentdescent import AgentError
 
-    tasks, _, run, propose = smallest()
+    tasks, _, run, propose = year_program()
 
     def judge(task, output):
         if task.id == "t2":
@@ -240,7 +224,7 @@ def test_a_missing_key_stops_the_run_with_the_variable_named(monkeypatch):
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     model = openai_compatible("m", base_url="http://127.0.0.1:9")
-    tasks, reward, _, propose = smallest()
+    tasks, reward, _, propose = year_program()
     with pytest.raises(UserError, match="OPENAI_API_KEY"):
         evolve(tasks, reward, run=lambda r, t: model(t.prompt), propose=propose, rounds=1)
 
@@ -249,7 +233,7 @@ def test_token_budget_stops_the_run_and_counts_model_calls():
     from agentdescent import scripted
 
     model = scripted(lambda prompt: "answer" + (" 2026" if "year" in prompt else ""))
-    tasks, reward, _, propose = smallest()
+    tasks, reward, _, propose = year_program()
     result = evolve(tasks, reward, run=lambda rendered, task: model(rendered + task.prompt), propose=propose,
                     rounds=10, n_workers=2, max_tokens=40)
     assert "token budget" in result.stop_reason
@@ -259,7 +243,7 @@ def test_token_budget_stops_the_run_and_counts_model_calls():
 
 @pytest.mark.parametrize("asynchronous", [False, True])
 def test_a_worker_s_user_error_ends_the_run_and_nothing_hangs(asynchronous):
-    tasks, reward, run, _ = smallest()
+    tasks, reward, run, _ = year_program()
     errors = []
 
     def attempt():
@@ -290,12 +274,12 @@ def _first_dispatch(tasks, n_workers=1):
 def test_an_idle_worker_scouts_its_spares_and_reflects_at_once():
     """Round 0's minibatch holds no failure, so the worker rolls out its spare minibatches and
     reflects on the failure it finds there in the same turn, rather than idling a round."""
-    tasks = [Task(id=f"t{i:02d}", prompt=str(i)) for i in range(40)]
+    tasks = numbered_tasks(40, id="t{i:02d}", prompt="{i}")
     _, spares = _first_dispatch(tasks)
     failing = spares[1][0].id  # in the second spare minibatch, not the first
     result = evolve(
         tasks, lambda task, output: 0.0 if task.id == failing and "fix" not in output else 1.0,
-        run=lambda rendered, task: rendered, propose=lambda *a: "fix it", rounds=1, n_workers=1,
+        run=echo, propose=lambda *a: "fix it", rounds=1, n_workers=1,
     )
     assert len(result.history[0].diffs) == 1 and result.outcomes() == {"committed": 1}
 
@@ -305,7 +289,7 @@ def test_a_failure_seen_on_an_older_snapshot_is_dealt_out_after_a_commit():
     the next round deals it first, though nothing has measured it on the new head."""
     from agentdescent.step.policies import BetaAcceptance, Policies
 
-    tasks = [Task(id=f"t{i:02d}", prompt=str(i)) for i in range(80)]
+    tasks = numbered_tasks(80, id="t{i:02d}", prompt="{i}")
     first, _ = _first_dispatch(tasks)
     a, b = first[0].id, first[1].id
     reflected: list[str] = []
@@ -316,7 +300,7 @@ def test_a_failure_seen_on_an_older_snapshot_is_dealt_out_after_a_commit():
 
     result = evolve(
         tasks, lambda task, output: 0.0 if task.id in (a, b) and f"fix {task.id}" not in output else 1.0,
-        run=lambda rendered, task: rendered, propose=propose, rounds=2, n_workers=1,
+        run=echo, propose=propose, rounds=2, n_workers=1,
         policies=Policies(acceptance=BetaAcceptance(size=4)),  # too small a sample to measure b by chance
     )
     assert reflected == [a, b]

@@ -1,7 +1,6 @@
 import os
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -9,103 +8,66 @@ import pytest
 from agentdescent.artifacts.state import state_hash
 from agentdescent.artifacts.strategies import AppendRules
 from agentdescent.engine.evaluation import Evaluator, Usage, check_reward
-from agentdescent.engine.executors import ThreadExecutor
 from agentdescent.errors import UserError
 from agentdescent.types import Task
+from tests.doubles import CountingRun, numbered_tasks
 
-TASKS = [Task(id=f"t{i}", prompt=f"item {i}", gold=str(i)) for i in range(4)]
-
-
-class CountingRun:
-    """Answers the gold when the rendered playbook says "answer"; counts calls under a lock."""
-
-    def __init__(self, fail_on=()):
-        self.calls = []
-        self.lock = threading.Lock()
-        self.fail_on = set(fail_on)
-
-    def __call__(self, rendered, task):
-        with self.lock:
-            self.calls.append((rendered, task.id))
-        if task.id in self.fail_on:
-            raise RuntimeError("model down")
-        return task.gold if "answer" in rendered else "?"
-
-
-def exact(task, output):
-    return 1.0 if output == task.gold else 0.0
-
-
-def make(run=None, reward=exact, workers=4):
-    run = run or CountingRun()
-    pool = ThreadExecutor(workers)
-    ev = Evaluator(strategy=AppendRules(header="Rules:"), run=run, reward=reward, pool=pool, usage=Usage())
-    return ev, run, pool
+TASKS = numbered_tasks(4, gold="{i}")
 
 
 GOOD = {"r1": "answer with the gold"}
 BAD = {"r1": "say nothing"}
 
 
-def test_rewards_are_computed_from_the_rendered_state():
-    ev, run, pool = make()
-    try:
-        assert ev.rewards([GOOD, BAD], TASKS) == [[1.0] * 4, [0.0] * 4]
-        assert ev.mean(GOOD, TASKS) == 1.0
-        assert all(r.startswith("Rules:\n- ") for r, _ in run.calls)
-        rows = ev.rollouts(GOOD, TASKS[:2])
-        assert [(r.task.id, r.output, r.reward, r.error) for r in rows] == [("t0", "0", 1.0, None), ("t1", "1", 1.0, None)]
-    finally:
-        pool.shutdown()
+def test_rewards_are_computed_from_the_rendered_state(make_evaluator):
+    run = CountingRun()
+    ev = make_evaluator(run)
+    assert ev.rewards([GOOD, BAD], TASKS) == [[1.0] * 4, [0.0] * 4]
+    assert ev.mean(GOOD, TASKS) == 1.0
+    assert all(r.startswith("Rules:\n- ") for r, _ in run.calls)
+    rows = ev.rollouts(GOOD, TASKS[:2])
+    assert [(r.task.id, r.output, r.reward, r.error) for r in rows] == [("t0", "0", 1.0, None), ("t1", "1", 1.0, None)]
 
 
-def test_same_state_and_task_is_not_rerun():
-    ev, run, pool = make()
-    try:
-        first = ev.rewards([GOOD], TASKS)
-        again = ev.rewards([GOOD, dict(GOOD)], TASKS)
-        assert again == [first[0], first[0]]
-        assert len(run.calls) == len(TASKS)
-        assert ev.usage.rollouts == ev.usage.cache_misses == len(TASKS)
-        assert ev.usage.cache_hits == 2 * len(TASKS)
-    finally:
-        pool.shutdown()
+def test_same_state_and_task_is_not_rerun(make_evaluator):
+    run = CountingRun()
+    ev = make_evaluator(run)
+    first = ev.rewards([GOOD], TASKS)
+    again = ev.rewards([GOOD, dict(GOOD)], TASKS)
+    assert again == [first[0], first[0]]
+    assert len(run.calls) == len(TASKS)
+    assert ev.usage.rollouts == ev.usage.cache_misses == len(TASKS)
+    assert ev.usage.cache_hits == 2 * len(TASKS)
 
 
-def test_cache_ignores_dict_insertion_order():
-    ev, run, pool = make()
-    try:
-        ev.rewards([{"a": "answer", "b": "x"}], TASKS[:1])
-        ev.rewards([{"b": "x", "a": "answer"}], TASKS[:1])
-        assert len(run.calls) == 1 and ev.usage.cache_hits == 1
-    finally:
-        pool.shutdown()
+def test_cache_ignores_dict_insertion_order(make_evaluator):
+    run = CountingRun()
+    ev = make_evaluator(run)
+    ev.rewards([{"a": "answer", "b": "x"}], TASKS[:1])
+    ev.rewards([{"b": "x", "a": "answer"}], TASKS[:1])
+    assert len(run.calls) == 1 and ev.usage.cache_hits == 1
 
 
-def test_different_states_do_run():
-    ev, run, pool = make()
-    try:
-        ev.rewards([GOOD], TASKS)
-        ev.rewards([BAD], TASKS)
-        ev.rewards([GOOD], [Task(id="new", prompt="p", gold="g")])
-        assert len(run.calls) == 2 * len(TASKS) + 1
-        assert ev.usage.cache_hits == 0
-    finally:
-        pool.shutdown()
+def test_different_states_do_run(make_evaluator):
+    run = CountingRun()
+    ev = make_evaluator(run)
+    ev.rewards([GOOD], TASKS)
+    ev.rewards([BAD], TASKS)
+    ev.rewards([GOOD], [Task(id="new", prompt="p", gold="g")])
+    assert len(run.calls) == 2 * len(TASKS) + 1
+    assert ev.usage.cache_hits == 0
 
 
-def test_failing_run_is_data_not_a_crash():
-    ev, run, pool = make(CountingRun(fail_on={"t2"}))
-    try:
-        rows = ev.rollouts(GOOD, TASKS)
-        assert [r.reward for r in rows] == [1.0, 1.0, 0.0, 1.0]
-        failed = rows[2]
-        assert failed.error is not None and "t2" in failed.error and "model down" in failed.error
-        assert all(r.error is None for i, r in enumerate(rows) if i != 2)
-        assert ev.usage.failures == 1
-        assert len(ev.usage.errors) == 1 and "model down" in ev.usage.errors[0]
-    finally:
-        pool.shutdown()
+def test_failing_run_is_data_not_a_crash(make_evaluator):
+    run = CountingRun(fail_on={"t2"})
+    ev = make_evaluator(run)
+    rows = ev.rollouts(GOOD, TASKS)
+    assert [r.reward for r in rows] == [1.0, 1.0, 0.0, 1.0]
+    failed = rows[2]
+    assert failed.error is not None and "t2" in failed.error and "model down" in failed.error
+    assert all(r.error is None for i, r in enumerate(rows) if i != 2)
+    assert ev.usage.failures == 1
+    assert len(ev.usage.errors) == 1 and "model down" in ev.usage.errors[0]
 
 
 def test_usage_keeps_counting_failures_beyond_the_stored_errors():
@@ -117,44 +79,34 @@ def test_usage_keeps_counting_failures_beyond_the_stored_errors():
 
 
 @pytest.mark.parametrize("bad", ["0.5", None, True, False, float("nan"), 1.5, -0.1, float("inf")])
-def test_bad_reward_stops_with_user_error(bad):
-    ev, _, pool = make(reward=lambda task, output: bad)
-    try:
-        with pytest.raises(UserError) as info:
-            ev.rewards([GOOD], [Task(id="task-7", prompt="p")])
-        assert "task-7" in str(info.value)
-        assert "[0, 1]" in str(info.value)
-    finally:
-        pool.shutdown()
+def test_bad_reward_stops_with_user_error(bad, make_evaluator):
+    ev = make_evaluator(reward=lambda task, output: bad)
+    with pytest.raises(UserError) as info:
+        ev.rewards([GOOD], [Task(id="task-7", prompt="p")])
+    assert "task-7" in str(info.value)
+    assert "[0, 1]" in str(info.value)
 
 
-def test_many_returns_rows_in_the_order_of_states():
+def test_many_returns_rows_in_the_order_of_states(pool):
     # the run echoes the rendered state, and later states finish first
     def run(rendered, task):
         time.sleep(0.003 * (6 - int(rendered[-1])))
         return rendered
 
-    pool = ThreadExecutor(16)
-    try:
-        ev = Evaluator(strategy=AppendRules(), run=run, reward=lambda t, o: 0.0, pool=pool, usage=Usage())
-        states = [{"r": f"rule {i}"} for i in range(6)]
-        rows = ev.many(states, TASKS[:2])
-        assert len(rows) == len(states)
-        for state, row in zip(states, rows):
-            assert [r.task.id for r in row] == ["t0", "t1"]
-            assert all(r.output == f"- {state['r']}" for r in row)
-    finally:
-        pool.shutdown()
+    ev = Evaluator(strategy=AppendRules(), run=run, reward=lambda t, o: 0.0, pool=pool, usage=Usage())
+    states = [{"r": f"rule {i}"} for i in range(6)]
+    rows = ev.many(states, TASKS[:2])
+    assert len(rows) == len(states)
+    for state, row in zip(states, rows):
+        assert [r.task.id for r in row] == ["t0", "t1"]
+        assert all(r.output == f"- {state['r']}" for r in row)
 
 
-def test_non_string_output_is_stringified():
-    pool = ThreadExecutor(2)
-    try:
-        ev = Evaluator(strategy=AppendRules(), run=lambda r, t: 42, reward=lambda t, o: float(o == "42"), pool=pool, usage=Usage())
-        [rollout] = ev.rollouts({}, TASKS[:1])
-        assert rollout.output == "42" and rollout.reward == 1.0
-    finally:
-        pool.shutdown()
+def test_non_string_output_is_stringified(pool):
+    ev = Evaluator(strategy=AppendRules(), run=lambda r, t: 42, reward=lambda t, o: float(o == "42"), pool=pool,
+                   usage=Usage())
+    [rollout] = ev.rollouts({}, TASKS[:1])
+    assert rollout.output == "42" and rollout.reward == 1.0
 
 
 def test_state_hash_stable_and_order_insensitive():
@@ -171,7 +123,7 @@ def test_state_hash_is_the_same_in_another_process():
     state = {"SKILL.md": "be brief ✓\n", "a/b.md": ""}
     code = f"from agentdescent.artifacts.state import state_hash; print(state_hash({state!r}))"
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env={**os.environ, "PYTHONHASHSEED": "123"})
+                       env={**os.environ, "PYTHONHASHSEED": "123"})
     assert child.stdout.strip() == state_hash(state)
 
 

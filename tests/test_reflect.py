@@ -9,6 +9,7 @@ from agentdescent.agents import scripted
 from agentdescent.artifacts.strategies import InvalidProposal
 from agentdescent.reflect import llm_fusion, parse_rule, reflector, tree_reflector, unwrap
 from agentdescent.types import Rollout
+from tests.doubles import echo, numbered_tasks
 
 TASK = Task(id="t1", prompt="What is 6 x 7?", gold="42")
 
@@ -66,7 +67,7 @@ def test_batch_reflection_sees_every_failure_and_makes_one_rule():
 
 
 def test_batch_reflector_drives_one_proposal_per_worker_in_evolve():
-    tasks = [Task(id=f"t{i}", prompt=f"item {i}", gold="ok") for i in range(12)]
+    tasks = numbered_tasks(12, gold="ok")
     model = scripted(lambda p: "<rule>Say ok.</rule>")
     result = evolve(tasks, lambda t, o: float(o == "ok"), run=lambda r, t: "ok" if "Say ok" in r else "no",
                     propose=reflector(model, batch=True), rounds=2, n_workers=3)
@@ -117,7 +118,7 @@ def test_tree_reflector_prompt_names_editable_and_frozen_files():
 
 
 def test_invalid_tree_replies_become_invalid_outcomes_in_evolve():
-    tasks = [Task(id=f"t{i}", prompt=str(i)) for i in range(8)]
+    tasks = numbered_tasks(8)
     propose = tree_reflector(scripted(lambda p: '<file path="hooks/check.sh">x\n</file>'), strategy=tree_strategy())
     result = evolve(tasks, lambda t, o: 0.0, run=lambda r, t: "", propose=propose, strategy=tree_strategy(),
                     rounds=1, n_workers=2)
@@ -141,10 +142,10 @@ def test_llm_fusion_leaves_a_conflict_when_the_reply_is_unreadable():
 
 
 def test_llm_fusion_in_the_aggregator_turns_a_conflict_into_a_fused_commit():
-    tasks = [Task(id=f"t{i}", prompt=str(i)) for i in range(12)]
+    tasks = numbered_tasks(12)
     replies = iter(["Be brief.", "Be exact."])
     result = evolve(
-        tasks, lambda t, o: float("brief" in o) * 0.5 + float("exact" in o) * 0.5, run=lambda r, t: r,
+        tasks, lambda t, o: float("brief" in o) * 0.5 + float("exact" in o) * 0.5, run=echo,
         propose=lambda *a: next(replies, None), strategy=SingleSlot(""), rounds=1, n_workers=2,
         policies=Policies(fusion=llm_fusion(scripted(lambda p: "<merged>Be brief.\nBe exact.</merged>"))),
     )

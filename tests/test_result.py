@@ -6,19 +6,20 @@ import os
 
 import pytest
 
-from agentdescent import FileTree, Task, UserError, evolve
+from agentdescent import FileTree, UserError, evolve
 from agentdescent.result import EvolveResult
+from tests.doubles import echo, numbered_tasks
 
 
 def text_result(tmp_path) -> EvolveResult:
-    tasks = [Task(id=f"t{i}", prompt=str(i)) for i in range(8)]
-    return evolve(tasks, lambda t, o: float("year" in o), run=lambda r, t: r, propose=lambda *a: "state the year",
+    tasks = numbered_tasks(8)
+    return evolve(tasks, lambda t, o: float("year" in o), run=echo, propose=lambda *a: "state the year",
                   rounds=2, n_workers=2, store=tmp_path / "ledger")
 
 
 def tree_result(tmp_path, tree) -> EvolveResult:
     """A tree run whose proposals add a line to SKILL.md and try to rewrite the frozen hook."""
-    tasks = [Task(id=f"t{i}", prompt=str(i)) for i in range(8)]
+    tasks = numbered_tasks(8)
     strategy = FileTree(tree, frozen=["hooks/*"])
     proposal = '<file path="SKILL.md">be concise\n</file>'
     return evolve(tasks, lambda t, o: float("concise" in o), run=lambda r, t: r.get("SKILL.md", ""),
@@ -56,7 +57,7 @@ def test_tree_write_back_leaves_frozen_files_alone(tmp_path):
 
 
 def test_frozen_files_are_refused_as_diffs(tmp_path):
-    tasks = [Task(id=f"t{i}", prompt=str(i)) for i in range(8)]
+    tasks = numbered_tasks(8)
     strategy = FileTree({"SKILL.md": "x\n", "hooks/pre.sh": "exit 0\n"}, frozen=["hooks/*"])
     result = evolve(tasks, lambda t, o: 0.0, run=lambda r, t: "", strategy=strategy, rounds=1, n_workers=2,
                     propose=lambda *a: '<file path="hooks/pre.sh">rm -rf /\n</file>', store=tmp_path / "l")

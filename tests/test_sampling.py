@@ -6,12 +6,12 @@ import dataclasses
 
 import pytest
 
-from agentdescent import Policies, evolve
-from agentdescent.cli.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks
+from agentdescent import Policies
 from agentdescent.engine.sampling import AcceptanceSamples, Sampler
 from agentdescent.step import Aggregator
 from agentdescent.step.policies import BetaAcceptance, acceptance_set
 from agentdescent.types import Task
+from tests.doubles import numbered_tasks, router
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -36,9 +36,8 @@ def test_each_version_s_sample_is_drawn_once_and_judges_the_diffs_verified_on_it
             judged.append((self.ledger.head(), list(diffs), sample))
             return super().step(diffs, step, sample=sample)
 
-    result = evolve(router_tasks(0), route_reward, run=route, propose=RouterReflector("append", seed=0),
-                    strategy=demo_strategy("append"), rounds=8, n_workers=4, asynchronous=asynchronous,
-                    policies=Policies(acceptance=acceptance), aggregator_factory=Recording)
+    result = router(rounds=8, n_workers=4, asynchronous=asynchronous, policies=Policies(acceptance=acceptance),
+                    aggregator_factory=Recording)
     with result.ledger as ledger:
         head = ledger.head()
     assert len(acceptance.draws) <= head + 1  # at most one draw per version
@@ -54,7 +53,7 @@ def test_each_version_s_sample_is_drawn_once_and_judges_the_diffs_verified_on_it
 
 
 def test_samples_are_drawn_once_per_version_and_seeded_by_it():
-    train = [Task(id=f"t{i}", prompt="") for i in range(100)]
+    train = numbered_tasks(100)
     acceptance = CountingAcceptance(size=8)
     samples = AcceptanceSamples(policy=acceptance, train=train, seed=3)
     assert samples.of(2) is samples.of(2) and len(acceptance.draws) == 1
@@ -64,7 +63,7 @@ def test_samples_are_drawn_once_per_version_and_seeded_by_it():
 
 
 def test_leads_are_known_failures_until_dealt_or_seen_passing():
-    train = [Task(id=f"t{i:02d}", prompt="") for i in range(40)]
+    train = numbered_tasks(40, id="t{i:02d}")
     told = []
 
     def policy(train, n, first_turn, seed, known):
@@ -81,7 +80,7 @@ def test_leads_are_known_failures_until_dealt_or_seen_passing():
 
 
 def test_spares_go_to_each_turn_in_turn():
-    train = [Task(id=f"t{i:02d}", prompt="") for i in range(40)]
+    train = numbered_tasks(40, id="t{i:02d}")
     deals = Sampler(policy=Policies().task_sampler, train=train, seed=0, scouts=2).deal(3, 0, {})
     assert [len(d.spares) for d in deals] == [2, 2, 2]
     dealt = [t.id for d in deals for batch in [d.batch, *d.spares] for t in batch]

@@ -1,0 +1,62 @@
+"""The stand-ins the tests share: tasks, runs, rewards and proposers, written once.
+
+Real parts everywhere else (git, HTTP servers on loopback, subprocesses); these are only the
+user's callables, which a test has to invent. Fixtures that build on them are in conftest.py.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from agentdescent import evolve
+from agentdescent.cli.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks
+from agentdescent.result import EvolveResult
+from agentdescent.types import Task
+
+
+def numbered_tasks(n: int, *, id: str = "t{i}", prompt: str = "item {i}", gold: str | None = None) -> list[Task]:
+    """numbered_tasks(2) == [Task(id="t0", prompt="item 0"), Task(id="t1", prompt="item 1")]"""
+    return [Task(id=id.format(i=i), prompt=prompt.format(i=i), gold=None if gold is None else gold.format(i=i))
+            for i in range(n)]
+
+
+def year_program():
+    """The smallest program of DESIGN.md, as written: (tasks, reward, run, propose)."""
+    tasks = [Task(id=f"t{i}", prompt=f"item {i}") for i in range(12)]
+    reward = lambda task, output: 1.0 if "2026" in output else 0.0  # noqa: E731
+    run = lambda rendered, task: "answer" + (" 2026" if "year" in rendered else "")  # noqa: E731
+    propose = lambda rendered, task, output, r: "always state the year"  # noqa: E731
+    return tasks, reward, run, propose
+
+
+def echo(rendered, task: Task):
+    """A run that answers with the artifact itself, so a reward can look for what a rule says."""
+    return rendered
+
+
+def router(**options) -> EvolveResult:
+    """The demo domain (a keyword router and its scripted reflector), evolved with `options`."""
+    kind = options.pop("kind", "append")
+    seed = options.pop("seed", 0)
+    return evolve(router_tasks(seed), route_reward, run=options.pop("run", route),
+                  propose=RouterReflector(kind, seed=seed), strategy=demo_strategy(kind), seed=seed, **options)
+
+
+class CountingRun:
+    """Answers the gold when the rendered playbook says "answer"; counts calls under a lock."""
+
+    def __init__(self, fail_on=()) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+        self.fail_on = set(fail_on)
+
+    def __call__(self, rendered, task: Task) -> str:
+        with self.lock:
+            self.calls.append((rendered, task.id))
+        if task.id in self.fail_on:
+            raise RuntimeError("model down")
+        return task.gold if "answer" in rendered else "?"
+
+
+def exact(task: Task, output: str) -> float:
+    return 1.0 if output == task.gold else 0.0
