@@ -39,18 +39,27 @@ class StepRecord(BaseModel):
 
 @dataclass(kw_only=True)
 class EvolveResult:
+    """What a run learned and how: plain data, so that it can be pickled, stored and sent to
+    another process. The ledger is a path; `ledger` opens it."""
+
     rendered: Any  # what `run` receives for the final artifact: text, or {path: text} for trees
     state: dict[str, str]
     final_reward: float  # held-out reward of the final (stable) artifact
     initial_reward: float  # held-out reward before any change
     history: list[StepRecord]
-    ledger: Ledger
+    ledger_path: Path
     outcome_list: list[Outcome]
     usage: Usage
     stop_reason: str
     version: int  # the ledger version the final artifact is at (stable)
     initial_version: int  # the stable version the run started from
     frozen: tuple[str, ...] = field(default=())
+
+    @property
+    def ledger(self) -> Ledger:
+        """The run's git ledger, opened now: `with result.ledger as ledger: ...` closes its git
+        processes when done."""
+        return Ledger(self.ledger_path)
 
     def outcomes(self) -> dict[str, int]:
         """How many diffs ended each way: {"committed": 3, "rejected_by_test": 5, ...}."""

@@ -28,8 +28,23 @@ class Task(BaseModel):
         return isinstance(other, Task) and other.id == self.id
 
 
+class Spend(BaseModel):
+    """What some model calls cost, as plain data, so that it can travel back with the result they
+    served (from a thread, a process or another machine alike)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    calls: int = 0
+    failures: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    seconds: float = 0.0
+    cost_usd: float = 0.0
+
+
 class Rollout(BaseModel):
-    """One task run against one artifact state: what came out, its reward, and why it failed."""
+    """One task run against one artifact state: what came out, its reward, why it failed, and what
+    the model calls made while it ran cost."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -37,6 +52,7 @@ class Rollout(BaseModel):
     output: str
     reward: float
     error: Optional[str] = None
+    spend: Spend = Field(default_factory=Spend)
 
 
 class Edit(BaseModel):

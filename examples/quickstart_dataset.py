@@ -54,7 +54,7 @@ def main() -> None:
     print(f"model calls: {result.usage.model.calls}, tokens: {result.usage.tokens}")
     print("learned prompt:")
     print(result.rendered)
-    print(f"ledger: {result.ledger.path}")
+    print(f"ledger: {result.ledger_path}")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from agentdescent import evolve
+from agentdescent import evolve, scripted
 from agentdescent.cli.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks
 from agentdescent.result import EvolveResult
 from agentdescent.types import Task
@@ -60,3 +60,18 @@ class CountingRun:
 
 def exact(task: Task, output: str) -> float:
     return 1.0 if output == task.gold else 0.0
+
+
+def asking_run(rendered, task: Task) -> str:
+    """A run that asks a (scripted) model, so that it makes one metered call; module-level, so that
+    it can be sent to another process."""
+    return scripted(lambda prompt: "ok" if "answer" in prompt else "?")(f"{rendered}\n{task.prompt}")
+
+
+def judging_reward(task: Task, output: str) -> float:
+    """A reward that asks a (scripted) judge: one more metered call per rollout."""
+    return float(scripted(lambda prompt: "1" if "ok" in prompt else "0")(output))
+
+
+def asking_propose(rendered, task: Task, output: str, reward: float) -> str:
+    return scripted(lambda prompt: "answer the question")(f"{rendered}\n{task.prompt}\n{output}")

@@ -19,7 +19,8 @@ def test_smallest_program_reaches_full_reward(tmp_path):
     assert result.initial_reward == 0.0 and result.final_reward == 1.0
     assert "always state the year" in result.rendered
     assert result.outcomes()["committed"] == 1
-    assert result.ledger.stable() == result.version
+    with result.ledger as ledger:
+        assert ledger.stable() == result.version
 
 
 @pytest.mark.parametrize("kind, gain", [("append", 0.5), ("keyed", 0.5), ("single", 0.15)])
@@ -86,12 +87,14 @@ def test_events_arrive_in_order():
 
 def test_reopened_ledger_continues_from_its_head(tmp_path):
     first = router(rounds=2, n_workers=4, store=tmp_path / "ledger")
-    head = first.ledger.head()
+    with first.ledger as ledger:
+        head = ledger.head()
     second = router(rounds=2, n_workers=4, store=tmp_path / "ledger")
     assert second.initial_reward == pytest.approx(first.final_reward)
     assert second.initial_version == first.version
-    assert second.ledger.head() >= head
-    assert [r.version for r in second.ledger.log()] == list(range(second.ledger.head(), -1, -1))
+    with second.ledger as ledger:
+        assert ledger.head() >= head
+        assert [r.version for r in ledger.log()] == list(range(ledger.head(), -1, -1))
 
 
 def test_asynchronous_mode_converges_and_records_staleness():

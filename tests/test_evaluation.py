@@ -7,7 +7,8 @@ import pytest
 
 from agentdescent.artifacts.state import state_hash
 from agentdescent.artifacts.strategies import AppendRules
-from agentdescent.engine.evaluation import Evaluator, Usage, check_reward
+from agentdescent.engine.evaluation import Evaluator, Usage
+from agentdescent.engine.units import check_reward
 from agentdescent.errors import UserError
 from agentdescent.types import Task
 from tests.doubles import CountingRun, numbered_tasks

@@ -144,10 +144,12 @@ def test_llm_fusion_leaves_a_conflict_when_the_reply_is_unreadable():
 def test_llm_fusion_in_the_aggregator_turns_a_conflict_into_a_fused_commit():
     tasks = numbered_tasks(12)
     replies = iter(["Be brief.", "Be exact."])
+    fuser = scripted(lambda p: "<merged>Be brief.\nBe exact.</merged>")
     result = evolve(
         tasks, lambda t, o: float("brief" in o) * 0.5 + float("exact" in o) * 0.5, run=echo,
         propose=lambda *a: next(replies, None), strategy=SingleSlot(""), rounds=1, n_workers=2,
-        policies=Policies(fusion=llm_fusion(scripted(lambda p: "<merged>Be brief.\nBe exact.</merged>"))),
+        policies=Policies(fusion=llm_fusion(fuser)),
     )
     assert result.outcomes() == {"fused": 2}
+    assert fuser.usage.calls >= 1 and result.usage.model.calls == fuser.usage.calls  # the step's own calls count
     assert "Be brief." in result.rendered and "Be exact." in result.rendered

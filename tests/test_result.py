@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 
 import pytest
 
@@ -30,6 +31,16 @@ def test_outcomes_count_each_kind(tmp_path):
     result = text_result(tmp_path)
     assert result.outcomes() == {"committed": 1, "duplicate": 3}  # 2 workers x 2 proposals, all the same
     assert sum(result.outcomes().values()) == len(result.outcome_list)
+
+
+def test_a_result_is_plain_data_that_pickles_and_opens_its_ledger(tmp_path):
+    result = text_result(tmp_path)
+    copy = pickle.loads(pickle.dumps(result))
+    assert (copy.state, copy.history, copy.outcome_list) == (result.state, result.history, result.outcome_list)
+    assert copy.usage.calls == result.usage.calls > 0
+    assert copy.ledger_path == tmp_path / "ledger"
+    with copy.ledger as ledger:
+        assert ledger.snapshot("artifact", copy.version) == copy.state
 
 
 def test_text_write_back_backs_up_first(tmp_path):

@@ -1,9 +1,11 @@
-"""What every model and agent shares: the usage it records, and the run meter that collects it.
+"""What every model and agent shares: the usage it records, and the meters that collect it.
 
 A model is any `Callable[[str], str]`; the clients shipped here also carry a `name` and a
 `usage` (`ModelUsage`). Each call is recorded on the client's own usage and on every meter
-active in the calling context, which is how `evolve` learns what its run spent (its executors
-carry the context into their threads) without any client knowing about `evolve`.
+active in the calling context. A meter is opened around one unit of work (a rollout, a
+reflection) where that unit runs, and what it counted goes back with the unit's result as a
+`Spend`: a context variable cannot cross into another process, plain data can. No client knows
+about `evolve`.
 """
 
 from __future__ import annotations
@@ -16,10 +18,33 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 
 from agentdescent.errors import AgentError
+from agentdescent.types import Spend
+
+NOTHING_SPENT = Spend()
 
 
 @dataclass
-class ModelUsage:
+class Tally:
+    """Counters that many threads add to. Pickled without their lock, so a copy can be stored or
+    sent to another process."""
+
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+
+    def add(self, **counts: float) -> None:
+        with self._lock:
+            for name, value in counts.items():
+                setattr(self, name, getattr(self, name) + value)
+
+    def __getstate__(self) -> dict[str, object]:
+        with self._lock:
+            return {name: value for name, value in self.__dict__.items() if name != "_lock"}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state, _lock=threading.Lock())
+
+
+@dataclass
+class ModelUsage(Tally):
     """Calls, failures, tokens, seconds and cost, added up; safe to update from many threads."""
 
     calls: int = 0
@@ -28,20 +53,22 @@ class ModelUsage:
     output_tokens: int = 0
     seconds: float = 0.0
     cost_usd: float = 0.0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
-    def add(self, **counts: float) -> None:
-        with self._lock:
-            for name, value in counts.items():
-                setattr(self, name, getattr(self, name) + value)
-
     def as_dict(self) -> dict[str, float]:
         with self._lock:
             return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
+
+    def spent(self) -> Spend:
+        """What has been counted so far, as plain data."""
+        return Spend(**self.as_dict()) if self.calls else NOTHING_SPENT  # most rollouts of plain functions
+
+    def add_spend(self, spend: Spend) -> None:
+        if spend.calls:
+            self.add(**spend.model_dump())
 
 
 Model = Callable[[str], str]
@@ -81,7 +108,7 @@ def metered_call(usage: ModelUsage) -> Iterator[dict[str, float]]:
 
 @contextmanager
 def metering(meter: ModelUsage) -> Iterator[ModelUsage]:
-    """Within this block (and in work submitted from it with its context), model calls also count on `meter`."""
+    """Within this block, model calls made in this context (this thread) also count on `meter`."""
     token = _meters.set(_meters.get() + (meter,))
     try:
         yield meter

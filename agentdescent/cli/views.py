@@ -57,7 +57,8 @@ def report(console: Console, result: EvolveResult, elapsed: float, strategy: Str
         str(len(result.history)), str(result.usage.calls), f"{elapsed:.2f} s",
     )
     console.print(scores)
-    before = strategy.render(result.ledger.snapshot("artifact", result.initial_version))
+    with result.ledger as ledger:
+        before = strategy.render(ledger.snapshot("artifact", result.initial_version))
     change = difflib.unified_diff(
         before.splitlines(), result.rendered.splitlines(), lineterm="",
         fromfile=f"version {result.initial_version}", tofile=f"version {result.version}",
@@ -73,4 +74,4 @@ def report(console: Console, result: EvolveResult, elapsed: float, strategy: Str
         outcomes.add_row(kind, str(count), example.reason)
     console.print(outcomes)
     console.print(f"Stopped: {result.stop_reason}.")
-    console.print(f"Ledger: {result.ledger.path}  (try: git -C {result.ledger.path} log --stat dev)")
+    console.print(f"Ledger: {result.ledger_path}  (try: git -C {result.ledger_path} log --stat dev)")

@@ -2,25 +2,26 @@
 
 The cache key is (hash of the state, task id): within a run an identical rollout is never
 repeated, so head is scored once per step however many candidates are compared against it, and
-held-out evaluation reuses what acceptance already paid for. A rollout whose `run` raises is
-data (reward 0, the error kept); a `reward` that returns something outside [0, 1] is the
-caller's bug and stops the run with a `UserError`.
+held-out evaluation reuses what acceptance already paid for. The cache and the usage stay here,
+with the driver; what goes to the call pool is `units.roll_out`, plain data in and out, and the
+usage each rollout brings back is added as it arrives. A rollout whose `run` raises is data
+(reward 0, the error kept); a `reward` that returns something outside [0, 1] is the caller's bug
+and stops the run with a `UserError`.
 """
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agentdescent.agents.base import ModelUsage
+from agentdescent.agents.base import ModelUsage, Tally
 from agentdescent.artifacts.state import state_hash
 from agentdescent.artifacts.strategies import Strategy
 from agentdescent.engine.executors import Executor
-from agentdescent.errors import AgentError, UserError
+from agentdescent.engine.units import Reflection, roll_out
 from agentdescent.step.stats import mean_reward
 from agentdescent.types import Rollout, Task
 
@@ -36,9 +37,10 @@ class RewardFn(Protocol):
 
 
 @dataclass
-class Usage:
+class Usage(Tally):
     """What a run spent. `model` collects every call made through AgentDescent's model and agent
-    clients during the run (judges and reflectors included); `calls` is what `max_calls` limits."""
+    clients during the run (judges and reflectors included), as the rollouts and reflections that
+    made them bring it back; `calls` is what `max_calls` limits."""
 
     rollouts: int = 0
     proposals: int = 0
@@ -47,7 +49,6 @@ class Usage:
     cache_misses: int = 0
     errors: list[str] = field(default_factory=list)
     model: ModelUsage = field(default_factory=ModelUsage)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def calls(self) -> int:
@@ -59,27 +60,22 @@ class Usage:
     def tokens(self) -> int:
         return self.model.tokens
 
-    def add(self, **counts: int) -> None:
-        with self._lock:
-            for name, n in counts.items():
-                setattr(self, name, getattr(self, name) + n)
+    def count_rollout(self, rollout: Rollout) -> None:
+        """A rollout that ran (not one served from the cache), with what its model calls cost."""
+        self.add(rollouts=1, cache_misses=1)
+        self.model.add_spend(rollout.spend)
+        if rollout.error is not None:
+            self.record_error(rollout.error)
+
+    def count_reflection(self, reflection: Reflection) -> None:
+        self.add(proposals=1)
+        self.model.add_spend(reflection.spend)
 
     def record_error(self, message: str) -> None:
         with self._lock:
             self.failures += 1
             if len(self.errors) < 20:
                 self.errors.append(message)
-
-
-def check_reward(value: object, task: Task) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UserError(
-            f"reward returned {value!r} ({type(value).__name__}) for task {task.id!r}; "
-            "it must return a number in [0, 1]"
-        )
-    if math.isnan(value) or not 0.0 <= value <= 1.0:
-        raise UserError(f"reward returned {value} for task {task.id!r}; it must be in [0, 1] (scale or clip it)")
-    return float(value)
 
 
 class Evaluator:
@@ -134,7 +130,8 @@ class Evaluator:
                 if future is None:
                     if rendered is None:  # once per state, and only when something is to be run
                         rendered = self._strategy.render(state)
-                    future = row[task.id] = self._pool.submit(self._rollout, rendered, task)
+                    future = self._pool.submit(roll_out, self._run, self._reward, rendered, task, then=self._counted)
+                    row[task.id] = future
                 else:
                     hits += 1
                 futures.append(future)
@@ -142,21 +139,6 @@ class Evaluator:
             self.usage.add(cache_hits=hits)
         return futures
 
-    def _rollout(self, rendered: Any, task: Task) -> Rollout:
-        self.usage.add(rollouts=1, cache_misses=1)
-        try:  # a tree is handed over as a copy, so that one rollout cannot change another's
-            output = self._run(dict(rendered) if isinstance(rendered, dict) else rendered, task)
-        except UserError:
-            raise  # misconfiguration (a missing key, say) fails every rollout alike: stop and say so
-        except Exception as exc:  # a failing rollout is data, not a crash of the run
-            return self._failed(task, "", f"run failed on task {task.id!r}: {type(exc).__name__}: {exc}")
-        output = output if isinstance(output, str) else str(output)
-        try:
-            value = self._reward(task, output)
-        except AgentError as exc:  # a judge or grader that could not score is a failed rollout too
-            return self._failed(task, output, f"scoring failed on task {task.id!r}: {exc}")
-        return Rollout(task=task, output=output, reward=check_reward(value, task))
-
-    def _failed(self, task: Task, output: str, message: str) -> Rollout:
-        self.usage.record_error(message)
-        return Rollout(task=task, output=output, reward=0.0, error=message)
+    def _counted(self, rollout: Rollout) -> Rollout:
+        self.usage.count_rollout(rollout)
+        return rollout

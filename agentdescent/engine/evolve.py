@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from agentdescent import events as ev
-from agentdescent.agents.base import metering
 from agentdescent.artifacts.strategies import AppendRules, Strategy
 from agentdescent.engine.evaluation import Evaluator, RewardFn, RunFn, Usage
 from agentdescent.engine.executors import EXECUTORS, ThreadExecutor, make_executor
@@ -122,11 +121,11 @@ def evolve(
                                   max_tokens=max_tokens),
             emit=on_event or (lambda event: None),
         )
-        with metering(usage.model):  # model calls made anywhere in the run count on its usage
-            return loop.run()
+        return loop.run()
     finally:
         workers.shutdown()
         calls.shutdown()
+        ledger.close()
 
 
 def split_tasks(tasks: Sequence[Task], held_out_frac: float, rng: random.Random) -> tuple[list[Task], list[Task]]:

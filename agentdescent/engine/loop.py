@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from agentdescent import events as ev
+from agentdescent.agents.base import ModelUsage, metering
 from agentdescent.artifacts.strategies import Strategy
 from agentdescent.engine.dispatch import Dispatcher
 from agentdescent.engine.evaluation import Evaluator
@@ -84,7 +85,7 @@ class Loop:
         self.emit(ev.RunEnded(reason=reason, final_reward=self.progress.best))
         return EvolveResult(
             rendered=self.strategy.render(state), state=state, final_reward=self.progress.best, initial_reward=initial,
-            history=self.history, ledger=self.ledger, outcome_list=self.outcomes, usage=self.evaluator.usage,
+            history=self.history, ledger_path=self.ledger.path, outcome_list=self.outcomes, usage=self.evaluator.usage,
             stop_reason=reason, version=stable, initial_version=start, frozen=tuple(self.strategy.frozen),
         )
 
@@ -137,7 +138,9 @@ class Loop:
             self.sampler.note(self.evaluator.known(state))
         diffs: list[Diff] = [d for r in reports for d in r.diffs]
         early: list[Outcome] = [o.model_copy(update={"step": round_}) for r in reports for o in r.outcomes]
-        report = self.aggregator.step(diffs, round_, sample=self.samples.of(self.ledger.head()))
+        with metering(ModelUsage()) as meter:  # calls the step makes here itself (a fusion model, say)
+            report = self.aggregator.step(diffs, round_, sample=self.samples.of(self.ledger.head()))
+        self.evaluator.usage.model.add_spend(meter.spent())
         for outcome in early + report.outcomes:
             self.outcomes.append(outcome)
             self.emit(ev.DiffOutcome(round=round_, outcome=outcome))

@@ -16,7 +16,7 @@ from agentdescent.artifacts.state import apply
 from agentdescent.artifacts.strategies import InvalidProposal, State, Strategy
 from agentdescent.engine.evaluation import Evaluator
 from agentdescent.engine.executors import Executor
-from agentdescent.errors import UserError
+from agentdescent.engine.units import Reflection, reflect
 from agentdescent.step.policies import Policies, acceptance_set
 from agentdescent.step.stats import mean_reward
 from agentdescent.types import Diff, EvidenceCard, Outcome, Rollout, Task
@@ -79,11 +79,14 @@ class Worker:
             rollouts = self.evaluator.rollouts(turn.state, spares)
             chosen = self.policies.proposal(rollouts)
         groups = [chosen] if chosen and callable(getattr(self.propose, "batch", None)) else [[r] for r in chosen]
-        proposals = self.calls.map(lambda group: self._propose(turn.state, group), groups)
+        rendered = self.strategy.render(turn.state)
+        pending = [self.calls.submit(reflect, self.propose, rendered, group) for group in groups]
         diffs, outcomes = [], []
-        for group, proposal in zip(groups, proposals):
+        for group, future in zip(groups, pending):
+            reflection = future.result()
+            self.evaluator.usage.count_reflection(reflection)
             diff_id = f"d{turn.rng.getrandbits(40):010x}"
-            made = self._diff(diff_id, turn, group, proposal)
+            made = self._diff(diff_id, turn, group, reflection)
             if isinstance(made, Diff):
                 diffs.append(made)
             elif made is not None:
@@ -92,37 +95,14 @@ class Worker:
             diffs = self._verify(diffs, turn, rollouts)
         return WorkerReport(turn=turn, diffs=diffs, outcomes=outcomes)
 
-    def _propose(self, state: State, chosen: Sequence[Rollout]) -> str | None | Exception:
-        """One proposal from one failure, or from all of them when `propose` reflects in batches."""
-        self.evaluator.usage.add(proposals=1)
-        rendered = self.strategy.render(state)
-        batch = getattr(self.propose, "batch", None)
-        try:
-            if callable(batch):
-                proposal = batch(rendered, list(chosen))
-            else:
-                (rollout,) = chosen
-                proposal = self.propose(rendered, rollout.task, rollout.output, rollout.reward)
-        except UserError:
-            raise  # misconfiguration: every proposal would fail alike
-        except Exception as exc:  # one failed reflection is an outcome, not the end of the run
-            return exc
-        if proposal is not None and not isinstance(proposal, str):
-            raise UserError(
-                f"propose returned {type(proposal).__name__} for task {chosen[0].task.id!r}; "
-                "it must return a str (the proposed change) or None (no proposal)"
-            )
-        return proposal
-
     def _diff(
-        self, diff_id: str, turn: Turn, group: Sequence[Rollout], proposal: str | None | Exception
+        self, diff_id: str, turn: Turn, group: Sequence[Rollout], reflection: Reflection
     ) -> Diff | tuple[str, str] | None:
+        if reflection.failed is not None:
+            return reflection.failed, reflection.reason
+        proposal = reflection.proposal
         if proposal is None:
             return None
-        if isinstance(proposal, InvalidProposal):
-            return "invalid", f"the proposal is unusable: {proposal}"
-        if isinstance(proposal, Exception):
-            return "error", f"propose raised {type(proposal).__name__}: {proposal}"
         try:
             edits = self.strategy.edits_for(turn.state, proposal)
         except InvalidProposal as exc:
