@@ -36,7 +36,7 @@ def test_each_version_s_sample_is_drawn_once_and_judges_the_diffs_verified_on_it
             judged.append((self.ledger.head(), list(diffs), sample))
             return super().step(diffs, step, sample=sample)
 
-    result = router(rounds=8, n_workers=4, asynchronous=asynchronous, policies=Policies(acceptance=acceptance),
+    result = router(rounds=5, n_workers=4, asynchronous=asynchronous, policies=Policies(acceptance=acceptance),
                     aggregator_factory=Recording)
     with result.ledger as ledger:
         head = ledger.head()

@@ -8,6 +8,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 
 import pytest
 
+from agentdescent.artifacts.state import state_hash
 from agentdescent.artifacts.strategies import AppendRules
 from agentdescent.engine.evaluation import Evaluator, Usage
 from agentdescent.engine.units import reflect, roll_out
@@ -22,7 +23,7 @@ class ProcessPool:
     must be pickled, or the test fails."""
 
     def __init__(self) -> None:
-        self._pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"))
+        self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
 
     def submit(self, fn, *args, then=None):
         ran = self._pool.submit(fn, *args)
@@ -64,6 +65,13 @@ def test_an_evaluator_on_processes_keeps_cache_and_usage_with_the_driver(process
     assert (usage.rollouts, usage.model.calls, usage.cache_hits) == (3, 6, 0)
     assert evaluator.score([(state, TASKS)]) == [[1.0, 1.0, 1.0]]  # from the driver's cache: nothing sent
     assert (usage.rollouts, usage.model.calls, usage.cache_hits) == (3, 6, 3)
+
+
+def test_a_state_has_the_same_name_in_another_process(processes):
+    """The evaluation cache (and a run store on disk) keys rollouts by it; the child process has
+    its own string-hash seed."""
+    state = {"SKILL.md": "be brief ✓\n", "a/b.md": ""}
+    assert processes.submit(state_hash, state).result() == state_hash(state)
 
 
 def test_usage_can_be_pickled_and_keeps_counting():
