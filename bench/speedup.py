@@ -88,8 +88,10 @@ def main() -> None:
         many = run_once(args.workers, seed, tasks, *latency, asynchronous=args.asynchronous, policies=policies)
         rows.append((seed, one, many))
         print(
-            f"seed {seed}: 1 worker {one['wall']:.2f} s, {one['rounds']} rounds, {one['calls']} calls, reward {one['reward']:.2f}"
-            f" | {args.workers} workers {many['wall']:.2f} s, {many['rounds']} rounds, {many['calls']} calls,"
+            f"seed {seed}: 1 worker {one['wall']:.2f} s, {one['rounds']} rounds ({one['round_ms']:.0f} ms each),"
+            f" {one['calls']} calls, reward {one['reward']:.2f}"
+            f" | {args.workers} workers {many['wall']:.2f} s, {many['rounds']} rounds ({many['round_ms']:.0f} ms each),"
+            f" {many['calls']} calls,"
             f" reward {many['reward']:.2f} | speed-up {one['wall'] / many['wall']:.1f}x,"
             f" calls ratio {many['calls'] / one['calls']:.2f}"
         )
