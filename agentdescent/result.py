@@ -53,6 +53,7 @@ class EvolveResult:
     stop_reason: str
     version: int  # the ledger version the final artifact is at (stable)
     initial_version: int  # the stable version the run started from
+    initial_state: dict[str, str] = field(default_factory=dict)  # the artifact at `initial_version`
     frozen: tuple[str, ...] = field(default=())
 
     @property

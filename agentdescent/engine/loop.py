@@ -86,7 +86,8 @@ class Loop:
         return EvolveResult(
             rendered=self.strategy.render(state), state=state, final_reward=self.progress.best, initial_reward=initial,
             history=self.history, ledger_path=self.ledger.path, outcome_list=self.outcomes, usage=self.evaluator.usage,
-            stop_reason=reason, version=stable, initial_version=start, frozen=tuple(self.strategy.frozen),
+            stop_reason=reason, version=stable, initial_version=start,
+            initial_state=self.ledger.snapshot(self.artifact_id, start), frozen=tuple(self.strategy.frozen),
         )
 
     def _rounds(self) -> str:
