@@ -4,6 +4,8 @@ from agentdescent.governance import (
     HARNESS_BLAST_RADIUS,
     SKILL_BLAST_RADIUS,
     Governance,
+    clashes,
+    fold,
     unsafe_key_reason,
 )
 from agentdescent.types import Diff, Edit
@@ -29,8 +31,32 @@ def diff(*edits):
         ("./a", "segment"),
         ("a/../b", "segment"),
         ("../x", ".."),
-        (".git/x", ".git"),
-        ("x/.git/y", ".git"),
+        (".git/x", "git's own metadata"),
+        ("x/.git/y", "git's own metadata"),
+        # the catalogue of the folder issue: each class a file system or git reads as something else
+        ("C:/x.md", "drive"),
+        ("notes.md:stream", "drive or stream"),
+        ("a\0b", "control"),
+        ("a\nb.md", "control"),
+        ("a\tb.md", "control"),
+        ("bell\x07.md", "control"),
+        (".GIT/config", "git's own metadata"),
+        ("GIT~1/config", "git's own metadata"),
+        ("git~2/HEAD", "git's own metadata"),
+        (".git./config", "dot or a space"),
+        (".git /config", "dot or a space"),
+        (".gi\u200ct/config", "invisible"),
+        ("\u202etxt.md", "invisible"),  # a right-to-left override
+        (".gitmodules", "git's own metadata"),
+        ("sub/.GitAttributes", "git's own metadata"),
+        ("NUL", "reserved device"),
+        ("con.md", "reserved device"),
+        ("refs/COM1", "reserved device"),
+        ("lpt9.txt", "reserved device"),
+        ("x" * 201 + ".md", "longer than 200 bytes"),
+        ("/".join(["abcdefgh"] * 120), "longer than 1024 bytes"),
+        ("cafe\u0301.md", "NFC"),
+        ("a\ud800.md", "lone surrogate"),
     ],
 )
 def test_unsafe_keys_have_a_reason(key, says):
@@ -39,12 +65,40 @@ def test_unsafe_keys_have_a_reason(key, says):
     assert says in reason
 
 
-@pytest.mark.parametrize("key", ["SKILL.md", "references/api.md", "a", ".github/x.yml", "x.git", "a/b/c.txt"])
+@pytest.mark.parametrize("key", ["SKILL.md", "references/api.md", "a", ".github/x.yml", "x.git", "a/b/c.txt",
+                                 ".gitignore", "café.md", "console.md", "notes..md", "x" * 200])
 def test_fine_keys_have_no_reason(key):
     assert unsafe_key_reason(key) is None
 
 
+def test_fold_is_the_name_one_reader_sees():
+    assert fold("Hооks/PRE.sh") == fold("hooks/pre.sh") == "hooks/pre.sh"  # Cyrillic о, upper case
+    assert fold("cafe\u0301.md") == fold("café.md")
+    assert fold("ｈooks") == "hooks"  # full-width
+
+
+def test_clashes_find_what_one_folder_cannot_hold():
+    assert clashes(["notes.md", "notes.md/x.md"]) == [("notes.md", "notes.md/x.md")]
+    assert clashes(["SKILL.md", "skill.md"]) == [("SKILL.md", "skill.md")]
+    assert clashes(["Refs/a.md", "refs/b.md"]) == [("Refs/a.md", "refs/b.md")]
+    assert clashes(["refs/a.md", "refs/b.md", "refs.md", "a/b/c.md"]) == []
+
+
 # --- layers -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", ["Hooks/pre.sh", "HOOKS/PRE.SH", "hооks/pre.sh", "hooks/prе.sh", "ｈooks/pre.sh"])
+def test_case_unicode_and_look_alike_variants_of_a_frozen_path_are_frozen(variant):
+    g = Governance(frozen=("hooks/*",))
+    assert g.layer(variant) == "L0"
+    assert "frozen" in g.refusal([variant]) and "'hooks/*'" in g.refusal([variant])
+
+
+def test_read_only_context_is_refused_and_frozen_beats_editable():
+    g = Governance(frozen=("references/locked.md",), editable=("SKILL.md", "references/*"))
+    assert g.refusal(["SKILL.md", "references/api.md"]) is None
+    assert "read-only context scripts/run.sh" in g.refusal(["scripts/run.sh"])
+    assert "frozen" in g.refusal(["references/locked.md"])
 
 
 def test_default_layer_is_free():
@@ -72,6 +126,9 @@ def test_blast_radius_first_match_wins():
     [
         ("hooks/pre.sh", "L0"),
         (".claude/settings.json", "L0"),
+        (".mcp.json", "L0"),
+        ("servers.mcp.json", "L0"),
+        ("scripts/data.txt", "L1"),
         ("scripts/run.py", "L1"),
         ("tools/helper.py", "L1"),
         ("install.sh", "L1"),
@@ -85,7 +142,8 @@ def test_skill_blast_radius(key, layer):
 
 @pytest.mark.parametrize(
     "key, layer",
-    [("tests/test_x.py", "L0"), ("evaluate.py", "L0"), ("agents/planner.md", "L1"), ("main.py", "L1"), ("README.md", "L2")],
+    [("hooks/post.sh", "L0"), ("settings.local.json", "L0"), ("tests/test_x.py", "L0"), ("evaluate.py", "L0"),
+     ("agents/planner.md", "L1"), ("main.py", "L1"), ("README.md", "L2")],
 )
 def test_harness_blast_radius(key, layer):
     assert Governance(blast_radius=HARNESS_BLAST_RADIUS).layer(key) == layer

@@ -251,5 +251,12 @@ def test_frozen_files_returns_only_matching_files():
 def test_file_tree_max_files_per_diff():
     with pytest.raises(UserError):
         FileTree({"a.md": "x"}, max_files_per_diff=0)
-    assert FileTree({"a.md": "x"}, max_files_per_diff=2).max_keys_per_diff == 2
-    assert FileTree({"a.md": "x"}).max_keys_per_diff is None
+    assert FileTree({"a.md": "x"}, max_files_per_diff=None).max_keys_per_diff is None
+    assert FileTree({"a.md": "x"}).max_keys_per_diff == 2  # the default: small diffs, easy to judge
+
+
+def test_file_tree_refuses_a_tree_no_folder_can_hold():
+    with pytest.raises(UserError, match="'notes.md' and 'notes.md/x.md'"):
+        FileTree({"notes.md": "a", "notes.md/x.md": "b"})
+    with pytest.raises(UserError, match="reserved device name"):
+        FileTree({"con.md": "a"})

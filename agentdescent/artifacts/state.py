@@ -23,5 +23,6 @@ def apply(state: Mapping[str, str], after: Mapping[str, str | None]) -> State:
 def state_hash(state: Mapping[str, str]) -> str:
     """A name for a state that is the same in every process and for any key order; the evaluation
     cache keys rollouts by it. state_hash({"a": "x", "b": ""}) == state_hash({"b": "", "a": "x"})"""
-    blob = json.dumps(state, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    # surrogatepass: a proposal may carry a lone surrogate; it is refused at admission, not here
+    blob = json.dumps(state, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass")
     return hashlib.sha256(blob).hexdigest()[:16]

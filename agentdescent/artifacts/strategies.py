@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from agentdescent.errors import UserError
-from agentdescent.governance import is_frozen
+from agentdescent.governance import clashes, is_frozen, unsafe_key_reason
 from agentdescent.types import Edit
 
 State = dict[str, str]
@@ -39,10 +39,12 @@ class Strategy(Protocol):
       `state`. It raises `InvalidProposal` with a reason when the proposal is unusable; it may
       return edits that change nothing (the aggregator records those as duplicates).
     - `frozen` lists key patterns (fnmatch) that no diff may touch.
+    - `editable` lists the key patterns a diff may change (frozen wins); the others are read-only.
     - `max_keys_per_diff` caps how many keys one diff may change (None: no cap).
     """
 
     frozen: tuple[str, ...]
+    editable: tuple[str, ...]
     max_keys_per_diff: int | None
 
     def initial_state(self) -> State: ...
@@ -63,6 +65,7 @@ class SingleSlot:
     """One block of text (a system prompt). A proposal is a line appended to it."""
 
     frozen: tuple[str, ...] = ()
+    editable: tuple[str, ...] = ("*",)
     max_keys_per_diff: int | None = 1
 
     def __init__(self, initial_value: str = "", *, key: str = "prompt") -> None:
@@ -96,6 +99,7 @@ class AppendRules:
     A proposal is a rule to add, or "remove: <rule>" to drop an existing one."""
 
     frozen: tuple[str, ...] = ()
+    editable: tuple[str, ...] = ("*",)
     max_keys_per_diff: int | None = None
 
     def __init__(self, initial_rules: Iterable[str] = (), *, header: str = "") -> None:
@@ -127,6 +131,7 @@ class KeyedRules:
     ("category:" with no text clears it)."""
 
     frozen: tuple[str, ...] = ()
+    editable: tuple[str, ...] = ("*",)
     max_keys_per_diff: int | None = None
 
     def __init__(self, categories: Sequence[str] | Mapping[str, str]) -> None:
@@ -172,21 +177,31 @@ def parse_file_blocks(proposal: str) -> dict[str, str | None]:
 class FileTree:
     """A folder of text files (a skill, a set of agent definitions): one key per relative path.
 
-    Materialising the tree into a workspace for a real agent is `agentdescent.tree`'s job; here
-    the render is the `{path: text}` mapping itself.
+    Each file is one of three kinds, by fnmatch patterns on its path (`*` and `**` both cross
+    folders): frozen (matches `frozen`: never changed, and frozen beats editable), editable
+    (matches `editable`), or read-only context (neither: the agent and the reflector see it, no
+    diff may change it). A diff may create, replace or delete editable files, at most
+    `max_files_per_diff` of them (None: no cap). The render is the `{path: text}` mapping itself;
+    `tree_runner` writes it into a workspace for a real agent, and `load_tree` reads one from disk.
     """
 
     def __init__(
         self,
         tree: Mapping[str, str],
         *,
-        max_files_per_diff: int | None = None,
+        max_files_per_diff: int | None = 2,
+        editable: Iterable[str] = ("**",),
         frozen: Iterable[str] = (),
     ) -> None:
-        if max_files_per_diff is not None and max_files_per_diff < 1:
-            raise UserError("max_files_per_diff must be at least 1 (or None for no cap)")
+        if max_files_per_diff is not None and (not isinstance(max_files_per_diff, int) or max_files_per_diff < 1):
+            raise UserError("max_files_per_diff must be a positive integer (or None for no cap)")
+        problems = [reason for key in tree if (reason := unsafe_key_reason(key))]
+        problems += [f"{a!r} and {b!r} cannot both be in one folder" for a, b in clashes(tree)]
+        if problems:
+            raise UserError(f"the tree cannot be a folder artifact: {problems[0]}; rename or leave out that file")
         self.tree = dict(tree)
         self.max_keys_per_diff = max_files_per_diff
+        self.editable = tuple(editable)
         self.frozen = tuple(frozen)
 
     def initial_state(self) -> State:

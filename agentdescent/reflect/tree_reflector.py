@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from agentdescent.agents.base import Model
 from agentdescent.artifacts.strategies import FileTree, InvalidProposal, parse_file_blocks
-from agentdescent.governance import Governance, is_frozen
+from agentdescent.governance import Governance
 from agentdescent.reflect.reflector import CODE_FENCE, NONE_REPLY, Reflector, describe_cases, unwrap
 from agentdescent.reflect.templates import fill, template
 from agentdescent.types import Edit, Task
@@ -26,7 +26,8 @@ class TreeReflector(Reflector):
 
     def _ask(self, rendered: object, cases: Sequence[tuple[Task, str, float]]) -> str | None:
         files = dict(rendered) if isinstance(rendered, Mapping) else {}
-        editable = [p for p in sorted(files) if not is_frozen(p, self.strategy.frozen)]
+        rules = Governance.of(self.strategy)
+        editable = [p for p in sorted(files) if rules.refusal([p]) is None]
         reply = self.model(fill(
             self._template, files=format_files(files), editable=", ".join(editable) or "(none)",
             frozen=", ".join(p for p in sorted(files) if p not in editable) or "(none)",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from agentdescent.artifacts.state import apply
+from agentdescent.governance import clashes
 from agentdescent.step.changes import Change
 from agentdescent.step.policies import Policies
 from agentdescent.types import Diff, OutcomeKind
@@ -25,8 +27,23 @@ def rebase(
         elif merged != head_text:
             after[edit.key] = merged
     if after:
+        clash = folder_clash(head_state, after)
+        if clash:
+            return "invalid", clash
         note = f"; its edit of {', '.join(conflicts)} conflicted with head and was dropped" if conflicts else ""
         return Change(diff=diff, staleness=staleness, after=after, note=note)
     if conflicts:
         return "conflict_lost", f"{', '.join(conflicts)} changed since version {diff.base_version} and the edits overlap"
     return "duplicate", f"head (version {diff.base_version + staleness}) already says this"
+
+
+def folder_clash(state: Mapping[str, str], after: Mapping[str, str | None]) -> str | None:
+    """Why the keys `after` adds cannot sit beside those of `state` in one folder, or None."""
+    added = {k for k, text in after.items() if text is not None and k not in state}
+    if not added:
+        return None
+    pair = next((p for p in clashes(apply(state, after)) if added & set(p)), None)
+    if pair is None:
+        return None
+    return (f"{pair[0]!r} and {pair[1]!r} cannot both be in one folder "
+            "(a file and a folder of one name, or one name spelt two ways)")

@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from agentdescent.artifacts.state import apply
 from agentdescent.step.changes import Change, Component
 from agentdescent.step.policies import Policies
+from agentdescent.step.rebase import folder_clash
 from agentdescent.types import OutcomeKind
 
 
@@ -44,7 +46,9 @@ def resolve(changes: Sequence[Change], head_state: Mapping[str, str], policies: 
                 if loser is not winner:
                     lost.setdefault(loser.diff.id, []).append(key)
             text[key], owners[key] = winner.after[key], [winner]
-    return Resolution(components=_components(changes, text, owners), unplaced=_unplaced(changes, owners, lost), lost=lost)
+    components = _components(changes, text, owners)
+    unplaced = _unplaced(changes, owners, lost)
+    return Resolution(components=_without_clashes(components, head_state, unplaced), unplaced=unplaced, lost=lost)
 
 
 def _components(
@@ -89,3 +93,21 @@ def _unplaced(
         else:
             verdicts[c.diff.id] = ("duplicate", "another diff of this step makes the same change")
     return verdicts
+
+
+def _without_clashes(
+    components: Sequence[Component], head_state: Mapping[str, str], unplaced: dict[str, tuple[OutcomeKind, str]]
+) -> list[Component]:
+    """Components in order, but for one whose new files cannot sit in one folder with those of the
+    components before it (`a` beside `a/b`): its diffs lose, as any conflict does."""
+    kept: list[Component] = []
+    state = dict(head_state)
+    for comp in components:
+        clash = folder_clash(state, comp.after)
+        if clash is None:
+            kept.append(comp)
+            state = apply(state, comp.after)
+            continue
+        for change in comp.changes:
+            unplaced[change.diff.id] = ("conflict_lost", f"another diff of this step got there first: {clash}")
+    return kept

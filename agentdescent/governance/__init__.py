@@ -1,0 +1,24 @@
+"""Governance: which keys a diff may touch (`layers`: L0 frozen, L1 gated, L2 free) and which keys
+may become files at all (`paths`). It is the L0 layer's own code: nothing a diff holds reaches it."""
+
+from agentdescent.governance.layers import (
+    HARNESS_BLAST_RADIUS,
+    SKILL_BLAST_RADIUS,
+    Governance,
+    Layer,
+    is_frozen,
+    matching,
+)
+from agentdescent.governance.paths import clashes, fold, unsafe_key_reason
+
+__all__ = [
+    "HARNESS_BLAST_RADIUS",
+    "SKILL_BLAST_RADIUS",
+    "Governance",
+    "Layer",
+    "clashes",
+    "fold",
+    "is_frozen",
+    "matching",
+    "unsafe_key_reason",
+]

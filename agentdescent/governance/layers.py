@@ -1,0 +1,132 @@
+"""Layers: which keys a diff may touch, and how strictly a change to them is tested.
+
+    L0 frozen  scorer, evaluator, hooks, permission settings: no diff may touch them
+    L1 gated   harness code, agent definitions, scripts: accepted only past the stricter bar
+    L2 free    skills, prompts, playbooks: the normal acceptance test
+
+A key is L0 when it matches a frozen pattern, else the layer of the first blast-radius pattern
+it matches, else L2; a key outside the editable patterns is read-only context, which no diff may
+change either. Patterns are fnmatch patterns (`*` crosses `/`), matched against the key and
+against its folded spelling (`paths.fold`), so a case, Unicode or look-alike variant of a frozen
+path is frozen too.
+
+Left out: whether a key is a safe path at all (`paths`), and the test a gated change must pass
+(the acceptance policy and the oracle gate of the optimizer step).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from agentdescent.governance.paths import fold, unsafe_key_reason
+from agentdescent.types import Edit
+
+if TYPE_CHECKING:  # strategies import this package for is_frozen
+    from agentdescent.artifacts.strategies import Strategy
+
+Layer = Literal["L0", "L1", "L2"]
+
+SKILL_BLAST_RADIUS: dict[str, Layer] = {
+    "hooks/*": "L0",
+    "*settings*.json": "L0",
+    "*.mcp.json": "L0",
+    "scripts/*": "L1",
+    "*.py": "L1",
+    "*.sh": "L1",
+    "*": "L2",
+}
+
+HARNESS_BLAST_RADIUS: dict[str, Layer] = {
+    "hooks/*": "L0",
+    "*settings*.json": "L0",
+    "eval*": "L0",
+    "tests/*": "L0",
+    "agents/*": "L1",
+    "*.py": "L1",
+    "*": "L2",
+}
+
+
+def matching(key: str, patterns: Iterable[str]) -> str | None:
+    """The first of `patterns` that `key`, or its folded spelling, matches; None when none does.
+    matching("Hooks/pre.sh", ["hooks/*"]) == "hooks/*" """
+    folded = fold(key)
+    return next((p for p in patterns if fnmatch.fnmatchcase(key, p) or fnmatch.fnmatchcase(folded, fold(p))), None)
+
+
+def is_frozen(key: str, patterns: Iterable[str]) -> bool:
+    """Whether `key` matches one of the frozen `patterns`. is_frozen("hooks/pre.sh", ["hooks/*"]) is True"""
+    return matching(key, patterns) is not None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Governance:
+    """The rules `admit` applies to every diff before anything else looks at it."""
+
+    blast_radius: Mapping[str, Layer] = field(default_factory=dict)
+    frozen: tuple[str, ...] = ()
+    editable: tuple[str, ...] = ("*",)
+    max_keys_per_diff: int | None = None
+    max_bytes_per_key: int = 200_000
+
+    @classmethod
+    def of(cls, strategy: Strategy, blast_radius: Mapping[str, Layer] | None = None) -> Governance:
+        """The rules for diffs of `strategy`'s artifact: its frozen and editable keys, its key cap,
+        and `blast_radius`."""
+        return cls(blast_radius=dict(blast_radius or {}), frozen=tuple(strategy.frozen),
+                   editable=tuple(getattr(strategy, "editable", ("*",))),
+                   max_keys_per_diff=strategy.max_keys_per_diff)
+
+    def rule(self, key: str) -> tuple[Layer, str]:
+        """The layer of `key` and the rule that puts it there, in words."""
+        frozen = matching(key, self.frozen)
+        if frozen is not None:
+            return "L0", f"frozen {frozen!r}"
+        for pattern, layer in self.blast_radius.items():
+            if matching(key, [pattern]) is not None:
+                return layer, f"blast radius {pattern!r} -> {layer}"
+        return "L2", "the default layer"
+
+    def layer(self, key: str) -> Layer:
+        return self.rule(key)[0]
+
+    def gated(self, keys: Iterable[str]) -> bool:
+        return any(self.layer(k) == "L1" for k in keys)
+
+    def refusal(self, keys: Collection[str]) -> str | None:
+        """Why governance refuses a diff that changes `keys`, naming the key and the rule, or None."""
+        frozen = [f"{k} ({rule})" for k in sorted(keys) for layer, rule in [self.rule(k)] if layer == "L0"]
+        if frozen:
+            return f"touches frozen (L0) key(s) {', '.join(frozen)}; frozen files are never changed by a diff"
+        read_only = sorted(k for k in keys if matching(k, self.editable) is None)
+        if read_only:
+            return (f"changes read-only context {', '.join(read_only)}: not matched by the editable patterns "
+                    f"{list(self.editable)}")
+        if self.max_keys_per_diff is not None and len(keys) > self.max_keys_per_diff:
+            return f"changes {len(keys)} keys; at most {self.max_keys_per_diff} per diff are allowed"
+        return None
+
+    def invalidity(self, edits: Sequence[Edit]) -> str | None:
+        """Why a diff of `edits` is malformed (no edit, unsafe key, repeated key, text that is not
+        valid Unicode or is oversize), or None."""
+        if not edits:
+            return "the diff has no edits"
+        keys = [e.key for e in edits]
+        if len(set(keys)) != len(keys):
+            return "the diff edits the same key twice"
+        for edit in edits:
+            reason = unsafe_key_reason(edit.key)
+            if reason:
+                return reason
+            if edit.after is None:
+                continue
+            try:
+                size = len(edit.after.encode("utf-8"))
+            except UnicodeEncodeError:
+                return f"the new text of {edit.key!r} is not valid Unicode (it holds a lone surrogate)"
+            if size > self.max_bytes_per_key:
+                return f"key {edit.key!r} would hold more than {self.max_bytes_per_key} bytes"
+        return None
