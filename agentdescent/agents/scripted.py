@@ -1,6 +1,7 @@
 """A deterministic model for tests and examples: the same prompt always gets the same reply.
 
     scripted(lambda prompt: "...")              reply computed from the prompt
+    scripted(lambda prompt, cwd: "...")         an agent: reply computed from the prompt and its working folder
     scripted({r"regex": "reply", ...})          the first pattern found in the prompt picks the reply
     scripted(["first", "second"])               replies in order; an error once they run out
 
@@ -10,6 +11,8 @@ behave as they would with a real model.
 
 from __future__ import annotations
 
+import inspect
+import os
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -27,10 +30,13 @@ class ScriptedModel:
         self.name = name
         self.usage = ModelUsage()
         self._reply = _replier(script, default)
+        self._wants_cwd = callable(script) and _takes_two(script)
 
-    def __call__(self, prompt: str) -> str:
+    def __call__(self, prompt: str, *, cwd: str | os.PathLike[str] | None = None) -> str:
+        """The scripted reply; a two-argument script also gets the working folder (like a CLI agent's
+        `cwd`, the current directory when None)."""
         with metered_call(self.usage) as counts:
-            reply = self._reply(prompt)
+            reply = self._reply(prompt, os.fspath(cwd or os.getcwd())) if self._wants_cwd else self._reply(prompt)
             counts.update(input_tokens=estimate_tokens(prompt), output_tokens=estimate_tokens(reply))
         return reply
 
@@ -40,7 +46,16 @@ def scripted(script: Script, *, default: str | None = None, name: str = "scripte
     return ScriptedModel(script, default=default, name=name)
 
 
-def _replier(script: Script, default: str | None) -> Callable[[str], str]:
+def _takes_two(script: Callable[..., str]) -> bool:
+    try:
+        parameters = inspect.signature(script).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: a plain prompt -> reply
+        return False
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
+
+
+def _replier(script: Script, default: str | None) -> Callable[..., str]:
     if callable(script):
         return script
     if isinstance(script, Mapping):

@@ -1,0 +1,121 @@
+"""tree_runner: each rollout in its own workspace, the tree where the host reads it, nothing left behind."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from agentdescent.agents import claude_code, scripted
+from agentdescent.artifacts.workspace import AgentOutput, tree_runner
+from agentdescent.errors import AgentError, UserError
+from agentdescent.types import Task
+
+FAKES = Path(__file__).parent / "fake_clis"
+TREE = {"SKILL.md": "# Router\nbe brief\n", "references/api.md": "api\n", "hooks/pre.sh": "changed by a diff\n"}
+TASK = Task(id="t1", prompt="route this")
+
+
+def listing(prompt, cwd):
+    """An agent that answers with every file it can see, and writes one of its own."""
+    Path(cwd, "answer.txt").write_text(f"done: {prompt}\n", encoding="utf-8")
+    return "\n".join(sorted(str(p.relative_to(cwd)) for p in Path(cwd).rglob("*") if p.is_file()))
+
+
+@pytest.mark.parametrize("layout, name, where", [
+    ("claude_skill", "router", ".claude/skills/router/"),
+    ("claude_agents", None, ".claude/agents/"),
+    ("agents_skill", "router", ".agents/skills/router/"),
+    ("root", None, ""),
+])
+def test_each_layout_puts_the_tree_where_its_host_reads_it(tmp_path, layout, name, where):
+    run = tree_runner(scripted(listing), layout=layout, name=name, workdir=tmp_path)
+    output = run(TREE, TASK)
+    assert isinstance(output, AgentOutput)
+    assert output.splitlines() == sorted([f"{where}{key}" for key in TREE] + ["answer.txt"])
+    assert output.files == {"answer.txt": "done: route this\n"}  # what the agent wrote, for the reward
+    assert list(tmp_path.iterdir()) == []  # the workspace is gone
+
+
+def test_the_overlay_beats_the_candidate_and_fixtures_are_staged(tmp_path):
+    seen = {}
+
+    def agent(prompt, cwd):
+        seen.update({str(p.relative_to(cwd)): p.read_text(encoding="utf-8") for p in Path(cwd).rglob("*") if p.is_file()})
+        return "ok"
+
+    task = Task(id="t2", prompt="p", meta={"files": {"inbox/ticket.txt": "my parcel is late"}})
+    run = tree_runner(scripted(agent), layout="root", overlay={"hooks/pre.sh": "exit 0\n"},
+                      fixtures={"data/common.csv": "a,b\n"}, workdir=tmp_path)
+    run(TREE, task)
+    assert seen["hooks/pre.sh"] == "exit 0\n"  # the pristine frozen file, not the candidate's
+    assert seen["inbox/ticket.txt"] == "my parcel is late" and seen["data/common.csv"] == "a,b\n"
+
+
+def test_a_failed_rollout_keeps_its_workspace_only_when_asked(tmp_path):
+    def broken(prompt, cwd):
+        raise AgentError("the model gave up")
+
+    with pytest.raises(AgentError, match="the model gave up"):
+        tree_runner(scripted(broken), layout="root", workdir=tmp_path)(TREE, TASK)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(AgentError, match="workspace is kept at") as caught:
+        tree_runner(scripted(broken), layout="root", workdir=tmp_path, keep_failed=True)(TREE, TASK)
+    [kept] = tmp_path.iterdir()
+    assert str(kept) in str(caught.value) and (kept / "SKILL.md").read_text(encoding="utf-8") == TREE["SKILL.md"]
+
+
+def test_concurrent_rollouts_see_their_own_candidate_and_live_workspaces_are_bounded(tmp_path):
+    lock, live, peak = threading.Lock(), [0], [0]
+
+    def agent(prompt, cwd):
+        with lock:
+            live[0] += 1
+            peak[0] = max(peak[0], live[0])
+        time.sleep(0.01)
+        text = Path(cwd, "SKILL.md").read_text(encoding="utf-8")
+        with lock:
+            live[0] -= 1
+        return text
+
+    run = tree_runner(scripted(agent), layout="root", max_workspaces=4, workdir=tmp_path)
+    candidates = [{"SKILL.md": f"candidate {i}\n"} for i in range(24)]
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(lambda tree: run(tree, TASK), candidates))
+    assert answers == [tree["SKILL.md"] for tree in candidates]
+    assert peak[0] == 4 and list(tmp_path.iterdir()) == []
+
+
+def test_a_real_cli_agent_runs_in_the_workspace(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.delenv("FAKE_CLI_MODE", raising=False)
+    output = tree_runner(claude_code(), layout="root", workdir=tmp_path)(TREE, TASK)
+    assert "SKILL.md says: # Router\nbe brief" in output  # the stand-in `claude` read the candidate from its cwd
+
+
+@pytest.mark.parametrize("options, says", [
+    ({"layout": "nowhere"}, "layout='nowhere' is not one of"),
+    ({"layout": "claude_skill"}, "needs name="),
+    ({"layout": "claude_skill", "name": "../up"}, "needs name="),
+    ({"layout": "root", "overlay": {"../x": "y"}}, "overlay"),
+    ({"layout": "root", "max_workspaces": 0}, "max_workspaces"),
+])
+def test_bad_options_are_refused_with_the_fix(options, says):
+    with pytest.raises(UserError, match=says):
+        tree_runner(scripted(listing), **options)
+
+
+def test_an_agent_without_a_working_folder_and_bad_fixtures_are_refused(tmp_path):
+    with pytest.raises(UserError, match="takes cwd="):
+        tree_runner(lambda prompt: "x", layout="root")
+    run = tree_runner(scripted(listing), layout="claude_skill", name="router", workdir=tmp_path)
+    inside = Task(id="t3", prompt="p", meta={"files": {".claude/skills/router/SKILL.md": "hijack"}})
+    with pytest.raises(UserError, match="would overwrite the artifact's own folder"):
+        run(TREE, inside)
+    escaping = Task(id="t4", prompt="p", meta={"files": {"../../etc/x": "y"}})
+    with pytest.raises(UserError, match="'..'"):
+        run(TREE, escaping)
