@@ -223,3 +223,37 @@ def test_a_fused_candidate_is_announced_before_its_test_and_nothing_else(tmp_pat
     agg.step([diff("d2", 2, {"k2": "fix2"}, tasks=["t2"]), diff("d3", 2, {"k3": "fix3"}, tasks=["t3"])],
              step=1, sample=TASKS)
     assert heard == [{"k1": "fix1", "k2": "fix2", "k3": "fix3"}] == [ledger.snapshot("a")]
+
+
+def test_a_gated_change_must_leave_no_oracle_task_worse(tmp_path):
+    gov = Governance(blast_radius={"agents/*": "L1"})
+    _, agg = make(tmp_path, {"base": "fix0 fix2 fix4 fix6 fix8"}, governance=gov)
+    agg.oracle = TASKS  # "harm" breaks the even tasks: a test on odd tasks cannot see it, the oracle does
+    many = " ".join(f"fix{i}" for i in range(10))
+    report = agg.step([diff("harmful", 1, {"agents/y.md": many + " harm"}, tasks=["t1"])], step=0, sample=TASKS[1::2])
+    assert kinds(report) == {"harmful": "rejected_by_test"}
+    assert "no held-out task worse; it makes 5 worse (t0, t2, t4, t6, t8)" in report.outcomes[0].reason
+    report = agg.step([diff("clean", 1, {"agents/y.md": many}, tasks=["t1"])], step=1, sample=TASKS)
+    assert kinds(report) == {"clean": "committed"}
+
+
+@pytest.mark.parametrize("answer, kind", [(True, "committed"), (False, "rejected_by_test"), (RuntimeError, "rejected_by_test")])
+def test_a_gated_change_lands_only_when_approved(tmp_path, answer, kind):
+    asked = []
+
+    def approve(change):
+        asked.append(change)
+        if answer is RuntimeError:
+            raise RuntimeError("the queue is down")
+        return answer
+
+    _, agg = make(tmp_path, {"notes.md": "fix0\n"}, governance=Governance(blast_radius={"agents/*": "L1"}))
+    agg.approve, agg.oracle = approve, TASKS
+    many = " ".join(f"fix{i}" for i in range(10))
+    free = diff("free", 1, {"notes.md": "fix0 fix3\n"}, before={"notes.md": "fix0\n"}, tasks=["t3"])
+    report = agg.step([diff("gated", 1, {"agents/y.md": many}, tasks=["t1"]), free], step=0, sample=TASKS)
+    assert kinds(report)["gated"] == kind and kinds(report)["free"] == "committed"
+    [change] = asked  # only the gated change is put to the approver
+    assert change.keys == ["agents/y.md"] and change.before == {"agents/y.md": None} and change.after["agents/y.md"] == many
+    if kind != "committed":
+        assert "L1 gate" in next(o.reason for o in report.outcomes if o.diff_id == "gated")

@@ -24,6 +24,7 @@ from agentdescent.governance import Governance, Layer
 from agentdescent.ledger import Ledger
 from agentdescent.result import EvolveResult
 from agentdescent.step import Aggregator, Policies
+from agentdescent.step.gate import Approve
 from agentdescent.types import Task
 
 PARALLEL = ("dp",)
@@ -50,6 +51,7 @@ def evolve(
     aggregator_factory: Callable[..., Aggregator] | None = None,
     artifact_id: str = "artifact",
     blast_radius: Mapping[str, Layer] | None = None,
+    approve: Approve | None = None,
     self_verify: bool = True,
     cheap_eval_tasks: int | None = None,
     max_calls: int | None = None,
@@ -82,6 +84,11 @@ def evolve(
     `aggregator_factory` receives the `Aggregator` fields as keywords and returns an object with
     its `step` method.
 
+    `blast_radius` maps key patterns to layers (`governance.SKILL_BLAST_RADIUS`,
+    `HARNESS_BLAST_RADIUS`): an L0 key is never changed, and an L1 (gated) change must pass the
+    stricter bar: the test at the gated threshold, then no held-out task worse than head, then
+    `approve(change)` when given (a `GatedChange` in, True to let it land).
+
     `parallel` and `executor` have one value each today, and any other is refused with a
     `UserError`: `parallel="dp"` (data-parallel: every worker may change every key, on its own
     tasks) and `executor="thread"` (workers and calls on thread pools in this process). They are
@@ -103,7 +110,7 @@ def evolve(
         evaluator = Evaluator(strategy=strategy, run=run, reward=reward, pool=calls, usage=usage)
         aggregator = (aggregator_factory or Aggregator)(
             ledger=ledger, artifact_id=artifact_id, governance=governance, policies=policies,
-            train=train, score=evaluator.score, lag_budget=lag_budget,
+            train=train, score=evaluator.score, lag_budget=lag_budget, oracle=held_out, approve=approve,
             # a fused candidate is likely to land: start its held-out evaluation beside its test
             on_candidate=lambda state: evaluator.submit([state], held_out),
         )

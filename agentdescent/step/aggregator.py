@@ -17,10 +17,11 @@ from agentdescent.artifacts.state import State
 from agentdescent.errors import HeadMoved, LedgerError
 from agentdescent.governance import Governance
 from agentdescent.ledger import Ledger
-from agentdescent.step.accept import Acceptance, Scorer, accept
+from agentdescent.step.accept import Acceptance, Judge, accept
 from agentdescent.step.admit import admit
 from agentdescent.step.changes import Change
 from agentdescent.step.commit import commit
+from agentdescent.step.gate import Approve, Scorer
 from agentdescent.step.policies import Policies
 from agentdescent.step.rebase import rebase
 from agentdescent.step.resolve import resolve
@@ -54,6 +55,8 @@ class Aggregator:
     train: Sequence[Task]
     score: Scorer
     lag_budget: int | None = None
+    oracle: Sequence[Task] = ()  # the tasks a gated (L1) change must leave no worse: the held-out set
+    approve: Approve | None = None  # asked about a gated change that passed the test and the oracle
     on_candidate: Callable[[State], None] | None = None  # hears of a fused candidate before its test
 
     def step(self, diffs: Sequence[Diff], step: int, *, sample: Sequence[Task]) -> StepReport:
@@ -69,10 +72,7 @@ class Aggregator:
         verdicts.update(resolution.unplaced)
         t1 = time.perf_counter()
         components = resolution.components
-        acceptance = accept(
-            components, head_state, sample, self.score, self.policies, self.governance, self._train_by_id,
-            self.on_candidate,
-        )
+        acceptance = accept(components, head_state, sample, self._judge)
         verdicts.update((diff_id, ("rejected_by_test", why)) for diff_id, why in acceptance.rejected.items())
         t2 = time.perf_counter()
         version = self._commit(head, head_state, acceptance, step, verdicts, resolution.lost)
@@ -85,8 +85,10 @@ class Aggregator:
         )
 
     @functools.cached_property
-    def _train_by_id(self) -> dict[str, Task]:
-        return {t.id: t for t in self.train}
+    def _judge(self) -> Judge:
+        return Judge(score=self.score, policies=self.policies, governance=self.governance,
+                     train={t.id: t for t in self.train}, oracle=self.oracle, approve=self.approve,
+                     on_candidate=self.on_candidate)
 
     def _admit_and_rebase(
         self, diffs: Sequence[Diff], staleness_of: Mapping[str, int], head_state: State,

@@ -1,0 +1,63 @@
+"""The oracle gate: the stricter bar an L1 (gated) change passes after the normal test.
+
+Harness code, agent definitions and scripts change what every later rollout does, so a change
+that touches one must also leave no task of the oracle set (the run's held-out tasks) worse than
+head does, and then, when the run has an approver (a person, or the run store's queue), be
+approved. What it leaves out: which keys are gated (governance) and the normal test (accept).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from agentdescent.artifacts.state import State
+from agentdescent.types import Task
+
+# Scores each (state, tasks) job, all in flight at once: one row of rewards per job.
+Scorer = Callable[[Sequence[tuple[Mapping[str, str], Sequence[Task]]]], list[list[float]]]
+
+
+class GatedChange(BaseModel):
+    """What an approver is asked about: the gated change and why it is proposed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    diff_ids: list[str]
+    keys: list[str]  # every key the change touches, gated or not
+    before: dict[str, str | None]  # the text at head (None: the file is new)
+    after: dict[str, str | None]  # the proposed text (None: the file is deleted)
+    rationale: str
+    verdict: str  # what the normal test and the oracle found
+
+
+Approve = Callable[[GatedChange], bool]
+
+
+def oracle_gate(candidates: Sequence[State], head: State, oracle: Sequence[Task], score: Scorer) -> list[str | None]:
+    """For each candidate, why it fails the oracle (the tasks it makes worse), or None when it
+    passes; all of them and head are scored in one wave."""
+    if not oracle or not candidates:
+        return [None] * len(candidates)
+    head_row, *rows = score([(head, oracle), *((candidate, oracle) for candidate in candidates)])
+    return [_worse(oracle, row, head_row) for row in rows]
+
+
+def _worse(oracle: Sequence[Task], row: Sequence[float], head_row: Sequence[float]) -> str | None:
+    worse = [task.id for task, new, old in zip(oracle, row, head_row) if new < old]
+    if not worse:
+        return None
+    shown = ", ".join(worse[:5]) + (f" and {len(worse) - 5} more" if len(worse) > 5 else "")
+    return f"an L1 change must leave no held-out task worse; it makes {len(worse)} worse ({shown})"
+
+
+def approval(change: GatedChange, approve: Approve | None) -> str | None:
+    """Why the approver declined `change`, or None when it is approved (or nobody has to approve)."""
+    if approve is None:
+        return None
+    try:
+        approved = approve(change)
+    except Exception as exc:  # a broken hook declines; it does not end the run
+        return f"the approver failed ({type(exc).__name__}: {exc}), so the L1 change is declined"
+    return None if approved is True else "the approver declined this L1 change"
