@@ -6,7 +6,7 @@ ledger. See `evolve`.
 """
 
 from agentdescent.agents import claude, claude_code, codex, deepseek, openai_compatible, scripted
-from agentdescent.artifacts import AppendRules, FileTree, KeyedRules, SingleSlot, Strategy
+from agentdescent.artifacts import AppendRules, FileTree, KeyedRules, SingleSlot, Strategy, load_tree, tree_runner
 from agentdescent.dataloader import tasks_from
 from agentdescent.engine import evolve
 from agentdescent.errors import AgentDescentError, AgentError, HeadMoved, LedgerError, UserError
@@ -43,10 +43,12 @@ __all__ = [
     "evolve",
     "llm_fusion",
     "llm_judge",
+    "load_tree",
     "openai_compatible",
     "reflector",
     "scorer",
     "scripted",
     "tasks_from",
     "tree_reflector",
+    "tree_runner",
 ]

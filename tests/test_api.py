@@ -11,7 +11,8 @@ def test_public_names_are_pinned():
         "AgentDescentError", "AgentError", "AppendRules", "Diff", "Edit", "EvidenceCard", "EvolveResult",
         "FileTree", "HeadMoved", "KeyedRules", "Ledger", "LedgerError", "Outcome", "Policies", "SingleSlot",
         "Strategy", "Task", "UserError", "claude", "claude_code", "codex", "deepseek", "evolve", "llm_fusion",
-        "llm_judge", "openai_compatible", "reflector", "scorer", "scripted", "tasks_from", "tree_reflector",
+        "llm_judge", "load_tree", "openai_compatible", "reflector", "scorer", "scripted", "tasks_from", "tree_reflector",
+        "tree_runner",
     ]
 
 

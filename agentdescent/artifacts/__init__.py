@@ -2,5 +2,8 @@
 
 from agentdescent.artifacts.state import State, apply
 from agentdescent.artifacts.strategies import AppendRules, FileTree, InvalidProposal, KeyedRules, SingleSlot, Strategy
+from agentdescent.artifacts.tree import load_tree
+from agentdescent.artifacts.workspace import AgentOutput, tree_runner
 
-__all__ = ["AppendRules", "FileTree", "InvalidProposal", "KeyedRules", "SingleSlot", "State", "Strategy", "apply"]
+__all__ = ["AgentOutput", "AppendRules", "FileTree", "InvalidProposal", "KeyedRules", "SingleSlot", "State", "Strategy",
+           "apply", "load_tree", "tree_runner"]
