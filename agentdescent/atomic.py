@@ -1,21 +1,106 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of either."""
+"""Atomic file writes: a reader sees the old file or the new one, never half of either.
+
+The new content goes to a temp file beside the target, then `os.replace` puts it in place. The
+temp file's name is short whatever the target's (`.<first 32 characters>.<8 hex>.tmp`), so a
+target name near the file system's 255-byte limit still has room for it, and `stray_temps` can
+find what a killed write left behind. Left out: fsync (a write survives the process dying, not
+the machine losing power) and locking (two writers of one file: the last `os.replace` wins).
+"""
 
 from __future__ import annotations
 
 import os
-import tempfile
+import re
+import secrets
+import stat
+from collections.abc import Iterable
 from pathlib import Path
 
+_STEM_CHARS = 32
+_NEW_FILE_MODE = 0o666  # what open(path, "w") asks for; the kernel takes the umask off
+_TEMP_TAIL = re.compile(r"[0-9a-f]{8}\.tmp")  # after the prefix: `.SKILL.md.` + `1f2e3d4c.tmp`
 
-def write_text(path: str | os.PathLike, text: str) -> None:
-    """Write `text` (utf-8) to `path` through a temp file in the same folder and `os.replace`."""
+
+def write_text(path: str | os.PathLike, text: str, *, mode: int | None = None) -> None:
+    """Write `text` (utf-8, no newline translation) to `path` atomically; see `write_bytes`."""
+    write_bytes(path, text.encode("utf-8"), mode=mode)
+
+
+def write_bytes(path: str | os.PathLike, data: bytes, *, mode: int | None = None) -> None:
+    """Write `data` to `path` through a temp file in the same folder and `os.replace`, creating
+    the folder if needed. `mode` sets the permission bits; None keeps an existing file's bits and
+    gives a new file what `open(path, "w")` would under the current umask."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    if mode is None:
+        mode = _current_mode(path)
+    tmp, fd = _create_temp(path)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            if mode is not None:
+                os.chmod(handle.fileno() if os.chmod in os.supports_fd else tmp, mode)
+            handle.write(data)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+
+
+def write_symlink(path: str | os.PathLike, points_to: str) -> None:
+    """Make `path` a symlink to `points_to`, replacing what is there in one `os.replace`."""
+    path = Path(path)
+    while True:
+        tmp = _temp_name(path)
+        try:
+            os.symlink(points_to, tmp)
+        except FileExistsError:
+            continue
+        break
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def stray_temps(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    """The temp files interrupted writes of `paths` may have left beside them (one listing of
+    each folder, however many paths share it)."""
+    wanted: dict[Path, set[str]] = {}
+    for path in map(Path, paths):
+        wanted.setdefault(path.parent, set()).add(_temp_prefix(path))
+    found = []
+    for folder, prefixes in wanted.items():
+        try:
+            names = os.listdir(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        found += [folder / n for n in names if _TEMP_TAIL.fullmatch(n[-12:]) and n[:-12] in prefixes]
+    return found
+
+
+def _current_mode(path: Path) -> int | None:
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return stat.S_IMODE(info.st_mode)
+
+
+def _temp_prefix(path: Path) -> str:
+    return f".{path.name[:_STEM_CHARS]}."
+
+
+def _temp_name(path: Path) -> Path:
+    return path.with_name(f"{_temp_prefix(path)}{secrets.token_hex(4)}.tmp")
+
+
+def _create_temp(path: Path) -> tuple[Path, int]:
+    # Not tempfile.mkstemp: it makes every file 0600, and a new file should get the umask's mode.
+    # O_EXCL also refuses a symlink planted at the name, dangling or not.
+    while True:
+        tmp = _temp_name(path)
+        try:
+            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _NEW_FILE_MODE)
+        except FileExistsError:
+            continue

@@ -1,10 +1,8 @@
-"""EvolveResult: the learned artifact, how it was reached, and an opt-in write-back."""
+"""EvolveResult: the learned artifact, how it was reached, and an opt-in write-back (`write_to`)."""
 
 from __future__ import annotations
 
 import os
-import shutil
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,10 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agentdescent import atomic
+from agentdescent.artifacts.writeback import WritePlan, write_back
 from agentdescent.engine.evaluation import Usage
-from agentdescent.errors import UserError
-from agentdescent.governance import is_frozen, unsafe_key_reason
 from agentdescent.ledger import Ledger
 from agentdescent.types import Outcome
 
@@ -66,47 +62,12 @@ class EvolveResult:
         """How many diffs ended each way: {"committed": 3, "rejected_by_test": 5, ...}."""
         return dict(Counter(o.kind for o in self.outcome_list))
 
-    def write_to(self, path: str | os.PathLike) -> Path | None:
-        """Write the artifact to `path`, backing up what is there first. A text artifact becomes
-        one file; a tree is written file by file under the folder, frozen files untouched. Every
-        file is written atomically. Returns the backup's path (None when nothing existed)."""
-        target = Path(path)
-        if isinstance(self.rendered, str):
-            backup = _backup(target)
-            atomic.write_text(target, self.rendered)
-            return backup
-        if isinstance(self.rendered, dict):
-            return self._write_tree(target)
-        raise UserError(f"cannot write a {type(self.rendered).__name__} artifact; write result.rendered yourself")
-
-    def _write_tree(self, root: Path) -> Path | None:
-        if root.exists() and not root.is_dir():
-            raise UserError(f"{root} is a file; write_to needs a folder for a tree artifact")
-        inside = root.resolve()
-        for key in self.rendered:
-            reason = unsafe_key_reason(key)
-            if not reason and not (root / key).resolve().is_relative_to(inside):
-                reason = f"{key!r} leads through a symlink out of the folder"
-            if reason:
-                raise UserError(f"refusing to write outside {root}: {reason}")
-        backup = _backup(root)
-        for key, text in self.rendered.items():
-            if not is_frozen(key, self.frozen):
-                atomic.write_text(root / key, text)
-        return backup
-
-
-def _backup(target: Path) -> Path | None:
-    if not target.exists():
-        return None
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    backup = target.with_name(f"{target.name}.bak-{stamp}")
-    n = 1
-    while backup.exists():
-        backup = target.with_name(f"{target.name}.bak-{stamp}-{n}")
-        n += 1
-    if target.is_dir():
-        shutil.copytree(target, backup, symlinks=True)
-    else:
-        shutil.copy2(target, backup)
-    return backup
+    def write_to(self, path: str | os.PathLike, *, dry_run: bool = False, prune: bool = False) -> WritePlan:
+        """Write the artifact to `path` and return the plan it followed: a text artifact becomes
+        one file, a tree a folder. Only changed files are written (each atomically, its mode
+        kept); files the run deleted are deleted, frozen files never touched, extra files left
+        alone unless `prune`. The whole target is backed up first (`<name>.bak-N` beside it, no
+        backup when nothing changes), and a failure or a killed process is rolled back from it.
+        `dry_run` returns the plan and touches nothing. See `agentdescent.artifacts.writeback`."""
+        return write_back(path, self.rendered, initial=self.initial_state, frozen=self.frozen,
+                          dry_run=dry_run, prune=prune)

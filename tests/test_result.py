@@ -46,10 +46,10 @@ def test_a_result_is_plain_data_that_pickles_and_opens_its_ledger(tmp_path):
 def test_text_write_back_backs_up_first(tmp_path):
     result = text_result(tmp_path)
     target = tmp_path / "prompt.md"
-    assert result.write_to(target) is None  # nothing to back up yet
+    assert result.write_to(target).backup is None  # nothing to back up yet
     assert target.read_text(encoding="utf-8") == "- state the year"
     target.write_text("my own edits", encoding="utf-8")
-    backup = result.write_to(target)
+    backup = result.write_to(target).backup
     assert backup is not None and backup.read_text(encoding="utf-8") == "my own edits"
     assert target.read_text(encoding="utf-8") == "- state the year"
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
@@ -61,7 +61,7 @@ def test_tree_write_back_leaves_frozen_files_alone(tmp_path):
     folder = tmp_path / "skill"
     (folder / "hooks").mkdir(parents=True)
     (folder / "hooks" / "pre.sh").write_text("my hook\n", encoding="utf-8")
-    backup = result.write_to(folder)
+    backup = result.write_to(folder).backup
     assert (folder / "SKILL.md").read_text(encoding="utf-8") == "be concise\n"
     assert (folder / "hooks" / "pre.sh").read_text(encoding="utf-8") == "my hook\n"
     assert (backup / "hooks" / "pre.sh").read_text(encoding="utf-8") == "my hook\n"

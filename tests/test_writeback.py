@@ -1,0 +1,339 @@
+"""The write-back: its plan, backups, modes, locking, refusals, undo on failure, recovery after a
+kill, and `restore` (the function and the command). Real files and real processes throughout."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from agentdescent import UserError
+from agentdescent.artifacts import backups
+from agentdescent.artifacts.writeback import recover, restore
+from tests.writeback_child import result_of
+
+ROOT = Path(__file__).resolve().parents[1]
+SKILL = {"SKILL.md": "be brief\n", "refs/a.md": "a\n", "refs/old.md": "old\n", "hooks/pre.sh": "exit 0\n"}
+
+
+def make(folder: Path, files: dict[str, str]) -> Path:
+    for key, text in files.items():
+        (folder / key).parent.mkdir(parents=True, exist_ok=True)
+        (folder / key).write_text(text, encoding="utf-8")
+    return folder
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    """{relative path: bytes} of every file under `folder`."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def snapshot(folder: Path) -> dict[str, object]:
+    """Every entry under `folder`, found without following links: a file as (mode, bytes), a link
+    as its target, a folder as its mode."""
+    seen: dict[str, object] = {}
+    for path in sorted(folder.rglob("*")):
+        info = os.lstat(path)
+        rel = path.relative_to(folder).as_posix()
+        if stat.S_ISLNK(info.st_mode):
+            seen[rel] = ("link", os.readlink(path))
+        elif stat.S_ISDIR(info.st_mode):
+            seen[rel] = ("dir", stat.S_IMODE(info.st_mode))
+        else:
+            seen[rel] = (stat.S_IMODE(info.st_mode), path.read_bytes())
+    return seen
+
+
+def journal_of(copy: Path) -> backups.Journal:
+    return backups.Journal.model_validate_json((copy.parent / backups.JOURNAL).read_text(encoding="utf-8"))
+
+
+def spec(tmp_path: Path, rendered, initial=None, name="spec.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps({"rendered": rendered, "initial": initial or {}}), encoding="utf-8")
+    return path
+
+
+def child(spec_path: Path, target: Path, *options: str, **popen) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "tests.writeback_child", str(spec_path), str(target), *options],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **popen)
+
+
+def agentdescent(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "agentdescent", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, env={"PATH": "/usr/bin:/bin", "COLUMNS": "80", "TMPDIR": tempfile.gettempdir()})
+
+
+def test_the_plan_lists_what_is_written_unchanged_deleted_extra_and_frozen(tmp_path):
+    folder = make(tmp_path / "skill", {**SKILL, "hooks/pre.sh": "my hook\n", "notes.txt": "mine\n", "hooks/x.sh": "x\n"})
+    final = {"SKILL.md": "be concise\n", "refs/a.md": "a\n", "refs/new/b.md": "b\n", "hooks/pre.sh": "exit 1\n"}
+    plan = result_of(final, SKILL, frozen=["hooks/*"]).write_to(folder)
+    assert (plan.written, plan.unchanged, plan.deleted) == (("SKILL.md", "refs/new/b.md"), ("refs/a.md",), ("refs/old.md",))
+    assert (plan.extra, plan.frozen) == (("notes.txt",), ("hooks/pre.sh", "hooks/x.sh"))
+    assert files_of(folder) == {"SKILL.md": b"be concise\n", "refs/a.md": b"a\n", "refs/new/b.md": b"b\n",
+                                "hooks/pre.sh": b"my hook\n", "hooks/x.sh": b"x\n", "notes.txt": b"mine\n"}
+    assert plan.backup == tmp_path / "skill.bak-1" / "skill"
+    assert files_of(plan.backup)["refs/old.md"] == b"old\n" and journal_of(plan.backup).phase == "done"
+
+
+def test_a_no_op_makes_no_backup_and_a_dry_run_touches_nothing(tmp_path):
+    folder = make(tmp_path / "skill", SKILL)
+    before = snapshot(tmp_path)
+    result = result_of({**SKILL, "SKILL.md": "new\n", "extra/c.md": "c\n"}, SKILL)
+    dry = result.write_to(folder, dry_run=True)
+    assert snapshot(tmp_path) == before  # no lock file, no backup, nothing written
+    assert (dry.written, dry.backup) == (("SKILL.md", "extra/c.md"), None)
+    done = result.write_to(folder)
+    assert (done.written, done.deleted) == (dry.written, dry.deleted) and done.backup is not None
+    again = result.write_to(folder)
+    assert (again.written, again.deleted, again.backup) == ((), (), None)
+    assert [b.number for b in backups.backups(folder)] == [1]
+
+
+def test_prune_deletes_extras_and_the_folders_they_leave_empty_but_never_frozen_files(tmp_path):
+    folder = make(tmp_path / "skill", {**SKILL, "stray/one.md": "1\n", "hooks/local.sh": "mine\n"})
+    result = result_of(SKILL, SKILL, frozen=["hooks/*"])
+    assert result.write_to(folder).extra == ("stray/one.md",) and (folder / "stray/one.md").exists()
+    plan = result.write_to(folder, prune=True)
+    assert (plan.deleted, plan.extra, plan.frozen) == (("stray/one.md",), ("stray/one.md",), ("hooks/local.sh", "hooks/pre.sh"))
+    assert not (folder / "stray").exists() and (folder / "hooks/local.sh").read_text(encoding="utf-8") == "mine\n"
+    assert files_of(plan.backup)["stray/one.md"] == b"1\n"
+
+
+def test_file_modes_are_kept_and_new_files_get_the_umask_mode(tmp_path):
+    folder = make(tmp_path / "skill", {"SKILL.md": "x\n", "run.sh": "echo\n"})
+    os.chmod(folder / "SKILL.md", 0o644)
+    os.chmod(folder / "run.sh", 0o755)
+    with open(tmp_path / "plain.txt", "w", encoding="utf-8"):
+        pass  # the mode open(..., "w") gives under this umask
+    result_of({"SKILL.md": "y\n", "run.sh": "echo hi\n", "new.md": "n\n"}).write_to(folder)
+    modes = {name: stat.S_IMODE(os.stat(folder / name).st_mode) for name in ("SKILL.md", "run.sh", "new.md")}
+    assert modes == {"SKILL.md": 0o644, "run.sh": 0o755, "new.md": stat.S_IMODE(os.stat(tmp_path / "plain.txt").st_mode)}
+
+
+def test_backups_are_numbered_and_never_overwritten(tmp_path):
+    folder = make(tmp_path / "skill", {"SKILL.md": "v0\n"})
+    copies = [result_of({"SKILL.md": f"v{n}\n"}).write_to(folder).backup for n in (1, 2, 3)]
+    assert copies == [tmp_path / f"skill.bak-{n}" / "skill" for n in (1, 2, 3)]
+    assert [files_of(c) for c in copies] == [{"SKILL.md": f"v{n}\n".encode()} for n in (0, 1, 2)]
+
+
+def test_a_symlink_planted_at_the_next_backup_name_is_not_written_through(tmp_path):
+    folder = make(tmp_path / "skill", {"SKILL.md": "v0\n"})
+    (tmp_path / "skill.bak-1").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    plan = result_of({"SKILL.md": "v1\n"}).write_to(folder)
+    assert plan.backup == tmp_path / "skill.bak-2" / "skill"
+    assert not (tmp_path / "elsewhere").exists() and os.readlink(tmp_path / "skill.bak-1") == str(tmp_path / "elsewhere")
+
+
+def test_concurrent_write_tos_in_threads_take_distinct_complete_backups(tmp_path):
+    for round_ in range(5):
+        folder = make(tmp_path / f"skill{round_}", {f"f{i}.md": "original\n" for i in range(50)})
+        states = {who: {f"f{i}.md": f"{who}\n" for i in range(50)} for who in ("a", "b")}
+        barrier = threading.Barrier(2)
+        plans = {}
+
+        def write(who):
+            barrier.wait()
+            plans[who] = result_of(states[who]).write_to(folder)
+
+        threads = [threading.Thread(target=write, args=(who,)) for who in states]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        assert plans["a"].backup != plans["b"].backup
+        last = next((who for who in states if files_of(folder) == {k: v.encode() for k, v in states[who].items()}), None)
+        assert last is not None, "the target is a mix of both writes"
+        first = "b" if last == "a" else "a"
+        assert {tuple(files_of(p.backup).values())[0] for p in plans.values()} == {b"original\n", f"{first}\n".encode()}
+        assert all(len(files_of(p.backup)) == 50 and journal_of(p.backup).phase == "done" for p in plans.values())
+
+
+def test_concurrent_write_tos_in_processes_take_distinct_complete_backups(tmp_path):
+    folder = make(tmp_path / "skill", {f"f{i}.md": "original\n" for i in range(200)})
+    specs = [spec(tmp_path, {f"f{i}.md": f"{who}\n" for i in range(200)}, name=f"{who}.json") for who in "ab"]
+    pipes = [os.pipe() for _ in specs]
+    procs = [child(s, folder, "--ready", str(w), pass_fds=(w,)) for s, (r, w) in zip(specs, pipes)]
+    for r, w in pipes:
+        os.close(w)
+        assert os.read(r, 1) == b"r"
+        os.close(r)
+    for proc in procs:
+        proc.communicate(timeout=60)
+    assert [proc.returncode for proc in procs] == [0, 0]
+    copies = [b.copy for b in backups.backups(folder)]
+    assert len(copies) == 2 and all(len(files_of(c)) == 200 for c in copies)
+    assert {files_of(c)["f0.md"] for c in copies} | {files_of(folder)["f0.md"]} == {b"original\n", b"a\n", b"b\n"}
+
+
+def test_an_error_part_way_is_undone_and_names_the_file(tmp_path):
+    folder = make(tmp_path / "skill", {"a.md": "a\n", "c.md": "c\n", "old.md": "old\n"})
+    os.chmod(folder / "c.md", 0o600)
+    before = snapshot(folder)
+    final = {"a.md": "a2\n", "big.md": "x" * 5000, "c.md": "c2\n"}  # deletes old.md, writes a.md, then fails on big.md
+    proc = child(spec(tmp_path, final, {"a.md": "", "c.md": "", "old.md": ""}), folder, "--fsize", "2000")
+    message = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 3
+    assert "big.md" in message and "File too large" in message and "undone" in message
+    assert snapshot(folder) == before
+    (copy,) = [b.copy for b in backups.backups(folder)]
+    assert journal_of(copy).phase == "rolled back"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_folder_part_way_is_undone(tmp_path):
+    folder = make(tmp_path / "skill", {"SKILL.md": "x\n", "refs/a.md": "a\n"})
+    before = snapshot(folder)
+    os.chmod(folder / "refs", 0o555)
+    try:
+        with pytest.raises(UserError, match="refs/a.md"):
+            result_of({"SKILL.md": "y\n", "refs/a.md": "b\n"}).write_to(folder)
+    finally:
+        os.chmod(folder / "refs", 0o755)
+    assert snapshot(folder) == before
+
+
+def test_a_symlinked_folder_inside_the_target_is_refused_and_nothing_is_written(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    folder = make(tmp_path / "skill", {"SKILL.md": "x\n"})
+    (folder / "refs").symlink_to(outside, target_is_directory=True)
+    before = snapshot(tmp_path)
+    with pytest.raises(UserError, match="refs is a symlink"):
+        result_of({"SKILL.md": "y\n", "refs/a.md": "a\n"}).write_to(folder)
+    assert {k: v for k, v in snapshot(tmp_path).items() if "lock" not in k} == before
+
+
+def test_over_long_names_are_user_errors_and_a_long_but_legal_name_works(tmp_path):
+    with pytest.raises(UserError, match="longer than"):
+        result_of({"a" * 300 + ".md": "x"}).write_to(tmp_path / "skill")
+    with pytest.raises(UserError, match="300 bytes"):
+        result_of("text").write_to(tmp_path / ("p" * 300))
+    target = tmp_path / ("p" * 247 + ".md")  # 250 bytes: the temp file, lock and backup names still fit
+    target.write_text("mine", encoding="utf-8")
+    plan = result_of("evolved").write_to(target)
+    assert plan.written == (target.name,) and plan.backup.read_text(encoding="utf-8") == "mine"
+    assert restore(target).source == plan.backup and target.read_text(encoding="utf-8") == "mine"
+    assert not tmp_path.joinpath("skill").exists()
+
+
+def test_the_wrong_kind_of_target_is_refused(tmp_path):
+    (tmp_path / "file").write_text("x", encoding="utf-8")
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(UserError, match="is a file; write_to needs a folder"):
+        result_of({"a.md": "a"}).write_to(tmp_path / "file")
+    with pytest.raises(UserError, match="is a folder; a text artifact"):
+        result_of("text").write_to(tmp_path / "folder")
+
+
+def test_a_text_artifact_is_written_and_restored_with_its_mode(tmp_path):
+    target = tmp_path / "prompt.md"
+    target.write_text("my own edits", encoding="utf-8")
+    os.chmod(target, 0o640)
+    plan = result_of("- state the year").write_to(target)
+    assert (plan.written, plan.deleted, plan.extra) == (("prompt.md",), (), ())
+    assert plan.backup.read_text(encoding="utf-8") == "my own edits" and stat.S_IMODE(os.stat(target).st_mode) == 0o640
+    done = restore(target)
+    assert target.read_text(encoding="utf-8") == "my own edits" and stat.S_IMODE(os.stat(target).st_mode) == 0o640
+    assert done.source == plan.backup and done.backup.read_text(encoding="utf-8") == "- state the year"
+    assert restore(target).backup is None  # a second restore picks the same write_to backup: nothing to do
+
+
+def test_restore_leaves_a_folder_exactly_as_its_backup(tmp_path):
+    folder = make(tmp_path / "skill", SKILL)
+    before = snapshot(folder)
+    result_of({"SKILL.md": "new\n", "more/b.md": "b\n"}, SKILL).write_to(folder)
+    make(folder, {"added/later.md": "later\n"})
+    done = restore(folder)
+    assert snapshot(folder) == before
+    assert files_of(done.backup)["added/later.md"] == b"later\n"
+    assert journal_of(done.backup).made_by == "restore"
+
+
+def test_a_journal_left_applying_is_rolled_back_before_the_next_write(tmp_path):
+    folder = make(tmp_path / "skill", {"SKILL.md": "mine\n"})
+    before = snapshot(folder)
+    half = backups.take(folder, made_by="write_to", paths=["SKILL.md", "new.md"])  # a writer that died here
+    make(folder, {"SKILL.md": "half\n", "new.md": "half\n"})
+    (folder / ".new.md.0123abcd.tmp").write_text("torn", encoding="utf-8")
+    with pytest.raises(UserError, match="interrupted"):
+        result_of({"SKILL.md": "evolved\n"}).write_to(folder, dry_run=True)
+    assert recover(folder) == [half.folder] and snapshot(folder) == before
+    assert journal_of(half.copy).phase == "rolled back"
+
+
+def test_the_restore_command_puts_the_original_back_and_backs_up_first(tmp_path):
+    folder = make(tmp_path / "skill", SKILL)
+    before = snapshot(folder)
+    evolved = {"SKILL.md": "evolved\n", "refs/a.md": "a\n", "hooks/pre.sh": "exit 0\n"}  # refs/old.md deleted
+    result_of(evolved, SKILL).write_to(folder)
+    done = agentdescent("restore", str(folder))
+    assert done.returncode == 0, done.stderr
+    assert snapshot(folder) == before
+    assert files_of(tmp_path / "skill.bak-2" / "skill") == {"SKILL.md": b"evolved\n", "hooks/pre.sh": b"exit 0\n",
+                                                            "refs/a.md": b"a\n"}
+    said = done.stdout.replace("\n", "")
+    assert f"restored {folder} from {tmp_path / 'skill.bak-1' / 'skill'}" in said
+    assert str(tmp_path / "skill.bak-2" / "skill") in said and str(tmp_path / "skill.bak-*") in said
+
+
+def test_the_restore_command_without_a_backup_says_so_and_exits_1(tmp_path):
+    make(tmp_path / "skill", SKILL)
+    done = agentdescent("restore", str(tmp_path / "skill"))
+    assert done.returncode == 1
+    assert "no backup of" in done.stdout and "write_to takes one" in done.stdout and "check the path" in done.stdout
+    assert agentdescent("restore").returncode == 2
+
+
+# 500 files rather than the issue's 2,000: each round backs up, writes, and rolls back or
+# restores every file, and creating a file costs ~0.35 ms on the 2-core test machine, so ten
+# rounds took ~28 s with 2,000 files and ~14 s with 1,000; with 500 they take ~9 s (half of it
+# starting the children), and a write-back still lasts long enough (~0.25 s) for ten seeded
+# kills to land at different points, most in the backup copy or the apply phase.
+KILL_FILES = 500
+
+
+def test_a_write_back_killed_at_random_points_ends_whole_and_restore_brings_back_the_original(tmp_path):
+    original = {f"d{i % 10}/f{i:03d}.md": f"original {i}\n" for i in range(KILL_FILES)}
+    evolved = {k: v.replace("original", "evolved") for k, v in original.items() if not k.endswith("7.md")}
+    evolved.update({f"added/g{i:02d}.md": f"added {i}\n" for i in range(50)})
+    as_bytes = {k: v.encode() for k, v in original.items()}, {k: v.encode() for k, v in evolved.items()}
+    folder = make(tmp_path / "skill", original)
+    spec_path = spec(tmp_path, evolved, original)
+
+    def start() -> tuple[subprocess.Popen, float]:
+        r, w = os.pipe()
+        proc = child(spec_path, folder, "--ready", str(w), pass_fds=(w,))
+        os.close(w)
+        assert os.read(r, 1) == b"r"  # the child is past its imports, about to call write_to
+        os.close(r)
+        return proc, time.perf_counter()
+
+    proc, started = start()
+    proc.communicate(timeout=60)
+    duration = time.perf_counter() - started  # of a whole write-back: the range the kills fall in
+    assert proc.returncode == 0 and files_of(folder) == as_bytes[1]
+    restore(folder)
+    rng, ends = random.Random(11), []
+    for _ in range(10):
+        proc, started = start()
+        time.sleep(rng.uniform(0, duration))
+        proc.kill()
+        proc.communicate(timeout=60)
+        rolled_back = recover(folder)
+        after = files_of(folder)
+        assert after in as_bytes, "the target is a mix of the old and the new artifact"
+        assert not [p for p in folder.rglob("*") if p.name.endswith(".tmp")]
+        assert all(b.journal().phase in ("done", "rolled back") for b in backups.backups(folder))
+        ends.append("complete" if after == as_bytes[1] else "rolled back" if rolled_back else "untouched")
+        restore(folder)
+        assert files_of(folder) == as_bytes[0]
+    assert ends.count("complete") < 10, f"no kill landed before the write-back ended: {ends}"
