@@ -25,6 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
                         "--propose-ms", "0", "--workers", "2"], "speed-up to held-out 1.0"),
         ("speedup_bound.py", ["--runs", "3"], "rounds to learn every rule"),
         ("thread_waves.py", ["--sizes", "8", "16", "--repeats", "1"], "ThreadPoolExecutor"),
+        ("tree_rollout.py", ["--files", "10", "--seeds", "0", "--latency-ms", "0", "--rounds", "1", "--workers", "2",
+                             "--repeats", "3"],
+         "skill folder to held-out 1.0"),
     ],
 )
 def test_benchmark_runs(script, args, expected):
