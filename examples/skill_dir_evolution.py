@@ -113,7 +113,7 @@ def _file_block(team: str, text: str) -> str:
 
 def evolve_skill(folder: str | os.PathLike[str], *, use_claude: bool = False, workers: int = 4, rounds: int = 12,
                  seed: int = 0, latency: float = 0.0, store: str | os.PathLike[str] | None = None,
-                 max_concurrency: int | None = None) -> EvolveResult:
+                 max_concurrency: int | None = None, workdir: str | os.PathLike[str] | None = None) -> EvolveResult:
     """The directory quickstart on `folder`: load it, evolve it, return the result (nothing written)."""
     tree = load_tree(folder)
     strategy = FileTree(tree, max_files_per_diff=2, editable=("SKILL.md", "routing/*"), frozen=["hooks/*"])
@@ -123,7 +123,8 @@ def evolve_skill(folder: str | os.PathLike[str], *, use_claude: bool = False, wo
     else:
         agent = scripted(lambda prompt, cwd: route_by_skill(prompt, cwd, latency))
         reflect_with = scripted(SkillReflector(seed, latency=latency))
-    run = tree_runner(agent, layout="claude_skill", name=NAME, overlay=strategy.frozen_files(tree), prompt=agent_prompt)
+    run = tree_runner(agent, layout="claude_skill", name=NAME, overlay=strategy.frozen_files(tree), prompt=agent_prompt,
+                      workdir=workdir, max_workspaces=max_concurrency or 32)  # as many as calls in flight
     tasks = router_tasks(seed, signals=4, per_signal=3)
     return evolve(
         tasks, scorer("exact"), run=run, propose=tree_reflector(reflect_with, strategy=strategy), strategy=strategy,

@@ -87,7 +87,34 @@ def test_concurrent_rollouts_see_their_own_candidate_and_live_workspaces_are_bou
     with ThreadPoolExecutor(16) as pool:
         answers = list(pool.map(lambda tree: run(tree, TASK), candidates))
     assert answers == [tree["SKILL.md"] for tree in candidates]
-    assert peak[0] == 4 and list(tmp_path.iterdir()) == []
+    assert peak[0] == 4 and len(list(tmp_path.iterdir())) <= 4  # clean ones wait for their candidate again
+    run.close()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_clean_workspace_serves_its_candidate_again_and_a_changed_one_never_does(tmp_path):
+    seen = []
+
+    def agent(prompt, cwd):
+        files = sorted(str(p.relative_to(cwd)) for p in Path(cwd).rglob("*") if p.is_file())
+        seen.append((cwd, files, Path(cwd, "SKILL.md").read_text(encoding="utf-8")))
+        if prompt == "scribble":
+            Path(cwd, "SKILL.md").write_text("scribbled\n", encoding="utf-8")
+        return "ok"
+
+    run = tree_runner(scripted(agent), layout="root", workdir=tmp_path)
+    tree = {"SKILL.md": "pristine\n"}
+    run(tree, Task(id="a", prompt="read", meta={"files": {"inbox/a.txt": "for a"}}))
+    run(tree, Task(id="b", prompt="scribble"))
+    output = run(tree, Task(id="c", prompt="read"))
+    (first, first_files, _), (second, second_files, _), (third, _, third_text) = seen
+    assert first == second and first_files == ["SKILL.md", "inbox/a.txt"] and second_files == ["SKILL.md"]
+    assert third != second and third_text == "pristine\n"  # the scribbled workspace was not reused
+    assert output.files == {}
+    run(tree, Task(id="d", prompt="read"))
+    assert seen[-1][0] == third  # clean again, so reused
+    run.close()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_real_cli_agent_runs_in_the_workspace(tmp_path, monkeypatch):

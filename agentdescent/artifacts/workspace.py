@@ -1,11 +1,15 @@
 """Rollouts of a folder artifact by a real agent, each in a throwaway workspace.
 
 `tree_runner(agent, layout=...)` returns a `run(rendered, task)` for `evolve`. Each rollout gets a
-fresh folder: the candidate tree written where the host reads it (the layout), the pristine
-frozen files written over it (the overlay: no rollout ever sees a changed frozen file), the
-fixtures staged, and the agent run with that folder as its working directory. The workspace is
-removed afterwards (kept when the agent failed and `keep_failed` is set). At most
-`max_workspaces` exist at once; rollouts past that wait for one to go.
+workspace of its own: the candidate tree written where the host reads it (the layout), the
+pristine frozen files written over it (the overlay: no rollout ever sees a changed frozen file),
+the fixtures staged, and the agent run with that folder as its working directory. A workspace
+the agent left exactly as staged (the same files, sizes and times, no new folder) is kept for
+the next rollout of the same candidate, less the task's own fixtures; any other is removed
+(kept when the agent failed and `keep_failed` is set). Staging a candidate once rather than
+once a rollout is what keeps a wave of hundreds of rollouts from being bound by file-system
+work. At most `max_workspaces` are in use at once, rollouts past that wait; at most as many
+again stay idle, and `close()` (or the runner's end) removes them.
 
 What the agent wrote comes back with its answer: the output is an `AgentOutput`, a `str` (the
 answer, which is what a reward, the reflector and the ledger see) whose `files` maps each file
@@ -28,9 +32,12 @@ import os
 import shutil
 import tempfile
 import threading
+import weakref
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
+from agentdescent.artifacts.state import state_hash
 from agentdescent.errors import AgentError, UserError
 from agentdescent.governance import unsafe_key_reason
 from agentdescent.types import Task
@@ -68,7 +75,18 @@ def tree_runner(agent: Agent, *, layout: str, name: str | None = None, overlay: 
     (default: the system's temporary folder)."""
     return TreeRunner(agent=agent, folder=_folder(layout, name), overlay=_checked(overlay, "overlay"),
                       fixtures=_checked(fixtures, "fixtures"), keep_failed=keep_failed,
-                      slots=_slots(max_workspaces), workdir=workdir, prompt=prompt or (lambda task: task.prompt))
+                      slots=_slots(max_workspaces), workdir=workdir, prompt=prompt or (lambda task: task.prompt),
+                      max_idle=max_workspaces)
+
+
+Stats = dict[str, tuple[int, int]]  # relative path -> (size, mtime in ns)
+
+
+@dataclass(kw_only=True)
+class _Workspace:
+    path: Path
+    files: Stats  # what it holds when clean: the candidate, the overlay and the common fixtures
+    folders: set[str]  # every folder those files need
 
 
 class TreeRunner:
@@ -76,69 +94,161 @@ class TreeRunner:
 
     def __init__(self, *, agent: Agent, folder: str, overlay: dict[str, str], fixtures: dict[str, str],
                  keep_failed: bool, slots: threading.BoundedSemaphore, workdir: str | os.PathLike[str] | None,
-                 prompt: Callable[[Task], str]) -> None:
+                 prompt: Callable[[Task], str], max_idle: int = 32) -> None:
         if not _takes_cwd(agent):
             raise UserError("tree_runner needs an agent that takes cwd=, such as claude_code(), codex() or "
                             "scripted(lambda prompt, cwd: ...); got one that takes only a prompt")
         self.agent, self.folder, self.overlay, self.fixtures = agent, folder, overlay, fixtures
         self.keep_failed, self.workdir, self.prompt = keep_failed, workdir, prompt
         self._slots = slots
+        self._idle = _Idle(max_idle)
+        weakref.finalize(self, self._idle.clear)  # idle workspaces go with the runner, or at exit
 
     def __call__(self, rendered: Mapping[str, str], task: Task) -> AgentOutput:
         if not isinstance(rendered, Mapping):
             raise UserError(f"tree_runner runs folder artifacts (FileTree); got a {type(rendered).__name__}")
+        base = self._base(rendered)
+        task_files = self._task_files(task)
+        key = state_hash(base)
         with self._slots:
-            workspace = Path(tempfile.mkdtemp(prefix="agentdescent-ws-", dir=self.workdir))
-            keep = False
+            workspace = self._idle.take(key) or _stage(Path(tempfile.mkdtemp(prefix="agentdescent-ws-", dir=self.workdir)), base)
+            outcome = "remove"
             try:
-                written = self._stage(workspace, rendered, task)
-                answer = self.agent(self.prompt(task), cwd=workspace)
-                return AgentOutput(answer, _changed(workspace, written))
+                staged = {**workspace.files, **_write(workspace.path, task_files)}
+                answer = self.agent(self.prompt(task), cwd=workspace.path)
+                files, folders = _scan(workspace.path)
+                if files == staged and folders <= workspace.folders | _folders_of(task_files):
+                    outcome = "reuse"
+                return AgentOutput(answer, _changed(workspace.path, files, staged))
             except UserError:
                 raise  # misconfiguration: the run stops, and the workspace goes
             except Exception as exc:
-                keep = self.keep_failed
-                if keep:
-                    raise AgentError(f"{exc} (its workspace is kept at {workspace})") from exc
+                if self.keep_failed:
+                    outcome = "keep"
+                    raise AgentError(f"{exc} (its workspace is kept at {workspace.path})") from exc
                 raise
             finally:
-                if not keep:
-                    shutil.rmtree(workspace, ignore_errors=True)
+                if outcome == "reuse":
+                    _unstage(workspace, task_files)
+                    self._idle.put(key, workspace)
+                elif outcome == "remove":
+                    shutil.rmtree(workspace.path, ignore_errors=True)
 
-    def _stage(self, workspace: Path, rendered: Mapping[str, str], task: Task) -> dict[str, tuple[int, int]]:
-        """Write the candidate, the overlay and the fixtures; return what is there: {path: (size, mtime)}."""
+    def close(self) -> None:
+        """Remove the idle workspaces now (the runner stays usable)."""
+        self._idle.clear()
+
+    def _base(self, rendered: Mapping[str, str]) -> dict[str, str]:
+        """The candidate, the overlay over it, and the common fixtures, by path in the workspace."""
         prefix = f"{self.folder}/" if self.folder else ""
         files = {prefix + key: text for key, text in {**rendered, **self.overlay}.items()}
-        staged = {**self.fixtures, **_task_files(task)}
-        inside = [path for path in staged if prefix and path.startswith(prefix)]
+        return {**files, **self.fixtures}
+
+    def _task_files(self, task: Task) -> dict[str, str]:
+        files = _task_files(task)
+        prefix = f"{self.folder}/" if self.folder else ""
+        inside = [path for path in {**self.fixtures, **files} if prefix and path.startswith(prefix)]
         if inside:
             raise UserError(f"fixture {inside[0]!r} would overwrite the artifact's own folder {self.folder!r}; "
                             "stage fixtures outside it")
-        written = {}
-        for path, text in {**files, **staged}.items():
-            target = workspace / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8", newline="")
-            stat = target.stat()
-            written[path] = (stat.st_size, stat.st_mtime_ns)
-        return written
+        return files
 
 
-def _changed(workspace: Path, written: Mapping[str, tuple[int, int]]) -> dict[str, str]:
-    """The text files under `workspace` that are new or differ from what was staged."""
-    changed: dict[str, str] = {}
-    for folder, _, names in os.walk(workspace):
+class _Idle:
+    """Clean workspaces by candidate, waiting for the next rollout of it; the oldest go past `limit`."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._by_key: dict[str, list[_Workspace]] = {}
+        self._order: list[tuple[str, _Workspace]] = []
+        self._lock = threading.Lock()
+
+    def take(self, key: str) -> _Workspace | None:
+        with self._lock:
+            waiting = self._by_key.get(key)
+            if not waiting:
+                return None
+            workspace = waiting.pop()
+            self._order.remove((key, workspace))
+            return workspace
+
+    def put(self, key: str, workspace: _Workspace) -> None:
+        with self._lock:
+            self._by_key.setdefault(key, []).append(workspace)
+            self._order.append((key, workspace))
+            evicted = self._order[: max(0, len(self._order) - self._limit)]
+            del self._order[: len(evicted)]
+            for old_key, old in evicted:
+                self._by_key[old_key].remove(old)
+        for _, old in evicted:
+            shutil.rmtree(old.path, ignore_errors=True)
+
+    def clear(self) -> None:
+        with self._lock:
+            gone = [workspace for _, workspace in self._order]
+            self._by_key.clear()
+            self._order.clear()
+        for workspace in gone:
+            shutil.rmtree(workspace.path, ignore_errors=True)
+
+
+def _stage(path: Path, files: Mapping[str, str]) -> _Workspace:
+    return _Workspace(path=path, files=_write(path, files), folders=_folders_of(files))
+
+
+def _write(root: Path, files: Mapping[str, str]) -> Stats:
+    """Write `files` under `root`; return what is there now: {path: (size, mtime)}."""
+    written = {}
+    for path, text in files.items():
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8", newline="")
+        stat = target.stat()
+        written[path] = (stat.st_size, stat.st_mtime_ns)
+    return written
+
+
+def _unstage(workspace: _Workspace, task_files: Mapping[str, str]) -> None:
+    """Take a task's own fixtures (and the folders only they needed) out of a clean workspace."""
+    for path in task_files:
+        if path not in workspace.files:
+            (workspace.path / path).unlink(missing_ok=True)
+    for folder in sorted(_folders_of(task_files) - workspace.folders, key=len, reverse=True):
+        try:
+            (workspace.path / folder).rmdir()
+        except OSError:
+            pass
+
+
+def _folders_of(files: Mapping[str, str]) -> set[str]:
+    return {"/".join(parts[:i]) for parts in (p.split("/") for p in files) for i in range(1, len(parts))}
+
+
+def _scan(root: Path) -> tuple[Stats, set[str]]:
+    """Every file under `root` with its (size, mtime), and every folder, by relative posix path."""
+    files: Stats = {}
+    folders: set[str] = set()
+    for folder, subfolders, names in os.walk(root):
+        base = Path(folder).relative_to(root).as_posix()
+        prefix = "" if base == "." else base + "/"
+        folders.update(prefix + name for name in subfolders)
         for name in names:
-            path = Path(folder, name)
-            key = path.relative_to(workspace).as_posix()
-            stat = path.lstat()
-            if written.get(key) == (stat.st_size, stat.st_mtime_ns) or not path.is_file() or path.is_symlink():
-                continue
-            if stat.st_size <= MAX_OUTPUT_FILE_BYTES:
-                try:
-                    changed[key] = path.read_text(encoding="utf-8")
-                except (UnicodeDecodeError, OSError):
-                    continue  # binary or vanished: not a text file the reward could read
+            info = os.lstat(os.path.join(folder, name))
+            files[prefix + name] = (info.st_size, info.st_mtime_ns)
+    return files, folders
+
+
+def _changed(root: Path, files: Stats, staged: Stats) -> dict[str, str]:
+    """The text files under `root` that are new or differ from what was staged."""
+    changed: dict[str, str] = {}
+    for key, seen in files.items():
+        path = root / key
+        if staged.get(key) == seen or seen[0] > MAX_OUTPUT_FILE_BYTES or path.is_symlink() or not path.is_file():
+            continue
+        try:
+            changed[key] = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue  # binary or vanished: not a text file the reward could read
     return changed
 
 
