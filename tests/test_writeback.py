@@ -212,6 +212,15 @@ def test_a_symlinked_folder_inside_the_target_is_refused_and_nothing_is_written(
     assert {k: v for k, v in snapshot(tmp_path).items() if "lock" not in k} == before
 
 
+def test_a_folder_symlink_inside_the_target_cannot_reach_a_frozen_folder(tmp_path):
+    """The folder issue's case: `inlink -> hooks` let a diff's `inlink/pre.sh` overwrite the frozen hook."""
+    folder = make(tmp_path / "skill", {"SKILL.md": "x\n", "hooks/pre.sh": "exit 0\n"})
+    (folder / "inlink").symlink_to("hooks", target_is_directory=True)
+    with pytest.raises(UserError, match="inlink is a symlink"):
+        result_of({"SKILL.md": "x\n", "hooks/pre.sh": "exit 0\n", "inlink/pre.sh": "rm -rf ~\n"}).write_to(folder)
+    assert (folder / "hooks" / "pre.sh").read_text(encoding="utf-8") == "exit 0\n"
+
+
 def test_over_long_names_are_user_errors_and_a_long_but_legal_name_works(tmp_path):
     with pytest.raises(UserError, match="longer than"):
         result_of({"a" * 300 + ".md": "x"}).write_to(tmp_path / "skill")
