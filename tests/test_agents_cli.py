@@ -140,7 +140,7 @@ def test_secret_values_never_reach_the_message(fake, monkeypatch):
     agent = claude_code(env={"ANTHROPIC_API_KEY": "sk-ant-very-secret-123"})
     with pytest.raises(AgentError) as caught:
         agent("go", cwd=fake.workspace)
-    assert "sk-ant-very-secret-123" not in str(caught.value) and "[redacted]" in str(caught.value)
+    assert "sk-ant-very-secret-123" not in str(caught.value) and "[redacted ANTHROPIC_API_KEY]" in str(caught.value)
     assert "sk-ant" not in repr(agent)
 
 

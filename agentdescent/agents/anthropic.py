@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentdescent.agents.http import BadReply, HTTPModel, Reply, base_url_from, join_url
+from agentdescent.agents.redact import redact
 
 __all__ = ["Claude", "claude"]
 
@@ -52,7 +53,7 @@ class Claude(HTTPModel):
     def _parse(self, data: Any) -> Reply:
         blocks = data.get("content") if isinstance(data, dict) else None
         if not isinstance(blocks, list):
-            raise BadReply(f"the reply has no content list: {str(data)[:300]}")
+            raise BadReply(f"the reply has no content list: {redact(str(data))[:300]}")
         text = "".join(block["text"] for block in blocks if _is_text(block))
         if not text.strip():
             raise BadReply(f"empty completion (stop_reason={data.get('stop_reason')!r}; "

@@ -10,7 +10,8 @@ output: Claude Code's single JSON result object, Codex's JSONL events. Calls, fa
 seconds and (for Claude Code) the reported cost are recorded on `agent.usage` and on every active
 meter. A failed call raises `AgentError` with the CLI's own account (error subtype, failed turn),
 the exit code and the stderr tail; a timeout kills the whole process group. A missing executable
-or working directory is a `UserError`.
+or working directory is a `UserError`. The reply and every error text pass through
+`agentdescent.agents.redact.redact` with the child's variables, before anything is cut short.
 
 Left out on purpose: retries (a failed rollout is an outcome, not something to hide), sessions
 and resuming, streaming progress, sandbox and permission flags (pass them in `extra_args`), and
@@ -22,25 +23,25 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
+from agentdescent.agents.redact import guard_logging, redact
 from agentdescent.errors import AgentError, UserError
 from agentdescent.process import Finished, TimedOut, run_process
 
 __all__ = ["CLIAgent", "ClaudeCode", "Codex", "claude_code", "codex"]
 
 _TAIL_LINES, _TAIL_CHARS, _HEAD_CHARS = 20, 2000, 300
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
 
 
 @dataclass
 class _Reading:
-    """What the CLI's machine output says: its reply, its own account of a failure, its usage."""
+    """What the CLI's machine output says: its reply, its own account of a failure (whole: it is
+    redacted, then cut, in `_agent_error`), its usage."""
 
     text: str | None = None
     error: str | None = None
@@ -71,8 +72,10 @@ class CLIAgent:
 
     def __call__(self, prompt: str, *, cwd: str | os.PathLike[str] | None = None) -> str:
         """Run the agent on `prompt` in `cwd` (default: the current directory) and return its final
-        answer. Every call that starts is recorded on `usage`, failed ones also as failures."""
+        answer, any key in it redacted. Every call that starts is recorded on `usage`, failed ones
+        also as failures."""
         _check_prompt(prompt)
+        guard_logging()
         workdir, env = _workdir(cwd), {**os.environ, **self.env}
         argv = [self._resolve(env), *self._argv(_as_argument(prompt))]
         with metered_call(self.usage) as counts:  # what a failed run reported still counts
@@ -93,9 +96,9 @@ class CLIAgent:
         if finished.returncode != 0:
             raise _agent_error(self.name, "failed", finished.stderr, env, finished.returncode)
         if reading.text is None:
-            reason = f"{self.no_reply}; stdout began {finished.stdout[:_HEAD_CHARS]!r}"
+            reason = f"{self.no_reply}; stdout began {redact(finished.stdout, env)[:_HEAD_CHARS]!r}"
             raise _agent_error(self.name, reason, finished.stderr, env)
-        return reading.text
+        return redact(reading.text, env)
 
     def _resolve(self, env: Mapping[str, str]) -> str:
         """The executable's full path, looked up on the PATH the child will get."""
@@ -137,7 +140,7 @@ class ClaudeCode(CLIAgent):
         subtype = result.get("subtype", "success")
         text = result.get("result")
         if result.get("is_error") or subtype != "success":
-            detail = f": {str(text)[:_TAIL_CHARS]}" if text else ""
+            detail = f": {text}" if text else ""
             return _Reading(error=f"error result ({subtype}){detail}", counts=counts)
         return _Reading(text=text if isinstance(text, str) else None, counts=counts)
 
@@ -217,30 +220,23 @@ def _run(argv: list[str], *, cwd: str, env: Mapping[str, str], timeout: float, l
 
 
 def _agent_error(label: str, reason: str, stderr: str, env: Mapping[str, str], returncode: int = 0) -> AgentError:
-    """`label: reason (exit code N); stderr tail: ...`, with secret values from `env` blanked out."""
-    message = f"{label}: {reason}"
+    """`label: reason (exit code N); stderr tail: ...`, every key (also those only in `env`, the
+    child's variables) redacted before the reason (2,000 characters) and the tail are cut."""
+    message = f"{label}: {redact(reason, env)[:_TAIL_CHARS]}"
     if returncode > 0:
         message += f" (exit code {returncode})"
     elif returncode < 0:
         message += f" (killed by signal {-returncode})"
-    tail = _tail(stderr)
+    tail = _tail(redact(stderr, env))
     if tail:
         message += f"; stderr tail:\n{tail}"
-    return AgentError(_redact(message, env))
+    return AgentError(redact(message, env))
 
 
 def _tail(text: str) -> str:
     """The last lines of `text` (at most 20 lines and 2,000 characters), stripped."""
     lines = text.strip().splitlines()[-_TAIL_LINES:]
     return "\n".join(lines)[-_TAIL_CHARS:]
-
-
-def _redact(text: str, env: Mapping[str, str]) -> str:
-    """Blank out the values of variables whose names look secret (API keys, tokens...)."""
-    for name, value in env.items():
-        if len(value) >= 8 and _SECRET_NAME.search(name):
-            text = text.replace(value, "[redacted]")
-    return text
 
 
 # --- reading the output -----------------------------------------------------------------------
@@ -294,7 +290,7 @@ def _json_objects(text: str) -> Iterator[dict[str, Any]]:
 def _message(obj: Any) -> str:
     if isinstance(obj, dict) and isinstance(obj.get("message"), str):
         return obj["message"]
-    return json.dumps(obj)[:_HEAD_CHARS]
+    return json.dumps(obj)
 
 
 def _count(value: Any) -> int:

@@ -6,6 +6,9 @@ the answer into text. Around that one request it does what every provider needs:
 - **keys** are read from the environment at call time, never stored on the object and never
   put in an error message, the repr, a log line or the usage; a missing variable is a
   `UserError` that says how to set it, and `api_key_env=None` means the server takes no key;
+  every reply and every error text goes through `agentdescent.agents.redact.redact`, which
+  replaces any configured key in any encoding (the server may echo it), and each call runs
+  `guard_logging()` so that httpx's and httpcore's DEBUG lines (headers) stay off;
 - **retries** (with `tenacity`) on 429, 500, 502, 503, 504 and 529, on transport errors
   (connection refused or reset) and on timeouts: exponential backoff with jitter, or the
   server's `Retry-After` (seconds or an HTTP date, capped at 60 s) when it sends one;
@@ -39,6 +42,7 @@ import httpx
 import tenacity
 
 from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
+from agentdescent.agents.redact import guard_logging, redact, register
 from agentdescent.errors import AgentError, UserError
 
 __all__ = ["RETRY_STATUSES", "BadReply", "HTTPModel", "Reply", "base_url_from", "join_url", "retry_after_seconds"]
@@ -66,18 +70,19 @@ class _Retry(Exception):
     """One attempt failed in a way that may pass on another try."""
 
     def __init__(self, detail: str, *, retry_after: float | None = None, once: bool = False) -> None:
+        detail = redact(detail)
         super().__init__(detail)
         self.detail, self.retry_after, self.once = detail, retry_after, once
 
 
 @dataclass(kw_only=True)
 class _Call:
-    """One call's request and its attempt counts; the key lives here only while the call runs."""
+    """One call's request and its attempt counts; the key, in the headers, lives here only while
+    the call runs."""
 
     url: str
     headers: dict[str, str] = field(repr=False)
     payload: dict[str, Any]
-    key: str | None = field(default=None, repr=False)
     attempts: int = 0
     bad_replies: int = 0
 
@@ -98,6 +103,7 @@ class HTTPModel:
         self.name = name
         self.usage = ModelUsage()
         self.api_key_env = api_key_env
+        register(api_key_env)
         self.timeout, self.max_retries, self.max_concurrency = timeout, max_retries, max_concurrency
         self.backoff = backoff
         self._slots = threading.BoundedSemaphore(max_concurrency)
@@ -107,14 +113,16 @@ class HTTPModel:
 
     def __call__(self, prompt: str) -> str:
         """The model's reply to `prompt`. Raises `UserError` when misconfigured (a missing key
-        variable, a URL without http://) and `AgentError` when the call fails for good."""
+        variable, a URL without http://) and `AgentError` when the call fails for good. The reply
+        comes back with any configured key in it redacted."""
+        guard_logging()
         key = self._key()
-        call = _Call(url=self._url(), headers=self._headers(key), payload=self._payload(prompt), key=key)
+        call = _Call(url=self._url(), headers=self._headers(key), payload=self._payload(prompt))
         with metered_call(self.usage) as counts:
             reply = self._with_retries(call)
             counts.update(input_tokens=_or_estimate(reply.input_tokens, prompt),
                           output_tokens=_or_estimate(reply.output_tokens, reply.text))
-        return reply.text
+        return redact(reply.text)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, api_key_env={self.api_key_env!r})"
@@ -179,15 +187,15 @@ class HTTPModel:
         try:
             return self._http().post(call.url, headers=call.headers, json=call.payload)
         except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
-            raise UserError(f"{self.name}: bad URL {_public(call.url)!r} ({exc}); "
-                            "a base URL looks like https://host/v1") from exc
+            raise UserError(redact(f"{self.name}: bad URL {_public(call.url)!r} ({exc}); "
+                                   "a base URL looks like https://host/v1")) from None
         except httpx.TimeoutException as exc:
             raise _Retry(f"timed out ({type(exc).__name__}, timeout {self.timeout} s)") from exc
-        except httpx.TransportError as exc:
-            raise _Retry(f"{type(exc).__name__}: {exc}") from exc
+        except httpx.TransportError as exc:  # its text may quote the server: kept only redacted
+            raise _Retry(f"{type(exc).__name__}: {exc}") from None
 
     def _read(self, response: httpx.Response, call: _Call) -> Reply:
-        status, snippet = response.status_code, _snippet(response.text, call.key)
+        status, snippet = response.status_code, _snippet(response.text)
         if status in RETRY_STATUSES:
             wait = retry_after_seconds(response.headers.get("retry-after"))
             raise _Retry(f"HTTP {status}: {snippet}", retry_after=wait)
@@ -198,7 +206,7 @@ class HTTPModel:
         except ValueError:
             detail = f"the body is not JSON: {snippet}"
         except BadReply as exc:
-            detail = _snippet(str(exc), call.key)
+            detail = _snippet(str(exc))
         call.bad_replies += 1
         raise _Retry(detail, once=True)
 
@@ -211,7 +219,7 @@ class HTTPModel:
 
     def _failure(self, call: _Call, detail: str) -> str:
         plural = "" if call.attempts == 1 else "s"
-        return f"{self.name}: POST {_public(call.url)} failed after {call.attempts} attempt{plural}: {detail}"
+        return redact(f"{self.name}: POST {_public(call.url)} failed after {call.attempts} attempt{plural}: {detail}")
 
     def _wait(self, state: tenacity.RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
@@ -270,10 +278,10 @@ def join_url(base: str, path: str) -> str:
     try:
         url = httpx.URL(base.strip())
     except httpx.InvalidURL as exc:
-        raise UserError(f"bad base URL {base!r} ({exc}); a base URL looks like https://host/v1") from exc
+        raise UserError(redact(f"bad base URL {base!r} ({exc}); a base URL looks like https://host/v1")) from None
     if not url.scheme or not url.host:
-        raise UserError(f"bad base URL {str(url.copy_with(query=None))!r}: it needs a scheme and a host, "
-                        "like https://host/v1")
+        raise UserError(redact(f"bad base URL {str(url.copy_with(query=None))!r}: it needs a scheme and a host, "
+                               "like https://host/v1"))
     return str(url.copy_with(path=url.path.rstrip("/") + "/" + path.lstrip("/")))
 
 
@@ -282,10 +290,10 @@ def _public(url: str) -> str:
     return str(httpx.URL(url).copy_with(query=None, fragment=None))
 
 
-def _snippet(text: str, key: str | None) -> str:
-    if key:
-        text = text.replace(key, "***")
-    text = " ".join(text.split())
+def _snippet(text: str) -> str:
+    """The start of a server's answer for a message: keys redacted first (a cut must not leave
+    half a key), whitespace collapsed, at most `SNIPPET_CHARS` characters."""
+    text = " ".join(redact(text).split())
     return text[:SNIPPET_CHARS] + ("..." if len(text) > SNIPPET_CHARS else "") if text else "(empty body)"
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentdescent.agents.http import BadReply, HTTPModel, Reply, base_url_from, join_url
+from agentdescent.agents.redact import redact
 
 __all__ = ["OpenAICompatible", "deepseek", "openai_compatible"]
 
@@ -56,7 +57,7 @@ class OpenAICompatible(HTTPModel):
         choice = choices[0] if isinstance(choices, list) and choices else None
         message = choice.get("message") if isinstance(choice, dict) else None
         if not isinstance(message, dict):
-            raise BadReply(f"the reply has no choices[0].message: {str(data)[:300]}")
+            raise BadReply(f"the reply has no choices[0].message: {redact(str(data))[:300]}")
         text = _content_text(message.get("content"))
         if not text.strip():
             raise BadReply(f"empty completion (finish_reason={choice.get('finish_reason')!r}; "

@@ -22,6 +22,7 @@ import httpx
 
 from agentdescent import atomic
 from agentdescent.agents.http import retry_after_seconds
+from agentdescent.agents.redact import guard_logging, redact
 from agentdescent.errors import AgentDescentError, UserError
 
 DEFAULT_ENDPOINT = "https://datasets-server.huggingface.co"
@@ -41,7 +42,8 @@ def hf_rows(dataset: str, split: str = "train", *, config: str | None = None,
     https://datasets-server.huggingface.co; it must speak the datasets-server API (`/splits`,
     `/rows`), e.g. a mirror or proxy of it. Unlike in `huggingface_hub`, HF_ENDPOINT here is
     not the Hub. Env `HF_TOKEN` (read at call time) goes out as `Authorization: Bearer ...` and
-    never into errors or cache files.
+    never into errors or cache files: what a server answers reaches a message only through
+    `agentdescent.agents.redact.redact`.
 
     Every page and the `/splits` answer are cached as JSON under `cache_dir` (default
     `$AGENTDESCENT_CACHE/hf_rows`, else `~/.cache/agentdescent/hf_rows`), keyed by endpoint,
@@ -57,6 +59,7 @@ def hf_rows(dataset: str, split: str = "train", *, config: str | None = None,
         raise UserError(f"hf_rows: limit and offset must be >= 0 (limit={limit}, offset={offset})")
     base, source = _endpoint(endpoint)
     folder = Path(cache_dir) if cache_dir is not None else _default_cache_dir()
+    guard_logging()
     token = os.environ.get("HF_TOKEN")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     with httpx.Client(headers=headers, timeout=timeout, follow_redirects=True) as client:
@@ -185,7 +188,7 @@ class _Hub:
                 f"(/splits, /rows), e.g. {DEFAULT_ENDPOINT} or a mirror or proxy of it") from None
         if response.status_code >= 400 or not isinstance(body, dict) or "error" in body:
             message = body.get("error") if isinstance(body, dict) else None
-            raise _Refused(response.status_code, str(message or body)[:300])
+            raise _Refused(response.status_code, redact(str(message or body))[:300])
         return body
 
     def _send(self, url: str, params: dict) -> Any:
@@ -197,9 +200,9 @@ class _Hub:
             except httpx.TransportError as exc:
                 if last:
                     raise AgentDescentError(
-                        f"could not reach {self.base} (from {self.source}) after {attempt + 1} "
-                        f"attempts: {type(exc).__name__}: {exc}; check the network, or set "
-                        "endpoint= / HF_ENDPOINT to a datasets-server API") from None
+                        redact(f"could not reach {self.base} (from {self.source}) after {attempt + 1} "
+                               f"attempts: {type(exc).__name__}: {exc}; check the network, or set "
+                               "endpoint= / HF_ENDPOINT to a datasets-server API")) from None
                 time.sleep(wait)
                 continue
             if response.status_code != 429 and response.status_code < 500:
@@ -207,7 +210,7 @@ class _Hub:
             if last:
                 raise AgentDescentError(
                     f"{url} still answered HTTP {response.status_code} after {attempt + 1} "
-                    f"attempts ({response.text[:200]!r}); the server is busy or down, try later")
+                    f"attempts ({redact(response.text)[:200]!r}); the server is busy or down, try later")
             asked = retry_after_seconds(response.headers.get("Retry-After"), cap=_MAX_WAIT)
             time.sleep(wait if asked is None else asked)
         raise AssertionError("unreachable")

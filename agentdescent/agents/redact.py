@@ -1,0 +1,194 @@
+"""Keys never leave a client: each configured key is found in a text, however it was encoded, and
+replaced by a marker that names its variable.
+
+    redact("401: bad key sk\\u002dcanary-7f3a9c2e1b5d")  ==  "401: bad key [redacted OPENAI_API_KEY]"
+    # when OPENAI_API_KEY=sk-canary-7f3a9c2e1b5d
+
+**What is a key.** The value, read from `os.environ` at each call, of: every `api_key_env` an
+HTTP client has been built with (`register`), the well-known `KEY_VARIABLES`, and every variable
+whose name looks secret (`SECRET_NAME`: KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL, AUTH); a
+child process's own variables can be added (`env=`). Values shorter than `MIN_SECRET_CHARS` are
+not keys, so that `DEBUG_TOKEN=1` does not turn every "1" into a marker.
+
+**Which forms.** A key is matched character by character, each character as itself or escaped:
+JSON (`\\u002d`, `\\/`, `\\"`, also with the backslash doubled or more), `\\xNN`, `\\UNNNNNNNN`,
+percent-encoding of its UTF-8 bytes (also double-encoded `%252d`; `+` for a space), and HTML
+character references (`&#45;`, `&#x2d;`); hex digits in any case. Between two characters any run
+of whitespace, zero-width characters, escaped line breaks (`\\n`, `\\r`, `\\t`) and encoded ones
+(`%0A`, `%20`, `+`) is accepted, so a key split by a newline or spaces at any point is found. The
+pattern for a set of keys is compiled once and cached; every repetition in it is over a class of
+characters disjoint from what follows or bounded, so matching stays linear in the text's length.
+
+**Logs.** `RedactingFilter` formats a record's message with its arguments, then redacts it, its
+traceback and its stack; `guard_logging()` puts it on this package's loggers and on httpx's and
+httpcore's, and keeps httpx and httpcore at INFO or above (their DEBUG lines carry headers)
+unless `AGENTDESCENT_DEBUG_HTTP=1` is set.
+
+Left out: a key's prefix or suffix alone (a server's "sk-abc...xyz"), base64 and other
+encodings, and values in files rather than the environment.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+import threading
+from collections.abc import Iterable, Mapping
+
+__all__ = [
+    "DEBUG_HTTP_ENV", "KEY_VARIABLES", "MIN_SECRET_CHARS", "SECRET_NAME", "RedactingFilter", "guard_logging",
+    "redact", "register", "secrets",
+]
+
+KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "DEEPSEEK_API_KEY", "HF_TOKEN")
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
+MIN_SECRET_CHARS = 8
+DEBUG_HTTP_ENV = "AGENTDESCENT_DEBUG_HTTP"
+MARKER = "[redacted {name}]"
+
+_registered: set[str] = set()
+_registry_lock = threading.Lock()
+_BACKSLASHES = r"\\{1,7}"  # a key escaped once, or inside a string escaped again (and again)
+_GAP = r"(?:\s|[\u200b-\u200d\u2060\ufeff]|\\{1,7}[nrt]|(?i:%(?:25)?(?:0[9ad]|20))|\+)*"
+
+
+def register(name: str | None) -> None:
+    """Count the variable `name` as holding a key from now on (an HTTP client's `api_key_env`)."""
+    if name:
+        with _registry_lock:
+            _registered.add(name)
+
+
+def secrets(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`{variable name: value}` of every key now set: the registered and well-known variables and
+    those with a secret-looking name, from `os.environ` laid under `env` (a child's variables).
+
+    Values are stripped; ones shorter than `MIN_SECRET_CHARS` are left out.
+    """
+    with _registry_lock:
+        named = _registered.union(KEY_VARIABLES)
+    found: dict[str, str] = {}
+    for source in (os.environ, env or {}):
+        for name, value in list(source.items()):
+            value = value.strip() if isinstance(value, str) else ""
+            if len(value) >= MIN_SECRET_CHARS and (name in named or SECRET_NAME.search(name)):
+                found[name] = value
+    return found
+
+
+def redact(text: str, env: Mapping[str, str] | None = None) -> str:
+    """`text` with every form of every key (see the module docstring) replaced by
+    `[redacted NAME]`; `env` adds a child process's variables to `os.environ`'s. Text without a
+    key comes back unchanged; so does anything that is not a string."""
+    if not isinstance(text, str) or not text:
+        return text
+    keys = _keys(secrets(env))
+    if not keys:
+        return text
+    pattern, names = _compiled(keys)
+    return pattern.sub(lambda match: MARKER.format(name=names[int(match.lastgroup[1:])]), text)
+
+
+def _keys(found: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """(value, name) pairs, one per distinct value (its first name in sorted order), longest value
+    first so that a key holding another is matched whole."""
+    first: dict[str, str] = {}
+    for name in sorted(found):
+        first.setdefault(found[name], name)
+    return tuple(sorted(first.items(), key=lambda pair: (-len(pair[0]), pair[0])))
+
+
+@functools.lru_cache(maxsize=32)
+def _compiled(keys: tuple[tuple[str, str], ...]) -> tuple[re.Pattern[str], tuple[str, ...]]:
+    """One pattern with a named group `k<i>` for the i-th key, and the variable names by i."""
+    groups = "|".join(f"(?P<k{i}>{key_pattern(value)})" for i, (value, _) in enumerate(keys))
+    return re.compile(groups), tuple(name for _, name in keys)
+
+
+def key_pattern(key: str) -> str:
+    """The regular expression source that finds `key` in any of the forms this module covers.
+
+    re.fullmatch(key_pattern("sk-1"), "s k%2D\\\\u0031")  matches
+    """
+    return _GAP.join(_char_pattern(char) for char in key)
+
+
+def _char_pattern(char: str) -> str:
+    """One character: itself, or escaped as JSON, Python, a URL or HTML would escape it."""
+    code = ord(char)
+    forms = [re.escape(char)]
+    if char in "\"\\/":
+        forms.append(_BACKSLASHES + re.escape(char))
+    forms.append(_BACKSLASHES + f"(?i:{_code_escapes(code)})")
+    forms.append("(?i:" + "".join(f"%(?:25)?{byte:02x}" for byte in char.encode("utf-8")) + ")")
+    forms.append(f"&#(?:(?i:x)0*(?i:{code:x})|0*{code});")
+    if char == " ":
+        forms.append(r"\+")
+    return "(?:" + "|".join(forms) + ")"
+
+
+def _code_escapes(code: int) -> str:
+    """What follows the backslash of an escape of the code point: u0041, U00000041, x41."""
+    if code >= 0x10000:  # JSON writes a surrogate pair
+        high, low = 0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)
+        escapes = [f"u{high:04x}{_BACKSLASHES}u{low:04x}", f"u{code:08x}"]
+    else:
+        escapes = [f"u{code:04x}", f"u{code:08x}"]  # u and U alike: the group ignores case
+    if code < 0x100:
+        escapes.append(f"x{code:02x}")
+    return "|".join(escapes)
+
+
+# --- logs -------------------------------------------------------------------------------------
+
+
+class RedactingFilter(logging.Filter):
+    """Redacts a record in place: its message formatted with its arguments, its traceback and its
+    stack. Always lets the record through."""
+
+    _formatter = logging.Formatter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # arguments that do not fit the format: keep both, redacted
+            message = f"{record.msg} {record.args!r}"
+        record.msg, record.args = redact(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self._formatter.formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
+        return True
+
+
+_FILTER = RedactingFilter()
+_HTTP_LOGGERS = ("httpx", "httpcore", "httpcore.connection", "httpcore.http11", "httpcore.http2",
+                 "httpcore.proxy", "httpcore.socks")
+
+
+def guard_logging() -> None:
+    """Put the redacting filter on every logger of this package, httpx and httpcore that exists
+    now, and unless `AGENTDESCENT_DEBUG_HTTP=1` raise httpx's and httpcore's loggers to INFO
+    where they would let DEBUG through. Cheap; the clients call it on every call."""
+    loggers = [logging.getLogger(name) for name in _HTTP_LOGGERS]
+    loggers += _existing_loggers(("agentdescent", "httpx.", "httpcore."))
+    for logger in loggers:
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
+    if os.environ.get(DEBUG_HTTP_ENV, "").strip() == "1":
+        return
+    for logger in loggers:
+        if logger.name.startswith(("httpx", "httpcore")) and logger.getEffectiveLevel() < logging.INFO:
+            logger.setLevel(logging.INFO)
+
+
+def _existing_loggers(prefixes: Iterable[str]) -> list[logging.Logger]:
+    """The loggers created so far whose names start with one of `prefixes`, parents first."""
+    prefixes = tuple(prefixes)
+    found = [logger for name, logger in list(logging.Logger.manager.loggerDict.items())
+             if name.startswith(prefixes) and isinstance(logger, logging.Logger)]
+    return sorted(found, key=lambda logger: logger.name.count("."))
