@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
+import tempfile
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -71,16 +73,47 @@ def _check_state(state: object) -> None:
         raise UserError(f"key {clash[0]!r} is both a file and a folder; rename one of them")
 
 
-def _open_repo(path: pathlib.Path) -> tuple[git.Repo, bool]:
-    """Return (repo, created): create a ledger repo at a new or empty path, else open it."""
+def _open_repo(path: pathlib.Path) -> git.Repo:
+    """The ledger repository at `path`, created first when `path` is new or an empty folder."""
     if path.exists() and not path.is_dir():
         raise UserError(f"store={path} is a file, not a ledger; {_FIX}")
     if not path.exists() or not any(path.iterdir()):
-        return git.Repo.init(path, bare=True, initial_branch="dev"), True
+        _create_aside(path)
     try:
-        return git.Repo(path), False
+        return git.Repo(path)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         raise UserError(f"store={path} is a non-empty directory, not a git ledger; {_FIX}") from None
+
+
+def _create_aside(path: pathlib.Path) -> None:
+    """Build a whole ledger in a folder beside `path`, then rename it into place: a kill leaves
+    either no ledger or a complete one, and of several processes creating one at once, the first
+    rename wins and the others open it (a rename onto a folder that is no longer empty fails)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    aside = pathlib.Path(tempfile.mkdtemp(prefix=f".{path.name}.creating-", dir=path.parent))
+    try:
+        repo = git.Repo.init(aside, bare=True, initial_branch="dev")
+        try:
+            _write_root(GitObjects(repo, aside), Refs(repo, aside))
+        finally:
+            repo.close()
+        os.rename(aside, path)
+    except OSError:
+        if not (path.is_dir() and any(path.iterdir())):
+            raise  # not another creator's win: a real failure
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def _write_root(objects: GitObjects, refs: Refs) -> None:
+    """Version 0, an empty commit, as `dev` and `stable`; each ref only where it is missing."""
+    message = format_message("ledger created", {}, 0)
+    root = objects.write(b"commit", commit_bytes(objects.write_tree({}), None, message))
+    for ref in (DEV, STABLE):
+        try:
+            refs.update(ref, root, NULL_SHA)
+        except LedgerError:
+            pass  # there already: another process wrote it first
 
 
 class Ledger:
@@ -92,14 +125,13 @@ class Ledger:
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = pathlib.Path(path).absolute()
         self._lock = threading.Lock()
-        repo, created = _open_repo(self.path)
+        repo = _open_repo(self.path)
         self._repo = repo
         self._objects = GitObjects(repo, self.path)
         self._refs = Refs(repo, self.path)
         self._by_version: dict[int, bytes] = {}  # version -> commit sha on dev
         self._vvs: dict[tuple[str, int], dict[str, int]] = {}  # (artifact, version) -> version vector
-        if created:
-            self._create_root()
+        self._settle_refs()
         try:
             self.head()
         except (LedgerError, ValueError, KeyError) as exc:
@@ -200,10 +232,22 @@ class Ledger:
             self._cas(new, parent, expected_version)
         return expected_version + 1
 
-    def promote(self, version: int) -> None:
-        """Point `stable` at `dev`'s commit for `version`."""
+    def promote(self, version: int) -> bool:
+        """Point `stable` at `dev`'s commit for `version`, by compare-and-swap, only forward: False
+        (and nothing moves) when `stable` is already at `version` or past it, as another run on this
+        store may have moved it."""
         with self._lock:
-            self._refs.update(STABLE, self._at(version))
+            new = self._at(version)
+            while True:
+                old = self._refs.read(STABLE)
+                if self._objects.commit(old).version >= version:
+                    return False
+                try:
+                    self._refs.update(STABLE, new, old)
+                    return True
+                except LedgerError:
+                    if self._refs.read(STABLE) == old:
+                        raise  # it did not move under us: a real failure
 
     # callers hold the lock
 
@@ -252,11 +296,18 @@ class Ledger:
                 raise HeadMoved(expected, actual) from None
             raise
 
-    def _create_root(self) -> None:
-        message = format_message("ledger created", {}, 0)
-        root = self._objects.write(b"commit", commit_bytes(self._objects.write_tree({}), None, message))
+    def _settle_refs(self) -> None:
+        """Give a repository whose refs a kill left missing the ones it lacks: a bare repository
+        with no ref at all (an older version's creation cut short) becomes an empty ledger, and a
+        missing `stable` points at version 0."""
         try:
-            self._refs.update(DEV, root, NULL_SHA)
+            self._refs.read(DEV)
         except LedgerError:
-            return  # another process created the ledger first: use theirs
-        self._refs.update(STABLE, root, NULL_SHA)
+            if any(True for _ in self._repo.references):
+                return  # refs of something else: not ours to touch; opening says so
+            _write_root(self._objects, self._refs)
+            return
+        try:
+            self._refs.read(STABLE)
+        except LedgerError:
+            self._refs.update(STABLE, self._at(0), NULL_SHA)
