@@ -47,6 +47,7 @@ class EvolveResult:
     outcome_list: list[Outcome]
     usage: Usage
     stop_reason: str
+    error: str | None = None  # what stopped the run early (a broken contract, Ctrl-C); None when it ended normally
     version: int  # the ledger version the final artifact is at (stable)
     initial_version: int  # the stable version the run started from
     initial_state: dict[str, str] = field(default_factory=dict)  # the artifact at `initial_version`

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
+from decimal import Decimal
+from fractions import Fraction
 
 import pytest
 
 from agentdescent import AppendRules, KeyedRules, Policies, Task, UserError, events, evolve
 from agentdescent.cli.demo import route
+from agentdescent.engine.units import check_reward
 from tests.doubles import echo, numbered_tasks, router, year_program
 
 
@@ -139,7 +142,7 @@ def test_too_few_or_repeated_tasks_are_refused():
         evolve([{"id": "a"}] * 5, reward, run=run, propose=propose)
 
 
-@pytest.mark.parametrize("bad", ["yes", None, 1.5, -0.1, float("nan"), True])
+@pytest.mark.parametrize("bad", ["yes", None, 1.5, -0.1, float("nan"), float("inf"), 0.5j])
 def test_reward_outside_unit_interval_is_refused(bad):
     tasks, _, run, propose = year_program()
     with pytest.raises(UserError, match=r"\[0, 1\]"):
@@ -159,10 +162,42 @@ def test_run_raising_is_recorded_not_fatal():
     assert "model timed out" in result.usage.errors[0]
 
 
-def test_propose_returning_a_non_string_is_refused():
+def test_propose_returning_a_non_string_stops_the_run_and_keeps_its_result(tmp_path):
     tasks, reward, run, _ = year_program()
-    with pytest.raises(UserError, match="propose returned int"):
-        evolve(tasks, reward, run=run, propose=lambda *a: 42, rounds=1)
+    result = evolve(tasks, reward, run=run, propose=lambda *a: 42, rounds=3, store=tmp_path / "ledger")
+    assert "propose returned int" in result.error and result.stop_reason.startswith("stopped by an error")
+    with result.ledger as ledger:
+        assert ledger.head() == 1  # the ledger survives, with the seed, for a later run to continue
+
+
+def test_a_contract_broken_after_a_commit_keeps_what_was_committed(tmp_path):
+    """The reward breaks its contract only once the rule has landed: the committed step survives
+    in the result and the ledger, and a second run on the store continues from it."""
+    tasks, _, run, propose = year_program()
+    committed = []
+
+    def reward(task, output):
+        if committed and "2026" in output:
+            return 7.0
+        return 1.0 if "2026" in output else 0.0
+
+    result = evolve(tasks, reward, run=run, propose=propose, rounds=4, n_workers=2, store=tmp_path / "ledger",
+                    on_event=lambda e: committed.append(e) if isinstance(e, events.Committed) else None)
+    assert result.error is not None and "reward returned 7.0" in result.error
+    assert result.outcomes().get("committed") == 1
+    with result.ledger as ledger:
+        assert ledger.head() == 2 and "year" in " ".join(ledger.snapshot("artifact").values())
+
+
+@pytest.mark.parametrize("value", [True, 1, Fraction(1, 2), Decimal("0.25")])
+def test_any_real_number_is_a_reward(value):
+    assert check_reward(value, Task(id="t", prompt="p")) == float(value)
+
+
+def test_numpy_scalars_are_rewards():
+    np = pytest.importorskip("numpy")
+    for value in (np.float32(0.5), np.float64(1.0), np.int64(0), np.bool_(True)):
+        assert check_reward(value, Task(id="t", prompt="p")) == float(value)
 
 
 def test_propose_raising_becomes_an_error_outcome():
@@ -250,16 +285,14 @@ def test_a_worker_s_user_error_ends_the_run_and_nothing_hangs(asynchronous):
     errors = []
 
     def attempt():
-        try:
-            evolve(tasks, reward, run=run, propose=lambda *a: 42, rounds=5, n_workers=3, asynchronous=asynchronous)
-        except UserError as exc:
-            errors.append(exc)
+        result = evolve(tasks, reward, run=run, propose=lambda *a: 42, rounds=5, n_workers=3, asynchronous=asynchronous)
+        errors.append(result.error)
 
     thread = threading.Thread(target=attempt, daemon=True)
     thread.start()
     thread.join(timeout=60)
     assert not thread.is_alive(), "evolve hung after a worker failed"
-    assert errors and "propose returned int" in str(errors[0])
+    assert errors and "propose returned int" in errors[0]
 
 
 def _first_dispatch(tasks, n_workers=1):

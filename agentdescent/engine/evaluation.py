@@ -82,8 +82,10 @@ class Evaluator:
     """Runs and scores states on tasks through a call pool, sharing one cache."""
 
     def __init__(
-        self, *, strategy: Strategy, run: RunFn, reward: RewardFn, pool: Executor, usage: Usage
+        self, *, strategy: Strategy, run: RunFn, reward: RewardFn, pool: Executor, usage: Usage,
+        timeout: float | None = None,
     ) -> None:
+        self._timeout = timeout  # seconds a rollout may take before it is a failure (None: no limit)
         self._strategy = strategy
         self._run = run
         self._reward = reward
@@ -130,7 +132,8 @@ class Evaluator:
                 if future is None:
                     if rendered is None:  # once per state, and only when something is to be run
                         rendered = self._strategy.render(state)
-                    future = self._pool.submit(roll_out, self._run, self._reward, rendered, task, then=self._counted)
+                    future = self._pool.submit(roll_out, self._run, self._reward, rendered, task, self._timeout,
+                                               then=self._counted)
                     row[task.id] = future
                 else:
                     hits += 1

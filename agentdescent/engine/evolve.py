@@ -56,6 +56,7 @@ def evolve(
     cheap_eval_tasks: int | None = None,
     max_calls: int | None = None,
     max_tokens: int | None = None,
+    rollout_timeout: float | None = None,
     seed: int = 0,
     store: str | Path | None = None,
     on_event: Callable[[ev.Event], None] | None = None,
@@ -89,6 +90,17 @@ def evolve(
     stricter bar: the test at the gated threshold, then no held-out task worse than head, then
     `approve(change)` when given (a `GatedChange` in, True to let it land).
 
+    `rollout_timeout` (seconds, default None: no limit) bounds each call of `run` (with its
+    `reward`) and of `propose`: one that takes longer is a failed rollout or an `error` outcome,
+    and is abandoned on its thread. The CLI agents have their own `timeout` (600 s by default),
+    which kills the agent's process.
+
+    A `UserError` once the rounds have begun (a reward that is not a number in [0, 1], a
+    `propose` that returns something other than text, a missing key), and Ctrl-C, stop the run
+    between steps: the result is returned with `error` set and `stop_reason` saying why, the
+    ledger keeps every committed step, and a later run on the same `store` continues from it.
+    Before the rounds begin, the same errors are raised.
+
     `parallel` and `executor` have one value each today, and any other is refused with a
     `UserError`: `parallel="dp"` (data-parallel: every worker may change every key, on its own
     tasks) and `executor="thread"` (workers and calls on thread pools in this process). They are
@@ -100,14 +112,15 @@ def evolve(
     train, held_out = split_tasks(_checked_tasks(tasks), held_out_frac, random.Random(f"{seed}:split"))
     _check_options(run=run, propose=propose, reward=reward, rounds=rounds, n_workers=n_workers,
                    max_concurrency=max_concurrency, parallel=parallel, executor=executor,
-                   lag_budget=lag_budget, target_reward=target_reward, max_calls=max_calls, max_tokens=max_tokens)
+                   lag_budget=lag_budget, target_reward=target_reward, max_calls=max_calls, max_tokens=max_tokens,
+                   rollout_timeout=rollout_timeout)
     ledger = Ledger(store if store is not None else tempfile.mkdtemp(prefix="agentdescent-ledger-"))
     governance = Governance.of(strategy, blast_radius)
     usage = Usage()
     calls = make_executor(executor, max_concurrency or min(128, max(32, 4 * n_workers)), name="agentdescent-call")
     workers = ThreadExecutor(n_workers, name="agentdescent-worker")
     try:
-        evaluator = Evaluator(strategy=strategy, run=run, reward=reward, pool=calls, usage=usage)
+        evaluator = Evaluator(strategy=strategy, run=run, reward=reward, pool=calls, usage=usage, timeout=rollout_timeout)
         aggregator = (aggregator_factory or Aggregator)(
             ledger=ledger, artifact_id=artifact_id, governance=governance, policies=policies,
             train=train, score=evaluator.score, lag_budget=lag_budget, oracle=held_out, approve=approve,
@@ -116,7 +129,8 @@ def evolve(
         )
         worker = Worker(
             strategy=strategy, propose=propose, evaluator=evaluator, calls=calls, policies=policies,
-            config=WorkerConfig(artifact_id=artifact_id, self_verify=self_verify, cheap_eval_tasks=cheap_eval_tasks),
+            config=WorkerConfig(artifact_id=artifact_id, self_verify=self_verify, cheap_eval_tasks=cheap_eval_tasks,
+                                timeout=rollout_timeout),
         )
         loop = Loop(
             ledger=ledger, artifact_id=artifact_id, strategy=strategy, held_out=held_out, evaluator=evaluator,
@@ -128,11 +142,13 @@ def evolve(
                                   max_tokens=max_tokens),
             emit=on_event or (lambda event: None),
         )
-        return loop.run()
+        result = loop.run()
     finally:
-        workers.shutdown()
-        calls.shutdown()
+        cut_short = "result" not in locals() or result.error is not None
+        workers.shutdown(wait=not cut_short)  # a stopped run does not wait for work still in flight
+        calls.shutdown(wait=not cut_short)
         ledger.close()
+    return result
 
 
 def split_tasks(tasks: Sequence[Task], held_out_frac: float, rng: random.Random) -> tuple[list[Task], list[Task]]:
@@ -164,7 +180,7 @@ def _checked_tasks(tasks: Sequence[Task]) -> list[Task]:
 def _check_options(
     *, run: object, propose: object, reward: object, rounds: int, n_workers: int, max_concurrency: int | None,
     parallel: str, executor: str, lag_budget: int | None, target_reward: float | None,
-    max_calls: int | None, max_tokens: int | None,
+    max_calls: int | None, max_tokens: int | None, rollout_timeout: float | None,
 ) -> None:
     for name, fn in (("run", run), ("propose", propose), ("reward", reward)):
         if not callable(fn):
@@ -183,3 +199,5 @@ def _check_options(
     for name, budget in (("max_calls", max_calls), ("max_tokens", max_tokens)):
         if budget is not None and (not isinstance(budget, int) or budget < 1):
             raise UserError(f"{name} must be a positive integer or None; got {budget!r}")
+    if rollout_timeout is not None and (not isinstance(rollout_timeout, (int, float)) or not rollout_timeout > 0):
+        raise UserError(f"rollout_timeout must be a number of seconds above 0, or None; got {rollout_timeout!r}")

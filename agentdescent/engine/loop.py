@@ -25,6 +25,7 @@ from agentdescent.engine.executors import Executor
 from agentdescent.engine.sampling import AcceptanceSamples, Sampler
 from agentdescent.engine.stopping import Progress, StopRule, stop_reason
 from agentdescent.engine.worker import Turn, Worker, WorkerReport
+from agentdescent.errors import HeadMoved, UserError
 from agentdescent.ledger import Ledger
 from agentdescent.result import EvolveResult, StepRecord
 from agentdescent.step import Aggregator, StepReport
@@ -76,17 +77,23 @@ class Loop:
         initial = self.progress.best = self._held_out(start)
         if head != start:
             self._validate(head, round_=-1)
+        error = None
         try:
             reason = self._rounds()
+        except UserError as exc:  # the caller's contract broken mid-run: stop, keep what was done
+            reason, error = f"stopped by an error: {exc}", str(exc)
+        except KeyboardInterrupt:
+            reason, error = "interrupted (Ctrl-C)", "interrupted"
         finally:
             self.dispatcher.stop()  # whatever ended the run, no worker starts another turn
         stable = self.ledger.stable()
         state = self.ledger.snapshot(self.artifact_id, stable)
-        self.emit(ev.RunEnded(reason=reason, final_reward=self.progress.best))
+        final = self._final_reward(stable, measure=error is None)
+        self.emit(ev.RunEnded(reason=reason, final_reward=final))
         return EvolveResult(
-            rendered=self.strategy.render(state), state=state, final_reward=self.progress.best, initial_reward=initial,
+            rendered=self.strategy.render(state), state=state, final_reward=final, initial_reward=initial,
             history=self.history, ledger_path=self.ledger.path, outcome_list=self.outcomes, usage=self.evaluator.usage,
-            stop_reason=reason, version=stable, initial_version=start,
+            stop_reason=reason, error=error, version=stable, initial_version=start,
             initial_state=self.ledger.snapshot(self.artifact_id, start), frozen=tuple(self.strategy.frozen),
         )
 
@@ -157,15 +164,21 @@ class Loop:
     def _validate(self, version: int, round_: int) -> tuple[float, bool]:
         """The held-out reward of `version`; `stable` moves to it when the promotion policy says so."""
         reward, progress = self._held_out(version), self.progress
-        promoted = self.promotion(progress.best, reward)
+        promoted = self.promotion(progress.best, reward) and self.ledger.promote(version)  # False: stable is past it
         if promoted:
-            self.ledger.promote(version)
             progress.best, progress.since_gain = reward, 0
         else:
             progress.since_gain += 1
         self.emit(ev.Evaluated(round=round_, version=version, held_out_reward=reward, promoted=promoted,
                                best_reward=progress.best))
         return reward, promoted
+
+    def _final_reward(self, stable: int, *, measure: bool) -> float:
+        """The held-out reward of `stable`: this run's best, unless another run on the store moved
+        `stable` on; a stopped run does not spend calls to find out."""
+        if not measure:
+            return self.progress.best
+        return self._held_out(stable)
 
     def _held_out(self, version: int) -> float:
         return self.evaluator.mean(self.ledger.snapshot(self.artifact_id, version), self.held_out)
@@ -185,11 +198,19 @@ class Loop:
 
 
 def seed_artifact(ledger: Ledger, artifact_id: str, strategy: Strategy) -> int:
-    """Head, after committing the strategy's initial state as the artifact if the ledger lacks it."""
-    head = ledger.head()
-    if ledger.has_artifact(artifact_id, head):
-        return head
-    version = ledger.commit(artifact_id, strategy.initial_state(), expected_version=head,
-                            message=f"seed {artifact_id}", trailers={"Step": "seed"})
-    ledger.promote(version)
-    return version
+    """Head, once the ledger holds the artifact and `stable` has a version of it.
+
+    The strategy's initial state is committed when the ledger lacks the artifact; a process
+    seeding the same store at the same time is no error (the later one takes the other's seed).
+    A `stable` left before the artifact existed (a kill between the seed and its promotion) moves
+    to the first version that has it."""
+    while not ledger.has_artifact(artifact_id, head := ledger.head()):
+        try:
+            ledger.commit(artifact_id, strategy.initial_state(), expected_version=head,
+                          message=f"seed {artifact_id}", trailers={"Step": "seed"})
+        except HeadMoved:
+            continue  # another writer moved dev first: look again
+    stable = ledger.stable()
+    if not ledger.has_artifact(artifact_id, stable):
+        ledger.promote(next(v for v in range(stable + 1, head + 1) if ledger.has_artifact(artifact_id, v)))
+    return head

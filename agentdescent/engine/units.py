@@ -9,26 +9,62 @@ where the results arrive (`Evaluator`, `Worker`).
 
 from __future__ import annotations
 
+import decimal
 import math
+import numbers
+import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentdescent.agents.base import ModelUsage, metering
 from agentdescent.artifacts.strategies import InvalidProposal
-from agentdescent.errors import AgentError, UserError
+from agentdescent.errors import UserError
 from agentdescent.types import Rollout, Spend, Task
+
+T = TypeVar("T")
 
 
 def roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], float], rendered: Any,
-             task: Task) -> Rollout:
-    """Run `task` on the rendered artifact and score it. A `run` that raises, or a judge that
-    cannot score, is a failed rollout (reward 0, the error kept); a `UserError` (misconfiguration)
-    and a reward outside [0, 1] (the caller's bug) are raised."""
-    with metering(ModelUsage()) as meter:
-        output, value, error = _roll_out(run, reward, rendered, task)
-    return Rollout(task=task, output=output, reward=value, error=error, spend=meter.spent())
+             task: Task, timeout: float | None = None) -> Rollout:
+    """Run `task` on the rendered artifact and score it. A `run` or `reward` that raises, or takes
+    longer than `timeout` seconds (then it is abandoned), is a failed rollout (reward 0, the error
+    kept); a `UserError` (misconfiguration) and a reward that is not a number in [0, 1] (the
+    caller's bug) are raised."""
+    def metered() -> Rollout:
+        with metering(ModelUsage()) as meter:
+            output, value, error = _roll_out(run, reward, rendered, task)
+        return Rollout(task=task, output=output, reward=value, error=error, spend=meter.spent())
+
+    late = f"the rollout of task {task.id!r} took longer than rollout_timeout={timeout:g} s and was abandoned" \
+        if timeout is not None else ""
+    return within(timeout, metered, lambda: Rollout(task=task, output="", reward=0.0, error=late))
+
+
+def within(timeout: float | None, work: Callable[[], T], too_late: Callable[[], T]) -> T:
+    """`work()`, or `too_late()` when it has not returned after `timeout` seconds (None: no limit).
+    Past the limit, `work` goes on alone on a daemon thread: a thread cannot be killed, but it no
+    longer holds up the run, nor the program's exit."""
+    if timeout is None:
+        return work()
+    box: list[Any] = []
+
+    def call() -> None:
+        try:
+            box.append((True, work()))
+        except BaseException as exc:  # carried back to the caller's thread
+            box.append((False, exc))
+
+    thread = threading.Thread(target=call, name="agentdescent-timed-call", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not box:
+        return too_late()
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
 
 
 def _roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], float], rendered: Any,
@@ -43,20 +79,31 @@ def _roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], flo
     output = output if isinstance(output, str) else str(output)
     try:
         value = reward(task, output)
-    except AgentError as exc:  # a judge or grader that could not score is a failed rollout too
-        return output, 0.0, f"scoring failed on task {task.id!r}: {exc}"
+    except UserError:
+        raise
+    except Exception as exc:  # a judge, a grader or a reward that could not score: a failed rollout too
+        return output, 0.0, f"scoring failed on task {task.id!r}: {type(exc).__name__}: {exc}"
     return output, check_reward(value, task), None
 
 
 def check_reward(value: object, task: Task) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    """`value` as a float in [0, 1]: any real number (bool, int, float, Fraction, Decimal, a numpy
+    scalar); a str, None, NaN or a number outside [0, 1] is a `UserError` that says so."""
+    if isinstance(value, (str, bytes)) or not _is_real(value):
         raise UserError(
             f"reward returned {value!r} ({type(value).__name__}) for task {task.id!r}; "
             "it must return a number in [0, 1]"
         )
-    if math.isnan(value) or not 0.0 <= value <= 1.0:
+    number = float(value)  # type: ignore[arg-type]
+    if math.isnan(number) or not 0.0 <= number <= 1.0:
         raise UserError(f"reward returned {value} for task {task.id!r}; it must be in [0, 1] (scale or clip it)")
-    return float(value)
+    return number
+
+
+def _is_real(value: object) -> bool:
+    if isinstance(value, (numbers.Real, decimal.Decimal)):
+        return True
+    return type(value).__module__ == "numpy" and hasattr(value, "__float__")  # numpy.bool_ is no numbers.Real
 
 
 class Reflection(BaseModel):
@@ -70,13 +117,19 @@ class Reflection(BaseModel):
     spend: Spend = Field(default_factory=Spend)
 
 
-def reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence[Rollout]) -> Reflection:
+def reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence[Rollout],
+            timeout: float | None = None) -> Reflection:
     """One proposal from one failure, or from all of `chosen` when `propose` has a callable
     `batch(rendered, rollouts)`. A proposal that is not a str (or None) is the caller's bug and
-    raises `UserError`, as does a `UserError` from `propose`; anything else it raises is recorded."""
-    with metering(ModelUsage()) as meter:
-        reflection = _reflect(propose, rendered, chosen)
-    return reflection.model_copy(update={"spend": meter.spent()})
+    raises `UserError`, as does a `UserError` from `propose`; anything else it raises, and a call
+    longer than `timeout` seconds (abandoned), is recorded."""
+    def metered() -> Reflection:
+        with metering(ModelUsage()) as meter:
+            reflection = _reflect(propose, rendered, chosen)
+        return reflection.model_copy(update={"spend": meter.spent()})
+
+    late = f"propose took longer than rollout_timeout={timeout:g} s and was abandoned" if timeout is not None else ""
+    return within(timeout, metered, lambda: Reflection(failed="error", reason=late))
 
 
 def _reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence[Rollout]) -> Reflection:

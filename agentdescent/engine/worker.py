@@ -40,6 +40,7 @@ class WorkerConfig:
     # acceptance sample), so that it finds those scores cached;
     # an int k: verify on k tasks of the worker's own minibatch (its failures first), cheaply.
     cheap_eval_tasks: int | None = None
+    timeout: float | None = None  # seconds a call of propose may take (None: no limit)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,7 +81,7 @@ class Worker:
             chosen = self.policies.proposal(rollouts)
         groups = [chosen] if chosen and callable(getattr(self.propose, "batch", None)) else [[r] for r in chosen]
         rendered = self.strategy.render(turn.state)
-        pending = [self.calls.submit(reflect, self.propose, rendered, group) for group in groups]
+        pending = [self.calls.submit(reflect, self.propose, rendered, group, self.config.timeout) for group in groups]
         diffs, outcomes = [], []
         for group, future in zip(groups, pending):
             reflection = future.result()
