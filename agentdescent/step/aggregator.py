@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agentdescent.artifacts.state import State
-from agentdescent.errors import HeadMoved, LedgerError
+from agentdescent.errors import HeadMoved, LedgerError, UserError
 from agentdescent.governance import Governance
 from agentdescent.ledger import Ledger
 from agentdescent.step.accept import Acceptance, Judge, accept
@@ -126,6 +126,11 @@ class Aggregator:
             for comp in acceptance.accepted:
                 for c in comp.changes:
                     verdicts[c.diff.id] = ("conflict_lost", f"another writer moved dev and the change no longer applies ({exc})")
+            return None
+        except (UserError, LedgerError) as exc:  # the ledger refused the candidate: its diffs fail, not the run
+            for comp in acceptance.accepted:
+                for c in comp.changes:
+                    verdicts[c.diff.id] = ("error", f"the ledger refused the change: {exc}")
             return None
         for comp in acceptance.accepted:
             for c in comp.changes:

@@ -39,3 +39,23 @@ def test_diffs_of_one_step_that_one_folder_cannot_hold_together_conflict(tmp_pat
     assert kinds == ["committed", "conflict_lost"]
     lost = next(o for o in result.outcome_list if o.kind == "conflict_lost")
     assert "cannot both be in one folder" in lost.reason
+
+
+HOSTILE_TEXT = ["nul\0byte\n", "escape \x1b[31mred\n", "lone \ud800 surrogate\n", "x" * 300_000, "bell\x07\n"]
+
+
+@pytest.mark.parametrize("text", HOSTILE_TEXT, ids=["nul", "ansi-escape", "lone-surrogate", "oversize", "bell"])
+def test_hostile_file_content_becomes_an_outcome_and_never_a_commit(tmp_path, text):
+    proposal = f'<file path="SKILL.md">{text}</file>'
+    result = evolve(numbered_tasks(8), lambda task, output: 0.0, run=lambda rendered, task: "", store=tmp_path / "l",
+                    propose=lambda *a: proposal, strategy=FileTree(TREE, frozen=["hooks/*"]), rounds=1, n_workers=1)
+    assert set(result.outcomes()) == {"invalid"}, result.outcome_list[0].reason
+    with result.ledger as ledger:
+        assert ledger.head() == 1
+
+
+@pytest.mark.parametrize("rule", ["a rule with \ud800 in it", "nul \0 rule", "x" * 300_000])
+def test_hostile_rules_become_outcomes(tmp_path, rule):
+    result = evolve(numbered_tasks(8), lambda task, output: 0.0, run=lambda rendered, task: "", store=tmp_path / "l",
+                    propose=lambda *a: rule, rounds=1, n_workers=1)
+    assert set(result.outcomes()) == {"invalid"}, result.outcome_list[0].reason
