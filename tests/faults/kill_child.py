@@ -1,0 +1,28 @@
+"""A long run on a given store, for the kill test: the reference domain, every rollout a little slow.
+
+Usage: python kill_child.py STORE SEED
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from agentdescent import evolve
+from agentdescent.cli.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks
+
+
+def slow_route(rendered, task):
+    time.sleep(0.02)
+    return route(rendered, task)
+
+
+def main() -> None:
+    store, seed = sys.argv[1], int(sys.argv[2])
+    evolve(router_tasks(seed, signals=12, per_signal=8), route_reward, run=slow_route,
+           propose=RouterReflector("append", seed=seed), strategy=demo_strategy("append"), rounds=200,
+           n_workers=4, seed=seed, store=store)  # no target: it runs until it is killed
+
+
+if __name__ == "__main__":
+    main()

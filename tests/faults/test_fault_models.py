@@ -1,0 +1,69 @@
+"""Model faults, each on its own task: the run completes, and each fault is a recorded failure.
+
+A loopback server speaks the chat-completions API. By the task in the prompt it answers normally,
+or with a storm of 429s (Retry-After 0) that ends, a 500 every time, a hang past the client's
+timeout, a body that is not JSON, an empty completion, a 1 MB completion, or bytes that are not
+UTF-8.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+
+import pytest
+
+from agentdescent import Task, evolve
+from agentdescent.agents import openai_compatible
+from tests.loopback import LoopbackServer, Response, openai_chat
+
+FAULTS = ["storm", "server-error", "hang", "garbage", "empty", "huge", "bad-bytes"]
+REPLY = {"ok": "2026", "storm": "2026"}
+
+
+def serve():
+    storms = itertools.count()
+    lock = threading.Lock()
+
+    def reply(prompt: str):
+        kind = re.search(r"task: (\S+)", prompt).group(1)
+        if kind == "storm":
+            with lock:
+                if next(storms) % 4 < 3:  # three refusals, then an answer, again and again
+                    return Response(status=429, headers={"Retry-After": "0"}, body={"error": {"message": "slow down"}})
+        if kind == "server-error":
+            return Response(status=500, body={"error": {"message": "boom"}})
+        if kind == "hang":
+            return Response(delay=5, body={})
+        if kind == "garbage":
+            return Response(body="<html>502 Bad Gateway</html>")
+        if kind == "empty":
+            return ""
+        if kind == "huge":
+            return "2026 " * 200_000
+        if kind == "bad-bytes":
+            return Response(headers={"content-type": "application/json"}, body=b'{"choices": [\xff\xfe]}')
+        return REPLY.get(kind, "2026")
+
+    return openai_chat(reply)
+
+
+@pytest.fixture
+def model(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-faults-0000")
+    with LoopbackServer(serve()) as server:
+        yield openai_compatible("fault-model", base_url=server.url, timeout=0.5, max_retries=3, backoff=(0.0, 0.01))
+
+
+def test_each_model_fault_is_a_recorded_failure_and_the_run_completes(model, tmp_path):
+    kinds = ["ok"] * 6 + FAULTS * 2
+    tasks = [Task(id=f"{kind}-{i}", prompt=kind) for i, kind in enumerate(kinds)]
+    result = evolve(tasks, lambda task, output: float("2026" in output), run=lambda r, t: model(f"task: {t.prompt}"),
+                    propose=lambda *a: "always state the year", rounds=2, n_workers=2, held_out_frac=0.25,
+                    store=tmp_path / "ledger")
+    assert result.error is None and result.stop_reason.startswith("ran all")
+    failed_kinds = {re.search(r"task '([a-z-]+)-\d+'", e).group(1) for e in result.usage.errors}
+    assert failed_kinds == {"server-error", "hang", "garbage", "empty", "bad-bytes"}  # storms end; huge is an answer
+    assert result.usage.model.failures >= 5 and result.usage.failures >= 5
+    assert all(o.kind != "error" for o in result.outcome_list)
