@@ -341,3 +341,15 @@ def test_a_failure_seen_on_an_older_snapshot_is_dealt_out_after_a_commit():
     )
     assert reflected == [a, b]
     assert result.outcomes() == {"committed": 2}
+
+
+def test_a_reward_that_raises_is_a_failed_rollout_not_the_end_of_the_run():
+    tasks, reward, run, propose = year_program()
+
+    def fragile(task, output):
+        if task.id == "t7":
+            raise ValueError("could not parse the answer")
+        return reward(task, output)
+
+    result = evolve(tasks, fragile, run=run, propose=propose, rounds=2, n_workers=2)
+    assert result.error is None and any("ValueError: could not parse the answer" in e for e in result.usage.errors)
