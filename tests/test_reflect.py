@@ -34,6 +34,23 @@ def test_prose_without_a_rule_is_unreadable():
         parse_rule("The assistant was verbose.\nIt explained too much.\nMaybe shorter answers?")
 
 
+def test_a_reply_over_the_cap_is_not_parsed():
+    with pytest.raises(ValueError, match="at most 200,000 are read"):
+        parse_rule("<rule>Be brief.</rule>" + " " * 200_000)
+
+
+@pytest.mark.parametrize("reply, reason", [
+    ("<rule>Be brief.</rule>" + " " * 200_000, "200,022 characters; at most 200,000"),
+    ("<rule>Be brief.\ud800</rule>", "not valid Unicode"),
+    ("<rule>Be\x00 brief.</rule>", "U\\+0000"),
+])
+def test_reflector_counts_a_reply_it_refuses_at_the_door_as_unreadable_with_the_reason(reply, reason):
+    propose = reflector(scripted([reply]))
+    with pytest.raises(InvalidProposal, match=reason):
+        propose("", TASK, "x", 0.0)
+    assert propose.stats == {"unreadable": 1}
+
+
 def test_unwrap_worked_example():
     assert unwrap('**"Be brief."**') == "Be brief."
 
@@ -100,6 +117,10 @@ def test_tree_reflector_returns_clean_validated_blocks():
     ('<file path="../outside.md">x\n</file>', ".."),
     ("I would change the skill to be more precise.", "no <file"),
     ('<file path="SKILL.md">' + "x" * 200_001 + "</file>", "more than 200000 bytes"),  # admission's own size cap
+    ('<file path="SKILL.md">' + "x" * 2_000_000 + "</file>", "at most 2,000,000 are read"),  # the reply's cap
+    ('<file path="SKILL.md">a\ud800\n</file>', "not valid Unicode"),
+    ('<file path="SKILL.md">a\x00\n</file>', "U\\+0000"),
+    ('<file path="SKILL.md">a\x1b[31m\n</file>', "control character U\\+001B"),  # admission's rule, applied here
 ])
 def test_tree_reflector_refuses_what_the_strategy_forbids(reply, reason):
     propose = tree_reflector(scripted([reply]), strategy=tree_strategy())
@@ -137,6 +158,15 @@ def test_llm_fusion_merges_what_git_cannot_and_keeps_git_merges():
 
 def test_llm_fusion_leaves_a_conflict_when_the_reply_is_unreadable():
     fuse = llm_fusion(scripted(["I cannot merge these."]))
+    assert fuse("x\n", "y\n", "z\n") is False
+    assert fuse.stats == {"unreadable": 1}
+
+
+@pytest.mark.parametrize("reply", [
+    "<merged>y</merged>" + " " * 2_000_000, "<merged>y\ud800</merged>", "<merged>y\x00</merged>", "<merged>y\x1b</merged>",
+])
+def test_llm_fusion_leaves_a_conflict_when_the_reply_or_its_text_cannot_be_stored(reply):
+    fuse = llm_fusion(scripted([reply]))
     assert fuse("x\n", "y\n", "z\n") is False
     assert fuse.stats == {"unreadable": 1}
 

@@ -1,6 +1,8 @@
 import pytest
 
 from agentdescent.artifacts.strategies import (
+    MAX_PROPOSAL_CHARS,
+    MAX_TREE_PROPOSAL_CHARS,
     AppendRules,
     FileTree,
     InvalidProposal,
@@ -54,6 +56,28 @@ def test_initial_state_is_a_fresh_dict_each_call(strategy):
 def test_empty_proposal_is_invalid(strategy, proposal):
     with pytest.raises(InvalidProposal, match="empty"):
         strategy.edits_for(strategy.initial_state(), proposal)
+
+
+@pytest.mark.parametrize("strategy", all_strategies(), ids=lambda s: type(s).__name__)
+def test_an_oversize_proposal_is_refused_before_parsing_with_its_size_and_the_cap(strategy):
+    cap = MAX_TREE_PROPOSAL_CHARS if isinstance(strategy, FileTree) else MAX_PROPOSAL_CHARS
+    proposal = '<file path="SKILL.md">' + "x" * cap
+    with pytest.raises(InvalidProposal, match=f"{len(proposal):,} characters; at most {cap:,} are read"):
+        strategy.edits_for(strategy.initial_state(), proposal)
+
+
+@pytest.mark.parametrize("strategy", all_strategies(), ids=lambda s: type(s).__name__)
+@pytest.mark.parametrize("odd, reason", [("\ud800", "not valid Unicode"), ("\x00", "control character U\\+0000")])
+def test_a_lone_surrogate_or_a_nul_is_refused_not_a_crash(strategy, odd, reason):
+    with pytest.raises(InvalidProposal, match=reason):
+        strategy.edits_for(strategy.initial_state(), f'<file path="SKILL.md">tone: be {odd}kind</file>')
+
+
+def test_a_rule_may_hold_tabs_and_line_breaks_but_no_other_control_code():
+    s = AppendRules()
+    assert s.edits_for({}, "Be\tbrief.\r\n")
+    with pytest.raises(InvalidProposal, match="U\\+001B at character 3"):
+        s.edits_for({}, "Be \x1b[31mbrief")
 
 
 # --- SingleSlot -------------------------------------------------------------------------------

@@ -9,13 +9,17 @@ and enforced by governance, whose pattern match (`is_frozen`) it shares.
                  identical ones deduplicate
     KeyedRules   one key per category; proposals "category: text"; conflict within a category
     FileTree     files as keys (a skill folder); proposals are <file path="..."> blocks
+
+Proposals are model output, so they are checked at the door before anything parses them
+(`text_refusal`: a size cap, valid Unicode, no control character the artifact cannot hold), and
+every reader here runs in time linear in the proposal.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from agentdescent.errors import UserError
@@ -54,7 +58,39 @@ class Strategy(Protocol):
     def edits_for(self, state: Mapping[str, str], proposal: str) -> list[Edit]: ...
 
 
-def _clean(proposal: str) -> str:
+MAX_PROPOSAL_CHARS = 20_000  # a rule, a line or a category's entry: 20x the longest rule a reflector keeps
+MAX_TREE_PROPOSAL_CHARS = 2_000_000  # whole files, a few of them: 10x what governance lets one file hold
+# Text may hold tab, newline and carriage return, no other C0 control code and no DEL: the
+# characters governance refuses at admission, refused here before parsing, with their position.
+TEXT_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# A container of texts (file blocks in prose, a model's reply) refuses only NUL, which no text
+# artifact can hold (git and `load_tree` read it as binary); the texts read out of it meet
+# TEXT_CONTROLS later, at admission.
+NUL_ONLY = re.compile("\x00")
+_SURROGATE = re.compile("[\ud800-\udfff]")  # in a str, any code point here is an unpaired surrogate
+
+
+def text_refusal(text: str, *, cap: int, controls: re.Pattern[str] = TEXT_CONTROLS, what: str = "proposal") -> str | None:
+    """Why `text` is refused before any parsing (longer than `cap` characters, not valid Unicode,
+    a control character `controls` matches), or None. Each check is one linear pass.
+
+    text_refusal("a\\x00b", cap=10) == "the proposal holds control character U+0000 at character 1" """
+    if len(text) > cap:
+        return f"the {what} is {len(text):,} characters; at most {cap:,} are read"
+    bad = _SURROGATE.search(text)
+    if bad:
+        return f"the {what} is not valid Unicode: it holds a lone surrogate (U+{ord(bad[0]):04X}) at character {bad.start()}"
+    bad = controls.search(text)
+    if bad:
+        return f"the {what} holds control character U+{ord(bad[0]):04X} at character {bad.start()}"
+    return None
+
+
+def _clean(proposal: str, *, cap: int = MAX_PROPOSAL_CHARS, controls: re.Pattern[str] = TEXT_CONTROLS) -> str:
+    """The proposal, stripped, once it passed the door; InvalidProposal with the reason if not."""
+    reason = text_refusal(proposal, cap=cap, controls=controls)
+    if reason:
+        raise InvalidProposal(reason)
     text = proposal.strip()
     if not text:
         raise InvalidProposal("the proposal is empty")
@@ -163,15 +199,56 @@ class KeyedRules:
         return [Edit(key=category, before=state.get(category), after=text)]
 
 
-_FILE_BLOCK = re.compile(r'<file path="([^"]+)">\n?(.*?)</file>', re.DOTALL)
-_DELETE_TAG = re.compile(r'<delete path="([^"]+)"\s*/>')
+_OPEN_FILE, _CLOSE_FILE, _OPEN_DELETE = '<file path="', "</file>", '<delete path="'
+_CLOSE_DELETE = re.compile(r"\s*/>")  # linear: greedy blanks, then a fixed "/>"
 
 
 def parse_file_blocks(proposal: str) -> dict[str, str | None]:
-    """Read `<file path="p">text</file>` and `<delete path="p"/>` blocks: {path: text or None}."""
-    files: dict[str, str | None] = {p: t for p, t in _FILE_BLOCK.findall(proposal)}
-    files.update((p, None) for p in _DELETE_TAG.findall(proposal))
+    """Read `<file path="p">text</file>` and `<delete path="p"/>` blocks: {path: text or None}.
+
+    A path is the non-empty text up to the next quote; one newline after the opening tag is not
+    content; a block ends at the first `</file>`; a later block of a path wins, and a delete tag
+    (read anywhere, inside a block too) beats a block. Linear time: each scan moves forward.
+    parse_file_blocks('<file path="a.md">\\nhi\\n</file><delete path="b.md"/>') == {"a.md": "hi\\n", "b.md": None}
+    """
+    files: dict[str, str | None] = dict(_file_blocks(proposal))
+    files.update((path, None) for path in _delete_tags(proposal))
     return files
+
+
+def _quoted(text: str, start: int) -> tuple[str, int]:
+    """The text from `start` to the next quote and that quote's index; index -1 if none follows."""
+    end = text.find('"', start)
+    return (text[start:end], end) if end != -1 else ("", -1)
+
+
+def _file_blocks(text: str) -> Iterator[tuple[str, str]]:
+    at = text.find(_OPEN_FILE)
+    while at != -1:
+        path, quote = _quoted(text, at + len(_OPEN_FILE))
+        if quote == -1:
+            return  # no quote left: no later tag can end its path either
+        if not path or not text.startswith(">", quote + 1):
+            at = text.find(_OPEN_FILE, at + 1)  # not a tag; one may start inside what was read
+            continue
+        body = quote + 2 + text.startswith("\n", quote + 2)
+        end = text.find(_CLOSE_FILE, body)
+        if end == -1:
+            return  # no </file> left: no later block can close, so none is searched for again
+        yield path, text[body:end]
+        at = text.find(_OPEN_FILE, end + len(_CLOSE_FILE))
+
+
+def _delete_tags(text: str) -> Iterator[str]:
+    at = text.find(_OPEN_DELETE)
+    while at != -1:
+        path, quote = _quoted(text, at + len(_OPEN_DELETE))
+        if quote == -1:
+            return
+        closed = _CLOSE_DELETE.match(text, quote + 1) if path else None
+        if closed:
+            yield path
+        at = text.find(_OPEN_DELETE, closed.end() if closed else at + 1)
 
 
 class FileTree:
@@ -216,7 +293,7 @@ class FileTree:
         return {p: t for p, t in tree.items() if is_frozen(p, self.frozen)}
 
     def edits_for(self, state: Mapping[str, str], proposal: str) -> list[Edit]:
-        files = parse_file_blocks(_clean(proposal))
+        files = parse_file_blocks(_clean(proposal, cap=MAX_TREE_PROPOSAL_CHARS, controls=NUL_ONLY))
         if not files:
             raise InvalidProposal('no <file path="...">...</file> or <delete path="..."/> block found')
         return [Edit(key=p, before=state.get(p), after=t) for p, t in files.items()]

@@ -1,13 +1,25 @@
-"""A fusion policy that asks a model to merge two edits of one key that git cannot merge."""
+"""A fusion policy that asks a model to merge two edits of one key that git cannot merge.
+
+The model's reply is checked at the door before it is read (a size cap, valid Unicode, no NUL),
+and the merged text read out of it meets the control-code rule admission applies to every new
+text: a fused text reaches the ledger without passing admission again. A reply that fails either
+check is unreadable and the edits stay in conflict; the reason is logged.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 
 from agentdescent.agents.base import Model
+from agentdescent.artifacts.strategies import NUL_ONLY, text_refusal
 from agentdescent.reflect.reflector import tagged
 from agentdescent.reflect.templates import fill, template
 from agentdescent.step.policies import ThreeWayMerge
+
+log = logging.getLogger(__name__)
+
+MAX_REPLY_CHARS = 2_000_000  # one key's merged text (a whole file, at most) and the prose around it
 
 
 class LLMFusion:
@@ -23,11 +35,22 @@ class LLMFusion:
         if merged is not False or ours is None or theirs is None:
             return merged
         reply = self.model(fill(template("fusion"), base=base or "", ours=ours, theirs=theirs))
-        text = tagged(reply, "merged")
+        text = self._read(reply)
         self.stats["merged" if text else "unreadable"] += 1
         if not text:
             return False
         return text + "\n" if ours.endswith("\n") and not text.endswith("\n") else text
+
+    def _read(self, reply: str) -> str | None:
+        """The merged text in `reply`, or None when there is none or it must not be used."""
+        refused = text_refusal(reply, cap=MAX_REPLY_CHARS, controls=NUL_ONLY, what="fusion reply")
+        text = None if refused else tagged(reply, "merged")
+        if text:
+            refused = text_refusal(text, cap=MAX_REPLY_CHARS, what="merged text")
+        if refused:
+            log.warning("llm_fusion: %s; the edits stay in conflict", refused)
+            return None
+        return text
 
 
 def llm_fusion(model: Model) -> LLMFusion:

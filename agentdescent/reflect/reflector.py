@@ -5,41 +5,80 @@
 
 Models wrap answers in prose, code fences, quotes and markdown; the parsers here look for the
 asked-for tags first and fall back to what a reply plainly says. An empty or unreadable reply
-is no proposal, and is counted. What it leaves out: calling the model robustly (the clients in
-`agentdescent.agents` retry and time out) and deciding whether a proposal helps (the aggregator).
+is no proposal, and is counted. A reply is checked at the door before it is read (a size cap,
+valid Unicode, no NUL); one that fails is an invalid proposal with the reason. Every reader here
+runs in time linear in the reply: plain `find` scans, and regexes with no nested or adjacent
+repeats that could backtrack over one another. What it leaves out: calling the model robustly
+(the clients in `agentdescent.agents` retry and time out) and deciding whether a proposal helps
+(the aggregator).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections import Counter
 from collections.abc import Sequence
 
 from agentdescent.agents.base import Model
+from agentdescent.artifacts.strategies import NUL_ONLY, InvalidProposal, text_refusal
 from agentdescent.reflect.templates import fill, template
 from agentdescent.types import Rollout, Task
 
 NONE_REPLY = re.compile(r"^\W*(none|no rule|no change|n/?a|nothing)\W*$", re.IGNORECASE)
-CODE_FENCE = re.compile(r"^```[\w-]*\n(.*?)\n?```\s*$", re.DOTALL)
-_RULE_LINE = re.compile(r"\brule\s*\d*\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE)
+# "rule", blanks and an optional number, a colon. No two repeats can match the same blanks, so a
+# long run of them is crossed once (`\s*\d*\s*` would try every split of it: quadratic).
+_RULE_LINE = re.compile(r"\brule\s*(?:\d+\s*)?:\s*(.+)$", re.IGNORECASE | re.MULTILINE)
+_FENCE_OPEN = re.compile(r"```[\w-]*\n")
+_BULLET = re.compile(r"(?:[-*•]|\d+[.)])\s+")
 MAX_RULE_CHARS = 1000
+MAX_REPLY_CHARS = 200_000  # a rule is at most 1,000 characters; the prose around it is not worth more
+
+
+@functools.lru_cache(maxsize=16)
+def _tag_patterns(tag: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The opening and closing tag as fixed, case-blind patterns: a search for one is linear."""
+    return re.compile(f"<{re.escape(tag)}>", re.IGNORECASE), re.compile(f"</{re.escape(tag)}>", re.IGNORECASE)
 
 
 def tagged(reply: str, tag: str) -> str | None:
-    """The text inside the last <tag>...</tag> of a reply. tagged("x <r>a</r>", "r") == "a" """
-    found = re.findall(rf"<{tag}>\s*(.*?)\s*</{tag}>", reply, re.DOTALL | re.IGNORECASE)
-    return found[-1] if found else None
+    """The text inside the last <tag>...</tag> of a reply, blank space around it stripped; tags
+    match in any case, and a block ends at the first closing tag. tagged("x <r>a</r>", "r") == "a"
+
+    Linear: each search starts where the last one ended, and an opening tag with no closing tag
+    after it ends the scan (no later one can close either)."""
+    opening, closing = _tag_patterns(tag)
+    found, at = None, 0
+    while (start := opening.search(reply, at)) and (end := closing.search(reply, start.end())):
+        found, at = reply[start.end():end.start()].strip(), end.end()
+    return found
+
+
+def fenced(text: str) -> str | None:
+    """The body of a code fence that is all of `text` (blank space after it aside), or None; the
+    newline before the closing fence is not part of it. fenced("```py\\nx = 1\\n```") == "x = 1" """
+    opened = _FENCE_OPEN.match(text)
+    if not opened:
+        return None
+    close = len(text.rstrip()) - 3
+    if close < opened.end() or not text.startswith("```", close):
+        return None
+    if close > opened.end() and text[close - 1] == "\n":
+        close -= 1
+    return text[opened.end():close]
 
 
 def unwrap(text: str) -> str:
     """Strip a code fence, quotes, bold marks and a list bullet around a short answer.
     unwrap('**"Be brief."**') == "Be brief." """
     text = text.strip()
-    fenced = CODE_FENCE.match(text)
-    if fenced:
-        text = fenced.group(1).strip()
-    text = re.sub(r"^(?:[-*•]|\d+[.)])\s+", "", text)
+    body = fenced(text)
+    if body is not None:
+        text = body.strip()
+    bullet = _BULLET.match(text)
+    if bullet:
+        text = text[bullet.end():]
     for _ in range(3):
         stripped = text.strip().strip("*_`").strip().strip("\"'“”‘’").strip()
         if stripped == text:
@@ -49,11 +88,14 @@ def unwrap(text: str) -> str:
 
 
 def parse_rule(reply: str) -> str | None:
-    """One rule from a model's reply, or None for "no rule" and for a reply that holds none.
+    """One rule from a model's reply, or None for "no rule" and for a reply that holds none;
+    ValueError for a reply that is prose, too long, or holds a rule over `MAX_RULE_CHARS`.
 
     parse_rule("<rule>Cite the source.</rule>") == "Cite the source."
     parse_rule("Sure! Rule: cite the source.") == "cite the source."
     """
+    if len(reply) > MAX_REPLY_CHARS:
+        raise ValueError(f"the reply is {len(reply):,} characters; at most {MAX_REPLY_CHARS:,} are read")
     body = tagged(reply, "rule")
     if body is None:
         lines = _RULE_LINE.findall(reply)
@@ -95,6 +137,10 @@ class Reflector:
 
     def _ask(self, rendered: object, cases: Sequence[tuple[Task, str, float]]) -> str | None:
         reply = self.model(fill(self._template, artifact=rendered or "(empty)", cases=describe_cases(cases)))
+        refused = text_refusal(reply, cap=MAX_REPLY_CHARS, controls=NUL_ONLY, what="reply")
+        if refused:  # never parsed; the reason goes with the invalid outcome
+            self._count("unreadable")
+            raise InvalidProposal(refused)
         if not reply.strip():
             self._count("empty")
             return None

@@ -2,6 +2,8 @@
 
     tree_reflector(model, strategy=tree)   file blocks in, validated against the strategy
 
+A reply is checked at the door before it is read (at most `MAX_TREE_PROPOSAL_CHARS` characters,
+valid Unicode, no NUL), then read by the linear `parse_file_blocks`.
 What it leaves out: reading the folder from disk and running an agent in it.
 """
 
@@ -10,9 +12,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from agentdescent.agents.base import Model
-from agentdescent.artifacts.strategies import FileTree, InvalidProposal, parse_file_blocks
+from agentdescent.artifacts.strategies import (
+    MAX_TREE_PROPOSAL_CHARS,
+    NUL_ONLY,
+    FileTree,
+    InvalidProposal,
+    parse_file_blocks,
+    text_refusal,
+)
 from agentdescent.governance import Governance
-from agentdescent.reflect.reflector import CODE_FENCE, NONE_REPLY, Reflector, describe_cases, unwrap
+from agentdescent.reflect.reflector import NONE_REPLY, Reflector, describe_cases, fenced, unwrap
 from agentdescent.reflect.templates import fill, template
 from agentdescent.types import Edit, Task
 
@@ -33,10 +42,11 @@ class TreeReflector(Reflector):
             frozen=", ".join(p for p in sorted(files) if p not in editable) or "(none)",
             max_files=self.strategy.max_keys_per_diff or "any number of", cases=describe_cases(cases),
         ))
-        if NONE_REPLY.match(unwrap(reply)):
-            self._count("none")
-            return None
         try:
+            _check_reply(reply)
+            if NONE_REPLY.match(unwrap(reply)):
+                self._count("none")
+                return None
             proposal = self.validate(reply)
         except InvalidProposal:
             self._count("invalid")
@@ -46,6 +56,7 @@ class TreeReflector(Reflector):
 
     def validate(self, reply: str) -> str:
         """The file blocks of `reply`, re-emitted cleanly, or InvalidProposal saying what is wrong."""
+        _check_reply(reply)
         files = {path: _unfence(text) if text is not None else None for path, text in parse_file_blocks(reply).items()}
         if not files:
             raise InvalidProposal('the reply holds no <file path="..."> or <delete path="..."/> block')
@@ -53,9 +64,12 @@ class TreeReflector(Reflector):
         reason = rules.invalidity([Edit(key=p, after=t) for p, t in files.items()]) or rules.refusal(files.keys())
         if reason:
             raise InvalidProposal(reason)
-        return "\n".join(
+        proposal = "\n".join(
             f'<delete path="{p}"/>' if t is None else f'<file path="{p}">\n{t}</file>' for p, t in files.items()
         )
+        if parse_file_blocks(proposal) != files:  # what was checked must be what the strategy reads back
+            raise InvalidProposal("a file's text holds an unclosed <file or <delete tag that reaches into the next block")
+        return proposal
 
 
 def tree_reflector(model: Model, *, strategy: FileTree, batch: bool = False, instructions: str | None = None) -> TreeReflector:
@@ -69,8 +83,15 @@ def format_files(files: Mapping[str, str]) -> str:
     return "\n".join(f'<file path="{path}">\n{text}</file>' for path, text in sorted(files.items()))
 
 
+def _check_reply(reply: str) -> None:
+    """InvalidProposal, with the reason, for a reply that must not be parsed."""
+    refused = text_refusal(reply, cap=MAX_TREE_PROPOSAL_CHARS, controls=NUL_ONLY, what="reply")
+    if refused:
+        raise InvalidProposal(refused)
+
+
 def _unfence(text: str) -> str:
     """File content a model wrapped in a code fence, unwrapped; a newline at the end kept."""
-    fenced = CODE_FENCE.match(text.strip())
-    body = fenced.group(1) if fenced else text
+    body = fenced(text.strip())
+    body = text if body is None else body
     return body if body.endswith("\n") or not body else body + "\n"
