@@ -57,6 +57,8 @@ def diff(*edits):
         ("/".join(["abcdefgh"] * 120), "longer than 1024 bytes"),
         ("cafe\u0301.md", "NFC"),
         ("a\ud800.md", "lone surrogate"),
+        ('q</file><file path="x.md', "Windows file names cannot"),
+        ("what?.md", "Windows file names cannot"),
     ],
 )
 def test_unsafe_keys_have_a_reason(key, says):

@@ -50,6 +50,9 @@ def unsafe_key_reason(key: object) -> str | None:
         return f"key {key!r} is not valid Unicode (it holds a lone surrogate)"
     if key.startswith("/") or "\\" in key or ":" in key:
         return f"key {key!r} must be a relative path with '/' separators and no drive or stream ':'"
+    reserved = next((c for c in key if c in '<>"|?*'), None)
+    if reserved is not None:
+        return f"key {key!r} holds {reserved!r}, which Windows file names cannot"
     if len(encoded) > MAX_KEY_BYTES:
         return f"key {key[:60]!r}... is longer than {MAX_KEY_BYTES} bytes"
     if unicodedata.normalize("NFC", key) != key:
