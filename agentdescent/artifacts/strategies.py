@@ -11,7 +11,8 @@ and enforced by governance, whose pattern match (`is_frozen`) it shares.
     FileTree     files as keys (a skill folder); proposals are <file path="..."> blocks
 
 Proposals are model output, so they are checked at the door before anything parses them
-(`text_refusal`: a size cap, valid Unicode, no control character the artifact cannot hold), and
+(`governance.text.text_refusal`: a size cap, valid Unicode, no control character the artifact
+cannot hold), and
 every reader here runs in time linear in the proposal.
 """
 
@@ -22,11 +23,11 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from agentdescent.artifacts.state import State
 from agentdescent.errors import UserError
 from agentdescent.governance import clashes, is_frozen, unsafe_key_reason
+from agentdescent.governance.text import CONTROL_CODES, NUL_ONLY, text_refusal
 from agentdescent.types import Edit
-
-State = dict[str, str]
 
 
 class InvalidProposal(ValueError):
@@ -60,33 +61,7 @@ class Strategy(Protocol):
 
 MAX_PROPOSAL_CHARS = 20_000  # a rule, a line or a category's entry: 20x the longest rule a reflector keeps
 MAX_TREE_PROPOSAL_CHARS = 2_000_000  # whole files, a few of them: 10x what governance lets one file hold
-# Text may hold tab, newline and carriage return, no other C0 control code and no DEL: the
-# characters governance refuses at admission, refused here before parsing, with their position.
-TEXT_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-# A container of texts (file blocks in prose, a model's reply) refuses only NUL, which no text
-# artifact can hold (git and `load_tree` read it as binary); the texts read out of it meet
-# TEXT_CONTROLS later, at admission.
-NUL_ONLY = re.compile("\x00")
-_SURROGATE = re.compile("[\ud800-\udfff]")  # in a str, any code point here is an unpaired surrogate
-
-
-def text_refusal(text: str, *, cap: int, controls: re.Pattern[str] = TEXT_CONTROLS, what: str = "proposal") -> str | None:
-    """Why `text` is refused before any parsing (longer than `cap` characters, not valid Unicode,
-    a control character `controls` matches), or None. Each check is one linear pass.
-
-    text_refusal("a\\x00b", cap=10) == "the proposal holds control character U+0000 at character 1" """
-    if len(text) > cap:
-        return f"the {what} is {len(text):,} characters; at most {cap:,} are read"
-    bad = _SURROGATE.search(text)
-    if bad:
-        return f"the {what} is not valid Unicode: it holds a lone surrogate (U+{ord(bad[0]):04X}) at character {bad.start()}"
-    bad = controls.search(text)
-    if bad:
-        return f"the {what} holds control character U+{ord(bad[0]):04X} at character {bad.start()}"
-    return None
-
-
-def _clean(proposal: str, *, cap: int = MAX_PROPOSAL_CHARS, controls: re.Pattern[str] = TEXT_CONTROLS) -> str:
+def _clean(proposal: str, *, cap: int = MAX_PROPOSAL_CHARS, controls: re.Pattern[str] = CONTROL_CODES) -> str:
     """The proposal, stripped, once it passed the door; InvalidProposal with the reason if not."""
     reason = text_refusal(proposal, cap=cap, controls=controls)
     if reason:

@@ -17,19 +17,18 @@ Left out: whether a key is a safe path at all (`paths`), and the test a gated ch
 from __future__ import annotations
 
 import fnmatch
-import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from agentdescent.governance.paths import fold, unsafe_key_reason
+from agentdescent.governance.text import CONTROL_CODES
 from agentdescent.types import Edit
 
 if TYPE_CHECKING:  # strategies import this package for is_frozen
     from agentdescent.artifacts.strategies import Strategy
 
 Layer = Literal["L0", "L1", "L2"]
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # C0 controls and DEL, but tab, LF and CR
 
 SKILL_BLAST_RADIUS: dict[str, Layer] = {
     "hooks/*": "L0",
@@ -129,7 +128,7 @@ class Governance:
                 size = len(edit.after.encode("utf-8"))
             except UnicodeEncodeError:
                 return f"the new text of {edit.key!r} is not valid Unicode (it holds a lone surrogate)"
-            control = _CONTROL.search(edit.after)
+            control = CONTROL_CODES.search(edit.after)
             if control:
                 return (f"the new text of {edit.key!r} holds the control character U+{ord(control.group()):04X}; "
                         "text may hold tabs and line breaks, not terminal or binary control codes")

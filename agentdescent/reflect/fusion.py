@@ -12,7 +12,7 @@ import logging
 from collections import Counter
 
 from agentdescent.agents.base import Model
-from agentdescent.artifacts.strategies import NUL_ONLY, text_refusal
+from agentdescent.governance.text import NUL_ONLY, text_refusal
 from agentdescent.reflect.reflector import tagged
 from agentdescent.reflect.templates import fill, template
 from agentdescent.step.policies import ThreeWayMerge

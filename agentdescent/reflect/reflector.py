@@ -22,7 +22,8 @@ from collections import Counter
 from collections.abc import Sequence
 
 from agentdescent.agents.base import Model
-from agentdescent.artifacts.strategies import NUL_ONLY, InvalidProposal, text_refusal
+from agentdescent.artifacts.strategies import InvalidProposal
+from agentdescent.governance.text import NUL_ONLY, text_refusal
 from agentdescent.reflect.templates import fill, template
 from agentdescent.types import Rollout, Task
 

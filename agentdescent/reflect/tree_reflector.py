@@ -12,15 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from agentdescent.agents.base import Model
-from agentdescent.artifacts.strategies import (
-    MAX_TREE_PROPOSAL_CHARS,
-    NUL_ONLY,
-    FileTree,
-    InvalidProposal,
-    parse_file_blocks,
-    text_refusal,
-)
+from agentdescent.artifacts.strategies import MAX_TREE_PROPOSAL_CHARS, FileTree, InvalidProposal, parse_file_blocks
 from agentdescent.governance import Governance
+from agentdescent.governance.text import NUL_ONLY, text_refusal
 from agentdescent.reflect.reflector import NONE_REPLY, Reflector, describe_cases, fenced, unwrap
 from agentdescent.reflect.templates import fill, template
 from agentdescent.types import Edit, Task

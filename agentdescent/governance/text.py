@@ -1,0 +1,31 @@
+"""What text may hold: the one door every model reply, proposal and new file text passes first.
+
+Text may hold tab, newline and carriage return, and no other C0 control code nor DEL
+(`CONTROL_CODES`); a container of texts (a model's reply, file blocks in prose) is held only to
+no NUL (`NUL_ONLY`), since the texts read out of it meet `CONTROL_CODES` at admission. No text
+may hold a lone surrogate: no UTF-8 spells it. Left out: what the text means.
+"""
+
+from __future__ import annotations
+
+import re
+
+CONTROL_CODES = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+NUL_ONLY = re.compile("\x00")
+_SURROGATE = re.compile("[\ud800-\udfff]")  # in a str, any code point here is an unpaired surrogate
+
+
+def text_refusal(text: str, *, cap: int, controls: re.Pattern[str] = CONTROL_CODES, what: str = "proposal") -> str | None:
+    """Why `text` is refused before any parsing (longer than `cap` characters, not valid Unicode,
+    a control character `controls` matches), or None. Each check is one linear pass.
+
+    text_refusal("a\\x00b", cap=10) == "the proposal holds control character U+0000 at character 1" """
+    if len(text) > cap:
+        return f"the {what} is {len(text):,} characters; at most {cap:,} are read"
+    bad = _SURROGATE.search(text)
+    if bad:
+        return f"the {what} is not valid Unicode: it holds a lone surrogate (U+{ord(bad[0]):04X}) at character {bad.start()}"
+    bad = controls.search(text)
+    if bad:
+        return f"the {what} holds control character U+{ord(bad[0]):04X} at character {bad.start()}"
+    return None
