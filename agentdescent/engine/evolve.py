@@ -119,6 +119,7 @@ def evolve(
     usage = Usage()
     calls = make_executor(executor, max_concurrency or min(128, max(32, 4 * n_workers)), name="agentdescent-call")
     workers = ThreadExecutor(n_workers, name="agentdescent-worker")
+    result: EvolveResult | None = None
     try:
         evaluator = Evaluator(strategy=strategy, run=run, reward=reward, pool=calls, usage=usage, timeout=rollout_timeout)
         aggregator = (aggregator_factory or Aggregator)(
@@ -144,9 +145,9 @@ def evolve(
         )
         result = loop.run()
     finally:
-        cut_short = "result" not in locals() or result.error is not None
-        workers.shutdown(wait=not cut_short)  # a stopped run does not wait for work still in flight
-        calls.shutdown(wait=not cut_short)
+        finished = result is not None and result.error is None
+        workers.shutdown(wait=finished)  # a stopped run does not wait for work still in flight
+        calls.shutdown(wait=finished)
         ledger.close()
     return result
 
