@@ -7,6 +7,7 @@ import tempfile
 
 import pytest
 
+from agentdescent.agents.redact import DEBUG_HTTP_ENV
 from agentdescent.artifacts.strategies import AppendRules
 from agentdescent.engine.evaluation import Evaluator, Usage
 from agentdescent.engine.executors import ThreadExecutor
@@ -25,6 +26,19 @@ def temporary_folders_under_pytest(tmp_path_factory, monkeypatch):
     folder = tmp_path_factory.mktemp("tmp")
     monkeypatch.setattr(tempfile, "tempdir", str(folder))
     monkeypatch.setenv("TMPDIR", str(folder))
+
+
+# what would point a client at a real provider, a proxy or a key: a test that builds clients clears them
+PROVIDER_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "DEEPSEEK_API_KEY",
+                "DEEPSEEK_BASE_URL", "HF_TOKEN", "HF_ENDPOINT", DEBUG_HTTP_ENV, "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
+                "http_proxy", "https_proxy", "all_proxy")
+
+
+@pytest.fixture
+def no_provider_env(monkeypatch):
+    """None of the machine's keys, endpoints or proxies: the test sets what it needs."""
+    for name in PROVIDER_ENV:
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture

@@ -21,14 +21,9 @@ from tests.loopback import LoopbackServer, Response, anthropic_messages, closed_
 
 KEY = "sk-test-4f1c0ffee0123456789"
 FAST = {"backoff": (0.001, 0.005)}
-ENV = ["OPENAI_API_KEY", "OPENAI_BASE_URL", "DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL", "ANTHROPIC_API_KEY",
-       "ANTHROPIC_BASE_URL", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"]
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for name in ENV:
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_provider_env")
 
 
 @pytest.fixture

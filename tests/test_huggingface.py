@@ -82,12 +82,10 @@ def server():
 
 
 @pytest.fixture
-def hub(server, tmp_path, monkeypatch):
+def hub(server, tmp_path, monkeypatch, no_provider_env):
     """The fake server with a clean log; no token, no HF_ENDPOINT, the cache under tmp_path."""
     server.requests.clear()
     server.forced.clear()
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.delenv("HF_ENDPOINT", raising=False)
     monkeypatch.setenv("AGENTDESCENT_CACHE", str(tmp_path / "cache-root"))
     return server
 

@@ -29,15 +29,10 @@ from tests.loopback import LoopbackServer, Response, anthropic_messages, openai_
 CANARY = "sk-canary-7f3a9c2e1b5d"
 CORE = "7f3a9c2e1b5d"  # the canary's random part: found alone, it is a leak too
 ODD = 'hf_a"b\\c/d é€😀+&x'  # every character class an encoder treats differently
-ENV = ["OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "DEEPSEEK_API_KEY", "HF_TOKEN",
-       "HF_ENDPOINT", DEBUG_HTTP_ENV, "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"]
 FAST = {"backoff": (0.001, 0.005), "max_retries": 2}
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for name in ENV:
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_provider_env")
 
 
 @pytest.fixture
