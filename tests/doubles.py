@@ -42,6 +42,25 @@ def router(**options) -> EvolveResult:
                   propose=RouterReflector(kind, seed=seed), strategy=demo_strategy(kind), seed=seed, **options)
 
 
+class InFlight:
+    """`with in_flight:` around a piece of work counts the callers inside it at once; `peak` is
+    the most it has seen."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now = 0
+        self.peak = 0
+
+    def __enter__(self) -> None:
+        with self.lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+
+    def __exit__(self, *exc_info) -> None:
+        with self.lock:
+            self.now -= 1
+
+
 class CountingRun:
     """Answers the gold when the rendered playbook says "answer"; counts calls under a lock."""
 

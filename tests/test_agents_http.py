@@ -17,6 +17,7 @@ from agentdescent.agents.base import ModelUsage, estimate_tokens, metering
 from agentdescent.agents.http import join_url, retry_after_seconds
 from agentdescent.agents.openai_compat import deepseek, openai_compatible
 from agentdescent.errors import AgentError, UserError
+from tests.doubles import InFlight
 from tests.loopback import LoopbackServer, Response, anthropic_messages, closed_port_url, openai_chat
 
 KEY = "sk-test-4f1c0ffee0123456789"
@@ -290,15 +291,11 @@ def test_metering_collects_calls_made_inside_it_and_its_threads(keyed):
 
 
 def test_max_concurrency_bounds_requests_in_flight(keyed):
-    chat, lock, state = openai_chat(lambda prompt: "ok"), threading.Lock(), {"now": 0, "peak": 0}
+    chat, in_flight = openai_chat(lambda prompt: "ok"), InFlight()
 
     def counting(request):
-        with lock:
-            state["now"] += 1
-            state["peak"] = max(state["peak"], state["now"])
-        time.sleep(0.03)
-        with lock:
-            state["now"] -= 1
+        with in_flight:
+            time.sleep(0.03)
         return chat(request)
 
     with LoopbackServer(counting) as server:
@@ -309,7 +306,7 @@ def test_max_concurrency_bounds_requests_in_flight(keyed):
         for thread in threads:
             thread.join()
     assert len(server.requests) == 16 and model.usage.calls == 16 and model.usage.failures == 0
-    assert 1 <= state["peak"] <= 3
+    assert 1 <= in_flight.peak <= 3
 
 
 # Small helpers.

@@ -12,7 +12,7 @@ import pytest
 from agentdescent import AppendRules, KeyedRules, Policies, Task, UserError, events, evolve
 from agentdescent.cli.demo import route
 from agentdescent.engine.units import check_reward
-from tests.doubles import echo, numbered_tasks, router, year_program
+from tests.doubles import InFlight, echo, numbered_tasks, router, year_program
 
 
 def test_smallest_program_reaches_full_reward(tmp_path):
@@ -62,19 +62,15 @@ def test_patience_and_call_budget_stop_the_run():
 
 def test_workers_and_the_gate_run_in_parallel():
     """Rollouts, acceptance and held-out evaluation must overlap, not queue behind one another."""
-    lock, live, peak = threading.Lock(), [0], [0]
+    in_flight = InFlight()
 
     def slow_route(rendered, task):
-        with lock:
-            live[0] += 1
-            peak[0] = max(peak[0], live[0])
-        time.sleep(0.01)
-        with lock:
-            live[0] -= 1
+        with in_flight:
+            time.sleep(0.01)
         return route(rendered, task)
 
     router(run=slow_route, rounds=2, n_workers=4, max_concurrency=16)
-    assert peak[0] >= 8
+    assert in_flight.peak >= 8
 
 
 def test_events_arrive_in_order():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,6 +13,7 @@ from agentdescent.agents import claude_code, scripted
 from agentdescent.artifacts.workspace import AgentOutput, tree_runner
 from agentdescent.errors import AgentError, UserError
 from agentdescent.types import Task
+from tests.doubles import InFlight
 
 FAKES = Path(__file__).parent / "fake_clis"
 TREE = {"SKILL.md": "# Router\nbe brief\n", "references/api.md": "api\n", "hooks/pre.sh": "changed by a diff\n"}
@@ -70,24 +70,19 @@ def test_a_failed_rollout_keeps_its_workspace_only_when_asked(tmp_path):
 
 
 def test_concurrent_rollouts_see_their_own_candidate_and_live_workspaces_are_bounded(tmp_path):
-    lock, live, peak = threading.Lock(), [0], [0]
+    in_flight = InFlight()
 
     def agent(prompt, cwd):
-        with lock:
-            live[0] += 1
-            peak[0] = max(peak[0], live[0])
-        time.sleep(0.01)
-        text = Path(cwd, "SKILL.md").read_text(encoding="utf-8")
-        with lock:
-            live[0] -= 1
-        return text
+        with in_flight:
+            time.sleep(0.01)
+            return Path(cwd, "SKILL.md").read_text(encoding="utf-8")
 
     run = tree_runner(scripted(agent), layout="root", max_workspaces=4, workdir=tmp_path)
     candidates = [{"SKILL.md": f"candidate {i}\n"} for i in range(24)]
     with ThreadPoolExecutor(16) as pool:
         answers = list(pool.map(lambda tree: run(tree, TASK), candidates))
     assert answers == [tree["SKILL.md"] for tree in candidates]
-    assert peak[0] == 4 and len(list(tmp_path.iterdir())) <= 4  # clean ones wait for their candidate again
+    assert in_flight.peak == 4 and len(list(tmp_path.iterdir())) <= 4  # clean ones wait for their candidate again
     run.close()
     assert list(tmp_path.iterdir()) == []
 
