@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from agentdescent.engine.evaluation import Usage
 
@@ -50,24 +50,17 @@ class Patience:
 
 
 @dataclass(frozen=True)
-class CallBudget:
-    max_calls: int
+class Budget:
+    """At most `limit` model calls or tokens, whichever `unit` says."""
+
+    unit: Literal["calls", "tokens"]
+    limit: int
 
     def __call__(self, progress: Progress, usage: Usage) -> str | None:
-        if usage.calls + max(progress.round_calls, 1) > self.max_calls:
-            return (f"the call budget would not cover another round ({usage.calls} spent, the last round "
-                    f"took {progress.round_calls}, max_calls={self.max_calls})")
-        return None
-
-
-@dataclass(frozen=True)
-class TokenBudget:
-    max_tokens: int
-
-    def __call__(self, progress: Progress, usage: Usage) -> str | None:
-        if usage.tokens + max(progress.round_tokens, 1) > self.max_tokens:
-            return (f"the token budget would not cover another round ({usage.tokens} spent, the last round "
-                    f"took {progress.round_tokens}, max_tokens={self.max_tokens})")
+        spent, last_round = getattr(usage, self.unit), getattr(progress, f"round_{self.unit}")
+        if spent + max(last_round, 1) > self.limit:
+            return (f"the {self.unit[:-1]} budget would not cover another round ({spent} spent, the last round "
+                    f"took {last_round}, max_{self.unit}={self.limit})")
         return None
 
 
@@ -80,9 +73,9 @@ def stop_rules(*, target_reward: float | None, patience: int | None, max_calls: 
     if patience is not None:
         rules.append(Patience(patience))
     if max_calls is not None:
-        rules.append(CallBudget(max_calls))
+        rules.append(Budget("calls", max_calls))
     if max_tokens is not None:
-        rules.append(TokenBudget(max_tokens))
+        rules.append(Budget("tokens", max_tokens))
     return rules
 
 
