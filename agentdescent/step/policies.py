@@ -222,10 +222,11 @@ class BetaAcceptance:
     """Accept when P(improvement) under the paired Beta posterior reaches `threshold`.
 
     Each candidate is scored on its own evidence tasks plus a seeded sample of `size` train
-    tasks, one per head version, shared by every diff the step judges. The sample is what catches a rule that fixes its own task
-    but breaks others, and it is the same size whether one diff is judged or sixteen: evidence
-    tasks are chosen for failing, so a set made mostly of other diffs' evidence would hide
-    exactly that harm. `min_tasks` and `min_decisive` refuse to decide on too little evidence.
+    tasks, one per head version, shared by every diff the step judges. The sample is what
+    catches a rule that fixes its own task but breaks others, and it is the same size whether
+    one diff is judged or sixteen: evidence tasks are chosen for failing, so a set made mostly
+    of other diffs' evidence would hide exactly that harm. `min_tasks` and `min_decisive` refuse
+    to decide on too little evidence.
     """
 
     threshold: float = 0.7
