@@ -1,14 +1,14 @@
 """Model faults, each on its own task: the run completes, and each fault is a recorded failure.
 
 A loopback server speaks the chat-completions API. By the task in the prompt it answers normally,
-or with a storm of 429s (Retry-After 0) that ends, a 500 every time, a hang past the client's
+or with a storm of 429s (Retry-After 0) that ends within the client's retries, a 500 every time, a hang past the client's
 timeout, a body that is not JSON, an empty completion, a 1 MB completion, or bytes that are not
 UTF-8.
 """
 
 from __future__ import annotations
 
-import itertools
+import collections
 import re
 import threading
 
@@ -23,14 +23,18 @@ REPLY = {"ok": "2026", "storm": "2026"}
 
 
 def serve():
-    storms = itertools.count()
+    # counted per prompt (one task on one rendered state, which the evaluator runs once), so that
+    # two storm tasks in flight do not take each other's answers; two refusals, then an answer,
+    # leaves the client's four attempts one to spare for an attempt a busy machine timed out
+    storms: collections.Counter[str] = collections.Counter()
     lock = threading.Lock()
 
     def reply(prompt: str):
         kind = re.search(r"task: (\S+)", prompt).group(1)
         if kind == "storm":
             with lock:
-                if next(storms) % 4 < 3:  # three refusals, then an answer, again and again
+                storms[prompt] += 1
+                if storms[prompt] % 3:
                     return Response(status=429, headers={"Retry-After": "0"}, body={"error": {"message": "slow down"}})
         if kind == "server-error":
             return Response(status=500, body={"error": {"message": "boom"}})
@@ -53,13 +57,13 @@ def serve():
 def model(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-faults-0000")
     with LoopbackServer(serve()) as server:
-        yield openai_compatible("fault-model", base_url=server.url, timeout=0.5, max_retries=3, backoff=(0.0, 0.01))
+        yield openai_compatible("fault-model", base_url=server.url, timeout=1.5, max_retries=3, backoff=(0.0, 0.01))
 
 
 def test_each_model_fault_is_a_recorded_failure_and_the_run_completes(model, tmp_path):
     kinds = ["ok"] * 6 + FAULTS * 2
     tasks = [Task(id=f"{kind}-{i}", prompt=kind) for i, kind in enumerate(kinds)]
-    result = evolve(tasks, lambda task, output: float("2026" in output), run=lambda r, t: model(f"task: {t.prompt}"),
+    result = evolve(tasks, lambda task, output: float("2026" in output), run=lambda r, t: model(f"task: {t.prompt} {t.id}\n{r}"),
                     propose=lambda *a: "always state the year", rounds=2, n_workers=2, held_out_frac=0.25,
                     store=tmp_path / "ledger")
     assert result.error is None and result.stop_reason.startswith("ran all")
