@@ -3,6 +3,7 @@
     AgentDescentError            anything this package raises on purpose
     ├── UserError                bad input or configuration: the message names the problem and the fix
     ├── AgentError               a model or agent call failed after its retries: what it answered
+    ├── Cancelled                the run was cancelled (`CancelToken.cancel`) while this waited
     └── LedgerError              the git ledger could not be read or written
         └── HeadMoved            a compare-and-swap lost: another writer moved `dev` first
 
@@ -23,6 +24,11 @@ class UserError(AgentDescentError, ValueError):
 class AgentError(AgentDescentError):
     """A model or CLI agent failed: the server's answer, the exit code or the stderr tail is in the
     message. Inside `evolve` it is a failed rollout or proposal, not the end of the run."""
+
+
+class Cancelled(AgentDescentError):
+    """The run was cancelled: work still in flight fails with this, and `evolve` returns what was
+    committed, with `result.error` set."""
 
 
 class LedgerError(AgentDescentError):

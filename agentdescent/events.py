@@ -1,10 +1,15 @@
-"""Typed progress events that `evolve(on_event=...)` receives, in order, on the engine's thread."""
+"""Typed progress events that `evolve(on_event=...)` receives, in order, on the engine's thread.
+
+Each is plain data (a frozen dataclass of JSON-friendly fields), so that the run store can write
+them to `events.jsonl` and a watcher in another process can read them back (`to_json`, `from_json`).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
-from agentdescent.types import Outcome
+from agentdescent.types import Diff, Outcome
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -15,6 +20,16 @@ class RunStarted:
     held_out: int
     version: int
     ledger: str
+    temporary: bool = False  # the ledger is a new temporary folder (no store= was given)
+    continued_from: int | None = None  # the store already held this artifact, at this version
+    resumed_round: int | None = None  # an interrupted run of the same settings continues at this round
+
+
+@dataclass(frozen=True, kw_only=True)
+class Warned:
+    """Something the user should know about that does not stop the run."""
+
+    message: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,6 +42,7 @@ class RoundStarted:
 class DiffOutcome:
     round: int
     outcome: Outcome
+    diff: Diff | None = None  # the diff itself (None for a proposal that never became one)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,4 +73,26 @@ class RunEnded:
     final_reward: float
 
 
-Event = RunStarted | RoundStarted | DiffOutcome | Committed | Evaluated | RoundEnded | RunEnded
+Event = RunStarted | Warned | RoundStarted | DiffOutcome | Committed | Evaluated | RoundEnded | RunEnded
+EVENTS: dict[str, type] = {kind.__name__: kind for kind in Event.__args__}  # type: ignore[attr-defined]
+
+
+def to_json(event: Event) -> dict[str, Any]:
+    """{"event": "Committed", "round": 2, ...}: one line of a run's events.jsonl."""
+    data = asdict(event)
+    if isinstance(event, DiffOutcome):  # pydantic models, which asdict leaves as objects
+        data["outcome"] = event.outcome.model_dump(mode="json")
+        data["diff"] = None if event.diff is None else event.diff.model_dump(mode="json")
+    return {"event": type(event).__name__, **data}
+
+
+def from_json(data: dict[str, Any]) -> Event:
+    """The inverse of `to_json`; a `KeyError` or `TypeError` for a line that is not an event."""
+    kind = EVENTS[data["event"]]
+    values = {f.name: data[f.name] for f in fields(kind) if f.name in data}
+    if kind is DiffOutcome:
+        values["outcome"] = Outcome.model_validate(values["outcome"])
+        values["diff"] = None if values.get("diff") is None else Diff.model_validate(values["diff"])
+    if kind is Committed:
+        values["diff_ids"] = tuple(values["diff_ids"])
+    return kind(**values)

@@ -52,6 +52,7 @@ class EvolveResult:
     initial_version: int  # the stable version the run started from
     initial_state: dict[str, str] = field(default_factory=dict)  # the artifact at `initial_version`
     frozen: tuple[str, ...] = field(default=())
+    warnings: list[str] = field(default_factory=list)  # what the run's Warned events said
 
     @property
     def ledger(self) -> Ledger:

@@ -65,6 +65,17 @@ class Dispatcher:
         self.stop()
         return self.collect(wait_all=True) if self.outstanding else []
 
+    def skip(self, turns: int) -> None:
+        """Number the next turn `turns`: a resumed run goes on where its sampler left off."""
+        with self._lock:
+            self._turns = turns
+
+    @property
+    def turns(self) -> int:
+        """Turns dispatched so far."""
+        with self._lock:
+            return self._turns
+
     @property
     def outstanding(self) -> int:
         with self._lock:

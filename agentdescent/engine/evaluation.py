@@ -11,8 +11,9 @@ and stops the run with a `UserError`.
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -77,15 +78,41 @@ class Usage(Tally):
             if len(self.errors) < 20:
                 self.errors.append(message)
 
+    def as_record(self) -> dict:
+        """Plain data for a checkpoint or a stored result; `from_record` reads it back."""
+        with self._lock:
+            counts = {name: getattr(self, name) for name in COUNTERS}
+            errors = list(self.errors)
+        return {**counts, "errors": errors, "model": self.model.as_dict()}
+
+    @classmethod
+    def from_record(cls, record: Mapping) -> Usage:
+        usage = cls()
+        usage.load(record)
+        return usage
+
+    def load(self, record: Mapping) -> None:
+        """Replace every count with those of `record` (an `as_record`): a resumed run's spending so far."""
+        model = ModelUsage()
+        model.add(**record.get("model", {}))
+        with self._lock:
+            for name in COUNTERS:
+                setattr(self, name, record.get(name, 0))
+            self.errors, self.model = list(record.get("errors", [])), model
+
+
+COUNTERS = ("rollouts", "proposals", "failures", "cache_hits", "cache_misses")
+
 
 class Evaluator:
     """Runs and scores states on tasks through a call pool, sharing one cache."""
 
     def __init__(
         self, *, strategy: Strategy, run: RunFn, reward: RewardFn, pool: Executor, usage: Usage,
-        timeout: float | None = None,
+        timeout: float | None = None, journal: Callable[[str, Rollout], None] | None = None,
     ) -> None:
         self._timeout = timeout  # seconds a rollout may take before it is a failure (None: no limit)
+        self._journal = journal  # hears of every rollout that ran, with its state's hash (a resumable run keeps it)
         self._strategy = strategy
         self._run = run
         self._reward = reward
@@ -116,6 +143,14 @@ class Evaluator:
         """Start every state on every task (cached ones are not re-run) without waiting."""
         return [self._submit_row(state, tasks) for state in states]
 
+    def preload(self, rollouts: Sequence[tuple[str, Rollout]]) -> None:
+        """Put rollouts an earlier process of this run measured (state hash, rollout) in the cache."""
+        with self._lock:
+            for key, rollout in rollouts:
+                future: Future[Rollout] = Future()
+                future.set_result(rollout)
+                self._cache.setdefault(key, {})[rollout.task.id] = future
+
     def known(self, state: Mapping[str, str]) -> dict[str, float]:
         """The rewards of `state` measured so far, by task id, without running anything."""
         with self._lock:
@@ -133,7 +168,7 @@ class Evaluator:
                     if rendered is None:  # once per state, and only when something is to be run
                         rendered = self._strategy.render(state)
                     future = self._pool.submit(roll_out, self._run, self._reward, rendered, task, self._timeout,
-                                               then=self._counted)
+                                               then=functools.partial(self._counted, key))
                     row[task.id] = future
                 else:
                     hits += 1
@@ -142,6 +177,8 @@ class Evaluator:
             self.usage.add(cache_hits=hits)
         return futures
 
-    def _counted(self, rollout: Rollout) -> Rollout:
+    def _counted(self, key: str, rollout: Rollout) -> Rollout:
         self.usage.count_rollout(rollout)
+        if self._journal is not None:
+            self._journal(key, rollout)
         return rollout

@@ -13,13 +13,15 @@ from pathlib import Path
 
 from agentdescent import events as ev
 from agentdescent.artifacts.strategies import AppendRules, Strategy
+from agentdescent.engine.cancel import CancelToken
+from agentdescent.engine.checkpoint import RunFiles, fingerprint
 from agentdescent.engine.evaluation import Evaluator, RewardFn, RunFn, Usage
 from agentdescent.engine.executors import EXECUTORS, ThreadExecutor, make_executor
 from agentdescent.engine.loop import Loop, Shape
 from agentdescent.engine.sampling import AcceptanceSamples, Sampler
 from agentdescent.engine.stopping import stop_rules
 from agentdescent.engine.worker import ProposeFn, Worker, WorkerConfig
-from agentdescent.errors import UserError
+from agentdescent.errors import Cancelled, UserError
 from agentdescent.governance import Governance, Layer
 from agentdescent.ledger import Ledger
 from agentdescent.result import EvolveResult
@@ -28,6 +30,7 @@ from agentdescent.step.gate import Approve
 from agentdescent.types import Task
 
 PARALLEL = ("dp",)
+TEMPORARY_LEDGER_PREFIX = "agentdescent-ledger-"  # a run without store= keeps its ledger in such a temp folder
 
 
 def evolve(
@@ -60,6 +63,7 @@ def evolve(
     seed: int = 0,
     store: str | Path | None = None,
     on_event: Callable[[ev.Event], None] | None = None,
+    cancel: CancelToken | None = None,
 ) -> EvolveResult:
     """Improve an artifact on `tasks` and return the best held-out version.
 
@@ -114,14 +118,18 @@ def evolve(
                    max_concurrency=max_concurrency, parallel=parallel, executor=executor,
                    lag_budget=lag_budget, target_reward=target_reward, max_calls=max_calls, max_tokens=max_tokens,
                    rollout_timeout=rollout_timeout)
-    ledger = Ledger(store if store is not None else tempfile.mkdtemp(prefix="agentdescent-ledger-"))
+    ledger = Ledger(store if store is not None else tempfile.mkdtemp(prefix=TEMPORARY_LEDGER_PREFIX))
+    files = RunFiles(ledger.path)
     governance = Governance.of(strategy, blast_radius)
     usage = Usage()
     calls = make_executor(executor, max_concurrency or min(128, max(32, 4 * n_workers)), name="agentdescent-call")
     workers = ThreadExecutor(n_workers, name="agentdescent-worker")
+    if cancel is not None:
+        cancel.on_cancel(lambda: [pool.abandon(Cancelled(cancel.reason)) for pool in (workers, calls)])
     result: EvolveResult | None = None
     try:
-        evaluator = Evaluator(strategy=strategy, run=run, reward=reward, pool=calls, usage=usage, timeout=rollout_timeout)
+        evaluator = Evaluator(strategy=strategy, run=run, reward=reward, pool=calls, usage=usage, timeout=rollout_timeout,
+                              journal=files.record)
         aggregator = (aggregator_factory or Aggregator)(
             ledger=ledger, artifact_id=artifact_id, governance=governance, policies=policies,
             train=train, score=evaluator.score, lag_budget=lag_budget, oracle=held_out, approve=approve,
@@ -141,13 +149,15 @@ def evolve(
             shape=Shape(rounds=rounds, n_workers=n_workers, asynchronous=asynchronous, seed=seed),
             stop_rules=stop_rules(target_reward=target_reward, patience=patience, max_calls=max_calls,
                                   max_tokens=max_tokens),
-            emit=on_event or (lambda event: None),
+            emit=on_event or (lambda event: None), files=files, cancel=cancel, temporary=store is None,
+            fingerprint=fingerprint(artifact_id=artifact_id, strategy=strategy, seed=seed, train=train, held_out=held_out),
         )
         result = loop.run()
     finally:
         finished = result is not None and result.error is None
         workers.shutdown(wait=finished)  # a stopped run does not wait for work still in flight
         calls.shutdown(wait=finished)
+        files.close()
         ledger.close()
     return result
 

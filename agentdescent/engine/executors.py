@@ -11,7 +11,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -24,7 +24,8 @@ EXECUTORS = ("thread",)
 
 
 class Executor(Protocol):
-    """Runs callables concurrently; `shutdown` drops queued work and, with `wait`, waits for running work.
+    """Runs callables concurrently; `shutdown` drops queued work and, with `wait`, waits for running
+    work; `abandon(error)` fails every future not yet done with `error` at once (a cancelled run).
 
     `submit(fn, *args, then=None)` returns a `concurrent.futures.Future` of `fn(*args)`, or of
     `then(fn(*args))`: `then` runs in this process, before the future completes, so that what it
@@ -34,6 +35,8 @@ class Executor(Protocol):
     def submit(self, fn: Callable[..., T], *args: Any, then: Callable[[T], R] | None = None) -> Future[R]: ...
 
     def shutdown(self, *, wait: bool = True) -> None: ...
+
+    def abandon(self, error: BaseException) -> None: ...
 
 
 class ThreadExecutor:
@@ -50,13 +53,17 @@ class ThreadExecutor:
         self._work: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._idle = threading.Semaphore(0)  # released by a thread that waits for work
-        self._closed = False
+        self._closed: BaseException | None = None  # what submit raises once the pool is shut
+        self._unfinished: set[Future] = set()
         self._lock = threading.Lock()
 
     def submit(self, fn: Callable[..., T], *args: Any, then: Callable[[T], R] | None = None) -> Future[R]:
         future: Future[R] = Future()
-        if self._closed:
-            raise RuntimeError("the pool is shut down")
+        with self._lock:
+            if self._closed is not None:
+                raise self._closed
+            self._unfinished.add(future)
+        future.add_done_callback(self._finished)
         self._work.put(_Item(future, fn, args, then))
         if not self._idle.acquire(blocking=False):  # no thread is waiting: start one, up to the cap
             with self._lock:
@@ -70,7 +77,7 @@ class ThreadExecutor:
     def shutdown(self, *, wait: bool = True) -> None:
         """Cancel the work not started; with `wait`, also wait for the work running to end."""
         with self._lock:
-            self._closed = True
+            self._closed = self._closed or RuntimeError("the pool is shut down")
             threads = list(self._threads)
         while True:
             try:
@@ -84,6 +91,19 @@ class ThreadExecutor:
         if wait:
             for thread in threads:
                 thread.join()
+
+    def abandon(self, error: BaseException) -> None:
+        """Fail every future not yet done with `error`, and refuse new work with it. Calls already
+        running go on alone on their threads; what they return is dropped."""
+        with self._lock:
+            self._closed = error
+            unfinished = list(self._unfinished)
+        for future in unfinished:
+            _settle(future, error=error)
+
+    def _finished(self, future: Future) -> None:
+        with self._lock:
+            self._unfinished.discard(future)
 
     def _serve(self) -> None:
         while True:
@@ -102,16 +122,30 @@ class _Item:
     then: Callable[[Any], Any] | None
 
     def run(self) -> None:
-        if not self.future.set_running_or_notify_cancel():
+        try:
+            if not self.future.set_running_or_notify_cancel():
+                return
+        except RuntimeError:  # already completed: its pool was abandoned
             return
         try:
             result = self.fn(*self.args)
             if self.then is not None:  # in the same call: a chained second future doubled a rollout's cost
                 result = self.then(result)
         except BaseException as exc:  # the waiter gets it, whatever it is
-            self.future.set_exception(exc)
+            _settle(self.future, error=exc)
         else:
-            self.future.set_result(result)
+            _settle(self.future, result=result)
+
+
+def _settle(future: Future, *, result: Any = None, error: BaseException | None = None) -> None:
+    """Complete `future` unless it already is (an abandoned pool completed it first)."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+    except InvalidStateError:
+        pass
 
 
 def make_executor(kind: str, max_workers: int, *, name: str) -> Executor:

@@ -19,13 +19,15 @@ from dataclasses import dataclass, field
 from agentdescent import events as ev
 from agentdescent.agents.base import ModelUsage, metering
 from agentdescent.artifacts.strategies import Strategy
+from agentdescent.engine.cancel import CancelToken
+from agentdescent.engine.checkpoint import Checkpoint, RunFiles, committed_rounds
 from agentdescent.engine.dispatch import Dispatcher
 from agentdescent.engine.evaluation import Evaluator
 from agentdescent.engine.executors import Executor
 from agentdescent.engine.sampling import AcceptanceSamples, Sampler
 from agentdescent.engine.stopping import Progress, StopRule, stop_reason
 from agentdescent.engine.worker import Turn, Worker, WorkerReport
-from agentdescent.errors import HeadMoved, UserError
+from agentdescent.errors import Cancelled, HeadMoved, UserError
 from agentdescent.ledger import Ledger
 from agentdescent.result import EvolveResult, StepRecord
 from agentdescent.step import Aggregator, StepReport
@@ -61,62 +63,176 @@ class Loop:
     shape: Shape
     stop_rules: Sequence[StopRule]
     emit: Callable[[ev.Event], None]
+    files: RunFiles
+    fingerprint: str
+    cancel: CancelToken | None = None
+    temporary: bool = False  # the ledger is a temporary folder of this run's own
     history: list[StepRecord] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     progress: Progress = field(default_factory=Progress)
 
     def __post_init__(self) -> None:
         self.dispatcher = Dispatcher(pool=self.pool, work=self.worker.work, make_turns=self._turns)
+        self._initial = (0, 0.0)  # (version, held-out reward) the run started from
+        self._next_round = 0  # the first round not yet done: where a resumed run goes on
 
     def run(self) -> EvolveResult:
+        existed = self.ledger.has_artifact(self.artifact_id, self.ledger.head())
         head = seed_artifact(self.ledger, self.artifact_id, self.strategy)
-        self.emit(ev.RunStarted(rounds=self.shape.rounds, n_workers=self.shape.n_workers,
-                                train=len(self.sampler.train), held_out=len(self.held_out), version=head,
-                                ledger=str(self.ledger.path)))
-        start = self.ledger.stable()
-        initial = self.progress.best = self._held_out(start)
-        if head != start:
-            self._validate(head, round_=-1)
+        saved, notes = self._resumable()
+        self.emit(ev.RunStarted(
+            rounds=self.shape.rounds, n_workers=self.shape.n_workers, train=len(self.sampler.train),
+            held_out=len(self.held_out), version=head, ledger=str(self.ledger.path), temporary=self.temporary,
+            continued_from=head if existed and saved is None else None,
+            resumed_round=saved.next_round if saved is not None else None,
+        ))
+        for note in notes:
+            self._warn(note)
+        self._initial = (self.ledger.stable(), 0.0)  # until measured, for a run stopped before that
+        try:  # a broken contract before the rounds begin is raised; a cancel is a cancelled run
+            first = self._resume(saved) if saved is not None else self._begin()
+        except Cancelled as exc:
+            return self._result(_cancelled(exc), "cancelled")
         error = None
         try:
-            reason = self._rounds()
+            if head != self.ledger.stable():
+                self._validate(head, round_=-1)
+            reason = self._rounds(first)
         except UserError as exc:  # the caller's contract broken mid-run: stop, keep what was done
             reason, error = f"stopped by an error: {exc}", str(exc)
         except KeyboardInterrupt:
             reason, error = "interrupted (Ctrl-C)", "interrupted"
+        except Cancelled as exc:
+            reason, error = _cancelled(exc), "cancelled"
         finally:
             self.dispatcher.stop()  # whatever ended the run, no worker starts another turn
+        return self._result(reason, error)
+
+    def _result(self, reason: str, error: str | None) -> EvolveResult:
+        start, initial = self._initial
         stable = self.ledger.stable()
         state = self.ledger.snapshot(self.artifact_id, stable)
         final = self._final_reward(stable, measure=error is None)
+        usage = self.evaluator.usage
+        self._warn_if_all_failed()
+        self._save(finished=error is None)
         self.emit(ev.RunEnded(reason=reason, final_reward=final))
         return EvolveResult(
             rendered=self.strategy.render(state), state=state, final_reward=final, initial_reward=initial,
-            history=self.history, ledger_path=self.ledger.path, outcome_list=self.outcomes, usage=self.evaluator.usage,
+            history=self.history, ledger_path=self.ledger.path, outcome_list=self.outcomes, usage=usage,
             stop_reason=reason, error=error, version=stable, initial_version=start,
             initial_state=self.ledger.snapshot(self.artifact_id, start), frozen=tuple(self.strategy.frozen),
+            warnings=list(self.warnings),
         )
 
-    def _rounds(self) -> str:
+    def _begin(self) -> int:
+        """A new run: measure where it starts, and checkpoint that, so a kill from here on resumes."""
+        self.files.reset()
+        start = self.ledger.stable()
+        self._initial = (start, self._held_out(start))
+        self.progress.best = self._initial[1]
+        self._save(finished=False)
+        return 0
+
+    def _resumable(self) -> tuple[Checkpoint | None, list[str]]:
+        """The checkpoint to resume from (None: start anew), and what the user should hear about it."""
+        saved = self.files.load()
+        if saved is None:
+            return None, []
+        notes = []
+        name = type(self.strategy).__name__
+        if saved.strategy != name:
+            notes.append(f"the artifact in this store was last evolved with strategy {saved.strategy}; this run "
+                         f"uses {name}, which may read its keys differently")
+        if saved.finished:
+            return None, notes
+        if saved.fingerprint != self.fingerprint:
+            notes.append("the store holds an unfinished run with other settings (tasks, split, seed or strategy); "
+                         "this run does not resume it and starts from the ledger's head")
+            return None, notes
+        return saved, notes
+
+    def _resume(self, saved: Checkpoint) -> int:
+        """Take up an interrupted run where its checkpoint left it; the number of the next round."""
+        self._initial = (saved.initial_version, saved.initial_reward)
+        self.progress = Progress(best=saved.best, since_gain=saved.since_gain, round_calls=saved.round_calls,
+                                 round_tokens=saved.round_tokens)
+        self.history, self.outcomes, self.warnings = list(saved.history), list(saved.outcomes), list(saved.warnings)
+        self.dispatcher.skip(saved.turns)
+        self.sampler.restore(saved.leads)
+        usage = self.evaluator.usage
+        usage.load(saved.usage)
+        journal = self.files.rollouts({t.id: t for t in [*self.sampler.train, *self.held_out]})
+        for _, rollout in journal[saved.rollouts_counted:]:  # paid for after the checkpoint: still paid for
+            usage.count_rollout(rollout)
+        self.evaluator.preload(journal)
+        next_round = saved.next_round
+        for round_, (version, diff_ids) in sorted(committed_rounds(self.ledger, next_round).items()):
+            self._recover(round_, version, diff_ids)
+            next_round = round_ + 1
+        self._next_round = next_round
+        return next_round
+
+    def _recover(self, round_: int, version: int, diff_ids: list[str]) -> None:
+        """A round that committed after the last checkpoint: done, its diffs' outcomes read off the commit."""
+        for diff_id in diff_ids:
+            self.outcomes.append(Outcome(diff_id=diff_id, kind="committed", step=round_, version=version,
+                                         reason=f"landed in version {version} before the run was interrupted "
+                                                f"(read back from the ledger)"))
+        self.history.append(StepRecord(round=round_, base_version=version - 1, version=version, diffs=diff_ids,
+                                       outcomes={"committed": len(diff_ids)}, calls=self.evaluator.usage.calls))
+        self.dispatcher.skip(self.dispatcher.turns + self.shape.n_workers)  # the turns that round dispatched
+
+    def _save(self, *, finished: bool) -> None:
+        progress, usage = self.progress, self.evaluator.usage
+        start, initial = self._initial
+        self.files.save(Checkpoint(
+            fingerprint=self.fingerprint, strategy=type(self.strategy).__name__, finished=finished,
+            next_round=self._next_round, turns=self.dispatcher.turns, leads=self.sampler.leads, best=progress.best, since_gain=progress.since_gain,
+            round_calls=progress.round_calls, round_tokens=progress.round_tokens, initial_reward=initial,
+            initial_version=start, usage=usage.as_record(), rollouts_counted=self.files.journal_lines,
+            history=self.history, outcomes=self.outcomes, warnings=self.warnings,
+        ))
+
+    def _warn(self, message: str) -> None:
+        self.warnings.append(message)
+        self.emit(ev.Warned(message=message))
+
+    def _warn_if_all_failed(self) -> None:
+        """Say so, once, when every rollout so far has failed: a run that can learn nothing."""
+        usage = self.evaluator.usage
+        if usage.rollouts and usage.failures >= usage.rollouts and not any(
+                w.startswith("every rollout") for w in self.warnings):
+            first = usage.errors[0] if usage.errors else "unknown"
+            self._warn(f"every rollout so far failed ({usage.failures} of {usage.rollouts}), so nothing can be "
+                       f"learned; the first error: {first}")
+
+    def _rounds(self, first: int) -> str:
         """Synchronous: every round dispatches all workers and waits for all of them.
         Asynchronous: workers are dispatched once and each re-dispatches itself on the newest
         snapshot the moment it finishes; a round aggregates whatever has come back."""
         rounds, asynchronous = self.shape.rounds, self.shape.asynchronous
         usage = self.evaluator.usage
-        for round_ in range(rounds):
+        for round_ in range(first, rounds):
+            if self.cancel is not None:
+                self.cancel.check()
             stop = stop_reason(self.stop_rules, self.progress, usage)
             if stop:
                 self._abandon(round_, stop)
                 return stop
             self.emit(ev.RoundStarted(round=round_, version=self.ledger.head()))
             calls, tokens = usage.calls, usage.tokens
-            if round_ == 0 or not asynchronous:
+            if round_ == first or not asynchronous:
                 self.dispatcher.dispatch(self.shape.n_workers, redispatch=asynchronous)
             last = round_ == rounds - 1
             if last:
                 self.dispatcher.stop()
             self._step(round_, self.dispatcher.collect(wait_all=last or not asynchronous))
             self.progress.round_calls, self.progress.round_tokens = usage.calls - calls, usage.tokens - tokens
+            self._warn_if_all_failed()
+            self._next_round = round_ + 1
+            self._save(finished=False)
             self.emit(ev.RoundEnded(round=round_, calls=usage.calls))
         return stop_reason(self.stop_rules, self.progress, usage) or f"ran all {rounds} rounds"
 
@@ -139,7 +255,7 @@ class Loop:
                 outcome = Outcome(diff_id=diff.id, kind="dropped_stale", step=round_, author=diff.author,
                                   reason=f"the run stopped before this diff was aggregated: {reason}")
                 self.outcomes.append(outcome)
-                self.emit(ev.DiffOutcome(round=round_, outcome=outcome))
+                self.emit(ev.DiffOutcome(round=round_, outcome=outcome, diff=diff))
 
     def _step(self, round_: int, reports: list[WorkerReport]) -> None:
         for state in {id(r.turn.state): r.turn.state for r in reports}.values():
@@ -149,9 +265,10 @@ class Loop:
         with metering(ModelUsage()) as meter:  # calls the step makes here itself (a fusion model, say)
             report = self.aggregator.step(diffs, round_, sample=self.samples.of(self.ledger.head()))
         self.evaluator.usage.model.add_spend(meter.spent())
+        by_id = {d.id: d for d in diffs}
         for outcome in early + report.outcomes:
             self.outcomes.append(outcome)
-            self.emit(ev.DiffOutcome(round=round_, outcome=outcome))
+            self.emit(ev.DiffOutcome(round=round_, outcome=outcome, diff=by_id.get(outcome.diff_id)))
         held_out, promoted = None, False
         if report.version is not None:
             landed = tuple(o.diff_id for o in report.outcomes if o.version is not None)
@@ -197,6 +314,10 @@ class Loop:
         ))
 
 
+def _cancelled(exc: Cancelled) -> str:
+    return "cancelled" if str(exc) in ("", "cancelled") else f"cancelled ({exc})"
+
+
 def seed_artifact(ledger: Ledger, artifact_id: str, strategy: Strategy) -> int:
     """Head, once the ledger holds the artifact and `stable` has a version of it.
 
@@ -207,7 +328,7 @@ def seed_artifact(ledger: Ledger, artifact_id: str, strategy: Strategy) -> int:
     while not ledger.has_artifact(artifact_id, head := ledger.head()):
         try:
             ledger.commit(artifact_id, strategy.initial_state(), expected_version=head,
-                          message=f"seed {artifact_id}", trailers={"Step": "seed"})
+                          message=f"seed {artifact_id}", trailers={"Round": "seed"})
         except HeadMoved:
             continue  # another writer moved dev first: look again
     stable = ledger.stable()

@@ -59,6 +59,16 @@ class Sampler:
             self._leads.difference_update(t.id for batch in first for t in batch)
         return [Deal(batch=batch, spares=spares[i::count]) for i, batch in enumerate(first)]
 
+    @property
+    def leads(self) -> list[str]:
+        with self._lock:
+            return sorted(self._leads)
+
+    def restore(self, leads: Sequence[str]) -> None:
+        """Take up the leads a checkpoint kept (a resumed run)."""
+        with self._lock:
+            self._leads = set(leads) & self._train_ids
+
     def note(self, measured: Mapping[str, float]) -> None:
         """Remember the train tasks that failed on a snapshot (task id -> reward) as leads."""
         with self._lock:

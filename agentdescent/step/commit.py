@@ -10,13 +10,15 @@ from agentdescent.step.policies import Policies
 
 
 def commit_message(step: int, acceptance: Acceptance) -> tuple[str, dict[str, str]]:
+    """Subject and trailers of the commit of round index `step`, which people read 1-based:
+    commit_message(0, ...)[0] == "round 1: 2 diffs on 2 keys, acceptance 0.250 -> 0.500"."""
     changes = [c for comp in acceptance.accepted for c in comp.changes]
     keys = sorted({k for comp in acceptance.accepted for k in comp.after})
-    subject = f"step {step}: {len(changes)} diff(s) on {len(keys)} key(s)"
+    subject = f"round {step + 1}: {_count(len(changes), 'diff')} on {_count(len(keys), 'key')}"
     if acceptance.head_reward is not None and acceptance.candidate_reward is not None:
         subject += f", acceptance {acceptance.head_reward:.3f} -> {acceptance.candidate_reward:.3f}"
     trailers = {
-        "Step": str(step),
+        "Round": str(step + 1),
         "Diffs": ",".join(c.diff.id for c in changes),
         "Authors": ",".join(c.diff.author or "-" for c in changes),
         "Base-Versions": ",".join(str(c.diff.base_version) for c in changes),
@@ -26,6 +28,10 @@ def commit_message(step: int, acceptance: Acceptance) -> tuple[str, dict[str, st
         "Reward-Candidate": f"{acceptance.candidate_reward:.4f}" if acceptance.candidate_reward is not None else "-",
     }
     return subject, trailers
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def commit(

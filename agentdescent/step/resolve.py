@@ -91,7 +91,7 @@ def _unplaced(
             keys = ", ".join(lost[c.diff.id])
             verdicts[c.diff.id] = ("conflict_lost", f"its edit of {keys} overlapped a diff with better evidence")
         else:
-            verdicts[c.diff.id] = ("duplicate", "another diff of this step makes the same change")
+            verdicts[c.diff.id] = ("duplicate", "another diff of this round makes the same change")
     return verdicts
 
 
@@ -109,5 +109,5 @@ def _without_clashes(
             state = apply(state, comp.after)
             continue
         for change in comp.changes:
-            unplaced[change.diff.id] = ("conflict_lost", f"another diff of this step got there first: {clash}")
+            unplaced[change.diff.id] = ("conflict_lost", f"another diff of this round got there first: {clash}")
     return kept

@@ -75,7 +75,7 @@ def test_processes_starting_together_on_one_empty_store_agree_on_one_ledger(tmp_
         assert all(kind == "ok" for kind, _ in outcomes), outcomes
         fsck(store)
         with Ledger(store) as ledger:
-            seeds = [r for r in ledger.log() if r.trailers.get("Step") == "seed"]
+            seeds = [r for r in ledger.log() if r.trailers.get("Round") == "seed"]
             assert len(seeds) == 1 and ledger.stable() >= seeds[0].version
 
 

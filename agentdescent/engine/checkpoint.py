@@ -1,0 +1,157 @@
+"""What a run keeps beside its ledger, so that a killed run continues where it stopped.
+
+    <ledger>/agentdescent/checkpoint.json   the loop's position, written atomically after every round
+    <ledger>/agentdescent/rollouts.jsonl    every rollout that succeeded, appended as it lands
+
+A run on a store whose checkpoint is unfinished and was made with the same settings (the same
+artifact, strategy, seed and train / held-out split: the fingerprint) resumes from it: the next
+round, the sampler's position and leads, the stop rules' progress, what was spent, the history
+and every outcome so far, and the evaluation cache, so that no rollout that completed is paid for
+twice. A round whose commit reached the ledger after the last checkpoint counts as done (its
+`Round` trailer says so), and its diffs get their outcome back from the commit, so a resumed run
+neither loses nor repeats a commit. Rollouts that were in flight are simply run again.
+
+The optimizer step keeps no statistics across steps (each version's acceptance sample is drawn
+from a seed, again identically), so there is nothing of its own to save.
+
+Left out: the ledger itself, and the calls a proposal made in the killed round (counted only
+when the round is run again).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from agentdescent import atomic
+from agentdescent.ledger import Ledger
+from agentdescent.result import StepRecord
+from agentdescent.types import Outcome, Rollout, Spend, Task
+
+FOLDER = "agentdescent"
+
+
+class Checkpoint(BaseModel):
+    """The loop's position after a round."""
+
+    format: Literal[1] = 1
+    fingerprint: str
+    strategy: str  # the strategy's class name, to warn when a later run on the store uses another
+    finished: bool = False
+    next_round: int = 0
+    turns: int = 0  # worker turns dispatched so far: the sampler's position
+    leads: list[str] = Field(default_factory=list)
+    best: float = 0.0
+    since_gain: int = 0
+    round_calls: int = 0
+    round_tokens: int = 0
+    initial_reward: float = 0.0
+    initial_version: int = 0
+    usage: dict = Field(default_factory=dict)
+    rollouts_counted: int = 0  # lines of rollouts.jsonl that `usage` already counts
+    history: list[StepRecord] = Field(default_factory=list)
+    outcomes: list[Outcome] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+
+
+def fingerprint(*, artifact_id: str, strategy: object, seed: int, train: Sequence[Task], held_out: Sequence[Task]) -> str:
+    """What makes two runs on one store the same run: resume only when this matches."""
+    blob = json.dumps({"artifact": artifact_id, "strategy": type(strategy).__name__, "seed": seed,
+                       "train": [t.id for t in train], "held_out": [t.id for t in held_out]})
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+class RunFiles:
+    """The checkpoint and the rollout journal of the run on one ledger."""
+
+    def __init__(self, ledger_path: Path) -> None:
+        self.folder = Path(ledger_path) / FOLDER
+        self.checkpoint_path = self.folder / "checkpoint.json"
+        self.rollouts_path = self.folder / "rollouts.jsonl"
+        self._lock = threading.Lock()
+        self._journal = None
+        self.journal_lines = 0
+
+    def load(self) -> Checkpoint | None:
+        """The saved checkpoint; None when there is none or it cannot be read (a run then starts anew)."""
+        try:
+            return Checkpoint.model_validate_json(self.checkpoint_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, ValidationError):
+            return None
+
+    def save(self, checkpoint: Checkpoint) -> None:
+        self.folder.mkdir(exist_ok=True)
+        atomic.write_text(self.checkpoint_path, checkpoint.model_dump_json())
+
+    def rollouts(self, tasks: Mapping[str, Task]) -> list[tuple[str, Rollout]]:
+        """(state hash, rollout) for every journalled rollout of a task in `tasks`, in order. A line
+        a kill cut short, or one that does not parse, is dropped, and the journal rewritten without
+        it, so that its lines and what they count stay one to one."""
+        try:
+            lines = self.rollouts_path.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return []
+        found, kept = [], []
+        for line in lines:
+            try:
+                entry = json.loads(line)
+                task = tasks[entry["task"]]
+                rollout = Rollout(task=task, output=entry["output"], reward=entry["reward"],
+                                  spend=Spend(**entry.get("spend", {})))
+            except (ValueError, KeyError, TypeError, ValidationError):
+                continue
+            found.append((entry["state"], rollout))
+            kept.append(line)
+        if len(kept) != len(lines):
+            atomic.write_text(self.rollouts_path, "".join(f"{line}\n" for line in kept))
+        self.journal_lines = len(kept)
+        return found
+
+    def reset(self) -> None:
+        """A new run on this ledger: its journal starts empty (an earlier run's rollouts are not its own)."""
+        self.rollouts_path.unlink(missing_ok=True)
+        self.journal_lines = 0
+
+    def record(self, state: str, rollout: Rollout) -> None:
+        """Append one successful rollout to the journal (from any thread)."""
+        if rollout.error is not None:
+            return  # a failure is retried by a resumed run, not remembered
+        line = json.dumps({"state": state, "task": rollout.task.id, "output": str(rollout.output),
+                           "reward": rollout.reward, "spend": rollout.spend.model_dump()}, ensure_ascii=False)
+        with self._lock:
+            if self._journal is None:
+                self.folder.mkdir(exist_ok=True)
+                self._journal = self.rollouts_path.open("a", encoding="utf-8")
+            self._journal.write(line + "\n")
+            self._journal.flush()
+            self.journal_lines += 1
+
+    def close(self) -> None:
+        with self._lock:
+            if self._journal is not None:
+                self._journal.close()
+                self._journal = None
+
+
+def committed_rounds(ledger: Ledger, since_round: int) -> dict[int, tuple[int, list[str]]]:
+    """{round: (version, diff ids)} of the commits on `dev` made in rounds from `since_round` on,
+    newest first in the log, read from their `Round` trailers (1-based)."""
+    found: dict[int, tuple[int, list[str]]] = {}
+    for record in ledger.log():
+        number = record.trailers.get("Round", "")
+        if not number.isdigit():
+            if number == "seed":
+                break
+            continue
+        round_ = int(number) - 1
+        if round_ < since_round:
+            break
+        diffs = [d for d in record.trailers.get("Diffs", "").split(",") if d]
+        found[round_] = (record.version, diffs)
+    return found

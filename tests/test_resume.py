@@ -1,0 +1,180 @@
+"""A run that stops early (cancelled, Ctrl-C, killed) continues where it stopped on the same store:
+same rounds, same commits, nothing paid for twice."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from agentdescent import AppendRules, Task, evolve
+from agentdescent import events as ev
+from agentdescent.engine.cancel import CancelToken
+from agentdescent.engine.checkpoint import RunFiles
+from agentdescent.ledger import Ledger
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent
+RULES = 6
+
+
+def keyword_tasks() -> list[Task]:
+    """Four tasks for each of RULES keywords; each is solved by one rule naming its keyword."""
+    return [Task(id=f"t{i:02d}", prompt=f"request {i}", gold=f"k{i % RULES}") for i in range(4 * RULES)]
+
+
+def keyword_run(rendered: str, task: Task) -> str:
+    return task.gold if f"rule {task.gold}." in rendered else "?"
+
+
+def keyword_reward(task: Task, output: str) -> float:
+    return float(output == task.gold)
+
+
+class OneRulePerTurn:
+    """A batch reflector: one rule per worker turn, for its first failure, so with one worker each
+    round commits exactly one rule and a run needs exactly RULES commits, whatever order it meets
+    the failures in."""
+
+    def __call__(self, rendered, task, output, reward):  # pragma: no cover - batch is used
+        return f"rule {task.gold}."
+
+    def batch(self, rendered, rollouts):
+        return f"rule {rollouts[0].task.gold}."
+
+
+def keyword_run_options(store: Path, **options) -> dict:
+    return dict(run=keyword_run, propose=OneRulePerTurn(), strategy=AppendRules(), rounds=RULES + 6, n_workers=1,
+                seed=3, store=store, target_reward=1.0, **options)
+
+
+def commits(store: Path) -> list[tuple[str, str]]:
+    """(subject, diff ids) of each step's commit, oldest first."""
+    with Ledger(store) as ledger:
+        return [(r.message, r.trailers["Diffs"]) for r in reversed(ledger.log()) if r.trailers.get("Round", "").isdigit()]
+
+
+def cancel_at(token: CancelToken, event_type: type, round_: int):
+    def on_event(event) -> None:
+        if isinstance(event, event_type) and getattr(event, "round", None) == round_:
+            token.cancel("the test asked")
+    return on_event
+
+
+def test_a_cancelled_run_resumes_at_its_next_round_with_the_same_commits(tmp_path):
+    whole = evolve(keyword_tasks(), keyword_reward, **keyword_run_options(tmp_path / "whole"))
+    assert whole.error is None and whole.final_reward == 1.0 and len(commits(tmp_path / "whole")) == RULES
+
+    token = CancelToken()
+    store = tmp_path / "cut"
+    stopped = evolve(keyword_tasks(), keyword_reward, **keyword_run_options(store), cancel=token,
+                     on_event=cancel_at(token, ev.RoundEnded, 1))
+    assert stopped.error == "cancelled" and stopped.stop_reason.startswith("cancelled")
+    assert [h.round for h in stopped.history] == [0, 1]
+
+    seen: list = []
+    resumed = evolve(keyword_tasks(), keyword_reward, **keyword_run_options(store), on_event=seen.append)
+    started = next(e for e in seen if isinstance(e, ev.RunStarted))
+    assert started.resumed_round == 2
+    assert resumed.error is None and resumed.final_reward == 1.0
+    assert [h.round for h in resumed.history] == [h.round for h in whole.history]
+    assert commits(store) == commits(tmp_path / "whole")  # the same steps, in the same order
+    assert resumed.initial_reward == whole.initial_reward and resumed.initial_version == whole.initial_version
+    assert resumed.usage.calls == whole.usage.calls  # nothing paid for twice, nothing forgotten
+
+
+def test_cancel_wakes_a_run_blocked_in_a_long_wave(tmp_path):
+    release = threading.Event()
+
+    def stuck_run(rendered, task):
+        release.wait(60)  # a model that does not answer
+        return "?"
+
+    token = CancelToken()
+    threading.Timer(0.5, token.cancel).start()
+    began = time.monotonic()
+    try:
+        result = evolve(keyword_tasks(), keyword_reward, run=stuck_run, propose=OneRulePerTurn(), rounds=3, n_workers=2,
+                        store=tmp_path / "ledger", cancel=token)
+    finally:
+        release.set()
+    assert time.monotonic() - began < 30  # not the 60 s the stuck calls would take
+    assert result.error == "cancelled" and result.stop_reason == "cancelled"
+    children = subprocess.run(["ps", "--ppid", str(os.getpid()), "-o", "args="], capture_output=True, text=True).stdout
+    assert "git cat-file" not in children  # the ledger's git processes were closed
+    with Ledger(tmp_path / "ledger") as ledger:
+        assert ledger.has_artifact("artifact")
+
+
+def test_a_finished_run_is_not_resumed_and_a_run_of_other_settings_is_warned_about(tmp_path):
+    store = tmp_path / "ledger"
+    evolve(keyword_tasks(), keyword_reward, **keyword_run_options(store))
+    seen: list = []
+    evolve(keyword_tasks(), keyword_reward, **{**keyword_run_options(store), "rounds": 1}, on_event=seen.append)
+    started = next(e for e in seen if isinstance(e, ev.RunStarted))
+    assert started.resumed_round is None and started.continued_from is not None
+
+    token, store = CancelToken(), tmp_path / "cut"
+    evolve(keyword_tasks(), keyword_reward, **keyword_run_options(store), cancel=token,
+           on_event=cancel_at(token, ev.RoundStarted, 0))
+    seen.clear()
+    other = evolve(keyword_tasks()[:-4], keyword_reward, **keyword_run_options(store), on_event=seen.append)
+    warnings = [e.message for e in seen if isinstance(e, ev.Warned)]
+    assert any("unfinished run with other settings" in w for w in warnings)
+    assert other.warnings == warnings
+
+
+def test_a_run_whose_every_rollout_fails_says_so(tmp_path):
+    def broken(rendered, task):
+        raise ConnectionError("the model server refused the connection")
+
+    seen: list = []
+    result = evolve(keyword_tasks(), keyword_reward, run=broken, propose=OneRulePerTurn(), rounds=2, n_workers=2,
+                    on_event=seen.append)
+    warned = [e.message for e in seen if isinstance(e, ev.Warned)]
+    assert len(warned) == 1 and "every rollout so far failed" in warned[0] and "refused the connection" in warned[0]
+    assert result.warnings == warned
+
+
+def test_a_journal_line_cut_short_by_a_kill_is_dropped(tmp_path):
+    store = tmp_path / "ledger"
+    token = CancelToken()
+    evolve(keyword_tasks(), keyword_reward, **keyword_run_options(store), cancel=token,
+           on_event=cancel_at(token, ev.RoundEnded, 0))
+    files = RunFiles(store)
+    with files.rollouts_path.open("a", encoding="utf-8") as journal:
+        journal.write('{"state": "abc", "task": "t0')  # what a kill in the middle of a write leaves
+    resumed = evolve(keyword_tasks(), keyword_reward, **keyword_run_options(store))
+    assert resumed.error is None and resumed.final_reward == 1.0
+    lines = files.rollouts_path.read_text(encoding="utf-8").splitlines()
+    assert all(line.endswith("}") for line in lines)
+
+
+KILL_POINTS = [
+    ("rollout", 7),  # inside the 7th rollout (the first round's worker turn)
+    ("Committed", 2),  # the third round's commit is in the ledger, its checkpoint is not
+    ("RoundStarted", 3),  # just after a checkpoint
+]
+
+
+@pytest.mark.parametrize("where,when", KILL_POINTS)
+def test_a_run_killed_with_sigkill_resumes_with_the_commits_it_would_have_had(tmp_path, where, when):
+    store = tmp_path / "ledger"
+    child = subprocess.run([sys.executable, str(HERE / "resume_child.py"), str(store), where, str(when)],
+                           env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    before = commits(store)
+    resumed = evolve(keyword_tasks(), keyword_reward, **keyword_run_options(store))
+    after = commits(store)
+    assert resumed.error is None and resumed.final_reward == 1.0
+    assert after[: len(before)] == before  # nothing committed was lost
+    assert len(after) == RULES  # and nothing was committed twice
+    rules = [diff for _, diffs in after for diff in diffs.split(",")]
+    assert len(rules) == len(set(rules)) == RULES
+    assert len({o.diff_id for o in resumed.outcome_list}) == len(resumed.outcome_list)
