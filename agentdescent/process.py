@@ -2,7 +2,9 @@
 
 Used by the CLI agents and by external grader programs. A program runs in its own process group
 so that a timeout kills its children too, and its stdin is either the given text or closed, so
-it can never sit waiting for input. Left out: retries, streaming output, and what the output means.
+it can never sit waiting for input. Every program still running is known here, so that a run
+being cancelled can kill them all at once (`kill_all`). Left out: retries, streaming output, and
+what the output means.
 """
 
 from __future__ import annotations
@@ -10,8 +12,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+
+_running: set[subprocess.Popen[str]] = set()
+_running_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,8 @@ def run_process(
         errors="replace", stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
     )
+    with _running_lock:
+        _running.add(proc)
     try:
         stdout, stderr = proc.communicate(stdin, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -49,11 +58,23 @@ def run_process(
     except BaseException:  # interrupted (Ctrl-C, cancellation): leave nothing running
         _stop(proc)
         raise
+    finally:
+        with _running_lock:
+            _running.discard(proc)
     return Finished(proc.returncode, stdout or "", stderr or "")
 
 
-def _stop(proc: subprocess.Popen[str]) -> str:
-    """Kill the process and its whole group, reap it, and return what it wrote to stderr."""
+def kill_all() -> int:
+    """Kill every program `run_process` is running now, with everything each started; how many.
+    Their callers see them end as killed (a failed call), not hang."""
+    with _running_lock:
+        procs = list(_running)
+    for proc in procs:
+        _signal_group(proc)
+    return len(procs)
+
+
+def _signal_group(proc: subprocess.Popen[str]) -> None:
     try:
         if hasattr(os, "killpg"):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -61,6 +82,11 @@ def _stop(proc: subprocess.Popen[str]) -> str:
             proc.kill()
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    """Kill the process and its whole group, reap it, and return what it wrote to stderr."""
+    _signal_group(proc)
     try:
         return proc.communicate(timeout=5)[1] or ""
     except subprocess.TimeoutExpired:  # a survivor outside the group still holds the pipes

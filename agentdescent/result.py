@@ -64,6 +64,24 @@ class EvolveResult:
         """How many diffs ended each way: {"committed": 3, "rejected_by_test": 5, ...}."""
         return dict(Counter(o.kind for o in self.outcome_list))
 
+    def to_json(self) -> str:
+        """The whole result as JSON (versioned); `EvolveResult.from_json` reads it back."""
+        return _Stored(
+            rendered=self.rendered, state=self.state, final_reward=self.final_reward, initial_reward=self.initial_reward,
+            history=self.history, ledger_path=str(self.ledger_path), outcome_list=self.outcome_list,
+            usage=self.usage.as_record(), stop_reason=self.stop_reason, error=self.error, version=self.version,
+            initial_version=self.initial_version, initial_state=self.initial_state, frozen=list(self.frozen),
+            warnings=self.warnings,
+        ).model_dump_json(indent=1)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> EvolveResult:
+        stored = _Stored.model_validate_json(text)
+        fields = stored.model_dump(exclude={"format"})
+        return cls(**{**fields, "history": stored.history, "outcome_list": stored.outcome_list,
+                      "ledger_path": Path(stored.ledger_path), "usage": Usage.from_record(stored.usage),
+                      "frozen": tuple(stored.frozen)})
+
     def write_to(self, path: str | os.PathLike, *, dry_run: bool = False, prune: bool = False) -> WritePlan:
         """Write the artifact to `path` and return the plan it followed: a text artifact becomes
         one file, a tree a folder. Only changed files are written (each atomically, its mode
@@ -73,3 +91,24 @@ class EvolveResult:
         `dry_run` returns the plan and touches nothing. See `agentdescent.artifacts.writeback`."""
         return write_back(path, self.rendered, initial=self.initial_state, frozen=self.frozen,
                           dry_run=dry_run, prune=prune)
+
+
+class _Stored(BaseModel):
+    """The stored form of an `EvolveResult`."""
+
+    format: int = 1
+    rendered: str | dict[str, str]
+    state: dict[str, str]
+    final_reward: float
+    initial_reward: float
+    history: list[StepRecord]
+    ledger_path: str
+    outcome_list: list[Outcome]
+    usage: dict[str, Any]
+    stop_reason: str
+    error: str | None = None
+    version: int
+    initial_version: int
+    initial_state: dict[str, str] = Field(default_factory=dict)
+    frozen: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)

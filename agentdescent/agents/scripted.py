@@ -32,6 +32,11 @@ class ScriptedModel:
         self._reply = _replier(script, default)
         self._wants_cwd = callable(script) and _takes_two(script)
 
+    @property
+    def works_in_a_folder(self) -> bool:
+        """Whether the script reads its working folder (a stand-in for a CLI agent)."""
+        return self._wants_cwd
+
     def __call__(self, prompt: str, *, cwd: str | os.PathLike[str] | None = None) -> str:
         """The scripted reply; a two-argument script also gets the working folder (like a CLI agent's
         `cwd`, the current directory when None)."""

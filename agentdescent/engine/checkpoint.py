@@ -89,10 +89,11 @@ class RunFiles:
         self.folder.mkdir(exist_ok=True)
         atomic.write_text(self.checkpoint_path, checkpoint.model_dump_json())
 
-    def rollouts(self, tasks: Mapping[str, Task]) -> list[tuple[str, Rollout]]:
+    def rollouts(self, tasks: Mapping[str, Task], *, repair: bool = False) -> list[tuple[str, Rollout]]:
         """(state hash, rollout) for every journalled rollout of a task in `tasks`, in order. A line
-        a kill cut short, or one that does not parse, is dropped, and the journal rewritten without
-        it, so that its lines and what they count stay one to one."""
+        a kill cut short, or one that does not parse, is skipped; with `repair` (the run itself,
+        resuming: nobody else may be writing) the journal is rewritten without it, so that its
+        lines and what they count stay one to one."""
         try:
             lines = self.rollouts_path.read_text(encoding="utf-8").splitlines()
         except OSError:
@@ -108,7 +109,7 @@ class RunFiles:
                 continue
             found.append((entry["state"], rollout))
             kept.append(line)
-        if len(kept) != len(lines):
+        if repair and len(kept) != len(lines):
             atomic.write_text(self.rollouts_path, "".join(f"{line}\n" for line in kept))
         self.journal_lines = len(kept)
         return found

@@ -133,7 +133,14 @@ class Loop:
         self._initial = (start, self._held_out(start))
         self.progress.best = self._initial[1]
         self._save(finished=False)
+        self._measured_start()
         return 0
+
+    def _measured_start(self) -> None:
+        """Say what the run starts from: the version and its held-out reward (round -1: before any)."""
+        start, initial = self._initial
+        self.emit(ev.Evaluated(round=-1, version=start, held_out_reward=initial, promoted=False,
+                               best_reward=self.progress.best))
 
     def _resumable(self) -> tuple[Checkpoint | None, list[str]]:
         """The checkpoint to resume from (None: start anew), and what the user should hear about it."""
@@ -163,7 +170,7 @@ class Loop:
         self.sampler.restore(saved.leads)
         usage = self.evaluator.usage
         usage.load(saved.usage)
-        journal = self.files.rollouts({t.id: t for t in [*self.sampler.train, *self.held_out]})
+        journal = self.files.rollouts({t.id: t for t in [*self.sampler.train, *self.held_out]}, repair=True)
         for _, rollout in journal[saved.rollouts_counted:]:  # paid for after the checkpoint: still paid for
             usage.count_rollout(rollout)
         self.evaluator.preload(journal)
@@ -172,6 +179,7 @@ class Loop:
             self._recover(round_, version, diff_ids)
             next_round = round_ + 1
         self._next_round = next_round
+        self._measured_start()
         return next_round
 
     def _recover(self, round_: int, version: int, diff_ids: list[str]) -> None:

@@ -1,0 +1,267 @@
+"""From a checked spec to the parts of a run: its tasks, artifact, strategy, reward, agent and reflector.
+
+`materials(spec)` reads what is on disk (the target, the tasks) and builds what needs no model;
+`problems(spec)` is the second check of a spec, against the world, and lists every problem by
+field; `callables(spec, materials, ...)` builds `run` and `propose` with the agents the spec
+names, the host (a `HostQueue`) for `host`. What it leaves out: running (the runner) and where
+a run keeps its files (the store).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import os
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentdescent.agents import claude, claude_code, codex, deepseek, openai_compatible, scripted
+from agentdescent.agents.base import Model
+from agentdescent.artifacts import AppendRules, FileTree, SingleSlot, Strategy, load_tree, tree_runner
+from agentdescent.dataloader import csv_rows, hf_rows, json_rows, jsonl_rows, tasks_from
+from agentdescent.errors import AgentDescentError, UserError
+from agentdescent.governance import HARNESS_BLAST_RADIUS, SKILL_BLAST_RADIUS, Layer, matching
+from agentdescent.reflect import reflector, tree_reflector
+from agentdescent.reflect.tree_reflector import format_files
+from agentdescent.runs.spec import CLI_KINDS, AgentSpec, Problem, RunSpec, SpecError
+from agentdescent.scoring import scorer
+from agentdescent.types import Task
+
+MIN_TASKS = 4
+LAYOUT_OF_KIND = {"skill_dir": "claude_skill", "agent_dir": "claude_agents"}
+BLAST_RADIUS = {"skill": SKILL_BLAST_RADIUS, "harness": HARNESS_BLAST_RADIUS}
+RADIUS_OF_KIND = {"skill_dir": SKILL_BLAST_RADIUS, "agent_dir": HARNESS_BLAST_RADIUS}
+KEY_ENV = {"openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"), "deepseek": ("DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL"),
+           "claude": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Materials:
+    """What a spec names, read and built: everything of a run but its agents."""
+
+    kind: str  # text, skill_dir or agent_dir
+    tasks: list[Task]
+    strategy: Strategy
+    reward: Callable[[Task, str], float]
+    blast_radius: Mapping[str, Layer] | None
+    tree: dict[str, str] | None  # folder targets: the folder as read
+    layout: str | None
+    name: str | None
+
+
+def target_kind(spec: RunSpec) -> str:
+    """The spec's kind, or the one its target's shape says."""
+    if spec.kind is not None:
+        return spec.kind
+    target = Path(spec.target)
+    if target.is_dir():
+        return "skill_dir" if (target / "SKILL.md").is_file() else "agent_dir"
+    return "text"
+
+
+def load_tasks(spec: RunSpec) -> list[Task]:
+    source = spec.tasks
+    if source.inline is not None:
+        return list(source.inline)
+    if source.file is not None:
+        suffix = Path(source.file).suffix.lower()
+        loader = {".jsonl": jsonl_rows, ".csv": csv_rows, ".json": json_rows}.get(suffix)
+        if loader is None:
+            raise UserError(f"tasks file {source.file} must end in .jsonl, .csv or .json")
+        rows = loader(source.file, limit=source.limit)
+    else:
+        rows = hf_rows(source.hf, source.split, config=source.config, limit=source.limit)
+    id_column = source.id if rows and source.id in rows[0] else None
+    gold_column = source.gold if rows and source.gold in rows[0] or (source.gold or "").count("{") else None
+    return tasks_from(rows, prompt=source.prompt, gold=gold_column, id=id_column)
+
+
+def materials(spec: RunSpec) -> Materials:
+    """Read the target and the tasks, and build the strategy and the reward; raises `SpecError`
+    with every problem found."""
+    found = problems(spec)
+    if found:
+        raise SpecError(found)
+    return assemble(spec, load_tasks(spec), read_target(spec))
+
+
+def problems(spec: RunSpec) -> list[Problem]:
+    """Every way the spec does not fit the world: a missing target, unloadable or too few tasks,
+    a frozen glob that matches no file, an agent that is not installed, a ref that does not import."""
+    found: list[Problem] = []
+    target = Path(spec.target)
+    kind = target_kind(spec)
+    if not target.exists():
+        found.append(Problem(field="target", message=f"{target} does not exist; give a folder or a text file"))
+    elif kind == "text" and not target.is_file():
+        found.append(Problem(field="target", message=f"{target} is a folder; a text target is one file (or set kind: skill_dir)"))
+    elif kind != "text" and not target.is_dir():
+        found.append(Problem(field="target", message=f"{target} is a file; a {kind} target is a folder"))
+    else:
+        found += _target_problems(spec, kind)
+    found += _task_problems(spec)
+    for field, agent in (("agent", spec.agent), ("reflector", spec.reflector)):
+        if agent is not None:
+            found += [Problem(field=field, message=m) for m in _agent_problems(agent)]
+    if spec.scorer.ref is not None:
+        found += [Problem(field="scorer.ref", message=m) for m in _ref_problems(spec.scorer.ref)]
+    return found
+
+
+def _target_problems(spec: RunSpec, kind: str) -> list[Problem]:
+    try:
+        tree = load_tree(spec.target) if kind != "text" else None
+        if kind == "text":
+            Path(spec.target).read_text(encoding="utf-8")
+    except (UserError, OSError, UnicodeDecodeError) as exc:
+        return [Problem(field="target", message=str(exc))]
+    if tree is None:
+        return [Problem(field="frozen", message="frozen globs are for folder targets")] if spec.frozen else []
+    return [Problem(field=f"frozen[{i}]", message=f"{glob!r} matches no file of {spec.target}; "
+                                                   f"its files are {', '.join(sorted(tree)[:8])}")
+            for i, glob in enumerate(spec.frozen) if not any(matching(path, [glob]) for path in tree)]
+
+
+def _task_problems(spec: RunSpec) -> list[Problem]:
+    where = "tasks.file" if spec.tasks.file else "tasks.hf" if spec.tasks.hf else "tasks"
+    try:
+        tasks = load_tasks(spec)
+    except AgentDescentError as exc:
+        return [Problem(field=where, message=str(exc))]
+    if len(tasks) < MIN_TASKS:
+        return [Problem(field=where, message=f"{len(tasks)} tasks; a run needs at least {MIN_TASKS} (some to train on, "
+                                             "some held out), and 8-20 is a good start")]
+    return []
+
+
+def _agent_problems(agent: AgentSpec) -> list[str]:
+    if agent.kind in CLI_KINDS:
+        executable = agent.options.get("executable", "claude" if agent.kind == "claude_code" else "codex")
+        if shutil.which(executable) is None:
+            return [f"{executable!r} is not on PATH: install it, or use the host as the agent (agent: host)"]
+    if agent.kind == "python":
+        return _ref_problems(agent.ref or "")
+    return []
+
+
+def _ref_problems(ref: str) -> list[str]:
+    try:
+        resolve_ref(ref)
+    except UserError as exc:
+        return [str(exc)]
+    return []
+
+
+def resolve_ref(ref: str) -> Any:
+    """The object `module:attribute` names (the module imported now)."""
+    module_name, _, attribute = ref.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+        return functools.reduce(getattr, attribute.split("."), module)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise UserError(f"cannot load {ref!r}: {type(exc).__name__}: {exc}; check the module is importable "
+                        "from the folder the run starts in") from None
+
+
+def missing_keys(spec: RunSpec) -> list[str]:
+    """Warnings, not problems: a model whose key variable is not set here (a local server may need none)."""
+    said = []
+    for agent in {spec.agent.label: spec.agent, spec.reflector_spec.label: spec.reflector_spec}.values():
+        key, base = KEY_ENV.get(agent.kind, (None, None))
+        key = agent.options.get("api_key_env", key)
+        if key and not os.environ.get(key) and not os.environ.get(base or ""):
+            said.append(f"{agent.label}: {key} is not set in this environment; the run will fail unless it is set "
+                        "where the run starts")
+    return said
+
+
+def read_target(spec: RunSpec) -> str | dict[str, str]:
+    """The target as it is now: a text file's text, or a folder as {relative path: text}."""
+    if target_kind(spec) == "text":
+        return Path(spec.target).read_text(encoding="utf-8")
+    return load_tree(spec.target)
+
+
+def assemble(spec: RunSpec, tasks: list[Task], content: str | dict[str, str]) -> Materials:
+    """The materials of a run from its spec, its tasks and its target's content, all as stored
+    when the run was made (so a resumed run is the same run, whatever the disk holds now)."""
+    kind = target_kind(spec)
+    reward = _reward(spec)
+    if isinstance(content, str):
+        strategy: Strategy = SingleSlot(content) if spec.strategy == "single" else AppendRules(header=content.rstrip())
+        return Materials(kind="text", tasks=tasks, strategy=strategy, reward=reward, blast_radius=None, tree=None,
+                         layout=None, name=None)
+    strategy = FileTree(content, max_files_per_diff=spec.max_files_per_diff, editable=spec.editable, frozen=spec.frozen)
+    radius = spec.blast_radius
+    blast = BLAST_RADIUS[radius] if isinstance(radius, str) else radius if radius is not None else RADIUS_OF_KIND[kind]
+    return Materials(kind=kind, tasks=tasks, strategy=strategy, reward=reward, blast_radius=blast, tree=dict(content),
+                     layout=spec.layout or LAYOUT_OF_KIND[kind], name=spec.name or Path(spec.target).name)
+
+
+def _reward(spec: RunSpec) -> Callable[[Task, str], float]:
+    chosen = spec.scorer
+    if chosen.ref is not None:
+        return resolve_ref(chosen.ref)
+    if chosen.command is not None:
+        return scorer(command=chosen.command)
+    return scorer(chosen.name, pattern=chosen.pattern, tolerance=chosen.tolerance)
+
+
+AgentFactory = Callable[[AgentSpec, str], Callable[..., str]]  # (spec, role) -> a model or an agent
+
+
+def callables(spec: RunSpec, parts: Materials, *, make_agent: AgentFactory, workdir: Path,
+              max_workspaces: int = 32) -> tuple[Callable[..., str], Callable[..., str | None]]:
+    """`run` and `propose` for `evolve`. `make_agent(agent_spec, role)` builds each agent (the
+    runner's own factory knows the host queue); workspaces of folder runs live in `workdir`."""
+    agent = make_agent(spec.agent, "rollout")
+    model = make_agent(spec.reflector_spec, "proposal")
+    ask = spec.prompt or "{task}"
+    reflect_with, answer_with = _as_model(model, spec.reflector_spec, workdir), _as_model(agent, spec.agent, workdir)
+    if parts.tree is None:
+        return (lambda rendered, task: answer_with(f"{rendered}\n\n{ask.format(task=task.prompt)}")), reflector(reflect_with)
+    propose = tree_reflector(reflect_with, strategy=parts.strategy)  # type: ignore[arg-type]
+    if not works_in_a_folder(spec.agent, agent):  # a plain model sees the folder's files in its prompt instead
+        return (lambda rendered, task: agent(f"{format_files(rendered)}\n\n{ask.format(task=task.prompt)}")), propose
+    overlay = parts.strategy.frozen_files(parts.tree)  # type: ignore[attr-defined]
+    run = tree_runner(agent, layout=parts.layout or "root", name=parts.name, overlay=overlay, workdir=workdir,
+                      prompt=lambda task: ask.format(task=task.prompt), max_workspaces=max_workspaces)
+    return run, propose
+
+
+def make_client(agent: AgentSpec) -> Callable[..., str]:
+    """A model or CLI agent from its spec (not the host, which only a runner can make)."""
+    options = dict(agent.options)
+    if agent.kind == "openai":
+        return openai_compatible(agent.model, **options)
+    if agent.kind == "deepseek":
+        return deepseek(agent.model or "deepseek-chat", **options)
+    if agent.kind == "claude":
+        return claude(agent.model, **options)
+    if agent.kind == "claude_code":
+        return claude_code(model=agent.model, **options)
+    if agent.kind == "codex":
+        return codex(model=agent.model, **options)
+    if agent.kind == "python":
+        found = resolve_ref(agent.ref or "")
+        made = found(**options) if inspect.isclass(found) else functools.partial(found, **options) if options else found
+        return made if hasattr(made, "usage") else scripted(made, name=agent.ref or "python")  # metered like a model
+    raise UserError(f"agent kind {agent.kind!r} needs the run store (host-driven rollouts)")
+
+
+def works_in_a_folder(spec: AgentSpec, agent: Callable[..., str]) -> bool:
+    """CLI agents and the host work in a folder; a Python agent does when it takes (prompt, cwd)."""
+    return spec.kind in (*CLI_KINDS, "host") or bool(getattr(agent, "works_in_a_folder", False))
+
+
+def _as_model(agent: Callable[..., str], spec: AgentSpec, workdir: Path) -> Model:
+    """`prompt -> text`: an agent that works in a folder reflects in an empty one of the run's."""
+    if not works_in_a_folder(spec, agent):
+        return agent
+    scratch = workdir / "reflect"
+    scratch.mkdir(parents=True, exist_ok=True)
+    return lambda prompt: agent(prompt, cwd=str(scratch))

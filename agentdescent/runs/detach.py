@@ -1,0 +1,71 @@
+"""Starting a run's process so that it outlives its caller, and stopping it.
+
+`spawn` starts `python -m agentdescent.runs.runner` in a session of its own (no terminal, its own
+process group, stdin closed, output to the run's log), so that the CLI call, the MCP server and
+the host session may all end while it goes on. `stop` asks it to cancel (SIGTERM), waits for it
+to let go of its lock, and kills its whole group if it does not. Left out: what the run does
+(the runner) and the bookkeeping of the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from agentdescent import atomic
+from agentdescent.runs.store import RunDir
+
+STOP_GRACE_SECONDS = 15.0  # a cancelled run closes its ledger well within this
+
+
+def spawn(run: RunDir) -> int:
+    """Start the run's process; its pid. The run's lock is taken here and handed to the process, so
+    the run is alive from this moment on (no window in which a starting run looks dead); a run
+    whose lock someone holds is refused with a `UserError`. The caller's folder is where the run
+    works (see the runner)."""
+    atomic.write_text(run.file("origin.json"), json.dumps({"cwd": os.getcwd()}))
+    fd = run.lock()
+    try:
+        with run.file("run.log").open("ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "agentdescent.runs.runner", str(run.path), "--lock-fd", str(fd)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                pass_fds=(fd,),
+            )
+    finally:
+        os.close(fd)  # the child holds the same lock through its copy
+    # Reap it if this process outlives it (the MCP server does); if not, init adopts it.
+    threading.Thread(target=proc.wait, name=f"agentdescent-reap-{run.id}", daemon=True).start()
+    return proc.pid
+
+
+def stop(run: RunDir, pid: int | None, *, grace: float = STOP_GRACE_SECONDS) -> bool:
+    """Cancel the run's process and wait for it to end; True when it ended by itself, False when
+    it had to be killed (with its whole process group)."""
+    if pid is None or not run.alive():
+        return True
+    _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not run.alive():
+            return True
+        time.sleep(0.05)
+    _signal(-pid, signal.SIGKILL)  # the runner leads its own group: everything it started goes too
+    while run.alive() and time.monotonic() < deadline + 5:
+        time.sleep(0.05)
+    return False
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    try:
+        if pid < 0:
+            os.killpg(-pid, sig)
+        else:
+            os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

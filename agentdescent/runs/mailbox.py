@@ -1,0 +1,139 @@
+"""A folder two processes talk through: one asks and waits, the other claims a request and answers it.
+
+    <folder>/<id>.request.json   what is asked: {"id", "kind", "created", "body"}
+    <folder>/<id>.claim          who took it, and when (a lease: a claim older than it is void)
+    <folder>/<id>.answer.json    the answer, created once (a second answer is refused)
+
+The run's process asks (a rollout for the host to do, a reflection, an approval) and waits with a
+timeout; the MCP server or the CLI, in another process, lists what is open, claims and answers.
+Every file is written whole (atomic rename, or a hard link for the answer, which fails when one
+is there), so neither side ever reads half of one, and whatever a file holds is checked before
+use. Left out: what the bodies mean (`host`), and who may answer (anyone who can write the folder).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from agentdescent import atomic
+from agentdescent.errors import AgentError, UserError
+
+POLL_SECONDS = 0.05
+
+
+class Request(BaseModel):
+    id: str
+    kind: str
+    created: float
+    body: dict[str, Any]
+
+
+class Mailbox:
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+
+    # the asking side
+
+    def ask(self, kind: str, body: dict[str, Any], *, timeout: float, gone: Callable[[], bool] = lambda: False) -> dict:
+        """Post a request and wait for its answer; `AgentError` after `timeout` seconds, or as soon
+        as `gone()` says nobody will answer any more (a cancelled run)."""
+        request = Request(id=secrets.token_hex(6), kind=kind, created=time.time(), body=body)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        atomic.write_text(self._path(request.id, "request.json"), request.model_dump_json())
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline and not gone():
+                answer = self._read(self._path(request.id, "answer.json"))
+                if answer is not None:
+                    return answer
+                time.sleep(POLL_SECONDS)
+        finally:
+            self._remove(request.id)
+        raise AgentError(f"no answer to {kind} request {request.id} within {timeout:g} s"
+                         if not gone() else f"the {kind} request {request.id} was withdrawn: the run is stopping")
+
+    def clear(self) -> int:
+        """Withdraw every request (a run starting again: nobody waits for the old ones); how many."""
+        requests = list(self.folder.glob("*.request.json")) if self.folder.is_dir() else []
+        for path in requests:
+            self._remove(path.name.split(".")[0])
+        return len(requests)
+
+    # the answering side
+
+    def open(self, kind: str | None = None) -> list[tuple[Request, float | None]]:
+        """Requests not yet answered, oldest first, with the time each was claimed (None: free)."""
+        found = []
+        for path in self.folder.glob("*.request.json") if self.folder.is_dir() else []:
+            try:
+                request = Request.model_validate_json(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError, ValidationError):
+                continue  # withdrawn while we looked, or not ours
+            if (kind is None or request.kind == kind) and not self._path(request.id, "answer.json").exists():
+                found.append((request, self._claimed(request.id)))
+        return sorted(found, key=lambda pair: pair[0].created)
+
+    def claim(self, request_id: str, *, lease: float) -> bool:
+        """Take a request for `lease` seconds; False when someone else holds it."""
+        path = self._path(request_id, "claim")
+        claimed = self._claimed(request_id)
+        if claimed is not None and time.time() - claimed < lease:
+            return False
+        if claimed is not None:
+            path.unlink(missing_ok=True)  # a lease that ran out: the host that took it never answered
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(str(time.time()))
+        return True
+
+    def answer(self, request_id: str, body: dict[str, Any]) -> None:
+        """Answer a request once; `UserError` for an unknown or withdrawn one, or a second answer."""
+        if not _safe_id(request_id) or not self._path(request_id, "request.json").exists():
+            raise UserError(f"there is no open request {request_id!r} (it was answered, withdrawn when the run "
+                            "stopped, or never existed); ask for the open ones again")
+        final = self._path(request_id, "answer.json")
+        temp = self._path(f".{request_id}.{secrets.token_hex(4)}", "tmp")
+        temp.write_text(json.dumps(body), encoding="utf-8")
+        try:
+            os.link(temp, final)
+        except FileExistsError:
+            raise UserError(f"request {request_id} was already answered; each is answered once") from None
+        finally:
+            temp.unlink(missing_ok=True)
+
+    def _path(self, request_id: str, suffix: str) -> Path:
+        return self.folder / f"{request_id}.{suffix}"
+
+    def _claimed(self, request_id: str) -> float | None:
+        try:
+            return float(self._path(request_id, "claim").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def _read(self, path: Path) -> dict | None:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return {}  # an answer that is not JSON: an empty one, which its reader refuses
+        return data if isinstance(data, dict) else {}
+
+    def _remove(self, request_id: str) -> None:
+        for suffix in ("request.json", "claim", "answer.json"):
+            self._path(request_id, suffix).unlink(missing_ok=True)
+
+
+def _safe_id(request_id: str) -> bool:
+    return isinstance(request_id, str) and 0 < len(request_id) <= 32 and request_id.isalnum()

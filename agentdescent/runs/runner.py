@@ -1,0 +1,148 @@
+"""The process a detached run lives in: `python -m agentdescent.runs.runner RUN_FOLDER`.
+
+It holds the run's lock for its whole life (so the store can tell it is alive), builds the run
+from what the run's folder keeps (the spec, the tasks, the target as it was), and runs `evolve`
+on the run's own ledger, which resumes from the ledger's checkpoint when there is one: a first
+start and a resume are the same code. Every event goes to `events.jsonl` and into `status.json`;
+the result goes to `result.json` at the end. SIGTERM or SIGINT (what `cancel` sends) cancels the
+run: waits wake, the agents' and graders' processes are killed, what was committed stays, and
+the status says `cancelled`. Left out: starting this process (`detach`) and reading its files
+(the service).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import traceback
+from pathlib import Path
+
+from agentdescent import atomic, process
+from agentdescent import events as ev
+from agentdescent.agents.redact import redact
+from agentdescent.engine import evolve
+from agentdescent.engine.cancel import CancelToken
+from agentdescent.errors import AgentDescentError
+from agentdescent.result import EvolveResult
+from agentdescent.runs import build
+from agentdescent.runs.host import PROPOSAL, ROLLOUT, Approver, HostAgent
+from agentdescent.runs.mailbox import Mailbox
+from agentdescent.runs.spec import AgentSpec, RunSpec
+from agentdescent.runs.status import StatusTracker
+from agentdescent.runs.store import RunDir
+
+RUN_ENV = "AGENTDESCENT_RUN"  # set in a run's process (and so in every agent it starts): the run's id
+ALREADY_RUNNING = 3
+
+
+def main(argv: list[str]) -> int:
+    """`runner RUN_FOLDER [--lock-fd N]`: N is the run's lock, already taken by the spawner."""
+    run = RunDir(Path(argv[1]).absolute())
+    try:
+        fd = int(argv[3]) if argv[2:3] == ["--lock-fd"] else run.lock()
+    except AgentDescentError as exc:
+        print(f"agentdescent runner: {exc}", file=sys.stderr)
+        return ALREADY_RUNNING
+    try:
+        return _live(run)
+    finally:
+        os.close(fd)
+
+
+def _live(run: RunDir) -> int:
+    os.environ[RUN_ENV] = run.id
+    _enter_origin(run)
+    status = run.status()
+    tracker = StatusTracker(status.model_copy(update={"state": "starting", "pid": os.getpid(), "error": None,
+                                                      "stop_reason": None}), run.write_status)
+    tracker.update(message="starting")
+    token = CancelToken()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: token.cancel("cancelled by the user"))
+    token.on_cancel(process.kill_all)
+    try:
+        result = _evolve(run, tracker, token)
+    except AgentDescentError as exc:  # the spec or the world refused before the rounds: say so, plainly
+        tracker.update(state="failed", error=redact(str(exc)), message="the run could not start",
+                       next=f"fix what the error says, then: agentdescent resume {run.id}")
+        return 1
+    except Exception as exc:  # a bug: keep the traceback in the log, and say where it is
+        traceback.print_exc()
+        tracker.update(state="failed", error=redact(f"{type(exc).__name__}: {exc}"),
+                       message=f"the run failed unexpectedly; the traceback is in {run.file('run.log')}",
+                       next=f"agentdescent resume {run.id} tries again from the last checkpoint")
+        return 1
+    _finish(run, tracker, result)
+    return 0
+
+
+def _enter_origin(run: RunDir) -> None:
+    """Work where the run was started from, as the user's own program would: a grader command or
+    a `python:` ref is found there. A folder gone since (a reboot cleared it) leaves the run's own."""
+    try:
+        origin = json.loads(run.file("origin.json").read_text(encoding="utf-8"))["cwd"]
+        os.chdir(origin)
+    except (OSError, ValueError, KeyError, TypeError):
+        os.chdir(run.path)
+        return
+    sys.path.insert(0, origin)
+
+
+def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveResult:
+    spec, tasks = run.spec(), run.tasks()
+    content = json.loads(run.file("target.json").read_text(encoding="utf-8"))
+    parts = build.assemble(spec, tasks, content)
+    mailbox = Mailbox(run.file("mailbox"))
+    mailbox.clear()  # requests of an earlier process of this run: nobody waits for them now
+
+    def make_agent(agent: AgentSpec, role: str):
+        if agent.kind == "host":
+            kind = ROLLOUT if role == "rollout" else PROPOSAL
+            return HostAgent(mailbox, kind, timeout=spec.host_timeout, gone=lambda: token.cancelled)
+        return build.make_client(agent)
+
+    workspaces = run.file("workspaces")
+    workspaces.mkdir(exist_ok=True)
+    run_fn, propose = build.callables(spec, parts, make_agent=make_agent, workdir=workspaces)
+    with run.file("events.jsonl").open("a", encoding="utf-8") as events:
+        def on_event(event: ev.Event) -> None:
+            events.write(redact(json.dumps(ev.to_json(event), ensure_ascii=False)) + "\n")
+            events.flush()
+            tracker.on_event(event)
+
+        return evolve(
+            parts.tasks, parts.reward, run=run_fn, propose=propose, strategy=parts.strategy, rounds=spec.rounds,
+            n_workers=spec.workers, held_out_frac=spec.held_out_frac, patience=spec.patience,
+            target_reward=spec.target_reward, blast_radius=parts.blast_radius,
+            approve=Approver(mailbox, timeout=spec.host_timeout, gone=lambda: token.cancelled),
+            self_verify=spec.self_verify, cheap_eval_tasks=spec.cheap_eval_tasks, max_calls=spec.max_calls,
+            max_tokens=spec.max_tokens, rollout_timeout=spec.rollout_timeout, seed=spec.seed, store=run.ledger,
+            on_event=on_event, cancel=token,
+        )
+
+
+def _finish(run: RunDir, tracker: StatusTracker, result: EvolveResult) -> None:
+    atomic.write_text(run.file("result.json"), redact(result.to_json()))
+    done = dict(stop_reason=result.stop_reason, best_reward=result.final_reward, stable_version=result.version,
+                initial_reward=result.initial_reward, calls=result.usage.calls, tokens=result.usage.tokens,
+                outcomes=result.outcomes(), warnings=result.warnings, round=len(result.history) and
+                result.history[-1].round + 1)
+    change = f"held-out {result.initial_reward:.3f} -> {result.final_reward:.3f}"
+    if result.error == "cancelled":
+        tracker.update(state="cancelled", **done, message=f"cancelled at round {done['round']}; {change} so far",
+                       next=f"agentdescent resume {run.id} continues it; agentdescent show {run.id} shows the change so far")
+    elif result.error is not None:
+        tracker.update(state="failed", error=redact(result.error), **done, message=f"stopped: {result.stop_reason}",
+                       next=f"fix what the error says, then: agentdescent resume {run.id}")
+    else:
+        tracker.update(state="finished", error=None, **done, message=f"finished ({result.stop_reason}); {change}",
+                       next=f"agentdescent show {run.id} shows the change; agentdescent accept {run.id} writes it "
+                            "back (backing the target up first), agentdescent reject drops it")
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING)
+    sys.exit(main(sys.argv))

@@ -1,0 +1,256 @@
+"""The service under the CLI and the MCP server: plan, start, follow, stop and resume runs, and
+let the host do a run's work. (Reviewing a run's change, accepting and rejecting it: `review`.)
+
+Every verb is a method of `Service` returning a pydantic record, and raising `UserError` with
+what to do next when it cannot: an unknown run id lists the known ones, a spec error names the
+field. Nothing here needs the caller to stay: a started run lives in its own process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agentdescent import atomic
+from agentdescent.engine.evolve import split_tasks
+from agentdescent.errors import UserError
+from agentdescent.runs import build, detach
+from agentdescent.runs.host import APPROVAL, PROPOSAL, ROLLOUT
+from agentdescent.runs.mailbox import Mailbox
+from agentdescent.runs.quote import Quote, quote
+from agentdescent.runs.spec import RunSpec, read_spec
+from agentdescent.runs.status import LIVE, RunStatus
+from agentdescent.runs.store import RunDir, RunStore
+
+CLAIM_LEASE_SECONDS = 600.0  # a host that took a rollout and never answered: it goes back to the queue
+
+
+class Plan(BaseModel):
+    """What a run would do and cost; nothing has started."""
+
+    target: str
+    kind: str
+    files: int | None  # folder targets: how many files
+    tasks: int
+    train: int
+    held_out: int
+    agent: str
+    reflector: str
+    workers: int
+    rounds: int
+    quote: Quote
+    warnings: list[str] = Field(default_factory=list)
+    next: str
+
+
+class Started(BaseModel):
+    run_id: str
+    state: str
+    folder: str
+    message: str
+    next: str
+
+
+class RunSummary(BaseModel):
+    id: str
+    state: str
+    target: str
+    round: int
+    rounds: int
+    initial_reward: float | None
+    best_reward: float | None
+    message: str
+
+
+class HostRequest(BaseModel):
+    request_id: str
+    kind: str  # rollout or proposal
+    prompt: str  # what to do: the task (rollout), or the reflection prompt (proposal)
+    workspace: str | None  # rollout of a folder: work in this folder, where the candidate is laid out
+
+
+class HostWork(BaseModel):
+    run_id: str
+    requests: list[HostRequest]
+    running: bool
+    message: str
+
+
+class Submitted(BaseModel):
+    run_id: str
+    request_id: str
+    message: str
+
+
+class Service:
+    """The verbs, over one run store (default: `$AGENTDESCENT_HOME/runs`)."""
+
+    def __init__(self, store: RunStore | None = None) -> None:
+        self.store = store or RunStore()
+
+    def plan(self, spec: str | Path | dict[str, Any], *, base: str | Path | None = None) -> Plan:
+        checked = read_spec(spec, base=base)
+        parts = build.materials(checked)
+        return _plan(checked, parts)
+
+    def start(self, spec: str | Path | dict[str, Any], *, base: str | Path | None = None,
+              allow_concurrent: bool = False) -> Started:
+        """Check the spec, make the run's folder and start its process; returns at once."""
+        checked = read_spec(spec, base=base)
+        parts = build.materials(checked)
+        checked = checked.model_copy(update={"kind": parts.kind})
+        with self._target_lock(checked.target):
+            if not allow_concurrent:
+                self._refuse_second_run(checked.target)
+            status = RunStatus(state="starting", target=checked.target, kind=parts.kind, rounds=checked.rounds,
+                               max_calls=checked.max_calls, message="starting")
+            run = self.store.create(checked, parts.tasks, status)
+            atomic.write_text(run.file("target.json"), json.dumps(build.read_target(checked)))
+            self._launch(run)
+        return self._started(run, "started")
+
+    def status(self, run_id: str) -> RunStatus:
+        run = self.store.get(run_id)
+        status = run.status()
+        return status.model_copy(update={"waiting_on": waiting_on(run)}) if status.state in LIVE else status
+
+    def cancel(self, run_id: str) -> RunStatus:
+        """Stop the run and every process it started; what it committed stays, and it can resume."""
+        run = self.store.get(run_id)
+        status = run.status()
+        if status.state not in LIVE:
+            raise UserError(f"run {run.id} is not running (it is {status.state}); nothing to cancel")
+        ended = detach.stop(run, status.pid)
+        after = run.status()
+        if not ended or after.state in LIVE or after.state == "interrupted":  # it had to be killed
+            after = after.model_copy(update={
+                "state": "cancelled", "message": f"cancelled at round {after.round} (its process was killed)",
+                "next": f"agentdescent resume {run.id} continues it from its last checkpoint"})
+            run.write_status(after)
+        return after
+
+    def resume(self, run_id: str) -> Started:
+        """Start an interrupted, cancelled or failed run's process again; it continues where it stopped."""
+        run = self.store.get(run_id)
+        status = run.status()
+        if status.state in LIVE:
+            raise UserError(f"run {run.id} is still running; follow it with: agentdescent watch {run.id}")
+        if status.state in ("finished", "accepted", "rejected"):
+            raise UserError(f"run {run.id} has {status.state}; start a new run to go on from its result")
+        with self._target_lock(status.target):
+            self._refuse_second_run(status.target)
+            run.write_status(status.model_copy(update={"state": "starting", "message": "resuming", "error": None}))
+            self._launch(run)
+        return self._started(run, "resumed")
+
+    def runs(self) -> list[RunSummary]:
+        found = []
+        for run in self.store.all():
+            try:
+                s = run.status()
+            except UserError:
+                continue
+            found.append(RunSummary(id=run.id, state=s.state, target=s.target, round=s.round, rounds=s.rounds,
+                                    initial_reward=s.initial_reward, best_reward=s.best_reward, message=s.message))
+        return found
+
+    # the host as a worker
+
+    def host_next(self, run_id: str, kind: str = ROLLOUT, limit: int = 1) -> HostWork:
+        """Up to `limit` open requests of `kind` (rollout or proposal), claimed for the caller."""
+        if kind not in (ROLLOUT, PROPOSAL):
+            raise UserError(f"kind must be {ROLLOUT!r} or {PROPOSAL!r}; got {kind!r}")
+        run = self.store.get(run_id)
+        mailbox, taken = Mailbox(run.file("mailbox")), []
+        for request, _ in mailbox.open(kind):
+            if len(taken) >= max(1, limit):
+                break
+            if mailbox.claim(request.id, lease=CLAIM_LEASE_SECONDS):
+                taken.append(HostRequest(request_id=request.id, kind=kind, prompt=str(request.body.get("prompt", "")),
+                                         workspace=request.body.get("workspace")))
+        running = run.status().state in LIVE
+        if taken:
+            what = (f"do each task in its workspace and answer with {kind}_submit" if kind == ROLLOUT
+                    else "answer each prompt as it asks, with proposal_submit")
+            message = f"{len(taken)} {kind} request(s) for you: {what}"
+        elif running:
+            message = f"no {kind} waiting right now; the run is busy elsewhere: call again in a few seconds"
+        else:
+            message = f"the run is not running ({run.status().state}); there is nothing to do"
+        return HostWork(run_id=run.id, requests=taken, running=running, message=message)
+
+    def host_submit(self, run_id: str, request_id: str, answer: str) -> Submitted:
+        if not isinstance(answer, str):
+            raise UserError("answer must be text")
+        run = self.store.get(run_id)
+        Mailbox(run.file("mailbox")).answer(request_id, {"answer": answer})
+        return Submitted(run_id=run.id, request_id=request_id, message="received; ask for the next request")
+
+    # inside
+
+    def _launch(self, run: RunDir) -> None:
+        try:
+            detach.spawn(run)
+        except OSError as exc:
+            raise UserError(f"cannot start the run's process: {exc}") from None
+
+    def _started(self, run: RunDir, how: str) -> Started:
+        return Started(run_id=run.id, state="starting", folder=str(run.path),
+                       message=f"{how} run {run.id}: it runs in its own process, detached",
+                       next=f"agentdescent watch {run.id} (or the status tool) follows it")
+
+    def _refuse_second_run(self, target: str) -> None:
+        for other in self.store.all():
+            try:
+                status = other.status()
+            except UserError:
+                continue
+            if status.state in LIVE and status.target == target:
+                raise UserError(f"run {other.id} is already evolving {target}; wait for it (agentdescent watch "
+                                f"{other.id}), cancel it, or ask for a second run on purpose (--allow-concurrent)")
+
+    def _target_lock(self, target: str):
+        """Held while one target's runs are checked and started, so that two starts cannot both pass."""
+        locks = self.store.root / ".targets"
+        locks.mkdir(parents=True, exist_ok=True)
+        name = hashlib.sha256(target.encode("utf-8")).hexdigest()[:16]
+        return RunDir(locks).holding(f"{name}.lock", f"another run is being started on {target} right now; try again")
+
+
+def waiting_on(run: RunDir) -> str | None:
+    """What a live run waits for, in one line: the host's rollouts or reflections, a person's approval."""
+    open_ = Mailbox(run.file("mailbox")).open()
+    said = []
+    for kind, tool in ((ROLLOUT, "rollout_next"), (PROPOSAL, "proposal_next")):
+        mine = [claimed for request, claimed in open_ if request.kind == kind]
+        if mine:
+            free = sum(1 for c in mine if c is None or time.time() - c >= CLAIM_LEASE_SECONDS)
+            said.append(f"the host: {len(mine)} {kind}(s) open, {free} not yet taken ({tool})")
+    if any(request.kind == APPROVAL for request, _ in open_):
+        said.append(f"your approval of an L1 change (agentdescent show {run.id}, then accept or reject)")
+    return "; ".join(said) or None
+
+
+def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
+    train, held_out = split_tasks(parts.tasks, spec.held_out_frac, random.Random(f"{spec.seed}:split"))
+    content = parts.strategy.render(parts.strategy.initial_state())
+    chars = len(content) if isinstance(content, str) else sum(len(t) for t in content.values())
+    prompt_chars = sum(len(t.prompt) for t in parts.tasks) // max(1, len(parts.tasks))
+    cost = quote(train=len(train), held_out=len(held_out), workers=spec.workers, rounds=spec.rounds,
+                 artifact_chars=chars, prompt_chars=prompt_chars, max_calls=spec.max_calls,
+                 price_per_call=spec.price_per_call, price_per_1k_tokens=spec.price_per_1k_tokens)
+    warnings = build.missing_keys(spec)
+    if spec.max_calls is None:
+        warnings.append("no max_calls: only rounds bound the bill; set max_calls to cap it")
+    money = f", ${cost.cost_low_usd:g}-{cost.cost_high_usd:g}" if cost.cost_low_usd is not None else ""
+    return Plan(target=spec.target, kind=parts.kind, files=None if parts.tree is None else len(parts.tree),
+                tasks=len(parts.tasks), train=len(train), held_out=len(held_out), agent=spec.agent.label,
+                reflector=spec.reflector_spec.label, workers=spec.workers, rounds=spec.rounds, quote=cost,
+                warnings=warnings, next=f"about {cost.calls_low}-{cost.calls_high} calls{money}: if that suits, "
+                                        "start it with evolve")

@@ -1,0 +1,92 @@
+"""Where a run is: the `RunStatus` record, and the tracker that keeps it from the run's events.
+
+The runner feeds every event to a `StatusTracker`, which keeps the record and has it written
+(at most a few times a second, and at once for what matters: a commit, a warning, the end), so
+that `status` is one small file read, whatever the run is doing. Left out: where it is written
+(the store) and what is waiting on the host (the service reads the mailbox for that).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from agentdescent import events as ev
+
+RunState = Literal["starting", "running", "finished", "failed", "cancelled", "interrupted", "accepted", "rejected"]
+LIVE: tuple[RunState, ...] = ("starting", "running")
+WRITE_EVERY = 0.25  # seconds between two writes of progress that can wait
+
+
+class RunStatus(BaseModel):
+    """A run at a glance; every field a model or a person reads to decide what to do next."""
+
+    id: str = ""
+    state: RunState = "starting"
+    message: str = ""  # one line: what is happening or what happened
+    next: str = ""  # what to do next, as a command or a tool call
+    target: str = ""
+    kind: str = ""
+    pid: int | None = None
+    created: float = Field(default_factory=time.time)
+    updated: float = Field(default_factory=time.time)
+    round: int = 0  # rounds done
+    rounds: int = 0
+    version: int | None = None  # dev's head
+    stable_version: int | None = None  # the best version so far: what `accept` writes back
+    initial_reward: float | None = None
+    best_reward: float | None = None  # held-out reward of the stable version
+    last_held_out: float | None = None
+    calls: int = 0
+    tokens: int = 0
+    max_calls: int | None = None
+    outcomes: dict[str, int] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)
+    waiting_on: str | None = None  # filled in when read: what the run waits for (the host, an approval)
+    stop_reason: str | None = None
+    error: str | None = None
+    backup: str | None = None  # after `accept`: where the target's previous content is
+
+
+class StatusTracker:
+    """Keeps a run's status from its events; `write(status)` persists it."""
+
+    def __init__(self, status: RunStatus, write: Callable[[RunStatus], None]) -> None:
+        self.status = status
+        self._write = write
+        self._written = 0.0
+
+    def update(self, *, now: bool = True, **fields: object) -> None:
+        self.status = self.status.model_copy(update={**fields, "updated": time.time()})
+        if now or time.monotonic() - self._written >= WRITE_EVERY:
+            self._write(self.status)
+            self._written = time.monotonic()
+
+    def on_event(self, event: ev.Event) -> None:
+        s = self.status
+        if isinstance(event, ev.RunStarted):
+            resumed = f", resumed at round {event.resumed_round + 1}" if event.resumed_round is not None else ""
+            self.update(state="running", rounds=event.rounds, version=event.version, round=event.resumed_round or 0,
+                        message=f"running {event.n_workers} workers on {event.train} train tasks ({event.held_out} "
+                                f"held out){resumed}")
+        elif isinstance(event, ev.Warned):
+            self.update(warnings=[*s.warnings, event.message])
+        elif isinstance(event, ev.DiffOutcome):
+            kind = event.outcome.kind
+            self.update(now=False, outcomes={**s.outcomes, kind: s.outcomes.get(kind, 0) + 1})
+        elif isinstance(event, ev.Committed):
+            self.update(version=event.version, message=f"round {event.round + 1}: committed version {event.version}")
+        elif isinstance(event, ev.Evaluated):
+            if s.initial_reward is None:  # the first is where the run starts from
+                self.update(initial_reward=event.held_out_reward, stable_version=event.version)
+                s = self.status
+            stable = event.version if event.promoted else s.stable_version
+            self.update(last_held_out=event.held_out_reward, best_reward=event.best_reward, stable_version=stable)
+        elif isinstance(event, ev.RoundEnded):
+            self.update(now=False, round=event.round + 1, calls=event.calls,
+                        message=f"round {event.round + 1} of {s.rounds} done")
+        elif isinstance(event, ev.RunEnded):
+            self.update(best_reward=event.final_reward, stop_reason=event.reason)

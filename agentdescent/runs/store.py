@@ -1,0 +1,168 @@
+"""The run store: one folder per run, under `$AGENTDESCENT_HOME/runs` (default `~/.agentdescent/runs`).
+
+    <id>/spec.json       the checked spec (absolute paths; a spec never holds a key)
+    <id>/tasks.jsonl     the tasks as they were when the run was started (a resumed run reads these)
+    <id>/status.json     where the run is, rewritten atomically as it goes
+    <id>/events.jsonl    every progress event, one JSON object a line
+    <id>/ledger/         the git ledger, with the run's checkpoint and rollout journal inside
+    <id>/result.json     the result, once the run has ended
+    <id>/run.log         what the run's process printed
+    <id>/lock            locked (flock) by the run's process for as long as it lives
+    <id>/mailbox/        host-driven rollouts, reflections and approvals waiting for an answer
+    <id>/workspaces/     the rollout workspaces of folder runs
+    <id>/accept.lock     held while `accept` writes back, so that two accepts never interleave
+
+A lock the kernel holds for a live process is the one liveness test that survives a SIGKILL and a
+reboot alike: a run whose status says running but whose lock is free is `interrupted`. Runs never
+share a file, so two runs in one store never interfere. Left out: what runs do (the runner).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from agentdescent import atomic
+from agentdescent.errors import UserError
+from agentdescent.runs.spec import RunSpec
+from agentdescent.runs.status import RunStatus
+from agentdescent.types import Task
+
+HOME_ENV = "AGENTDESCENT_HOME"
+
+
+def home() -> Path:
+    """`$AGENTDESCENT_HOME`, else `~/.agentdescent` (read at each call)."""
+    return Path(os.environ.get(HOME_ENV) or Path.home() / ".agentdescent").expanduser().absolute()
+
+
+class RunDir:
+    """One run's folder and the files in it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.id = path.name
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    @property
+    def ledger(self) -> Path:
+        return self.path / "ledger"
+
+    def spec(self) -> RunSpec:
+        return RunSpec.model_validate_json(self.file("spec.json").read_text(encoding="utf-8"))
+
+    def tasks(self) -> list[Task]:
+        lines = self.file("tasks.jsonl").read_text(encoding="utf-8").splitlines()
+        return [Task.model_validate_json(line) for line in lines if line.strip()]
+
+    def status(self) -> RunStatus:
+        """The status as last written, with `interrupted` for a run whose process is gone."""
+        try:
+            status = RunStatus.model_validate_json(self.file("status.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UserError(f"run {self.id} has no readable status ({exc}); its folder {self.path} may be damaged") from None
+        if status.state in ("starting", "running") and not self.alive():
+            status = status.model_copy(update={
+                "state": "interrupted",
+                "message": f"the run's process is gone (killed, crashed or the machine restarted) at round "
+                           f"{status.round} of {status.rounds}",
+                "next": f"agentdescent resume {self.id} (or the resume tool) continues it where it stopped",
+            })
+        return status
+
+    def write_status(self, status: RunStatus) -> None:
+        atomic.write_text(self.file("status.json"), status.model_dump_json(indent=1))
+
+    def alive(self) -> bool:
+        """Whether a process holds the run's lock (its runner is alive)."""
+        try:
+            fd = os.open(self.file("lock"), os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing drops our shared lock, if we got it
+        return False
+
+    def lock(self, name: str = "lock", busy: str = "") -> int:
+        """Take the lock file `name`; the open descriptor that holds it (closing it lets go).
+        `UserError` when another process holds it."""
+        fd = os.open(self.file(name), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise UserError(busy or f"run {self.id} is already running in another process") from None
+        return fd
+
+    @contextmanager
+    def holding(self, name: str, busy: str) -> Iterator[int]:
+        """Hold the lock file `name` for the block; `UserError(busy)` when another process has it."""
+        fd = self.lock(name, busy)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+
+class RunStore:
+    """The folder of all runs; `create` makes a run's folder, `get` finds one by id (or a unique prefix)."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = Path(root) if root is not None else home() / "runs"
+
+    def create(self, spec: RunSpec, tasks: list[Task], status: RunStatus) -> RunDir:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            while True:
+                path = self.root / f"{_slug(Path(spec.target).stem)}-{secrets.token_hex(3)}"
+                try:
+                    path.mkdir()
+                    break
+                except FileExistsError:
+                    continue
+        except OSError as exc:
+            raise UserError(f"cannot create a run in {self.root}: {exc.strerror or exc}; free some space or set "
+                            f"{HOME_ENV} to a writable folder") from None
+        run = RunDir(path)
+        try:
+            atomic.write_text(run.file("spec.json"), spec.model_dump_json(indent=1))
+            atomic.write_text(run.file("tasks.jsonl"), "".join(t.model_dump_json() + "\n" for t in tasks))
+            run.write_status(status.model_copy(update={"id": run.id}))
+        except OSError as exc:
+            raise UserError(f"cannot write run {run.id} in {self.root}: {exc.strerror or exc}; free some space or "
+                            f"set {HOME_ENV} to a writable folder") from None
+        return run
+
+    def get(self, run_id: str) -> RunDir:
+        runs = self.all()
+        exact = [r for r in runs if r.id == run_id]
+        found = exact or [r for r in runs if isinstance(run_id, str) and run_id and r.id.startswith(run_id)]
+        if len(found) == 1:
+            return found[0]
+        known = ", ".join(r.id for r in runs[-10:]) or "none yet"
+        if found:
+            raise UserError(f"{run_id!r} matches {len(found)} runs ({', '.join(r.id for r in found[:5])}); give more of the id")
+        raise UserError(f"no run {run_id!r} in {self.root}; the latest runs: {known}")
+
+    def all(self) -> list[RunDir]:
+        """Every run, oldest first."""
+        if not self.root.is_dir():
+            return []
+        runs = [RunDir(p) for p in self.root.iterdir() if p.is_dir() and (p / "status.json").exists()]
+        return sorted(runs, key=lambda r: (r.file("spec.json").stat().st_mtime if r.file("spec.json").exists() else 0, r.id))
+
+
+def _slug(name: str) -> str:
+    """A short file-name-safe word for a run id. _slug("My Skill!") == "my-skill" """
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:32] or "run"
