@@ -20,7 +20,8 @@ from pydantic import BaseModel, Field
 from agentdescent import atomic
 from agentdescent.engine.evolve import split_tasks
 from agentdescent.errors import UserError
-from agentdescent.runs import build, detach
+from agentdescent.runs import build, detach, review
+from agentdescent.runs.doctor import DoctorReport, doctor
 from agentdescent.runs.host import APPROVAL, PROPOSAL, ROLLOUT
 from agentdescent.runs.mailbox import Mailbox
 from agentdescent.runs.quote import Quote, quote
@@ -148,6 +149,18 @@ class Service:
             run.write_status(status.model_copy(update={"state": "starting", "message": "resuming", "error": None}))
             self._launch(run)
         return self._started(run, "resumed")
+
+    def show(self, run_id: str) -> review.Shown:
+        return review.show(self.store, run_id)
+
+    def accept(self, run_id: str, *, dry_run: bool = False) -> review.Accepted:
+        return review.accept(self.store, run_id, dry_run=dry_run)
+
+    def reject(self, run_id: str) -> review.Accepted:
+        return review.reject(self.store, run_id)
+
+    def doctor(self) -> DoctorReport:
+        return doctor()
 
     def runs(self) -> list[RunSummary]:
         found = []

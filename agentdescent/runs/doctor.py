@@ -1,0 +1,145 @@
+"""What this machine has for AgentDescent: git, the agent CLIs and their versions, which provider
+keys are set (never their values), which hosts have our MCP server wired, and the run store.
+
+`doctor()` only reads: it runs each CLI's `--version` (a few seconds at most each) and reads the
+hosts' configuration files; `demo_ok` says whether `agentdescent demo` can run here (it needs git
+and a writable temporary folder, nothing else). Left out: wiring a host (the plugin bundle).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+from agentdescent.process import TimedOut, run_process
+from agentdescent.runs.store import home
+
+AGENT_CLIS = ("claude", "codex", "dsh")
+KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "DEEPSEEK_API_KEY", "HF_TOKEN")
+ENDPOINTS = ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "DEEPSEEK_BASE_URL", "HF_ENDPOINT")
+SERVER = "agentdescent"
+
+
+class Program(BaseModel):
+    name: str
+    found: bool
+    version: str | None = None
+    path: str | None = None
+
+
+class Host(BaseModel):
+    host: str
+    installed: bool
+    wired: bool  # our MCP server is in the host's configuration
+    how: str  # what to run to wire it (or what was found)
+
+
+class DoctorReport(BaseModel):
+    python: str
+    agentdescent: str
+    git: Program
+    agents: list[Program]
+    keys_set: list[str]  # names only
+    keys_missing: list[str]
+    endpoints_set: list[str]
+    hosts: list[Host]
+    store: str
+    store_writable: bool
+    demo_ok: bool
+    problems: list[str] = Field(default_factory=list)
+    next: str
+
+
+def doctor() -> DoctorReport:
+    git = _program("git")
+    agents = [_program(name) for name in AGENT_CLIS]
+    store = home() / "runs"
+    writable = _writable(store if store.exists() else home())
+    problems = []
+    if not git.found:
+        problems.append("git is not on PATH: the ledger is a git repository; install git")
+    if not _writable(Path(tempfile.gettempdir())):
+        problems.append(f"the temporary folder {tempfile.gettempdir()} is not writable; set TMPDIR")
+    if not writable:
+        problems.append(f"the run store {store} is not writable; set AGENTDESCENT_HOME to a writable folder")
+    demo_ok = git.found and _writable(Path(tempfile.gettempdir()))
+    keys = [k for k in KEYS if os.environ.get(k)]
+    return DoctorReport(
+        python=sys.version.split()[0], agentdescent=_version(), git=git, agents=agents, keys_set=keys,
+        keys_missing=[k for k in KEYS if k not in keys], endpoints_set=[e for e in ENDPOINTS if os.environ.get(e)],
+        hosts=[_claude_code(agents[0]), _codex(agents[1]), _deepseek(agents[2])], store=str(store),
+        store_writable=writable, demo_ok=demo_ok, problems=problems,
+        next="agentdescent demo runs a whole evolution offline" if demo_ok else "fix the problems above first",
+    )
+
+
+def _program(name: str) -> Program:
+    path = shutil.which(name)
+    if path is None:
+        return Program(name=name, found=False)
+    try:
+        done = run_process([path, "--version"], timeout=10)
+        version = (done.stdout or done.stderr).strip().splitlines()[0][:80] if (done.stdout or done.stderr).strip() else None
+    except (OSError, TimedOut):
+        version = None
+    return Program(name=name, found=True, version=version, path=path)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("agentdescent")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _writable(folder: Path) -> bool:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".doctor-"):
+            return True
+    except OSError:
+        return False
+
+
+def _claude_code(cli: Program) -> Host:
+    wired = False
+    for config in (Path.home() / ".claude.json", Path.cwd() / ".mcp.json"):
+        try:
+            servers = json.loads(config.read_text(encoding="utf-8")).get("mcpServers", {})
+        except (OSError, ValueError, AttributeError):
+            continue
+        wired = wired or any(SERVER in name for name in servers)
+    plugins = Path.home() / ".claude" / "plugins"
+    wired = wired or (plugins.is_dir() and any(SERVER in p.name for p in plugins.rglob("*") if p.is_dir()))
+    how = "wired" if wired else f"claude mcp add {SERVER} -- agentdescent-mcp"
+    return Host(host="claude-code", installed=cli.found, wired=wired, how=how)
+
+
+def _codex(cli: Program) -> Host:
+    config = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex") / "config.toml"
+    try:
+        servers = tomllib.loads(config.read_text(encoding="utf-8")).get("mcp_servers", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        servers = {}
+    wired = SERVER in servers
+    how = "wired" if wired else f'add to {config}: [mcp_servers.{SERVER}] command = "agentdescent-mcp"'
+    return Host(host="codex", installed=cli.found, wired=wired, how=how)
+
+
+def _deepseek(cli: Program) -> Host:
+    patch = Path.cwd() / "cordis.patch.yml"
+    wired = patch.is_file() and "agentdescent-mcp" in patch.read_text(encoding="utf-8", errors="replace")
+    how = "wired" if wired else "add a @deepseek-ai/dsh-mcp-client row launching agentdescent-mcp to cordis.patch.yml"
+    return Host(host="deepseek", installed=cli.found, wired=wired, how=how)
