@@ -51,6 +51,11 @@ def scripted(script: Script, *, default: str | None = None, name: str = "scripte
     return ScriptedModel(script, default=default, name=name)
 
 
+def takes_a_folder(script: Callable[..., str]) -> bool:
+    """Whether a script is called as (prompt, cwd): a stand-in for an agent working in a folder."""
+    return _takes_two(script)
+
+
 def _takes_two(script: Callable[..., str]) -> bool:
     try:
         parameters = inspect.signature(script).parameters.values()

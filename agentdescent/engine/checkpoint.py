@@ -1,7 +1,7 @@
 """What a run keeps beside its ledger, so that a killed run continues where it stopped.
 
     <ledger>/agentdescent/checkpoint.json   the loop's position, written atomically after every round
-    <ledger>/agentdescent/rollouts.jsonl    every rollout that succeeded, appended as it lands
+    <ledger>/agentdescent/rollouts.jsonl    every rollout that succeeded, appended as it lands (keys redacted)
 
 A run on a store whose checkpoint is unfinished and was made with the same settings (the same
 artifact, strategy, seed and train / held-out split: the fingerprint) resumes from it: the next
@@ -30,6 +30,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from agentdescent import atomic
+from agentdescent.agents.redact import redact
 from agentdescent.ledger import Ledger
 from agentdescent.result import StepRecord
 from agentdescent.types import Outcome, Rollout, Spend, Task
@@ -123,7 +124,7 @@ class RunFiles:
         """Append one successful rollout to the journal (from any thread)."""
         if rollout.error is not None:
             return  # a failure is retried by a resumed run, not remembered
-        line = json.dumps({"state": state, "task": rollout.task.id, "output": str(rollout.output),
+        line = json.dumps({"state": state, "task": rollout.task.id, "output": redact(str(rollout.output)),
                            "reward": rollout.reward, "spend": rollout.spend.model_dump()}, ensure_ascii=False)
         with self._lock:
             if self._journal is None:

@@ -21,6 +21,8 @@ from typing import Any
 
 from agentdescent.agents import claude, claude_code, codex, deepseek, openai_compatible, scripted
 from agentdescent.agents.base import Model
+from agentdescent.agents.redact import redact
+from agentdescent.agents.scripted import takes_a_folder
 from agentdescent.artifacts import AppendRules, FileTree, SingleSlot, Strategy, load_tree, tree_runner
 from agentdescent.dataloader import csv_rows, hf_rows, json_rows, jsonl_rows, tasks_from
 from agentdescent.errors import AgentDescentError, UserError
@@ -249,8 +251,16 @@ def make_client(agent: AgentSpec) -> Callable[..., str]:
     if agent.kind == "python":
         found = resolve_ref(agent.ref or "")
         made = found(**options) if inspect.isclass(found) else functools.partial(found, **options) if options else found
-        return made if hasattr(made, "usage") else scripted(made, name=agent.ref or "python")  # metered like a model
+        return made if hasattr(made, "usage") else scripted(_redacting(made), name=agent.ref or "python")
     raise UserError(f"agent kind {agent.kind!r} needs the run store (host-driven rollouts)")
+
+
+def _redacting(fn: Callable[..., str]) -> Callable[..., str]:
+    """Your own agent, metered like a model and its replies redacted like a client's (a reply that
+    echoes a key must not reach the ledger or the store)."""
+    if takes_a_folder(fn):
+        return lambda prompt, cwd: redact(str(fn(prompt, cwd)))
+    return lambda prompt: redact(str(fn(prompt)))
 
 
 def works_in_a_folder(spec: AgentSpec, agent: Callable[..., str]) -> bool:

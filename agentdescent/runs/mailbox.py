@@ -95,6 +95,9 @@ class Mailbox:
             return False
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(str(time.time()))
+        if not self._path(request_id, "request.json").exists() or self._path(request_id, "answer.json").exists():
+            path.unlink(missing_ok=True)  # answered and withdrawn between the listing and the claim
+            return False
         return True
 
     def answer(self, request_id: str, body: dict[str, Any]) -> None:

@@ -70,12 +70,17 @@ def _live(run: RunDir) -> int:
                        next=f"fix what the error says, then: agentdescent resume {run.id}")
         return 1
     except Exception as exc:  # a bug: keep the traceback in the log, and say where it is
-        traceback.print_exc()
+        print(redact(traceback.format_exc()), file=sys.stderr, flush=True)
         tracker.update(state="failed", error=redact(f"{type(exc).__name__}: {exc}"),
                        message=f"the run failed unexpectedly; the traceback is in {run.file('run.log')}",
                        next=f"agentdescent resume {run.id} tries again from the last checkpoint")
         return 1
-    _finish(run, tracker, result)
+    try:
+        _finish(run, tracker, result)
+    except OSError as exc:
+        print(f"agentdescent: the run stopped ({result.stop_reason}) but its result cannot be written in "
+              f"{run.path}: {exc}; free some space, then: agentdescent resume {run.id}", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 
@@ -109,9 +114,13 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
     run_fn, propose = build.callables(spec, parts, make_agent=make_agent, workdir=workspaces)
     with run.file("events.jsonl").open("a", encoding="utf-8") as events:
         def on_event(event: ev.Event) -> None:
-            events.write(redact(json.dumps(ev.to_json(event), ensure_ascii=False)) + "\n")
-            events.flush()
-            tracker.on_event(event)
+            try:
+                events.write(redact(json.dumps(ev.to_json(event), ensure_ascii=False)) + "\n")
+                events.flush()
+                tracker.on_event(event)
+            except OSError as exc:  # a full or read-only disk: stop cleanly, keep what was committed
+                token.cancel(f"cannot write the run's files in {run.path} ({exc.strerror or exc}); "
+                             f"free some space, then: agentdescent resume {run.id}")
 
         return evolve(
             parts.tasks, parts.reward, run=run_fn, propose=propose, strategy=parts.strategy, rounds=spec.rounds,

@@ -259,7 +259,7 @@ def _problem(error: dict) -> Problem:
 
 def _absolute(spec: RunSpec, folder: Path) -> RunSpec:
     def resolved(path: str) -> str:
-        return str((folder / os.path.expanduser(path)).absolute())
+        return os.path.normpath((folder / os.path.expanduser(path)).absolute())
 
     tasks = spec.tasks.model_copy(update={"file": resolved(spec.tasks.file)}) if spec.tasks.file else spec.tasks
     return spec.model_copy(update={"target": resolved(spec.target), "tasks": tasks})

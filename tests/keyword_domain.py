@@ -1,0 +1,64 @@
+"""A run-store domain whose answer is known in advance: a prompt needs RULES rules, learned one a
+round in order, so any uninterrupted run commits exactly RULES times, and a resumed one must too.
+
+Each task asks for a code k0..k5; the agent (`answer`) gives the code only when the prompt states
+every rule up to it ("rule k0.", "rule k1.", ...), so the failing tasks always point at the same
+next rule, and the reflector (`next_rule`) proposes it whatever failure it is shown. Both are plain
+functions that spec files name as `python:tests.keyword_domain:answer` (runs start from the
+repository root). `KEYWORD_KILL_AT=N` in the environment makes the agent SIGKILL its own process
+at its Nth call: a run killed at a chosen point of its life.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+RULES = 6
+_calls = itertools.count(1)
+
+
+def tasks() -> list[dict]:
+    return [{"id": f"t{i:02d}", "prompt": f"request {i} (code k{i % RULES})", "gold": f"k{i % RULES}"}
+            for i in range(4 * RULES)]
+
+
+def spec(folder: Path, **fields) -> dict:
+    """A spec of this domain on a fresh text target in `folder`."""
+    target = folder / "prompt.md"
+    if not target.exists():
+        target.write_text("Answer with the code.\n", encoding="utf-8")
+    return {"target": str(target), "tasks": tasks(), "agent": "python:tests.keyword_domain:answer",
+            "reflector": "python:tests.keyword_domain:next_rule", "workers": 2, "rounds": RULES + 4,
+            "target_reward": 1.0, **fields}
+
+
+def known(text: str) -> set[int]:
+    return {int(n) for n in re.findall(r"rule k(\d)\.", text)}
+
+
+def answer(prompt: str) -> str:
+    kill_at = os.environ.get("KEYWORD_KILL_AT")
+    if kill_at and next(_calls) == int(kill_at):
+        os.kill(os.getpid(), signal.SIGKILL)
+    delay = float(os.environ.get("KEYWORD_DELAY", "0"))
+    if delay:
+        time.sleep(delay)
+    code = int(re.findall(r"\(code k(\d)\)", prompt)[-1])
+    return f"k{code}" if set(range(code + 1)) <= known(prompt) else "?"
+
+
+def next_rule(prompt: str) -> str:
+    instructions = re.search(r"<instructions>\n(.*?)\n</instructions>", prompt, re.DOTALL)
+    have = known(instructions.group(1) if instructions else "")
+    missing = next((i for i in range(RULES) if i not in have), None)
+    return "NONE" if missing is None else f"<rule>rule k{missing}.</rule>"
+
+
+def leaky(prompt: str) -> str:
+    """A model that echoes the provider key it can see: what must never reach the store."""
+    return f"{answer(prompt)} {os.environ.get('OPENAI_API_KEY', '')}"

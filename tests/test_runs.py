@@ -1,0 +1,182 @@
+"""The run service: specs refused with every problem, a plan with a quote, detached runs followed,
+shown, accepted and rejected, and the host as the worker."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from agentdescent.errors import UserError
+from agentdescent.runs.spec import SpecError, read_spec
+from tests import keyword_domain as domain
+from tests.runs_support import service, wait  # noqa: F401 - the fixture
+
+LEAD = "Answer with the code.\n"
+
+
+def test_a_bad_spec_lists_every_problem_by_field(service, tmp_path):
+    with pytest.raises(SpecError) as caught:
+        read_spec({"target": "x", "tasks": [], "agent": "gpt-4", "workers": 0, "rouds": 3})
+    assert {p.field for p in caught.value.problems} == {"agent.kind", "workers", "rouds"}
+    (tmp_path / "skill").mkdir()
+    (tmp_path / "skill" / "SKILL.md").write_text("# s\n", encoding="utf-8")
+    with pytest.raises(SpecError) as caught:
+        service.plan({"target": str(tmp_path / "skill"), "tasks": domain.tasks()[:2], "frozen": ["hooks/*"],
+                      "agent": "codex", "reflector": "python:no_such_module:fn"}, base=tmp_path)
+    fields = {p.field: p.message for p in caught.value.problems}
+    assert set(fields) == {"frozen[0]", "tasks", "agent", "reflector"}
+    assert "matches no file" in fields["frozen[0]"] and "at least 4" in fields["tasks"]
+    assert "not on PATH" in fields["agent"] and "no_such_module" in fields["reflector"]
+    with pytest.raises(SpecError, match="target: .* does not exist"):
+        service.plan({**domain.spec(tmp_path), "target": "missing.md"}, base=tmp_path)
+
+
+def test_a_key_in_a_spec_is_refused_and_a_yaml_spec_reads_paths_from_its_folder(tmp_path):
+    with pytest.raises(SpecError, match="credential"):
+        read_spec({"target": "p.md", "tasks": "t.jsonl", "agent": {"kind": "openai", "model": "m",
+                                                                   "options": {"api_key": "sk-123"}}})
+    with pytest.raises(SpecError, match="env.OPENAI_API_KEY"):
+        read_spec({"target": "p.md", "tasks": "t.jsonl", "agent": {"kind": "codex",
+                                                                   "options": {"env": {"OPENAI_API_KEY": "x"}}}})
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    (folder / "run.yaml").write_text("target: ../prompt.md\ntasks: {file: tasks.jsonl, gold: answer}\n"
+                                     "agent: openai:gpt-4o-mini\nscorer: contains\n", encoding="utf-8")
+    spec = read_spec(folder / "run.yaml")
+    assert spec.target == str(tmp_path / "prompt.md") and spec.tasks.file == str(folder / "tasks.jsonl")
+    assert spec.scorer.name == "contains" and spec.agent.label == "openai:gpt-4o-mini"
+
+
+def test_plan_quotes_calls_and_cost_before_anything_runs(service, tmp_path):
+    plan = service.plan({**domain.spec(tmp_path), "price_per_call": 0.01, "max_calls": 500})
+    assert plan.tasks == 24 and plan.train + plan.held_out == 24 and plan.kind == "text"
+    assert 0 < plan.quote.calls_low <= plan.quote.calls_high <= 500
+    assert plan.quote.cost_high_usd == pytest.approx(plan.quote.calls_high * 0.01)
+    assert service.runs() == []  # nothing started
+
+
+def test_a_detached_run_is_followed_shown_and_accepted_with_a_backup(service, tmp_path):
+    started = service.start(domain.spec(tmp_path))
+    assert started.state == "starting"
+    done = wait(service, started.run_id)
+    assert done.state == "finished", done
+    assert done.best_reward == 1.0 and done.initial_reward < 1.0 and done.calls > 0
+    assert done.outcomes.get("committed", 0) == domain.RULES
+    shown = service.show(started.run_id)
+    assert "+rule k0." in shown.diff and shown.files_changed == ["text"]
+    assert len(shown.committed) == domain.RULES and all(d.evidence_tasks for d in shown.committed)
+    assert shown.final_reward == 1.0 and shown.worst_rollouts
+    assert (tmp_path / "prompt.md").read_text(encoding="utf-8") == LEAD  # nothing written yet
+
+    dry = service.accept(started.run_id, dry_run=True)
+    assert dry.dry_run and dry.written == ["prompt.md"] and dry.backup is None
+    assert (tmp_path / "prompt.md").read_text(encoding="utf-8") == LEAD
+    accepted = service.accept(started.run_id)
+    text = (tmp_path / "prompt.md").read_text(encoding="utf-8")
+    assert all(f"rule k{i}." in text for i in range(domain.RULES))
+    assert accepted.backup and (tmp_path / "prompt.md.bak-1").exists() and accepted.backup in accepted.message
+    assert service.status(started.run_id).state == "accepted"
+    with pytest.raises(UserError, match="already accepted"):
+        service.accept(started.run_id)
+
+
+def test_two_accepts_at_once_write_once(service, tmp_path):
+    run = service.start(domain.spec(tmp_path)).run_id
+    wait(service, run)
+    answers: list = []
+
+    def accept() -> None:
+        try:
+            answers.append(service.accept(run))
+        except UserError as exc:
+            answers.append(exc)
+
+    threads = [threading.Thread(target=accept) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(not isinstance(a, UserError) for a in answers) == 1
+    assert all("accept" in str(a) for a in answers if isinstance(a, UserError))
+    assert sorted(p.name for p in tmp_path.iterdir() if ".bak-" in p.name) == ["prompt.md.bak-1"]
+
+
+def test_reject_writes_nothing_and_accept_refuses_runs_that_are_not_finished(service, tmp_path, monkeypatch):
+    monkeypatch.setenv("KEYWORD_DELAY", "0.05")  # slow enough to be caught running
+    run = service.start(domain.spec(tmp_path)).run_id
+    wait(service, run, until=lambda s: s.state == "running")
+    with pytest.raises(UserError, match="still running"):
+        service.accept(run)
+    cancelled = service.cancel(run)
+    assert cancelled.state == "cancelled"
+    with pytest.raises(UserError, match="cancelled, not finished"):
+        service.accept(run)
+    rejected = service.reject(run)
+    assert "not touched" in rejected.message and service.status(run).state == "rejected"
+    assert (tmp_path / "prompt.md").read_text(encoding="utf-8") == LEAD
+
+
+def test_unknown_ids_list_the_known_ones_and_a_prefix_is_enough(service, tmp_path):
+    run = service.start(domain.spec(tmp_path)).run_id
+    with pytest.raises(UserError) as caught:
+        service.status("nope")
+    assert run in str(caught.value)
+    assert service.status(run[:8]).id == run
+    wait(service, run)
+
+
+def test_a_second_run_on_one_target_is_refused_unless_asked_and_runs_do_not_interfere(service, tmp_path, monkeypatch):
+    monkeypatch.setenv("KEYWORD_DELAY", "0.02")
+    first = service.start(domain.spec(tmp_path)).run_id
+    with pytest.raises(UserError, match=f"run {first} is already evolving"):
+        service.start(domain.spec(tmp_path))
+    second = service.start(domain.spec(tmp_path), allow_concurrent=True).run_id
+    other = tmp_path / "other"
+    other.mkdir()
+    third = service.start(domain.spec(other)).run_id
+    ends = [wait(service, r) for r in (first, second, third)]
+    assert [e.state for e in ends] == ["finished"] * 3
+    assert all(e.outcomes.get("committed") == domain.RULES for e in ends)
+    assert len({service.store.get(r).ledger for r in (first, second, third)}) == 3
+
+
+def test_the_host_does_the_rollouts_and_the_reflections(service, tmp_path):
+    """No model: the host (here, the test) answers each request the run posts."""
+    run = service.start({**domain.spec(tmp_path), "agent": "host", "reflector": "host", "host_timeout": 60}).run_id
+    waiting = wait(service, run, until=lambda s: s.waiting_on is not None)
+    assert "rollout" in waiting.waiting_on
+    answered_twice = False
+    while service.status(run).state in ("starting", "running"):
+        for kind, reply in (("rollout", domain.answer), ("proposal", domain.next_rule)):
+            work = service.host_next(run, kind, limit=8)
+            for request in work.requests:
+                service.host_submit(run, request.request_id, reply(request.prompt))
+                if not answered_twice:
+                    with pytest.raises(UserError, match="already answered|no open request"):
+                        service.host_submit(run, request.request_id, "again")
+                    answered_twice = True
+    done = service.status(run)
+    assert done.state == "finished" and done.best_reward == 1.0
+    with pytest.raises(UserError, match="no open request"):
+        service.host_submit(run, "abc123", "late")
+    assert not service.host_next(run).running
+
+
+def test_a_host_that_never_answers_fails_its_rollouts_and_the_run_says_so(service, tmp_path):
+    run = service.start({**domain.spec(tmp_path), "agent": "host", "reflector": "host", "host_timeout": 0.3,
+                         "rounds": 1}).run_id
+    done = wait(service, run)
+    assert done.state == "finished"
+    assert any("every rollout" in w and "no answer" in w for w in done.warnings)
+
+
+def test_events_and_status_are_plain_json_a_watcher_can_read(service, tmp_path):
+    run = service.start(domain.spec(tmp_path)).run_id
+    wait(service, run)
+    folder = service.store.get(run)
+    kinds = [json.loads(line)["event"] for line in folder.file("events.jsonl").read_text().splitlines()]
+    assert kinds[0] == "RunStarted" and kinds[-1] == "RunEnded" and "Committed" in kinds
+    assert json.loads(folder.file("status.json").read_text())["state"] == "finished"
+    assert [r.id for r in service.runs()] == [run]
