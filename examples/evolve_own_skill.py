@@ -19,10 +19,15 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+
+from rich.console import Console
 
 from agentdescent import FileTree, Task, evolve, load_tree, scorer, tree_reflector, tree_runner
 from agentdescent.agents import claude, claude_code, scripted
+from agentdescent.cli.views import ProgressView
+from agentdescent.events import Event
 from agentdescent.result import EvolveResult
 
 SKILL = Path(__file__).resolve().parents[1] / "skills" / "agentdescent"
@@ -91,7 +96,8 @@ def add_missing_step(prompt: str) -> str:
 
 
 def evolve_own_skill(folder: str | os.PathLike[str], *, use_claude: bool = False, rounds: int = 6, workers: int = 3,
-                     store: str | os.PathLike[str] | None = None) -> EvolveResult:
+                     store: str | os.PathLike[str] | None = None,
+                     on_event: Callable[[Event], None] | None = None) -> EvolveResult:
     tree = load_tree(folder)
     strategy = FileTree(tree, max_files_per_diff=1, editable=("SKILL.md",))
     agent = claude_code() if use_claude else scripted(answer_from_skill)
@@ -99,7 +105,7 @@ def evolve_own_skill(folder: str | os.PathLike[str], *, use_claude: bool = False
     return evolve(
         question_tasks(), scorer("contains"), run=tree_runner(agent, layout="claude_skill", name=NAME),
         propose=tree_reflector(model, strategy=strategy), strategy=strategy, rounds=rounds, n_workers=workers,
-        held_out_frac=0.0, target_reward=1.0, store=store,
+        held_out_frac=0.0, target_reward=1.0, store=store, on_event=on_event,
     )
 
 
@@ -110,7 +116,12 @@ def main() -> None:
     args = parser.parse_args()
     copy = Path(tempfile.mkdtemp(prefix="agentdescent-skill-")) / NAME
     shutil.copytree(SKILL, copy)
-    result = evolve_own_skill(copy, use_claude=args.claude)
+    view = ProgressView(Console())  # with --claude each answer is an agent run: minutes in all
+    with view:
+        result = evolve_own_skill(copy, use_claude=args.claude, on_event=view.on_event)
+    print(f"stopped: {result.stop_reason}")
+    for warning in result.warnings:
+        print(f"warning: {warning}")
     print(f"reward on the skill's own questions: {result.initial_reward:.3f} -> {result.final_reward:.3f}; "
           f"outcomes {result.outcomes()}")
     target = SKILL if args.write_back else copy

@@ -20,8 +20,11 @@ from __future__ import annotations
 import argparse
 import os
 
+from rich.console import Console
+
 from agentdescent import SingleSlot, evolve, reflector, scorer, tasks_from
 from agentdescent.agents import openai_compatible
+from agentdescent.cli.views import ProgressView
 from agentdescent.dataloader import hf_rows, jsonl_rows
 
 
@@ -45,10 +48,16 @@ def main() -> None:
     def run(system_prompt: str, task) -> str:
         return model(f"{system_prompt}\n\n{task.prompt}")
 
-    result = evolve(
-        tasks, scorer("exact"), run=run, propose=reflector(model),
-        strategy=SingleSlot("Solve the problem."), rounds=args.rounds, n_workers=args.workers,
-    )
+    view = ProgressView(Console())  # a run against a real model takes minutes: show each round land
+    with view:
+        result = evolve(
+            tasks, scorer("exact"), run=run, propose=reflector(model),
+            strategy=SingleSlot("Solve the problem."), rounds=args.rounds, n_workers=args.workers,
+            on_event=view.on_event,
+        )
+    print(f"stopped: {result.stop_reason}")
+    for warning in result.warnings:
+        print(f"warning: {warning}")
     print(f"held-out reward: {result.initial_reward:.3f} -> {result.final_reward:.3f}")
     print(f"outcomes: {result.outcomes()}")
     print(f"model calls: {result.usage.model.calls}, tokens: {result.usage.tokens}")

@@ -30,11 +30,16 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+from rich.console import Console
 
 from agentdescent import FileTree, evolve, load_tree, scorer, tree_reflector, tree_runner
 from agentdescent.agents import claude, claude_code, scripted
 from agentdescent.cli.demo import FILLERS, SIGNALS, router_tasks
+from agentdescent.cli.views import ProgressView
+from agentdescent.events import Event
 from agentdescent.governance import SKILL_BLAST_RADIUS
 from agentdescent.result import EvolveResult
 
@@ -113,7 +118,8 @@ def _file_block(team: str, text: str) -> str:
 
 def evolve_skill(folder: str | os.PathLike[str], *, use_claude: bool = False, workers: int = 4, rounds: int = 12,
                  seed: int = 0, latency: float = 0.0, store: str | os.PathLike[str] | None = None,
-                 max_concurrency: int | None = None, workdir: str | os.PathLike[str] | None = None) -> EvolveResult:
+                 max_concurrency: int | None = None, workdir: str | os.PathLike[str] | None = None,
+                 on_event: Callable[[Event], None] | None = None) -> EvolveResult:
     """The directory quickstart on `folder`: load it, evolve it, return the result (nothing written)."""
     tree = load_tree(folder)
     strategy = FileTree(tree, max_files_per_diff=2, editable=("SKILL.md", "routing/*"), frozen=["hooks/*"])
@@ -129,7 +135,7 @@ def evolve_skill(folder: str | os.PathLike[str], *, use_claude: bool = False, wo
     return evolve(
         tasks, scorer("exact"), run=run, propose=tree_reflector(reflect_with, strategy=strategy), strategy=strategy,
         blast_radius=SKILL_BLAST_RADIUS, self_verify=False, cheap_eval_tasks=4, rounds=rounds, n_workers=workers,
-        target_reward=1.0, seed=seed, store=store, max_concurrency=max_concurrency,
+        target_reward=1.0, seed=seed, store=store, max_concurrency=max_concurrency, on_event=on_event,
     )
 
 
@@ -145,7 +151,13 @@ def main() -> None:
     if not target.exists():
         shutil.copytree(SKILL, target)
     print(f"evolving {target} ({'claude' if args.claude else 'offline, scripted'}, {args.workers} workers)")
-    result = evolve_skill(target, use_claude=args.claude, workers=args.workers, rounds=args.rounds, seed=args.seed)
+    view = ProgressView(Console())  # with --claude each rollout is an agent run: minutes in all
+    with view:
+        result = evolve_skill(target, use_claude=args.claude, workers=args.workers, rounds=args.rounds,
+                              seed=args.seed, on_event=view.on_event)
+    print(f"stopped: {result.stop_reason}")
+    for warning in result.warnings:
+        print(f"warning: {warning}")
     print(f"held-out reward: {result.initial_reward:.3f} -> {result.final_reward:.3f} in {len(result.history)} rounds, "
           f"{result.usage.calls} calls; outcomes {result.outcomes()}")
     plan = result.write_to(target)

@@ -1,32 +1,102 @@
-"""The `agentdescent` command, run as a real subprocess."""
+"""The `agentdescent` command, run as a real subprocess, and `guarded`, which every verb runs through."""
 
 from __future__ import annotations
 
+import argparse
+import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from rich.console import Console
+
+from agentdescent.cli.main import guarded
+from agentdescent.errors import LedgerError, UserError
+from agentdescent.ledger import Ledger
+
 ROOT = Path(__file__).resolve().parents[1]
+DIFF_ID = re.compile(r"\bd[0-9a-f]{10}\b")
+FAST = ("--workers", "4", "--rounds", "10")  # about a second
 
 
-def agentdescent(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agentdescent", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "COLUMNS": "120", "TMPDIR": tempfile.gettempdir()})
+def agentdescent(*args: str, columns: int = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "agentdescent", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={"PATH": "/usr/bin:/bin", "COLUMNS": str(columns),
+                                            "TMPDIR": tempfile.gettempdir()})
 
 
 def test_demo_runs_offline_and_leaves_a_git_ledger(tmp_path):
     store = tmp_path / "ledger"
-    done = agentdescent("demo", "--workers", "4", "--rounds", "10", "--store", str(store))
+    done = agentdescent("demo", *FAST, "--store", str(store))
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "Held-out reward" in out and "The learned change" in out and "What became of each diff" in out
     assert "+- When a request mentions" in out  # the diff shows rules that were learned
-    assert str(store) in out
+    assert f"new ledger at {store}" in out
     log = subprocess.run(["git", "-C", str(store), "log", "--format=%s", "dev"], capture_output=True, text=True)
     subjects = log.stdout.splitlines()
     assert subjects[-1] == "ledger created" and subjects[-2] == "seed artifact"
-    assert any(s.startswith("step ") for s in subjects)
+    assert subjects[-3].startswith("round 1: ")  # rounds are counted from 1, as the user reads them
+    with Ledger(store) as ledger:
+        rounds = [r.trailers["Round"] for r in ledger.log() if r.trailers.get("Round", "seed") != "seed"]
+    assert rounds and min(map(int, rounds)) == 1 and all("Step" not in r.trailers for r in ledger.log())
+
+
+def test_the_report_explains_itself():
+    out = agentdescent("demo", *FAST).stdout
+    assert "P(improve)=p (bar b), +w/-l on n tasks: p is the posterior probability" in out
+    assert "calls: rollouts and proposals, each one model call for a real model" in out
+    assert "time: the evolution alone (the whole command: " in out
+    assert re.search(r"--- version 1 \(start\)\n\+\+\+ version (\d+) \(after \d+ commits?\)", out)
+    assert "what it means" in out and "the acceptance test did not find it an improvement" in out
+
+
+def test_piped_at_80_columns_no_path_or_command_is_broken(tmp_path):
+    store = tmp_path / "a-ledger-folder-with-a-long-name-so-the-command-cannot-fit-in-eighty-columns"
+    out = agentdescent("demo", *FAST, "--store", str(store), columns=80).stdout
+    lines = out.splitlines()
+    assert f"  git -C {store} log --stat dev" in lines
+    assert f"new ledger at {store}" in lines and f"Ledger: {store}" in lines
+    assert all(len(line) <= 80 for line in lines if str(store) not in line)  # the tables fit
+
+
+def test_every_diff_is_listed_with_all_diffs(tmp_path):
+    store = tmp_path / "ledger"
+    some = agentdescent("demo", *FAST, "--store", str(store)).stdout
+    hidden = int(re.search(r"(\d+) more diffs? not listed: --all-diffs lists every one", some).group(1))
+    every = agentdescent("demo", *FAST, "--all-diffs", "--store", str(tmp_path / "again")).stdout
+    assert "not listed" not in every
+    assert len(set(DIFF_ID.findall(every))) == len(set(DIFF_ID.findall(some))) + hidden  # same seed, same diffs
+    with Ledger(tmp_path / "again") as ledger:
+        landed = {d for r in ledger.log() for d in r.trailers.get("Diffs", "").split(",") if d}
+    assert landed and landed <= set(DIFF_ID.findall(every))
+    assert "adds When a request mentions" in every  # each row shows the rule it proposed
+
+
+def test_a_removal_reads_as_one():
+    """Seed 0 lands a filler rule, then a diff that removes it: the list shows that diff even
+    without --all-diffs, although the learned change no longer holds the rule."""
+    out = agentdescent("demo", "--seed", "0").stdout
+    assert re.search(r"removes When a request mentions '\w+', route it to \w+\.", out)
+    assert re.search(r"1 landed diff removed text \(round \d+\)", out)
+
+
+def test_a_second_run_on_a_store_says_it_continues_and_warns_of_another_strategy(tmp_path):
+    store = tmp_path / "ledger"
+    assert agentdescent("demo", *FAST, "--store", str(store)).returncode == 0
+    again = agentdescent("demo", *FAST, "--store", str(store))
+    assert re.search(rf"continuing the ledger at {re.escape(str(store))} from version \d+", again.stdout)
+    other = agentdescent("demo", *FAST, "--store", str(store), "--strategy", "keyed", columns=200)
+    warnings = [line for line in other.stdout.splitlines() if "AppendRules" in line and "KeyedRules" in line]
+    assert len(warnings) == 2  # as it arrives, and again in the report
+    assert warnings[0].startswith("warning: ") and "1 warning:" in other.stdout
+
+
+def test_counts_are_pluralised():
+    out = agentdescent("demo", "--workers", "1", "--rounds", "1").stdout
+    assert "1 worker, at most 1 round," in out and "1 workers" not in out
+    assert "1/1 round " in out
 
 
 def test_demo_other_strategies_run():
@@ -40,8 +110,26 @@ def test_bad_store_is_a_clear_error(tmp_path):
     not_a_ledger = tmp_path / "file.txt"
     not_a_ledger.write_text("hello", encoding="utf-8")
     done = agentdescent("demo", "--store", str(not_a_ledger))
-    assert done.returncode == 1
-    assert "error:" in done.stdout and "is a file" in done.stdout
+    assert done.returncode == 2  # a usage error
+    assert done.stderr.startswith(f"error: --store {not_a_ledger} is a file") and "Traceback" not in done.stderr
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.md").write_text("x", encoding="utf-8")
+    done = agentdescent("demo", "--store", str(tmp_path / "notes"))
+    assert done.returncode == 2 and "holds other files, not a ledger" in done.stderr
+
+
+def test_flags_are_checked_with_their_own_names():
+    for flag in ("--workers", "--rounds"):
+        done = agentdescent("demo", flag, "0")
+        assert done.returncode == 2 and "Traceback" not in done.stdout + done.stderr
+        assert done.stderr.startswith(f"error: {flag} must be a positive whole number; got 0. Try {flag} ")
+        assert "n_workers" not in done.stderr and "=" not in done.stderr
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    (tmp_path / "file.txt").write_text("hello", encoding="utf-8")
+    done = agentdescent("--debug", "demo", "--store", str(tmp_path / "file.txt"))
+    assert done.returncode == 2 and "Traceback" in done.stderr and "error: --store" in done.stderr
 
 
 def test_no_command_prints_help():
@@ -49,3 +137,19 @@ def test_no_command_prints_help():
     assert done.returncode == 2 and "demo" in done.stdout
     bad = agentdescent("demo", "--strategy", "nope")
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def test_guarded_turns_errors_into_exit_codes(capsys):
+    def failing(error: Exception):
+        def command(args: argparse.Namespace, console: Console) -> int:
+            raise error
+        return command
+
+    quiet = argparse.Namespace(debug=False)
+    assert guarded(failing(UserError("--flag is wrong; use --flag 3")), quiet, Console()) == 2
+    assert guarded(failing(LedgerError("git failed")), quiet, Console()) == 1
+    assert guarded(lambda args, console: 0, quiet, Console()) == 0
+    said = capsys.readouterr()
+    assert said.err.splitlines() == ["error: --flag is wrong; use --flag 3", "error: git failed"]
+    assert guarded(failing(UserError("bad")), argparse.Namespace(debug=True), Console()) == 2
+    assert "Traceback" in capsys.readouterr().err

@@ -294,11 +294,13 @@ def test_the_restore_command_puts_the_original_back_and_backs_up_first(tmp_path)
     assert str(tmp_path / "skill.bak-2" / "skill") in said and str(tmp_path / "skill.bak-*") in said
 
 
-def test_the_restore_command_without_a_backup_says_so_and_exits_1(tmp_path):
+def test_the_restore_command_without_a_backup_says_so_and_exits_2(tmp_path):
     make(tmp_path / "skill", SKILL)
     done = agentdescent("restore", str(tmp_path / "skill"))
-    assert done.returncode == 1
-    assert "no backup of" in done.stdout and "write_to takes one" in done.stdout and "check the path" in done.stdout
+    assert done.returncode == 2  # a usage error: the path has no backup
+    said = done.stderr.replace("\n", "")
+    assert said.startswith("error: ") and "Traceback" not in done.stdout + done.stderr
+    assert "no backup of" in said and "write_to takes one" in said and "check the path" in said
     assert agentdescent("restore").returncode == 2
 
 

@@ -1,28 +1,63 @@
-"""What the command shows: a live progress bar fed by a run's events, and the report at its end."""
+"""The live part of what a run shows: which ledger it writes, a progress bar, and warnings as they
+come, all fed by the run's events. What the events told is kept (`ProgressView.seen`) for the
+report at the end (`agentdescent.cli.report`), which the result alone cannot give: how the run
+started and the diffs themselves.
+
+    view = ProgressView(Console())
+    with view:
+        result = evolve(..., on_event=view.on_event)
+"""
 
 from __future__ import annotations
 
-import difflib
+from dataclasses import dataclass, field
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.syntax import Syntax
-from rich.table import Table
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from agentdescent import events as ev
-from agentdescent.artifacts.strategies import Strategy
-from agentdescent.result import EvolveResult
+from agentdescent.types import Diff
+
+
+def plural(count: int, noun: str) -> str:
+    """plural(1, "worker") == "1 worker"; plural(8, "worker") == "8 workers"."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+@dataclass(kw_only=True)
+class Seen:
+    """What the events of one run told that its result does not: how it started, and each diff by id."""
+
+    started: ev.RunStarted | None = None
+    diffs: dict[str, Diff] = field(default_factory=dict)
+
+
+def ledger_line(started: ev.RunStarted) -> str:
+    """Which ledger the run writes, and whether it carries on from an earlier run."""
+    if started.continued_from is not None:
+        said = f"continuing the ledger at {started.ledger} from version {started.continued_from}"
+    elif started.temporary:
+        said = f"new ledger at {started.ledger} (a temporary folder)"
+    else:
+        said = f"new ledger at {started.ledger}"
+    if started.resumed_round is not None:
+        said += f"; resuming an interrupted run at round {started.resumed_round + 1}"
+    return said
 
 
 class ProgressView:
-    """A rich progress bar fed by the run's events."""
+    """A rich progress bar fed by the run's events; lines the user must see (the ledger, warnings)
+    are printed above it as they arrive."""
 
     def __init__(self, console: Console) -> None:
+        self.console = console
+        self.seen = Seen()
         self._progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("rounds"),
+            TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(), TextColumn("{task.fields[unit]}"),
             TimeElapsedColumn(), TextColumn("{task.fields[status]}"), console=console, transient=False,
         )
-        self._task = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> "ProgressView":
         self._progress.__enter__()
@@ -33,45 +68,32 @@ class ProgressView:
 
     def on_event(self, event: ev.Event) -> None:
         if isinstance(event, ev.RunStarted):
-            self._task = self._progress.add_task(
-                "evolving", total=event.rounds, status=f"train {event.train} / held-out {event.held_out}"
-            )
-        elif isinstance(event, ev.Evaluated) and self._task is not None:
+            self._started(event)
+        elif isinstance(event, ev.Warned):
+            self._say(f"[yellow]warning: {escape(event.message)}[/yellow]", soft_wrap=False)
+        elif isinstance(event, ev.DiffOutcome) and event.diff is not None:
+            self.seen.diffs[event.diff.id] = event.diff
+        elif self._task is not None:
+            self._advance(event)
+
+    def _started(self, event: ev.RunStarted) -> None:
+        self.seen.started = event
+        self._say(escape(ledger_line(event)), soft_wrap=True)  # a path to copy: never broken across lines
+        self._task = self._progress.add_task(
+            "evolving", total=event.rounds, unit="round" if event.rounds == 1 else "rounds",
+            status=f"train {event.train} / held-out {event.held_out} tasks",
+        )
+
+    def _advance(self, event: ev.Event) -> None:
+        assert self._task is not None
+        if isinstance(event, ev.Evaluated):
             mark = " (promoted)" if event.promoted else ""
             self._progress.update(self._task, status=f"held-out {event.held_out_reward:.3f}{mark}")
-        elif isinstance(event, ev.RoundEnded) and self._task is not None:
+        elif isinstance(event, ev.RoundEnded):
             self._progress.advance(self._task)
-        elif isinstance(event, ev.RunEnded) and self._task is not None:
+        elif isinstance(event, ev.RunEnded):
             self._progress.update(self._task, status=event.reason)
 
-
-def report(console: Console, result: EvolveResult, elapsed: float, strategy: Strategy) -> None:
-    scores = Table(title="Held-out reward", show_header=True)
-    scores.add_column("before")
-    scores.add_column("after")
-    scores.add_column("rounds")
-    scores.add_column("calls")
-    scores.add_column("time")
-    scores.add_row(
-        f"{result.initial_reward:.3f}", f"[bold green]{result.final_reward:.3f}[/bold green]",
-        str(len(result.history)), str(result.usage.calls), f"{elapsed:.2f} s",
-    )
-    console.print(scores)
-    with result.ledger as ledger:
-        before = strategy.render(ledger.snapshot("artifact", result.initial_version))
-    change = difflib.unified_diff(
-        before.splitlines(), result.rendered.splitlines(), lineterm="",
-        fromfile=f"version {result.initial_version}", tofile=f"version {result.version}",
-    )
-    console.print("[bold]The learned change[/bold] (as the agent reads it; the ledger holds one file per key):")
-    console.print(Syntax("\n".join(change) or "(no change)", "diff", word_wrap=True))
-    outcomes = Table(title="What became of each diff")
-    outcomes.add_column("outcome")
-    outcomes.add_column("diffs", justify="right")
-    outcomes.add_column("for example")
-    for kind, count in sorted(result.outcomes().items(), key=lambda kv: -kv[1]):
-        example = next(o for o in result.outcome_list if o.kind == kind)
-        outcomes.add_row(kind, str(count), example.reason)
-    console.print(outcomes)
-    console.print(f"Stopped: {result.stop_reason}.")
-    console.print(f"Ledger: {result.ledger_path}  (try: git -C {result.ledger_path} log --stat dev)")
+    def _say(self, markup: str, *, soft_wrap: bool) -> None:
+        """One line above the live bar (the progress console prints there while it runs)."""
+        self._progress.console.print(markup, soft_wrap=soft_wrap, highlight=False)

@@ -1,0 +1,185 @@
+"""What the command shows, rendered into an 80-column console: the live view fed events by hand,
+and the end report of a result built by hand."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from rich.console import Console
+
+from agentdescent import events as ev
+from agentdescent.artifacts.strategies import AppendRules, rule_key
+from agentdescent.cli.diffs import diff_outcomes, edit_text
+from agentdescent.cli.report import Timing, report
+from agentdescent.cli.views import ProgressView, Seen, plural
+from agentdescent.engine.evaluation import Usage
+from agentdescent.result import EvolveResult, StepRecord
+from agentdescent.types import Diff, Edit, Outcome
+
+KEPT, ADDED, DROPPED = "When a request mentions 'bug', route it to technical.", \
+    "When a request mentions 'refund', route it to returns.", "When a request mentions 'help', route it to billing."
+STRATEGY = AppendRules(header="Routing rules:")
+LEDGER = "/tmp/a-ledger-folder-whose-name-is-long-enough-that-the-git-command-is-past-eighty-columns"
+
+
+def console(width: int = 80) -> Console:
+    return Console(file=io.StringIO(), width=width)
+
+
+def text_of(screen: Console) -> str:
+    return screen.file.getvalue()
+
+
+def started(**fields) -> ev.RunStarted:
+    return ev.RunStarted(rounds=3, n_workers=2, train=20, held_out=8, version=1, ledger=LEDGER, **fields)
+
+
+def rules(*texts: str) -> dict[str, str]:
+    return {rule_key(t): t for t in texts}
+
+
+def diff(diff_id: str, *edits: Edit, author: str = "w0") -> Diff:
+    return Diff(id=diff_id, artifact_id="artifact", base_version=1, edits=list(edits), author=author)
+
+
+def outcome(d: Diff, kind: str, step: int, reason: str) -> Outcome:
+    return Outcome(diff_id=d.id, kind=kind, reason=reason, step=step, author=d.author)
+
+
+ADD = diff("d0000000001", Edit(key=rule_key(ADDED), before=None, after=ADDED))
+REMOVE = diff("d0000000002", Edit(key=rule_key(DROPPED), before=DROPPED, after=None), author="w1")
+REJECT = diff("d0000000003", Edit(key=rule_key("x"), before=None, after="When a request mentions 'please', route it to account."))
+RUN = [
+    (ADD, outcome(ADD, "committed", 0, "landed in version 2 (P(improve)=1.00 (bar 0.70), +6/-0 on 20 tasks)")),
+    (REMOVE, outcome(REMOVE, "committed", 1, "landed in version 3 (P(improve)=0.91 (bar 0.70), +2/-0 on 20 tasks)")),
+    (REJECT, outcome(REJECT, "rejected_by_test", 1, "rejected: P(improve)=0.10 (bar 0.70), +0/-4 on 20 tasks")),
+]
+
+
+def result(**fields) -> EvolveResult:
+    """A run that started from two rules, added one, and removed one of the two."""
+    initial, final = rules(KEPT, DROPPED), rules(KEPT, ADDED)
+    values = dict(
+        rendered=STRATEGY.render(final), state=final, final_reward=0.9, initial_reward=0.4, ledger_path=Path(LEDGER),
+        history=[StepRecord(round=0, base_version=1, version=2), StepRecord(round=1, base_version=2, version=3)],
+        outcome_list=[o for _, o in RUN], usage=Usage(), stop_reason="ran all 2 rounds", version=3,
+        initial_version=1, initial_state=initial, warnings=["every rollout so far failed: boom"],
+    )
+    return EvolveResult(**{**values, **fields})
+
+
+def seen_run() -> Seen:
+    view = ProgressView(console())
+    with view:
+        view.on_event(started())
+        for d, o in RUN:
+            view.on_event(ev.DiffOutcome(round=o.step, outcome=o, diff=d))
+    return view.seen
+
+
+def reported(limit: int | None = 3, width: int = 80, **fields) -> str:
+    screen = console(width)
+    report(screen, result(**fields), STRATEGY, seen_run(), Timing(evolution=0.25, command=1.5), limit=limit)
+    return text_of(screen)
+
+
+def test_the_view_says_which_ledger_it_writes():
+    for fields, said in [
+        ({"temporary": True}, f"new ledger at {LEDGER} (a temporary folder)"),
+        ({}, f"new ledger at {LEDGER}"),
+        ({"continued_from": 7}, f"continuing the ledger at {LEDGER} from version 7"),
+        ({"continued_from": 7, "resumed_round": 2}, "resuming an interrupted run at round 3"),
+    ]:
+        screen = console()
+        with ProgressView(screen) as view:
+            view.on_event(started(**fields))
+        assert said in text_of(screen).splitlines()[0]  # whole, on one line, though past 80 columns
+
+
+def test_a_warning_is_printed_as_it_arrives_above_the_bar():
+    screen = console()
+    with ProgressView(screen) as view:
+        view.on_event(started())
+        view.on_event(ev.Warned(message="the ledger's artifact was last written by strategy AppendRules"))
+        view.on_event(ev.RoundEnded(round=0, calls=10))
+    lines = text_of(screen).splitlines()
+    assert lines[1] == "warning: the ledger's artifact was last written by strategy AppendRules"
+    assert "1/3 rounds" in lines[-1]
+
+
+def test_the_view_keeps_each_diff_by_id():
+    assert seen_run().diffs == {d.id: d for d, _ in RUN}
+
+
+def test_the_report_has_a_legend():
+    out = reported()
+    assert "before / after: the mean reward on the 8 held-out tasks" in out
+    assert "rounds: aggregator steps run (at most 3)" in out
+    assert "calls: rollouts and proposals, each one model call for a real model" in out
+    assert "time: the evolution alone (the whole command: 1.50 s so far" in out
+    assert "P(improve)=p (bar b), +w/-l on n tasks: p is the posterior probability" in out
+
+
+def test_the_learned_change_names_its_versions_and_shows_removals():
+    out = reported()
+    assert "--- version 1 (start)\n+++ version 3 (after 2 commits)\n" in out
+    assert f"\n-- {DROPPED}\n" in out and f"\n+- {ADDED}\n" in out and f"\n - {KEPT}\n" in out
+
+
+def test_commits_past_the_result_are_explained():
+    out = reported(history=[StepRecord(round=0, base_version=1, version=2), StepRecord(round=1, base_version=2, version=3)],
+                   version=2)
+    assert "+++ version 2 (after 1 commit)" in out
+    assert "This run committed up to version 3" in out.replace("\n", " ")
+
+
+def test_every_diff_shows_its_change_and_reason():
+    out = reported(limit=None, width=160)  # wide enough that no row wraps
+    assert "removes When a request mentions 'help', route it to billing." in out
+    assert "adds When a request mentions 'refund', route it to returns." in out
+    assert all(d.id in out for d, _ in RUN) and "not listed" not in out
+    assert "1 landed diff removed text (round 2)" in out
+    assert "committed: 2 diffs" in out and "rejected_by_test: 1 diff" in out
+
+
+def test_a_short_list_keeps_every_landed_removal_and_says_how_to_see_all():
+    screen = console()
+    diff_outcomes(screen, result(), STRATEGY, seen_run(), limit=0)
+    out = text_of(screen)
+    assert REMOVE.id in out and ADD.id not in out and REJECT.id not in out
+    assert "2 more diffs not listed: --all-diffs lists every one." in out
+
+
+def test_a_diff_the_events_did_not_carry_shows_its_reason():
+    screen = console()
+    diff_outcomes(screen, result(), STRATEGY, Seen(), limit=None)
+    assert "landed in version 3" in text_of(screen) and "removes" not in text_of(screen)
+
+
+def test_the_ending_repeats_warnings_and_never_breaks_the_command():
+    lines = reported().splitlines()
+    assert "Stopped: ran all 2 rounds." in lines
+    assert "1 warning:" in lines and any("every rollout so far failed: boom" in line for line in lines)
+    assert f"  git -C {LEDGER} log --stat dev" in lines
+    assert all(len(line) <= 80 for line in lines if LEDGER not in line)
+
+
+def test_no_diffs_says_so():
+    screen = console()
+    diff_outcomes(screen, result(outcome_list=[]), STRATEGY, Seen())
+    assert text_of(screen) == "No diffs were proposed.\n"
+
+
+def test_edits_read_as_what_they_do():
+    def said(edit: Edit, show_key: bool = True) -> str:
+        return edit_text(edit, show_key).plain
+
+    assert said(Edit(key="billing", before="invoice", after="invoice, fee")) == "changes billing: invoice → invoice, fee"
+    assert said(Edit(key="billing", before="", after="invoice")) == "adds billing: invoice"
+    assert said(Edit(key="rule-1", before="Be brief.", after=None), show_key=False) == "removes Be brief."
+    assert said(Edit(key="p", before="a\nb\n", after="a\nc\n")) == "changes p:\n- b\n+ c"
+
+
+def test_plural():
+    assert [plural(n, "worker") for n in (0, 1, 8)] == ["0 workers", "1 worker", "8 workers"]
