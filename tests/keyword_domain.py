@@ -59,6 +59,15 @@ def next_rule(prompt: str) -> str:
     return "NONE" if missing is None else f"<rule>rule k{missing}.</rule>"
 
 
+def sleeper(prompt: str) -> str:
+    """An agent that runs a long program, recording its pid in $KEYWORD_PIDS: cancel must end it."""
+    from agentdescent.process import run_process
+
+    folder = os.environ["KEYWORD_PIDS"]
+    run_process(["sh", "-c", f'echo $$ > "{folder}/$$"; exec sleep 60'], timeout=120)
+    return "?"
+
+
 def leaky(prompt: str) -> str:
     """A model that echoes the provider key it can see: what must never reach the store."""
     return f"{answer(prompt)} {os.environ.get('OPENAI_API_KEY', '')}"

@@ -27,7 +27,7 @@ from agentdescent.engine.executors import Executor
 from agentdescent.engine.sampling import AcceptanceSamples, Sampler
 from agentdescent.engine.stopping import Progress, StopRule, stop_reason
 from agentdescent.engine.worker import Turn, Worker, WorkerReport
-from agentdescent.errors import Cancelled, HeadMoved, UserError
+from agentdescent.errors import Cancelled, HeadMoved, LedgerError, UserError
 from agentdescent.ledger import Ledger
 from agentdescent.result import EvolveResult, StepRecord
 from agentdescent.step import Aggregator, StepReport
@@ -105,6 +105,10 @@ class Loop:
             reason, error = "interrupted (Ctrl-C)", "interrupted"
         except Cancelled as exc:
             reason, error = _cancelled(exc), "cancelled"
+        except (OSError, LedgerError) as exc:  # the store's disk is full or read-only: stop, keep the ledger
+            said = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            reason = f"stopped: cannot write the run's files ({said}); free some space, then run again"
+            error = f"cannot write the run's files: {said}"
         finally:
             self.dispatcher.stop()  # whatever ended the run, no worker starts another turn
         return self._result(reason, error)
@@ -116,7 +120,10 @@ class Loop:
         final = self._final_reward(stable, measure=error is None)
         usage = self.evaluator.usage
         self._warn_if_all_failed()
-        self._save(finished=error is None)
+        try:
+            self._save(finished=error is None)
+        except OSError:
+            pass  # a full disk: the last checkpoint stands, and the ledger holds every commit
         self.emit(ev.RunEnded(reason=reason, final_reward=final))
         return EvolveResult(
             rendered=self.strategy.render(state), state=state, final_reward=final, initial_reward=initial,

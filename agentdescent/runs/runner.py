@@ -65,8 +65,9 @@ def _live(run: RunDir) -> int:
     token.on_cancel(process.kill_all)
     try:
         result = _evolve(run, tracker, token)
-    except AgentDescentError as exc:  # the spec or the world refused before the rounds: say so, plainly
-        tracker.update(state="failed", error=redact(str(exc)), message="the run could not start",
+    except AgentDescentError as exc:  # refused before the rounds (the spec, the world): say so, plainly
+        began = "stopped" if tracker.status.state == "running" else "could not start"
+        tracker.update(state="failed", error=redact(str(exc)), message=f"the run {began}: {redact(str(exc))[:200]}",
                        next=f"fix what the error says, then: agentdescent resume {run.id}")
         return 1
     except Exception as exc:  # a bug: keep the traceback in the log, and say where it is
@@ -75,13 +76,8 @@ def _live(run: RunDir) -> int:
                        message=f"the run failed unexpectedly; the traceback is in {run.file('run.log')}",
                        next=f"agentdescent resume {run.id} tries again from the last checkpoint")
         return 1
-    try:
-        _finish(run, tracker, result)
-    except OSError as exc:
-        print(f"agentdescent: the run stopped ({result.stop_reason}) but its result cannot be written in "
-              f"{run.path}: {exc}; free some space, then: agentdescent resume {run.id}", file=sys.stderr, flush=True)
-        return 1
-    return 0
+    _finish(run, tracker, result)
+    return 0 if result.error is None else 1
 
 
 def _enter_origin(run: RunDir) -> None:
@@ -134,11 +130,17 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
 
 
 def _finish(run: RunDir, tracker: StatusTracker, result: EvolveResult) -> None:
-    atomic.write_text(run.file("result.json"), redact(result.to_json()))
     done = dict(stop_reason=result.stop_reason, best_reward=result.final_reward, stable_version=result.version,
                 initial_reward=result.initial_reward, calls=result.usage.calls, tokens=result.usage.tokens,
                 outcomes=result.outcomes(), warnings=result.warnings, round=len(result.history) and
                 result.history[-1].round + 1)
+    try:
+        atomic.write_text(run.file("result.json"), redact(result.to_json()))
+    except OSError as exc:
+        tracker.update(state="failed", **done, error=f"cannot write the result in {run.path}: {exc.strerror or exc}",
+                       message=f"stopped ({result.stop_reason}) but the result could not be written",
+                       next=f"free some space, then: agentdescent resume {run.id}")
+        return
     change = f"held-out {result.initial_reward:.3f} -> {result.final_reward:.3f}"
     if result.error == "cancelled":
         tracker.update(state="cancelled", **done, message=f"cancelled at round {done['round']}; {change} so far",

@@ -127,7 +127,7 @@ class Service:
         status = run.status()
         if status.state not in LIVE:
             raise UserError(f"run {run.id} is not running (it is {status.state}); nothing to cancel")
-        ended = detach.stop(run, status.pid)
+        ended = detach.stop(run, _own_pid(run, status))
         after = run.status()
         if not ended or after.state in LIVE or after.state == "interrupted":  # it had to be killed
             after = after.model_copy(update={
@@ -146,7 +146,8 @@ class Service:
             raise UserError(f"run {run.id} has {status.state}; start a new run to go on from its result")
         with self._target_lock(status.target):
             self._refuse_second_run(status.target)
-            run.write_status(status.model_copy(update={"state": "starting", "message": "resuming", "error": None}))
+            run.write_status(status.model_copy(update={"state": "starting", "message": "resuming", "error": None,
+                                                       "pid": None}))  # the new process writes its own
             self._launch(run)
         return self._started(run, "resumed")
 
@@ -230,10 +231,19 @@ class Service:
 
     def _target_lock(self, target: str):
         """Held while one target's runs are checked and started, so that two starts cannot both pass."""
-        locks = self.store.root / ".targets"
-        locks.mkdir(parents=True, exist_ok=True)
+        locks = self.store.folder(".targets")
         name = hashlib.sha256(target.encode("utf-8")).hexdigest()[:16]
         return RunDir(locks).holding(f"{name}.lock", f"another run is being started on {target} right now; try again")
+
+
+def _own_pid(run: RunDir, status: RunStatus) -> int | None:
+    """The pid the run's process wrote in its status; a process started a moment ago has not written
+    it yet (it is still importing), so wait for it while the run is alive."""
+    deadline = time.monotonic() + detach.STOP_GRACE_SECONDS
+    while status.pid is None and run.alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+        status = run.status()
+    return status.pid
 
 
 def waiting_on(run: RunDir) -> str | None:

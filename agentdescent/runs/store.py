@@ -69,16 +69,25 @@ class RunDir:
         except (OSError, ValueError) as exc:
             raise UserError(f"run {self.id} has no readable status ({exc}); its folder {self.path} may be damaged") from None
         if status.state in ("starting", "running") and not self.alive():
+            why = (f"it stopped ({status.stop_reason}) but could not record its end" if status.stop_reason else
+                   "killed, crashed or the machine restarted")
             status = status.model_copy(update={
                 "state": "interrupted",
-                "message": f"the run's process is gone (killed, crashed or the machine restarted) at round "
-                           f"{status.round} of {status.rounds}",
+                "message": f"the run's process is gone ({why}) at round {status.round} of {status.rounds}",
                 "next": f"agentdescent resume {self.id} (or the resume tool) continues it where it stopped",
             })
         return status
 
     def write_status(self, status: RunStatus) -> None:
-        atomic.write_text(self.file("status.json"), status.model_dump_json(indent=1))
+        """Atomically; on a full disk, where a new file cannot be made, over the old one in place
+        (its blocks are freed first), so that the run can still say why it stopped."""
+        text = status.model_dump_json(indent=1)
+        try:
+            atomic.write_text(self.file("status.json"), text)
+        except OSError:
+            with self.file("status.json").open("r+", encoding="utf-8") as handle:
+                handle.truncate(0)
+                handle.write(text)
 
     def alive(self) -> bool:
         """Whether a process holds the run's lock (its runner is alive)."""
@@ -120,6 +129,16 @@ class RunStore:
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = Path(root) if root is not None else home() / "runs"
+
+    def folder(self, name: str) -> Path:
+        """A folder of the store's own (made if need be); `UserError` when the store is not writable."""
+        try:
+            path = self.root / name
+            path.mkdir(parents=True, exist_ok=True)
+            return path
+        except OSError as exc:
+            raise UserError(f"cannot create a run in {self.root}: {exc.strerror or exc}; free some space or set "
+                            f"{HOME_ENV} to a writable folder") from None
 
     def create(self, spec: RunSpec, tasks: list[Task], status: RunStatus) -> RunDir:
         try:
