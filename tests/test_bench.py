@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
         ("speedup.py", ["--signals", "1", "--per-signal", "4", "--seeds", "0", "--rollout-ms", "0",
                         "--propose-ms", "0", "--workers", "2"], "speed-up to held-out 1.0"),
         ("speedup_bound.py", ["--runs", "3"], "rounds to learn every rule"),
+        ("service.py", ["--repeats", "1", "--rounds", "3", "--status-calls", "20"], "detached-run overhead"),
         ("thread_waves.py", ["--sizes", "8", "16", "--repeats", "1"], "ThreadPoolExecutor"),
         ("tree_rollout.py", ["--files", "10", "--seeds", "0", "--latency-ms", "0", "--rounds", "1", "--workers", "2",
                              "--repeats", "3"],

@@ -36,14 +36,16 @@ import random
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import tenacity
 
 from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
 from agentdescent.agents.redact import guard_logging, redact, register
 from agentdescent.errors import AgentError, UserError
+
+if TYPE_CHECKING:
+    import httpx  # imported where a request is made: a run of local agents never pays for it
 
 __all__ = ["RETRY_STATUSES", "BadReply", "HTTPModel", "Reply", "base_url_from", "join_url", "retry_after_seconds"]
 
@@ -160,6 +162,8 @@ class HTTPModel:
         return key
 
     def _http(self) -> httpx.Client:
+        import httpx
+
         with self._client_lock:
             if self._client is None:
                 limits = httpx.Limits(max_connections=self.max_concurrency,
@@ -184,6 +188,8 @@ class HTTPModel:
         return self._read(response, call)
 
     def _send(self, call: _Call) -> httpx.Response:
+        import httpx
+
         try:
             return self._http().post(call.url, headers=call.headers, json=call.payload)
         except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
@@ -275,6 +281,8 @@ def join_url(base: str, path: str) -> str:
 
     join_url("https://h/v1/", "/chat/completions") == "https://h/v1/chat/completions"
     """
+    import httpx
+
     try:
         url = httpx.URL(base.strip())
     except httpx.InvalidURL as exc:
@@ -287,6 +295,8 @@ def join_url(base: str, path: str) -> str:
 
 def _public(url: str) -> str:
     """The URL without its query string, which may carry a secret."""
+    import httpx
+
     return str(httpx.URL(url).copy_with(query=None, fragment=None))
 
 

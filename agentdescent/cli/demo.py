@@ -164,6 +164,36 @@ class RouterReflector:
         return f"{handler}: {', '.join(have + [keyword])}"
 
 
+# The same domain as models a run spec can name (text in, text out), so that a detached run of the
+# run store can evolve it too: `agent: python:agentdescent.cli.demo:route_prompt`,
+# `reflector: python:agentdescent.cli.demo:RouterReflectorModel`, on a text target holding the header.
+
+_CASE = re.compile(r"<instructions>\n(.*?)\n</instructions>.*?<task>\n(.*?)\n</task>\n<answer>\n(.*?)\n</answer>\n"
+                   r"<expected>\n(.*?)\n</expected>", re.DOTALL)
+
+
+def route_prompt(prompt: str) -> str:
+    """`route` for a prompt that is the artifact, a blank line, then the request."""
+    rendered, _, request = prompt.rpartition("\n\n")
+    return route(rendered, Task(id="-", prompt=request))
+
+
+class RouterReflectorModel:
+    """`RouterReflector` reading the reflection prompt a model would get, answering as a model would."""
+
+    def __init__(self, seed: int = 0, noise: float = 0.25) -> None:
+        self._reflect = RouterReflector("append", seed=seed, noise=noise)
+
+    def __call__(self, prompt: str) -> str:
+        case = _CASE.search(prompt)
+        if case is None:
+            return "NONE"
+        rendered, request, answer, expected = case.groups()
+        task_id = hashlib.sha256(request.encode("utf-8")).hexdigest()[:8]
+        rule = self._reflect(rendered, Task(id=task_id, prompt=request, gold=expected), answer, 0.0)
+        return "NONE" if rule is None else f"<rule>{rule}</rule>"
+
+
 def run_reference(
     *, n_workers: int = 8, strategy: str = "append", seed: int = 0, rounds: int = 30, signals: int = 4,
     store: str | None = None, on_event: Callable[[Any], None] | None = None, **options: Any,

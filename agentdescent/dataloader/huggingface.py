@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from agentdescent import atomic
 from agentdescent.agents.http import retry_after_seconds
 from agentdescent.agents.redact import guard_logging, redact
@@ -62,6 +60,8 @@ def hf_rows(dataset: str, split: str = "train", *, config: str | None = None,
     guard_logging()
     token = os.environ.get("HF_TOKEN")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    import httpx  # here, not at the top: a run that loads no dataset never pays for it
+
     with httpx.Client(headers=headers, timeout=timeout, follow_redirects=True) as client:
         hub = _Hub(client, base, source, dataset, folder if cache else None, retries, backoff)
         if config is None:
@@ -193,6 +193,8 @@ class _Hub:
 
     def _send(self, url: str, params: dict) -> Any:
         """GET with retries on 429, 5xx and network failures; any other answer is returned."""
+        import httpx
+
         for attempt in range(self.retries + 1):
             wait, last = self.backoff * 2**attempt, attempt == self.retries
             try:
