@@ -9,6 +9,7 @@ from agentdescent.agents import claude, claude_code, codex, deepseek, openai_com
 from agentdescent.artifacts import AppendRules, FileTree, KeyedRules, SingleSlot, Strategy, load_tree, tree_runner
 from agentdescent.dataloader import tasks_from
 from agentdescent.engine import evolve
+from agentdescent.engine.cancel import CancelToken
 from agentdescent.errors import AgentDescentError, AgentError, HeadMoved, LedgerError, UserError
 from agentdescent.ledger import Ledger
 from agentdescent.reflect import llm_fusion, reflector, tree_reflector
@@ -21,6 +22,7 @@ __all__ = [
     "AgentDescentError",
     "AgentError",
     "AppendRules",
+    "CancelToken",
     "Diff",
     "Edit",
     "EvidenceCard",

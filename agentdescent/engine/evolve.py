@@ -100,10 +100,16 @@ def evolve(
     which kills the agent's process.
 
     A `UserError` once the rounds have begun (a reward that is not a number in [0, 1], a
-    `propose` that returns something other than text, a missing key), and Ctrl-C, stop the run
-    between steps: the result is returned with `error` set and `stop_reason` saying why, the
-    ledger keeps every committed step, and a later run on the same `store` continues from it.
-    Before the rounds begin, the same errors are raised.
+    `propose` that returns something other than text, a missing key), Ctrl-C, a full disk and
+    `cancel.cancel()` (a `CancelToken`; it also wakes a run blocked inside a long wave at once)
+    stop the run: the result is returned with `error` set and `stop_reason` saying why, and the
+    ledger keeps every committed step. Before the rounds begin, the same errors are raised.
+
+    A run keeps a checkpoint and a journal of its rollouts beside its ledger, so the same call
+    on the same `store` after it stopped early (or was killed) resumes it: the next round, the
+    sampler, the budgets spent, the history and the evaluation cache, with no commit lost or
+    made twice. A run on a store whose last run finished, or had other tasks, seed or strategy,
+    starts anew from the ledger's head (and says so in a `Warned` event when that is a surprise).
 
     `parallel` and `executor` have one value each today, and any other is refused with a
     `UserError`: `parallel="dp"` (data-parallel: every worker may change every key, on its own
