@@ -29,7 +29,7 @@ from agentdescent.errors import AgentDescentError, UserError
 from agentdescent.governance import HARNESS_BLAST_RADIUS, SKILL_BLAST_RADIUS, Layer, matching
 from agentdescent.reflect import reflector, tree_reflector
 from agentdescent.reflect.tree_reflector import format_files
-from agentdescent.runs.spec import CLI_KINDS, AgentSpec, Problem, RunSpec, SpecError
+from agentdescent.runs.spec import CLI_KINDS, AgentSpec, Problem, RunSpec, SpecError, TasksSpec
 from agentdescent.scoring import scorer
 from agentdescent.types import Task
 
@@ -77,9 +77,16 @@ def load_tasks(spec: RunSpec) -> list[Task]:
         rows = loader(source.file, limit=source.limit)
     else:
         rows = hf_rows(source.hf, source.split, config=source.config, limit=source.limit)
-    id_column = source.id if rows and source.id in rows[0] else None
-    gold_column = source.gold if rows and source.gold in rows[0] or (source.gold or "").count("{") else None
-    return tasks_from(rows, prompt=source.prompt, gold=gold_column, id=id_column)
+    return tasks_from(rows, prompt=source.prompt, gold=_column(source, "gold", rows), id=_column(source, "id", rows))
+
+
+def _column(source: TasksSpec, name: str, rows: list[dict]) -> str | None:
+    """The column the spec names for `name`; a default ("gold", "id") the rows lack is no column,
+    while one the spec set explicitly stays, so that its absence is an error naming it."""
+    value = getattr(source, name)
+    if value is None or name in source.model_fields_set or "{" in value:
+        return value
+    return value if rows and value in rows[0] else None
 
 
 def materials(spec: RunSpec) -> Materials:
