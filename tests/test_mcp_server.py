@@ -1,0 +1,228 @@
+"""The MCP server, through the SDK's own client: in process (the legacy handshake hosts use today,
+and the newer protocol), and as the `agentdescent-mcp` program over stdio. Every run is offline:
+the demo skill's scripted agent, a slow agent of the tests', or the test playing the host."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import anyio
+import mcp
+import pytest
+from mcp import StdioServerParameters
+
+from agentdescent.errors import UserError
+from agentdescent.runs import Service
+from agentdescent.runs.status import LIVE
+from agentdescent_mcp import server
+from tests.mcp_support import ENDED, REPO, call, demo_spec, fails, text_spec, wait_for
+
+TOOLS = {"plan", "evolve", "status", "show", "accept", "reject", "cancel", "resume", "runs", "doctor",
+         "rollout_next", "rollout_submit", "proposal_next", "proposal_submit"}
+SLOW = "python:tests.slow_agent:answer"
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A run store of the test's own, runs started from the repository root (where the specs' python:
+    refs import from); any run still going at the end is cancelled, so none outlives the test."""
+    monkeypatch.setenv("AGENTDESCENT_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(REPO)
+    yield tmp_path / "home"
+    service = Service()
+    for run in service.runs():
+        if run.state in LIVE:
+            try:
+                service.cancel(run.id)
+            except UserError:
+                pass  # it ended by itself meanwhile
+    assert not [run.id for run in service.store.all() if run.alive()], "a run's process outlived its cancel"
+
+
+def connected(body, mode: str = "legacy") -> None:
+    """Run `await body(client)` with an SDK client connected to the server in process."""
+    async def main() -> None:
+        async with mcp.Client(server, mode=mode) as client:
+            await body(client)
+
+    anyio.run(main)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_every_tool_is_listed_with_an_output_schema_and_the_procedure(home, mode):
+    async def body(client):
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert set(listed) == TOOLS
+        for tool in listed.values():
+            assert tool.output_schema and tool.output_schema.get("type") == "object", tool.name
+            assert len(tool.description or "") > 100, tool.name
+        assert listed["accept"].annotations.destructive_hint is True
+        assert listed["status"].annotations.read_only_hint is True
+        spec = listed["plan"].input_schema["properties"]["spec"]
+        assert {s["type"] for s in spec["anyOf"]} == {"string", "object"}
+        if mode == "legacy":  # the newer protocol has no initialize result to carry them
+            assert "doctor" in client.instructions and "never instructions" in client.instructions
+        runs = await call(client, "runs")
+        assert runs["runs"] == [] and runs["store"] == str(home / "runs")
+
+    connected(body, mode)
+
+
+def test_a_demo_skill_run_from_plan_to_accept(home, tmp_path):
+    target = tmp_path / "my-skill"
+    shutil.copytree(REPO / "examples/skills/support-router", target)
+    before = {p: p.read_text(encoding="utf-8") for p in target.rglob("*") if p.is_file()}
+    spec = demo_spec(target)
+
+    async def body(client):
+        plan = await call(client, "plan", spec=spec)
+        assert plan["kind"] == "skill_dir" and plan["quote"]["calls_low"] > 0 and plan["quote"]["calls_high"] > 0
+        started = await call(client, "evolve", spec=spec)
+        run_id = started["run_id"]
+        assert (await call(client, "status", run_id=run_id))["state"] in LIVE  # answered while the run goes on
+        done = await wait_for(client, run_id, ENDED)
+        assert done["state"] == "finished", done
+
+        shown = await call(client, "show", run_id=run_id)
+        assert shown["diff"].strip() and shown["files_changed"]
+        assert shown["committed"] and all(d["evidence_tasks"] for d in shown["committed"])
+        assert "never follow" in shown["note"]
+
+        dry = await call(client, "accept", run_id=run_id, dry_run=True)
+        assert dry["dry_run"] and dry["written"] and dry["backup"] is None
+        assert {p: p.read_text(encoding="utf-8") for p in target.rglob("*") if p.is_file()} == before
+
+        accepted = await call(client, "accept", run_id=run_id)
+        assert set(accepted["written"]) == set(dry["written"])
+        assert accepted["backup"] and accepted["backup"] in accepted["message"]
+        assert Path(accepted["backup"]).is_dir()
+        assert any((target / name).read_text(encoding="utf-8") != before[target / name] for name in accepted["written"])
+        assert (await call(client, "status", run_id=run_id))["state"] == "accepted"
+
+    connected(body)
+
+
+def test_the_host_does_the_rollouts_and_reflections(home, tmp_path):
+    prompt = tmp_path / "prompt.md"
+    prompt.write_text("Answer the question.\n", encoding="utf-8")
+    spec = text_spec(prompt, agent="host", reflector="host")
+
+    async def body(client):
+        run_id = (await call(client, "evolve", spec=spec))["run_id"]
+        answered, checked = [], False
+        while True:
+            rollouts = await call(client, "rollout_next", run_id=run_id, limit=8)
+            if rollouts["requests"] and not checked:  # taken but not answered: the run waits on the host
+                assert "the host" in (await call(client, "status", run_id=run_id))["waiting_on"]
+                checked = True
+            for request in rollouts["requests"]:
+                reply = "2026" if "year" in request["prompt"] else "I cannot tell"
+                await call(client, "rollout_submit", run_id=run_id, request_id=request["request_id"], answer=reply)
+                answered.append(request["request_id"])
+            proposals = await call(client, "proposal_next", run_id=run_id, limit=4)
+            for request in proposals["requests"]:
+                assert "<instructions>" in request["prompt"]
+                await call(client, "proposal_submit", run_id=run_id, request_id=request["request_id"],
+                           answer="always state the year")
+            if not rollouts["running"] and not rollouts["requests"] and not proposals["requests"]:
+                break
+            if not rollouts["requests"] and not proposals["requests"]:
+                await anyio.sleep(0.05)
+
+        assert checked and answered
+        again = await fails(client, "rollout_submit", run_id=run_id, request_id=answered[0], answer="2026")
+        assert "answered" in again
+        unknown = await fails(client, "proposal_submit", run_id=run_id, request_id="feedc0de", answer="x")
+        assert "no open request 'feedc0de'" in unknown
+        done = await call(client, "status", run_id=run_id)
+        assert done["state"] == "finished", done
+        assert done["best_reward"] > done["initial_reward"]
+        assert "always state the year" in (await call(client, "show", run_id=run_id))["diff"]
+
+    connected(body)
+
+
+def test_cancel_stops_a_run_and_resume_brings_it_back(home, tmp_path):
+    prompt = tmp_path / "prompt.md"
+    prompt.write_text("Answer the question.\n", encoding="utf-8")
+    spec = text_spec(prompt, agent=SLOW, reflector="python:tests.slow_agent:reflect", rounds=50)
+
+    async def body(client):
+        run_id = (await call(client, "evolve", spec=spec))["run_id"]
+        await wait_for(client, run_id, ("running",))
+        cancelled = await call(client, "cancel", run_id=run_id)
+        assert cancelled["state"] == "cancelled"
+        assert (await call(client, "status", run_id=run_id))["state"] == "cancelled"
+        assert "not running" in await fails(client, "cancel", run_id=run_id)
+
+        resumed = await call(client, "resume", run_id=run_id)
+        assert resumed["run_id"] == run_id
+        status = await wait_for(client, run_id, ("running", "finished"))
+        assert status["state"] in ("running", "finished")
+
+    connected(body)
+
+
+def test_cancel_at_once_after_evolve_stops_the_process(home, tmp_path):
+    prompt = tmp_path / "prompt.md"
+    prompt.write_text("Answer the question.\n", encoding="utf-8")
+
+    async def body(client):
+        run_id = (await call(client, "evolve", spec=text_spec(prompt, agent="host", reflector="host")))["run_id"]
+        assert (await call(client, "cancel", run_id=run_id))["state"] == "cancelled"  # before its process said its pid
+        assert not Service().store.get(run_id).alive()
+        await call(client, "resume", run_id=run_id)
+        assert (await call(client, "cancel", run_id=run_id))["state"] == "cancelled"  # not the old process's pid
+        assert not Service().store.get(run_id).alive()
+
+    connected(body)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_errors_say_what_to_do(home, tmp_path, mode):
+    prompt = tmp_path / "prompt.md"
+    prompt.write_text("Answer the question.\n", encoding="utf-8")
+
+    async def body(client):
+        # a run that waits on the host: it is running, and has no L1 change for anyone to approve
+        run_id = (await call(client, "evolve", spec=text_spec(prompt, agent="host", reflector="host")))["run_id"]
+        unknown = await fails(client, "status", run_id="nosuchrun")
+        assert "no run 'nosuchrun'" in unknown and run_id in unknown
+
+        broken = {"target": str(tmp_path / "missing.md"), "tasks": [{"id": "a", "prompt": "one task"}],
+                  "agent": "python:no_such_module_here:answer"}
+        said = await fails(client, "plan", spec=broken)
+        assert "3 problems" in said
+        for field in ("target:", "tasks:", "agent:"):
+            assert field in said
+
+        refused = await fails(client, "accept", run_id=run_id)
+        assert "still running" in refused and "waits for no approval" in refused
+        assert "already evolving" in await fails(client, "evolve", spec=text_spec(prompt, agent="host", reflector="host"))
+        assert "limit" in await fails(client, "rollout_next", run_id=run_id, limit=0)  # the schema's bound: 1 to 32
+
+        (home / "runs" / run_id / "target.json").unlink()  # a damaged run folder: a crash inside show
+        assert "show" in await fails(client, "show", run_id=run_id)
+        assert (await call(client, "runs"))["runs"]  # and the server goes on serving
+
+    connected(body, mode)
+
+
+def test_the_installed_program_serves_over_stdio(home, tmp_path):
+    program = Path(sys.executable).with_name("agentdescent-mcp")
+    assert program.exists(), "install the package (pip install -e .) to get the agentdescent-mcp program"
+    env = {"AGENTDESCENT_HOME": str(home), "HOME": str(tmp_path),
+           "PATH": os.pathsep.join([str(program.parent), os.environ.get("PATH", "")])}
+
+    async def main():
+        params = StdioServerParameters(command=str(program), env=env, cwd=str(tmp_path))
+        async with mcp.Client(params, mode="legacy") as client:
+            assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
+            report = await call(client, "doctor")
+            assert report["store"] == str(home / "runs") and report["git"]["found"]
+            assert (await call(client, "runs"))["runs"] == []
+
+    anyio.run(main)
