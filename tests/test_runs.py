@@ -180,3 +180,22 @@ def test_events_and_status_are_plain_json_a_watcher_can_read(service, tmp_path):
     assert kinds[0] == "RunStarted" and kinds[-1] == "RunEnded" and "Committed" in kinds
     assert json.loads(folder.file("status.json").read_text())["state"] == "finished"
     assert [r.id for r in service.runs()] == [run]
+
+
+@pytest.mark.parametrize("approve", [True, False])
+def test_an_l1_change_waits_for_the_users_approval(service, tmp_path, approve):
+    from tests import l1_domain
+
+    run = service.start(l1_domain.spec(tmp_path)).run_id
+    waiting = wait(service, run, until=lambda s: s.waiting_on is not None or s.state not in ("starting", "running"))
+    assert waiting.waiting_on and "approval" in waiting.waiting_on, waiting
+    pending = service.show(run).pending_approval
+    assert pending.keys == ["scripts/answer.sh"] and "+echo yes" in pending.diff
+    answered = service.accept(run) if approve else service.reject(run)
+    assert answered.approved is approve and "scripts/answer.sh" in answered.message
+    if not approve:  # declined: the run goes on and proposes it again; decline that one too
+        while (s := wait(service, run, until=lambda s: s.waiting_on or s.state not in ("starting", "running"))).waiting_on:
+            service.reject(run)
+    done = wait(service, run)
+    landed = done.outcomes.get("committed", 0)
+    assert (landed == 1 and done.best_reward == 1.0) if approve else (landed == 0 and done.best_reward == 0.0)

@@ -1,0 +1,34 @@
+"""A skill whose only fix is a script: an L1 change, which must wait for a person's approval.
+
+The agent answers "yes" when the skill's `scripts/answer.sh` says so; the reflector rewrites that
+script. Spec files name them as `python:tests.l1_domain:answer` and `python:tests.l1_domain:fix`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def skill(folder: Path) -> Path:
+    target = folder / "yes-skill"
+    (target / "scripts").mkdir(parents=True)
+    (target / "SKILL.md").write_text("---\nname: yes-skill\ndescription: answers\n---\nRun scripts/answer.sh.\n",
+                                     encoding="utf-8")
+    (target / "scripts" / "answer.sh").write_text("echo no\n", encoding="utf-8")
+    return target
+
+
+def spec(folder: Path, **fields) -> dict:
+    tasks = [{"id": f"q{i}", "prompt": f"question {i}", "gold": "yes"} for i in range(12)]
+    return {"target": str(skill(folder)), "tasks": tasks, "agent": "python:tests.l1_domain:answer",
+            "reflector": "python:tests.l1_domain:fix", "workers": 1, "rounds": 3, "target_reward": 1.0,
+            "host_timeout": 60, **fields}
+
+
+def answer(prompt: str, cwd: str) -> str:
+    script = next(Path(cwd).rglob("scripts/answer.sh"))
+    return "yes" if "echo yes" in script.read_text(encoding="utf-8") else "no"
+
+
+def fix(prompt: str) -> str:
+    return '<file path="scripts/answer.sh">\necho yes\n</file>' if "echo no" in prompt else "NONE"
