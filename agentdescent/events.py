@@ -6,7 +6,7 @@ them to `events.jsonl` and a watcher in another process can read them back (`to_
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from agentdescent.types import Diff, Outcome
@@ -23,6 +23,7 @@ class RunStarted:
     temporary: bool = False  # the ledger is a new temporary folder (no store= was given)
     continued_from: int | None = None  # the store already held this artifact, at this version
     resumed_round: int | None = None  # an interrupted run of the same settings continues at this round
+    outcomes: dict[str, int] = field(default_factory=dict)  # a resumed run: what became of its diffs so far
 
 
 @dataclass(frozen=True, kw_only=True)

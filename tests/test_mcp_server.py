@@ -166,6 +166,27 @@ def test_cancel_stops_a_run_and_resume_brings_it_back(home, tmp_path):
     connected(body)
 
 
+def test_a_run_killed_with_sigkill_resumes_through_the_tools_with_the_commits_it_would_have_had(
+        home, tmp_path, monkeypatch):
+    from tests import keyword_domain
+
+    monkeypatch.setenv("KEYWORD_KILL_AT", "30")  # the run's process kills itself in its 30th rollout
+
+    async def body(client):
+        run_id = (await call(client, "evolve", spec=keyword_domain.spec(tmp_path)))["run_id"]
+        killed = await wait_for(client, run_id, ENDED)
+        assert killed["state"] == "interrupted" and "resume" in killed["next"]
+        monkeypatch.delenv("KEYWORD_KILL_AT")
+        await call(client, "resume", run_id=run_id)
+        done = await wait_for(client, run_id, ("finished",))
+        assert done["outcomes"]["committed"] == keyword_domain.RULES and done["best_reward"] == 1.0
+        shown = await call(client, "show", run_id=run_id)
+        assert [d["round"] for d in shown["committed"]] == sorted(d["round"] for d in shown["committed"])
+        assert len({d["diff_id"] for d in shown["committed"]}) == keyword_domain.RULES
+
+    connected(body)
+
+
 def test_cancel_at_once_after_evolve_stops_the_process(home, tmp_path):
     prompt = tmp_path / "prompt.md"
     prompt.write_text("Answer the question.\n", encoding="utf-8")

@@ -13,6 +13,7 @@ calls run (executors) and how results are stored (the ledger).
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -81,19 +82,24 @@ class Loop:
         existed = self.ledger.has_artifact(self.artifact_id, self.ledger.head())
         head = seed_artifact(self.ledger, self.artifact_id, self.strategy)
         saved, notes = self._resumable()
+        self._initial = (self.ledger.stable(), 0.0)  # until measured, for a run stopped before that
+        recovered = self._resume(saved) if saved is not None else []
+        kept = Counter(o.kind for o in self.outcomes[: len(self.outcomes) - len(recovered)])
         self.emit(ev.RunStarted(
             rounds=self.shape.rounds, n_workers=self.shape.n_workers, train=len(self.sampler.train),
             held_out=len(self.held_out), version=head, ledger=str(self.ledger.path), temporary=self.temporary,
             continued_from=head if existed and saved is None else None,
-            resumed_round=saved.next_round if saved is not None else None,
+            resumed_round=self._next_round if saved is not None else None, outcomes=dict(kept),
         ))
         for note in notes:
             self._warn(note)
-        self._initial = (self.ledger.stable(), 0.0)  # until measured, for a run stopped before that
+        for outcome in recovered:
+            self.emit(ev.DiffOutcome(round=outcome.step or 0, outcome=outcome))
         try:  # a broken contract before the rounds begin is raised; a cancel is a cancelled run
-            first = self._resume(saved) if saved is not None else self._begin()
+            self._begin() if saved is None else self._measured_start()
         except Cancelled as exc:
             return self._result(_cancelled(exc), "cancelled")
+        first = self._next_round
         error = None
         try:
             if head != self.ledger.stable():
@@ -133,7 +139,7 @@ class Loop:
             warnings=list(self.warnings),
         )
 
-    def _begin(self) -> int:
+    def _begin(self) -> None:
         """A new run: measure where it starts, and checkpoint that, so a kill from here on resumes."""
         self.files.reset()
         start = self.ledger.stable()
@@ -141,7 +147,6 @@ class Loop:
         self.progress.best = self._initial[1]
         self._save(finished=False)
         self._measured_start()
-        return 0
 
     def _measured_start(self) -> None:
         """Say what the run starts from: the version and its held-out reward (round -1: before any)."""
@@ -167,8 +172,9 @@ class Loop:
             return None, notes
         return saved, notes
 
-    def _resume(self, saved: Checkpoint) -> int:
-        """Take up an interrupted run where its checkpoint left it; the number of the next round."""
+    def _resume(self, saved: Checkpoint) -> list[Outcome]:
+        """Take up an interrupted run where its checkpoint left it; the outcomes of the rounds that
+        committed after it, read back from the ledger."""
         self._initial = (saved.initial_version, saved.initial_reward)
         self.progress = Progress(best=saved.best, since_gain=saved.since_gain, round_calls=saved.round_calls,
                                  round_tokens=saved.round_tokens)
@@ -181,23 +187,22 @@ class Loop:
         for _, rollout in journal[saved.rollouts_counted:]:  # paid for after the checkpoint: still paid for
             usage.count_rollout(rollout)
         self.evaluator.preload(journal)
-        next_round = saved.next_round
-        for round_, (version, diff_ids) in sorted(committed_rounds(self.ledger, next_round).items()):
-            self._recover(round_, version, diff_ids)
-            next_round = round_ + 1
-        self._next_round = next_round
-        self._measured_start()
-        return next_round
+        self._next_round, recovered = saved.next_round, []
+        for round_, (version, diff_ids) in sorted(committed_rounds(self.ledger, saved.next_round).items()):
+            recovered += self._recover(round_, version, diff_ids)
+            self._next_round = round_ + 1
+        return recovered
 
-    def _recover(self, round_: int, version: int, diff_ids: list[str]) -> None:
+    def _recover(self, round_: int, version: int, diff_ids: list[str]) -> list[Outcome]:
         """A round that committed after the last checkpoint: done, its diffs' outcomes read off the commit."""
-        for diff_id in diff_ids:
-            self.outcomes.append(Outcome(diff_id=diff_id, kind="committed", step=round_, version=version,
-                                         reason=f"landed in version {version} before the run was interrupted "
-                                                f"(read back from the ledger)"))
+        outcomes = [Outcome(diff_id=diff_id, kind="committed", step=round_, version=version,
+                            reason=f"landed in version {version} before the run was interrupted (read back from "
+                                   f"the ledger)") for diff_id in diff_ids]
+        self.outcomes += outcomes
         self.history.append(StepRecord(round=round_, base_version=version - 1, version=version, diffs=diff_ids,
                                        outcomes={"committed": len(diff_ids)}, calls=self.evaluator.usage.calls))
         self.dispatcher.skip(self.dispatcher.turns + self.shape.n_workers)  # the turns that round dispatched
+        return outcomes
 
     def _save(self, *, finished: bool) -> None:
         progress, usage = self.progress, self.evaluator.usage

@@ -30,6 +30,7 @@ from agentdescent.runs.host import APPROVAL
 from agentdescent.runs.mailbox import Mailbox
 from agentdescent.runs.status import LIVE
 from agentdescent.runs.store import RunDir, RunStore
+from agentdescent.types import Diff, Outcome
 
 LANDED = ("committed", "fused")
 SHOWN_REJECTED = 20
@@ -216,13 +217,20 @@ def _best(run: RunDir, before: str | dict[str, str]) -> tuple[Any, dict[str, str
 
 
 def _diff_views(run: RunDir) -> list[DiffView]:
-    views = []
+    """Every diff once, with its latest outcome: a resumed run may have judged a diff of the round it
+    was killed in again, or read a commit's outcomes back from the ledger (with no diff to show)."""
+    latest: dict[str, tuple[int, Outcome]] = {}
+    diffs: dict[str, Diff] = {}
     for event in _events(run):
-        if not isinstance(event, ev.DiffOutcome):
-            continue
-        o, d = event.outcome, event.diff
+        if isinstance(event, ev.DiffOutcome):
+            latest[event.outcome.diff_id] = (event.round, event.outcome)
+            if event.diff is not None:
+                diffs[event.diff.id] = event.diff
+    views = []
+    for diff_id, (round_, o) in sorted(latest.items(), key=lambda item: item[1][0]):
+        d = diffs.get(diff_id)
         views.append(DiffView(
-            diff_id=o.diff_id, round=event.round, author=o.author, outcome=o.kind, reason=o.reason,
+            diff_id=diff_id, round=round_, author=o.author, outcome=o.kind, reason=o.reason,
             keys=sorted(d.keys) if d else [], removes=sorted(e.key for e in d.edits if e.after is None) if d else [],
             evidence_tasks=list(d.evidence.task_ids) if d else [], evidence_rewards=list(d.evidence.rewards) if d else [],
             rationale=(d.evidence.rationale[:TEXT_CAP] if d else "")))

@@ -70,6 +70,7 @@ class StatusTracker:
         if isinstance(event, ev.RunStarted):
             resumed = f", resumed at round {event.resumed_round + 1}" if event.resumed_round is not None else ""
             self.update(state="running", rounds=event.rounds, version=event.version, round=event.resumed_round or 0,
+                        outcomes=dict(event.outcomes),
                         message=f"running {event.n_workers} workers on {event.train} train tasks ({event.held_out} "
                                 f"held out){resumed}")
         elif isinstance(event, ev.Warned):
