@@ -199,3 +199,39 @@ def test_an_l1_change_waits_for_the_users_approval(service, tmp_path, approve):
     done = wait(service, run)
     landed = done.outcomes.get("committed", 0)
     assert (landed == 1 and done.best_reward == 1.0) if approve else (landed == 0 and done.best_reward == 0.0)
+
+
+def test_a_spec_with_a_model_reaches_it_over_http_from_the_runs_process(service, tmp_path, monkeypatch, no_provider_env):
+    """The agent and reflector are `openai:` models: the run's process calls a loopback server that
+    speaks the chat-completions API, with the key and the address from the environment."""
+    from tests.loopback import LoopbackServer, openai_chat
+
+    def reply(prompt: str) -> str:
+        return domain.next_rule(prompt) if "<instructions>" in prompt else domain.answer(prompt)
+
+    with LoopbackServer(openai_chat(reply)) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-loopback-test-key-0001")
+        spec = {**domain.spec(tmp_path), "agent": "openai:test-model"}
+        spec.pop("reflector")  # the agent reflects too
+        run = service.start(spec).run_id
+        done = wait(service, run)
+    assert done.state == "finished" and done.best_reward == 1.0 and done.tokens > 0
+    assert done.outcomes.get("committed") == domain.RULES
+
+
+def test_tasks_from_a_hugging_face_dataset(service, tmp_path, monkeypatch, no_provider_env):
+    from tests.test_huggingface import FakeDatasetsServer
+
+    hub = FakeDatasetsServer()
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        monkeypatch.setenv("AGENTDESCENT_CACHE", str(tmp_path / "cache"))  # not the machine's cache
+        spec = {**domain.spec(tmp_path), "tasks": {"hf": "acme/qa", "split": "train", "limit": 30, "prompt": "q",
+                                                   "gold": "a"}}
+        plan = service.plan(spec)
+        assert plan.tasks == 30
+        with pytest.raises(SpecError, match="tasks.hf: .*does not exist"):
+            service.plan({**spec, "tasks": {"hf": "acme/missing", "prompt": "q"}})
+    finally:
+        hub.loopback.close()
