@@ -16,7 +16,6 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-
 _running: set[subprocess.Popen[str]] = set()
 _running_lock = threading.Lock()
 

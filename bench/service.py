@@ -90,9 +90,8 @@ def evolve_tool_seconds(folder: Path) -> float | None:
     """Seconds the MCP `evolve` tool takes to answer (None when the server does not import)."""
     try:
         import anyio
-        from mcp import Client
-
         from agentdescent_mcp.server import server
+        from mcp import Client
     except ImportError:
         return None
     spec = demo_spec(folder, 3)

@@ -4,6 +4,7 @@ pytest's own temporary tree, and the fixtures the tests share (their doubles are
 from __future__ import annotations
 
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,9 @@ from agentdescent.agents.redact import DEBUG_HTTP_ENV
 from agentdescent.artifacts.strategies import AppendRules
 from agentdescent.engine.evaluation import Evaluator, Usage
 from agentdescent.engine.executors import ThreadExecutor
+from agentdescent.errors import UserError
+from agentdescent.runs import Service
+from agentdescent.runs.status import LIVE
 from tests import offline
 from tests.doubles import CountingRun, exact
 
@@ -59,3 +63,18 @@ def make_evaluator(pool):
                          usage=Usage())
 
     return make
+
+
+@pytest.fixture
+def service(tmp_path, monkeypatch):
+    """A service on a store of the test's own; every run still live at the end is cancelled."""
+    monkeypatch.setenv("AGENTDESCENT_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])  # runs import `tests.keyword_domain` from where they start
+    made = Service()
+    yield made
+    for run in made.runs():
+        if run.state in LIVE:
+            try:
+                made.cancel(run.id)
+            except UserError:
+                pass  # it ended by itself meanwhile

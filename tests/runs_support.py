@@ -1,4 +1,4 @@
-"""What the run-store tests share: an isolated store, and waiting for a detached run."""
+"""What the run-store tests share: waiting for a detached run (the isolated store is conftest's `service`)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,6 @@ import pytest
 
 from agentdescent.runs import Service
 from agentdescent.runs.status import LIVE
-
-
-@pytest.fixture
-def service(tmp_path, monkeypatch):
-    """A service on a store of the test's own; every run still live at the end is cancelled."""
-    monkeypatch.setenv("AGENTDESCENT_HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(_repository_root())  # runs import `tests.keyword_domain` from where they start
-    made = Service()
-    yield made
-    for run in made.runs():
-        if run.state in LIVE:
-            made.cancel(run.id)
 
 
 def wait(service: Service, run_id: str, *, until=lambda s: s.state not in LIVE, timeout: float = 90.0):
@@ -32,9 +20,3 @@ def wait(service: Service, run_id: str, *, until=lambda s: s.state not in LIVE, 
         time.sleep(0.1)
     log = service.store.get(run_id).file("run.log")
     pytest.fail(f"run {run_id} is still {status.state} after {timeout} s; its log: {log.read_text()[-2000:]}")
-
-
-def _repository_root():
-    from pathlib import Path
-
-    return Path(__file__).resolve().parents[1]

@@ -12,12 +12,12 @@ from pathlib import Path
 import anyio
 import mcp
 import pytest
+from agentdescent_mcp import server
 from mcp import StdioServerParameters
 
 from agentdescent.errors import UserError
 from agentdescent.runs import Service
 from agentdescent.runs.status import LIVE
-from agentdescent_mcp import server
 from tests.mcp_support import ENDED, REPO, call, demo_spec, fails, text_spec, wait_for
 
 TOOLS = {"plan", "evolve", "status", "show", "accept", "reject", "cancel", "resume", "runs", "doctor",

@@ -11,7 +11,7 @@ import pytest
 from agentdescent.errors import UserError
 from agentdescent.runs.spec import SpecError, read_spec
 from tests import keyword_domain as domain
-from tests.runs_support import service, wait  # noqa: F401 - the fixture
+from tests.runs_support import wait
 
 LEAD = "Answer with the code.\n"
 
@@ -194,7 +194,7 @@ def test_an_l1_change_waits_for_the_users_approval(service, tmp_path, approve):
     answered = service.accept(run) if approve else service.reject(run)
     assert answered.approved is approve and "scripts/answer.sh" in answered.message
     if not approve:  # declined: the run goes on and proposes it again; decline that one too
-        while (s := wait(service, run, until=lambda s: s.waiting_on or s.state not in ("starting", "running"))).waiting_on:
+        while wait(service, run, until=lambda s: s.waiting_on or s.state not in ("starting", "running")).waiting_on:
             service.reject(run)
     done = wait(service, run)
     landed = done.outcomes.get("committed", 0)

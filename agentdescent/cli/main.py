@@ -22,6 +22,7 @@ from agentdescent.artifacts.writeback import restore
 from agentdescent.cli import flags
 from agentdescent.cli.demo import STRATEGIES, demo_strategy, run_reference
 from agentdescent.cli.report import Timing, process_seconds, report
+from agentdescent.cli.verbs import VERBS, add_verbs
 from agentdescent.cli.views import ProgressView, plural
 from agentdescent.errors import AgentDescentError, UserError
 
@@ -36,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return USAGE
-    verbs: dict[str, Command] = {"demo": run_demo, "restore": run_restore}
+    verbs: dict[str, Command] = {"demo": run_demo, "restore": run_restore, **VERBS}
     return guarded(verbs[args.command], args, Console())
 
 
@@ -59,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Put back the newest backup result.write_to(PATH) took (PATH.bak-N beside it). What PATH "
                     "holds now is backed up first, so a restore can be undone; example: agentdescent restore skill/")
     back.add_argument("path", metavar="PATH", help="the file or folder result.write_to wrote")
+    add_verbs(commands)
     return parser
 
 

@@ -35,14 +35,14 @@ class Seen:
 
 def ledger_line(started: ev.RunStarted) -> str:
     """Which ledger the run writes, and whether it carries on from an earlier run."""
+    if started.resumed_round is not None:
+        return f"resuming an interrupted run at round {started.resumed_round + 1} (ledger {started.ledger})"
     if started.continued_from is not None:
         said = f"continuing the ledger at {started.ledger} from version {started.continued_from}"
     elif started.temporary:
         said = f"new ledger at {started.ledger} (a temporary folder)"
     else:
         said = f"new ledger at {started.ledger}"
-    if started.resumed_round is not None:
-        said += f"; resuming an interrupted run at round {started.resumed_round + 1}"
     return said
 
 
@@ -79,8 +79,12 @@ class ProgressView:
     def _started(self, event: ev.RunStarted) -> None:
         self.seen.started = event
         self._say(escape(ledger_line(event)), soft_wrap=True)  # a path to copy: never broken across lines
+        done = event.resumed_round or 0
+        if self._task is not None:  # the same run again, resumed by another process: one bar goes on
+            self._progress.update(self._task, total=event.rounds, completed=done)
+            return
         self._task = self._progress.add_task(
-            "evolving", total=event.rounds, unit="round" if event.rounds == 1 else "rounds",
+            "evolving", total=event.rounds, completed=done, unit="round" if event.rounds == 1 else "rounds",
             status=f"train {event.train} / held-out {event.held_out} tasks",
         )
 

@@ -209,8 +209,8 @@ class Loop:
         start, initial = self._initial
         self.files.save(Checkpoint(
             fingerprint=self.fingerprint, strategy=type(self.strategy).__name__, finished=finished,
-            next_round=self._next_round, turns=self.dispatcher.turns, leads=self.sampler.leads, best=progress.best, since_gain=progress.since_gain,
-            round_calls=progress.round_calls, round_tokens=progress.round_tokens, initial_reward=initial,
+            next_round=self._next_round, turns=self.dispatcher.turns, leads=self.sampler.leads, best=progress.best,
+            since_gain=progress.since_gain, round_calls=progress.round_calls, round_tokens=progress.round_tokens, initial_reward=initial,
             initial_version=start, usage=usage.as_record(), rollouts_counted=self.files.journal_lines,
             history=self.history, outcomes=self.outcomes, warnings=self.warnings,
         ))

@@ -14,6 +14,7 @@ import importlib
 import inspect
 import os
 import shutil
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,8 +167,11 @@ def _ref_problems(ref: str) -> list[str]:
 
 
 def resolve_ref(ref: str) -> Any:
-    """The object `module:attribute` names (the module imported now)."""
+    """The object `module:attribute` names, the module imported now from the current folder (where
+    the run's process works too), as `python -m` would find it."""
     module_name, _, attribute = ref.partition(":")
+    if os.getcwd() not in sys.path:  # an installed script (agentdescent, agentdescent-mcp) lacks it
+        sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
         return functools.reduce(getattr, attribute.split("."), module)

@@ -98,14 +98,14 @@ class Accepted(BaseModel):
     message: str
 
 
-def show(store: RunStore, run_id: str) -> Shown:
+def show(store: RunStore, run_id: str, *, rejected: int | None = SHOWN_REJECTED) -> Shown:
     run = store.get(run_id)
     status = run.status()
     before = _initial(run)
     after, state, version, final = _best(run, before)
     diffs = _diff_views(run)
     committed = [d for d in diffs if d.outcome in LANDED]
-    rejected = [d for d in diffs if d.outcome not in LANDED and d.outcome != "duplicate"]
+    refused = [d for d in diffs if d.outcome not in LANDED and d.outcome != "duplicate"]
     changed = _changed(before, after)
     pending = _pending(run, after)
     if status.state in LIVE:
@@ -117,7 +117,7 @@ def show(store: RunStore, run_id: str) -> Shown:
         nxt = status.next
     return Shown(run_id=run.id, state=status.state, target=status.target, diff=unified(before, after),
                  files_changed=changed, initial_reward=status.initial_reward, final_reward=final, version=version,
-                 committed=committed, rejected=rejected[:SHOWN_REJECTED], rejected_total=len(rejected),
+                 committed=committed, rejected=refused[:rejected], rejected_total=len(refused),
                  worst_rollouts=_worst(run, state), pending_approval=pending, next=nxt)
 
 

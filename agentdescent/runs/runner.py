@@ -30,7 +30,7 @@ from agentdescent.result import EvolveResult
 from agentdescent.runs import build
 from agentdescent.runs.host import PROPOSAL, ROLLOUT, Approver, HostAgent
 from agentdescent.runs.mailbox import Mailbox
-from agentdescent.runs.spec import AgentSpec, RunSpec
+from agentdescent.runs.spec import AgentSpec
 from agentdescent.runs.status import StatusTracker
 from agentdescent.runs.store import RunDir
 
@@ -109,6 +109,9 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
     workspaces.mkdir(exist_ok=True)
     run_fn, propose = build.callables(spec, parts, make_agent=make_agent, workdir=workspaces)
     with run.file("events.jsonl").open("a", encoding="utf-8") as events:
+        if events.tell() and not run.file("events.jsonl").read_bytes().endswith(b"\n"):
+            events.write("\n")  # a line an earlier process was killed in the middle of ends here
+
         def on_event(event: ev.Event) -> None:
             try:
                 events.write(redact(json.dumps(ev.to_json(event), ensure_ascii=False)) + "\n")

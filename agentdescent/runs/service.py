@@ -9,8 +9,8 @@ field. Nothing here needs the caller to stay: a started run lives in its own pro
 from __future__ import annotations
 
 import hashlib
-import random
 import json
+import random
 import time
 from pathlib import Path
 from typing import Any
@@ -151,8 +151,9 @@ class Service:
             self._launch(run)
         return self._started(run, "resumed")
 
-    def show(self, run_id: str) -> review.Shown:
-        return review.show(self.store, run_id)
+    def show(self, run_id: str, *, rejected: int | None = review.SHOWN_REJECTED) -> review.Shown:
+        """The run's change; `rejected` caps the rejected diffs listed (None: all)."""
+        return review.show(self.store, run_id, rejected=rejected)
 
     def accept(self, run_id: str, *, dry_run: bool = False) -> review.Accepted:
         return review.accept(self.store, run_id, dry_run=dry_run)
@@ -217,7 +218,7 @@ class Service:
     def _started(self, run: RunDir, how: str) -> Started:
         return Started(run_id=run.id, state="starting", folder=str(run.path),
                        message=f"{how} run {run.id}: it runs in its own process, detached",
-                       next=f"agentdescent watch {run.id} (or the status tool) follows it")
+                       next=f"agentdescent watch {run.id} follows it")
 
     def _refuse_second_run(self, target: str) -> None:
         for other in self.store.all():

@@ -74,7 +74,7 @@ class RunDir:
             status = status.model_copy(update={
                 "state": "interrupted",
                 "message": f"the run's process is gone ({why}) at round {status.round} of {status.rounds}",
-                "next": f"agentdescent resume {self.id} (or the resume tool) continues it where it stopped",
+                "next": f"agentdescent resume {self.id} continues it where it stopped",
             })
         return status
 

@@ -18,7 +18,7 @@ from agentdescent.errors import UserError
 from agentdescent.ledger import Ledger
 from agentdescent.runs import Service
 from tests import keyword_domain as domain
-from tests.runs_support import service, wait  # noqa: F401 - the fixture
+from tests.runs_support import wait
 
 ROOT = Path(__file__).resolve().parents[2]
 CANARY = "sk-canary-0123456789abcdef"

@@ -1,0 +1,377 @@
+"""The verbs over the run service (`agentdescent.runs`): `plan` a run and read its quote, `evolve`
+(start it, detached), `status`, `watch` and `show` it, `accept` or `reject` its change, `cancel`
+and `resume` it, list the `runs` (`--prune` removes the temporary ledgers runs without a store
+left), check the machine (`doctor`) and serve the tools over MCP (`mcp`).
+
+Each verb is one service call and a few lines saying what happened, then `next:` what to do;
+`--json` prints the service's record as it is, for scripts. A verb given no RUN takes the latest
+run and says which. Left out: following a run live (`agentdescent.cli.watch`) and the demo.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel
+from rich.console import Console
+from rich.text import Text
+
+from agentdescent.cli.views import plural
+from agentdescent.cli.watch import FAILURE, ending, say, watched
+from agentdescent.engine.evolve import TEMPORARY_LEDGER_PREFIX
+from agentdescent.errors import UserError
+from agentdescent.runs import Service
+from agentdescent.runs.review import DiffView, Shown
+
+Command = Callable[[argparse.Namespace, Console], int]
+SPEC_SUFFIXES = (".yaml", ".yml", ".json")
+PRUNE_AFTER_SECONDS = 600.0  # a temporary ledger nothing has written to for this long belongs to no live run
+SHOWN_REJECTED = 5
+CLIP = 100  # characters of a prompt or an output in a line of `show`
+
+
+def add_verbs(commands: argparse._SubParsersAction) -> None:
+    """The verbs' parsers, each with an example in its --help."""
+    _verb(commands, "plan", "what a run of SPEC would do and cost; nothing starts",
+                 "agentdescent plan examples/specs/support-router.yaml", spec=True, as_json=True)
+    evolve = _verb(commands, "evolve", "start a run of SPEC in its own process, which goes on when this shell ends",
+                   "agentdescent evolve examples/specs/support-router.yaml --watch", spec=True)
+    evolve.add_argument("--allow-concurrent", action="store_true",
+                        help="start it although another run is evolving the same target")
+    _verb(commands, "status", "where a run is: state, round, rewards, calls, outcomes and what to do next",
+          "agentdescent status my-skill-3f2a1c", run=True, as_json=True)
+    _verb(commands, "watch", "follow a run's progress bar from any shell until it ends (Ctrl-C stops watching, "
+          "not the run); exits 0 when the run finished", "agentdescent watch", run=True)
+    show = _verb(commands, "show", "a run's change as a diff, with its rewards, the diffs it committed and their "
+                 "evidence, the ones it rejected and its worst rollouts", "agentdescent show --all", run=True, as_json=True)
+    show.add_argument("--all", action="store_true", help=f"list every rejected diff, not the first {SHOWN_REJECTED}")
+    accept = _verb(commands, "accept", "write a finished run's change back to its target (backing it up first), "
+                   "or approve a running run's pending L1 change", "agentdescent accept --dry-run", run=True)
+    accept.add_argument("--dry-run", action="store_true", help="say what would be written, write nothing")
+    _verb(commands, "reject", "drop a run's change (nothing is written), or decline its pending L1 change",
+          "agentdescent reject my-skill-3f2a1c", run=True)
+    _verb(commands, "cancel", "stop a running run; what it committed stays, and resume continues it",
+          "agentdescent cancel", run=True)
+    _verb(commands, "resume", "start a cancelled, interrupted or failed run again where it stopped",
+          "agentdescent resume --watch", run=True)
+    runs = _verb(commands, "runs", "list the runs in the run store ($AGENTDESCENT_HOME/runs)", "agentdescent runs",
+                 as_json=True)
+    runs.add_argument("--prune", action="store_true",
+                      help=f"instead, remove the {TEMPORARY_LEDGER_PREFIX}* folders in {tempfile.gettempdir()} "
+                           "(ledgers of runs without a store) older than 10 minutes; the run store is never touched")
+    _verb(commands, "doctor", "what this machine has: git, the agent CLIs, provider keys, the hosts and the run "
+          "store; exits 0 when the demo can run", "agentdescent doctor", as_json=True)
+    _verb(commands, "mcp", "serve the run verbs as MCP tools on stdio (what a host such as Claude Code starts)",
+          "claude mcp add agentdescent -- agentdescent mcp")
+    for name in ("evolve", "resume"):
+        commands.choices[name].add_argument("--watch", action="store_true",
+                                            help="follow it here until it ends, as watch does")
+
+
+def _verb(commands: argparse._SubParsersAction, name: str, summary: str, example: str, *, spec: bool = False,
+          run: bool = False, as_json: bool = False) -> argparse.ArgumentParser:
+    parser = commands.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".",
+                                 epilog=f"example:\n  {example}", formatter_class=argparse.RawDescriptionHelpFormatter)
+    if spec:
+        parser.add_argument("spec", metavar="SPEC", help="the run spec, a .yaml, .yml or .json file")
+    if run:
+        parser.add_argument("run", metavar="RUN", nargs="?", help="a run id, or its first letters (default: the latest run)")
+    if as_json:
+        parser.add_argument("--json", action="store_true", help="print the record as JSON")
+    return parser
+
+
+def run_plan(args: argparse.Namespace, console: Console) -> int:
+    plan = Service().plan(_spec_file(args.spec))
+    if args.json:
+        return _json(console, plan)
+    q = plan.quote
+    files = f", {plural(plan.files, 'file')}" if plan.files is not None else ""
+    cap = f"capped at {q.calls_cap} by max_calls" if q.calls_cap is not None else "no cap (max_calls sets one)"
+    cost = (f"${q.cost_low_usd:g}-${q.cost_high_usd:g}" if q.cost_low_usd is not None
+            else "no price in the spec (price_per_call or price_per_1k_tokens gives one)")
+    say(console, f"plan for {plan.target} ({plan.kind}{files}); nothing has started",
+        f"  tasks: {plan.tasks} ({plan.train} train, {plan.held_out} held out)",
+        f"  agent: {plan.agent}", f"  reflector: {plan.reflector}",
+        f"  {plural(plan.workers, 'worker')}, at most {plural(plan.rounds, 'round')}",
+        f"  calls: {q.calls_low}-{q.calls_high}, {cap}; about {q.tokens_per_call} tokens a call",
+        f"  cost: {cost}", f"  basis: {q.basis}", *(f"warning: {w}" for w in plan.warnings),
+        f"next: if that suits, agentdescent evolve {shlex.quote(args.spec)} starts it")
+    return 0
+
+
+def run_evolve(args: argparse.Namespace, console: Console) -> int:
+    service = Service()
+    started = service.start(_spec_file(args.spec), allow_concurrent=args.allow_concurrent)
+    say(console, f"started run {started.run_id} in its own process: closing this shell does not stop it",
+        f"  its folder: {started.folder}")
+    return _after_start(service, started.run_id, args.watch, console)
+
+
+def run_resume(args: argparse.Namespace, console: Console) -> int:
+    service = Service()
+    started = service.resume(_pick(service, args.run, console))
+    say(console, f"resumed run {started.run_id} in its own process, from its last checkpoint")
+    return _after_start(service, started.run_id, args.watch, console)
+
+
+def _after_start(service: Service, run_id: str, watch: bool, console: Console) -> int:
+    if watch:
+        return watched(service, run_id, console)
+    say(console, f"next: agentdescent watch {run_id} follows it; agentdescent status {run_id} for a glance; "
+                 f"agentdescent cancel {run_id} stops it")
+    return 0
+
+
+def run_watch(args: argparse.Namespace, console: Console) -> int:
+    service = Service()
+    return watched(service, _pick(service, args.run, console), console)
+
+
+def run_status(args: argparse.Namespace, console: Console) -> int:
+    service = Service()
+    status = service.status(_pick(service, args.run, console, quiet=args.json))
+    if args.json:
+        return _json(console, status)
+    cap = f" of at most {status.max_calls}" if status.max_calls else ""
+    outcomes = ", ".join(f"{kind} {n}" for kind, n in sorted(status.outcomes.items(), key=lambda kv: -kv[1]))
+    last = f" (last measured {status.last_held_out:.3f})" if status.last_held_out is not None else ""
+    ending(console, status, f"  target: {status.target} ({status.kind})",
+           f"  round {status.round} of {status.rounds}; held-out reward "
+           f"{_rewards(status.initial_reward, status.best_reward)}{last}",
+           f"  calls: {status.calls}{cap}, {status.tokens} tokens", f"  diffs: {outcomes or 'none judged yet'}",
+           *(f"  warning: {w}" for w in status.warnings),
+           *([f"  waiting on {status.waiting_on}"] if status.waiting_on else []))
+    return 0
+
+
+def run_show(args: argparse.Namespace, console: Console) -> int:
+    service = Service()
+    shown = service.show(_pick(service, args.run, console, quiet=args.json), rejected=None if args.all else SHOWN_REJECTED)
+    if args.json:
+        return _json(console, shown)
+    say(console, f"run {shown.run_id} ({shown.state}): {shown.target}",
+        f"held-out reward: {_rewards(shown.initial_reward, shown.final_reward)}"
+        + (f" (version {shown.version})" if shown.version is not None else ""))
+    if shown.diff:
+        say(console, f"the change ({plural(len(shown.files_changed), 'file')}: {', '.join(shown.files_changed)}):")
+        console.print(coloured(shown.diff), soft_wrap=True)
+    else:
+        say(console, "no change: the best version is the target as it was")
+    _diff_list(console, f"committed diffs ({len(shown.committed)})", shown.committed)
+    rejected = shown.rejected
+    hint = f"; the first {len(rejected)} listed, --all lists every one" if len(rejected) < shown.rejected_total else ""
+    _diff_list(console, f"rejected diffs ({shown.rejected_total}{hint})", rejected)
+    _worst(console, shown)
+    if shown.pending_approval:
+        p = shown.pending_approval
+        say(console, f"an L1 change waits for your approval ({', '.join(p.keys)}): {p.verdict}", f"  {p.rationale}")
+        console.print(coloured(p.diff), soft_wrap=True)
+    say(console, f"next: {shown.next}")
+    return 0
+
+
+def _diff_list(console: Console, title: str, diffs: list[DiffView]) -> None:
+    say(console, title + (":" if diffs else ""))
+    for d in diffs:
+        evidence = ", ".join(f"{t} {r:.2f}" for t, r in zip(d.evidence_tasks, d.evidence_rewards))
+        removes = f"; removes {', '.join(d.removes)}" if d.removes else ""
+        say(console, f"  round {d.round + 1}  {d.diff_id} by {d.author or '-'} ({d.outcome}): {', '.join(d.keys)}{removes}",
+            f"      {d.reason}", *([f"      evidence: {evidence}"] if evidence else []))
+
+
+def _worst(console: Console, shown: Shown) -> None:
+    if not shown.worst_rollouts:
+        return
+    say(console, f"the lowest-reward rollouts of version {shown.version}:")
+    for r in shown.worst_rollouts:
+        say(console, f"  {r.task_id} ({'held out' if r.held_out else 'train'}) reward {r.reward:.2f}: "
+                     f"{_clip(r.prompt)} -> {_clip(r.output)}")
+
+
+def coloured(diff: str) -> Text:
+    """A unified diff, its added lines green, removed ones red and hunk headers cyan."""
+    styles = {"+++": "bold", "---": "bold", "@@": "cyan", "+": "green", "-": "red"}
+    lines = [Text(line, style=next((s for p, s in styles.items() if line.startswith(p)), "")) for line in diff.splitlines()]
+    return Text("\n", no_wrap=True, overflow="ignore").join(lines)
+
+
+def run_accept(args: argparse.Namespace, console: Console) -> int:
+    service = Service()
+    done = service.accept(_pick(service, args.run, console), dry_run=args.dry_run)
+    say(console, done.message)
+    if done.approved is not None:
+        say(console, f"next: agentdescent watch {done.run_id} follows the run")
+        return 0
+    verb = "would write" if done.dry_run else "written"
+    say(console, *(f"  {verb}: {path}" for path in done.written),
+        *(f"  {'would delete' if done.dry_run else 'deleted'}: {path}" for path in done.deleted))
+    if done.dry_run:
+        say(console, f"next: agentdescent accept {done.run_id} writes it (backing {done.target} up first)")
+    elif done.backup:
+        say(console, f"  backup: {done.backup}", f"next: agentdescent restore {shlex.quote(done.target)} puts it back")
+    return 0
+
+
+def run_reject(args: argparse.Namespace, console: Console) -> int:
+    service = Service()
+    done = service.reject(_pick(service, args.run, console))
+    after = (f"agentdescent watch {done.run_id} follows the run" if done.approved is not None
+             else "agentdescent evolve SPEC starts a new run")
+    say(console, done.message, f"next: {after}")
+    return 0
+
+
+def run_cancel(args: argparse.Namespace, console: Console) -> int:
+    service = Service()
+    ending(console, service.cancel(_pick(service, args.run, console)))
+    return 0
+
+
+def run_runs(args: argparse.Namespace, console: Console) -> int:
+    if args.prune:
+        return _prune(console)
+    service = Service()
+    runs = service.runs()
+    if args.json:
+        print(json.dumps([r.model_dump(mode="json") for r in runs], indent=2), file=console.file)
+        return 0
+    if not runs:
+        say(console, f"no runs in {service.store.root} yet", "next: agentdescent evolve SPEC starts one")
+        return 0
+    rows = [("id", "state", "target", "round", "held-out reward", "message")] + [
+        (r.id, r.state, r.target, f"{r.round}/{r.rounds}", _rewards(r.initial_reward, r.best_reward), r.message)
+        for r in runs]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    say(console, *("  ".join([*(cell.ljust(w) for cell, w in zip(row, widths)), row[-1]]) for row in rows))
+    say(console, f"{plural(len(runs), 'run')} in {service.store.root}",
+        "next: agentdescent status RUN, agentdescent show RUN (RUN: an id, or its first letters)")
+    return 0
+
+
+def _prune(console: Console, now: float | None = None) -> int:
+    """Remove the temporary ledgers nothing has written to for PRUNE_AFTER_SECONDS."""
+    folder, now = Path(tempfile.gettempdir()), time.time() if now is None else now
+    removed, kept, freed, failed = 0, 0, 0, []
+    for path in sorted(folder.glob(f"{TEMPORARY_LEDGER_PREFIX}*")):
+        if path.is_symlink() or not path.is_dir():
+            continue
+        size, newest = _size_and_newest(path)
+        if now - newest < PRUNE_AFTER_SECONDS:
+            kept += 1
+            continue
+        try:
+            shutil.rmtree(path)
+        except OSError as exc:
+            failed.append(f"{path} ({exc.strerror or exc})")
+            continue
+        removed, freed = removed + 1, freed + size
+    say(console, f"removed {plural(removed, 'temporary ledger')} older than 10 minutes from {folder}, "
+                 f"freeing {human_size(freed)}; kept {kept} newer (a run may still be writing it)",
+        *(f"could not remove {f}" for f in failed),
+        "the run store was not touched; next: agentdescent runs lists its runs")
+    return FAILURE if failed else 0
+
+
+def _size_and_newest(folder: Path) -> tuple[int, float]:
+    """The bytes of the files under `folder` and the newest modification time in it."""
+    size, newest = 0, folder.lstat().st_mtime
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            try:
+                info = os.lstat(os.path.join(root, name))
+            except OSError:
+                continue
+            newest = max(newest, info.st_mtime)
+            size += info.st_size if name in files else 0
+    return size, newest
+
+
+def human_size(n: int) -> str:
+    """human_size(512) == "512 B"; human_size(1_500_000) == "1.4 MB"."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def run_doctor(args: argparse.Namespace, console: Console) -> int:
+    report = Service().doctor()
+    if args.json:
+        _json(console, report)
+        return 0 if report.demo_ok else FAILURE
+
+    def program(p) -> str:
+        return f"{p.name}: found, {p.version or 'version unknown'} ({p.path})" if p.found else f"{p.name}: not found"
+
+    say(console, f"agentdescent {report.agentdescent} on Python {report.python}", program(report.git),
+        "agent CLIs:", *(f"  {program(a)}" for a in report.agents),
+        f"provider keys set: {', '.join(report.keys_set) or 'none'}; missing: {', '.join(report.keys_missing) or 'none'}",
+        *([f"endpoints set: {', '.join(report.endpoints_set)}"] if report.endpoints_set else []), "hosts:",
+        *(f"  {h.host}: {'installed' if h.installed else 'not installed'}, "
+          + ("wired" if h.wired else f"not wired; to wire it: {h.how}") for h in report.hosts),
+        f"run store: {report.store} ({'writable' if report.store_writable else 'NOT writable'})",
+        *(f"problem: {p}" for p in report.problems), f"next: {report.next}")
+    return 0 if report.demo_ok else FAILURE
+
+
+def run_mcp(args: argparse.Namespace, console: Console) -> int:
+    try:
+        from agentdescent_mcp.server import main as serve
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("agentdescent_mcp"):
+            raise
+        raise UserError("the MCP server's package (agentdescent_mcp) is not installed here; reinstall AgentDescent "
+                        "from its repository (pip install -e .), which installs it too") from None
+    serve()  # stdout is the protocol: what this says goes to stderr
+    Console(stderr=True).print("the MCP server stopped: its client closed the connection", highlight=False)
+    return 0
+
+
+def _pick(service: Service, run: str | None, console: Console, *, quiet: bool = False) -> str:
+    """RUN as given, or the latest run (said on stdout, or on stderr when stdout is JSON)."""
+    if run:
+        return run
+    runs = service.runs()
+    if not runs:
+        raise UserError(f"there are no runs in {service.store.root} yet; start one with: agentdescent evolve SPEC")
+    say(Console(stderr=True) if quiet else console, f"run {runs[-1].id} (the latest; give RUN for another)")
+    return runs[-1].id
+
+
+def _spec_file(spec: str) -> str:
+    """SPEC, checked for its kind."""
+    if Path(spec).suffix.lower() not in SPEC_SUFFIXES:
+        raise UserError(f"SPEC must be a .yaml, .yml or .json file; got {spec}")
+    return spec
+
+
+def _json(console: Console, record: BaseModel) -> int:
+    print(record.model_dump_json(indent=2), file=console.file)
+    return 0
+
+
+def _rewards(before: float | None, after: float | None) -> str:
+    """_rewards(0.32, 1.0) == "0.320 -> 1.000"; an unmeasured one reads "-"."""
+    return " -> ".join("-" if r is None else f"{r:.3f}" for r in (before, after))
+
+
+def _clip(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= CLIP else line[:CLIP] + " …"
+
+
+VERBS: dict[str, Command] = {
+    "plan": run_plan, "evolve": run_evolve, "status": run_status, "watch": run_watch, "show": run_show,
+    "accept": run_accept, "reject": run_reject, "cancel": run_cancel, "resume": run_resume, "runs": run_runs,
+    "doctor": run_doctor, "mcp": run_mcp,
+}

@@ -1,0 +1,176 @@
+"""The run verbs of the `agentdescent` command, run as real subprocesses on a store of the test's
+own: plan, evolve, watch, status, show, accept, reject, cancel, resume, runs, doctor."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests import keyword_domain as domain
+from tests.runs_support import wait
+
+ROOT = Path(__file__).resolve().parents[1]
+LEAD = "Answer with the code.\n"
+STARTED = re.compile(r"^started run (\S+) in its own process", re.MULTILINE)
+
+
+def agentdescent(*args: str, env: dict[str, str] | None = None, columns: int = 120,
+                 program: list[str] | None = None) -> subprocess.CompletedProcess:
+    """The command, from the repository root (the specs' python: refs import from there)."""
+    return subprocess.run([*(program or [sys.executable, "-m", "agentdescent"]), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "COLUMNS": str(columns), "TMPDIR": tempfile.gettempdir(),
+                               "AGENTDESCENT_HOME": os.environ["AGENTDESCENT_HOME"], **(env or {})})
+
+
+def spec_file(folder: Path, **fields) -> str:
+    path = folder / "spec.json"
+    path.write_text(json.dumps(domain.spec(folder, **fields)), encoding="utf-8")
+    return str(path)
+
+
+def evolve(spec: str, *flags: str, env: dict[str, str] | None = None) -> str:
+    done = agentdescent("evolve", spec, *flags, env=env)
+    assert done.returncode == 0, done.stderr
+    return STARTED.search(done.stdout).group(1)
+
+
+def test_plan_prints_the_quote_and_starts_nothing(service, tmp_path):
+    spec = spec_file(tmp_path, price_per_call=0.01, max_calls=500)
+    done = agentdescent("plan", spec)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert f"plan for {tmp_path / 'prompt.md'} (text); nothing has started" in out
+    assert "tasks: 24 (" in out and "agent: python:tests.keyword_domain:answer" in out
+    assert re.search(r"calls: \d+-\d+, capped at 500 by max_calls", out) and "cost: $" in out and "basis: " in out
+    assert f"next: if that suits, agentdescent evolve {spec} starts it" in out
+    plan = json.loads(agentdescent("plan", spec, "--json").stdout)
+    assert plan["quote"]["calls_high"] <= 500 and plan["train"] + plan["held_out"] == 24
+    assert service.runs() == []
+
+
+def test_plan_finds_python_refs_from_the_installed_script(service, tmp_path):
+    script = Path(sys.executable).with_name("agentdescent")
+    if not script.exists():
+        pytest.skip("the agentdescent script is not installed beside this Python")
+    done = agentdescent("plan", spec_file(tmp_path), program=[str(script)])
+    assert done.returncode == 0, done.stderr
+
+
+def test_evolve_watch_status_show_and_accept_the_walkthrough(service, tmp_path):
+    run = evolve(spec_file(tmp_path))
+    watched = agentdescent("watch")
+    assert watched.returncode == 0, watched.stderr
+    assert f"run {run} (the latest; give RUN for another)" in watched.stdout
+    assert re.search(r"evolving .* \d+/10 rounds", watched.stdout)  # the progress bar, replayed
+    assert f"run {run} (finished): finished" in watched.stdout and f"agentdescent accept {run}" in watched.stdout
+
+    status = agentdescent("status", run)
+    assert status.returncode == 0 and f"run {run} (finished)" in status.stdout and "round " in status.stdout
+    assert f"committed {domain.RULES}" in status.stdout
+    assert json.loads(agentdescent("status", run, "--json").stdout)["state"] == "finished"
+
+    shown = agentdescent("show", run)
+    assert shown.returncode == 0, shown.stderr
+    assert "+rule k0." in shown.stdout and "--- a/text" in shown.stdout and "held-out reward: 0.000 -> 1.000" in shown.stdout
+    assert f"committed diffs ({domain.RULES}):" in shown.stdout and "evidence: " in shown.stdout
+    assert "+rule k0." in json.loads(agentdescent("show", run, "--json").stdout)["diff"]
+
+    dry = agentdescent("accept", run, "--dry-run")
+    assert dry.returncode == 0 and "would write: prompt.md" in dry.stdout
+    assert (tmp_path / "prompt.md").read_text(encoding="utf-8") == LEAD  # nothing written
+    accepted = agentdescent("accept", run)
+    assert accepted.returncode == 0, accepted.stderr
+    assert all(f"rule k{i}." in (tmp_path / "prompt.md").read_text(encoding="utf-8") for i in range(domain.RULES))
+    backup = re.search(r"^  backup: (.+)$", accepted.stdout, re.MULTILINE).group(1)
+    assert Path(backup).exists() and f"agentdescent restore {tmp_path / 'prompt.md'}" in accepted.stdout
+    assert service.status(run).state == "accepted"
+
+
+def test_a_bad_spec_exits_2_with_every_problem_by_field(service, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"target": "x", "tasks": [], "agent": "gpt-4", "workers": 0, "rouds": 3}), encoding="utf-8")
+    for verb in ("plan", "evolve"):
+        done = agentdescent(verb, str(bad))
+        assert done.returncode == 2 and "Traceback" not in done.stderr
+        assert all(f"  {field}: " in done.stderr for field in ("agent.kind", "workers", "rouds")), done.stderr
+    wrong = agentdescent("plan", str(tmp_path / "spec.txt"))
+    assert wrong.returncode == 2 and "SPEC must be a .yaml, .yml or .json file" in wrong.stderr
+    assert service.runs() == []
+
+
+def test_a_run_id_that_is_not_known_exits_2_and_lists_the_known_ones(service, tmp_path):
+    nothing = agentdescent("show")
+    assert nothing.returncode == 2 and "agentdescent evolve SPEC" in nothing.stderr
+    run = evolve(spec_file(tmp_path))
+    for verb in ("status", "show", "watch", "accept", "cancel"):
+        done = agentdescent(verb, "no-such-run")
+        assert done.returncode == 2 and run in done.stderr and "Traceback" not in done.stderr
+    assert agentdescent("status", run[:-2]).returncode == 0  # the first letters are enough
+    wait(service, run)
+
+
+def test_a_slowed_run_is_cancelled_then_resumed_to_its_end(service, tmp_path):
+    run = evolve(spec_file(tmp_path), env={"KEYWORD_DELAY": "0.2"})
+    wait(service, run, until=lambda s: s.state == "running")
+    cancelled = agentdescent("cancel", run)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert f"run {run} (cancelled)" in cancelled.stdout and f"next: agentdescent resume {run}" in cancelled.stdout
+    assert agentdescent("watch", run).returncode == 1  # it did not get to its end
+    again = agentdescent("cancel", run)
+    assert again.returncode == 2 and "nothing to cancel" in again.stderr
+
+    resumed = agentdescent("resume", run, "--watch")
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resumed run {run}" in resumed.stdout and f"run {run} (finished)" in resumed.stdout
+    done = service.status(run)
+    assert done.state == "finished" and done.best_reward == 1.0
+    rejected = agentdescent("reject", run)
+    assert rejected.returncode == 0 and "was not touched" in rejected.stdout
+    assert (tmp_path / "prompt.md").read_text(encoding="utf-8") == LEAD
+
+
+def test_runs_lists_the_runs_and_prune_removes_only_old_temporary_ledgers(service, tmp_path):
+    run = evolve(spec_file(tmp_path))
+    wait(service, run)
+    listed = agentdescent("runs")
+    assert listed.returncode == 0 and re.search(rf"^{run}\s+finished\s+\S+prompt\.md\s+\d+/10\s+0\.000 -> 1\.000",
+                                                listed.stdout, re.MULTILINE), listed.stdout
+    assert [r["id"] for r in json.loads(agentdescent("runs", "--json").stdout)] == [run]
+
+    temp = tmp_path / "tmp"
+    old, fresh, other = (temp / "agentdescent-ledger-old"), (temp / "agentdescent-ledger-fresh"), temp / "keep-me"
+    for folder in (old / "objects", fresh, other):
+        folder.mkdir(parents=True)
+    (old / "objects" / "blob").write_bytes(b"x" * 4096)
+    hour_ago = time.time() - 3600
+    for path in (old / "objects" / "blob", old / "objects", old, other):
+        os.utime(path, (hour_ago, hour_ago))
+    pruned = agentdescent("runs", "--prune", env={"TMPDIR": str(temp)})
+    assert pruned.returncode == 0, pruned.stderr
+    assert "removed 1 temporary ledger older than 10 minutes" in pruned.stdout and "4.0 KB" in pruned.stdout
+    assert not old.exists() and fresh.exists() and other.exists()
+    assert [r.id for r in service.runs()] == [run]  # the run store is not touched
+
+
+def test_doctor_names_git_and_exits_0_when_the_demo_can_run(service):
+    done = agentdescent("doctor")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "git: found" in done.stdout and "run store: " in done.stdout and "claude-code: " in done.stdout
+    report = json.loads(agentdescent("doctor", "--json").stdout)
+    assert report["demo_ok"] and report["git"]["found"]
+
+
+def test_every_verb_has_an_example_in_its_help(service):
+    for verb in ("plan", "evolve", "status", "watch", "show", "accept", "reject", "cancel", "resume", "runs",
+                 "doctor", "mcp"):
+        done = agentdescent(verb, "--help")
+        assert done.returncode == 0 and "example:\n  " in done.stdout, verb
