@@ -18,6 +18,11 @@ from dataclasses import dataclass
 
 _running: set[subprocess.Popen[str]] = set()
 _running_lock = threading.Lock()
+_stopping = False  # set by kill_all: this process is stopping, and starts no program any more
+
+
+class Stopping(OSError):
+    """A program asked to start after `kill_all`: the process is stopping (a cancelled run)."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +47,10 @@ def run_process(
     env: Mapping[str, str] | None = None,
 ) -> Finished:
     """Run `argv` to its end. Raises `TimedOut` after `timeout` seconds (having killed its whole
-    process group) and `OSError` when it cannot start."""
+    process group) and `OSError` when it cannot start (`Stopping` after `kill_all`)."""
+    with _running_lock:
+        if _stopping:
+            raise Stopping(f"not starting {argv[0]}: this process is stopping")
     proc = subprocess.Popen(
         list(argv), cwd=cwd, env=None if env is None else dict(env), text=True, encoding="utf-8",
         errors="replace", stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
@@ -50,6 +58,9 @@ def run_process(
     )
     with _running_lock:
         _running.add(proc)
+        stopped = _stopping  # kill_all ran while it started: it missed this one
+    if stopped:
+        _signal_group(proc)
     try:
         stdout, stderr = proc.communicate(stdin, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -64,9 +75,12 @@ def run_process(
 
 
 def kill_all() -> int:
-    """Kill every program `run_process` is running now, with everything each started; how many.
-    Their callers see them end as killed (a failed call), not hang."""
+    """Kill every program `run_process` is running now, with everything each started, and refuse to
+    start any more (a call that was about to start one starts none); how many were killed. Their
+    callers see them end as killed (a failed call), not hang. For a process that is stopping."""
+    global _stopping
     with _running_lock:
+        _stopping = True
         procs = list(_running)
     for proc in procs:
         _signal_group(proc)

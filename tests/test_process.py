@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 
 import pytest
 
@@ -32,3 +33,26 @@ def test_a_timeout_kills_the_program_and_what_it_started(tmp_path):
         run_process([sys.executable, "-c", script], timeout=1)
     assert "working" in raised.value.stderr
     assert gone(int(pid_file.read_text()))
+
+
+def test_kill_all_ends_every_running_program_and_starts_no_more(monkeypatch):
+    """What a cancelled run's process does: the agents it started are killed at once, and a rollout
+    that was about to start one starts none."""
+    import threading
+
+    from agentdescent import process
+
+    monkeypatch.setattr(process, "_stopping", False)
+    ended: list = []
+    threads = [threading.Thread(target=lambda: ended.append(process.run_process(["sleep", "30"], timeout=60)))
+               for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    while len(process._running) < 3:
+        time.sleep(0.01)
+    assert process.kill_all() == 3
+    for thread in threads:
+        thread.join(10)
+    assert [f.returncode for f in ended] == [-9, -9, -9]
+    with pytest.raises(process.Stopping, match="stopping"):
+        process.run_process(["true"], timeout=5)

@@ -36,6 +36,7 @@ from agentdescent.runs.store import RunDir
 
 RUN_ENV = "AGENTDESCENT_RUN"  # set in a run's process (and so in every agent it starts): the run's id
 ALREADY_RUNNING = 3
+USER_CANCEL = "cancelled by the user"  # what SIGTERM (agentdescent cancel) and SIGINT say
 
 
 def main(argv: list[str]) -> int:
@@ -61,7 +62,7 @@ def _live(run: RunDir) -> int:
     tracker.update(message="starting")
     token = CancelToken()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: token.cancel("cancelled by the user"))
+        signal.signal(sig, lambda *_: token.cancel(USER_CANCEL))
     token.on_cancel(process.kill_all)
     try:
         result = _evolve(run, tracker, token)
@@ -76,7 +77,7 @@ def _live(run: RunDir) -> int:
                        message=f"the run failed unexpectedly; the traceback is in {run.file('run.log')}",
                        next=f"agentdescent resume {run.id} tries again from the last checkpoint")
         return 1
-    _finish(run, tracker, result)
+    _finish(run, tracker, result, token)
     return 0 if result.error is None else 1
 
 
@@ -132,7 +133,7 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
         )
 
 
-def _finish(run: RunDir, tracker: StatusTracker, result: EvolveResult) -> None:
+def _finish(run: RunDir, tracker: StatusTracker, result: EvolveResult, token: CancelToken) -> None:
     done = dict(stop_reason=result.stop_reason, best_reward=result.final_reward, stable_version=result.version,
                 initial_reward=result.initial_reward, calls=result.usage.calls, tokens=result.usage.tokens,
                 outcomes=result.outcomes(), warnings=result.warnings, round=len(result.history) and
@@ -145,7 +146,10 @@ def _finish(run: RunDir, tracker: StatusTracker, result: EvolveResult) -> None:
                        next=f"free some space, then: agentdescent resume {run.id}")
         return
     change = f"held-out {result.initial_reward:.3f} -> {result.final_reward:.3f}"
-    if result.error == "cancelled":
+    if result.error == "cancelled" and token.reason != USER_CANCEL:  # the run cancelled itself: a failure
+        tracker.update(state="failed", error=token.reason, **done, message=f"stopped: {token.reason}",
+                       next=f"fix what the error says, then: agentdescent resume {run.id}")
+    elif result.error == "cancelled":
         tracker.update(state="cancelled", **done, message=f"cancelled at round {done['round']}; {change} so far",
                        next=f"agentdescent resume {run.id} continues it; agentdescent show {run.id} shows the change so far")
     elif result.error is not None:

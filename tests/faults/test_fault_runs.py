@@ -130,7 +130,7 @@ def test_a_store_on_a_full_disk_stops_the_run_cleanly_and_it_resumes_once_there_
         run = made.start({**domain.spec(tmp_path / "work"), "rounds": 200, "target_reward": None}).run_id
         wait(made, run, until=lambda s: s.round >= 2)
         filler = folder / "filler"
-        with filler.open("wb") as handle, contextlib.suppress(OSError):  # the disk fills up under the run
+        with contextlib.suppress(OSError), filler.open("wb") as handle:  # the disk fills up under the run
             while True:
                 handle.write(b"\0" * 65536)
         stopped = wait(made, run)
