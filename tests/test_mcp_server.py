@@ -233,17 +233,30 @@ def test_errors_say_what_to_do(home, tmp_path, mode):
 
 
 def test_the_installed_program_serves_over_stdio(home, tmp_path):
+    """`agentdescent-mcp` found on PATH, as a host launches it: a run from plan to reject."""
+    from tests import keyword_domain
+
     program = Path(sys.executable).with_name("agentdescent-mcp")
     assert program.exists(), "install the package (pip install -e .) to get the agentdescent-mcp program"
     env = {"AGENTDESCENT_HOME": str(home), "HOME": str(tmp_path),
            "PATH": os.pathsep.join([str(program.parent), os.environ.get("PATH", "")])}
+    spec = keyword_domain.spec(tmp_path)
 
     async def main():
-        params = StdioServerParameters(command=str(program), env=env, cwd=str(tmp_path))
+        params = StdioServerParameters(command="agentdescent-mcp", env=env, cwd=str(REPO))
         async with mcp.Client(params, mode="legacy") as client:
             assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
             report = await call(client, "doctor")
             assert report["store"] == str(home / "runs") and report["git"]["found"]
             assert (await call(client, "runs"))["runs"] == []
+            assert (await call(client, "plan", spec=spec))["tasks"] == 24
+            run_id = (await call(client, "evolve", spec=spec))["run_id"]
+            assert (await wait_for(client, run_id, ENDED))["state"] == "finished"
+            assert "+rule k0." in (await call(client, "show", run_id=run_id))["diff"]
+            dry = await call(client, "accept", run_id=run_id, dry_run=True)
+            assert dry["dry_run"] and dry["written"] == ["prompt.md"]
+            assert "not touched" in (await call(client, "reject", run_id=run_id))["message"]
+            assert (await call(client, "status", run_id=run_id))["state"] == "rejected"
+            assert [r["id"] for r in (await call(client, "runs"))["runs"]] == [run_id]
 
     anyio.run(main)
