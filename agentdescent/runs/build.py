@@ -47,6 +47,7 @@ class Materials:
     """What a spec names, read and built: everything of a run but its agents."""
 
     kind: str  # text, skill_dir or agent_dir
+    content: str | dict[str, str]  # the target as read: a text, or a folder as {relative path: text}
     tasks: list[Task]
     strategy: Strategy
     reward: Callable[[Task, str], float]
@@ -206,13 +207,14 @@ def assemble(spec: RunSpec, tasks: list[Task], content: str | dict[str, str]) ->
     reward = _reward(spec)
     if isinstance(content, str):
         strategy: Strategy = SingleSlot(content) if spec.strategy == "single" else AppendRules(header=content.rstrip())
-        return Materials(kind="text", tasks=tasks, strategy=strategy, reward=reward, blast_radius=None, tree=None,
-                         layout=None, name=None)
+        return Materials(kind="text", content=content, tasks=tasks, strategy=strategy, reward=reward,
+                         blast_radius=None, tree=None, layout=None, name=None)
     strategy = FileTree(content, max_files_per_diff=spec.max_files_per_diff, editable=spec.editable, frozen=spec.frozen)
     radius = spec.blast_radius
     blast = BLAST_RADIUS[radius] if isinstance(radius, str) else radius if radius is not None else RADIUS_OF_KIND[kind]
-    return Materials(kind=kind, tasks=tasks, strategy=strategy, reward=reward, blast_radius=blast, tree=dict(content),
-                     layout=spec.layout or LAYOUT_OF_KIND[kind], name=spec.name or Path(spec.target).name)
+    return Materials(kind=kind, content=content, tasks=tasks, strategy=strategy, reward=reward, blast_radius=blast,
+                     tree=dict(content), layout=spec.layout or LAYOUT_OF_KIND[kind],
+                     name=spec.name or Path(spec.target).name)
 
 
 def _reward(spec: RunSpec) -> Callable[[Task, str], float]:

@@ -9,7 +9,6 @@ field. Nothing here needs the caller to stay: a started run lives in its own pro
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import time
 from pathlib import Path
@@ -17,7 +16,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agentdescent import atomic
 from agentdescent.engine.evolve import split_tasks
 from agentdescent.errors import UserError
 from agentdescent.runs import build, detach, review
@@ -111,8 +109,7 @@ class Service:
                 self._refuse_second_run(checked.target)
             status = RunStatus(state="starting", target=checked.target, kind=parts.kind, rounds=checked.rounds,
                                max_calls=checked.max_calls, message="starting")
-            run = self.store.create(checked, parts.tasks, status)
-            atomic.write_text(run.file("target.json"), json.dumps(build.read_target(checked)))
+            run = self.store.create(checked, parts.tasks, parts.content, status)
             self._launch(run)
         return self._started(run, "started")
 

@@ -20,6 +20,7 @@ share a file, so two runs in one store never interfere. Left out: what runs do (
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import secrets
@@ -140,7 +141,8 @@ class RunStore:
             raise UserError(f"cannot create a run in {self.root}: {exc.strerror or exc}; free some space or set "
                             f"{HOME_ENV} to a writable folder") from None
 
-    def create(self, spec: RunSpec, tasks: list[Task], status: RunStatus) -> RunDir:
+    def create(self, spec: RunSpec, tasks: list[Task], content: str | dict[str, str], status: RunStatus) -> RunDir:
+        """A new run's folder with its spec, its tasks, its target's content and its first status."""
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             while True:
@@ -157,6 +159,7 @@ class RunStore:
         try:
             atomic.write_text(run.file("spec.json"), spec.model_dump_json(indent=1))
             atomic.write_text(run.file("tasks.jsonl"), "".join(t.model_dump_json() + "\n" for t in tasks))
+            atomic.write_text(run.file("target.json"), json.dumps(content, ensure_ascii=False))
             run.write_status(status.model_copy(update={"id": run.id}))
         except OSError as exc:
             raise UserError(f"cannot write run {run.id} in {self.root}: {exc.strerror or exc}; free some space or "
