@@ -67,7 +67,9 @@ def make_evaluator(pool):
 
 @pytest.fixture
 def service(tmp_path, monkeypatch):
-    """A service on a store of the test's own; every run still live at the end is cancelled."""
+    """A service on a store of the test's own, runs started from the repository root (where the
+    specs' python: refs import from); every run still live at the end is cancelled, and none may
+    outlive its cancel."""
     monkeypatch.setenv("AGENTDESCENT_HOME", str(tmp_path / "home"))
     monkeypatch.chdir(Path(__file__).resolve().parents[1])  # runs import `tests.keyword_domain` from where they start
     made = Service()
@@ -78,3 +80,4 @@ def service(tmp_path, monkeypatch):
                 made.cancel(run.id)
             except UserError:
                 pass  # it ended by itself meanwhile
+    assert not [run.id for run in made.store.all() if run.alive()], "a run's process outlived its cancel"

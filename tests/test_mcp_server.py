@@ -15,7 +15,6 @@ import pytest
 from agentdescent_mcp import server
 from mcp import StdioServerParameters
 
-from agentdescent.errors import UserError
 from agentdescent.runs import Service
 from agentdescent.runs.status import LIVE
 from tests.mcp_support import ENDED, REPO, call, demo_spec, fails, text_spec, wait_for
@@ -26,20 +25,9 @@ SLOW = "python:tests.slow_agent:answer"
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    """A run store of the test's own, runs started from the repository root (where the specs' python:
-    refs import from); any run still going at the end is cancelled, so none outlives the test."""
-    monkeypatch.setenv("AGENTDESCENT_HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(REPO)
-    yield tmp_path / "home"
-    service = Service()
-    for run in service.runs():
-        if run.state in LIVE:
-            try:
-                service.cancel(run.id)
-            except UserError:
-                pass  # it ended by itself meanwhile
-    assert not [run.id for run in service.store.all() if run.alive()], "a run's process outlived its cancel"
+def home(service):
+    """The run store of conftest's `service` (its own, cleaned up), for the tools to use."""
+    return service.store.root.parent
 
 
 def connected(body, mode: str = "legacy") -> None:
