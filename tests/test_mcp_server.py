@@ -248,3 +248,15 @@ def test_the_installed_program_serves_over_stdio(home, tmp_path):
             assert [r["id"] for r in (await call(client, "runs"))["runs"]] == [run_id]
 
     anyio.run(main)
+
+
+def test_agentdescent_mcp_the_verb_serves_the_same_tools(home, tmp_path):
+    program = Path(sys.executable).with_name("agentdescent")
+    env = {"AGENTDESCENT_HOME": str(home), "HOME": str(tmp_path), "PATH": str(program.parent)}
+
+    async def main():
+        async with mcp.Client(StdioServerParameters(command="agentdescent", args=["mcp"], env=env), mode="legacy") as client:
+            assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
+            assert (await call(client, "runs"))["store"] == str(home / "runs")
+
+    anyio.run(main)
