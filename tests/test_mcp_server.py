@@ -252,7 +252,8 @@ def test_the_installed_program_serves_over_stdio(home, tmp_path):
 
 def test_agentdescent_mcp_the_verb_serves_the_same_tools(home, tmp_path):
     program = Path(sys.executable).with_name("agentdescent")
-    env = {"AGENTDESCENT_HOME": str(home), "HOME": str(tmp_path), "PATH": str(program.parent)}
+    env = {"AGENTDESCENT_HOME": str(home), "HOME": str(tmp_path),
+           "PATH": os.pathsep.join([str(program.parent), os.environ.get("PATH", "")])}
 
     async def main():
         async with mcp.Client(StdioServerParameters(command="agentdescent", args=["mcp"], env=env), mode="legacy") as client:
