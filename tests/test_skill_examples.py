@@ -4,14 +4,13 @@ quickstart run as a user runs it against a stand-in `claude` and a loopback Anth
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from examples.evolve_own_skill import SKILL as OWN_SKILL
-from examples.evolve_own_skill import evolve_own_skill
+from examples.evolve_own_skill import STEPS, evolve_own_skill
 from examples.skill_dir_evolution import SKILL, TEAMS, SkillReflector, evolve_skill, listed_words
 from tests.loopback import LoopbackServer, anthropic_messages
 
@@ -46,9 +45,9 @@ def test_the_project_s_own_skill_answers_its_questions_and_can_evolve_itself(tmp
     assert evolve_own_skill(pristine, rounds=1, store=tmp_path / "l1").initial_reward == 1.0  # the shipped skill
     copy = tmp_path / "degraded" / "agentdescent"
     shutil.copytree(OWN_SKILL, copy)
-    step = "Ask the user before you write anything back."
+    step = next(s for s in STEPS if s.startswith("Ask the user before you write anything back"))
     skill_md = copy / "SKILL.md"
-    skill_md.write_text(re.sub(r"\n8\. " + re.escape(step), "", skill_md.read_text(encoding="utf-8")), encoding="utf-8")
+    skill_md.write_text(skill_md.read_text(encoding="utf-8").replace(f"\n8. {step}", ""), encoding="utf-8")
     result = evolve_own_skill(copy, store=tmp_path / "l2")
     assert result.initial_reward < 1.0 and result.final_reward == 1.0
     assert result.outcomes()["committed"] == 1 and step in result.state["SKILL.md"]
