@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import mcp
 import pytest
-from agentdescent_mcp import server
+from agentdescent_mcp.server import server
 from mcp import StdioServerParameters
 
 from agentdescent.runs import Service

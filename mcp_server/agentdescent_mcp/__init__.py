@@ -1,9 +1,5 @@
-"""AgentDescent's MCP server (`agentdescent-mcp`): the run service's verbs as tools for a coding agent.
+"""AgentDescent's MCP server (`agentdescent-mcp`, in `server`): the run service's verbs as tools for
+a coding agent; and the hosts' SessionStart hook (`agentdescent-hook`, in `hook`).
 
-The tools live in `server`; this package holds nothing else, so that every tool stays a thin
-layer over `agentdescent.runs.Service`, which the CLI uses too.
+Nothing is imported here, so that the hook, which must start fast, does not pay for the server.
 """
-
-from agentdescent_mcp.server import INSTRUCTIONS, main, server
-
-__all__ = ["INSTRUCTIONS", "main", "server"]

@@ -1,0 +1,32 @@
+"""What every host module answers with: how a host stands here, and what an install or an uninstall did.
+
+Each host module (`claude_code`, `codex`, `deepseek`) has the same three functions:
+
+    report() -> HostReport          is the host's CLI here, which version, is our server wired, how to wire it
+    install(*, force=False) -> Changed     wire our MCP server and the skill into the host
+    uninstall() -> Changed          take out exactly what install put in, nothing else
+
+Each raises `UserError` (with the fix) when it cannot do what was asked, and changes nothing then.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class HostReport(BaseModel):
+    host: str
+    installed: bool  # the host's CLI is on PATH
+    version: str | None = None
+    wired: bool  # our MCP server is in the host's configuration
+    how: str  # what to run to wire it, or where it is wired
+    config: str | None = None  # the file or folder the host's configuration is in
+
+
+class Changed(BaseModel):
+    host: str
+    action: str  # install or uninstall
+    paths: list[str] = Field(default_factory=list)  # files written or removed
+    commands: list[str] = Field(default_factory=list)  # host commands run, as typed
+    message: str
+    next: str = ""

@@ -1,0 +1,78 @@
+"""`agentdescent-hook session-start`: one line per active run, for a host's SessionStart hook.
+
+A host runs it at the start of every session, so it must be fast and quiet: it reads each run's
+`status.json` in the store with the standard library alone (no import of `agentdescent`, which
+costs most of a second), prints nothing when no run is active, and never fails the session (a
+store it cannot read is no runs). A run is active while its status says starting or running and
+its process holds the run's lock; the rules are those of `agentdescent.runs.store`, and a test
+keeps the two in step.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sys
+from pathlib import Path
+
+LIVE = ("starting", "running")
+
+
+def active_runs(store: Path) -> list[dict]:
+    """The status of every run in `store` whose process is alive, oldest first."""
+    found = []
+    try:
+        folders = sorted(p for p in store.iterdir() if p.is_dir())
+    except OSError:
+        return []
+    for folder in folders:
+        try:
+            status = json.loads((folder / "status.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(status, dict) and status.get("state") in LIVE and _alive(folder / "lock"):
+            found.append(status)
+    return sorted(found, key=lambda s: s.get("created") or 0)
+
+
+def line(status: dict) -> str:
+    waiting = f"; waiting on {status['waiting_on']}" if status.get("waiting_on") else ""
+    return (f"agentdescent: run {status.get('id')} is {status.get('state')} on {status.get('target')} "
+            f"(round {status.get('round', 0)} of {status.get('rounds', '?')}){waiting}; "
+            f"the status tool (or agentdescent status {status.get('id')}) tells more")
+
+
+def _alive(lock: Path) -> bool:
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
+
+
+def _store() -> Path:
+    home = os.environ.get("AGENTDESCENT_HOME") or str(Path.home() / ".agentdescent")
+    return Path(home).expanduser() / "runs"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args != ["session-start"]:
+        print("usage: agentdescent-hook session-start", file=sys.stderr)
+        return 2
+    for status in active_runs(_store()):
+        print(line(status))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""The real host CLIs (Claude Code, Codex) for the tests that drive them, or a clear skip.
+
+`.ci/run` installs them from npm at the pinned versions into `.ci-hosts/` and points
+`AGENTDESCENT_HOST_BIN` at their `node_modules/.bin`; a developer can point it at their own. Where
+they are missing (npm was unreachable), a test that needs one is skipped and says why: it never
+passes without having run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PINNED = {"claude": "@anthropic-ai/claude-code@2.1.332", "codex": "@openai/codex@0.171.0"}
+
+
+def host_bin(name: str) -> Path:
+    """The path of the host CLI `name` (claude or codex); skips the test when it is not installed."""
+    folders = [os.environ.get("AGENTDESCENT_HOST_BIN", ""), str(ROOT / ".ci-hosts" / "node_modules" / ".bin")]
+    for folder in filter(None, folders):
+        found = shutil.which(name, path=folder)
+        if found:
+            return Path(found)
+    pytest.skip(f"the {name} CLI is not installed: .ci/run installs {PINNED[name]} from npm into .ci-hosts/ "
+                f"(was npm unreachable?), or set AGENTDESCENT_HOST_BIN to a folder that has it")
