@@ -68,6 +68,14 @@ def sleeper(prompt: str) -> str:
     return "?"
 
 
+def marker_seen(prompt: str) -> str:
+    """An agent that records the run marker it inherited, beside the spec's target (the run works
+    in the repository root; the target's folder is the test's)."""
+    folder = Path(os.environ.get("KEYWORD_MARKER_DIR", "."))
+    (folder / "marker").write_text(os.environ.get("AGENTDESCENT_RUN", ""), encoding="utf-8")
+    return answer(prompt)
+
+
 def leaky(prompt: str) -> str:
     """A model that echoes the provider key it can see: what must never reach the store."""
     return f"{answer(prompt)} {os.environ.get('OPENAI_API_KEY', '')}"

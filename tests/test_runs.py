@@ -235,3 +235,25 @@ def test_tasks_from_a_hugging_face_dataset(service, tmp_path, monkeypatch, no_pr
             service.plan({**spec, "tasks": {"hf": "acme/missing", "prompt": "q"}})
     finally:
         hub.loopback.close()
+
+
+def test_a_run_started_from_inside_a_run_is_refused(service, tmp_path, monkeypatch):
+    """The recursion guard: a rollout's agent (a plugin evolving itself, say) carries the run's id in
+    its environment, and the service refuses to start or resume a run there."""
+    run = service.start(domain.spec(tmp_path)).run_id
+    wait(service, run)
+    monkeypatch.setenv("AGENTDESCENT_RUN", run)
+    with pytest.raises(UserError, match=f"part of run {run}"):
+        service.start(domain.spec(tmp_path))
+    with pytest.raises(UserError, match="from inside itself"):
+        service.resume(run)
+    assert [r.id for r in service.runs()] == [run]
+
+
+def test_the_run_s_agents_see_the_recursion_marker(service, tmp_path, monkeypatch):
+    """Every process a run starts inherits the marker: here the agent writes what it saw."""
+    monkeypatch.setenv("KEYWORD_MARKER_DIR", str(tmp_path))
+    run = service.start({**domain.spec(tmp_path), "agent": "python:tests.keyword_domain:marker_seen",
+                         "rounds": 1}).run_id
+    wait(service, run)
+    assert (tmp_path / "marker").read_text(encoding="utf-8") == run

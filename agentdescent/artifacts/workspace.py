@@ -20,6 +20,7 @@ text. A reward that checks the agent's work reads `output.files`.
     claude_skill   .claude/skills/<name>/              Claude Code
     claude_agents  .claude/agents/                     Claude Code (subagent definitions)
     agents_skill   .agents/skills/<name>/              Codex, DeepSeek Harness
+    plugin         plugin/                             claude --plugin-dir plugin (a host plugin)
     root           the workspace itself                any agent
 
 Left out: which agent to run and what it costs (agents/), and scoring (the reward).
@@ -43,7 +44,7 @@ from agentdescent.governance import unsafe_key_reason
 from agentdescent.types import Task
 
 LAYOUTS = {"claude_skill": ".claude/skills/{name}", "claude_agents": ".claude/agents",
-           "agents_skill": ".agents/skills/{name}", "root": ""}
+           "agents_skill": ".agents/skills/{name}", "plugin": "plugin", "root": ""}
 MAX_OUTPUT_FILE_BYTES = 1_000_000
 
 Agent = Callable[..., str]  # agent(prompt, *, cwd=folder) -> its final answer

@@ -3,6 +3,7 @@ may become files at all (`paths`). It is the L0 layer's own code: nothing a diff
 
 from agentdescent.governance.layers import (
     HARNESS_BLAST_RADIUS,
+    PLUGIN_BLAST_RADIUS,
     SKILL_BLAST_RADIUS,
     Governance,
     Layer,
@@ -13,6 +14,7 @@ from agentdescent.governance.paths import clashes, fold, unsafe_key_reason
 
 __all__ = [
     "HARNESS_BLAST_RADIUS",
+    "PLUGIN_BLAST_RADIUS",
     "SKILL_BLAST_RADIUS",
     "Governance",
     "Layer",

@@ -40,6 +40,17 @@ SKILL_BLAST_RADIUS: dict[str, Layer] = {
     "*": "L2",
 }
 
+PLUGIN_BLAST_RADIUS: dict[str, Layer] = {  # a host plugin: what runs or connects is never changed by a diff
+    "hooks/*": "L0",
+    "*settings*.json": "L0",
+    ".mcp.json": "L0",
+    "*.mcp.json": "L0",
+    "*.lock": "L0",
+    "*lock.json": "L0",
+    "*lock.yaml": "L0",
+    "*": "L1",  # every other change passes the strict bar, and the user's approval when there is an approver
+}
+
 HARNESS_BLAST_RADIUS: dict[str, Layer] = {
     "hooks/*": "L0",
     "*settings*.json": "L0",

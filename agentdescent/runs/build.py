@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from agentdescent.agents import claude, claude_code, codex, deepseek, openai_compatible, scripted
-from agentdescent.agents.base import Model
+from agentdescent.agents.base import Model, ModelUsage
 from agentdescent.agents.redact import redact
 from agentdescent.agents.scripted import takes_a_folder
 from agentdescent.artifacts import AppendRules, FileTree, SingleSlot, Strategy, load_tree, tree_runner
 from agentdescent.dataloader import csv_rows, hf_rows, json_rows, jsonl_rows, tasks_from
 from agentdescent.errors import AgentDescentError, UserError
-from agentdescent.governance import HARNESS_BLAST_RADIUS, SKILL_BLAST_RADIUS, Layer, matching
+from agentdescent.governance import HARNESS_BLAST_RADIUS, PLUGIN_BLAST_RADIUS, SKILL_BLAST_RADIUS, Layer, matching
 from agentdescent.reflect import reflector, tree_reflector
 from agentdescent.reflect.tree_reflector import format_files
 from agentdescent.runs.spec import CLI_KINDS, AgentSpec, Problem, RunSpec, SpecError, TasksSpec
@@ -35,9 +35,10 @@ from agentdescent.scoring import scorer
 from agentdescent.types import Task
 
 MIN_TASKS = 4
-LAYOUT_OF_KIND = {"skill_dir": "claude_skill", "agent_dir": "claude_agents"}
-BLAST_RADIUS = {"skill": SKILL_BLAST_RADIUS, "harness": HARNESS_BLAST_RADIUS}
-RADIUS_OF_KIND = {"skill_dir": SKILL_BLAST_RADIUS, "agent_dir": HARNESS_BLAST_RADIUS}
+LAYOUT_OF_KIND = {"skill_dir": "claude_skill", "agent_dir": "claude_agents", "plugin": "plugin"}
+BLAST_RADIUS = {"skill": SKILL_BLAST_RADIUS, "harness": HARNESS_BLAST_RADIUS, "plugin": PLUGIN_BLAST_RADIUS}
+RADIUS_OF_KIND = {"skill_dir": SKILL_BLAST_RADIUS, "agent_dir": HARNESS_BLAST_RADIUS, "plugin": PLUGIN_BLAST_RADIUS}
+PLUGIN_AGENTS = ("claude_code", "host", "python")  # the agents a plugin's rollouts can load it into
 KEY_ENV = {"openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"), "deepseek": ("DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL"),
            "claude": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")}
 
@@ -62,9 +63,11 @@ def target_kind(spec: RunSpec) -> str:
     if spec.kind is not None:
         return spec.kind
     target = Path(spec.target)
-    if target.is_dir():
-        return "skill_dir" if (target / "SKILL.md").is_file() else "agent_dir"
-    return "text"
+    if not target.is_dir():
+        return "text"
+    if (target / ".claude-plugin" / "plugin.json").is_file():
+        return "plugin"
+    return "skill_dir" if (target / "SKILL.md").is_file() else "agent_dir"
 
 
 def load_tasks(spec: RunSpec) -> list[Task]:
@@ -118,6 +121,10 @@ def problems(spec: RunSpec) -> list[Problem]:
     for field, agent in (("agent", spec.agent), ("reflector", spec.reflector)):
         if agent is not None:
             found += [Problem(field=field, message=m) for m in _agent_problems(agent)]
+    if kind == "plugin" and spec.agent.kind not in PLUGIN_AGENTS:
+        found.append(Problem(field="agent", message=f"a plugin's rollouts load the candidate into Claude Code "
+                                                    f"(claude --plugin-dir): use agent: claude_code, host or python:, "
+                                                    f"not {spec.agent.kind}"))
     if spec.scorer.ref is not None:
         found += [Problem(field="scorer.ref", message=m) for m in _ref_problems(spec.scorer.ref)]
     return found
@@ -243,9 +250,31 @@ def callables(spec: RunSpec, parts: Materials, *, make_agent: AgentFactory, work
     if not works_in_a_folder(spec.agent, agent):  # a plain model sees the folder's files in its prompt instead
         return (lambda rendered, task: agent(f"{format_files(rendered)}\n\n{ask.format(task=task.prompt)}")), propose
     overlay = parts.strategy.frozen_files(parts.tree)  # type: ignore[attr-defined]
+    if parts.kind == "plugin" and spec.agent.kind == "claude_code":
+        agent = PluginHost(spec.agent, parts.layout or "plugin")
     run = tree_runner(agent, layout=parts.layout or "root", name=parts.name, overlay=overlay, workdir=workdir,
                       prompt=lambda task: ask.format(task=task.prompt), max_workspaces=max_workspaces)
     return run, propose
+
+
+class PluginHost:
+    """Claude Code with the candidate plugin loaded, in a home of the rollout's own: each call runs
+    `claude --plugin-dir <workspace>/plugin` with HOME in the workspace, so no rollout sees the
+    user's configuration, another rollout's, or the plugin as installed."""
+
+    def __init__(self, agent: AgentSpec, folder: str) -> None:
+        self.spec, self.folder = agent, folder
+        self.name, self.usage = "claude_code", ModelUsage()
+
+    def __call__(self, prompt: str, *, cwd: str | os.PathLike[str]) -> str:
+        home = Path(cwd, ".home")
+        home.mkdir(exist_ok=True)
+        options = dict(self.spec.options)
+        extra = [*options.pop("extra_args", ()), "--plugin-dir", str(Path(cwd, self.folder))]
+        env = {**options.pop("env", {}), "HOME": str(home)}
+        agent = claude_code(model=self.spec.model, extra_args=extra, env=env, **options)
+        agent.usage = self.usage
+        return agent(prompt, cwd=cwd)
 
 
 def make_client(agent: AgentSpec) -> Callable[..., str]:

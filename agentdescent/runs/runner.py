@@ -32,9 +32,8 @@ from agentdescent.runs.host import PROPOSAL, ROLLOUT, Approver, HostAgent
 from agentdescent.runs.mailbox import Mailbox
 from agentdescent.runs.spec import AgentSpec
 from agentdescent.runs.status import StatusTracker
-from agentdescent.runs.store import RunDir
+from agentdescent.runs.store import RUN_ENV, RunDir
 
-RUN_ENV = "AGENTDESCENT_RUN"  # set in a run's process (and so in every agent it starts): the run's id
 ALREADY_RUNNING = 3
 USER_CANCEL = "cancelled by the user"  # what SIGTERM (agentdescent cancel) and SIGINT say
 

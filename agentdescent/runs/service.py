@@ -9,6 +9,7 @@ field. Nothing here needs the caller to stay: a started run lives in its own pro
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 import time
 from pathlib import Path
@@ -25,7 +26,7 @@ from agentdescent.runs.mailbox import Mailbox
 from agentdescent.runs.quote import Quote, quote
 from agentdescent.runs.spec import RunSpec, read_spec
 from agentdescent.runs.status import LIVE, RunStatus
-from agentdescent.runs.store import RunDir, RunStore
+from agentdescent.runs.store import RUN_ENV, RunDir, RunStore
 
 CLAIM_LEASE_SECONDS = 600.0  # a host that took a rollout and never answered: it goes back to the queue
 
@@ -101,6 +102,7 @@ class Service:
     def start(self, spec: str | Path | dict[str, Any], *, base: str | Path | None = None,
               allow_concurrent: bool = False) -> Started:
         """Check the spec, make the run's folder and start its process; returns at once."""
+        _refuse_nested()
         checked = read_spec(spec, base=base)
         parts = build.materials(checked)
         checked = checked.model_copy(update={"kind": parts.kind})
@@ -135,6 +137,7 @@ class Service:
 
     def resume(self, run_id: str) -> Started:
         """Start an interrupted, cancelled or failed run's process again; it continues where it stopped."""
+        _refuse_nested()
         run = self.store.get(run_id)
         status = run.status()
         if status.state in LIVE:
@@ -232,6 +235,14 @@ class Service:
         locks = self.store.folder(".targets")
         name = hashlib.sha256(target.encode("utf-8")).hexdigest()[:16]
         return RunDir(locks).holding(f"{name}.lock", f"another run is being started on {target} right now; try again")
+
+
+def _refuse_nested() -> None:
+    """A run's rollout (an agent with our plugin, say, evolving that very plugin) may not start a run."""
+    inside = os.environ.get(RUN_ENV)
+    if inside:
+        raise UserError(f"this process is part of run {inside} (a rollout of it): a run may not start another run "
+                        "from inside itself; start runs from your own session")
 
 
 def _own_pid(run: RunDir, status: RunStatus) -> int | None:

@@ -42,7 +42,7 @@ from agentdescent.types import Task
 AgentKind = Literal["openai", "deepseek", "claude", "claude_code", "codex", "host", "python"]
 MODEL_KINDS = ("openai", "deepseek", "claude")  # HTTP models: text in, text out
 CLI_KINDS = ("claude_code", "codex")  # agents that work in a folder
-TargetKind = Literal["text", "skill_dir", "agent_dir"]
+TargetKind = Literal["text", "skill_dir", "agent_dir", "plugin"]
 _SECRET_NAME = re.compile(r"(key|token|secret|password|credential)$", re.IGNORECASE)
 _STRICT = ConfigDict(extra="forbid")
 
@@ -177,7 +177,8 @@ class RunSpec(BaseModel):
     model_config = _STRICT
 
     target: str
-    kind: TargetKind | None = None  # None: a file is text, a folder with SKILL.md a skill_dir, else agent_dir
+    kind: TargetKind | None = None  # None: a file is text; a folder with .claude-plugin/plugin.json a plugin,
+    # with SKILL.md a skill_dir, else an agent_dir
     tasks: TasksSpec
     scorer: ScorerSpec = Field(default_factory=lambda: ScorerSpec(name="exact"))
     agent: AgentSpec
@@ -195,7 +196,7 @@ class RunSpec(BaseModel):
     strategy: Literal["single", "append"] = "single"  # text targets: lines appended, or a playbook of rules
     frozen: list[str] = Field(default_factory=list)  # folder targets: globs of files no diff may touch
     editable: list[str] = Field(default_factory=lambda: ["**"])
-    blast_radius: Literal["skill", "harness"] | dict[str, Layer] | None = None  # None: by kind
+    blast_radius: Literal["skill", "harness", "plugin"] | dict[str, Layer] | None = None  # None: by kind
     layout: str | None = None  # folder targets: where the host reads the folder (None: by kind)
     name: str | None = None  # the skill's name for the skill layouts (None: the folder's name)
     max_files_per_diff: int = Field(default=2, ge=1)

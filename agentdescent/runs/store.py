@@ -35,6 +35,7 @@ from agentdescent.runs.status import RunStatus
 from agentdescent.types import Task
 
 HOME_ENV = "AGENTDESCENT_HOME"
+RUN_ENV = "AGENTDESCENT_RUN"  # set in a run's process, and so in every agent it starts: the run's id
 
 
 def home() -> Path:

@@ -1,0 +1,54 @@
+"""A spec of kind `plugin`: a host plugin folder (ours) evolved as an artifact. What runs or connects
+(hooks, settings, .mcp.json, lockfiles) is L0; every rollout loads the candidate into Claude Code
+with `--plugin-dir`, in a home of its own, with the run's marker in its environment."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from agentdescent.artifacts import FileTree
+from agentdescent.governance import PLUGIN_BLAST_RADIUS, Governance
+from tests.runs_support import wait
+
+ROOT = Path(__file__).resolve().parents[1]
+FAKE_CLAUDE = ROOT / "tests" / "fake_clis" / "claude"
+
+
+def test_a_plugin_run_loads_each_candidate_in_a_throwaway_home_and_never_rewires_the_plugin(
+        service, tmp_path, monkeypatch):
+    plugin = tmp_path / "agentdescent-plugin"
+    shutil.copytree(ROOT / "plugins" / "claude-code", plugin)
+    log = tmp_path / "claude.log"
+    monkeypatch.setenv("FAKE_CLI_LOG", str(log))
+    monkeypatch.setenv("FAKE_CLI_SHOW_ENV", "HOME,AGENTDESCENT_RUN")
+    spec = {"target": str(plugin), "tasks": [{"id": f"t{i}", "prompt": f"task {i}", "gold": "done"} for i in range(6)],
+            "agent": {"kind": "claude_code", "options": {"executable": str(FAKE_CLAUDE)}},
+            "reflector": "python:tests.plugin_domain:rewire", "workers": 1, "rounds": 1}
+    plan = service.plan(spec)
+    assert plan.kind == "plugin"
+    run = service.start(spec).run_id
+    done = wait(service, run)
+    assert done.state == "finished", done
+
+    calls = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    assert calls and all(c["program"] == "claude" for c in calls)
+    for call in calls:
+        plugin_dir = call["argv"][call["argv"].index("--plugin-dir") + 1]
+        assert plugin_dir == str(Path(call["cwd"], "plugin"))  # the candidate, in the rollout's workspace
+        assert call["env"]["HOME"] == str(Path(call["cwd"], ".home"))  # a home of its own
+        assert call["env"]["AGENTDESCENT_RUN"] == run  # the recursion guard's marker
+    refused = [d for d in service.show(run).rejected if d.outcome == "refused_by_governance"]
+    assert refused and all(".mcp.json" in d.reason for d in refused)
+    assert (plugin / ".mcp.json").read_text(encoding="utf-8") == (ROOT / "plugins/claude-code/.mcp.json").read_text(
+        encoding="utf-8")
+
+
+def test_a_plugin_s_hooks_settings_server_and_lockfiles_are_l0_and_the_rest_l1():
+    rules = Governance.of(FileTree({"x": ""}), PLUGIN_BLAST_RADIUS)
+    for key in ("hooks/hooks.json", ".mcp.json", "settings.json", ".claude/settings.local.json", "package-lock.json",
+                "uv.lock", "pnpm-lock.yaml"):
+        assert rules.layer(key) == "L0", key
+    for key in ("skills/agentdescent/SKILL.md", "commands/evolve.md", ".claude-plugin/plugin.json"):
+        assert rules.layer(key) == "L1", key
