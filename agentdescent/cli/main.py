@@ -21,6 +21,7 @@ from agentdescent.artifacts import backups
 from agentdescent.artifacts.writeback import restore
 from agentdescent.cli import flags
 from agentdescent.cli.demo import STRATEGIES, demo_strategy, run_reference
+from agentdescent.cli.hosts import HOST_VERBS, add_host_verbs
 from agentdescent.cli.report import Timing, process_seconds, report
 from agentdescent.cli.verbs import VERBS, add_verbs
 from agentdescent.cli.views import ProgressView, plural
@@ -37,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return USAGE
-    verbs: dict[str, Command] = {"demo": run_demo, "restore": run_restore, **VERBS}
+    verbs: dict[str, Command] = {"demo": run_demo, "restore": run_restore, **VERBS, **HOST_VERBS}
     return guarded(verbs[args.command], args, Console())
 
 
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "holds now is backed up first, so a restore can be undone; example: agentdescent restore skill/")
     back.add_argument("path", metavar="PATH", help="the file or folder result.write_to wrote")
     add_verbs(commands)
+    add_host_verbs(commands)
     return parser
 
 

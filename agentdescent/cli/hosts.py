@@ -1,0 +1,48 @@
+"""`agentdescent install HOST` and `agentdescent uninstall HOST`: wire AgentDescent's MCP server and
+skill into Claude Code (the plugin, through its marketplace), Codex (a block in config.toml and the
+skill) or DeepSeek Harness (a row in cordis.patch.yml and the skill); and take out exactly that.
+The work is the host modules' (`agentdescent.hosts`); this says what happened and what next.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from rich.console import Console
+
+from agentdescent.cli.watch import say
+from agentdescent.hosts import HOSTS, module
+
+Command = Callable[[argparse.Namespace, Console], int]
+
+
+def add_host_verbs(commands: argparse._SubParsersAction) -> None:
+    for verb, summary, example in (
+        ("install", "wire AgentDescent into a host: its MCP server, the skill, and for Claude Code the plugin",
+         "agentdescent install claude-code"),
+        ("uninstall", "take out of a host exactly what install put in (the host's other settings stay as they are)",
+         "agentdescent uninstall codex"),
+    ):
+        parser = commands.add_parser(verb, help=summary, description=summary[0].upper() + summary[1:] + ".",
+                                     epilog=f"example:\n  {example}", formatter_class=argparse.RawDescriptionHelpFormatter)
+        parser.add_argument("host", choices=list(HOSTS), help="the host to wire")
+        if verb == "install":
+            parser.add_argument("--force", action="store_true", help="install again over an earlier install")
+
+
+def run_install(args: argparse.Namespace, console: Console) -> int:
+    return _report(console, module(args.host).install(force=args.force))
+
+
+def run_uninstall(args: argparse.Namespace, console: Console) -> int:
+    return _report(console, module(args.host).uninstall())
+
+
+def _report(console: Console, changed) -> int:  # noqa: ANN001 - a hosts.Changed
+    say(console, changed.message, *(f"  wrote or removed: {p}" for p in changed.paths),
+        *(f"  ran: {c}" for c in changed.commands), *([f"next: {changed.next}"] if changed.next else []))
+    return 0
+
+
+HOST_VERBS: dict[str, Command] = {"install": run_install, "uninstall": run_uninstall}

@@ -1,0 +1,75 @@
+"""One skill, one source: every copy of the skill and every bundled file is in step with its source;
+a marked block goes in once and comes out byte for byte; the SessionStart hook sees what the store sees."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from agentdescent_mcp import hook
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agentdescent.hosts import bundle, marked
+from tests import keyword_domain as domain
+from tests.runs_support import wait
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_copy_of_the_skill_and_of_the_bundles_is_in_step_with_its_source():
+    assert bundle.drift(ROOT) == [], "run: python -m agentdescent.hosts.bundle"
+    skill = (ROOT / bundle.SKILL_SOURCE).read_text(encoding="utf-8")
+    for host in bundle.HOSTS:
+        assert bundle.files(host)[bundle.SKILL_COPIES[host]] == skill
+    assert set(bundle.files("claude-code")) >= {".claude-plugin/plugin.json", ".mcp.json", "commands/evolve.md",
+                                                "hooks/hooks.json"}
+    assert bundle.files("marketplace")[bundle.MARKETPLACE] == (ROOT / bundle.MARKETPLACE).read_text(encoding="utf-8")
+
+
+def test_a_copy_that_drifts_is_named_and_sync_brings_it_back(tmp_path):
+    for part in ("skills", "plugins", ".claude-plugin", "agentdescent/hosts"):
+        shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
+    copy = tmp_path / "plugins" / "codex" / bundle.SKILL_COPIES["codex"]
+    copy.write_text(copy.read_text(encoding="utf-8") + "\nan edit in the copy\n", encoding="utf-8")
+    (tmp_path / bundle.SKILL_SOURCE).write_text("---\nname: agentdescent\n---\nchanged\n", encoding="utf-8")
+    drifted = bundle.drift(tmp_path)
+    assert "plugins/codex/skills/agentdescent/SKILL.md" in drifted and "agentdescent/hosts/bundle.json" in drifted
+    assert bundle.sync(tmp_path) == drifted and bundle.drift(tmp_path) == []
+    assert copy.read_text(encoding="utf-8").endswith("changed\n")
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200), st.text(min_size=1, max_size=60))
+def test_a_marked_block_comes_out_byte_for_byte(text, block):
+    if marked.present(text) or "# <<< agentdescent" in block or "# >>> agentdescent" in block:
+        return
+    once = marked.insert(text, block, "codex")
+    assert marked.present(once) and block.rstrip() in once
+    assert marked.insert(once, block, "codex") == once  # idempotent
+    assert marked.remove(once) == text
+
+
+def test_the_session_start_hook_prints_one_line_per_active_run_and_nothing_else(service, tmp_path, monkeypatch):
+    def hook_output() -> str:
+        done = subprocess.run([sys.executable, "-m", "agentdescent_mcp.hook", "session-start"], capture_output=True,
+                              text=True, timeout=30, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert hook_output() == ""  # no run: not a word
+    monkeypatch.setenv("KEYWORD_DELAY", "0.2")
+    run = service.start({**domain.spec(tmp_path), "rounds": 50, "target_reward": None}).run_id
+    wait(service, run, until=lambda s: s.state == "running")
+    lines = hook_output().splitlines()
+    assert len(lines) == 1 and run in lines[0] and "running" in lines[0]
+    assert [s["id"] for s in hook.active_runs(service.store.root)] == [r.id for r in service.runs() if r.state == "running"]
+    service.cancel(run)
+    assert hook_output() == ""
+
+
+def test_the_hook_imports_nothing_of_the_package():
+    probe = "import sys, agentdescent_mcp.hook; print(any(m.startswith('agentdescent.') or m == 'agentdescent' for m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
+    assert done.stdout.strip() == "False", done.stderr
