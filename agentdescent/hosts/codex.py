@@ -1,0 +1,123 @@
+"""Codex: our MCP server as a marked block in `$CODEX_HOME/config.toml`, the skill in `$CODEX_HOME/skills`.
+
+`install` appends the `[mcp_servers.agentdescent]` table the package ships (plugins/codex/config.toml)
+to the user's config.toml (CODEX_HOME defaults to `~/.codex`) between marker lines (`marked`),
+after checking with tomllib that the file then parses and reads exactly as before plus our table.
+It refuses, changing nothing, when the user has an `agentdescent` server of their own, or when our
+table cannot join theirs (an inline `mcp_servers = {...}` cannot be extended by another table).
+`force` overrides neither: TOML defines a table once, and replacing the user's would mean editing
+their lines. It only lets install replace a SKILL.md at our path that is not the one it wrote.
+
+The skill goes to `$CODEX_HOME/skills/agentdescent/SKILL.md`, which Codex 0.171.0 lists as a user
+skill; `~/.agents/skills`, which Codex reads too, is also DeepSeek Harness's, where a second copy
+would show the skill twice. Codex gives an MCP server the session's folder as its working folder,
+and passes it only the environment variables the block's `env_vars` names.
+
+What install created is recorded in `$AGENTDESCENT_HOME/hosts/codex.json`: the file the block is in
+(and whether install created it), each file install wrote with its sha256, the folders it made.
+`uninstall` takes out exactly that: our block (every other byte of config.toml stays), a file only
+while it is unchanged since install (an edited skill stays, and the answer says so), the folders
+once empty (`wiring`, which the DeepSeek Harness module uses too).
+
+Left out: a project's `.codex/config.toml`, Codex plugins and marketplaces, `codex mcp add`.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+from agentdescent.errors import UserError
+from agentdescent.hosts import bundle, marked
+from agentdescent.hosts.base import Changed, HostReport
+from agentdescent.hosts.wiring import Wiring, put_in, read_text, take_out, version
+
+HOST = "codex"
+SERVER = "agentdescent"
+SKILL = "skills/agentdescent/SKILL.md"  # in the bundle, and under CODEX_HOME
+
+
+def codex_home() -> Path:
+    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex").expanduser().absolute()
+
+
+def report() -> HostReport:
+    """How Codex stands here; never raises, and runs at most `codex --version`."""
+    codex = shutil.which("codex")
+    config = codex_home() / "config.toml"
+    try:
+        text = read_text(config) or ""
+        servers = tomllib.loads(text).get("mcp_servers")
+    except (OSError, UserError, tomllib.TOMLDecodeError):
+        text, servers = "", None
+    wired = isinstance(servers, dict) and SERVER in servers
+    if wired:
+        how = f"wired in {config}" + (" by `agentdescent install codex`" if marked.present(text) else " (by hand)")
+    elif codex:
+        how = "agentdescent install codex"
+    else:
+        how = "install Codex (npm install -g @openai/codex), then agentdescent install codex"
+    return HostReport(host=HOST, installed=codex is not None, version=version(codex) if codex else None,
+                      wired=wired, how=how, config=str(config))
+
+
+def install(*, force: bool = False) -> Changed:
+    """Wire our server into config.toml and put the skill beside it; again: nothing changes, or our
+    block and skill are brought up to date."""
+    changed = put_in(_wiring(), force=force)
+    if changed.paths:
+        changed = changed.model_copy(update={"next": "start a new Codex session: `codex mcp list` lists agentdescent, "
+                                                     "and its tools are there"})
+    return changed
+
+
+def uninstall() -> Changed:
+    """Take our block out of config.toml and the skill out of `$CODEX_HOME/skills` (see the module docstring)."""
+    return take_out(_wiring())
+
+
+def _wiring() -> Wiring:
+    files = bundle.files(HOST)
+    return Wiring(host=HOST, config=codex_home() / "config.toml", block=files["config.toml"], check=_check_toml,
+                  files={codex_home() / SKILL: files[SKILL]}, parses=_parses_toml)
+
+
+def _check_toml(user: str, new: str, config: Path) -> None:
+    """Refuse unless `new` parses and reads as `user` plus our table."""
+    try:
+        mine = tomllib.loads(user)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{config} is not valid TOML ({exc}): fix it (Codex cannot read it either), then install "
+                        "again") from None
+    servers = mine.get("mcp_servers")
+    if isinstance(servers, dict) and SERVER in servers:
+        raise UserError(f"{config} already has an [mcp_servers.{SERVER}] of its own, so Codex is wired already; to "
+                        "have `agentdescent install codex` manage it instead, delete that table and install again")
+    ours = tomllib.loads(bundle.files(HOST)["config.toml"])["mcp_servers"][SERVER]
+    try:
+        result = tomllib.loads(new)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"adding [mcp_servers.{SERVER}] to {config} would make it invalid TOML ({exc}); this happens "
+                        "when mcp_servers is not a table of tables, such as an inline `mcp_servers = {...}`, which no "
+                        "other table may extend: write each server as an [mcp_servers.NAME] table, then install "
+                        "again") from None
+    expected = copy.deepcopy(mine)
+    expected.setdefault("mcp_servers", {})[SERVER] = ours
+    if result != expected:
+        raise UserError(f"appending [mcp_servers.{SERVER}] to {config} would change how the rest of it reads; add "
+                        "the table by hand (docs/runs.md shows it)")
+
+
+def _parses_toml(text: str) -> bool:
+    try:
+        tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return False
+    return True

@@ -1,0 +1,206 @@
+"""A host wired by a block of ours in a file the user owns and files of our own, recorded so that
+uninstall takes out exactly what install put in: Codex (config.toml) and DeepSeek Harness
+(cordis.patch.yml) are wired this way.
+
+`put_in` writes the marked block (`marked`) and the files after every check has passed, and records
+them in `$AGENTDESCENT_HOME/hosts/<host>.json` (the file the block is in and whether install created
+it, each file written with its sha256, the folders it made). `take_out` removes the block (every
+other byte of the user's file stays), each file only while it is unchanged since install (an
+edited one stays, and the answer says so), and the folders once empty. Left out: what the block
+says and how the file is checked (the host modules).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from agentdescent import atomic
+from agentdescent.errors import UserError
+from agentdescent.hosts import marked
+from agentdescent.hosts.base import Changed
+from agentdescent.process import TimedOut, run_process
+from agentdescent.runs.store import home
+
+
+def version(program: str) -> str | None:
+    """The first line `PROGRAM --version` prints, or None when it fails or takes over 10 s."""
+    try:
+        done = run_process([program, "--version"], timeout=10)
+    except (OSError, TimedOut):
+        return None
+    first = (done.stdout or done.stderr).strip().splitlines()
+    return first[0][:80] if done.returncode == 0 and first else None
+
+
+Check = Callable[[str, str, Path], None]  # (the user's text, the text to write, its path): raise UserError if wrong
+
+
+@dataclass(frozen=True, kw_only=True)
+class Wiring:
+    """What install puts where for one host."""
+
+    host: str  # as `agentdescent install HOST` names it
+    config: Path  # the user's file our block goes into
+    block: str  # the lines between the markers
+    check: Check  # called before anything is written
+    parses: Callable[[str], bool]  # whether a text of that file parses (uninstall keeps a parsing file parsing)
+    files: dict[Path, str] = field(default_factory=dict)  # files of our own: path -> text
+
+
+class Placed(BaseModel):
+    path: str
+    sha256: str  # of what install wrote
+
+
+class Manifest(BaseModel):
+    """What install wrote for one host, so that uninstall takes out exactly that."""
+
+    version: int = 1
+    host: str
+    config: str  # the file our marked block is in
+    config_created: bool = False  # install created it: uninstall deletes it when nothing else is left in it
+    files: list[Placed] = Field(default_factory=list)
+    folders: list[str] = Field(default_factory=list)  # made by install; removed by uninstall once empty
+
+
+def manifest_path(host: str) -> Path:
+    return home() / "hosts" / f"{host}.json"
+
+
+def put_in(wiring: Wiring, *, force: bool = False) -> Changed:
+    """Write the block and the files after every check has passed; record them in the manifest."""
+    old = _load(wiring.host)
+    target = _real(wiring.config)
+    text = read_text(target)
+    user = marked.remove(text or "")
+    new = marked.insert(user, wiring.block, wiring.host)
+    wiring.check(user, new, wiring.config)
+    recorded = {p.path: p.sha256 for p in old.files} if old else {}
+    writes = {path: body for path, body in wiring.files.items() if _needs_write(path, body, recorded, force)}
+    folders = sorted({str(f) for path in [wiring.config, *writes] for f in _missing_folders(path.parent)})
+
+    written = []
+    if new != text:
+        atomic.write_text(target, new)
+        written.append(str(wiring.config))
+    for path, body in writes.items():
+        atomic.write_text(path, body)
+        written.append(str(path))
+    kept = [Placed(path=str(p), sha256=sha256(b)) for p, b in wiring.files.items()
+            if p not in writes and str(p) in recorded]  # ours, and already as this package ships it
+    manifest = Manifest(host=wiring.host, config=str(wiring.config),
+                        config_created=text is None or bool(old and old.config_created and old.config == str(wiring.config)),
+                        files=kept + [Placed(path=str(p), sha256=sha256(b)) for p, b in writes.items()],
+                        folders=sorted({*folders, *(f for f in (old.folders if old else []) if Path(f).is_dir())}))
+    atomic.write_text(manifest_path(wiring.host), manifest.model_dump_json(indent=1) + "\n")
+    if not written:
+        return Changed(host=wiring.host, action="install", message=f"already installed for {wiring.host} "
+                       f"({wiring.config}); nothing changed", next=f"agentdescent uninstall {wiring.host} takes it out")
+    done = [f"wired our MCP server into {wiring.config}"] if str(wiring.config) in written else []
+    done += [f"wrote {path}" for path in writes]
+    return Changed(host=wiring.host, action="install", paths=written, message="; ".join(done))
+
+
+def take_out(wiring: Wiring) -> Changed:
+    """Remove our block, the files still as install wrote them and the folders it made, once empty."""
+    manifest = _load(wiring.host)
+    config = Path(manifest.config) if manifest else wiring.config
+    target = _real(config)
+    text = read_text(target)
+    rest = marked.remove(text) if text is not None else None
+    if text is not None and rest != text and wiring.parses(text) and not wiring.parses(rest):
+        raise UserError(f"taking our block out of {config} would leave it unreadable (lines after it build on it?); "
+                        "take the lines between the `# >>> agentdescent` and `# <<< agentdescent` markers out by hand")
+    removed, notes = [], []
+    if rest is not None and rest != text:
+        if rest == "" and manifest and manifest.config_created:
+            target.unlink()
+        else:
+            atomic.write_text(target, rest)
+        removed.append(str(config))
+    elif manifest:
+        notes.append(f"our block was not in {config} any more")
+    for placed in manifest.files if manifest else []:
+        path, current = Path(placed.path), read_text(Path(placed.path))
+        if current is None:
+            continue
+        if sha256(current) == placed.sha256:
+            path.unlink()
+            removed.append(placed.path)
+        else:
+            notes.append(f"left {path}: it was edited after install (delete it yourself if you do not want it)")
+    for folder in sorted(manifest.folders if manifest else [], key=lambda f: -len(Path(f).parts)):
+        _remove_if_empty(Path(folder))
+    if manifest:
+        manifest_path(wiring.host).unlink()
+        _remove_if_empty(manifest_path(wiring.host).parent)
+    if not removed:
+        message = " ".join(notes) or f"agentdescent is not installed for {wiring.host}; nothing to take out"
+        return Changed(host=wiring.host, action="uninstall", message=message)
+    done = [f"took our block out of {config}" if path == str(config) else f"removed {path}" for path in removed]
+    return Changed(host=wiring.host, action="uninstall", paths=removed, message="; ".join(done + notes))
+
+
+def read_text(path: Path) -> str | None:
+    """The file's text exactly (no newline translation), or None when there is no file."""
+    try:
+        data = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{path} is not UTF-8 text; AgentDescent only edits UTF-8 files") from None
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _needs_write(path: Path, body: str, recorded: dict[str, str], force: bool) -> bool:
+    current = read_text(path)
+    if current is None:
+        return True
+    if current == body:
+        return False
+    if force or recorded.get(str(path)) == sha256(current):
+        return True  # asked to, or the one an earlier install wrote, unchanged since
+    raise UserError(f"{path} is there already and is not the file `agentdescent install` wrote (or was edited "
+                    "since); move it away, or install with force (--force) to replace it")
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def _remove_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:
+        pass  # not empty (or gone): it stays as it is
+
+
+def _real(path: Path) -> Path:
+    """The file a symlinked config points to: writing through the link keeps the user's link."""
+    return path.resolve() if path.is_symlink() else path
+
+
+def _load(host: str) -> Manifest | None:
+    try:
+        return Manifest.model_validate_json(manifest_path(host).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except ValueError as exc:
+        raise UserError(f"{manifest_path(host)} is damaged ({exc}); delete it, then take agentdescent out of "
+                        f"{host}'s configuration by hand") from None

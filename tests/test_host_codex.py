@@ -1,0 +1,349 @@
+"""Wiring Codex: the marked block in config.toml and the skill, put in and taken out exactly; then
+the real Codex CLI (tests/host_clis.py) using what install wrote, through its app-server's own MCP
+client and, end to end, driven by a scripted model on loopback (tests/openai_responses.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+from agentdescent.errors import UserError
+from agentdescent.hosts import bundle, codex, marked, wiring
+from tests import keyword_domain
+from tests.host_clis import host_bin
+from tests.loopback import LoopbackServer
+from tests.mcp_support import ENDED, REPO, demo_spec
+from tests.openai_responses import ScriptedModel, Turn
+
+TOOLS = {"plan", "evolve", "status", "show", "accept", "reject", "cancel", "resume", "runs", "doctor",
+         "rollout_next", "rollout_submit", "proposal_next", "proposal_submit"}
+APPROVED = 'mcp_servers.agentdescent.default_tools_approval_mode="approve"'
+SKILL_SAYS = "Improve a prompt file, a skill folder"  # the skill's description begins so
+USER_CONFIG = ('# my Codex settings\n'
+               'model = "o3"  # the default\n'
+               'approval_policy = "on-request"\n'
+               '\n'
+               '[mcp_servers.other]\n'
+               'command = "other-server"\n'
+               'args = ["--flag"]\n'
+               '\n'
+               '[mcp_servers.other.env]\n'
+               'TOKEN_FILE = "~/.other"\n'
+               '\n'
+               '[profiles.fast]\n'
+               'model = "o4-mini"')  # a last line with no newline
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch, request) -> Path:
+    """CODEX_HOME (not created yet), HOME and the run store (conftest's `service` has its own), all the test's."""
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex"))
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    if "service" not in request.fixturenames:
+        monkeypatch.setenv("AGENTDESCENT_HOME", str(tmp_path / "agentdescent"))
+    return tmp_path / "codex"
+
+
+def config_with(home: Path, text: str) -> Path:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_bytes(text.encode("utf-8"))
+    return home / "config.toml"
+
+
+def skill(home: Path) -> Path:
+    return home / "skills" / "agentdescent" / "SKILL.md"
+
+
+def test_install_then_uninstall_gives_the_users_config_back_byte_for_byte(home):
+    config = config_with(home, USER_CONFIG)
+    config.chmod(0o600)
+
+    changed = codex.install()
+    assert set(changed.paths) == {str(config), str(skill(home))}
+    settings = tomllib.loads(config.read_text(encoding="utf-8"))
+    assert settings["mcp_servers"]["agentdescent"]["command"] == "agentdescent-mcp"
+    assert "AGENTDESCENT_HOME" in settings["mcp_servers"]["agentdescent"]["env_vars"]
+    assert settings["mcp_servers"]["other"] == {"command": "other-server", "args": ["--flag"],
+                                                "env": {"TOKEN_FILE": "~/.other"}}
+    assert settings["model"] == "o3" and settings["profiles"] == {"fast": {"model": "o4-mini"}}
+    assert config.read_text(encoding="utf-8").startswith(USER_CONFIG + "\n")
+    assert config.stat().st_mode & 0o777 == 0o600
+    assert skill(home).read_text(encoding="utf-8") == bundle.files("codex")["skills/agentdescent/SKILL.md"]
+    manifest = json.loads(wiring.manifest_path("codex").read_text(encoding="utf-8"))
+    assert manifest["files"] == [{"path": str(skill(home)), "sha256": wiring.sha256(skill(home).read_text(encoding="utf-8"))}]
+    assert codex.report().wired and "agentdescent install codex" in codex.report().how
+
+    changed = codex.uninstall()
+    assert set(changed.paths) == {str(config), str(skill(home))}
+    assert config.read_bytes() == USER_CONFIG.encode("utf-8")
+    assert config.stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in home.iterdir()) == ["config.toml"]  # the skill folders install made are gone
+    assert not wiring.manifest_path("codex").exists()
+    assert not codex.report().wired
+
+
+def test_a_second_install_changes_nothing_and_a_newer_block_replaces_only_ours(home):
+    config = config_with(home, USER_CONFIG)
+    codex.install()
+    once = config.read_bytes(), skill(home).read_bytes()
+    again = codex.install()
+    assert again.paths == [] and "nothing changed" in again.message
+    assert (config.read_bytes(), skill(home).read_bytes()) == once
+
+    older = config.read_text(encoding="utf-8").replace("tool_timeout_sec = 120", "tool_timeout_sec = 60")
+    config.write_text(older, encoding="utf-8")  # the block an older version of the package wrote
+    assert codex.install().paths == [str(config)]
+    assert config.read_bytes() == once[0]
+    codex.uninstall()
+    assert config.read_bytes() == USER_CONFIG.encode("utf-8")
+
+
+@pytest.mark.parametrize("text, says", [
+    (USER_CONFIG + '\n\n[mcp_servers.agentdescent]\ncommand = "my-own-build"\n', "of its own"),
+    ('model = "o3"\nmcp_servers = { other = { command = "other-server" } }\n', "inline"),
+    ('model = "o3\n', "not valid TOML"),
+], ids=["own table", "inline table", "broken file"])
+def test_a_config_our_table_cannot_join_is_refused_unchanged(home, text, says):
+    config = config_with(home, text)
+    for force in (False, True):
+        with pytest.raises(UserError, match=says):
+            codex.install(force=force)
+        assert config.read_bytes() == text.encode("utf-8")
+        assert not (home / "skills").exists() and not wiring.manifest_path("codex").exists()
+
+
+def test_a_skill_edited_after_install_survives_uninstall(home):
+    config = config_with(home, USER_CONFIG)
+    codex.install()
+    edited = skill(home).read_text(encoding="utf-8") + "\nMy own note.\n"
+    skill(home).write_text(edited, encoding="utf-8")
+
+    changed = codex.uninstall()
+    assert changed.paths == [str(config)] and "edited" in changed.message and str(skill(home)) in changed.message
+    assert skill(home).read_text(encoding="utf-8") == edited
+    assert config.read_bytes() == USER_CONFIG.encode("utf-8")
+
+
+def test_a_skill_of_the_users_at_our_path_needs_force(home):
+    config_with(home, USER_CONFIG)
+    skill(home).parent.mkdir(parents=True)
+    skill(home).write_text("---\nname: agentdescent\ndescription: mine\n---\n", encoding="utf-8")
+    with pytest.raises(UserError, match="--force"):
+        codex.install()
+    assert config_with(home, USER_CONFIG).read_bytes() == USER_CONFIG.encode("utf-8")
+
+    codex.install(force=True)
+    assert skill(home).read_text(encoding="utf-8") == bundle.files("codex")["skills/agentdescent/SKILL.md"]
+    codex.uninstall()
+    assert not skill(home).exists() and skill(home).parent.is_dir()  # the folder was the user's: it stays
+
+
+def test_without_a_config_install_creates_one_and_uninstall_removes_it(home):
+    codex.install()
+    assert tomllib.loads((home / "config.toml").read_text(encoding="utf-8"))["mcp_servers"]["agentdescent"]
+    codex.uninstall()
+    assert not home.exists()  # CODEX_HOME too: install made it
+
+
+def test_a_symlinked_config_stays_a_link(home, tmp_path):
+    dotfiles = tmp_path / "dotfiles" / "codex.toml"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text(USER_CONFIG, encoding="utf-8")
+    home.mkdir()
+    (home / "config.toml").symlink_to(dotfiles)
+    codex.install()
+    assert (home / "config.toml").is_symlink() and marked.present(dotfiles.read_text(encoding="utf-8"))
+    codex.uninstall()
+    assert (home / "config.toml").is_symlink() and dotfiles.read_bytes() == USER_CONFIG.encode("utf-8")
+
+
+def test_report_says_how_codex_stands_and_never_fails(home):
+    assert not codex.report().wired and codex.report().how.endswith("agentdescent install codex")
+    config_with(home, '[mcp_servers.agentdescent]\ncommand = "agentdescent-mcp"\n')
+    assert codex.report().wired and "by hand" in codex.report().how
+    config_with(home, "[[[ not toml")
+    assert not codex.report().wired
+
+
+# The real Codex CLI, on what install wrote.
+
+def codex_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment Codex runs in: the test's CODEX_HOME, HOME and run store, our entry point on PATH."""
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return {**os.environ, "PATH": path, "CODEX_HOME": str(home), "NO_COLOR": "1", **extra}
+
+
+def user_config(model_url: str) -> str:
+    """A user's config that sends every model request to the loopback server and nothing to anyone else."""
+    return (f'model = "scripted"\nmodel_provider = "loopback"\ncheck_for_update_on_startup = false\n\n'
+            f'[analytics]\nenabled = false\n\n'
+            f'[model_providers.loopback]\nname = "loopback"\nbase_url = "{model_url}/v1"\n'
+            f'wire_api = "responses"\nenv_key = "LOOPBACK_API_KEY"\n')
+
+
+class AppServer:
+    """`codex app-server` over stdio: JSON-RPC requests and notifications, one JSON object a line."""
+
+    def __init__(self, binary: Path, env: dict[str, str], cwd: Path) -> None:
+        self.log = cwd / "app-server.log"  # a file, not a pipe: nobody reads a pipe while codex writes to it
+        with self.log.open("w", encoding="utf-8") as log:
+            self.proc = subprocess.Popen([str(binary), "app-server"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=log, text=True, encoding="utf-8", env=env, cwd=cwd)
+        self.inbox: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.notifications: list[dict[str, Any]] = []
+        self._ids = iter(range(1, 10**6))
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            if line.strip():
+                self.inbox.put(json.loads(line))
+
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        self._send({"jsonrpc": "2.0", "method": method, **({"params": params} if params is not None else {})})
+
+    def request(self, method: str, params: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+        """The result of `method`; fails the test on an error answer."""
+        number = next(self._ids)
+        self._send({"jsonrpc": "2.0", "id": number, "method": method, "params": params})
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                message = self.inbox.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"{method}: no answer in {timeout:g} s; stderr: {self._stderr()}") from None
+            if message.get("id") == number and "method" not in message:
+                assert "error" not in message, f"{method} failed: {message['error']}"
+                return message["result"]
+            assert "id" not in message, f"codex asked something the test does not answer: {message}"
+            self.notifications.append(message)
+
+    def _send(self, message: dict[str, Any]) -> None:
+        self.proc.stdin.write(json.dumps(message) + "\n")
+        self.proc.stdin.flush()
+
+    def _stderr(self) -> str:
+        self.close()
+        return self.log.read_text(encoding="utf-8", errors="replace")[-2000:]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def test_codex_app_server_lists_our_tools_and_skill_and_calls_plan(service, home, tmp_path, no_provider_env):
+    binary = host_bin("codex")
+    config_with(home, user_config("http://127.0.0.1:9"))  # no model request is made: nothing listens there
+    codex.install()
+    server = AppServer(binary, codex_env(home), cwd=tmp_path)
+    try:
+        server.request("initialize", {"clientInfo": {"name": "agentdescent-tests", "version": "0"}})
+        server.notify("initialized")
+        listed = server.request("mcpServerStatus/list", {})
+        ours = next((s for s in listed["data"] if s["name"] == "agentdescent"), None)
+        assert ours is not None, f"no agentdescent server in {[s['name'] for s in listed['data']]}"
+        assert set(ours["tools"]) == TOOLS and ours["serverInfo"]["name"] == "agentdescent"
+
+        skills = server.request("skills/list", {"cwds": [str(tmp_path)], "forceReload": True})["data"][0]["skills"]
+        assert {"name": "agentdescent", "scope": "user", "path": str(skill(home))} in [
+            {k: s[k] for k in ("name", "scope", "path")} for s in skills]
+
+        # the server works in the thread's folder, where the spec's python: refs import from
+        thread = server.request("thread/start", {"cwd": str(REPO), "ephemeral": True})["thread"]["id"]
+        spec = keyword_domain.spec(tmp_path, price_per_call=0.01)
+        plan = server.request("mcpServer/tool/call", {"server": "agentdescent", "threadId": thread, "tool": "plan",
+                                                      "arguments": {"spec": spec}}, timeout=120)
+        assert not plan.get("isError"), plan["content"]
+        quote = plan["structuredContent"]["quote"]
+        assert plan["structuredContent"]["tasks"] == len(keyword_domain.tasks())
+        assert 0 < quote["calls_low"] <= quote["calls_high"] and quote["cost_high_usd"] > 0
+
+        # Codex scrubs the environment: AGENTDESCENT_HOME reaches the server through env_vars
+        runs = server.request("mcpServer/tool/call", {"server": "agentdescent", "threadId": thread, "tool": "runs",
+                                                      "arguments": {}})
+        assert runs["structuredContent"]["store"] == str(service.store.root)
+    finally:
+        server.close()
+
+
+def test_codex_exec_evolves_a_skill_through_our_tools_end_to_end(service, home, tmp_path, no_provider_env):
+    binary = host_bin("codex")
+    target = tmp_path / "support-router"
+    shutil.copytree(REPO / "examples/skills/support-router", target)
+    before = files_of(target)
+    spec = demo_spec(target)
+    seen: dict[str, Any] = {}
+
+    def script(turn: Turn):
+        seen.setdefault("skill offered", f"- agentdescent: {SKILL_SAYS}" in turn.texts())  # Codex's list of skills
+        started = turn.results("evolve")
+        if not started:
+            return turn.use("evolve", spec=spec)
+        run_id = started[-1].value["run_id"]
+        if not turn.results("show"):
+            statuses = turn.results("status")
+            if statuses and statuses[-1].value["state"] in ENDED:
+                return turn.use("show", run_id=run_id)
+            assert len(statuses) < 400, f"the run did not end: {statuses[-1].text}"
+            if statuses:
+                time.sleep(0.2)  # poll the way the skill says, only faster
+            return turn.use("status", run_id=run_id)
+        if not turn.results("accept"):
+            seen["shown"] = turn.results("show")[-1].value
+            seen["on disk at show"] = files_of(target)
+            return turn.use("accept", run_id=run_id)
+        seen["accepted"] = turn.results("accept")[-1].value
+        return f"Accepted: the previous version is backed up at {seen['accepted']['backup']}."
+
+    model = ScriptedModel(script, namespace="mcp__agentdescent")
+    with LoopbackServer(model) as loopback:
+        config_with(home, user_config(loopback.url))
+        codex.install()
+        # headless, Codex asks nobody: a tool that is not read-only (evolve, accept) needs the user's
+        # approval given beforehand, here on the command line, as a user running `codex exec` would
+        done = subprocess.run([str(binary), "exec", "--skip-git-repo-check", "--json", "-c", APPROVED,
+                               "Improve the support-router skill with AgentDescent, then accept the change."],
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, encoding="utf-8",
+                              env=codex_env(home, LOOPBACK_API_KEY="unused"), cwd=REPO, timeout=300)
+    assert not model.errors and not loopback.errors, (model.errors + loopback.errors, model.turns[-1].history[-1:])
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    calls = [e["item"] for e in events if e["type"] == "item.completed" and e["item"]["type"] == "mcp_tool_call"]
+    assert {c["tool"] for c in calls} >= {"evolve", "status", "show", "accept"}
+    assert all(c["server"] == "agentdescent" and c["status"] == "completed" and not c["error"] for c in calls), calls
+    assert seen["skill offered"], "the skill install wrote did not reach the model"
+
+    run_id = seen["accepted"]["run_id"]
+    assert service.status(run_id).state == "accepted"
+    assert seen["shown"]["diff"].strip() and seen["shown"]["diff"] == service.show(run_id).diff
+    assert seen["on disk at show"] == before  # nothing written back before accept
+    after = files_of(target)
+    assert after != before and set(after) >= set(seen["accepted"]["written"])
+    backup = Path(seen["accepted"]["backup"])  # support-router.bak-1/support-router, beside the skill
+    assert backup.parent.parent == target.parent and backup.parent.name.startswith(f"{target.name}.bak-")
+    assert files_of(backup) == before
+
+
+def files_of(folder: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): p.read_text(encoding="utf-8")
+            for p in sorted(folder.rglob("*")) if p.is_file()}
