@@ -317,7 +317,7 @@ def run_doctor(args: argparse.Namespace, console: Console) -> int:
         "agent CLIs:", *(f"  {program(a)}" for a in report.agents),
         f"provider keys set: {', '.join(report.keys_set) or 'none'}; missing: {', '.join(report.keys_missing) or 'none'}",
         *([f"endpoints set: {', '.join(report.endpoints_set)}"] if report.endpoints_set else []), "hosts:",
-        *(f"  {h.host}: {'installed' if h.installed else 'not installed'}, "
+        *(f"  {h.host}: {f'installed ({h.version})' if h.installed and h.version else 'installed' if h.installed else 'not installed'}, "
           + ("wired" if h.wired else f"not wired; to wire it: {h.how}") for h in report.hosts),
         f"run store: {report.store} ({'writable' if report.store_writable else 'NOT writable'})",
         *(f"problem: {p}" for p in report.problems), f"next: {report.next}")

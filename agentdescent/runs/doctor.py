@@ -1,14 +1,14 @@
 """What this machine has for AgentDescent: git, the agent CLIs and their versions, which provider
-keys are set (never their values), which hosts have our MCP server wired, and the run store.
+keys are set (never their values), each host (installed, its version, whether our server is
+wired, what to run to wire it), and the run store.
 
-`doctor()` only reads: it runs each CLI's `--version` (a few seconds at most each) and reads the
-hosts' configuration files; `demo_ok` says whether `agentdescent demo` can run here (it needs git
-and a writable temporary folder, nothing else). Left out: wiring a host (the plugin bundle).
+`doctor()` only reads: it runs each CLI's `--version` (a few seconds at most each) and asks each
+host module for its report; `demo_ok` says whether `agentdescent demo` can run here (it needs git
+and a writable temporary folder, nothing else). Left out: wiring a host (`agentdescent.hosts`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -18,18 +18,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
-
+from agentdescent.hosts import HOSTS, HostReport, module
 from agentdescent.process import TimedOut, run_process
 from agentdescent.runs.store import home
 
 AGENT_CLIS = ("claude", "codex", "dsh")
 KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "DEEPSEEK_API_KEY", "HF_TOKEN")
 ENDPOINTS = ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "DEEPSEEK_BASE_URL", "HF_ENDPOINT")
-SERVER = "agentdescent"
 
 
 class Program(BaseModel):
@@ -37,13 +32,6 @@ class Program(BaseModel):
     found: bool
     version: str | None = None
     path: str | None = None
-
-
-class Host(BaseModel):
-    host: str
-    installed: bool
-    wired: bool  # our MCP server is in the host's configuration
-    how: str  # what to run to wire it (or what was found)
 
 
 class DoctorReport(BaseModel):
@@ -54,7 +42,7 @@ class DoctorReport(BaseModel):
     keys_set: list[str]  # names only
     keys_missing: list[str]
     endpoints_set: list[str]
-    hosts: list[Host]
+    hosts: list[HostReport]
     store: str
     store_writable: bool
     demo_ok: bool
@@ -79,7 +67,7 @@ def doctor() -> DoctorReport:
     return DoctorReport(
         python=sys.version.split()[0], agentdescent=_version(), git=git, agents=agents, keys_set=keys,
         keys_missing=[k for k in KEYS if k not in keys], endpoints_set=[e for e in ENDPOINTS if os.environ.get(e)],
-        hosts=[_claude_code(agents[0]), _codex(agents[1]), _deepseek(agents[2])], store=str(store),
+        hosts=[module(host).report() for host in HOSTS], store=str(store),
         store_writable=writable, demo_ok=demo_ok, problems=problems,
         next="agentdescent demo runs a whole evolution offline" if demo_ok else "fix the problems above first",
     )
@@ -111,35 +99,3 @@ def _writable(folder: Path) -> bool:
             return True
     except OSError:
         return False
-
-
-def _claude_code(cli: Program) -> Host:
-    wired = False
-    for config in (Path.home() / ".claude.json", Path.cwd() / ".mcp.json"):
-        try:
-            servers = json.loads(config.read_text(encoding="utf-8")).get("mcpServers", {})
-        except (OSError, ValueError, AttributeError):
-            continue
-        wired = wired or any(SERVER in name for name in servers)
-    plugins = Path.home() / ".claude" / "plugins"
-    wired = wired or (plugins.is_dir() and any(SERVER in p.name for p in plugins.rglob("*") if p.is_dir()))
-    how = "wired" if wired else f"claude mcp add {SERVER} -- agentdescent-mcp"
-    return Host(host="claude-code", installed=cli.found, wired=wired, how=how)
-
-
-def _codex(cli: Program) -> Host:
-    config = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex") / "config.toml"
-    try:
-        servers = tomllib.loads(config.read_text(encoding="utf-8")).get("mcp_servers", {})
-    except (OSError, tomllib.TOMLDecodeError):
-        servers = {}
-    wired = SERVER in servers
-    how = "wired" if wired else f'add to {config}: [mcp_servers.{SERVER}] command = "agentdescent-mcp"'
-    return Host(host="codex", installed=cli.found, wired=wired, how=how)
-
-
-def _deepseek(cli: Program) -> Host:
-    patch = Path.cwd() / "cordis.patch.yml"
-    wired = patch.is_file() and "agentdescent-mcp" in patch.read_text(encoding="utf-8", errors="replace")
-    how = "wired" if wired else "add a @deepseek-ai/dsh-mcp-client row launching agentdescent-mcp to cordis.patch.yml"
-    return Host(host="deepseek", installed=cli.found, wired=wired, how=how)
