@@ -57,9 +57,10 @@ class Committed:
 class Evaluated:
     round: int
     version: int
-    held_out_reward: float
+    held_out_reward: float  # partial: the most the held-out tasks not run could have brought it to
     promoted: bool
     best_reward: float
+    partial: bool = False  # stopped after its first wave: it could no longer beat stable nor reach the target
 
 
 @dataclass(frozen=True, kw_only=True)

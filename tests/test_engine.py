@@ -55,9 +55,29 @@ def test_patience_and_call_budget_stop_the_run():
     tasks, reward, run, _ = year_program()
     result = evolve(tasks, reward, run=run, propose=lambda *a: None, rounds=20, n_workers=2, patience=3)
     assert len(result.history) == 3 and "patience" in result.stop_reason
-    result = router(rounds=30, n_workers=4, max_calls=900)
-    assert "call budget would not cover another round" in result.stop_reason
-    assert 900 - 2 * result.history[-1].calls / len(result.history) < result.usage.calls <= 900
+    result = router(rounds=30, n_workers=4, max_calls=300)
+    assert result.usage.calls == 300 and "call budget is spent (300 of max_calls=300)" in result.stop_reason
+    assert result.error is None and "every commit so far is kept" in result.stop_reason
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_budget_is_a_cap_that_stops_inside_a_round(asynchronous):
+    """evolve(max_calls=10) spends at most 10 calls, keeps its commits and says why it stopped."""
+    tasks, reward, run, propose = year_program()
+    for budget in (10, 11, 14, 25):
+        result = evolve(tasks, reward, run=run, propose=propose, rounds=20, n_workers=3, max_calls=budget,
+                        asynchronous=asynchronous)
+        assert result.usage.calls <= budget, (budget, result.usage.as_record())
+        if "budget" in result.stop_reason:
+            assert result.error is None and f"max_calls={budget}" in result.stop_reason
+        unjudged = [o for o in result.outcome_list if "before this diff was judged" in o.reason]
+        assert all(o.kind == "dropped_stale" for o in unjudged)
+
+
+def test_a_budget_smaller_than_the_held_out_set_is_refused_before_any_call():
+    tasks, reward, run, propose = year_program()  # 4 of 12 tasks held out
+    with pytest.raises(UserError, match=r"max_calls=3 cannot cover measuring the artifact on its 4 held-out tasks"):
+        evolve(tasks, reward, run=run, propose=propose, max_calls=3)
 
 
 def test_workers_and_the_gate_run_in_parallel():

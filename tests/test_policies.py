@@ -15,7 +15,6 @@ from agentdescent.step.policies import (
     RandomMinibatches,
     ThreeWayMerge,
     WorstFirst,
-    acceptance_set,
 )
 from agentdescent.types import Diff, Edit, EvidenceCard, Rollout, Task
 
@@ -206,23 +205,20 @@ def test_merge_overlapping_edits_conflict():
 # --- BetaAcceptance ---------------------------------------------------------------------------
 
 
-def test_acceptance_sample_is_seeded_and_sized():
+def test_the_probe_order_is_every_train_task_once_seeded():
     train = tasks(50)
-    chosen = BetaAcceptance(size=10).sample(train, random.Random(0))
-    assert len({t.id for t in chosen}) == 10
-    assert BetaAcceptance(size=10).sample(train, random.Random(0)) == chosen
-    assert sorted(t.id for t in BetaAcceptance(size=32).sample(tasks(5), random.Random(0))) == [f"t{i}" for i in range(5)]
+    order = BetaAcceptance().sample(train, random.Random(0))
+    assert sorted(t.id for t in order) == sorted(t.id for t in train)
+    assert BetaAcceptance().sample(train, random.Random(0)) == order
+    assert BetaAcceptance().sample(train, random.Random(1)) != order
 
 
-def test_acceptance_set_is_the_evidence_then_the_whole_sample():
-    """However much evidence there is, all of the sample stays: it is where harm shows."""
-    train = tasks(50)
-    sample = BetaAcceptance(size=10).sample(train, random.Random(0))
-    evidence = [t for t in train if t.id in {"t3", "t40"}] + [sample[0]]
-    chosen = acceptance_set(evidence, sample)
-    assert [t.id for t in chosen[:3]] == [t.id for t in evidence]
-    assert {t.id for t in chosen} == {t.id for t in evidence} | {t.id for t in sample}
-    assert len(chosen) == len({t.id for t in chosen}) == 12  # the shared task is there once
+def test_the_harm_decision_stops_when_decisive_either_way_and_not_before():
+    policy = BetaAcceptance(max_harm=0.1, confidence=0.8, gated_confidence=0.95)
+    assert policy.harm(15, 0, gated=False) is True  # P(harm < 0.1) = 1 - 0.9**16 = 0.81
+    assert policy.harm(14, 0, gated=False) is None  # 0.79: undecided, probe on
+    assert policy.harm(40, 1, gated=False) is False  # a broken task is decisive: find who broke it
+    assert policy.harm(15, 0, gated=True) is None and policy.harm(28, 0, gated=True) is True
 
 
 def test_verdict_clear_win_accepted():

@@ -92,7 +92,8 @@ class ProgressView:
         assert self._task is not None
         if isinstance(event, ev.Evaluated):
             mark = " (promoted)" if event.promoted else ""
-            self._progress.update(self._task, status=f"held-out {event.held_out_reward:.3f}{mark}")
+            bound = "≤ " if event.partial else ""
+            self._progress.update(self._task, status=f"held-out {bound}{event.held_out_reward:.3f}{mark}")
         elif isinstance(event, ev.RoundEnded):
             self._progress.advance(self._task)
         elif isinstance(event, ev.RunEnded):

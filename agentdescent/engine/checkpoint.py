@@ -11,8 +11,9 @@ twice. A round whose commit reached the ledger after the last checkpoint counts 
 `Round` trailer says so), and its diffs get their outcome back from the commit, so a resumed run
 neither loses nor repeats a commit. Rollouts that were in flight are simply run again.
 
-The optimizer step keeps no statistics across steps (each version's acceptance sample is drawn
-from a seed, again identically), so there is nothing of its own to save.
+The optimizer step keeps no statistics across steps (each version's probe order is drawn from a
+seed, again identically), so there is nothing of its own to save. `seed_artifact` is where a run
+starts: the artifact put into the ledger once, whichever process gets there first.
 
 Left out: the ledger itself, and the calls a proposal made in the killed round (counted only
 when the round is run again).
@@ -31,6 +32,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from agentdescent import atomic
 from agentdescent.agents.redact import redact
+from agentdescent.artifacts.strategies import Strategy
+from agentdescent.errors import HeadMoved
 from agentdescent.ledger import Ledger
 from agentdescent.result import StepRecord
 from agentdescent.types import Outcome, Rollout, Spend, Task
@@ -157,3 +160,22 @@ def committed_rounds(ledger: Ledger, since_round: int) -> dict[int, tuple[int, l
         diffs = [d for d in record.trailers.get("Diffs", "").split(",") if d]
         found[round_] = (record.version, diffs)
     return found
+
+
+def seed_artifact(ledger: Ledger, artifact_id: str, strategy: Strategy) -> int:
+    """Head, once the ledger holds the artifact and `stable` has a version of it.
+
+    The strategy's initial state is committed when the ledger lacks the artifact; a process
+    seeding the same store at the same time is no error (the later one takes the other's seed).
+    A `stable` left before the artifact existed (a kill between the seed and its promotion) moves
+    to the first version that has it."""
+    while not ledger.has_artifact(artifact_id, head := ledger.head()):
+        try:
+            ledger.commit(artifact_id, strategy.initial_state(), expected_version=head,
+                          message=f"seed {artifact_id}", trailers={"Round": "seed"})
+        except HeadMoved:
+            continue  # another writer moved dev first: look again
+    stable = ledger.stable()
+    if not ledger.has_artifact(artifact_id, stable):
+        ledger.promote(next(v for v in range(stable + 1, head + 1) if ledger.has_artifact(artifact_id, v)))
+    return head

@@ -1,8 +1,11 @@
 """Scoring an artifact on tasks: `run` then `reward`, in parallel, cached, counted.
 
-The cache key is (hash of the state, task id): within a run an identical rollout is never
-repeated, so head is scored once per step however many candidates are compared against it, and
-held-out evaluation reuses what acceptance already paid for. The cache and the usage stay here,
+The cache key is (hash of what the rollout sees, task id): the rendered artifact, so two
+states that render alike (a rule list in another key order, an empty entry) share their
+rollouts, and within a run an identical rollout is never repeated: head is scored once however
+many candidates are compared against it, a worker's minibatch on head is head's score, and a
+candidate that lands is already measured as the next head. Each rollout that runs is counted
+under what it was for (`PURPOSES`), and asks the run's allowance before it starts. The cache and the usage stay here,
 with the driver; what goes to the call pool is `units.roll_out`, plain data in and out, and the
 usage each rollout brings back is added as it arrives. A rollout whose `run` raises is data
 (reward 0, the error kept); a `reward` that returns something outside [0, 1] is the caller's bug
@@ -12,6 +15,7 @@ and stops the run with a `UserError`.
 from __future__ import annotations
 
 import functools
+import hashlib
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -21,6 +25,7 @@ from typing import Any, Protocol
 from agentdescent.agents.base import ModelUsage, Tally
 from agentdescent.artifacts.state import state_hash
 from agentdescent.artifacts.strategies import Strategy
+from agentdescent.engine.budget import Allowance
 from agentdescent.engine.executors import Executor
 from agentdescent.engine.units import Reflection, roll_out
 from agentdescent.step.stats import mean_reward
@@ -48,6 +53,11 @@ class Usage(Tally):
     failures: int = 0
     cache_hits: int = 0
     cache_misses: int = 0
+    # the rollouts that ran, by what they were for (PURPOSES): where the bill went
+    train: int = 0  # workers' minibatches and scouting
+    verify: int = 0  # workers' self-verification of their diffs
+    accept: int = 0  # the optimizer step's test, bisection and the L1 gate
+    validate: int = 0  # held-out evaluation
     errors: list[str] = field(default_factory=list)
     model: ModelUsage = field(default_factory=ModelUsage)
 
@@ -61,9 +71,9 @@ class Usage(Tally):
     def tokens(self) -> int:
         return self.model.tokens
 
-    def count_rollout(self, rollout: Rollout) -> None:
+    def count_rollout(self, rollout: Rollout, purpose: str = "train") -> None:
         """A rollout that ran (not one served from the cache), with what its model calls cost."""
-        self.add(rollouts=1, cache_misses=1)
+        self.add(rollouts=1, cache_misses=1, **{purpose: 1})
         self.model.add_spend(rollout.spend)
         if rollout.error is not None:
             self.record_error(rollout.error)
@@ -101,50 +111,65 @@ class Usage(Tally):
             self.errors, self.model = list(record.get("errors", [])), model
 
 
-COUNTERS = ("rollouts", "proposals", "failures", "cache_hits", "cache_misses")
+PURPOSES = ("train", "verify", "accept", "validate")
+COUNTERS = ("rollouts", "proposals", "failures", "cache_hits", "cache_misses", *PURPOSES)
+
+
+def view_key(rendered: Any, state: Mapping[str, str]) -> str:
+    """The cache key of the rollouts of `state`, rendered as `rendered`: a name for what they saw.
+    A rendering that is neither text nor a tree of files falls back to the state's hash."""
+    if isinstance(rendered, str):
+        return hashlib.sha256(rendered.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    if isinstance(rendered, Mapping):
+        return state_hash(rendered)
+    return state_hash(state)
 
 
 class Evaluator:
-    """Runs and scores states on tasks through a call pool, sharing one cache."""
+    """Runs and scores states on tasks through a call pool, sharing one cache. Every method takes
+    the `purpose` its rollouts are counted under."""
 
     def __init__(
         self, *, strategy: Strategy, run: RunFn, reward: RewardFn, pool: Executor, usage: Usage,
         timeout: float | None = None, journal: Callable[[str, Rollout], None] | None = None,
+        allowance: Allowance | None = None,
     ) -> None:
         self._timeout = timeout  # seconds a rollout may take before it is a failure (None: no limit)
-        self._journal = journal  # hears of every rollout that ran, with its state's hash (a resumable run keeps it)
+        self._journal = journal  # hears of every rollout that ran, with its view's key (a resumable run keeps it)
+        self._allowance = allowance  # asked before each rollout starts (None: no budget)
         self._strategy = strategy
         self._run = run
         self._reward = reward
         self._pool = pool
         self.usage = usage
-        self._cache: dict[str, dict[str, Future[Rollout]]] = {}  # state hash -> task id -> rollout
+        self._cache: dict[str, dict[str, Future[Rollout]]] = {}  # view key -> task id -> rollout
         self._lock = threading.Lock()
 
-    def rollouts(self, state: Mapping[str, str], tasks: Sequence[Task]) -> list[Rollout]:
-        return self.many([state], tasks)[0]
+    def rollouts(self, state: Mapping[str, str], tasks: Sequence[Task], purpose: str = "train") -> list[Rollout]:
+        return self.many([state], tasks, purpose)[0]
 
-    def rewards(self, states: Sequence[Mapping[str, str]], tasks: Sequence[Task]) -> list[list[float]]:
-        return self.score([(state, tasks) for state in states])
+    def rewards(self, states: Sequence[Mapping[str, str]], tasks: Sequence[Task], purpose: str = "train") -> list[list[float]]:
+        return self.score([(state, tasks) for state in states], purpose)
 
-    def score(self, jobs: Sequence[tuple[Mapping[str, str], Sequence[Task]]]) -> list[list[float]]:
+    def score(self, jobs: Sequence[tuple[Mapping[str, str], Sequence[Task]]], purpose: str = "accept") -> list[list[float]]:
         """Each state on its own tasks, all in flight at once; one row of rewards per job."""
-        rows = [self._submit_row(state, tasks) for state, tasks in jobs]
+        rows = [self._submit_row(state, tasks, purpose) for state, tasks in jobs]
         return [[f.result().reward for f in row] for row in rows]
 
-    def mean(self, state: Mapping[str, str], tasks: Sequence[Task]) -> float:
-        return mean_reward(self.score([(state, tasks)])[0])
+    def mean(self, state: Mapping[str, str], tasks: Sequence[Task], purpose: str = "validate") -> float:
+        return mean_reward(self.score([(state, tasks)], purpose)[0])
 
-    def many(self, states: Sequence[Mapping[str, str]], tasks: Sequence[Task]) -> list[list[Rollout]]:
+    def many(self, states: Sequence[Mapping[str, str]], tasks: Sequence[Task], purpose: str = "train") -> list[list[Rollout]]:
         """Every state on every task, all in flight at once; rows follow `states`."""
-        return [[f.result() for f in row] for row in self.submit(states, tasks)]
+        return [[f.result() for f in row] for row in self.submit(states, tasks, purpose)]
 
-    def submit(self, states: Sequence[Mapping[str, str]], tasks: Sequence[Task]) -> list[list[Future[Rollout]]]:
+    def submit(self, states: Sequence[Mapping[str, str]], tasks: Sequence[Task],
+               purpose: str = "train") -> list[list[Future[Rollout]]]:
         """Start every state on every task (cached ones are not re-run) without waiting."""
-        return [self._submit_row(state, tasks) for state in states]
+        return [self._submit_row(state, tasks, purpose) for state in states]
 
     def preload(self, rollouts: Sequence[tuple[str, Rollout]]) -> None:
-        """Put rollouts an earlier process of this run measured (state hash, rollout) in the cache."""
+        """Put rollouts an earlier process of this run measured (view key, rollout) in the cache."""
         with self._lock:
             for key, rollout in rollouts:
                 future: Future[Rollout] = Future()
@@ -153,32 +178,40 @@ class Evaluator:
 
     def known(self, state: Mapping[str, str]) -> dict[str, float]:
         """The rewards of `state` measured so far, by task id, without running anything."""
+        key, _ = self._view(state)
         with self._lock:
-            futures = dict(self._cache.get(state_hash(state), {}))
+            futures = dict(self._cache.get(key, {}))
         return {task_id: f.result().reward for task_id, f in futures.items() if f.done() and not f.exception()}
 
-    def _submit_row(self, state: Mapping[str, str], tasks: Sequence[Task]) -> list[Future[Rollout]]:
-        key, rendered = state_hash(state), None
+    def _view(self, state: Mapping[str, str]) -> tuple[str, Any]:
+        """What a rollout on `state` sees (the rendered artifact), and the cache key naming it."""
+        rendered = self._strategy.render(state)
+        return view_key(rendered, state), rendered
+
+    def _submit_row(self, state: Mapping[str, str], tasks: Sequence[Task], purpose: str) -> list[Future[Rollout]]:
+        key, rendered = self._view(state)
         futures, hits = [], 0
-        with self._lock:
-            row = self._cache.setdefault(key, {})
-            for task in tasks:
-                future = row.get(task.id)
-                if future is None:
-                    if rendered is None:  # once per state, and only when something is to be run
-                        rendered = self._strategy.render(state)
-                    future = self._pool.submit(roll_out, self._run, self._reward, rendered, task, self._timeout,
-                                               then=functools.partial(self._counted, key))
-                    row[task.id] = future
-                else:
-                    hits += 1
-                futures.append(future)
-        if hits:
-            self.usage.add(cache_hits=hits)
+        try:
+            with self._lock:
+                row = self._cache.setdefault(key, {})
+                for task in tasks:
+                    future = row.get(task.id)
+                    if future is None:
+                        if self._allowance is not None:
+                            self._allowance.take()  # raises BudgetSpent: nothing past the budget starts
+                        future = self._pool.submit(roll_out, self._run, self._reward, rendered, task, self._timeout,
+                                                   then=functools.partial(self._counted, key, purpose))
+                        row[task.id] = future
+                    else:
+                        hits += 1
+                    futures.append(future)
+        finally:
+            if hits:
+                self.usage.add(cache_hits=hits)
         return futures
 
-    def _counted(self, key: str, rollout: Rollout) -> Rollout:
-        self.usage.count_rollout(rollout)
+    def _counted(self, key: str, purpose: str, rollout: Rollout) -> Rollout:
+        self.usage.count_rollout(rollout, purpose)
         if self._journal is not None:
             self._journal(key, rollout)
         return rollout

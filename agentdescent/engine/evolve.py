@@ -13,6 +13,7 @@ from pathlib import Path
 
 from agentdescent import events as ev
 from agentdescent.artifacts.strategies import AppendRules, Strategy
+from agentdescent.engine.budget import Allowance
 from agentdescent.engine.cancel import CancelToken
 from agentdescent.engine.checkpoint import RunFiles, fingerprint
 from agentdescent.engine.evaluation import Evaluator, RewardFn, RunFn, Usage
@@ -20,6 +21,7 @@ from agentdescent.engine.executors import EXECUTORS, ThreadExecutor, make_execut
 from agentdescent.engine.loop import Loop, Shape
 from agentdescent.engine.sampling import AcceptanceSamples, Sampler
 from agentdescent.engine.stopping import stop_rules
+from agentdescent.engine.validation import Validator
 from agentdescent.engine.worker import ProposeFn, Worker, WorkerConfig
 from agentdescent.errors import Cancelled, UserError
 from agentdescent.governance import Governance, Layer
@@ -124,10 +126,15 @@ def evolve(
                    max_concurrency=max_concurrency, parallel=parallel, executor=executor,
                    lag_budget=lag_budget, target_reward=target_reward, max_calls=max_calls, max_tokens=max_tokens,
                    rollout_timeout=rollout_timeout)
+    if max_calls is not None and max_calls < len(held_out):
+        raise UserError(f"max_calls={max_calls} cannot cover measuring the artifact on its {len(held_out)} held-out "
+                        f"tasks, which every run does first; give max_calls of at least {len(held_out)} plus what "
+                        f"the rounds need (agentdescent plan quotes it), or hold fewer tasks out (held_out_frac)")
     ledger = Ledger(store if store is not None else tempfile.mkdtemp(prefix=TEMPORARY_LEDGER_PREFIX))
     files = RunFiles(ledger.path)
     governance = Governance.of(strategy, blast_radius)
     usage = Usage()
+    allowance = Allowance(usage, max_calls=max_calls, max_tokens=max_tokens)
     calls = make_executor(executor, max_concurrency or min(128, max(32, 4 * n_workers)), name="agentdescent-call")
     workers = ThreadExecutor(n_workers, name="agentdescent-worker")
     if cancel is not None:
@@ -135,23 +142,25 @@ def evolve(
     result: EvolveResult | None = None
     try:
         evaluator = Evaluator(strategy=strategy, run=run, reward=reward, pool=calls, usage=usage, timeout=rollout_timeout,
-                              journal=files.record)
+                              journal=files.record, allowance=allowance)
         aggregator = (aggregator_factory or Aggregator)(
             ledger=ledger, artifact_id=artifact_id, governance=governance, policies=policies,
             train=train, score=evaluator.score, lag_budget=lag_budget, oracle=held_out, approve=approve,
-            # a fused candidate is likely to land: start its held-out evaluation beside its test
-            on_candidate=lambda state: evaluator.submit([state], held_out),
+            known=evaluator.known,
         )
         worker = Worker(
             strategy=strategy, propose=propose, evaluator=evaluator, calls=calls, policies=policies,
             config=WorkerConfig(artifact_id=artifact_id, self_verify=self_verify, cheap_eval_tasks=cheap_eval_tasks,
                                 timeout=rollout_timeout),
+            allowance=allowance,
         )
         loop = Loop(
             ledger=ledger, artifact_id=artifact_id, strategy=strategy, held_out=held_out, evaluator=evaluator,
             aggregator=aggregator, worker=worker, pool=workers,
             sampler=Sampler(policy=policies.task_sampler, train=train, seed=seed, scouts=policies.proposal.scouts),
-            samples=AcceptanceSamples(policy=policies.acceptance, train=train, seed=seed), promotion=policies.promotion,
+            samples=AcceptanceSamples(policy=policies.acceptance, train=train, seed=seed),
+            validator=Validator(evaluator=evaluator, held_out=held_out, train_ids=frozenset(t.id for t in train),
+                                schedule=policies.validation, promotion=policies.promotion, target=target_reward),
             shape=Shape(rounds=rounds, n_workers=n_workers, asynchronous=asynchronous, seed=seed),
             stop_rules=stop_rules(target_reward=target_reward, patience=patience, max_calls=max_calls,
                                   max_tokens=max_tokens),

@@ -19,20 +19,22 @@ from dataclasses import dataclass, field
 
 from agentdescent import events as ev
 from agentdescent.agents.base import ModelUsage, metering
+from agentdescent.artifacts.state import State
 from agentdescent.artifacts.strategies import Strategy
+from agentdescent.engine.budget import BudgetSpent
 from agentdescent.engine.cancel import CancelToken
-from agentdescent.engine.checkpoint import Checkpoint, RunFiles, committed_rounds
+from agentdescent.engine.checkpoint import Checkpoint, RunFiles, committed_rounds, seed_artifact
 from agentdescent.engine.dispatch import Dispatcher
 from agentdescent.engine.evaluation import Evaluator
 from agentdescent.engine.executors import Executor
 from agentdescent.engine.sampling import AcceptanceSamples, Sampler
-from agentdescent.engine.stopping import Progress, StopRule, stop_reason
+from agentdescent.engine.stopping import Patience, Progress, StopRule, stop_reason
+from agentdescent.engine.validation import Validator
 from agentdescent.engine.worker import Turn, Worker, WorkerReport
-from agentdescent.errors import Cancelled, HeadMoved, LedgerError, UserError
+from agentdescent.errors import Cancelled, LedgerError, UserError
 from agentdescent.ledger import Ledger
 from agentdescent.result import EvolveResult, StepRecord
 from agentdescent.step import Aggregator, StepReport
-from agentdescent.step.policies import PromotionPolicy
 from agentdescent.types import Diff, Outcome, Task
 
 
@@ -60,7 +62,7 @@ class Loop:
     pool: Executor
     sampler: Sampler
     samples: AcceptanceSamples
-    promotion: PromotionPolicy
+    validator: Validator
     shape: Shape
     stop_rules: Sequence[StopRule]
     emit: Callable[[ev.Event], None]
@@ -77,6 +79,7 @@ class Loop:
         self.dispatcher = Dispatcher(pool=self.pool, work=self.worker.work, make_turns=self._turns)
         self._initial = (0, 0.0)  # (version, held-out reward) the run started from
         self._next_round = 0  # the first round not yet done: where a resumed run goes on
+        self._validated = -1  # the last version measured on the held-out set
 
     def run(self) -> EvolveResult:
         existed = self.ledger.has_artifact(self.artifact_id, self.ledger.head())
@@ -99,18 +102,24 @@ class Loop:
             self._begin() if saved is None else self._measured_start()
         except Cancelled as exc:
             return self._result(_cancelled(exc), "cancelled")
+        except BudgetSpent as exc:
+            return self._result(f"stopped before the first round: {exc}", None)
         first = self._next_round
         error = None
         try:
             if head != self.ledger.stable():
                 self._validate(head, round_=-1)
             reason = self._rounds(first)
+            if self.ledger.head() != self._validated:  # the last commits are measured before the run ends
+                self._validate(self.ledger.head(), round_=self._next_round - 1)
         except UserError as exc:  # the caller's contract broken mid-run: stop, keep what was done
             reason, error = f"stopped by an error: {exc}", str(exc)
         except KeyboardInterrupt:
             reason, error = "interrupted (Ctrl-C)", "interrupted"
         except Cancelled as exc:
             reason, error = _cancelled(exc), "cancelled"
+        except BudgetSpent as exc:  # a cap, not an error: keep what was committed
+            reason = f"stopped: {exc}; every commit so far is kept"
         except (OSError, LedgerError) as exc:  # the store's disk is full or read-only: stop, keep the ledger
             said = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             reason = f"stopped: cannot write the run's files ({said}); free some space, then run again"
@@ -143,8 +152,8 @@ class Loop:
         """A new run: measure where it starts, and checkpoint that, so a kill from here on resumes."""
         self.files.reset()
         start = self.ledger.stable()
-        self._initial = (start, self._held_out(start))
-        self.progress.best = self._initial[1]
+        self._initial = (start, self.validator.whole(self._state(start)))
+        self.progress.best, self._validated = self._initial[1], start
         self._save(finished=False)
         self._measured_start()
 
@@ -237,7 +246,7 @@ class Loop:
         for round_ in range(first, rounds):
             if self.cancel is not None:
                 self.cancel.check()
-            stop = stop_reason(self.stop_rules, self.progress, usage)
+            stop = self._stop_reason(round_)
             if stop:
                 self._abandon(round_, stop)
                 return stop
@@ -248,7 +257,7 @@ class Loop:
             last = round_ == rounds - 1
             if last:
                 self.dispatcher.stop()
-            self._step(round_, self.dispatcher.collect(wait_all=last or not asynchronous))
+            self._step(round_, self._collect(round_, wait_all=last or not asynchronous))
             self.progress.round_calls, self.progress.round_tokens = usage.calls - calls, usage.tokens - tokens
             self._warn_if_all_failed()
             self._next_round = round_ + 1
@@ -261,10 +270,10 @@ class Loop:
         head = self.ledger.head()
         state = self.ledger.snapshot(self.artifact_id, head)
         deals = self.sampler.deal(count, first, self.evaluator.known(state))
-        sample, seed = self.samples.of(head), self.shape.seed
+        seed = self.shape.seed
         return [
             Turn(worker=f"w{(first + i) % self.shape.n_workers}", version=head, state=state, batch=deal.batch,
-                 spares=deal.spares, sample=sample, rng=random.Random(f"{seed}:turn:{first + i}"))
+                 spares=deal.spares, rng=random.Random(f"{seed}:turn:{first + i}"))
             for i, deal in enumerate(deals)
         ]
 
@@ -282,9 +291,14 @@ class Loop:
             self.sampler.note(self.evaluator.known(state))
         diffs: list[Diff] = [d for r in reports for d in r.diffs]
         early: list[Outcome] = [o.model_copy(update={"step": round_}) for r in reports for o in r.outcomes]
-        with metering(ModelUsage()) as meter:  # calls the step makes here itself (a fusion model, say)
-            report = self.aggregator.step(diffs, round_, sample=self.samples.of(self.ledger.head()))
-        self.evaluator.usage.model.add_spend(meter.spent())
+        try:
+            with metering(ModelUsage()) as meter:  # calls the step makes here itself (a fusion model, say)
+                report = self.aggregator.step(diffs, round_, sample=self.samples.of(self.ledger.head()))
+        except BudgetSpent as spent:
+            self._unjudged(round_, early, diffs, f"the run stopped before this diff was judged: {spent}")
+            raise
+        finally:
+            self.evaluator.usage.model.add_spend(meter.spent())
         by_id = {d.id: d for d in diffs}
         for outcome in early + report.outcomes:
             self.outcomes.append(outcome)
@@ -293,32 +307,67 @@ class Loop:
         if report.version is not None:
             landed = tuple(o.diff_id for o in report.outcomes if o.version is not None)
             self.emit(ev.Committed(round=round_, version=report.version, diff_ids=landed))
-            held_out, promoted = self._validate(report.version, round_)
+        head = self.ledger.head()
+        if head != self._validated and self.validator.due(self._state(head), leads=len(self.sampler.leads)):
+            held_out, promoted = self._validate(head, round_)
         else:
             self.progress.since_gain += 1
         self._record(round_, report, early, diffs, held_out, promoted)
 
-    def _validate(self, version: int, round_: int) -> tuple[float, bool]:
-        """The held-out reward of `version`; `stable` moves to it when the promotion policy says so."""
-        reward, progress = self._held_out(version), self.progress
-        promoted = self.promotion(progress.best, reward) and self.ledger.promote(version)  # False: stable is past it
-        if promoted:
+    def _validate(self, version: int, round_: int) -> tuple[float | None, bool]:
+        """Measure `version` on the held-out set (as far as it matters: `Validator.measure`);
+        `stable` moves to it when the promotion policy says so. (Its reward or None, promoted.)"""
+        progress = self.progress
+        reward, whole = self.validator.measure(self._state(version), progress.best)
+        self._validated = version
+        promoted = whole and self.validator.promotion(progress.best, reward) and self.ledger.promote(version)
+        if promoted:  # False too when another run moved stable past it
             progress.best, progress.since_gain = reward, 0
         else:
             progress.since_gain += 1
         self.emit(ev.Evaluated(round=round_, version=version, held_out_reward=reward, promoted=promoted,
-                               best_reward=progress.best))
-        return reward, promoted
+                               best_reward=progress.best, partial=not whole))
+        return (reward if whole else None), promoted
+
+    def _stop_reason(self, round_: int) -> str | None:
+        """Why the run stops before `round_`; patience is asked only once dev's last commits are measured."""
+        usage, head = self.evaluator.usage, self.ledger.head()
+        stop = stop_reason(self.stop_rules, self.progress, usage)
+        if stop and head != self._validated and any(isinstance(rule, Patience) for rule in self.stop_rules):
+            self._validate(head, round_ - 1)
+            stop = stop_reason(self.stop_rules, self.progress, usage)
+        return stop
+
+    def _collect(self, round_: int, *, wait_all: bool) -> list[WorkerReport]:
+        """The round's reports; when a turn ran out of budget, its diffs and theirs get an outcome and the run stops."""
+        reports = self.dispatcher.collect(wait_all=wait_all)
+        spent = next((r.spent for r in reports if r.spent), None)
+        if spent is None:
+            return reports
+        early = [o.model_copy(update={"step": round_}) for r in reports for o in r.outcomes]
+        self._unjudged(round_, early, [d for r in reports for d in r.diffs],
+                       f"the run stopped before this diff was judged: {spent}")
+        raise BudgetSpent(spent)
+
+    def _unjudged(self, round_: int, early: list[Outcome], diffs: list[Diff], reason: str) -> None:
+        for outcome in early + [Outcome(diff_id=d.id, kind="dropped_stale", step=round_, author=d.author, reason=reason)
+                                for d in diffs]:
+            self.outcomes.append(outcome)
+            self.emit(ev.DiffOutcome(round=round_, outcome=outcome, diff=next((d for d in diffs if d.id == outcome.diff_id), None)))
 
     def _final_reward(self, stable: int, *, measure: bool) -> float:
-        """The held-out reward of `stable`: this run's best, unless another run on the store moved
-        `stable` on; a stopped run does not spend calls to find out."""
+        """The held-out reward of `stable` (measured whole when it was promoted, so from the cache,
+        unless another run on the store moved `stable` on); a stopped run does not spend calls to
+        find out."""
         if not measure:
             return self.progress.best
-        return self._held_out(stable)
+        try:
+            return self.validator.whole(self._state(stable))
+        except BudgetSpent:
+            return self.progress.best
 
-    def _held_out(self, version: int) -> float:
-        return self.evaluator.mean(self.ledger.snapshot(self.artifact_id, version), self.held_out)
+    def _state(self, version: int) -> State:
+        return self.ledger.snapshot(self.artifact_id, version)
 
     def _record(self, round_: int, report: StepReport, early: list[Outcome], diffs: list[Diff],
                 held_out: float | None, promoted: bool) -> None:
@@ -336,22 +385,3 @@ class Loop:
 
 def _cancelled(exc: Cancelled) -> str:
     return "cancelled" if str(exc) in ("", "cancelled") else f"cancelled ({exc})"
-
-
-def seed_artifact(ledger: Ledger, artifact_id: str, strategy: Strategy) -> int:
-    """Head, once the ledger holds the artifact and `stable` has a version of it.
-
-    The strategy's initial state is committed when the ledger lacks the artifact; a process
-    seeding the same store at the same time is no error (the later one takes the other's seed).
-    A `stable` left before the artifact existed (a kill between the seed and its promotion) moves
-    to the first version that has it."""
-    while not ledger.has_artifact(artifact_id, head := ledger.head()):
-        try:
-            ledger.commit(artifact_id, strategy.initial_state(), expected_version=head,
-                          message=f"seed {artifact_id}", trailers={"Round": "seed"})
-        except HeadMoved:
-            continue  # another writer moved dev first: look again
-    stable = ledger.stable()
-    if not ledger.has_artifact(artifact_id, stable):
-        ledger.promote(next(v for v in range(stable + 1, head + 1) if ledger.has_artifact(artifact_id, v)))
-    return head

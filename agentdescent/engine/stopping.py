@@ -1,8 +1,8 @@
 """When a run stops early: each rule a small object that reads the run's progress and says why.
 
-`rounds` is not a rule here: the loop runs at most that many. A budget rule stops the run before
-a round the last round's cost says it would not cover, so a run passes a budget only when one
-round costs more than the one before.
+`rounds` is not a rule here: the loop runs at most that many. A budget rule stops the run between
+rounds once the budget is spent; inside a round the run's allowance (`budget`) keeps any call
+from starting past it.
 """
 
 from __future__ import annotations
@@ -51,16 +51,17 @@ class Patience:
 
 @dataclass(frozen=True)
 class Budget:
-    """At most `limit` model calls or tokens, whichever `unit` says."""
+    """At most `limit` model calls or tokens, whichever `unit` says. This rule ends the run between
+    rounds once the budget is spent; inside a round the run's `Allowance` refuses to start a call
+    past it."""
 
     unit: Literal["calls", "tokens"]
     limit: int
 
     def __call__(self, progress: Progress, usage: Usage) -> str | None:
-        spent, last_round = getattr(usage, self.unit), getattr(progress, f"round_{self.unit}")
-        if spent + max(last_round, 1) > self.limit:
-            return (f"the {self.unit[:-1]} budget would not cover another round ({spent} spent, the last round "
-                    f"took {last_round}, max_{self.unit}={self.limit})")
+        spent = getattr(usage, self.unit)
+        if spent >= self.limit:
+            return f"the {self.unit[:-1]} budget is spent ({spent} of max_{self.unit}={self.limit})"
         return None
 
 

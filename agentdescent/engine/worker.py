@@ -14,10 +14,11 @@ from typing import Any, Protocol
 
 from agentdescent.artifacts.state import apply
 from agentdescent.artifacts.strategies import InvalidProposal, State, Strategy
+from agentdescent.engine.budget import Allowance, BudgetSpent
 from agentdescent.engine.evaluation import Evaluator
 from agentdescent.engine.executors import Executor
 from agentdescent.engine.units import Reflection, reflect
-from agentdescent.step.policies import Policies, acceptance_set
+from agentdescent.step.policies import Policies
 from agentdescent.step.stats import mean_reward
 from agentdescent.types import Diff, EvidenceCard, Outcome, Rollout, Task
 
@@ -36,22 +37,21 @@ class ProposeFn(Protocol):
 class WorkerConfig:
     artifact_id: str
     self_verify: bool = True
-    # None: verify on what the aggregator will judge the diff on (its evidence plus the snapshot's
-    # acceptance sample), so that it finds those scores cached;
-    # an int k: verify on k tasks of the worker's own minibatch (its failures first), cheaply.
+    # None: verify on the failures the diff was made from, which is where the aggregator's test
+    # looks for its gain first (and finds the scores cached);
+    # an int k: verify on k tasks of the worker's own minibatch (its failures first).
     cheap_eval_tasks: int | None = None
     timeout: float | None = None  # seconds a call of propose may take (None: no limit)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Turn:
-    """One unit of a worker's work: a snapshot, a minibatch, and the snapshot's acceptance sample."""
+    """One unit of a worker's work: a snapshot and a minibatch."""
 
     worker: str
     version: int
     state: State
     batch: list[Task]
-    sample: list[Task]  # the acceptance sample of `version`, which the step judges diffs made on it by
     rng: random.Random
     spares: list[list[Task]] = field(default_factory=list)  # to scout with when `batch` has nothing
 
@@ -61,6 +61,7 @@ class WorkerReport:
     turn: Turn
     diffs: list[Diff]
     outcomes: list[Outcome] = field(default_factory=list)  # proposals that never became a diff
+    spent: str | None = None  # the turn stopped because a budget ran out (why); its diffs are unverified
 
 
 @dataclass(kw_only=True)
@@ -71,8 +72,18 @@ class Worker:
     calls: Executor
     policies: Policies
     config: WorkerConfig
+    allowance: Allowance | None = None  # asked before each reflection starts
 
     def work(self, turn: Turn) -> WorkerReport:
+        """Roll out, reflect and verify; a turn that runs out of budget hands back what it made."""
+        made: list[Diff] = []
+        outcomes: list[Outcome] = []
+        try:
+            return self._work(turn, made, outcomes)
+        except BudgetSpent as spent:
+            return WorkerReport(turn=turn, diffs=made, outcomes=outcomes, spent=str(spent))
+
+    def _work(self, turn: Turn, diffs: list[Diff], outcomes: list[Outcome]) -> WorkerReport:
         rollouts = self.evaluator.rollouts(turn.state, turn.batch)
         chosen = self.policies.proposal(rollouts)
         if not chosen and turn.spares:  # nothing to learn from: scout the spare minibatches, all at once
@@ -81,8 +92,11 @@ class Worker:
             chosen = self.policies.proposal(rollouts)
         groups = [chosen] if chosen and callable(getattr(self.propose, "batch", None)) else [[r] for r in chosen]
         rendered = self.strategy.render(turn.state)
-        pending = [self.calls.submit(reflect, self.propose, rendered, group, self.config.timeout) for group in groups]
-        diffs, outcomes = [], []
+        pending = []
+        for group in groups:
+            if self.allowance is not None:
+                self.allowance.take()
+            pending.append(self.calls.submit(reflect, self.propose, rendered, group, self.config.timeout))
         for group, future in zip(groups, pending):
             reflection = future.result()
             self.evaluator.usage.count_reflection(reflection)
@@ -93,7 +107,7 @@ class Worker:
             elif made is not None:
                 outcomes.append(Outcome(diff_id=diff_id, kind=made[0], reason=made[1], author=turn.worker))
         if self.config.self_verify and diffs:
-            diffs = self._verify(diffs, turn, rollouts)
+            diffs[:] = self._verify(diffs, turn, rollouts)
         return WorkerReport(turn=turn, diffs=diffs, outcomes=outcomes)
 
     def _diff(
@@ -122,7 +136,7 @@ class Worker:
         for diff in diffs:
             tasks = self._verification_tasks(diff, turn, rollouts)
             patched = apply(turn.state, {e.key: e.after for e in diff.edits})
-            pending.append((diff, tasks, self.evaluator.submit([turn.state, patched], tasks)))
+            pending.append((diff, tasks, self.evaluator.submit([turn.state, patched], tasks, "verify")))
         verified = []
         for diff, tasks, (before, after) in pending:
             card = diff.evidence.model_copy(update={
@@ -136,6 +150,6 @@ class Worker:
     def _verification_tasks(self, diff: Diff, turn: Turn, rollouts: Sequence[Rollout]) -> list[Task]:
         own = set(diff.evidence.task_ids)
         if self.config.cheap_eval_tasks is None:
-            return acceptance_set([r.task for r in rollouts if r.task.id in own], turn.sample)
+            return list({r.task.id: r.task for r in rollouts if r.task.id in own}.values())
         ordered = sorted(rollouts, key=lambda r: r.task.id not in own)
         return [r.task for r in ordered][: self.config.cheap_eval_tasks]

@@ -19,8 +19,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agentdescent import events as ev
-from agentdescent.artifacts.state import state_hash
 from agentdescent.engine.checkpoint import RunFiles
+from agentdescent.engine.evaluation import view_key
 from agentdescent.engine.evolve import split_tasks
 from agentdescent.errors import UserError
 from agentdescent.ledger import Ledger
@@ -118,7 +118,7 @@ def show(store: RunStore, run_id: str, *, rejected: int | None = SHOWN_REJECTED)
     return Shown(run_id=run.id, state=status.state, target=status.target, diff=unified(before, after),
                  files_changed=changed, initial_reward=status.initial_reward, final_reward=final, version=version,
                  committed=committed, rejected=refused[:rejected], rejected_total=len(refused),
-                 worst_rollouts=_worst(run, state), pending_approval=pending, next=nxt)
+                 worst_rollouts=_worst(run, after, state), pending_approval=pending, next=nxt)
 
 
 def accept(store: RunStore, run_id: str, *, dry_run: bool = False) -> Accepted:
@@ -251,13 +251,13 @@ def _events(run: RunDir) -> list[ev.Event]:
     return found
 
 
-def _worst(run: RunDir, state: dict[str, str] | None, limit: int = 5) -> list[RolloutView]:
+def _worst(run: RunDir, rendered: Any, state: dict[str, str] | None, limit: int = 5) -> list[RolloutView]:
     """The lowest-reward rollouts of the best version, from the rollout journal."""
     if state is None:
         return []
     spec, tasks = run.spec(), run.tasks()
     _, held = split_tasks(tasks, spec.held_out_frac, random.Random(f"{spec.seed}:split"))
-    held_ids, key = {t.id for t in held}, state_hash(state)
+    held_ids, key = {t.id for t in held}, view_key(rendered, state)
     mine = [r for k, r in RunFiles(run.ledger).rollouts({t.id: t for t in tasks}) if k == key]
     mine.sort(key=lambda r: (r.reward, r.task.id not in held_ids))
     return [RolloutView(task_id=r.task.id, held_out=r.task.id in held_ids, reward=r.reward,

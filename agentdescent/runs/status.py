@@ -85,7 +85,8 @@ class StatusTracker:
                 self.update(initial_reward=event.held_out_reward, stable_version=event.version)
                 s = self.status
             stable = event.version if event.promoted else s.stable_version
-            self.update(last_held_out=event.held_out_reward, best_reward=event.best_reward, stable_version=stable)
+            last = s.last_held_out if event.partial else event.held_out_reward  # a partial one is only a bound
+            self.update(last_held_out=last, best_reward=event.best_reward, stable_version=stable)
         elif isinstance(event, ev.RoundEnded):
             self.update(now=False, round=event.round + 1, calls=event.calls,
                         message=f"round {event.round + 1} of {s.rounds} done")

@@ -1,16 +1,31 @@
-"""Accept: the statistical test of the optimizer step. Each component, then their fusion, against head."""
+"""Accept: the statistical test of the optimizer step, as sequential group testing.
+
+1. Evidence first. Each component is scored against head on the failures its diffs were made
+   from; the worker's self-verification measured exactly these, so they come from the cache. One
+   that fixes none of them goes no further.
+2. The fusion, then bisection. The fusion of every surviving (L2) component is probed against
+   head in waves, on tasks head passes (where harm shows), only while the policy's decision is
+   open. A task it breaks is traced to its culprits by splitting the components (`bisect`, one
+   rollout a question); each culprit group is judged alone, on what it fixes against what it
+   breaks, and leaves unless that passes the bar; the fusion of the rest is checked again on the
+   tasks that moved. So a round of good diffs costs one sample however many workers sent them.
+3. The paired test of the fusion on its evidence and its probes (`AcceptancePolicy.__call__`).
+
+A gated (L1) component is judged alone at the stricter bar on its evidence and a full sample,
+then by the oracle and the approver (`gate`), before it joins the fusion.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import NamedTuple
+from dataclasses import dataclass, field
 
 from agentdescent.artifacts.state import State, apply
 from agentdescent.governance import Governance
+from agentdescent.step.bisect import culprits, search_all
 from agentdescent.step.changes import Component
 from agentdescent.step.gate import Approve, GatedChange, Scorer, approval, oracle_gate
-from agentdescent.step.policies import Policies, Verdict, acceptance_set
+from agentdescent.step.policies import Policies, Verdict
 from agentdescent.step.stats import mean_reward
 from agentdescent.types import Task
 
@@ -28,110 +43,293 @@ class Acceptance:
 @dataclass(frozen=True, kw_only=True)
 class Judge:
     """What the step judges candidates with: the scorer, the policies and governance, the train tasks
-    by id, the oracle set and approver for gated (L1) changes, and who hears of a fused candidate
-    just before its test (so that work on it, the engine's held-out evaluation, runs in that wave)."""
+    by id, what is already known of a state's rewards (the evaluation cache), and the oracle set
+    and approver for gated (L1) changes."""
 
     score: Scorer
     policies: Policies
     governance: Governance
     train: Mapping[str, Task]
+    known: Callable[[State], Mapping[str, float]] = lambda state: {}
     oracle: Sequence[Task] = ()
     approve: Approve | None = None
-    on_candidate: Callable[[State], None] | None = None
 
 
-def accept(components: Sequence[Component], head_state: State, sample: Sequence[Task], judge: Judge) -> Acceptance:
-    """Score each component against head on its own evidence plus head's `sample`, then the
-    fusion of those that pass on all their evidence plus the sample; keep the fusion if it passes
-    too, else only the single best component. A gated (L1) component, and a fusion holding one,
-    must also pass the oracle gate and the approver."""
+@dataclass(kw_only=True)
+class _Candidate:
+    """Components fused into one state, and its rewards so far by task id."""
+
+    parts: list[Component]
+    state: State
+    rewards: dict[str, float] = field(default_factory=dict)
+
+
+class _Step:
+    """One step's test: head's rewards measured once and shared by every candidate."""
+
+    def __init__(self, head_state: State, probes: Sequence[Task], judge: Judge) -> None:
+        self.head_state, self.probes, self.judge = head_state, list(probes), judge
+        self.policy = judge.policies.acceptance
+        self.head: dict[str, float] = dict(judge.known(head_state))
+        self.rejected: dict[str, str] = {}
+        self.answers: dict[tuple[tuple[int, ...], str], float] = {}  # (a subset of parts, task id) -> its reward
+        self.charged: dict[tuple[int, ...], list[str]] = {}  # a culprit group -> the tasks it broke so far
+
+    def score(self, jobs: Sequence[tuple[State, Sequence[Task]]]) -> list[list[float]]:
+        """Head on every task of the jobs beside the jobs themselves, in one wave (head is cached)."""
+        tasks = list({t.id: t for _, ts in jobs for t in ts}.values())
+        head_row, *rows = self.judge.score([(self.head_state, tasks), *jobs])
+        self.head.update(zip((t.id for t in tasks), head_row))
+        return rows
+
+    def reject(self, parts: Sequence[Component], reason: str) -> None:
+        for comp in parts:
+            for c in comp.changes:
+                self.rejected[c.diff.id] = reason
+
+    def next_wave(self, taken: set[str]) -> list[Task]:
+        """Probes not yet taken: `fresh` that head has not been measured on, the rest among those it
+        passes (where harm shows), then other unmeasured ones; tasks head fails come last, since
+        there a candidate can only gain."""
+        free = [t for t in self.probes if t.id not in taken]
+        unknown = [t for t in free if t.id not in self.head]
+        passing = [t for t in free if self.head.get(t.id, 0.0) > 0.0]
+        failing = [t for t in free if self.head.get(t.id, 1.0) <= 0.0]
+        picked = {t.id for t in unknown[: self.policy.fresh]}
+        ordered = unknown[: self.policy.fresh] + passing + [t for t in unknown if t.id not in picked] + failing
+        return ordered[: self.policy.wave]
+
+    def fails_at_head(self, task: Task) -> bool:
+        return self.head.get(task.id, 1.0) <= 0.0
+
+
+def accept(components: Sequence[Component], head_state: State, probes: Sequence[Task], judge: Judge) -> Acceptance:
+    """Judge the step's components against head (see the module's docstring); `probes` is head
+    version's probe order (`AcceptancePolicy.sample`)."""
     if not components:
         return Acceptance(accepted=[], rejected={}, candidate=head_state, head_reward=None, candidate_reward=None)
-    policies, governance = judge.policies, judge.governance
-    sets = [acceptance_set(_evidence(comp, judge.train), sample) for comp in components]
-    union = acceptance_set([t for tasks in sets for t in tasks], sample)
-    jobs = [(head_state, union)] + [(apply(head_state, comp.after), tasks) for comp, tasks in zip(components, sets)]
-    rows = judge.score(jobs)  # one wave: head on every task any candidate needs, each candidate on its own
-    head = dict(zip((t.id for t in union), rows[0]))
-    scored = []
-    for comp, tasks, row in zip(components, sets, rows[1:]):
-        head_row = [head[t.id] for t in tasks]
-        scored.append(_Scored(comp, policies.acceptance(row, head_row, gated=governance.gated(comp.after)), row, head_row))
-    rejected = {
-        c.diff.id: f"rejected: {s.verdict.reason}" for s in scored if not s.verdict.accepted for c in s.component.changes
-    }
-    passing = _past_the_gate([s for s in scored if s.verdict.accepted], head_state, judge, rejected)
-    if not passing:
-        return Acceptance(accepted=[], rejected=rejected, candidate=head_state, head_reward=mean_reward(rows[0]), candidate_reward=None)
-    if len(passing) > 1:
-        fused = _fuse(head_state, [p.component for p in passing])
-        tasks = acceptance_set([t for p in passing for t in _evidence(p.component, judge.train)], sample)
-        if judge.on_candidate is not None:
-            judge.on_candidate(fused)
-        fused_row = judge.score([(fused, tasks)])[0]
-        head_row = [head[t.id] for t in tasks]
-        gated = any(governance.gated(p.component.after) for p in passing)
-        verdict = policies.acceptance(fused_row, head_row, gated=gated)
-        refused = oracle_gate([fused], head_state, judge.oracle, judge.score)[0] if gated and verdict.accepted else None
-        if verdict.accepted and refused is None:
-            return Acceptance(
-                accepted=[p.component for p in passing], rejected=rejected, candidate=fused,
-                head_reward=mean_reward(head_row), candidate_reward=mean_reward(fused_row), reason=verdict.reason,
-            )
-        passing = [_keep_best(passing, rejected, refused or verdict.reason)]
-    best = passing[0]
-    return Acceptance(
-        accepted=[best.component], rejected=rejected, candidate=apply(head_state, best.component.after),
-        head_reward=mean_reward(best.head), candidate_reward=mean_reward(best.rewards), reason=best.verdict.reason,
-    )
+    step = _Step(head_state, probes, judge)
+    evidence = _evidence(step, components)
+    alive = [comp for comp in components if comp in evidence]
+    gated = [comp for comp in alive if judge.governance.gated(comp.after)]
+    free = _fusion_test(step, [comp for comp in alive if comp not in gated], evidence)
+    passed = _gated_test(step, gated, evidence)
+    return _combine(step, free, passed, evidence)
 
 
-def _past_the_gate(passing: list[_Scored], head_state: State, judge: Judge, rejected: dict[str, str]) -> list[_Scored]:
-    """The passing components, less the gated ones the oracle or the approver turn down."""
-    gated = [s for s in passing if judge.governance.gated(s.component.after)]
+def _evidence(step: _Step, components: Sequence[Component]) -> dict[int, list[Task]]:
+    """id(component) -> its evidence tasks, for the components that fix at least one of them."""
+    tasks = [_evidence_tasks(comp, step.judge.train) for comp in components]
+    rows = step.score([(apply(step.head_state, comp.after), ts) for comp, ts in zip(components, tasks)])
+    kept: dict[int, list[Task]] = {}
+    for comp, ts, row in zip(components, tasks, rows):
+        fixed = [t.id for t, r in zip(ts, row) if r > step.head[t.id]]
+        if fixed:
+            kept[id(comp)] = ts
+        else:
+            step.reject([comp], f"rejected: fixes none of the {len(ts)} failures it was made from")
+    return _ById(kept)
+
+
+class _ById(dict):
+    """A dict keyed by the identity of components (they are not hashable), read with `in` and `[]`."""
+
+    def __contains__(self, comp: object) -> bool:
+        return super().__contains__(id(comp))
+
+    def __getitem__(self, comp: object) -> list[Task]:
+        return super().__getitem__(id(comp))
+
+
+def _fusion_test(step: _Step, parts: list[Component], evidence: _ById) -> _Candidate | None:
+    """The fusion of `parts` probed in waves, culprits of what it breaks bisected out; the candidate
+    that is left and its rewards, or None when nothing is."""
+    taken: set[str] = set()
+    judged: set[str] = set()  # broken tasks a culprit that passed its own test answers for
+    moved: set[str] = set()  # tasks where an earlier fusion differed from head
+    while parts:
+        cand = _Candidate(parts=parts, state=_fuse(step.head_state, parts))
+        # parts that do not interact are credited separately: where no earlier fusion moved, this one does not
+        cand.rewards = {i: step.head[i] for i in taken - moved}
+        tasks = _unique([t for comp in parts for t in evidence[comp]] + [step.judge.train[i] for i in taken & moved])
+        cand.rewards.update(zip((t.id for t in tasks), step.score([(cand.state, tasks)])[0]))
+        _probe(step, cand, taken, judged)
+        moved |= {i for i, r in cand.rewards.items() if r != step.head[i]}
+        broken = [i for i, r in cand.rewards.items() if r < step.head[i] and i not in judged]
+        if not broken:
+            return cand
+        guilty, cleared = _culprits(step, cand, broken)
+        judged |= cleared
+        parts = [comp for comp in parts if not any(comp is g for g in guilty)]
+    return None
+
+
+def _probe(step: _Step, cand: _Candidate, taken: set[str], judged: set[str]) -> None:
+    """Add waves of probes to `cand` while the harm decision is open and the cap allows."""
+    policy = step.policy
+    while True:
+        eligible = [i for i in taken if step.head[i] > 0.0 and i not in judged]
+        broken = sum(max(0.0, step.head[i] - cand.rewards[i]) for i in eligible)
+        if broken > 0 or policy.harm(len(eligible) - broken, broken, gated=False) is not None:
+            return
+        wave = step.next_wave(taken)[: policy.size - len(taken)]
+        if not wave or (all(step.fails_at_head(t) for t in wave) and len(cand.rewards) >= policy.min_tasks):
+            return  # nothing left that can show harm
+        cand.rewards.update(zip((t.id for t in wave), step.score([(cand.state, wave)])[0]))
+        taken.update(t.id for t in wave)
+
+
+def _culprits(step: _Step, cand: _Candidate, broken: list[str]) -> tuple[list[Component], set[str]]:
+    """Bisect each task `cand` breaks down to the groups of its parts that break it alone; judge
+    each group on what it fixes against what it breaks. The components that fail that, and the
+    broken tasks of the groups that pass it."""
+    train, parts, answers = step.judge.train, cand.parts, step.answers
+    answers.update({(tuple(id(c) for c in parts), i): cand.rewards[i] for i in broken})  # the whole set, measured
+
+    def ask(wave: list[tuple[str, list[Component]]]) -> list[bool]:
+        jobs: dict[tuple[int, ...], tuple[list[Component], list[Task]]] = {}
+        for task_id, subset in wave:
+            jobs.setdefault(tuple(id(c) for c in subset), (subset, []))[1].append(train[task_id])
+        rows = step.score([(_fuse(step.head_state, subset), ts) for subset, ts in jobs.values()])
+        for key, (_, ts), row in zip(jobs, jobs.values(), rows):
+            answers.update(((key, t.id), r) for t, r in zip(ts, row))
+        return [answers[(tuple(id(c) for c in subset), task_id)] < step.head[task_id] for task_id, subset in wave]
+
+    found = search_all({task_id: culprits(parts) for task_id in broken}, ask)
+    groups: dict[tuple[int, ...], list[Component]] = {}
+    for task_id, task_groups in found.items():
+        for group in task_groups:
+            key = tuple(id(c) for c in group)
+            groups[key] = group
+            step.charged.setdefault(key, []).append(task_id)  # with what it broke in earlier waves
+    guilty, cleared = [], set()
+    for key, group in groups.items():
+        tasks = step.charged[key]
+        verdict = _alone(step, group, key, tasks, answers)
+        if verdict.accepted:
+            cleared.update(tasks)
+            continue
+        guilty += group
+        shown = ", ".join(tasks[:5]) + (f" and {len(tasks) - 5} more" if len(tasks) > 5 else "")
+        what = "together with " + str(len(group) - 1) + " other diffs " if len(group) > 1 else ""
+        step.reject(group, f"rejected: {what}breaks {shown}, which head passes ({verdict.reason})")
+    return guilty, cleared
+
+
+def _alone(step: _Step, group: list[Component], key: tuple[int, ...], broken: list[str],
+           answers: Mapping[tuple[tuple[int, ...], str], float]) -> Verdict:
+    """A culprit group on its own: its evidence (for one component, measured in the evidence stage
+    and so cached) and the tasks it breaks."""
+    evidence = _unique([t for comp in group for t in _evidence_tasks(comp, step.judge.train)])
+    row = step.score([(_fuse(step.head_state, group), evidence)])[0]
+    candidate = row + [answers[(key, i)] for i in broken]
+    head = [step.head[t.id] for t in evidence] + [step.head[i] for i in broken]
+    return step.policy(candidate, head, gated=False)
+
+
+def _gated_test(step: _Step, gated: list[Component], evidence: _ById) -> list[Component]:
+    """The gated components that pass alone: the test at the stricter bar on their evidence and the
+    first `size` probes, then the oracle (no held-out task worse) and the approver."""
     if not gated:
-        return passing
-    failures = oracle_gate([apply(head_state, s.component.after) for s in gated], head_state, judge.oracle, judge.score)
-    turned_down = {}
-    for scored, failure in zip(gated, failures):
-        reason = failure or approval(_gated_change(scored, head_state, judge.oracle), judge.approve)
+        return []
+    probes = step.probes[: step.policy.size]
+    sets = [_unique([*evidence[comp], *probes]) for comp in gated]
+    rows = step.score([(apply(step.head_state, comp.after), ts) for comp, ts in zip(gated, sets)])
+    passing: list[tuple[Component, Verdict]] = []
+    for comp, ts, row in zip(gated, sets, rows):
+        verdict = step.policy(row, [step.head[t.id] for t in ts], gated=True)
+        if verdict.accepted:
+            passing.append((comp, verdict))
+        else:
+            step.reject([comp], f"rejected: {verdict.reason}")
+    judge = step.judge
+    failures = oracle_gate([apply(step.head_state, comp.after) for comp, _ in passing], step.head_state,
+                           judge.oracle, judge.score)
+    passed = []
+    for (comp, verdict), failure in zip(passing, failures):
+        reason = failure or approval(_gated_change(comp, verdict, step.head_state, judge.oracle), judge.approve)
         if reason:
-            turned_down[id(scored)] = reason
-            for c in scored.component.changes:
-                rejected[c.diff.id] = f"passed the test ({scored.verdict.reason}) but not the L1 gate: {reason}"
-    return [s for s in passing if id(s) not in turned_down]
+            step.reject([comp], f"passed the test ({verdict.reason}) but not the L1 gate: {reason}")
+        else:
+            passed.append(comp)
+    return passed
 
 
-def _gated_change(scored: _Scored, head_state: State, oracle: Sequence[Task]) -> GatedChange:
-    after = scored.component.after
+def _combine(step: _Step, free: _Candidate | None, gated: list[Component], evidence: _ById) -> Acceptance:
+    """The candidate to commit: the L2 fusion with the gated components that passed alone, when the
+    whole passes the stricter bar (and the oracle, if it is more than one); else the L2 fusion."""
+    train, size = step.judge.train, step.policy.size
+    if gated:
+        parts = [*(free.parts if free else []), *gated]
+        tasks = _unique([t for comp in parts for t in evidence[comp]] + step.probes[:size]
+                        + [train[i] for i in (free.rewards if free else {})])
+        cand = _Candidate(parts=parts, state=_fuse(step.head_state, parts))
+        cand.rewards = dict(zip((t.id for t in tasks), step.score([(cand.state, tasks)])[0]))
+        accepted = _accepted(step, cand, gated=True)
+        if accepted is not None:
+            return accepted
+        step.reject(gated, "passed alone but the fused candidate did not pass the L1 bar")
+    if free is not None:
+        accepted = _accepted(step, free, gated=False)
+        if accepted is not None:
+            return accepted
+        if len(free.parts) > 1:  # the parts interact: the one with the best evidence, alone, on the same tasks
+            best = max(free.parts, key=lambda comp: _gain(step, comp, evidence))
+            alone = _Candidate(parts=[best], state=apply(step.head_state, best.after))
+            tasks = [train[i] for i in free.rewards]
+            alone.rewards = dict(zip(free.rewards, step.score([(alone.state, tasks)])[0]))
+            accepted = _accepted(step, alone, gated=False)
+            if accepted is not None:
+                why = step.rejected[best.changes[0].diff.id].removeprefix("rejected: ")
+                step.reject([comp for comp in free.parts if comp is not best], f"passed alone, but {why}")
+                for c in best.changes:
+                    step.rejected.pop(c.diff.id, None)
+                return accepted
+    return Acceptance(accepted=[], rejected=step.rejected, candidate=step.head_state, head_reward=None,
+                      candidate_reward=None)
+
+
+def _gain(step: _Step, comp: Component, evidence: _ById) -> float:
+    """What `comp` alone gained on its evidence (scored in the evidence stage, so cached)."""
+    tasks = evidence[comp]
+    row = step.score([(apply(step.head_state, comp.after), tasks)])[0]
+    return sum(r - step.head[t.id] for t, r in zip(tasks, row))
+
+
+def _accepted(step: _Step, cand: _Candidate, *, gated: bool) -> Acceptance | None:
+    """The paired test of `cand` on every task it was scored on; the acceptance if it passes."""
+    ids = list(cand.rewards)
+    row, head_row = [cand.rewards[i] for i in ids], [step.head[i] for i in ids]
+    verdict = step.policy(row, head_row, gated=gated)
+    refused = None
+    if verdict.accepted and gated and len(cand.parts) > 1:
+        refused = oracle_gate([cand.state], step.head_state, step.judge.oracle, step.judge.score)[0]
+    if not verdict.accepted or refused is not None:
+        if not gated:
+            step.reject(cand.parts, f"rejected: the fused candidate did not pass ({refused or verdict.reason})")
+        return None
+    return Acceptance(accepted=cand.parts, rejected=step.rejected, candidate=cand.state,
+                      head_reward=mean_reward(head_row), candidate_reward=mean_reward(row), reason=verdict.reason)
+
+
+def _gated_change(comp: Component, verdict: Verdict, head_state: State, oracle: Sequence[Task]) -> GatedChange:
+    after = comp.after
     return GatedChange(
-        diff_ids=[c.diff.id for c in scored.component.changes], keys=sorted(after),
+        diff_ids=[c.diff.id for c in comp.changes], keys=sorted(after),
         before={k: head_state.get(k) for k in after}, after=dict(after),
-        rationale="\n".join(c.diff.evidence.rationale for c in scored.component.changes),
-        verdict=f"{scored.verdict.reason}; no task of {len(oracle)} held out is worse",
+        rationale="\n".join(c.diff.evidence.rationale for c in comp.changes),
+        verdict=f"{verdict.reason}; no task of {len(oracle)} held out is worse",
     )
 
 
-def _evidence(component: Component, train: Mapping[str, Task]) -> list[Task]:
+def _evidence_tasks(component: Component, train: Mapping[str, Task]) -> list[Task]:
     """The train tasks the component's diffs were made from."""
-    return [train[t] for c in component.changes for t in c.diff.evidence.task_ids if t in train]
+    changes = [*component.changes, *component.echoes]
+    return _unique([train[t] for c in changes for t in c.diff.evidence.task_ids if t in train])
 
 
-class _Scored(NamedTuple):
-    component: Component
-    verdict: Verdict
-    rewards: list[float]
-    head: list[float]
-
-
-def _keep_best(passing: list[_Scored], rejected: dict[str, str], why: str) -> _Scored:
-    """The component to land alone when the fusion of all that passed did not pass (`why`)."""
-    best = max(passing, key=lambda p: (p.verdict.p_improve, p.verdict.comparison.mean_delta))
-    for scored in passing:
-        if scored is not best:
-            for c in scored.component.changes:
-                rejected[c.diff.id] = f"passed alone ({scored.verdict.reason}) but the fused candidate did not: {why}"
-    return best
+def _unique(tasks: Sequence[Task]) -> list[Task]:
+    return list({t.id: t for t in tasks}.values())
 
 
 def _fuse(head_state: State, components: Sequence[Component]) -> State:

@@ -57,11 +57,11 @@ class Aggregator:
     lag_budget: int | None = None
     oracle: Sequence[Task] = ()  # the tasks a gated (L1) change must leave no worse: the held-out set
     approve: Approve | None = None  # asked about a gated change that passed the test and the oracle
-    on_candidate: Callable[[State], None] | None = None  # hears of a fused candidate before its test
+    known: Callable[[State], Mapping[str, float]] | None = None  # a state's rewards already measured (the cache)
 
     def step(self, diffs: Sequence[Diff], step: int, *, sample: Sequence[Task]) -> StepReport:
-        """Aggregate one batch of diffs. `sample` is the acceptance sample of head: the caller draws
-        it, once per version, so that workers verify on the same tasks and leave the scores cached."""
+        """Aggregate one batch of diffs. `sample` is head version's probe order, drawn by the caller
+        once per version (`AcceptancePolicy.sample`)."""
         t0 = time.perf_counter()
         head = self.ledger.head()
         head_state = self.ledger.snapshot(self.artifact_id, head)
@@ -88,7 +88,7 @@ class Aggregator:
     def _judge(self) -> Judge:
         return Judge(score=self.score, policies=self.policies, governance=self.governance,
                      train={t.id: t for t in self.train}, oracle=self.oracle, approve=self.approve,
-                     on_candidate=self.on_candidate)
+                     known=self.known or (lambda state: {}))
 
     def _admit_and_rebase(
         self, diffs: Sequence[Diff], staleness_of: Mapping[str, int], head_state: State,

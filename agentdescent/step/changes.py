@@ -24,3 +24,4 @@ class Component:
     changes: list[Change]
     after: dict[str, str | None]
     fused_keys: set[str] = field(default_factory=set)
+    echoes: list[Change] = field(default_factory=list)  # duplicates of it: their failures are its evidence too

@@ -5,7 +5,8 @@
     staleness     whether a diff based on an old version is still admitted, and its weight
     conflict      which of two overlapping changes to keep
     fusion        how two edits of the same key are merged (None: they conflict)
-    acceptance    which tasks the test runs on, and whether a candidate beats head on them
+    acceptance    which tasks the test probes, when it has seen enough, whether a candidate beats head
+    validation    when `dev` is measured on the held-out set
     promotion     whether `dev` replaces `stable` after a held-out evaluation
 
 What they leave out: where work runs (executors) and what is stored (the ledger).
@@ -16,7 +17,7 @@ from __future__ import annotations
 import functools
 import itertools
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -203,41 +204,60 @@ class Verdict:
 
 
 class AcceptancePolicy(Protocol):
+    """The statistics of the gate (`step.accept`): where it probes, when it has seen enough, and
+    whether a candidate beats head on what it saw."""
+
+    wave: int  # probe tasks added to a candidate's test at a time
+    size: int  # the most probe tasks one candidate is scored on
+    fresh: int  # of each wave, the tasks not yet measured on head (the rest: tasks head is known to pass)
+
     def sample(self, train: Sequence[Task], rng: random.Random) -> list[Task]:
-        """A version's sample of train tasks, drawn once per version by the engine. A candidate is
-        scored against head on its own evidence tasks plus head's sample (`acceptance_set`)."""
+        """A version's probe order: the train tasks the gate draws its waves from, drawn once per
+        version by the engine."""
+
+    def harm(self, kept: float, broken: float, *, gated: bool) -> bool | None:
+        """After a candidate kept `kept` of the probes head passes and broke `broken`: True when it
+        is safe enough to stop probing, False when it breaks too much, None while undecided."""
 
     def __call__(self, candidate: Sequence[float], head: Sequence[float], *, gated: bool) -> Verdict:
-        """Accept the candidate over head? `gated` asks for the stricter L1 bar."""
-
-
-def acceptance_set(evidence: Iterable[Task], sample: Sequence[Task]) -> list[Task]:
-    """A candidate's acceptance tasks: the evidence it was made from (where it should win), then
-    head's sample (where harm shows), each task once, in that order."""
-    return list({t.id: t for t in [*evidence, *sample]}.values())
+        """Accept the candidate over head on these paired rewards? `gated` asks for the stricter L1 bar."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class BetaAcceptance:
-    """Accept when P(improvement) under the paired Beta posterior reaches `threshold`.
+    """Sequential group testing with Beta posteriors.
 
-    Each candidate is scored on its own evidence tasks plus a seeded sample of `size` train
-    tasks, one per head version, shared by every diff the step judges. The sample is what
-    catches a rule that fixes its own task but breaks others, and it is the same size whether
-    one diff is judged or sixteen: evidence tasks are chosen for failing, so a set made mostly
-    of other diffs' evidence would hide exactly that harm. `min_tasks` and `min_decisive` refuse
-    to decide on too little evidence.
+    Gains are measured where they are claimed: on the failures a diff was made from (its
+    evidence, which the worker already measured). Harm shows on tasks head passes, so probes are
+    drawn from those in waves of `wave` (`fresh` of each wave new to head, so the probes move on
+    between versions), until the posterior of the candidate's harm rate says it breaks fewer than
+    `max_harm` of them with probability `confidence` (15 kept with none broken, at the defaults),
+    or a probe breaks, or `size` probes are spent. Then the paired test: P(improvement) under
+    Beta(prior + wins, prior + losses) over evidence and probes must reach `threshold`, with at
+    least `min_tasks` tasks and `min_decisive` reward changed. An L1 (gated) change needs
+    `gated_threshold` and `gated_confidence`. docs/concepts.md gives the error rates.
     """
 
     threshold: float = 0.7
     gated_threshold: float = 0.95
+    max_harm: float = 0.1
+    confidence: float = 0.8
+    gated_confidence: float = 0.95
+    wave: int = 16
+    fresh: int = 2
     size: int = 32
     min_tasks: int = 4
     min_decisive: float = 1.0
     prior: float = 1.0
 
     def sample(self, train: Sequence[Task], rng: random.Random) -> list[Task]:
-        return rng.sample(list(train), min(len(train), self.size))
+        return rng.sample(list(train), len(train))
+
+    def harm(self, kept: float, broken: float, *, gated: bool) -> bool | None:
+        if broken > 0:
+            return False
+        bar = self.gated_confidence if gated else self.confidence
+        return True if stats.prob_harm_below(kept, broken, self.max_harm, self.prior) >= bar else None
 
     def __call__(self, candidate: Sequence[float], head: Sequence[float], *, gated: bool) -> Verdict:
         cmp = stats.paired(candidate, head)
@@ -249,6 +269,33 @@ class BetaAcceptance:
         if cmp.decisive < self.min_decisive:
             return Verdict(accepted=False, p_improve=p, comparison=cmp, reason=f"no measurable change: {summary}")
         return Verdict(accepted=p >= bar, p_improve=p, comparison=cmp, reason=summary)
+
+
+class ValidationPolicy(Protocol):
+    def __call__(self, *, validated: int, calls: int, held_out: int, dev_train: Mapping[str, float], leads: int,
+                 target: float | None) -> bool:
+        """Measure `dev` on the held-out set now, after a commit? `validated` of the run's `calls`
+        went to held-out evaluation so far; `dev_train` holds dev's train rewards measured so far;
+        `leads` counts train tasks seen failing on an earlier version and not seen passing since."""
+
+
+@dataclass(frozen=True)
+class Amortized:
+    """Validate after a commit while held-out evaluation, this one counted, is at most `share` of
+    the run's calls; and whenever the target may be at hand: no train task is known to fail (no
+    leads) and dev's measured train rewards (at least `min_known` of them) reach the target on
+    average. The run also validates before patience ends it and at its end, and `stable` moves
+    only on a whole held-out pass."""
+
+    share: float = 0.2
+    min_known: int = 8
+
+    def __call__(self, *, validated: int, calls: int, held_out: int, dev_train: Mapping[str, float], leads: int,
+                 target: float | None) -> bool:
+        if (target is not None and not leads and len(dev_train) >= self.min_known
+                and stats.mean_reward(list(dev_train.values())) >= target):
+            return True
+        return validated + held_out <= self.share * (calls + held_out)
 
 
 class PromotionPolicy(Protocol):
@@ -275,4 +322,5 @@ class Policies:
     conflict: ConflictPolicy = field(default_factory=BetterEvidence)
     fusion: FusionPolicy = field(default_factory=ThreeWayMerge)
     acceptance: AcceptancePolicy = field(default_factory=BetaAcceptance)
+    validation: ValidationPolicy = field(default_factory=Amortized)
     promotion: PromotionPolicy = field(default_factory=OnHeldOutGain)

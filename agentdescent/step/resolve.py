@@ -48,6 +48,7 @@ def resolve(changes: Sequence[Change], head_state: Mapping[str, str], policies: 
             text[key], owners[key] = winner.after[key], [winner]
     components = _components(changes, text, owners)
     unplaced = _unplaced(changes, owners, lost)
+    _echo(changes, components, unplaced)
     return Resolution(components=_without_clashes(components, head_state, unplaced), unplaced=unplaced, lost=lost)
 
 
@@ -93,6 +94,18 @@ def _unplaced(
         else:
             verdicts[c.diff.id] = ("duplicate", "another diff of this round makes the same change")
     return verdicts
+
+
+def _echo(changes: Sequence[Change], components: Sequence[Component], unplaced: Mapping[str, tuple[OutcomeKind, str]]) -> None:
+    """Give each duplicate to the component that makes its change: the failures it was made from
+    back that change as much as the first diff's do."""
+    for change in changes:
+        if unplaced.get(change.diff.id, ("",))[0] != "duplicate":
+            continue
+        for comp in components:
+            if change.after and all(comp.after.get(k, "\0") == v for k, v in change.after.items()):
+                comp.echoes.append(change)
+                break
 
 
 def _without_clashes(

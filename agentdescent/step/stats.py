@@ -62,3 +62,11 @@ def mean_interval(rewards: Sequence[float], level: float = 0.95) -> tuple[float,
     lo = 0.0 if s <= 0 else float(special.betaincinv(s + 0.5, n - s + 0.5, tail))
     hi = 1.0 if s >= n else float(special.betaincinv(s + 0.5, n - s + 0.5, 1 - tail))
     return (lo, hi)
+
+
+def prob_harm_below(kept: float, broken: float, max_harm: float, prior: float = 1.0) -> float:
+    """P(the candidate breaks fewer than `max_harm` of the tasks head passes), under the posterior
+    Beta(prior + broken, prior + kept) of its harm rate, after it kept `kept` of them and broke
+    `broken`. prob_harm_below(15, 0, 0.1) ≈ 0.81: fifteen kept and none broken make a harm rate
+    under one in ten likely at 0.8, not certain."""
+    return float(special.betainc(prior + broken, prior + kept, max_harm))

@@ -1,0 +1,92 @@
+"""Where the calls go: the bill of a run to held-out 1.0, split by what each call was for.
+
+The reference domain of bench/speedup.py (60 rules to learn, every rollout sleeping 20 ms and
+every proposal 40 ms), run until held-out reward 1.0 for each number of workers and each share
+of harmful proposals (`--harm`: how often the demo reflector proposes a rule keyed on a filler
+word, which fixes its own request and misroutes others; the demo's own share is 0.25). Printed
+for each run: rounds, seconds, calls split into train rollouts (minibatches and scouting),
+verification, acceptance (the gate: evidence, probes, bisection), validation (held-out) and
+proposals; the final held-out reward; rules committed and harmful rules in the result; and the
+acceptance calls per committed rule, which is the gate's cost as the number of workers grows.
+
+Run: python bench/gate_cost.py [--workers 1 8] [--harm 0.25] [--seeds 0 1 2]
+     python bench/gate_cost.py --workers 1 2 4 8 16 --seeds 0 1 2   # the gate's cost against N
+     python bench/gate_cost.py --workers 8 --harm 0 0.5 --seeds 0 1 2 3 4 5 6 7 8 9
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agentdescent import evolve  # noqa: E402
+from agentdescent.cli.demo import FILLERS, RouterReflector, demo_strategy, route, route_reward, router_tasks, routing_rules  # noqa: E402
+
+PARTS = ("train", "verify", "accept", "validate", "proposals")
+
+
+def run_once(n_workers: int, seed: int, harm: float, args: argparse.Namespace) -> dict:
+    tasks = router_tasks(seed, args.signals, args.per_signal)
+    reflector = RouterReflector("append", seed=seed, noise=harm)
+    strategy = demo_strategy("append")
+
+    def slow_route(rendered, task):
+        time.sleep(args.rollout_ms / 1000)
+        return route(rendered, task)
+
+    def slow_propose(rendered, task, output, reward):
+        time.sleep(args.propose_ms / 1000)
+        return reflector(rendered, task, output, reward)
+
+    with tempfile.TemporaryDirectory(prefix="gate-cost-ledger-") as store:
+        start = time.perf_counter()
+        result = evolve(tasks, route_reward, run=slow_route, propose=slow_propose, strategy=strategy,
+                        rounds=400, n_workers=n_workers, max_concurrency=args.concurrency, target_reward=1.0,
+                        seed=seed, store=store)
+        wall = time.perf_counter() - start
+    usage = result.usage.as_record()
+    rules = routing_rules(result.rendered)
+    committed = sum(o.kind in ("committed", "fused") for o in result.outcome_list)
+    return {"rounds": len(result.history), "wall": wall, "calls": result.usage.calls, "reward": result.final_reward,
+            **{part: usage[part] for part in PARTS}, "committed": committed,
+            "harmful": sum(keyword in FILLERS for keyword, _ in rules)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--harm", type=float, nargs="+", default=[0.25], help="shares of harmful proposals")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--signals", type=int, default=12, help="signal words per handler: rules to learn / 5")
+    parser.add_argument("--per-signal", type=int, default=8)
+    parser.add_argument("--rollout-ms", type=float, default=20)
+    parser.add_argument("--propose-ms", type=float, default=40)
+    parser.add_argument("--concurrency", type=int, default=1024)
+    args = parser.parse_args()
+    print("N  harm seed rounds    s  calls | " + " ".join(f"{p:>9}" for p in PARTS)
+          + " | reward committed harmful accept/rule")
+    for n in args.workers:
+        for harm in args.harm:
+            runs = []
+            for seed in args.seeds:
+                r = run_once(n, seed, harm, args)
+                runs.append(r)
+                print(f"{n:<2} {harm:4.2f} {seed:4} {r['rounds']:6} {r['wall']:5.1f} {r['calls']:6} | "
+                      + " ".join(f"{r[p]:9}" for p in PARTS)
+                      + f" | {r['reward']:6.3f} {r['committed']:9} {r['harmful']:7} {r['accept'] / max(1, r['committed']):10.1f}")
+            med = {k: statistics.median(r[k] for r in runs) for k in ("calls", "wall", "rounds", *PARTS)}
+            per_rule = statistics.median(r["accept"] / max(1, r["committed"]) for r in runs)
+            print(f"N={n} harm={harm:.2f}: median {med['calls']:.0f} calls ({', '.join(f'{p} {med[p]:.0f}' for p in PARTS)}),"
+                  f" {med['rounds']:.0f} rounds, {med['wall']:.2f} s; reward 1.0 on {sum(r['reward'] >= 1.0 for r in runs)}"
+                  f" of {len(runs)} seeds; harmful rules in the result: {sum(r['harmful'] for r in runs)};"
+                  f" acceptance calls per committed rule {per_rule:.1f}")
+
+
+if __name__ == "__main__":
+    main()

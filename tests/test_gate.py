@@ -1,0 +1,142 @@
+"""The gate as sequential group testing: evidence first, the fusion, bisection, waves only while open."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from agentdescent.governance import Governance
+from agentdescent.ledger import Ledger
+from agentdescent.step.aggregator import Aggregator
+from agentdescent.step.bisect import culprits, search_all
+from agentdescent.step.policies import BetaAcceptance, Policies
+from agentdescent.types import Diff, Edit, EvidenceCard, Task
+
+TASKS = [Task(id=f"t{i}", prompt=f"task {i}") for i in range(64)]
+PASSING = range(32, 64)  # head passes these: where harm can show
+
+
+def reward_of(state, task: Task) -> float:
+    """Task i passes when a key says "fix<i>", or at head when i >= 32; "harm" breaks every third of those."""
+    words = " ".join(state.values()).split()
+    i = int(task.id[1:])
+    if "harm" in words and i in PASSING and i % 3 == 0:
+        return 0.0
+    return 1.0 if f"fix{i}" in words or (i in PASSING and "base" in state) else 0.0
+
+
+class CachedScorer:
+    """Scores like the engine's cached evaluator: each (state, task) is one rollout, paid once."""
+
+    def __init__(self) -> None:
+        self.paid: dict[tuple[str, str], float] = {}
+
+    def __call__(self, jobs):
+        rows = []
+        for state, tasks in jobs:
+            key = repr(sorted(state.items()))
+            rows.append([self.paid.setdefault((key, t.id), reward_of(state, t)) for t in tasks])
+        return rows
+
+    def states_on(self, task_ids) -> set[str]:
+        """The states scored on any of these tasks."""
+        return {key for key, task_id in self.paid if task_id in task_ids}
+
+
+def step_of(tmp_path, diffs, *, acceptance=None):
+    ledger = Ledger(tmp_path / "ledger")
+    ledger.commit("a", {"base": "head"}, expected_version=0, message="seed")
+    scorer = CachedScorer()
+    agg = Aggregator(ledger=ledger, artifact_id="a", governance=Governance(), train=TASKS, score=scorer,
+                     policies=Policies(acceptance=acceptance or BetaAcceptance()))
+    probes = TASKS[::-1]  # the passing tasks first, then the rest
+    report = agg.step(diffs, step=0, sample=probes)
+    return report, ledger, scorer
+
+
+def fixing(j: int, extra: str = "") -> Diff:
+    """A diff that fixes task j (its evidence), with `extra` words beside the fix."""
+    return Diff(id=f"d{j:02d}", artifact_id="a", base_version=1, evidence=EvidenceCard(task_ids=[f"t{j}"], rewards=[0.0]),
+                edits=[Edit(key=f"k{j:02d}", before=None, after=f"fix{j} {extra}".strip())])
+
+
+def kinds(report):
+    return {o.diff_id: o.kind for o in report.outcomes}
+
+
+def test_bisection_finds_one_planted_culprit_among_16_in_2_log2_k_questions():
+    members = list(range(16))
+    asked = []
+
+    def fails(subset):
+        asked.append(subset)
+        return 11 in subset
+
+    search = culprits(members)
+    found = search_all({"t": search}, lambda wave: [fails(subset) for _, subset in wave])
+    assert found == {"t": [[11]]}
+    assert len(asked) <= 2 * math.log2(16)
+
+
+def test_bisection_finds_every_culprit_and_groups_that_fail_only_together():
+    found = search_all({"two": culprits(list(range(16))), "pair": culprits(list(range(4)), arity=2)},
+                       lambda wave: [(key == "two" and bool({3, 12} & set(s))) or (key == "pair" and {0, 3} <= set(s))
+                                     for key, s in wave])
+    assert found["two"] == [[3], [12]]
+    assert found["pair"] == [[0, 1, 2, 3]]  # neither half breaks it alone: the set answers for it together
+
+
+def test_a_planted_harmful_diff_among_16_is_bisected_out_and_the_rest_commit(tmp_path):
+    diffs = [fixing(j, "harm" if j == 5 else "") for j in range(16)]
+    report, ledger, scorer = step_of(tmp_path, diffs)
+    assert kinds(report) == {d.id: "rejected_by_test" if d.id == "d05" else "committed" for d in diffs}
+    assert "breaks" in next(o.reason for o in report.outcomes if o.diff_id == "d05")
+    assert sorted(ledger.snapshot("a")) == ["base"] + [f"k{j:02d}" for j in range(16) if j != 5]
+    # Not 16 full evaluations: head and the fusion on one sample, bisection questions on the broken
+    # probes only, and the fusion of the other 15 again only where the first fusion moved.
+    sample = BetaAcceptance().size
+    broken_probes = {t.id for t in TASKS[::-1][:sample] if int(t.id[1:]) in PASSING and int(t.id[1:]) % 3 == 0}
+    questions = len(scorer.states_on(broken_probes)) - 2  # less head and the first fusion
+    assert questions <= 2 * math.log2(16) + 1
+    assert len(scorer.paid) < 16 * sample / 3  # a third of what scoring each diff alone on the sample costs
+
+
+def test_a_fusion_of_good_diffs_commits_for_the_price_of_one_sample(tmp_path):
+    diffs = [fixing(j) for j in range(16)]
+    report, ledger, scorer = step_of(tmp_path, diffs)
+    assert set(kinds(report).values()) == {"committed"} and report.version == 2
+    probes = {f"t{i}" for i in PASSING}
+    assert len(scorer.states_on(probes)) == 2  # head and the one fusion: no diff is probed on its own
+
+
+def test_the_sample_stops_at_the_first_decisive_wave(tmp_path):
+    report, _, scorer = step_of(tmp_path, [fixing(1)], acceptance=BetaAcceptance(wave=16, size=32))
+    assert kinds(report) == {"d01": "committed"}
+    fusion_probes = [task for key, task in scorer.paid if "fix1" in key and task != "t1"]
+    assert len(fusion_probes) == 16  # 16 kept, none broken: P(harm < 0.1) = 0.83 >= 0.8 after one wave
+
+
+def test_an_undecided_sample_grows_wave_by_wave_to_its_cap(tmp_path):
+    acceptance = BetaAcceptance(wave=8, size=32, confidence=0.99)  # 0.99 needs 43 kept: never reached within 32
+    report, _, scorer = step_of(tmp_path, [fixing(1)], acceptance=acceptance)
+    assert kinds(report) == {"d01": "committed"}
+    fusion_probes = [task for key, task in scorer.paid if "fix1" in key and task != "t1"]
+    assert len(fusion_probes) == 32
+
+
+def test_a_diff_that_fixes_none_of_its_failures_goes_no_further(tmp_path):
+    idle = Diff(id="idle", artifact_id="a", base_version=1, evidence=EvidenceCard(task_ids=["t3"]),
+                edits=[Edit(key="k", before=None, after="a note that fixes nothing")])
+    report, _, scorer = step_of(tmp_path, [idle])
+    assert kinds(report) == {"idle": "rejected_by_test"}
+    assert "fixes none of the 1 failures it was made from" in report.outcomes[0].reason
+    assert {task for key, task in scorer.paid if "note" in key} == {"t3"}  # never probed
+
+
+@pytest.mark.parametrize("harmful", [0, 1, 3])
+def test_harmful_diffs_never_commit_however_many_there_are(tmp_path, harmful):
+    diffs = [fixing(j, "harm" if j < harmful else "") for j in range(8)]
+    report, ledger, _ = step_of(tmp_path, diffs)
+    assert {d for d, kind in kinds(report).items() if kind == "rejected_by_test"} == {f"d{j:02d}" for j in range(harmful)}
+    assert not any("harm" in text for text in ledger.snapshot("a").values())
