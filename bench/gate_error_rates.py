@@ -64,7 +64,7 @@ def main() -> None:
     for w in (1, 2, 3, 5):
         cells = [accept_probability(w, r) for r in rhos]
         print(f"fixes {w}: P(accept)  " + "".join(f"{p:14.3f}" for p, _ in cells))
-        print(f"         probes      " + "".join(f"{n:14.1f}" for _, n in cells))
+        print("         probes      " + "".join(f"{n:14.1f}" for _, n in cells))
 
 
 if __name__ == "__main__":

@@ -83,8 +83,9 @@ def evolve(
     `max_concurrency` caps calls in flight (default: 32, or 4 per worker past 8 workers, at most
     128; acceptance and held-out evaluation fan out over tasks, so even one worker wants many). `rounds`,
     `target_reward`, `patience` (rounds without a held-out gain), `max_calls` and `max_tokens`
-    each end the run; a round starts only if the last round's cost still fits in the budgets, so
-    a run passes them only when one round costs more than the one before.
+    each end the run. Budgets are caps: no rollout or reflection starts once one is spent, the
+    run stops inside the round and keeps what was committed (`max_calls` below the held-out
+    set's size, which every run measures first, is refused).
     Calls and tokens are those of AgentDescent's model clients used anywhere in the run (see
     `Usage.calls`: with plain functions, each rollout and proposal counts as one call). With
     `max_concurrency=1`, or any concurrency in synchronous mode, the same seed gives the same result.
