@@ -1,5 +1,8 @@
 """A run-store domain whose answer is known in advance: a prompt needs RULES rules, learned one a
-round in order, so any uninterrupted run commits exactly RULES times, and a resumed one must too.
+commit in order, so any uninterrupted run commits exactly RULES times, and a resumed one must too.
+A rule lands in a round whose reflections were made from at least one failure it fixes (the gate
+wants a diff to fix some of its own failures), which takes about 8 rounds on average for 6 rules,
+so a spec gets four rounds a rule.
 
 Each task asks for a code k0..k5; the agent (`answer`) gives the code only when the prompt states
 every rule up to it ("rule k0.", "rule k1.", ...), so the failing tasks always point at the same
@@ -33,7 +36,7 @@ def spec(folder: Path, **fields) -> dict:
     if not target.exists():
         target.write_text("Answer with the code.\n", encoding="utf-8")
     return {"target": str(target), "tasks": tasks(), "agent": "python:tests.keyword_domain:answer",
-            "reflector": "python:tests.keyword_domain:next_rule", "workers": 2, "rounds": RULES + 4,
+            "reflector": "python:tests.keyword_domain:next_rule", "workers": 2, "rounds": 4 * RULES,
             "target_reward": 1.0, **fields}
 
 

@@ -151,8 +151,11 @@ def _fusion_test(step: _Step, parts: list[Component], evidence: _ById) -> _Candi
         cand = _Candidate(parts=parts, state=_fuse(step.head_state, parts))
         # parts that do not interact are credited separately: where no earlier fusion moved, this one does not
         cand.rewards = {i: step.head[i] for i in taken - moved}
-        tasks = _unique([t for comp in parts for t in evidence[comp]] + [step.judge.train[i] for i in taken & moved])
+        first = [] if taken else step.next_wave(taken)[: step.policy.size]  # the first probes ride with the evidence
+        tasks = _unique([t for comp in parts for t in evidence[comp]] + [step.judge.train[i] for i in taken & moved]
+                        + first)
         cand.rewards.update(zip((t.id for t in tasks), step.score([(cand.state, tasks)])[0]))
+        taken.update(t.id for t in first)
         _probe(step, cand, taken, judged)
         moved |= {i for i, r in cand.rewards.items() if r != step.head[i]}
         broken = [i for i, r in cand.rewards.items() if r < step.head[i] and i not in judged]
