@@ -6,7 +6,8 @@ of harmful proposals (`--harm`: how often the demo reflector proposes a rule key
 word, which fixes its own request and misroutes others; the demo's own share is 0.25). Printed
 for each run: rounds, seconds, calls split into train rollouts (minibatches and scouting),
 verification, acceptance (the gate: evidence, probes, bisection), validation (held-out) and
-proposals; the final held-out reward; rules committed and harmful rules in the result; and the
+proposals; the final held-out reward; rules committed, harmful rules that landed on the way (a
+later round removed them) and harmful rules in the result; and the
 acceptance calls per committed rule, which is the gate's cost as the number of workers grows.
 
 Run: python bench/gate_cost.py [--workers 1 8] [--harm 0.25] [--seeds 0 1 2]
@@ -25,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentdescent import evolve  # noqa: E402
+from agentdescent import events, evolve  # noqa: E402
 from agentdescent.cli.demo import FILLERS, RouterReflector, demo_strategy, route, route_reward, router_tasks, routing_rules  # noqa: E402
 
 PARTS = ("train", "verify", "accept", "validate", "proposals")
@@ -44,18 +45,25 @@ def run_once(n_workers: int, seed: int, harm: float, args: argparse.Namespace) -
         time.sleep(args.propose_ms / 1000)
         return reflector(rendered, task, output, reward)
 
+    landed_harm = []  # harmful rules that landed at some point of the run, removed later or not
+
+    def on_event(event) -> None:
+        if isinstance(event, events.DiffOutcome) and event.outcome.kind in ("committed", "fused") and event.diff:
+            added = " ".join(e.after or "" for e in event.diff.edits if e.before is None)
+            landed_harm.extend(k for k, _ in routing_rules(added) if k in FILLERS)
+
     with tempfile.TemporaryDirectory(prefix="gate-cost-ledger-") as store:
         start = time.perf_counter()
         result = evolve(tasks, route_reward, run=slow_route, propose=slow_propose, strategy=strategy,
                         rounds=400, n_workers=n_workers, max_concurrency=args.concurrency, target_reward=1.0,
-                        seed=seed, store=store)
+                        seed=seed, store=store, on_event=on_event)
         wall = time.perf_counter() - start
     usage = result.usage.as_record()
     rules = routing_rules(result.rendered)
     committed = sum(o.kind in ("committed", "fused") for o in result.outcome_list)
     return {"rounds": len(result.history), "wall": wall, "calls": result.usage.calls, "reward": result.final_reward,
             **{part: usage[part] for part in PARTS}, "committed": committed,
-            "harmful": sum(keyword in FILLERS for keyword, _ in rules)}
+            "harmful": sum(keyword in FILLERS for keyword, _ in rules), "landed_harm": len(landed_harm)}
 
 
 def main() -> None:
@@ -70,7 +78,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1024)
     args = parser.parse_args()
     print("N  harm seed rounds    s  calls | " + " ".join(f"{p:>9}" for p in PARTS)
-          + " | reward committed harmful accept/rule")
+          + " | reward committed harmful-landed harmful-in-result accept/rule")
     for n in args.workers:
         for harm in args.harm:
             runs = []
@@ -79,12 +87,14 @@ def main() -> None:
                 runs.append(r)
                 print(f"{n:<2} {harm:4.2f} {seed:4} {r['rounds']:6} {r['wall']:5.1f} {r['calls']:6} | "
                       + " ".join(f"{r[p]:9}" for p in PARTS)
-                      + f" | {r['reward']:6.3f} {r['committed']:9} {r['harmful']:7} {r['accept'] / max(1, r['committed']):10.1f}")
+                      + f" | {r['reward']:6.3f} {r['committed']:9} {r['landed_harm']:14} {r['harmful']:17}"
+                      f" {r['accept'] / max(1, r['committed']):11.1f}")
             med = {k: statistics.median(r[k] for r in runs) for k in ("calls", "wall", "rounds", *PARTS)}
             per_rule = statistics.median(r["accept"] / max(1, r["committed"]) for r in runs)
             print(f"N={n} harm={harm:.2f}: median {med['calls']:.0f} calls ({', '.join(f'{p} {med[p]:.0f}' for p in PARTS)}),"
                   f" {med['rounds']:.0f} rounds, {med['wall']:.2f} s; reward 1.0 on {sum(r['reward'] >= 1.0 for r in runs)}"
-                  f" of {len(runs)} seeds; harmful rules in the result: {sum(r['harmful'] for r in runs)};"
+                  f" of {len(runs)} seeds; harmful rules landed on the way: {sum(r['landed_harm'] for r in runs)},"
+                  f" in the result: {sum(r['harmful'] for r in runs)};"
                   f" acceptance calls per committed rule {per_rule:.1f}")
 
 

@@ -70,7 +70,7 @@ def test_evolve_watch_status_show_and_accept_the_walkthrough(service, tmp_path):
     watched = agentdescent("watch")
     assert watched.returncode == 0, watched.stderr
     assert f"run {run} (the latest; give RUN for another)" in watched.stdout
-    assert re.search(r"evolving .* \d+/10 rounds", watched.stdout)  # the progress bar, replayed
+    assert re.search(rf"evolving .* \d+/{4 * domain.RULES} rounds", watched.stdout)  # the progress bar, replayed
     assert f"run {run} (finished): finished" in watched.stdout and f"agentdescent accept {run}" in watched.stdout
 
     status = agentdescent("status", run)
@@ -142,7 +142,7 @@ def test_runs_lists_the_runs_and_prune_removes_only_old_temporary_ledgers(servic
     run = evolve(spec_file(tmp_path))
     wait(service, run)
     listed = agentdescent("runs")
-    assert listed.returncode == 0 and re.search(rf"^{run}\s+finished\s+\S+prompt\.md\s+\d+/10\s+0\.000 -> 1\.000",
+    assert listed.returncode == 0 and re.search(rf"^{run}\s+finished\s+\S+prompt\.md\s+\d+/{4 * domain.RULES}\s+0\.000 -> 1\.000",
                                                 listed.stdout, re.MULTILINE), listed.stdout
     assert [r["id"] for r in json.loads(agentdescent("runs", "--json").stdout)] == [run]
 

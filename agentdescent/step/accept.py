@@ -7,8 +7,9 @@
    head in waves, on tasks head passes (where harm shows), only while the policy's decision is
    open. A task it breaks is traced to its culprits by splitting the components (`bisect`, one
    rollout a question); each culprit group is judged alone, on what it fixes against what it
-   breaks, and leaves unless that passes the bar; the fusion of the rest is checked again on the
-   tasks that moved. So a round of good diffs costs one sample however many workers sent them.
+   breaks, and leaves unless that passes the bar; the rest are credited separately where the
+   tasks they touched are disjoint from the culprits', and scored again only where they are not.
+   So a round of good diffs costs one sample however many workers sent them.
 3. The paired test of the fusion on its evidence and its probes (`AcceptancePolicy.__call__`).
 
 A gated (L1) component is judged alone at the stricter bar on its evidence and a full sample,
@@ -146,25 +147,47 @@ def _fusion_test(step: _Step, parts: list[Component], evidence: _ById) -> _Candi
     that is left and its rewards, or None when nothing is."""
     taken: set[str] = set()
     judged: set[str] = set()  # broken tasks a culprit that passed its own test answers for
-    moved: set[str] = set()  # tasks where an earlier fusion differed from head
-    while parts:
-        cand = _Candidate(parts=parts, state=_fuse(step.head_state, parts))
-        # parts that do not interact are credited separately: where no earlier fusion moved, this one does not
-        cand.rewards = {i: step.head[i] for i in taken - moved}
-        first = [] if taken else step.next_wave(taken)[: step.policy.size]  # the first probes ride with the evidence
-        tasks = _unique([t for comp in parts for t in evidence[comp]] + [step.judge.train[i] for i in taken & moved]
-                        + first)
-        cand.rewards.update(zip((t.id for t in tasks), step.score([(cand.state, tasks)])[0]))
-        taken.update(t.id for t in first)
+    cand = _Candidate(parts=parts, state=_fuse(step.head_state, parts))
+    first = step.next_wave(taken)[: step.policy.size]  # the first probes ride with the evidence
+    tasks = _unique([t for comp in parts for t in evidence[comp]] + first)
+    cand.rewards = dict(zip((t.id for t in tasks), step.score([(cand.state, tasks)])[0]))
+    taken.update(t.id for t in first)
+    while True:
         _probe(step, cand, taken, judged)
-        moved |= {i for i, r in cand.rewards.items() if r != step.head[i]}
         broken = [i for i, r in cand.rewards.items() if r < step.head[i] and i not in judged]
         if not broken:
             return cand
-        guilty, cleared = _culprits(step, cand, broken)
+        guilty, cleared, answered = _culprits(step, cand, broken)
         judged |= cleared
-        parts = [comp for comp in parts if not any(comp is g for g in guilty)]
-    return None
+        if not guilty:
+            continue
+        parts = [comp for comp in cand.parts if not any(comp is g for g in guilty)]
+        if not parts:
+            return None
+        cand = _credited(step, cand, parts, guilty, answered - judged, evidence)
+
+
+def _credited(step: _Step, old: _Candidate, parts: list[Component], guilty: list[Component], answered: set[str],
+              evidence: _ById) -> _Candidate:
+    """The fusion of `parts`, the culprits gone. Parts that do not interact are credited
+    separately: where the old fusion moved a task through a culprit alone (a task it broke, or
+    its own evidence), the new one stands where head does; where it moved one through a part that
+    stays (its evidence), it keeps the old reward; any other task the old fusion moved (one that
+    a part which stays breaks too, say) is scored."""
+    cand = _Candidate(parts=parts, state=_fuse(step.head_state, parts))
+    kept = {t.id for comp in parts for t in evidence[comp]}
+    gone = answered | {t.id for comp in guilty for t in evidence[comp]}
+    unsure = []
+    for i, r in old.rewards.items():
+        if r == step.head[i] or i in kept:
+            cand.rewards[i] = r
+        elif i in gone:
+            cand.rewards[i] = step.head[i]
+        else:
+            unsure.append(step.judge.train[i])
+    if unsure:
+        cand.rewards.update(zip((t.id for t in unsure), step.score([(cand.state, unsure)])[0]))
+    return cand
 
 
 def _probe(step: _Step, cand: _Candidate, taken: set[str], judged: set[str]) -> None:
@@ -182,10 +205,10 @@ def _probe(step: _Step, cand: _Candidate, taken: set[str], judged: set[str]) -> 
         taken.update(t.id for t in wave)
 
 
-def _culprits(step: _Step, cand: _Candidate, broken: list[str]) -> tuple[list[Component], set[str]]:
+def _culprits(step: _Step, cand: _Candidate, broken: list[str]) -> tuple[list[Component], set[str], set[str]]:
     """Bisect each task `cand` breaks down to the groups of its parts that break it alone; judge
-    each group on what it fixes against what it breaks. The components that fail that, and the
-    broken tasks of the groups that pass it."""
+    each group on what it fixes against what it breaks. The components that fail that, the broken
+    tasks of the groups that pass it, and those of the groups that fail it."""
     train, parts, answers = step.judge.train, cand.parts, step.answers
     answers.update({(tuple(id(c) for c in parts), i): cand.rewards[i] for i in broken})  # the whole set, measured
 
@@ -205,7 +228,7 @@ def _culprits(step: _Step, cand: _Candidate, broken: list[str]) -> tuple[list[Co
             key = tuple(id(c) for c in group)
             groups[key] = group
             step.charged.setdefault(key, []).append(task_id)  # with what it broke in earlier waves
-    guilty, cleared = [], set()
+    guilty, cleared, answered = [], set(), set()
     for key, group in groups.items():
         tasks = step.charged[key]
         verdict = _alone(step, group, key, tasks, answers)
@@ -213,10 +236,11 @@ def _culprits(step: _Step, cand: _Candidate, broken: list[str]) -> tuple[list[Co
             cleared.update(tasks)
             continue
         guilty += group
+        answered.update(tasks)
         shown = ", ".join(tasks[:5]) + (f" and {len(tasks) - 5} more" if len(tasks) > 5 else "")
         what = "together with " + str(len(group) - 1) + " other diffs " if len(group) > 1 else ""
         step.reject(group, f"rejected: {what}breaks {shown}, which head passes ({verdict.reason})")
-    return guilty, cleared
+    return guilty, cleared, answered
 
 
 def _alone(step: _Step, group: list[Component], key: tuple[int, ...], broken: list[str],
