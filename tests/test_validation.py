@@ -1,0 +1,67 @@
+"""Validation that pays for what it learns, the cache keyed by what a rollout saw, the bill by purpose."""
+
+from __future__ import annotations
+
+import random
+
+from agentdescent import events
+from agentdescent.cli.demo import demo_strategy, route, route_reward
+from agentdescent.engine.evaluation import PURPOSES
+from agentdescent.engine.evolve import split_tasks
+from agentdescent.engine.validation import Validator
+from agentdescent.step.policies import Amortized, OnHeldOutGain
+from agentdescent.types import Task
+from tests.doubles import CountingRun, numbered_tasks, router
+
+
+def test_the_held_out_set_is_measured_when_it_pays_and_whole_whenever_it_counts():
+    seen: list = []
+    result = router(rounds=30, n_workers=4, target_reward=1.0, on_event=seen.append)
+    commits = [e for e in seen if isinstance(e, events.Committed)]
+    validations = [e for e in seen if isinstance(e, events.Evaluated) and e.round >= 0]
+    assert result.final_reward == 1.0 and len(validations) < len(commits)
+    assert all(not e.partial for e in validations if e.promoted)  # stable moves on a whole pass only
+    # initial and final rewards are the whole held-out set's, measured again here from scratch
+    _, held_out = split_tasks(router_tasks_of_seed0(), 0.3, random.Random("0:split"))
+    strategy = demo_strategy("append")
+    whole = lambda state: sum(route_reward(t, route(strategy.render(state), t)) for t in held_out) / len(held_out)  # noqa: E731
+    assert result.final_reward == whole(result.state) and result.initial_reward == whole(result.initial_state)
+    usage = result.usage
+    assert sum(getattr(usage, p) for p in PURPOSES) == usage.rollouts and usage.validate < usage.rollouts / 2
+
+
+def router_tasks_of_seed0() -> list[Task]:
+    from agentdescent.cli.demo import router_tasks
+
+    return router_tasks(0)
+
+
+def test_a_validation_stops_after_its_first_wave_only_when_nothing_could_come_of_the_rest(make_evaluator):
+    held_out = numbered_tasks(16, gold="{i}")
+    evaluator = make_evaluator(CountingRun())
+    good, bad = {"r": "answer with the gold"}, {"r": "say nothing"}
+    validator = Validator(evaluator=evaluator, held_out=held_out, train_ids=frozenset(), schedule=Amortized(),
+                          promotion=OnHeldOutGain(), target=1.0)
+    assert validator.measure(bad, best=0.8) == (0.75, False)  # 0 of 4; a perfect rest reaches 0.75 < 0.8, < 1
+    assert evaluator.usage.validate == 4
+    assert validator.measure(bad, best=0.5) == (0.0, True)  # 0.75 could beat 0.5: the whole set is run
+    assert evaluator.usage.validate == 16  # the first four from the cache
+    assert validator.measure(good, best=0.5) == (1.0, True)
+    assert evaluator.usage.validate == 32
+
+
+def test_the_schedule_keeps_validation_within_its_share_and_validates_when_the_target_is_near():
+    due = Amortized(share=0.2, min_known=2)
+    assert not due(validated=100, calls=400, held_out=100, dev_train={}, leads=3, target=None)
+    assert due(validated=100, calls=900, held_out=100, dev_train={}, leads=3, target=None)
+    assert due(validated=100, calls=400, held_out=100, dev_train={"a": 1.0, "b": 1.0}, leads=0, target=1.0)
+    assert not due(validated=100, calls=400, held_out=100, dev_train={"a": 1.0, "b": 1.0}, leads=1, target=1.0)
+
+
+def test_states_that_render_alike_share_their_rollouts(make_evaluator):
+    run = CountingRun()
+    evaluator = make_evaluator(run)  # an AppendRules playbook: what a rollout sees is the rules, not their keys
+    tasks = numbered_tasks(3, gold="{i}")
+    evaluator.rewards([{"k1": "answer with the gold"}], tasks)
+    evaluator.rewards([{"k2": "answer with the gold"}], tasks)
+    assert len(run.calls) == 3 and evaluator.usage.cache_hits == 3
