@@ -319,7 +319,7 @@ def _first_dispatch(tasks, n_workers=1):
     from agentdescent.step.policies import FailuresFirst
 
     train, _ = split_tasks(tasks, 0.3, random.Random("0:split"))  # the split evolve makes for seed 0
-    first, *spares = FailuresFirst()(train, n_workers * 4, 0, 0, {})  # a minibatch and three spares
+    first, *spares = FailuresFirst()(train, n_workers * 4, 0, 0, {})  # a minibatch and its spares
     return first, spares
 
 
@@ -328,7 +328,7 @@ def test_an_idle_worker_scouts_its_spares_and_reflects_at_once():
     reflects on the failure it finds there in the same turn, rather than idling a round."""
     tasks = numbered_tasks(40, id="t{i:02d}", prompt="{i}")
     _, spares = _first_dispatch(tasks)
-    failing = spares[1][0].id  # in the second spare minibatch, not the first
+    failing = spares[0][1].id  # in the spare minibatch, not the worker's own
     result = evolve(
         tasks, lambda task, output: 0.0 if task.id == failing and "fix" not in output else 1.0,
         run=echo, propose=lambda *a: "fix it", rounds=1, n_workers=1,

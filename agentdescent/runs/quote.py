@@ -2,7 +2,7 @@
 money when the spec gives a price.
 
 The estimate follows the loop's shape with the shipped policies: the held-out set measured at the
-start and at the end; per round each worker's minibatch (4 tasks, up to 12 more scouted when
+start and at the end; per round each worker's minibatch (4 tasks, up to 4 more scouted when
 none fails), up to 2 reflections a worker, each diff verified on the failure it came from, the
 round's fusion and head probed on up to 32 train tasks, and, when a probe breaks, bisection (two
 questions a level, for at most one wave of 16 broken probes); held-out evaluation on the way
@@ -18,7 +18,7 @@ import math
 
 from pydantic import BaseModel
 
-MINIBATCH, SCOUTED, REFLECTIONS, SAMPLE, WAVE, SHARE = 4, 12, 2, 32, 16, 0.2
+MINIBATCH, SCOUTED, REFLECTIONS, SAMPLE, WAVE, SHARE = 4, 4, 2, 32, 16, 0.2
 TOKENS_OUT = 300  # a typical reply
 
 

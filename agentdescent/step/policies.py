@@ -123,7 +123,7 @@ class WorstFirst:
 
     max_proposals: int = 2
     below: float = 1.0
-    scouts: int = 3
+    scouts: int = 1  # 4 spare tasks: three spare minibatches found failures a little sooner for 10 % more calls
 
     def __call__(self, rollouts: Sequence[Rollout]) -> list[Rollout]:
         # once per task: a small train set can deal one task twice into a minibatch
