@@ -138,9 +138,14 @@ class RunFiles:
             self.journal_lines += 1
 
     def close(self) -> None:
+        """Close the journal; on a full disk the line it could not write is lost (its rollout is
+        run again on resume) and closing says nothing of it."""
         with self._lock:
             if self._journal is not None:
-                self._journal.close()
+                try:
+                    self._journal.close()
+                except OSError:
+                    pass
                 self._journal = None
 
 

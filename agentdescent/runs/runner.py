@@ -12,6 +12,7 @@ the status says `cancelled`. Left out: starting this process (`detach`) and read
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -70,8 +71,15 @@ def _live(run: RunDir) -> int:
         tracker.update(state="failed", error=redact(str(exc)), message=f"the run {began}: {redact(str(exc))[:200]}",
                        next=f"fix what the error says, then: agentdescent resume {run.id}")
         return 1
+    except OSError as exc:  # the run's own folder cannot be written (a full disk): say so where we still can
+        said = exc.strerror or str(exc)
+        tracker.update(state="failed", error=f"cannot write the run's files in {run.path}: {said}",
+                       message=f"stopped: couldn't write the run's files ({said})",
+                       next=f"free some space, then: agentdescent resume {run.id}")
+        return 1
     except Exception as exc:  # a bug: keep the traceback in the log, and say where it is
-        print(redact(traceback.format_exc()), file=sys.stderr, flush=True)
+        with contextlib.suppress(OSError):  # the log may be on a full disk too
+            print(redact(traceback.format_exc()), file=sys.stderr, flush=True)
         tracker.update(state="failed", error=redact(f"{type(exc).__name__}: {exc}"),
                        message=f"the run failed unexpectedly; the traceback is in {run.file('run.log')}",
                        next=f"agentdescent resume {run.id} tries again from the last checkpoint")
@@ -108,7 +116,7 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
     workspaces = run.file("workspaces")
     workspaces.mkdir(exist_ok=True)
     run_fn, propose = build.callables(spec, parts, make_agent=make_agent, workdir=workspaces)
-    with run.file("events.jsonl").open("a", encoding="utf-8") as events:
+    with contextlib.closing(_Quiet(run.file("events.jsonl").open("a", encoding="utf-8"))) as events:
         if events.tell() and not run.file("events.jsonl").read_bytes().endswith(b"\n"):
             events.write("\n")  # a line an earlier process was killed in the middle of ends here
 
@@ -130,6 +138,21 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
             max_tokens=spec.max_tokens, rollout_timeout=spec.rollout_timeout, seed=spec.seed, store=run.ledger,
             on_event=on_event, cancel=token,
         )
+
+
+class _Quiet:
+    """A file whose closing does not raise: on a full disk, the line a failed write left in its
+    buffer is lost with it (the write itself already stopped the run)."""
+
+    def __init__(self, handle) -> None:
+        self._handle = handle
+
+    def __getattr__(self, name: str):
+        return getattr(self._handle, name)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._handle.close()
 
 
 def _finish(run: RunDir, tracker: StatusTracker, result: EvolveResult, token: CancelToken) -> None:
