@@ -13,6 +13,8 @@ acceptance calls per committed rule, which is the gate's cost as the number of w
 Run: python bench/gate_cost.py [--workers 1 8] [--harm 0.25] [--seeds 0 1 2]
      python bench/gate_cost.py --workers 1 2 4 8 16 --seeds 0 1 2   # the gate's cost against N
      python bench/gate_cost.py --workers 8 --harm 0 0.5 --seeds 0 1 2 3 4 5 6 7 8 9
+     python bench/gate_cost.py --workers 8 --harm 0.3 --confidence 0.95   # a stricter gate
+     python bench/gate_cost.py --workers 8 --harm 0.3 --scouts 3          # more scouting
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentdescent import events, evolve  # noqa: E402
+from agentdescent import Policies, events, evolve  # noqa: E402
 from agentdescent.cli.demo import FILLERS, RouterReflector, demo_strategy, route, route_reward, router_tasks, routing_rules  # noqa: E402
+from agentdescent.step.policies import BetaAcceptance, WorstFirst  # noqa: E402
 
 PARTS = ("train", "verify", "accept", "validate", "proposals")
 
@@ -56,7 +59,9 @@ def run_once(n_workers: int, seed: int, harm: float, args: argparse.Namespace) -
         start = time.perf_counter()
         result = evolve(tasks, route_reward, run=slow_route, propose=slow_propose, strategy=strategy,
                         rounds=400, n_workers=n_workers, max_concurrency=args.concurrency, target_reward=1.0,
-                        seed=seed, store=store, on_event=on_event)
+                        seed=seed, store=store, on_event=on_event,
+                        policies=Policies(acceptance=BetaAcceptance(confidence=args.confidence),
+                                          proposal=WorstFirst(scouts=args.scouts)))
         wall = time.perf_counter() - start
     usage = result.usage.as_record()
     rules = routing_rules(result.rendered)
@@ -76,6 +81,9 @@ def main() -> None:
     parser.add_argument("--rollout-ms", type=float, default=20)
     parser.add_argument("--propose-ms", type=float, default=40)
     parser.add_argument("--concurrency", type=int, default=1024)
+    parser.add_argument("--confidence", type=float, default=BetaAcceptance().confidence,
+                        help="P(harm rate < max_harm) that ends the probing (the gate's strictness)")
+    parser.add_argument("--scouts", type=int, default=WorstFirst().scouts, help="spare minibatches an idle worker scouts")
     args = parser.parse_args()
     print("N  harm seed rounds    s  calls | " + " ".join(f"{p:>9}" for p in PARTS)
           + " | reward committed harmful-landed harmful-in-result accept/rule")
