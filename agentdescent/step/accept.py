@@ -73,8 +73,8 @@ class _Step:
         self.policy = judge.policies.acceptance
         self.head: dict[str, float] = dict(judge.known(head_state))
         self.rejected: dict[str, str] = {}
-        self.answers: dict[tuple[tuple[int, ...], str], float] = {}  # (a subset of parts, task id) -> its reward
-        self.charged: dict[tuple[int, ...], list[str]] = {}  # a culprit group -> the tasks it broke so far
+        self.answers: dict[tuple[tuple[Component, ...], str], float] = {}  # (a subset of parts, task id) -> its reward
+        self.charged: dict[tuple[Component, ...], list[str]] = {}  # a culprit group -> the tasks it broke so far
 
     def score(self, jobs: Sequence[tuple[State, Sequence[Task]]]) -> list[list[float]]:
         """Head on every task of the jobs beside the jobs themselves, in one wave (head is cached)."""
@@ -118,33 +118,24 @@ def accept(components: Sequence[Component], head_state: State, probes: Sequence[
     return _combine(step, free, passed, evidence)
 
 
-def _evidence(step: _Step, components: Sequence[Component]) -> dict[int, list[Task]]:
-    """id(component) -> its evidence tasks, for the components that fix at least one of them."""
+def _evidence(step: _Step, components: Sequence[Component]) -> dict[Component, list[Task]]:
+    """Each component that fixes at least one of its evidence tasks, with those tasks."""
     tasks = [_evidence_tasks(comp, step.judge.train) for comp in components]
     rows = step.score([(apply(step.head_state, comp.after), ts) for comp, ts in zip(components, tasks)])
-    kept: dict[int, list[Task]] = {}
+    kept: dict[Component, list[Task]] = {}
     for comp, ts, row in zip(components, tasks, rows):
-        fixed = [t.id for t, r in zip(ts, row) if r > step.head[t.id]]
-        if fixed:
-            kept[id(comp)] = ts
+        if any(r > step.head[t.id] for t, r in zip(ts, row)):
+            kept[comp] = ts
         else:
             step.reject([comp], f"rejected: fixes none of the {len(ts)} failures it was made from")
-    return _ById(kept)
+    return kept
 
 
-class _ById(dict):
-    """A dict keyed by the identity of components (they are not hashable), read with `in` and `[]`."""
-
-    def __contains__(self, comp: object) -> bool:
-        return super().__contains__(id(comp))
-
-    def __getitem__(self, comp: object) -> list[Task]:
-        return super().__getitem__(id(comp))
-
-
-def _fusion_test(step: _Step, parts: list[Component], evidence: _ById) -> _Candidate | None:
+def _fusion_test(step: _Step, parts: list[Component], evidence: Mapping[Component, list[Task]]) -> _Candidate | None:
     """The fusion of `parts` probed in waves, culprits of what it breaks bisected out; the candidate
     that is left and its rewards, or None when nothing is."""
+    if not parts:
+        return None
     taken: set[str] = set()
     judged: set[str] = set()  # broken tasks a culprit that passed its own test answers for
     cand = _Candidate(parts=parts, state=_fuse(step.head_state, parts))
@@ -161,14 +152,14 @@ def _fusion_test(step: _Step, parts: list[Component], evidence: _ById) -> _Candi
         judged |= cleared
         if not guilty:
             continue
-        parts = [comp for comp in cand.parts if not any(comp is g for g in guilty)]
+        parts = [comp for comp in cand.parts if comp not in guilty]
         if not parts:
             return None
         cand = _credited(step, cand, parts, guilty, answered - judged, evidence)
 
 
 def _credited(step: _Step, old: _Candidate, parts: list[Component], guilty: list[Component], answered: set[str],
-              evidence: _ById) -> _Candidate:
+              evidence: Mapping[Component, list[Task]]) -> _Candidate:
     """The fusion of `parts`, the culprits gone. Parts that do not interact are credited
     separately: where the old fusion moved a task through a culprit alone (a task it broke, or
     its own evidence), the new one stands where head does; where it moved one through a part that
@@ -210,22 +201,22 @@ def _culprits(step: _Step, cand: _Candidate, broken: list[str]) -> tuple[list[Co
     each group on what it fixes against what it breaks. The components that fail that, the broken
     tasks of the groups that pass it, and those of the groups that fail it."""
     train, parts, answers = step.judge.train, cand.parts, step.answers
-    answers.update({(tuple(id(c) for c in parts), i): cand.rewards[i] for i in broken})  # the whole set, measured
+    answers.update({(tuple(parts), i): cand.rewards[i] for i in broken})  # the whole set, measured
 
     def ask(wave: list[tuple[str, list[Component]]]) -> list[bool]:
-        jobs: dict[tuple[int, ...], tuple[list[Component], list[Task]]] = {}
+        jobs: dict[tuple[Component, ...], tuple[list[Component], list[Task]]] = {}
         for task_id, subset in wave:
-            jobs.setdefault(tuple(id(c) for c in subset), (subset, []))[1].append(train[task_id])
+            jobs.setdefault(tuple(subset), (subset, []))[1].append(train[task_id])
         rows = step.score([(_fuse(step.head_state, subset), ts) for subset, ts in jobs.values()])
         for key, (_, ts), row in zip(jobs, jobs.values(), rows):
             answers.update(((key, t.id), r) for t, r in zip(ts, row))
-        return [answers[(tuple(id(c) for c in subset), task_id)] < step.head[task_id] for task_id, subset in wave]
+        return [answers[(tuple(subset), task_id)] < step.head[task_id] for task_id, subset in wave]
 
     found = search_all({task_id: culprits(parts) for task_id in broken}, ask)
-    groups: dict[tuple[int, ...], list[Component]] = {}
+    groups: dict[tuple[Component, ...], list[Component]] = {}
     for task_id, task_groups in found.items():
         for group in task_groups:
-            key = tuple(id(c) for c in group)
+            key = tuple(group)
             groups[key] = group
             step.charged.setdefault(key, []).append(task_id)  # with what it broke in earlier waves
     guilty, cleared, answered = [], set(), set()
@@ -243,8 +234,8 @@ def _culprits(step: _Step, cand: _Candidate, broken: list[str]) -> tuple[list[Co
     return guilty, cleared, answered
 
 
-def _alone(step: _Step, group: list[Component], key: tuple[int, ...], broken: list[str],
-           answers: Mapping[tuple[tuple[int, ...], str], float]) -> Verdict:
+def _alone(step: _Step, group: list[Component], key: tuple[Component, ...], broken: list[str],
+           answers: Mapping[tuple[tuple[Component, ...], str], float]) -> Verdict:
     """A culprit group on its own: its evidence (for one component, measured in the evidence stage
     and so cached) and the tasks it breaks."""
     evidence = _unique([t for comp in group for t in _evidence_tasks(comp, step.judge.train)])
@@ -254,7 +245,7 @@ def _alone(step: _Step, group: list[Component], key: tuple[int, ...], broken: li
     return step.policy(candidate, head, gated=False)
 
 
-def _gated_test(step: _Step, gated: list[Component], evidence: _ById) -> list[Component]:
+def _gated_test(step: _Step, gated: list[Component], evidence: Mapping[Component, list[Task]]) -> list[Component]:
     """The gated components that pass alone: the test at the stricter bar on their evidence and the
     first `size` probes, then the oracle (no held-out task worse) and the approver."""
     if not gated:
@@ -282,7 +273,7 @@ def _gated_test(step: _Step, gated: list[Component], evidence: _ById) -> list[Co
     return passed
 
 
-def _combine(step: _Step, free: _Candidate | None, gated: list[Component], evidence: _ById) -> Acceptance:
+def _combine(step: _Step, free: _Candidate | None, gated: list[Component], evidence: Mapping[Component, list[Task]]) -> Acceptance:
     """The candidate to commit: the L2 fusion with the gated components that passed alone, when the
     whole passes the stricter bar (and the oracle, if it is more than one); else the L2 fusion."""
     train, size = step.judge.train, step.policy.size
@@ -316,7 +307,7 @@ def _combine(step: _Step, free: _Candidate | None, gated: list[Component], evide
                       candidate_reward=None)
 
 
-def _gain(step: _Step, comp: Component, evidence: _ById) -> float:
+def _gain(step: _Step, comp: Component, evidence: Mapping[Component, list[Task]]) -> float:
     """What `comp` alone gained on its evidence (scored in the evidence stage, so cached)."""
     tasks = evidence[comp]
     row = step.score([(apply(step.head_state, comp.after), tasks)])[0]

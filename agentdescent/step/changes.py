@@ -17,9 +17,10 @@ class Change:
     note: str = ""
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, eq=False)
 class Component:
-    """Changes that share keys, so they are accepted or rejected together."""
+    """Changes that share keys, so they are accepted or rejected together. Compared (and hashed)
+    by identity: a step's components are distinct objects holding disjoint keys."""
 
     changes: list[Change]
     after: dict[str, str | None]
