@@ -11,7 +11,11 @@ Each raises `UserError` (with the fix) when it cannot do what was asked, and cha
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import BaseModel, Field
+
+from agentdescent.process import TimedOut, run_process
 
 
 class HostReport(BaseModel):
@@ -30,3 +34,24 @@ class Changed(BaseModel):
     commands: list[str] = Field(default_factory=list)  # host commands run, as typed
     message: str
     next: str = ""
+
+
+def version(program: str) -> str | None:
+    """The first line `PROGRAM --version` prints, or None when it fails or takes over 10 s."""
+    try:
+        done = run_process([program, "--version"], timeout=10)
+    except (OSError, TimedOut):
+        return None
+    first = (done.stdout or done.stderr).strip().splitlines()
+    return first[0][:80] if done.returncode == 0 and first else None
+
+
+def to_wire(host: str, *, found: bool, product: str, package: str) -> str:
+    """What to run when `host` is not wired: install it, if its CLI is missing, then us."""
+    then = f"agentdescent install {host}"
+    return then if found else f"install {product} (npm install -g {package}), then {then}"
+
+
+def wired_in(host: str, config: Path, by_us: bool) -> str:
+    """Where `host` is wired, and by whom."""
+    return f"wired in {config}" + (f" by `agentdescent install {host}`" if by_us else " (by hand)")

@@ -26,7 +26,7 @@ from typing import Any
 from agentdescent import atomic
 from agentdescent.errors import UserError
 from agentdescent.hosts import bundle
-from agentdescent.hosts.base import Changed, HostReport
+from agentdescent.hosts.base import Changed, HostReport, to_wire, version
 from agentdescent.process import TimedOut, run_process
 from agentdescent.runs.store import home
 
@@ -55,17 +55,15 @@ def _claude_json() -> Path:
 def report() -> HostReport:
     """How Claude Code stands here; never raises, and runs at most `claude --version`."""
     claude = shutil.which("claude")
-    version = _version(claude) if claude else None
     plugin, server = _plugin_installed(), _server_added()
     if plugin:
         how = f"plugin {PLUGIN} installed (from {_marketplace_path() or 'its marketplace'})"
     elif server:
         how = f"MCP server {SERVER!r} in {_claude_json()}"
-    elif claude:
-        how = "agentdescent install claude-code"
     else:
-        how = "install Claude Code (npm install -g @anthropic-ai/claude-code), then agentdescent install claude-code"
-    return HostReport(host=HOST, installed=claude is not None, version=version, wired=plugin or server, how=how,
+        how = to_wire(HOST, found=claude is not None, product="Claude Code", package="@anthropic-ai/claude-code")
+    return HostReport(host=HOST, installed=claude is not None, version=version(claude) if claude else None,
+                      wired=plugin or server, how=how,
                       config=str(config_dir()))
 
 
@@ -185,15 +183,6 @@ def _quiet(claude: str, *args: str) -> None:
 def _tail(text: str, lines: int = 5) -> str:
     kept = [line.strip() for line in (text or "").strip().splitlines() if line.strip()][-lines:]
     return " / ".join(kept)[-600:] or "no output"
-
-
-def _version(claude: str) -> str | None:
-    try:
-        done = run_process([claude, "--version"], timeout=10)
-    except (OSError, TimedOut):
-        return None
-    first = (done.stdout or done.stderr).strip().splitlines()
-    return first[0][:80] if done.returncode == 0 and first else None
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -36,8 +36,8 @@ except ModuleNotFoundError:  # Python 3.10
 
 from agentdescent.errors import UserError
 from agentdescent.hosts import bundle, marked
-from agentdescent.hosts.base import Changed, HostReport
-from agentdescent.hosts.wiring import Wiring, put_in, read_text, take_out, version
+from agentdescent.hosts.base import Changed, HostReport, to_wire, version, wired_in
+from agentdescent.hosts.wiring import Wiring, put_in, read_text, take_out
 
 HOST = "codex"
 SERVER = "agentdescent"
@@ -58,12 +58,8 @@ def report() -> HostReport:
     except (OSError, UserError, tomllib.TOMLDecodeError):
         text, servers = "", None
     wired = isinstance(servers, dict) and SERVER in servers
-    if wired:
-        how = f"wired in {config}" + (" by `agentdescent install codex`" if marked.present(text) else " (by hand)")
-    elif codex:
-        how = "agentdescent install codex"
-    else:
-        how = "install Codex (npm install -g @openai/codex), then agentdescent install codex"
+    how = wired_in(HOST, config, marked.present(text)) if wired else to_wire(
+        HOST, found=codex is not None, product="Codex", package="@openai/codex")
     return HostReport(host=HOST, installed=codex is not None, version=version(codex) if codex else None,
                       wired=wired, how=how, config=str(config))
 

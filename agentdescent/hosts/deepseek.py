@@ -38,7 +38,7 @@ import yaml
 
 from agentdescent.errors import UserError
 from agentdescent.hosts import bundle, marked, wiring
-from agentdescent.hosts.base import Changed, HostReport
+from agentdescent.hosts.base import Changed, HostReport, to_wire, version, wired_in
 
 HOST = "deepseek"
 SERVER = "agentdescent"
@@ -81,13 +81,9 @@ def report() -> HostReport:
         wired = bool(_rows(load(text), lambda row: _starts_us(row) or _named_us(row)))
     except (UserError, yaml.YAMLError):
         text, wired = "", False
-    if wired:
-        how = f"wired in {patch}" + (" by `agentdescent install deepseek`" if marked.present(text) else " (by hand)")
-    elif dsh:
-        how = "agentdescent install deepseek"
-    else:
-        how = "install DeepSeek Harness (npm install -g @deepseek-ai/dsh), then agentdescent install deepseek"
-    return HostReport(host=HOST, installed=dsh is not None, version=wiring.version(dsh) if dsh else None,
+    how = wired_in(HOST, patch, marked.present(text)) if wired else to_wire(
+        HOST, found=dsh is not None, product="DeepSeek Harness", package="@deepseek-ai/dsh")
+    return HostReport(host=HOST, installed=dsh is not None, version=version(dsh) if dsh else None,
                       wired=wired, how=how, config=str(patch))
 
 

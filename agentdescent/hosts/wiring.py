@@ -23,19 +23,7 @@ from agentdescent import atomic
 from agentdescent.errors import UserError
 from agentdescent.hosts import marked
 from agentdescent.hosts.base import Changed
-from agentdescent.process import TimedOut, run_process
 from agentdescent.runs.store import home
-
-
-def version(program: str) -> str | None:
-    """The first line `PROGRAM --version` prints, or None when it fails or takes over 10 s."""
-    try:
-        done = run_process([program, "--version"], timeout=10)
-    except (OSError, TimedOut):
-        return None
-    first = (done.stdout or done.stderr).strip().splitlines()
-    return first[0][:80] if done.returncode == 0 and first else None
-
 
 Check = Callable[[str, str, Path], None]  # (the user's text, the text to write, its path): raise UserError if wrong
 
