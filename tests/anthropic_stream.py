@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tests.loopback import Request, Response
+from tests.loopback import Request, Response, error_response, event_stream
 
 __all__ = ["Chat", "Reply", "Result", "ScriptedModel", "ToolUse"]
 
@@ -119,7 +119,7 @@ class ScriptedModel:
     def __call__(self, request: Request) -> Response:
         body = request.json
         if request.method != "POST" or request.path != "/v1/messages" or not isinstance(body, dict):
-            return _error(404, f"no route {request.method} {request.path}")
+            return error_response(404, f"no route {request.method} {request.path}", anthropic=True)
         if not body.get("tools") or self.marker not in json.dumps(body.get("messages")):
             return _answer(body, [self.side])
         chat = Chat(body, self.prefix)
@@ -130,7 +130,7 @@ class ScriptedModel:
         except Exception as exc:  # noqa: BLE001 -- a script bug must reach the test, and claude must stop at once
             with self._lock:
                 self.errors.append(exc)
-            return _error(400, f"the scripted model failed: {exc!r}")
+            return error_response(400, f"the scripted model failed: {exc!r}", anthropic=True)
         blocks = reply if isinstance(reply, list) else [reply]
         return _answer(body, [b for i, b in enumerate(blocks) if b not in blocks[:i]])  # one ToolSearch, not two
 
@@ -157,8 +157,7 @@ def _answer(body: dict[str, Any], blocks: list[str | ToolUse]) -> Response:
                    {"type": "content_block_stop", "index": index}]
     events += [{"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
                 "usage": {"output_tokens": 1}}, {"type": "message_stop"}]
-    text = "".join(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n" for event in events)
-    return Response(body=text, headers={"content-type": "text/event-stream"})
+    return event_stream(events)
 
 
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -179,7 +178,3 @@ def _result(call: dict[str, Any], returned: dict[str, Any]) -> Result:
 
 def _names(text: str, prefix: str) -> list[str]:
     return re.findall(re.escape(prefix) + r"\w+", text) if prefix else []
-
-
-def _error(status: int, message: str) -> Response:
-    return Response(status=status, body={"type": "error", "error": {"type": "invalid_request_error", "message": message}})

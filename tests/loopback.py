@@ -180,9 +180,9 @@ def openai_chat(reply_fn: ReplyFn, *, model: str | None = None) -> Handler:
     def handle(request: Request) -> Response:
         body = request.json
         if request.method != "POST" or not request.path.endswith("/chat/completions"):
-            return _error(404, f"no route {request.method} {request.path}")
+            return error_response(404, f"no route {request.method} {request.path}")
         if not isinstance(body, dict) or "model" not in body or not body.get("messages"):
-            return _error(400, "the body needs 'model' and 'messages'")
+            return error_response(400, "the body needs 'model' and 'messages'")
         prompt = _last_user_text(body["messages"])
         reply = reply_fn(prompt)
         if isinstance(reply, Response):
@@ -204,9 +204,9 @@ def anthropic_messages(reply_fn: ReplyFn) -> Handler:
     def handle(request: Request) -> Response:
         body = request.json
         if request.method != "POST" or request.path != "/v1/messages":
-            return _error(404, f"no route {request.method} {request.path}", anthropic=True)
+            return error_response(404, f"no route {request.method} {request.path}", anthropic=True)
         if not isinstance(body, dict) or not {"model", "max_tokens", "messages"} <= body.keys():
-            return _error(400, "the body needs 'model', 'max_tokens' and 'messages'", anthropic=True)
+            return error_response(400, "the body needs 'model', 'max_tokens' and 'messages'", anthropic=True)
         prompt = _last_user_text(body["messages"])
         reply = reply_fn(prompt)
         if isinstance(reply, Response):
@@ -232,7 +232,14 @@ def _words(text: Any) -> int:
     return len(text.split()) if isinstance(text, str) else 0
 
 
-def _error(status: int, message: str, *, anthropic: bool = False) -> Response:
+def event_stream(events: list[dict[str, Any]]) -> Response:
+    """Server-sent events, each named by its "type", as the streaming APIs send them."""
+    text = "".join(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n" for event in events)
+    return Response(body=text, headers={"content-type": "text/event-stream"})
+
+
+def error_response(status: int, message: str, *, anthropic: bool = False) -> Response:
+    """An error in the provider's shape: Anthropic's, or OpenAI's."""
     if anthropic:
         return Response(status=status, body={"type": "error", "error": {"type": "invalid_request_error",
                                                                         "message": message}})

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tests.loopback import Request, Response
+from tests.loopback import Request, Response, error_response, event_stream
 
 __all__ = ["Call", "Reply", "Result", "ScriptedModel", "Turn"]
 
@@ -105,7 +105,7 @@ class ScriptedModel:
     def __call__(self, request: Request) -> Response:
         body = request.json
         if request.method != "POST" or not request.path.endswith("/responses") or not isinstance(body, dict):
-            return _error(404, f"no route {request.method} {request.path}")
+            return error_response(404, f"no route {request.method} {request.path}")
         turn = Turn(body, self.namespace)
         with self._lock:
             self.turns.append(turn)
@@ -114,7 +114,7 @@ class ScriptedModel:
         except Exception as exc:  # noqa: BLE001 -- a script bug must reach the test, and codex must stop at once
             with self._lock:
                 self.errors.append(exc)
-            return _error(400, f"the scripted model failed: {exc!r}")
+            return error_response(400, f"the scripted model failed: {exc!r}")
         return _answer(reply if isinstance(reply, list) else [reply])
 
 
@@ -127,8 +127,7 @@ def _answer(reply: list[str | Call]) -> Response:
                    {"type": "response.output_item.done", "output_index": index, "item": item}]
     events.append({"type": "response.completed", "response": {
         "id": response_id, "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}}})
-    text = "".join(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n" for event in events)
-    return Response(body=text, headers={"content-type": "text/event-stream"})
+    return event_stream(events)
 
 
 def _item(part: str | Call) -> dict[str, Any]:
@@ -155,7 +154,3 @@ def _result(call: dict[str, Any], returned: dict[str, Any]) -> Result:
     except ValueError:
         arguments = {}
     return Result(call["call_id"], call["name"], call.get("namespace"), arguments, text, value)
-
-
-def _error(status: int, message: str) -> Response:
-    return Response(status=status, body={"error": {"message": message, "type": "invalid_request_error"}})
