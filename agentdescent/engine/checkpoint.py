@@ -53,8 +53,6 @@ class Checkpoint(BaseModel):
     leads: list[str] = Field(default_factory=list)
     best: float = 0.0
     since_gain: int = 0
-    round_calls: int = 0
-    round_tokens: int = 0
     initial_reward: float = 0.0
     initial_version: int = 0
     usage: dict = Field(default_factory=dict)

@@ -185,8 +185,7 @@ class Loop:
         """Take up an interrupted run where its checkpoint left it; the outcomes of the rounds that
         committed after it, read back from the ledger."""
         self._initial = (saved.initial_version, saved.initial_reward)
-        self.progress = Progress(best=saved.best, since_gain=saved.since_gain, round_calls=saved.round_calls,
-                                 round_tokens=saved.round_tokens)
+        self.progress = Progress(best=saved.best, since_gain=saved.since_gain)
         self.history, self.outcomes, self.warnings = list(saved.history), list(saved.outcomes), list(saved.warnings)
         self.dispatcher.skip(saved.turns)
         self.sampler.restore(saved.leads)
@@ -219,7 +218,7 @@ class Loop:
         self.files.save(Checkpoint(
             fingerprint=self.fingerprint, strategy=type(self.strategy).__name__, finished=finished,
             next_round=self._next_round, turns=self.dispatcher.turns, leads=self.sampler.leads, best=progress.best,
-            since_gain=progress.since_gain, round_calls=progress.round_calls, round_tokens=progress.round_tokens, initial_reward=initial,
+            since_gain=progress.since_gain, initial_reward=initial,
             initial_version=start, usage=usage.as_record(), rollouts_counted=self.files.journal_lines,
             history=self.history, outcomes=self.outcomes, warnings=self.warnings,
         ))
@@ -251,14 +250,12 @@ class Loop:
                 self._abandon(round_, stop)
                 return stop
             self.emit(ev.RoundStarted(round=round_, version=self.ledger.head()))
-            calls, tokens = usage.calls, usage.tokens
             if round_ == first or not asynchronous:
                 self.dispatcher.dispatch(self.shape.n_workers, redispatch=asynchronous)
             last = round_ == rounds - 1
             if last:
                 self.dispatcher.stop()
             self._step(round_, self._collect(round_, wait_all=last or not asynchronous))
-            self.progress.round_calls, self.progress.round_tokens = usage.calls - calls, usage.tokens - tokens
             self._warn_if_all_failed()
             self._next_round = round_ + 1
             self._save(finished=False)
@@ -350,10 +347,14 @@ class Loop:
         raise BudgetSpent(spent)
 
     def _unjudged(self, round_: int, early: list[Outcome], diffs: list[Diff], reason: str) -> None:
-        for outcome in early + [Outcome(diff_id=d.id, kind="dropped_stale", step=round_, author=d.author, reason=reason)
-                                for d in diffs]:
+        """Outcomes for a round the budget ended before its step: what the workers said, and each diff unjudged."""
+        for outcome in early:
             self.outcomes.append(outcome)
-            self.emit(ev.DiffOutcome(round=round_, outcome=outcome, diff=next((d for d in diffs if d.id == outcome.diff_id), None)))
+            self.emit(ev.DiffOutcome(round=round_, outcome=outcome))
+        for diff in diffs:
+            outcome = Outcome(diff_id=diff.id, kind="dropped_stale", step=round_, author=diff.author, reason=reason)
+            self.outcomes.append(outcome)
+            self.emit(ev.DiffOutcome(round=round_, outcome=outcome, diff=diff))
 
     def _final_reward(self, stable: int, *, measure: bool) -> float:
         """The held-out reward of `stable` (measured whole when it was promoted, so from the cache,

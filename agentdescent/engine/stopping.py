@@ -20,8 +20,6 @@ class Progress:
 
     best: float = 0.0  # the held-out reward of `stable`
     since_gain: int = 0  # rounds since `stable` last gained
-    round_calls: int = 0  # what the last round cost: the estimate of the next one
-    round_tokens: int = 0
 
 
 class StopRule(Protocol):

@@ -116,7 +116,8 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
     workspaces = run.file("workspaces")
     workspaces.mkdir(exist_ok=True)
     run_fn, propose = build.callables(spec, parts, make_agent=make_agent, workdir=workspaces)
-    with contextlib.closing(_Quiet(run.file("events.jsonl").open("a", encoding="utf-8"))) as events:
+    events = run.file("events.jsonl").open("a", encoding="utf-8")
+    try:
         if events.tell() and not run.file("events.jsonl").read_bytes().endswith(b"\n"):
             events.write("\n")  # a line an earlier process was killed in the middle of ends here
 
@@ -138,21 +139,9 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
             max_tokens=spec.max_tokens, rollout_timeout=spec.rollout_timeout, seed=spec.seed, store=run.ledger,
             on_event=on_event, cancel=token,
         )
-
-
-class _Quiet:
-    """A file whose closing does not raise: on a full disk, the line a failed write left in its
-    buffer is lost with it (the write itself already stopped the run)."""
-
-    def __init__(self, handle) -> None:
-        self._handle = handle
-
-    def __getattr__(self, name: str):
-        return getattr(self._handle, name)
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self._handle.close()
+    finally:
+        with contextlib.suppress(OSError):  # on a full disk the line a failed write left in the buffer is lost
+            events.close()
 
 
 def _finish(run: RunDir, tracker: StatusTracker, result: EvolveResult, token: CancelToken) -> None:

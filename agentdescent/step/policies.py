@@ -210,6 +210,7 @@ class AcceptancePolicy(Protocol):
     wave: int  # probe tasks added to a candidate's test at a time
     size: int  # the most probe tasks one candidate is scored on
     fresh: int  # of each wave, the tasks not yet measured on head (the rest: tasks head is known to pass)
+    min_tasks: int  # the fewest tasks a candidate is judged on: probing goes on to reach it
 
     def sample(self, train: Sequence[Task], rng: random.Random) -> list[Task]:
         """A version's probe order: the train tasks the gate draws its waves from, drawn once per
