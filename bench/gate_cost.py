@@ -4,7 +4,7 @@ The reference domain of bench/speedup.py (60 rules to learn, every rollout sleep
 every proposal 40 ms), run until held-out reward 1.0 for each number of workers and each share
 of harmful proposals (`--harm`: how often the demo reflector proposes a rule keyed on a filler
 word, which fixes its own request and misroutes others; the demo's own share is 0.25). Printed
-for each run: rounds, seconds, calls split into train rollouts (minibatches and scouting),
+for each run: rounds, seconds (and the gate's share of them), calls split into train rollouts (minibatches and scouting),
 verification, acceptance (the gate: evidence, probes, bisection), validation (held-out) and
 proposals; the final held-out reward; rules committed, harmful rules that landed on the way (a
 later round removed them) and harmful rules in the result; and the
@@ -15,6 +15,8 @@ Run: python bench/gate_cost.py [--workers 1 8] [--harm 0.25] [--seeds 0 1 2]
      python bench/gate_cost.py --workers 8 --harm 0 0.5 --seeds 0 1 2 3 4 5 6 7 8 9
      python bench/gate_cost.py --workers 8 --harm 0.3 --confidence 0.95   # a stricter gate
      python bench/gate_cost.py --workers 8 --harm 0.3 --scouts 3          # more scouting
+     python bench/gate_cost.py --workers 8 --split 16                      # one-wave bisection
+     python bench/gate_cost.py --workers 8 --max-harm 0.05                 # a lower harm bar
 """
 
 from __future__ import annotations
@@ -60,13 +62,15 @@ def run_once(n_workers: int, seed: int, harm: float, args: argparse.Namespace) -
         result = evolve(tasks, route_reward, run=slow_route, propose=slow_propose, strategy=strategy,
                         rounds=400, n_workers=n_workers, max_concurrency=args.concurrency, target_reward=1.0,
                         seed=seed, store=store, on_event=on_event,
-                        policies=Policies(acceptance=BetaAcceptance(confidence=args.confidence),
+                        policies=Policies(acceptance=BetaAcceptance(confidence=args.confidence, max_harm=args.max_harm, split=args.split,
+                                                                    wave=args.wave),
                                           proposal=WorstFirst(scouts=args.scouts)))
         wall = time.perf_counter() - start
     usage = result.usage.as_record()
     rules = routing_rules(result.rendered)
     committed = sum(o.kind in ("committed", "fused") for o in result.outcome_list)
-    return {"rounds": len(result.history), "wall": wall, "calls": result.usage.calls, "reward": result.final_reward,
+    gate = sum(h.timings.get("accept", 0.0) for h in result.history)  # the rest: worker turns, commits, validation
+    return {"rounds": len(result.history), "wall": wall, "gate": gate, "calls": result.usage.calls, "reward": result.final_reward,
             **{part: usage[part] for part in PARTS}, "committed": committed,
             "harmful": sum(keyword in FILLERS for keyword, _ in rules), "landed_harm": len(landed_harm)}
 
@@ -83,9 +87,14 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1024)
     parser.add_argument("--confidence", type=float, default=BetaAcceptance().confidence,
                         help="P(harm rate < max_harm) that ends the probing (the gate's strictness)")
+    parser.add_argument("--max-harm", type=float, default=BetaAcceptance().max_harm,
+                        help="the harm rate (share of head's passing tasks broken) the probing must rule out")
+    parser.add_argument("--wave", type=int, default=BetaAcceptance().wave, help="probes in each wave of the gate")
+    parser.add_argument("--split", type=int, default=BetaAcceptance().split,
+                        help="parts a bisection splits a broken probe's suspects into at each level")
     parser.add_argument("--scouts", type=int, default=WorstFirst().scouts, help="spare minibatches an idle worker scouts")
     args = parser.parse_args()
-    print("N  harm seed rounds    s  calls | " + " ".join(f"{p:>9}" for p in PARTS)
+    print("N  harm seed rounds    s gate s  calls | " + " ".join(f"{p:>9}" for p in PARTS)
           + " | reward committed harmful-landed harmful-in-result accept/rule")
     for n in args.workers:
         for harm in args.harm:
@@ -93,14 +102,14 @@ def main() -> None:
             for seed in args.seeds:
                 r = run_once(n, seed, harm, args)
                 runs.append(r)
-                print(f"{n:<2} {harm:4.2f} {seed:4} {r['rounds']:6} {r['wall']:5.1f} {r['calls']:6} | "
+                print(f"{n:<2} {harm:4.2f} {seed:4} {r['rounds']:6} {r['wall']:5.1f} {r['gate']:6.1f} {r['calls']:6} | "
                       + " ".join(f"{r[p]:9}" for p in PARTS)
                       + f" | {r['reward']:6.3f} {r['committed']:9} {r['landed_harm']:14} {r['harmful']:17}"
                       f" {r['accept'] / max(1, r['committed']):11.1f}")
-            med = {k: statistics.median(r[k] for r in runs) for k in ("calls", "wall", "rounds", *PARTS)}
+            med = {k: statistics.median(r[k] for r in runs) for k in ("calls", "wall", "gate", "rounds", *PARTS)}
             per_rule = statistics.median(r["accept"] / max(1, r["committed"]) for r in runs)
             print(f"N={n} harm={harm:.2f}: median {med['calls']:.0f} calls ({', '.join(f'{p} {med[p]:.0f}' for p in PARTS)}),"
-                  f" {med['rounds']:.0f} rounds, {med['wall']:.2f} s; reward 1.0 on {sum(r['reward'] >= 1.0 for r in runs)}"
+                  f" {med['rounds']:.0f} rounds, {med['wall']:.2f} s of which the gate {med['gate']:.2f} s; reward 1.0 on {sum(r['reward'] >= 1.0 for r in runs)}"
                   f" of {len(runs)} seeds; harmful rules landed on the way: {sum(r['landed_harm'] for r in runs)},"
                   f" in the result: {sum(r['harmful'] for r in runs)};"
                   f" acceptance calls per committed rule {per_rule:.1f}")

@@ -11,15 +11,22 @@ of each, their ratio, the rounds ratio and the round-cost ratio whose quotient i
 aggregator's own time per step (admit, rebase, resolve and commit, without the acceptance
 rollouts it waits on).
 
+`--asynchronous` adds the N workers without a barrier beside the synchronous run, `--latency
+lognormal` draws each call's latency from a heavy-tailed lognormal whose median is the figure
+given (σ = `--sigma`), and `--executor` says where the N-worker runs' calls run.
+
 Run: python bench/speedup.py [--workers 8] [--seeds 0 1 2] [--rollout-ms 20] [--propose-ms 40] [--acceptance-size 32]
+     python bench/speedup.py --asynchronous --latency lognormal [--sigma 1] [--executor thread] [--lag-budget 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -30,16 +37,33 @@ from agentdescent.cli.demo import RouterReflector, demo_strategy, route, route_r
 from agentdescent.step.policies import BetaAcceptance, Policies  # noqa: E402
 
 
+class Latency:
+    """Seconds a call sleeps: `median` each time (`sigma` 0), or drawn from a lognormal with that
+    median and shape `sigma`, the heavy tail of real model calls (σ = 1: one call in ten takes
+    3.6× the median, one in a hundred 10×). One seeded stream for the whole run."""
+
+    def __init__(self, sigma: float, seed: int) -> None:
+        self.sigma, self._rng, self._lock = sigma, random.Random(f"{seed}:latency"), threading.Lock()
+
+    def __call__(self, median: float) -> float:
+        if not self.sigma:
+            return median
+        with self._lock:
+            return median * self._rng.lognormvariate(0.0, self.sigma)
+
+
 def run_once(n_workers: int, seed: int, tasks: list, rollout_s: float, propose_s: float, concurrency: int,
-             asynchronous: bool, policies: Policies) -> dict:
+             asynchronous: bool, policies: Policies, sigma: float = 0.0, executor: str = "thread",
+             lag_budget: int | None = None) -> dict:
     reflector = RouterReflector("append", seed=seed)
+    latency = Latency(sigma, seed)
 
     def slow_route(rendered, task):
-        time.sleep(rollout_s)
+        time.sleep(latency(rollout_s))
         return route(rendered, task)
 
     def slow_propose(rendered, task, output, reward):
-        time.sleep(propose_s)
+        time.sleep(latency(propose_s))
         return reflector(rendered, task, output, reward)
 
     marks: list[float] = []
@@ -53,7 +77,8 @@ def run_once(n_workers: int, seed: int, tasks: list, rollout_s: float, propose_s
         result = evolve(
             tasks, route_reward, run=slow_route, propose=slow_propose, strategy=demo_strategy("append"),
             rounds=400, n_workers=n_workers, max_concurrency=concurrency, target_reward=1.0, seed=seed,
-            asynchronous=asynchronous, on_event=on_event, policies=policies, store=store,
+            asynchronous=asynchronous, on_event=on_event, policies=policies, store=store, executor=executor,
+            lag_budget=lag_budget,
         )
         wall = time.perf_counter() - start
     own = [h.timings["prepare"] + h.timings["commit"] for h in result.history if h.version is not None]
@@ -72,41 +97,61 @@ def main() -> None:
     parser.add_argument("--signals", type=int, default=12, help="signal words per handler: rules to learn / 5")
     parser.add_argument("--per-signal", type=int, default=8, help="requests per signal word")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--rollout-ms", type=float, default=20)
-    parser.add_argument("--propose-ms", type=float, default=40)
-    parser.add_argument("--concurrency", type=int, default=1024, help="calls in flight, the same for both runs")
-    parser.add_argument("--asynchronous", action="store_true", help="run the N-worker side without a barrier")
+    parser.add_argument("--rollout-ms", type=float, default=20, help="a rollout's latency (the median, when lognormal)")
+    parser.add_argument("--propose-ms", type=float, default=40, help="a proposal's latency (the median, when lognormal)")
+    parser.add_argument("--latency", choices=("fixed", "lognormal"), default="fixed")
+    parser.add_argument("--sigma", type=float, default=1.0, help="the lognormal's shape")
+    parser.add_argument("--concurrency", type=int, default=1024, help="calls in flight, the same for every run")
+    parser.add_argument("--asynchronous", action="store_true",
+                        help="also run the N workers without a barrier, and compare with the synchronous run")
+    parser.add_argument("--executor", default="thread", help="where the N-worker runs' calls run")
+    parser.add_argument("--lag-budget", type=int, default=None, help="the asynchronous run's lag budget (default: evolve's)")
     parser.add_argument("--acceptance-size", type=int, default=BetaAcceptance().size,
-                        help="tasks in each round's acceptance sample, both sides")
+                        help="tasks in each round's acceptance sample, every run")
     args = parser.parse_args()
+    sigma = args.sigma if args.latency == "lognormal" else 0.0
+    sides = {"one": (1, False), "sync": (args.workers, False)}
+    if args.asynchronous:
+        sides["async"] = (args.workers, True)
     rows = []
     for seed in args.seeds:
         tasks = router_tasks(seed, args.signals, args.per_signal)
         latency = (args.rollout_ms / 1000, args.propose_ms / 1000, args.concurrency)
         policies = Policies(acceptance=BetaAcceptance(size=args.acceptance_size))
-        one = run_once(1, seed, tasks, *latency, asynchronous=False, policies=policies)
-        many = run_once(args.workers, seed, tasks, *latency, asynchronous=args.asynchronous, policies=policies)
-        rows.append((seed, one, many))
-        print(
-            f"seed {seed}: 1 worker {one['wall']:.2f} s, {one['rounds']} rounds ({one['round_ms']:.0f} ms each),"
-            f" {one['calls']} calls, reward {one['reward']:.2f}"
-            f" | {args.workers} workers {many['wall']:.2f} s, {many['rounds']} rounds ({many['round_ms']:.0f} ms each),"
-            f" {many['calls']} calls,"
-            f" reward {many['reward']:.2f} | speed-up {one['wall'] / many['wall']:.1f}x,"
-            f" calls ratio {many['calls'] / one['calls']:.2f}"
-        )
-    speedups = [one["wall"] / many["wall"] for _, one, many in rows]
-    busy = [many["busy_ms"] / one["busy_ms"] for _, one, many in rows]
-    mean_round = [many["round_ms"] / one["round_ms"] for _, one, many in rows]
-    rounds = [one["rounds"] / many["rounds"] for _, one, many in rows]
-    agg = [r["agg_ms"] for _, one, many in rows for r in (one, many)]
-    print(f"speed-up to held-out 1.0, {args.workers} workers vs 1: median {statistics.median(speedups):.1f}x "
-          f"(min {min(speedups):.1f}x, max {max(speedups):.1f}x) over seeds {args.seeds}")
+        row = {}
+        for side, (n, asynchronous) in sides.items():
+            extra = {"lag_budget": args.lag_budget} if asynchronous and args.lag_budget is not None else {}
+            row[side] = run_once(n, seed, tasks, *latency, asynchronous=asynchronous, policies=policies, sigma=sigma,
+                                 executor=args.executor if n > 1 else "thread", **extra)
+        rows.append(row)
+        print(f"seed {seed}: " + " | ".join(
+            f"{_name(side, args.workers)} {r['wall']:.2f} s, {r['rounds']} rounds ({r['round_ms']:.0f} ms each), "
+            f"{r['calls']} calls, reward {r['reward']:.2f}" for side, r in row.items()))
+    _ratio(rows, "sync", "one", f"speed-up to held-out 1.0, {args.workers} workers vs 1", args.seeds)
+    if args.asynchronous:
+        _ratio(rows, "async", "one", f"speed-up to held-out 1.0, {args.workers} asynchronous workers vs 1", args.seeds)
+        _ratio(rows, "async", "sync", f"asynchronous vs synchronous, {args.workers} workers", args.seeds)
+    rounds = [r["one"]["rounds"] / r["sync"]["rounds"] for r in rows]
+    busy = [r["sync"]["busy_ms"] / r["one"]["busy_ms"] for r in rows]
+    mean_round = [r["sync"]["round_ms"] / r["one"]["round_ms"] for r in rows]
+    agg = [side["agg_ms"] for r in rows for side in r.values()]
     print(f"rounds to held-out 1.0, 1 worker / {args.workers} workers: median {statistics.median(rounds):.1f}x")
     print(f"a round with proposals, {args.workers} workers / 1 worker: median {statistics.median(busy):.2f}x the time")
     print(f"a round on average (rounds without a commit skip validation and are cheaper), {args.workers} workers / 1 "
           f"worker: median {statistics.median(mean_round):.2f}x the time; speed-up = rounds ratio / this")
     print(f"aggregator's own time per committed step (median over runs): {statistics.median(agg):.1f} ms")
+
+
+def _name(side: str, workers: int) -> str:
+    return {"one": "1 worker", "sync": f"{workers} workers", "async": f"{workers} asynchronous"}[side]
+
+
+def _ratio(rows: list[dict], fast: str, slow: str, what: str, seeds: list[int]) -> None:
+    """Print the median time ratio slow/fast over the seeds, with the calls ratio beside it."""
+    speed = [r[slow]["wall"] / r[fast]["wall"] for r in rows]
+    calls = [r[fast]["calls"] / r[slow]["calls"] for r in rows]
+    print(f"{what}: median {statistics.median(speed):.2f}x (min {min(speed):.2f}x, max {max(speed):.2f}x) over seeds "
+          f"{seeds}; calls {statistics.median(calls):.2f}x")
 
 
 if __name__ == "__main__":

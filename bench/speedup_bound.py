@@ -12,7 +12,12 @@ Printed: rounds to learn every rule with 1 and with N workers, and their ratio. 
 the per-round cost ratio that bench/speedup.py prints to get the best wall-time speed-up an
 engine could show on this domain and this machine.
 
+`--noise 0 0.3` gives instead the rounds N workers need at each share of harmful proposals: the
+floor under the cost of harm that no gate can go below, since a harmful proposal takes a good
+one's place.
+
 Run: python bench/speedup_bound.py [--workers 8] [--proposals 2] [--signals 12] [--per-signal 8] [--runs 400]
+     python bench/speedup_bound.py --noise 0 0.25 0.3 0.5
 """
 
 from __future__ import annotations
@@ -48,11 +53,19 @@ def main() -> None:
     parser.add_argument("--per-signal", type=int, default=8, help="requests per signal word")
     parser.add_argument("--proposals", type=int, default=2, help="per worker and round (WorstFirst's max_proposals)")
     parser.add_argument("--runs", type=int, default=400)
+    parser.add_argument("--noise", type=float, nargs="+", default=None,
+                        help="instead: rounds at N workers for each share of harmful proposals (gate_cost's --harm)")
     args = parser.parse_args()
     rules = HANDLERS * args.signals
     tasks_per_rule = max(1, round(args.per_signal * TRAIN_FRACTION))
     rng = random.Random(0)
     k = args.proposals
+    if args.noise:  # what harmful proposals cost in rounds when the test refuses every one for free
+        for noise in args.noise:
+            r = statistics.mean(rounds_to_learn(args.workers * k, rules, tasks_per_rule, rng, noise=noise)
+                                for _ in range(args.runs))
+            print(f"harm {noise:.2f}: {args.workers} workers learn every rule in {r:.2f} rounds")
+        return
     one = statistics.mean(rounds_to_learn(k, rules, tasks_per_rule, rng) for _ in range(args.runs))
     many = statistics.mean(rounds_to_learn(args.workers * k, rules, tasks_per_rule, rng) for _ in range(args.runs))
     print(f"{rules} rules, {tasks_per_rule} train requests each, {k} proposal(s) per worker, {args.runs} runs of an idealized loop:")

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from agentdescent.errors import UserError
 from agentdescent.governance import Governance
 from agentdescent.ledger import Ledger
 from agentdescent.step.aggregator import Aggregator
@@ -77,6 +78,23 @@ def test_bisection_finds_one_planted_culprit_among_16_in_2_log2_k_questions():
     found = search_all({"t": search}, lambda wave: [fails(subset) for _, subset in wave])
     assert found == {"t": [[11]]}
     assert len(asked) <= 2 * math.log2(16)
+
+
+def test_a_split_as_wide_as_the_set_asks_each_member_alone_in_one_wave():
+    waves = []
+
+    def ask(wave):
+        waves.append(wave)
+        return [11 in subset for _, subset in wave]
+
+    found = search_all({"t": culprits(list(range(16)), arity=16)}, ask)
+    assert found == {"t": [[11]]}
+    assert len(waves) == 1 and sorted(len(s) for _, s in waves[0]) == [1] * 16
+
+
+def test_a_split_into_fewer_than_two_parts_is_refused():
+    with pytest.raises(UserError, match="at least 2 parts"):
+        BetaAcceptance(split=1)
 
 
 def test_bisection_finds_every_culprit_and_groups_that_fail_only_together():

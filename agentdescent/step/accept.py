@@ -212,7 +212,7 @@ def _culprits(step: _Step, cand: _Candidate, broken: list[str]) -> tuple[list[Co
             answers.update(((key, t.id), r) for t, r in zip(ts, row))
         return [answers[(tuple(subset), task_id)] < step.head[task_id] for task_id, subset in wave]
 
-    found = search_all({task_id: culprits(parts) for task_id in broken}, ask)
+    found = search_all({task_id: culprits(parts, step.policy.split) for task_id in broken}, ask)
     groups: dict[tuple[Component, ...], list[Component]] = {}
     for task_id, task_groups in found.items():
         for group in task_groups:

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from agentdescent.errors import UserError
 from agentdescent.step import stats
 from agentdescent.step.textmerge import merge_text
 from agentdescent.types import Diff, Rollout, Task
@@ -236,7 +237,10 @@ class BetaAcceptance:
     or a probe breaks, or `size` probes are spent. Then the paired test: P(improvement) under
     Beta(prior + wins, prior + losses) over evidence and probes must reach `threshold`, with at
     least `min_tasks` tasks and `min_decisive` reward changed. An L1 (gated) change needs
-    `gated_threshold` and `gated_confidence`. docs/concepts.md gives the error rates.
+    `gated_threshold` and `gated_confidence`. A broken probe is bisected `split` ways a level
+    (as many as there are components: each asked about alone, in one wave instead of
+    two, for more questions).
+    docs/concepts.md gives the error rates.
     """
 
     threshold: float = 0.7
@@ -250,6 +254,11 @@ class BetaAcceptance:
     min_tasks: int = 4
     min_decisive: float = 1.0
     prior: float = 1.0
+    split: int = 4
+
+    def __post_init__(self) -> None:
+        if self.split < 2:  # a split into one part would ask the same question forever
+            raise UserError(f"BetaAcceptance(split={self.split}): a bisection needs at least 2 parts a level")
 
     def sample(self, train: Sequence[Task], rng: random.Random) -> list[Task]:
         return rng.sample(list(train), len(train))
