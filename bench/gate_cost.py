@@ -109,7 +109,8 @@ def main() -> None:
             med = {k: statistics.median(r[k] for r in runs) for k in ("calls", "wall", "gate", "rounds", *PARTS)}
             per_rule = statistics.median(r["accept"] / max(1, r["committed"]) for r in runs)
             print(f"N={n} harm={harm:.2f}: median {med['calls']:.0f} calls ({', '.join(f'{p} {med[p]:.0f}' for p in PARTS)}),"
-                  f" {med['rounds']:.0f} rounds, {med['wall']:.2f} s of which the gate {med['gate']:.2f} s; reward 1.0 on {sum(r['reward'] >= 1.0 for r in runs)}"
+                  f" {med['rounds']:.0f} rounds, {med['wall']:.2f} s of which the gate {med['gate']:.2f} s;"
+                  f" reward 1.0 on {sum(r['reward'] >= 1.0 for r in runs)}"
                   f" of {len(runs)} seeds; harmful rules landed on the way: {sum(r['landed_harm'] for r in runs)},"
                   f" in the result: {sum(r['harmful'] for r in runs)};"
                   f" acceptance calls per committed rule {per_rule:.1f}")
