@@ -24,7 +24,9 @@ class StepRecord(BaseModel):
     version: int | None
     diffs: list[str] = Field(default_factory=list)
     outcomes: dict[str, int] = Field(default_factory=dict)
-    staleness: list[int] = Field(default_factory=list)
+    staleness: list[int] = Field(default_factory=list)  # per diff, in `diffs` order: versions behind head
+    stale_decisions: list[str] = Field(default_factory=list)  # per diff: the staleness policy's decision
+    eta: list[float] = Field(default_factory=list)  # per diff: the weight of its evidence in the test
     acceptance_head: float | None = None
     acceptance_candidate: float | None = None
     held_out: float | None = None

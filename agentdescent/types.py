@@ -43,8 +43,8 @@ class Spend(BaseModel):
 
 
 class Rollout(BaseModel):
-    """One task run against one artifact state: what came out, its reward, why it failed, and what
-    the model calls made while it ran cost."""
+    """One task run against one artifact state: what came out, its reward, why it failed, what
+    the model calls made while it ran cost, and how long it took."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -53,6 +53,7 @@ class Rollout(BaseModel):
     reward: float
     error: Optional[str] = None
     spend: Spend = Field(default_factory=Spend)
+    seconds: float = 0.0
 
 
 class Edit(BaseModel):

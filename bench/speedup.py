@@ -13,7 +13,8 @@ rollouts it waits on).
 
 `--asynchronous` adds the N workers without a barrier beside the synchronous run, `--latency
 lognormal` draws each call's latency from a heavy-tailed lognormal whose median is the figure
-given (σ = `--sigma`), and `--executor` says where the N-worker runs' calls run.
+given (σ = `--sigma`), and `--executor ray` (or `process`) adds the N workers on that executor
+beside the same run on threads.
 
 Run: python bench/speedup.py [--workers 8] [--seeds 0 1 2] [--rollout-ms 20] [--propose-ms 40] [--acceptance-size 32]
      python bench/speedup.py --asynchronous --latency lognormal [--sigma 1] [--executor thread] [--lag-budget 3]
@@ -44,6 +45,13 @@ class Latency:
 
     def __init__(self, sigma: float, seed: int) -> None:
         self.sigma, self._rng, self._lock = sigma, random.Random(f"{seed}:latency"), threading.Lock()
+
+    def __getstate__(self) -> dict:
+        return {"sigma": self.sigma}
+
+    def __setstate__(self, state: dict) -> None:
+        """A copy sent to another process draws a stream of its own (not the seeded one)."""
+        self.sigma, self._rng, self._lock = state["sigma"], random.Random(), threading.Lock()
 
     def __call__(self, median: float) -> float:
         if not self.sigma:
@@ -104,25 +112,28 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1024, help="calls in flight, the same for every run")
     parser.add_argument("--asynchronous", action="store_true",
                         help="also run the N workers without a barrier, and compare with the synchronous run")
-    parser.add_argument("--executor", default="thread", help="where the N-worker runs' calls run")
+    parser.add_argument("--executor", default="thread",
+                        help="also run the N workers with this executor (process, ray) beside the threads")
     parser.add_argument("--lag-budget", type=int, default=None, help="the asynchronous run's lag budget (default: evolve's)")
     parser.add_argument("--acceptance-size", type=int, default=BetaAcceptance().size,
                         help="tasks in each round's acceptance sample, every run")
     args = parser.parse_args()
     sigma = args.sigma if args.latency == "lognormal" else 0.0
-    sides = {"one": (1, False), "sync": (args.workers, False)}
+    sides = {"one": (1, False, "thread"), "sync": (args.workers, False, "thread")}
     if args.asynchronous:
-        sides["async"] = (args.workers, True)
+        sides["async"] = (args.workers, True, "thread")
+    if args.executor != "thread":  # the same N workers on the other executor, beside the threads
+        sides["exec"] = (args.workers, args.asynchronous, args.executor)
     rows = []
     for seed in args.seeds:
         tasks = router_tasks(seed, args.signals, args.per_signal)
         latency = (args.rollout_ms / 1000, args.propose_ms / 1000, args.concurrency)
         policies = Policies(acceptance=BetaAcceptance(size=args.acceptance_size))
         row = {}
-        for side, (n, asynchronous) in sides.items():
+        for side, (n, asynchronous, executor) in sides.items():
             extra = {"lag_budget": args.lag_budget} if asynchronous and args.lag_budget is not None else {}
             row[side] = run_once(n, seed, tasks, *latency, asynchronous=asynchronous, policies=policies, sigma=sigma,
-                                 executor=args.executor if n > 1 else "thread", **extra)
+                                 executor=executor, **extra)
         rows.append(row)
         print(f"seed {seed}: " + " | ".join(
             f"{_name(side, args.workers)} {r['wall']:.2f} s, {r['rounds']} rounds ({r['round_ms']:.0f} ms each), "
@@ -131,6 +142,9 @@ def main() -> None:
     if args.asynchronous:
         _ratio(rows, "async", "one", f"speed-up to held-out 1.0, {args.workers} asynchronous workers vs 1", args.seeds)
         _ratio(rows, "async", "sync", f"asynchronous vs synchronous, {args.workers} workers", args.seeds)
+    if "exec" in sides:
+        base = "async" if args.asynchronous else "sync"
+        _ratio(rows, "exec", base, f"executor {args.executor} vs threads, {args.workers} workers", args.seeds)
     rounds = [r["one"]["rounds"] / r["sync"]["rounds"] for r in rows]
     busy = [r["sync"]["busy_ms"] / r["one"]["busy_ms"] for r in rows]
     mean_round = [r["sync"]["round_ms"] / r["one"]["round_ms"] for r in rows]
@@ -143,7 +157,8 @@ def main() -> None:
 
 
 def _name(side: str, workers: int) -> str:
-    return {"one": "1 worker", "sync": f"{workers} workers", "async": f"{workers} asynchronous"}[side]
+    return {"one": "1 worker", "sync": f"{workers} workers", "async": f"{workers} asynchronous",
+            "exec": f"{workers} on the other executor"}[side]
 
 
 def _ratio(rows: list[dict], fast: str, slow: str, what: str, seeds: list[int]) -> None:

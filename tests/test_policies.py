@@ -4,10 +4,10 @@ from collections import Counter
 
 import pytest
 
+from agentdescent.errors import UserError
 from agentdescent.step.policies import (
     BetaAcceptance,
     BetterEvidence,
-    DropBeyondBudget,
     Epochs,
     FailuresFirst,
     OnHeldOutGain,
@@ -16,6 +16,7 @@ from agentdescent.step.policies import (
     ThreeWayMerge,
     WorstFirst,
 )
+from agentdescent.step.staleness import Staleness
 from agentdescent.types import Diff, Edit, EvidenceCard, Rollout, Task
 
 
@@ -124,23 +125,32 @@ def test_worst_first_empty_when_all_succeed():
     assert WorstFirst()([]) == []
 
 
-# --- DropBeyondBudget -------------------------------------------------------------------------
+# --- Staleness --------------------------------------------------------------------------------
 
 
-def test_drop_beyond_budget_admit():
-    p = DropBeyondBudget()
-    assert p.admit(100, None)
-    assert p.admit(0, 0) and not p.admit(1, 0)
-    assert p.admit(3, 3) and not p.admit(4, 3)
+@pytest.mark.parametrize("how, within, past", [("drop", "admitted", "dropped"), ("rebase", "admitted", "rebased"),
+                                               ("discount", "discounted", "dropped")])
+def test_staleness_decides_within_and_past_the_lag_budget(how, within, past):
+    p = Staleness(how)
+    assert p.decide(0, 3) == "fresh"
+    assert p.decide(3, 3) == within and p.decide(4, 3) == past
+    assert p.decide(100, None) == within  # no budget: nothing is past it
 
 
-def test_drop_beyond_budget_weight_decays():
-    p = DropBeyondBudget(decay=0.5)
+def test_staleness_weight_decays():
+    p = Staleness(decay=0.5)
     ws = [p.weight(s) for s in range(6)]
     assert ws[0] == 1.0
     assert all(a > b > 0 for a, b in zip(ws, ws[1:]))
     assert p.weight(2) == pytest.approx(1 / (1 + 0.5 * 2))  # the documented 1 / (1 + decay * s)
-    assert DropBeyondBudget(decay=0.0).weight(50) == 1.0
+    assert Staleness(decay=0.0).weight(50) == 1.0
+
+
+def test_staleness_refuses_an_unknown_policy_and_a_negative_decay():
+    with pytest.raises(UserError, match="choose one of drop, rebase, discount"):
+        Staleness("forget")
+    with pytest.raises(UserError, match="decay >= 0"):
+        Staleness(decay=-1)
 
 
 # --- BetterEvidence ---------------------------------------------------------------------------
@@ -148,24 +158,24 @@ def test_drop_beyond_budget_weight_decays():
 
 def test_better_evidence_prefers_higher_verified_gain():
     diffs = [diff(0, n_tasks=5, before=0.5, after=0.6), diff(1, n_tasks=1, before=0.2, after=0.9)]
-    assert BetterEvidence()(diffs, [0, 0], DropBeyondBudget()) == 1
+    assert BetterEvidence()(diffs, [0, 0], Staleness()) == 1
 
 
 def test_better_evidence_then_more_tasks():
     diffs = [diff(0, n_tasks=1, before=0.0, after=0.5), diff(1, n_tasks=3, before=0.0, after=0.5)]
-    assert BetterEvidence()(diffs, [0, 0], DropBeyondBudget()) == 1
-    assert BetterEvidence()([diff(0, n_tasks=1), diff(1, n_tasks=2)], [0, 0], DropBeyondBudget()) == 1
+    assert BetterEvidence()(diffs, [0, 0], Staleness()) == 1
+    assert BetterEvidence()([diff(0, n_tasks=1), diff(1, n_tasks=2)], [0, 0], Staleness()) == 1
 
 
 def test_better_evidence_tie_goes_to_first():
     diffs = [diff(0, n_tasks=2, before=0.1, after=0.4), diff(1, n_tasks=2, before=0.1, after=0.4)]
-    assert BetterEvidence()(diffs, [0, 0], DropBeyondBudget()) == 0
-    assert BetterEvidence()([diff(0), diff(1), diff(2)], [0, 0, 0], DropBeyondBudget()) == 0
+    assert BetterEvidence()(diffs, [0, 0], Staleness()) == 0
+    assert BetterEvidence()([diff(0), diff(1), diff(2)], [0, 0, 0], Staleness()) == 0
 
 
 def test_better_evidence_discounts_stale_diffs():
     diffs = [diff(0, before=0.0, after=0.5), diff(1, before=0.0, after=0.5)]
-    assert BetterEvidence()(diffs, [4, 0], DropBeyondBudget()) == 1
+    assert BetterEvidence()(diffs, [4, 0], Staleness()) == 1
 
 
 # --- ThreeWayMerge ----------------------------------------------------------------------------
@@ -268,7 +278,7 @@ def test_policies_defaults_and_replace():
     p = Policies()
     assert isinstance(p.task_sampler, FailuresFirst)
     assert isinstance(p.proposal, WorstFirst)
-    assert isinstance(p.staleness, DropBeyondBudget)
+    assert isinstance(p.staleness, Staleness)
     assert isinstance(p.conflict, BetterEvidence)
     assert isinstance(p.fusion, ThreeWayMerge)
     assert isinstance(p.acceptance, BetaAcceptance)

@@ -178,3 +178,31 @@ def test_a_run_killed_with_sigkill_resumes_with_the_commits_it_would_have_had(tm
     rules = [diff for _, diffs in after for diff in diffs.split(",")]
     assert len(rules) == len(set(rules)) == RULES
     assert len({o.diff_id for o in resumed.outcome_list}) == len(resumed.outcome_list)
+
+
+def test_rollouts_in_flight_when_a_run_is_cancelled_wait_in_the_queue_and_run_first_on_resume(tmp_path):
+    """Cancelled mid-wave: what was in flight goes to the resume queue in the run's folder, and the
+    resumed run runs it before anything else, counting it as resumed."""
+    store, token, slow = tmp_path / "ledger", CancelToken(), threading.Event()
+    slow.set()
+
+    def run(rendered, task):
+        if slow.is_set():
+            time.sleep(0.3)  # long enough for the cancel to find rollouts in flight
+        return keyword_run(rendered, task)
+
+    options = dict(run=run, propose=OneRulePerTurn(), rounds=6, n_workers=2, store=store, seed=1)
+    threading.Timer(0.5, token.cancel).start()
+    stopped = evolve(keyword_tasks(), keyword_reward, **options, cancel=token)
+    assert stopped.error == "cancelled"
+    queue = RunFiles(store).take_queue()
+    assert queue.rollouts and all(key in queue.states for key, _, _ in queue.rollouts)
+    RunFiles(store).save_queue(queue)  # put back what take_queue emptied
+
+    slow.clear()
+    seen: list = []
+    resumed = evolve(keyword_tasks(), keyword_reward, **options, on_event=seen.append)
+    assert next(e for e in seen if isinstance(e, ev.RunStarted)).resumed_round is not None
+    assert resumed.usage.resumed == len(queue.rollouts)
+    assert not RunFiles(store).queue_path.exists()  # taken, and nothing in flight at the end
+    assert resumed.error is None

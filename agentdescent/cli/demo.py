@@ -121,6 +121,13 @@ class RouterReflector:
         self._attempts: Counter[tuple[str, str]] = Counter()  # a model asked again may answer otherwise
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Without the lock, so that it can go to another process (each copy counts its own attempts)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _lock=threading.Lock())
+
     def __call__(self, rendered: Any, task: Task, output: str, reward: float) -> str | None:
         if reward >= 1.0:
             return None

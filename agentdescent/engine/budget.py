@@ -45,3 +45,10 @@ class Allowance:
                 raise BudgetSpent(self.spent)
             self._started += 1
 
+    def may_start(self) -> bool:
+        """`take`, as a question: an optional unit (a straggler's second run) starts only if True."""
+        try:
+            self.take()
+        except BudgetSpent:
+            return False
+        return True

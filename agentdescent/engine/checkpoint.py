@@ -2,6 +2,7 @@
 
     <ledger>/agentdescent/checkpoint.json   the loop's position, written atomically after every round
     <ledger>/agentdescent/rollouts.jsonl    every rollout that succeeded, appended as it lands (keys redacted)
+    <ledger>/agentdescent/resume-queue.json the rollouts in flight at the last checkpoint or when the run stopped
 
 A run on a store whose checkpoint is unfinished and was made with the same settings (the same
 artifact, strategy, seed and train / held-out split: the fingerprint) resumes from it: the next
@@ -9,7 +10,9 @@ round, the sampler's position and leads, the stop rules' progress, what was spen
 and every outcome so far, and the evaluation cache, so that no rollout that completed is paid for
 twice. A round whose commit reached the ledger after the last checkpoint counts as done (its
 `Round` trailer says so), and its diffs get their outcome back from the commit, so a resumed run
-neither loses nor repeats a commit. Rollouts that were in flight are simply run again.
+neither loses nor repeats a commit. Rollouts that were in flight when the run was cancelled
+(or, for a killed run, at its last checkpoint) wait in the resume queue, and a resumed run runs
+them first (`usage.resumed` counts them).
 
 The optimizer step keeps no statistics across steps (each version's probe order is drawn from a
 seed, again identically), so there is nothing of its own to save. `seed_artifact` is where a run
@@ -33,6 +36,7 @@ from pydantic import BaseModel, Field, ValidationError
 from agentdescent import atomic
 from agentdescent.agents.redact import redact
 from agentdescent.artifacts.strategies import Strategy
+from agentdescent.engine.evaluation import ResumeQueue
 from agentdescent.errors import HeadMoved
 from agentdescent.ledger import Ledger
 from agentdescent.result import StepRecord
@@ -70,12 +74,13 @@ def fingerprint(*, artifact_id: str, strategy: object, seed: int, train: Sequenc
 
 
 class RunFiles:
-    """The checkpoint and the rollout journal of the run on one ledger."""
+    """The checkpoint, the rollout journal and the resume queue of the run on one ledger."""
 
     def __init__(self, ledger_path: Path) -> None:
         self.folder = Path(ledger_path) / FOLDER
         self.checkpoint_path = self.folder / "checkpoint.json"
         self.rollouts_path = self.folder / "rollouts.jsonl"
+        self.queue_path = self.folder / "resume-queue.json"
         self._lock = threading.Lock()
         self._journal = None
         self.journal_lines = 0
@@ -90,6 +95,23 @@ class RunFiles:
     def save(self, checkpoint: Checkpoint) -> None:
         self.folder.mkdir(exist_ok=True)
         atomic.write_text(self.checkpoint_path, checkpoint.model_dump_json())
+
+    def save_queue(self, queue: ResumeQueue) -> None:
+        """Keep the rollouts in flight for a resumed run to run first (none: no queue)."""
+        if queue.rollouts:
+            self.folder.mkdir(exist_ok=True)
+            atomic.write_text(self.queue_path, queue.model_dump_json())
+        else:
+            self.queue_path.unlink(missing_ok=True)
+
+    def take_queue(self) -> ResumeQueue:
+        """The resume queue, emptied: its rollouts are the resumed run's to run."""
+        try:
+            queue = ResumeQueue.model_validate_json(self.queue_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, ValidationError):
+            queue = ResumeQueue()
+        self.queue_path.unlink(missing_ok=True)
+        return queue
 
     def rollouts(self, tasks: Mapping[str, Task], *, repair: bool = False) -> list[tuple[str, Rollout]]:
         """(state hash, rollout) for every journalled rollout of a task in `tasks`, in order. A line
@@ -119,6 +141,7 @@ class RunFiles:
     def reset(self) -> None:
         """A new run on this ledger: its journal starts empty (an earlier run's rollouts are not its own)."""
         self.rollouts_path.unlink(missing_ok=True)
+        self.queue_path.unlink(missing_ok=True)
         self.journal_lines = 0
 
     def record(self, state: str, rollout: Rollout) -> None:
@@ -145,6 +168,25 @@ class RunFiles:
                 except OSError:
                     pass
                 self._journal = None
+
+
+def resumable(files: RunFiles, strategy: str, fingerprint: str) -> tuple[Checkpoint | None, list[str]]:
+    """The checkpoint a run with this strategy (its class name) and fingerprint resumes from
+    (None: it starts anew), and what the user should hear about it."""
+    saved = files.load()
+    if saved is None:
+        return None, []
+    notes = []
+    if saved.strategy != strategy:
+        notes.append(f"the artifact in this store was last evolved with strategy {saved.strategy}; this run "
+                     f"uses {strategy}, which may read its keys differently")
+    if saved.finished:
+        return None, notes
+    if saved.fingerprint != fingerprint:
+        notes.append("the store holds an unfinished run with other settings (tasks, split, seed or strategy); "
+                     "this run does not resume it and starts from the ledger's head")
+        return None, notes
+    return saved, notes
 
 
 def committed_rounds(ledger: Ledger, since_round: int) -> dict[int, tuple[int, list[str]]]:

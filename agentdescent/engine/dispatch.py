@@ -2,11 +2,11 @@
 
 The dispatcher starts turns on the worker pool; each finished turn lands in a buffer, and
 `collect` is the barrier: every outstanding turn (a synchronous round), or the first one back and
-whatever else is in (an asynchronous round). While redispatching, a finished turn starts the
-next one at once on its worker's thread, so that no worker waits for the aggregator. Reports come
-back in the order their turns were dispatched, whatever order they finished in.
+whatever else is in (an asynchronous round). Reports come back in the order their turns were
+dispatched, whatever order they finished in.
 
-What it leaves out: what a turn holds (the loop builds them) and what a worker does with one.
+What it leaves out: what a turn holds (the loop builds them), when turns start (the loop says),
+and what a worker does with one.
 """
 
 from __future__ import annotations
@@ -29,24 +29,23 @@ class Dispatcher:
         self._make_turns = make_turns
         self._buffer: queue.Queue[Future[WorkerReport]] = queue.Queue()
         self._number: dict[Future[WorkerReport], int] = {}
-        # Re-entrant: a turn already done when its callback is added runs that callback at once,
-        # on the dispatching thread, which holds the lock.
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
         self._outstanding = 0  # dispatched and not yet collected
-        self._redispatch = False
-        self._error: Exception | None = None  # a failed redispatch, raised on the engine's thread
         self._turns = 0  # turns dispatched so far
 
-    def dispatch(self, count: int, *, redispatch: bool) -> None:
-        """Start `count` turns now; with `redispatch`, each finished turn starts another."""
+    def dispatch(self, count: int) -> None:
+        """Start `count` turns now, on the newest snapshot."""
         with self._lock:
-            self._redispatch = redispatch
-            self._start(count)
-
-    def stop(self) -> None:
-        """No turn starts after this one; turns in flight run to their end."""
-        with self._lock:
-            self._redispatch = False
+            turns = self._make_turns(count, self._turns)
+            started = []
+            for turn in turns:
+                future = self._pool.submit(self._work, turn)
+                self._number[future] = self._turns
+                self._outstanding += 1
+                self._turns += 1
+                started.append(future)
+        for future in started:
+            future.add_done_callback(self._buffer.put)
 
     def collect(self, *, wait_all: bool) -> list[WorkerReport]:
         """Wait for every outstanding turn (`wait_all`), or for one and whatever else is in."""
@@ -56,13 +55,10 @@ class Dispatcher:
         with self._lock:
             self._outstanding -= len(done)
             done.sort(key=self._number.pop)  # arrival order must not change the result
-        if self._error is not None:
-            raise self._error
         return [f.result() for f in done]
 
     def drain(self) -> list[WorkerReport]:
-        """Stop redispatching and collect every turn still in flight."""
-        self.stop()
+        """Collect every turn still in flight."""
         return self.collect(wait_all=True) if self.outstanding else []
 
     def skip(self, turns: int) -> None:
@@ -80,27 +76,3 @@ class Dispatcher:
     def outstanding(self) -> int:
         with self._lock:
             return self._outstanding
-
-    def _start(self, count: int) -> None:
-        """Callers hold the lock."""
-        started = []
-        for turn in self._make_turns(count, self._turns):
-            future = self._pool.submit(self._work, turn)
-            self._number[future] = self._turns
-            self._outstanding += 1
-            self._turns += 1
-            started.append(future)
-        for future in started:  # only now: a turn that is already done redispatches at once
-            future.add_done_callback(self._returned)
-
-    def _returned(self, future: Future[WorkerReport]) -> None:
-        """A turn finished, on its worker's thread. It reaches the buffer whatever happens, and a
-        failed redispatch is raised by `collect`."""
-        try:
-            with self._lock:
-                if self._redispatch and future.exception() is None:
-                    self._start(1)
-        except Exception as exc:  # carried to the engine's thread, not swallowed here
-            self._error = exc
-        finally:
-            self._buffer.put(future)

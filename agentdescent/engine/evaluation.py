@@ -22,11 +22,14 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pydantic import BaseModel
+
 from agentdescent.agents.base import ModelUsage, Tally
 from agentdescent.artifacts.state import state_hash
 from agentdescent.artifacts.strategies import Strategy
 from agentdescent.engine.budget import Allowance
 from agentdescent.engine.executors import Executor
+from agentdescent.engine.stragglers import Hedger
 from agentdescent.engine.units import Reflection, roll_out
 from agentdescent.step.stats import mean_reward
 from agentdescent.types import Rollout, Task
@@ -58,6 +61,9 @@ class Usage(Tally):
     verify: int = 0  # workers' self-verification of their diffs
     accept: int = 0  # the optimizer step's test, bisection and the L1 gate
     validate: int = 0  # held-out evaluation
+    reissued: int = 0  # stragglers run a second time (`stragglers`); each is also counted as a rollout
+    discarded: int = 0  # answers that came second to their straggler's other run, thrown away
+    resumed: int = 0  # rollouts in flight when an earlier process of this run stopped, run first on resume
     errors: list[str] = field(default_factory=list)
     model: ModelUsage = field(default_factory=ModelUsage)
 
@@ -112,7 +118,14 @@ class Usage(Tally):
 
 
 PURPOSES = ("train", "verify", "accept", "validate")
-COUNTERS = ("rollouts", "proposals", "failures", "cache_hits", "cache_misses", *PURPOSES)
+COUNTERS = ("rollouts", "proposals", "failures", "cache_hits", "cache_misses", *PURPOSES, "reissued", "discarded", "resumed")
+
+
+class ResumeQueue(BaseModel):
+    """Rollouts in flight: what each saw (a state, by its view key) and its task and purpose."""
+
+    states: dict[str, dict[str, str]] = {}
+    rollouts: list[tuple[str, str, str]] = []  # (view key, task id, purpose)
 
 
 def view_key(rendered: Any, state: Mapping[str, str]) -> str:
@@ -132,8 +145,9 @@ class Evaluator:
     def __init__(
         self, *, strategy: Strategy, run: RunFn, reward: RewardFn, pool: Executor, usage: Usage,
         timeout: float | None = None, journal: Callable[[str, Rollout], None] | None = None,
-        allowance: Allowance | None = None,
+        allowance: Allowance | None = None, hedger: Hedger | None = None,
     ) -> None:
+        self._hedger = hedger  # re-issues stragglers (None: every rollout runs once)
         self._timeout = timeout  # seconds a rollout may take before it is a failure (None: no limit)
         self._journal = journal  # hears of every rollout that ran, with its view's key (a resumable run keeps it)
         self._allowance = allowance  # asked before each rollout starts (None: no budget)
@@ -143,6 +157,7 @@ class Evaluator:
         self._pool = pool
         self.usage = usage
         self._cache: dict[str, dict[str, Future[Rollout]]] = {}  # view key -> task id -> rollout
+        self._pending: dict[Future[Rollout], tuple[str, Mapping[str, str], str, str]] = {}  # not yet back
         self._lock = threading.Lock()
 
     def rollouts(self, state: Mapping[str, str], tasks: Sequence[Task], purpose: str = "train") -> list[Rollout]:
@@ -190,7 +205,7 @@ class Evaluator:
 
     def _submit_row(self, state: Mapping[str, str], tasks: Sequence[Task], purpose: str) -> list[Future[Rollout]]:
         key, rendered = self._view(state)
-        futures, hits = [], 0
+        futures, started, hits = [], [], 0
         try:
             with self._lock:
                 row = self._cache.setdefault(key, {})
@@ -199,16 +214,50 @@ class Evaluator:
                     if future is None:
                         if self._allowance is not None:
                             self._allowance.take()  # raises BudgetSpent: nothing past the budget starts
-                        future = self._pool.submit(roll_out, self._run, self._reward, rendered, task, self._timeout,
-                                                   then=functools.partial(self._counted, key, purpose))
+                        args = (roll_out, self._run, self._reward, rendered, task, self._timeout)
+                        then = functools.partial(self._counted, key, purpose)
+                        future = self._pool.submit(*args, then=then) if self._hedger is None \
+                            else self._hedger.submit(task.id, *args, then=then)
                         row[task.id] = future
+                        self._pending[future] = (key, state, task.id, purpose)
+                        started.append(future)
                     else:
                         hits += 1
                     futures.append(future)
         finally:
             if hits:
                 self.usage.add(cache_hits=hits)
+            for future in started:  # outside the lock: a future already done calls back at once
+                future.add_done_callback(self._returned)
         return futures
+
+    def _returned(self, future: Future[Rollout]) -> None:
+        """A rollout is back; one that ended in an exception (a cancelled run's) stays pending."""
+        if future.cancelled() or future.exception() is None:
+            with self._lock:
+                self._pending.pop(future, None)
+
+    def in_flight(self) -> ResumeQueue:
+        """The rollouts started and not back (or lost with a cancelled run), for the resume queue."""
+        with self._lock:
+            pending = list(self._pending.values())
+        queue = ResumeQueue()
+        for key, state, task_id, purpose in pending:
+            queue.states.setdefault(key, dict(state))
+            queue.rollouts.append((key, task_id, purpose))
+        return queue
+
+    def run_queue(self, queue: ResumeQueue, tasks: Mapping[str, Task]) -> int:
+        """Run what a stopped process left in flight, first; how many rollouts that was."""
+        jobs: dict[tuple[str, str], list[Task]] = {}
+        for key, task_id, purpose in queue.rollouts:
+            if key in queue.states and task_id in tasks:
+                jobs.setdefault((key, purpose), []).append(tasks[task_id])
+        for (key, purpose), ts in jobs.items():
+            self.score([(queue.states[key], ts)], purpose)
+        count = sum(len(ts) for ts in jobs.values())
+        self.usage.add(resumed=count)
+        return count
 
     def _counted(self, key: str, purpose: str, rollout: Rollout) -> Rollout:
         self.usage.count_rollout(rollout, purpose)

@@ -21,6 +21,7 @@ from agentdescent.engine.executors import EXECUTORS, ThreadExecutor, make_execut
 from agentdescent.engine.loop import Loop, Shape
 from agentdescent.engine.sampling import AcceptanceSamples, Sampler
 from agentdescent.engine.stopping import stop_rules
+from agentdescent.engine.stragglers import Hedger
 from agentdescent.engine.validation import Validator
 from agentdescent.engine.worker import ProposeFn, Worker, WorkerConfig
 from agentdescent.errors import Cancelled, UserError
@@ -49,7 +50,7 @@ def evolve(
     patience: int | None = None,
     target_reward: float | None = None,
     asynchronous: bool = False,
-    lag_budget: int | None = None,
+    lag_budget: int | None = 3,
     parallel: str = "dp",
     executor: str = "thread",
     policies: Policies | None = None,
@@ -62,6 +63,7 @@ def evolve(
     max_calls: int | None = None,
     max_tokens: int | None = None,
     rollout_timeout: float | None = None,
+    reissue_after: float | None = 4.0,
     seed: int = 0,
     store: str | Path | None = None,
     on_event: Callable[[ev.Event], None] | None = None,
@@ -77,8 +79,11 @@ def evolve(
 
     A round is one aggregator step. Synchronous runs dispatch every worker at the start of a
     round and wait for all of them; `asynchronous=True` lets each worker start its next turn on
-    the newest snapshot the moment it finishes, and a round aggregates whatever has come back
-    (`lag_budget` drops diffs more than that many versions behind head).
+    the newest snapshot the moment its report is taken into a step, and a round aggregates
+    whatever has come back. A diff made on a version `s` commits behind head is rebased onto
+    it; `lag_budget` (default 3; None: no limit) and `policies.staleness` (`Staleness("drop")`,
+    `"rebase"` or `"discount"`) say what becomes of one past the budget, and each diff's `s`,
+    weight η(s) and decision are in `result.history` and the commits' trailers.
 
     `max_concurrency` caps calls in flight (default: 32, or 4 per worker past 8 workers, at most
     128; acceptance and held-out evaluation fan out over tasks, so even one worker wants many). `rounds`,
@@ -97,6 +102,12 @@ def evolve(
     stricter bar: the test at the gated threshold, then no held-out task worse than head, then
     `approve(change)` when given (a `GatedChange` in, True to let it land).
 
+    `reissue_after` (default 4): a rollout still running after that many times its task's
+    usual duration (the median of its last runs) is run a second time while the call pool has
+    room, and the first answer wins; model latency is heavy-tailed and every wave waits for its
+    slowest rollout. Both runs are paid for and counted (`result.usage.reissued`, `discarded`).
+    None: never. Calls that take under 50 ms are never re-issued.
+
     `rollout_timeout` (seconds, default None: no limit) bounds each call of `run` (with its
     `reward`) and of `propose`: one that takes longer is a failed rollout or an `error` outcome,
     and is abandoned on its thread. The CLI agents have their own `timeout` (600 s by default),
@@ -114,11 +125,14 @@ def evolve(
     made twice. A run on a store whose last run finished, or had other tasks, seed or strategy,
     starts anew from the ledger's head (and says so in a `Warned` event when that is a surprise).
 
-    `parallel` and `executor` have one value each today, and any other is refused with a
-    `UserError`: `parallel="dp"` (data-parallel: every worker may change every key, on its own
-    tasks) and `executor="thread"` (workers and calls on thread pools in this process). They are
-    in the signature for the key-sharded and pipelined methods and the process and Ray executors
-    that are planned, not as a choice that exists now.
+    `executor` says where rollouts and reflections run: `"thread"` (default: a thread per call
+    in flight, for calls that wait on a model), `"process"` (worker processes of this machine,
+    for CPU-bound or thread-unsafe callables; `run`, `reward` and `propose` must pickle) or
+    `"ray"` (threaded actors on the Ray cluster `RAY_ADDRESS` names, or on a local one; needs
+    `pip install "agentdescent[ray]"`). The ledger, the aggregator and the workers' turns stay in
+    this process with every executor, and a call lost with a dead process or actor is run again.
+    `parallel` has one value today, `"dp"` (data-parallel: every worker may change every key, on
+    its own tasks); any other is refused with a `UserError`.
     """
     strategy = strategy if strategy is not None else AppendRules()
     policies = policies or Policies()
@@ -126,7 +140,8 @@ def evolve(
     _check_options(run=run, propose=propose, reward=reward, rounds=rounds, n_workers=n_workers,
                    max_concurrency=max_concurrency, parallel=parallel, executor=executor,
                    lag_budget=lag_budget, target_reward=target_reward, max_calls=max_calls, max_tokens=max_tokens,
-                   rollout_timeout=rollout_timeout)
+                   rollout_timeout=rollout_timeout, reissue_after=reissue_after)
+    _check_executor(executor, run=run, reward=reward, propose=propose)
     if max_calls is not None and max_calls < len(held_out):
         raise UserError(f"max_calls={max_calls} cannot cover measuring the artifact on its {len(held_out)} held-out "
                         f"tasks, which every run does first; give max_calls of at least {len(held_out)} plus what "
@@ -136,14 +151,18 @@ def evolve(
     governance = Governance.of(strategy, blast_radius)
     usage = Usage()
     allowance = Allowance(usage, max_calls=max_calls, max_tokens=max_tokens)
-    calls = make_executor(executor, max_concurrency or min(128, max(32, 4 * n_workers)), name="agentdescent-call")
+    concurrency = max_concurrency or min(128, max(32, 4 * n_workers))
+    calls = make_executor(executor, concurrency, name="agentdescent-call")
+    hedger = None if reissue_after is None else Hedger(
+        calls, factor=reissue_after, capacity=concurrency, may_start=allowance.may_start,
+        on_reissue=lambda: usage.add(reissued=1), on_discard=lambda: usage.add(discarded=1))
     workers = ThreadExecutor(n_workers, name="agentdescent-worker")
     if cancel is not None:
         cancel.on_cancel(lambda: [pool.abandon(Cancelled(cancel.reason)) for pool in (workers, calls)])
     result: EvolveResult | None = None
     try:
         evaluator = Evaluator(strategy=strategy, run=run, reward=reward, pool=calls, usage=usage, timeout=rollout_timeout,
-                              journal=files.record, allowance=allowance)
+                              journal=files.record, allowance=allowance, hedger=hedger)
         aggregator = (aggregator_factory or Aggregator)(
             ledger=ledger, artifact_id=artifact_id, governance=governance, policies=policies,
             train=train, score=evaluator.score, lag_budget=lag_budget, oracle=held_out, approve=approve,
@@ -171,6 +190,8 @@ def evolve(
         result = loop.run()
     finally:
         finished = result is not None and result.error is None
+        if hedger is not None:
+            hedger.close()
         workers.shutdown(wait=finished)  # a stopped run does not wait for work still in flight
         calls.shutdown(wait=finished)
         files.close()
@@ -204,10 +225,20 @@ def _checked_tasks(tasks: Sequence[Task]) -> list[Task]:
     return tasks
 
 
+def _check_executor(executor: str, **callables: object) -> None:
+    """The callables a process or Ray executor sends away must travel: say which does not, up front."""
+    if executor == "process":
+        from agentdescent.engine.processes import check_picklable
+        check_picklable(**callables)
+    elif executor == "ray":
+        from agentdescent.engine.ray_executor import check_serializable
+        check_serializable(**callables)
+
+
 def _check_options(
     *, run: object, propose: object, reward: object, rounds: int, n_workers: int, max_concurrency: int | None,
     parallel: str, executor: str, lag_budget: int | None, target_reward: float | None,
-    max_calls: int | None, max_tokens: int | None, rollout_timeout: float | None,
+    max_calls: int | None, max_tokens: int | None, rollout_timeout: float | None, reissue_after: float | None,
 ) -> None:
     for name, fn in (("run", run), ("propose", propose), ("reward", reward)):
         if not callable(fn):
@@ -228,3 +259,6 @@ def _check_options(
             raise UserError(f"{name} must be a positive integer or None; got {budget!r}")
     if rollout_timeout is not None and (not isinstance(rollout_timeout, (int, float)) or not rollout_timeout > 0):
         raise UserError(f"rollout_timeout must be a number of seconds above 0, or None; got {rollout_timeout!r}")
+    if reissue_after is not None and (not isinstance(reissue_after, (int, float)) or not reissue_after > 1):
+        raise UserError(f"reissue_after must be a number above 1 (times a task's usual duration), or None; "
+                        f"got {reissue_after!r}")

@@ -20,7 +20,7 @@ from agentdescent.errors import UserError
 T = TypeVar("T")
 R = TypeVar("R")
 
-EXECUTORS = ("thread",)
+EXECUTORS = ("thread", "process", "ray")
 
 
 class Executor(Protocol):
@@ -149,6 +149,13 @@ def _settle(future: Future, *, result: Any = None, error: BaseException | None =
 
 
 def make_executor(kind: str, max_workers: int, *, name: str) -> Executor:
+    """The call pool `kind` names (`EXECUTORS`); the others are imported only when asked for."""
     if kind == "thread":
         return ThreadExecutor(max_workers, name=name)
+    if kind == "process":
+        from agentdescent.engine.processes import ProcessExecutor
+        return ProcessExecutor(max_workers, name=name)
+    if kind == "ray":
+        from agentdescent.engine.ray_executor import RayExecutor
+        return RayExecutor(max_workers, name=name)
     raise UserError(f"executor={kind!r} is not available; choose one of {', '.join(EXECUTORS)}")

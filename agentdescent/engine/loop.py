@@ -23,7 +23,7 @@ from agentdescent.artifacts.state import State
 from agentdescent.artifacts.strategies import Strategy
 from agentdescent.engine.budget import BudgetSpent
 from agentdescent.engine.cancel import CancelToken
-from agentdescent.engine.checkpoint import Checkpoint, RunFiles, committed_rounds, seed_artifact
+from agentdescent.engine.checkpoint import Checkpoint, RunFiles, committed_rounds, resumable, seed_artifact
 from agentdescent.engine.dispatch import Dispatcher
 from agentdescent.engine.evaluation import Evaluator
 from agentdescent.engine.executors import Executor
@@ -84,7 +84,7 @@ class Loop:
     def run(self) -> EvolveResult:
         existed = self.ledger.has_artifact(self.artifact_id, self.ledger.head())
         head = seed_artifact(self.ledger, self.artifact_id, self.strategy)
-        saved, notes = self._resumable()
+        saved, notes = resumable(self.files, type(self.strategy).__name__, self.fingerprint)
         self._initial = (self.ledger.stable(), 0.0)  # until measured, for a run stopped before that
         recovered = self._resume(saved) if saved is not None else []
         kept = Counter(o.kind for o in self.outcomes[: len(self.outcomes) - len(recovered)])
@@ -124,8 +124,6 @@ class Loop:
             said = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             reason = f"stopped: cannot write the run's files ({said}); free some space, then run again"
             error = f"cannot write the run's files: {said}"
-        finally:
-            self.dispatcher.stop()  # whatever ended the run, no worker starts another turn
         return self._result(reason, error)
 
     def _result(self, reason: str, error: str | None) -> EvolveResult:
@@ -163,24 +161,6 @@ class Loop:
         self.emit(ev.Evaluated(round=-1, version=start, held_out_reward=initial, promoted=False,
                                best_reward=self.progress.best))
 
-    def _resumable(self) -> tuple[Checkpoint | None, list[str]]:
-        """The checkpoint to resume from (None: start anew), and what the user should hear about it."""
-        saved = self.files.load()
-        if saved is None:
-            return None, []
-        notes = []
-        name = type(self.strategy).__name__
-        if saved.strategy != name:
-            notes.append(f"the artifact in this store was last evolved with strategy {saved.strategy}; this run "
-                         f"uses {name}, which may read its keys differently")
-        if saved.finished:
-            return None, notes
-        if saved.fingerprint != self.fingerprint:
-            notes.append("the store holds an unfinished run with other settings (tasks, split, seed or strategy); "
-                         "this run does not resume it and starts from the ledger's head")
-            return None, notes
-        return saved, notes
-
     def _resume(self, saved: Checkpoint) -> list[Outcome]:
         """Take up an interrupted run where its checkpoint left it; the outcomes of the rounds that
         committed after it, read back from the ledger."""
@@ -195,6 +175,11 @@ class Loop:
         for _, rollout in journal[saved.rollouts_counted:]:  # paid for after the checkpoint: still paid for
             usage.count_rollout(rollout)
         self.evaluator.preload(journal)
+        queue = self.files.take_queue()  # what was in flight when the last process stopped: first
+        try:
+            self.evaluator.run_queue(queue, {t.id: t for t in [*self.sampler.train, *self.held_out]})
+        except BudgetSpent:
+            pass  # the rounds stop at once on the same budget, and say so
         self._next_round, recovered = saved.next_round, []
         for round_, (version, diff_ids) in sorted(committed_rounds(self.ledger, saved.next_round).items()):
             recovered += self._recover(round_, version, diff_ids)
@@ -222,6 +207,7 @@ class Loop:
             initial_version=start, usage=usage.as_record(), rollouts_counted=self.files.journal_lines,
             history=self.history, outcomes=self.outcomes, warnings=self.warnings,
         ))
+        self.files.save_queue(self.evaluator.in_flight())
 
     def _warn(self, message: str) -> None:
         self.warnings.append(message)
@@ -238,8 +224,11 @@ class Loop:
 
     def _rounds(self, first: int) -> str:
         """Synchronous: every round dispatches all workers and waits for all of them.
-        Asynchronous: workers are dispatched once and each re-dispatches itself on the newest
-        snapshot the moment it finishes; a round aggregates whatever has come back."""
+        Asynchronous: a round aggregates whatever has come back, and each worker it collected
+        starts its next turn at once on the newest snapshot, while the step runs. A worker
+        waits only for its own report to be taken into a step: one that ran ahead of the
+        aggregator would only make diffs on a snapshot that is about to change (measured: three
+        quarters of them duplicates)."""
         rounds, asynchronous = self.shape.rounds, self.shape.asynchronous
         usage = self.evaluator.usage
         for round_ in range(first, rounds):
@@ -251,11 +240,12 @@ class Loop:
                 return stop
             self.emit(ev.RoundStarted(round=round_, version=self.ledger.head()))
             if round_ == first or not asynchronous:
-                self.dispatcher.dispatch(self.shape.n_workers, redispatch=asynchronous)
+                self.dispatcher.dispatch(self.shape.n_workers)
             last = round_ == rounds - 1
-            if last:
-                self.dispatcher.stop()
-            self._step(round_, self._collect(round_, wait_all=last or not asynchronous))
+            reports = self._collect(round_, wait_all=last or not asynchronous)
+            if asynchronous and not last:  # the workers back start again now, not when the step is done
+                self.dispatcher.dispatch(len(reports))
+            self._step(round_, reports)
             self._warn_if_all_failed()
             self._next_round = round_ + 1
             self._save(finished=False)
@@ -286,6 +276,13 @@ class Loop:
     def _step(self, round_: int, reports: list[WorkerReport]) -> None:
         for state in {id(r.turn.state): r.turn.state for r in reports}.values():
             self.sampler.note(self.evaluator.known(state))
+        try:
+            self._judge(round_, reports)
+        finally:
+            for r in reports:
+                self.sampler.release([*r.turn.batch, *(t for spare in r.turn.spares for t in spare)])
+
+    def _judge(self, round_: int, reports: list[WorkerReport]) -> None:
         diffs: list[Diff] = [d for r in reports for d in r.diffs]
         early: list[Outcome] = [o.model_copy(update={"step": round_}) for r in reports for o in r.outcomes]
         try:
@@ -305,11 +302,24 @@ class Loop:
             landed = tuple(o.diff_id for o in report.outcomes if o.version is not None)
             self.emit(ev.Committed(round=round_, version=report.version, diff_ids=landed))
         head = self.ledger.head()
+        if head != self._validated:
+            self._settle_leads(self._state(head))
         if head != self._validated and self.validator.due(self._state(head), leads=len(self.sampler.leads)):
             held_out, promoted = self._validate(head, round_)
         else:
             self.progress.since_gain += 1
         self._record(round_, report, early, diffs, held_out, promoted)
+
+    def _settle_leads(self, dev_state: State) -> None:
+        """When dev may be at the target, measure it on the leads in one wave rather than wait
+        for turns to deal them (the validation policy waits for no leads): the train rollouts the
+        next turns would spend, now, and at most a held-out pass's worth."""
+        leads = self.sampler.leads
+        if not leads or len(leads) > len(self.held_out) or not self.validator.near_target(dev_state):
+            return
+        by_id = {t.id: t for t in self.sampler.train}
+        self.evaluator.score([(dev_state, [by_id[i] for i in leads])], "train")
+        self.sampler.settle(self.evaluator.known(dev_state))
 
     def _validate(self, version: int, round_: int) -> tuple[float | None, bool]:
         """Measure `version` on the held-out set (as far as it matters: `Validator.measure`);
@@ -379,6 +389,8 @@ class Loop:
             round=round_, base_version=report.base_version, version=report.version,
             diffs=[d.id for d in diffs], outcomes=counts,
             staleness=[report.staleness[d.id] for d in diffs],
+            stale_decisions=[report.decisions.get(d.id, "fresh") for d in diffs],
+            eta=[report.eta.get(d.id, 1.0) for d in diffs],
             acceptance_head=report.head_reward, acceptance_candidate=report.candidate_reward,
             held_out=held_out, promoted=promoted, calls=self.evaluator.usage.calls, timings=report.timings,
         ))

@@ -3,7 +3,8 @@
 `Sampler` deals minibatches from the task sampler, the run's leads first. A lead is a train task
 seen failing on an earlier snapshot and not since seen passing or dealt out again: a commit
 rarely fixes what it was not made from, so leads are the likeliest failures to deal. The sampler
-keeps them, since it is the only reader.
+keeps them, since it is the only reader. A task dealt to a turn stays claimed until that turn's
+diffs are judged, so that asynchronous turns on one snapshot do not all propose the same fix.
 
 `AcceptanceSamples` draws the acceptance sample of each head version, once. Workers verify a diff
 on the sample of the version they started from; the step judges it on the sample of the head it
@@ -42,6 +43,7 @@ class Sampler:
         self._seed = seed
         self._draws = 1 + scouts  # a minibatch and its spares per turn
         self._leads: set[str] = set()
+        self._claimed: set[str] = set()  # dealt to a turn whose diffs the aggregator has not yet judged
         self._lock = threading.Lock()  # asynchronous turns are dealt on the workers' threads
 
     @property
@@ -54,10 +56,19 @@ class Sampler:
         with self._lock:
             self._leads.difference_update(task_id for task_id, reward in measured.items() if reward >= 1.0)
             known = {**dict.fromkeys(self._leads, 0.0), **measured}
-            batches = self._policy(self._train, count * self._draws, first_turn, self._seed, known)
+            # Not the tasks of turns still out: on one snapshot they would only be proposed for
+            # again (a synchronous round has none out when it deals; an asynchronous run does).
+            free = [t for t in self._train if t.id not in self._claimed] or self._train
+            batches = self._policy(free, count * self._draws, first_turn, self._seed, known)
             first, spares = batches[:count], batches[count:]  # spares overlap the next dispatch's walk
             self._leads.difference_update(t.id for batch in first for t in batch)
+            self._claimed.update(t.id for batch in batches for t in batch)
         return [Deal(batch=batch, spares=spares[i::count]) for i, batch in enumerate(first)]
+
+    def release(self, tasks: Sequence[Task]) -> None:
+        """A turn's tasks may be dealt again: its diffs have been judged."""
+        with self._lock:
+            self._claimed.difference_update(t.id for t in tasks)
 
     @property
     def leads(self) -> list[str]:
@@ -68,6 +79,13 @@ class Sampler:
         """Take up the leads a checkpoint kept (a resumed run)."""
         with self._lock:
             self._leads = set(leads) & self._train_ids
+
+    def settle(self, measured: Mapping[str, float]) -> None:
+        """The newest snapshot measured on tasks (task id -> reward): its passes are leads no more,
+        its failures are."""
+        with self._lock:
+            self._leads.difference_update(t for t, reward in measured.items() if reward >= 1.0)
+            self._leads.update(t for t, reward in measured.items() if reward < 1.0 and t in self._train_ids)
 
     def note(self, measured: Mapping[str, float]) -> None:
         """Remember the train tasks that failed on a snapshot (task id -> reward) as leads."""

@@ -13,6 +13,7 @@ import decimal
 import math
 import numbers
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
@@ -33,9 +34,11 @@ def roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], floa
     kept); a `UserError` (misconfiguration) and a reward that is not a number in [0, 1] (the
     caller's bug) are raised."""
     def metered() -> Rollout:
+        start = time.monotonic()
         with metering(ModelUsage()) as meter:
             output, value, error = _roll_out(run, reward, rendered, task)
-        return Rollout(task=task, output=output, reward=value, error=error, spend=meter.spent())
+        return Rollout(task=task, output=output, reward=value, error=error, spend=meter.spent(),
+                       seconds=time.monotonic() - start)
 
     late = f"the rollout of task {task.id!r} took longer than rollout_timeout={timeout:g} s and was abandoned" \
         if timeout is not None else ""

@@ -63,6 +63,7 @@ class _Candidate:
     parts: list[Component]
     state: State
     rewards: dict[str, float] = field(default_factory=dict)
+    first: list[Task] = field(default_factory=list)  # its first wave of probes, when scored with the evidence
 
 
 class _Step:
@@ -75,6 +76,7 @@ class _Step:
         self.rejected: dict[str, str] = {}
         self.answers: dict[tuple[tuple[Component, ...], str], float] = {}  # (a subset of parts, task id) -> its reward
         self.charged: dict[tuple[Component, ...], list[str]] = {}  # a culprit group -> the tasks it broke so far
+        self.weights: dict[str, float] = {}  # evidence task id -> its weight in the test (η of a discounted diff)
 
     def score(self, jobs: Sequence[tuple[State, Sequence[Task]]]) -> list[list[float]]:
         """Head on every task of the jobs beside the jobs themselves, in one wave (head is cached)."""
@@ -103,6 +105,13 @@ class _Step:
     def fails_at_head(self, task: Task) -> bool:
         return self.head.get(task.id, 1.0) <= 0.0
 
+    def test(self, ids: Sequence[str], candidate: Sequence[float], head: Sequence[float], *, gated: bool) -> Verdict:
+        """The policy's paired test on these tasks, a stale diff's evidence weighted by its η."""
+        weights = [self.weights.get(i, 1.0) for i in ids]
+        if all(w == 1.0 for w in weights):  # so a policy written without `weights` still serves
+            return self.policy(candidate, head, gated=gated)
+        return self.policy(candidate, head, gated=gated, weights=weights)
+
 
 def accept(components: Sequence[Component], head_state: State, probes: Sequence[Task], judge: Judge) -> Acceptance:
     """Judge the step's components against head (see the module's docstring); `probes` is head
@@ -110,39 +119,72 @@ def accept(components: Sequence[Component], head_state: State, probes: Sequence[
     if not components:
         return Acceptance(accepted=[], rejected={}, candidate=head_state, head_reward=None, candidate_reward=None)
     step = _Step(head_state, probes, judge)
-    evidence = _evidence(step, components)
+    for comp in components:  # a task two diffs were made from counts as much as the fresher one says
+        for c in [*comp.changes, *comp.echoes]:
+            for task_id in c.diff.evidence.task_ids:
+                step.weights[task_id] = max(step.weights.get(task_id, 0.0), c.eta)
+    tasks = {comp: _evidence_tasks(comp, judge.train) for comp in components}
+    free = [comp for comp in components if not judge.governance.gated(comp.after)]
+    # Evidence measured on another version (a stale diff's) is not in the cache: then the fusion's
+    # first probes go in the same wave as the evidence rather than after it.
+    ahead = free if len(free) > 1 and not _measured(step, free, tasks) else []
+    evidence, early = _evidence(step, components, tasks, ahead)
     alive = [comp for comp in components if comp in evidence]
     gated = [comp for comp in alive if judge.governance.gated(comp.after)]
-    free = _fusion_test(step, [comp for comp in alive if comp not in gated], evidence)
+    fusion = _fusion_test(step, [comp for comp in alive if comp not in gated], evidence, early)
     passed = _gated_test(step, gated, evidence)
-    return _combine(step, free, passed, evidence)
+    return _combine(step, fusion, passed, evidence)
 
 
-def _evidence(step: _Step, components: Sequence[Component]) -> dict[Component, list[Task]]:
-    """Each component that fixes at least one of its evidence tasks, with those tasks."""
-    tasks = [_evidence_tasks(comp, step.judge.train) for comp in components]
-    rows = step.score([(apply(step.head_state, comp.after), ts) for comp, ts in zip(components, tasks)])
+def _measured(step: _Step, components: Sequence[Component], tasks: Mapping[Component, list[Task]]) -> bool:
+    """Whether head and each component are already measured on the component's evidence."""
+    known = step.judge.known
+    return all({t.id for t in tasks[comp]} <= step.head.keys() & known(apply(step.head_state, comp.after)).keys()
+               for comp in components)
+
+
+def _evidence(step: _Step, components: Sequence[Component], tasks: Mapping[Component, list[Task]],
+              ahead: list[Component]) -> tuple[dict[Component, list[Task]], _Candidate | None]:
+    """Each component that fixes at least one of its evidence tasks, with those tasks; and, when
+    `ahead` is given, the fusion of `ahead` scored in the same wave on the evidence and the first probes."""
+    jobs = [(apply(step.head_state, comp.after), tasks[comp]) for comp in components]
+    early = None
+    if ahead:
+        first = step.next_wave(set())[: step.policy.size]
+        early = _Candidate(parts=ahead, state=_fuse(step.head_state, ahead), first=first)
+        jobs.append((early.state, _unique([t for comp in ahead for t in tasks[comp]] + first)))
+    rows = step.score(jobs)
+    if early is not None:
+        early.rewards = dict(zip((t.id for t in jobs[-1][1]), rows[-1]))
     kept: dict[Component, list[Task]] = {}
-    for comp, ts, row in zip(components, tasks, rows):
+    for comp, row in zip(components, rows):
+        ts = tasks[comp]
         if any(r > step.head[t.id] for t, r in zip(ts, row)):
             kept[comp] = ts
         else:
             step.reject([comp], f"rejected: fixes none of the {len(ts)} failures it was made from")
-    return kept
+    return kept, early
 
 
-def _fusion_test(step: _Step, parts: list[Component], evidence: Mapping[Component, list[Task]]) -> _Candidate | None:
+def _fusion_test(step: _Step, parts: list[Component], evidence: Mapping[Component, list[Task]],
+                 early: _Candidate | None = None) -> _Candidate | None:
     """The fusion of `parts` probed in waves, culprits of what it breaks bisected out; the candidate
-    that is left and its rewards, or None when nothing is."""
+    that is left and its rewards, or None when nothing is. `early` is a fusion already probed
+    with the evidence, of `parts` and perhaps of components that then fixed none of theirs."""
     if not parts:
         return None
-    taken: set[str] = set()
     judged: set[str] = set()  # broken tasks a culprit that passed its own test answers for
-    cand = _Candidate(parts=parts, state=_fuse(step.head_state, parts))
-    first = step.next_wave(taken)[: step.policy.size]  # the first probes ride with the evidence
-    tasks = _unique([t for comp in parts for t in evidence[comp]] + first)
-    cand.rewards = dict(zip((t.id for t in tasks), step.score([(cand.state, tasks)])[0]))
-    taken.update(t.id for t in first)
+    if early is None:
+        first = step.next_wave(set())[: step.policy.size]  # the first probes ride with the evidence
+        cand = _Candidate(parts=parts, state=_fuse(step.head_state, parts))
+        tasks = _unique([t for comp in parts for t in evidence[comp]] + first)
+        cand.rewards = dict(zip((t.id for t in tasks), step.score([(cand.state, tasks)])[0]))
+    elif len(early.parts) == len(parts):
+        first, cand = early.first, early
+    else:  # without the components whose evidence failed, credited as culprits are
+        first, failed = early.first, [c for c in early.parts if c not in parts]
+        cand = _credited(step, early, parts, failed, set(), {**evidence, **{c: _evidence_tasks(c, step.judge.train) for c in failed}})
+    taken = {t.id for t in first}
     while True:
         _probe(step, cand, taken, judged)
         broken = [i for i, r in cand.rewards.items() if r < step.head[i] and i not in judged]
@@ -242,7 +284,7 @@ def _alone(step: _Step, group: list[Component], key: tuple[Component, ...], brok
     row = step.score([(_fuse(step.head_state, group), evidence)])[0]
     candidate = row + [answers[(key, i)] for i in broken]
     head = [step.head[t.id] for t in evidence] + [step.head[i] for i in broken]
-    return step.policy(candidate, head, gated=False)
+    return step.test([t.id for t in evidence] + broken, candidate, head, gated=False)
 
 
 def _gated_test(step: _Step, gated: list[Component], evidence: Mapping[Component, list[Task]]) -> list[Component]:
@@ -255,7 +297,7 @@ def _gated_test(step: _Step, gated: list[Component], evidence: Mapping[Component
     rows = step.score([(apply(step.head_state, comp.after), ts) for comp, ts in zip(gated, sets)])
     passing: list[tuple[Component, Verdict]] = []
     for comp, ts, row in zip(gated, sets, rows):
-        verdict = step.policy(row, [step.head[t.id] for t in ts], gated=True)
+        verdict = step.test([t.id for t in ts], row, [step.head[t.id] for t in ts], gated=True)
         if verdict.accepted:
             passing.append((comp, verdict))
         else:
@@ -318,7 +360,7 @@ def _accepted(step: _Step, cand: _Candidate, *, gated: bool) -> Acceptance | Non
     """The paired test of `cand` on every task it was scored on; the acceptance if it passes."""
     ids = list(cand.rewards)
     row, head_row = [cand.rewards[i] for i in ids], [step.head[i] for i in ids]
-    verdict = step.policy(row, head_row, gated=gated)
+    verdict = step.test(ids, row, head_row, gated=gated)
     refused = None
     if verdict.accepted and gated and len(cand.parts) > 1:
         refused = oracle_gate([cand.state], step.head_state, step.judge.oracle, step.judge.score)[0]

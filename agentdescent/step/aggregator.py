@@ -8,6 +8,7 @@ handed) and storage (the `Ledger`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -25,6 +26,7 @@ from agentdescent.step.gate import Approve, Scorer
 from agentdescent.step.policies import Policies
 from agentdescent.step.rebase import rebase
 from agentdescent.step.resolve import resolve
+from agentdescent.step.staleness import StaleDecision
 from agentdescent.types import Diff, Outcome, OutcomeKind, Task
 
 
@@ -35,6 +37,8 @@ class StepReport:
     version: int | None  # the new dev version, or None when nothing landed
     outcomes: list[Outcome]
     staleness: dict[str, int] = field(default_factory=dict)  # diff id -> versions its base is behind head
+    decisions: dict[str, StaleDecision] = field(default_factory=dict)  # diff id -> the staleness policy's word
+    eta: dict[str, float] = field(default_factory=dict)  # diff id -> the weight of its evidence in the test
     head_reward: float | None = None  # mean on the committed candidate's acceptance set
     candidate_reward: float | None = None
     timings: dict[str, float] = field(default_factory=dict)
@@ -67,7 +71,9 @@ class Aggregator:
         head_state = self.ledger.snapshot(self.artifact_id, head)
         verdicts: dict[str, tuple[OutcomeKind, str]] = {}
         staleness = {d.id: head - d.base_version for d in diffs}
-        changes = self._admit_and_rebase(diffs, staleness, head_state, verdicts)
+        decisions = {d.id: self.policies.staleness.decide(s, self.lag_budget) for d, s in zip(diffs, staleness.values())}
+        eta = {i: self.policies.staleness.weight(staleness[i]) if decisions[i] == "discounted" else 1.0 for i in decisions}
+        changes = self._admit_and_rebase(diffs, staleness, decisions, eta, head_state, verdicts)
         resolution = resolve(changes, head_state, self.policies)
         verdicts.update(resolution.unplaced)
         t1 = time.perf_counter()
@@ -80,6 +86,7 @@ class Aggregator:
         outcomes = [_outcome(d, *verdicts[d.id], step, version if verdicts[d.id][0] in ("committed", "fused") else None) for d in diffs]
         return StepReport(
             step=step, base_version=head, version=version, outcomes=outcomes, staleness=staleness,
+            decisions=decisions, eta=eta,
             head_reward=acceptance.head_reward, candidate_reward=acceptance.candidate_reward,
             timings={"prepare": t1 - t0, "accept": t2 - t1, "commit": t3 - t2},
         )
@@ -91,14 +98,14 @@ class Aggregator:
                      known=self.known or (lambda state: {}))
 
     def _admit_and_rebase(
-        self, diffs: Sequence[Diff], staleness_of: Mapping[str, int], head_state: State,
-        verdicts: dict[str, tuple[OutcomeKind, str]],
+        self, diffs: Sequence[Diff], staleness_of: Mapping[str, int], decisions: Mapping[str, StaleDecision],
+        eta: Mapping[str, float], head_state: State, verdicts: dict[str, tuple[OutcomeKind, str]],
     ) -> list[Change]:
         changes = []
         for diff in diffs:
             refusal = admit(diff, self.artifact_id, self.governance)
             staleness = staleness_of[diff.id]
-            if refusal is None and not self.policies.staleness.admit(staleness, self.lag_budget):
+            if refusal is None and decisions[diff.id] == "dropped":
                 refusal = ("dropped_stale", f"{staleness} versions behind head; the lag budget is {self.lag_budget}")
             if refusal is None:
                 try:
@@ -108,7 +115,7 @@ class Aggregator:
                 else:
                     rebased = rebase(diff, staleness, head_state, base_state, self.policies)
                     if isinstance(rebased, Change):
-                        changes.append(rebased)
+                        changes.append(dataclasses.replace(rebased, decision=decisions[diff.id], eta=eta[diff.id]))
                         continue
                     refusal = rebased
             verdicts[diff.id] = refusal

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agentdescent.step.staleness import StaleDecision
 from agentdescent.types import Diff
 
 
@@ -15,6 +16,8 @@ class Change:
     staleness: int
     after: dict[str, str | None]
     note: str = ""
+    decision: StaleDecision = "fresh"  # what the staleness policy said of it
+    eta: float = 1.0  # the weight of its evidence in the test: η(s) when discounted
 
 
 @dataclass(kw_only=True, eq=False)

@@ -23,6 +23,8 @@ def commit_message(step: int, acceptance: Acceptance) -> tuple[str, dict[str, st
         "Authors": ",".join(c.diff.author or "-" for c in changes),
         "Base-Versions": ",".join(str(c.diff.base_version) for c in changes),
         "Staleness": ",".join(str(c.staleness) for c in changes),
+        "Staleness-Decisions": ",".join(c.decision for c in changes),
+        "Eta": ",".join(f"{c.eta:g}" for c in changes),
         "Keys": ",".join(keys),
         "Reward-Head": f"{acceptance.head_reward:.4f}" if acceptance.head_reward is not None else "-",
         "Reward-Candidate": f"{acceptance.candidate_reward:.4f}" if acceptance.candidate_reward is not None else "-",

@@ -2,7 +2,7 @@
 
     task_sampler  which train tasks each worker rolls out this round
     proposal      which of a worker's rollouts it reflects on
-    staleness     whether a diff based on an old version is still admitted, and its weight
+    staleness     what becomes of a diff based on an old version, and its weight (`staleness`)
     conflict      which of two overlapping changes to keep
     fusion        how two edits of the same key are merged (None: they conflict)
     acceptance    which tasks the test probes, when it has seen enough, whether a candidate beats head
@@ -23,6 +23,7 @@ from typing import Protocol
 
 from agentdescent.errors import UserError
 from agentdescent.step import stats
+from agentdescent.step.staleness import Staleness, StalenessPolicy
 from agentdescent.step.textmerge import merge_text
 from agentdescent.types import Diff, Rollout, Task
 
@@ -132,26 +133,6 @@ class WorstFirst:
         return sorted(failed, key=lambda r: r.reward)[: self.max_proposals]
 
 
-class StalenessPolicy(Protocol):
-    def admit(self, staleness: int, lag_budget: int | None) -> bool: ...
-
-    def weight(self, staleness: int) -> float:
-        """η(s): how much a diff's evidence counts after `staleness` commits landed under it."""
-
-
-@dataclass(frozen=True)
-class DropBeyondBudget:
-    """Admit up to `lag_budget` versions behind head; evidence decays as 1 / (1 + decay * s)."""
-
-    decay: float = 0.5
-
-    def admit(self, staleness: int, lag_budget: int | None) -> bool:
-        return lag_budget is None or staleness <= lag_budget
-
-    def weight(self, staleness: int) -> float:
-        return 1.0 / (1.0 + self.decay * staleness)
-
-
 class ConflictPolicy(Protocol):
     def __call__(self, diffs: Sequence[Diff], staleness: Sequence[int], weight: StalenessPolicy) -> int:
         """Index of the diff whose edit survives when these diffs' edits of one key cannot merge."""
@@ -221,8 +202,11 @@ class AcceptancePolicy(Protocol):
         """After a candidate kept `kept` of the probes head passes and broke `broken`: True when it
         is safe enough to stop probing, False when it breaks too much, None while undecided."""
 
-    def __call__(self, candidate: Sequence[float], head: Sequence[float], *, gated: bool) -> Verdict:
-        """Accept the candidate over head on these paired rewards? `gated` asks for the stricter L1 bar."""
+    def __call__(self, candidate: Sequence[float], head: Sequence[float], *, gated: bool,
+                 weights: Sequence[float] | None = None) -> Verdict:
+        """Accept the candidate over head on these paired rewards? `gated` asks for the stricter L1
+        bar; `weights` (given only when some differ from 1) weigh each task's change, η(s) for the
+        evidence of a discounted stale diff."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -269,14 +253,15 @@ class BetaAcceptance:
         bar = self.gated_confidence if gated else self.confidence
         return True if stats.prob_harm_below(kept, broken, self.max_harm, self.prior) >= bar else None
 
-    def __call__(self, candidate: Sequence[float], head: Sequence[float], *, gated: bool) -> Verdict:
-        cmp = stats.paired(candidate, head)
+    def __call__(self, candidate: Sequence[float], head: Sequence[float], *, gated: bool,
+                 weights: Sequence[float] | None = None) -> Verdict:
+        cmp = stats.paired(candidate, head, weights)
         p = stats.prob_improvement(cmp.wins, cmp.losses, self.prior)
         bar = self.gated_threshold if gated else self.threshold
-        summary = f"P(improve)={p:.2f} (bar {bar:.2f}), +{cmp.wins:g}/-{cmp.losses:g} on {cmp.n} tasks"
+        summary = f"P(improve)={p:.2f} (bar {bar:.2f}), +{cmp.wins:.3g}/-{cmp.losses:.3g} on {cmp.n} tasks"
         if cmp.n < self.min_tasks:
             return Verdict(accepted=False, p_improve=p, comparison=cmp, reason=f"only {cmp.n} acceptance tasks; {summary}")
-        if cmp.decisive < self.min_decisive:
+        if stats.paired(candidate, head).decisive < self.min_decisive:  # whole rewards changed, whatever their weight
             return Verdict(accepted=False, p_improve=p, comparison=cmp, reason=f"no measurable change: {summary}")
         return Verdict(accepted=p >= bar, p_improve=p, comparison=cmp, reason=summary)
 
@@ -328,7 +313,7 @@ class Policies:
 
     task_sampler: TaskSampler = field(default_factory=FailuresFirst)
     proposal: ProposalPolicy = field(default_factory=WorstFirst)
-    staleness: StalenessPolicy = field(default_factory=DropBeyondBudget)
+    staleness: StalenessPolicy = field(default_factory=Staleness)
     conflict: ConflictPolicy = field(default_factory=BetterEvidence)
     fusion: FusionPolicy = field(default_factory=ThreeWayMerge)
     acceptance: AcceptancePolicy = field(default_factory=BetaAcceptance)

@@ -33,11 +33,12 @@ def mean_reward(rewards: Sequence[float]) -> float:
     return sum(rewards) / len(rewards) if rewards else 0.0
 
 
-def paired(candidate: Sequence[float], head: Sequence[float]) -> PairedComparison:
-    """Compare rewards task by task. paired([1, 0, 1], [0, 0, 1]) -> wins=1, losses=0, n=3."""
-    if len(candidate) != len(head):
+def paired(candidate: Sequence[float], head: Sequence[float], weights: Sequence[float] | None = None) -> PairedComparison:
+    """Compare rewards task by task, each change weighted by `weights` (default 1).
+    paired([1, 0, 1], [0, 0, 1]) -> wins=1, losses=0, n=3; with weights [0.5, 1, 1], wins=0.5."""
+    if len(candidate) != len(head) or (weights is not None and len(weights) != len(head)):
         raise ValueError("paired comparison needs rewards on the same tasks")
-    deltas = [c - h for c, h in zip(candidate, head)]
+    deltas = [(c - h) * w for c, h, w in zip(candidate, head, weights if weights is not None else [1.0] * len(head))]
     wins = sum(d for d in deltas if d > 0)
     losses = -sum(d for d in deltas if d < 0)
     mean = sum(deltas) / len(deltas) if deltas else 0.0

@@ -1,0 +1,153 @@
+"""The process executor: rollouts and reflections in worker processes of this machine.
+
+For a `run`, `reward` or `propose` that is CPU-bound or not thread-safe. What crosses is a unit
+of `units` with the user's callables and plain data (they must pickle: `check_picklable` says
+which does not), and the record it returns; the driver's `then` runs here, on the result's way
+back. A worker process that dies mid-call (killed, out of memory) breaks the whole pool in
+`concurrent.futures`, so the pool is rebuilt and the calls it lost are sent again, up to
+`retries` times each; `restarts` counts the rebuilds.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from agentdescent.engine.executors import _settle
+from agentdescent.errors import UserError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def check_picklable(**callables: object) -> None:
+    """Raise a `UserError` naming the first of `callables` that cannot be sent to another process."""
+    for name, fn in callables.items():
+        try:
+            pickle.dumps(fn)
+        except Exception as exc:
+            raise UserError(
+                f"executor='process' sends {name} to other processes, and it cannot be pickled ({type(exc).__name__}: "
+                f"{exc}); define it at module level (not a lambda, a nested function or an object holding a lock "
+                f"or a client), or use executor='thread'") from None
+
+
+@dataclass(eq=False)
+class _Call:
+    future: Future
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    then: Callable[[Any], Any] | None
+    tries: int = 0
+
+
+class ProcessExecutor:
+    """At most `max_workers` processes (no more than the machine's CPUs), started by forkserver
+    where there is one (the driver has threads, which fork would copy mid-lock), else spawn."""
+
+    def __init__(self, max_workers: int, *, name: str = "agentdescent", retries: int = 2) -> None:
+        self._max = max(1, min(max_workers, os.cpu_count() or 1))
+        methods = multiprocessing.get_all_start_methods()
+        self._context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+        self._retries = retries
+        self._lock = threading.Lock()
+        self._pool = self._new_pool()
+        self._generation = 0  # which pool a call went to: one break rebuilds the pool once
+        self._unfinished: set[Future] = set()
+        self._closed: BaseException | None = None
+        self.restarts = 0
+
+    def submit(self, fn: Callable[..., T], *args: Any, then: Callable[[T], R] | None = None) -> Future[R]:
+        future: Future[R] = Future()
+        with self._lock:
+            if self._closed is not None:
+                raise self._closed
+            self._unfinished.add(future)
+        future.add_done_callback(self._forget)
+        future.set_running_or_notify_cancel()
+        self._send(_Call(future, fn, args, then))
+        return future
+
+    def shutdown(self, *, wait: bool = True) -> None:
+        with self._lock:
+            self._closed = self._closed or RuntimeError("the pool is shut down")
+            pool = self._pool
+        pool.shutdown(wait=wait, cancel_futures=True)
+        if not wait:
+            _terminate(pool)
+
+    def abandon(self, error: BaseException) -> None:
+        """Fail every call not yet done with `error`, refuse new ones, and stop the processes."""
+        with self._lock:
+            self._closed = error
+            unfinished, pool = list(self._unfinished), self._pool
+        for future in unfinished:
+            _settle(future, error=error)
+        pool.shutdown(wait=False, cancel_futures=True)
+        _terminate(pool)
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(self._max, mp_context=self._context)
+
+    def _send(self, call: _Call) -> None:
+        with self._lock:
+            pool, generation = self._pool, self._generation
+        try:
+            inner = pool.submit(call.fn, *call.args)
+        except BrokenProcessPool:
+            self._rebuild(generation)
+            return self._send(call)
+        except RuntimeError as exc:  # shut down meanwhile
+            _settle(call.future, error=self._closed or exc)
+            return
+        inner.add_done_callback(lambda done: self._returned(call, done, generation))
+
+    def _returned(self, call: _Call, inner: Future, generation: int) -> None:
+        if call.future.done():  # abandoned meanwhile
+            return
+        error = RuntimeError("the call was cancelled") if inner.cancelled() else inner.exception()
+        if isinstance(error, BrokenProcessPool) and call.tries < self._retries and self._closed is None:
+            call.tries += 1
+            self._rebuild(generation)
+            self._send(call)
+            return
+        if error is not None:
+            _settle(call.future, error=error)
+            return
+        try:
+            result = inner.result()
+            _settle(call.future, result=call.then(result) if call.then is not None else result)
+        except BaseException as exc:  # the driver's own `then` failed: the waiter hears of it
+            _settle(call.future, error=exc)
+
+    def _rebuild(self, generation: int) -> None:
+        """A worker process died and took the pool with it: a new pool, once per break."""
+        with self._lock:
+            if generation != self._generation or self._closed is not None:
+                return
+            broken, self._pool = self._pool, self._new_pool()
+            self._generation += 1
+            self.restarts += 1
+        broken.shutdown(wait=False, cancel_futures=True)
+
+    def _forget(self, future: Future) -> None:
+        with self._lock:
+            self._unfinished.discard(future)
+
+
+def _terminate(pool: ProcessPoolExecutor) -> None:
+    """Stop the pool's processes now: a call that never returns would otherwise hold up the exit."""
+    processes = getattr(pool, "_processes", None) or {}  # private, but the only handle on them
+    for process in list(processes.values()):
+        try:
+            process.terminate()
+        except Exception:  # already gone
+            pass
+

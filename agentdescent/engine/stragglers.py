@@ -1,0 +1,153 @@
+"""Stragglers: a rollout that runs far longer than its task usually takes is run a second time.
+
+Model latency is heavy-tailed, and every wave of rollouts (a minibatch, a probe wave, a bisection
+level, a held-out pass) waits for its slowest member. `Durations` is an online model of how long
+each task's rollouts take; `Hedger` re-issues a rollout still running past `factor` times its
+task's expected duration, while the call pool has room for it, and the first answer wins. The
+other goes on (a thread cannot be stopped) and what it returns is discarded. Both are paid for,
+so both are counted as rollouts, and the run's usage counts the re-issued and discarded ones.
+
+What it leaves out: what a rollout is (`units`) and caching it (`evaluation`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import statistics
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentdescent.engine.executors import Executor
+from agentdescent.types import Rollout
+
+
+class Durations:
+    """How long a task's rollouts take: the median of its last `per_task`, or of the run's last
+    `window` for a task not yet seen; nothing until `warmup` rollouts have been seen at all."""
+
+    def __init__(self, *, per_task: int = 5, window: int = 256, warmup: int = 16) -> None:
+        self._per_task, self._warmup = per_task, warmup
+        self._tasks: dict[str, deque[float]] = {}
+        self._recent: deque[float] = deque(maxlen=window)
+        self._seen = 0
+        self._lock = threading.Lock()
+
+    def observe(self, task_id: str, seconds: float) -> None:
+        with self._lock:
+            self._tasks.setdefault(task_id, deque(maxlen=self._per_task)).append(seconds)
+            self._recent.append(seconds)
+            self._seen += 1
+
+    def expected(self, task_id: str) -> float | None:
+        with self._lock:
+            if self._seen < self._warmup:
+                return None
+            return statistics.median(self._tasks.get(task_id) or self._recent)
+
+
+@dataclass(eq=False)
+class _Race:
+    """One rollout asked for, and its attempts: the first to finish settles `future`."""
+
+    future: Future
+    task_id: str
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    then: Callable[[Any], Any] | None
+    attempts: list[Future] = field(default_factory=list)
+    settled: bool = False  # an attempt has answered for it
+
+
+class Hedger:
+    """Submits rollouts to `pool` and re-issues stragglers (see the module's docstring).
+
+    A rollout is re-issued once, only when fewer than `capacity` attempts are running (the pool's
+    threads are not taken from fresh work), only past `floor` seconds (re-running a call that
+    takes milliseconds buys nothing), and only when `may_start()` says the budget allows another
+    call. `on_reissue` and `on_discard` hear of each re-issue and each answer thrown away."""
+
+    def __init__(self, pool: Executor, *, factor: float, capacity: int, durations: Durations | None = None,
+                 may_start: Callable[[], bool] = lambda: True, on_reissue: Callable[[], None] = lambda: None,
+                 on_discard: Callable[[], None] = lambda: None, floor: float = 0.05) -> None:
+        self._pool, self._factor, self._capacity, self._floor = pool, factor, capacity, floor
+        self.durations = durations or Durations()
+        self._may_start, self._on_reissue, self._on_discard = may_start, on_reissue, on_discard
+        self._running = 0
+        self._deadlines: list[tuple[float, int, _Race]] = []
+        self._order = itertools.count()
+        self._wake = threading.Condition()
+        self._closed = False
+        self._timer: threading.Thread | None = None
+
+    def submit(self, task_id: str, fn: Callable[..., Rollout], *args: Any,
+               then: Callable[[Rollout], Rollout] | None = None) -> Future[Rollout]:
+        race = _Race(future=Future(), task_id=task_id, fn=fn, args=args, then=then)
+        race.future.set_running_or_notify_cancel()
+        self._attempt(race)
+        expected = self.durations.expected(task_id)
+        if expected is not None:
+            with self._wake:
+                heapq.heappush(self._deadlines, (time.monotonic() + max(self._floor, self._factor * expected),
+                                                 next(self._order), race))
+                self._start_timer()
+                self._wake.notify()
+        return race.future
+
+    def close(self) -> None:
+        """Stop watching for stragglers; attempts already running go on to their end."""
+        with self._wake:
+            self._closed = True
+            self._deadlines.clear()
+            self._wake.notify()
+
+    def _attempt(self, race: _Race) -> None:
+        with self._wake:
+            self._running += 1
+        attempt = self._pool.submit(race.fn, *race.args, then=race.then)
+        race.attempts.append(attempt)
+        attempt.add_done_callback(lambda done: self._finished(race, done))
+
+    def _finished(self, race: _Race, attempt: Future) -> None:
+        with self._wake:
+            self._running -= 1
+        error = attempt.exception() if not attempt.cancelled() else None
+        if attempt.cancelled():
+            error = RuntimeError("the rollout was cancelled before it started")
+        if error is None:
+            self.durations.observe(race.task_id, attempt.result().seconds)
+        with self._wake:  # one lock for both attempts, so exactly one settles the race
+            first, race.settled = not race.settled, True
+        if not first:
+            if error is None:
+                self._on_discard()
+            return
+        # outside the lock: the race's callbacks take locks of their own (the evaluator's)
+        if error is not None:
+            race.future.set_exception(error)
+        else:
+            race.future.set_result(attempt.result())
+
+    def _start_timer(self) -> None:
+        """Callers hold the lock."""
+        if self._timer is None:
+            self._timer = threading.Thread(target=self._watch, name="agentdescent-stragglers", daemon=True)
+            self._timer.start()
+
+    def _watch(self) -> None:
+        while True:
+            with self._wake:
+                while not self._closed and (not self._deadlines or self._deadlines[0][0] > time.monotonic()):
+                    self._wake.wait(self._deadlines[0][0] - time.monotonic() if self._deadlines else None)
+                if self._closed:
+                    return
+                _, _, race = heapq.heappop(self._deadlines)
+                late = not race.future.done() and self._running < self._capacity
+            if late and self._may_start():
+                self._on_reissue()
+                self._attempt(race)

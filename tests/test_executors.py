@@ -1,0 +1,129 @@
+"""The process and Ray executors: the same run as on threads, callables that cannot travel refused
+up front, and a worker killed mid-rollout whose call is run again while the run goes on."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentdescent import Task, UserError, evolve
+from agentdescent.engine.processes import ProcessExecutor
+
+# Module-level callables, so that another process can import them by name.
+
+
+def run(rendered: str, task: Task) -> str:
+    """Answers the year when the artifact says to; dies once per marked task when asked to."""
+    marker = task.meta.get("die_once")
+    if marker and not Path(marker).exists():
+        Path(marker).write_text("died here")
+        os._exit(1)  # the process goes, mid-rollout, as a killed or out-of-memory worker does
+    return "2026" if "state the year" in rendered else "soon"
+
+
+def reward(task: Task, output: str) -> float:
+    return float(output == task.gold)
+
+
+def propose(rendered: str, task: Task, output: str, value: float) -> str | None:
+    return "always state the year" if value < 1.0 else None
+
+
+def year_tasks(n: int = 12, die_once: Path | None = None) -> list[Task]:
+    meta = {"die_once": str(die_once)} if die_once else {}
+    return [Task(id=f"q{i}", prompt=f"when is event {i}?", gold="2026", meta=meta if i == 5 else {})
+            for i in range(n)]
+
+
+def converge(executor: str, tasks: list[Task]):
+    return evolve(tasks, reward, run=run, propose=propose, rounds=4, n_workers=2, max_concurrency=4,
+                  executor=executor, target_reward=1.0, seed=3)
+
+
+# -- processes ---------------------------------------------------------------------------------
+
+
+def test_a_run_on_processes_learns_what_it_learns_on_threads():
+    on_threads, on_processes = converge("thread", year_tasks()), converge("process", year_tasks())
+    assert on_processes.final_reward == on_threads.final_reward == 1.0
+    assert on_processes.state == on_threads.state
+    assert on_processes.usage.rollouts == on_threads.usage.rollouts  # usage came back with every result
+
+
+def test_a_process_killed_mid_rollout_is_replaced_and_its_rollout_run_again(tmp_path):
+    marker = tmp_path / "died"
+    result = converge("process", year_tasks(die_once=marker))
+    assert marker.exists()  # a worker process did die
+    assert result.final_reward == 1.0 and result.error is None
+
+
+def test_the_process_pool_rebuilds_once_per_break_and_gives_up_after_its_retries(tmp_path):
+    pool = ProcessExecutor(2, retries=1)
+    try:
+        assert pool.submit(os.getpid).result(timeout=60) != os.getpid()
+        with pytest.raises(Exception):  # dies every time: retried once, then the error is the caller's
+            pool.submit(os._exit, 3).result(timeout=60)
+        assert pool.restarts >= 1
+        assert pool.submit(abs, -2).result(timeout=60) == 2  # the rebuilt pool serves on
+    finally:
+        pool.shutdown()
+
+
+def test_a_callable_that_cannot_be_pickled_is_named_before_the_run_starts():
+    with pytest.raises(UserError, match="sends propose to other processes, and it cannot be pickled"):
+        evolve(year_tasks(), reward, run=run, propose=lambda *a: None, executor="process")
+
+
+def test_an_unknown_executor_is_refused():
+    with pytest.raises(UserError, match="choose one of thread, process, ray"):
+        evolve(year_tasks(), reward, run=run, propose=propose, executor="gpu")
+
+
+# -- Ray ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray = pytest.importorskip("ray", reason='the Ray executor needs pip install "agentdescent[ray]"')
+    # Ray's workers import this module's callables by name, as a cluster imports the user's code
+    tests = Path(__file__).parent
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(tests), str(tests.parent)])}})
+    yield ray
+    ray.shutdown()
+
+
+def test_a_run_on_ray_learns_what_it_learns_on_threads(local_ray):
+    on_threads, on_ray = converge("thread", year_tasks()), converge("ray", year_tasks())
+    assert on_ray.final_reward == on_threads.final_reward == 1.0
+    assert on_ray.state == on_threads.state
+    assert on_ray.usage.rollouts == on_threads.usage.rollouts
+    assert local_ray.is_initialized()  # a cluster the caller started is left running
+
+
+def test_a_ray_actor_killed_mid_rollout_is_restarted_and_its_rollout_run_again(local_ray, tmp_path):
+    marker = tmp_path / "died"
+    result = converge("ray", year_tasks(die_once=marker))
+    assert marker.exists() and result.final_reward == 1.0 and result.error is None
+
+
+def test_ray_takes_closures_but_names_a_callable_it_cannot_send(local_ray):
+    import threading
+
+    lock = threading.Lock()
+
+    def holds_a_lock(rendered, task):
+        with lock:
+            return run(rendered, task)
+
+    with pytest.raises(UserError, match="sends run to Ray's workers, and it cannot be serialized"):
+        evolve(year_tasks(), reward, run=holds_a_lock, propose=propose, executor="ray")
+
+
+def test_without_ray_installed_the_error_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
+    with pytest.raises(UserError, match=r'pip install "agentdescent\[ray\]"'):
+        evolve(year_tasks(), reward, run=run, propose=propose, executor="ray")

@@ -1,0 +1,132 @@
+"""Stragglers: a rollout far past its task's usual duration is run again, and the first answer wins."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from agentdescent import evolve
+from agentdescent.engine.executors import ThreadExecutor
+from agentdescent.engine.stragglers import Durations, Hedger
+from agentdescent.errors import UserError
+from agentdescent.types import Rollout, Task
+
+TASK = Task(id="t", prompt="p")
+
+
+def warmed(seconds: float = 0.01, n: int = 16) -> Durations:
+    durations = Durations(warmup=n)
+    for _ in range(n):
+        durations.observe("t", seconds)
+    return durations
+
+
+class Attempts:
+    """A rollout whose first run hangs until released and whose later runs answer at once."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.release = threading.Event()
+        self._lock = threading.Lock()
+
+    def __call__(self, label: str) -> Rollout:
+        with self._lock:
+            self.calls += 1
+            first = self.calls == 1
+        if first:
+            self.release.wait(5)
+        return Rollout(task=TASK, output=label if not first else "slow", reward=1.0, seconds=0.01)
+
+
+def hedger(pool, durations, **kwargs) -> tuple[Hedger, dict]:
+    counts = {"reissued": 0, "discarded": 0}
+    h = Hedger(pool, factor=3, capacity=8, durations=durations, floor=0.02,
+               on_reissue=lambda: counts.__setitem__("reissued", counts["reissued"] + 1),
+               on_discard=lambda: counts.__setitem__("discarded", counts["discarded"] + 1), **kwargs)
+    return h, counts
+
+
+def test_a_straggler_is_run_again_and_the_first_answer_wins():
+    pool, attempts = ThreadExecutor(4), Attempts()
+    h, counts = hedger(pool, warmed())
+    try:
+        rollout = h.submit("t", attempts, "fast").result(timeout=2)
+        assert rollout.output == "fast" and counts["reissued"] == 1
+        attempts.release.set()  # the first run answers late: thrown away, and counted
+        deadline = time.monotonic() + 2
+        while counts["discarded"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert counts["discarded"] == 1 and attempts.calls == 2
+    finally:
+        attempts.release.set()
+        h.close()
+        pool.shutdown()
+
+
+def test_nothing_is_run_again_before_the_model_of_durations_has_seen_enough():
+    pool, attempts = ThreadExecutor(4), Attempts()
+    h, counts = hedger(pool, Durations(warmup=16))
+    try:
+        future = h.submit("t", attempts, "fast")
+        time.sleep(0.2)
+        assert not future.done() and counts["reissued"] == 0
+        attempts.release.set()
+        assert future.result(timeout=2).output == "slow"
+    finally:
+        attempts.release.set()
+        h.close()
+        pool.shutdown()
+
+
+@pytest.mark.parametrize("why", ["budget", "full pool"])
+def test_a_straggler_is_not_run_again_past_the_budget_or_when_the_pool_is_full(why):
+    pool, attempts = ThreadExecutor(4), Attempts()
+    kwargs = {"may_start": lambda: False} if why == "budget" else {}
+    h, counts = hedger(pool, warmed(), **kwargs)
+    if why == "full pool":
+        h._capacity = 1  # the straggler itself fills it
+    try:
+        future = h.submit("t", attempts, "fast")
+        time.sleep(0.2)
+        assert not future.done() and counts["reissued"] == 0 and attempts.calls == 1
+    finally:
+        attempts.release.set()
+        h.close()
+        pool.shutdown()
+
+
+def test_the_expected_duration_is_the_tasks_own_median_or_the_runs():
+    durations = Durations(warmup=3)
+    assert durations.expected("a") is None
+    for seconds in (0.1, 0.3, 0.2):
+        durations.observe("a", seconds)
+    durations.observe("b", 5.0)
+    assert durations.expected("a") == pytest.approx(0.2)
+    assert durations.expected("new") == pytest.approx(0.25)  # the run's median of 0.1, 0.2, 0.3, 5
+
+
+def test_evolve_counts_the_stragglers_it_ran_again_as_calls():
+    """The 20th and 30th rollouts hang for a second; each is run again, and both runs are paid for."""
+    tasks = [Task(id=f"t{i}", prompt=str(i), gold="x") for i in range(40)]
+    count = iter(range(1, 10**6))
+    lock = threading.Lock()
+
+    def run(rendered, task):
+        with lock:
+            n = next(count)
+        time.sleep(1.0 if n in (20, 30) else 0.01)
+        return "x" if "x" in rendered else ""
+
+    result = evolve(tasks, lambda t, o: float(o == t.gold), run=run, propose=lambda r, t, o, w: "say x",
+                    rounds=2, n_workers=2, seed=1, reissue_after=2.0)
+    usage = result.usage
+    assert usage.reissued >= 1
+    assert usage.calls == usage.rollouts + usage.proposals  # every run of `run` is a call
+
+
+def test_reissue_after_must_be_above_one():
+    with pytest.raises(UserError, match="reissue_after"):
+        evolve([Task(id=f"t{i}", prompt="p") for i in range(6)], lambda t, o: 1.0,
+               run=lambda r, t: "", propose=lambda r, t, o, w: None, reissue_after=1.0)
