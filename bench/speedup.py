@@ -13,7 +13,7 @@ rollouts it waits on).
 
 `--asynchronous` adds the N workers without a barrier beside the synchronous run, `--latency
 lognormal` draws each call's latency from a heavy-tailed lognormal whose median is the figure
-given (σ = `--sigma`), and `--executor ray` (or `process`) adds the N workers on that executor
+given (σ = `--sigma`), and `--executor ray` adds the N workers on that executor
 beside the same run on threads.
 
 Run: python bench/speedup.py [--workers 8] [--seeds 0 1 2] [--rollout-ms 20] [--propose-ms 40] [--acceptance-size 32]
@@ -113,7 +113,7 @@ def main() -> None:
     parser.add_argument("--asynchronous", action="store_true",
                         help="also run the N workers without a barrier, and compare with the synchronous run")
     parser.add_argument("--executor", default="thread",
-                        help="also run the N workers with this executor (process, ray) beside the threads")
+                        help="also run the N workers with this executor (ray) beside the threads")
     parser.add_argument("--lag-budget", type=int, default=None, help="the asynchronous run's lag budget (default: evolve's)")
     parser.add_argument("--acceptance-size", type=int, default=BetaAcceptance().size,
                         help="tasks in each round's acceptance sample, every run")
@@ -124,6 +124,9 @@ def main() -> None:
         sides["async"] = (args.workers, True, "thread")
     if args.executor != "thread":  # the same N workers on the other executor, beside the threads
         sides["exec"] = (args.workers, args.asynchronous, args.executor)
+    if args.executor == "ray":  # a cluster that is up already, as on a real one: evolve joins it
+        import ray
+        ray.init(include_dashboard=False, log_to_driver=False)
     rows = []
     for seed in args.seeds:
         tasks = router_tasks(seed, args.signals, args.per_signal)

@@ -99,7 +99,7 @@ class ThreadExecutor:
             self._closed = error
             unfinished = list(self._unfinished)
         for future in unfinished:
-            _settle(future, error=error)
+            settle(future, error=error)
 
     def _finished(self, future: Future) -> None:
         with self._lock:
@@ -132,12 +132,12 @@ class _Item:
             if self.then is not None:  # in the same call: a chained second future doubled a rollout's cost
                 result = self.then(result)
         except BaseException as exc:  # the waiter gets it, whatever it is
-            _settle(self.future, error=exc)
+            settle(self.future, error=exc)
         else:
-            _settle(self.future, result=result)
+            settle(self.future, result=result)
 
 
-def _settle(future: Future, *, result: Any = None, error: BaseException | None = None) -> None:
+def settle(future: Future, *, result: Any = None, error: BaseException | None = None) -> None:
     """Complete `future` unless it already is (an abandoned pool completed it first)."""
     try:
         if error is not None:

@@ -302,24 +302,11 @@ class Loop:
             landed = tuple(o.diff_id for o in report.outcomes if o.version is not None)
             self.emit(ev.Committed(round=round_, version=report.version, diff_ids=landed))
         head = self.ledger.head()
-        if head != self._validated:
-            self._settle_leads(self._state(head))
         if head != self._validated and self.validator.due(self._state(head), leads=len(self.sampler.leads)):
             held_out, promoted = self._validate(head, round_)
         else:
             self.progress.since_gain += 1
         self._record(round_, report, early, diffs, held_out, promoted)
-
-    def _settle_leads(self, dev_state: State) -> None:
-        """When dev may be at the target, measure it on the leads in one wave rather than wait
-        for turns to deal them (the validation policy waits for no leads): the train rollouts the
-        next turns would spend, now, and at most a held-out pass's worth."""
-        leads = self.sampler.leads
-        if not leads or len(leads) > len(self.held_out) or not self.validator.near_target(dev_state):
-            return
-        by_id = {t.id: t for t in self.sampler.train}
-        self.evaluator.score([(dev_state, [by_id[i] for i in leads])], "train")
-        self.sampler.settle(self.evaluator.known(dev_state))
 
     def _validate(self, version: int, round_: int) -> tuple[float | None, bool]:
         """Measure `version` on the held-out set (as far as it matters: `Validator.measure`);

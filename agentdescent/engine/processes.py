@@ -20,7 +20,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from agentdescent.engine.executors import _settle
+from agentdescent.engine.executors import settle
 from agentdescent.errors import UserError
 
 T = TypeVar("T")
@@ -89,7 +89,7 @@ class ProcessExecutor:
             self._closed = error
             unfinished, pool = list(self._unfinished), self._pool
         for future in unfinished:
-            _settle(future, error=error)
+            settle(future, error=error)
         pool.shutdown(wait=False, cancel_futures=True)
         _terminate(pool)
 
@@ -105,7 +105,7 @@ class ProcessExecutor:
             self._rebuild(generation)
             return self._send(call)
         except RuntimeError as exc:  # shut down meanwhile
-            _settle(call.future, error=self._closed or exc)
+            settle(call.future, error=self._closed or exc)
             return
         inner.add_done_callback(lambda done: self._returned(call, done, generation))
 
@@ -119,13 +119,13 @@ class ProcessExecutor:
             self._send(call)
             return
         if error is not None:
-            _settle(call.future, error=error)
+            settle(call.future, error=error)
             return
         try:
             result = inner.result()
-            _settle(call.future, result=call.then(result) if call.then is not None else result)
+            settle(call.future, result=call.then(result) if call.then is not None else result)
         except BaseException as exc:  # the driver's own `then` failed: the waiter hears of it
-            _settle(call.future, error=exc)
+            settle(call.future, error=exc)
 
     def _rebuild(self, generation: int) -> None:
         """A worker process died and took the pool with it: a new pool, once per break."""

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from agentdescent.engine.executors import _settle
+from agentdescent.engine.executors import settle
 from agentdescent.errors import UserError
 
 T = TypeVar("T")
@@ -69,6 +69,7 @@ class RayExecutor:
         self._lock = threading.Lock()
         self._unfinished: set[Future] = set()
         self._closed: BaseException | None = None
+        self._stored: dict[int, tuple[object, Any]] = {}  # id of a callable -> (it, its ref in the object store)
 
     def submit(self, fn: Callable[..., T], *args: Any, then: Callable[[T], R] | None = None) -> Future[R]:
         future: Future[R] = Future()
@@ -80,9 +81,18 @@ class RayExecutor:
             self._next += 1
             self._unfinished.add(future)
         future.add_done_callback(self._forget)
-        landed = actor.call.remote(fn, *args).future()  # completes as the result lands, in any order
+        sent = [self._store(a) if callable(a) else a for a in args]
+        landed = actor.call.remote(fn, *sent).future()  # completes as the result lands, in any order
         landed.add_done_callback(lambda done: self._finish(future, then, done))
         return future
+
+    def _store(self, fn: object) -> Any:
+        """The user's callables go to the object store once, not pickled again with every call."""
+        with self._lock:
+            kept = self._stored.get(id(fn))
+            if kept is None or kept[0] is not fn:
+                kept = self._stored[id(fn)] = (fn, self._ray.put(fn))
+            return kept[1]
 
     def shutdown(self, *, wait: bool = True) -> None:
         with self._lock:
@@ -101,7 +111,7 @@ class RayExecutor:
             self._closed = error
             unfinished = list(self._unfinished)
         for future in unfinished:
-            _settle(future, error=error)
+            settle(future, error=error)
         self._stop()
 
     def _stop(self) -> None:
@@ -119,9 +129,9 @@ class RayExecutor:
             return
         try:
             result = landed.result()
-            _settle(future, result=then(result) if then is not None else result)
+            settle(future, result=then(result) if then is not None else result)
         except BaseException as exc:  # the call raised there, or the driver's `then` here
-            _settle(future, error=_cause(exc))
+            settle(future, error=_cause(exc))
 
     def _forget(self, future: Future) -> None:
         with self._lock:

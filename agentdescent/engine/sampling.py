@@ -80,13 +80,6 @@ class Sampler:
         with self._lock:
             self._leads = set(leads) & self._train_ids
 
-    def settle(self, measured: Mapping[str, float]) -> None:
-        """The newest snapshot measured on tasks (task id -> reward): its passes are leads no more,
-        its failures are."""
-        with self._lock:
-            self._leads.difference_update(t for t, reward in measured.items() if reward >= 1.0)
-            self._leads.update(t for t, reward in measured.items() if reward < 1.0 and t in self._train_ids)
-
     def note(self, measured: Mapping[str, float]) -> None:
         """Remember the train tasks that failed on a snapshot (task id -> reward) as leads."""
         with self._lock:

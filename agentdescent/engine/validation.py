@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 from agentdescent.engine.evaluation import Evaluator
 from agentdescent.step.policies import PromotionPolicy, ValidationPolicy
-from agentdescent.step.stats import mean_reward
 from agentdescent.types import Task
 
 
@@ -36,13 +35,6 @@ class Validator:
         return self.schedule(validated=usage.validate, calls=usage.calls, held_out=len(self.held_out),
                              dev_train={k: v for k, v in known.items() if k in self.train_ids}, leads=leads,
                              target=self.target)
-
-    def near_target(self, dev_state: Mapping[str, str]) -> bool:
-        """Whether dev's measured train rewards reach the target on average."""
-        if self.target is None:
-            return False
-        known = [v for k, v in self.evaluator.known(dev_state).items() if k in self.train_ids]
-        return bool(known) and mean_reward(known) >= self.target
 
     def whole(self, state: Mapping[str, str]) -> float:
         """The mean reward of `state` on the whole held-out set."""

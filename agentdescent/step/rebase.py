@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from agentdescent.artifacts.state import apply
-from agentdescent.governance import clashes
+from agentdescent.governance import clashes, fold
 from agentdescent.step.changes import Change
 from agentdescent.step.policies import Policies
 from agentdescent.types import Diff, OutcomeKind
@@ -42,7 +42,11 @@ def folder_clash(state: Mapping[str, str], after: Mapping[str, str | None]) -> s
     added = {k for k, text in after.items() if text is not None and k not in state}
     if not added:
         return None
-    pair = next((p for p in clashes(apply(state, after)) if added & set(p)), None)
+    # Only keys under the same (folded) top-level name can clash with an added one: look at those
+    # alone, not at the whole state once per diff (thousands of keys, dozens of diffs a step).
+    tops = {fold(k.split("/", 1)[0]) for k in added}
+    near = [k for k in apply(state, after) if fold(k.split("/", 1)[0]) in tops]
+    pair = next((p for p in clashes(near) if added & set(p)), None)
     if pair is None:
         return None
     return (f"{pair[0]!r} and {pair[1]!r} cannot both be in one folder "
