@@ -20,7 +20,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from agentdescent.engine.executors import Executor
@@ -53,14 +53,13 @@ class Durations:
 
 @dataclass(eq=False)
 class _Race:
-    """One rollout asked for, and its attempts: the first to finish settles `future`."""
+    """One rollout asked for: the first of its runs to finish settles `future`."""
 
     future: Future
     task_id: str
     fn: Callable[..., Any]
     args: tuple[Any, ...]
     then: Callable[[Any], Any] | None
-    attempts: list[Future] = field(default_factory=list)
     settled: bool = False  # an attempt has answered for it
 
 
@@ -110,7 +109,6 @@ class Hedger:
         with self._wake:
             self._running += 1
         attempt = self._pool.submit(race.fn, *race.args, then=race.then)
-        race.attempts.append(attempt)
         attempt.add_done_callback(lambda done: self._finished(race, done))
 
     def _finished(self, race: _Race, attempt: Future) -> None:
