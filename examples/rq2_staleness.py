@@ -16,23 +16,13 @@ import statistics
 import time
 
 from agentdescent import Policies, evolve
-from agentdescent.cli.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks
+from agentdescent.cli.demo import demo_strategy, route_reward, router_tasks
 from agentdescent.step.staleness import HOW, Staleness
-from examples.run_async import lognormal
+from examples.run_async import slow_router
 
 
 def one(seed: int, budget: int, how: str, steps: int) -> dict:
-    sleep = lognormal(seed, 1.0)
-    reflector = RouterReflector("append", seed=seed)
-
-    def run(rendered, task):
-        time.sleep(sleep(0.02))
-        return route(rendered, task)
-
-    def propose(rendered, task, output, reward):
-        time.sleep(sleep(0.04))
-        return reflector(rendered, task, output, reward)
-
+    run, propose = slow_router(seed, 1.0)
     start = time.perf_counter()
     result = evolve(router_tasks(seed, 12, 8), route_reward, run=run, propose=propose,
                     strategy=demo_strategy("append"), rounds=steps, n_workers=8, max_concurrency=1024, seed=seed,

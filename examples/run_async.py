@@ -32,7 +32,8 @@ def lognormal(seed: int, sigma: float):
     return draw
 
 
-def timed_run(seed: int, workers: int, sigma: float, asynchronous: bool, rounds: int = 400) -> dict:
+def slow_router(seed: int, sigma: float):
+    """The demo's agent and reflector, each call taking a lognormal time of median 20 and 40 ms."""
     sleep = lognormal(seed, sigma)
     reflector = RouterReflector("append", seed=seed)
 
@@ -44,6 +45,11 @@ def timed_run(seed: int, workers: int, sigma: float, asynchronous: bool, rounds:
         time.sleep(sleep(0.04))
         return reflector(rendered, task, output, reward)
 
+    return run, propose
+
+
+def timed_run(seed: int, workers: int, sigma: float, asynchronous: bool, rounds: int = 400) -> dict:
+    run, propose = slow_router(seed, sigma)
     start = time.perf_counter()
     result = evolve(router_tasks(seed, 12, 8), route_reward, run=run, propose=propose,
                     strategy=demo_strategy("append"), rounds=rounds, n_workers=workers, max_concurrency=1024,

@@ -7,6 +7,7 @@ user's callables, which a test has to invent. Fixtures that build on them are in
 from __future__ import annotations
 
 import threading
+import time
 
 from agentdescent import evolve, scripted
 from agentdescent.cli.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks
@@ -32,6 +33,20 @@ def year_program():
 def echo(rendered, task: Task):
     """A run that answers with the artifact itself, so a reward can look for what a rule says."""
     return rendered
+
+
+def fast_and_slow(**options) -> EvolveResult:
+    """Three fast tasks and three slow ones (150 ms a rollout), each fixed by "fix <its id>",
+    evolved asynchronously on two workers: a slow turn's diffs arrive after a fast one's landed."""
+    tasks = [Task(id=f"{speed}{i}", prompt="") for speed in ("fast", "slow") for i in range(3)]
+
+    def run(rendered, task):
+        time.sleep(0.15 if task.id.startswith("slow") else 0)
+        return rendered
+
+    return evolve(tasks, lambda task, output: float(f"fix {task.id}" in output), run=run,
+                  propose=lambda rendered, task, output, r: f"fix {task.id}", held_out_frac=0,
+                  n_workers=2, asynchronous=True, **options)
 
 
 def router(**options) -> EvolveResult:

@@ -12,7 +12,7 @@ import pytest
 from agentdescent import AppendRules, KeyedRules, Policies, Task, UserError, events, evolve
 from agentdescent.cli.demo import route
 from agentdescent.engine.units import check_reward
-from tests.doubles import InFlight, echo, numbered_tasks, router, year_program
+from tests.doubles import InFlight, echo, fast_and_slow, numbered_tasks, router, year_program
 
 
 def test_smallest_program_reaches_full_reward(tmp_path):
@@ -125,20 +125,11 @@ def test_asynchronous_mode_converges_and_records_staleness():
 def test_lag_budget_drops_stale_diffs_in_asynchronous_mode():
     """One worker is slow, so its diff arrives after the fast worker's landed: past a lag budget
     of 0 it must be dropped, with an outcome that says why."""
-    tasks = [Task(id=f"{speed}{i}", prompt="") for speed in ("fast", "slow") for i in range(3)]
-
     def split_by_speed(train, n_workers, first_turn, seed, known):
         return [[t for t in train if t.id.startswith("fast" if (first_turn + i) % 2 == 0 else "slow")]
                 for i in range(n_workers)]
 
-    def run(rendered, task):
-        time.sleep(0.15 if task.id.startswith("slow") else 0)
-        return rendered
-
-    result = evolve(tasks, lambda task, output: float(f"fix {task.id}" in output), run=run,
-                    propose=lambda rendered, task, output, r: f"fix {task.id}", held_out_frac=0,
-                    rounds=3, n_workers=2, asynchronous=True, lag_budget=0,
-                    policies=Policies(task_sampler=split_by_speed))
+    result = fast_and_slow(rounds=3, lag_budget=0, policies=Policies(task_sampler=split_by_speed))
     dropped = [o for o in result.outcome_list if o.kind == "dropped_stale"]
     assert dropped and all("lag budget is 0" in o.reason for o in dropped)
     assert result.outcomes()["committed"] >= 1

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
-from agentdescent import Policies, Task, evolve
+from agentdescent import Policies, Task
 from agentdescent.governance import Governance
 from agentdescent.ledger import Ledger
 from agentdescent.step.aggregator import Aggregator
 from agentdescent.step.policies import BetaAcceptance
 from agentdescent.step.staleness import Staleness
 from agentdescent.types import Diff, Edit, EvidenceCard
+from tests.doubles import fast_and_slow
 
 TASKS = [Task(id=f"t{i}", prompt=str(i)) for i in range(8)]
 
@@ -59,16 +58,7 @@ def test_a_discounted_diff_lands_when_its_evidence_outweighs_its_age(tmp_path):
 
 def test_an_asynchronous_run_records_staleness_decisions_and_eta_in_its_history():
     """One worker is slow, so its diffs arrive after the fast one's landed (s >= 1)."""
-    tasks = [Task(id=f"{speed}{i}", prompt="") for speed in ("fast", "slow") for i in range(3)]
-
-    def run(rendered, task):
-        time.sleep(0.15 if task.id.startswith("slow") else 0)
-        return rendered
-
-    result = evolve(tasks, lambda task, output: float(f"fix {task.id}" in output), run=run,
-                    propose=lambda rendered, task, output, r: f"fix {task.id}", held_out_frac=0,
-                    rounds=4, n_workers=2, asynchronous=True, lag_budget=0,
-                    policies=Policies(staleness=Staleness("rebase")))
+    result = fast_and_slow(rounds=4, lag_budget=0, policies=Policies(staleness=Staleness("rebase")))
     records = [(s, d, e) for h in result.history for s, d, e in zip(h.staleness, h.stale_decisions, h.eta)]
     assert records and all(len(h.staleness) == len(h.stale_decisions) == len(h.eta) == len(h.diffs)
                            for h in result.history)

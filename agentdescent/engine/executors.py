@@ -39,6 +39,40 @@ class Executor(Protocol):
     def abandon(self, error: BaseException) -> None: ...
 
 
+class Outstanding:
+    """The futures an executor handed out and has not completed, kept the same way by every
+    executor: none is handed out once the pool is closed, and `abandon` fails each at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._futures: set[Future] = set()
+        self.closed: BaseException | None = None  # what handing out a future raises, once closed
+
+    def new(self) -> Future:
+        future: Future = Future()
+        with self._lock:
+            if self.closed is not None:
+                raise self.closed
+            self._futures.add(future)
+        future.add_done_callback(self._done)
+        return future
+
+    def close(self, error: BaseException | None = None) -> list[Future]:
+        """Refuse new work, with `error` (or, if none was given before, "shut down"); the
+        futures not yet done."""
+        with self._lock:
+            self.closed = error or self.closed or RuntimeError("the pool is shut down")
+            return list(self._futures)
+
+    def abandon(self, error: BaseException) -> None:
+        for future in self.close(error):
+            settle(future, error=error)
+
+    def _done(self, future: Future) -> None:
+        with self._lock:
+            self._futures.discard(future)
+
+
 class ThreadExecutor:
     """A pool of at most `max_workers` daemon threads, started as work arrives.
 
@@ -53,17 +87,11 @@ class ThreadExecutor:
         self._work: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._idle = threading.Semaphore(0)  # released by a thread that waits for work
-        self._closed: BaseException | None = None  # what submit raises once the pool is shut
-        self._unfinished: set[Future] = set()
-        self._lock = threading.Lock()
+        self._outstanding = Outstanding()
+        self._lock = threading.Lock()  # the list of threads
 
     def submit(self, fn: Callable[..., T], *args: Any, then: Callable[[T], R] | None = None) -> Future[R]:
-        future: Future[R] = Future()
-        with self._lock:
-            if self._closed is not None:
-                raise self._closed
-            self._unfinished.add(future)
-        future.add_done_callback(self._finished)
+        future: Future[R] = self._outstanding.new()
         self._work.put(_Item(future, fn, args, then))
         if not self._idle.acquire(blocking=False):  # no thread is waiting: start one, up to the cap
             with self._lock:
@@ -76,8 +104,8 @@ class ThreadExecutor:
 
     def shutdown(self, *, wait: bool = True) -> None:
         """Cancel the work not started; with `wait`, also wait for the work running to end."""
+        self._outstanding.close()
         with self._lock:
-            self._closed = self._closed or RuntimeError("the pool is shut down")
             threads = list(self._threads)
         while True:
             try:
@@ -95,15 +123,7 @@ class ThreadExecutor:
     def abandon(self, error: BaseException) -> None:
         """Fail every future not yet done with `error`, and refuse new work with it. Calls already
         running go on alone on their threads; what they return is dropped."""
-        with self._lock:
-            self._closed = error
-            unfinished = list(self._unfinished)
-        for future in unfinished:
-            settle(future, error=error)
-
-    def _finished(self, future: Future) -> None:
-        with self._lock:
-            self._unfinished.discard(future)
+        self._outstanding.abandon(error)
 
     def _serve(self) -> None:
         while True:

@@ -20,7 +20,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from agentdescent.engine.executors import settle
+from agentdescent.engine.executors import Outstanding, settle
 from agentdescent.errors import UserError
 
 T = TypeVar("T")
@@ -57,27 +57,21 @@ class ProcessExecutor:
         methods = multiprocessing.get_all_start_methods()
         self._context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
         self._retries = retries
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the pool and its generation
         self._pool = self._new_pool()
         self._generation = 0  # which pool a call went to: one break rebuilds the pool once
-        self._unfinished: set[Future] = set()
-        self._closed: BaseException | None = None
+        self._outstanding = Outstanding()
         self.restarts = 0
 
     def submit(self, fn: Callable[..., T], *args: Any, then: Callable[[T], R] | None = None) -> Future[R]:
-        future: Future[R] = Future()
-        with self._lock:
-            if self._closed is not None:
-                raise self._closed
-            self._unfinished.add(future)
-        future.add_done_callback(self._forget)
+        future: Future[R] = self._outstanding.new()
         future.set_running_or_notify_cancel()
         self._send(_Call(future, fn, args, then))
         return future
 
     def shutdown(self, *, wait: bool = True) -> None:
+        self._outstanding.close()
         with self._lock:
-            self._closed = self._closed or RuntimeError("the pool is shut down")
             pool = self._pool
         pool.shutdown(wait=wait, cancel_futures=True)
         if not wait:
@@ -85,11 +79,9 @@ class ProcessExecutor:
 
     def abandon(self, error: BaseException) -> None:
         """Fail every call not yet done with `error`, refuse new ones, and stop the processes."""
+        self._outstanding.abandon(error)
         with self._lock:
-            self._closed = error
-            unfinished, pool = list(self._unfinished), self._pool
-        for future in unfinished:
-            settle(future, error=error)
+            pool = self._pool
         pool.shutdown(wait=False, cancel_futures=True)
         _terminate(pool)
 
@@ -105,7 +97,7 @@ class ProcessExecutor:
             self._rebuild(generation)
             return self._send(call)
         except RuntimeError as exc:  # shut down meanwhile
-            settle(call.future, error=self._closed or exc)
+            settle(call.future, error=self._outstanding.closed or exc)
             return
         inner.add_done_callback(lambda done: self._returned(call, done, generation))
 
@@ -113,7 +105,7 @@ class ProcessExecutor:
         if call.future.done():  # abandoned meanwhile
             return
         error = RuntimeError("the call was cancelled") if inner.cancelled() else inner.exception()
-        if isinstance(error, BrokenProcessPool) and call.tries < self._retries and self._closed is None:
+        if isinstance(error, BrokenProcessPool) and call.tries < self._retries and self._outstanding.closed is None:
             call.tries += 1
             self._rebuild(generation)
             self._send(call)
@@ -130,16 +122,12 @@ class ProcessExecutor:
     def _rebuild(self, generation: int) -> None:
         """A worker process died and took the pool with it: a new pool, once per break."""
         with self._lock:
-            if generation != self._generation or self._closed is not None:
+            if generation != self._generation or self._outstanding.closed is not None:
                 return
             broken, self._pool = self._pool, self._new_pool()
             self._generation += 1
             self.restarts += 1
         broken.shutdown(wait=False, cancel_futures=True)
-
-    def _forget(self, future: Future) -> None:
-        with self._lock:
-            self._unfinished.discard(future)
 
 
 def _terminate(pool: ProcessPoolExecutor) -> None:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from agentdescent.engine.executors import settle
+from agentdescent.engine.executors import Outstanding, settle
 from agentdescent.errors import UserError
 
 T = TypeVar("T")
@@ -66,21 +66,16 @@ class RayExecutor:
         runner = ray.remote(num_cpus=0, max_concurrency=per_actor, max_restarts=-1, max_task_retries=2)(_Runner)
         self._actors = [runner.remote() for _ in range(actors)]
         self._next = 0
-        self._lock = threading.Lock()
-        self._unfinished: set[Future] = set()
-        self._closed: BaseException | None = None
+        self._lock = threading.Lock()  # the next actor, the stored callables
+        self._outstanding = Outstanding()
         self._stored: dict[int, tuple[object, Any]] = {}  # id of a callable -> (it, its ref in the object store)
 
     def submit(self, fn: Callable[..., T], *args: Any, then: Callable[[T], R] | None = None) -> Future[R]:
-        future: Future[R] = Future()
+        future: Future[R] = self._outstanding.new()
         future.set_running_or_notify_cancel()
         with self._lock:
-            if self._closed is not None:
-                raise self._closed
             actor = self._actors[self._next % len(self._actors)]
             self._next += 1
-            self._unfinished.add(future)
-        future.add_done_callback(self._forget)
         sent = [self._store(a) if callable(a) else a for a in args]
         landed = actor.call.remote(fn, *sent).future()  # completes as the result lands, in any order
         landed.add_done_callback(lambda done: self._finish(future, then, done))
@@ -95,9 +90,7 @@ class RayExecutor:
             return kept[1]
 
     def shutdown(self, *, wait: bool = True) -> None:
-        with self._lock:
-            self._closed = self._closed or RuntimeError("the pool is shut down")
-            unfinished = list(self._unfinished)
+        unfinished = self._outstanding.close()
         if wait:
             for future in unfinished:
                 try:
@@ -107,11 +100,7 @@ class RayExecutor:
         self._stop()
 
     def abandon(self, error: BaseException) -> None:
-        with self._lock:
-            self._closed = error
-            unfinished = list(self._unfinished)
-        for future in unfinished:
-            settle(future, error=error)
+        self._outstanding.abandon(error)
         self._stop()
 
     def _stop(self) -> None:
@@ -132,10 +121,6 @@ class RayExecutor:
             settle(future, result=then(result) if then is not None else result)
         except BaseException as exc:  # the call raised there, or the driver's `then` here
             settle(future, error=_cause(exc))
-
-    def _forget(self, future: Future) -> None:
-        with self._lock:
-            self._unfinished.discard(future)
 
 
 def _cause(exc: BaseException) -> BaseException:
