@@ -182,6 +182,24 @@ def test_events_and_status_are_plain_json_a_watcher_can_read(service, tmp_path):
     assert [r.id for r in service.runs()] == [run]
 
 
+def test_a_run_that_ends_while_its_status_is_read_is_not_called_interrupted(service, tmp_path, monkeypatch):
+    run = service.start(domain.spec(tmp_path)).run_id
+    finished = wait(service, run)
+    folder = service.store.get(run)
+    folder.write_status(finished.model_copy(update={"state": "running"}))  # as read just before the last write
+    alive = type(folder).alive
+
+    def ends_meanwhile(self):  # the process writes `finished` and lets go of its lock before we look
+        self.write_status(finished)
+        return alive(self)
+
+    monkeypatch.setattr(type(folder), "alive", ends_meanwhile)
+    assert folder.status().state == "finished"
+    monkeypatch.setattr(type(folder), "alive", alive)
+    folder.write_status(finished.model_copy(update={"state": "running"}))  # and one that really died running
+    assert folder.status().state == "interrupted"
+
+
 @pytest.mark.parametrize("approve", [True, False])
 def test_an_l1_change_waits_for_the_users_approval(service, tmp_path, approve):
     from tests import l1_domain

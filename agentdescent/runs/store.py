@@ -66,19 +66,29 @@ class RunDir:
 
     def status(self) -> RunStatus:
         """The status as last written, with `interrupted` for a run whose process is gone."""
+        status = self._read_status()
+        if status.state in ("starting", "running") and not self.alive():
+            # The process writes its last status before it lets go of the lock: read again, or a
+            # run that ended between the read and the lock check would look interrupted.
+            status = self._read_status()
+            if status.state in ("starting", "running") and not self.alive():
+                status = self._interrupted(status)
+        return status
+
+    def _interrupted(self, status: RunStatus) -> RunStatus:
+        why = (f"it stopped ({status.stop_reason}) but could not record its end" if status.stop_reason else
+               "killed, crashed or the machine restarted")
+        return status.model_copy(update={
+            "state": "interrupted",
+            "message": f"the run's process is gone ({why}) at round {status.round} of {status.rounds}",
+            "next": f"agentdescent resume {self.id} continues it where it stopped",
+        })
+
+    def _read_status(self) -> RunStatus:
         try:
-            status = RunStatus.model_validate_json(self.file("status.json").read_text(encoding="utf-8"))
+            return RunStatus.model_validate_json(self.file("status.json").read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise UserError(f"run {self.id} has no readable status ({exc}); its folder {self.path} may be damaged") from None
-        if status.state in ("starting", "running") and not self.alive():
-            why = (f"it stopped ({status.stop_reason}) but could not record its end" if status.stop_reason else
-                   "killed, crashed or the machine restarted")
-            status = status.model_copy(update={
-                "state": "interrupted",
-                "message": f"the run's process is gone ({why}) at round {status.round} of {status.rounds}",
-                "next": f"agentdescent resume {self.id} continues it where it stopped",
-            })
-        return status
 
     def write_status(self, status: RunStatus) -> None:
         """Atomically; on a full disk, where a new file cannot be made, over the old one in place
