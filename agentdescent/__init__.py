@@ -10,6 +10,7 @@ from agentdescent.artifacts import AppendRules, FileTree, KeyedRules, SingleSlot
 from agentdescent.dataloader import tasks_from
 from agentdescent.engine import evolve
 from agentdescent.engine.cancel import CancelToken
+from agentdescent.engine.parallel import PipelineParallel, TensorParallel
 from agentdescent.errors import AgentDescentError, AgentError, HeadMoved, LedgerError, UserError
 from agentdescent.ledger import Ledger
 from agentdescent.reflect import llm_fusion, reflector, tree_reflector
@@ -33,10 +34,12 @@ __all__ = [
     "Ledger",
     "LedgerError",
     "Outcome",
+    "PipelineParallel",
     "Policies",
     "SingleSlot",
     "Strategy",
     "Task",
+    "TensorParallel",
     "UserError",
     "claude",
     "claude_code",

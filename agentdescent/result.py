@@ -6,14 +6,19 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from agentdescent.artifacts.writeback import WritePlan, write_back
 from agentdescent.engine.evaluation import Usage
 from agentdescent.ledger import Ledger
-from agentdescent.types import Outcome
+from agentdescent.types import Diff, Outcome
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from agentdescent.step import StepReport
 
 
 class StepRecord(BaseModel):
@@ -33,6 +38,20 @@ class StepRecord(BaseModel):
     promoted: bool = False
     calls: int = 0
     timings: dict[str, float] = Field(default_factory=dict)
+
+    @classmethod
+    def of(cls, report: StepReport, *, round_: int, outcomes: Sequence[Outcome], diffs: Sequence[Diff],
+           held_out: float | None, promoted: bool, calls: int) -> StepRecord:
+        """The record of a step: its `report`, every outcome of the round, and what validation found."""
+        return cls(
+            round=round_, base_version=report.base_version, version=report.version,
+            diffs=[d.id for d in diffs], outcomes=dict(Counter(o.kind for o in outcomes)),
+            staleness=[report.staleness[d.id] for d in diffs],
+            stale_decisions=[report.decisions.get(d.id, "fresh") for d in diffs],
+            eta=[report.eta.get(d.id, 1.0) for d in diffs],
+            acceptance_head=report.head_reward, acceptance_candidate=report.candidate_reward,
+            held_out=held_out, promoted=promoted, calls=calls, timings=report.timings,
+        )
 
 
 @dataclass(kw_only=True)

@@ -13,11 +13,14 @@ rollouts it waits on).
 
 `--asynchronous` adds the N workers without a barrier beside the synchronous run, `--latency
 lognormal` draws each call's latency from a heavy-tailed lognormal whose median is the figure
-given (σ = `--sigma`), and `--executor ray` adds the N workers on that executor
-beside the same run on threads.
+given (σ = `--sigma`), `--executor ray` adds the N workers on that executor
+beside the same run on threads, and `--parallel pp` (or `tp`) the N workers with that parallel
+method beside data-parallel ones (`tp` needs a strategy with keys to deal out: `--strategy keyed`).
 
 Run: python bench/speedup.py [--workers 8] [--seeds 0 1 2] [--rollout-ms 20] [--propose-ms 40] [--acceptance-size 32]
      python bench/speedup.py --asynchronous --latency lognormal [--sigma 1] [--executor thread] [--lag-budget 3]
+     python bench/speedup.py --asynchronous --parallel pp --propose-ms 200
+     python bench/speedup.py --strategy keyed --parallel tp --workers 5 --signals 4 --per-signal 6
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentdescent import events, evolve  # noqa: E402
 from agentdescent.cli.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks  # noqa: E402
+from agentdescent.engine.parallel import TensorParallel  # noqa: E402
 from agentdescent.step.policies import BetaAcceptance, Policies  # noqa: E402
 
 
@@ -62,8 +66,8 @@ class Latency:
 
 def run_once(n_workers: int, seed: int, tasks: list, rollout_s: float, propose_s: float, concurrency: int,
              asynchronous: bool, policies: Policies, sigma: float = 0.0, executor: str = "thread",
-             lag_budget: int | None = None) -> dict:
-    reflector = RouterReflector("append", seed=seed)
+             lag_budget: int | None = None, parallel: object = "dp", strategy: str = "append") -> dict:
+    reflector = RouterReflector(strategy, seed=seed)
     latency = Latency(sigma, seed)
 
     def slow_route(rendered, task):
@@ -83,10 +87,10 @@ def run_once(n_workers: int, seed: int, tasks: list, rollout_s: float, propose_s
     with tempfile.TemporaryDirectory(prefix="speedup-ledger-") as store:  # a ledger per run, removed after
         start = time.perf_counter()
         result = evolve(
-            tasks, route_reward, run=slow_route, propose=slow_propose, strategy=demo_strategy("append"),
+            tasks, route_reward, run=slow_route, propose=slow_propose, strategy=demo_strategy(strategy),
             rounds=400, n_workers=n_workers, max_concurrency=concurrency, target_reward=1.0, seed=seed,
             asynchronous=asynchronous, on_event=on_event, policies=policies, store=store, executor=executor,
-            lag_budget=lag_budget,
+            lag_budget=lag_budget, parallel=parallel,
         )
         wall = time.perf_counter() - start
     own = [h.timings["prepare"] + h.timings["commit"] for h in result.history if h.version is not None]
@@ -114,6 +118,10 @@ def main() -> None:
                         help="also run the N workers without a barrier, and compare with the synchronous run")
     parser.add_argument("--executor", default="thread",
                         help="also run the N workers with this executor (ray) beside the threads")
+    parser.add_argument("--parallel", choices=("dp", "tp", "pp", "tp-routed"), default="dp",
+                        help="also run the N workers with this parallel method beside data-parallel ones "
+                             "(tp-routed: tp told each task's category)")
+    parser.add_argument("--strategy", choices=("append", "keyed"), default="append", help="the artifact, every run")
     parser.add_argument("--lag-budget", type=int, default=None, help="the asynchronous run's lag budget (default: evolve's)")
     parser.add_argument("--acceptance-size", type=int, default=BetaAcceptance().size,
                         help="tasks in each round's acceptance sample, every run")
@@ -124,6 +132,9 @@ def main() -> None:
         sides["async"] = (args.workers, True, "thread")
     if args.executor != "thread":  # the same N workers on the other executor, beside the threads
         sides["exec"] = (args.workers, args.asynchronous, args.executor)
+    if args.parallel != "dp":
+        sides["par"] = (args.workers, args.asynchronous, "thread")
+    method = TensorParallel(route=_category) if args.parallel == "tp-routed" else args.parallel
     if args.executor == "ray":  # a cluster that is up already, as on a real one: evolve joins it
         import ray
         ray.init(include_dashboard=False, log_to_driver=False)
@@ -136,7 +147,8 @@ def main() -> None:
         for side, (n, asynchronous, executor) in sides.items():
             extra = {"lag_budget": args.lag_budget} if asynchronous and args.lag_budget is not None else {}
             row[side] = run_once(n, seed, tasks, *latency, asynchronous=asynchronous, policies=policies, sigma=sigma,
-                                 executor=executor, **extra)
+                                 executor=executor, parallel=method if side == "par" else "dp",
+                                 strategy=args.strategy, **extra)
         rows.append(row)
         print(f"seed {seed}: " + " | ".join(
             f"{_name(side, args.workers)} {r['wall']:.2f} s, {r['rounds']} rounds ({r['round_ms']:.0f} ms each), "
@@ -148,6 +160,9 @@ def main() -> None:
     if "exec" in sides:
         base = "async" if args.asynchronous else "sync"
         _ratio(rows, "exec", base, f"executor {args.executor} vs threads, {args.workers} workers", args.seeds)
+    if "par" in sides:
+        base = "async" if args.asynchronous else "sync"
+        _ratio(rows, "par", base, f"parallel={args.parallel} vs dp, {args.workers} workers", args.seeds)
     rounds = [r["one"]["rounds"] / r["sync"]["rounds"] for r in rows]
     busy = [r["sync"]["busy_ms"] / r["one"]["busy_ms"] for r in rows]
     mean_round = [r["sync"]["round_ms"] / r["one"]["round_ms"] for r in rows]
@@ -161,7 +176,12 @@ def main() -> None:
 
 def _name(side: str, workers: int) -> str:
     return {"one": "1 worker", "sync": f"{workers} workers", "async": f"{workers} asynchronous",
-            "exec": f"{workers} on the other executor"}[side]
+            "exec": f"{workers} on the other executor", "par": f"{workers} with the other parallel method"}[side]
+
+
+def _category(task) -> str | None:
+    """tp-routed: the key that fixes a request is its handler's (KeyedRules' category)."""
+    return task.gold if task.gold != "general" else None
 
 
 def _ratio(rows: list[dict], fast: str, slow: str, what: str, seeds: list[int]) -> None:

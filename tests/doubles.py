@@ -54,7 +54,8 @@ def router(**options) -> EvolveResult:
     kind = options.pop("kind", "append")
     seed = options.pop("seed", 0)
     return evolve(router_tasks(seed), route_reward, run=options.pop("run", route),
-                  propose=RouterReflector(kind, seed=seed), strategy=demo_strategy(kind), seed=seed, **options)
+                  propose=options.pop("propose", None) or RouterReflector(kind, seed=seed), strategy=demo_strategy(kind),
+                  seed=seed, **options)
 
 
 class InFlight:

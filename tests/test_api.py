@@ -9,10 +9,10 @@ import agentdescent
 def test_public_names_are_pinned():
     assert sorted(agentdescent.__all__) == [
         "AgentDescentError", "AgentError", "AppendRules", "CancelToken", "Diff", "Edit", "EvidenceCard", "EvolveResult",
-        "FileTree", "HeadMoved", "KeyedRules", "Ledger", "LedgerError", "Outcome", "Policies", "SingleSlot",
-        "Strategy", "Task", "UserError", "claude", "claude_code", "codex", "deepseek", "evolve", "llm_fusion",
-        "llm_judge", "load_tree", "openai_compatible", "reflector", "scorer", "scripted", "tasks_from", "tree_reflector",
-        "tree_runner",
+        "FileTree", "HeadMoved", "KeyedRules", "Ledger", "LedgerError", "Outcome", "PipelineParallel", "Policies",
+        "SingleSlot", "Strategy", "Task", "TensorParallel", "UserError", "claude", "claude_code", "codex", "deepseek",
+        "evolve", "llm_fusion", "llm_judge", "load_tree", "openai_compatible", "reflector", "scorer", "scripted",
+        "tasks_from", "tree_reflector", "tree_runner",
     ]
 
 

@@ -70,16 +70,16 @@ def test_leads_are_known_failures_until_dealt_or_seen_passing():
 
     sampler = Sampler(policy=policy, train=train, seed=0, scouts=0)
     sampler.note({"t33": 0.0, "t34": 0.0, "t35": 1.0, "not-a-train-task": 0.0})
-    [deal] = sampler.deal(1, 0, {"t34": 1.0})  # t34 passes on this snapshot
+    [deal] = sampler.deal([0], 0, {"t34": 1.0})  # t34 passes on this snapshot
     assert told[-1] == {"t33": 0.0, "t34": 1.0}
     assert deal.batch[0].id == "t33"  # a known failure is dealt first
-    sampler.deal(1, 1, {})
+    sampler.deal([0], 1, {})
     assert told[-1] == {}  # dealt once, t33 is no longer a lead
 
 
 def test_spares_go_to_each_turn_in_turn():
     train = numbered_tasks(40, id="t{i:02d}")
-    deals = Sampler(policy=Policies().task_sampler, train=train, seed=0, scouts=2).deal(3, 0, {})
+    deals = Sampler(policy=Policies().task_sampler, train=train, seed=0, scouts=2).deal([0, 1, 2], 0, {})
     assert [len(d.spares) for d in deals] == [2, 2, 2]
     dealt = [t.id for d in deals for batch in [d.batch, *d.spares] for t in batch]
     assert len(dealt) == len(set(dealt)) == 3 * 3 * 4

@@ -46,6 +46,8 @@ class Strategy(Protocol):
     - `frozen` lists key patterns (fnmatch) that no diff may touch.
     - `editable` lists the key patterns a diff may change (frozen wins); the others are read-only.
     - `max_keys_per_diff` caps how many keys one diff may change (None: no cap).
+    - `key_space(state)`, optional: the keys a diff of `state` may change, for `parallel="tp"` to
+      deal out to workers; None when they cannot be known in advance (AppendRules' rules).
     """
 
     frozen: tuple[str, ...]
@@ -89,6 +91,9 @@ class SingleSlot:
     def render(self, state: Mapping[str, str]) -> str:
         return state.get(self.key, "")
 
+    def key_space(self, state: Mapping[str, str]) -> list[str]:
+        return [self.key]
+
     def edits_for(self, state: Mapping[str, str], proposal: str) -> list[Edit]:
         line = _clean(proposal)
         before = state.get(self.key, "")
@@ -124,6 +129,10 @@ class AppendRules:
         lines = [f"- {state[k]}" for k in sorted(state)]
         return "\n".join(([self.header] if self.header else []) + lines)
 
+    def key_space(self, state: Mapping[str, str]) -> None:
+        """Unknown in advance: a rule's key is the hash of a rule not yet written."""
+        return None
+
     def edits_for(self, state: Mapping[str, str], proposal: str) -> list[Edit]:
         """A proposal is a rule to add, or "remove: <rule>" to drop one that misleads."""
         rule = _clean(proposal).removeprefix("- ").strip()
@@ -156,6 +165,9 @@ class KeyedRules:
 
     def initial_state(self) -> State:
         return dict(self.categories)
+
+    def key_space(self, state: Mapping[str, str]) -> list[str]:
+        return list(self.categories)
 
     def render(self, state: Mapping[str, str]) -> str:
         order = list(self.categories) + sorted(set(state) - set(self.categories))
@@ -261,6 +273,10 @@ class FileTree:
 
     def render(self, state: Mapping[str, str]) -> dict[str, str]:
         return dict(state)
+
+    def key_space(self, state: Mapping[str, str]) -> list[str]:
+        """The files there are (a new one belongs to a shard by its name: `engine.sharding`)."""
+        return sorted(state)
 
     def frozen_files(self, tree: Mapping[str, str] | None = None) -> dict[str, str]:
         """The files of `tree` (default: the initial tree) that no diff may change."""

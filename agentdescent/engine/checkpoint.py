@@ -55,6 +55,7 @@ class Checkpoint(BaseModel):
     next_round: int = 0
     turns: int = 0  # worker turns dispatched so far: the sampler's position
     leads: list[str] = Field(default_factory=list)
+    routes: dict[str, int] = Field(default_factory=dict)  # parallel="tp": task id -> the worker it goes to
     best: float = 0.0
     since_gain: int = 0
     initial_reward: float = 0.0

@@ -13,19 +13,18 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
-from agentdescent.engine.executors import Executor
 from agentdescent.engine.worker import Turn, WorkerReport
 
-MakeTurns = Callable[[int, int], list[Turn]]  # (count, number of the first turn) -> turns on the newest snapshot
+MakeTurns = Callable[[Sequence[int], int], list[Turn]]  # (workers, number of the first turn) -> turns on the newest snapshot
+StartTurn = Callable[[Turn], "Future[WorkerReport]"]  # a turn under way (on the worker pool, or a pipeline's stages)
 
 
 class Dispatcher:
-    def __init__(self, *, pool: Executor, work: Callable[[Turn], WorkerReport], make_turns: MakeTurns) -> None:
-        self._pool = pool
-        self._work = work
+    def __init__(self, *, start: StartTurn, make_turns: MakeTurns) -> None:
+        self._start = start
         self._make_turns = make_turns
         self._buffer: queue.Queue[Future[WorkerReport]] = queue.Queue()
         self._number: dict[Future[WorkerReport], int] = {}
@@ -33,13 +32,13 @@ class Dispatcher:
         self._outstanding = 0  # dispatched and not yet collected
         self._turns = 0  # turns dispatched so far
 
-    def dispatch(self, count: int) -> None:
-        """Start `count` turns now, on the newest snapshot."""
+    def dispatch(self, workers: Sequence[int]) -> None:
+        """Start a turn of each of `workers` now, on the newest snapshot."""
         with self._lock:
-            turns = self._make_turns(count, self._turns)
+            turns = self._make_turns(workers, self._turns)
             started = []
             for turn in turns:
-                future = self._pool.submit(self._work, turn)
+                future = self._start(turn)
                 self._number[future] = self._turns
                 self._outstanding += 1
                 self._turns += 1

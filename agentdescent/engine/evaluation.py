@@ -146,8 +146,10 @@ class Evaluator:
         self, *, strategy: Strategy, run: RunFn, reward: RewardFn, pool: Executor, usage: Usage,
         timeout: float | None = None, journal: Callable[[str, Rollout], None] | None = None,
         allowance: Allowance | None = None, hedger: Hedger | None = None,
+        pools: Mapping[str, Executor] | None = None,
     ) -> None:
         self._hedger = hedger  # re-issues stragglers (None: every rollout runs once)
+        self._pools = dict(pools or {})  # purpose -> a pool of its own (a pipeline's verification stage)
         self._timeout = timeout  # seconds a rollout may take before it is a failure (None: no limit)
         self._journal = journal  # hears of every rollout that ran, with its view's key (a resumable run keeps it)
         self._allowance = allowance  # asked before each rollout starts (None: no budget)
@@ -216,8 +218,13 @@ class Evaluator:
                             self._allowance.take()  # raises BudgetSpent: nothing past the budget starts
                         args = (roll_out, self._run, self._reward, rendered, task, self._timeout)
                         then = functools.partial(self._counted, key, purpose)
-                        future = self._pool.submit(*args, then=then) if self._hedger is None \
-                            else self._hedger.submit(task.id, *args, then=then)
+                        own = self._pools.get(purpose)
+                        if own is not None:
+                            future = own.submit(*args, then=then)
+                        elif self._hedger is None:
+                            future = self._pool.submit(*args, then=then)
+                        else:
+                            future = self._hedger.submit(task.id, *args, then=then)
                         row[task.id] = future
                         self._pending[future] = (key, state, task.id, purpose)
                         started.append(future)

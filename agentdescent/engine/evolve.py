@@ -17,9 +17,12 @@ from agentdescent.engine.budget import Allowance
 from agentdescent.engine.cancel import CancelToken
 from agentdescent.engine.checkpoint import RunFiles, fingerprint
 from agentdescent.engine.evaluation import Evaluator, RewardFn, RunFn, Usage
-from agentdescent.engine.executors import EXECUTORS, ThreadExecutor, make_executor
+from agentdescent.engine.executors import EXECUTORS, Executor, ThreadExecutor, make_executor
 from agentdescent.engine.loop import Loop, Shape
+from agentdescent.engine.parallel import ParallelMethod, PipelineParallel, TensorParallel, parallel_method
+from agentdescent.engine.pipeline import Pipeline
 from agentdescent.engine.sampling import AcceptanceSamples, Sampler
+from agentdescent.engine.sharding import Shards
 from agentdescent.engine.stopping import stop_rules
 from agentdescent.engine.stragglers import Hedger
 from agentdescent.engine.validation import Validator
@@ -32,7 +35,6 @@ from agentdescent.step import Aggregator, Policies
 from agentdescent.step.gate import Approve
 from agentdescent.types import Task
 
-PARALLEL = ("dp",)
 TEMPORARY_LEDGER_PREFIX = "agentdescent-ledger-"  # a run without store= keeps its ledger in such a temp folder
 
 
@@ -51,7 +53,7 @@ def evolve(
     target_reward: float | None = None,
     asynchronous: bool = False,
     lag_budget: int | None = 3,
-    parallel: str = "dp",
+    parallel: str | ParallelMethod = "dp",
     executor: str = "thread",
     policies: Policies | None = None,
     aggregator_factory: Callable[..., Aggregator] | None = None,
@@ -131,24 +133,35 @@ def evolve(
     `"ray"` (threaded actors on the Ray cluster `RAY_ADDRESS` names, or on a local one; needs
     `pip install "agentdescent[ray]"`). The ledger, the aggregator and the workers' turns stay in
     this process with every executor, and a call lost with a dead process or actor is run again.
-    `parallel` has one value today, `"dp"` (data-parallel: every worker may change every key, on
-    its own tasks); any other is refused with a `UserError`.
+    `parallel` says how the workers divide the work (`engine/parallel.py`): `"dp"` (default,
+    data-parallel: every worker may change every key, each on its own tasks); `"tp"` or
+    `TensorParallel(route=...)` (the strategy's keys dealt out, one shard per worker, so that no
+    two workers' diffs touch one key; a task goes to the shard `route(task)` names, else to the
+    one whose keys fixed it before, and a proposal outside its worker's shard is an `invalid`
+    outcome that teaches where its task goes; a strategy without enough keys for `n_workers`,
+    or whose keys are not known in advance (AppendRules), is refused); `"pp"` or
+    `PipelineParallel(rollouts=, reflections=, verification=)` (a turn's rollouts, reflections
+    and verification as stages on pools of their own; asynchronously, a worker's next rollouts
+    start while its last turn is reflected on).
     """
     strategy = strategy if strategy is not None else AppendRules()
     policies = policies or Policies()
     train, held_out = split_tasks(_checked_tasks(tasks), held_out_frac, random.Random(f"{seed}:split"))
     _check_options(run=run, propose=propose, reward=reward, rounds=rounds, n_workers=n_workers,
-                   max_concurrency=max_concurrency, parallel=parallel, executor=executor,
+                   max_concurrency=max_concurrency, executor=executor,
                    lag_budget=lag_budget, target_reward=target_reward, max_calls=max_calls, max_tokens=max_tokens,
                    rollout_timeout=rollout_timeout, reissue_after=reissue_after)
     _check_executor(executor, run=run, reward=reward, propose=propose)
+    method = parallel_method(parallel)
+    governance = Governance.of(strategy, blast_radius)
+    shards = Shards.of(strategy, strategy.initial_state(), governance, n_workers, method.route) \
+        if isinstance(method, TensorParallel) else None
     if max_calls is not None and max_calls < len(held_out):
         raise UserError(f"max_calls={max_calls} cannot cover measuring the artifact on its {len(held_out)} held-out "
                         f"tasks, which every run does first; give max_calls of at least {len(held_out)} plus what "
                         f"the rounds need (agentdescent plan quotes it), or hold fewer tasks out (held_out_frac)")
     ledger = Ledger(store if store is not None else tempfile.mkdtemp(prefix=TEMPORARY_LEDGER_PREFIX))
     files = RunFiles(ledger.path)
-    governance = Governance.of(strategy, blast_radius)
     usage = Usage()
     allowance = Allowance(usage, max_calls=max_calls, max_tokens=max_tokens)
     concurrency = max_concurrency or min(128, max(32, 4 * n_workers))
@@ -157,27 +170,38 @@ def evolve(
         calls, factor=reissue_after, capacity=concurrency, may_start=allowance.may_start,
         on_reissue=lambda: usage.add(reissued=1), on_discard=lambda: usage.add(discarded=1))
     workers = ThreadExecutor(n_workers, name="agentdescent-worker")
+    pools = [workers, calls]  # what a cancel abandons and the end shuts down
+    reflections = calls
+    stage_pools: dict[str, Executor] = {}
+    stages: list[Executor] = []
+    if isinstance(method, PipelineParallel):  # reflections and verification on pools of their own
+        reflections = make_executor(executor, method.reflections or n_workers, name="agentdescent-reflect")
+        stage_pools["verify"] = make_executor(executor, method.verification or concurrency, name="agentdescent-verify")
+        stages = [ThreadExecutor(n_workers, name=f"agentdescent-{stage}") for stage in Pipeline.STAGES]
+        pools += [reflections, stage_pools["verify"], *stages]
     if cancel is not None:
-        cancel.on_cancel(lambda: [pool.abandon(Cancelled(cancel.reason)) for pool in (workers, calls)])
+        cancel.on_cancel(lambda: [pool.abandon(Cancelled(cancel.reason)) for pool in pools])
     result: EvolveResult | None = None
     try:
         evaluator = Evaluator(strategy=strategy, run=run, reward=reward, pool=calls, usage=usage, timeout=rollout_timeout,
-                              journal=files.record, allowance=allowance, hedger=hedger)
+                              journal=files.record, allowance=allowance, hedger=hedger, pools=stage_pools)
         aggregator = (aggregator_factory or Aggregator)(
             ledger=ledger, artifact_id=artifact_id, governance=governance, policies=policies,
             train=train, score=evaluator.score, lag_budget=lag_budget, oracle=held_out, approve=approve,
             known=evaluator.known,
         )
         worker = Worker(
-            strategy=strategy, propose=propose, evaluator=evaluator, calls=calls, policies=policies,
+            strategy=strategy, propose=propose, evaluator=evaluator, calls=reflections, policies=policies,
             config=WorkerConfig(artifact_id=artifact_id, self_verify=self_verify, cheap_eval_tasks=cheap_eval_tasks,
                                 timeout=rollout_timeout),
-            allowance=allowance,
+            allowance=allowance, shards=shards,
         )
+        pipeline = Pipeline(worker, stages=stages) if stages else None
         loop = Loop(
             ledger=ledger, artifact_id=artifact_id, strategy=strategy, held_out=held_out, evaluator=evaluator,
             aggregator=aggregator, worker=worker, pool=workers,
-            sampler=Sampler(policy=policies.task_sampler, train=train, seed=seed, scouts=policies.proposal.scouts),
+            sampler=Sampler(policy=policies.task_sampler, train=train, seed=seed, scouts=policies.proposal.scouts,
+                            shards=shards),
             samples=AcceptanceSamples(policy=policies.acceptance, train=train, seed=seed),
             validator=Validator(evaluator=evaluator, held_out=held_out, train_ids=frozenset(t.id for t in train),
                                 schedule=policies.validation, promotion=policies.promotion, target=target_reward),
@@ -185,6 +209,7 @@ def evolve(
             stop_rules=stop_rules(target_reward=target_reward, patience=patience, max_calls=max_calls,
                                   max_tokens=max_tokens),
             emit=on_event or (lambda event: None), files=files, cancel=cancel, temporary=store is None,
+            pipeline=pipeline, shards=shards,
             fingerprint=fingerprint(artifact_id=artifact_id, strategy=strategy, seed=seed, train=train, held_out=held_out),
         )
         result = loop.run()
@@ -192,8 +217,8 @@ def evolve(
         finished = result is not None and result.error is None
         if hedger is not None:
             hedger.close()
-        workers.shutdown(wait=finished)  # a stopped run does not wait for work still in flight
-        calls.shutdown(wait=finished)
+        for pool in pools:  # a stopped run does not wait for work still in flight
+            pool.shutdown(wait=finished)
         files.close()
         ledger.close()
     return result
@@ -237,7 +262,7 @@ def _check_executor(executor: str, **callables: object) -> None:
 
 def _check_options(
     *, run: object, propose: object, reward: object, rounds: int, n_workers: int, max_concurrency: int | None,
-    parallel: str, executor: str, lag_budget: int | None, target_reward: float | None,
+    executor: str, lag_budget: int | None, target_reward: float | None,
     max_calls: int | None, max_tokens: int | None, rollout_timeout: float | None, reissue_after: float | None,
 ) -> None:
     for name, fn in (("run", run), ("propose", propose), ("reward", reward)):
@@ -246,8 +271,6 @@ def _check_options(
     for name, value in (("rounds", rounds), ("n_workers", n_workers), ("max_concurrency", max_concurrency or 1)):
         if not isinstance(value, int) or value < 1:
             raise UserError(f"{name} must be a positive integer; got {value!r}")
-    if parallel not in PARALLEL:
-        raise UserError(f"parallel={parallel!r} is not available; choose one of {', '.join(PARALLEL)}")
     if executor not in EXECUTORS:
         raise UserError(f"executor={executor!r} is not available; choose one of {', '.join(EXECUTORS)}")
     if lag_budget is not None and lag_budget < 0:

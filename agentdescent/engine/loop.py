@@ -27,14 +27,16 @@ from agentdescent.engine.checkpoint import Checkpoint, RunFiles, committed_round
 from agentdescent.engine.dispatch import Dispatcher
 from agentdescent.engine.evaluation import Evaluator
 from agentdescent.engine.executors import Executor
+from agentdescent.engine.pipeline import Pipeline
 from agentdescent.engine.sampling import AcceptanceSamples, Sampler
+from agentdescent.engine.sharding import Shards
 from agentdescent.engine.stopping import Patience, Progress, StopRule, stop_reason
 from agentdescent.engine.validation import Validator
 from agentdescent.engine.worker import Turn, Worker, WorkerReport
 from agentdescent.errors import Cancelled, LedgerError, UserError
 from agentdescent.ledger import Ledger
 from agentdescent.result import EvolveResult, StepRecord
-from agentdescent.step import Aggregator, StepReport
+from agentdescent.step import Aggregator
 from agentdescent.types import Diff, Outcome, Task
 
 
@@ -69,6 +71,8 @@ class Loop:
     files: RunFiles
     fingerprint: str
     cancel: CancelToken | None = None
+    pipeline: Pipeline | None = None  # parallel="pp": a turn's stages on pools of their own
+    shards: Shards | None = None  # parallel="tp": each worker's keys, and where tasks go
     temporary: bool = False  # the ledger is a temporary folder of this run's own
     history: list[StepRecord] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
@@ -76,7 +80,12 @@ class Loop:
     progress: Progress = field(default_factory=Progress)
 
     def __post_init__(self) -> None:
-        self.dispatcher = Dispatcher(pool=self.pool, work=self.worker.work, make_turns=self._turns)
+        start = self.pipeline.start if self.pipeline is not None else (lambda turn: self.pool.submit(self.worker.work, turn))
+        self.dispatcher = Dispatcher(start=start, make_turns=self._turns)
+        if self.pipeline is not None and self.shape.asynchronous:
+            self.pipeline.refill = self.dispatcher.dispatch
+        # An asynchronous run: the workers whose reports a step took go on (a pipeline starts each when it has room).
+        self._restart = self.pipeline.collected if self.pipeline is not None else self.dispatcher.dispatch
         self._initial = (0, 0.0)  # (version, held-out reward) the run started from
         self._next_round = 0  # the first round not yet done: where a resumed run goes on
         self._validated = -1  # the last version measured on the held-out set
@@ -169,6 +178,8 @@ class Loop:
         self.history, self.outcomes, self.warnings = list(saved.history), list(saved.outcomes), list(saved.warnings)
         self.dispatcher.skip(saved.turns)
         self.sampler.restore(saved.leads)
+        if self.shards is not None:
+            self.shards.restore(saved.routes)
         usage = self.evaluator.usage
         usage.load(saved.usage)
         journal = self.files.rollouts({t.id: t for t in [*self.sampler.train, *self.held_out]}, repair=True)
@@ -202,7 +213,8 @@ class Loop:
         start, initial = self._initial
         self.files.save(Checkpoint(
             fingerprint=self.fingerprint, strategy=type(self.strategy).__name__, finished=finished,
-            next_round=self._next_round, turns=self.dispatcher.turns, leads=self.sampler.leads, best=progress.best,
+            next_round=self._next_round, turns=self.dispatcher.turns, leads=self.sampler.leads,
+            routes=self.shards.routes if self.shards is not None else {}, best=progress.best,
             since_gain=progress.since_gain, initial_reward=initial,
             initial_version=start, usage=usage.as_record(), rollouts_counted=self.files.journal_lines,
             history=self.history, outcomes=self.outcomes, warnings=self.warnings,
@@ -240,11 +252,13 @@ class Loop:
                 return stop
             self.emit(ev.RoundStarted(round=round_, version=self.ledger.head()))
             if round_ == first or not asynchronous:
-                self.dispatcher.dispatch(self.shape.n_workers)
+                self.dispatcher.dispatch(range(self.shape.n_workers))
             last = round_ == rounds - 1
+            if last and self.pipeline is not None:
+                self.pipeline.close()  # no turn starts that the last step would not take
             reports = self._collect(round_, wait_all=last or not asynchronous)
             if asynchronous and not last:  # the workers back start again now, not when the step is done
-                self.dispatcher.dispatch(len(reports))
+                self._restart([r.turn.slot for r in reports])
             self._step(round_, reports)
             self._warn_if_all_failed()
             self._next_round = round_ + 1
@@ -252,20 +266,23 @@ class Loop:
             self.emit(ev.RoundEnded(round=round_, calls=usage.calls))
         return stop_reason(self.stop_rules, self.progress, usage) or f"ran all {rounds} rounds"
 
-    def _turns(self, count: int, first: int) -> list[Turn]:
-        """`count` turns on the newest snapshot, numbered from `first`, each with its own minibatch."""
+    def _turns(self, slots: Sequence[int], first: int) -> list[Turn]:
+        """A turn of each worker of `slots` on the newest snapshot, numbered from `first`, each
+        with its own minibatch."""
         head = self.ledger.head()
         state = self.ledger.snapshot(self.artifact_id, head)
-        deals = self.sampler.deal(count, first, self.evaluator.known(state))
+        deals = self.sampler.deal(slots, first, self.evaluator.known(state))
         seed = self.shape.seed
         return [
-            Turn(worker=f"w{(first + i) % self.shape.n_workers}", version=head, state=state, batch=deal.batch,
-                 spares=deal.spares, rng=random.Random(f"{seed}:turn:{first + i}"))
-            for i, deal in enumerate(deals)
+            Turn(slot=slot, version=head, state=state, batch=deal.batch, spares=deal.spares,
+                 rng=random.Random(f"{seed}:turn:{first + i}"))
+            for i, (slot, deal) in enumerate(zip(slots, deals))
         ]
 
     def _abandon(self, round_: int, reason: str) -> None:
         """The run is stopping: turns still in flight finish, and their diffs get an outcome."""
+        if self.pipeline is not None:
+            self.pipeline.close()
         for report in self.dispatcher.drain():
             for diff in report.diffs:
                 outcome = Outcome(diff_id=diff.id, kind="dropped_stale", step=round_, author=diff.author,
@@ -301,12 +318,15 @@ class Loop:
         if report.version is not None:
             landed = tuple(o.diff_id for o in report.outcomes if o.version is not None)
             self.emit(ev.Committed(round=round_, version=report.version, diff_ids=landed))
+            if self.shards is not None:  # what fixed a task is where it goes next
+                self.shards.learn_from([by_id[d] for d in landed if d in by_id])
         head = self.ledger.head()
         if head != self._validated and self.validator.due(self._state(head), leads=len(self.sampler.leads)):
             held_out, promoted = self._validate(head, round_)
         else:
             self.progress.since_gain += 1
-        self._record(round_, report, early, diffs, held_out, promoted)
+        self.history.append(StepRecord.of(report, round_=round_, outcomes=early + report.outcomes, diffs=diffs,
+                                          held_out=held_out, promoted=promoted, calls=self.evaluator.usage.calls))
 
     def _validate(self, version: int, round_: int) -> tuple[float | None, bool]:
         """Measure `version` on the held-out set (as far as it matters: `Validator.measure`);
@@ -366,21 +386,6 @@ class Loop:
 
     def _state(self, version: int) -> State:
         return self.ledger.snapshot(self.artifact_id, version)
-
-    def _record(self, round_: int, report: StepReport, early: list[Outcome], diffs: list[Diff],
-                held_out: float | None, promoted: bool) -> None:
-        counts: dict[str, int] = {}
-        for o in early + report.outcomes:
-            counts[o.kind] = counts.get(o.kind, 0) + 1
-        self.history.append(StepRecord(
-            round=round_, base_version=report.base_version, version=report.version,
-            diffs=[d.id for d in diffs], outcomes=counts,
-            staleness=[report.staleness[d.id] for d in diffs],
-            stale_decisions=[report.decisions.get(d.id, "fresh") for d in diffs],
-            eta=[report.eta.get(d.id, 1.0) for d in diffs],
-            acceptance_head=report.head_reward, acceptance_candidate=report.candidate_reward,
-            held_out=held_out, promoted=promoted, calls=self.evaluator.usage.calls, timings=report.timings,
-        ))
 
 
 def _cancelled(exc: Cancelled) -> str:

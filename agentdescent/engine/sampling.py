@@ -21,6 +21,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from agentdescent.engine.sharding import Shards
 from agentdescent.step.policies import AcceptancePolicy, TaskSampler
 from agentdescent.types import Task
 
@@ -36,8 +37,10 @@ class Deal:
 class Sampler:
     """Deals minibatches from `policy`, feeding it the snapshot's measured rewards and the leads."""
 
-    def __init__(self, *, policy: TaskSampler, train: Sequence[Task], seed: int, scouts: int) -> None:
+    def __init__(self, *, policy: TaskSampler, train: Sequence[Task], seed: int, scouts: int,
+                 shards: Shards | None = None) -> None:
         self._policy = policy
+        self._shards = shards  # a tensor-parallel run: each worker is dealt the tasks of its shard
         self._train = list(train)
         self._train_ids = frozenset(t.id for t in train)
         self._seed = seed
@@ -50,19 +53,30 @@ class Sampler:
     def train(self) -> list[Task]:
         return self._train
 
-    def deal(self, count: int, first_turn: int, measured: Mapping[str, float]) -> list[Deal]:
-        """Minibatches for `count` turns numbered from `first_turn`, on a snapshot whose measured
-        rewards (task id -> reward) are `measured`."""
+    def deal(self, slots: Sequence[int], first_turn: int, measured: Mapping[str, float]) -> list[Deal]:
+        """Minibatches for the turns of workers `slots`, numbered from `first_turn`, on a snapshot
+        whose measured rewards (task id -> reward) are `measured`."""
         with self._lock:
             self._leads.difference_update(task_id for task_id, reward in measured.items() if reward >= 1.0)
             known = {**dict.fromkeys(self._leads, 0.0), **measured}
             # Not the tasks of turns still out: on one snapshot they would only be proposed for
             # again (a synchronous round has none out when it deals; an asynchronous run does).
-            free = [t for t in self._train if t.id not in self._claimed] or self._train
-            batches = self._policy(free, count * self._draws, first_turn, self._seed, known)
-            first, spares = batches[:count], batches[count:]  # spares overlap the next dispatch's walk
-            self._leads.difference_update(t.id for batch in first for t in batch)
-            self._claimed.update(t.id for batch in batches for t in batch)
+            if self._shards is None:
+                return self._deal(self._free(), len(slots), first_turn, known)
+            deals = []
+            for i, slot in enumerate(slots):  # each worker from its shard's tasks; with none, from any
+                free = self._free()
+                deals += self._deal(self._shards.eligible(slot, free) or free, 1, first_turn + i, known)
+            return deals
+
+    def _free(self) -> list[Task]:
+        return [t for t in self._train if t.id not in self._claimed] or self._train
+
+    def _deal(self, tasks: list[Task], count: int, first_turn: int, known: Mapping[str, float]) -> list[Deal]:
+        batches = self._policy(tasks, count * self._draws, first_turn, self._seed, known)
+        first, spares = batches[:count], batches[count:]  # spares overlap the next dispatch's walk
+        self._leads.difference_update(t.id for batch in first for t in batch)
+        self._claimed.update(t.id for batch in batches for t in batch)
         return [Deal(batch=batch, spares=spares[i::count]) for i, batch in enumerate(first)]
 
     def release(self, tasks: Sequence[Task]) -> None:

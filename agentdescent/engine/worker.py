@@ -17,6 +17,7 @@ from agentdescent.artifacts.strategies import InvalidProposal, State, Strategy
 from agentdescent.engine.budget import Allowance, BudgetSpent
 from agentdescent.engine.evaluation import Evaluator
 from agentdescent.engine.executors import Executor
+from agentdescent.engine.sharding import Shards
 from agentdescent.engine.units import Reflection, reflect
 from agentdescent.step.policies import Policies
 from agentdescent.step.stats import mean_reward
@@ -48,12 +49,16 @@ class WorkerConfig:
 class Turn:
     """One unit of a worker's work: a snapshot and a minibatch."""
 
-    worker: str
+    slot: int  # which worker: its name is w<slot>, and under parallel="tp" its shard
     version: int
     state: State
     batch: list[Task]
     rng: random.Random
     spares: list[list[Task]] = field(default_factory=list)  # to scout with when `batch` has nothing
+
+    @property
+    def worker(self) -> str:
+        return f"w{self.slot}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,39 +69,75 @@ class WorkerReport:
     spent: str | None = None  # the turn stopped because a budget ran out (why); its diffs are unverified
 
 
+@dataclass(frozen=True, kw_only=True)
+class Rolled:
+    """A turn past its rollouts: what it rolled out, and the failures chosen to reflect on."""
+
+    turn: Turn
+    rollouts: list[Rollout]
+    chosen: list[Rollout]
+    spent: str | None = None  # a budget ran out during the rollouts: nothing more of this turn runs
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reflected:
+    """A turn past its reflections: the diffs it made, not yet verified."""
+
+    turn: Turn
+    rollouts: list[Rollout]
+    diffs: list[Diff]
+    outcomes: list[Outcome]
+    spent: str | None = None
+
+
 @dataclass(kw_only=True)
 class Worker:
+    """A turn in three stages: `roll`, `reflect`, `verify` (`work` runs them one after the other;
+    a pipeline-parallel run runs each on a pool of its own)."""
+
     strategy: Strategy
     propose: ProposeFn
     evaluator: Evaluator
-    calls: Executor
+    calls: Executor  # where reflections run
     policies: Policies
     config: WorkerConfig
     allowance: Allowance | None = None  # asked before each reflection starts
+    shards: Shards | None = None  # a tensor-parallel run: a turn's diffs may change only its worker's keys
 
     def work(self, turn: Turn) -> WorkerReport:
         """Roll out, reflect and verify; a turn that runs out of budget hands back what it made."""
-        made: list[Diff] = []
-        outcomes: list[Outcome] = []
-        try:
-            return self._work(turn, made, outcomes)
-        except BudgetSpent as spent:
-            return WorkerReport(turn=turn, diffs=made, outcomes=outcomes, spent=str(spent))
+        return self.verify(self.reflect(self.roll(turn)))
 
-    def _work(self, turn: Turn, diffs: list[Diff], outcomes: list[Outcome]) -> WorkerReport:
-        rollouts = self.evaluator.rollouts(turn.state, turn.batch)
-        chosen = self.policies.proposal(rollouts)
-        if not chosen and turn.spares:  # nothing to learn from: scout the spare minibatches, all at once
-            spares = [t for batch in turn.spares for t in batch]  # the engine deals `scouts` of them
-            rollouts = self.evaluator.rollouts(turn.state, spares)
+    def roll(self, turn: Turn) -> Rolled:
+        try:
+            rollouts = self.evaluator.rollouts(turn.state, turn.batch)
             chosen = self.policies.proposal(rollouts)
+            if not chosen and turn.spares:  # nothing to learn from: scout the spare minibatches, all at once
+                spares = [t for batch in turn.spares for t in batch]  # the engine deals `scouts` of them
+                rollouts = self.evaluator.rollouts(turn.state, spares)
+                chosen = self.policies.proposal(rollouts)
+        except BudgetSpent as spent:
+            return Rolled(turn=turn, rollouts=[], chosen=[], spent=str(spent))
+        return Rolled(turn=turn, rollouts=rollouts, chosen=chosen)
+
+    def reflect(self, rolled: Rolled) -> Reflected:
+        turn, chosen = rolled.turn, rolled.chosen
+        diffs: list[Diff] = []
+        outcomes: list[Outcome] = []
+        if rolled.spent:
+            return Reflected(turn=turn, rollouts=rolled.rollouts, diffs=diffs, outcomes=outcomes, spent=rolled.spent)
         groups = [chosen] if chosen and callable(getattr(self.propose, "batch", None)) else [[r] for r in chosen]
         rendered = self.strategy.render(turn.state)
         pending = []
-        for group in groups:
-            if self.allowance is not None:
-                self.allowance.take()
-            pending.append(self.calls.submit(reflect, self.propose, rendered, group, self.config.timeout))
+        try:
+            for group in groups:
+                if self.allowance is not None:
+                    self.allowance.take()
+                pending.append(self.calls.submit(reflect, self.propose, rendered, group, self.config.timeout))
+        except BudgetSpent as spent:
+            why = str(spent)
+        else:
+            why = None
         for group, future in zip(groups, pending):
             reflection = future.result()
             self.evaluator.usage.count_reflection(reflection)
@@ -106,9 +147,16 @@ class Worker:
                 diffs.append(made)
             elif made is not None:
                 outcomes.append(Outcome(diff_id=diff_id, kind=made[0], reason=made[1], author=turn.worker))
-        if self.config.self_verify and diffs:
-            diffs[:] = self._verify(diffs, turn, rollouts)
-        return WorkerReport(turn=turn, diffs=diffs, outcomes=outcomes)
+        return Reflected(turn=turn, rollouts=rolled.rollouts, diffs=diffs, outcomes=outcomes, spent=why)
+
+    def verify(self, reflected: Reflected) -> WorkerReport:
+        turn, diffs = reflected.turn, reflected.diffs
+        if reflected.spent is None and self.config.self_verify and diffs:
+            try:
+                diffs = self._verify(diffs, turn, reflected.rollouts)
+            except BudgetSpent as spent:
+                return WorkerReport(turn=turn, diffs=diffs, outcomes=reflected.outcomes, spent=str(spent))
+        return WorkerReport(turn=turn, diffs=diffs, outcomes=reflected.outcomes, spent=reflected.spent)
 
     def _diff(
         self, diff_id: str, turn: Turn, group: Sequence[Rollout], reflection: Reflection
@@ -122,6 +170,14 @@ class Worker:
             edits = self.strategy.edits_for(turn.state, proposal)
         except InvalidProposal as exc:
             return "invalid", f"proposal could not become a diff: {exc}"
+        if self.shards is not None:
+            outside = self.shards.outside(turn.slot, [e.key for e in edits])
+            if outside:  # its task belongs to the shard that holds those keys: it goes there next
+                self.shards.learn([r.task.id for r in group], [e.key for e in edits])
+                return "invalid", (f"changes {', '.join(outside)}, outside {turn.worker}'s shard "
+                                   f"({', '.join(self.shards.keys_of(turn.slot)) or 'new keys only'}): under "
+                                   "parallel='tp' each worker changes only its own keys; its task now goes to "
+                                   "the worker that holds them")
         evidence = EvidenceCard(
             task_ids=[r.task.id for r in group], rewards=[r.reward for r in group], rationale=proposal[:2000]
         )

@@ -1,0 +1,184 @@
+"""Parallel methods: tensor-parallel shards (no two workers' diffs on one key, tasks routed to the
+shard that fixes them, strategies that cannot shard refused) and pipeline-parallel stages (a
+worker's next rollouts start while its last turn is reflected on; each stage on its own pool)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import defaultdict
+from concurrent.futures import Future
+
+import pytest
+
+from agentdescent import AppendRules, FileTree, KeyedRules, SingleSlot, Task, UserError, events
+from agentdescent.cli.demo import SIGNALS
+from agentdescent.engine.executors import ThreadExecutor
+from agentdescent.engine.parallel import PipelineParallel, TensorParallel, parallel_method
+from agentdescent.engine.pipeline import Pipeline
+from agentdescent.engine.sampling import Sampler
+from agentdescent.engine.sharding import Shards
+from agentdescent.governance import Governance
+from agentdescent.step.policies import Policies
+from tests.doubles import InFlight, router
+
+CATEGORIES = list(SIGNALS)  # KeyedRules deals them out round-robin: w0 billing, w1 shipping, ...
+
+
+def by_gold(task: Task) -> str | None:
+    return task.gold if task.gold in SIGNALS else None
+
+
+def diffs_of(run_events):
+    return [(e.round, e.diff, e.outcome) for e in run_events if isinstance(e, events.DiffOutcome) and e.diff]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_no_two_workers_diffs_touch_one_key_and_each_stays_in_its_shard(tmp_path, asynchronous):
+    seen = []
+    result = router(kind="keyed", n_workers=5, rounds=40, target_reward=1.0, parallel="tp", store=tmp_path / "ledger",
+                    asynchronous=asynchronous, on_event=seen.append)
+    assert result.final_reward == 1.0
+    authors = defaultdict(set)
+    for _, diff, outcome in diffs_of(seen):
+        for key in diff.keys:
+            authors[key].add(diff.author)
+    assert authors and all(authors[c] <= {f"w{i}"} for i, c in enumerate(CATEGORIES) if c in authors)
+    outside = [o for o in result.outcome_list if o.kind == "invalid"]
+    assert outside and all("outside" in o.reason and "shard" in o.reason for o in outside)  # learning where tasks go
+    saved = json.loads((tmp_path / "ledger" / "agentdescent" / "checkpoint.json").read_text())
+    assert saved["routes"]  # what it learned is kept for a resumed run
+
+
+def test_a_routing_function_sends_each_task_to_its_shard_and_spares_the_misrouted_proposals():
+    learned = router(kind="keyed", n_workers=5, rounds=40, target_reward=1.0, parallel="tp")
+    routed = router(kind="keyed", n_workers=5, rounds=40, target_reward=1.0, parallel=TensorParallel(route=by_gold))
+    assert routed.final_reward == learned.final_reward == 1.0
+
+    def misrouted(result):  # a proposal for a category another worker holds (not a misfire's removal)
+        return sum(o.kind == "invalid" for o in result.outcome_list)
+    assert misrouted(routed) < misrouted(learned)
+
+
+def test_the_sampler_deals_a_worker_its_shard_and_the_tasks_not_routed_yet():
+    tasks = [Task(id=f"t{i}", prompt="", gold=CATEGORIES[i % 5]) for i in range(40)]
+    shards = Shards(CATEGORIES, 5)
+    shards.learn([t.id for t in tasks[:20]], [tasks[0].gold])  # the first twenty are fixed by w0's key
+    deals = Sampler(policy=Policies().task_sampler, train=tasks, seed=0, scouts=0, shards=shards).deal(
+        [0, 1, 2, 3, 4], 0, {})
+    first = {t.id for t in tasks[:20]}
+    assert {t.id for t in deals[0].batch} <= {t.id for t in tasks}
+    assert all(not ({t.id for t in deal.batch} & first) for deal in deals[1:])  # nobody else gets them
+    dealt = [t.id for deal in deals for t in deal.batch]
+    assert len(dealt) == len(set(dealt))  # and no task twice
+
+
+def test_a_route_beats_what_was_learned_and_a_new_key_has_one_owner():
+    shards = Shards(["a", "b", "c"], 3, route=lambda task: "c" if task.id == "t1" else None)
+    shards.learn(["t1", "t2"], ["a"])
+    t1, t2 = Task(id="t1", prompt=""), Task(id="t2", prompt="")
+    assert shards.eligible(2, [t1, t2]) == [t1] and shards.eligible(0, [t1, t2]) == [t2]
+    assert shards.owner("new/file.md") == shards.owner("new/file.md") in (0, 1, 2)
+    assert shards.outside(0, ["a", "b"]) == ["b"]
+
+
+@pytest.mark.parametrize("strategy, workers, says", [
+    (AppendRules(), 2, "KeyedRules"),  # its keys are hashes of rules not yet written
+    (SingleSlot("x"), 2, "n_workers=1"),
+    (KeyedRules(["tone", "format", "length"]), 4, "n_workers=3"),
+    (FileTree({"SKILL.md": "s", "hooks/a.sh": "x", "hooks/b.sh": "y"}, frozen=["hooks/*"]), 2, "n_workers=1"),
+])
+def test_tp_refuses_a_strategy_that_cannot_give_each_worker_keys(strategy, workers, says):
+    with pytest.raises(UserError, match=says):
+        Shards.of(strategy, strategy.initial_state(), Governance.of(strategy), workers, None)
+
+
+def test_tp_refuses_a_strategy_that_does_not_say_its_keys_and_bad_methods_are_refused():
+    class Opaque:
+        frozen, editable, max_keys_per_diff = (), ("*",), None
+
+    with pytest.raises(UserError, match="key_space"):
+        Shards.of(Opaque(), {}, Governance(), 2, None)
+    with pytest.raises(UserError, match="dp, tp, pp"):
+        parallel_method("mp")
+    with pytest.raises(UserError, match="reflections"):
+        parallel_method(PipelineParallel(reflections=0))
+    with pytest.raises(UserError, match="route"):
+        parallel_method(TensorParallel(route="billing"))
+    with pytest.raises(UserError, match="n_workers=5"):
+        router(kind="keyed", n_workers=8, parallel="tp")
+
+
+class Stages:
+    """Stand-in stages: `roll` returns at once, `reflect` waits until `release` is set."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.rolled: list[int] = []
+
+    def roll(self, turn):
+        self.rolled.append(turn)
+        return turn
+
+    def reflect(self, turn):
+        assert self.release.wait(10)
+        return turn
+
+    def verify(self, turn):
+        return f"report of {turn}"
+
+
+class Turnish:
+    def __init__(self, slot: int, number: int) -> None:
+        self.slot, self.number = slot, number
+
+
+def test_a_worker_rolls_out_its_next_turn_while_its_last_is_reflected_on_and_no_further():
+    stages = Stages()
+    pools = [ThreadExecutor(2, name=f"test-{i}") for i in range(3)]
+    pipeline = Pipeline(stages, stages=pools)
+    reports: list[Future] = []
+    numbers = iter(range(1, 100))
+    pipeline.refill = lambda slots: reports.extend(pipeline.start(Turnish(s, next(numbers))) for s in slots)
+    try:
+        first = pipeline.start(Turnish(0, 0))
+        deadline = time.monotonic() + 5
+        while len(stages.rolled) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)  # room for a third, which must not start: turn 0 is still out
+        assert [t.number for t in stages.rolled] == [0, 1]
+        stages.release.set()
+        assert first.result(5) == f"report of {stages.rolled[0]}"
+        pipeline.collected([0])  # its report taken into a step: with turn 1 out, one more may start
+        deadline = time.monotonic() + 5
+        while len(stages.rolled) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert [t.number for t in stages.rolled] == [0, 1, 2]
+        pipeline.close()
+    finally:
+        for pool in pools:
+            pool.shutdown(wait=True)
+
+
+def test_pipelined_runs_reach_the_reward_and_reflections_keep_to_their_own_pool():
+    reflecting = InFlight()
+    from agentdescent.cli.demo import RouterReflector, route
+    reflector = RouterReflector("append", seed=0)
+
+    def propose(rendered, task, output, reward):
+        with reflecting:
+            time.sleep(0.002)
+            return reflector(rendered, task, output, reward)
+
+    for asynchronous in (False, True):
+        result = router(n_workers=4, rounds=60, target_reward=1.0, asynchronous=asynchronous,
+                        parallel=PipelineParallel(reflections=1), propose=propose, run=route)
+        assert result.final_reward == 1.0
+    assert reflecting.peak == 1  # one reflection at a time, however many workers wait on one
+
+
+def test_a_synchronous_pipelined_run_is_reproducible():
+    first, second = (router(n_workers=4, rounds=8, parallel="pp") for _ in range(2))
+    assert [h.diffs for h in first.history] == [h.diffs for h in second.history]
+    assert first.final_reward == second.final_reward
