@@ -9,7 +9,10 @@ last: proposals that reached the aggregator per second, against that ideal (effi
 steps, the mean diffs a step, and the aggregator's own time a step (admit, rebase, resolve and
 commit, without the rollouts of the gate it waits on). Calls are counted beside seconds.
 
-Run: python bench/async_scaling.py [--workers 1 2 4 8 16 32 64] [--latency-ms 50] [--steps 20]
+`--parallel pp` runs the turns pipelined (a worker's next minibatch rolls out while its last
+proposal is made), against the same ideal.
+
+Run: python bench/async_scaling.py [--workers 1 2 4 8 16 32 64] [--latency-ms 50] [--steps 20] [--parallel pp]
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from agentdescent.artifacts.strategies import AppendRules  # noqa: E402
 from agentdescent.step.policies import WorstFirst  # noqa: E402
 
 
-def run_once(n_workers: int, latency: float, steps: int, tasks: list[Task]) -> dict:
+def run_once(n_workers: int, latency: float, steps: int, tasks: list[Task], parallel: str = "dp") -> dict:
     def run(rendered, task):
         time.sleep(latency)
         return task.gold if f"{task.id} -> {task.gold}" in rendered else "?"
@@ -47,7 +50,7 @@ def run_once(n_workers: int, latency: float, steps: int, tasks: list[Task]) -> d
         result = evolve(tasks, lambda task, output: float(output == task.gold), run=run, propose=propose,
                         strategy=AppendRules(), rounds=steps, n_workers=n_workers, max_concurrency=1024,
                         held_out_frac=0.02, asynchronous=True, seed=0, store=store, on_event=on_event,
-                        policies=Policies(proposal=WorstFirst(max_proposals=1)))
+                        policies=Policies(proposal=WorstFirst(max_proposals=1)), parallel=parallel)
     seconds = marks[-1] - marks[0]
     proposals = sum(len(h.diffs) for h in result.history)
     own = [h.timings["prepare"] + h.timings["commit"] for h in result.history if h.timings]
@@ -61,6 +64,7 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=50)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--tasks", type=int, default=4000)
+    parser.add_argument("--parallel", choices=("dp", "pp"), default="dp")
     args = parser.parse_args()
     latency = args.latency_ms / 1000
     tasks = [Task(id=f"t{i:04d}", prompt=f"request {i}", gold=f"a{i}") for i in range(args.tasks)]
@@ -68,7 +72,7 @@ def main() -> None:
     print(f"a turn is three calls of {args.latency_ms:g} ms: N workers hand in at most N / {turn:.2f} s proposals a second")
     print(" N  proposals/s  ideal  efficiency  steps  diffs/step  aggregator ms/step  calls  seconds")
     for n in args.workers:
-        r = run_once(n, latency, args.steps, tasks)
+        r = run_once(n, latency, args.steps, tasks, args.parallel)
         ideal = n / turn
         print(f"{n:2} {r['rate']:12.1f} {ideal:6.1f} {r['rate'] / ideal:11.2f} {r['steps']:6} {r['per_step']:11.1f}"
               f" {r['own_ms']:19.1f} {r['calls']:6} {r['seconds']:8.2f}")

@@ -182,3 +182,37 @@ def test_a_synchronous_pipelined_run_is_reproducible():
     first, second = (router(n_workers=4, rounds=8, parallel="pp") for _ in range(2))
     assert [h.diffs for h in first.history] == [h.diffs for h in second.history]
     assert first.final_reward == second.final_reward
+
+
+class Inline:
+    """An executor that runs each call at once, in the caller's thread: a stage done before
+    `submit` returns, as a fast rollout stage sometimes is."""
+
+    def submit(self, fn, *args, then=None):
+        future: Future = Future()
+        future.set_result(fn(*args))
+        return future
+
+
+def test_a_turn_whose_rollouts_are_done_before_it_is_started_does_not_lock_the_dispatcher():
+    from agentdescent.engine.dispatch import Dispatcher
+
+    stages = Stages()
+    stages.release.set()
+    pools = [Inline(), ThreadExecutor(2, name="test-reflect"), ThreadExecutor(2, name="test-verify")]
+    pipeline = Pipeline(stages, stages=pools)
+    dispatcher = Dispatcher(start=pipeline.start,
+                            make_turns=lambda slots, first: [Turnish(s, first + i) for i, s in enumerate(slots)])
+    pipeline.refill = dispatcher.dispatch  # the refill runs inside the first dispatch, on its thread
+    starting = threading.Thread(target=dispatcher.dispatch, args=([0],), daemon=True)
+    starting.start()
+    starting.join(5)
+    try:
+        assert not starting.is_alive(), "dispatch locked itself"
+        assert dispatcher.turns == 2 and [t.number for t in stages.rolled] == [0, 1]  # and no third: depth 2
+        reports = dispatcher.collect(wait_all=True)
+        assert reports == [f"report of {t}" for t in stages.rolled]  # in the order the turns were dispatched
+    finally:
+        pipeline.close()
+        for pool in pools[1:]:
+            pool.shutdown(wait=True)

@@ -33,18 +33,26 @@ class Dispatcher:
         self._turns = 0  # turns dispatched so far
 
     def dispatch(self, workers: Sequence[int]) -> None:
-        """Start a turn of each of `workers` now, on the newest snapshot."""
+        """Start a turn of each of `workers` now, on the newest snapshot. The turns are numbered
+        under the lock and started outside it: starting one may start another at once (a
+        pipeline's refill, when a turn's rollouts are done before the call returns)."""
         with self._lock:
             turns = self._make_turns(workers, self._turns)
-            started = []
+            first = self._turns
+            self._turns += len(turns)
+            self._outstanding += len(turns)
+        started = []
+        try:
             for turn in turns:
                 future = self._start(turn)
-                self._number[future] = self._turns
-                self._outstanding += 1
-                self._turns += 1
+                with self._lock:
+                    self._number[future] = first + len(started)
                 started.append(future)
-        for future in started:
-            future.add_done_callback(self._buffer.put)
+        finally:
+            with self._lock:
+                self._outstanding -= len(turns) - len(started)  # not started (a closed pool): not awaited
+            for future in started:
+                future.add_done_callback(self._buffer.put)
 
     def collect(self, *, wait_all: bool) -> list[WorkerReport]:
         """Wait for every outstanding turn (`wait_all`), or for one and whatever else is in."""

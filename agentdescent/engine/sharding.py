@@ -31,7 +31,8 @@ class Shards:
         self._owner = {key: i % n_workers for i, key in enumerate(keys)}
         self._n = n_workers
         self._route = route
-        self._routes: dict[str, int] = {}  # task id -> worker, learned or asked of `route`
+        self._routes: dict[str, int] = {}  # task id -> worker, learned
+        self._asked: dict[str, int | None] = {}  # task id -> worker, as `route` says (None: it does not know)
         self._lock = threading.Lock()
 
     @classmethod
@@ -102,12 +103,15 @@ class Shards:
             self._routes.update({t: w for t, w in routes.items() if 0 <= w < self._n})
 
     def _route_of(self, task: Task) -> int | None:
-        if self._route is not None:
-            key = self._route(task)
-            if key is not None:
-                if not isinstance(key, str):
-                    raise UserError(f"route(task {task.id}) must return a key (text) or None; got "
-                                    f"{type(key).__name__}")
-                return self.owner(key)
         with self._lock:
-            return self._routes.get(task.id)
+            if task.id not in self._asked:
+                self._asked[task.id] = self._ask(task)
+            asked = self._asked[task.id]
+            return asked if asked is not None else self._routes.get(task.id)
+
+    def _ask(self, task: Task) -> int | None:
+        """The caller's route for `task`, asked once (the sampler looks at every task each deal)."""
+        key = self._route(task) if self._route is not None else None
+        if key is not None and not isinstance(key, str):
+            raise UserError(f"route(task {task.id}) must return a key (text) or None; got {type(key).__name__}")
+        return None if key is None else self.owner(key)

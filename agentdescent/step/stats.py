@@ -8,12 +8,20 @@ Beta(prior + wins, prior + losses), and the test is its mass above one half.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
-from scipy import (
-    special,  # the incomplete beta function; scipy.stats would double the import time
-)
+
+@functools.cache
+def _special() -> ModuleType:
+    """scipy.special (the incomplete beta function), imported when a test first needs it: most
+    processes that import the package (the CLI's verbs, the MCP server) never do, and scipy is a
+    third of the package's import time. scipy.stats would double it again."""
+    from scipy import special
+
+    return special
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,7 +58,7 @@ def prob_improvement(wins: float, losses: float, prior: float = 1.0) -> float:
 
     prob_improvement(0, 0) == 0.5; prob_improvement(2, 0) == 0.875.
     """
-    return float(1.0 - special.betainc(prior + wins, prior + losses, 0.5))  # the Beta's mass above 1/2
+    return float(1.0 - _special().betainc(prior + wins, prior + losses, 0.5))  # the Beta's mass above 1/2
 
 
 def mean_interval(rewards: Sequence[float], level: float = 0.95) -> tuple[float, float]:
@@ -60,8 +68,8 @@ def mean_interval(rewards: Sequence[float], level: float = 0.95) -> tuple[float,
         return (0.0, 1.0)
     s = sum(rewards)
     tail = (1 - level) / 2
-    lo = 0.0 if s <= 0 else float(special.betaincinv(s + 0.5, n - s + 0.5, tail))
-    hi = 1.0 if s >= n else float(special.betaincinv(s + 0.5, n - s + 0.5, 1 - tail))
+    lo = 0.0 if s <= 0 else float(_special().betaincinv(s + 0.5, n - s + 0.5, tail))
+    hi = 1.0 if s >= n else float(_special().betaincinv(s + 0.5, n - s + 0.5, 1 - tail))
     return (lo, hi)
 
 
@@ -70,4 +78,4 @@ def prob_harm_below(kept: float, broken: float, max_harm: float, prior: float = 
     Beta(prior + broken, prior + kept) of its harm rate, after it kept `kept` of them and broke
     `broken`. prob_harm_below(15, 0, 0.1) ≈ 0.81: fifteen kept and none broken make a harm rate
     under one in ten likely at 0.8, not certain."""
-    return float(special.betainc(prior + broken, prior + kept, max_harm))
+    return float(_special().betainc(prior + broken, prior + kept, max_harm))
