@@ -253,6 +253,8 @@ class Ledger:
 
     def _at(self, version: int | None) -> bytes:
         """The commit sha of `version` on dev (None = head)."""
+        if isinstance(version, int) and not isinstance(version, bool) and version in self._by_version:
+            return self._by_version[version]  # dev's history only grows: a version, once seen, stays
         head = self._refs.read(DEV)
         if version is None:
             return head

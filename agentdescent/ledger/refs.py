@@ -23,7 +23,19 @@ class Refs:
         self._path = path
 
     def read(self, ref: str) -> bytes:
-        """The binary sha `ref` points at now."""
+        """The binary sha `ref` points at now: its loose file in the bare repository, which
+        `update-ref` replaces by a rename (so a read sees the old sha or the new, whole), else
+        GitPython's lookup (a packed or symbolic ref). The file read is a tenth of the lookup,
+        which resolves the path and validates it first, and every step reads `dev`."""
+        try:
+            loose = (self._path / ref).read_bytes().strip()
+        except OSError:
+            loose = b""
+        if len(loose) == 40:
+            try:
+                return bytes.fromhex(loose.decode("ascii"))
+            except ValueError:
+                pass  # not a sha (a symbolic ref): GitPython resolves it
         try:
             return bytes.fromhex(git.SymbolicReference.dereference_recursive(self._repo, ref))
         except ValueError as exc:
