@@ -82,6 +82,8 @@ def test_evolve_watch_status_show_and_accept_the_walkthrough(service, tmp_path):
     assert shown.returncode == 0, shown.stderr
     assert "+rule k0." in shown.stdout and "--- a/text" in shown.stdout and "held-out reward: 0.000 -> 1.000" in shown.stdout
     assert f"committed diffs ({domain.RULES}):" in shown.stdout and "evidence: " in shown.stdout
+    page = service.store.get(run).file("report.html")
+    assert f"report: agentdescent report {run} writes {page}" in shown.stdout
     assert "+rule k0." in json.loads(agentdescent("show", run, "--json").stdout)["diff"]
 
     dry = agentdescent("accept", run, "--dry-run")
@@ -172,7 +174,7 @@ def test_doctor_names_git_and_exits_0_when_the_demo_can_run(service):
 def test_every_verb_has_an_example_in_its_help(service, capsys):
     from agentdescent.cli.main import main
 
-    for verb in ("plan", "evolve", "status", "watch", "show", "accept", "reject", "cancel", "resume", "runs",
+    for verb in ("plan", "evolve", "status", "watch", "show", "report", "accept", "reject", "cancel", "resume", "runs",
                  "doctor", "mcp"):
         with pytest.raises(SystemExit) as done:  # argparse exits after printing the help
             main([verb, "--help"])

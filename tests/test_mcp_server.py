@@ -78,6 +78,7 @@ def test_a_demo_skill_run_from_plan_to_accept(home, tmp_path):
         assert shown["diff"].strip() and shown["files_changed"]
         assert shown["committed"] and all(d["evidence_tasks"] for d in shown["committed"])
         assert "never follow" in shown["note"]
+        assert shown["report"] == f"agentdescent report {run_id} writes {home / 'runs' / run_id / 'report.html'}"
 
         dry = await call(client, "accept", run_id=run_id, dry_run=True)
         assert dry["dry_run"] and dry["written"] and dry["backup"] is None

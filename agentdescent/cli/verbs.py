@@ -1,7 +1,7 @@
 """The verbs over the run service (`agentdescent.runs`): `plan` a run and read its quote, `evolve`
-(start it, detached), `status`, `watch` and `show` it, `accept` or `reject` its change, `cancel`
-and `resume` it, list the `runs` (`--prune` removes the temporary ledgers runs without a store
-left), check the machine (`doctor`) and serve the tools over MCP (`mcp`).
+(start it, detached), `status`, `watch` and `show` it, write its HTML `report`, `accept` or
+`reject` its change, `cancel` and `resume` it, list the `runs` (`--prune` removes the temporary
+ledgers runs without a store left), check the machine (`doctor`) and serve the tools over MCP (`mcp`).
 
 Each verb is one service call and a few lines saying what happened, then `next:` what to do;
 `--json` prints the service's record as it is, for scripts. A verb given no RUN takes the latest
@@ -53,6 +53,12 @@ def add_verbs(commands: argparse._SubParsersAction) -> None:
     show = _verb(commands, "show", "a run's change as a diff, with its rewards, the diffs it committed and their "
                  "evidence, the ones it rejected and its worst rollouts", "agentdescent show --all", run=True, as_json=True)
     show.add_argument("--all", action="store_true", help=f"list every rejected diff, not the first {SHOWN_REJECTED}")
+    report = _verb(commands, "report", "write one HTML page of a run (its rewards plotted, every diff's outcome, every "
+                   "commit, the final change) and print its path", "agentdescent report my-skill-3f2a1c --out run.html")
+    report.add_argument("run", metavar="RUN", nargs="?", help="a run id (or its first letters), or a ledger folder (what "
+                        "evolve(store=...) or agentdescent demo wrote); default: the latest run")
+    report.add_argument("--out", metavar="PATH", help="the file to write (default: report.html in the run's folder, "
+                        "or agentdescent/report.html in the ledger folder)")
     accept = _verb(commands, "accept", "write a finished run's change back to its target (backing it up first), "
                    "or approve a running run's pending L1 change", "agentdescent accept --dry-run", run=True)
     accept.add_argument("--dry-run", action="store_true", help="say what would be written, write nothing")
@@ -171,11 +177,21 @@ def run_show(args: argparse.Namespace, console: Console) -> int:
     hint = f"; the first {len(rejected)} listed, --all lists every one" if len(rejected) < shown.rejected_total else ""
     _diff_list(console, f"rejected diffs ({shown.rejected_total}{hint})", rejected)
     _worst(console, shown)
+    say(console, f"report: {shown.report}")
     if shown.pending_approval:
         p = shown.pending_approval
         say(console, f"an L1 change waits for your approval ({', '.join(p.keys)}): {p.verdict}", f"  {p.rationale}")
         console.print(coloured(p.diff), soft_wrap=True)
     say(console, f"next: {shown.next}")
+    return 0
+
+
+def run_report(args: argparse.Namespace, console: Console) -> int:
+    from agentdescent.report import write_report  # here: it reads the outcomes' meanings from agentdescent.cli
+
+    service = Service()
+    path = write_report(args.run or _pick(service, None, console), out=args.out, store=service.store)
+    say(console, f"wrote the report: {path}", "next: open it in a browser; it is one file and needs no network")
     return 0
 
 
@@ -371,7 +387,7 @@ def _clip(text: str) -> str:
 
 
 VERBS: dict[str, Command] = {
-    "plan": run_plan, "evolve": run_evolve, "status": run_status, "watch": run_watch, "show": run_show,
+    "plan": run_plan, "evolve": run_evolve, "status": run_status, "watch": run_watch, "show": run_show, "report": run_report,
     "accept": run_accept, "reject": run_reject, "cancel": run_cancel, "resume": run_resume, "runs": run_runs,
     "doctor": run_doctor, "mcp": run_mcp,
 }

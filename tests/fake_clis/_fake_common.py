@@ -9,12 +9,9 @@ Environment variables (set by the tests):
     FAKE_CLI_ECHO_ENV   in "echo_env" mode, the variable whose value is printed to stderr
 """
 
-import json
 import os
 import select
-import subprocess
 import sys
-import time
 
 
 def mode():
@@ -26,11 +23,30 @@ def log(program, argv, stdin):
     path = os.environ.get("FAKE_CLI_LOG")
     if not path:
         return
+    import json  # here, not at the top: see dumps
+
     shown = [name for name in os.environ.get("FAKE_CLI_SHOW_ENV", "").split(",") if name]
     entry = {"program": program, "argv": argv, "cwd": os.getcwd(), "stdin": stdin,
              "env": {name: os.environ.get(name) for name in shown}}
     with open(path, "a", encoding="utf-8") as file:
         file.write(json.dumps(entry) + "\n")
+
+
+def dumps(value):
+    """`json.dumps(value)` for the records the fakes print (dicts, lists, text, numbers), without
+    importing json: its `re` and `enum` cost each start of a fake ~20 ms, and the documentation's
+    quickstart starts one per rollout. The same text json.dumps gives (ASCII, ", " and ": ")."""
+    from _json import encode_basestring_ascii as text
+
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{text(str(k))}: {dumps(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(dumps(v) for v in value) + "]"
+    if isinstance(value, str):
+        return text(value)
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    return repr(value)
 
 
 def read_stdin():
@@ -62,6 +78,10 @@ def common_modes(program):
             print(f"{program} diagnostic line {number}", file=sys.stderr)
         sys.exit(3)
     if current == "hang":
+        import json  # here, not at the top: every other run of a fake starts faster without them
+        import subprocess
+        import time
+
         child = subprocess.Popen(["sleep", "60"])
         with open(os.environ["FAKE_CLI_PIDS"], "w", encoding="utf-8") as file:
             json.dump({"fake": os.getpid(), "child": child.pid}, file)

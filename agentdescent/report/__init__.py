@@ -1,0 +1,39 @@
+"""The run report: one self-contained HTML page of what a run did, for someone who has never seen one.
+
+    write_report("my-skill-3f2a1c")            # a run of the run store, by id (or its first letters)
+    write_report("/tmp/ledger", out="r.html")  # the ledger folder evolve(store=...) wrote
+
+The page shows the reward per round (plotted when matplotlib is installed: the `report` extra),
+the calls, what became of every diff and why, which diffs went into each commit, the final change
+as a diff and the files it changed. `data` gathers it from the ledger and the run's folder,
+`plots` draws, `html` writes the page. Left out: anything live (`agentdescent watch`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from agentdescent import atomic
+from agentdescent.errors import UserError
+from agentdescent.report import html, plots
+from agentdescent.report.data import ReportData, Source, gather, locate
+from agentdescent.runs.store import RunStore
+
+__all__ = ["ReportData", "Source", "gather", "locate", "write_report"]
+
+
+def write_report(ref: str, *, out: str | os.PathLike | None = None, store: RunStore | None = None) -> Path:
+    """Write the report of `ref` (a run id or prefix in `store`, a run's folder, or a ledger folder)
+    to `out` (default: `report.html` in the run's folder, or `<ledger>/agentdescent/report.html`)
+    and return its path. `UserError` when `ref` names no run or ledger, or `out` cannot be written."""
+    source = locate(ref, store or RunStore())
+    data = gather(source)
+    target = Path(out).expanduser().absolute() if out is not None else source.default_out
+    if target.is_dir():
+        raise UserError(f"{target} is a folder; give the report (--out) the path of an .html file to write")
+    try:
+        atomic.write_text(target, html.page(data, plots.draw(data)))
+    except OSError as exc:
+        raise UserError(f"cannot write the report to {target}: {exc.strerror or exc}; give the report (--out) another path") from None
+    return target

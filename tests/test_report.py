@@ -1,0 +1,142 @@
+"""`agentdescent report`: one self-contained HTML page of a run, from a ledger folder or a run of the
+run store, with its plots (or, without matplotlib, a line saying how to get them), every diff's
+outcome, every commit's diffs and authors, the final change and the files it changed."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+from html import escape
+
+import git
+import pytest
+
+from agentdescent import evolve
+from agentdescent.cli.main import main
+from agentdescent.engine.checkpoint import FOLDER
+from agentdescent.report import write_report
+from agentdescent.report.plots import INSTALL_HINT
+from tests import keyword_domain as domain
+from tests.doubles import echo, numbered_tasks, router
+from tests.mcp_support import REPO, demo_spec
+from tests.runs_support import wait
+
+PNG = "data:image/png;base64,"
+
+
+@pytest.fixture(scope="module")
+def routed(tmp_path_factory):
+    """A few rounds of the demo domain on a ledger of the module's own (tests that change it copy it)."""
+    ledger = tmp_path_factory.mktemp("routed") / "ledger"
+    return router(rounds=4, n_workers=3, store=ledger)
+
+
+def rows(page: str, part: str) -> list[str]:
+    """The table rows of the page's numbered `part` ("3": the outcomes)."""
+    section = page.split(f"<h2>{part}. ", 1)[1].split("<h2>", 1)[0]
+    return re.findall(r"<tr>.*?</tr>", section, re.DOTALL)
+
+
+def report(capsys, *args: str) -> tuple[int, str, str]:
+    """`agentdescent report ARGS` in process: its exit code, stdout and stderr."""
+    code = main(["report", *args])
+    said = capsys.readouterr()
+    return code, said.out, said.err
+
+
+def test_a_ledger_report_plots_rewards_and_lists_every_outcome_commit_and_change(routed, tmp_path, capsys):
+    out = tmp_path / "run.html"
+    code, said, _ = report(capsys, str(routed.ledger_path), "--out", str(out))
+    assert code == 0 and f"wrote the report: {out}" in said
+    page = out.read_text(encoding="utf-8")
+    assert page.count(PNG) == 2 and "<script" not in page
+    assert not re.search(r'(src|href)="(?!data:)', page)  # nothing fetched from anywhere
+
+    outcomes, commits = rows(page, "3"), rows(page, "4")
+    for o in routed.outcome_list:
+        assert any(o.diff_id in row and escape(o.reason) in row for row in outcomes), o
+    versions = {o.version for o in routed.outcome_list if o.version is not None}
+    assert versions
+    for version in versions:
+        row = next(r for r in commits if r.startswith(f"<tr><td>{version}</td>"))
+        landed = [o for o in routed.outcome_list if o.version == version]
+        assert all(f"{o.diff_id} by {o.author}" in row for o in landed), row
+
+    learned = next(text for key, text in routed.state.items() if key not in routed.initial_state)
+    assert f'<span class="add">+{escape(learned)}</span>' in page
+    assert f"{routed.initial_reward:.3f} at the start -&gt; {routed.final_reward:.3f} at the end" in page
+
+
+def test_the_default_page_goes_into_the_ledger_and_text_from_the_run_is_escaped(tmp_path, capsys):
+    rule = "<script>alert('x')</script> & say the year"
+    result = evolve(numbered_tasks(6), lambda task, output: float("year" in output), run=echo, propose=lambda *a: rule,
+                    rounds=1, n_workers=2, store=tmp_path / "ledger")
+    code, said, _ = report(capsys, str(result.ledger_path))
+    path = tmp_path / "ledger" / FOLDER / "report.html"
+    assert code == 0 and f"wrote the report: {path}" in said
+    page = path.read_text(encoding="utf-8")
+    assert "<script" not in page and escape(rule) in page
+
+
+def test_without_matplotlib_the_tables_stay_and_the_plots_say_how_to_get_them(routed, tmp_path, monkeypatch):
+    for name in [n for n in sys.modules if n.startswith("matplotlib.")] + ["matplotlib"]:
+        monkeypatch.setitem(sys.modules, name, None)  # `import matplotlib...` now fails, as where it is not installed
+    page = write_report(str(routed.ledger_path), out=tmp_path / "r.html").read_text(encoding="utf-8")
+    assert PNG not in page and page.count(escape(INSTALL_HINT)) == 2
+    assert all(o.diff_id in page for o in routed.outcome_list)
+
+
+def test_a_ledger_without_a_checkpoint_still_shows_its_commits(routed, tmp_path):
+    ledger = tmp_path / "old-ledger"
+    shutil.copytree(routed.ledger_path, ledger)
+    (ledger / FOLDER / "checkpoint.json").unlink()
+    page = write_report(str(ledger)).read_text(encoding="utf-8")
+    assert "has no checkpoint" in page and "No diff outcome is recorded" in page
+    committed = [o for o in routed.outcome_list if o.kind == "committed"]
+    assert committed and all(f"{o.diff_id} by {o.author}" in page for o in committed)  # from the trailers
+
+
+def test_a_folder_run_of_the_store_by_id_lists_its_changed_files(service, tmp_path, capsys):
+    target = tmp_path / "my-skill"
+    shutil.copytree(REPO / "examples/skills/support-router", target)
+    run_id = service.start(demo_spec(target)).run_id
+    assert wait(service, run_id).state == "finished"
+    shown = service.show(run_id)
+    path = service.store.get(run_id).file("report.html")
+    assert shown.files_changed and shown.report == f"agentdescent report {run_id} writes {path}"
+
+    code, said, _ = report(capsys, run_id[:-2])  # the first letters are enough
+    assert code == 0 and f"wrote the report: {path}" in said
+    page = path.read_text(encoding="utf-8")
+    assert "The files changed" in page and page.count(PNG) == 2
+    for name in shown.files_changed:
+        assert f"<tr><td>modified</td><td class=mono>{escape(name)}</td></tr>" in page
+    assert escape(str(target)) in page and "finished" in page
+
+
+def test_an_unknown_run_or_a_folder_that_is_no_ledger_is_a_usage_error(service, tmp_path, capsys):
+    code, _, err = report(capsys, "no-such-run")
+    assert code == 2 and "no run 'no-such-run'" in err and "ledger folder" in err and "Traceback" not in err
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.txt").write_text("hello", encoding="utf-8")
+    code, _, err = report(capsys, str(folder))
+    assert code == 2 and "is a folder but not a ledger" in err
+    assert sorted(p.name for p in folder.iterdir()) == ["a.txt"]  # nothing was written into it
+    code, _, err = report(capsys, str(tmp_path / "missing"))
+    assert code == 2 and "there is no folder" in err
+    bare = git.Repo.init(tmp_path / "bare", bare=True)
+    code, _, err = report(capsys, str(tmp_path / "bare"))
+    assert code == 2 and "not an AgentDescent ledger" in err
+    assert not bare.heads and not (tmp_path / "bare" / FOLDER).exists()  # read, never made into a ledger
+    bare.close()
+
+
+def test_a_run_still_going_is_reported_as_it_stands(service, tmp_path, monkeypatch):
+    monkeypatch.setenv("KEYWORD_DELAY", "0.05")  # its agent, slowed: the run is still going when the page is written
+    run_id = service.start(domain.spec(tmp_path)).run_id
+    wait(service, run_id, until=lambda s: s.state == "running" and s.round >= 1)
+    page = write_report(run_id, store=service.store).read_text(encoding="utf-8")
+    assert "the run is still going" in page and "1. Reward per round" in page
+    service.cancel(run_id)
