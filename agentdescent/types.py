@@ -115,6 +115,18 @@ OutcomeKind = Literal[
     "error",  # an exception while handling it; the reason holds the message
 ]
 
+OUTCOME_MEANINGS = {  # each kind in a reader's words, in the order views list them: what landed first
+    "committed": "landed in a commit as proposed",
+    "fused": "merged with another diff's edit of the same key; the merge landed",
+    "rejected_by_test": "the acceptance test did not find it an improvement",
+    "conflict_lost": "overlapped another diff's edit and lost",
+    "duplicate": "said nothing the artifact, or another diff of its round, did not already say",
+    "dropped_stale": "its base version was too old, or the run stopped before it was judged",
+    "refused_by_governance": "touched a frozen key, or more keys than a diff may",
+    "invalid": "the proposal could not be read as a change",
+    "error": "handling it failed; the reason holds the message",
+}
+
 
 class Outcome(BaseModel):
     """What became of one diff. Every diff gets exactly one."""

@@ -57,6 +57,7 @@ def test_piped_at_80_columns_no_path_or_command_is_broken(tmp_path):
     out = agentdescent("demo", *FAST, "--store", str(store), columns=80).stdout
     lines = out.splitlines()
     assert f"  git -C {store} log --stat dev" in lines
+    assert f"  agentdescent report {store}" in lines
     assert f"new ledger at {store}" in lines and f"Ledger: {store}" in lines
     assert all(len(line) <= 80 for line in lines if str(store) not in line)  # the tables fit
 

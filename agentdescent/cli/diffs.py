@@ -20,19 +20,9 @@ from rich.text import Text
 from agentdescent.artifacts.strategies import AppendRules, Strategy
 from agentdescent.cli.views import Seen, plural
 from agentdescent.result import EvolveResult
+from agentdescent.types import OUTCOME_MEANINGS as MEANINGS
 from agentdescent.types import Diff, Edit, Outcome
 
-MEANINGS = {  # in the order they are listed: what landed first
-    "committed": "landed in a commit as proposed",
-    "fused": "merged with another diff's edit of the same key; the merge landed",
-    "rejected_by_test": "the acceptance test did not find it an improvement",
-    "conflict_lost": "overlapped another diff's edit and lost",
-    "duplicate": "said nothing the artifact, or another diff of its round, did not already say",
-    "dropped_stale": "its base version was too old, or the run stopped before it was judged",
-    "refused_by_governance": "touched a frozen key, or more keys than a diff may",
-    "invalid": "the proposal could not be read as a change",
-    "error": "handling it failed; the reason holds the message",
-}
 LANDED = ("committed", "fused")
 MAX_LINES, MAX_CHARS = 6, 400  # of one edit's text: a whole file would drown the table
 

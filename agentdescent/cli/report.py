@@ -122,5 +122,7 @@ def ending(console: Console, result: EvolveResult, seen: Seen) -> None:
     if temporary:
         console.print("  --store DIR keeps the ledger where you choose; a run on it again continues it",
                       highlight=False)
+    console.print("A picture of the run (rewards, calls, every diff and commit) as one HTML page:", highlight=False)
+    console.print(escape(f"  agentdescent report {path}"), soft_wrap=True, highlight=False)
     console.print("Every commit, with the diffs it took:", highlight=False)
     console.print(escape(f"  git -C {path} log --stat dev"), soft_wrap=True, highlight=False)

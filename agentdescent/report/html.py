@@ -15,9 +15,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from html import escape
 
-from agentdescent.cli.diffs import MEANINGS
 from agentdescent.report.data import ReportData
 from agentdescent.report.plots import per_round_calls
+from agentdescent.types import OUTCOME_MEANINGS as MEANINGS
 
 STYLE = """
 body { font: 15px/1.5 system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #212529; }
