@@ -163,6 +163,9 @@ def main() -> None:
     if "par" in sides:
         base = "async" if args.asynchronous else "sync"
         _ratio(rows, "par", base, f"parallel={args.parallel} vs dp, {args.workers} workers", args.seeds)
+        if args.asynchronous:
+            _ratio(rows, "par", "sync", f"asynchronous parallel={args.parallel} vs synchronous dp, {args.workers} workers",
+                   args.seeds)
     rounds = [r["one"]["rounds"] / r["sync"]["rounds"] for r in rows]
     busy = [r["sync"]["busy_ms"] / r["one"]["busy_ms"] for r in rows]
     mean_round = [r["sync"]["round_ms"] / r["one"]["round_ms"] for r in rows]
