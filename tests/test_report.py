@@ -52,6 +52,7 @@ def test_a_ledger_report_plots_rewards_and_lists_every_outcome_commit_and_change
     page = out.read_text(encoding="utf-8")
     assert page.count(PNG) == 2 and "<script" not in page
     assert not re.search(r'(src|href)="(?!data:)', page)  # nothing fetched from anywhere
+    assert escape(routed.stop_reason) in page  # the checkpoint keeps why the run stopped
 
     outcomes, commits = rows(page, "3"), rows(page, "4")
     for o in routed.outcome_list:

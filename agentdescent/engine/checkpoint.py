@@ -52,6 +52,7 @@ class Checkpoint(BaseModel):
     fingerprint: str
     strategy: str  # the strategy's class name, to warn when a later run on the store uses another
     finished: bool = False
+    stop_reason: str | None = None  # why the run ended, once it has (what a report of the ledger says)
     next_round: int = 0
     turns: int = 0  # worker turns dispatched so far: the sampler's position
     leads: list[str] = Field(default_factory=list)

@@ -143,7 +143,7 @@ class Loop:
         usage = self.evaluator.usage
         self._warn_if_all_failed()
         try:
-            self._save(finished=error is None)
+            self._save(finished=error is None, stop_reason=reason)
         except OSError:
             pass  # a full disk: the last checkpoint stands, and the ledger holds every commit
         self.emit(ev.RunEnded(reason=reason, final_reward=final))
@@ -208,11 +208,12 @@ class Loop:
         self.dispatcher.skip(self.dispatcher.turns + self.shape.n_workers)  # the turns that round dispatched
         return outcomes
 
-    def _save(self, *, finished: bool) -> None:
+    def _save(self, *, finished: bool, stop_reason: str | None = None) -> None:
         progress, usage = self.progress, self.evaluator.usage
         start, initial = self._initial
         self.files.save(Checkpoint(
             fingerprint=self.fingerprint, strategy=type(self.strategy).__name__, finished=finished,
+            stop_reason=stop_reason,
             next_round=self._next_round, turns=self.dispatcher.turns, leads=self.sampler.leads,
             routes=self.shards.routes if self.shards is not None else {}, best=progress.best,
             since_gain=progress.since_gain, initial_reward=initial,

@@ -199,6 +199,8 @@ def _progress(data: ReportData, status: RunStatus | None, result: EvolveResult |
 def _unrecorded_stop(saved: Checkpoint, status: RunStatus | None) -> str:
     if status is not None and status.state in LIVE:
         return "not yet: the run is still going"
+    if saved.stop_reason:
+        return saved.stop_reason
     if saved.finished:
         return "finished; the ledger does not keep why (evolve() returned it as result.stop_reason)"
     return "not finished: the run is still going, or it stopped before its end (a run on the same store resumes it)"
