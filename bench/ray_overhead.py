@@ -1,0 +1,69 @@
+"""What a call costs on the Ray executor beside the thread executor: waves of N calls that each
+sleep 20 ms, all submitted at once, timed until the last one is back.
+
+An ideal wave takes 20 ms whatever N is; what a wave takes past that is the executor's per-call
+cost (on Ray: the submission, the hop to an actor and back, the result's deserialisation),
+paid on the same cores the calls' threads and Ray's own processes share. It is the bound on
+`executor="ray"` against threads for a run of short calls: a round is a few such waves.
+
+Run: python bench/ray_overhead.py [--sizes 32 128] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agentdescent.engine.executors import ThreadExecutor  # noqa: E402
+
+SLEEP_S = 0.02
+
+
+def unit(index: int, payload: str) -> int:
+    """A call that waits as a model call would; `payload` stands for a rendered artifact."""
+    time.sleep(SLEEP_S)
+    return index
+
+
+def wave_ms(executor, size: int, repeats: int) -> float:
+    """The median milliseconds of a wave of `size` calls, after a warm-up wave."""
+    payload = "x" * 2000
+    times = []
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        futures = [executor.submit(unit, i, payload) for i in range(size)]
+        for future in futures:
+            future.result()
+        times.append(1000 * (time.perf_counter() - start))
+    return statistics.median(times[1:])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[32, 128])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    import ray
+
+    from agentdescent.engine.ray_executor import RayExecutor
+
+    ray.init(include_dashboard=False, log_to_driver=False)  # up before the waves, as a cluster would be
+    executors = {"threads": ThreadExecutor(max(args.sizes)), "ray": RayExecutor(max(args.sizes))}
+    print(f"a wave of N calls of {1000 * SLEEP_S:.0f} ms each, median of {args.repeats}:")
+    for size in args.sizes:
+        ms = {name: wave_ms(executor, size, args.repeats) for name, executor in executors.items()}
+        extra = {name: (t - 1000 * SLEEP_S) / size for name, t in ms.items()}
+        print(f"N={size}: threads {ms['threads']:.0f} ms, ray {ms['ray']:.0f} ms; past the 20 ms, per call: threads "
+              f"{extra['threads']:.2f} ms, ray {extra['ray']:.2f} ms")
+    for executor in executors.values():
+        executor.shutdown()
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()
