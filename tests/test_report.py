@@ -135,7 +135,7 @@ def test_an_unknown_run_or_a_folder_that_is_no_ledger_is_a_usage_error(service, 
 
 
 def test_a_run_still_going_is_reported_as_it_stands(service, tmp_path, monkeypatch):
-    monkeypatch.setenv("KEYWORD_DELAY", "0.05")  # its agent, slowed: the run is still going when the page is written
+    monkeypatch.setenv("KEYWORD_DELAY", "0.2")  # its agent, slowed: the run is still going when the page is written
     run_id = service.start(domain.spec(tmp_path)).run_id
     wait(service, run_id, until=lambda s: s.state == "running" and s.round >= 1)
     page = write_report(run_id, store=service.store).read_text(encoding="utf-8")
