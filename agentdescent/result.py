@@ -36,12 +36,14 @@ class StepRecord(BaseModel):
     acceptance_candidate: float | None = None
     held_out: float | None = None
     promoted: bool = False
-    calls: int = 0
+    calls: int = 0  # the run's calls so far, as tokens and cost_usd are its spend so far
+    tokens: int = 0
+    cost_usd: float = 0.0
     timings: dict[str, float] = Field(default_factory=dict)
 
     @classmethod
     def of(cls, report: StepReport, *, round_: int, outcomes: Sequence[Outcome], diffs: Sequence[Diff],
-           held_out: float | None, promoted: bool, calls: int) -> StepRecord:
+           held_out: float | None, promoted: bool, usage: Usage) -> StepRecord:
         """The record of a step: its `report`, every outcome of the round, and what validation found."""
         return cls(
             round=round_, base_version=report.base_version, version=report.version,
@@ -50,7 +52,8 @@ class StepRecord(BaseModel):
             stale_decisions=[report.decisions.get(d.id, "fresh") for d in diffs],
             eta=[report.eta.get(d.id, 1.0) for d in diffs],
             acceptance_head=report.head_reward, acceptance_candidate=report.candidate_reward,
-            held_out=held_out, promoted=promoted, calls=calls, timings=report.timings,
+            held_out=held_out, promoted=promoted, calls=usage.calls, tokens=usage.tokens,
+            cost_usd=usage.model.cost_usd, timings=report.timings,
         )
 
 

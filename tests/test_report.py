@@ -141,3 +141,17 @@ def test_a_run_still_going_is_reported_as_it_stands(service, tmp_path, monkeypat
     page = write_report(run_id, store=service.store).read_text(encoding="utf-8")
     assert "the run is still going" in page and "1. Reward per round" in page
     service.cancel(run_id)
+
+
+def test_each_round_s_tokens_and_cost_are_shown_beside_its_calls():
+    from agentdescent.report import html
+    from agentdescent.report.data import ReportData
+    from agentdescent.result import StepRecord
+
+    steps = [StepRecord(round=0, base_version=1, version=2, calls=100, tokens=5000, cost_usd=0.25),
+             StepRecord(round=1, base_version=2, version=3, calls=160, tokens=8000, cost_usd=0.4)]
+    data = ReportData(source="ledger x", ledger="x", written_at="now", target="t", kind="text", artifact_id="artifact",
+                      folder=False, steps=steps)
+    rounds = rows(html.page(data, {"rewards": "no plot", "calls": "no plot"}), "2")
+    cells = [re.findall(r"<td>(.*?)</td>", row) for row in rounds]
+    assert [c[-4:] for c in cells if c] == [["100", "100", "5000", "$0.2500"], ["60", "160", "3000", "$0.1500"]]

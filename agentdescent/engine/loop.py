@@ -327,7 +327,7 @@ class Loop:
         else:
             self.progress.since_gain += 1
         self.history.append(StepRecord.of(report, round_=round_, outcomes=early + report.outcomes, diffs=diffs,
-                                          held_out=held_out, promoted=promoted, calls=self.evaluator.usage.calls))
+                                          held_out=held_out, promoted=promoted, usage=self.evaluator.usage))
 
     def _validate(self, version: int, round_: int) -> tuple[float | None, bool]:
         """Measure `version` on the held-out set (as far as it matters: `Validator.measure`);

@@ -91,12 +91,13 @@ def _rewards(data: ReportData, image: bytes | str) -> str:
 
 
 def _calls(data: ReportData, image: bytes | str) -> str:
-    per_round = per_round_calls(data)
+    per_round = zip(per_round_calls(data), per_round_calls(data, "tokens"), per_round_calls(data, "cost_usd"))
     rows = [(s.round + 1, s.base_version, _version(s.version), len(s.diffs), _counts(s.outcomes),
              f"{_reward(s.acceptance_head)} -> {_reward(s.acceptance_candidate)}", _reward(s.held_out),
-             n, s.calls) for s, n in zip(data.steps, per_round)]
+             n, s.calls, tokens, f"${cost:.4f}") for s, (n, tokens, cost) in zip(data.steps, per_round)]
     table = _table(("round", "from version", "committed version", "diffs", "outcomes", "train reward (head -> candidate)",
-                    "held-out reward", "calls in the round", "calls so far"), rows) if rows else _caption("No round recorded.")
+                    "held-out reward", "calls in the round", "calls so far", "tokens in the round",
+                    "cost in the round"), rows) if rows else _caption("No round recorded.")
     spent = f" The run spent {data.tokens} tokens in all." if data.tokens else (
         " No tokens were recorded (the run's agent and reflector report none, as plain functions do).")
     if data.steps and data.calls is not None and data.calls > data.steps[-1].calls:
@@ -104,7 +105,8 @@ def _calls(data: ReportData, image: bytes | str) -> str:
                   "after its last recorded round (measuring the result on the held-out tasks, or a round cut short).")
     return ("<h2>2. Calls per round</h2>" + _caption(
         "Bars: the calls each round made (the first includes measuring the starting version); line: the running "
-        "total. Tokens and cost are recorded for the whole run only." + spent) + _image(image, "calls per round")
+        "total. The table has each round's tokens and cost beside its calls (zero where the run's models report "
+        "none; a ledger of an older version records them for the whole run only)." + spent) + _image(image, "calls per round")
             + table)
 
 

@@ -35,10 +35,11 @@ def _agg() -> Any:
     return FigureCanvasAgg
 
 
-def per_round_calls(data: ReportData) -> list[int]:
-    """The calls each round made: a step record counts them cumulatively (the first round's count
-    includes measuring the starting version). per_round_calls of calls 139, 183 -> [139, 44]."""
-    totals = [s.calls for s in data.steps]
+def per_round_calls(data: ReportData, field: str = "calls") -> list:
+    """What each round spent of `field` (calls, tokens, cost_usd): a step record counts it
+    cumulatively (the first round's includes measuring the starting version).
+    per_round_calls of calls 139, 183 -> [139, 44]."""
+    totals = [getattr(s, field) for s in data.steps]
     return [now - before for now, before in zip(totals, [0, *totals])]
 
 
