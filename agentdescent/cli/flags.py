@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentdescent.errors import UserError
+from agentdescent.ledger import looks_like_ledger
 
 
 def positive(flag: str, value: int, example: int) -> int:
@@ -29,9 +30,3 @@ def store_folder(flag: str, value: str | None) -> str | None:
     if path.is_dir() and any(path.iterdir()) and not looks_like_ledger(path):
         raise UserError(f"{flag} {value} is a folder that holds other files, not a ledger; {fix}")
     return value
-
-
-def looks_like_ledger(path: Path) -> bool:
-    """A ledger is a bare git repository: HEAD, objects/ and refs/ at its top."""
-    return (path / "HEAD").is_file() and (path / "objects").is_dir() and (path / "refs").is_dir()
-

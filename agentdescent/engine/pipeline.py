@@ -90,7 +90,10 @@ class Pipeline:
     @staticmethod
     def _verified(done: Future, report: Future[WorkerReport]) -> None:
         error = done.exception()
-        settle(report, error=error) if error is not None else settle(report, result=done.result())
+        if error is not None:
+            settle(report, error=error)
+        else:
+            settle(report, result=done.result())
 
     @staticmethod
     def _then(done: Future, report: Future[WorkerReport], stage: Executor,

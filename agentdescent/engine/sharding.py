@@ -104,8 +104,12 @@ class Shards:
 
     def _route_of(self, task: Task) -> int | None:
         with self._lock:
-            if task.id not in self._asked:
-                self._asked[task.id] = self._ask(task)
+            known = task.id in self._asked
+        if not known:  # the caller's function runs outside the lock: it may be slow
+            asked = self._ask(task)
+            with self._lock:
+                self._asked[task.id] = asked
+        with self._lock:
             asked = self._asked[task.id]
             return asked if asked is not None else self._routes.get(task.id)
 

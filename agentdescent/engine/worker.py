@@ -128,16 +128,14 @@ class Worker:
             return Reflected(turn=turn, rollouts=rolled.rollouts, diffs=diffs, outcomes=outcomes, spent=rolled.spent)
         groups = [chosen] if chosen and callable(getattr(self.propose, "batch", None)) else [[r] for r in chosen]
         rendered = self.strategy.render(turn.state)
-        pending = []
+        pending, why = [], None
         try:
             for group in groups:
                 if self.allowance is not None:
                     self.allowance.take()
                 pending.append(self.calls.submit(reflect, self.propose, rendered, group, self.config.timeout))
-        except BudgetSpent as spent:
+        except BudgetSpent as spent:  # what was sent is paid for: its answers are still taken
             why = str(spent)
-        else:
-            why = None
         for group, future in zip(groups, pending):
             reflection = future.result()
             self.evaluator.usage.count_reflection(reflection)

@@ -73,6 +73,11 @@ def _check_state(state: object) -> None:
         raise UserError(f"key {clash[0]!r} is both a file and a folder; rename one of them")
 
 
+def looks_like_ledger(path: pathlib.Path) -> bool:
+    """A ledger is a bare git repository: HEAD, objects/ and refs/ at its top (read, not opened)."""
+    return (path / "HEAD").is_file() and (path / "objects").is_dir() and (path / "refs").is_dir()
+
+
 def _open_repo(path: pathlib.Path) -> git.Repo:
     """The ledger repository at `path`, created first when `path` is new or an empty folder."""
     if path.exists() and not path.is_dir():

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from agentdescent.engine.checkpoint import FOLDER, Checkpoint, RunFiles
 from agentdescent.engine.evaluation import Usage
 from agentdescent.errors import UserError
-from agentdescent.ledger import CommitRecord, Ledger
+from agentdescent.ledger import CommitRecord, Ledger, looks_like_ledger
 from agentdescent.result import EvolveResult, StepRecord
 from agentdescent.runs.review import LANDED, REPORT_FILE
 from agentdescent.runs.status import LIVE, RunStatus
@@ -103,7 +103,7 @@ def locate(ref: str, store: RunStore) -> Source:
     path = Path(ref).expanduser()
     if path.is_dir():
         path = path.absolute()
-        if is_ledger(path):
+        if looks_like_ledger(path):
             return Source(ledger=path, run=None, default_out=path / FOLDER / REPORT_FILE)
         if (path / "status.json").is_file():  # a run's own folder in the store
             run = RunDir(path)
@@ -120,17 +120,13 @@ def locate(ref: str, store: RunStore) -> Source:
     return Source(ledger=run.ledger, run=run, default_out=run.file(REPORT_FILE))
 
 
-def is_ledger(path: Path) -> bool:
-    """A ledger is a bare git repository: HEAD, objects/ and refs/ at its top."""
-    return (path / "HEAD").is_file() and (path / "objects").is_dir() and (path / "refs").is_dir()
-
-
 def gather(source: Source) -> ReportData:
     """The report's data for `source`, with a note for each piece that is missing."""
     notes: list[str] = []
     status = _status(source.run, notes)
     result = _result(source.run, notes)
-    checkpoint = RunFiles(source.ledger).load() if is_ledger(source.ledger) else None
+    has_ledger = looks_like_ledger(source.ledger)
+    checkpoint = RunFiles(source.ledger).load() if has_ledger else None
     data = ReportData(
         source=f"run {source.run.id}" if source.run else f"ledger {source.ledger}",
         run_id=source.run.id if source.run else None, ledger=str(source.ledger),
@@ -139,7 +135,7 @@ def gather(source: Source) -> ReportData:
         artifact_id=DEFAULT_ARTIFACT, folder=bool(status and status.kind and status.kind != "text"), notes=notes,
     )
     _progress(data, status, result, checkpoint)
-    if is_ledger(source.ledger):
+    if has_ledger:
         if checkpoint is None and result is None:
             data.notes.append("this ledger has no checkpoint (agentdescent/checkpoint.json): an older version wrote it, or "
                          "the run stopped before its first round. Rewards, calls and outcomes are not recorded; the "

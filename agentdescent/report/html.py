@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from html import escape
 
 from agentdescent.report.data import ReportData
-from agentdescent.report.plots import per_round_calls
+from agentdescent.report.plots import per_round
 from agentdescent.types import OUTCOME_MEANINGS as MEANINGS
 
 STYLE = """
@@ -91,10 +91,10 @@ def _rewards(data: ReportData, image: bytes | str) -> str:
 
 
 def _calls(data: ReportData, image: bytes | str) -> str:
-    per_round = zip(per_round_calls(data), per_round_calls(data, "tokens"), per_round_calls(data, "cost_usd"))
+    per_step = zip(per_round(data, "calls"), per_round(data, "tokens"), per_round(data, "cost_usd"))
     rows = [(s.round + 1, s.base_version, _version(s.version), len(s.diffs), _counts(s.outcomes),
              f"{_reward(s.acceptance_head)} -> {_reward(s.acceptance_candidate)}", _reward(s.held_out),
-             n, s.calls, tokens, f"${cost:.4f}") for s, (n, tokens, cost) in zip(data.steps, per_round)]
+             n, s.calls, tokens, f"${cost:.4f}") for s, (n, tokens, cost) in zip(data.steps, per_step)]
     table = _table(("round", "from version", "committed version", "diffs", "outcomes", "train reward (head -> candidate)",
                     "held-out reward", "calls in the round", "calls so far", "tokens in the round",
                     "cost in the round"), rows) if rows else _caption("No round recorded.")

@@ -35,10 +35,10 @@ def _agg() -> Any:
     return FigureCanvasAgg
 
 
-def per_round_calls(data: ReportData, field: str = "calls") -> list:
-    """What each round spent of `field` (calls, tokens, cost_usd): a step record counts it
+def per_round(data: ReportData, field: str) -> list:
+    """What each round spent of `field` ("calls", "tokens", "cost_usd"): a step record counts it
     cumulatively (the first round's includes measuring the starting version).
-    per_round_calls of calls 139, 183 -> [139, 44]."""
+    per_round of calls 139, 183 -> [139, 44]."""
     totals = [getattr(s, field) for s in data.steps]
     return [now - before for now, before in zip(totals, [0, *totals])]
 
@@ -71,7 +71,7 @@ def _calls(canvas: Any, data: ReportData) -> bytes:
     """Calls per round as bars, and the running total as a line on its own axis."""
     rounds = [s.round + 1 for s in data.steps]
     figure, axes = _figure(canvas)
-    axes.bar(rounds, per_round_calls(data), color="#74c0fc", label="calls in the round")
+    axes.bar(rounds, per_round(data, "calls"), color="#74c0fc", label="calls in the round")
     axes.set(xlabel="round", ylabel="calls in the round")
     total = axes.twinx()
     total.plot(rounds, [s.calls for s in data.steps], "o-", color="#1864ab", label="calls so far")

@@ -223,25 +223,25 @@ def _label(stage: Stage, extra: tuple[str, ...] = ()) -> str:
     return "<br/>".join(line.replace('"', "'") for line in lines)
 
 
+def _chain(name: str, title: str, direction: str, prefix: str, labels: list[str]) -> list[str]:
+    """A Mermaid subgraph of nodes <prefix>0, <prefix>1, ... labelled `labels`, each to the next."""
+    lines = [f'  subgraph {name}["{title}"]', f"    direction {direction}"]
+    lines += [f'    {prefix}{i}["{label}"]' for i, label in enumerate(labels)]
+    lines += [f"    {prefix}{i} --> {prefix}{i + 1}" for i in range(len(labels) - 1)]
+    return [*lines, "  end"]
+
+
 def diff_path_mermaid(path: DiffPath | None = None) -> str:
     path = path or diff_path()
     out = ["flowchart LR"]
-    out.append('  subgraph turn["a worker\'s turn (one thread per worker)"]')
-    out.append("    direction TB")
-    for i, stage in enumerate(path.worker):
-        out.append(f'    W{i}["{_label(stage, stage.uses)}"]')
-    out += [f"    W{i} --> W{i + 1}" for i in range(len(path.worker) - 1)]
-    out.append("  end")
+    out += _chain("turn", "a worker's turn (one thread per worker)", "TB", "W",
+                  [_label(stage, stage.uses) for stage in path.worker])
     out.append(f'  H["{_label(path.hand_over)}"]')
     out.append(f'  W{len(path.worker) - 1} -- "diffs with evidence" --> H')
     out.append(f'  A["{_label(path.aggregator)}"]')
     out.append('  H -- "a batch of diffs" --> A')
-    out.append('  subgraph opt["the optimizer step, in the order Aggregator.step calls it"]')
-    out.append("    direction LR")
-    for i, stage in enumerate(path.step):
-        out.append(f'    S{i}["{_label(stage)}"]')
-    out += [f"    S{i} --> S{i + 1}" for i in range(len(path.step) - 1)]
-    out.append("  end")
+    out += _chain("opt", "the optimizer step, in the order Aggregator.step calls it", "LR", "S",
+                  [_label(stage) for stage in path.step])
     out.append("  A --> S0")
     if path.ledger is not None:
         out.append(f'  G[("{_label(path.ledger, path.ledger.uses)}")]')
