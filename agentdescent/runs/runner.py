@@ -26,7 +26,7 @@ from agentdescent import events as ev
 from agentdescent.agents.redact import redact
 from agentdescent.engine import evolve
 from agentdescent.engine.cancel import CancelToken
-from agentdescent.errors import AgentDescentError
+from agentdescent.errors import AgentDescentError, Cancelled
 from agentdescent.result import EvolveResult
 from agentdescent.runs import build
 from agentdescent.runs.host import PROPOSAL, ROLLOUT, Approver, HostAgent
@@ -67,6 +67,10 @@ def _live(run: RunDir) -> int:
     try:
         result = _evolve(run, tracker, token)
     except AgentDescentError as exc:  # refused before the rounds (the spec, the world): say so, plainly
+        if isinstance(exc, Cancelled) and token.reason == USER_CANCEL:  # cancelled while it was starting
+            tracker.update(state="cancelled", message="cancelled before its first round",
+                           next=f"agentdescent resume {run.id} starts it again")
+            return 1
         began = "stopped" if tracker.status.state == "running" else "could not start"
         tracker.update(state="failed", error=redact(str(exc)), message=f"the run {began}: {redact(str(exc))[:200]}",
                        next=f"fix what the error says, then: agentdescent resume {run.id}")
