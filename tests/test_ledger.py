@@ -258,3 +258,54 @@ def test_promote_and_stable(ledger):
     assert _git(ledger.path, "rev-parse", "stable").strip() == ledger.sha(2)
     with pytest.raises(UserError, match="unknown version"):
         ledger.promote(9)
+
+
+# ---- a read cut short -------------------------------------------------------------------------
+
+
+# the timer's KeyboardInterrupt can land in a destructor too, which Python reports and ignores
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("packed", [False, True], ids=["loose", "packed by git gc"])
+def test_reads_cut_short_by_ctrl_c_leave_every_later_read_right(tmp_path, packed):
+    """Ctrl-C lands wherever the main thread is, a ledger read too. Reads are cut short here at
+    random points (a timer's signal raising KeyboardInterrupt); every read after one must still
+    give each version's own text. Seen before: GitPython's persistent `git cat-file` kept the
+    rest of the cut answer in its pipe, and the next reads got it (a Ctrl-C'd run then hung in
+    CI instead of ending); and a cut walk of the history left versions unindexed below it."""
+    import random
+    import signal
+
+    writer = Ledger(tmp_path / "ledger")
+    texts = {f"v{i}.md": f"text {i} " * 3000 for i in range(40)}
+    versions = [writer.commit("a", {k: t for k, t in texts.items() if k <= key}, expected_version=v,
+                              message=f"add {key}") for v, key in enumerate(sorted(texts))]
+    writer.close()
+    if packed:
+        _git(tmp_path / "ledger", "gc", "-q")
+
+    armed = False
+
+    def interrupt(*_):
+        if armed:
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    rng, cut = random.Random(0), 0
+    try:
+        for _ in range(25):
+            with Ledger(tmp_path / "ledger") as ledger:
+                try:
+                    armed = True
+                    signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.0005, 0.02))
+                    for version in versions:
+                        ledger.snapshot("a", version)
+                except KeyboardInterrupt:
+                    cut += 1
+                finally:
+                    armed = False
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                for version, key in zip(versions, sorted(texts)):
+                    assert ledger.snapshot("a", version)[key] == texts[key]
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    assert cut >= 10  # most trials were cut short somewhere in their reads

@@ -268,10 +268,12 @@ class Ledger:
             raise UserError(f"unknown version {version!r}: the ledger at {self.path} "
                             f"has versions 0..{top}")
         sha: bytes | None = head  # index the append-only history down to the first known commit
+        found: dict[int, bytes] = {}
         while sha is not None and self._by_version.get(self._objects.commit(sha).version) != sha:
             info = self._objects.commit(sha)
-            self._by_version[info.version] = sha
+            found[info.version] = sha
             sha = info.parent
+        self._by_version.update(found)  # all at once: a walk cut short (Ctrl-C) leaves no gap below it
         return self._by_version[version]
 
     def _artifact_tree(self, commit: bytes, artifact_id: str) -> bytes | None:

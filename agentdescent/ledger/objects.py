@@ -1,4 +1,5 @@
-"""The ledger repository's objects: read through GitPython's persistent `git cat-file`, written in-process.
+"""The ledger repository's objects: written in-process as loose objects and read back from them,
+with GitPython's persistent `git cat-file` for the rest (objects a `git gc` packed).
 
 Git objects are named by their content and never change, so whatever was read once is kept in one
 memo, keyed by what was read (a commit, a tree, the files under a tree, a text) and its sha. New
@@ -94,10 +95,19 @@ class GitObjects:
         return self._memo[key]
 
     def _read(self, binsha: bytes, kind: bytes) -> bytes:
+        loose = self._loose.has_object(binsha)  # what a ledger writes: read here, with no pipe to share
         try:
-            stream = self._repo.odb.stream(binsha)
+            stream = (self._loose if loose else self._repo.odb).stream(binsha)
             data = stream.read()
-        except Exception as exc:  # BadObject, GitCommandError, ValueError from cat-file
+        except BaseException as exc:
+            if not loose:
+                # a read cut short (Ctrl-C lands here too) leaves the rest of its answer in the pipe
+                # of the persistent `git cat-file`, and the next read would take that for its own
+                # answer or wait for one that never comes: the next read starts a fresh cat-file
+                self._repo.git.clear_cache()
+            if not isinstance(exc, Exception):
+                raise
+            # BadObject, GitCommandError, ValueError from cat-file; zlib.error from a damaged file
             raise LedgerError(f"cannot read object {binsha.hex()} in {self._path}: {exc}") from None
         if stream.type != kind:
             raise LedgerError(f"object {binsha.hex()} in {self._path} is a {stream.type.decode()}, "
