@@ -37,8 +37,9 @@ def diffs_of(run_events):
 @pytest.mark.parametrize("asynchronous", [False, True])
 def test_no_two_workers_diffs_touch_one_key_and_each_stays_in_its_shard(tmp_path, asynchronous):
     seen = []
-    result = router(kind="keyed", n_workers=5, rounds=40, target_reward=1.0, parallel="tp", store=tmp_path / "ledger",
-                    asynchronous=asynchronous, on_event=seen.append)
+    # an asynchronous step takes what has arrived, fewer diffs on a loaded machine: more steps, same target
+    result = router(kind="keyed", n_workers=5, rounds=80 if asynchronous else 40, target_reward=1.0, parallel="tp",
+                    store=tmp_path / "ledger", asynchronous=asynchronous, on_event=seen.append)
     assert result.final_reward == 1.0
     authors = defaultdict(set)
     for _, diff, outcome in diffs_of(seen):
