@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,63 @@ def test_a_ray_actor_killed_mid_rollout_is_restarted_and_its_rollout_run_again(l
     marker = tmp_path / "died"
     result = converge("ray", year_tasks(die_once=marker))
     assert marker.exists() and result.final_reward == 1.0 and result.error is None
+
+
+def wait_then(seconds: float, value: int) -> int:
+    time.sleep(seconds)
+    return value
+
+
+def dies_once_then(marker: str, value: int) -> int:
+    if not Path(marker).exists():
+        Path(marker).write_text("died here")
+        os._exit(1)
+    return value
+
+
+def raises(value: int) -> int:
+    raise ValueError(f"bad value {value}")
+
+
+def test_ray_sends_a_wave_in_batches_and_each_call_is_answered_as_it_finishes(local_ray):
+    from agentdescent.engine.ray_executor import RayExecutor
+
+    pool = RayExecutor(16)
+    try:
+        slow = pool.submit(wait_then, 1.5, -1)
+        futures = [pool.submit(wait_then, 0.01, i) for i in range(40)] + [pool.submit(raises, 7)]
+        assert [f.result(timeout=60) for f in futures[:40]] == list(range(40))
+        assert not slow.done()  # the quick ones did not wait for the slow one sent with them
+        with pytest.raises(ValueError, match="bad value 7"):  # the call's own error, not the batch's
+            futures[40].result(timeout=60)
+        assert slow.result(timeout=60) == -1
+    finally:
+        pool.shutdown()
+
+
+def test_an_actor_killed_mid_batch_is_restarted_and_the_calls_it_owed_are_sent_again(local_ray, tmp_path):
+    from agentdescent.engine.ray_executor import RayExecutor
+
+    pool = RayExecutor(8)
+    try:
+        futures = [pool.submit(wait_then, 0.2, i) for i in range(6)]
+        futures.append(pool.submit(dies_once_then, str(tmp_path / "died"), 99))
+        assert [f.result(timeout=120) for f in futures] == [*range(6), 99]
+        assert (tmp_path / "died").exists()
+    finally:
+        pool.shutdown()
+
+
+def test_a_call_that_kills_its_actor_every_time_fails_after_its_retries(local_ray):
+    from agentdescent.engine.ray_executor import RayExecutor
+
+    pool = RayExecutor(4, retries=1)
+    try:
+        with pytest.raises(Exception, match="(?i)actor|died|exit"):
+            pool.submit(os._exit, 3).result(timeout=120)
+        assert pool.submit(abs, -2).result(timeout=60) == 2  # the restarted actor serves on
+    finally:
+        pool.shutdown()
 
 
 def test_ray_takes_closures_but_names_a_callable_it_cannot_send(local_ray):
