@@ -7,6 +7,9 @@ Environment variables (set by the tests):
     FAKE_CLI_SHOW_ENV   comma-separated variable names whose values go into the log's "env"
     FAKE_CLI_PIDS       in "hang" mode, write {"fake": pid, "child": pid of its `sleep`} here
     FAKE_CLI_ECHO_ENV   in "echo_env" mode, the variable whose value is printed to stderr
+
+The fakes start as `python3 -S` (their shebang): they need only the standard library, and the
+site packages' start-up (the editable install's import finder) was half of each start, ~25 ms.
 """
 
 import os
