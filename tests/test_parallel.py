@@ -105,6 +105,8 @@ def test_tp_refuses_a_strategy_that_does_not_say_its_keys_and_bad_methods_are_re
         parallel_method("mp")
     with pytest.raises(UserError, match="reflections"):
         parallel_method(PipelineParallel(reflections=0))
+    with pytest.raises(UserError, match="depth"):
+        parallel_method(PipelineParallel(depth=0))
     with pytest.raises(UserError, match="route"):
         parallel_method(TensorParallel(route="billing"))
     with pytest.raises(UserError, match="n_workers=5"):
@@ -135,27 +137,28 @@ class Turnish:
         self.slot, self.number = slot, number
 
 
-def test_a_worker_rolls_out_its_next_turn_while_its_last_is_reflected_on_and_no_further():
+@pytest.mark.parametrize("depth", [2, 3])
+def test_a_worker_rolls_out_its_next_turn_while_its_last_is_reflected_on_and_no_further(depth):
     stages = Stages()
-    pools = [ThreadExecutor(2, name=f"test-{i}") for i in range(3)]
-    pipeline = Pipeline(stages, stages=pools)
+    pools = [ThreadExecutor(depth, name=f"test-{i}") for i in range(3)]
+    pipeline = Pipeline(stages, stages=pools, depth=depth)
     reports: list[Future] = []
     numbers = iter(range(1, 100))
     pipeline.refill = lambda slots: reports.extend(pipeline.start(Turnish(s, next(numbers))) for s in slots)
     try:
         first = pipeline.start(Turnish(0, 0))
         deadline = time.monotonic() + 5
-        while len(stages.rolled) < 2 and time.monotonic() < deadline:
+        while len(stages.rolled) < depth and time.monotonic() < deadline:
             time.sleep(0.01)
-        time.sleep(0.1)  # room for a third, which must not start: turn 0 is still out
-        assert [t.number for t in stages.rolled] == [0, 1]
+        time.sleep(0.1)  # room for one more, which must not start: turn 0 is still out
+        assert [t.number for t in stages.rolled] == list(range(depth))
         stages.release.set()
         assert first.result(5) == f"report of {stages.rolled[0]}"
-        pipeline.collected([0])  # its report taken into a step: with turn 1 out, one more may start
+        pipeline.collected([0])  # its report taken into a step: one more may start
         deadline = time.monotonic() + 5
-        while len(stages.rolled) < 3 and time.monotonic() < deadline:
+        while len(stages.rolled) < depth + 1 and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert [t.number for t in stages.rolled] == [0, 1, 2]
+        assert [t.number for t in stages.rolled] == list(range(depth + 1))
         pipeline.close()
     finally:
         for pool in pools:

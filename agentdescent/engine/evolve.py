@@ -196,7 +196,7 @@ def evolve(
                                 timeout=rollout_timeout),
             allowance=allowance, shards=shards,
         )
-        pipeline = Pipeline(worker, stages=stages) if stages else None
+        pipeline = Pipeline(worker, stages=stages, depth=method.depth) if isinstance(method, PipelineParallel) else None
         loop = Loop(
             ledger=ledger, artifact_id=artifact_id, strategy=strategy, held_out=held_out, evaluator=evaluator,
             aggregator=aggregator, worker=worker, pool=workers,

@@ -7,8 +7,9 @@ what the last stage returns. Each stage has a thread per worker, and the calls o
 pool of their own (rollouts on the run's call pool, reflections and verification on theirs:
 `PipelineParallel`), so the stages never queue behind one another. In an asynchronous run a
 worker starts its next turn as soon as its last one leaves the rollout stage, while that one is
-still being reflected on; a worker has at most `DEPTH` turns out at once, so rollouts never run
-far ahead of a slow reflection (their diffs would only grow stale). A synchronous round still
+still being reflected on; a worker has at most `depth` turns out at once (`PipelineParallel`, 2
+by default), so rollouts never run far ahead of a slow reflection (their diffs would only grow
+stale). A synchronous round still
 waits for every worker's report, so there the stages only keep their calls apart.
 
 What it leaves out: what each stage does (`Worker.roll`, `reflect`, `verify`), and which turn
@@ -25,17 +26,15 @@ from concurrent.futures import Future
 from agentdescent.engine.executors import Executor, settle
 from agentdescent.engine.worker import Turn, Worker, WorkerReport
 
-DEPTH = 2  # turns a worker may have out: one rolling out, one being reflected on or verified
-
-
 class Pipeline:
     """Turns through `STAGES`, the i-th on `stages[i]` (a thread per worker: each waits on its calls)."""
 
     STAGES = ("rollouts", "reflection", "verification")
 
-    def __init__(self, worker: Worker, *, stages: Sequence[Executor]) -> None:
+    def __init__(self, worker: Worker, *, stages: Sequence[Executor], depth: int = 2) -> None:
         self._worker = worker
         self._stages = list(stages)
+        self._depth = depth  # turns a worker may have out
         self.refill: Callable[[Sequence[int]], None] | None = None  # an asynchronous run: start these workers' next turns
         self._out: Counter[int] = Counter()  # turns of each worker started and not yet collected
         self._rolling: set[int] = set()  # workers with a turn in the rollout stage
@@ -62,7 +61,7 @@ class Pipeline:
         with self._lock:
             for slot in slots:
                 self._out[slot] -= 1
-                if slot not in self._rolling and self._out[slot] < DEPTH and not self._closed:
+                if slot not in self._rolling and self._out[slot] < self._depth and not self._closed:
                     free.append(slot)
         if free and self.refill is not None:
             self.refill(free)
@@ -75,7 +74,7 @@ class Pipeline:
     def _rolled(self, slot: int, done: Future, report: Future[WorkerReport]) -> None:
         with self._lock:
             self._rolling.discard(slot)
-            again = self.refill is not None and not self._closed and self._out[slot] < DEPTH
+            again = self.refill is not None and not self._closed and self._out[slot] < self._depth
         if not self._then(done, report, self._stages[1], self._worker.reflect, self._reflected):
             return
         if again:
