@@ -26,6 +26,7 @@ from concurrent.futures import Future
 from agentdescent.engine.executors import Executor, settle
 from agentdescent.engine.worker import Turn, Worker, WorkerReport
 
+
 class Pipeline:
     """Turns through `STAGES`, the i-th on `stages[i]` (a thread per worker: each waits on its calls)."""
 

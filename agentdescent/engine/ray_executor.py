@@ -174,7 +174,11 @@ class RayExecutor:
                 if self._closed:
                     return
                 calls, self._waiting = self._waiting, []
-            self._send(calls)
+            try:
+                self._send(calls)
+            except BaseException as exc:  # no thread to receive with, say: these calls fail, the sender goes on
+                for call in calls:
+                    settle(call.future, error=exc)
 
     def _send(self, calls: list[_Call]) -> None:
         n = len(self._actors)
