@@ -118,6 +118,13 @@ def wait_then(seconds: float, value: int) -> int:
     return value
 
 
+def wait_for_file(path: str, value: int) -> int:
+    deadline = time.monotonic() + 60
+    while not Path(path).exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return value
+
+
 def dies_once_then(marker: str, value: int) -> int:
     if not Path(marker).exists():
         Path(marker).write_text("died here")
@@ -129,18 +136,20 @@ def raises(value: int) -> int:
     raise ValueError(f"bad value {value}")
 
 
-def test_ray_sends_a_wave_in_batches_and_each_call_is_answered_as_it_finishes(local_ray):
+def test_ray_sends_a_wave_in_batches_and_each_call_is_answered_as_it_finishes(local_ray, tmp_path):
     from agentdescent.engine.ray_executor import RayExecutor
 
+    release = tmp_path / "release"
     pool = RayExecutor(16)
     try:
-        slow = pool.submit(wait_then, 1.5, -1)
+        held = pool.submit(wait_for_file, str(release), -1)
         futures = [pool.submit(wait_then, 0.01, i) for i in range(40)] + [pool.submit(raises, 7)]
         assert [f.result(timeout=60) for f in futures[:40]] == list(range(40))
-        assert not slow.done()  # the quick ones did not wait for the slow one sent with them
+        assert not held.done()  # the quick ones did not wait for the one held, sent with them
         with pytest.raises(ValueError, match="bad value 7"):  # the call's own error, not the batch's
             futures[40].result(timeout=60)
-        assert slow.result(timeout=60) == -1
+        release.write_text("go")
+        assert held.result(timeout=60) == -1
     finally:
         pool.shutdown()
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -56,6 +57,8 @@ def check_serializable(**callables: object) -> None:
                             f"client cannot travel: create those inside it, or use executor='thread'") from None
 
 
+RESTART_POLL_S = 0.2  # how often the actors are asked whether they are back, after one died
+RESTART_WAIT_S = 60.0  # how long calls wait for a dead actor to be back before they go again anyway
 Answer = tuple[int, bool, Any]  # (the call's place in its batch, whether it returned, what it returned or raised)
 
 
@@ -222,7 +225,8 @@ class RayExecutor:
         self._finish(chunk[0], returned, value)
 
     def _again(self, calls: list[_Call], error: BaseException) -> None:
-        """Send `calls` again, whose actor died before it answered them; past the retries, fail them."""
+        """Send `calls` again, whose actor died before it answered them, once Ray has it back;
+        past the retries, fail them."""
         again = []
         for call in calls:
             if call.future.done():
@@ -231,8 +235,21 @@ class RayExecutor:
                 settle(call.future, error=_cause(error))
             else:
                 again.append(call)
-        if again:
-            self._send_later(again)
+        if again:  # a thread of its own: this may be Ray's callback thread, which must not wait
+            threading.Thread(target=self._send_when_back, args=(again,), name="agentdescent-ray-resend",
+                             daemon=True).start()
+
+    def _send_when_back(self, calls: list[_Call]) -> None:
+        """Wait (up to `RESTART_WAIT_S`) until every actor answers: one Ray is restarting refuses
+        what is sent to it meanwhile, and a refusal would cost the calls a try each."""
+        deadline = time.monotonic() + RESTART_WAIT_S
+        while not self._closed and time.monotonic() < deadline:
+            try:
+                self._ray.get([actor.__ray_ready__.remote() for actor in self._actors], timeout=RESTART_WAIT_S)
+                break
+            except Exception:  # still restarting
+                time.sleep(RESTART_POLL_S)
+        self._send_later(calls)
 
     def _finish(self, call: _Call, returned: bool, value: Any) -> None:
         if call.future.done():  # abandoned meanwhile
