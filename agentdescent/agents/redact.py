@@ -54,16 +54,14 @@ _BACKSLASHES = r"\\{1,7}"  # a key escaped once, or inside a string escaped agai
 _GAP = r"(?:\s|[\u200b-\u200d\u2060\ufeff]|\\{1,7}[nrt]|(?i:%(?:25)?(?:0[9ad]|20))|\+)*"
 
 
-_found: tuple[object, dict[str, str]] | None = None  # (the environment and registry it was read from, the keys)
+_found: tuple[object, dict[str, str]] | None = None  # (what the keys were read from, the keys)
 
 
 def register(name: str | None) -> None:
     """Count the variable `name` as holding a key from now on (an HTTP client's `api_key_env`)."""
-    global _found
     if name:
         with _registry_lock:
             _registered.add(name)
-            _found = None
 
 
 def secrets(env: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -73,30 +71,26 @@ def secrets(env: Mapping[str, str] | None = None) -> dict[str, str]:
     Values are stripped; ones shorter than `MIN_SECRET_CHARS` are left out.
     """
     global _found
+    with _registry_lock:
+        named = frozenset(_registered.union(KEY_VARIABLES))
     # Reading os.environ decodes every entry (~90 us for 40 variables), and the run's journal
-    # redacts every rollout from hundreds of threads: what was read is kept while the
-    # environment's raw entries (compared in C, ~2 us) and the registry stay as they were.
+    # redacts every rollout from hundreds of threads: the keys read are kept while the
+    # environment's raw entries (compared in C, ~2 us) and the names counted as keys are the same.
     raw = getattr(os.environ, "_data", None)
-    now = tuple(raw.items()) if isinstance(raw, dict) else None
+    source = (tuple(raw.items()), named) if isinstance(raw, dict) else None
     kept = _found
-    if now is not None and kept is not None and kept[0] == now:
+    if source is not None and kept is not None and kept[0] == source:
         found = dict(kept[1])
     else:
-        with _registry_lock:
-            named = _registered.union(KEY_VARIABLES)
         found = _secret_values(os.environ, named)
-        if now is not None:
-            with _registry_lock:
-                if named == _registered.union(KEY_VARIABLES):  # not registered to meanwhile
-                    _found = (now, dict(found))
+        if source is not None:
+            _found = (source, dict(found))
     if env:
-        with _registry_lock:
-            named = _registered.union(KEY_VARIABLES)
         found.update(_secret_values(env, named))
     return found
 
 
-def _secret_values(source: Mapping[str, str], named: set[str]) -> dict[str, str]:
+def _secret_values(source: Mapping[str, str], named: frozenset[str]) -> dict[str, str]:
     found: dict[str, str] = {}
     for name, value in list(source.items()):
         value = value.strip() if isinstance(value, str) else ""
