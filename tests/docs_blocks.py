@@ -40,6 +40,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.procutil import close_and_wait
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 RUNNABLE = {"python": "python", "py": "python", "bash": "bash", "sh": "bash", "shell": "bash", "console": "bash"}
@@ -292,12 +294,7 @@ class Interpreter:
     def close(self) -> None:
         """End the interpreter as a program ends (its atexit clean-up runs); kill it if it hangs."""
         if self.process is not None:
-            self.process.stdin.close()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            close_and_wait(self.process, timeout=15)
             self.process = None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 
 
@@ -25,3 +26,14 @@ def gone(pid, polls=200):
             return True
         time.sleep(0.01)
     return False
+
+
+def close_and_wait(process: subprocess.Popen, timeout: float) -> None:
+    """End a child that reads its stdin as a program ends: close its input, wait `timeout`
+    seconds for it to exit, and kill it if it does not."""
+    process.stdin.close()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

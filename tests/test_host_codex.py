@@ -29,6 +29,7 @@ from tests.host_clis import host_bin
 from tests.loopback import LoopbackServer
 from tests.mcp_support import ENDED, REPO, demo_spec
 from tests.openai_responses import ScriptedModel, Turn
+from tests.procutil import close_and_wait
 
 TOOLS = {"plan", "evolve", "status", "show", "accept", "reject", "cancel", "resume", "runs", "doctor",
          "rollout_next", "rollout_submit", "proposal_next", "proposal_submit"}
@@ -243,12 +244,7 @@ class AppServer:
 
     def close(self) -> None:
         if self.proc.poll() is None:
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            close_and_wait(self.proc, timeout=10)
 
 
 def test_codex_app_server_lists_our_tools_and_skill_and_calls_plan(service, home, tmp_path, no_provider_env):
