@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)  # the run's process imports the demo's models from where it is started
 
 from agentdescent.cli.demo import demo_strategy, router_tasks  # noqa: E402
-from agentdescent.engine import evolve  # noqa: E402
+from agentdescent.engine.evolve import evolve  # noqa: E402
 from agentdescent.runs import Service, build, read_spec  # noqa: E402
 from agentdescent.runs.status import LIVE  # noqa: E402
 

@@ -44,3 +44,30 @@ def test_user_error_is_a_value_error_with_the_fix_in_it():
     assert issubclass(agentdescent.HeadMoved, agentdescent.LedgerError)
     moved = agentdescent.HeadMoved(3, 5)
     assert (moved.expected, moved.actual) == (3, 5) and "rebase and retry" in str(moved)
+
+
+def test_the_lazy_tables_and_the_imports_read_by_tools_agree():
+    """A package that imports its names when first used (`agentdescent._exports`) also imports
+    them under TYPE_CHECKING for type checkers and the API reference: the two lists are one."""
+    import ast
+
+    for package in (agentdescent, importlib.import_module("agentdescent.agents")):
+        tree = ast.parse(inspect.getsource(package))
+        block = next(node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
+        read = {alias.name: node.module for node in block.body for alias in node.names}
+        assert read == package._WHERE, package.__name__
+        for name, module in read.items():
+            assert getattr(package, name) is getattr(importlib.import_module(module), name)
+
+
+def test_importing_the_package_or_a_unit_of_work_does_not_import_the_clients_or_git():
+    """A Ray actor or a process worker unpickles `roll_out` and needs no HTTP client nor GitPython;
+    `import agentdescent` needs nothing at all until a name is used."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, {module}; "
+             "print(sorted(m for m in ('httpx', 'git', 'agentdescent.engine.evolve', 'agentdescent.ledger') if m in sys.modules))")
+    for module in ("agentdescent", "agentdescent.engine.units"):
+        out = subprocess.run([sys.executable, "-c", probe.format(module=module)], capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == "[]", (module, out.stdout, out.stderr)

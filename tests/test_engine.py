@@ -306,7 +306,7 @@ def _first_dispatch(tasks, n_workers=1):
     """The minibatch and spares that evolve deals its first worker at seed 0."""
     import random
 
-    from agentdescent.engine import split_tasks
+    from agentdescent.engine.evolve import split_tasks
     from agentdescent.step.policies import FailuresFirst
 
     train, _ = split_tasks(tasks, 0.3, random.Random("0:split"))  # the split evolve makes for seed 0

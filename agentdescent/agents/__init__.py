@@ -11,12 +11,33 @@ Every one is a plain callable (`prompt -> text`; CLI agents also take `cwd=`) th
 usage; see `agentdescent.agents.base`. What the clients return and raise is already redacted.
 """
 
-from agentdescent.agents.anthropic import Claude, claude
+# ruff: noqa: F401 - the imports under TYPE_CHECKING are there to be read, not used
+from typing import TYPE_CHECKING
+
+from agentdescent._exports import lazy
+
+# Light, and `scripted` is also its module's name: imported now, so the name stays the function.
 from agentdescent.agents.base import Model, ModelUsage, metering
-from agentdescent.agents.cli_agents import ClaudeCode, Codex, claude_code, codex
-from agentdescent.agents.openai_compat import OpenAICompatible, deepseek, openai_compatible
 from agentdescent.agents.redact import redact
 from agentdescent.agents.scripted import ScriptedModel, scripted
+
+if TYPE_CHECKING:  # imported when first used (httpx, subprocess plumbing): see `agentdescent._exports`
+    from agentdescent.agents.anthropic import Claude, claude
+    from agentdescent.agents.cli_agents import ClaudeCode, Codex, claude_code, codex
+    from agentdescent.agents.openai_compat import OpenAICompatible, deepseek, openai_compatible
+
+_WHERE = {
+    "Claude": "agentdescent.agents.anthropic",
+    "claude": "agentdescent.agents.anthropic",
+    "ClaudeCode": "agentdescent.agents.cli_agents",
+    "Codex": "agentdescent.agents.cli_agents",
+    "claude_code": "agentdescent.agents.cli_agents",
+    "codex": "agentdescent.agents.cli_agents",
+    "OpenAICompatible": "agentdescent.agents.openai_compat",
+    "deepseek": "agentdescent.agents.openai_compat",
+    "openai_compatible": "agentdescent.agents.openai_compat",
+}
+__getattr__, __dir__ = lazy(__name__, _WHERE)
 
 __all__ = [
     "Claude",

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentdescent.artifacts.strategies import AppendRules, KeyedRules, SingleSlot, Strategy
-from agentdescent.engine import evolve
+from agentdescent.engine.evolve import evolve
 from agentdescent.result import EvolveResult
 from agentdescent.types import Task
 

@@ -1,5 +1,5 @@
-"""The loop: `evolve()`, its rounds and barrier, the worker turn, evaluation, and executors."""
+"""The loop: `evolve()`, its rounds and barrier, the worker turn, evaluation, and executors.
 
-from agentdescent.engine.evolve import evolve, split_tasks
-
-__all__ = ["evolve", "split_tasks"]
+Nothing is imported here: `evolve` lives in `agentdescent.engine.evolve` (and is exported by
+`agentdescent`), so that a process running one unit of work (`units`) imports only what it needs.
+"""

@@ -24,8 +24,8 @@ from pathlib import Path
 from agentdescent import atomic, process
 from agentdescent import events as ev
 from agentdescent.agents.redact import redact
-from agentdescent.engine import evolve
 from agentdescent.engine.cancel import CancelToken
+from agentdescent.engine.evolve import evolve
 from agentdescent.errors import AgentDescentError, Cancelled
 from agentdescent.result import EvolveResult
 from agentdescent.runs import build
