@@ -6,6 +6,8 @@ Prints "committed" when the first step lands, then the result's stop reason when
 
 from __future__ import annotations
 
+import faulthandler
+import signal
 import sys
 import threading
 
@@ -27,6 +29,7 @@ def on_event(event: events.Event) -> None:
 
 
 def main() -> None:
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for the stacks if this hangs
     tasks = [Task(id=f"t{i}", prompt=f"item {i}") for i in range(12)]
     result = evolve(tasks, lambda task, output: 1.0 if "2026" in output else 0.0, run=run,
                     propose=lambda *a: "always state the year", rounds=50, n_workers=2, store=sys.argv[1],

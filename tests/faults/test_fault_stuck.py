@@ -62,7 +62,13 @@ def test_ctrl_c_stops_a_stuck_run_cleanly_with_its_result(tmp_path):
         assert ready and child.stdout.readline().strip() == "committed"
         time.sleep(0.3)  # let the validation's rollouts hang
         child.send_signal(signal.SIGINT)
-        out, err = child.communicate(timeout=20)
+        try:
+            out, err = child.communicate(timeout=20)
+        except subprocess.TimeoutExpired:  # say where every thread of it is, to find the hang
+            child.send_signal(signal.SIGUSR1)
+            time.sleep(1)
+            child.kill()
+            pytest.fail(f"the run did not end within 20 s of Ctrl-C; its threads:\n{child.communicate()[1][-12000:]}")
     finally:
         child.kill()
     assert child.returncode == 0, err
