@@ -61,13 +61,14 @@ def test_the_lazy_tables_and_the_imports_read_by_tools_agree():
 
 
 def test_importing_the_package_or_a_unit_of_work_does_not_import_the_clients_or_git():
-    """A Ray actor or a process worker unpickles `roll_out` and needs no HTTP client nor GitPython;
-    `import agentdescent` needs nothing at all until a name is used."""
+    """A Ray actor or a process worker unpickles `roll_out` (and, in the docs and benchmarks, the demo
+    domain's `route`) and needs no HTTP client nor GitPython; `import agentdescent` needs nothing
+    at all until a name is used."""
     import subprocess
     import sys
 
     probe = ("import sys, {module}; "
              "print(sorted(m for m in ('httpx', 'git', 'agentdescent.engine.evolve', 'agentdescent.ledger') if m in sys.modules))")
-    for module in ("agentdescent", "agentdescent.engine.units"):
+    for module in ("agentdescent", "agentdescent.engine.units", "agentdescent.cli.demo"):
         out = subprocess.run([sys.executable, "-c", probe.format(module=module)], capture_output=True, text=True, check=True)
         assert out.stdout.strip() == "[]", (module, out.stdout, out.stderr)

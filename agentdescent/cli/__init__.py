@@ -1,5 +1,18 @@
-"""The `agentdescent` command line: the verbs, what they show, and the offline demo domain."""
+"""The `agentdescent` command line: the verbs, what they show, and the offline demo domain.
 
-from agentdescent.cli.main import main
+`main` is imported when first used (`agentdescent._exports`): a process that needs only the demo
+domain's helpers (`agentdescent.cli.demo`, as the docs' examples and the benchmarks' remote
+workers do) does not import every verb, the run service and rich with them.
+"""
 
+# ruff: noqa: F401 - the import under TYPE_CHECKING is there to be read, not used
+from typing import TYPE_CHECKING
+
+from agentdescent._exports import lazy
+
+if TYPE_CHECKING:
+    from agentdescent.cli.main import main
+
+_WHERE = {"main": "agentdescent.cli.main"}
 __all__ = ["main"]
+__getattr__, __dir__ = lazy(__name__, _WHERE)

@@ -19,12 +19,13 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentdescent.artifacts.strategies import AppendRules, KeyedRules, SingleSlot, Strategy
-from agentdescent.engine.evolve import evolve
-from agentdescent.result import EvolveResult
 from agentdescent.types import Task
+
+if TYPE_CHECKING:
+    from agentdescent.result import EvolveResult
 
 # The demo uses the first four words of each handler; the benchmarks can ask for up to twelve.
 SIGNALS: dict[str, tuple[str, ...]] = {
@@ -206,6 +207,8 @@ def run_reference(
     store: str | None = None, on_event: Callable[[Any], None] | None = None, **options: Any,
 ) -> EvolveResult:
     """The whole demo as one call: the router tasks, the agent, the reflector, evolve()."""
+    from agentdescent.engine.evolve import evolve  # here: the domain's helpers alone do not need the engine
+
     return evolve(
         router_tasks(seed, signals), route_reward, run=route, propose=RouterReflector(strategy, seed=seed),
         strategy=demo_strategy(strategy), rounds=rounds, n_workers=n_workers, seed=seed,
