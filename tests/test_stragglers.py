@@ -8,6 +8,7 @@ import time
 import pytest
 
 from agentdescent import evolve
+from agentdescent.cli.demo import RouterReflector, route, route_reward, router_tasks
 from agentdescent.engine.executors import ThreadExecutor
 from agentdescent.engine.stragglers import Durations, Hedger
 from agentdescent.errors import UserError
@@ -130,3 +131,34 @@ def test_reissue_after_must_be_above_one():
     with pytest.raises(UserError, match="reissue_after"):
         evolve([Task(id=f"t{i}", prompt="p") for i in range(6)], lambda t, o: 1.0,
                run=lambda r, t: "", propose=lambda r, t, o, w: None, reissue_after=1.0)
+
+
+def test_a_finished_run_returns_though_a_stragglers_first_attempt_never_does(monkeypatch):
+    """The straggler was re-issued and its re-issue answered, but its first attempt hangs for good:
+    the run must still return (after a short grace, with a warning that says so), not wait on it
+    for ever at the end."""
+    import agentdescent.engine.evolve as evolve_module
+
+    monkeypatch.setattr(evolve_module, "FINISH_GRACE_S", 0.5)
+    calls, lock, forever = {"n": 0}, threading.Lock(), threading.Event()
+
+    def run(rendered, task):
+        with lock:
+            calls["n"] += 1
+            n = calls["n"]
+        if n == 40:
+            forever.wait()  # this attempt never returns; the re-issue of its task does
+        time.sleep(0.06)
+        return route(rendered, task)
+
+    box = []
+    thread = threading.Thread(target=lambda: box.append(evolve(
+        router_tasks(0, signals=1)[:16], route_reward, run=run, propose=RouterReflector(), rounds=2,
+        reissue_after=2)), daemon=True)
+    thread.start()
+    thread.join(60)
+    forever.set()
+    assert box, "evolve did not return while a discarded attempt hung"
+    result = box[0]
+    assert result.usage.reissued >= 1 and result.error is None
+    assert any("1 call was still running 0.5 s after the run ended" in w for w in result.warnings), result.warnings

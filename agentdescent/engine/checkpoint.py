@@ -85,6 +85,7 @@ class RunFiles:
         self.queue_path = self.folder / "resume-queue.json"
         self._lock = threading.Lock()
         self._journal = None
+        self._closed = False  # the run is over: a call that answers late writes nothing
         self.journal_lines = 0
 
     def load(self) -> Checkpoint | None:
@@ -148,8 +149,8 @@ class RunFiles:
 
     def record(self, state: str, rollout: Rollout) -> None:
         """Append one successful rollout to the journal (from any thread)."""
-        if rollout.error is not None:
-            return  # a failure is retried by a resumed run, not remembered
+        if rollout.error is not None or self._closed:
+            return  # a failure is retried by a resumed run, not remembered; a late answer is not this run's
         line = json.dumps({"state": state, "task": rollout.task.id, "output": redact(str(rollout.output)),
                            "reward": rollout.reward, "spend": rollout.spend.model_dump()}, ensure_ascii=False)
         with self._lock:
@@ -164,6 +165,7 @@ class RunFiles:
         """Close the journal; on a full disk the line it could not write is lost (its rollout is
         run again on resume) and closing says nothing of it."""
         with self._lock:
+            self._closed = True
             if self._journal is not None:
                 try:
                     self._journal.close()

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
+from agentdescent.engine.executors import get_from, result_of
 from agentdescent.engine.worker import Turn, WorkerReport
 
 MakeTurns = Callable[[Sequence[int], int], list[Turn]]  # (workers, number of the first turn) -> turns on the newest snapshot
@@ -56,13 +57,13 @@ class Dispatcher:
 
     def collect(self, *, wait_all: bool) -> list[WorkerReport]:
         """Wait for every outstanding turn (`wait_all`), or for one and whatever else is in."""
-        done = [self._buffer.get()]
+        done = [get_from(self._buffer)]
         while not self._buffer.empty() or (wait_all and len(done) < self.outstanding):
-            done.append(self._buffer.get())
+            done.append(get_from(self._buffer))
         with self._lock:
             self._outstanding -= len(done)
             done.sort(key=self._number.pop)  # arrival order must not change the result
-        return [f.result() for f in done]
+        return [result_of(f) for f in done]
 
     def drain(self) -> list[WorkerReport]:
         """Collect every turn still in flight."""

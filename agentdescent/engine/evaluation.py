@@ -28,7 +28,7 @@ from agentdescent.agents.base import ModelUsage, Tally
 from agentdescent.artifacts.state import state_hash
 from agentdescent.artifacts.strategies import Strategy
 from agentdescent.engine.budget import Allowance
-from agentdescent.engine.executors import Executor
+from agentdescent.engine.executors import Executor, result_of
 from agentdescent.engine.stragglers import Hedger
 from agentdescent.engine.units import Reflection, roll_out
 from agentdescent.step.stats import mean_reward
@@ -171,14 +171,14 @@ class Evaluator:
     def score(self, jobs: Sequence[tuple[Mapping[str, str], Sequence[Task]]], purpose: str = "accept") -> list[list[float]]:
         """Each state on its own tasks, all in flight at once; one row of rewards per job."""
         rows = [self._submit_row(state, tasks, purpose) for state, tasks in jobs]
-        return [[f.result().reward for f in row] for row in rows]
+        return [[result_of(f).reward for f in row] for row in rows]
 
     def mean(self, state: Mapping[str, str], tasks: Sequence[Task], purpose: str = "validate") -> float:
         return mean_reward(self.score([(state, tasks)], purpose)[0])
 
     def many(self, states: Sequence[Mapping[str, str]], tasks: Sequence[Task], purpose: str = "train") -> list[list[Rollout]]:
         """Every state on every task, all in flight at once; rows follow `states`."""
-        return [[f.result() for f in row] for row in self.submit(states, tasks, purpose)]
+        return [[result_of(f) for f in row] for row in self.submit(states, tasks, purpose)]
 
     def submit(self, states: Sequence[Mapping[str, str]], tasks: Sequence[Task],
                purpose: str = "train") -> list[list[Future[Rollout]]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from agentdescent.step.gate import Approve
 from agentdescent.types import Task
 
 TEMPORARY_LEDGER_PREFIX = "agentdescent-ledger-"  # a run without store= keeps its ledger in such a temp folder
+FINISH_GRACE_S = 10.0  # how long a finished run waits for calls still running (see `_wind_down`)
 
 
 def evolve(
@@ -217,11 +219,23 @@ def evolve(
         finished = result is not None and result.error is None
         if hedger is not None:
             hedger.close()
-        for pool in pools:  # a stopped run does not wait for work still in flight
-            pool.shutdown(wait=finished)
+        left = _wind_down(pools, wait=finished)  # a stopped run does not wait for work still in flight
         files.close()
         ledger.close()
+    if left and result is not None:
+        result.warnings.append(
+            f"{left} call{'s were' if left > 1 else ' was'} still running {FINISH_GRACE_S:g} s after the run ended "
+            "(a straggler's first attempt, whose re-issue had answered) and left to finish alone; what "
+            f"{'they spend is' if left > 1 else 'it spends is'} not in usage")
     return result
+
+
+def _wind_down(pools: Sequence[Executor], *, wait: bool) -> int:
+    """Shut the pools down. A finished run waits for the calls still running (a straggler's first
+    attempt: its answer is thrown away, its spend counted), for `FINISH_GRACE_S` in all: one that
+    hangs for good must not keep evolve from returning. How many calls were left running."""
+    deadline = time.monotonic() + FINISH_GRACE_S
+    return sum(pool.shutdown(wait=wait, timeout=max(0.0, deadline - time.monotonic())) for pool in pools)
 
 
 def split_tasks(tasks: Sequence[Task], held_out_frac: float, rng: random.Random) -> tuple[list[Task], list[Task]]:

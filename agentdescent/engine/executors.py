@@ -11,6 +11,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
+from concurrent import futures
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -21,11 +22,35 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 EXECUTORS = ("thread", "process", "ray")
+WAKE_S = 0.2  # how often a waiting thread wakes: soon enough for Ctrl-C, rarely enough to cost nothing
+
+
+def result_of(future: Future[T]) -> T:
+    """`future.result()`, waited for in slices. The kernel hands a process's SIGINT to any of its
+    threads and Python runs the handler in the main thread only, between bytecodes: a main thread
+    blocked in one long wait on a call that hangs would never see its Ctrl-C."""
+    while True:
+        try:
+            return future.result(timeout=WAKE_S)
+        except TimeoutError:
+            if future.done():  # the call's own TimeoutError, not the slice's
+                return future.result()
+
+
+def get_from(box: queue.SimpleQueue[T] | queue.Queue[T]) -> T:
+    """`box.get()`, waited for in slices, as `result_of`."""
+    while True:
+        try:
+            return box.get(timeout=WAKE_S)
+        except queue.Empty:
+            continue
 
 
 class Executor(Protocol):
     """Runs callables concurrently; `shutdown` drops queued work and, with `wait`, waits for running
-    work; `abandon(error)` fails every future not yet done with `error` at once (a cancelled run).
+    work, at most `timeout` seconds (None: as long as it takes), and says how many calls were
+    still running when it stopped waiting; `abandon(error)` fails every future not yet done with
+    `error` at once (a cancelled run).
 
     `submit(fn, *args, then=None)` returns a `concurrent.futures.Future` of `fn(*args)`, or of
     `then(fn(*args))`: `then` runs in this process, before the future completes, so that what it
@@ -34,7 +59,7 @@ class Executor(Protocol):
 
     def submit(self, fn: Callable[..., T], *args: Any, then: Callable[[T], R] | None = None) -> Future[R]: ...
 
-    def shutdown(self, *, wait: bool = True) -> None: ...
+    def shutdown(self, *, wait: bool = True, timeout: float | None = None) -> int: ...
 
     def abandon(self, error: BaseException) -> None: ...
 
@@ -102,9 +127,11 @@ class ThreadExecutor:
                     thread.start()
         return future
 
-    def shutdown(self, *, wait: bool = True) -> None:
-        """Cancel the work not started; with `wait`, also wait for the work running to end."""
-        self._outstanding.close()
+    def shutdown(self, *, wait: bool = True, timeout: float | None = None) -> int:
+        """Cancel the work not started; with `wait`, also wait for the work running to end, at most
+        `timeout` seconds. A call still running then goes on alone on its daemon thread: one that
+        hangs for good cannot be stopped, only left. How many were left."""
+        unfinished = self._outstanding.close()
         with self._lock:
             threads = list(self._threads)
         while True:
@@ -117,8 +144,8 @@ class ThreadExecutor:
         for _ in threads:
             self._work.put(None)
         if wait:
-            for thread in threads:
-                thread.join()
+            futures.wait(unfinished, timeout)
+        return sum(not future.done() for future in unfinished)
 
     def abandon(self, error: BaseException) -> None:
         """Fail every future not yet done with `error`, and refuse new work with it. Calls already

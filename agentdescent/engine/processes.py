@@ -15,6 +15,7 @@ import os
 import pickle
 import threading
 from collections.abc import Callable
+from concurrent import futures
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -69,13 +70,18 @@ class ProcessExecutor:
         self._send(_Call(future, fn, args, then))
         return future
 
-    def shutdown(self, *, wait: bool = True) -> None:
-        self._outstanding.close()
+    def shutdown(self, *, wait: bool = True, timeout: float | None = None) -> int:
+        """See `Executor`; the calls still running past `timeout` are stopped with their processes."""
+        unfinished = self._outstanding.close()
         with self._lock:
             pool = self._pool
-        pool.shutdown(wait=wait, cancel_futures=True)
-        if not wait:
+        if wait:
+            futures.wait(unfinished, timeout)
+        left = sum(not future.done() for future in unfinished)
+        pool.shutdown(wait=wait and not left, cancel_futures=True)
+        if not wait or left:
             _terminate(pool)
+        return left
 
     def abandon(self, error: BaseException) -> None:
         """Fail every call not yet done with `error`, refuse new ones, and stop the processes."""

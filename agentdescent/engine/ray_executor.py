@@ -24,6 +24,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -270,15 +271,13 @@ class RayExecutor:
                 kept = self._stored[id(fn)] = (fn, self._ray.put(fn))
             return kept[1]
 
-    def shutdown(self, *, wait: bool = True) -> None:
+    def shutdown(self, *, wait: bool = True, timeout: float | None = None) -> int:
+        """See `Executor`; the calls still running past `timeout` go with the actors."""
         unfinished = self._outstanding.close()
         if wait:
-            for future in unfinished:
-                try:
-                    future.exception()
-                except Exception:  # cancelled
-                    pass
+            futures.wait(unfinished, timeout)
         self._stop()
+        return sum(not future.done() for future in unfinished)
 
     def abandon(self, error: BaseException) -> None:
         self._outstanding.abandon(error)

@@ -2,6 +2,8 @@
 change hangs too): the Ctrl-C test's child.
 
 Prints "committed" when the first step lands, then the result's stop reason when evolve returns.
+With `--ctrl-c-to-a-worker` the child interrupts itself: the first rollout that hangs sends SIGINT
+to its own thread, as the kernel may deliver a Ctrl-C meant for the process to any of its threads.
 """
 
 from __future__ import annotations
@@ -14,10 +16,14 @@ import threading
 from agentdescent import Task, events, evolve
 
 landed = threading.Event()
+to_a_worker = "--ctrl-c-to-a-worker" in sys.argv
+sent = threading.Lock()
 
 
 def run(rendered: str, task: Task) -> str:
     if landed.is_set() and "year" in rendered:
+        if to_a_worker and sent.acquire(blocking=False):  # once, a moment after the hang begins
+            threading.Timer(0.3, signal.pthread_kill, (threading.get_ident(), signal.SIGINT)).start()
         threading.Event().wait()  # hangs for good, and ignores everything
     return "answer" + (" 2026" if "year" in rendered else "")
 

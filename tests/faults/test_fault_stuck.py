@@ -73,3 +73,24 @@ def test_ctrl_c_stops_a_stuck_run_cleanly_with_its_result(tmp_path):
         child.kill()
     assert child.returncode == 0, err
     assert "stop reason: interrupted (Ctrl-C); error: interrupted; committed: 1" in out
+
+
+def test_a_ctrl_c_the_kernel_hands_to_a_worker_thread_still_stops_the_run(tmp_path):
+    """Python runs signal handlers in the main thread only, and a process's SIGINT may land on any
+    of its threads: one that lands on a hanging rollout's thread must still end the run (seen in
+    a loaded suite as a run that ignored its Ctrl-C; here the child sends it to such a thread)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen([sys.executable, str(HERE / "stuck_child.py"), str(tmp_path / "ledger"),
+                              "--ctrl-c-to-a-worker"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=env)
+    try:
+        out, err = child.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        child.send_signal(signal.SIGUSR1)
+        time.sleep(1)
+        child.kill()
+        pytest.fail(f"the run did not end on its Ctrl-C; its threads:\n{child.communicate()[1][-12000:]}")
+    finally:
+        child.kill()
+    assert child.returncode == 0, err
+    assert "stop reason: interrupted (Ctrl-C); error: interrupted; committed: 1" in out
