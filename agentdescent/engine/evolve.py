@@ -222,16 +222,16 @@ def evolve(
         left = _wind_down(pools, wait=finished)  # a stopped run does not wait for work still in flight
         files.close()
         ledger.close()
-    if left and result is not None:
+    if finished and left and result is not None:  # a stopped run leaves its calls by design
         result.warnings.append(
             f"{left} call{'s were' if left > 1 else ' was'} still running {FINISH_GRACE_S:g} s after the run ended "
-            "(a straggler's first attempt, whose re-issue had answered) and left to finish alone; what "
+            "(a straggler's losing attempt: the other had answered) and left to finish alone; what "
             f"{'they spend is' if left > 1 else 'it spends is'} not in usage")
     return result
 
 
 def _wind_down(pools: Sequence[Executor], *, wait: bool) -> int:
-    """Shut the pools down. A finished run waits for the calls still running (a straggler's first
+    """Shut the pools down. A finished run waits for the calls still running (a straggler's losing
     attempt: its answer is thrown away, its spend counted), for `FINISH_GRACE_S` in all: one that
     hangs for good must not keep evolve from returning. How many calls were left running."""
     deadline = time.monotonic() + FINISH_GRACE_S
