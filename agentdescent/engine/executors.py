@@ -98,6 +98,14 @@ class Outstanding:
             self._futures.discard(future)
 
 
+def left_running(unfinished: list[Future], *, wait: bool, timeout: float | None) -> int:
+    """What every executor's `shutdown` ends with: with `wait`, wait for `unfinished` (what
+    `Outstanding.close` handed back), at most `timeout` seconds; how many are still not done."""
+    if wait:
+        futures.wait(unfinished, timeout)
+    return sum(not future.done() for future in unfinished)
+
+
 class ThreadExecutor:
     """A pool of at most `max_workers` daemon threads, started as work arrives.
 
@@ -143,9 +151,7 @@ class ThreadExecutor:
                 item.future.cancel()
         for _ in threads:
             self._work.put(None)
-        if wait:
-            futures.wait(unfinished, timeout)
-        return sum(not future.done() for future in unfinished)
+        return left_running(unfinished, wait=wait, timeout=timeout)
 
     def abandon(self, error: BaseException) -> None:
         """Fail every future not yet done with `error`, and refuse new work with it. Calls already

@@ -15,13 +15,12 @@ import os
 import pickle
 import threading
 from collections.abc import Callable
-from concurrent import futures
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from agentdescent.engine.executors import Outstanding, settle
+from agentdescent.engine.executors import Outstanding, left_running, settle
 from agentdescent.errors import UserError
 
 T = TypeVar("T")
@@ -75,9 +74,7 @@ class ProcessExecutor:
         unfinished = self._outstanding.close()
         with self._lock:
             pool = self._pool
-        if wait:
-            futures.wait(unfinished, timeout)
-        left = sum(not future.done() for future in unfinished)
+        left = left_running(unfinished, wait=wait, timeout=timeout)
         pool.shutdown(wait=wait and not left, cancel_futures=True)
         if not wait or left:
             _terminate(pool)

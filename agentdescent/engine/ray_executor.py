@@ -24,12 +24,11 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from agentdescent.engine.executors import Outstanding, settle
+from agentdescent.engine.executors import Outstanding, left_running, settle
 from agentdescent.errors import UserError
 
 T = TypeVar("T")
@@ -273,11 +272,9 @@ class RayExecutor:
 
     def shutdown(self, *, wait: bool = True, timeout: float | None = None) -> int:
         """See `Executor`; the calls still running past `timeout` go with the actors."""
-        unfinished = self._outstanding.close()
-        if wait:
-            futures.wait(unfinished, timeout)
+        left = left_running(self._outstanding.close(), wait=wait, timeout=timeout)
         self._stop()
-        return sum(not future.done() for future in unfinished)
+        return left
 
     def abandon(self, error: BaseException) -> None:
         self._outstanding.abandon(error)

@@ -51,46 +51,47 @@ def test_a_bad_timeout_is_refused(bad):
         evolve(tasks, reward, run=run, propose=propose, rollout_timeout=bad)
 
 
+def _stuck_child(tmp_path, *flags: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, str(HERE / "stuck_child.py"), str(tmp_path / "ledger"), *flags],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _ended_interrupted(child: subprocess.Popen, timeout: float) -> None:
+    """The child ends within `timeout` seconds with the result of an interrupted run; if it does
+    not, the test fails with every thread's stack (the child dumps them on SIGUSR1)."""
+    try:
+        try:
+            out, err = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGUSR1)
+            time.sleep(1)
+            child.kill()
+            pytest.fail(f"the run did not end within {timeout:g} s of its Ctrl-C; its threads:\n"
+                        f"{child.communicate()[1][-12000:]}")
+    finally:
+        child.kill()
+    assert child.returncode == 0, err
+    assert "stop reason: interrupted (Ctrl-C); error: interrupted; committed: 1" in out
+
+
 def test_ctrl_c_stops_a_stuck_run_cleanly_with_its_result(tmp_path):
     """The rollouts hang for good after the first commit and there is no timeout: Ctrl-C (SIGINT)
     must still end evolve with a result, and the program with it, promptly."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    child = subprocess.Popen([sys.executable, str(HERE / "stuck_child.py"), str(tmp_path / "ledger")],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    child = _stuck_child(tmp_path)
     try:
         ready, _, _ = select.select([child.stdout], [], [], 60)
         assert ready and child.stdout.readline().strip() == "committed"
         time.sleep(0.3)  # let the validation's rollouts hang
         child.send_signal(signal.SIGINT)
-        try:
-            out, err = child.communicate(timeout=20)
-        except subprocess.TimeoutExpired:  # say where every thread of it is, to find the hang
-            child.send_signal(signal.SIGUSR1)
-            time.sleep(1)
-            child.kill()
-            pytest.fail(f"the run did not end within 20 s of Ctrl-C; its threads:\n{child.communicate()[1][-12000:]}")
-    finally:
+    except BaseException:
         child.kill()
-    assert child.returncode == 0, err
-    assert "stop reason: interrupted (Ctrl-C); error: interrupted; committed: 1" in out
+        raise
+    _ended_interrupted(child, timeout=20)
 
 
 def test_a_ctrl_c_the_kernel_hands_to_a_worker_thread_still_stops_the_run(tmp_path):
     """Python runs signal handlers in the main thread only, and a process's SIGINT may land on any
     of its threads: one that lands on a hanging rollout's thread must still end the run (seen in
     a loaded suite as a run that ignored its Ctrl-C; here the child sends it to such a thread)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    child = subprocess.Popen([sys.executable, str(HERE / "stuck_child.py"), str(tmp_path / "ledger"),
-                              "--ctrl-c-to-a-worker"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=env)
-    try:
-        out, err = child.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        child.send_signal(signal.SIGUSR1)
-        time.sleep(1)
-        child.kill()
-        pytest.fail(f"the run did not end on its Ctrl-C; its threads:\n{child.communicate()[1][-12000:]}")
-    finally:
-        child.kill()
-    assert child.returncode == 0, err
-    assert "stop reason: interrupted (Ctrl-C); error: interrupted; committed: 1" in out
+    _ended_interrupted(_stuck_child(tmp_path, "--ctrl-c-to-a-worker"), timeout=60)
