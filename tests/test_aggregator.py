@@ -118,6 +118,35 @@ def test_true_overlap_goes_to_better_evidence_and_loser_keeps_other_keys(tmp_pat
     assert "doc" in weak_reason and "lost" in weak_reason
 
 
+def test_diffs_that_came_unmeasured_are_measured_before_the_conflict_policy_ranks_their_overlap(tmp_path):
+    """A synchronous round's workers hand their diffs in unmeasured; where two overlap, the step
+    measures just those two on their own failures first, so the one that fixes more of what it
+    claims wins, not the one that claims more."""
+    scored = []
+
+    def recording(jobs):
+        scored.append([(dict(state), [t.id for t in tasks]) for state, tasks in jobs])
+        return score(jobs)
+
+    def step(verify_contested):
+        ledger, agg = make(tmp_path / str(verify_contested), {"doc": "old\n"}, score_fn=recording)
+        agg.verify_contested = verify_contested
+        claims_more = diff("more", 1, {"doc": "fix1\n"}, before={"doc": "old\n"}, tasks=["t1", "t3"])  # fixes t1 of two
+        fixes_more = diff("fixes", 1, {"doc": "fix2\n"}, before={"doc": "old\n"}, tasks=["t2"])  # fixes its one
+        apart = diff("apart", 1, {"k5": "fix5"}, tasks=["t5"])
+        scored.clear()
+        return kinds(agg.step([claims_more, fixes_more, apart], step=0, sample=TASKS)), ledger.snapshot("a")
+
+    outcomes, state = step(True)
+    assert outcomes == {"more": "conflict_lost", "fixes": "committed", "apart": "committed"}
+    assert state == {"doc": "fix2\n", "k5": "fix5"}
+    first = scored[0]  # one wave: the two rivals against head on their evidence, and nothing else
+    assert sorted(tasks for _, tasks in first) == [["t1", "t3"], ["t1", "t3"], ["t2"], ["t2"]]
+    assert not any("k5" in state for state, _ in first)
+    outcomes, state = step(False)  # unmeasured: the policy goes by how many failures back each
+    assert outcomes["more"] == "committed" and outcomes["fixes"] == "conflict_lost"
+
+
 def test_stale_diff_rebases_onto_head_by_three_way_merge(tmp_path):
     base = "alpha\nbeta\ngamma\n"
     ledger, agg = make(tmp_path, {"doc": base})

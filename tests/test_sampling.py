@@ -26,7 +26,9 @@ class CountingAcceptance(BetaAcceptance):
 
 
 @pytest.mark.parametrize("asynchronous", [False, True])
-def test_each_version_s_probe_order_is_drawn_once_and_diffs_are_verified_on_their_evidence(asynchronous):
+def test_each_version_s_probe_order_is_drawn_once_and_diffs_are_measured_on_their_evidence(asynchronous):
+    """Asynchronous workers verify a diff on its evidence before they hand it in; a synchronous
+    round's hand theirs in unmeasured, and the step measures them in its first wave."""
     acceptance = CountingAcceptance()
     judged = []
 
@@ -46,8 +48,11 @@ def test_each_version_s_probe_order_is_drawn_once_and_diffs_are_verified_on_thei
         for diff in diffs:
             if diff.base_version == version:  # made on head: verified on what the step's test looks at first
                 fresh += 1
-                assert diff.evidence.verify_task_ids == list(dict.fromkeys(diff.evidence.task_ids))
+                verified = diff.evidence.verify_task_ids
+                assert verified == (list(dict.fromkeys(diff.evidence.task_ids)) if asynchronous else [])
     assert fresh > 0
+    assert (result.usage.verify > 0) is asynchronous  # else counted with the step's test, under accept
+    assert result.version > 1 and result.usage.accept > 0
 
 
 def test_samples_are_drawn_once_per_version_and_seeded_by_it():

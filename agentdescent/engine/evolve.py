@@ -187,14 +187,20 @@ def evolve(
     try:
         evaluator = Evaluator(strategy=strategy, run=run, reward=reward, pool=calls, usage=usage, timeout=rollout_timeout,
                               journal=files.record, allowance=allowance, hedger=hedger, pools=stage_pools)
+        # A synchronous round's step measures every diff on its own failures in its first wave,
+        # beside the fusion's first probes, so its workers need not first: one wave less a round.
+        # Where workers run ahead of the step (asynchronous, pipelined) or verify on other tasks
+        # (`cheap_eval_tasks`), they verify before they hand a diff in.
+        workers_verify = self_verify and (asynchronous or isinstance(method, PipelineParallel)
+                                          or cheap_eval_tasks is not None)
         aggregator = (aggregator_factory or Aggregator)(
             ledger=ledger, artifact_id=artifact_id, governance=governance, policies=policies,
             train=train, score=evaluator.score, lag_budget=lag_budget, oracle=held_out, approve=approve,
-            known=evaluator.known,
+            known=evaluator.known, verify_contested=self_verify and not workers_verify,
         )
         worker = Worker(
             strategy=strategy, propose=propose, evaluator=evaluator, calls=reflections, policies=policies,
-            config=WorkerConfig(artifact_id=artifact_id, self_verify=self_verify, cheap_eval_tasks=cheap_eval_tasks,
+            config=WorkerConfig(artifact_id=artifact_id, self_verify=workers_verify, cheap_eval_tasks=cheap_eval_tasks,
                                 timeout=rollout_timeout),
             allowance=allowance, shards=shards,
         )

@@ -1,8 +1,9 @@
 """Accept: the statistical test of the optimizer step, as sequential group testing.
 
 1. Evidence first. Each component is scored against head on the failures its diffs were made
-   from; the worker's self-verification measured exactly these, so they come from the cache. One
-   that fixes none of them goes no further.
+   from. An asynchronous worker's self-verification measured exactly these, so they come from the
+   cache; a synchronous round's diffs come unmeasured, and then the fusion's first probes ride in
+   the same wave. One that fixes none of them goes no further.
 2. The fusion, then bisection. The fusion of every surviving (L2) component is probed against
    head in waves, on tasks head passes (where harm shows), only while the policy's decision is
    open. A task it breaks is traced to its culprits by splitting the components (`bisect`, one
@@ -125,8 +126,8 @@ def accept(components: Sequence[Component], head_state: State, probes: Sequence[
                 step.weights[task_id] = max(step.weights.get(task_id, 0.0), c.eta)
     tasks = {comp: _evidence_tasks(comp, judge.train) for comp in components}
     free = [comp for comp in components if not judge.governance.gated(comp.after)]
-    # Evidence measured on another version (a stale diff's) is not in the cache: then the fusion's
-    # first probes go in the same wave as the evidence rather than after it.
+    # Evidence not measured yet (a synchronous round's diffs, or a stale diff's, measured on another
+    # version) is not in the cache: then the fusion's first probes go in the same wave as the evidence.
     ahead = free if len(free) > 1 and not _measured(step, free, tasks) else []
     evidence, early = _evidence(step, components, tasks, ahead)
     alive = [comp for comp in components if comp in evidence]

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from agentdescent.artifacts.state import State
+from agentdescent.artifacts.state import State, apply
 from agentdescent.errors import HeadMoved, LedgerError, UserError
 from agentdescent.governance import Governance
 from agentdescent.ledger import Ledger
@@ -27,6 +27,7 @@ from agentdescent.step.policies import Policies
 from agentdescent.step.rebase import rebase
 from agentdescent.step.resolve import resolve
 from agentdescent.step.staleness import StaleDecision
+from agentdescent.step.stats import mean_reward
 from agentdescent.types import Diff, Outcome, OutcomeKind, Task
 
 
@@ -62,6 +63,9 @@ class Aggregator:
     oracle: Sequence[Task] = ()  # the tasks a gated (L1) change must leave no worse: the held-out set
     approve: Approve | None = None  # asked about a gated change that passed the test and the oracle
     known: Callable[[State], Mapping[str, float]] | None = None  # a state's rewards already measured (the cache)
+    # The workers hand in diffs unmeasured (a synchronous round, whose step measures each diff's
+    # evidence in its first wave): measure those the conflict policy must rank, before it does.
+    verify_contested: bool = False
 
     def step(self, diffs: Sequence[Diff], step: int, *, sample: Sequence[Task]) -> StepReport:
         """Aggregate one batch of diffs. `sample` is head version's probe order, drawn by the caller
@@ -74,7 +78,8 @@ class Aggregator:
         decisions = {d.id: self.policies.staleness.decide(s, self.lag_budget) for d, s in zip(diffs, staleness.values())}
         eta = {i: self.policies.staleness.weight(staleness[i]) if decisions[i] == "discounted" else 1.0 for i in decisions}
         changes = self._admit_and_rebase(diffs, staleness, decisions, eta, head_state, verdicts)
-        resolution = resolve(changes, head_state, self.policies)
+        resolution = resolve(changes, head_state, self.policies,
+                             verify=functools.partial(self._verified, head_state) if self.verify_contested else None)
         verdicts.update(resolution.unplaced)
         t1 = time.perf_counter()
         components = resolution.components
@@ -96,6 +101,20 @@ class Aggregator:
         return Judge(score=self.score, policies=self.policies, governance=self.governance,
                      train={t.id: t for t in self.train}, oracle=self.oracle, approve=self.approve,
                      known=self.known or (lambda state: {}))
+
+    def _verified(self, head_state: State, changes: Sequence[Change]) -> dict[str, Change]:
+        """Each change's self-verification, done here: its patched state against head on the
+        failures it was made from, all in one wave (the test's evidence stage then finds them in
+        the cache); by diff id, each with its card filled in."""
+        train = self._judge.train
+        measured = {}
+        tasks = [[train[t] for t in dict.fromkeys(c.diff.evidence.task_ids) if t in train] for c in changes]
+        rows = self.score([job for c, ts in zip(changes, tasks) for job in ((head_state, ts), (apply(head_state, c.after), ts))])
+        for c, ts, before, after in zip(changes, tasks, rows[::2], rows[1::2]):
+            card = c.diff.evidence.model_copy(update={"verify_task_ids": [t.id for t in ts],
+                                                      "verify_before": mean_reward(before), "verify_after": mean_reward(after)})
+            measured[c.diff.id] = dataclasses.replace(c, diff=c.diff.model_copy(update={"evidence": card}))
+        return measured
 
     def _admit_and_rebase(
         self, diffs: Sequence[Diff], staleness_of: Mapping[str, int], decisions: Mapping[str, StaleDecision],

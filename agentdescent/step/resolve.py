@@ -6,8 +6,8 @@ conflict policy settles true overlaps (the loser keeps its other keys).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from agentdescent.artifacts.state import apply
 from agentdescent.step.changes import Change, Component
@@ -21,14 +21,29 @@ class Resolution:
     components: list[Component]
     unplaced: dict[str, tuple[OutcomeKind, str]]  # diffs left with no key: duplicates and losers
     lost: dict[str, list[str]]  # diff id -> keys it lost to a better diff
+    contested: set[str] = field(default_factory=set)  # ids of the diffs the conflict policy ranked
 
 
-def resolve(changes: Sequence[Change], head_state: Mapping[str, str], policies: Policies) -> Resolution:
+def resolve(changes: Sequence[Change], head_state: Mapping[str, str], policies: Policies, *,
+            verify: Callable[[Sequence[Change]], Mapping[str, Change]] | None = None) -> Resolution:
     """Fold the step's changes key by key: merge what merges, let the conflict policy settle the
-    rest (the loser keeps its other keys), then group changes that share keys into components."""
+    rest (the loser keeps its other keys), then group changes that share keys into components.
+    `verify` measures changes the conflict policy must rank and whose diffs came unmeasured (by
+    diff id, each with its card filled in); they are then ranked on what it found."""
+    resolution = _fold(changes, head_state, policies)
+    while verify is not None and (unmeasured := [c for c in changes if c.diff.id in resolution.contested
+                                                 and c.diff.evidence.verify_after is None]):
+        measured = verify(unmeasured)
+        changes = [measured.get(c.diff.id, c) for c in changes]
+        resolution = _fold(changes, head_state, policies)
+    return resolution
+
+
+def _fold(changes: Sequence[Change], head_state: Mapping[str, str], policies: Policies) -> Resolution:
     text: dict[str, str | None] = {}
     owners: dict[str, list[Change]] = {}
     lost: dict[str, list[str]] = {}
+    contested: set[str] = set()
     for change in changes:
         for key, new in change.after.items():
             if key not in text:
@@ -41,6 +56,7 @@ def resolve(changes: Sequence[Change], head_state: Mapping[str, str], policies: 
                 text[key] = merged
                 continue
             rivals = owners[key] + [change]
+            contested.update(c.diff.id for c in rivals)
             winner = rivals[policies.conflict([c.diff for c in rivals], [c.staleness for c in rivals], policies.staleness)]
             for loser in rivals:
                 if loser is not winner:
@@ -49,7 +65,8 @@ def resolve(changes: Sequence[Change], head_state: Mapping[str, str], policies: 
     components = _components(changes, text, owners)
     unplaced = _unplaced(changes, owners, lost)
     _echo(changes, components, unplaced)
-    return Resolution(components=_without_clashes(components, head_state, unplaced), unplaced=unplaced, lost=lost)
+    return Resolution(components=_without_clashes(components, head_state, unplaced), unplaced=unplaced, lost=lost,
+                      contested=contested)
 
 
 def _components(
