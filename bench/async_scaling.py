@@ -2,15 +2,16 @@
 
 A domain with a rule of its own for every task (so there is always something to learn and two
 workers rarely propose the same thing), every call sleeping `--latency-ms` (rollouts and
-proposals alike), one proposal per worker turn. A turn is three calls in sequence (the minibatch,
-the proposal, its verification), so N workers can at best hand in N / T proposals a second,
-T = 3 × latency. Each run lasts `--steps` aggregator steps; measured from the first step to the
+proposals alike), one proposal per worker turn. A turn is two calls in sequence (the minibatch,
+the proposal; the step measures the diff on its evidence), so N workers can at best hand in N / T
+proposals a second, T = 2 × latency. Each run lasts `--steps` aggregator steps; measured from the first step to the
 last: proposals that reached the aggregator per second, against that ideal (efficiency), the
 steps, the mean diffs a step, and the aggregator's own time a step (admit, rebase, resolve and
 commit, without the rollouts of the gate it waits on). Calls are counted beside seconds.
 
 `--parallel pp` runs the turns pipelined (a worker's next minibatch rolls out while its last
-proposal is made), against the same ideal.
+proposal is made and verified, a third call, by the worker's verification stage), against
+T = 3 × latency.
 
 Run: python bench/async_scaling.py [--workers 1 2 4 8 16 32 64] [--latency-ms 50] [--steps 20] [--parallel pp]
 """
@@ -68,8 +69,9 @@ def main() -> None:
     args = parser.parse_args()
     latency = args.latency_ms / 1000
     tasks = [Task(id=f"t{i:04d}", prompt=f"request {i}", gold=f"a{i}") for i in range(args.tasks)]
-    turn = 3 * latency
-    print(f"a turn is three calls of {args.latency_ms:g} ms: N workers hand in at most N / {turn:.2f} s proposals a second")
+    calls = 3 if args.parallel == "pp" else 2  # a pipelined worker verifies in a stage of its own
+    turn = calls * latency
+    print(f"a turn is {calls} calls of {args.latency_ms:g} ms: N workers hand in at most N / {turn:.2f} s proposals a second")
     print(" N  proposals/s  ideal  efficiency  steps  diffs/step  aggregator ms/step  calls  seconds")
     for n in args.workers:
         r = run_once(n, latency, args.steps, tasks, args.parallel)

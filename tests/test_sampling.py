@@ -25,10 +25,13 @@ class CountingAcceptance(BetaAcceptance):
         return drawn
 
 
-@pytest.mark.parametrize("asynchronous", [False, True])
-def test_each_version_s_probe_order_is_drawn_once_and_diffs_are_measured_on_their_evidence(asynchronous):
-    """Asynchronous workers verify a diff on its evidence before they hand it in; a synchronous
-    round's hand theirs in unmeasured, and the step measures them in its first wave."""
+@pytest.mark.parametrize("options", [{}, {"asynchronous": True}, {"asynchronous": True, "parallel": "pp"}],
+                         ids=["synchronous", "asynchronous", "pipelined"])
+def test_each_version_s_probe_order_is_drawn_once_and_diffs_are_measured_on_their_evidence(options):
+    """A pipelined run's workers verify a diff on its evidence (their verification stage) before
+    they hand it in; the others hand theirs in unmeasured, and the step measures them in its
+    first wave."""
+    verifying = options.get("parallel") == "pp"
     acceptance = CountingAcceptance()
     judged = []
 
@@ -37,8 +40,8 @@ def test_each_version_s_probe_order_is_drawn_once_and_diffs_are_measured_on_thei
             judged.append((self.ledger.head(), list(diffs), sample))
             return super().step(diffs, step, sample=sample)
 
-    result = router(rounds=5, n_workers=4, asynchronous=asynchronous, policies=Policies(acceptance=acceptance),
-                    aggregator_factory=Recording)
+    result = router(rounds=5, n_workers=4, policies=Policies(acceptance=acceptance), aggregator_factory=Recording,
+                    **options)
     with result.ledger as ledger:
         head = ledger.head()
     assert len(acceptance.draws) <= head + 1  # at most one draw per version
@@ -49,9 +52,9 @@ def test_each_version_s_probe_order_is_drawn_once_and_diffs_are_measured_on_thei
             if diff.base_version == version:  # made on head: verified on what the step's test looks at first
                 fresh += 1
                 verified = diff.evidence.verify_task_ids
-                assert verified == (list(dict.fromkeys(diff.evidence.task_ids)) if asynchronous else [])
+                assert verified == (list(dict.fromkeys(diff.evidence.task_ids)) if verifying else [])
     assert fresh > 0
-    assert (result.usage.verify > 0) is asynchronous  # else counted with the step's test, under accept
+    assert (result.usage.verify > 0) is verifying  # else counted with the step's test, under accept
     assert result.version > 1 and result.usage.accept > 0
 
 

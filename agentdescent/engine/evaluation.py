@@ -58,7 +58,7 @@ class Usage(Tally):
     cache_misses: int = 0
     # the rollouts that ran, by what they were for (PURPOSES): where the bill went
     train: int = 0  # workers' minibatches and scouting
-    verify: int = 0  # workers' self-verification of their diffs (a synchronous round's step measures them, under accept)
+    verify: int = 0  # workers' self-verification of their diffs (pipelined runs; else the step measures them, under accept)
     accept: int = 0  # the optimizer step's test, bisection and the L1 gate
     validate: int = 0  # held-out evaluation
     reissued: int = 0  # stragglers run a second time (`stragglers`); each is also counted as a rollout

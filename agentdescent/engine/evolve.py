@@ -187,12 +187,11 @@ def evolve(
     try:
         evaluator = Evaluator(strategy=strategy, run=run, reward=reward, pool=calls, usage=usage, timeout=rollout_timeout,
                               journal=files.record, allowance=allowance, hedger=hedger, pools=stage_pools)
-        # A synchronous round's step measures every diff on its own failures in its first wave,
-        # beside the fusion's first probes, so its workers need not first: one wave less a round.
-        # Where workers run ahead of the step (asynchronous, pipelined) or verify on other tasks
-        # (`cheap_eval_tasks`), they verify before they hand a diff in.
-        workers_verify = self_verify and (asynchronous or isinstance(method, PipelineParallel)
-                                          or cheap_eval_tasks is not None)
+        # The step measures every diff on its own failures in its first wave, beside the fusion's
+        # first probes, so workers need not first: a turn is a wave shorter, and an asynchronous
+        # diff is mostly stale by its step, its worker's measure of no use there. A pipeline keeps
+        # verification as a stage of its own, and `cheap_eval_tasks` verifies on other tasks.
+        workers_verify = self_verify and (isinstance(method, PipelineParallel) or cheap_eval_tasks is not None)
         aggregator = (aggregator_factory or Aggregator)(
             ledger=ledger, artifact_id=artifact_id, governance=governance, policies=policies,
             train=train, score=evaluator.score, lag_budget=lag_budget, oracle=held_out, approve=approve,

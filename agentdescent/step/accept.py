@@ -1,9 +1,8 @@
 """Accept: the statistical test of the optimizer step, as sequential group testing.
 
 1. Evidence first. Each component is scored against head on the failures its diffs were made
-   from. An asynchronous worker's self-verification measured exactly these, so they come from the
-   cache; a synchronous round's diffs come unmeasured, and then the fusion's first probes ride in
-   the same wave. One that fixes none of them goes no further.
+   from, in the wave of the fusion's first probes (or from the cache, where a worker verified
+   them on head). One that fixes none of them goes no further.
 2. The fusion, then bisection. The fusion of every surviving (L2) component is probed against
    head in waves, on tasks head passes (where harm shows), only while the policy's decision is
    open. A task it breaks is traced to its culprits by splitting the components (`bisect`, one
@@ -126,9 +125,10 @@ def accept(components: Sequence[Component], head_state: State, probes: Sequence[
                 step.weights[task_id] = max(step.weights.get(task_id, 0.0), c.eta)
     tasks = {comp: _evidence_tasks(comp, judge.train) for comp in components}
     free = [comp for comp in components if not judge.governance.gated(comp.after)]
-    # Evidence not measured yet (a synchronous round's diffs, or a stale diff's, measured on another
-    # version) is not in the cache: then the fusion's first probes go in the same wave as the evidence.
-    ahead = free if len(free) > 1 and not _measured(step, free, tasks) else []
+    # Evidence not in the cache (diffs come unmeasured, or measured on another version): the fusion's
+    # first probes ride in its wave; a lone component's, only if its worker saw it fix something.
+    lone_held = len(free) == 1 and all((c.diff.evidence.verified_gain or 0.0) > 0 for c in free[0].changes)
+    ahead = free if (len(free) > 1 or lone_held) and not _measured(step, free, tasks) else []
     evidence, early = _evidence(step, components, tasks, ahead)
     alive = [comp for comp in components if comp in evidence]
     gated = [comp for comp in alive if judge.governance.gated(comp.after)]
