@@ -119,9 +119,9 @@ def test_true_overlap_goes_to_better_evidence_and_loser_keeps_other_keys(tmp_pat
 
 
 def test_diffs_that_came_unmeasured_are_measured_before_the_conflict_policy_ranks_their_overlap(tmp_path):
-    """A synchronous round's workers hand their diffs in unmeasured; where two overlap, the step
-    measures just those two on their own failures first, so the one that fixes more of what it
-    claims wins, not the one that claims more."""
+    """Workers hand their diffs in unmeasured; where two overlap, the step measures just those two
+    on their own failures first, so the one that fixes more of what it claims wins, not the one
+    that claims more."""
     scored = []
 
     def recording(jobs):

@@ -32,8 +32,13 @@ class CachedScorer:
 
     def __init__(self) -> None:
         self.paid: dict[tuple[str, str], float] = {}
+        self.calls: list[list[tuple[str, list[str]]]] = []  # each call's jobs that ran something: (state, task ids)
 
     def __call__(self, jobs):
+        ran = [(repr(sorted(state.items())), [t.id for t in tasks]) for state, tasks in jobs]
+        ran = [(key, [i for i in ids if (key, i) not in self.paid]) for key, ids in ran]
+        if any(ids for _, ids in ran):
+            self.calls.append([(key, ids) for key, ids in ran if ids])
         rows = []
         for state, tasks in jobs:
             key = repr(sorted(state.items()))
@@ -126,6 +131,27 @@ def test_a_fusion_of_good_diffs_commits_for_the_price_of_one_sample(tmp_path):
     assert set(kinds(report).values()) == {"committed"} and report.version == 2
     probes = {f"t{i}" for i in PASSING}
     assert len(scorer.states_on(probes)) == 2  # head and the one fusion: no diff is probed on its own
+
+
+def test_a_lone_diff_s_probes_ride_with_its_evidence_only_when_its_worker_saw_it_fix_something(tmp_path):
+    """Evidence not yet measured goes in the first wave; a lone diff's first probes join it when
+    its worker verified it, and wait for it otherwise (a diff that fixes nothing is not probed)."""
+    def waves(diff):
+        report, _, scorer = step_of(tmp_path / diff.id, [diff])
+        return report, [len(jobs) for jobs in scorer.calls]
+
+    unmeasured = fixing(1)
+    verified = unmeasured.model_copy(update={"id": "d01v", "evidence": unmeasured.evidence.model_copy(
+        update={"verify_task_ids": ["t1"], "verify_before": 0.0, "verify_after": 1.0})})
+    report, unmeasured_waves = waves(unmeasured)
+    assert kinds(report) == {"d01": "committed"}
+    report, verified_waves = waves(verified)
+    assert kinds(report) == {"d01v": "committed"}
+    assert len(verified_waves) == len(unmeasured_waves) - 1  # the evidence and the first probes in one
+    fixes_nothing = Diff(id="d02", artifact_id="a", base_version=1, evidence=EvidenceCard(task_ids=["t2"], rewards=[0.0]),
+                         edits=[Edit(key="k02", before=None, after="nothing")])
+    report, nothing_waves = waves(fixes_nothing)
+    assert kinds(report) == {"d02": "rejected_by_test"} and len(nothing_waves) == 1  # no probe paid for it
 
 
 def test_the_sample_stops_at_the_first_decisive_wave(tmp_path):

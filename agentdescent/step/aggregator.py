@@ -63,8 +63,8 @@ class Aggregator:
     oracle: Sequence[Task] = ()  # the tasks a gated (L1) change must leave no worse: the held-out set
     approve: Approve | None = None  # asked about a gated change that passed the test and the oracle
     known: Callable[[State], Mapping[str, float]] | None = None  # a state's rewards already measured (the cache)
-    # The workers hand in diffs unmeasured (a synchronous round, whose step measures each diff's
-    # evidence in its first wave): measure those the conflict policy must rank, before it does.
+    # The workers hand diffs in unmeasured (the step measures each one's evidence in its first
+    # wave): measure those the conflict policy must rank, before it does.
     verify_contested: bool = False
 
     def step(self, diffs: Sequence[Diff], step: int, *, sample: Sequence[Task]) -> StepReport:
