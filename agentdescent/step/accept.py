@@ -18,16 +18,16 @@ then by the oracle and the approver (`gate`), before it joins the fusion.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agentdescent.artifacts.state import State, apply
-from agentdescent.governance import Governance
 from agentdescent.step.bisect import culprits, search_all
 from agentdescent.step.changes import Component
-from agentdescent.step.gate import Approve, GatedChange, Scorer, approval, oracle_gate
-from agentdescent.step.policies import Policies, Verdict
+from agentdescent.step.gate import gated_test, oracle_gate
+from agentdescent.step.policies import Verdict
 from agentdescent.step.stats import mean_reward
+from agentdescent.step.trial import Judge, Trial, unique
 from agentdescent.types import Task
 
 
@@ -41,21 +41,6 @@ class Acceptance:
     reason: str = ""  # the verdict on the candidate that is committed
 
 
-@dataclass(frozen=True, kw_only=True)
-class Judge:
-    """What the step judges candidates with: the scorer, the policies and governance, the train tasks
-    by id, what is already known of a state's rewards (the evaluation cache), and the oracle set
-    and approver for gated (L1) changes."""
-
-    score: Scorer
-    policies: Policies
-    governance: Governance
-    train: Mapping[str, Task]
-    known: Callable[[State], Mapping[str, float]] = lambda state: {}
-    oracle: Sequence[Task] = ()
-    approve: Approve | None = None
-
-
 @dataclass(kw_only=True)
 class _Candidate:
     """Components fused into one state, and its rewards so far by task id."""
@@ -66,59 +51,12 @@ class _Candidate:
     first: list[Task] = field(default_factory=list)  # its first wave of probes, when scored with the evidence
 
 
-class _Step:
-    """One step's test: head's rewards measured once and shared by every candidate."""
-
-    def __init__(self, head_state: State, probes: Sequence[Task], judge: Judge) -> None:
-        self.head_state, self.probes, self.judge = head_state, list(probes), judge
-        self.policy = judge.policies.acceptance
-        self.head: dict[str, float] = dict(judge.known(head_state))
-        self.rejected: dict[str, str] = {}
-        self.answers: dict[tuple[tuple[Component, ...], str], float] = {}  # (a subset of parts, task id) -> its reward
-        self.charged: dict[tuple[Component, ...], list[str]] = {}  # a culprit group -> the tasks it broke so far
-        self.weights: dict[str, float] = {}  # evidence task id -> its weight in the test (η of a discounted diff)
-
-    def score(self, jobs: Sequence[tuple[State, Sequence[Task]]]) -> list[list[float]]:
-        """Head on every task of the jobs beside the jobs themselves, in one wave (head is cached)."""
-        tasks = list({t.id: t for _, ts in jobs for t in ts}.values())
-        head_row, *rows = self.judge.score([(self.head_state, tasks), *jobs])
-        self.head.update(zip((t.id for t in tasks), head_row))
-        return rows
-
-    def reject(self, parts: Sequence[Component], reason: str) -> None:
-        for comp in parts:
-            for c in comp.changes:
-                self.rejected[c.diff.id] = reason
-
-    def next_wave(self, taken: set[str]) -> list[Task]:
-        """Probes not yet taken: `fresh` that head has not been measured on, the rest among those it
-        passes (where harm shows), then other unmeasured ones; tasks head fails come last, since
-        there a candidate can only gain."""
-        free = [t for t in self.probes if t.id not in taken]
-        unknown = [t for t in free if t.id not in self.head]
-        passing = [t for t in free if self.head.get(t.id, 0.0) > 0.0]
-        failing = [t for t in free if self.head.get(t.id, 1.0) <= 0.0]
-        picked = {t.id for t in unknown[: self.policy.fresh]}
-        ordered = unknown[: self.policy.fresh] + passing + [t for t in unknown if t.id not in picked] + failing
-        return ordered[: self.policy.wave]
-
-    def fails_at_head(self, task: Task) -> bool:
-        return self.head.get(task.id, 1.0) <= 0.0
-
-    def test(self, ids: Sequence[str], candidate: Sequence[float], head: Sequence[float], *, gated: bool) -> Verdict:
-        """The policy's paired test on these tasks, a stale diff's evidence weighted by its η."""
-        weights = [self.weights.get(i, 1.0) for i in ids]
-        if all(w == 1.0 for w in weights):  # so a policy written without `weights` still serves
-            return self.policy(candidate, head, gated=gated)
-        return self.policy(candidate, head, gated=gated, weights=weights)
-
-
 def accept(components: Sequence[Component], head_state: State, probes: Sequence[Task], judge: Judge) -> Acceptance:
     """Judge the step's components against head (see the module's docstring); `probes` is head
     version's probe order (`AcceptancePolicy.sample`)."""
     if not components:
         return Acceptance(accepted=[], rejected={}, candidate=head_state, head_reward=None, candidate_reward=None)
-    step = _Step(head_state, probes, judge)
+    step = Trial(head_state, probes, judge)
     for comp in components:  # a task two diffs were made from counts as much as the fresher one says
         for c in [*comp.changes, *comp.echoes]:
             for task_id in c.diff.evidence.task_ids:
@@ -133,18 +71,18 @@ def accept(components: Sequence[Component], head_state: State, probes: Sequence[
     alive = [comp for comp in components if comp in evidence]
     gated = [comp for comp in alive if judge.governance.gated(comp.after)]
     fusion = _fusion_test(step, [comp for comp in alive if comp not in gated], evidence, early)
-    passed = _gated_test(step, gated, evidence)
+    passed = gated_test(step, gated, evidence)
     return _combine(step, fusion, passed, evidence)
 
 
-def _measured(step: _Step, components: Sequence[Component], tasks: Mapping[Component, list[Task]]) -> bool:
+def _measured(step: Trial, components: Sequence[Component], tasks: Mapping[Component, list[Task]]) -> bool:
     """Whether head and each component are already measured on the component's evidence."""
     known = step.judge.known
     return all({t.id for t in tasks[comp]} <= step.head.keys() & known(apply(step.head_state, comp.after)).keys()
                for comp in components)
 
 
-def _evidence(step: _Step, components: Sequence[Component], tasks: Mapping[Component, list[Task]],
+def _evidence(step: Trial, components: Sequence[Component], tasks: Mapping[Component, list[Task]],
               ahead: list[Component]) -> tuple[dict[Component, list[Task]], _Candidate | None]:
     """Each component that fixes at least one of its evidence tasks, with those tasks; and, when
     `ahead` is given, the fusion of `ahead` scored in the same wave on the evidence and the first probes."""
@@ -153,7 +91,7 @@ def _evidence(step: _Step, components: Sequence[Component], tasks: Mapping[Compo
     if ahead:
         first = step.next_wave(set())[: step.policy.size]
         early = _Candidate(parts=ahead, state=_fuse(step.head_state, ahead), first=first)
-        jobs.append((early.state, _unique([t for comp in ahead for t in tasks[comp]] + first)))
+        jobs.append((early.state, unique([t for comp in ahead for t in tasks[comp]] + first)))
     rows = step.score(jobs)
     if early is not None:
         early.rewards = dict(zip((t.id for t in jobs[-1][1]), rows[-1]))
@@ -167,7 +105,7 @@ def _evidence(step: _Step, components: Sequence[Component], tasks: Mapping[Compo
     return kept, early
 
 
-def _fusion_test(step: _Step, parts: list[Component], evidence: Mapping[Component, list[Task]],
+def _fusion_test(step: Trial, parts: list[Component], evidence: Mapping[Component, list[Task]],
                  early: _Candidate | None = None) -> _Candidate | None:
     """The fusion of `parts` probed in waves, culprits of what it breaks bisected out; the candidate
     that is left and its rewards, or None when nothing is. `early` is a fusion already probed
@@ -178,7 +116,7 @@ def _fusion_test(step: _Step, parts: list[Component], evidence: Mapping[Componen
     if early is None:
         first = step.next_wave(set())[: step.policy.size]  # the first probes ride with the evidence
         cand = _Candidate(parts=parts, state=_fuse(step.head_state, parts))
-        tasks = _unique([t for comp in parts for t in evidence[comp]] + first)
+        tasks = unique([t for comp in parts for t in evidence[comp]] + first)
         cand.rewards = dict(zip((t.id for t in tasks), step.score([(cand.state, tasks)])[0]))
     elif len(early.parts) == len(parts):
         first, cand = early.first, early
@@ -201,7 +139,7 @@ def _fusion_test(step: _Step, parts: list[Component], evidence: Mapping[Componen
         cand = _credited(step, cand, parts, guilty, answered - judged, evidence)
 
 
-def _credited(step: _Step, old: _Candidate, parts: list[Component], guilty: list[Component], answered: set[str],
+def _credited(step: Trial, old: _Candidate, parts: list[Component], guilty: list[Component], answered: set[str],
               evidence: Mapping[Component, list[Task]]) -> _Candidate:
     """The fusion of `parts`, the culprits gone. Parts that do not interact are credited
     separately: where the old fusion moved a task through a culprit alone (a task it broke, or
@@ -224,7 +162,7 @@ def _credited(step: _Step, old: _Candidate, parts: list[Component], guilty: list
     return cand
 
 
-def _probe(step: _Step, cand: _Candidate, taken: set[str], judged: set[str]) -> None:
+def _probe(step: Trial, cand: _Candidate, taken: set[str], judged: set[str]) -> None:
     """Add waves of probes to `cand` while the harm decision is open and the cap allows."""
     policy = step.policy
     while True:
@@ -239,7 +177,7 @@ def _probe(step: _Step, cand: _Candidate, taken: set[str], judged: set[str]) -> 
         taken.update(t.id for t in wave)
 
 
-def _culprits(step: _Step, cand: _Candidate, broken: list[str]) -> tuple[list[Component], set[str], set[str]]:
+def _culprits(step: Trial, cand: _Candidate, broken: list[str]) -> tuple[list[Component], set[str], set[str]]:
     """Bisect each task `cand` breaks down to the groups of its parts that break it alone; judge
     each group on what it fixes against what it breaks. The components that fail that, the broken
     tasks of the groups that pass it, and those of the groups that fail it."""
@@ -277,52 +215,24 @@ def _culprits(step: _Step, cand: _Candidate, broken: list[str]) -> tuple[list[Co
     return guilty, cleared, answered
 
 
-def _alone(step: _Step, group: list[Component], key: tuple[Component, ...], broken: list[str],
+def _alone(step: Trial, group: list[Component], key: tuple[Component, ...], broken: list[str],
            answers: Mapping[tuple[tuple[Component, ...], str], float]) -> Verdict:
     """A culprit group on its own: its evidence (for one component, measured in the evidence stage
     and so cached) and the tasks it breaks."""
-    evidence = _unique([t for comp in group for t in _evidence_tasks(comp, step.judge.train)])
+    evidence = unique([t for comp in group for t in _evidence_tasks(comp, step.judge.train)])
     row = step.score([(_fuse(step.head_state, group), evidence)])[0]
     candidate = row + [answers[(key, i)] for i in broken]
     head = [step.head[t.id] for t in evidence] + [step.head[i] for i in broken]
     return step.test([t.id for t in evidence] + broken, candidate, head, gated=False)
 
 
-def _gated_test(step: _Step, gated: list[Component], evidence: Mapping[Component, list[Task]]) -> list[Component]:
-    """The gated components that pass alone: the test at the stricter bar on their evidence and the
-    first `size` probes, then the oracle (no held-out task worse) and the approver."""
-    if not gated:
-        return []
-    probes = step.probes[: step.policy.size]
-    sets = [_unique([*evidence[comp], *probes]) for comp in gated]
-    rows = step.score([(apply(step.head_state, comp.after), ts) for comp, ts in zip(gated, sets)])
-    passing: list[tuple[Component, Verdict]] = []
-    for comp, ts, row in zip(gated, sets, rows):
-        verdict = step.test([t.id for t in ts], row, [step.head[t.id] for t in ts], gated=True)
-        if verdict.accepted:
-            passing.append((comp, verdict))
-        else:
-            step.reject([comp], f"rejected: {verdict.reason}")
-    judge = step.judge
-    failures = oracle_gate([apply(step.head_state, comp.after) for comp, _ in passing], step.head_state,
-                           judge.oracle, judge.score)
-    passed = []
-    for (comp, verdict), failure in zip(passing, failures):
-        reason = failure or approval(_gated_change(comp, verdict, step.head_state, judge.oracle), judge.approve)
-        if reason:
-            step.reject([comp], f"passed the test ({verdict.reason}) but not the L1 gate: {reason}")
-        else:
-            passed.append(comp)
-    return passed
-
-
-def _combine(step: _Step, free: _Candidate | None, gated: list[Component], evidence: Mapping[Component, list[Task]]) -> Acceptance:
+def _combine(step: Trial, free: _Candidate | None, gated: list[Component], evidence: Mapping[Component, list[Task]]) -> Acceptance:
     """The candidate to commit: the L2 fusion with the gated components that passed alone, when the
     whole passes the stricter bar (and the oracle, if it is more than one); else the L2 fusion."""
     train, size = step.judge.train, step.policy.size
     if gated:
         parts = [*(free.parts if free else []), *gated]
-        tasks = _unique([t for comp in parts for t in evidence[comp]] + step.probes[:size]
+        tasks = unique([t for comp in parts for t in evidence[comp]] + step.probes[:size]
                         + [train[i] for i in (free.rewards if free else {})])
         cand = _Candidate(parts=parts, state=_fuse(step.head_state, parts))
         cand.rewards = dict(zip((t.id for t in tasks), step.score([(cand.state, tasks)])[0]))
@@ -350,14 +260,14 @@ def _combine(step: _Step, free: _Candidate | None, gated: list[Component], evide
                       candidate_reward=None)
 
 
-def _gain(step: _Step, comp: Component, evidence: Mapping[Component, list[Task]]) -> float:
+def _gain(step: Trial, comp: Component, evidence: Mapping[Component, list[Task]]) -> float:
     """What `comp` alone gained on its evidence (scored in the evidence stage, so cached)."""
     tasks = evidence[comp]
     row = step.score([(apply(step.head_state, comp.after), tasks)])[0]
     return sum(r - step.head[t.id] for t, r in zip(tasks, row))
 
 
-def _accepted(step: _Step, cand: _Candidate, *, gated: bool) -> Acceptance | None:
+def _accepted(step: Trial, cand: _Candidate, *, gated: bool) -> Acceptance | None:
     """The paired test of `cand` on every task it was scored on; the acceptance if it passes."""
     ids = list(cand.rewards)
     row, head_row = [cand.rewards[i] for i in ids], [step.head[i] for i in ids]
@@ -373,24 +283,10 @@ def _accepted(step: _Step, cand: _Candidate, *, gated: bool) -> Acceptance | Non
                       head_reward=mean_reward(head_row), candidate_reward=mean_reward(row), reason=verdict.reason)
 
 
-def _gated_change(comp: Component, verdict: Verdict, head_state: State, oracle: Sequence[Task]) -> GatedChange:
-    after = comp.after
-    return GatedChange(
-        diff_ids=[c.diff.id for c in comp.changes], keys=sorted(after),
-        before={k: head_state.get(k) for k in after}, after=dict(after),
-        rationale="\n".join(c.diff.evidence.rationale for c in comp.changes),
-        verdict=f"{verdict.reason}; no task of {len(oracle)} held out is worse",
-    )
-
-
 def _evidence_tasks(component: Component, train: Mapping[str, Task]) -> list[Task]:
     """The train tasks the component's diffs were made from."""
     changes = [*component.changes, *component.echoes]
-    return _unique([train[t] for c in changes for t in c.diff.evidence.task_ids if t in train])
-
-
-def _unique(tasks: Sequence[Task]) -> list[Task]:
-    return list({t.id: t for t in tasks}.values())
+    return unique([train[t] for c in changes for t in c.diff.evidence.task_ids if t in train])
 
 
 def _fuse(head_state: State, components: Sequence[Component]) -> State:

@@ -18,7 +18,7 @@ from agentdescent.artifacts.state import State, apply
 from agentdescent.errors import HeadMoved, LedgerError, UserError
 from agentdescent.governance import Governance
 from agentdescent.ledger import Ledger
-from agentdescent.step.accept import Acceptance, Judge, accept
+from agentdescent.step.accept import Acceptance, accept
 from agentdescent.step.admit import admit
 from agentdescent.step.changes import Change
 from agentdescent.step.commit import commit
@@ -28,6 +28,7 @@ from agentdescent.step.rebase import rebase
 from agentdescent.step.resolve import resolve
 from agentdescent.step.staleness import StaleDecision
 from agentdescent.step.stats import mean_reward
+from agentdescent.step.trial import Judge
 from agentdescent.types import Diff, Outcome, OutcomeKind, Task
 
 

@@ -1,9 +1,10 @@
 """The oracle gate: the stricter bar an L1 (gated) change passes after the normal test.
 
 Harness code, agent definitions and scripts change what every later rollout does, so a change
-that touches one must also leave no task of the oracle set (the run's held-out tasks) worse than
-head does, and then, when the run has an approver (a person, or the run store's queue), be
-approved. What it leaves out: which keys are gated (governance) and the normal test (accept).
+that touches one is judged alone (`gated_test`): at the stricter bar on its evidence and a full
+sample, then it must leave no task of the oracle set (the run's held-out tasks) worse than head
+does, and then, when the run has an approver (a person, or the run store's queue), be approved.
+What it leaves out: which keys are gated (governance) and the test of the rest (accept).
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from agentdescent.artifacts.state import State
+from agentdescent.artifacts.state import State, apply
+from agentdescent.step.changes import Component
+from agentdescent.step.policies import Verdict
+from agentdescent.step.trial import Trial, unique
 from agentdescent.types import Task
 
 # Scores each (state, tasks) job, all in flight at once: one row of rewards per job.
@@ -61,3 +65,41 @@ def approval(change: GatedChange, approve: Approve | None) -> str | None:
     except Exception as exc:  # a broken hook declines; it does not end the run
         return f"the approver failed ({type(exc).__name__}: {exc}), so the L1 change is declined"
     return None if approved is True else "the approver declined this L1 change"
+
+
+def gated_test(step: Trial, gated: list[Component], evidence: Mapping[Component, list[Task]]) -> list[Component]:
+    """The gated components that pass alone: the test at the stricter bar on their evidence and the
+    first `size` probes, then the oracle (no held-out task worse) and the approver."""
+    if not gated:
+        return []
+    probes = step.probes[: step.policy.size]
+    sets = [unique([*evidence[comp], *probes]) for comp in gated]
+    rows = step.score([(apply(step.head_state, comp.after), ts) for comp, ts in zip(gated, sets)])
+    passing: list[tuple[Component, Verdict]] = []
+    for comp, ts, row in zip(gated, sets, rows):
+        verdict = step.test([t.id for t in ts], row, [step.head[t.id] for t in ts], gated=True)
+        if verdict.accepted:
+            passing.append((comp, verdict))
+        else:
+            step.reject([comp], f"rejected: {verdict.reason}")
+    judge = step.judge
+    failures = oracle_gate([apply(step.head_state, comp.after) for comp, _ in passing], step.head_state,
+                           judge.oracle, judge.score)
+    passed = []
+    for (comp, verdict), failure in zip(passing, failures):
+        reason = failure or approval(_gated_change(comp, verdict, step.head_state, judge.oracle), judge.approve)
+        if reason:
+            step.reject([comp], f"passed the test ({verdict.reason}) but not the L1 gate: {reason}")
+        else:
+            passed.append(comp)
+    return passed
+
+
+def _gated_change(comp: Component, verdict: Verdict, head_state: State, oracle: Sequence[Task]) -> GatedChange:
+    after = comp.after
+    return GatedChange(
+        diff_ids=[c.diff.id for c in comp.changes], keys=sorted(after),
+        before={k: head_state.get(k) for k in after}, after=dict(after),
+        rationale="\n".join(c.diff.evidence.rationale for c in comp.changes),
+        verdict=f"{verdict.reason}; no task of {len(oracle)} held out is worse",
+    )
