@@ -154,6 +154,30 @@ def test_a_lone_diff_s_probes_ride_with_its_evidence_only_when_its_worker_saw_it
     assert kinds(report) == {"d02": "rejected_by_test"} and len(nothing_waves) == 1  # no probe paid for it
 
 
+def test_lone_diffs_probes_ride_with_their_evidence_once_the_run_s_diffs_mostly_hold(tmp_path):
+    """Eight lone diffs in a row that fix what they claim (9 in 10 by the posterior mean, the
+    default `ride`): from then on a lone diff's first probes go in the wave of its evidence; one
+    that fixes nothing pays for its probes then, and the next waits for its evidence again."""
+    ledger = Ledger(tmp_path / "ledger")
+    ledger.commit("a", {"base": "head"}, expected_version=0, message="seed")
+    scorer = CachedScorer()
+    agg = Aggregator(ledger=ledger, artifact_id="a", governance=Governance(), train=TASKS, score=scorer,
+                     policies=Policies())
+
+    def first_wave(diff):
+        before = len(scorer.calls)
+        agg.step([diff.model_copy(update={"base_version": ledger.head()})], step=0, sample=TASKS[::-1])
+        return sum(len(ids) for _, ids in scorer.calls[before]) if len(scorer.calls) > before else 0
+
+    alone = [first_wave(fixing(j)) for j in range(8)]
+    assert alone == [2] * 8  # the candidate and head on its one evidence task, nothing else
+    assert first_wave(fixing(8)) > 2  # now the first probes come along
+    nothing = Diff(id="d30", artifact_id="a", base_version=1, evidence=EvidenceCard(task_ids=["t30"], rewards=[0.0]),
+                   edits=[Edit(key="k30", before=None, after="nothing")])
+    assert first_wave(nothing) > 2  # paid for probes it did not need
+    assert first_wave(fixing(9)) == 2  # 9 held and 1 failed: 0.83 < 0.9, the evidence first again
+
+
 def test_the_sample_stops_at_the_first_decisive_wave(tmp_path):
     report, _, scorer = step_of(tmp_path, [fixing(1)], acceptance=BetaAcceptance(wave=16, size=32))
     assert kinds(report) == {"d01": "committed"}

@@ -18,6 +18,7 @@ then by the oracle and the approver (`gate`), before it joins the fusion.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -39,6 +40,8 @@ class Acceptance:
     head_reward: float | None
     candidate_reward: float | None
     reason: str = ""  # the verdict on the candidate that is committed
+    held: int = 0  # components whose evidence was measured and that fixed some of it
+    failed: int = 0  # components that fixed none of their evidence
 
 
 @dataclass(kw_only=True)
@@ -51,9 +54,11 @@ class _Candidate:
     first: list[Task] = field(default_factory=list)  # its first wave of probes, when scored with the evidence
 
 
-def accept(components: Sequence[Component], head_state: State, probes: Sequence[Task], judge: Judge) -> Acceptance:
+def accept(components: Sequence[Component], head_state: State, probes: Sequence[Task], judge: Judge, *,
+           lone_rides: bool = False) -> Acceptance:
     """Judge the step's components against head (see the module's docstring); `probes` is head
-    version's probe order (`AcceptancePolicy.sample`)."""
+    version's probe order (`AcceptancePolicy.sample`); `lone_rides`: a lone component's first
+    probes go with its evidence though no worker verified it (the run's diffs mostly hold up)."""
     if not components:
         return Acceptance(accepted=[], rejected={}, candidate=head_state, head_reward=None, candidate_reward=None)
     step = Trial(head_state, probes, judge)
@@ -64,15 +69,17 @@ def accept(components: Sequence[Component], head_state: State, probes: Sequence[
     tasks = {comp: _evidence_tasks(comp, judge.train) for comp in components}
     free = [comp for comp in components if not judge.governance.gated(comp.after)]
     # Evidence not in the cache (diffs come unmeasured, or measured on another version): the fusion's
-    # first probes ride in its wave; a lone component's, only if its worker saw it fix something.
-    lone_held = len(free) == 1 and all((c.diff.evidence.verified_gain or 0.0) > 0 for c in free[0].changes)
-    ahead = free if (len(free) > 1 or lone_held) and not _measured(step, free, tasks) else []
+    # first probes ride in its wave; a lone component's only if it is likely to hold (else a diff
+    # that fixes nothing would be probed for nothing): its worker saw it fix something, or most do.
+    lone = len(free) == 1 and (lone_rides or all((c.diff.evidence.verified_gain or 0.0) > 0 for c in free[0].changes))
+    ahead = free if (len(free) > 1 or lone) and not _measured(step, free, tasks) else []
     evidence, early = _evidence(step, components, tasks, ahead)
     alive = [comp for comp in components if comp in evidence]
     gated = [comp for comp in alive if judge.governance.gated(comp.after)]
     fusion = _fusion_test(step, [comp for comp in alive if comp not in gated], evidence, early)
     passed = gated_test(step, gated, evidence)
-    return _combine(step, fusion, passed, evidence)
+    return dataclasses.replace(_combine(step, fusion, passed, evidence), held=len(evidence),
+                               failed=len(components) - len(evidence))
 
 
 def _measured(step: Trial, components: Sequence[Component], tasks: Mapping[Component, list[Task]]) -> bool:

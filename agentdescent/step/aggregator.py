@@ -67,6 +67,7 @@ class Aggregator:
     # The workers hand diffs in unmeasured (the step measures each one's evidence in its first
     # wave): measure those the conflict policy must rank, before it does.
     verify_contested: bool = False
+    _evidence: list[int] = field(default_factory=lambda: [0, 0], init=False)  # the run's components: held, failed
 
     def step(self, diffs: Sequence[Diff], step: int, *, sample: Sequence[Task]) -> StepReport:
         """Aggregate one batch of diffs. `sample` is head version's probe order, drawn by the caller
@@ -84,7 +85,10 @@ class Aggregator:
         verdicts.update(resolution.unplaced)
         t1 = time.perf_counter()
         components = resolution.components
-        acceptance = accept(components, head_state, sample, self._judge)
+        held, failed = self._evidence  # a lone diff's probes ride with its evidence once most diffs hold
+        rides = (1 + held) / (2 + held + failed) >= self.policies.acceptance.ride
+        acceptance = accept(components, head_state, sample, self._judge, lone_rides=rides)
+        self._evidence = [held + acceptance.held, failed + acceptance.failed]
         verdicts.update((diff_id, ("rejected_by_test", why)) for diff_id, why in acceptance.rejected.items())
         t2 = time.perf_counter()
         version = self._commit(head, head_state, acceptance, step, verdicts, resolution.lost)

@@ -193,6 +193,9 @@ class AcceptancePolicy(Protocol):
     size: int  # the most probe tasks one candidate is scored on
     fresh: int  # of each wave, the tasks not yet measured on head (the rest: tasks head is known to pass)
     min_tasks: int  # the fewest tasks a candidate is judged on: probing goes on to reach it
+    # A lone component's first probes go in the wave of its evidence once the run's components
+    # fixed some of theirs this often (the posterior mean, a uniform prior); above 1: never.
+    ride: float
 
     def sample(self, train: Sequence[Task], rng: random.Random) -> list[Task]:
         """A version's probe order: the train tasks the gate draws its waves from, drawn once per
@@ -214,7 +217,7 @@ class BetaAcceptance:
     """Sequential group testing with Beta posteriors.
 
     Gains are measured where they are claimed: on the failures a diff was made from (its
-    evidence, which the worker already measured). Harm shows on tasks head passes, so probes are
+    evidence, in the step's first wave). Harm shows on tasks head passes, so probes are
     drawn from those in waves of `wave` (`fresh` of each wave new to head, so the probes move on
     between versions), until the posterior of the candidate's harm rate says it breaks fewer than
     `max_harm` of them with probability `confidence` (15 kept with none broken, at the defaults),
@@ -223,7 +226,9 @@ class BetaAcceptance:
     least `min_tasks` tasks and `min_decisive` reward changed. An L1 (gated) change needs
     `gated_threshold` and `gated_confidence`. A broken probe is bisected `split` ways a level
     (as many as there are components: each asked about alone, in one wave instead of
-    two, for more questions).
+    two, for more questions). A lone component's first probes ride with its evidence once
+    the run's components have fixed their failures `ride` of the time (9 in 10: eight in a row
+    at the start): the probes it pays for a diff that fixes nothing, a wave it saves the others.
     docs/concepts.md gives the error rates.
     """
 
@@ -239,6 +244,7 @@ class BetaAcceptance:
     min_decisive: float = 1.0
     prior: float = 1.0
     split: int = 4
+    ride: float = 0.9
 
     def __post_init__(self) -> None:
         if self.split < 2:  # a split into one part would ask the same question forever
