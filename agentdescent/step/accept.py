@@ -18,9 +18,8 @@ then by the oracle and the approver (`gate`), before it joins the fusion.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agentdescent.artifacts.state import State, apply
 from agentdescent.step.bisect import culprits, search_all
@@ -78,8 +77,7 @@ def accept(components: Sequence[Component], head_state: State, probes: Sequence[
     gated = [comp for comp in alive if judge.governance.gated(comp.after)]
     fusion = _fusion_test(step, [comp for comp in alive if comp not in gated], evidence, early)
     passed = gated_test(step, gated, evidence)
-    return dataclasses.replace(_combine(step, fusion, passed, evidence), held=len(evidence),
-                               failed=len(components) - len(evidence))
+    return replace(_combine(step, fusion, passed, evidence), held=len(evidence), failed=len(components) - len(evidence))
 
 
 def _measured(step: Trial, components: Sequence[Component], tasks: Mapping[Component, list[Task]]) -> bool:
