@@ -102,6 +102,13 @@ class Diff(BaseModel):
     def keys(self) -> set[str]:
         return {e.key for e in self.edits}
 
+    def verified(self, task_ids: list[str], before: float, after: float) -> Diff:
+        """This diff with its self-verification on its card: the tasks, and the mean reward of the
+        snapshot (`before`) and of the patched state (`after`) on them."""
+        card = self.evidence.model_copy(update={"verify_task_ids": task_ids, "verify_before": before,
+                                                "verify_after": after})
+        return self.model_copy(update={"evidence": card})
+
 
 OutcomeKind = Literal[
     "committed",  # landed in a commit as proposed (alone or beside diffs on other keys)

@@ -195,7 +195,7 @@ def evolve(
         aggregator = (aggregator_factory or Aggregator)(
             ledger=ledger, artifact_id=artifact_id, governance=governance, policies=policies,
             train=train, score=evaluator.score, lag_budget=lag_budget, oracle=held_out, approve=approve,
-            known=evaluator.known, verify_contested=self_verify and not workers_verify,
+            known=evaluator.known, verify_contested=self_verify,
         )
         worker = Worker(
             strategy=strategy, propose=propose, evaluator=evaluator, calls=reflections, policies=policies,

@@ -191,15 +191,9 @@ class Worker:
             tasks = self._verification_tasks(diff, turn, rollouts)
             patched = apply(turn.state, {e.key: e.after for e in diff.edits})
             pending.append((diff, tasks, self.evaluator.submit([turn.state, patched], tasks, "verify")))
-        verified = []
-        for diff, tasks, (before, after) in pending:
-            card = diff.evidence.model_copy(update={
-                "verify_task_ids": [t.id for t in tasks],
-                "verify_before": mean_reward([f.result().reward for f in before]),
-                "verify_after": mean_reward([f.result().reward for f in after]),
-            })
-            verified.append(diff.model_copy(update={"evidence": card}))
-        return verified
+        return [diff.verified([t.id for t in tasks], mean_reward([f.result().reward for f in before]),
+                              mean_reward([f.result().reward for f in after]))
+                for diff, tasks, (before, after) in pending]
 
     def _verification_tasks(self, diff: Diff, turn: Turn, rollouts: Sequence[Rollout]) -> list[Task]:
         own = set(diff.evidence.task_ids)

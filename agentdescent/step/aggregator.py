@@ -64,8 +64,8 @@ class Aggregator:
     oracle: Sequence[Task] = ()  # the tasks a gated (L1) change must leave no worse: the held-out set
     approve: Approve | None = None  # asked about a gated change that passed the test and the oracle
     known: Callable[[State], Mapping[str, float]] | None = None  # a state's rewards already measured (the cache)
-    # The workers hand diffs in unmeasured (the step measures each one's evidence in its first
-    # wave): measure those the conflict policy must rank, before it does.
+    # Diffs that came unmeasured (the step measures their evidence in its first wave) and that the
+    # conflict policy must rank are measured before it does; a worker's verified ones need nothing.
     verify_contested: bool = False
     _evidence: list[int] = field(default_factory=lambda: [0, 0], init=False)  # the run's components: held, failed
 
@@ -116,9 +116,8 @@ class Aggregator:
         tasks = [[train[t] for t in dict.fromkeys(c.diff.evidence.task_ids) if t in train] for c in changes]
         rows = self.score([job for c, ts in zip(changes, tasks) for job in ((head_state, ts), (apply(head_state, c.after), ts))])
         for c, ts, before, after in zip(changes, tasks, rows[::2], rows[1::2]):
-            card = c.diff.evidence.model_copy(update={"verify_task_ids": [t.id for t in ts],
-                                                      "verify_before": mean_reward(before), "verify_after": mean_reward(after)})
-            measured[c.diff.id] = dataclasses.replace(c, diff=c.diff.model_copy(update={"evidence": card}))
+            diff = c.diff.verified([t.id for t in ts], mean_reward(before), mean_reward(after))
+            measured[c.diff.id] = dataclasses.replace(c, diff=diff)
         return measured
 
     def _admit_and_rebase(

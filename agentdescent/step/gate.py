@@ -67,29 +67,29 @@ def approval(change: GatedChange, approve: Approve | None) -> str | None:
     return None if approved is True else "the approver declined this L1 change"
 
 
-def gated_test(step: Trial, gated: list[Component], evidence: Mapping[Component, list[Task]]) -> list[Component]:
+def gated_test(trial: Trial, gated: list[Component], evidence: Mapping[Component, list[Task]]) -> list[Component]:
     """The gated components that pass alone: the test at the stricter bar on their evidence and the
     first `size` probes, then the oracle (no held-out task worse) and the approver."""
     if not gated:
         return []
-    probes = step.probes[: step.policy.size]
+    probes = trial.probes[: trial.policy.size]
     sets = [unique([*evidence[comp], *probes]) for comp in gated]
-    rows = step.score([(apply(step.head_state, comp.after), ts) for comp, ts in zip(gated, sets)])
+    rows = trial.score([(apply(trial.head_state, comp.after), ts) for comp, ts in zip(gated, sets)])
     passing: list[tuple[Component, Verdict]] = []
     for comp, ts, row in zip(gated, sets, rows):
-        verdict = step.test([t.id for t in ts], row, [step.head[t.id] for t in ts], gated=True)
+        verdict = trial.test([t.id for t in ts], row, [trial.head[t.id] for t in ts], gated=True)
         if verdict.accepted:
             passing.append((comp, verdict))
         else:
-            step.reject([comp], f"rejected: {verdict.reason}")
-    judge = step.judge
-    failures = oracle_gate([apply(step.head_state, comp.after) for comp, _ in passing], step.head_state,
+            trial.reject([comp], f"rejected: {verdict.reason}")
+    judge = trial.judge
+    failures = oracle_gate([apply(trial.head_state, comp.after) for comp, _ in passing], trial.head_state,
                            judge.oracle, judge.score)
     passed = []
     for (comp, verdict), failure in zip(passing, failures):
-        reason = failure or approval(_gated_change(comp, verdict, step.head_state, judge.oracle), judge.approve)
+        reason = failure or approval(_gated_change(comp, verdict, trial.head_state, judge.oracle), judge.approve)
         if reason:
-            step.reject([comp], f"passed the test ({verdict.reason}) but not the L1 gate: {reason}")
+            trial.reject([comp], f"passed the test ({verdict.reason}) but not the L1 gate: {reason}")
         else:
             passed.append(comp)
     return passed
