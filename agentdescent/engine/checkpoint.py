@@ -1,7 +1,7 @@
 """What a run keeps beside its ledger, so that a killed run continues where it stopped.
 
     <ledger>/agentdescent/checkpoint.json   the loop's position, written atomically after every round
-    <ledger>/agentdescent/rollouts.jsonl    every rollout that succeeded, appended as it lands (keys redacted)
+    <ledger>/agentdescent/rollouts.jsonl    every rollout that succeeded, appended within 0.1 s of its landing (keys redacted)
     <ledger>/agentdescent/resume-queue.json the rollouts in flight at the last checkpoint or when the run stopped
 
 A run on a store whose checkpoint is unfinished and was made with the same settings (the same
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
@@ -37,6 +36,7 @@ from agentdescent import atomic
 from agentdescent.agents.redact import redact
 from agentdescent.artifacts.strategies import Strategy
 from agentdescent.engine.evaluation import ResumeQueue
+from agentdescent.engine.journal import Journal
 from agentdescent.errors import HeadMoved
 from agentdescent.ledger import Ledger
 from agentdescent.result import StepRecord
@@ -83,10 +83,13 @@ class RunFiles:
         self.checkpoint_path = self.folder / "checkpoint.json"
         self.rollouts_path = self.folder / "rollouts.jsonl"
         self.queue_path = self.folder / "resume-queue.json"
-        self._lock = threading.Lock()
-        self._journal = None
+        self._journal = Journal(self.rollouts_path, _journal_line)
         self._closed = False  # the run is over: a call that answers late writes nothing
-        self.journal_lines = 0
+
+    @property
+    def journal_lines(self) -> int:
+        """Lines of the journal written so far (`save` writes the queued ones first)."""
+        return self._journal.lines
 
     def load(self) -> Checkpoint | None:
         """The saved checkpoint; None when there is none or it cannot be read (a run then starts anew)."""
@@ -94,6 +97,10 @@ class RunFiles:
             return Checkpoint.model_validate_json(self.checkpoint_path.read_text(encoding="utf-8"))
         except (OSError, ValueError, ValidationError):
             return None
+
+    def flush(self) -> None:
+        """Put the journal's queued lines on disk (before a checkpoint counts them)."""
+        self._journal.flush()
 
     def save(self, checkpoint: Checkpoint) -> None:
         self.folder.mkdir(exist_ok=True)
@@ -138,40 +145,32 @@ class RunFiles:
             kept.append(line)
         if repair and len(kept) != len(lines):
             atomic.write_text(self.rollouts_path, "".join(f"{line}\n" for line in kept))
-        self.journal_lines = len(kept)
+        self._journal.lines = len(kept)
         return found
 
     def reset(self) -> None:
         """A new run on this ledger: its journal starts empty (an earlier run's rollouts are not its own)."""
         self.rollouts_path.unlink(missing_ok=True)
         self.queue_path.unlink(missing_ok=True)
-        self.journal_lines = 0
+        self._journal.lines = 0
 
     def record(self, state: str, rollout: Rollout) -> None:
-        """Append one successful rollout to the journal (from any thread)."""
+        """Append one successful rollout to the journal (from any thread; written behind, `Journal`)."""
         if rollout.error is not None or self._closed:
             return  # a failure is retried by a resumed run, not remembered; a late answer is not this run's
-        line = json.dumps({"state": state, "task": rollout.task.id, "output": redact(str(rollout.output)),
-                           "reward": rollout.reward, "spend": rollout.spend.model_dump()}, ensure_ascii=False)
-        with self._lock:
-            if self._journal is None:
-                self.folder.mkdir(exist_ok=True)
-                self._journal = self.rollouts_path.open("a", encoding="utf-8")
-            self._journal.write(line + "\n")
-            self._journal.flush()
-            self.journal_lines += 1
+        self._journal.add((state, rollout))
 
     def close(self) -> None:
-        """Close the journal; on a full disk the line it could not write is lost (its rollout is
-        run again on resume) and closing says nothing of it."""
-        with self._lock:
-            self._closed = True
-            if self._journal is not None:
-                try:
-                    self._journal.close()
-                except OSError:
-                    pass
-                self._journal = None
+        """Write the journal's queued lines and close it (on a full disk they are lost: their
+        rollouts are run again on resume)."""
+        self._closed = True
+        self._journal.close()
+
+
+def _journal_line(entry: tuple[str, Rollout]) -> dict:
+    state, rollout = entry
+    return {"state": state, "task": rollout.task.id, "output": redact(str(rollout.output)),
+            "reward": rollout.reward, "spend": rollout.spend.model_dump()}
 
 
 def resumable(files: RunFiles, strategy: str, fingerprint: str) -> tuple[Checkpoint | None, list[str]]:

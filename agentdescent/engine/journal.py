@@ -1,0 +1,103 @@
+"""An append-only file of JSON lines, added to from any thread and written behind.
+
+A run of many workers finishes rollouts in bursts on hundreds of threads, and each one used to
+take a lock and write its line: a contended lock hands the interpreter to another thread and
+back, and that, not the write, was most of what the journal cost a rollout. Here a rollout's
+thread only puts its entry on a queue; a thread of the journal's own turns the entries into
+lines and writes them at most `FLUSH_S` after the first of them was added, and `flush` writes
+whatever is queued at once (before a checkpoint that counts the lines). A kill loses at most
+`FLUSH_S` of entries, whose rollouts a resumed run pays for again.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+FLUSH_S = 0.1  # the longest an entry waits in memory before it is written
+
+
+class Journal:
+    """Entries appended to `path` as JSON lines; `lines` counts those written so far."""
+
+    def __init__(self, path: Path, line: Callable[[Any], dict]) -> None:
+        self.path = path
+        self.lines = 0
+        self._line = line  # an entry as the dict its line holds (made on the writing thread)
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._due = threading.Event()  # entries wait in the queue
+        self._lock = threading.Lock()  # the file, and the counting of what reached it
+        self._file = None
+        self._writer: threading.Thread | None = None
+        self._closed = False
+        self._failed: OSError | None = None  # a write behind that failed: the next flush raises it
+
+    def add(self, entry: Any) -> None:
+        """Queue `entry` (from any thread; it takes no lock but the first time after each write)."""
+        self._queue.put(entry)
+        if not self._due.is_set():
+            if self._writer is None:
+                self._start()
+            self._due.set()
+
+    def flush(self) -> None:
+        """Write every entry queued so far, now; an `OSError` (a full disk) is raised."""
+        with self._lock:
+            if self._failed is not None:
+                failed, self._failed = self._failed, None
+                raise failed
+            entries = []
+            while True:
+                try:
+                    entries.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            if not entries:
+                return
+            text = "".join(json.dumps(self._line(e), ensure_ascii=False) + "\n" for e in entries)
+            if self._file is None:
+                self.path.parent.mkdir(exist_ok=True)
+                self._file = self.path.open("a", encoding="utf-8")
+            self._file.write(text)
+            self._file.flush()
+            self.lines += len(entries)
+
+    def close(self) -> None:
+        """Write what is queued and close the file; on a full disk what could not be written is lost
+        (its rollouts are run again on resume) and closing says nothing of it."""
+        self._closed = True
+        self._due.set()
+        try:
+            self.flush()
+        except OSError:
+            pass
+        with self._lock:
+            if self._file is not None:
+                try:
+                    self._file.close()
+                except OSError:
+                    pass
+                self._file = None
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write_behind, name="agentdescent-journal", daemon=True)
+                self._writer.start()
+
+    def _write_behind(self) -> None:
+        while True:
+            self._due.wait()
+            if self._closed:
+                return
+            time.sleep(FLUSH_S)  # the entries of a burst, gathered into one write
+            self._due.clear()  # before the queue is read: an entry added from here on sets it again
+            try:
+                self.flush()
+            except OSError as exc:  # a full disk: the next checkpoint's flush raises it, which stops the run
+                self._failed = exc
