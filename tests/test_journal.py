@@ -76,3 +76,20 @@ def test_a_write_behind_that_fails_is_raised_by_the_next_flush(tmp_path):
     assert journal.lines == 1
     opened.close()
     journal.close()
+
+
+def test_the_run_files_count_only_lines_on_disk_once_flushed_and_a_later_process_reads_them(tmp_path):
+    from agentdescent.engine.checkpoint import RunFiles
+    from agentdescent.types import Rollout, Task
+
+    tasks = {f"t{i}": Task(id=f"t{i}", prompt=str(i)) for i in range(5)}
+    files = RunFiles(tmp_path)
+    for task in tasks.values():
+        files.record("state", Rollout(task=task, output="ok", reward=1.0))
+    files.record("state", Rollout(task=tasks["t0"], output="", reward=0.0, error="run failed"))  # not journalled
+    files.flush()  # what a checkpoint does before it reads journal_lines
+    assert files.journal_lines == 5
+    assert [r.task.id for _, r in RunFiles(tmp_path).rollouts(tasks)] == list(tasks)
+    files.close()
+    files.record("state", Rollout(task=tasks["t1"], output="late", reward=1.0))  # after the run: nothing
+    assert len(RunFiles(tmp_path).rollouts(tasks)) == 5
