@@ -66,36 +66,35 @@ class Executor(Protocol):
 
 class Outstanding:
     """The futures an executor handed out and has not completed, kept the same way by every
-    executor: none is handed out once the pool is closed, and `abandon` fails each at once."""
+    executor: none is handed out once the pool is closed, and `abandon` fails each at once.
+
+    No lock: every call pool's threads complete futures while the driver hands out new ones, and
+    a lock between them made each rollout's submission wait for the completions of others. A set's
+    add, discard and copy are each atomic, and a future is added before `closed` is read, so one
+    handed out while the pool closes is either in the copy `close` returns or refused."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._futures: set[Future] = set()
         self.closed: BaseException | None = None  # what handing out a future raises, once closed
 
     def new(self) -> Future:
         future: Future = Future()
-        with self._lock:
-            if self.closed is not None:
-                raise self.closed
-            self._futures.add(future)
-        future.add_done_callback(self._done)
+        self._futures.add(future)
+        if self.closed is not None:
+            self._futures.discard(future)
+            raise self.closed
+        future.add_done_callback(self._futures.discard)
         return future
 
     def close(self, error: BaseException | None = None) -> list[Future]:
         """Refuse new work, with `error` (or, if none was given before, "shut down"); the
         futures not yet done."""
-        with self._lock:
-            self.closed = error or self.closed or RuntimeError("the pool is shut down")
-            return list(self._futures)
+        self.closed = error or self.closed or RuntimeError("the pool is shut down")
+        return [future for future in list(self._futures) if not future.done()]
 
     def abandon(self, error: BaseException) -> None:
         for future in self.close(error):
             settle(future, error=error)
-
-    def _done(self, future: Future) -> None:
-        with self._lock:
-            self._futures.discard(future)
 
 
 def left_running(unfinished: list[Future], *, wait: bool, timeout: float | None) -> int:

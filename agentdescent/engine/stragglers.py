@@ -95,7 +95,8 @@ class Hedger:
                 heapq.heappush(self._deadlines, (time.monotonic() + max(self._floor, self._factor * expected),
                                                  next(self._order), race))
                 self._start_timer()
-                self._wake.notify()
+                if self._deadlines[0][2] is race:  # else the watcher wakes for an earlier one anyway
+                    self._wake.notify()
         return race.future
 
     def close(self) -> None:
