@@ -88,7 +88,7 @@ class RunFiles:
 
     @property
     def journal_lines(self) -> int:
-        """Lines of the journal written so far (`save` writes the queued ones first)."""
+        """Lines of the journal written so far (`flush` writes the queued ones at once)."""
         return self._journal.lines
 
     def load(self) -> Checkpoint | None:
