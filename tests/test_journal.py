@@ -51,6 +51,16 @@ def test_close_writes_what_is_queued_and_later_entries_go_nowhere(tmp_path):
     assert [e["n"] for e in lines_of(journal.path)] == [0, 1, 2, 3, 4]
 
 
+def test_the_writer_thread_ends_with_the_journal_though_closed_while_it_gathers(tmp_path):
+    journal = Journal(tmp_path / "journal.jsonl", lambda n: {"n": n})
+    journal.add(0)
+    time.sleep(FLUSH_S / 5)  # the writer is in its gathering sleep
+    journal.close()
+    journal._writer.join(50 * FLUSH_S)
+    assert not journal._writer.is_alive()  # one left per run would pile up in a long-lived server
+    assert lines_of(journal.path) == [{"n": 0}]
+
+
 class FullDisk:
     """A file on a disk with no room left."""
 

@@ -91,10 +91,8 @@ class Journal:
                 self._writer.start()
 
     def _write_behind(self) -> None:
-        while True:
+        while not self._closed:  # read after each write: a close during the gathering below ends it there
             self._due.wait()
-            if self._closed:
-                return
             time.sleep(FLUSH_S)  # the entries of a burst, gathered into one write
             self._due.clear()  # before the queue is read: an entry added from here on sets it again
             try:
