@@ -51,6 +51,7 @@ class _Candidate:
     state: State
     rewards: dict[str, float] = field(default_factory=dict)
     first: list[Task] = field(default_factory=list)  # its first wave of probes, when scored with the evidence
+    opened: list[Task] = field(default_factory=list)  # that first wave whole: the parts' evidence and `first`
 
 
 def accept(components: Sequence[Component], head_state: State, probes: Sequence[Task], judge: Judge, *,
@@ -92,14 +93,12 @@ def _evidence(trial: Trial, components: Sequence[Component], tasks: Mapping[Comp
     """Each component that fixes at least one of its evidence tasks, with those tasks; and, when
     `ahead` is given, the fusion of `ahead` scored in the same wave on the evidence and the first probes."""
     jobs = [(apply(trial.head_state, comp.after), tasks[comp]) for comp in components]
-    early = None
-    if ahead:
-        first = trial.next_wave(set())[: trial.policy.size]
-        early = _Candidate(parts=ahead, state=_fuse(trial.head_state, ahead), first=first)
-        jobs.append((early.state, unique([t for comp in ahead for t in tasks[comp]] + first)))
+    early = _opening(trial, ahead, tasks) if ahead else None
+    if early is not None:
+        jobs.append((early.state, early.opened))
     rows = trial.score(jobs)
     if early is not None:
-        early.rewards = dict(zip((t.id for t in jobs[-1][1]), rows[-1]))
+        early.rewards = dict(zip((t.id for t in early.opened), rows[-1]))
     kept: dict[Component, list[Task]] = {}
     for comp, row in zip(components, rows):
         ts = tasks[comp]
@@ -119,10 +118,9 @@ def _fusion_test(trial: Trial, parts: list[Component], evidence: Mapping[Compone
         return None
     judged: set[str] = set()  # broken tasks a culprit that passed its own test answers for
     if early is None:
-        first = trial.next_wave(set())[: trial.policy.size]  # the first probes ride with the evidence
-        cand = _Candidate(parts=parts, state=_fuse(trial.head_state, parts))
-        tasks = unique([t for comp in parts for t in evidence[comp]] + first)
-        cand.rewards = dict(zip((t.id for t in tasks), trial.score([(cand.state, tasks)])[0]))
+        cand = _opening(trial, parts, evidence)
+        first = cand.first
+        cand.rewards = dict(zip((t.id for t in cand.opened), trial.score([(cand.state, cand.opened)])[0]))
     elif len(early.parts) == len(parts):
         first, cand = early.first, early
     else:  # without the components whose evidence failed, credited as culprits are
@@ -142,6 +140,13 @@ def _fusion_test(trial: Trial, parts: list[Component], evidence: Mapping[Compone
         if not parts:
             return None
         cand = _credited(trial, cand, parts, guilty, answered - judged, evidence)
+
+
+def _opening(trial: Trial, parts: list[Component], evidence: Mapping[Component, list[Task]]) -> _Candidate:
+    """The fusion of `parts` with its first wave, not yet scored: the parts' evidence and the first probes."""
+    first = trial.next_wave(set())[: trial.policy.size]
+    return _Candidate(parts=parts, state=_fuse(trial.head_state, parts), first=first,
+                      opened=unique([t for comp in parts for t in evidence[comp]] + first))
 
 
 def _credited(trial: Trial, old: _Candidate, parts: list[Component], guilty: list[Component], answered: set[str],
