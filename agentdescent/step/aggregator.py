@@ -28,7 +28,7 @@ from agentdescent.step.rebase import rebase
 from agentdescent.step.resolve import resolve
 from agentdescent.step.staleness import StaleDecision
 from agentdescent.step.stats import mean_reward
-from agentdescent.step.trial import Judge
+from agentdescent.step.trial import Judge, unique
 from agentdescent.types import Diff, Outcome, OutcomeKind, Task
 
 
@@ -113,7 +113,7 @@ class Aggregator:
         the cache); by diff id, each with its card filled in."""
         train = self._judge.train
         measured = {}
-        tasks = [[train[t] for t in dict.fromkeys(c.diff.evidence.task_ids) if t in train] for c in changes]
+        tasks = [unique([train[t] for t in c.diff.evidence.task_ids if t in train]) for c in changes]
         rows = self.score([job for c, ts in zip(changes, tasks) for job in ((head_state, ts), (apply(head_state, c.after), ts))])
         for c, ts, before, after in zip(changes, tasks, rows[::2], rows[1::2]):
             diff = c.diff.verified([t.id for t in ts], mean_reward(before), mean_reward(after))
