@@ -83,8 +83,7 @@ class RunFiles:
         self.checkpoint_path = self.folder / "checkpoint.json"
         self.rollouts_path = self.folder / "rollouts.jsonl"
         self.queue_path = self.folder / "resume-queue.json"
-        self._journal = Journal(self.rollouts_path, _journal_line)
-        self._closed = False  # the run is over: a call that answers late writes nothing
+        self._journal = Journal(self.rollouts_path, _journal_line)  # closed with the run: a late answer writes nothing
 
     @property
     def journal_lines(self) -> int:
@@ -156,14 +155,13 @@ class RunFiles:
 
     def record(self, state: str, rollout: Rollout) -> None:
         """Append one successful rollout to the journal (from any thread; written behind, `Journal`)."""
-        if rollout.error is not None or self._closed:
-            return  # a failure is retried by a resumed run, not remembered; a late answer is not this run's
+        if rollout.error is not None:
+            return  # a failure is retried by a resumed run, not remembered
         self._journal.add((state, rollout))
 
     def close(self) -> None:
         """Write the journal's queued lines and close it (on a full disk they are lost: their
         rollouts are run again on resume)."""
-        self._closed = True
         self._journal.close()
 
 

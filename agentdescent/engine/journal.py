@@ -38,7 +38,10 @@ class Journal:
         self._failed: OSError | None = None  # a write behind that failed: the next flush raises it
 
     def add(self, entry: Any) -> None:
-        """Queue `entry` (from any thread; it takes no lock but the first time after each write)."""
+        """Queue `entry` (from any thread; it takes no lock but the first time after each write).
+        Once the journal is closed, nothing: what arrives then is a late answer."""
+        if self._closed:
+            return
         self._queue.put(entry)
         if not self._due.is_set():
             if self._writer is None:
