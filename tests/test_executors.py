@@ -179,6 +179,50 @@ def test_a_call_that_kills_its_actor_every_time_fails_after_its_retries(local_ra
         pool.shutdown()
 
 
+def test_the_next_executor_on_the_callers_cluster_takes_a_clean_ones_actor_back_warm(local_ray):
+    from agentdescent.engine.ray_executor import RayExecutor
+
+    first = RayExecutor(3)
+    pid = first.submit(os.getpid).result(timeout=60)
+    first.shutdown()
+    second = RayExecutor(3)
+    try:
+        assert second.submit(os.getpid).result(timeout=60) == pid  # the same worker process, no new start
+        assert second.submit(abs, -4).result(timeout=60) == 4
+    finally:
+        second.shutdown()
+
+
+def test_an_executor_whose_calls_may_still_run_hands_no_actor_on(local_ray):
+    from agentdescent.engine.ray_executor import RayExecutor
+
+    pids = []
+    pool = RayExecutor(5)
+    pids.append(pool.submit(os.getpid).result(timeout=60))
+    pool.submit(wait_then, 30, 0)
+    assert pool.shutdown(wait=True, timeout=0.2) == 1  # one call still holds a thread of its actor: killed
+    pool = RayExecutor(5)
+    pids.append(pool.submit(os.getpid).result(timeout=120))
+    pool.abandon(RuntimeError("the run was cancelled"))  # a cancelled run's calls may still run: killed too
+    pool = RayExecutor(5)
+    try:
+        pids.append(pool.submit(os.getpid).result(timeout=120))
+    finally:
+        pool.shutdown()
+    assert len(set(pids)) == 3, pids  # each started an actor of its own
+
+
+def test_an_actor_taken_back_lets_go_of_the_last_executors_callables(local_ray):
+    from agentdescent.engine.ray_executor import _Runner
+
+    runner = _Runner(2)
+    ref = local_ray.put(abs)
+    assert [a for batch in runner.run([(lambda fn, x: fn(x), (ref, -3))]) for a in batch] == [(0, True, 3)]
+    assert list(runner._objects) == [ref]
+    runner.forget()
+    assert runner._objects == {}
+
+
 def test_ray_takes_closures_but_names_a_callable_it_cannot_send(local_ray):
     import threading
 
