@@ -4,7 +4,9 @@ sleep 20 ms, all submitted at once, timed until the last one is back.
 An ideal wave takes 20 ms whatever N is; what a wave takes past that is the executor's per-call
 cost (on Ray: the submission, the hop to an actor and back, the result's deserialisation),
 paid on the same cores the calls' threads and Ray's own processes share. It is the bound on
-`executor="ray"` against threads for a run of short calls: a round is a few such waves.
+`executor="ray"` against threads for a run of short calls: a round is a few such waves. First,
+what an executor waits for its first answer: with a new actor (Ray starts a worker process for
+it), and with the actor a clean executor of this process left warm on the cluster.
 
 Run: python bench/ray_overhead.py [--sizes 32 128] [--repeats 5]
 """
@@ -43,6 +45,19 @@ def wave_ms(executor, size: int, repeats: int) -> float:
     return statistics.median(times[1:])
 
 
+def first_answer_ms(size: int) -> float:
+    """Milliseconds from a new RayExecutor to its first call's answer; the executor then shuts down
+    cleanly, leaving its actor for the next one."""
+    from agentdescent.engine.ray_executor import RayExecutor
+
+    start = time.perf_counter()
+    executor = RayExecutor(size)
+    executor.submit(unit, 0, "x").result()
+    spent = 1000 * (time.perf_counter() - start)
+    executor.shutdown()
+    return spent
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[32, 128])
@@ -53,6 +68,9 @@ def main() -> None:
     from agentdescent.engine.ray_executor import RayExecutor
 
     ray.init(include_dashboard=False, log_to_driver=False)  # up before the waves, as a cluster would be
+    size = max(args.sizes)
+    cold, warm = first_answer_ms(size), first_answer_ms(size)
+    print(f"an executor's first answer: {cold:.0f} ms with a new actor, {warm:.0f} ms with one taken back warm")
     executors = {"threads": ThreadExecutor(max(args.sizes)), "ray": RayExecutor(max(args.sizes))}
     print(f"a wave of N calls of {1000 * SLEEP_S:.0f} ms each, median of {args.repeats}:")
     for size in args.sizes:

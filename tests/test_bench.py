@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
                           "--propose-ms", "0", "--split", "16"], "acceptance calls per committed rule"),
         ("service.py", ["--repeats", "1", "--rounds", "3", "--status-calls", "20"], "detached-run overhead"),
         ("thread_waves.py", ["--sizes", "8", "16", "--repeats", "1"], "ThreadPoolExecutor"),
-        ("ray_overhead.py", ["--sizes", "4", "--repeats", "1"], "past the 20 ms, per call"),
+        ("ray_overhead.py", ["--sizes", "4", "--repeats", "1"], "with one taken back warm"),
         ("call_cost.py", ["--waves", "2", "--states", "4", "--tasks", "4", "--latency-ms", "1"], "us of CPU a rollout"),
         ("tree_rollout.py", ["--files", "10", "--seeds", "0", "--latency-ms", "0", "--rounds", "1", "--workers", "2",
                              "--repeats", "3"],
