@@ -212,6 +212,20 @@ def test_an_executor_whose_calls_may_still_run_hands_no_actor_on(local_ray):
     assert len(set(pids)) == 3, pids  # each started an actor of its own
 
 
+def test_idle_actors_are_kept_for_the_last_three_sizes_and_one_cluster_only():
+    pytest.importorskip("ray", reason='the Ray executor needs pip install "agentdescent[ray]"')
+    from agentdescent.engine.ray_executor import _Idle
+
+    idle = _Idle()
+    assert idle.take("job-1", 8, 1) == []
+    assert [idle.give("job-1", size, [f"a{size}", f"b{size}"]) for size in (8, 16, 32)] == [[], [], []]
+    assert idle.give("job-1", 8, ["c8"]) == []  # 8 is the newest size now
+    assert idle.give("job-1", 64, ["a64"]) == ["a16", "b16"]  # a fourth size: the oldest one's actors go
+    assert idle.take("job-1", 8, 2) == ["a8", "b8"] and idle.take("job-1", 8, 2) == ["c8"]
+    assert idle.give("job-0", 32, ["old"]) == ["old"]  # another cluster's actors are not kept
+    assert idle.take("job-2", 32, 1) == [] and idle.give("job-1", 64, ["x"]) == ["x"]  # a new job forgets the old
+
+
 def test_an_actor_taken_back_lets_go_of_the_last_executors_callables(local_ray):
     from agentdescent.engine.ray_executor import _Runner
 

@@ -126,12 +126,16 @@ def _portable(exc: BaseException) -> BaseException:
 
 class _Idle:
     """Actors of executors that shut down cleanly, by their size, for the next executor of this
-    process on the same cluster (a cluster started again is another job: its actors are gone)."""
+    process on the same cluster (a cluster started again is another job: its actors are gone).
+    Each holds a worker process, so only the sizes last given back are kept: three, the pools of
+    a pipelined run."""
+
+    SIZES = 3
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._job: str | None = None
-        self._actors: dict[int, list[Any]] = {}
+        self._actors: dict[int, list[Any]] = {}  # oldest size first
 
     def take(self, job: str, threads: int, most: int) -> list[Any]:
         with self._lock:
@@ -141,10 +145,17 @@ class _Idle:
             taken, self._actors[threads] = kept[:most], kept[most:]
             return taken
 
-    def give(self, job: str, threads: int, actors: list[Any]) -> None:
+    def give(self, job: str, threads: int, actors: list[Any]) -> list[Any]:
+        """Keep `actors`; the ones no longer kept (another job's, or of a size given back longest
+        ago), for the caller to kill."""
         with self._lock:
-            if job == self._job:
-                self._actors.setdefault(threads, []).extend(actors)
+            if job != self._job:
+                return list(actors)
+            self._actors[threads] = self._actors.pop(threads, []) + list(actors)
+            dropped = []
+            while len(self._actors) > self.SIZES:
+                dropped += self._actors.pop(next(iter(self._actors)))
+            return dropped
 
 
 _IDLE = _Idle()
@@ -324,15 +335,15 @@ class RayExecutor:
                 return
             self._closed = True
             self._wake.notify()
+        doomed = self._actors
         if keep and not self._started:
-            for actor in self._actors:
-                try:
+            try:
+                for actor in self._actors:
                     actor.forget.remote()
-                except Exception:  # its cluster is gone: no one will take it back anyway
-                    return
-            _IDLE.give(self._job, self._per_actor, self._actors)
-            return
-        for actor in self._actors:
+            except Exception:  # its cluster is gone: no one will take it back anyway
+                return
+            doomed = _IDLE.give(self._job, self._per_actor, self._actors)
+        for actor in doomed:
             try:
                 self._ray.kill(actor)
             except Exception:  # already gone with its cluster
