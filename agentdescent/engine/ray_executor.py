@@ -60,6 +60,10 @@ def check_serializable(**callables: object) -> None:
                             f"client cannot travel: create those inside it, or use executor='thread'") from None
 
 
+# Answers that come in within this long of the first one go back as one message: each message is
+# a hop through Ray, and calls sent together mostly finish together (measured on two cores, a
+# batch of 32 calls of 20 ms: 34-37 ms answered message by message, 30-32 ms gathered).
+GATHER_S = 0.002
 RESTART_POLL_S = 0.2  # how often the actors are asked whether they are back, after one died
 RESTART_WAIT_S = 60.0  # how long calls wait for a dead actor to be back before they go again anyway
 Answer = tuple[int, bool, Any]  # (the call's place in its batch, whether it returned, what it returned or raised)
@@ -67,7 +71,8 @@ Answer = tuple[int, bool, Any]  # (the call's place in its batch, whether it ret
 
 class _Runner:
     """The actor: runs a batch's calls on its own threads (at most `threads` at once, over all its
-    batches) and yields, as they finish, the answers that are in."""
+    batches) and yields, as they finish, the answers that are in (those that come within `GATHER_S` of
+    the first, together)."""
 
     def __init__(self, threads: int) -> None:
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="agentdescent-ray-call")
@@ -80,9 +85,10 @@ class _Runner:
         left = len(calls)
         while left:
             batch = [answers.get()]
-            while True:
+            until = time.monotonic() + GATHER_S
+            while len(batch) < left:
                 try:
-                    batch.append(answers.get_nowait())
+                    batch.append(answers.get(timeout=max(0.0, until - time.monotonic())))
                 except queue.Empty:
                     break
             left -= len(batch)
