@@ -88,7 +88,7 @@ def test_cancel_stops_the_run_and_every_process_it_started(service, tmp_path, mo
     deadline = time.monotonic() + 30
     while not list(pids.iterdir()) and time.monotonic() < deadline:
         time.sleep(0.05)
-    started = [int(p.read_text()) for p in pids.iterdir()]
+    started = [int(p.name) for p in pids.iterdir()]  # named by its pid: its text may not be written yet
     assert started, "the agent never started its process"
     cancelled = service.cancel(run)
     assert cancelled.state == "cancelled"
