@@ -223,6 +223,9 @@ def test_idle_actors_are_kept_for_the_last_three_sizes_and_one_cluster_only():
     assert idle.take("job-1", 8, 2) == ["a8", "b8"] and idle.take("job-1", 8, 2) == ["c8"]
     assert idle.give("job-0", 32, ["old"]) == ["old"]  # another cluster's actors are not kept
     assert idle.take("job-2", 32, 1) == [] and idle.give("job-1", 64, ["x"]) == ["x"]  # a new job forgets the old
+    assert idle.give("job-2", 8, ["z"]) == []
+    assert [idle.take("job-2", size, 1) for size in (1, 2, 3)] == [[], [], []]  # sizes asked for, none idle,
+    assert idle.give("job-2", 4, ["y"]) == [] and idle.take("job-2", 8, 1) == ["z"]  # do not count as kept ones
 
 
 def test_an_actor_taken_back_lets_go_of_the_last_executors_callables(local_ray):

@@ -147,9 +147,10 @@ class _Idle:
         with self._lock:
             if job != self._job:
                 self._job, self._actors = job, {}
-            kept = self._actors.get(threads, [])
-            taken, self._actors[threads] = kept[:most], kept[most:]
-            return taken
+            kept = self._actors.pop(threads, [])
+            if kept[most:]:
+                self._actors[threads] = kept[most:]
+            return kept[:most]
 
     def give(self, job: str, threads: int, actors: list[Any]) -> list[Any]:
         """Keep `actors`; the ones no longer kept (another job's, or of a size given back longest
