@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from decimal import Decimal
@@ -10,7 +11,8 @@ from fractions import Fraction
 import pytest
 
 from agentdescent import AppendRules, KeyedRules, Policies, Task, UserError, events, evolve
-from agentdescent.cli.demo import route
+from agentdescent.cli.demo import route, router_tasks
+from agentdescent.engine.evolve import split_tasks
 from agentdescent.engine.units import check_reward
 from tests.doubles import InFlight, echo, fast_and_slow, numbered_tasks, router, year_program
 
@@ -120,6 +122,37 @@ def test_asynchronous_mode_converges_and_records_staleness():
     result = router(rounds=40, n_workers=4, asynchronous=True, target_reward=1.0)
     assert result.final_reward > result.initial_reward + 0.3
     assert all(o.kind != "error" for o in result.outcome_list)
+
+
+def test_an_asynchronous_step_does_not_wait_for_the_held_out_measurement():
+    """The held-out rollouts of a changed artifact hang until two more rounds have started: the
+    steps go on meanwhile, and the measurement lands in the record of the version it measured."""
+    tasks = router_tasks(0)
+    held_out = {t.id for t in split_tasks(tasks, 0.3, random.Random("0:split"))[1]}
+    first_render, release, seen, hung = [], threading.Event(), [], []
+
+    def run(rendered, task):
+        if task.id in held_out:
+            first_render[:1] = first_render[:1] or [rendered]
+            if rendered != first_render[0] and not release.is_set():
+                hung.append(len([e for e in seen if isinstance(e, events.RoundStarted)]))
+                release.wait(timeout=10)
+        return route(rendered, task)
+
+    def on_event(event):
+        seen.append(event)
+        if isinstance(event, events.RoundStarted) and hung and event.round >= hung[0] + 2:
+            release.set()
+
+    result = router(run=run, rounds=16, n_workers=3, asynchronous=True, on_event=on_event)
+    measured = next(e for e in seen if isinstance(e, events.Evaluated) and e.round >= 0)
+    started = [e.round for e in seen[: seen.index(measured)] if isinstance(e, events.RoundStarted)]
+    assert hung and max(started) >= hung[0] + 2 > measured.round
+    record = next(r for r in result.history if r.version == measured.version)
+    assert record.promoted == measured.promoted
+    assert record.held_out == (None if measured.partial else measured.held_out_reward)
+    assert result.final_reward == pytest.approx(max(e.held_out_reward for e in seen
+                                                    if isinstance(e, events.Evaluated) and not e.partial))
 
 
 def test_lag_budget_drops_stale_diffs_in_asynchronous_mode():

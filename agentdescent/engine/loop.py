@@ -4,7 +4,8 @@ Synchronous and asynchronous runs are the same loop with a different barrier: th
 worker turns in flight, their reports land in a buffer, and the barrier says when the
 aggregator drains it. Synchronous: after every worker of the round is back (data-parallel with
 all-reduce). Asynchronous: as soon as any report is in; the freed worker pulls the newest
-snapshot at once, and the lag budget bounds how stale an admitted diff may be.
+snapshot at once, and the lag budget bounds how stale an admitted diff may be; dev is measured on
+the held-out set in the background, so that no step waits on a validation.
 
 What it leaves out: what a diff is (strategies), how one is judged (the optimizer step), where
 calls run (executors) and how results are stored (the ledger).
@@ -31,7 +32,7 @@ from agentdescent.engine.pipeline import Pipeline
 from agentdescent.engine.sampling import AcceptanceSamples, Sampler
 from agentdescent.engine.sharding import Shards
 from agentdescent.engine.stopping import Patience, Progress, StopRule, stop_reason
-from agentdescent.engine.validation import Validator
+from agentdescent.engine.validation import Measurements, Validator
 from agentdescent.engine.worker import Turn, Worker, WorkerReport
 from agentdescent.errors import Cancelled, LedgerError, UserError
 from agentdescent.ledger import Ledger
@@ -88,7 +89,8 @@ class Loop:
         self._restart = self.pipeline.collected if self.pipeline is not None else self.dispatcher.dispatch
         self._initial = (0, 0.0)  # (version, held-out reward) the run started from
         self._next_round = 0  # the first round not yet done: where a resumed run goes on
-        self._validated = -1  # the last version measured on the held-out set
+        self.measured = Measurements(validator=self.validator, state_of=self._state, promote=self.ledger.promote,
+                                     emit=self.emit, progress=self.progress)
 
     def run(self) -> EvolveResult:
         existed = self.ledger.has_artifact(self.artifact_id, self.ledger.head())
@@ -117,10 +119,11 @@ class Loop:
         error = None
         try:
             if head != self.ledger.stable():
-                self._validate(head, round_=-1)
+                self.measured.now(head, round_=-1)
             reason = self._rounds(first)
-            if self.ledger.head() != self._validated:  # the last commits are measured before the run ends
-                self._validate(self.ledger.head(), round_=self._next_round - 1)
+            self._take_measured(wait=True)
+            if self.ledger.head() != self.measured.validated:  # the last commits are measured before the run ends
+                self.measured.now(self.ledger.head(), round_=self._next_round - 1)
         except UserError as exc:  # the caller's contract broken mid-run: stop, keep what was done
             reason, error = f"stopped by an error: {exc}", str(exc)
         except KeyboardInterrupt:
@@ -133,6 +136,8 @@ class Loop:
             said = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             reason = f"stopped: cannot write the run's files ({said}); free some space, then run again"
             error = f"cannot write the run's files: {said}"
+        if error != "interrupted":  # Ctrl-C does not wait for a measurement; the pools' shutdown cancels it
+            self.measured.settle()
         return self._result(reason, error)
 
     def _result(self, reason: str, error: str | None) -> EvolveResult:
@@ -160,7 +165,7 @@ class Loop:
         self.files.reset()
         start = self.ledger.stable()
         self._initial = (start, self.validator.whole(self._state(start)))
-        self.progress.best, self._validated = self._initial[1], start
+        self.progress.best, self.measured.validated = self._initial[1], start
         self._save(finished=False)
         self._measured_start()
 
@@ -174,7 +179,7 @@ class Loop:
         """Take up an interrupted run where its checkpoint left it; the outcomes of the rounds that
         committed after it, read back from the ledger."""
         self._initial = (saved.initial_version, saved.initial_reward)
-        self.progress = Progress(best=saved.best, since_gain=saved.since_gain)
+        self.progress.best, self.progress.since_gain = saved.best, saved.since_gain
         self.history, self.outcomes, self.warnings = list(saved.history), list(saved.outcomes), list(saved.warnings)
         self.dispatcher.skip(saved.turns)
         self.sampler.restore(saved.leads)
@@ -250,6 +255,7 @@ class Loop:
         for round_ in range(first, rounds):
             if self.cancel is not None:
                 self.cancel.check()
+            self._take_measured(wait=False)
             stop = self._stop_reason(round_)
             if stop:
                 self._abandon(round_, stop)
@@ -328,34 +334,32 @@ class Loop:
             if self.shards is not None:  # what fixed a task is where it goes next
                 self.shards.learn_from([by_id[d] for d in landed if d in by_id])
         head = self.ledger.head()
-        if head != self._validated and self.validator.due(self._state(head), leads=len(self.sampler.leads)):
-            held_out, promoted = self._validate(head, round_)
+        due = head != self.measured.validated and not self.measured.busy
+        if due and self.validator.due(self._state(head), leads=len(self.sampler.leads)):
+            if self.shape.asynchronous:
+                self.measured.later(head, round_)
+            else:
+                held_out, promoted = self.measured.now(head, round_)
         else:
             self.progress.since_gain += 1
         self.history.append(StepRecord.of(report, round_=round_, outcomes=early + report.outcomes, diffs=diffs,
                                           held_out=held_out, promoted=promoted, usage=self.evaluator.usage))
 
-    def _validate(self, version: int, round_: int) -> tuple[float | None, bool]:
-        """Measure `version` on the held-out set (as far as it matters: `Validator.measure`);
-        `stable` moves to it when the promotion policy says so. (Its reward or None, promoted.)"""
-        progress = self.progress
-        reward, whole = self.validator.measure(self._state(version), progress.best)
-        self._validated = version
-        promoted = whole and self.validator.promotion(progress.best, reward) and self.ledger.promote(version)
-        if promoted:  # False too when another run moved stable past it
-            progress.best, progress.since_gain = reward, 0
-        else:
-            progress.since_gain += 1
-        self.emit(ev.Evaluated(round=round_, version=version, held_out_reward=reward, promoted=promoted,
-                               best_reward=progress.best, partial=not whole))
-        return (reward if whole else None), promoted
+    def _take_measured(self, *, wait: bool) -> None:
+        """The background measurement, when it is done (or once it is), in the record of the version it measured."""
+        taken = self.measured.take(wait=wait)
+        record = taken and next((r for r in reversed(self.history) if r.version == taken[0]), None)
+        if record:
+            record.held_out, record.promoted = taken[1], taken[2]
 
     def _stop_reason(self, round_: int) -> str | None:
         """Why the run stops before `round_`; patience is asked only once dev's last commits are measured."""
         usage, head = self.evaluator.usage, self.ledger.head()
         stop = stop_reason(self.stop_rules, self.progress, usage)
-        if stop and head != self._validated and any(isinstance(rule, Patience) for rule in self.stop_rules):
-            self._validate(head, round_ - 1)
+        if stop and any(isinstance(rule, Patience) for rule in self.stop_rules):
+            self._take_measured(wait=True)
+            if head != self.measured.validated:
+                self.measured.now(head, round_ - 1)
             stop = stop_reason(self.stop_rules, self.progress, usage)
         return stop
 

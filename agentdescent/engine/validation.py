@@ -7,14 +7,23 @@ two waves, a quarter of the held-out set first: when the first wave already show
 no longer beat `stable` (the promotion policy at the best reward the rest could give) nor reach
 the target, the rest is not run. That bound is exact, so a promotion always rests on the whole
 held-out set, as the starting and final rewards do.
+
+`Measurements` keeps which version was measured last and what each measurement did to `stable`
+and the run's progress. An asynchronous run measures in the background (`later`): no step waits
+on a validation, and the loop takes the answer in at the start of a later round.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import contextvars
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 
+from agentdescent import events as ev
 from agentdescent.engine.evaluation import Evaluator
+from agentdescent.engine.stopping import Progress
 from agentdescent.step.policies import PromotionPolicy, ValidationPolicy
 from agentdescent.types import Task
 
@@ -52,3 +61,67 @@ class Validator:
             return ceiling, False
         rest = self.held_out[len(first):]
         return (total + sum(self.evaluator.score([(state, rest)], "validate")[0])) / n, True
+
+
+@dataclass(kw_only=True)
+class Measurements:
+    """The held-out measurements of dev a run takes: the last version measured, the promotions and
+    progress they make, and at most one under way in the background."""
+
+    validator: Validator
+    state_of: Callable[[int], Mapping[str, str]]  # a version's artifact
+    promote: Callable[[int], bool]  # move `stable` to a version; False when another run moved it past
+    emit: Callable[[ev.Event], None]
+    progress: Progress
+    validated: int = -1  # the last version measured, or being measured
+    _measuring: tuple[int, int, Future[tuple[float, bool]]] | None = field(default=None, init=False)  # (version, round, answer)
+
+    @property
+    def busy(self) -> bool:
+        return self._measuring is not None
+
+    def now(self, version: int, round_: int) -> tuple[float | None, bool]:
+        """Measure `version` (as far as it matters: `Validator.measure`) and take the answer in:
+        (its held-out reward, or None when only partly measured; promoted)."""
+        self.validated = version
+        return self._took(version, round_, *self.validator.measure(self.state_of(version), self.progress.best))
+
+    def later(self, version: int, round_: int) -> None:
+        """Start measuring `version` on a thread of its own; `take` takes the answer in."""
+        state, best, answer = self.state_of(version), self.progress.best, Future()
+        context = contextvars.copy_context()
+
+        def work() -> None:
+            try:
+                answer.set_result(context.run(self.validator.measure, state, best))
+            except BaseException as exc:  # noqa: BLE001 - raised in the loop by `take`
+                answer.set_exception(exc)
+
+        self.validated, self._measuring = version, (version, round_, answer)
+        threading.Thread(target=work, name="agentdescent-validate", daemon=True).start()
+
+    def take(self, *, wait: bool) -> tuple[int, float | None, bool] | None:
+        """The background measurement taken in when it is done (or once it is, with `wait`):
+        (version, held-out reward or None, promoted); what it raised is raised here."""
+        if self._measuring is None or not (wait or self._measuring[2].done()):
+            return None
+        version, round_, answer = self._measuring
+        self._measuring = None
+        return (version, *self._took(version, round_, *answer.result()))
+
+    def settle(self) -> None:
+        """A stopped run: the background measurement ends first (it adds to usage); its answer is not needed."""
+        if self._measuring is not None:
+            self._measuring[2].exception()
+            self._measuring = None
+
+    def _took(self, version: int, round_: int, reward: float, whole: bool) -> tuple[float | None, bool]:
+        progress = self.progress
+        promoted = whole and self.validator.promotion(progress.best, reward) and self.promote(version)
+        if promoted:
+            progress.best, progress.since_gain = reward, 0
+        else:
+            progress.since_gain += 1
+        self.emit(ev.Evaluated(round=round_, version=version, held_out_reward=reward, promoted=promoted,
+                               best_reward=progress.best, partial=not whole))
+        return (reward if whole else None), promoted
