@@ -4,8 +4,8 @@ Synchronous and asynchronous runs are the same loop with a different barrier: th
 worker turns in flight, their reports land in a buffer, and the barrier says when the
 aggregator drains it. Synchronous: after every worker of the round is back (data-parallel with
 all-reduce). Asynchronous: as soon as any report is in; the freed worker pulls the newest
-snapshot at once, and the lag budget bounds how stale an admitted diff may be; dev is measured on
-the held-out set in the background, so that no step waits on a validation.
+snapshot at once, the lag budget bounds how stale an admitted diff may be, and no step waits on
+a held-out measurement (`Measurements.later`).
 
 What it leaves out: what a diff is (strategies), how one is judged (the optimizer step), where
 calls run (executors) and how results are stored (the ledger).
@@ -121,7 +121,7 @@ class Loop:
             if head != self.ledger.stable():
                 self.measured.now(head, round_=-1)
             reason = self._rounds(first)
-            self._take_measured(wait=True)
+            self.measured.take(self.history, wait=True)
             if self.ledger.head() != self.measured.validated:  # the last commits are measured before the run ends
                 self.measured.now(self.ledger.head(), round_=self._next_round - 1)
         except UserError as exc:  # the caller's contract broken mid-run: stop, keep what was done
@@ -136,7 +136,7 @@ class Loop:
             said = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             reason = f"stopped: cannot write the run's files ({said}); free some space, then run again"
             error = f"cannot write the run's files: {said}"
-        if error != "interrupted":  # Ctrl-C does not wait for a measurement; the pools' shutdown cancels it
+        if error != "interrupted":  # Ctrl-C does not wait for a measurement: the pools' shutdown cancels it
             self.measured.settle()
         return self._result(reason, error)
 
@@ -255,7 +255,7 @@ class Loop:
         for round_ in range(first, rounds):
             if self.cancel is not None:
                 self.cancel.check()
-            self._take_measured(wait=False)
+            self.measured.take(self.history, wait=False)
             stop = self._stop_reason(round_)
             if stop:
                 self._abandon(round_, stop)
@@ -345,19 +345,12 @@ class Loop:
         self.history.append(StepRecord.of(report, round_=round_, outcomes=early + report.outcomes, diffs=diffs,
                                           held_out=held_out, promoted=promoted, usage=self.evaluator.usage))
 
-    def _take_measured(self, *, wait: bool) -> None:
-        """The background measurement, when it is done (or once it is), in the record of the version it measured."""
-        taken = self.measured.take(wait=wait)
-        record = taken and next((r for r in reversed(self.history) if r.version == taken[0]), None)
-        if record:
-            record.held_out, record.promoted = taken[1], taken[2]
-
     def _stop_reason(self, round_: int) -> str | None:
         """Why the run stops before `round_`; patience is asked only once dev's last commits are measured."""
         usage, head = self.evaluator.usage, self.ledger.head()
         stop = stop_reason(self.stop_rules, self.progress, usage)
         if stop and any(isinstance(rule, Patience) for rule in self.stop_rules):
-            self._take_measured(wait=True)
+            self.measured.take(self.history, wait=True)
             if head != self.measured.validated:
                 self.measured.now(head, round_ - 1)
             stop = stop_reason(self.stop_rules, self.progress, usage)

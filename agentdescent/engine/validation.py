@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from agentdescent import events as ev
 from agentdescent.engine.evaluation import Evaluator
 from agentdescent.engine.stopping import Progress
+from agentdescent.result import StepRecord
 from agentdescent.step.policies import PromotionPolicy, ValidationPolicy
 from agentdescent.types import Task
 
@@ -100,14 +101,17 @@ class Measurements:
         self.validated, self._measuring = version, (version, round_, answer)
         threading.Thread(target=work, name="agentdescent-validate", daemon=True).start()
 
-    def take(self, *, wait: bool) -> tuple[int, float | None, bool] | None:
-        """The background measurement taken in when it is done (or once it is, with `wait`):
-        (version, held-out reward or None, promoted); what it raised is raised here."""
+    def take(self, history: Sequence[StepRecord], *, wait: bool) -> None:
+        """Take the background measurement in when it is done (or once it is, with `wait`), into
+        the record of the version it measured; what it raised is raised here."""
         if self._measuring is None or not (wait or self._measuring[2].done()):
-            return None
+            return
         version, round_, answer = self._measuring
         self._measuring = None
-        return (version, *self._took(version, round_, *answer.result()))
+        held_out, promoted = self._took(version, round_, *answer.result())
+        for record in (r for r in reversed(history) if r.version == version):
+            record.held_out, record.promoted = held_out, promoted
+            break
 
     def settle(self) -> None:
         """A stopped run: the background measurement ends first (it adds to usage); its answer is not needed."""
