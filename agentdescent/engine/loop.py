@@ -136,8 +136,7 @@ class Loop:
             said = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             reason = f"stopped: cannot write the run's files ({said}); free some space, then run again"
             error = f"cannot write the run's files: {said}"
-        if error != "interrupted":  # Ctrl-C does not wait for a measurement: the pools' shutdown cancels it
-            self.measured.settle()
+        self.measured.settle(wait=error != "interrupted")  # Ctrl-C does not wait: the pools' shutdown cancels it
         return self._result(reason, error)
 
     def _result(self, reason: str, error: str | None) -> EvolveResult:

@@ -15,14 +15,13 @@ on a validation, and the loop takes the answer in at the start of a later round.
 
 from __future__ import annotations
 
-import contextvars
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from agentdescent import events as ev
 from agentdescent.engine.evaluation import Evaluator
+from agentdescent.engine.executors import ThreadExecutor
 from agentdescent.engine.stopping import Progress
 from agentdescent.result import StepRecord
 from agentdescent.step.policies import PromotionPolicy, ValidationPolicy
@@ -76,6 +75,7 @@ class Measurements:
     progress: Progress
     validated: int = -1  # the last version measured, or being measured
     _measuring: tuple[int, int, Future[tuple[float, bool]]] | None = field(default=None, init=False)  # (version, round, answer)
+    _thread: ThreadExecutor = field(default_factory=lambda: ThreadExecutor(1, name="agentdescent-validate"), init=False)
 
     @property
     def busy(self) -> bool:
@@ -89,17 +89,8 @@ class Measurements:
 
     def later(self, version: int, round_: int) -> None:
         """Start measuring `version` on a thread of its own; `take` takes the answer in."""
-        state, best, answer = self.state_of(version), self.progress.best, Future()
-        context = contextvars.copy_context()
-
-        def work() -> None:
-            try:
-                answer.set_result(context.run(self.validator.measure, state, best))
-            except BaseException as exc:  # noqa: BLE001 - raised in the loop by `take`
-                answer.set_exception(exc)
-
+        answer = self._thread.submit(self.validator.measure, self.state_of(version), self.progress.best)
         self.validated, self._measuring = version, (version, round_, answer)
-        threading.Thread(target=work, name="agentdescent-validate", daemon=True).start()
 
     def take(self, history: Sequence[StepRecord], *, wait: bool) -> None:
         """Take the background measurement in when it is done (or once it is, with `wait`), into
@@ -109,15 +100,15 @@ class Measurements:
         version, round_, answer = self._measuring
         self._measuring = None
         held_out, promoted = self._took(version, round_, *answer.result())
-        for record in (r for r in reversed(history) if r.version == version):
+        record = next((r for r in reversed(history) if r.version == version), None)
+        if record is not None:
             record.held_out, record.promoted = held_out, promoted
-            break
 
-    def settle(self) -> None:
-        """A stopped run: the background measurement ends first (it adds to usage); its answer is not needed."""
-        if self._measuring is not None:
-            self._measuring[2].exception()
-            self._measuring = None
+    def settle(self, *, wait: bool) -> None:
+        """The run is over: with `wait`, a measurement still under way ends first (it adds to
+        usage); its answer is not needed."""
+        self._measuring = None
+        self._thread.shutdown(wait=wait)
 
     def _took(self, version: int, round_: int, reward: float, whole: bool) -> tuple[float | None, bool]:
         progress = self.progress
