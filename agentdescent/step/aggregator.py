@@ -22,6 +22,7 @@ from agentdescent.step.accept import Acceptance, accept
 from agentdescent.step.admit import admit
 from agentdescent.step.changes import Change
 from agentdescent.step.commit import commit
+from agentdescent.step.folders import Folders
 from agentdescent.step.gate import Approve, Scorer
 from agentdescent.step.policies import Policies
 from agentdescent.step.rebase import rebase
@@ -125,6 +126,7 @@ class Aggregator:
         eta: Mapping[str, float], head_state: State, verdicts: dict[str, tuple[OutcomeKind, str]],
     ) -> list[Change]:
         changes = []
+        head_folders = Folders(head_state)
         for diff in diffs:
             refusal = admit(diff, self.artifact_id, self.governance)
             staleness = staleness_of[diff.id]
@@ -136,7 +138,7 @@ class Aggregator:
                 except LedgerError as exc:
                     refusal = ("error", f"could not read its base version {diff.base_version}: {exc}")
                 else:
-                    rebased = rebase(diff, staleness, head_state, base_state, self.policies)
+                    rebased = rebase(diff, staleness, head_state, base_state, self.policies, head_folders)
                     if isinstance(rebased, Change):
                         changes.append(dataclasses.replace(rebased, decision=decisions[diff.id], eta=eta[diff.id]))
                         continue

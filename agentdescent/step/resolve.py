@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from agentdescent.artifacts.state import apply
 from agentdescent.step.changes import Change, Component
+from agentdescent.step.folders import Folders
 from agentdescent.step.policies import Policies
-from agentdescent.step.rebase import folder_clash
 from agentdescent.types import OutcomeKind
 
 
@@ -131,12 +130,12 @@ def _without_clashes(
     """Components in order, but for one whose new files cannot sit in one folder with those of the
     components before it (`a` beside `a/b`): its diffs lose, as any conflict does."""
     kept: list[Component] = []
-    state = dict(head_state)
+    folders = Folders(head_state)
     for comp in components:
-        clash = folder_clash(state, comp.after)
+        clash = folders.clash(comp.after)
         if clash is None:
             kept.append(comp)
-            state = apply(state, comp.after)
+            folders.write(comp.after)
             continue
         for change in comp.changes:
             unplaced[change.diff.id] = ("conflict_lost", f"another diff of this round got there first: {clash}")
