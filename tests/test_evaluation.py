@@ -121,3 +121,27 @@ def test_check_reward_accepts_numbers_in_range():
     for value in (0, 1, 0.0, 0.25, 1.0):
         got = check_reward(value, task)
         assert isinstance(got, float) and got == value
+
+
+class _CountedRender(AppendRules):
+    def __init__(self):
+        super().__init__()
+        self.renders = 0
+
+    def render(self, state):
+        self.renders += 1
+        return super().render(state)
+
+
+def test_a_state_is_rendered_once_however_often_it_is_scored_and_known_holds_what_came_back(pool):
+    strategy = _CountedRender()
+    ev = Evaluator(strategy=strategy, run=lambda r, t: t.id, reward=lambda t, o: float(o == "t1"), pool=pool,
+                   usage=Usage())
+    head = {"r": "rule"}
+    ev.score([(head, TASKS[:2]), (head, TASKS[2:4])])
+    ev.rollouts(head, TASKS[:1])
+    assert strategy.renders == 1
+    assert ev.known(head) == {"t0": 0.0, "t1": 1.0, "t2": 0.0, "t3": 0.0}  # in the order they started
+    assert ev.known(dict(head)) == ev.known(head)  # an equal state is viewed again and shares the rollouts
+    assert strategy.renders == 2
+    assert ev.known({"r": "another rule"}) == {}

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -118,6 +119,7 @@ class Usage(Tally):
 
 
 PURPOSES = ("train", "verify", "accept", "validate")
+VIEWS_KEPT = 64  # enough for head and the candidates of a step of 64 workers
 COUNTERS = ("rollouts", "proposals", "failures", "cache_hits", "cache_misses", *PURPOSES, "reissued", "discarded", "resumed")
 
 
@@ -159,7 +161,12 @@ class Evaluator:
         self._pool = pool
         self.usage = usage
         self._cache: dict[str, dict[str, Future[Rollout]]] = {}  # view key -> task id -> rollout
+        self._rewards: dict[str, dict[str, float]] = {}  # view key -> task id -> reward of a rollout back
         self._pending: dict[Future[Rollout], tuple[str, Mapping[str, str], str, str]] = {}  # not yet back
+        # The states viewed last, by identity (each kept, so that its id is not reused): head is
+        # viewed for every row and turn of a step, and rendering a large artifact is a run's
+        # largest CPU cost after the calls. A state is a value: the engine never changes one.
+        self._views: OrderedDict[int, tuple[Mapping[str, str], str, Any]] = OrderedDict()
         self._lock = threading.Lock()
 
     def rollouts(self, state: Mapping[str, str], tasks: Sequence[Task], purpose: str = "train") -> list[Rollout]:
@@ -192,21 +199,37 @@ class Evaluator:
                 future: Future[Rollout] = Future()
                 future.set_result(rollout)
                 self._cache.setdefault(key, {})[rollout.task.id] = future
+                self._rewards.setdefault(key, {})[rollout.task.id] = rollout.reward
 
     def known(self, state: Mapping[str, str]) -> dict[str, float]:
         """The rewards of `state` measured so far, by task id, without running anything."""
-        key, _ = self._view(state)
+        key, _ = self.view(state)
         with self._lock:
-            futures = dict(self._cache.get(key, {}))
-        return {task_id: f.result().reward for task_id, f in futures.items() if f.done() and not f.exception()}
+            row, rewards = dict(self._cache.get(key, {})), dict(self._rewards.get(key, {}))
+            # back, but not yet through `_returned` (a waiter may wake before the callbacks run)
+            landing = [(f, task_id) for f, (k, _, task_id, _) in self._pending.items() if k == key and f.done()]
+        for future, task_id in landing:
+            if not future.cancelled() and future.exception() is None:
+                rewards[task_id] = future.result().reward
+        return {task_id: rewards[task_id] for task_id in row if task_id in rewards}  # in the order they started
 
-    def _view(self, state: Mapping[str, str]) -> tuple[str, Any]:
-        """What a rollout on `state` sees (the rendered artifact), and the cache key naming it."""
+    def view(self, state: Mapping[str, str]) -> tuple[str, Any]:
+        """The cache key naming what a rollout on `state` sees, and that (the rendered artifact)."""
+        with self._lock:
+            seen = self._views.get(id(state))
+            if seen is not None and seen[0] is state:
+                self._views.move_to_end(id(state))
+                return seen[1], seen[2]
         rendered = self._strategy.render(state)
-        return view_key(rendered, state), rendered
+        key = view_key(rendered, state)
+        with self._lock:
+            self._views[id(state)] = (state, key, rendered)
+            if len(self._views) > VIEWS_KEPT:
+                self._views.popitem(last=False)
+        return key, rendered
 
     def _submit_row(self, state: Mapping[str, str], tasks: Sequence[Task], purpose: str) -> list[Future[Rollout]]:
-        key, rendered = self._view(state)
+        key, rendered = self.view(state)
         futures, started, hits = [], [], 0
         try:
             with self._lock:
@@ -242,7 +265,10 @@ class Evaluator:
         """A rollout is back; one that ended in an exception (a cancelled run's) stays pending."""
         if future.cancelled() or future.exception() is None:
             with self._lock:
-                self._pending.pop(future, None)
+                key = self._pending.pop(future, (None,))[0]
+                if key is not None and not future.cancelled():
+                    rollout = future.result()
+                    self._rewards.setdefault(key, {})[rollout.task.id] = rollout.reward
 
     def in_flight(self) -> ResumeQueue:
         """The rollouts started and not back (or lost with a cancelled run), for the resume queue."""

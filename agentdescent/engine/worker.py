@@ -127,7 +127,7 @@ class Worker:
         if rolled.spent:
             return Reflected(turn=turn, rollouts=rolled.rollouts, diffs=diffs, outcomes=outcomes, spent=rolled.spent)
         groups = [chosen] if chosen and callable(getattr(self.propose, "batch", None)) else [[r] for r in chosen]
-        rendered = self.strategy.render(turn.state)
+        rendered = self.evaluator.view(turn.state)[1]
         pending, why = [], None
         try:
             for group in groups:
