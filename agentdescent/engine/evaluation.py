@@ -161,7 +161,9 @@ class Evaluator:
         self._pool = pool
         self.usage = usage
         self._cache: dict[str, dict[str, Future[Rollout]]] = {}  # view key -> task id -> rollout
-        self._rewards: dict[str, dict[str, float]] = {}  # view key -> task id -> reward of a rollout back
+        # view key -> task id -> reward of a rollout back: what `known` reads (asking each future
+        # of a view takes that future's lock, thousands of times a step in a large run)
+        self._rewards: dict[str, dict[str, float]] = {}
         self._pending: dict[Future[Rollout], tuple[str, Mapping[str, str], str, str]] = {}  # not yet back
         # The states viewed last, by identity (each kept, so that its id is not reused): head is
         # viewed for every row and turn of a step, and rendering a large artifact is a run's
