@@ -7,8 +7,10 @@ word, which fixes its own request and misroutes others; the demo's own share is 
 for each run: rounds, seconds (and the gate's share of them), calls split into train rollouts (minibatches and scouting),
 verification, acceptance (the gate: evidence, probes, bisection), validation (held-out) and
 proposals; the final held-out reward; rules committed, harmful rules that landed on the way (a
-later round removed them) and harmful rules in the result; and the
-acceptance calls per committed rule, which is the gate's cost as the number of workers grows.
+later round removed them) and harmful rules in the result; the
+acceptance calls per committed rule, which is the gate's cost as the number of workers grows;
+and the culprits the bisection found, with the broken probes each was charged with (traced one
+at a time, a culprit is charged only with the probes it was traced on).
 
 Run: python bench/gate_cost.py [--workers 1 8] [--harm 0.25] [--seeds 0 1 2]
      python bench/gate_cost.py --workers 1 2 4 8 16 --seeds 0 1 2   # the gate's cost against N
@@ -17,11 +19,13 @@ Run: python bench/gate_cost.py [--workers 1 8] [--harm 0.25] [--seeds 0 1 2]
      python bench/gate_cost.py --workers 8 --harm 0.3 --scouts 3          # more scouting
      python bench/gate_cost.py --workers 8 --split 16                      # one-wave bisection
      python bench/gate_cost.py --workers 8 --max-harm 0.05                 # a lower harm bar
+     python bench/gate_cost.py --workers 8 --trace-at-once 1               # a culprit bisected once
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import tempfile
@@ -63,6 +67,7 @@ def run_once(n_workers: int, seed: int, harm: float, args: argparse.Namespace) -
                         rounds=400, n_workers=n_workers, max_concurrency=args.concurrency, target_reward=1.0,
                         seed=seed, store=store, on_event=on_event,
                         policies=Policies(acceptance=BetaAcceptance(confidence=args.confidence, max_harm=args.max_harm, split=args.split,
+                                                                    trace_at_once=args.trace_at_once,
                                                                     wave=args.wave),
                                           proposal=WorstFirst(scouts=args.scouts)))
         wall = time.perf_counter() - start
@@ -70,9 +75,21 @@ def run_once(n_workers: int, seed: int, harm: float, args: argparse.Namespace) -
     rules = routing_rules(result.rendered)
     committed = sum(o.kind in ("committed", "fused") for o in result.outcome_list)
     gate = sum(h.timings.get("accept", 0.0) for h in result.history)  # the rest: worker turns, commits, validation
+    charged = [n for n in (broken_probes(o.reason) for o in result.outcome_list if o.kind == "rejected_by_test") if n]
     return {"rounds": len(result.history), "wall": wall, "gate": gate, "calls": result.usage.calls, "reward": result.final_reward,
             **{part: usage[part] for part in PARTS}, "committed": committed,
-            "harmful": sum(keyword in FILLERS for keyword, _ in rules), "landed_harm": len(landed_harm)}
+            "harmful": sum(keyword in FILLERS for keyword, _ in rules), "landed_harm": len(landed_harm),
+            "culprits": len(charged), "charged": sum(charged)}
+
+
+def broken_probes(reason: str) -> int | None:
+    """How many probes a diff the bisection found guilty broke, read off its outcome's reason
+    ("rejected: breaks r001, r007 and 3 more, which head passes (...)"); None for other refusals."""
+    named = re.search(r"breaks (.*?), which head passes", reason)
+    if named is None:
+        return None
+    shown, _, more = named.group(1).partition(" and ")
+    return len(shown.split(", ")) + (int(more.split()[0]) if more else 0)
 
 
 def main() -> None:
@@ -92,6 +109,8 @@ def main() -> None:
     parser.add_argument("--wave", type=int, default=BetaAcceptance().wave, help="probes in each wave of the gate")
     parser.add_argument("--split", type=int, default=BetaAcceptance().split,
                         help="parts a bisection splits a broken probe's suspects into at each level")
+    parser.add_argument("--trace-at-once", type=int, default=BetaAcceptance().trace_at_once,
+                        help="broken probes bisected together (default: all; 1: one, the rest scored again without its culprits)")
     parser.add_argument("--scouts", type=int, default=WorstFirst().scouts, help="spare minibatches an idle worker scouts")
     args = parser.parse_args()
     print("N  harm seed rounds    s gate s  calls | " + " ".join(f"{p:>9}" for p in PARTS)
@@ -113,7 +132,9 @@ def main() -> None:
                   f" reward 1.0 on {sum(r['reward'] >= 1.0 for r in runs)}"
                   f" of {len(runs)} seeds; harmful rules landed on the way: {sum(r['landed_harm'] for r in runs)},"
                   f" in the result: {sum(r['harmful'] for r in runs)};"
-                  f" acceptance calls per committed rule {per_rule:.1f}")
+                  f" acceptance calls per committed rule {per_rule:.1f};"
+                  f" {sum(r['culprits'] for r in runs)} culprits traced,"
+                  f" {sum(r['charged'] for r in runs) / max(1, sum(r['culprits'] for r in runs)):.2f} broken probes each")
 
 
 if __name__ == "__main__":

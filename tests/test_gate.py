@@ -125,6 +125,34 @@ def test_a_planted_harmful_diff_among_16_is_bisected_out_and_the_rest_commit(tmp
     assert len(scorer.paid) < 16 * sample / 3  # a third of what scoring each diff alone on the sample costs
 
 
+def test_tracing_one_broken_probe_at_a_time_bisects_a_culprit_once_however_many_probes_it_breaks(tmp_path):
+    """"harm" breaks six of the first sixteen probes. Traced all at once, each of the six is
+    bisected; traced one at a time, one is, and the other five are scored once more on the fusion
+    without the culprit: the same verdicts for fewer rollouts, in more waves."""
+    diffs = [fixing(j, "harm" if j == 5 else "") for j in range(16)]
+    runs = {}
+    for trace in (None, 1):
+        report, ledger, scorer = step_of(tmp_path / str(trace), diffs, acceptance=BetaAcceptance(trace_at_once=trace))
+        assert kinds(report) == {d.id: "rejected_by_test" if d.id == "d05" else "committed" for d in diffs}
+        assert sorted(ledger.snapshot("a")) == ["base"] + [f"k{j:02d}" for j in range(16) if j != 5]
+        runs[trace] = scorer
+    first = {t.id for t in TASKS[::-1][:16]}
+    broken = {i for i in first if int(i[1:]) % 3 == 0}
+    assert len(broken) == 6
+
+    def on_broken(scorer):  # rollouts on the broken probes beyond head's and the first fusion's
+        return sum(1 for _, task in scorer.paid if task in broken) - 2 * len(broken)
+
+    assert on_broken(runs[None]) == 6 * 2 * math.log2(16)  # each broken probe bisected: 8 questions
+    assert on_broken(runs[1]) == 2 * math.log2(16) + 5  # one bisected, the other five scored once again
+    assert len(runs[1].calls) > len(runs[None].calls)  # the price: waves
+
+
+def test_tracing_at_once_is_at_least_one_broken_probe_or_all_of_them():
+    with pytest.raises(UserError, match=r"trace_at_once=0\): trace at least 1 broken probe"):
+        BetaAcceptance(trace_at_once=0)
+
+
 def test_a_fusion_of_good_diffs_commits_for_the_price_of_one_sample(tmp_path):
     diffs = [fixing(j) for j in range(16)]
     report, ledger, scorer = step_of(tmp_path, diffs)
@@ -202,9 +230,10 @@ def test_a_diff_that_fixes_none_of_its_failures_goes_no_further(tmp_path):
     assert {task for key, task in scorer.paid if "note" in key} == {"t3"}  # never probed
 
 
+@pytest.mark.parametrize("trace", [None, 1])
 @pytest.mark.parametrize("harmful", [0, 1, 3])
-def test_harmful_diffs_never_commit_however_many_there_are(tmp_path, harmful):
+def test_harmful_diffs_never_commit_however_many_there_are(tmp_path, harmful, trace):
     diffs = [fixing(j, "harm" if j < harmful else "") for j in range(8)]
-    report, ledger, _ = step_of(tmp_path, diffs)
+    report, ledger, _ = step_of(tmp_path, diffs, acceptance=BetaAcceptance(trace_at_once=trace))
     assert {d for d, kind in kinds(report).items() if kind == "rejected_by_test"} == {f"d{j:02d}" for j in range(harmful)}
     assert not any("harm" in text for text in ledger.snapshot("a").values())

@@ -6,9 +6,11 @@
 2. The fusion, then bisection. The fusion of every surviving (L2) component is probed against
    head in waves, on tasks head passes (where harm shows), only while the policy's decision is
    open. A task it breaks is traced to its culprits by splitting the components (`bisect`, one
-   rollout a question); each culprit group is judged alone, on what it fixes against what it
-   breaks, and leaves unless that passes the bar; the rest are credited separately where the
-   tasks they touched are disjoint from the culprits', and scored again only where they are not.
+   rollout a question; all broken tasks at once, or `trace_at_once` of them, the others then
+   scored again without the culprits found); each culprit group is judged alone, on what it
+   fixes against what it breaks, and leaves unless that passes the bar; the rest are credited
+   separately where the tasks they touched are disjoint from the culprits', and scored again
+   only where they are not.
    So a round of good diffs costs one sample however many workers sent them.
 3. The paired test of the fusion on its evidence and its probes (`AcceptancePolicy.__call__`).
 
@@ -132,7 +134,7 @@ def _fusion_test(trial: Trial, parts: list[Component], evidence: Mapping[Compone
         broken = [i for i, r in cand.rewards.items() if r < trial.head[i] and i not in judged]
         if not broken:
             return cand
-        guilty, cleared, answered = _culprits(trial, cand, broken)
+        guilty, cleared, answered = _culprits(trial, cand, broken[: trial.policy.trace_at_once])
         judged |= cleared
         if not guilty:
             continue

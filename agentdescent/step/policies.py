@@ -196,6 +196,8 @@ class AcceptancePolicy(Protocol):
     # A lone component's first probes go in the wave of its evidence once the run's components
     # fixed some of theirs this often (the posterior mean, a uniform prior); above 1: never.
     ride: float
+    split: int  # parts a bisection splits a set of components into, a level
+    trace_at_once: int | None  # broken probes bisected together; None: all of them
 
     def sample(self, train: Sequence[Task], rng: random.Random) -> list[Task]:
         """A version's probe order: the train tasks the gate draws its waves from, drawn once per
@@ -229,6 +231,10 @@ class BetaAcceptance:
     two, for more questions). A lone component's first probes ride with its evidence once
     the run's components have fixed their failures `ride` of the time (9 in 10: eight in a row
     at the start): the probes it pays for a diff that fixes nothing, a wave it saves the others.
+    `trace_at_once` bounds how many broken probes are bisected together: None traces all of them
+    in lockstep (the fewest waves); 1 traces one, drops its culprits and scores the other broken
+    probes again on what is left, so a culprit that breaks several probes is bisected once (the
+    fewest calls, a wave or two more a culprit).
     docs/concepts.md gives the error rates.
     """
 
@@ -245,10 +251,14 @@ class BetaAcceptance:
     prior: float = 1.0
     split: int = 4
     ride: float = 0.9
+    trace_at_once: int | None = None
 
     def __post_init__(self) -> None:
         if self.split < 2:  # a split into one part would ask the same question forever
             raise UserError(f"BetaAcceptance(split={self.split}): a bisection needs at least 2 parts a level")
+        if self.trace_at_once is not None and self.trace_at_once < 1:
+            raise UserError(f"BetaAcceptance(trace_at_once={self.trace_at_once}): trace at least 1 broken probe "
+                            "at a time, or None to trace them all at once")
 
     def sample(self, train: Sequence[Task], rng: random.Random) -> list[Task]:
         return rng.sample(list(train), len(train))
