@@ -9,7 +9,12 @@ import time
 
 import pytest
 
+from agentdescent.engine.checkpoint import RunFiles
+from agentdescent.engine.evaluation import Usage
 from agentdescent.engine.journal import FLUSH_S, Journal
+from agentdescent.types import Rollout, Task
+
+TASKS = {f"t{i}": Task(id=f"t{i}", prompt=str(i)) for i in range(5)}
 
 
 def lines_of(path) -> list[dict]:
@@ -33,7 +38,7 @@ def test_a_line_reaches_the_disk_on_its_own_soon_after_its_entry(tmp_path):
     journal = Journal(tmp_path / "journal.jsonl", lambda n: {"n": n})
     journal.add(1)
     deadline = time.monotonic() + 50 * FLUSH_S  # generous: the machine may be busy
-    while not lines_of(journal.path) and time.monotonic() < deadline:
+    while journal.lines < 1 and time.monotonic() < deadline:  # counted just after the line is written
         time.sleep(FLUSH_S / 4)
     assert lines_of(journal.path) == [{"n": 1}] and journal.lines == 1
     journal.add(2)  # and again after the first write
@@ -89,17 +94,40 @@ def test_a_write_behind_that_fails_is_raised_by_the_next_flush(tmp_path):
 
 
 def test_the_run_files_count_only_lines_on_disk_once_flushed_and_a_later_process_reads_them(tmp_path):
-    from agentdescent.engine.checkpoint import RunFiles
-    from agentdescent.types import Rollout, Task
-
-    tasks = {f"t{i}": Task(id=f"t{i}", prompt=str(i)) for i in range(5)}
-    files = RunFiles(tmp_path)
-    for task in tasks.values():
-        files.record("state", Rollout(task=task, output="ok", reward=1.0))
-    files.record("state", Rollout(task=tasks["t0"], output="", reward=0.0, error="run failed"))  # not journalled
-    files.flush()  # what a checkpoint does before it reads journal_lines
-    assert files.journal_lines == 5
-    assert [r.task.id for _, r in RunFiles(tmp_path).rollouts(tasks)] == list(tasks)
+    files, usage = RunFiles(tmp_path), Usage()
+    for task in TASKS.values():
+        usage.count_rollout(Rollout(task=task, output="ok", reward=1.0), journal=lambda r: files.record("state", r))
+    failed = Rollout(task=TASKS["t0"], output="", reward=0.0, error="run failed")
+    usage.count_rollout(failed, journal=lambda r: files.record("state", r))  # counted, not journalled
+    saved, counted = files.counted(usage)  # what a checkpoint does: the lines it counts are on disk after
+    assert (saved["rollouts"], saved["failures"], counted) == (6, 1, 5)
+    assert [r.task.id for _, r in RunFiles(tmp_path).rollouts(TASKS)] == list(TASKS)
     files.close()
-    files.record("state", Rollout(task=tasks["t1"], output="late", reward=1.0))  # after the run: nothing
-    assert len(RunFiles(tmp_path).rollouts(tasks)) == 5
+    files.record("state", Rollout(task=TASKS["t1"], output="late", reward=1.0))  # after the run: nothing
+    assert len(RunFiles(tmp_path).rollouts(TASKS)) == 5
+
+
+def test_a_rollout_that_lands_while_a_checkpoint_is_taken_is_counted_once_by_the_resumed_run(tmp_path, monkeypatch):
+    """The checkpoint reads the usage and the journal's length at one instant: a rollout counted
+    and journalled while the lines are being put on disk is in neither, so a resumed run counts
+    its line again, once. (Read one after the other, the line was on disk among those counted
+    and the rollout was not in the saved usage: a paid call lost from the bill.)"""
+    files, usage = RunFiles(tmp_path), Usage()
+
+    def land(task_id: str) -> None:  # a rollout's thread: counted and journalled
+        usage.count_rollout(Rollout(task=TASKS[task_id], output="ok", reward=1.0), journal=lambda r: files.record("state", r))
+
+    for task_id in ("t0", "t1", "t2"):
+        land(task_id)
+    flush = Journal.flush
+
+    def flush_as_one_more_lands(journal: Journal) -> None:
+        monkeypatch.setattr(Journal, "flush", flush)
+        land("t3")
+        flush(journal)
+
+    monkeypatch.setattr(Journal, "flush", flush_as_one_more_lands)
+    saved, counted = files.counted(usage)
+    files.flush()
+    on_disk = RunFiles(tmp_path).rollouts(TASKS)
+    assert saved["rollouts"] + len(on_disk[counted:]) == usage.rollouts == 4  # what `Loop._resume` adds up

@@ -35,7 +35,7 @@ from pydantic import BaseModel, Field, ValidationError
 from agentdescent import atomic
 from agentdescent.agents.redact import redact
 from agentdescent.artifacts.strategies import Strategy
-from agentdescent.engine.evaluation import ResumeQueue
+from agentdescent.engine.evaluation import ResumeQueue, Usage
 from agentdescent.engine.journal import Journal
 from agentdescent.errors import HeadMoved
 from agentdescent.ledger import Ledger
@@ -85,10 +85,13 @@ class RunFiles:
         self.queue_path = self.folder / "resume-queue.json"
         self._journal = Journal(self.rollouts_path, _journal_line)  # closed with the run: a late answer writes nothing
 
-    @property
-    def journal_lines(self) -> int:
-        """Lines of the journal written so far (`flush` writes the queued ones at once)."""
-        return self._journal.lines
+    def counted(self, usage: Usage) -> tuple[dict, int]:
+        """The run's usage and how many of the journal's lines it counts, read at one instant (a
+        rollout is counted and journalled under the usage's lock), then those lines put on disk:
+        a rollout that lands meanwhile is in neither, and a resumed run counts its line again."""
+        record, added = usage.read(lambda: self._journal.added)
+        self.flush()
+        return record, added
 
     def load(self) -> Checkpoint | None:
         """The saved checkpoint; None when there is none or it cannot be read (a run then starts anew)."""
@@ -144,14 +147,14 @@ class RunFiles:
             kept.append(line)
         if repair and len(kept) != len(lines):
             atomic.write_text(self.rollouts_path, "".join(f"{line}\n" for line in kept))
-        self._journal.lines = len(kept)
+        self._journal.start_at(len(kept))
         return found
 
     def reset(self) -> None:
         """A new run on this ledger: its journal starts empty (an earlier run's rollouts are not its own)."""
         self.rollouts_path.unlink(missing_ok=True)
         self.queue_path.unlink(missing_ok=True)
-        self._journal.lines = 0
+        self._journal.start_at(0)
 
     def record(self, state: str, rollout: Rollout) -> None:
         """Append one successful rollout to the journal (from any thread; written behind, `Journal`)."""

@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -34,6 +34,8 @@ from agentdescent.engine.stragglers import Hedger
 from agentdescent.engine.units import Reflection, roll_out
 from agentdescent.step.stats import mean_reward
 from agentdescent.types import Rollout, Task
+
+T = TypeVar("T")
 
 
 class RunFn(Protocol):
@@ -78,12 +80,21 @@ class Usage(Tally):
     def tokens(self) -> int:
         return self.model.tokens
 
-    def count_rollout(self, rollout: Rollout, purpose: str = "train") -> None:
-        """A rollout that ran (not one served from the cache), with what its model calls cost."""
-        self.add(rollouts=1, cache_misses=1, **{purpose: 1})
-        self.model.add_spend(rollout.spend)
-        if rollout.error is not None:
-            self.record_error(rollout.error)
+    def count_rollout(self, rollout: Rollout, purpose: str = "train",
+                      journal: Callable[[Rollout], None] | None = None) -> None:
+        """A rollout that ran (not one served from the cache), with what its model calls cost.
+        `journal` (the run's rollout journal) takes it under the same lock, so that a checkpoint
+        reading the usage and the journal's length together (`read`) finds each rollout in both
+        or in neither."""
+        with self._lock:
+            self.rollouts += 1
+            self.cache_misses += 1
+            setattr(self, purpose, getattr(self, purpose) + 1)
+            self.model.add_spend(rollout.spend)
+            if rollout.error is not None:
+                self._error(rollout.error)
+            if journal is not None:
+                journal(rollout)
 
     def count_reflection(self, reflection: Reflection) -> None:
         self.add(proposals=1)
@@ -91,16 +102,22 @@ class Usage(Tally):
 
     def record_error(self, message: str) -> None:
         with self._lock:
-            self.failures += 1
-            if len(self.errors) < 20:
-                self.errors.append(message)
+            self._error(message)
+
+    def _error(self, message: str) -> None:
+        self.failures += 1
+        if len(self.errors) < 20:
+            self.errors.append(message)
 
     def as_record(self) -> dict:
         """Plain data for a checkpoint or a stored result; `from_record` reads it back."""
-        with self._lock:
+        return self.read(lambda: None)[0]
+
+    def read(self, also: Callable[[], T]) -> tuple[dict, T]:
+        """`as_record()` and `also()` at one instant: no rollout is counted between them."""
+        with self._lock:  # the model's lock is taken inside this one, as `count_rollout` takes it
             counts = {name: getattr(self, name) for name in COUNTERS}
-            errors = list(self.errors)
-        return {**counts, "errors": errors, "model": self.model.as_dict()}
+            return {**counts, "errors": list(self.errors), "model": self.model.as_dict()}, also()
 
     @classmethod
     def from_record(cls, record: Mapping) -> Usage:
@@ -295,7 +312,6 @@ class Evaluator:
         return count
 
     def _counted(self, key: str, purpose: str, rollout: Rollout) -> Rollout:
-        self.usage.count_rollout(rollout, purpose)
-        if self._journal is not None:
-            self._journal(key, rollout)
+        journal = self._journal
+        self.usage.count_rollout(rollout, purpose, None if journal is None else lambda r: journal(key, r))
         return rollout

@@ -23,11 +23,13 @@ FLUSH_S = 0.1  # the longest an entry waits in memory before it is written
 
 
 class Journal:
-    """Entries appended to `path` as JSON lines; `lines` counts those written so far."""
+    """Entries appended to `path` as JSON lines; `lines` counts those written so far, `added` those
+    taken (written, or queued for the next write)."""
 
     def __init__(self, path: Path, line: Callable[[Any], dict]) -> None:
         self.path = path
         self.lines = 0
+        self.added = 0  # exact when adds do not race: the evaluator journals under the usage's lock
         self._line = line  # an entry as the dict its line holds (made on the writing thread)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._due = threading.Event()  # entries wait in the queue
@@ -42,11 +44,16 @@ class Journal:
         Once the journal is closed, nothing: what arrives then is a late answer."""
         if self._closed:
             return
+        self.added += 1
         self._queue.put(entry)
         if not self._due.is_set():
             if self._writer is None:
                 self._start()
             self._due.set()
+
+    def start_at(self, lines: int) -> None:
+        """The file holds `lines` lines and nothing is queued (a new run's journal, or a resumed one's read back)."""
+        self.lines = self.added = lines
 
     def flush(self) -> None:
         """Write every entry queued so far, now; an `OSError` (a full disk) is raised."""

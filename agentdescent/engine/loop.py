@@ -213,16 +213,15 @@ class Loop:
         return outcomes
 
     def _save(self, *, finished: bool, stop_reason: str | None = None) -> None:
-        progress, usage = self.progress, self.evaluator.usage.as_record()
+        progress, (usage, counted) = self.progress, self.files.counted(self.evaluator.usage)
         start, initial = self._initial
-        self.files.flush()  # the journal's lines the checkpoint counts are on disk before it is
         self.files.save(Checkpoint(
             fingerprint=self.fingerprint, strategy=type(self.strategy).__name__, finished=finished,
             stop_reason=stop_reason,
             next_round=self._next_round, turns=self.dispatcher.turns, leads=self.sampler.leads,
             routes=self.shards.routes if self.shards is not None else {}, best=progress.best,
             since_gain=progress.since_gain, initial_reward=initial,
-            initial_version=start, usage=usage, rollouts_counted=self.files.journal_lines,
+            initial_version=start, usage=usage, rollouts_counted=counted,
             history=self.history, outcomes=self.outcomes, warnings=self.warnings,
         ))
         self.files.save_queue(self.evaluator.in_flight())
