@@ -26,6 +26,7 @@ Run: python bench/speedup.py [--workers 8] [--seeds 0 1 2] [--rollout-ms 20] [--
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -175,6 +176,8 @@ def main() -> None:
     print(f"a round on average (rounds without a commit skip validation and are cheaper), {args.workers} workers / 1 "
           f"worker: median {statistics.median(mean_round):.2f}x the time; speed-up = rounds ratio / this")
     print(f"aggregator's own time per committed step (median over runs): {statistics.median(agg):.1f} ms")
+    print(f"load average over the last 1 / 5 / 15 minutes: {' / '.join(f'{x:.1f}' for x in os.getloadavg())} on "
+          f"{os.cpu_count()} cores (more than the cores: the times above shared the machine)")
 
 
 def _name(side: str, workers: int) -> str:
