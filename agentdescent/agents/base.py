@@ -32,8 +32,12 @@ class Tally:
 
     def add(self, **counts: float) -> None:
         with self._lock:
-            for name, value in counts.items():
-                setattr(self, name, getattr(self, name) + value)
+            self._add(**counts)
+
+    def _add(self, **counts: float) -> None:
+        """`add` for a caller that holds the lock already."""
+        for name, value in counts.items():
+            setattr(self, name, getattr(self, name) + value)
 
     def __getstate__(self) -> dict[str, object]:
         with self._lock:

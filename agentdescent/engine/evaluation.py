@@ -87,9 +87,7 @@ class Usage(Tally):
         reading the usage and the journal's length together (`read`) finds each rollout in both
         or in neither."""
         with self._lock:
-            self.rollouts += 1
-            self.cache_misses += 1
-            setattr(self, purpose, getattr(self, purpose) + 1)
+            self._add(rollouts=1, cache_misses=1, **{purpose: 1})
             self.model.add_spend(rollout.spend)
             if rollout.error is not None:
                 self._error(rollout.error)
