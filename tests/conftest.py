@@ -24,6 +24,14 @@ def pytest_configure(config) -> None:  # noqa: ANN001 - pytest's hook signature
     offline.install()
 
 
+def pytest_make_parametrize_id(config, val, argname):  # noqa: ANN001, ANN201 - pytest's hook signature
+    """A long text parameter is named by its start and length: pytest puts the test's id in the
+    environment of every child process (PYTEST_CURRENT_TEST), where one over 128 KB makes exec fail."""
+    if isinstance(val, str) and len(val) > 60:
+        return f"{val[:24]!r}...({len(val)} chars)"
+    return None
+
+
 @pytest.fixture(autouse=True)
 def temporary_folders_under_pytest(tmp_path_factory, monkeypatch):
     """A run without `store=` keeps its ledger in a new temporary folder: here, that folder is one
