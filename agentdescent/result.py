@@ -75,6 +75,7 @@ class EvolveResult:
     version: int  # the ledger version the final artifact is at (stable)
     initial_version: int  # the stable version the run started from
     initial_state: dict[str, str] = field(default_factory=dict)  # the artifact at `initial_version`
+    initial_rendered: Any = None  # `initial_state` rendered: what write_to takes the target to have held
     frozen: tuple[str, ...] = field(default=())
     warnings: list[str] = field(default_factory=list)  # what the run's Warned events said
 
@@ -94,8 +95,8 @@ class EvolveResult:
             rendered=self.rendered, state=self.state, final_reward=self.final_reward, initial_reward=self.initial_reward,
             history=self.history, ledger_path=str(self.ledger_path), outcome_list=self.outcome_list,
             usage=self.usage.as_record(), stop_reason=self.stop_reason, error=self.error, version=self.version,
-            initial_version=self.initial_version, initial_state=self.initial_state, frozen=list(self.frozen),
-            warnings=self.warnings,
+            initial_version=self.initial_version, initial_state=self.initial_state,
+            initial_rendered=self.initial_rendered, frozen=list(self.frozen), warnings=self.warnings,
         ).model_dump_json(indent=1)
 
     @classmethod
@@ -106,15 +107,19 @@ class EvolveResult:
                       "ledger_path": Path(stored.ledger_path), "usage": Usage.from_record(stored.usage),
                       "frozen": tuple(stored.frozen)})
 
-    def write_to(self, path: str | os.PathLike, *, dry_run: bool = False, prune: bool = False) -> WritePlan:
+    def write_to(self, path: str | os.PathLike, *, dry_run: bool = False, prune: bool = False,
+                 overwrite: bool = False, base: Any = None) -> WritePlan:
         """Write the artifact to `path` and return the plan it followed: a text artifact becomes
         one file, a tree a folder. Only changed files are written (each atomically, its mode
         kept); files the run deleted are deleted, frozen files never touched, extra files left
-        alone unless `prune`. The whole target is backed up first (`<name>.bak-N` beside it, no
-        backup when nothing changes), and a failure or a killed process is rolled back from it.
+        alone unless `prune`. A file edited on disk since the run started (against `base`, what
+        the target held then; default the initial artifact rendered) is kept when the run did not
+        change it and merged when both did; edits that do not merge refuse the write unless
+        `overwrite`. The whole target is backed up first (`<name>.bak-N` beside it, no backup
+        when nothing changes), and a failure or a killed process is rolled back from it.
         `dry_run` returns the plan and touches nothing. See `agentdescent.artifacts.writeback`."""
-        return write_back(path, self.rendered, initial=self.initial_state, frozen=self.frozen,
-                          dry_run=dry_run, prune=prune)
+        return write_back(path, self.rendered, initial=self.initial_state, frozen=self.frozen, dry_run=dry_run,
+                          prune=prune, overwrite=overwrite, base=self.initial_rendered if base is None else base)
 
 
 class _Stored(BaseModel):
@@ -134,5 +139,6 @@ class _Stored(BaseModel):
     version: int
     initial_version: int
     initial_state: dict[str, str] = Field(default_factory=dict)
+    initial_rendered: str | dict[str, str] | None = None
     frozen: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)

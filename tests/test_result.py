@@ -49,7 +49,10 @@ def test_text_write_back_backs_up_first(tmp_path):
     assert result.write_to(target).backup is None  # nothing to back up yet
     assert target.read_text(encoding="utf-8") == "- state the year"
     target.write_text("my own edits", encoding="utf-8")
-    backup = result.write_to(target).backup
+    with pytest.raises(UserError, match="changed on disk since the run started.*prompt.md"):
+        result.write_to(target)  # the user's edit and the run's change do not merge: nothing is lost
+    assert target.read_text(encoding="utf-8") == "my own edits"
+    backup = result.write_to(target, overwrite=True).backup
     assert backup is not None and backup.read_text(encoding="utf-8") == "my own edits"
     assert target.read_text(encoding="utf-8") == "- state the year"
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]

@@ -38,8 +38,8 @@ import threading
 from collections.abc import Iterable, Mapping
 
 __all__ = [
-    "DEBUG_HTTP_ENV", "KEY_VARIABLES", "MIN_SECRET_CHARS", "SECRET_NAME", "RedactingFilter", "guard_logging",
-    "redact", "register", "secrets",
+    "DEBUG_HTTP_ENV", "KEY_VARIABLES", "MARKER", "MIN_SECRET_CHARS", "SECRET_NAME", "RedactingFilter", "guard_logging",
+    "located", "redact", "register", "secrets",
 ]
 
 KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "DEEPSEEK_API_KEY", "HF_TOKEN")
@@ -110,6 +110,18 @@ def redact(text: str, env: Mapping[str, str] | None = None) -> str:
         return text
     pattern, names = _compiled(keys)
     return pattern.sub(lambda match: MARKER.format(name=names[int(match.lastgroup[1:])]), text)
+
+
+def located(text: str, env: Mapping[str, str] | None = None) -> list[tuple[str, int, int]]:
+    """Where `redact` would replace a key in `text`: (variable name, start, end), in order.
+
+    located("token: sk-canary-7f3a9c2e1b5d") == [("OPENAI_API_KEY", 7, 29)]  # with that key set
+    """
+    keys = _keys(secrets(env)) if isinstance(text, str) and text else ()
+    if not keys:
+        return []
+    pattern, names = _compiled(keys)
+    return [(names[int(m.lastgroup[1:])], m.start(), m.end()) for m in pattern.finditer(text)]
 
 
 def _keys(found: Mapping[str, str]) -> tuple[tuple[str, str], ...]:

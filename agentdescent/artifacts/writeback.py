@@ -3,7 +3,10 @@
 `write_back` compares the artifact with the disk and returns a `WritePlan`: files to write
 (created or changed), files already right, files to delete (in the artifact when the run
 started and gone from it now; with `prune`, also the files it does not know), the extra files
-it leaves alone, and the frozen files it never touches. Unless it is a dry run, and only when
+it leaves alone, and the frozen files it never touches. Given `base`, what the target held when
+the run started, a file the user changed since is never lost: it is kept when the run did not
+change it, merged three-way when both did and git can merge the two, and otherwise a conflict
+that refuses the whole write unless `overwrite` (`reconcile`). Unless it is a dry run, and only when
 something changes, it then holds the target's lock, settles a write a killed process left,
 backs the whole target up, journals the write, deletes what goes and writes each changed file
 atomically with its mode kept; a failure part-way puts every touched path back from the backup
@@ -27,7 +30,7 @@ from functools import partial
 from pathlib import Path
 
 from agentdescent import atomic
-from agentdescent.artifacts import backups
+from agentdescent.artifacts import backups, reconcile
 from agentdescent.errors import UserError
 from agentdescent.governance import is_frozen, unsafe_key_reason
 
@@ -38,7 +41,8 @@ PATH_MAX = 4096  # bytes in a whole path on Linux
 class WritePlan:
     """What a write-back changes: relative posix paths, sorted (a text artifact's file is listed
     by its name). `deleted` holds the pruned extras too; `backup` is the copy of the whole target
-    taken before the first change (None on a dry run, a no-op, or when nothing was there)."""
+    taken before the first change (None on a dry run, a no-op, or when nothing was there). A dry
+    run lists `conflicts` where a real write would refuse them."""
 
     target: Path
     written: tuple[str, ...] = ()
@@ -46,6 +50,9 @@ class WritePlan:
     deleted: tuple[str, ...] = ()
     extra: tuple[str, ...] = ()
     frozen: tuple[str, ...] = ()
+    merged: tuple[str, ...] = ()  # written, as the merge of the run's change and the user's
+    kept: tuple[str, ...] = ()  # changed by the user since the run started, not by the run: left as they are
+    conflicts: tuple[str, ...] = ()  # changed by both, beyond a clean merge: refused (written only with overwrite)
     backup: Path | None = None
 
     @property
@@ -64,24 +71,30 @@ class Restored:
 
 
 def write_back(path: str | os.PathLike, rendered: str | Mapping[str, str], *, initial: Mapping[str, str] | None = None,
-               frozen: Iterable[str] = (), dry_run: bool = False, prune: bool = False) -> WritePlan:
+               base: str | Mapping[str, str] | None = None, frozen: Iterable[str] = (), dry_run: bool = False,
+               prune: bool = False, overwrite: bool = False) -> WritePlan:
     """Write `rendered` to `path`: a str becomes one file, a {relative posix path: text} dict a
     folder. `initial` is the artifact when the run started (its keys gone from `rendered` are
-    deleted); `frozen` holds fnmatch patterns of files never touched. `dry_run` returns the plan
-    and touches nothing. Raises `UserError` for a refused path or a failed write (undone)."""
+    deleted); `base` is what the target held then, in the shape of `rendered` (None: the disk's
+    edits are not looked for); `frozen` holds fnmatch patterns of files never touched. `dry_run`
+    returns the plan and touches nothing. Raises `UserError` for a refused path, for files both
+    the user and the run changed beyond a clean merge (unless `overwrite`), or a failed write (undone)."""
     target = _target(path)
     tree = not isinstance(rendered, str)
     contents = _contents(rendered)
     _check_kind(target, folder=tree)
     initial, frozen = (dict(initial or {}), tuple(frozen)) if tree else ({}, ())
     _check_keys(initial)
+    base_files = None if base is None else _contents(base)
     if dry_run:
         _refuse_interrupted(target)
-        return _named(_plan(target, contents, initial, frozen, prune))
+        return _named(_plan(target, contents, initial, frozen, prune, base_files, overwrite=overwrite)[0])
     target.parent.mkdir(parents=True, exist_ok=True)
     with backups.locked(target):
         backups.recover(target)
-        plan = _plan(target, contents, initial, frozen, prune)
+        plan, contents = _plan(target, contents, initial, frozen, prune, base_files, overwrite=overwrite)
+        if plan.conflicts and not overwrite:
+            raise _conflicting(target, plan.conflicts)
         if not plan.changes:
             return _named(plan)
         backup = backups.take(target, made_by="write_to", paths=[*plan.deleted, *plan.written])
@@ -176,12 +189,19 @@ def _refuse_interrupted(target: Path) -> None:
                         f"wait for it, or settle it with result.write_to or `agentdescent restore {target}`")
 
 
-def _plan(target: Path, contents: dict[str, bytes], initial: dict[str, str], frozen: tuple[str, ...],
-          prune: bool) -> WritePlan:
+def _plan(target: Path, contents: dict[str, bytes], initial: dict[str, str], frozen: tuple[str, ...], prune: bool,
+          base: dict[str, bytes] | None = None, *, overwrite: bool = False) -> tuple[WritePlan, dict[str, bytes]]:
+    """What the write does, and the bytes of each file it writes. With `base`, the user's edits
+    since the run started are kept or merged in first, and the files beyond a merge are conflicts
+    (written as the run has them only with `overwrite`)."""
     on_disk = _files_on_disk(target) if "" not in contents else set()
     frozen_keys = {k for k in {*contents, *initial, *on_disk} if is_frozen(k, frozen)}
-    gone = {k for k in initial if k not in contents and k not in frozen_keys and os.path.lexists(target / k)}
-    extra = on_disk - contents.keys() - initial.keys() - frozen_keys
+    merge = _reconciled(target, contents, initial, base, frozen_keys)
+    leave = set(merge.kept) | (set() if overwrite else set(merge.conflicts))
+    contents = {k: v for k, v in contents.items() if k not in leave}
+    contents.update({k: merge.contents[k] for k in merge.merged})
+    gone = {k for k in initial if k not in contents and k not in frozen_keys | leave and os.path.lexists(target / k)}
+    extra = on_disk - contents.keys() - initial.keys() - frozen_keys - leave
     deleted = (gone | extra) if prune else gone
     kept = sorted(k for k in contents if k not in frozen_keys)
     for key in kept:
@@ -189,8 +209,32 @@ def _plan(target: Path, contents: dict[str, bytes], initial: dict[str, str], fro
     for key in deleted:
         _refuse_path(target, key, deleted, may_be_link=True)
     written = tuple(k for k in kept if _bytes(target / k) != contents[k])
-    return WritePlan(target=target, written=written, unchanged=tuple(k for k in kept if k not in written),
-                     deleted=tuple(sorted(deleted)), extra=tuple(sorted(extra)), frozen=tuple(sorted(frozen_keys)))
+    plan = WritePlan(target=target, written=written, unchanged=tuple(k for k in kept if k not in written),
+                     deleted=tuple(sorted(deleted)), extra=tuple(sorted(extra)), frozen=tuple(sorted(frozen_keys)),
+                     merged=merge.merged, kept=merge.kept, conflicts=merge.conflicts)
+    return plan, contents
+
+
+def _reconciled(target: Path, contents: dict[str, bytes], initial: dict[str, str], base: dict[str, bytes] | None,
+                frozen_keys: set[str]) -> reconcile.Reconciled:
+    """The three-way outcome of the run's files against what the target held at the start and what
+    it holds now, over the regular files and absent paths (anything else is left to the path checks);
+    nothing to reconcile without a `base`, or when the target is not there at all."""
+    if base is None or _lstat(target) is None:
+        return reconcile.Reconciled()
+    paths = {*base, *contents, *initial} - frozen_keys
+    theirs = {k: _regular_bytes(target, k) for k in paths}
+    paths = {k for k in paths if theirs[k] is not _NOT_A_FILE}
+    ours = {k: contents.get(k) for k in paths}
+    return reconcile.reconcile({k: base.get(k) for k in paths}, ours, {k: theirs[k] for k in paths})
+
+
+def _conflicting(target: Path, paths: tuple[str, ...]) -> UserError:
+    names = ", ".join(p or target.name for p in paths[:10]) + (f" and {len(paths) - 10} more" if len(paths) > 10 else "")
+    return UserError(f"refusing to write {target}: {len(paths)} file(s) changed on disk since the run started and were "
+                     f"changed by the run too, beyond what a merge can join ({names}); nothing was changed. Merge them by "
+                     "hand, or replace your edits with the run's version on purpose (overwrite=True; "
+                     "`agentdescent accept --overwrite`)")
 
 
 def _refuse_path(target: Path, key: str, deleted: set[str], *, may_be_link: bool) -> None:
@@ -300,7 +344,28 @@ def _entries(root: Path) -> set[str]:
 def _named(plan: WritePlan) -> WritePlan:
     """A text artifact's file is the key "" inside; the plan names it."""
     name = plan.target.name
-    return replace(plan, written=tuple(k or name for k in plan.written), unchanged=tuple(k or name for k in plan.unchanged))
+    named = {field: tuple(k or name for k in getattr(plan, field))
+             for field in ("written", "unchanged", "merged", "kept", "conflicts")}
+    return replace(plan, **named)
+
+
+_NOT_A_FILE = object()  # a folder, a symlink or a special file where a file of the artifact is
+
+
+def _regular_bytes(target: Path, key: str) -> bytes | None | object:
+    """The bytes of the regular file at `key`, None when nothing is there, `_NOT_A_FILE` for
+    anything else, a path through a symlink included (nothing is followed)."""
+    parts = key.split("/") if key else []
+    for depth in range(len(parts)):
+        info = _lstat(target.joinpath(*parts[:depth]))
+        if info is None:
+            return None
+        if not stat.S_ISDIR(info.st_mode):
+            return _NOT_A_FILE
+    info = _lstat(target / key)
+    if info is None:
+        return None
+    return (target / key).read_bytes() if stat.S_ISREG(info.st_mode) else _NOT_A_FILE
 
 
 def _bytes(path: Path) -> bytes | None:

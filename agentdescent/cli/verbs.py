@@ -62,6 +62,8 @@ def add_verbs(commands: argparse._SubParsersAction) -> None:
     accept = _verb(commands, "accept", "write a finished run's change back to its target (backing it up first), "
                    "or approve a running run's pending L1 change", "agentdescent accept --dry-run", run=True)
     accept.add_argument("--dry-run", action="store_true", help="say what would be written, write nothing")
+    accept.add_argument("--overwrite", action="store_true",
+                        help="write the run's version over files you edited since the run started that cannot be merged")
     _verb(commands, "reject", "drop a run's change (nothing is written), or decline its pending L1 change",
           "agentdescent reject my-skill-3f2a1c", run=True)
     _verb(commands, "cancel", "stop a running run; what it committed stays, and resume continues it",
@@ -222,14 +224,17 @@ def coloured(diff: str) -> Text:
 
 def run_accept(args: argparse.Namespace, console: Console) -> int:
     service = Service()
-    done = service.accept(_pick(service, args.run, console), dry_run=args.dry_run)
+    done = service.accept(_pick(service, args.run, console), dry_run=args.dry_run, overwrite=args.overwrite)
     say(console, done.message)
     if done.approved is not None:
         say(console, f"next: agentdescent watch {done.run_id} follows the run")
         return 0
     verb = "would write" if done.dry_run else "written"
-    say(console, *(f"  {verb}: {path}" for path in done.written),
-        *(f"  {'would delete' if done.dry_run else 'deleted'}: {path}" for path in done.deleted))
+    merged = set(done.merged)
+    say(console, *(f"  {verb}: {path}" + (" (merged with your edits)" if path in merged else "") for path in done.written),
+        *(f"  {'would delete' if done.dry_run else 'deleted'}: {path}" for path in done.deleted),
+        *(f"  kept as you edited it: {path}" for path in done.kept),
+        *(f"  edited by you and by the run, cannot merge: {path}" for path in done.conflicts))
     if done.dry_run:
         say(console, f"next: agentdescent accept {done.run_id} writes it (backing {done.target} up first)")
     elif done.backup:

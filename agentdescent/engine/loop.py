@@ -151,11 +151,12 @@ class Loop:
         except OSError:
             pass  # a full disk: the last checkpoint stands, and the ledger holds every commit
         self.emit(ev.RunEnded(reason=reason, final_reward=final))
+        initial_state = self.ledger.snapshot(self.artifact_id, start)
         return EvolveResult(
             rendered=self.strategy.render(state), state=state, final_reward=final, initial_reward=initial,
             history=self.history, ledger_path=self.ledger.path, outcome_list=self.outcomes, usage=usage,
-            stop_reason=reason, error=error, version=stable, initial_version=start,
-            initial_state=self.ledger.snapshot(self.artifact_id, start), frozen=tuple(self.strategy.frozen),
+            stop_reason=reason, error=error, version=stable, initial_version=start, initial_state=initial_state,
+            initial_rendered=self.strategy.render(initial_state), frozen=tuple(self.strategy.frozen),
             warnings=list(self.warnings),
         )
 

@@ -11,6 +11,7 @@ runs (`service`).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import random
@@ -19,13 +20,14 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agentdescent import events as ev
+from agentdescent.artifacts.writeback import WritePlan
 from agentdescent.engine.checkpoint import RunFiles
 from agentdescent.engine.evaluation import view_key
 from agentdescent.engine.evolve import split_tasks
 from agentdescent.errors import UserError
 from agentdescent.ledger import Ledger
 from agentdescent.result import EvolveResult
-from agentdescent.runs import build
+from agentdescent.runs import build, keys
 from agentdescent.runs.host import APPROVAL
 from agentdescent.runs.mailbox import Mailbox
 from agentdescent.runs.status import LIVE
@@ -96,6 +98,9 @@ class Accepted(BaseModel):
     written: list[str] = Field(default_factory=list)
     deleted: list[str] = Field(default_factory=list)
     unchanged: list[str] = Field(default_factory=list)
+    merged: list[str] = Field(default_factory=list)  # written as the merge of the run's change and the user's edit
+    kept: list[str] = Field(default_factory=list)  # edited by the user since the run started, untouched by the run
+    conflicts: list[str] = Field(default_factory=list)  # edited by both beyond a merge: refused unless overwrite
     backup: str | None = None
     message: str
 
@@ -124,7 +129,10 @@ def show(store: RunStore, run_id: str, *, rejected: int | None = SHOWN_REJECTED)
                  report=f"agentdescent report {run.id} writes {run.file(REPORT_FILE)}")
 
 
-def accept(store: RunStore, run_id: str, *, dry_run: bool = False) -> Accepted:
+def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bool = False) -> Accepted:
+    """Write a finished run's best version back (backup first): a file the user edited since the
+    run started is kept or merged, and edits that do not merge refuse the write unless `overwrite`;
+    while the run goes, approve its pending L1 change instead."""
     run = store.get(run_id)
     status = run.status()
     if status.state in LIVE:
@@ -138,20 +146,46 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False) -> Accepted:
     with run.holding("accept.lock", f"another accept of run {run.id} is writing right now; wait for it"):
         if run.status().state == "accepted":  # the other accept finished while we waited for the lock
             raise UserError(f"run {run.id} was already accepted just now")
-        result = EvolveResult.from_json(run.file("result.json").read_text(encoding="utf-8"))
-        plan = result.write_to(status.target, dry_run=dry_run)
+        result, base = _to_write(run)
+        plan = result.write_to(status.target, dry_run=dry_run, overwrite=overwrite, base=base)
         done = Accepted(run_id=run.id, dry_run=dry_run, target=status.target, written=list(plan.written),
-                        deleted=list(plan.deleted), unchanged=list(plan.unchanged),
+                        deleted=list(plan.deleted), unchanged=list(plan.unchanged), merged=list(plan.merged),
+                        kept=list(plan.kept), conflicts=list(plan.conflicts),
                         backup=None if plan.backup is None else str(plan.backup), message="")
         if dry_run:
-            return done.model_copy(update={"message": f"dry run: {len(plan.written)} file(s) would be written, "
-                                                      f"{len(plan.deleted)} deleted; nothing was touched"})
+            return done.model_copy(update={"message": _dry_run_message(plan, overwrite)})
         run.write_status(status.model_copy(update={
             "state": "accepted", "backup": done.backup,
             "message": f"written back to {status.target}: {len(plan.written)} written, {len(plan.deleted)} deleted",
             "next": f"agentdescent restore {status.target} puts the backup back" if done.backup else ""}))
     backup = f"; the previous content is in {done.backup}" if done.backup else "; nothing needed changing"
-    return done.model_copy(update={"message": f"wrote {status.target}{backup}"})
+    yours = (f"; merged with your edits: {', '.join(done.merged)}" if done.merged else "") + (
+        f"; kept as you edited them: {', '.join(done.kept)}" if done.kept else "")
+    return done.model_copy(update={"message": f"wrote {status.target}{backup}{yours}"})
+
+
+def _to_write(run: RunDir) -> tuple[EvolveResult, str | dict[str, str]]:
+    """The run's result and what the target held when the run started, with the keys a masked run
+    never saw put back from the environment (`keys`)."""
+    result = EvolveResult.from_json(run.file("result.json").read_text(encoding="utf-8"))
+    base = _initial(run)
+    if run.spec().keys_in_target == "mask":
+        return dataclasses.replace(result, rendered=keys.unmasked(result.rendered)), keys.unmasked(base)
+    return result, base
+
+
+def _dry_run_message(plan: WritePlan, overwrite: bool) -> str:
+    said = [f"{len(plan.written)} file(s) would be written", f"{len(plan.deleted)} deleted"]
+    if plan.merged:
+        said.append(f"{len(plan.merged)} of them merged with your edits ({', '.join(plan.merged[:5])})")
+    if plan.kept:
+        said.append(f"{len(plan.kept)} you edited kept as they are")
+    if plan.conflicts:
+        said.append(f"{len(plan.conflicts)} edited by you and by the run beyond a merge "
+                    f"({', '.join(plan.conflicts[:5])}): " + ("overwritten with the run's version" if overwrite else
+                                                              "refused, so accept would write nothing; merge them by "
+                                                              "hand or accept with overwrite"))
+    return "dry run: " + "; ".join(said) + "; nothing was touched"
 
 
 def reject(store: RunStore, run_id: str) -> Accepted:

@@ -19,12 +19,12 @@ from pydantic import BaseModel, Field
 
 from agentdescent.engine.evolve import split_tasks
 from agentdescent.errors import UserError
-from agentdescent.runs import build, detach, review
+from agentdescent.runs import build, detach, keys, review
 from agentdescent.runs.doctor import DoctorReport, doctor
 from agentdescent.runs.host import APPROVAL, PROPOSAL, ROLLOUT
 from agentdescent.runs.mailbox import Mailbox
 from agentdescent.runs.quote import Quote, quote
-from agentdescent.runs.spec import RunSpec, read_spec
+from agentdescent.runs.spec import RunSpec, SpecError, read_spec
 from agentdescent.runs.status import LIVE, RunStatus
 from agentdescent.runs.store import RUN_ENV, RunDir, RunStore
 
@@ -96,22 +96,23 @@ class Service:
 
     def plan(self, spec: str | Path | dict[str, Any], *, base: str | Path | None = None) -> Plan:
         checked = read_spec(spec, base=base)
-        parts = build.materials(checked)
-        return _plan(checked, parts)
+        return _plan(checked, _materials(checked))
 
     def start(self, spec: str | Path | dict[str, Any], *, base: str | Path | None = None,
               allow_concurrent: bool = False) -> Started:
         """Check the spec, make the run's folder and start its process; returns at once."""
         _refuse_nested()
         checked = read_spec(spec, base=base)
-        parts = build.materials(checked)
+        parts = _materials(checked)
         checked = checked.model_copy(update={"kind": parts.kind})
+        content, tasks = keys.masked(parts.content, parts.tasks) if checked.keys_in_target == "mask" else (
+            parts.content, parts.tasks)
         with self._target_lock(checked.target):
             if not allow_concurrent:
                 self._refuse_second_run(checked.target)
             status = RunStatus(state="starting", target=checked.target, kind=parts.kind, rounds=checked.rounds,
                                max_calls=checked.max_calls, message="starting")
-            run = self.store.create(checked, parts.tasks, parts.content, status)
+            run = self.store.create(checked, tasks, content, status)
             self._launch(run)
         return self._started(run, "started")
 
@@ -155,8 +156,8 @@ class Service:
         """The run's change; `rejected` caps the rejected diffs listed (None: all)."""
         return review.show(self.store, run_id, rejected=rejected)
 
-    def accept(self, run_id: str, *, dry_run: bool = False) -> review.Accepted:
-        return review.accept(self.store, run_id, dry_run=dry_run)
+    def accept(self, run_id: str, *, dry_run: bool = False, overwrite: bool = False) -> review.Accepted:
+        return review.accept(self.store, run_id, dry_run=dry_run, overwrite=overwrite)
 
     def reject(self, run_id: str) -> review.Accepted:
         return review.reject(self.store, run_id)
@@ -235,6 +236,15 @@ class Service:
         locks = self.store.folder(".targets")
         name = hashlib.sha256(target.encode("utf-8")).hexdigest()[:16]
         return RunDir(locks).holding(f"{name}.lock", f"another run is being started on {target} right now; try again")
+
+
+def _materials(spec: RunSpec) -> build.Materials:
+    """The spec's materials, checked against the world and for keys they would carry (`keys`)."""
+    parts = build.materials(spec)
+    found = keys.problems(spec.keys_in_target, parts.content, parts.tasks, name=Path(spec.target).name)
+    if found:
+        raise SpecError(found)
+    return parts
 
 
 def _refuse_nested() -> None:

@@ -205,6 +205,7 @@ class RunSpec(BaseModel):
     rollout_timeout: float | None = Field(default=None, gt=0)
     host_timeout: float = Field(default=1800, gt=0)  # seconds a host-driven rollout or proposal may wait
     prompt: str | None = None  # what the agent is asked per task; {task} is the task's prompt
+    keys_in_target: Literal["refuse", "mask"] = "refuse"  # a key's value in the target or tasks (runs.keys)
 
     @field_validator("layout")
     @classmethod

@@ -138,13 +138,16 @@ def show(run_id: RunId) -> Shown:
 
 
 @server.tool(annotations=WRITES_TARGET)
-def accept(run_id: RunId, dry_run: bool = False) -> Accepted:
+def accept(run_id: RunId, dry_run: bool = False, overwrite: bool = False) -> Accepted:
     """Write a finished run's best version back to its target, after backing the target up (the answer
-    names the backup folder); dry_run=true only lists what would be written, deleted or left alone.
+    names the backup folder); dry_run=true only lists what would be written, deleted, merged with the
+    user's own edits since the run started, kept as the user edited it, or refused as a conflict.
+    Files the user and the run both changed beyond a merge refuse the whole write; overwrite=true
+    replaces the user's edits in them, only when the user asks for that after seeing the conflicts.
     While a run is going and shows a pending L1 change, accept approves that change instead. Only
     call it when the user has seen show's diff and said yes."""
     with service() as s:
-        return s.accept(run_id, dry_run=dry_run)
+        return s.accept(run_id, dry_run=dry_run, overwrite=overwrite)
 
 
 @server.tool(annotations=CHANGES_RUN)

@@ -1,0 +1,89 @@
+"""A target or tasks holding a key's value: refused before the run, or run masked and written back
+with the value where the user had it (runs/keys.py)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from agentdescent import UserError
+from agentdescent.runs.spec import SpecError
+from tests import keyword_domain as domain
+from tests.runs_support import wait
+
+KEY = "sk-live-4f9b2c7d1e8a6053"
+TARGET_TEXT = f"Answer with the code.\n\nOur deploy token is {KEY}\n"
+
+
+@pytest.fixture
+def key_in_env(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+
+
+def stored_text(folder: Path) -> str:
+    """Every byte the run keeps: its files, and its ledger's history and objects, decompressed."""
+    files = "\n".join(p.read_bytes().decode("latin-1") for p in folder.rglob("*") if p.is_file())
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(folder / "ledger"), *args], capture_output=True,
+                              check=True).stdout.decode("utf-8", "replace")
+
+    return files + git("log", "-p", "--all") + git("cat-file", "--batch-all-objects", "--batch")
+
+
+def test_a_target_holding_a_key_is_refused_before_anything_is_stored(service, tmp_path, key_in_env):
+    spec = domain.spec(tmp_path)
+    Path(spec["target"]).write_text(TARGET_TEXT, encoding="utf-8")
+    for verb in (service.plan, service.start):
+        with pytest.raises(SpecError) as refused:
+            verb(spec)
+        assert refused.value.problems[0].field == "target"
+        assert "prompt.md: line 3 holds the value of OPENAI_API_KEY" in str(refused.value)
+        assert "keys_in_target: mask" in str(refused.value) and KEY not in str(refused.value)
+    assert service.runs() == []
+    assert Path(spec["target"]).read_text(encoding="utf-8") == TARGET_TEXT
+
+
+def test_tasks_holding_a_key_are_refused(service, tmp_path, key_in_env):
+    spec = domain.spec(tmp_path)
+    spec["tasks"] = [*spec["tasks"][:-1], {"id": "leak", "prompt": f"use {KEY}", "gold": "k0"}]
+    with pytest.raises(SpecError, match="task leak holds the value of a key") as refused:
+        service.plan(spec)
+    assert refused.value.problems[0].field == "tasks"
+
+
+def test_a_masked_run_never_stores_the_key_and_accept_puts_it_back(service, tmp_path, key_in_env):
+    spec = domain.spec(tmp_path, keys_in_target="mask")
+    target = Path(spec["target"])
+    target.write_text(TARGET_TEXT, encoding="utf-8")
+    started = service.start(spec)
+    assert wait(service, started.run_id).state == "finished"
+    shown = service.show(started.run_id)
+    assert "[redacted OPENAI_API_KEY]" in shown.diff and KEY not in shown.model_dump_json()
+    assert KEY not in stored_text(service.store.get(started.run_id).path)
+
+    service.accept(started.run_id)
+    written = target.read_text(encoding="utf-8")
+    assert written.startswith(TARGET_TEXT) and "rule k0." in written and "[redacted" not in written
+
+
+def test_a_masked_run_is_not_written_back_without_its_key(service, tmp_path, key_in_env, monkeypatch):
+    spec = domain.spec(tmp_path, keys_in_target="mask", rounds=2)
+    target = Path(spec["target"])
+    target.write_text(TARGET_TEXT, encoding="utf-8")
+    started = service.start(spec)
+    assert wait(service, started.run_id).state == "finished"
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(UserError, match="set it in this environment as when the run started"):
+        service.accept(started.run_id)
+    assert target.read_text(encoding="utf-8") == TARGET_TEXT
+
+
+def test_masking_refuses_a_target_that_already_reads_like_a_marker(service, tmp_path, key_in_env):
+    spec = domain.spec(tmp_path, keys_in_target="mask")
+    Path(spec["target"]).write_text(f"{TARGET_TEXT}an example: [redacted OPENAI_API_KEY]\n", encoding="utf-8")
+    with pytest.raises(SpecError, match="already holds text like") as refused:
+        service.plan(spec)
+    assert refused.value.problems[0].field == "keys_in_target"

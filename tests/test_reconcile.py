@@ -1,0 +1,166 @@
+"""A write-back never loses what the user wrote after the run started: the three-way outcome per
+file (artifacts/reconcile.py), the write-back that follows it, and `accept` on a real run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentdescent import UserError
+from agentdescent.artifacts.reconcile import reconcile
+from agentdescent.artifacts.writeback import write_back
+from tests.mcp_support import REPO, demo_spec
+from tests.runs_support import wait
+
+# --- the outcome per file ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("base", "ours", "theirs", "expected", "kind"), [
+    (b"a\n", b"A\n", b"a\n", b"A\n", None),                                  # only the run changed it
+    (b"a\n", b"a\n", b"U\n", b"U\n", "kept"),                                # only the user did
+    (b"a\nb\nc\n", b"A\nb\nc\n", b"a\nb\nC\n", b"A\nb\nC\n", "merged"),      # both, apart
+    (b"a\n", b"A\n", b"U\n", b"A\n", "conflicts"),                           # both, on the same line
+    (b"a\n", None, b"U\n", None, "conflicts"),                               # the run deletes the user's edit
+    (b"a\n", b"a\n", None, None, "kept"),                                    # the user deleted it, the run did not touch it
+    (b"a\n", b"A\n", None, b"A\n", None),                                    # the user deleted what the run changed
+    (None, b"new\n", b"new\n", b"new\n", None),                              # both added the same file
+    (None, b"new\n", b"mine\n", b"new\n", "conflicts"),                      # both added it, differently
+    (b"a\n", b"A\n", b"\xff\n", b"A\n", "conflicts"),                        # the user's file is no longer text
+], ids=["run-only", "user-only", "merged", "same-line", "delete-vs-edit", "user-deleted", "user-deleted-run-changed",
+        "both-added-same", "both-added-different", "not-text"])
+def test_each_file_takes_the_side_that_changed_it(base, ours, theirs, expected, kind):
+    done = reconcile({"f": base}, {"f": ours}, {"f": theirs})
+    assert done.contents == {"f": expected}
+    for name in ("merged", "kept", "conflicts"):
+        assert getattr(done, name) == (("f",) if name == kind else ())
+
+
+lines = st.lists(st.sampled_from(["a", "b", "c", "d", "e", "x", "y"]), max_size=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(base=lines, ours=lines, theirs=lines)
+def test_a_clean_outcome_keeps_every_line_the_user_added(base, ours, theirs):
+    text = {name: "".join(f"{line}\n" for line in value).encode() for name, value in
+            (("base", base), ("ours", ours), ("theirs", theirs))}
+    done = reconcile({"f": text["base"]}, {"f": text["ours"]}, {"f": text["theirs"]})
+    if done.conflicts:
+        assert done.contents["f"] == text["ours"]  # what an overwrite would write; nothing is written without it
+        return
+    result = done.contents["f"].decode().splitlines()
+    assert set(theirs) - set(base) <= set(result)
+    if text["theirs"] == text["base"]:
+        assert done.contents["f"] == text["ours"]
+    if text["ours"] == text["base"]:
+        assert done.contents["f"] == text["theirs"]
+
+
+# --- the write-back ---------------------------------------------------------------------------
+
+
+def a_skill(folder: Path) -> dict[str, str]:
+    tree = {"SKILL.md": "# skill\nroute requests\n", "routing/billing.md": "one\ntwo\nthree\n", "old.md": "gone\n"}
+    for path, text in tree.items():
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_text(text, encoding="utf-8")
+    return tree
+
+
+def test_the_users_edits_are_kept_or_merged_and_a_conflict_changes_nothing(tmp_path):
+    folder = tmp_path / "skill"
+    base = a_skill(folder)
+    learned = {"SKILL.md": base["SKILL.md"], "routing/billing.md": "ONE\ntwo\nthree\n"}
+    (folder / "SKILL.md").write_text("# skill\nroute requests\nmy own note\n", encoding="utf-8")
+    (folder / "routing/billing.md").write_text("one\ntwo\nTHREE\n", encoding="utf-8")
+    plan = write_back(folder, learned, initial=base, base=base)
+    assert (folder / "SKILL.md").read_text(encoding="utf-8").endswith("my own note\n")
+    assert (folder / "routing/billing.md").read_text(encoding="utf-8") == "ONE\ntwo\nTHREE\n"
+    assert not (folder / "old.md").exists()  # deleted by the run, untouched by the user
+    assert (plan.kept, plan.merged, plan.deleted) == (("SKILL.md",), ("routing/billing.md",), ("old.md",))
+    assert "my own note" in (plan.backup / "SKILL.md").read_text(encoding="utf-8")
+
+    before = {p: (folder / p).read_bytes() for p in ("SKILL.md", "routing/billing.md")}
+    (folder / "routing/billing.md").write_text("uno\ntwo\nTHREE\n", encoding="utf-8")
+    again = {"SKILL.md": base["SKILL.md"], "routing/billing.md": "EINS\ntwo\nthree\n"}
+    dry = write_back(folder, again, initial=base, base=base, dry_run=True)
+    assert dry.conflicts == ("routing/billing.md",) and "routing/billing.md" not in dry.written
+    with pytest.raises(UserError, match=r"changed on disk since the run started.*routing/billing\.md.*overwrite"):
+        write_back(folder, again, initial=base, base=base)
+    assert (folder / "routing/billing.md").read_text(encoding="utf-8") == "uno\ntwo\nTHREE\n"
+    assert (folder / "SKILL.md").read_bytes() == before["SKILL.md"]
+    forced = write_back(folder, again, initial=base, base=base, overwrite=True)
+    assert (folder / "routing/billing.md").read_text(encoding="utf-8") == "EINS\ntwo\nthree\n"
+    assert (forced.backup / "routing/billing.md").read_text(encoding="utf-8") == "uno\ntwo\nTHREE\n"
+
+
+def test_a_file_the_run_deletes_and_the_user_edited_is_a_conflict(tmp_path):
+    folder = tmp_path / "skill"
+    base = a_skill(folder)
+    (folder / "old.md").write_text("gone? no, I rewrote it\n", encoding="utf-8")
+    with pytest.raises(UserError, match="old.md"):
+        write_back(folder, {k: v for k, v in base.items() if k != "old.md"}, initial=base, base=base)
+    assert (folder / "old.md").read_text(encoding="utf-8") == "gone? no, I rewrote it\n"
+
+
+def test_a_text_target_edited_since_the_start_merges(tmp_path):
+    target = tmp_path / "prompt.md"
+    target.write_text("Added by me.\nAnswer with the code.\n\nSay please.\n", encoding="utf-8")
+    plan = write_back(target, "Answer with the code.\n\nSay please.\nrule k0.\n", base="Answer with the code.\n\nSay please.\n")
+    assert target.read_text(encoding="utf-8") == "Added by me.\nAnswer with the code.\n\nSay please.\nrule k0.\n"
+    assert plan.merged == ("prompt.md",) and plan.written == ("prompt.md",)
+
+
+# --- accept on a run ------------------------------------------------------------------------
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "agentdescent", *args], capture_output=True, text=True, timeout=120,
+                          env=os.environ.copy(), cwd=REPO)
+
+
+def test_edits_made_while_a_run_goes_survive_its_accept(service, tmp_path):
+    target = tmp_path / "skill"
+    shutil.copytree(REPO / "examples/skills/support-router", target)
+    started = service.start(demo_spec(target))
+    with (target / "SKILL.md").open("a", encoding="utf-8") as handle:
+        handle.write("A line I added by hand.\n")
+    billing = target / "routing/billing.md"
+    billing.write_text("A line I put on top.\n" + billing.read_text(encoding="utf-8"), encoding="utf-8")
+    assert wait(service, started.run_id).state == "finished"
+    assert "routing/billing.md" in service.show(started.run_id).files_changed
+
+    dry = cli("accept", started.run_id, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "kept as you edited it: SKILL.md" in dry.stdout and "would write: SKILL.md" not in dry.stdout
+    assert "routing/billing.md (merged with your edits)" in dry.stdout
+    done = service.accept(started.run_id)
+    assert done.kept == ["SKILL.md"] and "routing/billing.md" in done.merged
+    assert (target / "SKILL.md").read_text(encoding="utf-8").endswith("A line I added by hand.\n")
+    assert billing.read_text(encoding="utf-8").startswith("A line I put on top.\n")
+    assert billing.read_text(encoding="utf-8") != "A line I put on top.\n" + (
+        REPO / "examples/skills/support-router/routing/billing.md").read_text(encoding="utf-8")  # the run's edit is in
+
+
+def test_an_edit_that_cannot_merge_stops_the_accept_until_overwrite(service, tmp_path):
+    target = tmp_path / "skill"
+    shutil.copytree(REPO / "examples/skills/support-router", target)
+    started = service.start(demo_spec(target))
+    assert wait(service, started.run_id).state == "finished"
+    changed = service.show(started.run_id).files_changed
+    mine = {path: f"my own version of {path}\n" for path in changed}
+    for path, text in mine.items():
+        (target / path).write_text(text, encoding="utf-8")
+    with pytest.raises(UserError, match="nothing was changed"):
+        service.accept(started.run_id)
+    assert {path: (target / path).read_text(encoding="utf-8") for path in changed} == mine
+    assert service.status(started.run_id).state == "finished"
+    done = service.accept(started.run_id, overwrite=True)
+    assert set(done.written) == set(changed)
+    assert all((Path(done.backup) / path).read_text(encoding="utf-8") == mine[path] for path in changed)
