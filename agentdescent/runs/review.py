@@ -97,6 +97,7 @@ class Accepted(BaseModel):
     deleted: list[str] = Field(default_factory=list)
     unchanged: list[str] = Field(default_factory=list)
     backup: str | None = None
+    refused: list[str] = Field(default_factory=list)  # folders beside the target that are not our backups: left alone
     message: str
 
 
@@ -142,16 +143,19 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False) -> Accepted:
         plan = result.write_to(status.target, dry_run=dry_run)
         done = Accepted(run_id=run.id, dry_run=dry_run, target=status.target, written=list(plan.written),
                         deleted=list(plan.deleted), unchanged=list(plan.unchanged),
-                        backup=None if plan.backup is None else str(plan.backup), message="")
+                        backup=None if plan.backup is None else str(plan.backup), refused=list(plan.refused),
+                        message="")
         if dry_run:
             return done.model_copy(update={"message": f"dry run: {len(plan.written)} file(s) would be written, "
-                                                      f"{len(plan.deleted)} deleted; nothing was touched"})
+                                                      f"{len(plan.deleted)} deleted; nothing was touched"
+                                                      + "".join(f"; {why}" for why in plan.refused)})
         run.write_status(status.model_copy(update={
             "state": "accepted", "backup": done.backup,
             "message": f"written back to {status.target}: {len(plan.written)} written, {len(plan.deleted)} deleted",
             "next": f"agentdescent restore {status.target} puts the backup back" if done.backup else ""}))
     backup = f"; the previous content is in {done.backup}" if done.backup else "; nothing needed changing"
-    return done.model_copy(update={"message": f"wrote {status.target}{backup}"})
+    passed_over = "".join(f"; {why}" for why in done.refused)
+    return done.model_copy(update={"message": f"wrote {status.target}{backup}{passed_over}"})
 
 
 def reject(store: RunStore, run_id: str) -> Accepted:
