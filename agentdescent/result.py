@@ -110,9 +110,11 @@ class EvolveResult:
         """Write the artifact to `path` and return the plan it followed: a text artifact becomes
         one file, a tree a folder. Only changed files are written (each atomically, its mode
         kept); files the run deleted are deleted, frozen files never touched, extra files left
-        alone unless `prune`. The whole target is backed up first (`<name>.bak-N` beside it, no
-        backup when nothing changes), and a failure or a killed process is rolled back from it.
-        `dry_run` returns the plan and touches nothing. See `agentdescent.artifacts.writeback`."""
+        alone unless `prune`. The whole target is backed up first (`<name>.bak-N` beside it,
+        recorded in `$AGENTDESCENT_HOME/backups`; no backup when nothing changes), and a failure
+        or a killed process is rolled back from it; `.bak-N` folders there is no record of are
+        left alone and listed in `plan.refused`. `dry_run` returns the plan and touches nothing.
+        See `agentdescent.artifacts.writeback`."""
         return write_back(path, self.rendered, initial=self.initial_state, frozen=self.frozen,
                           dry_run=dry_run, prune=prune)
 

@@ -201,6 +201,14 @@ def test_a_damaged_record_is_a_clear_error(tmp_path):
         restore(skill)
 
 
+def test_restore_leaves_what_a_key_cannot_name_as_it_is(tmp_path):
+    skill = make(tmp_path / "skill", {"SKILL.md": "mine\n", ".git/HEAD": "ref: main\n"})
+    result_of({"SKILL.md": "evolved\n"}).write_to(skill)
+    (skill / ".git" / "HEAD").write_text("ref: other\n", encoding="utf-8")
+    done = restore(skill)
+    assert done.changed == ("SKILL.md",) and (skill / ".git" / "HEAD").read_text(encoding="utf-8") == "ref: other\n"
+
+
 def test_a_symlinked_target_or_backup_folder_is_never_used(tmp_path):
     skill = make(tmp_path / "skill", {"SKILL.md": "mine\n"})
     result_of({"SKILL.md": "evolved\n"}).write_to(skill)

@@ -143,7 +143,8 @@ def restore(path: str | os.PathLike) -> Restored:
 def _no_backup(target: Path, refused: list[backups.Refusal]) -> UserError:
     found = "".join(f"; {r}" for r in refused)
     return UserError(f"no backup of {target} to restore: write_to takes one ({backups.base_name(target)}.bak-N beside "
-                     f"it, recorded in {registry.folder()}) before it changes anything, and none is recorded{found}. "
+                     f"it, recorded in {registry.folder()}) before it changes anything, and no recorded, unchanged one "
+                     f"is there{found}. "
                      f"A backup made with another {HOME_ENV} is not known here; check the path")
 
 
@@ -303,8 +304,9 @@ def _differences(source: Path, target: Path) -> list[str]:
 
 
 def _entries(root: Path) -> set[str]:
-    """The root itself ("") and every path under it that a key can name, found without following links; folders a
-    key cannot name (`.git` and the like) are not entered, so nothing in them is ever put back."""
+    """The root itself ("") and every path under it that a key can name, found without following
+    links; folders a key cannot name (`.git` and the like) are not entered, so nothing in them is
+    ever put back."""
     info = _lstat(root)
     if info is None:
         return set()
