@@ -41,6 +41,14 @@ def temporary_folders_under_pytest(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(folder))
 
 
+@pytest.fixture(autouse=True)
+def agentdescent_home_under_pytest(tmp_path_factory, monkeypatch):
+    """`$AGENTDESCENT_HOME` (the run store, the record of backups) in pytest's temporary tree, for
+    child processes too, so that no test reads or writes the real ~/.agentdescent; a fixture that
+    needs its own home (`service`) sets it again after this one."""
+    monkeypatch.setenv("AGENTDESCENT_HOME", str(tmp_path_factory.mktemp("agentdescent-home")))
+
+
 # what would point a client at a real provider, a proxy or a key: a test that builds clients clears them
 PROVIDER_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "DEEPSEEK_API_KEY",
                 "DEEPSEEK_BASE_URL", "HF_TOKEN", "HF_ENDPOINT", DEBUG_HTTP_ENV, "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",

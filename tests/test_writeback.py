@@ -70,7 +70,8 @@ def child(spec_path: Path, target: Path, *options: str, **popen) -> subprocess.P
 
 def agentdescent(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "agentdescent", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60, env={"PATH": "/usr/bin:/bin", "COLUMNS": "80", "TMPDIR": tempfile.gettempdir()})
+                          timeout=60, env={"PATH": "/usr/bin:/bin", "COLUMNS": "80", "TMPDIR": tempfile.gettempdir(),
+                                                 "AGENTDESCENT_HOME": os.environ["AGENTDESCENT_HOME"]})
 
 
 def test_the_plan_lists_what_is_written_unchanged_deleted_extra_and_frozen(tmp_path):

@@ -1,22 +1,32 @@
-"""Numbered backups beside a write-back's target, the journal of a write in progress, and recovery.
+"""Numbered backups beside a write-back's target, the record of each, and recovery after a kill.
 
 Beside a target `skill` (a folder; a file such as `prompt.md` works the same way):
 
     .skill.lock            every writer of `skill` holds an flock on it, so two never interleave
-    skill.bak-1/           a backup; its number is taken by os.mkdir (exclusive: anything already
-      .journal.json        at that name, a dangling symlink too, moves it to the next number)
+    skill.bak-1/           a backup; its number is recorded, then taken by os.mkdir (exclusive:
+      .journal.json        anything already at that name, a dangling symlink too, moves it on)
       skill                the copy, complete once it carries this name: it is copied as
                            `.partial` (symlinks as links, never followed), then renamed
 
-The journal records who took the backup (`write_to` or `restore`), the phase of the write
-(`copying`, `applying`, `done`, `rolled back`), whether the target existed, and every path the
-write changes. `recover` settles what a killed writer left: a backup still `copying` is removed
-(nothing was changed yet); a write still `applying` is rolled back, each of its paths put back
-exactly as in the copy, and the temp files of its atomic writes removed. A folder whose target
-did not exist holds a journal only, and is removed once its write has ended.
+What is a backup is decided by the registry in the user's home (`registry`), never by what lies
+beside the target, where a cloned repository can put anything. A folder is acted on only when
+it is recorded there under its name and number, its `.journal.json` agrees with the record, and,
+before its copy is read, the copy still has the digest recorded when it was complete. Any other
+`<name>.bak-N` folder is a `Refusal`: never rolled back from, restored from or deleted, and named
+in what the user is told.
 
-Left out: what to write (`writeback`), power loss (nothing is fsynced: a write survives the
-process dying, not the machine), Windows (fcntl), and writers that do not take the lock.
+The record says who took the backup (`write_to` or `restore`), the phase of the write
+(`copying`, `applying`, `done`, `rolled back`), whether the target existed, and every path the
+write changes, each checked to lie inside the target. The record changes first and the journal,
+a copy for a person to read, just after; after a kill it may lag one phase behind. `recover`
+settles what a killed writer left: a backup still `copying` is removed (nothing was changed yet);
+a write still `applying` is rolled back, each of its paths put back exactly as in the copy, and
+the temp files of its atomic writes removed. A folder whose target did not exist holds a journal
+only, and is removed once its write has ended. A record whose folder is gone is forgotten.
+
+Left out: what to write (`writeback`), how paths are put back (`putback`), power loss (nothing
+is fsynced: a write survives the process dying, not the machine), Windows (fcntl), and writers
+that do not take the lock.
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -35,35 +45,43 @@ from typing import Literal
 from pydantic import BaseModel
 
 from agentdescent import atomic
+from agentdescent.artifacts import registry
+from agentdescent.artifacts.putback import check_paths, lstat, put_back
+from agentdescent.artifacts.registry import MadeBy, Phase, Record
 from agentdescent.errors import UserError
 
 NAME_MAX = 255  # bytes in one file name on ext4, xfs, btrfs, tmpfs, APFS
 JOURNAL = ".journal.json"
 PARTIAL = ".partial"
-Phase = Literal["copying", "applying", "done", "rolled back"]
+_BEFORE: dict[str, str] = {"applying": "copying", "done": "applying", "rolled back": "applying"}
 
 
 class Journal(BaseModel):
-    """The record of one write in its backup folder, rewritten atomically at each phase."""
+    """The copy of a backup's record in its folder, for a person to read; never acted on alone."""
 
     format: Literal[1] = 1
-    made_by: Literal["write_to", "restore"]
+    made_by: MadeBy
     phase: Phase
-    existed: bool  # whether the target was there when the backup was taken
-    paths: list[str] = []  # every path the write changes, relative posix; "" is the target itself
+    existed: bool
+    paths: list[str] = []
 
 
 @dataclass(frozen=True)
 class Backup:
-    """One `<name>.bak-<number>` folder beside a target."""
+    """One recorded `<name>.bak-<number>` folder beside a target, with its record as last read."""
 
     folder: Path
     number: int
     name: str  # the target's name, which the copy carries
+    record: Record
 
     @property
     def copy(self) -> Path:
         return self.folder / self.name
+
+    @property
+    def target(self) -> Path:
+        return self.folder.parent / self.name
 
     def journal(self) -> Journal | None:
         """The journal, or None when it is missing or unreadable (a reservation cut short)."""
@@ -72,8 +90,34 @@ class Backup:
         except (OSError, ValueError):
             return None
 
-    def record(self, journal: Journal) -> None:
-        atomic.write_text(self.folder / JOURNAL, journal.model_dump_json())
+    def intact(self) -> bool:
+        """Whether the copy is still exactly what was recorded when it was complete."""
+        if not self.record.existed or self.record.digest is None:
+            return False
+        try:
+            return registry.digest(self.copy) == self.record.digest
+        except OSError:
+            return False
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A `<name>.bak-N` folder that is left alone, and why."""
+
+    folder: Path
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.folder.name} {self.why}: left alone"
+
+
+@dataclass(frozen=True)
+class Survey:
+    """The folders beside a target: the recorded backups (oldest first) and the refused ones."""
+
+    backups: list[Backup]
+    refused: list[Refusal]
+    gone: list[Record]  # records whose folder is no longer there
 
 
 def base_name(target: Path) -> str:
@@ -108,8 +152,127 @@ def locked(target: Path) -> Iterator[None]:
         os.close(fd)  # which releases the lock
 
 
+def survey(target: Path) -> Survey:
+    """Sort the `<name>.bak-N` folders beside `target` (symlinks and files are not backups) into
+    those the registry records and whose journal agrees, and the refused rest."""
+    records = {r.folder: r for r in registry.load(target)}
+    folders = _folders(target)
+    found, refused = [], []
+    for name, number in folders:
+        folder, record = target.parent / name, records.get(name)
+        if record is None or record.number != number:
+            refused.append(Refusal(folder, f"was not made by AgentDescent (no record in {registry.folder()})"))
+            continue
+        backup = Backup(folder, number, target.name, record)
+        if _agrees(backup.journal(), record):
+            found.append(backup)
+        else:
+            refused.append(Refusal(folder, "does not match AgentDescent's record of it (its .journal.json was "
+                                           "changed or replaced)"))
+    present = {name for name, _ in folders}
+    return Survey(backups=found, refused=refused, gone=[r for r in records.values() if r.folder not in present])
+
+
 def backups(target: Path) -> list[Backup]:
-    """The backup folders beside `target`, oldest first; symlinks and files are not backups."""
+    """The recorded backups beside `target`, oldest first."""
+    return survey(target).backups
+
+
+def restorable(target: Path) -> tuple[Backup | None, list[Refusal]]:
+    """The newest complete, intact backup a write_to took (restore's own backups are never
+    picked, so restoring twice puts the same content back rather than undoing the first
+    restore), and every folder refused on the way, by number."""
+    seen = survey(target)
+    refused = list(seen.refused)
+    chosen = None
+    for backup in reversed(seen.backups):
+        record = backup.record
+        if record.made_by != "write_to" or not record.existed or record.phase in ("copying", "applying"):
+            continue
+        if backup.intact():
+            chosen = backup
+            break
+        refused.append(Refusal(backup.folder, "was changed after AgentDescent made it (its copy no longer has "
+                                              "the digest recorded)"))
+    return chosen, sorted(refused, key=lambda r: _number(r.folder.name))
+
+
+def take(target: Path, *, made_by: MadeBy, paths: list[str]) -> Backup:
+    """Back up the whole of `target` into the next numbered folder, recorded, and mark the write
+    of `paths` (each inside `target`) `applying`. The caller holds the lock, then calls `finish`
+    or `rollback`."""
+    if target.name in (JOURNAL, PARTIAL):
+        raise UserError(f"cannot back up {target}: its name is one the backup folder uses; rename it")
+    planned = Record(folder="", number=0, made_by=made_by, existed=os.path.lexists(target), phase="copying",
+                     paths=check_paths(target, paths))
+    backup = _reserve(target, planned)
+    try:
+        _write_journal(backup, backup.record)
+        if planned.existed:
+            _copy(target, backup)
+        digest = registry.digest(backup.copy) if planned.existed else None
+        backup = _store(backup, backup.record.model_copy(update={"phase": "applying", "digest": digest}))
+    except OSError as exc:
+        shutil.rmtree(backup.folder, ignore_errors=True)
+        _forget(target, {backup.number})
+        raise UserError(f"could not back up {target} into {backup.folder}: {exc}; nothing was changed. "
+                        "Make the folder beside it writable (and the target readable) and try again") from exc
+    return backup
+
+
+def finish(backup: Backup, phase: Phase = "done") -> None:
+    """Mark the write ended; a folder with no copy in it has nothing to restore and goes."""
+    backup = _store(backup, backup.record.model_copy(update={"phase": phase}))
+    if not backup.record.existed:
+        shutil.rmtree(backup.folder)
+        _forget(backup.target, {backup.number})
+
+
+def rollback(target: Path, backup: Backup) -> None:
+    """Put every path the record lists back as in the copy (gone if the target did not exist);
+    `UserError` when the copy is no longer what was recorded."""
+    record = backup.record
+    if record.existed and not backup.intact():
+        raise UserError(f"a write-back to {target} did not finish, and its backup {backup.folder} was changed since "
+                        "it was made (its copy no longer has the digest recorded), so it is not put back: compare "
+                        f"the two by hand, then move {backup.folder.name} away to go on")
+    put_back(target, backup.copy if record.existed else None, record.paths)
+    finish(backup, "rolled back")
+
+
+def recover(target: Path) -> tuple[list[Backup], list[Refusal]]:
+    """Settle the writes a killed process left on `target` (the caller holds the lock); returns
+    the backups whose writes were rolled back, and the folders refused (left alone)."""
+    seen = survey(target)
+    rolled_back, settled = [], {r.number for r in seen.gone}
+    for backup in seen.backups:
+        record = backup.record
+        if record.phase == "copying":
+            shutil.rmtree(backup.folder)  # the target was not touched yet
+            settled.add(backup.number)
+        elif record.phase == "applying":
+            try:
+                rollback(target, backup)
+            except OSError as exc:
+                raise UserError(f"a write-back to {target} was interrupted, and putting it back from {backup.folder} "
+                                f"failed: {exc}; fix the cause (permissions, disk space) and try again") from exc
+            rolled_back.append(backup)
+        elif not record.existed:
+            shutil.rmtree(backup.folder)
+            settled.add(backup.number)
+        elif (journal := backup.journal()) is None or journal.phase != record.phase:
+            _write_journal(backup, record)  # it lagged behind the record when the writer was killed
+    _forget(target, settled)
+    return rolled_back, seen.refused
+
+
+def interrupted(target: Path) -> Backup | None:
+    """A recorded backup whose write is still `applying`: running now, or killed and not yet recovered."""
+    return next((b for b in backups(target) if b.record.phase == "applying"), None)
+
+
+def _folders(target: Path) -> list[tuple[str, int]]:
+    """(name, number) of each `<name>.bak-N` folder beside `target`, by number; no symlinks."""
     pattern = re.compile(re.escape(base_name(target)) + r"\.bak-([0-9]+)")
     try:
         names = os.listdir(target.parent)
@@ -118,132 +281,59 @@ def backups(target: Path) -> list[Backup]:
     found = []
     for name in names:
         match = pattern.fullmatch(name)
-        info = _lstat(target.parent / name) if match else None
+        info = lstat(target.parent / name) if match else None
         if match and info is not None and stat.S_ISDIR(info.st_mode):
-            found.append(Backup(target.parent / name, int(match.group(1)), target.name))
-    return sorted(found, key=lambda b: b.number)
+            found.append((name, int(match.group(1))))
+    return sorted(found, key=lambda f: f[1])
 
 
-def latest(target: Path) -> Backup | None:
-    """The newest complete backup a write_to took (restore's own backups are never picked, so
-    restoring twice puts the same content back rather than undoing the first restore)."""
-    for backup in reversed(backups(target)):
-        journal = backup.journal()
-        if journal and journal.made_by == "write_to" and journal.existed and os.path.lexists(backup.copy):
-            return backup
-    return None
-
-
-def take(target: Path, *, made_by: Literal["write_to", "restore"], paths: list[str]) -> Backup:
-    """Back up the whole of `target` into the next numbered folder and journal the write of
-    `paths` as `applying`. The caller holds the lock, then calls `finish` or `rollback`."""
-    if target.name in (JOURNAL, PARTIAL):
-        raise UserError(f"cannot back up {target}: its name is one the backup folder uses; rename it")
-    backup = _reserve(target)
-    journal = Journal(made_by=made_by, phase="copying", existed=os.path.lexists(target), paths=paths)
-    try:
-        backup.record(journal)
-        if journal.existed:
-            _copy(target, backup)
-        backup.record(journal.model_copy(update={"phase": "applying"}))
-    except OSError as exc:
-        shutil.rmtree(backup.folder, ignore_errors=True)
-        raise UserError(f"could not back up {target} into {backup.folder}: {exc}; nothing was changed. "
-                        "Make the folder beside it writable (and the target readable) and try again") from exc
-    return backup
-
-
-def finish(backup: Backup, phase: Phase = "done") -> None:
-    """Mark the write ended; a folder with no copy in it has nothing to restore and goes."""
-    journal = backup.journal()
+def _agrees(journal: Journal | None, record: Record) -> bool:
+    """Whether the journal is the record's copy, or the copy one phase behind (a kill between them)."""
     if journal is None:
-        return
-    backup.record(journal.model_copy(update={"phase": phase}))
-    if not journal.existed:
-        shutil.rmtree(backup.folder)
+        return record.phase == "copying"  # killed before the first journal was written
+    same = (journal.made_by, journal.existed, journal.paths) == (record.made_by, record.existed, record.paths)
+    return same and journal.phase in (record.phase, _BEFORE.get(record.phase))
 
 
-def rollback(target: Path, backup: Backup) -> None:
-    """Put every path the journal lists back as in the copy (gone if the target did not exist)."""
-    journal = backup.journal()
-    if journal is None:
-        return
-    put_back(target, backup.copy if journal.existed else None, journal.paths)
-    finish(backup, "rolled back")
-
-
-def recover(target: Path) -> list[Backup]:
-    """Settle the writes a killed process left on `target` (the caller holds the lock); returns
-    the backups whose writes were rolled back."""
-    rolled_back = []
-    for backup in backups(target):
-        journal = backup.journal()
-        if journal is None:
-            _remove_if_ours(backup)
-        elif journal.phase == "copying":
-            shutil.rmtree(backup.folder)  # the target was not touched yet
-        elif journal.phase == "applying":
-            try:
-                rollback(target, backup)
-            except OSError as exc:
-                raise UserError(f"a write-back to {target} was interrupted, and putting it back from {backup.folder} "
-                                f"failed: {exc}; fix the cause (permissions, disk space) and try again") from exc
-            rolled_back.append(backup)
-        elif not journal.existed:
-            shutil.rmtree(backup.folder)
-    return rolled_back
-
-
-def interrupted(target: Path) -> Backup | None:
-    """A backup whose write is still `applying`: running now, or killed and not yet recovered."""
-    return next((b for b in backups(target) if (j := b.journal()) and j.phase == "applying"), None)
-
-
-def put_back(target: Path, source: Path | None, paths: Iterable[str]) -> None:
-    """Make each of `paths` under `target` exactly as under `source` (None: as if it held nothing):
-    files with their bytes and mode, symlinks as links, folders as folders. What `source` lacks
-    is removed, with the folders above it that it left empty and `source` does not have, and the
-    temp files an interrupted atomic write left beside any of them. Nothing is reached through a
-    symlink on either side."""
-    listed = set(paths)
-    entries = listed | {a for p in listed for a in _ancestors(p)}
-    for temp in atomic.stray_temps(target / p for p in listed):
-        temp.unlink(missing_ok=True)
-    for rel in sorted(entries, key=_depth):  # first, so that nothing below is reached through a link
-        if os.path.islink(target / rel) and (source is None or not same(source, target, rel)):
-            (target / rel).unlink()
-    for rel in sorted(entries, key=_depth, reverse=True):
-        _remove_if_unwanted(target, source, rel, must=rel in listed)
-    if source is not None:
-        for rel in sorted(entries, key=_depth):
-            _put(source, target, rel)
-
-
-def same(source: Path, target: Path, rel: str) -> bool:
-    """Whether `rel` under `target` is already what it is under `source`: absent from both, a
-    folder in both, the same link, or files with the same mode and bytes."""
-    a, b = _entry(source, rel), _entry(target, rel)
-    if a is None or b is None:
-        return a is None and b is None
-    if stat.S_IFMT(a.st_mode) != stat.S_IFMT(b.st_mode):
-        return False
-    if stat.S_ISDIR(a.st_mode):
-        return True
-    if stat.S_ISLNK(a.st_mode):
-        return os.readlink(source / rel) == os.readlink(target / rel)
-    return stat.S_IMODE(a.st_mode) == stat.S_IMODE(b.st_mode) and (source / rel).read_bytes() == (target / rel).read_bytes()
-
-
-def _reserve(target: Path) -> Backup:
-    number = max((b.number for b in backups(target)), default=0) + 1
+def _reserve(target: Path, planned: Record) -> Backup:
+    """Record the next free number, then take its folder with os.mkdir."""
+    records = registry.load(target)
+    number = max([n for _, n in _folders(target)] + [r.number for r in records], default=0) + 1
     while True:
-        folder = target.parent / f"{base_name(target)}.bak-{number}"
-        try:
-            os.mkdir(folder)
-        except FileExistsError:
+        name = f"{base_name(target)}.bak-{number}"
+        if os.path.lexists(target.parent / name):
             number += 1
             continue
-        return Backup(folder, number, target.name)
+        record = planned.model_copy(update={"folder": name, "number": number})
+        registry.save(target, [*records, record])
+        try:
+            os.mkdir(target.parent / name)
+        except FileExistsError:  # made by someone who does not take the lock, since the check above
+            number += 1
+            continue
+        except OSError as exc:
+            registry.save(target, records)
+            raise UserError(f"could not make the backup folder {target.parent / name}: {exc.strerror or exc}; "
+                            "nothing was changed. Make the folder beside the target writable and try again") from exc
+        return Backup(target.parent / name, number, target.name, record)
+
+
+def _store(backup: Backup, record: Record) -> Backup:
+    """Replace the backup's record in the registry, then its journal."""
+    kept = [r for r in registry.load(backup.target) if r.number != backup.number]
+    registry.save(backup.target, [*kept, record])
+    _write_journal(backup, record)
+    return Backup(backup.folder, backup.number, backup.name, record)
+
+
+def _forget(target: Path, numbers: set[int]) -> None:
+    if numbers:
+        registry.save(target, [r for r in registry.load(target) if r.number not in numbers])
+
+
+def _write_journal(backup: Backup, record: Record) -> None:
+    journal = Journal(made_by=record.made_by, phase=record.phase, existed=record.existed, paths=record.paths)
+    atomic.write_text(backup.folder / JOURNAL, journal.model_dump_json())
 
 
 def _copy(target: Path, backup: Backup) -> None:
@@ -255,66 +345,5 @@ def _copy(target: Path, backup: Backup) -> None:
     os.rename(partial, backup.copy)
 
 
-def _remove_if_ours(backup: Backup) -> None:
-    """A folder with no journal is ours only if it holds nothing but a partial copy or the temp
-    file of a journal write; anything else someone made, and it stays."""
-    ours = {PARTIAL} | {t.name for t in atomic.stray_temps([backup.folder / JOURNAL])}
-    if set(os.listdir(backup.folder)) <= ours:
-        shutil.rmtree(backup.folder)
-
-
-def _remove_if_unwanted(target: Path, source: Path | None, rel: str, *, must: bool) -> None:
-    info = _entry(target, rel)
-    if info is None:
-        return
-    wanted = None if source is None else _entry(source, rel)
-    if wanted is not None and stat.S_IFMT(wanted.st_mode) == stat.S_IFMT(info.st_mode):
-        return
-    if not stat.S_ISDIR(info.st_mode):
-        (target / rel).unlink()
-        return
-    try:
-        (target / rel).rmdir()
-    except OSError:
-        if must or wanted is not None:
-            raise  # a folder in the way of what must be put back
-
-
-def _put(source: Path, target: Path, rel: str) -> None:
-    info = _entry(source, rel)
-    if info is None or same(source, target, rel):
-        return
-    dest = target / rel
-    if stat.S_ISDIR(info.st_mode):
-        dest.mkdir()
-        os.chmod(dest, stat.S_IMODE(info.st_mode))
-    elif stat.S_ISLNK(info.st_mode):
-        atomic.write_symlink(dest, os.readlink(source / rel))
-    else:
-        atomic.write_bytes(dest, (source / rel).read_bytes(), mode=stat.S_IMODE(info.st_mode))
-
-
-def _ancestors(rel: str) -> list[str]:
-    """_ancestors("a/b/c") == ["a/b", "a", ""]; _ancestors("") == []"""
-    if not rel:
-        return []
-    parts = rel.split("/")
-    return ["/".join(parts[:i]) for i in range(len(parts) - 1, -1, -1)]
-
-
-def _depth(rel: str) -> int:
-    return 0 if not rel else rel.count("/") + 1
-
-
-def _entry(root: Path, rel: str) -> os.stat_result | None:
-    """The lstat of `rel` under `root`, or None when it is absent or lies below a symlink."""
-    if any(os.path.islink(root / a) for a in _ancestors(rel) if a):
-        return None
-    return _lstat(root / rel)
-
-
-def _lstat(path: Path) -> os.stat_result | None:
-    try:
-        return os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
+def _number(name: str) -> int:
+    return int(name.rsplit("-", 1)[1])

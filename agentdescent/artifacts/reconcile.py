@@ -9,14 +9,17 @@ changed comes back with the run's version: no text of the user's is lost that wa
 
     reconcile({"f": b"a\\nb\\nc\\n"}, {"f": b"A\\nb\\nc\\n"}, {"f": b"a\\nb\\nC\\n"}).contents == {"f": b"A\\nb\\nC\\n"}
 
-Left out: reading the disk and writing it (`writeback`), and what to do with a conflict (the
-caller refuses, or overwrites when asked to).
+`against_disk` reads the disk's side without following any link. Left out: writing (`writeback`),
+and what to do with a conflict (the caller refuses, or overwrites when asked to).
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from agentdescent.step.textmerge import merge_text
 
@@ -72,3 +75,44 @@ def _merged(base: bytes | None, ours: bytes | None, theirs: bytes | None) -> byt
         return None
     text = merge_text(*texts)
     return None if text is None else text.encode("utf-8")
+
+
+def against_disk(target: Path, contents: dict[str, bytes], initial: dict[str, str], base: dict[str, bytes] | None,
+                 frozen_keys: set[str]) -> Reconciled:
+    """`reconcile` of the run's files (`contents`, and the `initial` ones it deleted) with `base` and
+    the folder or file `target` as it is now, over its regular files and absent paths (anything
+    else is left to the write-back's path checks); nothing to reconcile without a `base`, or when
+    the target is not there at all."""
+    if base is None or _lstat(target) is None:
+        return Reconciled()
+    paths = {*base, *contents, *initial} - frozen_keys
+    theirs = {k: _regular_bytes(target, k) for k in paths}
+    paths = {k for k in paths if theirs[k] is not _NOT_A_FILE}
+    ours = {k: contents.get(k) for k in paths}
+    return reconcile({k: base.get(k) for k in paths}, ours, {k: theirs[k] for k in paths})
+
+
+_NOT_A_FILE = object()  # a folder, a symlink or a special file where a file of the artifact is
+
+
+def _regular_bytes(target: Path, key: str) -> bytes | None | object:
+    """The bytes of the regular file at `key`, None when nothing is there, `_NOT_A_FILE` for
+    anything else, a path through a symlink included (nothing is followed)."""
+    parts = key.split("/") if key else []
+    for depth in range(len(parts)):
+        info = _lstat(target.joinpath(*parts[:depth]))
+        if info is None:
+            return None
+        if not stat.S_ISDIR(info.st_mode):
+            return _NOT_A_FILE
+    info = _lstat(target / key)
+    if info is None:
+        return None
+    return (target / key).read_bytes() if stat.S_ISREG(info.st_mode) else _NOT_A_FILE
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None

@@ -8,16 +8,23 @@ the run started, a file the user changed since is never lost: it is kept when th
 change it, merged three-way when both did and git can merge the two, and otherwise a conflict
 that refuses the whole write unless `overwrite` (`reconcile`). Unless it is a dry run, and only when
 something changes, it then holds the target's lock, settles a write a killed process left,
-backs the whole target up, journals the write, deletes what goes and writes each changed file
-atomically with its mode kept; a failure part-way puts every touched path back from the backup
-and raises a `UserError` that names the file. `restore` puts the newest backup back the same way.
+backs the whole target up (`<name>.bak-N` beside it, recorded in `$AGENTDESCENT_HOME/backups`),
+deletes what goes and writes each changed file atomically with its mode kept; a failure
+part-way puts every touched path back from the backup and raises a `UserError` that names the
+file. `restore` puts the newest recorded, intact backup back the same way.
+
+Only backups this package recorded are rolled back from or restored; any other `<name>.bak-N`
+folder beside the target (one a cloned repository brought along, one whose copy or journal was
+changed since) is left alone and named in `WritePlan.refused` / `Restored.refused`, or in the
+error when no backup qualifies. Every path put back is checked to lie inside the target first.
 
 Refused with a `UserError` before anything changes: an unsafe key (`unsafe_key_reason`), a path
 through a symlink or over a file, a folder where a file goes, a name too long for the file
 system, a text artifact over a folder or a tree over a file, a target that is a symlink.
 
-Left out: the lock, the backups, the journal and recovery (`backups`); reading a folder into a
-tree (`tree`). Files a key cannot name (`.git` and the like) are never listed, deleted or pruned.
+Left out: the lock, the backups, their record and recovery (`backups`, `registry`); putting
+paths back (`putback`); reading a folder into a tree (`tree`). Files a key cannot name (`.git`
+and the like) are never listed, deleted, pruned or restored.
 """
 
 from __future__ import annotations
@@ -30,9 +37,11 @@ from functools import partial
 from pathlib import Path
 
 from agentdescent import atomic
-from agentdescent.artifacts import backups, reconcile
+from agentdescent.artifacts import backups, reconcile, registry
+from agentdescent.artifacts.putback import path_reason, put_back, same
 from agentdescent.errors import UserError
 from agentdescent.governance import is_frozen, unsafe_key_reason
+from agentdescent.home import HOME_ENV
 
 PATH_MAX = 4096  # bytes in a whole path on Linux
 
@@ -54,6 +63,7 @@ class WritePlan:
     kept: tuple[str, ...] = ()  # changed by the user since the run started, not by the run: left as they are
     conflicts: tuple[str, ...] = ()  # changed by both, beyond a clean merge: refused (written only with overwrite)
     backup: Path | None = None
+    refused: tuple[str, ...] = ()  # `<name>.bak-N` folders beside the target left alone, each with why
 
     @property
     def changes(self) -> bool:
@@ -68,6 +78,7 @@ class Restored:
     source: Path
     backup: Path | None
     changed: tuple[str, ...]
+    refused: tuple[str, ...] = ()  # `<name>.bak-N` folders passed over, each with why
 
 
 def write_back(path: str | os.PathLike, rendered: str | Mapping[str, str], *, initial: Mapping[str, str] | None = None,
@@ -88,11 +99,14 @@ def write_back(path: str | os.PathLike, rendered: str | Mapping[str, str], *, in
     base_files = None if base is None else _contents(base)
     if dry_run:
         _refuse_interrupted(target)
-        return _named(_plan(target, contents, initial, frozen, prune, base_files, overwrite=overwrite)[0])
+        refused = tuple(map(str, backups.survey(target).refused))
+        plan = _plan(target, contents, initial, frozen, prune, base_files, overwrite=overwrite)[0]
+        return _named(replace(plan, refused=refused))
     target.parent.mkdir(parents=True, exist_ok=True)
     with backups.locked(target):
-        backups.recover(target)
+        refused = tuple(map(str, backups.recover(target)[1]))
         plan, contents = _plan(target, contents, initial, frozen, prune, base_files, overwrite=overwrite)
+        plan = replace(plan, refused=refused)
         if plan.conflicts and not overwrite:
             raise _conflicting(target, plan.conflicts)
         if not plan.changes:
@@ -110,36 +124,43 @@ def recover(path: str | os.PathLike) -> list[Path]:
     if not backups.backups(target):
         return []  # nothing to settle, and no lock file left behind for nothing
     with backups.locked(target):
-        return [b.folder for b in backups.recover(target)]
+        return [b.folder for b in backups.recover(target)[0]]
 
 
 def restore(path: str | os.PathLike) -> Restored:
-    """Put the newest complete backup a write_to took of `path` back: a folder ends exactly as
-    the backup (files added since are removed), a file as it was. An interrupted write is
-    recovered first, and the current target is backed up first (restore's own backups are never
-    restored from). Raises `UserError` when there is no backup."""
+    """Put the newest recorded, intact backup a write_to took of `path` back: a folder ends as
+    the backup (files added since are removed; paths a key cannot name, `.git` and the like, are
+    left as they are), a file as it was. An interrupted write is recovered first, and the current
+    target is backed up first (restore's own backups are never restored from). Folders beside it
+    that are not recorded backups, or no longer match their record, are passed over and named in
+    `Restored.refused`. Raises `UserError` when no backup qualifies."""
     target = _target(path)
     _check_kind(target, folder=None)
-    if not target.parent.is_dir() or backups.latest(target) is None:
-        raise _no_backup(target)  # before taking the lock, which would leave a lock file beside it
+    source, refused = backups.restorable(target) if target.parent.is_dir() else (None, [])
+    if source is None:
+        raise _no_backup(target, refused)  # before taking the lock, which would leave a lock file beside it
     with backups.locked(target):
         backups.recover(target)
-        source = backups.latest(target)
+        source, refused = backups.restorable(target)
         if source is None:
-            raise _no_backup(target)
+            raise _no_backup(target, refused)
         paths = _differences(source.copy, target)
+        said = tuple(map(str, refused))
         if not paths:
-            return Restored(source=source.copy, backup=None, changed=())
+            return Restored(source=source.copy, backup=None, changed=(), refused=said)
         backup = backups.take(target, made_by="restore", paths=paths)
-        _run(target, backup, [(f"put {target} back from {source.copy}", partial(backups.put_back, target, source.copy, paths))])
+        _run(target, backup, [(f"put {target} back from {source.copy}", partial(put_back, target, source.copy, paths))])
         backups.finish(backup)
     return Restored(source=source.copy, backup=backup.copy if os.path.lexists(backup.copy) else None,
-                    changed=tuple(paths))
+                    changed=tuple(paths), refused=said)
 
 
-def _no_backup(target: Path) -> UserError:
+def _no_backup(target: Path, refused: list[backups.Refusal]) -> UserError:
+    found = "".join(f"; {r}" for r in refused)
     return UserError(f"no backup of {target} to restore: write_to takes one ({backups.base_name(target)}.bak-N beside "
-                     "it) before it changes anything, and there is none there; check the path")
+                     f"it, recorded in {registry.folder()}) before it changes anything, and no recorded, unchanged one "
+                     f"is there{found}. "
+                     f"A backup made with another {HOME_ENV} is not known here; check the path")
 
 
 def _target(path: str | os.PathLike) -> Path:
@@ -196,7 +217,7 @@ def _plan(target: Path, contents: dict[str, bytes], initial: dict[str, str], fro
     (written as the run has them only with `overwrite`)."""
     on_disk = _files_on_disk(target) if "" not in contents else set()
     frozen_keys = {k for k in {*contents, *initial, *on_disk} if is_frozen(k, frozen)}
-    merge = _reconciled(target, contents, initial, base, frozen_keys)
+    merge = reconcile.against_disk(target, contents, initial, base, frozen_keys)
     leave = set(merge.kept) | (set() if overwrite else set(merge.conflicts))
     contents = {k: v for k, v in contents.items() if k not in leave}
     contents.update({k: merge.contents[k] for k in merge.merged})
@@ -213,20 +234,6 @@ def _plan(target: Path, contents: dict[str, bytes], initial: dict[str, str], fro
                      deleted=tuple(sorted(deleted)), extra=tuple(sorted(extra)), frozen=tuple(sorted(frozen_keys)),
                      merged=merge.merged, kept=merge.kept, conflicts=merge.conflicts)
     return plan, contents
-
-
-def _reconciled(target: Path, contents: dict[str, bytes], initial: dict[str, str], base: dict[str, bytes] | None,
-                frozen_keys: set[str]) -> reconcile.Reconciled:
-    """The three-way outcome of the run's files against what the target held at the start and what
-    it holds now, over the regular files and absent paths (anything else is left to the path checks);
-    nothing to reconcile without a `base`, or when the target is not there at all."""
-    if base is None or _lstat(target) is None:
-        return reconcile.Reconciled()
-    paths = {*base, *contents, *initial} - frozen_keys
-    theirs = {k: _regular_bytes(target, k) for k in paths}
-    paths = {k for k in paths if theirs[k] is not _NOT_A_FILE}
-    ours = {k: contents.get(k) for k in paths}
-    return reconcile.reconcile({k: base.get(k) for k in paths}, ours, {k: theirs[k] for k in paths})
 
 
 def _conflicting(target: Path, paths: tuple[str, ...]) -> UserError:
@@ -325,10 +332,13 @@ def _files_on_disk(target: Path) -> set[str]:
 
 def _differences(source: Path, target: Path) -> list[str]:
     """The paths where `target` is not exactly `source` (both walked without following links)."""
-    return sorted(rel for rel in _entries(source) | _entries(target) if not backups.same(source, target, rel))
+    return sorted(rel for rel in _entries(source) | _entries(target) if not same(source, target, rel))
 
 
 def _entries(root: Path) -> set[str]:
+    """The root itself ("") and every path under it that a key can name, found without following
+    links; folders a key cannot name (`.git` and the like) are not entered, so nothing in them is
+    ever put back."""
     info = _lstat(root)
     if info is None:
         return set()
@@ -337,7 +347,8 @@ def _entries(root: Path) -> set[str]:
     found = {""}
     for folder, dirs, files in os.walk(root):
         rel = Path(folder).relative_to(root)
-        found |= {(rel / name).as_posix() for name in (*dirs, *files)}
+        dirs[:] = [d for d in dirs if path_reason((rel / d).as_posix()) is None]
+        found |= {key for name in (*dirs, *files) if path_reason(key := (rel / name).as_posix()) is None}
     return found
 
 
@@ -347,25 +358,6 @@ def _named(plan: WritePlan) -> WritePlan:
     named = {field: tuple(k or name for k in getattr(plan, field))
              for field in ("written", "unchanged", "merged", "kept", "conflicts")}
     return replace(plan, **named)
-
-
-_NOT_A_FILE = object()  # a folder, a symlink or a special file where a file of the artifact is
-
-
-def _regular_bytes(target: Path, key: str) -> bytes | None | object:
-    """The bytes of the regular file at `key`, None when nothing is there, `_NOT_A_FILE` for
-    anything else, a path through a symlink included (nothing is followed)."""
-    parts = key.split("/") if key else []
-    for depth in range(len(parts)):
-        info = _lstat(target.joinpath(*parts[:depth]))
-        if info is None:
-            return None
-        if not stat.S_ISDIR(info.st_mode):
-            return _NOT_A_FILE
-    info = _lstat(target / key)
-    if info is None:
-        return None
-    return (target / key).read_bytes() if stat.S_ISREG(info.st_mode) else _NOT_A_FILE
 
 
 def _bytes(path: Path) -> bytes | None:

@@ -91,7 +91,8 @@ def run_restore(args: argparse.Namespace, console: Console) -> int:
         before = f"what it held before is in {done.backup}" if done.backup else "it was not there before"
         said = f"restored {target} from {done.source} ({len(done.changed)} paths put back); {before}"
     where = target.parent / f"{backups.base_name(target)}.bak-*"
-    console.print(escape(f"{said}\nbackups: {where}"), soft_wrap=True, highlight=False)
+    passed_over = "".join(f"\nnot used: {why}" for why in done.refused)
+    console.print(escape(f"{said}{passed_over}\nbackups: {where}"), soft_wrap=True, highlight=False)
     return 0
 
 

@@ -102,6 +102,7 @@ class Accepted(BaseModel):
     kept: list[str] = Field(default_factory=list)  # edited by the user since the run started, untouched by the run
     conflicts: list[str] = Field(default_factory=list)  # edited by both beyond a merge: refused unless overwrite
     backup: str | None = None
+    refused: list[str] = Field(default_factory=list)  # folders beside the target that are not our backups: left alone
     message: str
 
 
@@ -151,7 +152,8 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
         done = Accepted(run_id=run.id, dry_run=dry_run, target=status.target, written=list(plan.written),
                         deleted=list(plan.deleted), unchanged=list(plan.unchanged), merged=list(plan.merged),
                         kept=list(plan.kept), conflicts=list(plan.conflicts),
-                        backup=None if plan.backup is None else str(plan.backup), message="")
+                        backup=None if plan.backup is None else str(plan.backup), refused=list(plan.refused),
+                        message="")
         if dry_run:
             return done.model_copy(update={"message": _dry_run_message(plan, overwrite)})
         run.write_status(status.model_copy(update={
@@ -161,7 +163,8 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
     backup = f"; the previous content is in {done.backup}" if done.backup else "; nothing needed changing"
     yours = (f"; merged with your edits: {', '.join(done.merged)}" if done.merged else "") + (
         f"; kept as you edited them: {', '.join(done.kept)}" if done.kept else "")
-    return done.model_copy(update={"message": f"wrote {status.target}{backup}{yours}"})
+    passed_over = "".join(f"; {why}" for why in done.refused)
+    return done.model_copy(update={"message": f"wrote {status.target}{backup}{yours}{passed_over}"})
 
 
 def _to_write(run: RunDir) -> tuple[EvolveResult, str | dict[str, str]]:
@@ -185,7 +188,7 @@ def _dry_run_message(plan: WritePlan, overwrite: bool) -> str:
                     f"({', '.join(plan.conflicts[:5])}): " + ("overwritten with the run's version" if overwrite else
                                                               "refused, so accept would write nothing; merge them by "
                                                               "hand or accept with overwrite"))
-    return "dry run: " + "; ".join(said) + "; nothing was touched"
+    return "dry run: " + "; ".join(said + list(plan.refused)) + "; nothing was touched"
 
 
 def reject(store: RunStore, run_id: str) -> Accepted:

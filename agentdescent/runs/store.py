@@ -30,17 +30,14 @@ from pathlib import Path
 
 from agentdescent import atomic
 from agentdescent.errors import UserError
+from agentdescent.home import HOME_ENV, home
 from agentdescent.runs.spec import RunSpec
 from agentdescent.runs.status import RunStatus
 from agentdescent.types import Task
 
-HOME_ENV = "AGENTDESCENT_HOME"
+__all__ = ["HOME_ENV", "RUN_ENV", "RunDir", "RunStore", "home"]
+
 RUN_ENV = "AGENTDESCENT_RUN"  # set in a run's process, and so in every agent it starts: the run's id
-
-
-def home() -> Path:
-    """`$AGENTDESCENT_HOME`, else `~/.agentdescent` (read at each call)."""
-    return Path(os.environ.get(HOME_ENV) or Path.home() / ".agentdescent").expanduser().absolute()
 
 
 class RunDir:

@@ -1,5 +1,6 @@
 """`accept` of a finished run, SIGKILLed right after the write-back's second file: the fault
-test's half-done write. Usage: python accept_child.py RUN_ID (the store from AGENTDESCENT_HOME)."""
+test's half-done write. Usage: python accept_child.py RUN_ID (the store from AGENTDESCENT_HOME).
+Only files inside the run's target count, not the record and journal of its backup."""
 
 from __future__ import annotations
 
@@ -7,17 +8,19 @@ import itertools
 import os
 import signal
 import sys
+from pathlib import Path
 
 from agentdescent import atomic
 from agentdescent.runs import Service
 
 _write = atomic.write_bytes
 _count = itertools.count(1)
+_target = Path(Service().status(sys.argv[1]).target).absolute()
 
 
-def write_then_die(*args, **kwargs):
-    _write(*args, **kwargs)
-    if next(_count) == 2:
+def write_then_die(path, *args, **kwargs):
+    _write(path, *args, **kwargs)
+    if Path(path).absolute().is_relative_to(_target) and next(_count) == 2:
         os.kill(os.getpid(), signal.SIGKILL)
 
 

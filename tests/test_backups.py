@@ -1,0 +1,232 @@
+"""Which `<name>.bak-N` folders are backups: only those recorded in $AGENTDESCENT_HOME/backups,
+with a journal that agrees and an intact copy. Planted, forged and altered folders are left
+alone and named, whether reached by `restore` (the function and the command), a write-back, or
+a run's `accept`; and the record itself (its file, its digest, where home is)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentdescent import UserError
+from agentdescent.artifacts import backups, registry
+from agentdescent.artifacts.writeback import recover, restore
+from tests import keyword_domain as domain
+from tests.runs_support import wait
+from tests.test_writeback import agentdescent, files_of, make, snapshot
+from tests.writeback_child import result_of
+
+ROOT = Path(__file__).resolve().parents[1]
+HOSTILE = ["../../../victim.txt", "../../../outside.txt"]
+
+
+def plant(target: Path, number: int, *, phase="applying", paths=HOSTILE, content: dict | None = None) -> Path:
+    """A `<name>.bak-<number>` folder as a cloned repository could carry it: a copy of the target
+    (or `content`) and a journal of our format saying what the attacker likes."""
+    folder = target.parent / f"{target.name}.bak-{number}"
+    copy = folder / target.name
+    if target.is_dir():
+        make(copy, content if content is not None else {k: v.decode() for k, v in files_of(target).items()})
+    else:
+        folder.mkdir()
+        copy.write_text((content or {}).get("", target.read_text(encoding="utf-8")), encoding="utf-8")
+    journal = {"format": 1, "made_by": "write_to", "phase": phase, "existed": True, "paths": paths}
+    (folder / backups.JOURNAL).write_text(json.dumps(journal), encoding="utf-8")
+    return folder
+
+
+def sandbox(tmp_path: Path) -> tuple[Path, list[Path]]:
+    """A skill three folders down, with a real backup (bak-1), and the files the hostile journal
+    aims at: `../../../x` from the target and from a backup's copy."""
+    skill = make(tmp_path / "a" / "b" / "my-skill", {"SKILL.md": "mine\n", "refs/a.md": "a\n"})
+    result_of({"SKILL.md": "evolved\n", "refs/a.md": "a\n"}).write_to(skill)
+    sentinels = [tmp_path / "victim.txt", tmp_path / "outside.txt", tmp_path / "a" / "victim.txt",
+                 tmp_path / "a" / "outside.txt"]
+    for path in sentinels:
+        path.write_text(f"the user's own {path.name}\n", encoding="utf-8")
+    return skill, sentinels
+
+
+def outside(tmp_path: Path, target: Path) -> dict[str, object]:
+    """Everything under `tmp_path` but the target, its lock and our own backups of it."""
+    ours = {b.folder for b in backups.backups(target)}
+    return {k: v for k, v in snapshot(tmp_path).items()
+            if not any((tmp_path / k).is_relative_to(p) for p in (target, *ours)) and not k.endswith(".lock")}
+
+
+def test_restore_leaves_a_planted_hostile_backup_alone_and_restores_the_real_one(tmp_path):
+    skill, _ = sandbox(tmp_path)
+    planted = plant(skill, 7)
+    before = outside(tmp_path, skill)
+    done = restore(skill)
+    assert outside(tmp_path, skill) == before  # the victim, the outside file and the planted folder as they were
+    assert done.source == tmp_path / "a" / "b" / "my-skill.bak-1" / "my-skill"
+    assert files_of(skill) == {"SKILL.md": b"mine\n", "refs/a.md": b"a\n"}
+    assert done.refused == (f"my-skill.bak-7 was not made by AgentDescent (no record in {registry.folder()}): "
+                            "left alone",)
+    assert planted.is_dir()
+
+
+def test_the_restore_command_names_the_planted_folder_and_changes_nothing_outside(tmp_path):
+    skill, _ = sandbox(tmp_path)
+    plant(skill, 7)
+    before = outside(tmp_path, skill)
+    done = agentdescent("restore", str(skill))
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.replace("\n", "")
+    assert f"restored {skill} from {skill.parent / 'my-skill.bak-1' / 'my-skill'}" in said
+    assert "my-skill.bak-7 was not made by AgentDescent" in said and "left alone" in said
+    assert outside(tmp_path, skill) == before and files_of(skill)["SKILL.md"] == b"mine\n"
+
+
+def test_a_write_back_never_rolls_back_from_a_planted_journal(tmp_path):
+    skill, _ = sandbox(tmp_path)
+    plant(skill, 7)
+    before = outside(tmp_path, skill)
+    plan = result_of({"SKILL.md": "again\n", "refs/a.md": "a\n"}).write_to(skill)
+    assert outside(tmp_path, skill) == before
+    assert plan.written == ("SKILL.md",) and plan.backup == skill.parent / "my-skill.bak-8" / "my-skill"
+    assert [why.split(" ")[0] for why in plan.refused] == ["my-skill.bak-7"]
+    assert recover(skill) == [] and backups.interrupted(skill) is None  # the planted 'applying' is not ours
+    assert result_of({"SKILL.md": "x\n"}).write_to(skill, dry_run=True).refused == plan.refused
+
+
+def test_accept_of_a_finished_run_changes_nothing_outside_the_target(service, tmp_path):
+    work = tmp_path / "a" / "b"
+    work.mkdir(parents=True)
+    run = service.start(domain.spec(work)).run_id
+    assert wait(service, run).state == "finished"
+    target = work / "prompt.md"
+    for path in (tmp_path / "victim.txt", tmp_path / "outside.txt", tmp_path / "a" / "outside.txt"):
+        path.write_text("the user's own\n", encoding="utf-8")
+    plant(target, 7, content={"": "attacker\n"})
+    before = {k: v for k, v in snapshot(tmp_path).items() if not k.startswith("home")}
+    accepted = service.accept(run)
+    after = {k: v for k, v in snapshot(tmp_path).items() if not k.startswith("home")}
+    changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    assert changed <= {"a/b/prompt.md", "a/b/.prompt.md.lock"} | {k for k in after if k.startswith("a/b/prompt.md.bak-8")}
+    assert "rule k0." in target.read_text(encoding="utf-8") and accepted.backup == str(work / "prompt.md.bak-8" / "prompt.md")
+    assert "prompt.md.bak-7 was not made by AgentDescent" in accepted.message and len(accepted.refused) == 1
+
+
+def test_a_planted_higher_numbered_backup_does_not_win(tmp_path):
+    skill = make(tmp_path / "skill", {"SKILL.md": "mine\n"})
+    result_of({"SKILL.md": "evolved\n"}).write_to(skill)
+    planted = plant(skill, 99, phase="done", paths=["SKILL.md"], content={"SKILL.md": "planted\n"})
+    done = restore(skill)
+    assert done.source == tmp_path / "skill.bak-1" / "skill" and files_of(skill) == {"SKILL.md": b"mine\n"}
+    assert [why.split(" ")[0] for why in done.refused] == ["skill.bak-99"]
+    assert files_of(planted / "skill") == {"SKILL.md": b"planted\n"}
+    assert done.backup == tmp_path / "skill.bak-100" / "skill"  # numbers go on past the planted one
+
+
+def test_a_recorded_backup_whose_copy_was_changed_is_refused_and_named(tmp_path):
+    skill = make(tmp_path / "skill", {"SKILL.md": "v0\n"})
+    result_of({"SKILL.md": "v1\n"}).write_to(skill)
+    result_of({"SKILL.md": "v2\n"}).write_to(skill)
+    (tmp_path / "skill.bak-2" / "skill" / "SKILL.md").write_text("tampered\n", encoding="utf-8")
+    done = restore(skill)
+    assert done.source == tmp_path / "skill.bak-1" / "skill" and files_of(skill) == {"SKILL.md": b"v0\n"}
+    assert done.refused == ("skill.bak-2 was changed after AgentDescent made it (its copy no longer has the digest "
+                            "recorded): left alone",)
+    os.chmod(tmp_path / "skill.bak-1" / "skill", 0o700)  # a mode counts as much as the bytes
+    with pytest.raises(UserError) as caught:
+        restore(skill)
+    said = str(caught.value)
+    assert "no backup of" in said and "skill.bak-1 was changed after" in said and "skill.bak-2 was changed after" in said
+    assert (tmp_path / "skill.bak-2" / "skill" / "SKILL.md").read_text(encoding="utf-8") == "tampered\n"
+
+
+def test_a_journal_changed_after_the_fact_is_not_acted_on(tmp_path):
+    skill, _ = sandbox(tmp_path)
+    journal = tmp_path / "a" / "b" / "my-skill.bak-1" / backups.JOURNAL
+    forged = {**json.loads(journal.read_text(encoding="utf-8")), "phase": "applying", "paths": HOSTILE}
+    journal.write_text(json.dumps(forged), encoding="utf-8")
+    before = outside(tmp_path, skill)
+    with pytest.raises(UserError, match="my-skill.bak-1 does not match AgentDescent's record of it"):
+        restore(skill)
+    assert recover(skill) == [] and outside(tmp_path, skill) == before
+    assert files_of(skill)["SKILL.md"] == b"evolved\n"
+
+
+def test_an_interrupted_write_whose_backup_was_changed_is_not_rolled_back(tmp_path):
+    skill = make(tmp_path / "skill", {"SKILL.md": "mine\n"})
+    half = backups.take(skill, made_by="write_to", paths=["SKILL.md"])  # a writer that died here
+    (skill / "SKILL.md").write_text("half\n", encoding="utf-8")
+    (half.copy / "SKILL.md").write_text("tampered\n", encoding="utf-8")
+    with pytest.raises(UserError, match="was changed since it was made .* move skill.bak-1 away to go on"):
+        result_of({"SKILL.md": "evolved\n"}).write_to(skill)
+    assert files_of(skill) == {"SKILL.md": b"half\n"}
+    os.rename(half.folder, tmp_path / "set-aside")  # the user looked, and moved it away
+    assert result_of({"SKILL.md": "evolved\n"}).write_to(skill).backup == tmp_path / "skill.bak-1" / "skill"
+
+
+def test_a_backup_made_with_another_home_is_unknown_here(tmp_path, monkeypatch):
+    skill = make(tmp_path / "skill", {"SKILL.md": "mine\n"})
+    result_of({"SKILL.md": "evolved\n"}).write_to(skill)
+    monkeypatch.setenv("AGENTDESCENT_HOME", str(tmp_path / "another-home"))
+    with pytest.raises(UserError) as caught:
+        restore(skill)
+    said = str(caught.value)
+    assert "skill.bak-1 was not made by AgentDescent" in said and "another AGENTDESCENT_HOME is not known here" in said
+    assert files_of(skill) == {"SKILL.md": b"evolved\n"}
+
+
+def test_the_record_holds_each_backup_with_its_phase_paths_and_digest(tmp_path):
+    skill = make(tmp_path / "skill", {"SKILL.md": "mine\n", "old.md": "old\n"})
+    plan = result_of({"SKILL.md": "evolved\n"}, {"SKILL.md": "", "old.md": ""}).write_to(skill)
+    (file,) = registry.folder().iterdir()
+    held = json.loads(file.read_text(encoding="utf-8"))
+    assert held["target"] == str(skill) and file == registry.file_of(skill)
+    assert held["backups"] == [{"folder": "skill.bak-1", "number": 1, "made_by": "write_to", "existed": True,
+                                "phase": "done", "paths": ["old.md", "SKILL.md"], "digest": registry.digest(plan.backup)}]
+    restore(skill)  # restore's own backup is recorded too
+    assert [(r.made_by, r.phase) for r in registry.load(skill)] == [("write_to", "done"), ("restore", "done")]
+    (tmp_path / "link").symlink_to(tmp_path, target_is_directory=True)
+    assert registry.file_of(tmp_path / "link" / "skill") == file  # one folder by two paths has one record
+
+
+def test_a_damaged_record_is_a_clear_error(tmp_path):
+    skill = make(tmp_path / "skill", {"SKILL.md": "mine\n"})
+    result_of({"SKILL.md": "evolved\n"}).write_to(skill)
+    held = json.loads(registry.file_of(skill).read_text(encoding="utf-8"))
+    held["backups"][0]["paths"] = ["../escape.md"]
+    registry.file_of(skill).write_text(json.dumps(held), encoding="utf-8")
+    with pytest.raises(UserError, match="is damaged .* delete it to go on"):
+        restore(skill)
+
+
+def test_restore_leaves_what_a_key_cannot_name_as_it_is(tmp_path):
+    skill = make(tmp_path / "skill", {"SKILL.md": "mine\n", ".git/HEAD": "ref: main\n"})
+    result_of({"SKILL.md": "evolved\n"}).write_to(skill)
+    (skill / ".git" / "HEAD").write_text("ref: other\n", encoding="utf-8")
+    done = restore(skill)
+    assert done.changed == ("SKILL.md",) and (skill / ".git" / "HEAD").read_text(encoding="utf-8") == "ref: other\n"
+
+
+def test_a_symlinked_target_or_backup_folder_is_never_used(tmp_path):
+    skill = make(tmp_path / "skill", {"SKILL.md": "mine\n"})
+    result_of({"SKILL.md": "evolved\n"}).write_to(skill)
+    (tmp_path / "alias").symlink_to(skill, target_is_directory=True)
+    with pytest.raises(UserError, match="is a symlink; write_to and restore never go through one"):
+        restore(tmp_path / "alias")
+    os.rename(tmp_path / "skill.bak-1", tmp_path / "elsewhere")
+    (tmp_path / "skill.bak-1").symlink_to(tmp_path / "elsewhere", target_is_directory=True)  # same name, now a link
+    with pytest.raises(UserError, match="no backup of"):
+        restore(skill)
+    assert files_of(skill) == {"SKILL.md": b"evolved\n"} and files_of(tmp_path / "elsewhere" / "skill") == {"SKILL.md": b"mine\n"}
+
+
+def test_artifacts_do_not_import_the_run_service_and_home_has_one_definition():
+    from agentdescent import home
+    from agentdescent.runs import store
+
+    assert store.home is home.home and store.HOME_ENV == home.HOME_ENV == "AGENTDESCENT_HOME"
+    code = "import sys, agentdescent.artifacts.writeback; print(sorted(m for m in sys.modules if '.runs' in m))"
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert loaded.returncode == 0 and loaded.stdout.strip() == "[]", loaded.stderr
