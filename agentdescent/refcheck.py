@@ -5,14 +5,14 @@ its code, which may print (the MCP server's stdout is its protocol stream), hang
 process for good. So `check_refs` imports each ref in a child process instead:
 
     check_refs(["tests.keyword_domain:answer", "this:s"])
-    == {"tests.keyword_domain:answer": None, "this:s": "'s' is a str, not a function or a class; it printed: …"}
+    == {"tests.keyword_domain:answer": None, "this:s": "'s' is a value of type str, not a function ...; it printed: ..."}
 
 Each ref's child is `python -m agentdescent.refcheck RESULT_FILE REF`, started in `cwd` (default
 the current folder, which `-m` puts on its `sys.path`, as in the run's own process), with stdin
 from /dev/null, in its own process group, killed with the group after `timeout` seconds. Its
 verdict is the JSON file it writes after the import, so nothing the user's module prints can
-pass for one; what it printed (stdout and stderr, the last `OUTPUT_BYTES` kept) is quoted, redacted, in a
-failure. This module lives outside `agentdescent.runs` so that the child imports next to nothing
+pass for one; what it printed (stdout and stderr, the last `OUTPUT_BYTES` kept) is quoted,
+redacted, in a failure. This module lives outside `agentdescent.runs` so that the child imports next to nothing
 of ours. Left out: what a ref does when called (only the run's own process calls it).
 """
 
@@ -155,7 +155,7 @@ def _load(ref: str) -> str | None:
     except BaseException as exc:  # noqa: BLE001 - the user's module may raise anything, SystemExit too: all mean "does not load"
         return f"{type(exc).__name__}: {exc}"
     if not callable(found):
-        return f"{attribute!r} is a {type(found).__name__}, not a function or a class"
+        return f"{attribute!r} is a value of type {type(found).__name__}, not a function or a class"
     return None
 
 
