@@ -63,7 +63,7 @@ def detached_vs_in_process(folder: Path, rounds: int) -> tuple[float, float, int
     run_fn, propose = build.callables(checked, parts, make_agent=lambda agent, role: build.make_client(agent),
                                       workdir=folder / "ws")
     began = time.perf_counter()
-    result = evolve(parts.tasks, parts.reward, run=run_fn, propose=propose, strategy=parts.strategy,
+    result = evolve(parts.tasks, build.reward(checked), run=run_fn, propose=propose, strategy=parts.strategy,
                     rounds=checked.rounds, n_workers=checked.workers, target_reward=checked.target_reward,
                     self_verify=checked.self_verify, cheap_eval_tasks=checked.cheap_eval_tasks, store=folder / "ledger")
     return detached, time.perf_counter() - began, calls, result.usage.calls, startup

@@ -3,15 +3,35 @@ structured answer or its error, waiting on a run's state, and the specs the test
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp
+from mcp import StdioServerParameters
 
 REPO = Path(__file__).resolve().parent.parent
 ENDED = ("finished", "failed", "cancelled", "interrupted", "accepted", "rejected")
+
+
+def program_env(home: Path, tmp_path: Path) -> dict[str, str]:
+    """The environment a host gives `agentdescent-mcp`: a HOME and run store of the test's own, the
+    program's folder on PATH, and the test's PYTHONPATH when it has one, so that the program (and
+    every process it starts) imports the code under test rather than another installed copy."""
+    program = Path(sys.executable).with_name("agentdescent-mcp")
+    env = {"AGENTDESCENT_HOME": str(home), "HOME": str(tmp_path),
+           "PATH": os.pathsep.join([str(program.parent), os.environ.get("PATH", "")])}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
+
+
+def stdio_server(home: Path, tmp_path: Path, *, cwd: Path = REPO, **env: str) -> StdioServerParameters:
+    """`agentdescent-mcp` as a host starts it, in `cwd`, with `program_env` and `env` on top."""
+    return StdioServerParameters(command="agentdescent-mcp", env={**program_env(home, tmp_path), **env}, cwd=str(cwd))
 
 
 async def call(client: mcp.Client, tool: str, **arguments: Any) -> dict[str, Any]:

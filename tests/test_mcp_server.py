@@ -4,7 +4,6 @@ the demo skill's scripted agent, a slow agent of the tests', or the test playing
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from mcp import StdioServerParameters
 
 from agentdescent.runs import Service
 from agentdescent.runs.status import LIVE
-from tests.mcp_support import ENDED, REPO, call, demo_spec, fails, text_spec, wait_for
+from tests.mcp_support import ENDED, REPO, call, demo_spec, fails, program_env, stdio_server, text_spec, wait_for
 
 TOOLS = {"plan", "evolve", "status", "show", "accept", "reject", "cancel", "resume", "runs", "doctor",
          "rollout_next", "rollout_submit", "proposal_next", "proposal_submit"}
@@ -227,13 +226,10 @@ def test_the_installed_program_serves_over_stdio(home, tmp_path):
 
     program = Path(sys.executable).with_name("agentdescent-mcp")
     assert program.exists(), "install the package (pip install -e .) to get the agentdescent-mcp program"
-    env = {"AGENTDESCENT_HOME": str(home), "HOME": str(tmp_path),
-           "PATH": os.pathsep.join([str(program.parent), os.environ.get("PATH", "")])}
     spec = keyword_domain.spec(tmp_path)
 
     async def main():
-        params = StdioServerParameters(command="agentdescent-mcp", env=env, cwd=str(REPO))
-        async with mcp.Client(params, mode="legacy") as client:
+        async with mcp.Client(stdio_server(home, tmp_path), mode="legacy") as client:
             assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
             report = await call(client, "doctor")
             assert report["store"] == str(home / "runs") and report["git"]["found"]
@@ -252,9 +248,7 @@ def test_the_installed_program_serves_over_stdio(home, tmp_path):
 
 
 def test_agentdescent_mcp_the_verb_serves_the_same_tools(home, tmp_path):
-    program = Path(sys.executable).with_name("agentdescent")
-    env = {"AGENTDESCENT_HOME": str(home), "HOME": str(tmp_path),
-           "PATH": os.pathsep.join([str(program.parent), os.environ.get("PATH", "")])}
+    env = program_env(home, tmp_path)
 
     async def main():
         async with mcp.Client(StdioServerParameters(command="agentdescent", args=["mcp"], env=env), mode="legacy") as client:

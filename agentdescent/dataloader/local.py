@@ -1,29 +1,34 @@
 """Rows from local files: JSON Lines, JSON and CSV, each row a plain `dict`.
 
+A tasks file is read whole as bounded data (`agentdescent.reading`): a regular file of at most
+`MAX_FILE_BYTES` (64 MB; pass `max_bytes=` for more), strict UTF-8, never a FIFO, a device or a
+file under /proc, /sys or /dev. `limit` keeps the first rows; the file is still read to its end.
 Left out: streaming, shuffling and splitting (the engine holds out its own validation set).
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
-from pathlib import Path
 
+from agentdescent import reading
 from agentdescent.dataloader.huggingface import unwrap_row
 from agentdescent.errors import UserError
 
 __all__ = ["csv_rows", "json_rows", "jsonl_rows"]
 
 ROW_KEYS = ("rows", "data", "records", "examples", "items")  # json_rows: where a wrapped list lives
+MAX_FILE_BYTES = 64_000_000  # a tasks file past this is refused unless max_bytes says more
 
 
-def jsonl_rows(path: str | os.PathLike, *, limit: int | None = None) -> list[dict]:
+def jsonl_rows(path: str | os.PathLike, *, limit: int | None = None, max_bytes: int = MAX_FILE_BYTES) -> list[dict]:
     """The JSON objects of a JSON Lines file, one per non-blank line, at most `limit`.
-    Raises UserError for a missing file, or naming the file and line of a line that is not a
-    JSON object."""
+    Raises UserError for a file `reading` refuses (missing, not a regular file, over `max_bytes`,
+    not UTF-8), or naming the file and line of a line that is not a JSON object."""
     rows: list[dict] = []
-    with _open(path) as handle:
+    with _open(path, max_bytes) as handle:
         for number, line in enumerate(handle, start=1):
             if limit is not None and len(rows) >= limit:
                 break
@@ -39,21 +44,24 @@ def jsonl_rows(path: str | os.PathLike, *, limit: int | None = None) -> list[dic
     return rows
 
 
-def json_rows(path: str | os.PathLike, *, limit: int | None = None) -> list[dict]:
+def json_rows(path: str | os.PathLike, *, limit: int | None = None, max_bytes: int = MAX_FILE_BYTES) -> list[dict]:
     """The objects of a JSON file holding a list of objects, or an object with that list under
     one of the keys "rows", "data", "records", "examples", "items" (first found wins). Items in
     the datasets-server shape `{"row_idx", "row": {...}}` become their `row`. At most `limit`.
-    Raises UserError for a missing file, invalid JSON (with its line) or a non-object item."""
-    with _open(path) as handle:
+    Raises UserError for a file `reading` refuses, invalid JSON (with its line) or a non-object item;
+    an error names the file's keys only when they look like names."""
+    with _open(path, max_bytes) as handle:
         try:
             data = json.load(handle)
         except json.JSONDecodeError as exc:
             raise UserError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+        except RecursionError:
+            raise UserError(f"{path}: the JSON is nested too deeply to read") from None
     if isinstance(data, dict):
         key = next((k for k in ROW_KEYS if isinstance(data.get(k), list)), None)
         if key is None:
             raise UserError(f"{path}: expected a list of objects, or an object with a list under "
-                            f"one of {list(ROW_KEYS)}; found keys {sorted(data)[:10]}")
+                            f"one of {list(ROW_KEYS)}; found keys {_keys(data)}")
         data = data[key]
     if not isinstance(data, list):
         raise UserError(f"{path}: expected a list of objects, found a {type(data).__name__}")
@@ -64,13 +72,14 @@ def json_rows(path: str | os.PathLike, *, limit: int | None = None) -> list[dict
     return rows
 
 
-def csv_rows(path: str | os.PathLike, *, limit: int | None = None,
-             delimiter: str = ",") -> list[dict]:
+def csv_rows(path: str | os.PathLike, *, limit: int | None = None, delimiter: str = ",",
+             max_bytes: int = MAX_FILE_BYTES) -> list[dict]:
     """The rows of a CSV file with a header line, as `{column: text}` (csv.DictReader, UTF-8, a
-    byte-order mark ignored), at most `limit`. Raises UserError for a missing file, or naming the
-    file and line of a row whose field count differs from the header or that cannot be parsed."""
+    byte-order mark ignored), at most `limit`. Raises UserError for a file `reading` refuses, or
+    naming the file and line of a row whose field count differs from the header or that cannot be
+    parsed."""
     rows: list[dict] = []
-    with _open(path, encoding="utf-8-sig", newline="") as handle:
+    with _open(path, max_bytes, encoding="utf-8-sig", newline="") as handle:
         reader = csv.DictReader(handle, delimiter=delimiter, strict=True)
         try:
             for row in reader:
@@ -85,7 +94,17 @@ def csv_rows(path: str | os.PathLike, *, limit: int | None = None,
     return rows
 
 
-def _open(path: str | os.PathLike, encoding: str = "utf-8", newline: str | None = None):
-    if not Path(path).is_file():
-        raise UserError(f"no such file: {path} (resolved: {Path(path).resolve()})")
-    return open(path, encoding=encoding, newline=newline)
+def _open(path: str | os.PathLike, max_bytes: int, encoding: str = "utf-8", newline: str | None = None) -> io.StringIO:
+    """The file's text as a stream that reads as `open(path, encoding=..., newline=...)` would:
+    newline=None turns every line ending into "\\n", newline="" keeps them."""
+    text = reading.read_text(path, what="tasks file", limit=max_bytes, encoding=encoding)
+    if newline is None:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return io.StringIO(text, newline="" if newline == "" else "\n")
+
+
+def _keys(data: dict) -> str:
+    """_keys({"things": [], "a b": 1}) == "['things'] and 1 more" """
+    names = sorted(k for k in data if reading.looks_like_a_name(k))[:10]
+    rest = len(data) - len(names)
+    return f"{names}{f' and {rest} more' if rest else ''}"

@@ -1,10 +1,12 @@
 """From a checked spec to the parts of a run: its tasks, artifact, strategy, reward, agent and reflector.
 
-`materials(spec)` reads what is on disk (the target, the tasks) and builds what needs no model;
-`problems(spec)` is the second check of a spec, against the world, and lists every problem by
-field; `callables(spec, materials, ...)` builds `run` and `propose` with the agents the spec
-names, the host (a `HostQueue`) for `host`. What it leaves out: running (the runner) and where
-a run keeps its files (the store).
+`materials(spec)` reads what is on disk (the target, the tasks) and builds what runs none of the
+user's code; `problems(spec)` is the second check of a spec, against the world, and lists every
+problem by field: it checks `python:` refs by importing them in a child process (`refcheck`)
+and where the target is (`containment`). The user's code is imported and called only in the
+run's own process: `reward(spec)`, `make_client` and `callables(spec, materials, ...)`, which
+builds `run` and `propose` with the agents the spec names, the host (a `HostQueue`) for `host`.
+What it leaves out: running (the runner) and where a run keeps its files (the store).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentdescent import reading, refcheck
 from agentdescent.agents import claude, claude_code, codex, deepseek, openai_compatible, scripted
 from agentdescent.agents.base import Model, ModelUsage
 from agentdescent.agents.redact import redact
@@ -30,11 +33,13 @@ from agentdescent.errors import AgentDescentError, UserError
 from agentdescent.governance import HARNESS_BLAST_RADIUS, PLUGIN_BLAST_RADIUS, SKILL_BLAST_RADIUS, Layer, matching
 from agentdescent.reflect import reflector, tree_reflector
 from agentdescent.reflect.tree_reflector import format_files
+from agentdescent.runs import containment
 from agentdescent.runs.spec import CLI_KINDS, AgentSpec, Problem, RunSpec, SpecError, TasksSpec
 from agentdescent.scoring import scorer
 from agentdescent.types import Task
 
 MIN_TASKS = 4
+TEXT_TARGET_BYTES = 1_000_000  # as load_tree's max_file_bytes for each file of a folder target
 LAYOUT_OF_KIND = {"skill_dir": "claude_skill", "agent_dir": "claude_agents", "plugin": "plugin"}
 BLAST_RADIUS = {"skill": SKILL_BLAST_RADIUS, "harness": HARNESS_BLAST_RADIUS, "plugin": PLUGIN_BLAST_RADIUS}
 RADIUS_OF_KIND = {"skill_dir": SKILL_BLAST_RADIUS, "agent_dir": HARNESS_BLAST_RADIUS, "plugin": PLUGIN_BLAST_RADIUS}
@@ -45,13 +50,13 @@ KEY_ENV = {"openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"), "deepseek": ("DEEPSE
 
 @dataclass(frozen=True, kw_only=True)
 class Materials:
-    """What a spec names, read and built: everything of a run but its agents."""
+    """What a spec names, read and built: everything of a run but its reward and its agents, which
+    may be the user's code and are built in the run's own process only (`reward`, `callables`)."""
 
     kind: str  # text, skill_dir or agent_dir
     content: str | dict[str, str]  # the target as read: a text, or a folder as {relative path: text}
     tasks: list[Task]
     strategy: Strategy
-    reward: Callable[[Task, str], float]
     blast_radius: Mapping[str, Layer] | None
     tree: dict[str, str] | None  # folder targets: the folder as read
     layout: str | None
@@ -95,8 +100,8 @@ def _column(source: TasksSpec, name: str, rows: list[dict]) -> str | None:
 
 
 def materials(spec: RunSpec) -> Materials:
-    """Read the target and the tasks, and build the strategy and the reward; raises `SpecError`
-    with every problem found."""
+    """Read the target and the tasks, and build the strategy; raises `SpecError` with every
+    problem found. Runs none of the user's code here (refs are checked in a child process)."""
     found = problems(spec)
     if found:
         raise SpecError(found)
@@ -105,12 +110,16 @@ def materials(spec: RunSpec) -> Materials:
 
 def problems(spec: RunSpec) -> list[Problem]:
     """Every way the spec does not fit the world: a missing target, unloadable or too few tasks,
-    a frozen glob that matches no file, an agent that is not installed, a ref that does not import."""
+    a frozen glob that matches no file, an agent that is not installed, a ref that does not import
+    (in a child process), a target where no run may be (`containment`)."""
     found: list[Problem] = []
     target = Path(spec.target)
     kind = target_kind(spec)
-    if not target.exists():
+    refused = containment.refusal(target) if os.path.lexists(target) else None
+    if not os.path.lexists(target):
         found.append(Problem(field="target", message=f"{target} does not exist; give a folder or a text file"))
+    elif refused is not None:
+        found.append(Problem(field="target", message=refused))
     elif kind == "text" and not target.is_file():
         found.append(Problem(field="target", message=f"{target} is a folder; a text target is one file (or set kind: skill_dir)"))
     elif kind != "text" and not target.is_dir():
@@ -125,17 +134,15 @@ def problems(spec: RunSpec) -> list[Problem]:
         found.append(Problem(field="agent", message=f"a plugin's rollouts load the candidate into Claude Code "
                                                     f"(claude --plugin-dir): use agent: claude_code, host or python:, "
                                                     f"not {spec.agent.kind}"))
-    if spec.scorer.ref is not None:
-        found += [Problem(field="scorer.ref", message=m) for m in _ref_problems(spec.scorer.ref)]
-    return found
+    return found + _ref_problems(spec)
 
 
 def _target_problems(spec: RunSpec, kind: str) -> list[Problem]:
     try:
         tree = load_tree(spec.target) if kind != "text" else None
         if kind == "text":
-            Path(spec.target).read_text(encoding="utf-8")
-    except (UserError, OSError, UnicodeDecodeError) as exc:
+            read_target(spec)
+    except UserError as exc:
         return [Problem(field="target", message=str(exc))]
     if tree is None:
         return [Problem(field="frozen", message="frozen globs are for folder targets")] if spec.frozen else []
@@ -161,22 +168,26 @@ def _agent_problems(agent: AgentSpec) -> list[str]:
         executable = agent.options.get("executable", "claude" if agent.kind == "claude_code" else "codex")
         if shutil.which(executable) is None:
             return [f"{executable!r} is not on PATH: install it, or use the host as the agent (agent: host)"]
-    if agent.kind == "python":
-        return _ref_problems(agent.ref or "")
     return []
 
 
-def _ref_problems(ref: str) -> list[str]:
-    try:
-        resolve_ref(ref)
-    except UserError as exc:
-        return [str(exc)]
-    return []
+def _ref_problems(spec: RunSpec) -> list[Problem]:
+    """The `python:` refs that do not load, each imported in a child process started here, where
+    the run's process starts too (never in this process: it may be the MCP server)."""
+    refs = {field: agent.ref for field, agent in (("agent", spec.agent), ("reflector", spec.reflector))
+            if agent is not None and agent.kind == "python" and agent.ref}
+    if spec.scorer.ref is not None:
+        refs["scorer.ref"] = spec.scorer.ref
+    said = refcheck.check_refs(list(refs.values()), cwd=os.getcwd())
+    return [Problem(field=field, message=f"cannot load {ref!r}; make it importable from {os.getcwd()}, where the "
+                                         f"run starts: {said[ref]}")
+            for field, ref in refs.items() if said[ref] is not None]
 
 
 def resolve_ref(ref: str) -> Any:
     """The object `module:attribute` names, the module imported now from the current folder (where
-    the run's process works too), as `python -m` would find it."""
+    the run's process works too), as `python -m` would find it. This runs the user's code: only
+    the run's own process calls it (`problems` checks refs in a child process)."""
     module_name, _, attribute = ref.partition(":")
     if os.getcwd() not in sys.path:  # an installed script (agentdescent, agentdescent-mcp) lacks it
         sys.path.insert(0, os.getcwd())
@@ -201,9 +212,10 @@ def missing_keys(spec: RunSpec) -> list[str]:
 
 
 def read_target(spec: RunSpec) -> str | dict[str, str]:
-    """The target as it is now: a text file's text, or a folder as {relative path: text}."""
+    """The target as it is now: a text file's text exactly as on disk (strict UTF-8, line endings
+    kept, at most `TEXT_TARGET_BYTES`, never through a symlink), or a folder as {relative path: text}."""
     if target_kind(spec) == "text":
-        return Path(spec.target).read_text(encoding="utf-8")
+        return reading.read_text(spec.target, what="text target", limit=TEXT_TARGET_BYTES, follow_symlinks=False)
     return load_tree(spec.target)
 
 
@@ -211,20 +223,21 @@ def assemble(spec: RunSpec, tasks: list[Task], content: str | dict[str, str]) ->
     """The materials of a run from its spec, its tasks and its target's content, all as stored
     when the run was made (so a resumed run is the same run, whatever the disk holds now)."""
     kind = target_kind(spec)
-    reward = _reward(spec)
     if isinstance(content, str):
         strategy: Strategy = SingleSlot(content) if spec.strategy == "single" else AppendRules(header=content.rstrip())
-        return Materials(kind="text", content=content, tasks=tasks, strategy=strategy, reward=reward,
+        return Materials(kind="text", content=content, tasks=tasks, strategy=strategy,
                          blast_radius=None, tree=None, layout=None, name=None)
     strategy = FileTree(content, max_files_per_diff=spec.max_files_per_diff, editable=spec.editable, frozen=spec.frozen)
     radius = spec.blast_radius
     blast = BLAST_RADIUS[radius] if isinstance(radius, str) else radius if radius is not None else RADIUS_OF_KIND[kind]
-    return Materials(kind=kind, content=content, tasks=tasks, strategy=strategy, reward=reward, blast_radius=blast,
+    return Materials(kind=kind, content=content, tasks=tasks, strategy=strategy, blast_radius=blast,
                      tree=dict(content), layout=spec.layout or LAYOUT_OF_KIND[kind],
                      name=spec.name or Path(spec.target).name)
 
 
-def _reward(spec: RunSpec) -> Callable[[Task, str], float]:
+def reward(spec: RunSpec) -> Callable[[Task, str], float]:
+    """The run's reward: a built-in scorer, a grader command, or the user's function (imported now,
+    so only the run's own process calls this)."""
     chosen = spec.scorer
     if chosen.ref is not None:
         return resolve_ref(chosen.ref)

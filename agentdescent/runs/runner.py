@@ -107,7 +107,7 @@ def _enter_origin(run: RunDir) -> None:
 def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveResult:
     spec, tasks = run.spec(), run.tasks()
     content = json.loads(run.file("target.json").read_text(encoding="utf-8"))
-    parts = build.assemble(spec, tasks, content)
+    parts, reward = build.assemble(spec, tasks, content), build.reward(spec)  # the user's code: imported here only
     mailbox = Mailbox(run.file("mailbox"))
     mailbox.clear()  # requests of an earlier process of this run: nobody waits for them now
 
@@ -135,7 +135,7 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
                              f"free some space, then: agentdescent resume {run.id}")
 
         return evolve(
-            parts.tasks, parts.reward, run=run_fn, propose=propose, strategy=parts.strategy, rounds=spec.rounds,
+            parts.tasks, reward, run=run_fn, propose=propose, strategy=parts.strategy, rounds=spec.rounds,
             n_workers=spec.workers, held_out_frac=spec.held_out_frac, patience=spec.patience,
             target_reward=spec.target_reward, blast_radius=parts.blast_radius,
             approve=Approver(mailbox, timeout=spec.host_timeout, gone=lambda: token.cancelled),

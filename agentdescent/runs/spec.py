@@ -7,6 +7,11 @@ the frozen globs match files, the agents exist). Every problem is listed by fiel
 `SpecError`. Relative paths are read against the spec file's folder (or the caller's `base`),
 and a checked spec holds only absolute ones, so the run store can keep it as it is.
 
+A spec file is bounded data (`agentdescent.reading`: a regular file of at most `SPEC_BYTES`,
+expanding to at most `SPEC_VALUES` values). A problem never repeats the file: a field that is
+not a spec's is named only when it looks like a field name, a parse error gives its position
+and kind, and every message is redacted and cut to `MESSAGE_CHARS`.
+
     target: my-skill/                    # a folder (skill_dir, agent_dir) or a text file (text)
     tasks: {file: tasks.jsonl, prompt: request, gold: expected}
     scorer: exact
@@ -31,8 +36,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+import yaml.reader
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from agentdescent import reading
+from agentdescent.agents.redact import redact
 from agentdescent.artifacts.workspace import LAYOUTS
 from agentdescent.errors import UserError
 from agentdescent.governance import Layer
@@ -43,15 +51,31 @@ AgentKind = Literal["openai", "deepseek", "claude", "claude_code", "codex", "hos
 MODEL_KINDS = ("openai", "deepseek", "claude")  # HTTP models: text in, text out
 CLI_KINDS = ("claude_code", "codex")  # agents that work in a folder
 TargetKind = Literal["text", "skill_dir", "agent_dir", "plugin"]
+SPEC_BYTES = 1_000_000  # a spec file past this is not a spec
+SPEC_VALUES = 1_000_000  # values a spec may expand to (YAML aliases repeat what they name)
+NAMED_UNKNOWN = 8  # fields that are not a spec's, named one by one; the rest are counted
+MESSAGE_CHARS, FIELD_CHARS = 400, 80  # a problem's message and field, cut here
+LISTED_PROBLEMS = 30  # a SpecError's message lists this many, then counts the rest
 _SECRET_NAME = re.compile(r"(key|token|secret|password|credential)$", re.IGNORECASE)
 _STRICT = ConfigDict(extra="forbid")
+_UNKNOWN = "is not a field of a run spec (check its spelling)"
+_PATH_PART = re.compile(r"[\w.\-/*?\[\]',]{1,60}")
 
 
 class Problem(BaseModel):
-    """One thing wrong with a spec: the field (dotted, as written in the spec) and what to do."""
+    """One thing wrong with a spec: the field (dotted, as written in the spec) and what to do. Both
+    are redacted (a key from the environment becomes a marker) and cut to a bounded length, since
+    a message may quote what a file or a program said."""
 
     field: str
     message: str
+
+    @field_validator("field", "message")
+    @classmethod
+    def _bounded(cls, value: str, info: ValidationInfo) -> str:
+        cap = MESSAGE_CHARS if info.field_name == "message" else FIELD_CHARS
+        value = redact(value)
+        return value if len(value) <= cap else value[: cap - 1] + "…"
 
 
 class SpecError(UserError):
@@ -59,7 +83,9 @@ class SpecError(UserError):
 
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = problems
-        lines = "\n".join(f"  {p.field}: {p.message}" for p in problems)
+        lines = "\n".join(f"  {p.field}: {p.message}" for p in problems[:LISTED_PROBLEMS])
+        if len(problems) > LISTED_PROBLEMS:
+            lines += f"\n  ... and {len(problems) - LISTED_PROBLEMS} more"
         noun = "problem" if len(problems) == 1 else "problems"
         super().__init__(f"the run spec has {len(problems)} {noun}:\n{lines}")
 
@@ -167,7 +193,7 @@ class ScorerSpec(BaseModel):
             raise ValueError(f"give exactly one of name ({', '.join(SCORER_NAMES)}), command [argv...] and "
                              f"ref 'module:function'; got {', '.join(given) or 'none'}")
         if self.name is not None and self.name not in SCORER_NAMES:
-            raise ValueError(f"unknown scorer {self.name!r}; choose one of {', '.join(SCORER_NAMES)}")
+            raise ValueError(f"unknown scorer {reading.name_or_count(self.name)}; choose one of {', '.join(SCORER_NAMES)}")
         return self
 
 
@@ -211,7 +237,7 @@ class RunSpec(BaseModel):
     @classmethod
     def _known_layout(cls, value: str | None) -> str | None:
         if value is not None and value not in LAYOUTS:
-            raise ValueError(f"unknown layout {value!r}; choose one of {', '.join(LAYOUTS)}")
+            raise ValueError(f"unknown layout {reading.name_or_count(value)}; choose one of {', '.join(LAYOUTS)}")
         return value
 
     @property
@@ -230,33 +256,103 @@ def read_spec(source: str | os.PathLike | dict[str, Any], *, base: str | os.Path
     try:
         spec = RunSpec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError([_problem(error) for error in exc.errors()]) from None
+        raise SpecError(_problems(exc.errors())) from None
     return _absolute(spec, folder)
 
 
 def _read_file(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError([Problem(field="spec", message=f"cannot read {path}: {exc.strerror or exc}")]) from None
+        text = reading.read_text(path, what="run spec", limit=SPEC_BYTES)
+    except UserError as exc:
+        raise SpecError([Problem(field="spec", message=str(exc))]) from None
+    language = "JSON" if path.suffix == ".json" else "YAML"
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise SpecError([Problem(field="spec", message=f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: "
-                                                        f"{str(exc).splitlines()[0]}")]) from None
+        data = json.loads(text) if language == "JSON" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError, RecursionError) as exc:
+        raise SpecError([Problem(field="spec", message=f"{path} is not valid {language}: {_parse_error(exc)}; "
+                                                        "fix it there and plan again")]) from None
     if not isinstance(data, dict):
         raise SpecError([Problem(field="spec", message=f"{path} must hold a mapping of fields (target, tasks, agent, ...)")])
+    if not _within(data, SPEC_VALUES):
+        raise SpecError([Problem(field="spec", message=f"{path} expands to more than {SPEC_VALUES:,} values (YAML "
+                                                        "aliases repeat what they name); write the spec out without "
+                                                        "aliases of aliases")])
     return data
 
 
+def _parse_error(exc: BaseException) -> str:
+    """Where the parser stopped and what kind of problem it saw, never the text around it:
+    _parse_error(<yaml error at line 3>) == "line 3, column 5: mapping values are not allowed here" """
+    if isinstance(exc, RecursionError):
+        return "it is nested too deeply"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"line {exc.lineno}, column {exc.colno}: {_elided(exc.msg)}"
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        return f"line {mark.line + 1}, column {mark.column + 1}: {_elided(exc.problem or exc.context or 'a syntax error')}"
+    if isinstance(exc, yaml.reader.ReaderError):
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character or "\0")
+        return f"offset {exc.position:,}: a character YAML does not allow (#x{code:04x})"
+    return type(exc).__name__
+
+
+def _elided(kind: str) -> str:
+    """A parser's words with any longer quoted text in them (a tag, an alias) left out."""
+    return re.sub(r"'[^']{13,}'|\"[^\"]{13,}\"", "'…'", kind)[:120]
+
+
+def _within(data: Any, budget: int) -> bool:
+    """Whether `data`, walked as a tree (an alias counted each time it appears), has at most `budget` values."""
+    stack, seen = [data], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > budget:
+            return False
+        if isinstance(item, dict):
+            stack += [*item.keys(), *item.values()]
+        elif isinstance(item, list):
+            stack += item
+    return True
+
+
+def _problems(errors: list) -> list[Problem]:
+    """The schema's errors as problems. A field that is not a spec's is named only when its name looks
+    like a field name, and only the first few; the rest are counted, never quoted (a file that is not
+    a spec, such as a list of accounts or keys, would otherwise be repeated line by line)."""
+    found: list[Problem] = []
+    unnamed: dict[str, int] = {}
+    named = 0
+    for error in errors:
+        if error["type"] != "extra_forbidden":
+            found.append(_problem(error))
+            continue
+        name = error["loc"][-1] if error["loc"] else ""
+        if reading.looks_like_a_name(name) and named < NAMED_UNKNOWN:
+            found.append(Problem(field=_where(error["loc"]), message=_UNKNOWN))
+            named += 1
+        else:
+            parent = _where(error["loc"][:-1])
+            unnamed[parent] = unnamed.get(parent, 0) + 1
+    for parent, count in unnamed.items():
+        entries = "1 entry that is not a field" if count == 1 else f"{count} entries that are not fields"
+        found.append(Problem(field=parent, message=f"holds {entries} of a run spec (not quoted: only names shaped "
+                                                   f"like a field's are, the first {NAMED_UNKNOWN}); check that this "
+                                                   "file is a run spec and how its fields are spelled"))
+    return found
+
+
 def _problem(error: dict) -> Problem:
-    where = ".".join(str(part) for part in error["loc"] if not str(part).startswith(("function-", "tagged-"))) or "spec"
     message = error["msg"].removeprefix("Value error, ")
-    if error["type"] == "extra_forbidden":
-        message = "is not a field of a run spec (check its spelling)"
-    elif error["type"] == "missing":
+    if error["type"] == "missing":
         message = "is required"
-    return Problem(field=where, message=message)
+    return Problem(field=_where(error["loc"]), message=message)
+
+
+def _where(loc: tuple) -> str:
+    """A dotted field path; a part that does not look like a field name or a glob is not repeated."""
+    parts = [str(part) for part in loc if not str(part).startswith(("function-", "tagged-"))]
+    return ".".join(part if _PATH_PART.fullmatch(part) else "<entry>" for part in parts) or "spec"
 
 
 def _absolute(spec: RunSpec, folder: Path) -> RunSpec:

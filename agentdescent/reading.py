@@ -1,0 +1,145 @@
+"""Reading a file someone named (a run spec, a tasks file, a text target) as bounded data.
+
+A path given to us may be anything: a FIFO that never ends, `/dev/zero`, a kernel file under
+`/proc` whose size says 0, a folder, or a file of gigabytes. `read_bytes` reads only a regular
+file that is not under a system folder (`/proc`, `/sys`, `/dev`, by real path), up to a size
+limit, within a deadline, and refuses anything else with a `UserError` that says what the path is
+and what to give instead. The file is opened non-blocking, so a FIFO is never waited on: its
+`fstat` says it is no regular file and it is refused at once.
+
+    read_text("run.yaml", what="run spec", limit=1_000_000)  ==  "target: prompt.md\\n..."
+
+`read_text` decodes strictly (UTF-8, line endings as on disk, a NUL byte means binary).
+`name_or_count` is how an error may mention a word taken from such a file: the word itself when
+it looks like a name, else only how long it is, so that an error never repeats a file's lines.
+
+Left out: locking, and reading a file that changes while it is read (the bytes up to the limit
+are what was read; a file that grew past the limit is refused).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+import time
+from pathlib import Path
+
+from agentdescent.errors import UserError
+
+SYSTEM_FOLDERS = ("/proc", "/sys", "/dev")  # kernel views and devices: never data
+DEADLINE_SECONDS = 30.0
+_CHUNK = 1 << 16
+_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
+          stat.S_IFBLK: "a block device", stat.S_IFDIR: "a folder", stat.S_IFLNK: "a symlink"}
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]{0,39}")
+
+
+def read_bytes(path: str | os.PathLike, *, what: str, limit: int, follow_symlinks: bool = True,
+               deadline: float = DEADLINE_SECONDS) -> bytes:
+    """The bytes of the regular file `path`, at most `limit` of them, read within `deadline`
+    seconds. `what` names the file in errors ("run spec"). Raises `UserError` (saying what the path
+    is and the fix) for a missing or unreadable path, anything but a regular file, a path whose
+    real path is under a system folder, a file over `limit` bytes, and a read past the deadline.
+    `follow_symlinks=False` refuses a symlink at `path` itself."""
+    shown = f"the {what} {str(path)!r}"
+    _refuse_system(os.path.realpath(path), shown)  # before opening: opening a device can act on it
+    fd = _open(path, shown, follow_symlinks)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(info.st_mode), "a special file")
+            raise UserError(f"{shown} is {kind}, not a regular file; give the path of a file that holds the {what}")
+        _refuse_system(_real_path_of(fd, path), shown)  # what was opened, whatever the path meant a moment ago
+        if info.st_size > limit:
+            raise UserError(_too_big(shown, what, limit, f"{info.st_size:,} bytes"))
+        return _read_all(fd, shown, what, limit, time.monotonic() + deadline)
+    finally:
+        os.close(fd)
+
+
+def read_text(path: str | os.PathLike, *, what: str, limit: int, follow_symlinks: bool = True,
+              deadline: float = DEADLINE_SECONDS, encoding: str = "utf-8") -> str:
+    """`read_bytes` decoded strictly, nothing normalised (line endings stay as on disk); `encoding`
+    is utf-8 or utf-8-sig (a byte-order mark dropped). Also raises `UserError` for a file with a
+    NUL byte (binary) or that is not valid in `encoding`."""
+    data = read_bytes(path, what=what, limit=limit, follow_symlinks=follow_symlinks, deadline=deadline)
+    shown = f"the {what} {str(path)!r}"
+    if b"\0" in data:
+        raise UserError(f"{shown} is binary (a NUL byte at offset {data.index(0):,}); the {what} must be a text file")
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{shown} is not valid UTF-8 (byte {data[exc.start]:#04x} at offset {exc.start:,}); "
+                        "save it as UTF-8") from None
+
+
+def system_folder(path: str | os.PathLike) -> str | None:
+    """The system folder (`/proc`, `/sys`, `/dev`) the real path of `path` is in, or None."""
+    real = Path(os.path.realpath(path))
+    return next((folder for folder in SYSTEM_FOLDERS if real == Path(folder) or Path(folder) in real.parents), None)
+
+
+def name_or_count(word: object) -> str:
+    """`word` quoted when it looks like a field name, else only its length:
+    name_or_count("rouds") == "'rouds'"; name_or_count("alice:$6$x$y:1:::") == "a 17-character entry" """
+    text = str(word)
+    return repr(text) if looks_like_a_name(text) else f"a {len(text)}-character entry"
+
+
+def looks_like_a_name(word: object) -> bool:
+    """An identifier-like word of at most 40 characters (letters, digits, `_`, `-`)."""
+    return isinstance(word, str) and _NAME.fullmatch(word) is not None
+
+
+def _open(path: str | os.PathLike, shown: str, follow_symlinks: bool) -> int:
+    flags = _FLAGS | (0 if follow_symlinks else getattr(os, "O_NOFOLLOW", 0))
+    try:
+        return os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow_symlinks:
+            raise UserError(f"{shown} is a symlink; give the path of the file itself") from None
+        if exc.errno == errno.ENXIO:  # a socket, or a FIFO's write end: no file to read
+            raise UserError(f"{shown} is a socket or a device, not a regular file; give a file's path") from None
+        if exc.errno == errno.ENOENT:
+            raise UserError(f"{shown} does not exist (resolved: {os.path.abspath(path)}); check the path") from None
+        raise UserError(f"cannot read {shown}: {exc.strerror or exc}; check the path and its permissions") from None
+
+
+def _real_path_of(fd: int, path: str | os.PathLike) -> str:
+    """The real path of the open file: from the kernel where it says (Linux), else from `path`."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
+
+
+def _refuse_system(real: str, shown: str) -> None:
+    folder = system_folder(real)
+    if folder is not None:
+        raise UserError(f"{shown} is under {folder} (its real path is {real}), where the system keeps devices and "
+                        "kernel files, not data; give the path of a file of your own")
+
+
+def _read_all(fd: int, shown: str, what: str, limit: int, until: float) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        if time.monotonic() > until:
+            raise UserError(f"{shown} took too long to read; give a file on a local disk")
+        try:
+            chunk = os.read(fd, min(_CHUNK, limit + 1 - total))
+        except BlockingIOError:  # not a regular file after all (fstat was checked): never wait on it
+            raise UserError(f"{shown} gives no data without waiting; give a regular file") from None
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > limit:  # it grew since fstat
+            raise UserError(_too_big(shown, what, limit, f"more than {limit:,} bytes"))
+
+
+def _too_big(shown: str, what: str, limit: int, size: str) -> str:
+    return f"{shown} holds {size}, over the {limit:,} bytes a {what} may hold; give a smaller file"

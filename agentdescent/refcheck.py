@@ -1,0 +1,163 @@
+"""Checking `python:` refs (`module:attribute`) without running the user's code in this process.
+
+A spec may name a module of the user's own (an agent, a reflector, a reward). Importing it runs
+its code, which may print (the MCP server's stdout is its protocol stream), hang, or change this
+process for good. So `check_refs` imports each ref in a child process instead:
+
+    check_refs(["tests.keyword_domain:answer", "this:s"])
+    == {"tests.keyword_domain:answer": None, "this:s": "'s' is a value of type str, not a function ...; it printed: ..."}
+
+Each ref's child is `python -m agentdescent.refcheck RESULT_FILE REF`, started in `cwd` (default
+the current folder, which `-m` puts on its `sys.path`, as in the run's own process), with stdin
+from /dev/null, in its own process group, killed with the group after `timeout` seconds. Its
+verdict is the JSON file it writes after the import, so nothing the user's module prints can
+pass for one; what it printed (stdout and stderr, the last `OUTPUT_BYTES` kept) is quoted,
+redacted, in a failure. This module lives outside `agentdescent.runs` so that the child imports next to nothing
+of ours. Left out: what a ref does when called (only the run's own process calls it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+CHILD_MODULE = "agentdescent.refcheck"
+REF_CHECK_SECONDS = 30.0
+OUTPUT_BYTES = 16_000  # the tail of what the child printed, kept for a failure's message
+QUOTED_CHARS = 120  # of that tail, quoted in a failure
+_REASON_CHARS = 200
+
+
+def check_refs(refs: Sequence[str], *, cwd: str | os.PathLike | None = None,
+               timeout: float = REF_CHECK_SECONDS) -> dict[str, str | None]:
+    """Each of `refs` mapped to None when it imports in a child process and names something
+    callable, else to why not (the exception, or how the child ended, then a redacted excerpt of
+    what it printed). Each ref has a child of its own, all started at once and given `timeout`
+    seconds in all; raises nothing for a bad ref."""
+    refs = list(dict.fromkeys(refs))
+    with tempfile.TemporaryDirectory(prefix="agentdescent-refcheck-") as folder:
+        children = {ref: _Child(ref, Path(folder, f"{i}.json"), cwd) for i, ref in enumerate(refs)}
+        until = time.monotonic() + timeout
+        return {ref: child.verdict(until, timeout) for ref, child in children.items()}
+
+
+class _Child:
+    """One ref's check: the process importing it, and the tail of what it printed."""
+
+    def __init__(self, ref: str, result: Path, cwd: str | os.PathLike | None) -> None:
+        self.result, self.kept, self.unstarted = result, bytearray(), None
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", CHILD_MODULE, str(result), ref], cwd=cwd,
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        except OSError as exc:  # too many processes, a cwd gone: this ref cannot be checked, say why
+            self.unstarted = f"cannot start a process to check it ({exc.strerror or exc}); try again"
+            return
+        self.reader = threading.Thread(target=_drain, args=(self.proc.stdout, self.kept), daemon=True,
+                                       name="agentdescent-refcheck")
+        self.reader.start()
+
+    def verdict(self, until: float, timeout: float) -> str | None:
+        """None when the ref loads, else why not; the child and its group are gone on return."""
+        if self.unstarted is not None:
+            return self.unstarted
+        try:
+            code: int | None = self.proc.wait(timeout=max(0.0, until - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            with contextlib.suppress(ProcessLookupError, PermissionError):  # whatever it started goes too
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.reader.join(timeout=5)  # a process that left the group may hold the pipe: not waited for
+        said = _said(self.result) if code == 0 else None
+        if said is None:
+            said = _how(code, timeout)
+        return None if said == "" else _with_output(said, _excerpt(bytes(self.kept)))
+
+
+def _drain(stream, kept: bytearray) -> None:
+    """Read `stream` to its end, keeping its last `OUTPUT_BYTES` (the child never blocks on a full pipe)."""
+    with stream:
+        while chunk := stream.read1(65536):
+            kept += chunk
+            del kept[:-OUTPUT_BYTES]
+
+
+def _said(result: Path) -> str | None:
+    """What the child's result file says: "" (the ref loads), why not, or None (no verdict)."""
+    try:
+        found = json.loads(result.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(found, dict) or "error" not in found:
+        return None
+    return str(found["error"] or "")
+
+
+def _how(code: int | None, timeout: float) -> str:
+    if code is None:
+        return f"importing it took over {timeout:g} s, and the check was stopped"
+    if code < 0:
+        return f"the process importing it was killed by signal {-code}"
+    return f"the process importing it ended with exit code {code} before saying whether it loads"
+
+
+def _excerpt(output: bytes) -> str:
+    """The end of what the child printed, on one line, redacted; "" for nothing."""
+    from agentdescent.agents.redact import redact  # here, not at the top: the child never needs it
+
+    text = " ".join(output.decode("utf-8", errors="replace").split())
+    text = redact(text)
+    return text if len(text) <= QUOTED_CHARS else "…" + text[-QUOTED_CHARS:]
+
+
+def _with_output(reason: str, said: str) -> str:
+    from agentdescent.agents.redact import redact  # here, not at the top: the child never needs it
+
+    reason = redact(" ".join(reason.split()))
+    reason = reason if len(reason) <= _REASON_CHARS else reason[:_REASON_CHARS] + "…"
+    return f"{reason}; it printed: {said}" if said else reason
+
+
+# the child
+
+
+def main(argv: list[str]) -> NoReturn:
+    """`refcheck RESULT_FILE REF`: import the ref, write {"error": None or why not} to RESULT_FILE,
+    and exit 0 at once."""
+    result, ref = argv
+    error = _load(ref)
+    with open(result, "w", encoding="utf-8") as handle:
+        json.dump({"error": error}, handle)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # not the user's atexit handlers or threads: the verdict is written, nothing else is owed
+
+
+def _load(ref: str) -> str | None:
+    module_name, _, attribute = ref.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+        found = functools.reduce(getattr, attribute.split("."), module)
+    except BaseException as exc:  # noqa: BLE001 - the user's module may raise anything, SystemExit too: all mean "does not load"
+        return f"{type(exc).__name__}: {exc}"
+    if not callable(found):
+        return f"{attribute!r} is a value of type {type(found).__name__}, not a function or a class"
+    return None
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,91 @@
+"""`python:` refs are checked in a child process (`agentdescent.refcheck`): plan and start never
+import the user's code, the MCP server's protocol stream stays clean whatever a module prints,
+and the user's code runs only in the run's own process."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import mcp
+
+from agentdescent.refcheck import check_refs
+from tests import keyword_domain as domain
+from tests.mcp_support import REPO, call, fails, stdio_server
+from tests.runs_support import wait
+
+KEY = "sk-live-0c2b9d1a7e3f5c7f3a9c2e1b5d8a4f6e"
+RECORDER = """\
+import os, sys
+sys.path.insert(0, {repo!r})
+from tests.keyword_domain import answer, next_rule
+with open({marker!r}, "a", encoding="utf-8") as handle:
+    handle.write(f"{{os.getpid()}}\\n")
+
+def reward(task, output):
+    return float(output.strip() == task.gold)
+"""
+
+
+def _modules(folder: Path, **sources: str) -> None:
+    for name, source in sources.items():
+        (folder / f"{name}.py").write_text(source, encoding="utf-8")
+
+
+def test_each_ref_is_judged_in_a_child_with_what_it_printed(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    _modules(tmp_path, chatty="import os\nprint('hello', os.environ['OPENAI_API_KEY'])\ndef fn(): pass\nvalue = 3\n",
+             slow="import time\ntime.sleep(60)\n", quits="import os\nos._exit(3)\n",
+             broken="raise RuntimeError('no database here')\n", leaves="raise SystemExit('bye')\n")
+    began = time.monotonic()
+    said = check_refs(["chatty:fn", "chatty:value", "chatty:missing", "slow:fn", "quits:fn", "broken:fn",
+                       "leaves:fn", "no_such_module_here:fn", "json:loads"], cwd=tmp_path, timeout=5)
+    assert time.monotonic() - began < 20
+    assert said["chatty:fn"] is None and said["json:loads"] is None
+    assert said["chatty:value"].startswith("'value' is a value of type int, not a function or a class; it printed: hello")
+    assert "AttributeError" in said["chatty:missing"]
+    assert KEY not in said["chatty:value"] and "[redacted OPENAI_API_KEY]" in said["chatty:value"]
+    assert "took over 5 s" in said["slow:fn"] and "exit code 3" in said["quits:fn"]
+    assert "RuntimeError: no database here" in said["broken:fn"] and "SystemExit: bye" in said["leaves:fn"]
+    assert "No module named 'no_such_module_here'" in said["no_such_module_here:fn"]
+    assert "chatty" not in sys.modules and "broken" not in sys.modules
+
+
+def test_plan_start_and_show_never_import_the_users_code(service, tmp_path, monkeypatch):
+    marker = tmp_path / "imported-by.txt"
+    _modules(tmp_path, recorded_refs=RECORDER.format(repo=str(REPO), marker=str(marker)))
+    monkeypatch.chdir(tmp_path)  # where the refs import from, as a user's own folder
+    refs = "python:recorded_refs:"
+    spec = domain.spec(tmp_path, agent=refs + "answer", reflector=refs + "next_rule", scorer=refs + "reward")
+    plan = service.plan(spec)
+    assert plan.agent == "python:recorded_refs:answer"
+    checked_by = marker.read_text(encoding="utf-8").split()
+    assert len(checked_by) == 3 and str(os.getpid()) not in checked_by  # one child for each ref
+    assert "recorded_refs" not in sys.modules
+    run_id = service.start(spec).run_id
+    assert wait(service, run_id).state == "finished"
+    assert "+rule k0." in service.show(run_id).diff
+    assert "recorded_refs" not in sys.modules
+    assert str(os.getpid()) not in marker.read_text(encoding="utf-8").split()
+
+
+def test_a_module_that_prints_leaves_the_mcp_stream_clean(service, tmp_path):
+    prompt = tmp_path / "prompt.md"
+    prompt.write_text("Answer.\n", encoding="utf-8")
+    _modules(tmp_path, noisy="print('noise on stdout')\ndef answer(prompt):\n    return '2026'\n")
+    tasks = [{"id": f"q{i}", "prompt": f"question {i}", "gold": "2026"} for i in range(8)]
+
+    async def main() -> None:
+        async with mcp.Client(stdio_server(service.store.root.parent, tmp_path, cwd=tmp_path), mode="legacy") as client:
+            with anyio.fail_after(60):
+                said = await fails(client, "plan", spec={"target": str(prompt), "tasks": tasks, "agent": "python:this:s"})
+                assert "agent: cannot load 'this:s'" in said and "is a value of type str" in said
+                assert "do more of those" in said  # the end of what `this` printed, in the child
+                plan = await call(client, "plan", spec={"target": str(prompt), "tasks": tasks, "agent": "python:noisy:answer"})
+                assert plan["agent"] == "python:noisy:answer"
+                assert (await call(client, "runs"))["runs"] == []  # every reply parsed: the stream is clean
+
+    anyio.run(main)

@@ -1,0 +1,79 @@
+"""What a spec's errors may say about a file that is not a spec: field names that look like field
+names, counts, positions and kinds of parse errors, never its lines, and never a key."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from agentdescent.runs import read_spec
+from agentdescent.runs.spec import MESSAGE_CHARS, NAMED_UNKNOWN, Problem, SpecError
+from tests.mcp_support import REPO
+
+HASH = "$6$saltsalt$Q9mX2vLr7TtP0aHc3kZyW1uE5oN8bJ4fGdSiVqRx6l"
+KEY = "sk-live-7f3a9c2e1b5d8a4f6e0c2b9d1a7e3f5c"
+SHADOW = f"root:*:19700:0:99999:7:::\nalice:{HASH}:19700:0:99999:7:::\n"
+CREDENTIALS = f"OPENAI_API_KEY={KEY}:\nAWS_SECRET_ACCESS_KEY=wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY:\n"
+
+
+def _said(path) -> str:
+    with pytest.raises(SpecError) as caught:
+        read_spec(path)
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("name, content", [("shadow", SHADOW), ("credentials.yaml", CREDENTIALS)])
+def test_a_foreign_file_is_counted_not_quoted(tmp_path, monkeypatch, name, content):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    said = _said(path)
+    assert "holds 2 entries that are not fields of a run spec" in said and "target: is required" in said
+    for secret in (HASH, "Q9mX2vLr7T", KEY, "7f3a9c2e", "wJalrXUtnF", "alice"):
+        assert secret not in said
+    done = subprocess.run([sys.executable, "-m", "agentdescent", "plan", str(path.rename(path.with_suffix(".yaml")))],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "not fields of a run spec" in done.stderr
+    assert all(secret not in done.stderr + done.stdout for secret in (HASH, KEY, "alice"))
+
+
+def test_a_misspelt_field_is_still_named_and_a_flood_of_them_is_capped(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("target: p.md\ntasks: t.jsonl\nagent: host\nrouds: 3\n" +
+                    "".join(f"extra_{i}: 1\n" for i in range(50)), encoding="utf-8")
+    with pytest.raises(SpecError) as caught:
+        read_spec(path)
+    named = [p.field for p in caught.value.problems if "check its spelling" in p.message]
+    assert named[0] == "rouds" and len(named) == NAMED_UNKNOWN
+    assert any(p.field == "spec" and f"holds {51 - NAMED_UNKNOWN} entries" in p.message for p in caught.value.problems)
+
+
+def test_a_parse_error_gives_the_position_and_kind_not_the_text(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    yaml_spec = tmp_path / "run.yaml"
+    yaml_spec.write_text(f"target: p.md\n{KEY} bad: [\n", encoding="utf-8")
+    said = _said(yaml_spec)
+    assert re.search(r"is not valid YAML: line \d+, column \d+: ", said) and KEY not in said and "bad" not in said
+    json_spec = tmp_path / "run.json"
+    json_spec.write_text(f'{{"target": "p.md",\n {KEY}}}', encoding="utf-8")
+    said = _said(json_spec)
+    assert "is not valid JSON: line 2, column 2" in said and KEY not in said
+
+
+def test_an_unknown_scorer_from_a_foreign_value_is_not_quoted():
+    value = f"alice:{HASH}:1:::"
+    with pytest.raises(SpecError) as caught:
+        read_spec({"target": "p.md", "tasks": "t.jsonl", "agent": "host", "scorer": value})
+    said = str(caught.value)
+    assert f"unknown scorer a {len(value)}-character entry" in said
+    assert HASH not in said and "alice" not in said
+
+
+def test_every_problem_is_redacted_and_cut(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    problem = Problem(field="agent", message=f"it printed {KEY} " + "x" * 2000)
+    assert KEY not in problem.message and "[redacted OPENAI_API_KEY]" in problem.message
+    assert len(problem.message) == MESSAGE_CHARS
