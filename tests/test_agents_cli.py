@@ -99,7 +99,9 @@ def test_nonzero_exit_carries_the_stderr_tail(fake):
         claude_code()("go", cwd=fake.workspace)
     message = str(caught.value)
     assert "exit code 3" in message and "claude diagnostic line 30" in message
-    assert "claude diagnostic line 11\n" in message and "claude diagnostic line 10\n" not in message  # last 20
+    tail = message.split("stderr tail: ", 1)[1]
+    assert tail.startswith("«claude diagnostic line 11 ") and tail.endswith("»")  # the last 20 lines, quoted
+    assert "claude diagnostic line 10 " not in tail
 
 
 def test_garbage_output_is_an_agent_error_quoting_it(fake):

@@ -256,7 +256,7 @@ def test_unknown_category_is_an_invalid_outcome():
     result = evolve(tasks, reward, run=run, propose=lambda *a: "colour: blue", strategy=KeyedRules(["tone"]),
                     rounds=1, n_workers=2)
     assert result.outcomes() == {"invalid": 2 * 2}  # workers x proposals per worker
-    assert "unknown category 'colour'" in result.outcome_list[0].reason
+    assert "unknown category «colour»" in result.outcome_list[0].reason
 
 
 def test_corrupt_store_is_refused(tmp_path):
@@ -392,4 +392,4 @@ def test_a_reward_that_raises_is_a_failed_rollout_not_the_end_of_the_run():
         return reward(task, output)
 
     result = evolve(tasks, fragile, run=run, propose=propose, rounds=2, n_workers=2)
-    assert result.error is None and any("ValueError: could not parse the answer" in e for e in result.usage.errors)
+    assert result.error is None and any("ValueError: «could not parse the answer»" in e for e in result.usage.errors)

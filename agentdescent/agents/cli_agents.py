@@ -32,6 +32,7 @@ from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
 from agentdescent.agents.redact import guard_logging, redact
 from agentdescent.errors import AgentError, UserError
 from agentdescent.process import Finished, TimedOut, run_process
+from agentdescent.quoting import quoted
 
 __all__ = ["CLIAgent", "ClaudeCode", "Codex", "claude_code", "codex"]
 
@@ -96,7 +97,7 @@ class CLIAgent:
         if finished.returncode != 0:
             raise _agent_error(self.name, "failed", finished.stderr, env, finished.returncode)
         if reading.text is None:
-            reason = f"{self.no_reply}; stdout began {redact(finished.stdout, env)[:_HEAD_CHARS]!r}"
+            reason = f"{self.no_reply}; stdout began {quoted(redact(finished.stdout, env), _HEAD_CHARS)}"
             raise _agent_error(self.name, reason, finished.stderr, env)
         return redact(reading.text, env)
 
@@ -229,7 +230,7 @@ def _agent_error(label: str, reason: str, stderr: str, env: Mapping[str, str], r
         message += f" (killed by signal {-returncode})"
     tail = _tail(redact(stderr, env))
     if tail:
-        message += f"; stderr tail:\n{tail}"
+        message += f"; stderr tail: {quoted(tail, _TAIL_CHARS)}"
     return AgentError(redact(message, env))
 
 

@@ -43,6 +43,7 @@ import tenacity
 from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
 from agentdescent.agents.redact import guard_logging, redact, register
 from agentdescent.errors import AgentError, UserError
+from agentdescent.quoting import quoted
 
 if TYPE_CHECKING:
     import httpx  # imported where a request is made: a run of local agents never pays for it
@@ -301,10 +302,9 @@ def _public(url: str) -> str:
 
 
 def _snippet(text: str) -> str:
-    """The start of a server's answer for a message: keys redacted first (a cut must not leave
-    half a key), whitespace collapsed, at most `SNIPPET_CHARS` characters."""
-    text = " ".join(redact(text).split())
-    return text[:SNIPPET_CHARS] + ("..." if len(text) > SNIPPET_CHARS else "") if text else "(empty body)"
+    """The start of a server's answer for a message, as a quote (`quoting.quoted`: keys redacted
+    before the cut, whitespace collapsed, at most `SNIPPET_CHARS` characters)."""
+    return quoted(text, SNIPPET_CHARS) if text.strip() else "(empty body)"
 
 
 def _or_estimate(tokens: int | None, text: str) -> int:

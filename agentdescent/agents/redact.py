@@ -19,6 +19,8 @@ of whitespace, zero-width characters, escaped line breaks (`\\n`, `\\r`, `\\t`) 
 pattern for a set of keys is compiled once and cached; every repetition in it is over a class of
 characters disjoint from what follows or bounded, so matching stays linear in the text's length.
 
+**Output.** `RedactingStream` redacts every write to a stream (the CLI prints through one).
+
 **Logs.** `RedactingFilter` formats a record's message with its arguments, then redacts it, its
 traceback and its stack; `guard_logging()` puts it on this package's loggers and on httpx's and
 httpcore's, and keeps httpx and httpcore at INFO or above (their DEBUG lines carry headers)
@@ -38,7 +40,8 @@ import threading
 from collections.abc import Iterable, Mapping
 
 __all__ = [
-    "DEBUG_HTTP_ENV", "KEY_VARIABLES", "MARKER", "MIN_SECRET_CHARS", "SECRET_NAME", "RedactingFilter", "guard_logging",
+    "DEBUG_HTTP_ENV", "KEY_VARIABLES", "MARKER", "MIN_SECRET_CHARS", "SECRET_NAME", "RedactingFilter", "RedactingStream",
+    "guard_logging",
     "located", "redact", "register", "secrets",
 ]
 
@@ -196,6 +199,21 @@ class RedactingFilter(logging.Filter):
         if record.stack_info:
             record.stack_info = redact(record.stack_info)
         return True
+
+
+class RedactingStream:
+    """A text stream whose every write is redacted first: what a command prints (its `--json`
+    records, its errors, its live progress) never shows a key. Everything else is the stream's."""
+
+    def __init__(self, stream: object) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
 
 
 _FILTER = RedactingFilter()

@@ -27,6 +27,7 @@ from agentdescent.artifacts.state import State
 from agentdescent.errors import UserError
 from agentdescent.governance import clashes, is_frozen, unsafe_key_reason
 from agentdescent.governance.text import CONTROL_CODES, NUL_ONLY, text_refusal
+from agentdescent.quoting import quoted
 from agentdescent.types import Edit
 
 
@@ -140,7 +141,7 @@ class AppendRules:
         if verb.strip().lower() == "remove":
             key = rule_key(target)
             if key not in state:
-                raise InvalidProposal(f"there is no rule {target.strip()[:80]!r} to remove")
+                raise InvalidProposal(f"there is no rule {quoted(target, 80)} to remove")
             return [Edit(key=key, before=state[key], after=None)]
         key = rule_key(rule)
         return [Edit(key=key, before=state.get(key), after=state.get(key, rule))]
@@ -176,12 +177,12 @@ class KeyedRules:
     def edits_for(self, state: Mapping[str, str], proposal: str) -> list[Edit]:
         named, sep, text = _clean(proposal).partition(":")
         if not sep:
-            raise InvalidProposal(f"expected 'category: text', got {proposal[:80]!r}")
+            raise InvalidProposal(f"expected 'category: text', got {quoted(proposal, 80)}")
         named = named.strip().strip("*_`#- ")
         category = next((c for c in self.categories if c.lower() == named.lower()), None)
         if category is None:
             known = ", ".join(self.categories)
-            raise InvalidProposal(f"unknown category {named!r}; expected one of: {known}")
+            raise InvalidProposal(f"unknown category {quoted(named, 80)}; expected one of: {known}")
         text = text.strip().lstrip("*_`").strip()  # "**tone:** text" leaves markup after the colon
         return [Edit(key=category, before=state.get(category), after=text)]
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from agentdescent import atomic
 from agentdescent.artifacts import backups, reconcile, registry
 from agentdescent.artifacts.putback import path_reason, put_back, same
+from agentdescent.commands import command
 from agentdescent.errors import UserError
 from agentdescent.governance import is_frozen, unsafe_key_reason
 from agentdescent.home import HOME_ENV
@@ -207,7 +208,7 @@ def _refuse_interrupted(target: Path) -> None:
     pending = backups.interrupted(target)
     if pending is not None:
         raise UserError(f"a write-back to {target} is running or was interrupted (journal in {pending.folder}); "
-                        f"wait for it, or settle it with result.write_to or `agentdescent restore {target}`")
+                        f"wait for it, or settle it with result.write_to or `{command('restore', target)}`")
 
 
 def _plan(target: Path, contents: dict[str, bytes], initial: dict[str, str], frozen: tuple[str, ...], prune: bool,
@@ -301,7 +302,7 @@ def _undo(target: Path, backup: backups.Backup) -> None:
         backups.rollback(target, backup)
     except OSError as failed:
         raise UserError(f"a write to {target} failed, and putting it back from {backup.folder} failed too "
-                        f"({failed}); fix the cause, then `agentdescent restore {target}` or the next "
+                        f"({failed}); fix the cause, then `{command('restore', target)}` or the next "
                         "write_to rolls it back (its journal still says 'applying')") from failed
 
 

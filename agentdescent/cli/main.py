@@ -17,6 +17,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from agentdescent.agents.redact import RedactingStream
 from agentdescent.artifacts import backups
 from agentdescent.artifacts.writeback import restore
 from agentdescent.cli import flags
@@ -39,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return USAGE
     verbs: dict[str, Command] = {"demo": run_demo, "restore": run_restore, **VERBS, **HOST_VERBS}
-    return guarded(verbs[args.command], args, Console())
+    return guarded(verbs[args.command], args, Console(file=RedactingStream(sys.stdout)))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,8 +75,9 @@ def guarded(command: Command, args: argparse.Namespace, console: Console) -> int
         return command(args, console)
     except AgentDescentError as exc:
         if getattr(args, "debug", False):
-            traceback.print_exc()
-        Console(stderr=True).print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True, highlight=False)
+            traceback.print_exc(file=RedactingStream(sys.stderr))
+        Console(file=RedactingStream(sys.stderr)).print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True,
+                                                        highlight=False)
         return USAGE if isinstance(exc, UserError) else FAILURE
     except KeyboardInterrupt:
         Console(stderr=True).print("interrupted", highlight=False)

@@ -21,6 +21,7 @@ from rich.text import Text
 from agentdescent.artifacts.strategies import Strategy
 from agentdescent.cli.diffs import diff_outcomes
 from agentdescent.cli.views import Seen, plural
+from agentdescent.commands import command
 from agentdescent.result import EvolveResult
 
 
@@ -123,6 +124,6 @@ def ending(console: Console, result: EvolveResult, seen: Seen) -> None:
         console.print("  --store DIR keeps the ledger where you choose; a run on it again continues it",
                       highlight=False)
     console.print("A picture of the run (rewards, calls, every diff and commit) as one HTML page:", highlight=False)
-    console.print(escape(f"  agentdescent report {path}"), soft_wrap=True, highlight=False)
+    console.print(escape(f"  {command('report', path)}"), soft_wrap=True, highlight=False)
     console.print("Every commit, with the diffs it took:", highlight=False)
     console.print(escape(f"  git -C {path} log --stat dev"), soft_wrap=True, highlight=False)

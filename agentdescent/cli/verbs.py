@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import shutil
 import tempfile
 import time
@@ -26,6 +25,7 @@ from rich.text import Text
 
 from agentdescent.cli.views import plural
 from agentdescent.cli.watch import FAILURE, ending, say, watched
+from agentdescent.commands import command
 from agentdescent.engine.evolve import TEMPORARY_LEDGER_PREFIX
 from agentdescent.errors import UserError
 from agentdescent.runs import Service
@@ -112,7 +112,7 @@ def run_plan(args: argparse.Namespace, console: Console) -> int:
         f"  {plural(plan.workers, 'worker')}, at most {plural(plan.rounds, 'round')}",
         f"  calls: {q.calls_low}-{q.calls_high}, {cap}; about {q.tokens_per_call} tokens a call",
         f"  cost: {cost}", f"  basis: {q.basis}", *(f"warning: {w}" for w in plan.warnings),
-        f"next: if that suits, agentdescent evolve {shlex.quote(args.spec)} starts it")
+        f"next: if that suits, {command('evolve', args.spec)} starts it")
     return 0
 
 
@@ -134,8 +134,8 @@ def run_resume(args: argparse.Namespace, console: Console) -> int:
 def _after_start(service: Service, run_id: str, watch: bool, console: Console) -> int:
     if watch:
         return watched(service, run_id, console)
-    say(console, f"next: agentdescent watch {run_id} follows it; agentdescent status {run_id} for a glance; "
-                 f"agentdescent cancel {run_id} stops it")
+    say(console, f"next: {command('watch', run_id)} follows it; {command('status', run_id)} for a glance; "
+                 f"{command('cancel', run_id)} stops it")
     return 0
 
 
@@ -227,7 +227,7 @@ def run_accept(args: argparse.Namespace, console: Console) -> int:
     done = service.accept(_pick(service, args.run, console), dry_run=args.dry_run, overwrite=args.overwrite)
     say(console, done.message)
     if done.approved is not None:
-        say(console, f"next: agentdescent watch {done.run_id} follows the run")
+        say(console, f"next: {command('watch', done.run_id)} follows the run")
         return 0
     verb = "would write" if done.dry_run else "written"
     merged = set(done.merged)
@@ -236,16 +236,16 @@ def run_accept(args: argparse.Namespace, console: Console) -> int:
         *(f"  kept as you edited it: {path}" for path in done.kept),
         *(f"  edited by you and by the run, cannot merge: {path}" for path in done.conflicts))
     if done.dry_run:
-        say(console, f"next: agentdescent accept {done.run_id} writes it (backing {done.target} up first)")
+        say(console, f"next: {command('accept', done.run_id)} writes it (backing {done.target} up first)")
     elif done.backup:
-        say(console, f"  backup: {done.backup}", f"next: agentdescent restore {shlex.quote(done.target)} puts it back")
+        say(console, f"  backup: {done.backup}", f"next: {command('restore', done.target)} puts it back")
     return 0
 
 
 def run_reject(args: argparse.Namespace, console: Console) -> int:
     service = Service()
     done = service.reject(_pick(service, args.run, console))
-    after = (f"agentdescent watch {done.run_id} follows the run" if done.approved is not None
+    after = (f"{command('watch', done.run_id)} follows the run" if done.approved is not None
              else "agentdescent evolve SPEC starts a new run")
     say(console, done.message, f"next: {after}")
     return 0

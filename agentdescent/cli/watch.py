@@ -17,6 +17,7 @@ from rich.console import Console
 
 from agentdescent import events as ev
 from agentdescent.cli.views import ProgressView
+from agentdescent.commands import command
 from agentdescent.runs import Service
 from agentdescent.runs.status import LIVE, RunStatus
 
@@ -85,7 +86,7 @@ def watched(service: Service, run_id: str, console: Console) -> int:
         status = follow(service, run_id, console)
     except KeyboardInterrupt:
         say(console, f"stopped watching; run {run_id} goes on in its own process",
-            f"next: agentdescent watch {run_id} follows it again; agentdescent cancel {run_id} stops it")
+            f"next: {command('watch', run_id)} follows it again; {command('cancel', run_id)} stops it")
         return INTERRUPTED
     ending(console, status)
     return 0 if status.state in DONE else FAILURE
@@ -103,14 +104,14 @@ def next_step(status: RunStatus) -> str:
     """What to do with a run in this state, as commands."""
     run = status.id
     if status.state in LIVE:
-        return f"agentdescent watch {run} follows it; agentdescent cancel {run} stops it (what it committed stays)"
+        return f"{command('watch', run)} follows it; {command('cancel', run)} stops it (what it committed stays)"
     if status.next:
         return status.next
     if status.state == "rejected":
         return "nothing more to do with it; agentdescent evolve SPEC starts a new run"
     if status.state == "accepted":
         return f"nothing more to do with it: {status.target} holds its change"
-    return f"agentdescent show {run} shows what it did"
+    return f"{command('show', run)} shows what it did"
 
 
 def say(console: Console, *lines: str) -> None:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentdescent.agents.base import ModelUsage, metering
 from agentdescent.artifacts.strategies import InvalidProposal
 from agentdescent.errors import UserError
+from agentdescent.quoting import bounded, described, quoted
 from agentdescent.types import Rollout, Spend, Task
 
 T = TypeVar("T")
@@ -78,14 +79,14 @@ def _roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], flo
     except UserError:
         raise  # misconfiguration (a missing key, say) fails every rollout alike: stop and say so
     except Exception as exc:  # a failing rollout is data, not a crash of the run
-        return "", 0.0, f"run failed on task {task.id!r}: {type(exc).__name__}: {exc}"
+        return "", 0.0, f"run failed on task {quoted(task.id, 80)}: {described(exc)}"
     output = output if isinstance(output, str) else str(output)
     try:
         value = reward(task, output)
     except UserError:
         raise
     except Exception as exc:  # a judge, a grader or a reward that could not score: a failed rollout too
-        return output, 0.0, f"scoring failed on task {task.id!r}: {type(exc).__name__}: {exc}"
+        return output, 0.0, f"scoring failed on task {quoted(task.id, 80)}: {described(exc)}"
     return output, check_reward(value, task), None
 
 
@@ -146,9 +147,9 @@ def _reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence
     except UserError:
         raise  # misconfiguration: every proposal would fail alike
     except InvalidProposal as exc:
-        return Reflection(failed="invalid", reason=f"the proposal is unusable: {exc}")
+        return Reflection(failed="invalid", reason=f"the proposal is unusable: {bounded(str(exc))}")
     except Exception as exc:  # one failed reflection is an outcome, not the end of the run
-        return Reflection(failed="error", reason=f"propose raised {type(exc).__name__}: {exc}")
+        return Reflection(failed="error", reason=f"propose raised {described(exc)}")
     if proposal is not None and not isinstance(proposal, str):
         raise UserError(
             f"propose returned {type(proposal).__name__} for task {chosen[0].task.id!r}; "

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 
 from agentdescent import events as ev
 from agentdescent.artifacts.writeback import WritePlan
+from agentdescent.commands import command
 from agentdescent.engine.checkpoint import RunFiles
 from agentdescent.engine.evaluation import view_key
 from agentdescent.engine.evolve import split_tasks
@@ -120,14 +121,14 @@ def show(store: RunStore, run_id: str, *, rejected: int | None = SHOWN_REJECTED)
         nxt = "the run is still going: this is its best version so far" + (
             "; an L1 change waits for approval: accept approves it, reject declines it" if pending else "")
     elif status.state == "finished":
-        nxt = f"agentdescent accept {run.id} writes this back (backup first); agentdescent reject {run.id} drops it"
+        nxt = f"{command('accept', run.id)} writes this back (backup first); {command('reject', run.id)} drops it"
     else:
         nxt = status.next
     return Shown(run_id=run.id, state=status.state, target=status.target, diff=unified(before, after),
                  files_changed=changed, initial_reward=status.initial_reward, final_reward=final, version=version,
                  committed=committed, rejected=refused[:rejected], rejected_total=len(refused),
                  worst_rollouts=_worst(run, after, state), pending_approval=pending, next=nxt,
-                 report=f"agentdescent report {run.id} writes {run.file(REPORT_FILE)}")
+                 report=f"{command('report', run.id)} writes {run.file(REPORT_FILE)}")
 
 
 def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bool = False) -> Accepted:
@@ -143,7 +144,7 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
                         f"content is in {status.backup or 'no backup (nothing changed)'}")
     if status.state != "finished":
         raise UserError(f"run {run.id} is {status.state}, not finished, so its change is not final: "
-                        f"{status.next or f'agentdescent resume {run.id}, then accept it when it finishes'}")
+                        f"{status.next or command('resume', run.id) + ', then accept it when it finishes'}")
     with run.holding("accept.lock", f"another accept of run {run.id} is writing right now; wait for it"):
         if run.status().state == "accepted":  # the other accept finished while we waited for the lock
             raise UserError(f"run {run.id} was already accepted just now")
@@ -159,7 +160,7 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
         run.write_status(status.model_copy(update={
             "state": "accepted", "backup": done.backup,
             "message": f"written back to {status.target}: {len(plan.written)} written, {len(plan.deleted)} deleted",
-            "next": f"agentdescent restore {status.target} puts the backup back" if done.backup else ""}))
+            "next": f"{command('restore', status.target)} puts the backup back" if done.backup else ""}))
     backup = f"; the previous content is in {done.backup}" if done.backup else "; nothing needed changing"
     yours = (f"; merged with your edits: {', '.join(done.merged)}" if done.merged else "") + (
         f"; kept as you edited them: {', '.join(done.kept)}" if done.kept else "")
@@ -226,7 +227,7 @@ def _answer_approval(run: RunDir, *, approved: bool) -> Accepted:
     status = run.status()
     if not pending:
         raise UserError(f"run {run.id} is still running (round {status.round} of {status.rounds}) and waits for no "
-                        f"approval; accept it when it finishes (agentdescent watch {run.id}), or cancel it")
+                        f"approval; accept it when it finishes ({command('watch', run.id)}), or cancel it")
     request, _ = pending[0]
     mailbox.answer(request.id, {"approved": approved})
     verb = "approved" if approved else "declined"

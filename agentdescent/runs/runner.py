@@ -24,9 +24,11 @@ from pathlib import Path
 from agentdescent import atomic, process
 from agentdescent import events as ev
 from agentdescent.agents.redact import redact
+from agentdescent.commands import command
 from agentdescent.engine.cancel import CancelToken
 from agentdescent.engine.evolve import evolve
 from agentdescent.errors import AgentDescentError, Cancelled
+from agentdescent.quoting import bounded, described
 from agentdescent.result import EvolveResult
 from agentdescent.runs import build
 from agentdescent.runs.host import PROPOSAL, ROLLOUT, Approver, HostAgent
@@ -69,24 +71,24 @@ def _live(run: RunDir) -> int:
     except AgentDescentError as exc:  # refused before the rounds (the spec, the world): say so, plainly
         if isinstance(exc, Cancelled) and token.reason == USER_CANCEL:  # cancelled while it was starting
             tracker.update(state="cancelled", message="cancelled before its first round",
-                           next=f"agentdescent resume {run.id} starts it again")
+                           next=f"{command('resume', run.id)} starts it again")
             return 1
         began = "stopped" if tracker.status.state == "running" else "could not start"
-        tracker.update(state="failed", error=redact(str(exc)), message=f"the run {began}: {redact(str(exc))[:200]}",
-                       next=f"fix what the error says, then: agentdescent resume {run.id}")
+        tracker.update(state="failed", error=bounded(str(exc)), message=f"the run {began}: {bounded(str(exc), 200)}",
+                       next=f"fix what the error says, then: {command('resume', run.id)}")
         return 1
     except OSError as exc:  # the run's own folder cannot be written (a full disk): say so where we still can
         said = exc.strerror or str(exc)
         tracker.update(state="failed", error=f"cannot write the run's files in {run.path}: {said}",
                        message=f"stopped: couldn't write the run's files ({said})",
-                       next=f"free some space, then: agentdescent resume {run.id}")
+                       next=f"free some space, then: {command('resume', run.id)}")
         return 1
     except Exception as exc:  # a bug: keep the traceback in the log, and say where it is
         with contextlib.suppress(OSError):  # the log may be on a full disk too
             print(redact(traceback.format_exc()), file=sys.stderr, flush=True)
-        tracker.update(state="failed", error=redact(f"{type(exc).__name__}: {exc}"),
+        tracker.update(state="failed", error=described(exc),
                        message=f"the run failed unexpectedly; the traceback is in {run.file('run.log')}",
-                       next=f"agentdescent resume {run.id} tries again from the last checkpoint")
+                       next=f"{command('resume', run.id)} tries again from the last checkpoint")
         return 1
     _finish(run, tracker, result, token)
     return 0 if result.error is None else 1
@@ -132,7 +134,7 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
                 tracker.on_event(event)
             except OSError as exc:  # a full or read-only disk: stop cleanly, keep what was committed
                 token.cancel(f"cannot write the run's files in {run.path} ({exc.strerror or exc}); "
-                             f"free some space, then: agentdescent resume {run.id}")
+                             f"free some space, then: {command('resume', run.id)}")
 
         return evolve(
             parts.tasks, reward, run=run_fn, propose=propose, strategy=parts.strategy, rounds=spec.rounds,
@@ -154,26 +156,28 @@ def _finish(run: RunDir, tracker: StatusTracker, result: EvolveResult, token: Ca
                 outcomes=result.outcomes(), warnings=result.warnings, round=len(result.history) and
                 result.history[-1].round + 1)
     try:
+        # A key reaches the state only in a model's reply (a target holding one is refused or masked
+        # before the run, runs.keys), so this redaction alters nothing the user wrote.
         atomic.write_text(run.file("result.json"), redact(result.to_json()))
     except OSError as exc:
         tracker.update(state="failed", **done, error=f"cannot write the result in {run.path}: {exc.strerror or exc}",
                        message=f"stopped ({result.stop_reason}) but the result could not be written",
-                       next=f"free some space, then: agentdescent resume {run.id}")
+                       next=f"free some space, then: {command('resume', run.id)}")
         return
     change = f"held-out {result.initial_reward:.3f} -> {result.final_reward:.3f}"
     if result.error == "cancelled" and token.reason != USER_CANCEL:  # the run cancelled itself: a failure
-        tracker.update(state="failed", error=token.reason, **done, message=f"stopped: {token.reason}",
-                       next=f"fix what the error says, then: agentdescent resume {run.id}")
+        tracker.update(state="failed", error=bounded(token.reason), **done, message=f"stopped: {bounded(token.reason)}",
+                       next=f"fix what the error says, then: {command('resume', run.id)}")
     elif result.error == "cancelled":
         tracker.update(state="cancelled", **done, message=f"cancelled at round {done['round']}; {change} so far",
-                       next=f"agentdescent resume {run.id} continues it; agentdescent show {run.id} shows the change so far")
+                       next=f"{command('resume', run.id)} continues it; {command('show', run.id)} shows the change so far")
     elif result.error is not None:
-        tracker.update(state="failed", error=redact(result.error), **done, message=f"stopped: {result.stop_reason}",
-                       next=f"fix what the error says, then: agentdescent resume {run.id}")
+        tracker.update(state="failed", error=bounded(result.error), **done, message=f"stopped: {bounded(result.stop_reason)}",
+                       next=f"fix what the error says, then: {command('resume', run.id)}")
     else:
         tracker.update(state="finished", error=None, **done, message=f"finished ({result.stop_reason}); {change}",
-                       next=f"agentdescent show {run.id} shows the change; agentdescent accept {run.id} writes it "
-                            "back (backing the target up first), agentdescent reject drops it")
+                       next=f"{command('show', run.id)} shows the change; {command('accept', run.id)} writes it "
+                            f"back (backing the target up first), {command('reject', run.id)} drops it")
 
 
 if __name__ == "__main__":

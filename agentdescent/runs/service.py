@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agentdescent.commands import command
 from agentdescent.engine.evolve import split_tasks
 from agentdescent.errors import UserError
 from agentdescent.runs import build, detach, keys, review
@@ -132,7 +133,7 @@ class Service:
         if not ended or after.state in LIVE or after.state == "interrupted":  # it had to be killed
             after = after.model_copy(update={
                 "state": "cancelled", "message": f"cancelled at round {after.round} (its process was killed)",
-                "next": f"agentdescent resume {run.id} continues it from its last checkpoint"})
+                "next": f"{command('resume', run.id)} continues it from its last checkpoint"})
             run.write_status(after)
         return after
 
@@ -142,7 +143,7 @@ class Service:
         run = self.store.get(run_id)
         status = run.status()
         if status.state in LIVE:
-            raise UserError(f"run {run.id} is still running; follow it with: agentdescent watch {run.id}")
+            raise UserError(f"run {run.id} is still running; follow it with: {command('watch', run.id)}")
         if status.state in ("finished", "accepted", "rejected"):
             raise UserError(f"run {run.id} has {status.state}; start a new run to go on from its result")
         with self._target_lock(status.target):
@@ -219,7 +220,7 @@ class Service:
     def _started(self, run: RunDir, how: str) -> Started:
         return Started(run_id=run.id, state="starting", folder=str(run.path),
                        message=f"{how} run {run.id}: it runs in its own process, detached",
-                       next=f"agentdescent watch {run.id} follows it")
+                       next=f"{command('watch', run.id)} follows it")
 
     def _refuse_second_run(self, target: str) -> None:
         for other in self.store.all():
@@ -228,8 +229,8 @@ class Service:
             except UserError:
                 continue
             if status.state in LIVE and status.target == target:
-                raise UserError(f"run {other.id} is already evolving {target}; wait for it (agentdescent watch "
-                                f"{other.id}), cancel it, or ask for a second run on purpose (--allow-concurrent)")
+                raise UserError(f"run {other.id} is already evolving {target}; wait for it ({command('watch', other.id)}"
+                                f"), cancel it, or ask for a second run on purpose (--allow-concurrent)")
 
     def _target_lock(self, target: str):
         """Held while one target's runs are checked and started, so that two starts cannot both pass."""
@@ -275,7 +276,7 @@ def waiting_on(run: RunDir) -> str | None:
             free = sum(1 for c in mine if c is None or time.time() - c >= CLAIM_LEASE_SECONDS)
             said.append(f"the host: {len(mine)} {kind}(s) open, {free} not yet taken ({tool})")
     if any(request.kind == APPROVAL for request, _ in open_):
-        said.append(f"your approval of an L1 change (agentdescent show {run.id}, then accept or reject)")
+        said.append(f"your approval of an L1 change ({command('show', run.id)}, then accept or reject)")
     return "; ".join(said) or None
 
 

@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from agentdescent import atomic
+from agentdescent.commands import command
 from agentdescent.errors import UserError
 from agentdescent.home import HOME_ENV, home
 from agentdescent.runs.spec import RunSpec
@@ -78,7 +79,7 @@ class RunDir:
         return status.model_copy(update={
             "state": "interrupted",
             "message": f"the run's process is gone ({why}) at round {status.round} of {status.rounds}",
-            "next": f"agentdescent resume {self.id} continues it where it stopped",
+            "next": f"{command('resume', self.id)} continues it where it stopped",
         })
 
     def _read_status(self) -> RunStatus:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -40,7 +41,12 @@ def line(status: dict) -> str:
     waiting = f"; waiting on {status['waiting_on']}" if status.get("waiting_on") else ""
     return (f"agentdescent: run {status.get('id')} is {status.get('state')} on {status.get('target')} "
             f"(round {status.get('round', 0)} of {status.get('rounds', '?')}){waiting}; "
-            f"the status tool (or agentdescent status {status.get('id')}) tells more")
+            f"the status tool (or {command('status', str(status.get('id')))}) tells more")
+
+
+def command(*args: str) -> str:
+    """A suggested command line, quoted as `agentdescent.commands.command` quotes it."""
+    return shlex.join(["agentdescent", *args])
 
 
 def _alive(lock: Path) -> bool:

@@ -21,6 +21,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
+from agentdescent.agents.redact import redact
 from agentdescent.errors import AgentDescentError
 from agentdescent.runs import Service
 from agentdescent.runs.doctor import DoctorReport
@@ -75,13 +76,36 @@ server = MCPServer("agentdescent", title="AgentDescent", instructions=INSTRUCTIO
                    log_level="WARNING")
 
 
+class _Redacted:
+    """A `Service` whose answers are redacted (`agents.redact`) before they reach the host: a key
+    in the environment never appears in a tool result, whatever a run, a model or a file put there."""
+
+    def __init__(self, service: Service) -> None:
+        self._service = service
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._service, name)
+        if not callable(found):
+            return found
+        return lambda *args, **kwargs: _redacted(found(*args, **kwargs))
+
+
+def _redacted(answer: Any) -> Any:
+    if isinstance(answer, list):
+        return [_redacted(item) for item in answer]
+    if isinstance(answer, BaseModel):
+        return type(answer).model_validate_json(redact(answer.model_dump_json()))
+    return answer
+
+
 @contextmanager
 def service() -> Iterator[Service]:
-    """A `Service` on the store as the environment says now; its refusals become tool errors."""
+    """A `Service` on the store as the environment says now, its answers redacted; its refusals
+    become tool errors, redacted too."""
     try:
-        yield Service()
+        yield _Redacted(Service())  # type: ignore[misc]
     except AgentDescentError as exc:
-        raise ToolError(str(exc)) from None
+        raise ToolError(redact(str(exc))) from None
 
 
 @server.tool(annotations=READ_ONLY)

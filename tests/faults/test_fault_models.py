@@ -67,7 +67,7 @@ def test_each_model_fault_is_a_recorded_failure_and_the_run_completes(model, tmp
                     propose=lambda *a: "always state the year", rounds=2, n_workers=2, held_out_frac=0.25,
                     store=tmp_path / "ledger")
     assert result.error is None and result.stop_reason.startswith("ran all")
-    failed_kinds = {re.search(r"task '([a-z-]+)-\d+'", e).group(1) for e in result.usage.errors}
+    failed_kinds = {re.search(r"task «([a-z-]+)-\d+»", e).group(1) for e in result.usage.errors}
     assert failed_kinds == {"server-error", "hang", "garbage", "empty", "bad-bytes"}  # storms end; huge is an answer
     assert result.usage.model.failures >= 5 and result.usage.failures >= 5
     assert all(o.kind != "error" for o in result.outcome_list)
