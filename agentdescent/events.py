@@ -1,4 +1,6 @@
-"""Typed progress events that `evolve(on_event=...)` receives, in order, on the engine's thread.
+"""Typed progress events that `evolve(on_event=...)` receives, one at a time and in order: from
+the engine's thread, and `Spent` from a thread of the run's own (so that the bill is current while
+the engine waits inside a round).
 
 Each is plain data (a frozen dataclass of JSON-friendly fields), so that the run store can write
 them to `events.jsonl` and a watcher in another process can read them back (`to_json`, `from_json`).
@@ -24,6 +26,8 @@ class RunStarted:
     continued_from: int | None = None  # the store already held this artifact, at this version
     resumed_round: int | None = None  # an interrupted run of the same settings continues at this round
     outcomes: dict[str, int] = field(default_factory=dict)  # a resumed run: what became of its diffs so far
+    calls: int = 0  # a resumed run: what its earlier processes spent
+    tokens: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,12 +74,20 @@ class RoundEnded:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Spent:
+    """What the run has spent so far, sent about once a second while it goes on spending."""
+
+    calls: int
+    tokens: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunEnded:
     reason: str
-    final_reward: float
+    final_reward: float | None  # None: never measured (the run stopped before its first measurement)
 
 
-Event = RunStarted | Warned | RoundStarted | DiffOutcome | Committed | Evaluated | RoundEnded | RunEnded
+Event = RunStarted | Warned | RoundStarted | DiffOutcome | Committed | Evaluated | Spent | RoundEnded | RunEnded
 EVENTS: dict[str, type] = {kind.__name__: kind for kind in Event.__args__}  # type: ignore[attr-defined]
 
 

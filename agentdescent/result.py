@@ -64,8 +64,8 @@ class EvolveResult:
 
     rendered: Any  # what `run` receives for the final artifact: text, or {path: text} for trees
     state: dict[str, str]
-    final_reward: float  # held-out reward of the final (stable) artifact
-    initial_reward: float  # held-out reward before any change
+    final_reward: float | None  # held-out reward of the final (stable) artifact; None: never measured
+    initial_reward: float | None  # held-out reward before any change; None: the run stopped before measuring it
     history: list[StepRecord]
     ledger_path: Path
     outcome_list: list[Outcome]
@@ -130,8 +130,8 @@ class _Stored(BaseModel):
     format: int = 1
     rendered: str | dict[str, str]
     state: dict[str, str]
-    final_reward: float
-    initial_reward: float
+    final_reward: float | None
+    initial_reward: float | None
     history: list[StepRecord]
     ledger_path: str
     outcome_list: list[Outcome]

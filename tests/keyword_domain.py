@@ -82,3 +82,26 @@ def marker_seen(prompt: str) -> str:
 def leaky(prompt: str) -> str:
     """A model that echoes the provider key it can see: what must never reach the store."""
     return f"{answer(prompt)} {os.environ.get('OPENAI_API_KEY', '')}"
+
+
+def _count_call() -> None:
+    """One byte in the file $KEYWORD_CALLS for each call that reached the agent (the real bill)."""
+    fd = os.open(os.environ["KEYWORD_CALLS"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b".")
+    finally:
+        os.close(fd)
+
+
+def counted_answer(prompt: str) -> str:
+    """`answer`, each call counted in $KEYWORD_CALLS first."""
+    _count_call()
+    return answer(prompt)
+
+
+def counted_rule(prompt: str) -> str:
+    """`next_rule`, each call counted in $KEYWORD_CALLS first, and as slow as $KEYWORD_DELAY."""
+    _count_call()
+    time.sleep(float(os.environ.get("KEYWORD_DELAY", "0")))
+    return next_rule(prompt)
+

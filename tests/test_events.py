@@ -20,6 +20,7 @@ def test_every_kind_of_event_reads_back_from_its_json_line():
         ev.DiffOutcome(round=0, outcome=Outcome(diff_id="d2", kind="invalid", reason="no rule")),
         ev.Committed(round=0, version=2, diff_ids=("d1",)),
         ev.Evaluated(round=0, version=2, held_out_reward=0.5, promoted=True, best_reward=0.5),
+        ev.Spent(calls=11, tokens=420),
         ev.RoundEnded(round=0, calls=12),
         ev.RunEnded(reason="ran all 3 rounds", final_reward=0.5),
     ]

@@ -99,7 +99,7 @@ def test_the_run_files_count_only_lines_on_disk_once_flushed_and_a_later_process
         usage.count_rollout(Rollout(task=task, output="ok", reward=1.0), journal=lambda r: files.record("state", r))
     failed = Rollout(task=TASKS["t0"], output="", reward=0.0, error="run failed")
     usage.count_rollout(failed, journal=lambda r: files.record("state", r))  # counted, not journalled
-    saved, counted = files.counted(usage)  # what a checkpoint does: the lines it counts are on disk after
+    saved, counted, _ = files.counted(usage)  # what a checkpoint does: the lines it counts are on disk after
     assert (saved["rollouts"], saved["failures"], counted) == (6, 1, 5)
     assert [r.task.id for _, r in RunFiles(tmp_path).rollouts(TASKS)] == list(TASKS)
     files.close()
@@ -127,7 +127,7 @@ def test_a_rollout_that_lands_while_a_checkpoint_is_taken_is_counted_once_by_the
         flush(journal)
 
     monkeypatch.setattr(Journal, "flush", flush_as_one_more_lands)
-    saved, counted = files.counted(usage)
+    saved, counted, _ = files.counted(usage)
     files.flush()
     on_disk = RunFiles(tmp_path).rollouts(TASKS)
     assert saved["rollouts"] + len(on_disk[counted:]) == usage.rollouts == 4  # what `Loop._resume` adds up

@@ -82,6 +82,7 @@ fails for good and `UserError` when they are misconfigured (a missing key, say).
 
 
 _meters: contextvars.ContextVar[tuple[ModelUsage, ...]] = contextvars.ContextVar("agentdescent_meters", default=())
+_before: contextvars.ContextVar[tuple[Callable[[], None], ...]] = contextvars.ContextVar("agentdescent_before", default=())
 
 
 def record(usage: ModelUsage, **counts: float) -> None:
@@ -100,6 +101,8 @@ def metered_call(usage: ModelUsage) -> Iterator[dict[str, float]]:
         reply = ask(prompt)
         counts.update(input_tokens=..., output_tokens=...)
     """
+    for hook in _before.get():  # may refuse the call (a spent budget): then it is not made, nor recorded
+        hook()
     counts: dict[str, float] = {}
     start = time.perf_counter()
     try:
@@ -118,6 +121,18 @@ def metering(meter: ModelUsage) -> Iterator[ModelUsage]:
         yield meter
     finally:
         _meters.reset(token)
+
+
+@contextmanager
+def before_each_call(hook: Callable[[], None]) -> Iterator[None]:
+    """Within this block, `hook()` runs before each model call made in this context (this thread)
+    starts; what it raises, the call's caller gets instead of an answer. The loop puts the run's
+    budget and start log here around the step's own calls."""
+    token = _before.set(_before.get() + (hook,))
+    try:
+        yield
+    finally:
+        _before.reset(token)
 
 
 def estimate_tokens(text: str) -> int:

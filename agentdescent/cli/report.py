@@ -57,7 +57,7 @@ def scores(console: Console, result: EvolveResult, seen: Seen, timing: Timing) -
     for column in ("before", "after", "rounds", "calls", "time"):
         table.add_column(column)
     table.add_row(
-        f"{result.initial_reward:.3f}", f"[bold green]{result.final_reward:.3f}[/bold green]",
+        _measured(result.initial_reward), f"[bold green]{_measured(result.final_reward)}[/bold green]",
         str(len(result.history)), str(result.usage.calls), f"{timing.evolution:.2f} s",
     )
     console.print(table)
@@ -127,3 +127,8 @@ def ending(console: Console, result: EvolveResult, seen: Seen) -> None:
     console.print(escape(f"  {command('report', path)}"), soft_wrap=True, highlight=False)
     console.print("Every commit, with the diffs it took:", highlight=False)
     console.print(escape(f"  git -C {path} log --stat dev"), soft_wrap=True, highlight=False)
+
+
+def _measured(reward: float | None) -> str:
+    """_measured(0.5) == "0.500"; a reward the run stopped before measuring reads as such."""
+    return "not measured" if reward is None else f"{reward:.3f}"

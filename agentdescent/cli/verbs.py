@@ -382,7 +382,9 @@ def _json(console: Console, record: BaseModel) -> int:
 
 
 def _rewards(before: float | None, after: float | None) -> str:
-    """_rewards(0.32, 1.0) == "0.320 -> 1.000"; an unmeasured one reads "-"."""
+    """_rewards(0.32, 1.0) == "0.320 -> 1.000"; _rewards(None, None) == "not measured yet"."""
+    if before is None and after is None:
+        return "not measured yet"
     return " -> ".join("-" if r is None else f"{r:.3f}" for r in (before, after))
 
 

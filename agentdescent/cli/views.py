@@ -55,7 +55,8 @@ class ProgressView:
         self.seen = Seen()
         self._progress = Progress(
             TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(), TextColumn("{task.fields[unit]}"),
-            TimeElapsedColumn(), TextColumn("{task.fields[status]}"), console=console, transient=False,
+            TimeElapsedColumn(), TextColumn("{task.fields[spent]}"), TextColumn("{task.fields[status]}"), console=console,
+            transient=False,
         )
         self._task: TaskID | None = None
 
@@ -81,11 +82,11 @@ class ProgressView:
         self._say(escape(ledger_line(event)), soft_wrap=True)  # a path to copy: never broken across lines
         done = event.resumed_round or 0
         if self._task is not None:  # the same run again, resumed by another process: one bar goes on
-            self._progress.update(self._task, total=event.rounds, completed=done)
+            self._progress.update(self._task, total=event.rounds, completed=done, spent=_calls(event.calls))
             return
         self._task = self._progress.add_task(
             "evolving", total=event.rounds, completed=done, unit="round" if event.rounds == 1 else "rounds",
-            status=f"train {event.train} / held-out {event.held_out} tasks",
+            status=f"train {event.train} / held-out {event.held_out} tasks", spent=_calls(event.calls),
         )
 
     def _advance(self, event: ev.Event) -> None:
@@ -94,6 +95,8 @@ class ProgressView:
             mark = " (promoted)" if event.promoted else ""
             bound = "≤ " if event.partial else ""
             self._progress.update(self._task, status=f"held-out {bound}{event.held_out_reward:.3f}{mark}")
+        elif isinstance(event, ev.Spent):
+            self._progress.update(self._task, spent=_calls(event.calls))
         elif isinstance(event, ev.RoundEnded):
             self._progress.advance(self._task)
         elif isinstance(event, ev.RunEnded):
@@ -102,3 +105,8 @@ class ProgressView:
     def _say(self, markup: str, *, soft_wrap: bool) -> None:
         """One line above the live bar (the progress console prints there while it runs)."""
         self._progress.console.print(markup, soft_wrap=soft_wrap, highlight=False)
+
+
+def _calls(calls: int) -> str:
+    """_calls(0) == ""; _calls(12) == "12 calls": the bill so far, beside the bar."""
+    return plural(calls, "call") if calls else ""

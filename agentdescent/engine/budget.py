@@ -4,7 +4,9 @@ Every unit of work (a rollout that is not in the cache, a reflection) asks the a
 it starts. Units count as one call each the moment they start; a unit whose model client reports
 more calls (an agent that calls its model three times, say) is counted at that size once it is
 back. So with plain functions `max_calls` is exact, and with metered clients only a unit already
-running can pass it. Tokens are known only after a call, so `max_tokens` stops the next start.
+running can pass it. A resumed run starts from what every earlier process of the run spent, the
+calls its killed processes started included (`checkpoint.RunFiles.bill`), so the cap holds across
+kills. Tokens are known only after a call, so `max_tokens` stops the next start.
 When the allowance refuses, `BudgetSpent` is raised where the unit was asked for; the loop keeps
 what was committed and ends the run with the reason.
 """
@@ -35,7 +37,7 @@ class Allowance:
         """Let one unit of work start, or raise `BudgetSpent`."""
         with self._lock:
             if self._started is None:  # a resumed run's usage is loaded by then
-                self._started = self._usage.rollouts + self._usage.proposals
+                self._started = self._usage.units + self._usage.abandoned
             calls = max(self._started, self._usage.calls)
             if self._max_calls is not None and calls >= self._max_calls:
                 self.spent = f"the call budget is spent ({calls} of max_calls={self._max_calls})"

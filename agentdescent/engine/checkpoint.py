@@ -2,6 +2,8 @@
 
     <ledger>/agentdescent/checkpoint.json   the loop's position, written atomically after every round
     <ledger>/agentdescent/rollouts.jsonl    every rollout that succeeded, appended within 0.1 s of its landing (keys redacted)
+    <ledger>/agentdescent/answers.jsonl     every reflection, and every fusion a model made, appended as it lands (keys redacted)
+    <ledger>/agentdescent/starts            one byte for each call started (a rollout, a reflection, a model call of the step), before it starts
     <ledger>/agentdescent/resume-queue.json the rollouts in flight at the last checkpoint or when the run stopped
 
 A run on a store whose checkpoint is unfinished and was made with the same settings (the same
@@ -14,12 +16,19 @@ neither loses nor repeats a commit. Rollouts that were in flight when the run wa
 (or, for a killed run, at its last checkpoint) wait in the resume queue, and a resumed run runs
 them first (`usage.resumed` counts them).
 
+The bill survives a kill. A resumed run's usage is the checkpoint's, plus the rollouts and the
+answers journalled after it; each call the start log holds beyond those was started by a killed
+process whose answer was lost, and is counted too (`usage.abandoned`), so `max_calls` caps what
+every process of the run started, and the calls reported are the calls made (`bill` reads the
+same from the files alone, for a run whose process is gone). The answers journalled are served
+again, once each, to the resumed run that asks the same (`replay.Answers`): a round cut short by
+a kill does not pay its reflections twice.
+
 The optimizer step keeps no statistics across steps (each version's probe order is drawn from a
 seed, again identically), so there is nothing of its own to save. `seed_artifact` is where a run
 starts: the artifact put into the ledger once, whichever process gets there first.
 
-Left out: the ledger itself, and the calls a proposal made in the killed round (counted only
-when the round is run again).
+Left out: the ledger itself.
 """
 
 from __future__ import annotations
@@ -36,7 +45,9 @@ from agentdescent import atomic
 from agentdescent.agents.redact import redact
 from agentdescent.artifacts.strategies import Strategy
 from agentdescent.engine.evaluation import ResumeQueue, Usage
-from agentdescent.engine.journal import Journal
+from agentdescent.engine.journal import Journal, StartLog
+from agentdescent.engine.replay import Answers, Fused
+from agentdescent.engine.units import Reflection
 from agentdescent.errors import HeadMoved
 from agentdescent.ledger import Ledger
 from agentdescent.result import StepRecord
@@ -59,10 +70,11 @@ class Checkpoint(BaseModel):
     routes: dict[str, int] = Field(default_factory=dict)  # parallel="tp": task id -> the worker it goes to
     best: float = 0.0
     since_gain: int = 0
-    initial_reward: float = 0.0
+    initial_reward: float | None = None  # None: the run stopped before it measured where it starts
     initial_version: int = 0
     usage: dict = Field(default_factory=dict)
     rollouts_counted: int = 0  # lines of rollouts.jsonl that `usage` already counts
+    answers_counted: int = 0  # lines of answers.jsonl that `usage` already counts
     history: list[StepRecord] = Field(default_factory=list)
     outcomes: list[Outcome] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
@@ -83,15 +95,20 @@ class RunFiles:
         self.checkpoint_path = self.folder / "checkpoint.json"
         self.rollouts_path = self.folder / "rollouts.jsonl"
         self.queue_path = self.folder / "resume-queue.json"
+        self.answers_path = self.folder / "answers.jsonl"
         self._journal = Journal(self.rollouts_path, _journal_line)  # closed with the run: a late answer writes nothing
+        self._answers = Journal(self.answers_path, _answer_line)
+        self.starts = StartLog(self.folder / "starts")
+        self.replay = Answers()  # what a killed process of this run was answered, for the resumed run
 
-    def counted(self, usage: Usage) -> tuple[dict, int]:
-        """The run's usage and how many of the journal's lines it counts, read at one instant (a
-        rollout is counted and journalled under the usage's lock), then those lines put on disk:
-        a rollout that lands meanwhile is in neither, and a resumed run counts its line again."""
-        record, added = usage.read(lambda: self._journal.added)
+    def counted(self, usage: Usage) -> tuple[dict, int, int]:
+        """The run's usage and how many lines of each journal (rollouts, answers) it counts, read
+        at one instant (a unit is counted and journalled under the usage's lock), then those lines
+        put on disk: a unit that lands meanwhile is in neither, and a resumed run counts its line
+        again."""
+        record, (rollouts, answers) = usage.read(lambda: (self._journal.added, self._answers.added))
         self.flush()
-        return record, added
+        return record, rollouts, answers
 
     def load(self) -> Checkpoint | None:
         """The saved checkpoint; None when there is none or it cannot be read (a run then starts anew)."""
@@ -101,8 +118,9 @@ class RunFiles:
             return None
 
     def flush(self) -> None:
-        """Put the journal's queued lines on disk (before a checkpoint counts them)."""
+        """Put the journals' queued lines on disk (before a checkpoint counts them)."""
         self._journal.flush()
+        self._answers.flush()
 
     def save(self, checkpoint: Checkpoint) -> None:
         self.folder.mkdir(exist_ok=True)
@@ -130,11 +148,7 @@ class RunFiles:
         a kill cut short, or one that does not parse, is skipped; with `repair` (the run itself,
         resuming: nobody else may be writing) the journal is rewritten without it, so that its
         lines and what they count stay one to one."""
-        try:
-            lines = self.rollouts_path.read_text(encoding="utf-8").splitlines()
-        except OSError:
-            return []
-        found, kept = [], []
+        found, kept, lines = [], [], _lines(self.rollouts_path)
         for line in lines:
             try:
                 entry = json.loads(line)
@@ -150,11 +164,71 @@ class RunFiles:
         self._journal.start_at(len(kept))
         return found
 
+    def answers(self) -> list[tuple[str, Reflection | Fused]]:
+        """(what was asked, the answer) for every journalled answer, in order; a line a kill cut
+        short is dropped from the file, and the journal's count set to what was read."""
+        found, kept, lines = [], [], _lines(self.answers_path)
+        for line in lines:
+            answer = _answer(line)
+            if answer is not None:
+                found.append(answer)
+                kept.append(line)
+        if len(kept) != len(lines):
+            atomic.write_text(self.answers_path, "".join(f"{line}\n" for line in kept))
+        self._answers.start_at(len(kept))
+        return found
+
+    def record_answer(self, asked: str, answer: Reflection | Fused) -> None:
+        """Append one answer to its journal (from any thread; written behind, `Journal`)."""
+        self._answers.add((asked, answer))
+
+    def restore(self, saved: Checkpoint, usage: Usage, tasks: Mapping[str, Task]) -> list[tuple[str, Rollout]]:
+        """A resumed run's bill and memory: `usage` set to what every earlier process of the run
+        spent (the checkpoint's, the units journalled after it, each call started and lost), the
+        answers journalled after it ready to be served again (`replay`), and every journalled
+        rollout (view key, rollout), for the evaluation cache."""
+        usage.load(saved.usage)
+        journal = self.rollouts(tasks, repair=True)
+        for _, rollout in journal[saved.rollouts_counted:]:  # paid for after the checkpoint: still paid for
+            usage.count_rollout(rollout)
+        answers = self.answers()[saved.answers_counted:]
+        for _, answer in answers:
+            _count_answer(usage, answer)
+        self.replay.fill(answers)  # the cut-short round asks them again: not paid twice
+        usage.settle_abandoned(self.starts.count())
+        return journal
+
+    def bill(self) -> tuple[Usage, Checkpoint | None]:
+        """What the run on this ledger has spent, from its files alone (its process may be gone),
+        as `restore` counts it, and its checkpoint; nothing is repaired or kept."""
+        usage, saved = Usage(), self.load()
+        if saved is not None and saved.finished:
+            return Usage.from_record(saved.usage), saved
+        rollouts, answers = _lines(self.rollouts_path), _lines(self.answers_path)
+        if saved is not None:
+            usage.load(saved.usage)
+            rollouts, answers = rollouts[saved.rollouts_counted:], answers[saved.answers_counted:]
+        for line in rollouts:
+            try:
+                spend = Spend(**json.loads(line).get("spend", {}))
+            except (ValueError, TypeError, AttributeError, ValidationError):
+                continue
+            usage.count_rollout(Rollout(task=_BILLED, output="", reward=0.0, spend=spend))
+        for line in answers:
+            answer = _answer(line)
+            if answer is not None:
+                _count_answer(usage, answer[1])
+        usage.settle_abandoned(self.starts.count())
+        return usage, saved
+
     def reset(self) -> None:
-        """A new run on this ledger: its journal starts empty (an earlier run's rollouts are not its own)."""
-        self.rollouts_path.unlink(missing_ok=True)
-        self.queue_path.unlink(missing_ok=True)
+        """A new run on this ledger: its journals and start log start empty (an earlier run's
+        work is not its own)."""
+        for path in (self.rollouts_path, self.answers_path, self.queue_path):
+            path.unlink(missing_ok=True)
         self._journal.start_at(0)
+        self._answers.start_at(0)
+        self.starts.reset()
 
     def record(self, state: str, rollout: Rollout) -> None:
         """Append one successful rollout to the journal (from any thread; written behind, `Journal`)."""
@@ -163,15 +237,58 @@ class RunFiles:
         self._journal.add((state, rollout))
 
     def close(self) -> None:
-        """Write the journal's queued lines and close it (on a full disk they are lost: their
-        rollouts are run again on resume)."""
+        """Write the journals' queued lines and close them (on a full disk they are lost: their
+        units are run again on resume, and counted as abandoned)."""
         self._journal.close()
+        self._answers.close()
+        self.starts.close()
 
 
 def _journal_line(entry: tuple[str, Rollout]) -> dict:
     state, rollout = entry
     return {"state": state, "task": rollout.task.id, "output": redact(str(rollout.output)),
             "reward": rollout.reward, "spend": rollout.spend.model_dump()}
+
+
+def _answer_line(entry: tuple[str, Reflection | Fused]) -> dict:
+    asked, answer = entry
+    if isinstance(answer, Fused):
+        merged = redact(answer.merged) if isinstance(answer.merged, str) else answer.merged
+        return {"asked": asked, "fusion": {"merged": merged, "spend": answer.spend.model_dump()}}
+    stored = answer.model_dump()
+    stored["proposal"] = None if answer.proposal is None else redact(answer.proposal)
+    stored["reason"] = redact(answer.reason)
+    return {"asked": asked, "reflection": stored}
+
+
+def _answer(line: str) -> tuple[str, Reflection | Fused] | None:
+    """One line of the answer journal read back; None for one a kill cut short."""
+    try:
+        entry = json.loads(line)
+        answer = Reflection.model_validate(entry["reflection"]) if "reflection" in entry else \
+            Fused.model_validate(entry["fusion"])
+        return str(entry["asked"]), answer
+    except (ValueError, KeyError, TypeError, ValidationError):
+        return None
+
+
+def _count_answer(usage: Usage, answer: Reflection | Fused) -> None:
+    if isinstance(answer, Fused):
+        usage.count_step(answer.spend)
+    else:
+        usage.count_reflection(answer)
+
+
+_BILLED = Task(id="billed", prompt="")  # the task a rollout counted only for its spend stands on
+
+
+def _lines(path: Path) -> list[str]:
+    """The lines of one of the run's own journals (none when it is missing); bytes that are not
+    UTF-8 are replaced, so such a line fails to parse and is dropped as a cut-short one would be."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
 
 
 def resumable(files: RunFiles, strategy: str, fingerprint: str) -> tuple[Checkpoint | None, list[str]]:

@@ -33,7 +33,7 @@ from agentdescent.engine.executors import Executor, result_of
 from agentdescent.engine.stragglers import Hedger
 from agentdescent.engine.units import Reflection, roll_out
 from agentdescent.step.stats import mean_reward
-from agentdescent.types import Rollout, Task
+from agentdescent.types import Rollout, Spend, Task
 
 T = TypeVar("T")
 
@@ -67,18 +67,28 @@ class Usage(Tally):
     reissued: int = 0  # stragglers run a second time (`stragglers`); each is also counted as a rollout
     discarded: int = 0  # answers that came second to their straggler's other run, thrown away
     resumed: int = 0  # rollouts in flight when an earlier process of this run stopped, run first on resume
+    step_calls: int = 0  # model calls the optimizer step made itself (a fusion model, say)
+    replayed: int = 0  # answers an earlier process of this run paid for, read back from its journal, not asked again
+    abandoned: int = 0  # units an earlier process started and was killed before it recorded: paid, answer lost
+    billed: int = 0  # the calls of every unit and step call recorded (see `calls`)
     errors: list[str] = field(default_factory=list)
     model: ModelUsage = field(default_factory=ModelUsage)
 
     @property
     def calls(self) -> int:
-        """Model calls when the run's callables use metered clients; else one per rollout and
-        per proposal (plain functions report nothing, so each counts as one call)."""
-        return max(self.rollouts + self.proposals, self.model.calls)
+        """The calls the run paid for: each rollout and reflection is one call, or as many as its
+        model clients report (an agent that asked its model three times is three); each model call
+        the step made itself; and each unit a killed process started and never recorded."""
+        return self.billed + self.abandoned
 
     @property
     def tokens(self) -> int:
         return self.model.tokens
+
+    @property
+    def units(self) -> int:
+        """Rollouts, reflections and step calls recorded: what the start log holds when none is lost."""
+        return self.rollouts + self.proposals + self.step_calls
 
     def count_rollout(self, rollout: Rollout, purpose: str = "train",
                       journal: Callable[[Rollout], None] | None = None) -> None:
@@ -87,16 +97,33 @@ class Usage(Tally):
         reading the usage and the journal's length together (`read`) finds each rollout in both
         or in neither."""
         with self._lock:
-            self._add(rollouts=1, cache_misses=1, **{purpose: 1})
+            self._add(rollouts=1, cache_misses=1, billed=max(1, rollout.spend.calls), **{purpose: 1})
             self.model.add_spend(rollout.spend)
             if rollout.error is not None:
                 self._error(rollout.error)
             if journal is not None:
                 journal(rollout)
 
-    def count_reflection(self, reflection: Reflection) -> None:
-        self.add(proposals=1)
-        self.model.add_spend(reflection.spend)
+    def count_reflection(self, reflection: Reflection, journal: Callable[[Reflection], None] | None = None) -> None:
+        """A reflection that ran, with what its model calls cost; `journal` (the run's answer
+        journal) takes it under the same lock, as `count_rollout` does a rollout."""
+        with self._lock:
+            self._add(proposals=1, billed=max(1, reflection.spend.calls))
+            self.model.add_spend(reflection.spend)
+            if journal is not None:
+                journal(reflection)
+
+    def count_step(self, spend: Spend) -> None:
+        """The model calls the optimizer step made itself, each a call of its own."""
+        with self._lock:
+            self._add(step_calls=spend.calls, billed=spend.calls)
+            self.model.add_spend(spend)
+
+    def settle_abandoned(self, started: int) -> None:
+        """After a resume: each unit the run's processes started (`started`, the start log's
+        length) that the counts do not hold was paid for by a killed process; count it."""
+        with self._lock:
+            self.abandoned = max(0, started - self.units)
 
     def record_error(self, message: str) -> None:
         with self._lock:
@@ -130,12 +157,15 @@ class Usage(Tally):
         with self._lock:
             for name in COUNTERS:
                 setattr(self, name, record.get(name, 0))
+            if "billed" not in record:  # a record from before the count of calls was kept
+                self.billed = max(self.rollouts + self.proposals, model.calls)
             self.errors, self.model = list(record.get("errors", [])), model
 
 
 PURPOSES = ("train", "verify", "accept", "validate")
 VIEWS_KEPT = 64  # enough for head and the candidates of a step of 64 workers
-COUNTERS = ("rollouts", "proposals", "failures", "cache_hits", "cache_misses", *PURPOSES, "reissued", "discarded", "resumed")
+COUNTERS = ("rollouts", "proposals", "failures", "cache_hits", "cache_misses", *PURPOSES, "reissued", "discarded", "resumed",
+            "step_calls", "replayed", "abandoned", "billed")
 
 
 class ResumeQueue(BaseModel):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import tempfile
 import time
+from dataclasses import replace
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from agentdescent.engine.executors import EXECUTORS, Executor, ThreadExecutor, m
 from agentdescent.engine.loop import Loop, Shape
 from agentdescent.engine.parallel import ParallelMethod, PipelineParallel, TensorParallel, parallel_method
 from agentdescent.engine.pipeline import Pipeline
+from agentdescent.engine.replay import JournaledFusion
 from agentdescent.engine.sampling import AcceptanceSamples, Sampler
 from agentdescent.engine.sharding import Shards
 from agentdescent.engine.stopping import stop_rules
@@ -167,7 +169,7 @@ def evolve(
     usage = Usage()
     allowance = Allowance(usage, max_calls=max_calls, max_tokens=max_tokens)
     concurrency = max_concurrency or min(128, max(32, 4 * n_workers))
-    calls = make_executor(executor, concurrency, name="agentdescent-call")
+    calls = make_executor(executor, concurrency, name="agentdescent-call", on_start=files.starts.mark)
     hedger = None if reissue_after is None else Hedger(
         calls, factor=reissue_after, capacity=concurrency, may_start=allowance.may_start,
         on_reissue=lambda: usage.add(reissued=1), on_discard=lambda: usage.add(discarded=1))
@@ -177,8 +179,10 @@ def evolve(
     stage_pools: dict[str, Executor] = {}
     stages: list[Executor] = []
     if isinstance(method, PipelineParallel):  # reflections and verification on pools of their own
-        reflections = make_executor(executor, method.reflections or n_workers, name="agentdescent-reflect")
-        stage_pools["verify"] = make_executor(executor, method.verification or concurrency, name="agentdescent-verify")
+        reflections = make_executor(executor, method.reflections or n_workers, name="agentdescent-reflect",
+                                    on_start=files.starts.mark)
+        stage_pools["verify"] = make_executor(executor, method.verification or concurrency, name="agentdescent-verify",
+                                              on_start=files.starts.mark)
         stages = [ThreadExecutor(n_workers, name=f"agentdescent-{stage}") for stage in Pipeline.STAGES]
         pools += [reflections, stage_pools["verify"], *stages]
     if cancel is not None:
@@ -192,8 +196,10 @@ def evolve(
         # diff is mostly stale by its step, its worker's measure of no use there. A pipeline keeps
         # verification as a stage of its own, and `cheap_eval_tasks` verifies on other tasks.
         workers_verify = self_verify and (isinstance(method, PipelineParallel) or cheap_eval_tasks is not None)
+        # a fusion model's answers are journalled: a step cut short by a kill does not pay for them twice
+        fusion = JournaledFusion(inner=policies.fusion, journal=files.record_answer, answers=files.replay)
         aggregator = (aggregator_factory or Aggregator)(
-            ledger=ledger, artifact_id=artifact_id, governance=governance, policies=policies,
+            ledger=ledger, artifact_id=artifact_id, governance=governance, policies=replace(policies, fusion=fusion),
             train=train, score=evaluator.score, lag_budget=lag_budget, oracle=held_out, approve=approve,
             known=evaluator.known, verify_contested=self_verify,
         )
@@ -201,7 +207,7 @@ def evolve(
             strategy=strategy, propose=propose, evaluator=evaluator, calls=reflections, policies=policies,
             config=WorkerConfig(artifact_id=artifact_id, self_verify=workers_verify, cheap_eval_tasks=cheap_eval_tasks,
                                 timeout=rollout_timeout),
-            allowance=allowance, shards=shards,
+            allowance=allowance, shards=shards, journal=files.record_answer, answers=files.replay,
         )
         pipeline = Pipeline(worker, stages=stages, depth=method.depth) if isinstance(method, PipelineParallel) else None
         loop = Loop(
@@ -216,6 +222,7 @@ def evolve(
             stop_rules=stop_rules(target_reward=target_reward, patience=patience, max_calls=max_calls,
                                   max_tokens=max_tokens),
             emit=on_event or (lambda event: None), files=files, cancel=cancel, temporary=store is None,
+            before_step_call=lambda: _start_step_call(allowance, files),
             pipeline=pipeline, shards=shards,
             fingerprint=fingerprint(artifact_id=artifact_id, strategy=strategy, seed=seed, train=train, held_out=held_out),
         )
@@ -233,6 +240,12 @@ def evolve(
             "(a straggler's losing attempt: the other had answered) and left to finish alone; what "
             f"{'they spend is' if left > 1 else 'it spends is'} not in usage")
     return result
+
+
+def _start_step_call(allowance: Allowance, files: RunFiles) -> None:
+    """A model call the step makes itself: within the budget, and in the start log before it starts."""
+    allowance.take()
+    files.starts.mark()
 
 
 def _wind_down(pools: Sequence[Executor], *, wait: bool) -> int:

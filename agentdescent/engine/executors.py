@@ -55,7 +55,12 @@ class Executor(Protocol):
     `submit(fn, *args, then=None)` returns a `concurrent.futures.Future` of `fn(*args)`, or of
     `then(fn(*args))`: `then` runs in this process, before the future completes, so that what it
     records (the driver's usage) is there when a waiter wakes. What goes to the call pool is a unit
-    of `units` (plain data in and out), so that an executor may run `fn` in another process."""
+    of `units` (plain data in and out), so that an executor may run `fn` in another process.
+
+    An executor made with `on_start` calls it in this process as each call starts: on the call's
+    own thread, or as the call is handed to a worker process or actor (again when it is handed over
+    again). A pool of model calls writes the run's start log there (`checkpoint.StartLog`): work
+    queued and never started is not on the bill."""
 
     def submit(self, fn: Callable[..., T], *args: Any, then: Callable[[T], R] | None = None) -> Future[R]: ...
 
@@ -114,8 +119,8 @@ class ThreadExecutor:
     `shutdown(wait=False)` abandons such a call.
     """
 
-    def __init__(self, max_workers: int, *, name: str = "agentdescent") -> None:
-        self._max, self._name = max_workers, name
+    def __init__(self, max_workers: int, *, name: str = "agentdescent", on_start: Callable[[], None] | None = None) -> None:
+        self._max, self._name, self._on_start = max_workers, name, on_start
         self._work: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._idle = threading.Semaphore(0)  # released by a thread that waits for work
@@ -124,7 +129,7 @@ class ThreadExecutor:
 
     def submit(self, fn: Callable[..., T], *args: Any, then: Callable[[T], R] | None = None) -> Future[R]:
         future: Future[R] = self._outstanding.new()
-        self._work.put(_Item(future, fn, args, then))
+        self._work.put(_Item(future, fn, args, then, self._on_start))
         if not self._idle.acquire(blocking=False):  # no thread is waiting: start one, up to the cap
             with self._lock:
                 if len(self._threads) < self._max:
@@ -172,6 +177,7 @@ class _Item:
     fn: Callable[..., Any]
     args: tuple[Any, ...]
     then: Callable[[Any], Any] | None
+    on_start: Callable[[], None] | None
 
     def run(self) -> None:
         try:
@@ -180,6 +186,8 @@ class _Item:
         except RuntimeError:  # already completed: its pool was abandoned
             return
         try:
+            if self.on_start is not None:
+                self.on_start()
             result = self.fn(*self.args)
             if self.then is not None:  # in the same call: a chained second future doubled a rollout's cost
                 result = self.then(result)
@@ -200,14 +208,14 @@ def settle(future: Future, *, result: Any = None, error: BaseException | None = 
         pass
 
 
-def make_executor(kind: str, max_workers: int, *, name: str) -> Executor:
+def make_executor(kind: str, max_workers: int, *, name: str, on_start: Callable[[], None] | None = None) -> Executor:
     """The call pool `kind` names (`EXECUTORS`); the others are imported only when asked for."""
     if kind == "thread":
-        return ThreadExecutor(max_workers, name=name)
+        return ThreadExecutor(max_workers, name=name, on_start=on_start)
     if kind == "process":
         from agentdescent.engine.processes import ProcessExecutor
-        return ProcessExecutor(max_workers, name=name)
+        return ProcessExecutor(max_workers, name=name, on_start=on_start)
     if kind == "ray":
         from agentdescent.engine.ray_executor import RayExecutor
-        return RayExecutor(max_workers, name=name)
+        return RayExecutor(max_workers, name=name, on_start=on_start)
     raise UserError(f"executor={kind!r} is not available; choose one of {', '.join(EXECUTORS)}")

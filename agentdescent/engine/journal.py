@@ -7,11 +7,15 @@ thread only puts its entry on a queue; a thread of the journal's own turns the e
 lines and writes them at most `FLUSH_S` after the first of them was added, and `flush` writes
 whatever is queued at once (before a checkpoint that counts the lines). A kill loses at most
 `FLUSH_S` of entries, whose rollouts a resumed run pays for again.
+
+`StartLog` is the other kind of append-only file: one byte a call, written before the call
+starts, so that what a killed process started is still on the run's bill.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import queue
 import threading
 import time
@@ -69,7 +73,8 @@ class Journal:
                     break
             if not entries:
                 return
-            text = "".join(json.dumps(self._line(e), ensure_ascii=False) + "\n" for e in entries)
+            # ASCII escapes: a model's reply may hold a lone surrogate, which no UTF-8 spells
+            text = "".join(json.dumps(self._line(e)) + "\n" for e in entries)
             if self._file is None:
                 self.path.parent.mkdir(exist_ok=True)
                 self._file = self.path.open("a", encoding="utf-8")
@@ -109,3 +114,37 @@ class Journal:
                 self.flush()
             except OSError as exc:  # a full disk: the next checkpoint's flush raises it, which stops the run
                 self._failed = exc
+
+
+class StartLog:
+    """One byte appended for each call as it starts, with one unbuffered write to a file opened
+    for appending: cheap enough for every call, and in the kernel's hands before the call runs, so
+    that a SIGKILL cannot lose it. Its size is how many calls every process of the run started."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+
+    def mark(self) -> None:
+        with self._lock:
+            if self._fd is None:
+                self.path.parent.mkdir(exist_ok=True)
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            os.write(self._fd, b".")
+
+    def count(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except OSError:
+            return 0
+
+    def reset(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None

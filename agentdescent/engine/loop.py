@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from agentdescent import events as ev
-from agentdescent.agents.base import ModelUsage, metering
+from agentdescent.agents.base import ModelUsage, before_each_call, metering
 from agentdescent.artifacts.state import State
 from agentdescent.artifacts.strategies import Strategy
 from agentdescent.engine.budget import BudgetSpent
@@ -27,6 +27,7 @@ from agentdescent.engine.cancel import CancelToken
 from agentdescent.engine.checkpoint import Checkpoint, RunFiles, committed_rounds, resumable, seed_artifact
 from agentdescent.engine.dispatch import Dispatcher
 from agentdescent.engine.evaluation import Evaluator
+from agentdescent.engine.heartbeat import Heartbeat, serialized
 from agentdescent.engine.executors import Executor
 from agentdescent.engine.pipeline import Pipeline
 from agentdescent.engine.sampling import AcceptanceSamples, Sampler
@@ -75,19 +76,22 @@ class Loop:
     pipeline: Pipeline | None = None  # parallel="pp": a turn's stages on pools of their own
     shards: Shards | None = None  # parallel="tp": each worker's keys, and where tasks go
     temporary: bool = False  # the ledger is a temporary folder of this run's own
+    before_step_call: Callable[[], None] = lambda: None  # asked before each model call the step makes itself
     history: list[StepRecord] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     progress: Progress = field(default_factory=Progress)
 
     def __post_init__(self) -> None:
+        self.emit = serialized(self.emit)  # the heartbeat's thread sends events too
+        self._heartbeat = Heartbeat(self.evaluator.usage, self.emit)  # the bill, told while a round goes
         start = self.pipeline.start if self.pipeline is not None else (lambda turn: self.pool.submit(self.worker.work, turn))
         self.dispatcher = Dispatcher(start=start, make_turns=self._turns)
         if self.pipeline is not None and self.shape.asynchronous:
             self.pipeline.refill = self.dispatcher.dispatch
         # An asynchronous run: the workers whose reports a step took go on (a pipeline starts each when it has room).
         self._restart = self.pipeline.collected if self.pipeline is not None else self.dispatcher.dispatch
-        self._initial = (0, 0.0)  # (version, held-out reward) the run started from
+        self._initial: tuple[int, float | None] = (0, None)  # (version, held-out reward: None until measured) the run started from
         self._next_round = 0  # the first round not yet done: where a resumed run goes on
         self.measured = Measurements(validator=self.validator, state_of=self._state, promote=self.ledger.promote,
                                      emit=self.emit, progress=self.progress)
@@ -96,21 +100,36 @@ class Loop:
         existed = self.ledger.has_artifact(self.artifact_id, self.ledger.head())
         head = seed_artifact(self.ledger, self.artifact_id, self.strategy)
         saved, notes = resumable(self.files, type(self.strategy).__name__, self.fingerprint)
-        self._initial = (self.ledger.stable(), 0.0)  # until measured, for a run stopped before that
+        self._initial = (self.ledger.stable(), None)  # not measured yet
+        if saved is None:
+            self.files.reset()
         recovered = self._resume(saved) if saved is not None else []
         kept = Counter(o.kind for o in self.outcomes[: len(self.outcomes) - len(recovered)])
+        usage = self.evaluator.usage
         self.emit(ev.RunStarted(
             rounds=self.shape.rounds, n_workers=self.shape.n_workers, train=len(self.sampler.train),
             held_out=len(self.held_out), version=head, ledger=str(self.ledger.path), temporary=self.temporary,
             continued_from=head if existed and saved is None else None,
             resumed_round=self._next_round if saved is not None else None, outcomes=dict(kept),
+            calls=usage.calls, tokens=usage.tokens,
         ))
         for note in notes:
             self._warn(note)
         for outcome in recovered:
             self.emit(ev.DiffOutcome(round=outcome.step or 0, outcome=outcome))
+        self._heartbeat.start()
+        try:
+            return self._run(head)
+        finally:
+            self._heartbeat.stop()
+
+    def _run(self, head: int) -> EvolveResult:
         try:  # a broken contract before the rounds begin is raised; a cancel is a cancelled run
-            self._begin() if saved is None else self._measured_start()
+            if self._initial[1] is None:
+                self._begin()
+            start, initial = self._initial  # where the run starts from (round -1: before any)
+            self.emit(ev.Evaluated(round=-1, version=start, held_out_reward=initial, promoted=False,
+                                   best_reward=self.progress.best))
         except Cancelled as exc:
             return self._result(_cancelled(exc), "cancelled")
         except BudgetSpent as exc:
@@ -150,6 +169,7 @@ class Loop:
             self._save(finished=error is None, stop_reason=reason)
         except OSError:
             pass  # a full disk: the last checkpoint stands, and the ledger holds every commit
+        self._heartbeat.stop()  # its last word comes before the end
         self.emit(ev.RunEnded(reason=reason, final_reward=final))
         initial_state = self.ledger.snapshot(self.artifact_id, start)
         return EvolveResult(
@@ -161,19 +181,11 @@ class Loop:
         )
 
     def _begin(self) -> None:
-        """A new run: measure where it starts, and checkpoint that, so a kill from here on resumes."""
-        self.files.reset()
-        start = self.ledger.stable()
+        """Measure where the run starts, and checkpoint that, so a kill from here on resumes."""
+        start = self._initial[0]
         self._initial = (start, self.validator.whole(self._state(start)))
         self.progress.best, self.measured.validated = self._initial[1], start
         self._save(finished=False)
-        self._measured_start()
-
-    def _measured_start(self) -> None:
-        """Say what the run starts from: the version and its held-out reward (round -1: before any)."""
-        start, initial = self._initial
-        self.emit(ev.Evaluated(round=-1, version=start, held_out_reward=initial, promoted=False,
-                               best_reward=self.progress.best))
 
     def _resume(self, saved: Checkpoint) -> list[Outcome]:
         """Take up an interrupted run where its checkpoint left it; the outcomes of the rounds that
@@ -185,15 +197,11 @@ class Loop:
         self.sampler.restore(saved.leads)
         if self.shards is not None:
             self.shards.restore(saved.routes)
-        usage = self.evaluator.usage
-        usage.load(saved.usage)
-        journal = self.files.rollouts({t.id: t for t in [*self.sampler.train, *self.held_out]}, repair=True)
-        for _, rollout in journal[saved.rollouts_counted:]:  # paid for after the checkpoint: still paid for
-            usage.count_rollout(rollout)
-        self.evaluator.preload(journal)
+        tasks = {t.id: t for t in [*self.sampler.train, *self.held_out]}
+        self.evaluator.preload(self.files.restore(saved, self.evaluator.usage, tasks))
         queue = self.files.take_queue()  # what was in flight when the last process stopped: first
         try:
-            self.evaluator.run_queue(queue, {t.id: t for t in [*self.sampler.train, *self.held_out]})
+            self.evaluator.run_queue(queue, tasks)
         except BudgetSpent:
             pass  # the rounds stop at once on the same budget, and say so
         self._next_round, recovered = saved.next_round, []
@@ -214,7 +222,7 @@ class Loop:
         return outcomes
 
     def _save(self, *, finished: bool, stop_reason: str | None = None) -> None:
-        progress, (usage, counted) = self.progress, self.files.counted(self.evaluator.usage)
+        progress, (usage, counted, answered) = self.progress, self.files.counted(self.evaluator.usage)
         start, initial = self._initial
         self.files.save(Checkpoint(
             fingerprint=self.fingerprint, strategy=type(self.strategy).__name__, finished=finished,
@@ -222,7 +230,7 @@ class Loop:
             next_round=self._next_round, turns=self.dispatcher.turns, leads=self.sampler.leads,
             routes=self.shards.routes if self.shards is not None else {}, best=progress.best,
             since_gain=progress.since_gain, initial_reward=initial,
-            initial_version=start, usage=usage, rollouts_counted=counted,
+            initial_version=start, usage=usage, rollouts_counted=counted, answers_counted=answered,
             history=self.history, outcomes=self.outcomes, warnings=self.warnings,
         ))
         self.files.save_queue(self.evaluator.in_flight())
@@ -243,12 +251,9 @@ class Loop:
     def _rounds(self, first: int) -> str:
         """Synchronous: every round dispatches all workers and waits for all of them.
         Asynchronous: a round aggregates whatever has come back, and each worker it collected
-        starts its next turn at once on the newest snapshot, while the step runs. A worker
-        waits only for its own report to be taken into a step: one that ran ahead of the
-        aggregator would only make diffs on a snapshot that is about to change (measured: three
-        quarters of them duplicates). A tp worker starts again once the step is done: only its own
-        diffs change its shard, and a turn on a snapshot without its last one edits the same keys
-        over again (measured: a fifth fewer calls to the target)."""
+        starts its next turn at once on the newest snapshot, while the step runs (a worker that ran
+        ahead of the aggregator would make diffs on a snapshot about to change: duplicates). A tp
+        worker starts again once the step is done: only its own diffs change its shard."""
         rounds, asynchronous = self.shape.rounds, self.shape.asynchronous
         usage = self.evaluator.usage
         for round_ in range(first, rounds):
@@ -284,12 +289,9 @@ class Loop:
         head = self.ledger.head()
         state = self.ledger.snapshot(self.artifact_id, head)
         deals = self.sampler.deal(slots, first, self.evaluator.known(state))
-        seed = self.shape.seed
-        return [
-            Turn(slot=slot, version=head, state=state, batch=deal.batch, spares=deal.spares,
-                 rng=random.Random(f"{seed}:turn:{first + i}"))
-            for i, (slot, deal) in enumerate(zip(slots, deals))
-        ]
+        return [Turn(slot=slot, version=head, state=state, batch=deal.batch, spares=deal.spares,
+                     rng=random.Random(f"{self.shape.seed}:turn:{first + i}"))
+                for i, (slot, deal) in enumerate(zip(slots, deals))]
 
     def _abandon(self, round_: int, reason: str) -> None:
         """The run is stopping: turns still in flight finish, and their diffs get an outcome."""
@@ -314,14 +316,14 @@ class Loop:
     def _judge(self, round_: int, reports: list[WorkerReport]) -> None:
         diffs: list[Diff] = [d for r in reports for d in r.diffs]
         early: list[Outcome] = [o.model_copy(update={"step": round_}) for r in reports for o in r.outcomes]
-        try:
-            with metering(ModelUsage()) as meter:  # calls the step makes here itself (a fusion model, say)
+        try:  # the calls the step makes here itself (a fusion model, say) are the run's calls too
+            with metering(ModelUsage()) as meter, before_each_call(self.before_step_call):
                 report = self.aggregator.step(diffs, round_, sample=self.samples.of(self.ledger.head()))
         except BudgetSpent as spent:
             self._unjudged(round_, early, diffs, f"the run stopped before this diff was judged: {spent}")
             raise
         finally:
-            self.evaluator.usage.model.add_spend(meter.spent())
+            self.evaluator.usage.count_step(meter.spent())
         by_id = {d.id: d for d in diffs}
         for outcome in early + report.outcomes:
             self.outcomes.append(outcome)
@@ -376,10 +378,12 @@ class Loop:
             self.outcomes.append(outcome)
             self.emit(ev.DiffOutcome(round=round_, outcome=outcome, diff=diff))
 
-    def _final_reward(self, stable: int, *, measure: bool) -> float:
+    def _final_reward(self, stable: int, *, measure: bool) -> float | None:
         """The held-out reward of `stable` (measured whole when it was promoted, so from the cache,
         unless another run on the store moved `stable` on); a stopped run does not spend calls to
-        find out."""
+        find out. None: the run stopped before it measured anything."""
+        if self._initial[1] is None:
+            return None
         if not measure:
             return self.progress.best
         try:

@@ -52,11 +52,13 @@ class ProcessExecutor:
     """At most `max_workers` processes (no more than the machine's CPUs), started by forkserver
     where there is one (the driver has threads, which fork would copy mid-lock), else spawn."""
 
-    def __init__(self, max_workers: int, *, name: str = "agentdescent", retries: int = 2) -> None:
+    def __init__(self, max_workers: int, *, name: str = "agentdescent", retries: int = 2,
+                 on_start: Callable[[], None] | None = None) -> None:
         self._max = max(1, min(max_workers, os.cpu_count() or 1))
         methods = multiprocessing.get_all_start_methods()
         self._context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
         self._retries = retries
+        self._on_start = on_start  # called as each call is handed to the pool (`Executor`)
         self._lock = threading.Lock()  # the pool and its generation
         self._pool = self._new_pool()
         self._generation = 0  # which pool a call went to: one break rebuilds the pool once
@@ -102,6 +104,8 @@ class ProcessExecutor:
         except RuntimeError as exc:  # shut down meanwhile
             settle(call.future, error=self._outstanding.closed or exc)
             return
+        if self._on_start is not None:  # queued in the pool: a worker process takes it next
+            self._on_start()
         inner.add_done_callback(lambda done: self._returned(call, done, generation))
 
     def _returned(self, call: _Call, inner: Future, generation: int) -> None:

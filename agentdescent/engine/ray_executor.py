@@ -179,7 +179,7 @@ class _Call:
 
 class RayExecutor:
     def __init__(self, max_workers: int, *, name: str = "agentdescent", actors: int | None = None,
-                 retries: int = 2) -> None:
+                 retries: int = 2, on_start: Callable[[], None] | None = None) -> None:
         """`actors`: how many (default: one a node of the cluster, spread over them; measured on one
         machine of two cores, a second actor there costs more than it brings: 0.58x the threads'
         speed against 0.65x). `retries`: how often a call whose actor died is sent again."""
@@ -198,6 +198,7 @@ class RayExecutor:
         kept = [] if self._started else _IDLE.take(self._job, per_actor, actors)
         self._actors = kept + [runner.remote(per_actor) for _ in range(actors - len(kept))]
         self._retries = retries
+        self._on_start = on_start  # called as each call is sent to an actor (`Executor`)
         self._next = 0  # the actor the next batch starts from
         self._lock = threading.Lock()  # the stored callables
         self._wake = threading.Condition()  # the calls waiting to be sent, the sender
@@ -246,6 +247,8 @@ class RayExecutor:
                 continue
             for call in chunk:
                 call.sent += 1
+                if self._on_start is not None:
+                    self._on_start()
             actor = self._actors[(first + k) % n]
             try:
                 if len(chunk) == 1:

@@ -8,7 +8,8 @@ deciding what lands (the aggregator).
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -17,6 +18,7 @@ from agentdescent.artifacts.strategies import InvalidProposal, State, Strategy
 from agentdescent.engine.budget import Allowance, BudgetSpent
 from agentdescent.engine.evaluation import Evaluator
 from agentdescent.engine.executors import Executor
+from agentdescent.engine.replay import Answers, asked
 from agentdescent.engine.sharding import Shards
 from agentdescent.engine.units import Reflection, reflect
 from agentdescent.step.policies import Policies
@@ -103,6 +105,8 @@ class Worker:
     config: WorkerConfig
     allowance: Allowance | None = None  # asked before each reflection starts
     shards: Shards | None = None  # a tensor-parallel run: a turn's diffs may change only its worker's keys
+    journal: Callable[[str, Reflection], None] | None = None  # the run's answer journal: (what was asked, answer)
+    answers: Answers = field(default_factory=Answers)  # a resumed run's: what a killed process was answered
 
     def work(self, turn: Turn) -> WorkerReport:
         """Roll out, reflect and verify; a turn that runs out of budget hands back what it made."""
@@ -127,18 +131,23 @@ class Worker:
         if rolled.spent:
             return Reflected(turn=turn, rollouts=rolled.rollouts, diffs=diffs, outcomes=outcomes, spent=rolled.spent)
         groups = [chosen] if chosen and callable(getattr(self.propose, "batch", None)) else [[r] for r in chosen]
-        rendered = self.evaluator.view(turn.state)[1]
-        pending, why = [], None
+        view, rendered = self.evaluator.view(turn.state)
+        pending: list[tuple[str, Future[Reflection] | Reflection]] = []
+        why = None
         try:
             for group in groups:
-                if self.allowance is not None:
-                    self.allowance.take()
-                pending.append(self.calls.submit(reflect, self.propose, rendered, group, self.config.timeout))
+                key = asked(view, group)
+                again = self.answers.take(key)
+                if not isinstance(again, Reflection):
+                    if self.allowance is not None:
+                        self.allowance.take()
+                    pending.append((key, self.calls.submit(reflect, self.propose, rendered, group, self.config.timeout)))
+                else:
+                    pending.append((key, again))
         except BudgetSpent as spent:  # what was sent is paid for: its answers are still taken
             why = str(spent)
-        for group, future in zip(groups, pending):
-            reflection = future.result()
-            self.evaluator.usage.count_reflection(reflection)
+        for group, (key, waiting) in zip(groups, pending):
+            reflection = self._answer(key, waiting)
             diff_id = f"d{turn.rng.getrandbits(40):010x}"
             made = self._diff(diff_id, turn, group, reflection)
             if isinstance(made, Diff):
@@ -146,6 +155,18 @@ class Worker:
             elif made is not None:
                 outcomes.append(Outcome(diff_id=diff_id, kind=made[0], reason=made[1], author=turn.worker))
         return Reflected(turn=turn, rollouts=rolled.rollouts, diffs=diffs, outcomes=outcomes, spent=why)
+
+    def _answer(self, key: str, waiting: Future[Reflection] | Reflection) -> Reflection:
+        """A reflection's answer, counted (and journalled) once it is back; one a killed process
+        paid for comes from its journal, already on the bill."""
+        usage = self.evaluator.usage
+        if isinstance(waiting, Reflection):
+            usage.add(replayed=1)
+            return waiting
+        reflection = waiting.result()
+        journal = self.journal
+        usage.count_reflection(reflection, None if journal is None else lambda r: journal(key, r))
+        return reflection
 
     def verify(self, reflected: Reflected) -> WorkerReport:
         turn, diffs = reflected.turn, reflected.diffs

@@ -164,7 +164,8 @@ def _finish(run: RunDir, tracker: StatusTracker, result: EvolveResult, token: Ca
                        message=f"stopped ({result.stop_reason}) but the result could not be written",
                        next=f"free some space, then: {command('resume', run.id)}")
         return
-    change = f"held-out {result.initial_reward:.3f} -> {result.final_reward:.3f}"
+    change = ("held-out reward not measured yet" if result.initial_reward is None or result.final_reward is None
+              else f"held-out {result.initial_reward:.3f} -> {result.final_reward:.3f}")
     if result.error == "cancelled" and token.reason != USER_CANCEL:  # the run cancelled itself: a failure
         tracker.update(state="failed", error=bounded(token.reason), **done, message=f"stopped: {bounded(token.reason)}",
                        next=f"fix what the error says, then: {command('resume', run.id)}")

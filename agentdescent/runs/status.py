@@ -1,9 +1,11 @@
 """Where a run is: the `RunStatus` record, and the tracker that keeps it from the run's events.
 
 The runner feeds every event to a `StatusTracker`, which keeps the record and has it written
-(at most a few times a second, and at once for what matters: a commit, a warning, the end), so
-that `status` is one small file read, whatever the run is doing. Left out: where it is written
-(the store) and what is waiting on the host (the service reads the mailbox for that).
+(at most a few times a second, and at once for what matters: a commit, a round's end, a warning,
+the end), so that `status` is one small file read, whatever the run is doing. The bill is live:
+the engine sends `Spent` about once a second while calls land, and each is written within a
+second. Left out: where it is written (the store), what a killed run spent (the store reads its
+ledger's files for that) and what is waiting on the host (the service reads the mailbox).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ class RunStatus(BaseModel):
     initial_reward: float | None = None
     best_reward: float | None = None  # held-out reward of the stable version
     last_held_out: float | None = None
-    calls: int = 0
+    calls: int = 0  # what the run has spent so far, across every process of it (live while it runs)
     tokens: int = 0
     max_calls: int | None = None
     outcomes: dict[str, int] = Field(default_factory=dict)
@@ -73,7 +75,7 @@ class StatusTracker:
         if isinstance(event, ev.RunStarted):
             resumed = f", resumed at round {event.resumed_round + 1}" if event.resumed_round is not None else ""
             self.update(state="running", rounds=event.rounds, version=event.version, round=event.resumed_round or 0,
-                        outcomes=dict(event.outcomes),
+                        outcomes=dict(event.outcomes), calls=event.calls, tokens=event.tokens,
                         message=f"running {event.n_workers} workers on {event.train} train tasks ({event.held_out} "
                                 f"held out){resumed}")
         elif isinstance(event, ev.Warned):
@@ -90,8 +92,10 @@ class StatusTracker:
             stable = event.version if event.promoted else s.stable_version
             last = s.last_held_out if event.partial else event.held_out_reward  # a partial one is only a bound
             self.update(last_held_out=last, best_reward=event.best_reward, stable_version=stable)
+        elif isinstance(event, ev.Spent):
+            self.update(now=False, calls=event.calls, tokens=event.tokens)
         elif isinstance(event, ev.RoundEnded):
-            self.update(now=False, round=event.round + 1, calls=event.calls,
+            self.update(round=event.round + 1, calls=max(s.calls, event.calls),
                         message=f"round {event.round + 1} of {s.rounds} done")
         elif isinstance(event, ev.RunEnded):
             self.update(best_reward=event.final_reward, stop_reason=event.reason)

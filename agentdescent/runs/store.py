@@ -30,6 +30,7 @@ from pathlib import Path
 
 from agentdescent import atomic
 from agentdescent.commands import command
+from agentdescent.engine.checkpoint import RunFiles
 from agentdescent.errors import UserError
 from agentdescent.home import HOME_ENV, home
 from agentdescent.runs.spec import RunSpec
@@ -74,11 +75,17 @@ class RunDir:
         return status
 
     def _interrupted(self, status: RunStatus) -> RunStatus:
+        """A run whose process is gone, with the bill and the round read from its ledger's files:
+        what it spent up to the kill (the last status written may be a second behind), and the
+        round a resume takes up."""
+        usage, saved = RunFiles(self.ledger).bill()
+        round_ = saved.next_round if saved is not None else status.round
         why = (f"it stopped ({status.stop_reason}) but could not record its end" if status.stop_reason else
                "killed, crashed or the machine restarted")
         return status.model_copy(update={
-            "state": "interrupted",
-            "message": f"the run's process is gone ({why}) at round {status.round} of {status.rounds}",
+            "state": "interrupted", "round": round_, "calls": max(status.calls, usage.calls),
+            "tokens": max(status.tokens, usage.tokens),
+            "message": f"the run's process is gone ({why}) at round {round_} of {status.rounds}",
             "next": f"{command('resume', self.id)} continues it where it stopped",
         })
 

@@ -1,0 +1,66 @@
+"""The run's bill, told while it grows: a `Spent` event about once a second while calls land.
+
+The engine's thread sends every other event, but it spends most of a round waiting on calls, and
+a person (or `agentdescent status`, through the run's status file) watching the money go should
+not wait for the round's end to see it. A thread of the heartbeat's own reads the usage every
+`every` seconds and sends `Spent` when the calls or tokens changed. Events reach `on_event` one at
+a time: the loop's emitter takes a lock that this thread takes too (`serialized`).
+
+    beat = Heartbeat(usage, emit);  beat.start();  ...;  beat.stop()
+
+Left out: what the events say (events) and where they go (the caller's `on_event`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from agentdescent import events as ev
+from agentdescent.engine.evaluation import Usage
+
+BEAT_S = 1.0  # seconds between two looks at the bill
+
+
+def serialized(emit: Callable[[ev.Event], None]) -> Callable[[ev.Event], None]:
+    """`emit`, called by one thread at a time."""
+    lock = threading.Lock()
+
+    def one_at_a_time(event: ev.Event) -> None:
+        with lock:
+            emit(event)
+
+    return one_at_a_time
+
+
+class Heartbeat:
+    """Sends `Spent` from its own thread while the bill grows; `stop` ends it (and sends the last)."""
+
+    def __init__(self, usage: Usage, emit: Callable[[ev.Event], None], *, every: float = BEAT_S) -> None:
+        self._usage, self._emit, self._every = usage, emit, every
+        self._told = (usage.calls, usage.tokens)
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._told = (self._usage.calls, self._usage.tokens)
+        self._thread = threading.Thread(target=self._beat, name="agentdescent-heartbeat", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """End the beat and tell what changed since the last one; again, nothing."""
+        self._stopped.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+            self._tell()
+
+    def _beat(self) -> None:
+        while not self._stopped.wait(self._every):
+            self._tell()
+
+    def _tell(self) -> None:
+        now = (self._usage.calls, self._usage.tokens)
+        if now != self._told:
+            self._told = now
+            self._emit(ev.Spent(calls=now[0], tokens=now[1]))

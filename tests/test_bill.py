@@ -1,0 +1,85 @@
+"""The bill of a detached run: live while it runs, true after a kill, and capped across kills.
+
+The agent and the reflector of these runs count each call that reaches them in a file of the
+test's own (`keyword_domain.counted_answer`, `counted_rule`): the real bill, set beside what the
+run reports. The kills are real SIGKILLs of the run's process, at random moments.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+
+from agentdescent.engine.checkpoint import RunFiles
+from agentdescent.result import EvolveResult
+from agentdescent.runs.status import LIVE
+from tests import keyword_domain as domain
+from tests.runs_support import wait
+
+CAP = 200
+KILLS = 8
+
+
+def counted_spec(folder, **fields) -> dict:
+    return domain.spec(folder, agent="python:tests.keyword_domain:counted_answer",
+                       reflector="python:tests.keyword_domain:counted_rule", **fields)
+
+
+def real_calls(path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+def test_max_calls_holds_across_random_kills_and_the_bill_reported_is_the_real_one(service, tmp_path, monkeypatch):
+    calls = tmp_path / "calls"
+    monkeypatch.setenv("KEYWORD_CALLS", str(calls))
+    monkeypatch.setenv("KEYWORD_DELAY", "0.15")  # rollouts and reflections in flight when a kill comes
+    rng = random.Random(29)
+    run_id = service.start(counted_spec(tmp_path, max_calls=CAP, target_reward=None)).run_id
+    run = service.store.get(run_id)
+    kills = 0
+    while kills < KILLS:
+        status = wait(service, run_id, until=lambda s: s.pid is not None or s.state not in LIVE)
+        if status.state not in LIVE:
+            break
+        time.sleep(rng.uniform(0.2, 0.8))  # at a random point of the process's start or work
+        if service.status(run_id).state not in LIVE:
+            break
+        os.kill(status.pid, signal.SIGKILL)
+        kills += 1
+        killed = wait(service, run_id, until=lambda s: s.state == "interrupted")
+        usage, _ = RunFiles(run.ledger).bill()
+        assert killed.calls == usage.calls >= real_calls(calls)  # true after the kill, read from its files
+        service.resume(run_id)
+    done = wait(service, run_id, timeout=180)
+    assert done.state == "finished", done
+    assert kills == KILLS, f"the run ended after {kills} kills; the cap is too small to test"
+    result = EvolveResult.from_json(run.file("result.json").read_text(encoding="utf-8"))
+    real = real_calls(calls)
+    assert real <= CAP
+    # A call counts from the moment it starts: one a kill caught before it reached the agent is on
+    # the bill and not in the agent's count; never the other way round.
+    assert real <= result.usage.calls <= real + kills
+    assert done.calls == result.usage.calls
+    assert "the call budget is spent" in done.stop_reason
+
+
+def test_status_read_from_another_process_shows_the_bill_while_the_run_goes(service, tmp_path, monkeypatch):
+    monkeypatch.setenv("KEYWORD_CALLS", str(tmp_path / "calls"))
+    monkeypatch.setenv("KEYWORD_DELAY", "0.3")  # a round takes seconds: the bill must move inside it
+    run_id = service.start(counted_spec(tmp_path)).run_id
+    during = wait(service, run_id, until=lambda s: s.state not in LIVE or (s.round == 0 and s.calls > 0))
+    assert during.state == "running" and during.round == 0 and during.tokens > 0  # before the first round ends
+    after = wait(service, run_id, until=lambda s: s.state not in LIVE or s.round >= 1)
+    assert after.calls >= during.calls > 0
+    service.cancel(run_id)
+
+
+def test_a_run_cancelled_before_its_first_measurement_says_so_not_zero(service, tmp_path, monkeypatch):
+    monkeypatch.setenv("KEYWORD_DELAY", "2")  # the held-out measurement at the start takes a while
+    run_id = service.start(domain.spec(tmp_path)).run_id
+    wait(service, run_id, until=lambda s: s.state == "running")
+    cancelled = service.cancel(run_id)
+    assert cancelled.state == "cancelled" and cancelled.initial_reward is None and cancelled.best_reward is None
+    assert "not measured yet" in cancelled.message and "0.000" not in cancelled.message
