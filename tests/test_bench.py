@@ -34,6 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
         ("async_scaling.py", ["--workers", "1", "2", "--latency-ms", "1", "--steps", "3", "--tasks", "50"], "efficiency"),
         ("gate_cost.py", ["--workers", "2", "--signals", "1", "--per-signal", "4", "--seeds", "0", "--rollout-ms", "0",
                           "--propose-ms", "0", "--split", "16"], "acceptance calls per committed rule"),
+        ("journal_cost.py", ["--workers", "2", "--seeds", "0", "--repeats", "1", "--signals", "1", "--per-signal", "4",
+                             "--rollout-ms", "0", "--propose-ms", "0"], "shipped / bookkeeping off"),
         ("service.py", ["--repeats", "1", "--rounds", "3", "--status-calls", "20"], "detached-run overhead"),
         ("thread_waves.py", ["--sizes", "8", "16", "--repeats", "1"], "ThreadPoolExecutor"),
         ("ray_overhead.py", ["--sizes", "4", "--repeats", "1"], "with one taken back warm"),

@@ -8,8 +8,11 @@ round's fusion and head probed on up to 32 train tasks, and, when a probe breaks
 questions a level, for at most one wave of 16 broken probes); held-out evaluation on the way
 takes at most a fifth of the calls (`Amortized`). The low end is a run where little is proposed;
 the high end one where every round proposes everything and breaks a whole wave. `max_calls`
-caps what a run starts, so it bounds the high end. Left out: the tokens of a CLI agent's
-session, which its own tool use decides (the per-token price is then only indicative).
+caps what a run starts, so it bounds the high end; the smallest run (`smallest_run`: both
+held-out measurements and one round at the low end) bounds it from below, and a `max_calls` under
+it is refused (`refusal`), since such a run stops before it can learn anything. Left out: the
+tokens of a CLI agent's session, which its own tool use decides (the per-token price, and
+`max_tokens` against the estimate, are then only indicative).
 """
 
 from __future__ import annotations
@@ -32,14 +35,59 @@ class Quote(BaseModel):
     basis: str  # how the figures were reached, in one sentence a person can check
 
 
+def smallest_run(*, held_out: int, workers: int) -> int:
+    """The fewest calls a run that can learn anything takes: the held-out set measured at the start
+    and at the end, and one round at the low end. smallest_run(held_out=25, workers=4) == 70 (2 x 25 + 4 x 5)"""
+    return 2 * held_out + _low_round(workers)
+
+
+def refusal(*, max_calls: int | None, held_out: int, tasks: int, workers: int) -> str | None:
+    """Why `max_calls` cannot pay for the smallest run, with the budget that can and the other ways
+    out (fewer tasks held out, fewer workers); None when it can, or when there is no cap."""
+    least = smallest_run(held_out=held_out, workers=workers)
+    if max_calls is None or max_calls >= least:
+        return None
+    ways = [f"Give max_calls of at least {least:,}"]
+    fewer_workers = (max_calls - 2 * held_out) // _low_round(1)
+    if 1 <= fewer_workers < workers:
+        ways.append(f"run at most {fewer_workers} worker{'s' if fewer_workers > 1 else ''}")
+    fewer_held = (max_calls - _low_round(workers)) // 2
+    if fewer_held >= 1:
+        ways.append(f"hold out at most {fewer_held:,} of the {tasks:,} tasks "
+                    f"(held_out_frac={_fraction_within(fewer_held, tasks):g})")
+    return (f"max_calls={max_calls:,} is below the smallest run, {least:,} calls: the {held_out:,} held-out tasks "
+            f"measured at the start and at the end ({2 * held_out:,}) and one round of {workers} workers "
+            f"({_low_round(workers):,}); such a run stops before it can learn anything. "
+            + ", or ".join(ways))
+
+
+def budget_warnings(*, cost: Quote, max_tokens: int | None, held_out: int, workers: int, rounds: int) -> list[str]:
+    """What a budget that can run still falls short of: the rounds a `max_calls` under the low end
+    pays for, and a `max_tokens` under the smallest run at the estimated tokens a call."""
+    found = []
+    if cost.calls_cap is not None:
+        afforded = (cost.calls_cap - 2 * held_out) // _low_round(workers)
+        if afforded < rounds:
+            full = _low_end(held_out=held_out, workers=workers, rounds=rounds)
+            found.append(f"max_calls={cost.calls_cap:,} affords at most {afforded} of the {rounds} rounds (after "
+                         f"{2 * held_out:,} held-out rollouts, a round takes at least {_low_round(workers):,} calls); "
+                         f"{full:,} would pay for all {rounds}")
+    least = smallest_run(held_out=held_out, workers=workers) * cost.tokens_per_call
+    if max_tokens is not None and max_tokens < least:
+        found.append(f"max_tokens={max_tokens:,} is below the about {least:,} tokens the smallest run takes at about "
+                     f"{cost.tokens_per_call:,} tokens a call: the run may stop before its first round ends (the "
+                     "estimate is rough: replies and an agent's tool use decide it)")
+    return found
+
+
 def quote(*, train: int, held_out: int, workers: int, rounds: int, artifact_chars: int, prompt_chars: int,
           max_calls: int | None, price_per_call: float | None, price_per_1k_tokens: float | None) -> Quote:
     """The range of calls a run takes, and its cost when a price is given."""
     sample = min(SAMPLE, train)
     levels = math.ceil(math.log2(max(2, workers * REFLECTIONS)))
-    low_round = workers * (MINIBATCH + 1)
     high_round = workers * (MINIBATCH + SCOUTED + 2 * REFLECTIONS) + 2 * sample + min(WAVE, sample) * 2 * levels
-    low = 2 * held_out + rounds * low_round
+    least = smallest_run(held_out=held_out, workers=workers)
+    low = _low_end(held_out=held_out, workers=workers, rounds=rounds)
     high = math.ceil((2 * held_out + rounds * high_round) / (1 - SHARE))
     if max_calls is not None:
         low, high = min(low, max_calls), min(high, max_calls)
@@ -52,10 +100,29 @@ def quote(*, train: int, held_out: int, workers: int, rounds: int, artifact_char
             return round(calls * tokens / 1000 * price_per_1k_tokens, 4)
         return None
 
-    basis = (f"{held_out} held-out rollouts at the start and at the end; per round {workers} workers x ({MINIBATCH} "
-             f"rollouts, up to {SCOUTED} scouted, up to {REFLECTIONS} reflections, each verified on its failure), "
-             f"the fusion and head on up to {sample} probes, bisection of up to {min(WAVE, sample)} broken probes; "
-             f"held-out evaluation on the way at most {SHARE:.0%} of the calls; {rounds} rounds"
+    basis = (f"{held_out} held-out rollouts at the start and {held_out} at the end; per round {workers} workers x "
+             f"({MINIBATCH} rollouts, up to {SCOUTED} scouted, up to {REFLECTIONS} reflections, each verified on its "
+             f"failure), the fusion and head on up to {sample} probes, bisection of up to {min(WAVE, sample)} broken "
+             f"probes; held-out evaluation on the way at most {SHARE:.0%} of the calls; {rounds} rounds (the smallest "
+             f"run, both held-out measurements and one round at the low end: {least} calls)"
              + (f", capped by max_calls={max_calls}" if max_calls is not None else ""))
     return Quote(calls_low=low, calls_high=high, calls_cap=max_calls, cost_low_usd=cost(low), cost_high_usd=cost(high),
                  tokens_per_call=tokens, basis=basis)
+
+
+def _low_round(workers: int) -> int:
+    """A round where little is proposed: each worker's minibatch and one reflection."""
+    return workers * (MINIBATCH + 1)
+
+
+def _low_end(*, held_out: int, workers: int, rounds: int) -> int:
+    """The calls of a run where little is proposed: the smallest run, and each further round at the low end."""
+    return smallest_run(held_out=held_out, workers=workers) + (rounds - 1) * _low_round(workers)
+
+
+def _fraction_within(count: int, total: int) -> float:
+    """The largest held_out_frac of two significant digits that holds at most `count` of `total` tasks
+    out (the split rounds `total * frac`): _fraction_within(15, 84) == 0.17"""
+    exact = count / total
+    scale = 10 ** (1 - math.floor(math.log10(exact)))
+    return math.floor(exact * scale) / scale

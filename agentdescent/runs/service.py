@@ -24,10 +24,11 @@ from agentdescent.runs import build, detach, keys, review
 from agentdescent.runs.doctor import DoctorReport, doctor
 from agentdescent.runs.host import APPROVAL, PROPOSAL, ROLLOUT
 from agentdescent.runs.mailbox import Mailbox
-from agentdescent.runs.quote import Quote, quote
-from agentdescent.runs.spec import RunSpec, SpecError, read_spec
+from agentdescent.runs.quote import Quote, budget_warnings, quote, refusal
+from agentdescent.runs.spec import Problem, RunSpec, SpecError, read_spec
 from agentdescent.runs.status import LIVE, RunStatus
 from agentdescent.runs.store import RUN_ENV, RunDir, RunStore
+from agentdescent.types import Task
 
 CLAIM_LEASE_SECONDS = 600.0  # a host that took a rollout and never answered: it goes back to the queue
 
@@ -105,6 +106,7 @@ class Service:
         _refuse_nested()
         checked = read_spec(spec, base=base)
         parts = _materials(checked)
+        _split(checked, parts.tasks)  # plan's budget check, before any run folder exists
         checked = checked.model_copy(update={"kind": parts.kind})
         content, tasks = keys.masked(parts.content, parts.tasks) if checked.keys_in_target == "mask" else (
             parts.content, parts.tasks)
@@ -280,8 +282,19 @@ def waiting_on(run: RunDir) -> str | None:
     return "; ".join(said) or None
 
 
+def _split(spec: RunSpec, tasks: list[Task]) -> tuple[list[Task], list[Task]]:
+    """The run's train and held-out tasks, as its process will split them. Raises `SpecError` on
+    `max_calls` when the budget cannot pay for the smallest run on that split (`quote.refusal`):
+    plan and start both split here, so a spec that plan quotes is one that start accepts."""
+    train, held_out = split_tasks(tasks, spec.held_out_frac, random.Random(f"{spec.seed}:split"))
+    why = refusal(max_calls=spec.max_calls, held_out=len(held_out), tasks=len(tasks), workers=spec.workers)
+    if why:
+        raise SpecError([Problem(field="max_calls", message=why)])
+    return train, held_out
+
+
 def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
-    train, held_out = split_tasks(parts.tasks, spec.held_out_frac, random.Random(f"{spec.seed}:split"))
+    train, held_out = _split(spec, parts.tasks)
     content = parts.strategy.render(parts.strategy.initial_state())
     chars = len(content) if isinstance(content, str) else sum(len(t) for t in content.values())
     prompt_chars = sum(len(t.prompt) for t in parts.tasks) // max(1, len(parts.tasks))
@@ -291,6 +304,8 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
     warnings = build.missing_keys(spec)
     if spec.max_calls is None:
         warnings.append("no max_calls: only rounds bound the bill; set max_calls to cap it")
+    warnings += budget_warnings(cost=cost, max_tokens=spec.max_tokens, held_out=len(held_out), workers=spec.workers,
+                                rounds=spec.rounds)
     money = f", ${cost.cost_low_usd:g}-{cost.cost_high_usd:g}" if cost.cost_low_usd is not None else ""
     return Plan(target=spec.target, kind=parts.kind, files=None if parts.tree is None else len(parts.tree),
                 tasks=len(parts.tasks), train=len(train), held_out=len(held_out), agent=spec.agent.label,

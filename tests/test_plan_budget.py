@@ -1,0 +1,110 @@
+"""A budget is checked against the smallest run before anything starts: plan and start refuse a
+`max_calls` that cannot measure the held-out set twice and pay for one round, naming the budget
+that can and the other ways out, and plan warns about a budget that affords only some rounds."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agentdescent.runs.quote import smallest_run
+from agentdescent.runs.spec import SpecError
+from tests import keyword_domain as domain
+from tests.runs_support import wait
+
+ROOT = Path(__file__).resolve().parents[1]
+# The keyword domain: 24 tasks, 0.3 of them held out (7), 2 workers: 2 x 7 + 2 x (4 + 1) calls.
+HELD_OUT, WORKERS = 7, 2
+LEAST = 2 * HELD_OUT + WORKERS * 5
+
+
+def refused(call) -> str:
+    """The one problem a call refuses the spec with; it must be on max_calls."""
+    with pytest.raises(SpecError) as caught:
+        call()
+    assert [p.field for p in caught.value.problems] == ["max_calls"]
+    return caught.value.problems[0].message
+
+
+def many_tasks(count: int) -> list[dict]:
+    return [{"id": f"t{i:04d}", "prompt": f"request {i} (code k{i % domain.RULES})", "gold": f"k{i % domain.RULES}"}
+            for i in range(count)]
+
+
+def test_the_smallest_run_is_both_held_out_measurements_and_one_round():
+    assert smallest_run(held_out=25, workers=4) == 70
+    assert smallest_run(held_out=HELD_OUT, workers=WORKERS) == LEAST == 24
+
+
+def test_a_budget_below_the_smallest_run_is_refused_by_plan_and_by_start_alike(service, tmp_path):
+    spec = domain.spec(tmp_path, max_calls=LEAST - 1)
+    said = refused(lambda: service.plan(spec))
+    assert said.startswith(f"max_calls={LEAST - 1} is below the smallest run, {LEAST} calls: the {HELD_OUT} held-out")
+    assert f"Give max_calls of at least {LEAST}" in said and "run at most 1 worker," in said
+    assert refused(lambda: service.start(spec)) == said
+    assert service.runs() == [] and not service.store.root.exists()  # no run folder, not even the store
+
+
+def test_a_held_out_set_the_budget_cannot_measure_is_refused_with_a_fraction_that_fits(service, tmp_path):
+    spec = domain.spec(tmp_path, tasks=many_tasks(1000), held_out_frac=0.5, workers=4, max_calls=400)
+    said = refused(lambda: service.plan(spec))  # 500 held out: the engine could not even measure them once
+    assert "the 500 held-out tasks measured at the start and at the end (1,000)" in said
+    assert "at least 1,020" in said and "hold out at most 190 of the 1,000 tasks (held_out_frac=0.19)" in said
+    assert "run at most" not in said  # one worker would not fit either
+    assert refused(lambda: service.start(spec)) == said
+    plan = service.plan({**spec, "held_out_frac": 0.19})  # the way out it names: 2 x 190 + 4 x 5 = 400
+    assert plan.held_out == 190 and plan.quote.calls_low == plan.quote.calls_high == 400
+    assert service.runs() == []
+
+
+def test_a_budget_just_at_the_smallest_run_is_quoted_and_its_run_ends_well(service, tmp_path):
+    spec = domain.spec(tmp_path, max_calls=LEAST)
+    plan = service.plan(spec)
+    assert plan.held_out == HELD_OUT and plan.quote.calls_low == plan.quote.calls_high == LEAST
+    assert f"smallest run, both held-out measurements and one round at the low end: {LEAST} calls" in plan.quote.basis
+    assert any(f"affords at most 1 of the {spec['rounds']} rounds" in w for w in plan.warnings), plan.warnings
+    done = wait(service, service.start(spec).run_id)
+    assert done.state == "finished" and done.error is None and done.calls <= LEAST, done
+
+
+def test_a_budget_that_affords_only_some_rounds_is_quoted_with_a_warning(service, tmp_path):
+    rounds = domain.spec(tmp_path)["rounds"]
+    full = LEAST + (rounds - 1) * WORKERS * 5  # the quote's low end, uncapped
+    plan = service.plan(domain.spec(tmp_path, max_calls=60))
+    assert plan.quote.calls_low == plan.quote.calls_high == 60
+    assert any(f"max_calls=60 affords at most 4 of the {rounds} rounds" in w and f"{full} would pay for all" in w
+               for w in plan.warnings), plan.warnings
+    plenty = service.plan(domain.spec(tmp_path, max_calls=full))
+    assert plenty.quote.calls_low == full and not any("affords" in w for w in plenty.warnings)
+
+
+def test_a_max_tokens_under_the_smallest_run_is_a_warning_not_a_refusal(service, tmp_path):
+    plan = service.plan(domain.spec(tmp_path, max_tokens=100))
+    needed = LEAST * plan.quote.tokens_per_call
+    assert any(f"max_tokens=100 is below the about {needed:,} tokens the smallest run takes" in w
+               for w in plan.warnings), plan.warnings
+    plenty = service.plan(domain.spec(tmp_path, max_tokens=needed))
+    assert not any("max_tokens" in w for w in plenty.warnings)
+
+
+def test_the_cli_refuses_the_support_router_example_at_50_calls(tmp_path):
+    example = yaml.safe_load((ROOT / "examples/specs/support-router.yaml").read_text(encoding="utf-8"))
+    target = tmp_path / "my-skill"
+    subprocess.run(["cp", "-r", str(ROOT / "examples/skills/support-router"), str(target)], check=True)
+    tasks = {**example["tasks"], "file": str(ROOT / "examples/specs" / example["tasks"]["file"])}
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({**example, "target": str(target), "tasks": tasks, "max_calls": 50}), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "agentdescent", "plan", str(spec)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "COLUMNS": "400", "TMPDIR": tempfile.gettempdir(),
+                               "AGENTDESCENT_HOME": os.environ["AGENTDESCENT_HOME"]})
+    assert done.returncode == 2 and done.stdout == "", done
+    assert "max_calls: max_calls=50 is below the smallest run, 70 calls" in done.stderr
+    assert "Give max_calls of at least 70" in done.stderr
