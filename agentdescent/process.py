@@ -1,10 +1,13 @@
-"""Running a helper program to its end, or killing everything it started when it runs too long.
+"""Running a helper program to its end, or killing everything it started when it runs too long or
+prints too much.
 
 Used by the CLI agents and by external grader programs. A program runs in its own process group
 so that a timeout kills its children too, and its stdin is either the given text or closed, so
-it can never sit waiting for input. Every program still running is known here, so that a run
-being cancelled can kill them all at once (`kill_all`). Left out: retries, streaming output, and
-what the output means.
+it can never sit waiting for input. What it prints is read as it comes, with a bound: past
+`max_output` bytes on stdout the whole group is killed; stderr keeps its last `max_output`
+bytes. Every program still running is known here, so that a run being cancelled can kill them
+all at once (`kill_all`). Left out: retries, streaming output to the caller, and what the
+output means.
 """
 
 from __future__ import annotations
@@ -13,10 +16,19 @@ import os
 import signal
 import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import IO
 
-_running: set[subprocess.Popen[str]] = set()
+__all__ = ["DEFAULT_MAX_OUTPUT", "Finished", "Killed", "OutputTooLarge", "Stopping", "TimedOut", "kill_all",
+           "run_process"]
+
+DEFAULT_MAX_OUTPUT = 16 * 2**20  # bytes of stdout (and of stderr's tail) kept: ample for a grader
+_CHUNK = 2**16
+_REAP_SECONDS = 5.0  # how long a killed group is given to let go of the pipes
+
+_running: set[subprocess.Popen[bytes]] = set()
 _running_lock = threading.Lock()
 _stopping = False  # set by kill_all: this process is stopping, and starts no program any more
 
@@ -34,27 +46,46 @@ class Finished:
     stderr: str
 
 
-class TimedOut(Exception):
-    """The process outlived its timeout; it and its group were killed. `stderr` is what it wrote."""
+class Killed(Exception):
+    """The process was killed, with its whole group, before it ended by itself. `stderr` is what it
+    wrote there (its last `max_output` bytes)."""
+
+    def __init__(self, message: str, stderr: str) -> None:
+        super().__init__(message)
+        self.stderr = stderr
+
+
+class TimedOut(Killed):
+    """The process outlived its timeout."""
 
     def __init__(self, timeout: float, stderr: str) -> None:
-        super().__init__(f"timed out after {timeout:g} s")
-        self.stderr = stderr
+        super().__init__(f"timed out after {timeout:g} s", stderr)
+
+
+class OutputTooLarge(Killed):
+    """The process wrote more than `limit` bytes to stdout."""
+
+    def __init__(self, limit: int, stderr: str) -> None:
+        super().__init__(f"wrote more than {limit:,} bytes to stdout and was killed", stderr)
+        self.limit = limit
 
 
 def run_process(
     argv: Sequence[str], *, timeout: float, stdin: str | None = None, cwd: str | os.PathLike | None = None,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None, max_output: int = DEFAULT_MAX_OUTPUT,
 ) -> Finished:
-    """Run `argv` to its end. Raises `TimedOut` after `timeout` seconds (having killed its whole
-    process group) and `OSError` when it cannot start (`Stopping` after `kill_all`)."""
+    """Run `argv` to its end; its output comes back as UTF-8 text (undecodable bytes replaced,
+    newlines as \\n). Raises `TimedOut` after `timeout` seconds and `OutputTooLarge` once stdout
+    passes `max_output` bytes (both `Killed`: its whole process group was killed first), and
+    `OSError` when it cannot start (`Stopping` after `kill_all`). Stderr past `max_output` bytes
+    keeps only its last `max_output` bytes."""
     with _running_lock:
         if _stopping:
             raise Stopping(f"not starting {argv[0]}: this process is stopping")
     proc = subprocess.Popen(
-        list(argv), cwd=cwd, env=None if env is None else dict(env), text=True, encoding="utf-8",
-        errors="replace", stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        list(argv), cwd=cwd, env=None if env is None else dict(env),
+        stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, start_new_session=True,
     )
     with _running_lock:
         _running.add(proc)
@@ -62,16 +93,13 @@ def run_process(
     if stopped:
         _signal_group(proc)
     try:
-        stdout, stderr = proc.communicate(stdin, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise TimedOut(timeout, _stop(proc)) from None
+        return _outcome(proc, stdin, timeout, max_output)
     except BaseException:  # interrupted (Ctrl-C, cancellation): leave nothing running
-        _stop(proc)
+        _kill(proc)
         raise
     finally:
         with _running_lock:
             _running.discard(proc)
-    return Finished(proc.returncode, stdout or "", stderr or "")
 
 
 def kill_all() -> int:
@@ -87,7 +115,76 @@ def kill_all() -> int:
     return len(procs)
 
 
-def _signal_group(proc: subprocess.Popen[str]) -> None:
+class _Reader(threading.Thread):
+    """Reads one pipe to its end and keeps at most `limit` bytes of it: the first ones, calling
+    `overflow` once when more come (and reading no further), or else the last ones."""
+
+    def __init__(self, pipe: IO[bytes], limit: int, *, overflow: Callable[[], None] | None = None) -> None:
+        super().__init__(daemon=True)
+        self.pipe, self.limit, self.overflow = pipe, limit, overflow
+        self.kept, self.passed = bytearray(), False
+
+    def run(self) -> None:
+        try:
+            while chunk := self.pipe.read1(_CHUNK):
+                self.kept += chunk
+                if len(self.kept) > self.limit and self.overflow is not None:
+                    self.passed = True
+                    self.overflow()
+                    return
+                if len(self.kept) > 2 * self.limit:  # trimmed now and then, so keeping the tail stays cheap
+                    del self.kept[:-self.limit]
+        except (OSError, ValueError):  # the pipe broke or was closed: what was read stands
+            pass
+        finally:
+            self.pipe.close()
+
+    def text(self) -> str:
+        kept = bytes(self.kept[-self.limit:])
+        return kept.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _outcome(proc: subprocess.Popen[bytes], stdin: str | None, timeout: float, max_output: int) -> Finished:
+    """Feed stdin, read both outputs, and wait for the process and its pipes, within `timeout`."""
+    deadline = time.monotonic() + timeout
+    out = _Reader(proc.stdout, max_output, overflow=lambda: _signal_group(proc))
+    err = _Reader(proc.stderr, max_output)
+    out.start()
+    err.start()
+    if stdin is not None:
+        threading.Thread(target=_feed, args=(proc.stdin, stdin.encode("utf-8")), daemon=True).start()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise TimedOut(timeout, _stop(proc, err)) from None
+    out.join(_left(deadline))  # it ended, but what it started may still hold the pipes
+    if out.passed:
+        err.join(min(_REAP_SECONDS, _left(deadline)))
+        raise OutputTooLarge(max_output, err.text())
+    err.join(_left(deadline))
+    if out.is_alive() or err.is_alive():
+        raise TimedOut(timeout, _stop(proc, err))
+    return Finished(proc.returncode, out.text(), err.text())
+
+
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
+
+
+def _feed(pipe: IO[bytes], data: bytes) -> None:
+    """Write `data` to the program's stdin and close it; a program may end without reading it all."""
+    try:
+        pipe.write(data)
+    except OSError:
+        pass
+    finally:
+        try:
+            pipe.close()
+        except OSError:
+            pass
+
+
+def _signal_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         if hasattr(os, "killpg"):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -97,14 +194,18 @@ def _signal_group(proc: subprocess.Popen[str]) -> None:
         pass
 
 
-def _stop(proc: subprocess.Popen[str]) -> str:
-    """Kill the process and its whole group, reap it, and return what it wrote to stderr."""
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the process and its whole group, and reap it."""
     _signal_group(proc)
     try:
-        return proc.communicate(timeout=5)[1] or ""
-    except subprocess.TimeoutExpired:  # a survivor outside the group still holds the pipes
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
-        proc.wait()
-        return ""
+        proc.wait(timeout=_REAP_SECONDS)
+    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL not yet delivered (a process stuck in the kernel)
+        pass
+
+
+def _stop(proc: subprocess.Popen[bytes], err: _Reader) -> str:
+    """Kill the process and its whole group and return what it wrote to stderr. A survivor
+    outside the group may still hold the pipes: their readers are left to end with it."""
+    _kill(proc)
+    err.join(_REAP_SECONDS)
+    return err.text()

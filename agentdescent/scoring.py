@@ -32,7 +32,7 @@ from typing import Any
 
 from agentdescent.agents.base import Model
 from agentdescent.errors import AgentError, UserError
-from agentdescent.process import TimedOut, run_process
+from agentdescent.process import OutputTooLarge, TimedOut, run_process
 from agentdescent.reflect import templates
 from agentdescent.types import Task
 
@@ -200,6 +200,9 @@ def _run(argv: Sequence[str], stdin: str, timeout: float) -> tuple[str, str, int
         finished = run_process(argv, timeout=timeout, stdin=stdin)
     except OSError as exc:
         raise UserError(f"cannot start grader {argv[0]!r}: {exc}; check its path and that it is executable") from None
+    except OutputTooLarge as exc:
+        raise AgentError(f"grader {' '.join(argv)!r} {exc}; only its last line is read, so make it print "
+                         "less") from None
     except TimedOut:
         raise AgentError(f"grader {' '.join(argv)!r} did not finish within {timeout}s and was killed") from None
     return finished.stdout, finished.stderr, finished.returncode

@@ -7,12 +7,16 @@
         httpx.post(server.url + "/anything", json={"a": 1})
         assert server.requests[0].path == "/anything"
 
-A `Response` can wait before answering (`delay=`, to stand for a hung server; the wait ends
-early when the server closes, so tests stay fast). A handler that raises answers 500 and the
+A `Response` can wait before answering (`delay=`, to stand for a hung server), send its body a
+byte at a time with a pause between bytes (`trickle=`, and `trickle_headers=True` to send the
+status line and headers that way too), or send a body made on the fly in chunks (`stream=`, a
+function returning an iterable of bytes, so a huge body is never held whole); every wait ends
+early when the server closes, so tests stay fast. A handler that raises answers 500 and the
 exception lands in `server.errors`. `openai_chat(reply_fn)` and `anthropic_messages(reply_fn)`
 are ready-made handlers speaking those two APIs; `closed_port_url()` is a URL nothing listens on.
 
-Left out: TLS, streaming, chunked request bodies and keep-alive (HTTP/1.0: one request a connection).
+Left out: TLS, chunked encoding and keep-alive (HTTP/1.0: one request a connection, and a body
+sent with `stream=` ends when the connection closes).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import itertools
 import json
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -50,6 +54,9 @@ class Response:
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes | str | dict | list | None = None
     delay: float = 0.0  # seconds to wait before answering
+    trickle: float = 0.0  # seconds between single bytes of the body (0: all at once)
+    trickle_headers: bool = False  # trickle the status line and headers too
+    stream: Callable[[], Iterable[bytes]] | None = None  # the body's chunks, made as they are sent
 
     def encoded(self) -> tuple[bytes, dict[str, str]]:
         """The body's bytes and the headers to send with it (a content type added when missing)."""
@@ -129,16 +136,47 @@ def _handler_class(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
             response = server.answer(_read_request(self))
             if response.delay and server.closing.wait(response.delay):
                 return
-            body, headers = response.encoded()
             try:
-                self.send_response(response.status)
-                for name, value in {**headers, "content-length": str(len(body))}.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(body)
+                if response.trickle or response.stream is not None:
+                    self._send_slowly(response)
+                else:
+                    self._send(response)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (a timeout test); nothing left to tell it
+
+        def _send(self, response: Response) -> None:
+            body, headers = response.encoded()
+            self.send_response(response.status)
+            for name, value in {**headers, "content-length": str(len(body))}.items():
+                self.send_header(name, value)
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def _send_slowly(self, response: Response) -> None:
+            """Write the answer raw: trickled, or streamed (no content-length: the body ends with the connection)."""
+            body, headers = response.encoded()
+            if response.stream is None:
+                headers["content-length"] = str(len(body))
+            phrase = self.responses.get(response.status, ("",))[0]
+            head = "".join([f"{self.protocol_version} {response.status} {phrase}\r\n",
+                            *(f"{name}: {value}\r\n" for name, value in headers.items()), "\r\n"])
+            if not self._write(head.encode("latin-1"), response.trickle if response.trickle_headers else 0.0):
+                return
+            for chunk in response.stream() if response.stream is not None else [body]:
+                if self.command == "HEAD" or not self._write(chunk, response.trickle):
+                    return
+
+        def _write(self, data: bytes, pause: float) -> bool:
+            """Send `data`, a byte at a time `pause` seconds apart if `pause`; False once the server closes."""
+            if not pause:
+                self.wfile.write(data)
+                return not server.closing.is_set()
+            for index in range(len(data)):
+                if server.closing.wait(pause):
+                    return False
+                self.wfile.write(data[index:index + 1])
+            return True
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

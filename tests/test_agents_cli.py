@@ -3,6 +3,8 @@ subprocesses: arguments, working directory, replies, usage, and every way a call
 
 import json
 import os
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,8 @@ import pytest
 from agentdescent.agents.base import ModelUsage, metering
 from agentdescent.agents.cli_agents import claude_code, codex
 from agentdescent.errors import AgentError, UserError
+from agentdescent.runs.build import make_client
+from agentdescent.runs.spec import AgentSpec
 from tests.procutil import gone
 
 FAKES = Path(__file__).parent / "fake_clis"
@@ -162,6 +166,50 @@ def test_a_hang_past_the_timeout_kills_the_fake_and_its_child(fake, monkeypatch,
     assert gone(started["fake"]) and gone(started["child"])
 
 
+# --- the reply cap ----------------------------------------------------------------------------
+
+FLOOD = """\
+import os, subprocess, sys, time
+child = subprocess.Popen(["sleep", "60"])
+with open(os.environ["FLOOD_PIDS"], "w") as file:
+    file.write(f"{os.getpid()} {child.pid}")
+print("flooding stdout", file=sys.stderr, flush=True)
+for _ in range(800):  # 50 MB, never held whole: written a chunk at a time
+    sys.stdout.buffer.write(b"x" * 65536)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("make", [claude_code, codex], ids=["claude", "codex"])
+def test_output_past_the_cap_kills_the_agent_and_its_child(fake, tmp_path, make):
+    program, pids = tmp_path / "flood", tmp_path / "pids"
+    program.write_text(f"#!{sys.executable} -S\n{FLOOD}", encoding="utf-8")
+    program.chmod(0o755)
+    agent = make(executable=str(program), env={"FLOOD_PIDS": str(pids)})
+    start = time.monotonic()
+    with pytest.raises(AgentError) as caught:
+        agent("go", cwd=fake.workspace)
+    assert time.monotonic() - start < 30  # killed once past the cap, not at the 600 s timeout
+    message = str(caught.value)
+    assert "passed 8,065,536 bytes" in message and "max_reply_chars=1,000,000" in message
+    assert "options: {max_reply_chars:" in message and "flooding stdout" in message
+    assert all(gone(int(pid)) for pid in pids.read_text(encoding="utf-8").split())
+    assert (agent.usage.calls, agent.usage.failures) == (1, 1)
+
+
+def test_an_answer_over_max_reply_chars_fails_naming_the_cap(fake):
+    agent = claude_code(max_reply_chars=10)
+    with pytest.raises(AgentError, match=r"over max_reply_chars=10; raise it with max_reply_chars="):
+        agent("go", cwd=fake.workspace)
+    assert (agent.usage.calls, agent.usage.failures) == (1, 1)
+
+
+@pytest.mark.parametrize("kind", ["claude_code", "codex"])
+def test_a_spec_sets_the_limits_through_the_agents_options(kind):
+    agent = make_client(AgentSpec(kind=kind, options={"timeout": 30, "max_reply_chars": 200_000}))
+    assert (agent.timeout, agent.max_reply_chars) == (30, 200_000)
+    assert make_client(AgentSpec(kind=kind)).max_reply_chars == 1_000_000
+
 
 # --- Codex ------------------------------------------------------------------------------------
 
@@ -240,7 +288,8 @@ def test_a_missing_working_directory_is_a_user_error(fake, tmp_path):
 
 @pytest.mark.parametrize("knobs", [{"timeout": 0}, {"timeout": -1}, {"timeout": float("nan")},
                                    {"timeout": True}, {"extra_args": "--max-turns 5"}, {"extra_args": [5]},
-                                   {"executable": ""}, {"model": ""}, {"env": {"A": 1}}])
+                                   {"executable": ""}, {"model": ""}, {"env": {"A": 1}}, {"max_reply_chars": 0},
+                                   {"max_reply_chars": 2.5}, {"max_reply_chars": "100"}])
 def test_bad_knobs_are_user_errors(knobs):
     for make in (claude_code, codex):
         with pytest.raises(UserError):

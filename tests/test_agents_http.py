@@ -1,12 +1,16 @@
 """The HTTP completion clients against real servers on 127.0.0.1: request shapes, keys, retries,
-failures, usage and concurrency. Backoff is shrunk to milliseconds so the file runs in seconds."""
+failures, the deadline, the reply cap, usage and concurrency. Backoff is shrunk to milliseconds
+so the file runs in seconds."""
 
 from __future__ import annotations
 
 import contextvars
+import itertools
+import json
 import logging
 import threading
 import time
+import tracemalloc
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 
@@ -17,6 +21,8 @@ from agentdescent.agents.base import ModelUsage, estimate_tokens, metering
 from agentdescent.agents.http import join_url, retry_after_seconds
 from agentdescent.agents.openai_compat import deepseek, openai_compatible
 from agentdescent.errors import AgentError, UserError
+from agentdescent.runs.build import make_client
+from agentdescent.runs.spec import AgentSpec
 from tests.doubles import InFlight
 from tests.loopback import LoopbackServer, Response, anthropic_messages, closed_port_url, openai_chat
 
@@ -180,15 +186,6 @@ def test_503_forever_fails_after_all_attempts(keyed):
     assert (model.usage.calls, model.usage.failures) == (1, 1)
 
 
-def test_a_hung_server_times_out_and_is_retried(keyed):
-    with LoopbackServer(openai_chat(lambda prompt: Response(delay=30, body="never sent"))) as server:
-        model = gpt(server, timeout=0.3, max_retries=1)
-        with pytest.raises(AgentError, match="timed out") as raised:
-            model("hi")
-        assert len(server.requests) == 2
-    assert "2 attempts" in str(raised.value)
-
-
 def test_connection_refused_fails_after_retries(keyed):
     model = openai_compatible("gpt-test", base_url=closed_port_url(), max_retries=1, **FAST)
     with pytest.raises(AgentError, match="ConnectError") as raised:
@@ -258,6 +255,141 @@ def test_the_query_string_stays_out_of_error_messages(keyed):
             model("hi")
     assert server.requests[0].query == {"api-key": ["hunter2"]}
     assert "hunter2" not in str(raised.value) and "/v1/chat/completions" in str(raised.value)
+
+
+# The deadline: `timeout` bounds the whole call. A loaded machine may be slow to notice it passed,
+# so the checks allow seconds of slack, still far below when a trickling server would finish.
+
+SLACK = 3.0
+
+
+def completion(text):
+    """An OpenAI chat completion's body, as bytes."""
+    return json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                    "finish_reason": "stop"}]}).encode("utf-8")
+
+
+def fails_at_the_deadline(model, timeout):
+    """Call `model`, which must fail at its deadline; return the message."""
+    start = time.monotonic()
+    with pytest.raises(AgentError) as raised:
+        model("hi")
+    assert time.monotonic() - start < timeout + SLACK
+    message = str(raised.value)
+    assert f"deadline of {timeout:g} s" in message and "timeout=" in message and "options: {timeout:" in message
+    assert (model.usage.calls, model.usage.failures) == (1, 1)
+    return message
+
+
+def test_a_hung_server_fails_at_the_deadline_without_a_retry(keyed):
+    with LoopbackServer(openai_chat(lambda prompt: Response(delay=30, body="never sent"))) as server:
+        message = fails_at_the_deadline(gpt(server, timeout=0.5, max_retries=3), 0.5)
+        assert len(server.requests) == 1
+    assert "1 attempt" in message
+
+
+@pytest.mark.parametrize("headers_too", [False, True], ids=["body", "headers"])
+def test_a_server_trickling_its_reply_fails_at_the_deadline(keyed, headers_too):
+    """A byte every 0.2 s: each read succeeds, so only a deadline on the whole call ends it (the
+    whole reply would take over a minute)."""
+    trickle = Response(body=completion("a reply that arrives one byte at a time " * 8), trickle=0.2,
+                       trickle_headers=headers_too, headers={"content-type": "application/json"})
+    with LoopbackServer(openai_chat(lambda prompt: trickle)) as server:
+        fails_at_the_deadline(gpt(server, timeout=1.5), 1.5)
+        assert len(server.requests) == 1
+
+
+def test_a_retry_starts_only_if_its_wait_ends_before_the_deadline(keyed):
+    busy = Response(status=503, headers={"Retry-After": "30"}, body="overloaded")
+    with LoopbackServer(openai_chat(lambda prompt: busy)) as server:
+        message = fails_at_the_deadline(gpt(server, timeout=2), 2)
+        assert len(server.requests) == 1
+    assert "HTTP 503" in message and "no time left to try again" in message
+
+
+def test_retries_share_the_deadline(keyed):
+    """Each attempt gets only the time the earlier ones left: three slow 500s end the call."""
+    slow_error = Response(status=500, delay=0.6, body="internal error")
+    with LoopbackServer(openai_chat(lambda prompt: slow_error)) as server:
+        fails_at_the_deadline(gpt(server, timeout=1.5, max_retries=10), 1.5)
+        assert 2 <= len(server.requests) <= 3
+
+
+# The reply cap: `max_reply_chars` characters of text, and 8 bytes a character plus 64 KiB of body.
+
+def huge_body(megabytes):
+    """The chunks of a completion body that never ends before `megabytes` MB of text."""
+    return lambda: itertools.chain([b'{"choices": [{"message": {"content": "'],
+                                   itertools.repeat(b"x" * 2**16, megabytes * 16))
+
+
+def test_a_huge_reply_is_cut_off_early_and_not_retried(keyed):
+    with LoopbackServer(openai_chat(lambda prompt: Response(stream=huge_body(50)))) as server:
+        model = gpt(server)
+        tracemalloc.start()
+        start = time.monotonic()
+        try:
+            with pytest.raises(AgentError) as raised:
+                model("hi")
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert time.monotonic() - start < 20
+        assert len(server.requests) == 1
+    message = str(raised.value)
+    assert "8,065,536 bytes" in message and "max_reply_chars=1,000,000" in message
+    assert "options: {max_reply_chars:" in message and "not retried" in message
+    assert peak < 25 * 2**20  # the cut-off is 8 MB: the 50 MB body was never held
+    assert (model.usage.calls, model.usage.failures) == (1, 1)
+
+
+def test_a_reply_just_under_the_cap_comes_back_whole(keyed):
+    text = "é" * 1000  # each sent JSON-escaped, six bytes: the byte cut-off leaves room for that
+    with LoopbackServer(openai_chat(lambda prompt: text)) as server:
+        assert gpt(server, max_reply_chars=1000)("hi") == text
+
+
+def test_a_completion_over_max_reply_chars_fails_without_a_retry(keyed):
+    with LoopbackServer(openai_chat(lambda prompt: "a" * 1001)) as server:
+        model = gpt(server, max_reply_chars=1000)
+        with pytest.raises(AgentError, match=r"1,001 characters, over max_reply_chars=1,000; not retried; raise it"):
+            model("hi")
+    assert len(server.requests) == 1
+    assert (model.usage.calls, model.usage.failures) == (1, 1)
+
+
+def test_a_body_past_the_byte_cut_off_fails_without_a_retry(keyed):
+    padded = Response(body=completion("ok")[:-1] + b" " * 70_000 + b"}")  # 100 characters allow 66,336 bytes
+    with LoopbackServer(openai_chat(lambda prompt: padded)) as server, \
+            pytest.raises(AgentError, match=r"passed 66,336 bytes.*max_reply_chars=100\b"):
+        gpt(server, max_reply_chars=100)("hi")
+    assert len(server.requests) == 1
+
+
+def test_an_error_body_is_capped_too(keyed):
+    with LoopbackServer(openai_chat(lambda prompt: Response(status=502, stream=huge_body(20)))) as server, \
+            pytest.raises(AgentError, match="max_reply_chars"):
+        gpt(server)("hi")
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("knobs", [{"timeout": 0}, {"timeout": -1}, {"timeout": float("nan")}, {"timeout": True},
+                                   {"timeout": "30"}, {"max_reply_chars": 0}, {"max_reply_chars": -5},
+                                   {"max_reply_chars": 1.5}, {"max_reply_chars": True}, {"max_reply_chars": "10"}])
+def test_bad_limits_are_user_errors_saying_what_to_pass(knobs):
+    (name,) = knobs
+    for make in (lambda: openai_compatible("m", **knobs), lambda: deepseek(**knobs), lambda: claude("m", **knobs)):
+        with pytest.raises(UserError, match=f"{name} must be .*such as"):
+            make()
+
+
+@pytest.mark.parametrize("kind", ["openai", "deepseek", "claude"])
+def test_a_spec_sets_the_limits_through_the_agents_options(kind):
+    agent = AgentSpec(kind=kind, model="m", options={"timeout": 30, "max_reply_chars": 200_000})
+    client = make_client(agent)
+    assert (client.timeout, client.max_reply_chars) == (30, 200_000)
+    default = make_client(AgentSpec(kind=kind, model="m"))
+    assert (default.timeout, default.max_reply_chars) == (300, 1_000_000)
 
 
 # Usage, metering and concurrency.

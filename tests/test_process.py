@@ -1,4 +1,5 @@
-"""run_process: output and exit code back, stdin given or closed, the whole group killed on timeout."""
+"""run_process: output and exit code back, stdin given or closed, the whole group killed on timeout
+or when stdout passes its cap."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import time
 
 import pytest
 
-from agentdescent.process import TimedOut, run_process
+from agentdescent.process import Killed, OutputTooLarge, TimedOut, run_process
 from tests.procutil import gone
 
 
@@ -56,3 +57,44 @@ def test_kill_all_ends_every_running_program_and_starts_no_more(monkeypatch):
     assert [f.returncode for f in ended] == [-9, -9, -9]
     with pytest.raises(process.Stopping, match="stopping"):
         process.run_process(["true"], timeout=5)
+
+
+def test_stdout_past_the_cap_kills_the_program_and_what_it_started(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    script = (
+        "import subprocess, sys, time\n"
+        f"child = subprocess.Popen(['sleep', '60'])\nopen({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "sys.stderr.write('flooding\\n'); sys.stderr.flush()\n"
+        "for _ in range(400): sys.stdout.buffer.write(b'x' * 65536)\n"
+        "time.sleep(60)\n"
+    )
+    start = time.monotonic()
+    with pytest.raises(OutputTooLarge, match="more than 1,000,000 bytes") as raised:
+        run_process([sys.executable, "-c", script], timeout=60, max_output=1_000_000)
+    assert time.monotonic() - start < 20  # killed on the spot, not at the timeout
+    assert isinstance(raised.value, Killed) and raised.value.limit == 1_000_000
+    assert "flooding" in raised.value.stderr
+    assert gone(int(pid_file.read_text()))
+
+
+def test_output_up_to_the_cap_comes_back_whole():
+    done = run_process([sys.executable, "-c", "import sys; sys.stdout.write('é' * 500)"], timeout=20, max_output=1000)
+    assert done.stdout == "é" * 500  # 1,000 bytes: at the cap, not past it
+
+
+def test_stderr_past_the_cap_keeps_its_tail_and_the_program_its_exit_code():
+    script = "import sys\nfor n in range(5000): print(f'warning {n}', file=sys.stderr)\nprint('done'); sys.exit(4)"
+    done = run_process([sys.executable, "-c", script], timeout=20, max_output=1000)
+    assert (done.returncode, done.stdout) == (4, "done\n")
+    assert len(done.stderr.encode("utf-8")) <= 1000 and done.stderr.endswith("warning 4999\n")
+
+
+def test_stdin_the_program_does_not_read_does_not_block_it():
+    done = run_process([sys.executable, "-c", "print('ignored')"], timeout=20, stdin="x" * 2_000_000)
+    assert (done.returncode, done.stdout) == (0, "ignored\n")
+
+
+def test_a_large_stdin_arrives_whole_while_output_is_read():
+    script = "import sys; data = sys.stdin.read(); print(len(data)); print('e' * len(data), file=sys.stderr)"
+    done = run_process([sys.executable, "-c", script], timeout=20, stdin="x" * 1_000_000)
+    assert done.stdout == "1000000\n" and len(done.stderr) == 1_000_001

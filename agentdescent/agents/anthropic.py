@@ -4,7 +4,7 @@
     model("What is 2 + 2?")          # POST {base}/v1/messages, returns the text blocks joined
 
 The base URL and the key are read when a call is made. Retries (including 529, "overloaded"),
-timeouts, concurrency and usage come from `agentdescent.agents.http`.
+the deadline, the reply cap, concurrency and usage come from `agentdescent.agents.http`.
 Left out: streaming, tools, images, extended thinking, prompt caching and message history.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentdescent.agents.http import BadReply, HTTPModel, Reply, base_url_from, join_url
+from agentdescent.agents.http import DEFAULT_MAX_REPLY_CHARS, DEFAULT_TIMEOUT, BadReply, HTTPModel, Reply, base_url_from, join_url
 from agentdescent.agents.redact import redact
 
 __all__ = ["Claude", "claude"]
@@ -26,10 +26,11 @@ class Claude(HTTPModel):
 
     def __init__(self, model: str, *, base_url: str | None = None, base_url_env: str | None = "ANTHROPIC_BASE_URL",
                  api_key_env: str | None = "ANTHROPIC_API_KEY", system: str | None = None, max_tokens: int = 4096,
-                 temperature: float | None = None, timeout: float = 120.0, max_retries: int = 4,
-                 max_concurrency: int = 8, backoff: tuple[float, float] = (0.5, 20.0)) -> None:
-        super().__init__(model, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries,
-                         max_concurrency=max_concurrency, backoff=backoff)
+                 temperature: float | None = None, timeout: float = DEFAULT_TIMEOUT,
+                 max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS, max_retries: int = 4, max_concurrency: int = 8,
+                 backoff: tuple[float, float] = (0.5, 20.0)) -> None:
+        super().__init__(model, api_key_env=api_key_env, timeout=timeout, max_reply_chars=max_reply_chars,
+                         max_retries=max_retries, max_concurrency=max_concurrency, backoff=backoff)
         self.base_url, self.base_url_env = base_url, base_url_env
         self.system, self.max_tokens, self.temperature = system, max_tokens, temperature
 
@@ -76,7 +77,8 @@ def _input_tokens(usage: dict[str, Any]) -> int | None:
 
 def claude(model: str, *, base_url: str | None = None, base_url_env: str | None = "ANTHROPIC_BASE_URL",
            api_key_env: str | None = "ANTHROPIC_API_KEY", system: str | None = None, max_tokens: int = 4096,
-           temperature: float | None = None, timeout: float = 120.0, max_retries: int = 4, max_concurrency: int = 8,
+           temperature: float | None = None, timeout: float = DEFAULT_TIMEOUT,
+           max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS, max_retries: int = 4, max_concurrency: int = 8,
            backoff: tuple[float, float] = (0.5, 20.0)) -> Claude:
     """A `prompt -> reply` model behind `POST {base}/v1/messages`.
 
@@ -84,9 +86,11 @@ def claude(model: str, *, base_url: str | None = None, base_url_env: str | None 
     https://api.anthropic.com; a base already ending in /v1 is not given a second one. The key is
     `$ANTHROPIC_API_KEY`, read at each call and sent as `x-api-key` with
     `anthropic-version: 2023-06-01`; `api_key_env=None` sends none. The reply is the `text` blocks
-    of `content` joined; tokens come from the server's `usage`. Raises `UserError` when
-    misconfigured and `AgentError` when the call fails for good (529 "overloaded" is retried).
+    of `content` joined; tokens come from the server's `usage`. `timeout` (seconds, default 300)
+    bounds the whole call, retries included; `max_reply_chars` (default 1,000,000) caps the reply.
+    Raises `UserError` when misconfigured and `AgentError` when the call fails for good, passes its
+    deadline or its reply cap (529 "overloaded" is retried).
     """
     return Claude(model, base_url=base_url, base_url_env=base_url_env, api_key_env=api_key_env, system=system,
-                  max_tokens=max_tokens, temperature=temperature, timeout=timeout, max_retries=max_retries,
-                  max_concurrency=max_concurrency, backoff=backoff)
+                  max_tokens=max_tokens, temperature=temperature, timeout=timeout, max_reply_chars=max_reply_chars,
+                  max_retries=max_retries, max_concurrency=max_concurrency, backoff=backoff)

@@ -9,9 +9,12 @@ Each call starts one headless process (`claude -p ... --output-format json`, or
 output: Claude Code's single JSON result object, Codex's JSONL events. Calls, failures, tokens,
 seconds and (for Claude Code) the reported cost are recorded on `agent.usage` and on every active
 meter. A failed call raises `AgentError` with the CLI's own account (error subtype, failed turn),
-the exit code and the stderr tail; a timeout kills the whole process group. A missing executable
-or working directory is a `UserError`. The reply and every error text pass through
-`agentdescent.agents.redact.redact` with the child's variables, before anything is cut short.
+the exit code and the stderr tail; a timeout kills the whole process group, and so does stdout
+passing `reply_byte_cap(max_reply_chars)` bytes (8 a character plus 64 KiB: room for the JSON
+around the reply), which fails naming the cap; a final answer longer than `max_reply_chars`
+characters fails too. A missing executable or working directory is a `UserError`. The reply and
+every error text pass through `agentdescent.agents.redact.redact` with the child's variables,
+before anything is cut short.
 
 Left out on purpose: retries (a failed rollout is an outcome, not something to hide), sessions
 and resuming, streaming progress, sandbox and permission flags (pass them in `extra_args`), and
@@ -29,9 +32,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
+from agentdescent.agents.http import DEFAULT_MAX_REPLY_CHARS, check_max_reply_chars, raise_hint, reply_byte_cap
 from agentdescent.agents.redact import guard_logging, redact
 from agentdescent.errors import AgentError, UserError
-from agentdescent.process import Finished, TimedOut, run_process
+from agentdescent.process import Finished, OutputTooLarge, TimedOut, run_process
 from agentdescent.quoting import quoted
 
 __all__ = ["CLIAgent", "ClaudeCode", "Codex", "claude_code", "codex"]
@@ -54,7 +58,8 @@ class CLIAgent:
 
     Subclasses say how to build the command line (`_argv`) and how to read its output (`_read`).
     A call raises `AgentError` when the agent failed (the CLI's reason, exit code and stderr tail
-    are in the message) and `UserError` when it cannot start (no executable, no working directory).
+    are in the message) or passed `timeout` or the reply cap (`max_reply_chars`), and `UserError`
+    when it cannot start (no executable, no working directory).
     """
 
     program = ""          # the executable's usual name, for messages
@@ -62,9 +67,10 @@ class CLIAgent:
     no_reply = "no reply in the output"
 
     def __init__(self, *, extra_args: Sequence[str], timeout: float, executable: str, model: str | None,
-                 env: Mapping[str, str] | None, name: str) -> None:
+                 env: Mapping[str, str] | None, name: str, max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS) -> None:
         self.extra_args = _strings(extra_args, "extra_args")
         self.timeout = _positive(timeout, "timeout")
+        self.max_reply_chars = check_max_reply_chars(max_reply_chars)
         self.executable = _nonempty(executable, "executable")
         self.model = None if model is None else _nonempty(model, "model")
         self.env = dict(_env_overrides(env))
@@ -80,13 +86,29 @@ class CLIAgent:
         workdir, env = _workdir(cwd), {**os.environ, **self.env}
         argv = [self._resolve(env), *self._argv(_as_argument(prompt))]
         with metered_call(self.usage) as counts:  # what a failed run reported still counts
-            reply = self._finish(_run(argv, cwd=workdir, env=env, timeout=self.timeout, label=self.name), env, counts)
+            reply = self._finish(self._run(argv, cwd=workdir, env=env), env, counts)
             if "input_tokens" not in counts:  # the CLI reported none: estimate, as other clients do
                 counts.update(input_tokens=estimate_tokens(prompt), output_tokens=estimate_tokens(reply))
         return reply
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, executable={self.executable!r}, timeout={self.timeout:g})"
+
+    def _run(self, argv: list[str], *, cwd: str, env: Mapping[str, str]) -> Finished:
+        """Run `argv` in `cwd` with stdin closed; raise `AgentError` if it cannot start, times out
+        or prints past the reply cap."""
+        cap = reply_byte_cap(self.max_reply_chars)
+        try:
+            return run_process(argv, timeout=self.timeout, cwd=cwd, env=env, max_output=cap)
+        except OSError as exc:
+            raise _agent_error(self.name, f"could not start {argv[0]}: {exc.strerror or exc}", "", env) from None
+        except OutputTooLarge as exc:
+            reason = (f"its output passed {cap:,} bytes, the cut-off for max_reply_chars={self.max_reply_chars:,} "
+                      f"(8 bytes a character plus 64 KiB), so it was killed; "
+                      f"{raise_hint('max_reply_chars', str(2 * self.max_reply_chars))}")
+            raise _agent_error(self.name, reason, exc.stderr, env) from None
+        except TimedOut as exc:
+            raise _agent_error(self.name, str(exc), exc.stderr, env) from None
 
     def _finish(self, finished: Finished, env: Mapping[str, str], counts: dict[str, float]) -> str:
         """The reply of a finished process, or the `AgentError` that explains why there is none."""
@@ -99,6 +121,10 @@ class CLIAgent:
         if reading.text is None:
             reason = f"{self.no_reply}; stdout began {quoted(redact(finished.stdout, env), _HEAD_CHARS)}"
             raise _agent_error(self.name, reason, finished.stderr, env)
+        if len(reading.text) > self.max_reply_chars:
+            reason = (f"the answer has {len(reading.text):,} characters, over max_reply_chars={self.max_reply_chars:,}; "
+                      f"{raise_hint('max_reply_chars', str(2 * len(reading.text)))}")
+            raise _agent_error(self.name, reason, "", env)
         return redact(reading.text, env)
 
     def _resolve(self, env: Mapping[str, str]) -> str:
@@ -188,36 +214,30 @@ _MESSAGE_ITEMS = ("agent_message", "assistant_message")  # the second is what ea
 
 
 def claude_code(*, extra_args: Sequence[str] = (), timeout: float = 600, executable: str = "claude",
-                model: str | None = None, env: Mapping[str, str] | None = None) -> ClaudeCode:
+                model: str | None = None, env: Mapping[str, str] | None = None,
+                max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS) -> ClaudeCode:
     """Claude Code as a model that works in a directory: `agent(prompt, cwd=workspace) -> final text`.
 
     `extra_args` are appended to the command line (e.g. `["--allowedTools", "Read,Edit",
     "--max-turns", "20"]`); `env` is laid over `os.environ` (read at each call) for the child.
-    The process is killed, with everything it started, after `timeout` seconds.
+    The process is killed, with everything it started, after `timeout` seconds, or once its
+    stdout passes 8 bytes for each of `max_reply_chars` (default 1,000,000) plus 64 KiB.
     """
     return ClaudeCode(extra_args=extra_args, timeout=timeout, executable=executable, model=model, env=env,
-                      name="claude_code")
+                      name="claude_code", max_reply_chars=max_reply_chars)
 
 
 def codex(*, extra_args: Sequence[str] = (), timeout: float = 600, executable: str = "codex",
-          model: str | None = None, env: Mapping[str, str] | None = None) -> Codex:
+          model: str | None = None, env: Mapping[str, str] | None = None,
+          max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS) -> Codex:
     """OpenAI Codex (`codex exec`) as a model that works in a directory; the knobs are those of
-    `claude_code` (e.g. `extra_args=["--sandbox", "workspace-write"]`)."""
+    `claude_code` (e.g. `extra_args=["--sandbox", "workspace-write"]`). Its stdout carries every
+    event of the session, so a long one may need a larger `max_reply_chars`."""
     return Codex(extra_args=extra_args, timeout=timeout, executable=executable, model=model, env=env,
-                 name="codex")
+                 name="codex", max_reply_chars=max_reply_chars)
 
 
-# --- running a process ------------------------------------------------------------------------
-
-
-def _run(argv: list[str], *, cwd: str, env: Mapping[str, str], timeout: float, label: str) -> Finished:
-    """Run `argv` in `cwd` with stdin closed; raise `AgentError` if it cannot start or times out."""
-    try:
-        return run_process(argv, timeout=timeout, cwd=cwd, env=env)
-    except OSError as exc:
-        raise _agent_error(label, f"could not start {argv[0]}: {exc.strerror or exc}", "", env) from None
-    except TimedOut as exc:
-        raise _agent_error(label, str(exc), exc.stderr, env) from None
+# --- failures ---------------------------------------------------------------------------------
 
 
 def _agent_error(label: str, reason: str, stderr: str, env: Mapping[str, str], returncode: int = 0) -> AgentError:

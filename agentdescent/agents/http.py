@@ -3,57 +3,88 @@
 `HTTPModel` sends a prompt as a JSON POST through one `httpx.Client` per model object and turns
 the answer into text. Around that one request it does what every provider needs:
 
-- **keys** are read from the environment at call time, never stored on the object and never
-  put in an error message, the repr, a log line or the usage; a missing variable is a
-  `UserError` that says how to set it, and `api_key_env=None` means the server takes no key;
-  every reply and every error text goes through `agentdescent.agents.redact.redact`, which
-  replaces any configured key in any encoding (the server may echo it), and each call runs
-  `guard_logging()` so that httpx's and httpcore's DEBUG lines (headers) stay off;
-- **retries** (with `tenacity`) on 429, 500, 502, 503, 504 and 529, on transport errors
-  (connection refused or reset) and on timeouts: exponential backoff with jitter, or the
-  server's `Retry-After` (seconds or an HTTP date, capped at 60 s) when it sends one;
-- **a body that is not JSON, lacks the expected fields or holds an empty completion** is
-  retried once (it is sometimes a proxy's or an overloaded server's hiccup, and more often a
-  misconfiguration, so one retry, counted within `max_retries`);
-- **other 4xx** (400, 401, 403, 404, ...) are not retried: the request itself is wrong; 401 and
-  403 name the key variable to check;
-- **concurrency**: at most `max_concurrency` requests in flight per model object;
-- **usage**: one call recorded on success (tokens from the server, else estimated) and one call
-  and one failure when it fails for good, which raises `AgentError` naming the model, the URL
-  (query string left out), what went wrong and the number of attempts.
+- **keys** are read from the environment at each call, never stored, logged or put in a message:
+  every reply and error text goes through `redact` (a server may echo a key), httpx's DEBUG
+  lines stay off (`guard_logging`), and a missing variable is a `UserError` saying how to set it;
+- **a deadline**: `timeout` seconds bound the whole call, retries included, from when its first
+  attempt gets one of `max_concurrency` slots. Every socket wait is cut to the time left
+  (`deadline`), so a server trickling its headers or body fails at the deadline too;
+- **a reply cap**: the body is read as a stream and cut off past `reply_byte_cap(max_reply_chars)`
+  bytes, and a longer completion than `max_reply_chars` characters fails, neither retried;
+- **retries** on 429, 500, 502, 503, 504 and 529, transport errors and connect timeouts, after
+  jittered backoff or the server's `Retry-After` (at most 60 s), only while the deadline leaves
+  time for them; a body that is not JSON or holds no completion is retried once (a proxy's
+  hiccup, more often a misconfiguration); other 4xx are not retried, and 401 and 403 name the
+  key variable to check;
+- **usage**: one call on success (tokens from the server, else estimated), one call and one
+  failure when it fails for good with an `AgentError` naming the model, the URL without its
+  query, what went wrong and the attempts.
 
 Providers subclass it and fill in four hooks: `_url`, `_headers`, `_payload` and `_parse`.
-Left out: streaming, tool calls, async clients, and pickling a model into another process.
+Left out: streaming to the caller, tool calls, async clients, pickling a model into another
+process, and a bound on what a compressed body inflates to within one network read.
 """
 
 from __future__ import annotations
 
 import email.utils
+import json
 import logging
 import math
 import os
 import random
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-import tenacity
-
 from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
+from agentdescent.agents.deadline import Deadline, bound_every_socket
 from agentdescent.agents.redact import guard_logging, redact, register
 from agentdescent.errors import AgentError, UserError
 from agentdescent.quoting import quoted
 
-if TYPE_CHECKING:
-    import httpx  # imported where a request is made: a run of local agents never pays for it
+if TYPE_CHECKING:  # imported where a request is made: a run of local agents never pays for it
+    import httpx
 
-__all__ = ["RETRY_STATUSES", "BadReply", "HTTPModel", "Reply", "base_url_from", "join_url", "retry_after_seconds"]
+__all__ = ["DEFAULT_MAX_REPLY_CHARS", "DEFAULT_TIMEOUT", "RETRY_STATUSES", "BadReply", "HTTPModel", "Reply",
+           "base_url_from", "check_max_reply_chars", "join_url", "raise_hint", "reply_byte_cap", "retry_after_seconds"]
 
+DEFAULT_TIMEOUT = 300.0  # seconds for a whole model call, its retries included
+DEFAULT_MAX_REPLY_CHARS = 1_000_000
+CONNECT_TIMEOUT = 10.0  # one connection attempt; a server that does not answer is tried again
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
 RETRY_AFTER_CAP = 60.0
 SNIPPET_CHARS = 300
 log = logging.getLogger(__name__)
+
+
+def reply_byte_cap(max_reply_chars: int) -> int:
+    """Reply bytes read before a cut-off: 8 a character (`\\uXXXX` JSON escapes are 6) plus 64 KiB
+    of envelope. reply_byte_cap(1_000) == 73_536"""
+    return 8 * max_reply_chars + 64 * 1024
+
+
+def raise_hint(option: str, example: str) -> str:
+    """How to raise a client's limit, from Python and from a run spec.
+
+    raise_hint("timeout", "600") == "raise it with timeout=600 (in a run spec: the agent's options: {timeout: 600})"
+    """
+    return f"raise it with {option}={example} (in a run spec: the agent's options: {{{option}: {example}}})"
+
+
+def check_max_reply_chars(value: Any) -> int:
+    """`value` if it is a whole number of characters above 0; otherwise a `UserError` with the fix."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UserError(f"max_reply_chars must be a whole number of characters above 0, such as 200000; got {value!r}")
+    return value
+
+
+def _check_timeout(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise UserError(f"timeout must be a positive number of seconds for the whole call, such as 300; got {value!r}")
+    return float(value)
 
 
 class BadReply(Exception):
@@ -80,44 +111,48 @@ class _Retry(Exception):
 
 @dataclass(kw_only=True)
 class _Call:
-    """One call's request and its attempt counts; the key, in the headers, lives here only while
-    the call runs."""
+    """One call's request, deadline and attempts; the key, in the headers, lives only while it runs."""
 
     url: str
     headers: dict[str, str] = field(repr=False)
     payload: dict[str, Any]
     attempts: int = 0
     bad_replies: int = 0
+    deadline: float = math.inf  # time.monotonic() by which the call ends, set when it first gets a slot
+    out_of_time: bool = False  # a retry was refused: its wait would outlast the deadline
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
 
 
 class HTTPModel:
     """A text-in, text-out model behind an HTTP JSON API; see the module docstring.
 
     Subclasses implement `_url()`, `_headers(key)`, `_payload(prompt)` and `_parse(data) -> Reply`
-    (raising `BadReply` for a body without the answer). `backoff=(base, cap)` sets the retry
-    delays in seconds: about `base * 2**n`, jittered, never above `cap`.
+    (raising `BadReply` for a body without the answer). `timeout` bounds a whole call, retries
+    included; `max_reply_chars` caps its reply. `backoff=(base, cap)` sets the retry delays in
+    seconds: about `base * 2**n`, jittered, never above `cap`.
     """
 
-    def __init__(self, name: str, *, api_key_env: str | None, timeout: float = 120.0, max_retries: int = 4,
-                 max_concurrency: int = 8, backoff: tuple[float, float] = (0.5, 20.0)) -> None:
-        if max_retries < 0 or max_concurrency < 1 or timeout <= 0:
-            raise UserError("need max_retries >= 0, max_concurrency >= 1 and timeout > 0 "
-                            f"(got {max_retries}, {max_concurrency}, {timeout})")
-        self.name = name
-        self.usage = ModelUsage()
-        self.api_key_env = api_key_env
+    def __init__(self, name: str, *, api_key_env: str | None, timeout: float = DEFAULT_TIMEOUT,
+                 max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS, max_retries: int = 4, max_concurrency: int = 8,
+                 backoff: tuple[float, float] = (0.5, 20.0)) -> None:
+        if max_retries < 0 or max_concurrency < 1:
+            raise UserError(f"need max_retries >= 0 and max_concurrency >= 1 (got {max_retries}, {max_concurrency})")
+        self.name, self.usage, self.api_key_env = name, ModelUsage(), api_key_env
         register(api_key_env)
-        self.timeout, self.max_retries, self.max_concurrency = timeout, max_retries, max_concurrency
-        self.backoff = backoff
+        self.timeout, self.max_reply_chars = _check_timeout(timeout), check_max_reply_chars(max_reply_chars)
+        self.max_retries, self.max_concurrency, self.backoff = max_retries, max_concurrency, backoff
         self._slots = threading.BoundedSemaphore(max_concurrency)
         self._client_lock = threading.Lock()
         self._client: httpx.Client | None = None
+        self._clock = Deadline()
         self._jitter = random.Random()
 
     def __call__(self, prompt: str) -> str:
         """The model's reply to `prompt`. Raises `UserError` when misconfigured (a missing key
-        variable, a URL without http://) and `AgentError` when the call fails for good. The reply
-        comes back with any configured key in it redacted."""
+        variable, a URL without http://) and `AgentError` when the call fails for good, passes its
+        deadline or its reply cap. The reply comes back with any configured key in it redacted."""
         guard_logging()
         key = self._key()
         call = _Call(url=self._url(), headers=self._headers(key), payload=self._payload(prompt))
@@ -169,53 +204,112 @@ class HTTPModel:
             if self._client is None:
                 limits = httpx.Limits(max_connections=self.max_concurrency,
                                       max_keepalive_connections=self.max_concurrency)
-                timeout = httpx.Timeout(self.timeout, connect=min(10.0, self.timeout))
-                self._client = httpx.Client(timeout=timeout, limits=limits)
+                self._client = httpx.Client(timeout=_timeouts(self.timeout), limits=limits)
+                bound_every_socket(self._client, self._clock)
             return self._client
 
     def _with_retries(self, call: _Call) -> Reply:
-        retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(self.max_retries + 1), wait=self._wait,
-            retry=lambda state: _worth_retrying(state, call), before_sleep=self._log_retry, reraise=True)
-        try:
-            return retrying(self._attempt, call)
-        except _Retry as exc:
-            raise AgentError(self._failure(call, exc.detail)) from exc
+        while True:
+            try:
+                return self._attempt(call)
+            except _Retry as exc:
+                wait = self._delay(exc, call)
+                if wait is None:
+                    late = f"; no time left to try again within {self._deadline()}" if call.out_of_time else ""
+                    raise AgentError(self._failure(call, exc.detail + late)) from exc
+                log.info("%s: attempt %d failed (%s); retrying in %.2f s", self.name, call.attempts, exc, wait)
+                time.sleep(wait)
+
+    def _delay(self, exc: _Retry, call: _Call) -> float | None:
+        """Seconds before the next attempt (the server's `Retry-After`, else jittered backoff), or
+        None for none: attempts used up, a second bad body, or a wait that outlasts the deadline."""
+        if call.attempts > self.max_retries or (exc.once and call.bad_replies > 1):
+            return None
+        base, cap = self.backoff
+        backoff = min(cap, base * 2 ** (call.attempts - 1))
+        wait = exc.retry_after if exc.retry_after is not None else backoff / 2 + self._jitter.uniform(0, backoff / 2)
+        call.out_of_time = wait >= call.remaining()
+        return None if call.out_of_time else wait
 
     def _attempt(self, call: _Call) -> Reply:
+        """One exchange in one of the `max_concurrency` slots; the call's deadline starts when its
+        first attempt gets one, and bounds this thread's socket waits meanwhile."""
         call.attempts += 1
-        with self._slots:
-            response = self._send(call)
-        return self._read(response, call)
+        if call.deadline == math.inf:
+            self._slots.acquire()
+            call.deadline = time.monotonic() + self.timeout
+        elif not self._slots.acquire(timeout=max(0.0, call.remaining())):
+            raise self._past_deadline(call)
+        self._clock.at = call.deadline
+        try:
+            return self._exchange(call)
+        finally:
+            self._clock.at = None
+            self._slots.release()
 
-    def _send(self, call: _Call) -> httpx.Response:
+    def _exchange(self, call: _Call) -> Reply:
+        """Send the request and read the whole reply within the deadline and the byte cap."""
         import httpx
 
         try:
-            return self._http().post(call.url, headers=call.headers, json=call.payload)
+            with self._http().stream("POST", call.url, headers=call.headers, json=call.payload,
+                                     timeout=_timeouts(max(call.remaining(), 0.001))) as response:
+                body = self._body(response, call)
         except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
             raise UserError(redact(f"{self.name}: bad URL {_public(call.url)!r} ({exc}); "
                                    "a base URL looks like https://host/v1")) from None
-        except httpx.TimeoutException as exc:
-            raise _Retry(f"timed out ({type(exc).__name__}, timeout {self.timeout} s)") from exc
+        except httpx.TimeoutException as exc:  # every wait but a connection attempt ends at the deadline
+            if isinstance(exc, httpx.ConnectTimeout) and call.remaining() > 0:
+                raise _Retry(f"the connection timed out ({type(exc).__name__})") from exc
+            raise self._past_deadline(call) from None
         except httpx.TransportError as exc:  # its text may quote the server: kept only redacted
             raise _Retry(f"{type(exc).__name__}: {exc}") from None
+        return self._read(response, body, call)
 
-    def _read(self, response: httpx.Response, call: _Call) -> Reply:
-        status, snippet = response.status_code, _snippet(response.text)
+    def _body(self, response: httpx.Response, call: _Call) -> bytes:
+        """The body's bytes, read as they come; an `AgentError` past the byte cap or the deadline."""
+        limit, size, chunks = reply_byte_cap(self.max_reply_chars), 0, []
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > limit:
+                raise AgentError(self._failure(call, (
+                    f"the reply passed {limit:,} bytes, the cut-off for max_reply_chars={self.max_reply_chars:,} "
+                    f"(8 bytes a character plus 64 KiB); not retried; "
+                    f"{raise_hint('max_reply_chars', str(2 * self.max_reply_chars))}")))
+            if call.remaining() <= 0:
+                raise self._past_deadline(call)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _read(self, response: httpx.Response, body: bytes, call: _Call) -> Reply:
+        status = response.status_code
         if status in RETRY_STATUSES:
             wait = retry_after_seconds(response.headers.get("retry-after"))
-            raise _Retry(f"HTTP {status}: {snippet}", retry_after=wait)
+            raise _Retry(f"HTTP {status}: {_body_snippet(response, body)}", retry_after=wait)
         if not 200 <= status < 300:
-            raise AgentError(self._failure(call, f"HTTP {status} (not retried): {snippet}{self._hint(status)}"))
+            detail = f"HTTP {status} (not retried): {_body_snippet(response, body)}{self._hint(status)}"
+            raise AgentError(self._failure(call, detail))
         try:
-            return self._parse(response.json())
+            reply = self._parse(json.loads(body))
         except ValueError:
-            detail = f"the body is not JSON: {snippet}"
+            detail = f"the body is not JSON: {_body_snippet(response, body)}"
         except BadReply as exc:
             detail = _snippet(str(exc))
+        else:
+            if len(reply.text) > self.max_reply_chars:
+                raise AgentError(self._failure(call, (
+                    f"the completion has {len(reply.text):,} characters, over max_reply_chars="
+                    f"{self.max_reply_chars:,}; not retried; {raise_hint('max_reply_chars', str(2 * len(reply.text)))}")))
+            return reply
         call.bad_replies += 1
         raise _Retry(detail, once=True)
+
+    def _past_deadline(self, call: _Call) -> AgentError:
+        return AgentError(self._failure(call, f"no complete reply within {self._deadline()}"))
+
+    def _deadline(self) -> str:
+        hint = raise_hint("timeout", f"{2 * self.timeout:g}")
+        return f"the call's deadline of {self.timeout:g} s (timeout, retries included); {hint}"
 
     def _hint(self, status: int) -> str:
         if status not in (401, 403):
@@ -228,25 +322,11 @@ class HTTPModel:
         plural = "" if call.attempts == 1 else "s"
         return redact(f"{self.name}: POST {_public(call.url)} failed after {call.attempts} attempt{plural}: {detail}")
 
-    def _wait(self, state: tenacity.RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, _Retry) and exc.retry_after is not None:
-            return exc.retry_after
-        base, cap = self.backoff
-        delay = min(cap, base * 2 ** (state.attempt_number - 1))
-        return delay / 2 + self._jitter.uniform(0, delay / 2)
 
-    def _log_retry(self, state: tenacity.RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome else None
-        wait = state.next_action.sleep if state.next_action else 0.0
-        log.info("%s: attempt %d failed (%s); retrying in %.2f s", self.name, state.attempt_number, exc, wait)
+def _timeouts(seconds: float) -> httpx.Timeout:
+    import httpx
 
-
-def _worth_retrying(state: tenacity.RetryCallState, call: _Call) -> bool:
-    exc = state.outcome.exception() if state.outcome else None
-    if not isinstance(exc, _Retry):
-        return False
-    return not exc.once or call.bad_replies <= 1
+    return httpx.Timeout(seconds, connect=min(CONNECT_TIMEOUT, seconds))
 
 
 def retry_after_seconds(value: str | None, *, cap: float = RETRY_AFTER_CAP,
@@ -295,10 +375,13 @@ def join_url(base: str, path: str) -> str:
 
 
 def _public(url: str) -> str:
-    """The URL without its query string, which may carry a secret."""
-    import httpx
+    import httpx  # the query string is left out: it may carry a secret
 
     return str(httpx.URL(url).copy_with(query=None, fragment=None))
+
+
+def _body_snippet(response: httpx.Response, body: bytes) -> str:
+    return _snippet(body.decode(response.encoding or "utf-8", "replace"))
 
 
 def _snippet(text: str) -> str:

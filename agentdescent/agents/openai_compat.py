@@ -6,7 +6,7 @@
     deepseek()                       # the same against api.deepseek.com with DEEPSEEK_API_KEY
 
 The base URL and the key are read when a call is made, so exporting them after building the
-model works. Retries, timeouts, concurrency and usage come from `agentdescent.agents.http`.
+model works. Retries, the deadline, the reply cap, concurrency and usage come from `agentdescent.agents.http`.
 Left out: streaming, tools, images, and more than one message of history.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentdescent.agents.http import BadReply, HTTPModel, Reply, base_url_from, join_url
+from agentdescent.agents.http import DEFAULT_MAX_REPLY_CHARS, DEFAULT_TIMEOUT, BadReply, HTTPModel, Reply, base_url_from, join_url
 from agentdescent.agents.redact import redact
 
 __all__ = ["OpenAICompatible", "deepseek", "openai_compatible"]
@@ -29,10 +29,11 @@ class OpenAICompatible(HTTPModel):
     def __init__(self, model: str, *, base_url: str | None = None, base_url_env: str | None = "OPENAI_BASE_URL",
                  default_base_url: str = OPENAI_BASE_URL, api_key_env: str | None = "OPENAI_API_KEY",
                  system: str | None = None, temperature: float | None = None, max_tokens: int | None = None,
-                 extra_body: dict[str, Any] | None = None, timeout: float = 120.0, max_retries: int = 4,
-                 max_concurrency: int = 8, backoff: tuple[float, float] = (0.5, 20.0)) -> None:
-        super().__init__(model, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries,
-                         max_concurrency=max_concurrency, backoff=backoff)
+                 extra_body: dict[str, Any] | None = None, timeout: float = DEFAULT_TIMEOUT,
+                 max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS, max_retries: int = 4, max_concurrency: int = 8,
+                 backoff: tuple[float, float] = (0.5, 20.0)) -> None:
+        super().__init__(model, api_key_env=api_key_env, timeout=timeout, max_reply_chars=max_reply_chars,
+                         max_retries=max_retries, max_concurrency=max_concurrency, backoff=backoff)
         self.base_url, self.base_url_env, self.default_base_url = base_url, base_url_env, default_base_url
         self.system, self.temperature, self.max_tokens = system, temperature, max_tokens
         self.extra_body = dict(extra_body or {})
@@ -81,7 +82,8 @@ def _content_text(content: Any) -> str:
 
 def openai_compatible(model: str, *, base_url: str | None = None, base_url_env: str | None = "OPENAI_BASE_URL",
                       api_key_env: str | None = "OPENAI_API_KEY", system: str | None = None,
-                      temperature: float | None = None, max_tokens: int | None = None, timeout: float = 120.0,
+                      temperature: float | None = None, max_tokens: int | None = None,
+                      timeout: float = DEFAULT_TIMEOUT, max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS,
                       max_retries: int = 4, max_concurrency: int = 8, extra_body: dict[str, Any] | None = None,
                       backoff: tuple[float, float] = (0.5, 20.0)) -> OpenAICompatible:
     """A `prompt -> reply` model behind `POST {base}/chat/completions`.
@@ -93,18 +95,21 @@ def openai_compatible(model: str, *, base_url: str | None = None, base_url_env: 
     `extra_body` is merged into the request last (so it can override, e.g.
     `{"max_completion_tokens": 512}` for models that want it). The reply is
     `choices[0].message.content`; tokens come from the server's `usage`, else are estimated.
-    Raises `UserError` when misconfigured and `AgentError` when the call fails for good.
+    `timeout` (seconds, default 300) bounds the whole call, retries included; `max_reply_chars`
+    (default 1,000,000) caps the reply, whose body is cut off past 8 bytes a character plus
+    64 KiB. Raises `UserError` when misconfigured and `AgentError` when the call fails for good,
+    passes its deadline or its reply cap.
     """
     return OpenAICompatible(model, base_url=base_url, base_url_env=base_url_env, api_key_env=api_key_env,
                             system=system, temperature=temperature, max_tokens=max_tokens, extra_body=extra_body,
-                            timeout=timeout, max_retries=max_retries, max_concurrency=max_concurrency,
-                            backoff=backoff)
+                            timeout=timeout, max_reply_chars=max_reply_chars, max_retries=max_retries,
+                            max_concurrency=max_concurrency, backoff=backoff)
 
 
 def deepseek(model: str = "deepseek-chat", *, base_url: str | None = None,
              base_url_env: str | None = "DEEPSEEK_BASE_URL", api_key_env: str | None = "DEEPSEEK_API_KEY",
              **options: Any) -> OpenAICompatible:
     """`openai_compatible` against DeepSeek: base `$DEEPSEEK_BASE_URL` else https://api.deepseek.com,
-    key `$DEEPSEEK_API_KEY`. Takes the same keyword options (`system`, `temperature`, ...)."""
+    key `$DEEPSEEK_API_KEY`. Takes the same keyword options (`system`, `timeout`, `max_reply_chars`, ...)."""
     return OpenAICompatible(model, base_url=base_url, base_url_env=base_url_env, default_base_url=DEEPSEEK_BASE_URL,
                             api_key_env=api_key_env, **options)

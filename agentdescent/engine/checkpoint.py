@@ -3,7 +3,7 @@
     <ledger>/agentdescent/checkpoint.json   the loop's position, written atomically after every round
     <ledger>/agentdescent/rollouts.jsonl    every rollout that succeeded, appended within 0.1 s of its landing (keys redacted)
     <ledger>/agentdescent/answers.jsonl     every reflection, and every fusion a model made, appended as it lands (keys redacted)
-    <ledger>/agentdescent/starts            one byte for each call started (a rollout, a reflection, a model call of the step), before it starts
+    <ledger>/agentdescent/starts            one byte for each call (a rollout, a reflection, a step's model call), before it starts
     <ledger>/agentdescent/resume-queue.json the rollouts in flight at the last checkpoint or when the run stopped
 
 A run on a store whose checkpoint is unfinished and was made with the same settings (the same

@@ -9,8 +9,8 @@ from __future__ import annotations
 import random
 import tempfile
 import time
-from dataclasses import replace
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from agentdescent import events as ev

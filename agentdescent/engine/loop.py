@@ -27,8 +27,8 @@ from agentdescent.engine.cancel import CancelToken
 from agentdescent.engine.checkpoint import Checkpoint, RunFiles, committed_rounds, resumable, seed_artifact
 from agentdescent.engine.dispatch import Dispatcher
 from agentdescent.engine.evaluation import Evaluator
-from agentdescent.engine.heartbeat import Heartbeat, serialized
 from agentdescent.engine.executors import Executor
+from agentdescent.engine.heartbeat import Heartbeat, serialized
 from agentdescent.engine.pipeline import Pipeline
 from agentdescent.engine.sampling import AcceptanceSamples, Sampler
 from agentdescent.engine.sharding import Shards

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from agentdescent.process import TimedOut, run_process
+from agentdescent.process import Killed, run_process
 
 
 class HostReport(BaseModel):
@@ -40,7 +40,7 @@ def version(program: str) -> str | None:
     """The first line `PROGRAM --version` prints, or None when it fails or takes over 10 s."""
     try:
         done = run_process([program, "--version"], timeout=10)
-    except (OSError, TimedOut):
+    except (OSError, Killed):
         return None
     first = (done.stdout or done.stderr).strip().splitlines()
     return first[0][:80] if done.returncode == 0 and first else None

@@ -27,7 +27,7 @@ from agentdescent import atomic
 from agentdescent.errors import UserError
 from agentdescent.hosts import bundle
 from agentdescent.hosts.base import Changed, HostReport, to_wire, version
-from agentdescent.process import TimedOut, run_process
+from agentdescent.process import Killed, run_process
 from agentdescent.runs.store import home
 
 HOST = "claude-code"
@@ -161,9 +161,8 @@ def _run(claude: str, *args: str) -> str:
     typed = " ".join(["claude", *args])
     try:
         done = run_process([claude, *args], timeout=TIMEOUT)
-    except TimedOut as exc:
-        raise UserError(f"`{typed}` did not finish in {TIMEOUT:g} s ({_tail(exc.stderr)}); run it yourself "
-                        "to see what it waits for") from None
+    except Killed as exc:
+        raise UserError(f"`{typed}` {exc} ({_tail(exc.stderr)}); run it yourself to see what it does") from None
     except OSError as exc:
         raise UserError(f"`{typed}` could not start: {exc}") from None
     if done.returncode != 0:
@@ -176,7 +175,7 @@ def _run(claude: str, *args: str) -> str:
 def _quiet(claude: str, *args: str) -> None:
     try:
         run_process([claude, *args], timeout=TIMEOUT)
-    except (OSError, TimedOut):
+    except (OSError, Killed):
         pass  # undoing a half install: what is left, `agentdescent uninstall claude-code` takes out
 
 

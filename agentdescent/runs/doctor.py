@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from agentdescent.hosts import HOSTS, HostReport, module
-from agentdescent.process import TimedOut, run_process
+from agentdescent.process import Killed, run_process
 from agentdescent.runs.store import home
 
 AGENT_CLIS = ("claude", "codex", "dsh")
@@ -80,7 +80,7 @@ def _program(name: str) -> Program:
     try:
         done = run_process([path, "--version"], timeout=10)
         version = (done.stdout or done.stderr).strip().splitlines()[0][:80] if (done.stdout or done.stderr).strip() else None
-    except (OSError, TimedOut):
+    except (OSError, Killed):
         version = None
     return Program(name=name, found=True, version=version, path=path)
 

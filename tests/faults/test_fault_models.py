@@ -2,15 +2,18 @@
 
 A loopback server speaks the chat-completions API. By the task in the prompt it answers normally,
 or with a storm of 429s (Retry-After 0) that ends within the client's retries, a 500 every time, a hang past the client's
-timeout, a body that is not JSON, an empty completion, a 1 MB completion, or bytes that are not
-UTF-8.
+timeout, a body that is not JSON, an empty completion, a 1 MB completion, bytes that are not
+UTF-8, a reply trickled a byte at a time (past the call's deadline), or a 50 MB reply (past the
+reply cap, which must not reach memory).
 """
 
 from __future__ import annotations
 
 import collections
+import json
 import re
 import threading
+import tracemalloc
 
 import pytest
 
@@ -18,7 +21,8 @@ from agentdescent import Task, evolve
 from agentdescent.agents import openai_compatible
 from tests.loopback import LoopbackServer, Response, openai_chat
 
-FAULTS = ["storm", "server-error", "hang", "garbage", "empty", "huge", "bad-bytes"]
+FAULTS = ["storm", "server-error", "hang", "garbage", "empty", "huge", "bad-bytes", "trickle", "flood"]
+FLOOD_CHUNKS = 800  # of 64 KiB: 50 MB
 REPLY = {"ok": "2026", "storm": "2026"}
 
 
@@ -48,6 +52,12 @@ def serve():
             return "2026 " * 200_000
         if kind == "bad-bytes":
             return Response(headers={"content-type": "application/json"}, body=b'{"choices": [\xff\xfe]}')
+        if kind == "trickle":
+            answer = {"choices": [{"message": {"role": "assistant", "content": "2026"}}]}
+            return Response(trickle=0.1, body=json.dumps(answer))
+        if kind == "flood":
+            return Response(headers={"content-type": "application/json"},
+                            stream=lambda: (b"2026" * 16384 for _ in range(FLOOD_CHUNKS)))
         return REPLY.get(kind, "2026")
 
     return openai_chat(reply)
@@ -63,11 +73,20 @@ def model(monkeypatch):
 def test_each_model_fault_is_a_recorded_failure_and_the_run_completes(model, tmp_path):
     kinds = ["ok"] * 6 + FAULTS * 2
     tasks = [Task(id=f"{kind}-{i}", prompt=kind) for i, kind in enumerate(kinds)]
-    result = evolve(tasks, lambda task, output: float("2026" in output), run=lambda r, t: model(f"task: {t.prompt} {t.id}\n{r}"),
-                    propose=lambda *a: "always state the year", rounds=2, n_workers=2, held_out_frac=0.25,
-                    store=tmp_path / "ledger")
+    tracemalloc.start()
+    try:
+        result = evolve(tasks, lambda task, output: float("2026" in output),
+                        run=lambda r, t: model(f"task: {t.prompt} {t.id}\n{r}"),
+                        propose=lambda *a: "always state the year", rounds=2, n_workers=2, held_out_frac=0.25,
+                        store=tmp_path / "ledger")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
     assert result.error is None and result.stop_reason.startswith("ran all")
     failed_kinds = {re.search(r"task «([a-z-]+)-\d+»", e).group(1) for e in result.usage.errors}
-    assert failed_kinds == {"server-error", "hang", "garbage", "empty", "bad-bytes"}  # storms end; huge is an answer
+    assert failed_kinds == {"server-error", "hang", "garbage", "empty", "bad-bytes", "trickle", "flood"}  # storms end; huge is an answer
+    said = " ".join(result.usage.errors)
+    assert "deadline of 1.5 s" in said and "max_reply_chars=1,000,000" in said
+    assert peak < 40_000_000  # each flood is cut off at the cap (8 MB): one read whole would hold 50 MB
     assert result.usage.model.failures >= 5 and result.usage.failures >= 5
     assert all(o.kind != "error" for o in result.outcome_list)
