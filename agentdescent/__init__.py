@@ -21,34 +21,64 @@ if TYPE_CHECKING:  # the same names, read by type checkers and the API reference
     from agentdescent.artifacts.strategies import AppendRules, FileTree, KeyedRules, SingleSlot, Strategy
     from agentdescent.artifacts.tree import load_tree
     from agentdescent.artifacts.workspace import tree_runner
+    from agentdescent.config import Budget, Parallelism, Policies, Settings
     from agentdescent.dataloader.tasks import tasks_from
-    from agentdescent.engine.cancel import CancelToken
+    from agentdescent.engine.calls.cancel import CancelToken
     from agentdescent.engine.evolve import evolve
-    from agentdescent.engine.parallel import PipelineParallel, TensorParallel
-    from agentdescent.errors import AgentDescentError, AgentError, HeadMoved, LedgerError, UserError
+    from agentdescent.engine.loop.decisions import Amortized, Epochs, FailuresFirst, OnHeldOutGain, RandomMinibatches, WorstFirst
+    from agentdescent.engine.loop.parallel import PipelineParallel, TensorParallel
+    from agentdescent.engine.loop.stopping import Patience, StopRule, TargetReward
+    from agentdescent.errors import (
+        AgentDescentError,
+        AgentError,
+        BadReply,
+        BudgetSpent,
+        Cancelled,
+        HeadMoved,
+        InvalidProposal,
+        Killed,
+        LedgerError,
+        OutputTooLarge,
+        TimedOut,
+        UserError,
+    )
     from agentdescent.ledger.ledger import Ledger
     from agentdescent.reflect.fusion import llm_fusion
     from agentdescent.reflect.reflector import reflector
     from agentdescent.reflect.tree_reflector import tree_reflector
     from agentdescent.result import EvolveResult
     from agentdescent.scoring import llm_judge, scorer
-    from agentdescent.step.policies import Policies
+    from agentdescent.step.policies import BetaAcceptance, BetterEvidence, ThreeWayMerge
+    from agentdescent.step.staleness import Staleness
     from agentdescent.types import Diff, Edit, EvidenceCard, Outcome, Task
 
 _WHERE = {
     "AgentDescentError": "agentdescent.errors",
     "AgentError": "agentdescent.errors",
+    "BadReply": "agentdescent.errors",
+    "BudgetSpent": "agentdescent.errors",
+    "Cancelled": "agentdescent.errors",
+    "InvalidProposal": "agentdescent.errors",
+    "Killed": "agentdescent.errors",
+    "OutputTooLarge": "agentdescent.errors",
+    "TimedOut": "agentdescent.errors",
+    "Amortized": "agentdescent.engine.loop.decisions",
     "AppendRules": "agentdescent.artifacts.strategies",
-    "CancelToken": "agentdescent.engine.cancel",
+    "BetaAcceptance": "agentdescent.step.policies",
+    "BetterEvidence": "agentdescent.step.policies",
+    "Budget": "agentdescent.config",
+    "CancelToken": "agentdescent.engine.calls.cancel",
     "claude": "agentdescent.agents.anthropic",
     "claude_code": "agentdescent.agents.cli_agents",
     "codex": "agentdescent.agents.cli_agents",
     "deepseek": "agentdescent.agents.openai_compat",
     "Diff": "agentdescent.types",
     "Edit": "agentdescent.types",
+    "Epochs": "agentdescent.engine.loop.decisions",
     "EvidenceCard": "agentdescent.types",
     "evolve": "agentdescent.engine.evolve",
     "EvolveResult": "agentdescent.result",
+    "FailuresFirst": "agentdescent.engine.loop.decisions",
     "FileTree": "agentdescent.artifacts.strategies",
     "HeadMoved": "agentdescent.errors",
     "KeyedRules": "agentdescent.artifacts.strategies",
@@ -57,21 +87,31 @@ _WHERE = {
     "llm_fusion": "agentdescent.reflect.fusion",
     "llm_judge": "agentdescent.scoring",
     "load_tree": "agentdescent.artifacts.tree",
+    "OnHeldOutGain": "agentdescent.engine.loop.decisions",
     "openai_compatible": "agentdescent.agents.openai_compat",
     "Outcome": "agentdescent.types",
-    "PipelineParallel": "agentdescent.engine.parallel",
-    "Policies": "agentdescent.step.policies",
+    "Parallelism": "agentdescent.config",
+    "Patience": "agentdescent.engine.loop.stopping",
+    "PipelineParallel": "agentdescent.engine.loop.parallel",
+    "Policies": "agentdescent.config",
+    "RandomMinibatches": "agentdescent.engine.loop.decisions",
     "reflector": "agentdescent.reflect.reflector",
     "scorer": "agentdescent.scoring",
     "scripted": "agentdescent.agents.scripted",
+    "Settings": "agentdescent.config",
     "SingleSlot": "agentdescent.artifacts.strategies",
+    "Staleness": "agentdescent.step.staleness",
+    "StopRule": "agentdescent.engine.loop.stopping",
     "Strategy": "agentdescent.artifacts.strategies",
+    "TargetReward": "agentdescent.engine.loop.stopping",
     "Task": "agentdescent.types",
     "tasks_from": "agentdescent.dataloader.tasks",
-    "TensorParallel": "agentdescent.engine.parallel",
+    "TensorParallel": "agentdescent.engine.loop.parallel",
+    "ThreeWayMerge": "agentdescent.step.policies",
     "tree_reflector": "agentdescent.reflect.tree_reflector",
     "tree_runner": "agentdescent.artifacts.workspace",
     "UserError": "agentdescent.errors",
+    "WorstFirst": "agentdescent.engine.loop.decisions",
 }
 
 __all__ = sorted(_WHERE)

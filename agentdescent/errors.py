@@ -1,13 +1,20 @@
-"""The exceptions AgentDescent raises.
+"""The exceptions AgentDescent raises, one family.
 
     AgentDescentError            anything this package raises on purpose
     ├── UserError                bad input or configuration: the message names the problem and the fix
+    ├── InvalidProposal          a proposal a strategy cannot turn into edits (a `propose` may raise it)
     ├── AgentError               a model or agent call failed after its retries: what it answered
+    │   └── BadReply             a provider's 2xx body held no answer (retried once)
+    ├── Killed                   a helper program was killed, with its process group, before it ended
+    │   ├── TimedOut             ... for outliving its timeout
+    │   └── OutputTooLarge       ... for writing more than its output cap
+    ├── BudgetSpent              a budget ran out: nothing more may start (the run ends, keeping its commits)
     ├── Cancelled                the run was cancelled (`CancelToken.cancel`) while this waited
     └── LedgerError              the git ledger could not be read or written
         └── HeadMoved            a compare-and-swap lost: another writer moved `dev` first
 
 A single failed rollout or proposal is not an exception: it becomes an `Outcome` with a reason.
+`UserError` and `InvalidProposal` are also `ValueError`s.
 """
 
 from __future__ import annotations
@@ -21,9 +28,46 @@ class UserError(AgentDescentError, ValueError):
     """The caller passed something unusable; the message says how to fix it."""
 
 
+class InvalidProposal(AgentDescentError, ValueError):
+    """A proposal the strategy cannot turn into edits; recorded as an `invalid` outcome. A
+    `propose` may raise it for a reply it cannot use."""
+
+
 class AgentError(AgentDescentError):
     """A model or CLI agent failed: the server's answer, the exit code or the stderr tail is in the
     message. Inside `evolve` it is a failed rollout or proposal, not the end of the run."""
+
+
+class BadReply(AgentError):
+    """Raised by a provider's `_parse` when a 2xx body is not the answer it expects."""
+
+
+class Killed(AgentDescentError):
+    """A helper program (a CLI agent, a grader) was killed, with its whole process group, before it
+    ended by itself. `stderr` is what it wrote there (its last bytes)."""
+
+    def __init__(self, message: str, stderr: str) -> None:
+        super().__init__(message)
+        self.stderr = stderr
+
+
+class TimedOut(Killed):
+    """The program outlived its timeout."""
+
+    def __init__(self, timeout: float, stderr: str) -> None:
+        super().__init__(f"timed out after {timeout:g} s", stderr)
+
+
+class OutputTooLarge(Killed):
+    """The program wrote more than `limit` bytes to stdout."""
+
+    def __init__(self, limit: int, stderr: str) -> None:
+        super().__init__(f"wrote more than {limit:,} bytes to stdout and was killed", stderr)
+        self.limit = limit
+
+
+class BudgetSpent(AgentDescentError):
+    """A budget ran out: nothing more may start. The message says which and how much was spent."""
 
 
 class Cancelled(AgentDescentError):

@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
+from agentdescent.errors import Killed, OutputTooLarge, TimedOut
+
 __all__ = ["DEFAULT_MAX_OUTPUT", "Finished", "Killed", "OutputTooLarge", "Stopping", "TimedOut", "kill_all",
            "run_process"]
 
@@ -44,30 +46,6 @@ class Finished:
     returncode: int
     stdout: str
     stderr: str
-
-
-class Killed(Exception):
-    """The process was killed, with its whole group, before it ended by itself. `stderr` is what it
-    wrote there (its last `max_output` bytes)."""
-
-    def __init__(self, message: str, stderr: str) -> None:
-        super().__init__(message)
-        self.stderr = stderr
-
-
-class TimedOut(Killed):
-    """The process outlived its timeout."""
-
-    def __init__(self, timeout: float, stderr: str) -> None:
-        super().__init__(f"timed out after {timeout:g} s", stderr)
-
-
-class OutputTooLarge(Killed):
-    """The process wrote more than `limit` bytes to stdout."""
-
-    def __init__(self, limit: int, stderr: str) -> None:
-        super().__init__(f"wrote more than {limit:,} bytes to stdout and was killed", stderr)
-        self.limit = limit
 
 
 def run_process(

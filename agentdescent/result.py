@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from agentdescent.artifacts.writeback import WritePlan, write_back
-from agentdescent.engine.evaluation import Usage
 from agentdescent.ledger import Ledger
 from agentdescent.types import Diff, Outcome
+from agentdescent.usage import Usage
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

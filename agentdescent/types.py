@@ -146,3 +146,14 @@ class Outcome(BaseModel):
     version: Optional[int] = None  # the ledger version it landed in, when it landed
     step: Optional[int] = None
     author: str = ""
+
+
+class Reflection(BaseModel):
+    """What one call of `propose` gave: a proposal (None for none), or why it gave none."""
+
+    model_config = ConfigDict(frozen=True)
+
+    proposal: str | None = None
+    failed: Literal["invalid", "error"] | None = None
+    reason: str = ""
+    spend: Spend = Field(default_factory=Spend)

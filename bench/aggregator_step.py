@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agentdescent.config import Policies  # noqa: E402
 from agentdescent.governance import Governance  # noqa: E402
 from agentdescent.ledger import Ledger  # noqa: E402
 from agentdescent.step.aggregator import Aggregator  # noqa: E402
-from agentdescent.step.policies import Policies  # noqa: E402
 from agentdescent.types import Diff, Edit, Task  # noqa: E402
 
 TASKS = [Task(id=f"t{i}", prompt="") for i in range(32)]

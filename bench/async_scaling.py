@@ -29,9 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentdescent import Policies, Task, events, evolve  # noqa: E402
+from agentdescent import Parallelism, Policies, Task, events, evolve  # noqa: E402
 from agentdescent.artifacts.strategies import AppendRules  # noqa: E402
-from agentdescent.step.policies import WorstFirst  # noqa: E402
+from agentdescent.engine.loop.decisions import WorstFirst  # noqa: E402
 
 
 def run_once(n_workers: int, latency: float, steps: int, tasks: list[Task], parallel: str = "dp") -> dict:
@@ -55,8 +55,9 @@ def run_once(n_workers: int, latency: float, steps: int, tasks: list[Task], para
     with tempfile.TemporaryDirectory(prefix="scaling-ledger-") as store:
         result = evolve(tasks, lambda task, output: float(output == task.gold), run=run, propose=propose,
                         strategy=AppendRules(), rounds=steps, n_workers=n_workers, max_concurrency=1024,
-                        held_out_frac=0.02, asynchronous=True, seed=0, store=store, on_event=on_event,
-                        policies=Policies(proposal=WorstFirst(max_proposals=1)), parallel=parallel)
+                        held_out_frac=0.02, seed=0, store=store, on_event=on_event,
+                        parallelism=Parallelism(asynchronous=True, method=parallel),
+                        policies=Policies(proposal=WorstFirst(max_proposals=1)))
     seconds = marks[-1] - marks[0]
     (cpu_0, calls_0), (cpu_1, calls_1) = cpu[0], cpu[-1]
     proposals = sum(len(h.diffs) for h in result.history)

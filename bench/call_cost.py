@@ -22,11 +22,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentdescent.artifacts.strategies import AppendRules  # noqa: E402
-from agentdescent.engine.checkpoint import RunFiles  # noqa: E402
-from agentdescent.engine.evaluation import Evaluator, Usage  # noqa: E402
-from agentdescent.engine.executors import ThreadExecutor  # noqa: E402
-from agentdescent.engine.stragglers import Hedger  # noqa: E402
+from agentdescent.engine.calls.evaluation import Evaluator  # noqa: E402
+from agentdescent.engine.calls.executors import ThreadExecutor  # noqa: E402
+from agentdescent.engine.calls.stragglers import Hedger  # noqa: E402
+from agentdescent.engine.persist.checkpoint import RunFiles  # noqa: E402
 from agentdescent.types import Task  # noqa: E402
+from agentdescent.usage import Usage  # noqa: E402
 
 
 def cpu_per_rollout(args: argparse.Namespace, *, journal: bool, hedge: bool) -> float:

@@ -35,8 +35,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentdescent import Policies, events, evolve  # noqa: E402
-from agentdescent.cli.demo import FILLERS, RouterReflector, demo_strategy, route, route_reward, router_tasks, routing_rules  # noqa: E402
-from agentdescent.step.policies import BetaAcceptance, WorstFirst  # noqa: E402
+from agentdescent.engine.loop.decisions import WorstFirst  # noqa: E402
+from agentdescent.step.policies import BetaAcceptance  # noqa: E402
+from agentdescent.testing import FILLERS, RouterReflector, demo_strategy, route, route_reward, router_tasks, routing_rules  # noqa: E402
 
 PARTS = ("train", "verify", "accept", "validate", "proposals")
 

@@ -23,11 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from speedup import run_once  # noqa: E402
 
-from agentdescent.cli.demo import router_tasks  # noqa: E402
-from agentdescent.engine.checkpoint import RunFiles  # noqa: E402
-from agentdescent.engine.heartbeat import Heartbeat  # noqa: E402
-from agentdescent.engine.journal import StartLog  # noqa: E402
-from agentdescent.step.policies import Policies  # noqa: E402
+from agentdescent.config import Policies  # noqa: E402
+from agentdescent.engine.loop.heartbeat import Heartbeat  # noqa: E402
+from agentdescent.engine.persist.checkpoint import RunFiles  # noqa: E402
+from agentdescent.engine.persist.journal import StartLog  # noqa: E402
+from agentdescent.testing import router_tasks  # noqa: E402
 
 
 @contextlib.contextmanager

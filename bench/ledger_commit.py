@@ -41,11 +41,8 @@ def bench(n_keys: int = 50, n_commits: int = 200) -> dict[str, float]:
         results["snapshot (cached, head)"] = _per_call_ms(lambda: ledger.snapshot("a"), 1000)
         old = max(1, version // 2)
         results["snapshot (cached, old version)"] = _per_call_ms(lambda: ledger.snapshot("a", old), 1000)
-        cold = Ledger(ledger.path)
         reopen = lambda: Ledger(ledger.path).snapshot("a")  # noqa: E731
         results["open Ledger + cold snapshot"] = _per_call_ms(reopen, 20)
-        results["version_vector (head, cold)"] = _per_call_ms(lambda: cold.version_vector("a"), 1)
-        results["version_vector (head, cached)"] = _per_call_ms(lambda: cold.version_vector("a"), 100)
         return results
 
 

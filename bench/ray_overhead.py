@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentdescent.engine.executors import ThreadExecutor  # noqa: E402
+from agentdescent.engine.calls.executors import ThreadExecutor  # noqa: E402
 
 SLEEP_S = 0.02
 
@@ -48,7 +48,7 @@ def wave_ms(executor, size: int, repeats: int) -> float:
 def first_answer_ms(size: int) -> float:
     """Milliseconds from a new RayExecutor to its first call's answer; the executor then shuts down
     cleanly, leaving its actor for the next one."""
-    from agentdescent.engine.ray_executor import RayExecutor
+    from agentdescent.engine.calls.ray_executor import RayExecutor
 
     start = time.perf_counter()
     executor = RayExecutor(size)
@@ -65,7 +65,7 @@ def main() -> None:
     args = parser.parse_args()
     import ray
 
-    from agentdescent.engine.ray_executor import RayExecutor
+    from agentdescent.engine.calls.ray_executor import RayExecutor
 
     ray.init(include_dashboard=False, log_to_driver=False)  # up before the waves, as a cluster would be
     size = max(args.sizes)

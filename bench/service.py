@@ -25,10 +25,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)  # the run's process imports the demo's models from where it is started
 
-from agentdescent.cli.demo import demo_strategy, router_tasks  # noqa: E402
 from agentdescent.engine.evolve import evolve  # noqa: E402
 from agentdescent.runs import Service, build, read_spec  # noqa: E402
 from agentdescent.runs.status import LIVE  # noqa: E402
+from agentdescent.testing import demo_strategy, router_tasks  # noqa: E402
 
 
 def demo_spec(folder: Path, rounds: int) -> dict:
@@ -36,8 +36,8 @@ def demo_spec(folder: Path, rounds: int) -> dict:
     target = folder / "router.md"
     target.write_text(demo_strategy("append").render({}) + "\n", encoding="utf-8")
     tasks = [t.model_dump() for t in router_tasks(0)]
-    return {"target": str(target), "tasks": tasks, "agent": "python:agentdescent.cli.demo:route_prompt",
-            "reflector": "python:agentdescent.cli.demo:RouterReflectorModel", "strategy": "append", "workers": 8,
+    return {"target": str(target), "tasks": tasks, "agent": "python:agentdescent.testing:route_prompt",
+            "reflector": "python:agentdescent.testing:RouterReflectorModel", "strategy": "append", "n_workers": 8,
             "rounds": rounds, "target_reward": 1.0}
 
 
@@ -64,8 +64,7 @@ def detached_vs_in_process(folder: Path, rounds: int) -> tuple[float, float, int
                                       workdir=folder / "ws")
     began = time.perf_counter()
     result = evolve(parts.tasks, build.reward(checked), run=run_fn, propose=propose, strategy=parts.strategy,
-                    rounds=checked.rounds, n_workers=checked.workers, target_reward=checked.target_reward,
-                    self_verify=checked.self_verify, cheap_eval_tasks=checked.cheap_eval_tasks, store=folder / "ledger")
+                    store=folder / "ledger", **checked.evolve_options())
     return detached, time.perf_counter() - began, calls, result.usage.calls, startup
 
 

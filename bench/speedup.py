@@ -38,9 +38,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentdescent import events, evolve  # noqa: E402
-from agentdescent.cli.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks  # noqa: E402
-from agentdescent.engine.parallel import TensorParallel  # noqa: E402
-from agentdescent.step.policies import BetaAcceptance, Policies  # noqa: E402
+from agentdescent.config import Parallelism, Policies  # noqa: E402
+from agentdescent.engine.loop.parallel import TensorParallel  # noqa: E402
+from agentdescent.step.policies import BetaAcceptance  # noqa: E402
+from agentdescent.testing import RouterReflector, demo_strategy, route, route_reward, router_tasks  # noqa: E402
 
 
 class Latency:
@@ -90,8 +91,8 @@ def run_once(n_workers: int, seed: int, tasks: list, rollout_s: float, propose_s
         result = evolve(
             tasks, route_reward, run=slow_route, propose=slow_propose, strategy=demo_strategy(strategy),
             rounds=400, n_workers=n_workers, max_concurrency=concurrency, target_reward=1.0, seed=seed,
-            asynchronous=asynchronous, on_event=on_event, policies=policies, store=store, executor=executor,
-            lag_budget=lag_budget, parallel=parallel,
+            on_event=on_event, policies=policies, store=store,
+            parallelism=Parallelism(asynchronous=asynchronous, lag_budget=lag_budget, executor=executor, method=parallel),
         )
         wall = time.perf_counter() - start
     own = [h.timings["prepare"] + h.timings["commit"] for h in result.history if h.version is not None]

@@ -23,9 +23,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentdescent.artifacts.strategies import AppendRules  # noqa: E402
-from agentdescent.engine.evaluation import Evaluator, Usage  # noqa: E402
-from agentdescent.engine.executors import ThreadExecutor  # noqa: E402
+from agentdescent.engine.calls.evaluation import Evaluator  # noqa: E402
+from agentdescent.engine.calls.executors import ThreadExecutor  # noqa: E402
 from agentdescent.types import Task  # noqa: E402
+from agentdescent.usage import Usage  # noqa: E402
 
 SLEEP_S = 0.02
 

@@ -15,9 +15,9 @@ import argparse
 import statistics
 import time
 
-from agentdescent import Policies, evolve
-from agentdescent.cli.demo import demo_strategy, route_reward, router_tasks
+from agentdescent import Parallelism, Policies, evolve
 from agentdescent.step.staleness import HOW, Staleness
+from agentdescent.testing import demo_strategy, route_reward, router_tasks
 from examples.run_async import slow_router
 
 
@@ -26,7 +26,8 @@ def one(seed: int, budget: int, how: str, steps: int) -> dict:
     start = time.perf_counter()
     result = evolve(router_tasks(seed, 12, 8), route_reward, run=run, propose=propose,
                     strategy=demo_strategy("append"), rounds=steps, n_workers=8, max_concurrency=1024, seed=seed,
-                    asynchronous=True, lag_budget=budget, policies=Policies(staleness=Staleness(how)))
+                    parallelism=Parallelism(asynchronous=True, lag_budget=budget),
+                    policies=Policies(staleness=Staleness(how)))
     decisions = [d for h in result.history for d in h.stale_decisions]
     landed = [s for h in result.history for s, o in zip(h.staleness, h.diffs)
               if any(x.diff_id == o and x.kind in ("committed", "fused") for x in result.outcome_list)]

@@ -17,8 +17,8 @@ import statistics
 import threading
 import time
 
-from agentdescent import evolve
-from agentdescent.cli.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks
+from agentdescent import Parallelism, evolve
+from agentdescent.testing import RouterReflector, demo_strategy, route, route_reward, router_tasks
 
 
 def lognormal(seed: int, sigma: float):
@@ -53,7 +53,7 @@ def timed_run(seed: int, workers: int, sigma: float, asynchronous: bool, rounds:
     start = time.perf_counter()
     result = evolve(router_tasks(seed, 12, 8), route_reward, run=run, propose=propose,
                     strategy=demo_strategy("append"), rounds=rounds, n_workers=workers, max_concurrency=1024,
-                    target_reward=1.0, seed=seed, asynchronous=asynchronous)
+                    target_reward=1.0, seed=seed, parallelism=Parallelism(asynchronous=asynchronous))
     return {"wall": time.perf_counter() - start, "reward": result.final_reward, "calls": result.usage.calls,
             "steps": len(result.history), "reissued": result.usage.reissued}
 

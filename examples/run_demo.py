@@ -15,8 +15,8 @@ import argparse
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from agentdescent import evolve
-from agentdescent.cli.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks
+from agentdescent import Budget, evolve
+from agentdescent.testing import RouterReflector, demo_strategy, route, route_reward, router_tasks
 
 
 def latency(ms: float):
@@ -32,7 +32,7 @@ def latency(ms: float):
 def merged(seed: int, workers: int, budget: int, ms: float):
     return evolve(
         router_tasks(seed), route_reward, run=latency(ms), propose=RouterReflector(seed=seed),
-        strategy=demo_strategy("append"), rounds=1000, n_workers=workers, max_calls=budget,
+        strategy=demo_strategy("append"), rounds=1000, n_workers=workers, budget=Budget(max_calls=budget),
         target_reward=1.0, seed=seed,
     )
 
@@ -41,7 +41,7 @@ def forked(seed: int, workers: int, budget: int, ms: float):
     def one(fork: int):
         return evolve(
             router_tasks(seed), route_reward, run=latency(ms), propose=RouterReflector(seed=seed * 100 + fork),
-            strategy=demo_strategy("append"), rounds=1000, n_workers=1, max_calls=budget // workers,
+            strategy=demo_strategy("append"), rounds=1000, n_workers=1, budget=Budget(max_calls=budget // workers),
             target_reward=1.0, seed=seed,  # the same split, so held-out rewards compare
         )
 

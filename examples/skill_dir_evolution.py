@@ -37,11 +37,11 @@ from rich.console import Console
 
 from agentdescent import FileTree, evolve, load_tree, scorer, tree_reflector, tree_runner
 from agentdescent.agents import claude, claude_code, scripted
-from agentdescent.cli.demo import FILLERS, SIGNALS, router_tasks
 from agentdescent.cli.views import ProgressView
 from agentdescent.events import Event
 from agentdescent.governance import SKILL_BLAST_RADIUS
 from agentdescent.result import EvolveResult
+from agentdescent.testing import FILLERS, SIGNALS, router_tasks
 
 SKILL = Path(__file__).resolve().parent / "skills" / "support-router"
 NAME = "support-router"

@@ -11,11 +11,12 @@ import pytest
 
 from agentdescent.agents.redact import DEBUG_HTTP_ENV
 from agentdescent.artifacts.strategies import AppendRules
-from agentdescent.engine.evaluation import Evaluator, Usage
-from agentdescent.engine.executors import ThreadExecutor
+from agentdescent.engine.calls.evaluation import Evaluator
+from agentdescent.engine.calls.executors import ThreadExecutor
 from agentdescent.errors import UserError
 from agentdescent.runs import Service
 from agentdescent.runs.status import LIVE
+from agentdescent.usage import Usage
 from tests import offline
 from tests.doubles import CountingRun, exact
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import threading
 import time
 
-from agentdescent import evolve, scripted
-from agentdescent.cli.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks
+from agentdescent import Parallelism, evolve, scripted
 from agentdescent.result import EvolveResult
+from agentdescent.testing import RouterReflector, demo_strategy, route, route_reward, router_tasks
 from agentdescent.types import Task
 
 
@@ -35,7 +35,7 @@ def echo(rendered, task: Task):
     return rendered
 
 
-def fast_and_slow(**options) -> EvolveResult:
+def fast_and_slow(*, lag_budget: int | None = 3, **options) -> EvolveResult:
     """Three fast tasks and three slow ones (150 ms a rollout), each fixed by "fix <its id>",
     evolved asynchronously on two workers: a slow turn's diffs arrive after a fast one's landed."""
     tasks = [Task(id=f"{speed}{i}", prompt="") for speed in ("fast", "slow") for i in range(3)]
@@ -46,7 +46,7 @@ def fast_and_slow(**options) -> EvolveResult:
 
     return evolve(tasks, lambda task, output: float(f"fix {task.id}" in output), run=run,
                   propose=lambda rendered, task, output, r: f"fix {task.id}", held_out_frac=0,
-                  n_workers=2, asynchronous=True, **options)
+                  n_workers=2, parallelism=Parallelism(asynchronous=True, lag_budget=lag_budget), **options)
 
 
 def router(**options) -> EvolveResult:

@@ -36,7 +36,7 @@ def spec(folder: Path, **fields) -> dict:
     if not target.exists():
         target.write_text("Answer with the code.\n", encoding="utf-8")
     return {"target": str(target), "tasks": tasks(), "agent": "python:tests.keyword_domain:answer",
-            "reflector": "python:tests.keyword_domain:next_rule", "workers": 2, "rounds": 4 * RULES,
+            "reflector": "python:tests.keyword_domain:next_rule", "n_workers": 2, "rounds": 4 * RULES,
             "target_reward": 1.0, **fields}
 
 

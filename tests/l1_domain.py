@@ -21,7 +21,7 @@ def skill(folder: Path) -> Path:
 def spec(folder: Path, **fields) -> dict:
     tasks = [{"id": f"q{i}", "prompt": f"question {i}", "gold": "yes"} for i in range(12)]
     return {"target": str(skill(folder)), "tasks": tasks, "agent": "python:tests.l1_domain:answer",
-            "reflector": "python:tests.l1_domain:fix", "workers": 1, "rounds": 3, "target_reward": 1.0,
+            "reflector": "python:tests.l1_domain:fix", "n_workers": 1, "rounds": 3, "target_reward": 1.0,
             "host_timeout": 60, **fields}
 
 

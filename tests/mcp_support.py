@@ -71,7 +71,7 @@ def demo_spec(target: Path) -> dict[str, Any]:
         "prompt": "Use the support-router skill. Which team handles this request? Answer with the team's name only."
                   "\n\n{task}",
         "name": "support-router", "editable": ["SKILL.md", "routing/*"], "frozen": ["hooks/*"],
-        "workers": 2, "rounds": 2, "max_calls": 2000,
+        "n_workers": 2, "rounds": 2, "budget": {"max_calls": 2000},
     }
 
 
@@ -79,4 +79,4 @@ def text_spec(target: Path, *, agent: str, reflector: str, rounds: int = 2) -> d
     """A prompt file evolved on 12 questions whose answer is 2026 (none of them says "year")."""
     tasks = [{"id": f"q{i:02d}", "prompt": f"When did it happen? (case {i})", "gold": "2026"} for i in range(12)]
     return {"target": str(target), "tasks": tasks, "scorer": "exact", "agent": agent, "reflector": reflector,
-            "workers": 2, "rounds": rounds, "host_timeout": 120}
+            "n_workers": 2, "rounds": rounds, "host_timeout": 120}

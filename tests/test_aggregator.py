@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from agentdescent.artifacts.state import apply
+from agentdescent.config import Policies
 from agentdescent.governance import Governance
 from agentdescent.ledger import Ledger
 from agentdescent.step.aggregator import Aggregator
-from agentdescent.step.policies import BetaAcceptance, Policies
+from agentdescent.step.policies import BetaAcceptance
 from agentdescent.types import Diff, Edit, EvidenceCard, Task
 
 TASKS = [Task(id=f"t{i}", prompt=f"task {i}") for i in range(10)]

@@ -8,11 +8,14 @@ import agentdescent
 
 def test_public_names_are_pinned():
     assert sorted(agentdescent.__all__) == [
-        "AgentDescentError", "AgentError", "AppendRules", "CancelToken", "Diff", "Edit", "EvidenceCard", "EvolveResult",
-        "FileTree", "HeadMoved", "KeyedRules", "Ledger", "LedgerError", "Outcome", "PipelineParallel", "Policies",
-        "SingleSlot", "Strategy", "Task", "TensorParallel", "UserError", "claude", "claude_code", "codex", "deepseek",
-        "evolve", "llm_fusion", "llm_judge", "load_tree", "openai_compatible", "reflector", "scorer", "scripted",
-        "tasks_from", "tree_reflector", "tree_runner",
+        "AgentDescentError", "AgentError", "Amortized", "AppendRules", "BadReply", "BetaAcceptance", "BetterEvidence",
+        "Budget", "BudgetSpent", "CancelToken", "Cancelled", "Diff", "Edit", "Epochs", "EvidenceCard", "EvolveResult",
+        "FailuresFirst", "FileTree", "HeadMoved", "InvalidProposal", "KeyedRules", "Killed", "Ledger", "LedgerError",
+        "OnHeldOutGain", "Outcome", "OutputTooLarge", "Parallelism", "Patience", "PipelineParallel", "Policies",
+        "RandomMinibatches", "Settings", "SingleSlot", "Staleness", "StopRule", "Strategy", "TargetReward", "Task",
+        "TensorParallel", "ThreeWayMerge", "TimedOut", "UserError", "WorstFirst", "claude", "claude_code", "codex",
+        "deepseek", "evolve", "llm_fusion", "llm_judge", "load_tree", "openai_compatible", "reflector", "scorer",
+        "scripted", "tasks_from", "tree_reflector", "tree_runner",
     ]
 
 
@@ -69,6 +72,6 @@ def test_importing_the_package_or_a_unit_of_work_does_not_import_the_clients_or_
 
     probe = ("import sys, {module}; "
              "print(sorted(m for m in ('httpx', 'git', 'agentdescent.engine.evolve', 'agentdescent.ledger') if m in sys.modules))")
-    for module in ("agentdescent", "agentdescent.engine.units", "agentdescent.cli.demo"):
+    for module in ("agentdescent", "agentdescent.engine.calls.units", "agentdescent.testing"):
         out = subprocess.run([sys.executable, "-c", probe.format(module=module)], capture_output=True, text=True, check=True)
         assert out.stdout.strip() == "[]", (module, out.stdout, out.stderr)

@@ -12,7 +12,7 @@ import random
 import signal
 import time
 
-from agentdescent.engine.checkpoint import RunFiles
+from agentdescent.engine.persist.checkpoint import RunFiles
 from agentdescent.result import EvolveResult
 from agentdescent.runs.status import LIVE
 from tests import keyword_domain as domain
@@ -36,7 +36,7 @@ def test_max_calls_holds_across_random_kills_and_the_bill_reported_is_the_real_o
     monkeypatch.setenv("KEYWORD_CALLS", str(calls))
     monkeypatch.setenv("KEYWORD_DELAY", "0.15")  # rollouts and reflections in flight when a kill comes
     rng = random.Random(29)
-    run_id = service.start(counted_spec(tmp_path, max_calls=CAP, target_reward=None)).run_id
+    run_id = service.start(counted_spec(tmp_path, budget={"max_calls": CAP}, target_reward=None)).run_id
     run = service.store.get(run_id)
     kills = 0
     while kills < KILLS:

@@ -99,11 +99,11 @@ def test_evolve_watch_status_show_and_accept_the_walkthrough(service, tmp_path):
 
 def test_a_bad_spec_exits_2_with_every_problem_by_field(service, tmp_path):
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"target": "x", "tasks": [], "agent": "gpt-4", "workers": 0, "rouds": 3}), encoding="utf-8")
+    bad.write_text(json.dumps({"target": "x", "tasks": [], "agent": "gpt-4", "n_workers": 0, "rouds": 3}), encoding="utf-8")
     for verb in ("plan", "evolve"):
         done = agentdescent(verb, str(bad))
         assert done.returncode == 2 and "Traceback" not in done.stderr
-        assert all(f"  {field}: " in done.stderr for field in ("agent.kind", "workers", "rouds")), done.stderr
+        assert all(f"  {field}: " in done.stderr for field in ("agent.kind", "n_workers", "rouds")), done.stderr
     wrong = agentdescent("plan", str(tmp_path / "spec.txt"))
     assert wrong.returncode == 2 and "SPEC must be a .yaml, .yml or .json file" in wrong.stderr
     assert service.runs() == []

@@ -13,9 +13,9 @@ from agentdescent.artifacts.strategies import AppendRules, rule_key
 from agentdescent.cli.diffs import diff_outcomes, edit_text
 from agentdescent.cli.report import Timing, report
 from agentdescent.cli.views import ProgressView, Seen, plural
-from agentdescent.engine.evaluation import Usage
 from agentdescent.result import EvolveResult, StepRecord
 from agentdescent.types import Diff, Edit, Outcome
+from agentdescent.usage import Usage
 
 KEPT, ADDED, DROPPED = "When a request mentions 'bug', route it to technical.", \
     "When a request mentions 'refund', route it to returns.", "When a request mentions 'help', route it to billing."

@@ -139,7 +139,7 @@ def test_the_diff_path_figure_names_the_current_stages_and_modules(diagrams):
     assert path.hand_over.name == "Loop._judge" and path.ledger.name == "Ledger.commit"
     assert all((PACKAGE / module).is_file() for module in path.modules())
     figure = diagrams.figure("diff-path")
-    named = set(re.findall(r"\b([a-z_]+/[a-z_]+\.py)\b", figure))
+    named = set(re.findall(r"\b([a-z_]+(?:/[a-z_]+)+\.py)\b", figure))
     assert path.modules() <= named and all((PACKAGE / m).is_file() for m in named), named
     assert {"invalid", "refused_by_governance", "rejected_by_test", "committed"} <= set(re.findall(r"\b[a-z_]+\b", figure))
 

@@ -10,10 +10,10 @@ from fractions import Fraction
 
 import pytest
 
-from agentdescent import AppendRules, KeyedRules, Policies, Task, UserError, events, evolve
-from agentdescent.cli.demo import route, router_tasks
+from agentdescent import AppendRules, Budget, KeyedRules, Parallelism, Policies, Task, UserError, events, evolve
+from agentdescent.engine.calls.units import check_reward
 from agentdescent.engine.evolve import split_tasks
-from agentdescent.engine.units import check_reward
+from agentdescent.testing import route, router_tasks
 from tests.doubles import InFlight, echo, fast_and_slow, numbered_tasks, router, year_program
 
 
@@ -57,18 +57,18 @@ def test_patience_and_call_budget_stop_the_run():
     tasks, reward, run, _ = year_program()
     result = evolve(tasks, reward, run=run, propose=lambda *a: None, rounds=20, n_workers=2, patience=3)
     assert len(result.history) == 3 and "patience" in result.stop_reason
-    result = router(rounds=30, n_workers=4, max_calls=300)
+    result = router(rounds=30, n_workers=4, budget=Budget(max_calls=300))
     assert result.usage.calls == 300 and "call budget is spent (300 of max_calls=300)" in result.stop_reason
     assert result.error is None and "every commit so far is kept" in result.stop_reason
 
 
 @pytest.mark.parametrize("asynchronous", [False, True])
 def test_a_budget_is_a_cap_that_stops_inside_a_round(asynchronous):
-    """evolve(max_calls=10) spends at most 10 calls, keeps its commits and says why it stopped."""
+    """evolve(budget=Budget(max_calls=10)) spends at most 10 calls, keeps its commits and says why it stopped."""
     tasks, reward, run, propose = year_program()
     for budget in (10, 11, 14, 25):
-        result = evolve(tasks, reward, run=run, propose=propose, rounds=20, n_workers=3, max_calls=budget,
-                        asynchronous=asynchronous)
+        result = evolve(tasks, reward, run=run, propose=propose, rounds=20, n_workers=3, budget=Budget(max_calls=budget),
+                        parallelism=Parallelism(asynchronous=asynchronous))
         assert result.usage.calls <= budget, (budget, result.usage.as_record())
         if "budget" in result.stop_reason:
             assert result.error is None and f"max_calls={budget}" in result.stop_reason
@@ -79,7 +79,7 @@ def test_a_budget_is_a_cap_that_stops_inside_a_round(asynchronous):
 def test_a_budget_smaller_than_the_held_out_set_is_refused_before_any_call():
     tasks, reward, run, propose = year_program()  # 4 of 12 tasks held out
     with pytest.raises(UserError, match=r"max_calls=3 cannot cover measuring the artifact on its 4 held-out tasks"):
-        evolve(tasks, reward, run=run, propose=propose, max_calls=3)
+        evolve(tasks, reward, run=run, propose=propose, budget=Budget(max_calls=3))
 
 
 def test_workers_and_the_gate_run_in_parallel():
@@ -119,7 +119,7 @@ def test_reopened_ledger_continues_from_its_head(tmp_path):
 
 
 def test_asynchronous_mode_converges_and_records_staleness():
-    result = router(rounds=40, n_workers=4, asynchronous=True, target_reward=1.0)
+    result = router(rounds=40, n_workers=4, parallelism=Parallelism(asynchronous=True), target_reward=1.0)
     assert result.final_reward > result.initial_reward + 0.3
     assert all(o.kind != "error" for o in result.outcome_list)
 
@@ -144,7 +144,7 @@ def test_an_asynchronous_step_does_not_wait_for_the_held_out_measurement():
         if isinstance(event, events.RoundStarted) and hung and event.round >= hung[0] + 2:
             release.set()
 
-    result = router(run=run, rounds=16, n_workers=3, asynchronous=True, on_event=on_event)
+    result = router(run=run, rounds=16, n_workers=3, parallelism=Parallelism(asynchronous=True), on_event=on_event)
     measured = next(e for e in seen if isinstance(e, events.Evaluated) and e.round >= 0)
     started = [e.round for e in seen[: seen.index(measured)] if isinstance(e, events.RoundStarted)]
     assert hung and max(started) >= hung[0] + 2 > measured.round
@@ -267,13 +267,33 @@ def test_corrupt_store_is_refused(tmp_path):
         evolve(tasks, reward, run=run, propose=propose, store=tmp_path / "notes")
 
 
-@pytest.mark.parametrize("option", [{"rounds": 0}, {"n_workers": -1}, {"parallel": "zz"}, {"executor": "gpu"},
-                                    {"held_out_frac": 1.0}, {"target_reward": 2.0}, {"lag_budget": -1},
-                                    {"max_calls": 0}, {"max_tokens": -5}])
+@pytest.mark.parametrize("option", [{"rounds": 0}, {"n_workers": -1}, {"held_out_frac": 1.0}, {"target_reward": 2.0},
+                                    {"cheap_eval_tasks": 0}, {"budget": 400}, {"stop": [42]}])
 def test_bad_options_are_refused(option):
     tasks, reward, run, propose = year_program()
-    with pytest.raises(UserError):
+    with pytest.raises(UserError, match=next(iter(option))):
         evolve(tasks, reward, run=run, propose=propose, **option)
+
+
+@pytest.mark.parametrize(("make", "field"), [
+    (lambda: Parallelism(method="zz"), "parallel"), (lambda: Parallelism(executor="gpu"), "executor"),
+    (lambda: Parallelism(lag_budget=-1), "lag_budget"), (lambda: Budget(max_calls=0), "max_calls"),
+    (lambda: Budget(max_tokens=-5), "max_tokens"), (lambda: Budget(rollout_timeout=0), "rollout_timeout")])
+def test_bad_budgets_and_parallelism_are_refused_where_they_are_made(make, field):
+    with pytest.raises(UserError, match=field):
+        make()
+
+
+def test_a_stop_rule_of_the_callers_ends_the_run():
+    tasks, reward, run, propose = year_program()
+    seen = []
+
+    def after_two_rounds(progress, usage):
+        seen.append(usage.calls)
+        return "two rounds are enough" if len(seen) > 2 else None
+
+    result = evolve(tasks, reward, run=run, propose=lambda *a: None, rounds=10, stop=[after_two_rounds])
+    assert result.stop_reason == "two rounds are enough" and len(result.history) == 2
 
 
 def test_default_strategy_is_a_playbook():
@@ -313,7 +333,7 @@ def test_token_budget_stops_the_run_and_counts_model_calls():
     model = scripted(lambda prompt: "answer" + (" 2026" if "year" in prompt else ""))
     tasks, reward, _, propose = year_program()
     result = evolve(tasks, reward, run=lambda rendered, task: model(rendered + task.prompt), propose=propose,
-                    rounds=10, n_workers=2, max_tokens=40)
+                    rounds=10, n_workers=2, budget=Budget(max_tokens=40))
     assert "token budget" in result.stop_reason
     assert result.usage.model.calls == model.usage.calls > 0
     assert result.usage.tokens == model.usage.tokens >= 40
@@ -325,7 +345,8 @@ def test_a_worker_s_user_error_ends_the_run_and_nothing_hangs(asynchronous):
     errors = []
 
     def attempt():
-        result = evolve(tasks, reward, run=run, propose=lambda *a: 42, rounds=5, n_workers=3, asynchronous=asynchronous)
+        result = evolve(tasks, reward, run=run, propose=lambda *a: 42, rounds=5, n_workers=3,
+                        parallelism=Parallelism(asynchronous=asynchronous))
         errors.append(result.error)
 
     thread = threading.Thread(target=attempt, daemon=True)
@@ -340,7 +361,7 @@ def _first_dispatch(tasks, n_workers=1):
     import random
 
     from agentdescent.engine.evolve import split_tasks
-    from agentdescent.step.policies import FailuresFirst
+    from agentdescent.engine.loop.decisions import FailuresFirst
 
     train, _ = split_tasks(tasks, 0.3, random.Random("0:split"))  # the split evolve makes for seed 0
     first, *spares = FailuresFirst()(train, n_workers * 4, 0, 0, {})  # a minibatch and its spares
@@ -363,7 +384,8 @@ def test_an_idle_worker_scouts_its_spares_and_reflects_at_once():
 def test_a_failure_seen_on_an_older_snapshot_is_dealt_out_after_a_commit():
     """Two tasks fail in round 0's minibatch; the worker reflects on one. The other is a lead:
     the next round deals it first, though nothing has measured it on the new head."""
-    from agentdescent.step.policies import BetaAcceptance, Policies
+    from agentdescent.config import Policies
+    from agentdescent.step.policies import BetaAcceptance
 
     tasks = numbered_tasks(80, id="t{i:02d}", prompt="{i}")
     first, _ = _first_dispatch(tasks)

@@ -4,10 +4,11 @@ import pytest
 
 from agentdescent.artifacts.state import state_hash
 from agentdescent.artifacts.strategies import AppendRules
-from agentdescent.engine.evaluation import Evaluator, Usage
-from agentdescent.engine.units import check_reward
+from agentdescent.engine.calls.evaluation import Evaluator
+from agentdescent.engine.calls.units import check_reward
 from agentdescent.errors import UserError
-from agentdescent.types import Task
+from agentdescent.types import Rollout, Task
+from agentdescent.usage import Usage
 from tests.doubles import CountingRun, numbered_tasks
 
 TASKS = numbered_tasks(4, gold="{i}")
@@ -71,7 +72,7 @@ def test_failing_run_is_data_not_a_crash(make_evaluator):
 def test_usage_keeps_counting_failures_beyond_the_stored_errors():
     usage = Usage()
     for i in range(30):
-        usage.record_error(f"e{i}")
+        usage.count_rollout(Rollout(task=Task(id=f"t{i}", prompt="p"), output="", reward=0.0, error=f"e{i}"))
     assert usage.failures == 30
     assert 0 < len(usage.errors) < 30 and usage.errors[0] == "e0"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agentdescent import Task, UserError, evolve
-from agentdescent.engine.processes import ProcessExecutor
+from agentdescent import Parallelism, Task, UserError, evolve
+from agentdescent.engine.calls.processes import ProcessExecutor
 
 # Module-level callables, so that another process can import them by name.
 
@@ -43,7 +43,7 @@ def converge(executor: str, tasks: list[Task]):
     # stragglers are not re-issued: on a loaded machine a slow call would be run twice and counted
     # twice, and the executors are compared here on the rollouts a run asks for
     return evolve(tasks, reward, run=run, propose=propose, rounds=4, n_workers=2, max_concurrency=4,
-                  executor=executor, target_reward=1.0, seed=3, reissue_after=None)
+                  parallelism=Parallelism(executor=executor, reissue_after=None), target_reward=1.0, seed=3)
 
 
 # -- processes ---------------------------------------------------------------------------------
@@ -77,12 +77,12 @@ def test_the_process_pool_rebuilds_once_per_break_and_gives_up_after_its_retries
 
 def test_a_callable_that_cannot_be_pickled_is_named_before_the_run_starts():
     with pytest.raises(UserError, match="sends propose to other processes, and it cannot be pickled"):
-        evolve(year_tasks(), reward, run=run, propose=lambda *a: None, executor="process")
+        evolve(year_tasks(), reward, run=run, propose=lambda *a: None, parallelism=Parallelism(executor="process"))
 
 
 def test_an_unknown_executor_is_refused():
     with pytest.raises(UserError, match="choose one of thread, process, ray"):
-        evolve(year_tasks(), reward, run=run, propose=propose, executor="gpu")
+        Parallelism(executor="gpu")
 
 
 # -- Ray ---------------------------------------------------------------------------------------
@@ -137,7 +137,7 @@ def raises(value: int) -> int:
 
 
 def test_ray_sends_a_wave_in_batches_and_each_call_is_answered_as_it_finishes(local_ray, tmp_path):
-    from agentdescent.engine.ray_executor import RayExecutor
+    from agentdescent.engine.calls.ray_executor import RayExecutor
 
     release = tmp_path / "release"
     pool = RayExecutor(16)
@@ -155,7 +155,7 @@ def test_ray_sends_a_wave_in_batches_and_each_call_is_answered_as_it_finishes(lo
 
 
 def test_an_actor_killed_mid_batch_is_restarted_and_the_calls_it_owed_are_sent_again(local_ray, tmp_path):
-    from agentdescent.engine.ray_executor import RayExecutor
+    from agentdescent.engine.calls.ray_executor import RayExecutor
 
     pool = RayExecutor(8)
     try:
@@ -168,7 +168,7 @@ def test_an_actor_killed_mid_batch_is_restarted_and_the_calls_it_owed_are_sent_a
 
 
 def test_a_call_that_kills_its_actor_every_time_fails_after_its_retries(local_ray):
-    from agentdescent.engine.ray_executor import RayExecutor
+    from agentdescent.engine.calls.ray_executor import RayExecutor
 
     pool = RayExecutor(4, retries=1)
     try:
@@ -180,7 +180,7 @@ def test_a_call_that_kills_its_actor_every_time_fails_after_its_retries(local_ra
 
 
 def test_the_next_executor_on_the_callers_cluster_takes_a_clean_ones_actor_back_warm(local_ray):
-    from agentdescent.engine.ray_executor import RayExecutor
+    from agentdescent.engine.calls.ray_executor import RayExecutor
 
     first = RayExecutor(3)
     pid = first.submit(os.getpid).result(timeout=60)
@@ -194,7 +194,7 @@ def test_the_next_executor_on_the_callers_cluster_takes_a_clean_ones_actor_back_
 
 
 def test_an_executor_whose_calls_may_still_run_hands_no_actor_on(local_ray):
-    from agentdescent.engine.ray_executor import RayExecutor
+    from agentdescent.engine.calls.ray_executor import RayExecutor
 
     pids = []
     pool = RayExecutor(5)
@@ -213,7 +213,7 @@ def test_an_executor_whose_calls_may_still_run_hands_no_actor_on(local_ray):
 
 
 def test_idle_actors_are_kept_for_the_last_three_sizes_and_one_cluster_only():
-    from agentdescent.engine.ray_executor import _Idle  # plain bookkeeping: no Ray needed
+    from agentdescent.engine.calls.ray_executor import _Idle  # plain bookkeeping: no Ray needed
 
     idle = _Idle()
     assert idle.take("job-1", 8, 1) == []
@@ -229,7 +229,7 @@ def test_idle_actors_are_kept_for_the_last_three_sizes_and_one_cluster_only():
 
 
 def test_an_actor_taken_back_lets_go_of_the_last_executors_callables(local_ray):
-    from agentdescent.engine.ray_executor import _Runner
+    from agentdescent.engine.calls.ray_executor import _Runner
 
     runner = _Runner(2)
     ref = local_ray.put(abs)
@@ -249,10 +249,10 @@ def test_ray_takes_closures_but_names_a_callable_it_cannot_send(local_ray):
             return run(rendered, task)
 
     with pytest.raises(UserError, match="sends run to Ray's workers, and it cannot be serialized"):
-        evolve(year_tasks(), reward, run=holds_a_lock, propose=propose, executor="ray")
+        evolve(year_tasks(), reward, run=holds_a_lock, propose=propose, parallelism=Parallelism(executor="ray"))
 
 
 def test_without_ray_installed_the_error_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
     with pytest.raises(UserError, match=r'pip install "agentdescent\[ray\]"'):
-        evolve(year_tasks(), reward, run=run, propose=propose, executor="ray")
+        evolve(year_tasks(), reward, run=run, propose=propose, parallelism=Parallelism(executor="ray"))

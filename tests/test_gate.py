@@ -6,12 +6,13 @@ import math
 
 import pytest
 
+from agentdescent.config import Policies
 from agentdescent.errors import UserError
 from agentdescent.governance import Governance
 from agentdescent.ledger import Ledger
 from agentdescent.step.aggregator import Aggregator
 from agentdescent.step.bisect import culprits, search_all
-from agentdescent.step.policies import BetaAcceptance, Policies
+from agentdescent.step.policies import BetaAcceptance
 from agentdescent.types import Diff, Edit, EvidenceCard, Task
 
 TASKS = [Task(id=f"t{i}", prompt=f"task {i}") for i in range(64)]

@@ -12,7 +12,7 @@ from agentdescent_mcp import hook
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentdescent.hosts import bundle, marked
+from agentdescent.hosts import HOSTS, bundle, marked
 from tests import keyword_domain as domain
 from tests.runs_support import wait
 
@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_every_copy_of_the_skill_and_of_the_bundles_is_in_step_with_its_source():
     assert bundle.drift(ROOT) == [], "run: python -m agentdescent.hosts.bundle"
     skill = (ROOT / bundle.SKILL_SOURCE).read_text(encoding="utf-8")
-    for host in bundle.HOSTS:
-        assert bundle.files(host)[bundle.SKILL_COPIES[host]] == skill
+    for host in HOSTS:
+        assert bundle.files(host)[bundle.skill_copy(host)] == skill
     assert set(bundle.files("claude-code")) >= {".claude-plugin/plugin.json", ".mcp.json", "commands/evolve.md",
                                                 "hooks/hooks.json"}
     assert bundle.files("marketplace")[bundle.MARKETPLACE] == (ROOT / bundle.MARKETPLACE).read_text(encoding="utf-8")
@@ -32,7 +32,7 @@ def test_every_copy_of_the_skill_and_of_the_bundles_is_in_step_with_its_source()
 def test_a_copy_that_drifts_is_named_and_sync_brings_it_back(tmp_path):
     for part in ("skills", "plugins", ".claude-plugin", "agentdescent/hosts"):
         shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
-    copy = tmp_path / "plugins" / "codex" / bundle.SKILL_COPIES["codex"]
+    copy = tmp_path / "plugins" / "codex" / bundle.skill_copy("codex")
     copy.write_text(copy.read_text(encoding="utf-8") + "\nan edit in the copy\n", encoding="utf-8")
     (tmp_path / bundle.SKILL_SOURCE).write_text("---\nname: agentdescent\n---\nchanged\n", encoding="utf-8")
     drifted = bundle.drift(tmp_path)

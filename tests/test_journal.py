@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from agentdescent.engine.checkpoint import RunFiles
-from agentdescent.engine.evaluation import Usage
-from agentdescent.engine.journal import FLUSH_S, Journal
+from agentdescent.engine.persist.checkpoint import RunFiles
+from agentdescent.engine.persist.journal import FLUSH_S, Journal
 from agentdescent.types import Rollout, Task
+from agentdescent.usage import Usage
 
 TASKS = {f"t{i}": Task(id=f"t{i}", prompt=str(i)) for i in range(5)}
 

@@ -101,26 +101,6 @@ def test_trailer_keys_are_validated(ledger):
 # ---- changed keys and version vectors ----------------------------------------------------------
 
 
-def test_changed_keys_and_version_vector(ledger):
-    ledger.commit("a", {"x": "1", "y": "1"}, expected_version=0, message="v1")
-    ledger.commit("a", {"x": "2", "y": "1", "z": "1"}, expected_version=1, message="v2: change x, add z")
-    ledger.commit("b", {"q": "1"}, expected_version=2, message="v3: other artifact")
-    ledger.commit("a", {"x": "2", "z": "2"}, expected_version=3, message="v4: delete y, change z")
-    ledger.commit("a", {"x": "1", "z": "2"}, expected_version=4, message="v5: x back to its old text")
-    assert ledger.changed_keys("a", 1, 2) == {"x", "z"}
-    assert ledger.changed_keys("a", 2, 3) == set()
-    assert ledger.changed_keys("a", 1) == {"y", "z"}  # x is back to its v1 text
-    assert ledger.changed_keys("a", 0, 1) == {"x", "y"}
-    assert ledger.version_vector("a", 1) == {"x": 1, "y": 1}
-    assert ledger.version_vector("a", 3) == {"x": 2, "y": 1, "z": 2}
-    assert ledger.version_vector("a") == {"x": 5, "z": 4}
-    assert Ledger(ledger.path).version_vector("a", 4) == {"x": 2, "z": 4}
-    assert ledger.version_vector("b") == {"q": 3} and ledger.version_vector("b", 2) == {}
-
-
-# ---- compare-and-swap ----------------------------------------------------------------------------
-
-
 def test_stale_commit_raises_head_moved_and_writes_nothing(ledger):
     ledger.commit("a", {"k": "1"}, expected_version=0, message="m")
     dev = ledger.sha(1)

@@ -13,14 +13,14 @@ from concurrent.futures import Future
 import pytest
 
 from agentdescent import AppendRules, FileTree, KeyedRules, SingleSlot, Task, UserError, events
-from agentdescent.cli.demo import SIGNALS
-from agentdescent.engine.executors import ThreadExecutor
-from agentdescent.engine.parallel import PipelineParallel, TensorParallel, parallel_method
-from agentdescent.engine.pipeline import Pipeline
-from agentdescent.engine.sampling import Sampler
-from agentdescent.engine.sharding import Shards
+from agentdescent.config import Parallelism, Policies
+from agentdescent.engine.calls.executors import ThreadExecutor
+from agentdescent.engine.loop.parallel import PipelineParallel, TensorParallel, parallel_method
+from agentdescent.engine.loop.pipeline import Pipeline
+from agentdescent.engine.loop.sampling import Sampler
+from agentdescent.engine.loop.sharding import Shards
 from agentdescent.governance import Governance
-from agentdescent.step.policies import Policies
+from agentdescent.testing import SIGNALS
 from tests.doubles import InFlight, router
 
 CATEGORIES = list(SIGNALS)  # KeyedRules deals them out round-robin: w0 billing, w1 shipping, ...
@@ -38,8 +38,9 @@ def diffs_of(run_events):
 def test_no_two_workers_diffs_touch_one_key_and_each_stays_in_its_shard(tmp_path, asynchronous):
     seen = []
     # an asynchronous step takes what has arrived, fewer diffs on a loaded machine: more steps, same target
-    result = router(kind="keyed", n_workers=5, rounds=80 if asynchronous else 40, target_reward=1.0, parallel="tp",
-                    store=tmp_path / "ledger", asynchronous=asynchronous, on_event=seen.append)
+    result = router(kind="keyed", n_workers=5, rounds=80 if asynchronous else 40, target_reward=1.0,
+                    parallelism=Parallelism(method="tp", asynchronous=asynchronous), store=tmp_path / "ledger",
+                    on_event=seen.append)
     assert result.final_reward == 1.0
     authors = defaultdict(set)
     for _, diff, outcome in diffs_of(seen):
@@ -53,8 +54,8 @@ def test_no_two_workers_diffs_touch_one_key_and_each_stays_in_its_shard(tmp_path
 
 
 def test_a_routing_function_sends_each_task_to_its_shard_and_spares_the_misrouted_proposals():
-    learned = router(kind="keyed", n_workers=5, rounds=40, target_reward=1.0, parallel="tp")
-    routed = router(kind="keyed", n_workers=5, rounds=40, target_reward=1.0, parallel=TensorParallel(route=by_gold))
+    learned = router(kind="keyed", n_workers=5, rounds=40, target_reward=1.0, parallelism=Parallelism(method="tp"))
+    routed = router(kind="keyed", n_workers=5, rounds=40, target_reward=1.0, parallelism=Parallelism(method=TensorParallel(route=by_gold)))
     assert routed.final_reward == learned.final_reward == 1.0
 
     def misrouted(result):  # a proposal for a category another worker holds (not a misfire's removal)
@@ -110,7 +111,7 @@ def test_tp_refuses_a_strategy_that_does_not_say_its_keys_and_bad_methods_are_re
     with pytest.raises(UserError, match="route"):
         parallel_method(TensorParallel(route="billing"))
     with pytest.raises(UserError, match="n_workers=5"):
-        router(kind="keyed", n_workers=8, parallel="tp")
+        router(kind="keyed", n_workers=8, parallelism=Parallelism(method="tp"))
 
 
 class Stages:
@@ -167,7 +168,7 @@ def test_a_worker_rolls_out_its_next_turn_while_its_last_is_reflected_on_and_no_
 
 def test_pipelined_runs_reach_the_reward_and_reflections_keep_to_their_own_pool():
     reflecting = InFlight()
-    from agentdescent.cli.demo import RouterReflector, route
+    from agentdescent.testing import RouterReflector, route
     reflector = RouterReflector("append", seed=0)
 
     def propose(rendered, task, output, reward):
@@ -176,14 +177,14 @@ def test_pipelined_runs_reach_the_reward_and_reflections_keep_to_their_own_pool(
             return reflector(rendered, task, output, reward)
 
     for asynchronous in (False, True):
-        result = router(n_workers=4, rounds=60, target_reward=1.0, asynchronous=asynchronous,
-                        parallel=PipelineParallel(reflections=1), propose=propose, run=route)
+        result = router(n_workers=4, rounds=60, target_reward=1.0, propose=propose, run=route,
+                        parallelism=Parallelism(asynchronous=asynchronous, method=PipelineParallel(reflections=1)))
         assert result.final_reward == 1.0
     assert reflecting.peak == 1  # one reflection at a time, however many workers wait on one
 
 
 def test_a_synchronous_pipelined_run_is_reproducible():
-    first, second = (router(n_workers=4, rounds=8, parallel="pp") for _ in range(2))
+    first, second = (router(n_workers=4, rounds=8, parallelism=Parallelism(method="pp")) for _ in range(2))
     assert [h.diffs for h in first.history] == [h.diffs for h in second.history]
     assert first.final_reward == second.final_reward
 
@@ -199,7 +200,7 @@ class Inline:
 
 
 def test_a_turn_whose_rollouts_are_done_before_it_is_started_does_not_lock_the_dispatcher():
-    from agentdescent.engine.dispatch import Dispatcher
+    from agentdescent.engine.loop.dispatch import Dispatcher
 
     stages = Stages()
     stages.release.set()

@@ -29,7 +29,7 @@ def refused(call) -> str:
     """The one problem a call refuses the spec with; it must be on max_calls."""
     with pytest.raises(SpecError) as caught:
         call()
-    assert [p.field for p in caught.value.problems] == ["max_calls"]
+    assert [p.field for p in caught.value.problems] == ["budget.max_calls"]
     return caught.value.problems[0].message
 
 
@@ -44,7 +44,7 @@ def test_the_smallest_run_is_both_held_out_measurements_and_one_round():
 
 
 def test_a_budget_below_the_smallest_run_is_refused_by_plan_and_by_start_alike(service, tmp_path):
-    spec = domain.spec(tmp_path, max_calls=LEAST - 1)
+    spec = domain.spec(tmp_path, budget={"max_calls": LEAST - 1})
     said = refused(lambda: service.plan(spec))
     assert said.startswith(f"max_calls={LEAST - 1} is below the smallest run, {LEAST} calls: the {HELD_OUT} held-out")
     assert f"Give max_calls of at least {LEAST}" in said and "run at most 1 worker," in said
@@ -53,7 +53,7 @@ def test_a_budget_below_the_smallest_run_is_refused_by_plan_and_by_start_alike(s
 
 
 def test_a_held_out_set_the_budget_cannot_measure_is_refused_with_a_fraction_that_fits(service, tmp_path):
-    spec = domain.spec(tmp_path, tasks=many_tasks(1000), held_out_frac=0.5, workers=4, max_calls=400)
+    spec = domain.spec(tmp_path, tasks=many_tasks(1000), held_out_frac=0.5, n_workers=4, budget={"max_calls": 400})
     said = refused(lambda: service.plan(spec))  # 500 held out: the engine could not even measure them once
     assert "the 500 held-out tasks measured at the start and at the end (1,000)" in said
     assert "at least 1,020" in said and "hold out at most 190 of the 1,000 tasks (held_out_frac=0.19)" in said
@@ -65,7 +65,7 @@ def test_a_held_out_set_the_budget_cannot_measure_is_refused_with_a_fraction_tha
 
 
 def test_a_budget_just_at_the_smallest_run_is_quoted_and_its_run_ends_well(service, tmp_path):
-    spec = domain.spec(tmp_path, max_calls=LEAST)
+    spec = domain.spec(tmp_path, budget={"max_calls": LEAST})
     plan = service.plan(spec)
     assert plan.held_out == HELD_OUT and plan.quote.calls_low == plan.quote.calls_high == LEAST
     assert f"smallest run, both held-out measurements and one round at the low end: {LEAST} calls" in plan.quote.basis
@@ -77,20 +77,20 @@ def test_a_budget_just_at_the_smallest_run_is_quoted_and_its_run_ends_well(servi
 def test_a_budget_that_affords_only_some_rounds_is_quoted_with_a_warning(service, tmp_path):
     rounds = domain.spec(tmp_path)["rounds"]
     full = LEAST + (rounds - 1) * WORKERS * 5  # the quote's low end, uncapped
-    plan = service.plan(domain.spec(tmp_path, max_calls=60))
+    plan = service.plan(domain.spec(tmp_path, budget={"max_calls": 60}))
     assert plan.quote.calls_low == plan.quote.calls_high == 60
     assert any(f"max_calls=60 affords at most 4 of the {rounds} rounds" in w and f"{full} would pay for all" in w
                for w in plan.warnings), plan.warnings
-    plenty = service.plan(domain.spec(tmp_path, max_calls=full))
+    plenty = service.plan(domain.spec(tmp_path, budget={"max_calls": full}))
     assert plenty.quote.calls_low == full and not any("affords" in w for w in plenty.warnings)
 
 
 def test_a_max_tokens_under_the_smallest_run_is_a_warning_not_a_refusal(service, tmp_path):
-    plan = service.plan(domain.spec(tmp_path, max_tokens=100))
+    plan = service.plan(domain.spec(tmp_path, budget={"max_tokens": 100}))
     needed = LEAST * plan.quote.tokens_per_call
     assert any(f"max_tokens=100 is below the about {needed:,} tokens the smallest run takes" in w
                for w in plan.warnings), plan.warnings
-    plenty = service.plan(domain.spec(tmp_path, max_tokens=needed))
+    plenty = service.plan(domain.spec(tmp_path, budget={"max_tokens": needed}))
     assert not any("max_tokens" in w for w in plenty.warnings)
 
 
@@ -100,11 +100,11 @@ def test_the_cli_refuses_the_support_router_example_at_50_calls(tmp_path):
     subprocess.run(["cp", "-r", str(ROOT / "examples/skills/support-router"), str(target)], check=True)
     tasks = {**example["tasks"], "file": str(ROOT / "examples/specs" / example["tasks"]["file"])}
     spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({**example, "target": str(target), "tasks": tasks, "max_calls": 50}), encoding="utf-8")
+    spec.write_text(json.dumps({**example, "target": str(target), "tasks": tasks, "budget": {"max_calls": 50}}), encoding="utf-8")
     done = subprocess.run([sys.executable, "-m", "agentdescent", "plan", str(spec)], cwd=ROOT, capture_output=True,
                           text=True, timeout=120,
                           env={"PATH": "/usr/bin:/bin", "COLUMNS": "400", "TMPDIR": tempfile.gettempdir(),
                                "AGENTDESCENT_HOME": os.environ["AGENTDESCENT_HOME"]})
     assert done.returncode == 2 and done.stdout == "", done
-    assert "max_calls: max_calls=50 is below the smallest run, 70 calls" in done.stderr
+    assert "budget.max_calls: max_calls=50 is below the smallest run, 70 calls" in done.stderr
     assert "Give max_calls of at least 70" in done.stderr

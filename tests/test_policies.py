@@ -4,18 +4,10 @@ from collections import Counter
 
 import pytest
 
+from agentdescent.config import Policies
+from agentdescent.engine.loop.decisions import Epochs, FailuresFirst, OnHeldOutGain, RandomMinibatches, WorstFirst
 from agentdescent.errors import UserError
-from agentdescent.step.policies import (
-    BetaAcceptance,
-    BetterEvidence,
-    Epochs,
-    FailuresFirst,
-    OnHeldOutGain,
-    Policies,
-    RandomMinibatches,
-    ThreeWayMerge,
-    WorstFirst,
-)
+from agentdescent.step.policies import BetaAcceptance, BetterEvidence, ThreeWayMerge
 from agentdescent.step.staleness import Staleness
 from agentdescent.types import Diff, Edit, EvidenceCard, Rollout, Task
 

@@ -9,12 +9,11 @@ import pytest
 
 from agentdescent.agents.base import ModelUsage, before_each_call, metering
 from agentdescent.agents.scripted import scripted
-from agentdescent.engine.budget import Allowance, BudgetSpent
-from agentdescent.engine.checkpoint import Checkpoint, RunFiles
-from agentdescent.engine.evaluation import Usage
-from agentdescent.engine.replay import JournaledFusion, asked
-from agentdescent.engine.units import Reflection
-from agentdescent.types import Rollout, Spend, Task
+from agentdescent.engine.calls.budget import Allowance, BudgetSpent
+from agentdescent.engine.persist.checkpoint import Checkpoint, RunFiles
+from agentdescent.engine.persist.replay import JournaledFusion, asked
+from agentdescent.types import Reflection, Rollout, Spend, Task
+from agentdescent.usage import Usage
 
 TASK = Task(id="t1", prompt="p")
 

@@ -14,7 +14,7 @@ import pytest
 
 from agentdescent import evolve
 from agentdescent.cli.main import main
-from agentdescent.engine.checkpoint import FOLDER
+from agentdescent.engine.persist.checkpoint import FOLDER
 from agentdescent.report import write_report
 from agentdescent.report.plots import INSTALL_HINT
 from tests import keyword_domain as domain

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from agentdescent import AppendRules, Task, evolve
+from agentdescent import AppendRules, Parallelism, Task, evolve
 from agentdescent import events as ev
-from agentdescent.engine.cancel import CancelToken
-from agentdescent.engine.checkpoint import RunFiles
+from agentdescent.engine.calls.cancel import CancelToken
+from agentdescent.engine.persist.checkpoint import RunFiles
 from agentdescent.ledger import Ledger
 
 HERE = Path(__file__).parent
@@ -51,7 +51,7 @@ class OneRulePerTurn:
 
 def keyword_run_options(store: Path, **options) -> dict:
     return dict(run=keyword_run, propose=OneRulePerTurn(), strategy=AppendRules(), rounds=RULES + 6, n_workers=1,
-                seed=3, store=store, target_reward=1.0, reissue_after=None, **options)  # calls compared exactly
+                seed=3, store=store, target_reward=1.0, parallelism=Parallelism(reissue_after=None), **options)  # calls compared exactly
 
 
 def commits(store: Path) -> list[tuple[str, str]]:
@@ -73,7 +73,7 @@ def test_a_cancelled_run_resumes_at_its_next_round_with_the_same_commits(tmp_pat
 
     token = CancelToken()
     store = tmp_path / "cut"
-    stopped = evolve(keyword_tasks(), keyword_reward, **keyword_run_options(store), cancel=token,
+    stopped = evolve(keyword_tasks(), keyword_reward, **keyword_run_options(store), stop=[token],
                      on_event=cancel_at(token, ev.RoundEnded, 1))
     assert stopped.error == "cancelled" and stopped.stop_reason.startswith("cancelled")
     assert [h.round for h in stopped.history] == [0, 1]
@@ -101,7 +101,7 @@ def test_cancel_wakes_a_run_blocked_in_a_long_wave(tmp_path):
     began = time.monotonic()
     try:
         result = evolve(keyword_tasks(), keyword_reward, run=stuck_run, propose=OneRulePerTurn(), rounds=3, n_workers=2,
-                        store=tmp_path / "ledger", cancel=token)
+                        store=tmp_path / "ledger", stop=[token])
     finally:
         release.set()
     assert time.monotonic() - began < 30  # not the 60 s the stuck calls would take
@@ -121,7 +121,7 @@ def test_a_finished_run_is_not_resumed_and_a_run_of_other_settings_is_warned_abo
     assert started.resumed_round is None and started.continued_from is not None
 
     token, store = CancelToken(), tmp_path / "cut"
-    evolve(keyword_tasks(), keyword_reward, **keyword_run_options(store), cancel=token,
+    evolve(keyword_tasks(), keyword_reward, **keyword_run_options(store), stop=[token],
            on_event=cancel_at(token, ev.RoundStarted, 0))
     seen.clear()
     other = evolve(keyword_tasks()[:-4], keyword_reward, **keyword_run_options(store), on_event=seen.append)
@@ -145,7 +145,7 @@ def test_a_run_whose_every_rollout_fails_says_so(tmp_path):
 def test_a_journal_line_cut_short_by_a_kill_is_dropped(tmp_path):
     store = tmp_path / "ledger"
     token = CancelToken()
-    evolve(keyword_tasks(), keyword_reward, **keyword_run_options(store), cancel=token,
+    evolve(keyword_tasks(), keyword_reward, **keyword_run_options(store), stop=[token],
            on_event=cancel_at(token, ev.RoundEnded, 0))
     files = RunFiles(store)
     with files.rollouts_path.open("a", encoding="utf-8") as journal:
@@ -193,7 +193,7 @@ def test_rollouts_in_flight_when_a_run_is_cancelled_wait_in_the_queue_and_run_fi
 
     options = dict(run=run, propose=OneRulePerTurn(), rounds=6, n_workers=2, store=store, seed=1)
     threading.Timer(0.5, token.cancel).start()
-    stopped = evolve(keyword_tasks(), keyword_reward, **options, cancel=token)
+    stopped = evolve(keyword_tasks(), keyword_reward, **options, stop=[token])
     assert stopped.error == "cancelled"
     queue = RunFiles(store).take_queue()
     assert queue.rollouts and all(key in queue.states for key, _, _ in queue.rollouts)

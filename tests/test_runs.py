@@ -18,8 +18,8 @@ LEAD = "Answer with the code.\n"
 
 def test_a_bad_spec_lists_every_problem_by_field(service, tmp_path):
     with pytest.raises(SpecError) as caught:
-        read_spec({"target": "x", "tasks": [], "agent": "gpt-4", "workers": 0, "rouds": 3})
-    assert {p.field for p in caught.value.problems} == {"agent.kind", "workers", "rouds"}
+        read_spec({"target": "x", "tasks": [], "agent": "gpt-4", "n_workers": 0, "rouds": 3})
+    assert {p.field for p in caught.value.problems} == {"agent.kind", "n_workers", "rouds"}
     (tmp_path / "skill").mkdir()
     (tmp_path / "skill" / "SKILL.md").write_text("# s\n", encoding="utf-8")
     with pytest.raises(SpecError) as caught:

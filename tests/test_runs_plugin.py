@@ -25,7 +25,7 @@ def test_a_plugin_run_loads_each_candidate_in_a_throwaway_home_and_never_rewires
     monkeypatch.setenv("FAKE_CLI_SHOW_ENV", "HOME,AGENTDESCENT_RUN")
     spec = {"target": str(plugin), "tasks": [{"id": f"t{i}", "prompt": f"task {i}", "gold": "done"} for i in range(6)],
             "agent": {"kind": "claude_code", "options": {"executable": str(FAKE_CLAUDE)}},
-            "reflector": "python:tests.plugin_domain:rewire", "workers": 1, "rounds": 1}
+            "reflector": "python:tests.plugin_domain:rewire", "n_workers": 1, "rounds": 1}
     plan = service.plan(spec)
     assert plan.kind == "plugin"
     run = service.start(spec).run_id

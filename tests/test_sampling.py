@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from agentdescent import Policies
-from agentdescent.engine.sampling import AcceptanceSamples, Sampler
+from agentdescent import Parallelism, Policies
+from agentdescent.engine.loop.sampling import AcceptanceSamples, Sampler
 from agentdescent.step import Aggregator
 from agentdescent.step.policies import BetaAcceptance
 from tests.doubles import numbered_tasks, router
@@ -25,23 +25,24 @@ class CountingAcceptance(BetaAcceptance):
         return drawn
 
 
-@pytest.mark.parametrize("options", [{}, {"asynchronous": True}, {"asynchronous": True, "parallel": "pp"}],
+@pytest.mark.parametrize("options", [{}, {"asynchronous": True}, {"asynchronous": True, "method": "pp"}],
                          ids=["synchronous", "asynchronous", "pipelined"])
-def test_each_version_s_probe_order_is_drawn_once_and_diffs_are_measured_on_their_evidence(options):
+def test_each_version_s_probe_order_is_drawn_once_and_diffs_are_measured_on_their_evidence(options, monkeypatch):
     """A pipelined run's workers verify a diff on its evidence (their verification stage) before
     they hand it in; the others hand theirs in unmeasured, and the step measures them in its
     first wave."""
-    verifying = options.get("parallel") == "pp"
+    verifying = options.get("method") == "pp"
     acceptance = CountingAcceptance()
     judged = []
 
-    class Recording(Aggregator):
-        def step(self, diffs, step, *, sample):
-            judged.append((self.ledger.head(), list(diffs), sample))
-            return super().step(diffs, step, sample=sample)
+    step = Aggregator.step
 
-    result = router(rounds=5, n_workers=4, policies=Policies(acceptance=acceptance), aggregator_factory=Recording,
-                    **options)
+    def recording(aggregator, diffs, round_, *, sample):
+        judged.append((aggregator.ledger.head(), list(diffs), sample))
+        return step(aggregator, diffs, round_, sample=sample)
+
+    monkeypatch.setattr(Aggregator, "step", recording)
+    result = router(rounds=5, n_workers=4, policies=Policies(acceptance=acceptance), parallelism=Parallelism(**options))
     with result.ledger as ledger:
         head = ledger.head()
     assert len(acceptance.draws) <= head + 1  # at most one draw per version

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agentdescent.agents.scripted import scripted
-from agentdescent.engine.units import check_reward
+from agentdescent.engine.calls.units import check_reward
 from agentdescent.errors import AgentError, UserError
 from agentdescent.scoring import (
     SCORER_NAMES,

@@ -1,6 +1,6 @@
 import pytest
 
-from agentdescent.step.stats import mean_interval, mean_reward, paired, prob_improvement
+from agentdescent.step.stats import paired, prob_improvement
 
 # --- paired -----------------------------------------------------------------------------------
 
@@ -78,47 +78,3 @@ def test_a_stronger_prior_shrinks_towards_one_half():
     weak = prob_improvement(3, 0, prior=1.0)
     strong = prob_improvement(3, 0, prior=10.0)
     assert 0.5 < strong < weak
-
-
-# --- mean_interval ----------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "rewards", [[1, 0, 1, 1], [0.2, 0.9, 0.5], [0.5] * 10, [1, 0] * 20, [0.0, 0.1, 0.0, 0.0]]
-)
-def test_interval_contains_the_mean_and_stays_in_unit_range(rewards):
-    lo, hi = mean_interval(rewards)
-    mean = sum(rewards) / len(rewards)
-    assert 0.0 <= lo <= mean <= hi <= 1.0
-    assert lo < hi
-
-
-def test_interval_narrows_with_n():
-    widths = []
-    for n in (4, 16, 64, 256):
-        lo, hi = mean_interval([1, 0] * (n // 2))
-        widths.append(hi - lo)
-    assert all(a > b for a, b in zip(widths, widths[1:]))
-
-
-def test_interval_widens_with_level():
-    rewards = [1, 0, 1, 1, 0, 1]
-    lo90, hi90 = mean_interval(rewards, level=0.90)
-    lo99, hi99 = mean_interval(rewards, level=0.99)
-    assert lo99 < lo90 and hi90 < hi99
-
-
-def test_interval_all_zero_and_all_one():
-    lo, hi = mean_interval([0] * 10)
-    assert lo == 0.0 and 0.0 < hi < 1.0
-    lo, hi = mean_interval([1] * 10)
-    assert hi == 1.0 and 0.0 < lo < 1.0
-
-
-def test_interval_of_nothing_is_everything():
-    assert mean_interval([]) == (0.0, 1.0)
-
-
-def test_mean_reward_of_nothing_is_zero():
-    assert mean_reward([1, 0, 0.5]) == 0.5
-    assert mean_reward([]) == 0.0

@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from agentdescent import evolve
-from agentdescent.cli.demo import RouterReflector, route, route_reward, router_tasks
-from agentdescent.engine.executors import ThreadExecutor
-from agentdescent.engine.stragglers import Durations, Hedger
+from agentdescent import Parallelism, evolve
+from agentdescent.engine.calls.executors import ThreadExecutor
+from agentdescent.engine.calls.stragglers import Durations, Hedger
 from agentdescent.errors import UserError
+from agentdescent.testing import RouterReflector, route, route_reward, router_tasks
 from agentdescent.types import Rollout, Task
 
 TASK = Task(id="t", prompt="p")
@@ -121,7 +121,7 @@ def test_evolve_counts_the_stragglers_it_ran_again_as_calls():
         return "x" if "x" in rendered else ""
 
     result = evolve(tasks, lambda t, o: float(o == t.gold), run=run, propose=lambda r, t, o, w: "say x",
-                    rounds=2, n_workers=2, seed=1, reissue_after=2.0)
+                    rounds=2, n_workers=2, seed=1, parallelism=Parallelism(reissue_after=2.0))
     usage = result.usage
     assert usage.reissued >= 1
     assert usage.calls == usage.rollouts + usage.proposals  # every run of `run` is a call
@@ -129,8 +129,7 @@ def test_evolve_counts_the_stragglers_it_ran_again_as_calls():
 
 def test_reissue_after_must_be_above_one():
     with pytest.raises(UserError, match="reissue_after"):
-        evolve([Task(id=f"t{i}", prompt="p") for i in range(6)], lambda t, o: 1.0,
-               run=lambda r, t: "", propose=lambda r, t, o, w: None, reissue_after=1.0)
+        Parallelism(reissue_after=1.0)
 
 
 def test_a_finished_run_returns_though_a_stragglers_first_attempt_never_does(monkeypatch):
@@ -154,7 +153,7 @@ def test_a_finished_run_returns_though_a_stragglers_first_attempt_never_does(mon
     box = []
     thread = threading.Thread(target=lambda: box.append(evolve(
         router_tasks(0, signals=1)[:16], route_reward, run=run, propose=RouterReflector(), rounds=2,
-        reissue_after=2)), daemon=True)
+        parallelism=Parallelism(reissue_after=2))), daemon=True)
     thread.start()
     thread.join(60)
     forever.set()

@@ -10,9 +10,10 @@ import pytest
 
 from agentdescent.artifacts.state import state_hash
 from agentdescent.artifacts.strategies import AppendRules
-from agentdescent.engine.evaluation import Evaluator, Usage
-from agentdescent.engine.units import reflect, roll_out
+from agentdescent.engine.calls.evaluation import Evaluator
+from agentdescent.engine.calls.units import reflect, roll_out
 from agentdescent.types import Rollout
+from agentdescent.usage import Usage
 from tests.doubles import asking_propose, asking_run, judging_reward, numbered_tasks
 
 TASKS = numbered_tasks(3)

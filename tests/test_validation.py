@@ -5,12 +5,12 @@ from __future__ import annotations
 import random
 
 from agentdescent import events
-from agentdescent.cli.demo import demo_strategy, route, route_reward
-from agentdescent.engine.evaluation import PURPOSES
 from agentdescent.engine.evolve import split_tasks
-from agentdescent.engine.validation import Validator
-from agentdescent.step.policies import Amortized, OnHeldOutGain
+from agentdescent.engine.loop.decisions import Amortized, OnHeldOutGain
+from agentdescent.engine.loop.validation import Validator
+from agentdescent.testing import demo_strategy, route, route_reward
 from agentdescent.types import Task
+from agentdescent.usage import PURPOSES
 from tests.doubles import CountingRun, numbered_tasks, router
 
 
@@ -31,7 +31,7 @@ def test_the_held_out_set_is_measured_when_it_pays_and_whole_whenever_it_counts(
 
 
 def router_tasks_of_seed0() -> list[Task]:
-    from agentdescent.cli.demo import router_tasks
+    from agentdescent.testing import router_tasks
 
     return router_tasks(0)
 

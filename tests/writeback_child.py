@@ -17,9 +17,9 @@ import signal
 import sys
 from pathlib import Path
 
-from agentdescent.engine.evaluation import Usage
 from agentdescent.errors import UserError
 from agentdescent.result import EvolveResult
+from agentdescent.usage import Usage
 
 
 def result_of(rendered, initial=None, frozen=()) -> EvolveResult:

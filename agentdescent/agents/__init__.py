@@ -9,6 +9,8 @@
 
 Every one is a plain callable (`prompt -> text`; CLI agents also take `cwd=`) that records its
 usage; see `agentdescent.agents.base`. What the clients return and raise is already redacted.
+`agentdescent.agents.providers` is the table of the providers, one row each: the agent kinds a
+run spec names, their key and base URL variables, and the function that makes each client.
 """
 
 # ruff: noqa: F401 - the imports under TYPE_CHECKING are there to be read, not used

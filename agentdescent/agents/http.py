@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
 from agentdescent.agents.deadline import Deadline, bound_every_socket
 from agentdescent.agents.redact import guard_logging, redact, register
-from agentdescent.errors import AgentError, UserError
+from agentdescent.errors import AgentError, BadReply, UserError
 from agentdescent.quoting import quoted
 
 if TYPE_CHECKING:  # imported where a request is made: a run of local agents never pays for it
@@ -85,10 +85,6 @@ def _check_timeout(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise UserError(f"timeout must be a positive number of seconds for the whole call, such as 300; got {value!r}")
     return float(value)
-
-
-class BadReply(Exception):
-    """Raised by a provider's `_parse` when a 2xx body is not the answer it expects."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,10 +5,11 @@ replaced by a marker that names its variable.
     # when OPENAI_API_KEY=sk-canary-7f3a9c2e1b5d
 
 **What is a key.** The value, read from `os.environ` at each call, of: every `api_key_env` an
-HTTP client has been built with (`register`), the well-known `KEY_VARIABLES`, and every variable
-whose name looks secret (`SECRET_NAME`: KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL, AUTH); a
-child process's own variables can be added (`env=`). Values shorter than `MIN_SECRET_CHARS` are
-not keys, so that `DEBUG_TOKEN=1` does not turn every "1" into a marker.
+HTTP client has been built with (`register`), the well-known `KEY_VARIABLES` (every provider's
+in `providers`, and HF_TOKEN), and every variable whose name looks secret (`SECRET_NAME`: KEY,
+TOKEN, SECRET, PASSWORD, CREDENTIAL, AUTH); a child process's own variables can be added
+(`env=`). Values shorter than `MIN_SECRET_CHARS` are not keys, so that `DEBUG_TOKEN=1` does not
+turn every "1" into a marker.
 
 **Which forms.** A key is matched character by character, each character as itself or escaped:
 JSON (`\\u002d`, `\\/`, `\\"`, also with the backslash doubled or more), `\\xNN`, `\\UNNNNNNNN`,
@@ -39,13 +40,14 @@ import re
 import threading
 from collections.abc import Iterable, Mapping
 
+from agentdescent.agents.providers import KEY_VARIABLES
+
 __all__ = [
     "DEBUG_HTTP_ENV", "KEY_VARIABLES", "MARKER", "MIN_SECRET_CHARS", "SECRET_NAME", "RedactingFilter", "RedactingStream",
     "guard_logging",
     "located", "redact", "register", "secrets",
 ]
 
-KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "DEEPSEEK_API_KEY", "HF_TOKEN")
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
 MIN_SECRET_CHARS = 8
 DEBUG_HTTP_ENV = "AGENTDESCENT_DEBUG_HTTP"

@@ -24,15 +24,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from agentdescent.artifacts.state import State
-from agentdescent.errors import UserError
+from agentdescent.errors import InvalidProposal, UserError
 from agentdescent.governance import clashes, is_frozen, unsafe_key_reason
 from agentdescent.governance.text import CONTROL_CODES, NUL_ONLY, text_refusal
 from agentdescent.quoting import quoted
 from agentdescent.types import Edit
-
-
-class InvalidProposal(ValueError):
-    """A proposal this strategy cannot turn into edits; recorded as an `invalid` outcome."""
 
 
 @runtime_checkable
@@ -49,8 +45,14 @@ class Strategy(Protocol):
     - `max_keys_per_diff` caps how many keys one diff may change (None: no cap).
     - `key_space(state)`, optional: the keys a diff of `state` may change, for `parallel="tp"` to
       deal out to workers; None when they cannot be known in advance (AppendRules' rules).
+    - `kind` is the strategy's stable name: checkpoints, reports and resumes know it by this, never
+      by its class's name. `folder` says whether `render` gives a tree of files, and `named_keys`
+      whether a key means something to a reader (shown beside a diff) or is only an id.
     """
 
+    kind: str
+    folder: bool
+    named_keys: bool
     frozen: tuple[str, ...]
     editable: tuple[str, ...]
     max_keys_per_diff: int | None
@@ -78,6 +80,9 @@ def _clean(proposal: str, *, cap: int = MAX_PROPOSAL_CHARS, controls: re.Pattern
 class SingleSlot:
     """One block of text (a system prompt). A proposal is a line appended to it."""
 
+    kind = "SingleSlot"
+    folder = False
+    named_keys = True
     frozen: tuple[str, ...] = ()
     editable: tuple[str, ...] = ("*",)
     max_keys_per_diff: int | None = 1
@@ -115,6 +120,9 @@ class AppendRules:
 
     A proposal is a rule to add, or "remove: <rule>" to drop an existing one."""
 
+    kind = "AppendRules"
+    folder = False
+    named_keys = False
     frozen: tuple[str, ...] = ()
     editable: tuple[str, ...] = ("*",)
     max_keys_per_diff: int | None = None
@@ -151,6 +159,9 @@ class KeyedRules:
     """One entry per category; a proposal "category: text" replaces that category's entry
     ("category:" with no text clears it)."""
 
+    kind = "KeyedRules"
+    folder = False
+    named_keys = True
     frozen: tuple[str, ...] = ()
     editable: tuple[str, ...] = ("*",)
     max_keys_per_diff: int | None = None
@@ -250,6 +261,10 @@ class FileTree:
     `tree_runner` writes it into a workspace for a real agent, and `load_tree` reads one from disk.
     """
 
+    kind = "FileTree"
+    folder = True
+    named_keys = True
+
     def __init__(
         self,
         tree: Mapping[str, str],
@@ -289,3 +304,12 @@ class FileTree:
         if not files:
             raise InvalidProposal('no <file path="...">...</file> or <delete path="..."/> block found')
         return [Edit(key=p, before=state.get(p), after=t) for p, t in files.items()]
+
+
+STRATEGIES: dict[str, type] = {cls.kind: cls for cls in (SingleSlot, AppendRules, KeyedRules, FileTree)}
+"""The shipped strategies by `kind`: what a report or a resumed run finds from a checkpoint's name."""
+
+
+def kind_of(strategy: object) -> str:
+    """`strategy.kind`; a strategy of yours written without one is known by its class's name."""
+    return str(getattr(strategy, "kind", None) or type(strategy).__name__)

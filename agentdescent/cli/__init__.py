@@ -1,8 +1,8 @@
-"""The `agentdescent` command line: the verbs, what they show, and the offline demo domain.
+"""The `agentdescent` command line: the verbs, what they show, and the offline demo's run.
 
-`main` is imported when first used (`agentdescent._exports`): a process that needs only the demo
-domain's helpers (`agentdescent.cli.demo`, as the docs' examples and the benchmarks' remote
-workers do) does not import every verb, the run service and rich with them.
+`main` is imported when first used (`agentdescent._exports`): a process that imports
+`agentdescent.cli.demo` for the reference domain's old names does not import every verb, the run
+service and rich with them.
 """
 
 # ruff: noqa: F401 - the import under TYPE_CHECKING is there to be read, not used

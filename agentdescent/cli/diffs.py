@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from agentdescent.artifacts.strategies import AppendRules, Strategy
+from agentdescent.artifacts.strategies import Strategy
 from agentdescent.cli.views import Seen, plural
 from agentdescent.result import EvolveResult
 from agentdescent.types import OUTCOME_MEANINGS as MEANINGS
@@ -36,7 +36,7 @@ def diff_outcomes(console: Console, result: EvolveResult, strategy: Strategy, se
         return
     groups = _grouped(result.outcome_list)
     console.print(_counts(groups))
-    show_key = not isinstance(strategy, AppendRules)  # its keys are content hashes, which say nothing
+    show_key = getattr(strategy, "named_keys", True)  # AppendRules' keys are content hashes, which say nothing
     hidden = 0
     for kind, outcomes in groups.items():
         shown = outcomes if limit is None else _first(outcomes, limit, seen)

@@ -21,12 +21,13 @@ from agentdescent.agents.redact import RedactingStream
 from agentdescent.artifacts import backups
 from agentdescent.artifacts.writeback import restore
 from agentdescent.cli import flags
-from agentdescent.cli.demo import STRATEGIES, demo_strategy, run_reference
+from agentdescent.cli.demo import run_reference
 from agentdescent.cli.hosts import HOST_VERBS, add_host_verbs
 from agentdescent.cli.report import Timing, process_seconds, report
 from agentdescent.cli.verbs import VERBS, add_verbs
 from agentdescent.cli.views import ProgressView, plural
 from agentdescent.errors import AgentDescentError, UserError
+from agentdescent.testing import STRATEGIES, demo_strategy
 
 Command = Callable[[argparse.Namespace, Console], int]
 USAGE, FAILURE, INTERRUPTED = 2, 1, 130

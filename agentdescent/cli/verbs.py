@@ -109,7 +109,7 @@ def run_plan(args: argparse.Namespace, console: Console) -> int:
     say(console, f"plan for {plan.target} ({plan.kind}{files}); nothing has started",
         f"  tasks: {plan.tasks} ({plan.train} train, {plan.held_out} held out)",
         f"  agent: {plan.agent}", f"  reflector: {plan.reflector}",
-        f"  {plural(plan.workers, 'worker')}, at most {plural(plan.rounds, 'round')}",
+        f"  {plural(plan.n_workers, 'worker')}, at most {plural(plan.rounds, 'round')}",
         f"  calls: {q.calls_low}-{q.calls_high}, {cap}; about {q.tokens_per_call} tokens a call",
         f"  cost: {cost}", f"  basis: {q.basis}", *(f"warning: {w}" for w in plan.warnings),
         f"next: if that suits, {command('evolve', args.spec)} starts it")

@@ -1,5 +1,6 @@
-"""The loop: `evolve()`, its rounds and barrier, the worker turn, evaluation, and executors.
+"""The engine: `evolve()` (wiring only), the loop (`loop/`), the calls (`calls/`) and persistence
+(`persist/`).
 
 Nothing is imported here: `evolve` lives in `agentdescent.engine.evolve` (and is exported by
-`agentdescent`), so that a process running one unit of work (`units`) imports only what it needs.
+`agentdescent`), so that a process running one unit of work (`calls.units`) imports only what it needs.
 """

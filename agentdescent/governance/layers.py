@@ -19,14 +19,18 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 from agentdescent.governance.paths import fold, unsafe_key_reason
 from agentdescent.governance.text import CONTROL_CODES
 from agentdescent.types import Edit
 
-if TYPE_CHECKING:  # strategies import this package for is_frozen
-    from agentdescent.artifacts.strategies import Strategy
+
+class Governed(Protocol):
+    """What the rules read of an artifact's strategy (`artifacts.strategies.Strategy` has it)."""
+
+    frozen: Collection[str]
+    max_keys_per_diff: int | None
 
 Layer = Literal["L0", "L1", "L2"]
 
@@ -85,7 +89,7 @@ class Governance:
     max_bytes_per_key: int = 200_000
 
     @classmethod
-    def of(cls, strategy: Strategy, blast_radius: Mapping[str, Layer] | None = None) -> Governance:
+    def of(cls, strategy: Governed, blast_radius: Mapping[str, Layer] | None = None) -> Governance:
         """The rules for diffs of `strategy`'s artifact: its frozen and editable keys, its key cap,
         and `blast_radius`."""
         return cls(blast_radius=dict(blast_radius or {}), frozen=tuple(strategy.frozen),

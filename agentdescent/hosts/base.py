@@ -1,21 +1,52 @@
-"""What every host module answers with: how a host stands here, and what an install or an uninstall did.
+"""What a host module is (`Host`), and what it answers with: how a host stands here (`HostReport`)
+and what an install or an uninstall did (`Changed`); with the helpers the host modules share.
 
-Each host module (`claude_code`, `codex`, `deepseek`) has the same three functions:
-
-    report() -> HostReport          is the host's CLI here, which version, is our server wired, how to wire it
-    install(*, force=False) -> Changed     wire our MCP server and the skill into the host
-    uninstall() -> Changed          take out exactly what install put in, nothing else
-
-Each raises `UserError` (with the fix) when it cannot do what was asked, and changes nothing then.
+Left out: the table of hosts (`agentdescent.hosts.HOSTS`) and the ways of wiring one (`wiring`,
+`marked`, `bundle`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
 from agentdescent.process import Killed, run_process
+
+
+@runtime_checkable
+class Host(Protocol):
+    """A coding agent that AgentDescent wires itself into: our MCP server (`agentdescent-mcp`) and
+    the skill. Each host is one module of `agentdescent.hosts` (a module meets this Protocol with
+    its top-level names) and one row of `agentdescent.hosts.HOSTS`.
+
+    `HOST` is the name `agentdescent install HOST` takes, and its bundle's folder under
+    `plugins/`. `PROGRAM` is the host's CLI, looked up on PATH: `report` says whether it is there;
+    a host wired through its CLI (Claude Code) needs it to install and uninstall, a host wired
+    through its files (Codex, DeepSeek Harness) does not. `SKILL` is where the host's bundle holds
+    its copy of the skill (`bundle` keeps it in step with `skills/agentdescent/SKILL.md`); install
+    puts that file where the host reads skills.
+
+    `report()` never raises, changes nothing, and runs at most `PROGRAM --version`.
+    `install(force=False)` wires the server and the skill; run again, it changes nothing or
+    brings them up to date. Without `force` it refuses to replace anything it did not write; what
+    `force` may replace, the host module's docstring says. `uninstall()` takes out what install
+    put in and nothing else: the host's other settings stay as they are. What install keeps for
+    itself (a record of what it wrote, a marketplace folder) goes in `home() / "hosts"`
+    (`agentdescent.home`). Both raise `UserError`, with the fix, when they cannot do what was
+    asked, and then change nothing.
+    """
+
+    HOST: str
+    PROGRAM: str
+    SKILL: str
+
+    def report(self) -> HostReport: ...
+
+    def install(self, *, force: bool = False) -> Changed: ...
+
+    def uninstall(self) -> Changed: ...
 
 
 class HostReport(BaseModel):

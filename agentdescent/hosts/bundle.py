@@ -7,11 +7,11 @@ Sources, in the repository (the only files a person edits):
     .claude-plugin/marketplace.json         the marketplace a Claude Code user adds
 
 Copies, written by `python -m agentdescent.hosts.bundle` and checked by `drift()` (a test fails on
-any difference): each bundle's copy of the skill, at the path its host reads, and
-`agentdescent/hosts/bundle.json`, every bundle file as package data, so that a user who installed
-the package from PyPI and never cloned the repository has them (`files(host)`). One JSON file
-rather than a folder, because the bundles hold dot-files (`.mcp.json`, `.claude-plugin/`) that
-package-data globs leave out. Left out: writing them into a host's configuration (the host modules).
+any difference): each bundle's copy of the skill, at the path its host reads (its module's
+`SKILL`), and `agentdescent/hosts/bundle.json`, every bundle file as package data, so that a user
+who installed the package from PyPI and never cloned the repository has them (`files(host)`).
+One JSON file rather than a folder, because the bundles hold dot-files (`.mcp.json`,
+`.claude-plugin/`) that package-data globs leave out. Left out: writing them into a host's configuration (the host modules).
 """
 
 from __future__ import annotations
@@ -22,11 +22,9 @@ from importlib import resources
 from pathlib import Path
 
 from agentdescent import atomic
+from agentdescent.hosts import HOSTS, module
 
-HOSTS = ("claude-code", "codex", "deepseek")
 SKILL_SOURCE = "skills/agentdescent/SKILL.md"
-SKILL_COPIES = {"claude-code": "skills/agentdescent/SKILL.md", "codex": "skills/agentdescent/SKILL.md",
-                "deepseek": ".agents/skills/agentdescent/SKILL.md"}
 MARKETPLACE = ".claude-plugin/marketplace.json"
 PACKAGED = Path(__file__).with_name("bundle.json")
 
@@ -38,6 +36,11 @@ def files(host: str) -> dict[str, str]:
     return dict(data[host])
 
 
+def skill_copy(host: str) -> str:
+    """Where `host`'s bundle holds its copy of the skill, relative to the bundle: its module's `SKILL`."""
+    return module(host).SKILL
+
+
 def expected(repo: Path) -> dict[Path, str]:
     """Every copy, by path under `repo`, with the text it must hold."""
     skill = (repo / SKILL_SOURCE).read_text(encoding="utf-8")
@@ -46,9 +49,9 @@ def expected(repo: Path) -> dict[Path, str]:
         folder = repo / "plugins" / host
         found = {p.relative_to(folder).as_posix(): p.read_text(encoding="utf-8")
                  for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
-        bundles[host] = {**found, SKILL_COPIES[host]: skill}
+        bundles[host] = {**found, skill_copy(host): skill}
     bundles["marketplace"] = {MARKETPLACE: (repo / MARKETPLACE).read_text(encoding="utf-8")}
-    copies = {repo / "plugins" / host / SKILL_COPIES[host]: skill for host in HOSTS}
+    copies = {repo / "plugins" / host / skill_copy(host): skill for host in HOSTS}
     copies[repo / "agentdescent" / "hosts" / "bundle.json"] = json.dumps(bundles, indent=1, sort_keys=True) + "\n"
     return copies
 

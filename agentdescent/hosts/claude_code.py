@@ -25,12 +25,14 @@ from typing import Any
 
 from agentdescent import atomic
 from agentdescent.errors import UserError
+from agentdescent.home import home
 from agentdescent.hosts import bundle
 from agentdescent.hosts.base import Changed, HostReport, to_wire, version
 from agentdescent.process import Killed, run_process
-from agentdescent.runs.store import home
 
 HOST = "claude-code"
+PROGRAM = "claude"
+SKILL = "skills/agentdescent/SKILL.md"  # in the bundle, which install lays out as a plugin of the marketplace
 PLUGIN = "agentdescent@agentdescent"  # NAME@MARKETPLACE, as .claude-plugin/marketplace.json names them
 MARKETPLACE = "agentdescent"
 SERVER = "agentdescent"
@@ -54,7 +56,7 @@ def _claude_json() -> Path:
 
 def report() -> HostReport:
     """How Claude Code stands here; never raises, and runs at most `claude --version`."""
-    claude = shutil.which("claude")
+    claude = shutil.which(PROGRAM)
     plugin, server = _plugin_installed(), _server_added()
     if plugin:
         how = f"plugin {PLUGIN} installed (from {_marketplace_path() or 'its marketplace'})"
@@ -149,7 +151,7 @@ def _materialise(target: Path, *, rewrite: bool) -> list[str]:
 
 
 def _require_claude(verb: str) -> str:
-    claude = shutil.which("claude")
+    claude = shutil.which(PROGRAM)
     if claude is None:
         raise UserError(f"Claude Code's `claude` is not on PATH: install it (npm install -g @anthropic-ai/claude-code) "
                         f"or put its folder on PATH, then run `agentdescent {verb} claude-code` again")
@@ -158,7 +160,7 @@ def _require_claude(verb: str) -> str:
 
 def _run(claude: str, *args: str) -> str:
     """Run `claude ARGS`; the command as typed. A failure is a `UserError` quoting its output's tail."""
-    typed = " ".join(["claude", *args])
+    typed = " ".join([PROGRAM, *args])
     try:
         done = run_process([claude, *args], timeout=TIMEOUT)
     except Killed as exc:

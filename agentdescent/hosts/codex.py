@@ -40,6 +40,7 @@ from agentdescent.hosts.base import Changed, HostReport, to_wire, version, wired
 from agentdescent.hosts.wiring import Wiring, put_in, read_text, take_out
 
 HOST = "codex"
+PROGRAM = "codex"
 SERVER = "agentdescent"
 SKILL = "skills/agentdescent/SKILL.md"  # in the bundle, and under CODEX_HOME
 
@@ -50,7 +51,7 @@ def codex_home() -> Path:
 
 def report() -> HostReport:
     """How Codex stands here; never raises, and runs at most `codex --version`."""
-    codex = shutil.which("codex")
+    codex = shutil.which(PROGRAM)
     config = codex_home() / "config.toml"
     try:
         text = read_text(config) or ""

@@ -41,6 +41,7 @@ from agentdescent.hosts import bundle, marked, wiring
 from agentdescent.hosts.base import Changed, HostReport, to_wire, version, wired_in
 
 HOST = "deepseek"
+PROGRAM = "dsh"
 SERVER = "agentdescent"
 CLIENT = "@deepseek-ai/dsh-mcp-client"
 ENTRY_POINT = "agentdescent-mcp"
@@ -74,7 +75,7 @@ def dsh_home() -> Path:
 
 def report() -> HostReport:
     """How the harness stands here; never raises, and runs at most `dsh --version`."""
-    dsh = shutil.which("dsh")
+    dsh = shutil.which(PROGRAM)
     patch = dsh_home() / "cordis.patch.yml"
     try:
         text = wiring.read_text(patch) or ""

@@ -21,9 +21,9 @@ from pydantic import BaseModel, Field
 
 from agentdescent import atomic
 from agentdescent.errors import UserError
+from agentdescent.home import home
 from agentdescent.hosts import marked
 from agentdescent.hosts.base import Changed
-from agentdescent.runs.store import home
 
 Check = Callable[[str, str, Path], None]  # (the user's text, the text to write, its path): raise UserError if wrong
 

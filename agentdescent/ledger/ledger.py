@@ -9,8 +9,8 @@ concurrent writers in threads or processes never lose a commit: the loser gets `
 
 Objects are read and written by `objects.GitObjects` (in-process, memoised: objects never
 change) and the refs by `refs.Refs` (the CAS is the only subprocess per commit). What is left
-here is what versions mean: the index from version to commit and the version vectors, both
-memoised too, since `dev`'s history only ever grows.
+here is what versions mean: the index from version to commit, memoised too, since `dev`'s
+history only ever grows.
 
 Left out: merging, rebasing and retry policy (the aggregator's job), strategies and rendering,
 garbage collection, remotes, and any working tree.
@@ -135,7 +135,6 @@ class Ledger:
         self._objects = GitObjects(repo, self.path)
         self._refs = Refs(repo, self.path)
         self._by_version: dict[int, bytes] = {}  # version -> commit sha on dev
-        self._vvs: dict[tuple[str, int], dict[str, int]] = {}  # (artifact, version) -> version vector
         self._settle_refs()
         try:
             self.head()
@@ -185,28 +184,6 @@ class Ledger:
                 raise UserError(f"artifact {artifact_id!r} is not in the ledger at {where}; "
                                 "commit it first")
             return dict(self._objects.snapshot(tree))
-
-    def changed_keys(self, artifact_id: str, since: int, until: int | None = None) -> set[str]:
-        """Keys added, removed or changed between versions `since` and `until` (None = head)."""
-        _check_artifact_id(artifact_id)
-        with self._lock:
-            old, new = self._files_at(artifact_id, since), self._files_at(artifact_id, until)
-        return {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
-
-    def version_vector(self, artifact_id: str, version: int | None = None) -> dict[str, int]:
-        """For each key at `version`, the version at which its current text was last written."""
-        _check_artifact_id(artifact_id)
-        with self._lock:
-            target = self._objects.commit(self._at(version)).version
-            start = target
-            while start > 0 and (artifact_id, start) not in self._vvs:
-                start -= 1
-            vv, prev = self._vvs.get((artifact_id, start), {}), self._files_at(artifact_id, start)
-            for v in range(start + 1, target + 1):
-                cur = self._files_at(artifact_id, v)
-                vv = {k: vv.get(k, v) if prev.get(k) == b else v for k, b in cur.items()}
-                self._vvs[(artifact_id, v)], prev = vv, cur
-            return dict(vv)
 
     def log(self, limit: int | None = None) -> list[CommitRecord]:
         """`dev`'s first-parent history, newest first."""
@@ -282,10 +259,6 @@ class Ledger:
             return None
         mode, sha = self._objects.tree(root[ARTIFACTS][1]).get(artifact_id, (0, b""))
         return sha if mode >> 12 == 4 else None
-
-    def _files_at(self, artifact_id: str, version: int | None) -> dict[str, bytes]:
-        tree = self._artifact_tree(self._at(version), artifact_id)
-        return {} if tree is None else self._objects.files(tree)
 
     def _write_root(self, parent: bytes, artifact_id: str, state: dict[str, str]) -> bytes:
         """The parent's root tree with artifacts/<artifact_id>/ replaced by `state`."""

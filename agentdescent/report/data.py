@@ -18,8 +18,8 @@ from typing import Literal
 import git
 from pydantic import BaseModel, Field
 
-from agentdescent.engine.checkpoint import FOLDER, Checkpoint, RunFiles
-from agentdescent.engine.evaluation import Usage
+from agentdescent.artifacts.strategies import STRATEGIES
+from agentdescent.engine.persist.checkpoint import FOLDER, Checkpoint, RunFiles
 from agentdescent.errors import UserError
 from agentdescent.ledger import CommitRecord, Ledger, looks_like_ledger
 from agentdescent.result import EvolveResult, StepRecord
@@ -27,6 +27,7 @@ from agentdescent.runs.review import LANDED, REPORT_FILE
 from agentdescent.runs.status import LIVE, RunStatus
 from agentdescent.runs.store import RunDir, RunStore
 from agentdescent.types import Outcome
+from agentdescent.usage import Usage
 
 DEFAULT_ARTIFACT = "artifact"  # what evolve() and the run store call the artifact unless told otherwise
 WHERE = "give a run id (agentdescent runs lists them) or the ledger folder evolve(store=...) or agentdescent demo --store wrote"
@@ -214,7 +215,7 @@ def _from_ledger(data: ReportData, path: Path, saved: Checkpoint | None, result:
                           f"the report shows {data.artifact_id!r}")
     if not data.kind:
         data.kind = saved.strategy if saved is not None else "unknown (no checkpoint says which strategy)"
-        data.folder = data.kind == "FileTree"
+        data.folder = bool(getattr(STRATEGIES.get(data.kind), "folder", False))
     with _open(path) as ledger:
         records = list(reversed(ledger.log()))
         data.commits = [commit_view(r, data.outcomes) for r in records]

@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from agentdescent import reading, refcheck
-from agentdescent.agents import claude, claude_code, codex, deepseek, openai_compatible, scripted
+from agentdescent.agents import claude_code, scripted
 from agentdescent.agents.base import Model, ModelUsage
+from agentdescent.agents.providers import CLI_KINDS, PROVIDERS
 from agentdescent.agents.redact import redact
 from agentdescent.agents.scripted import takes_a_folder
 from agentdescent.artifacts import AppendRules, FileTree, SingleSlot, Strategy, load_tree, tree_runner
@@ -34,7 +35,7 @@ from agentdescent.governance import HARNESS_BLAST_RADIUS, PLUGIN_BLAST_RADIUS, S
 from agentdescent.reflect import reflector, tree_reflector
 from agentdescent.reflect.tree_reflector import format_files
 from agentdescent.runs import containment
-from agentdescent.runs.spec import CLI_KINDS, AgentSpec, Problem, RunSpec, SpecError, TasksSpec
+from agentdescent.runs.spec import AgentSpec, Problem, RunSpec, SpecError, TasksSpec
 from agentdescent.scoring import scorer
 from agentdescent.types import Task
 
@@ -44,8 +45,6 @@ LAYOUT_OF_KIND = {"skill_dir": "claude_skill", "agent_dir": "claude_agents", "pl
 BLAST_RADIUS = {"skill": SKILL_BLAST_RADIUS, "harness": HARNESS_BLAST_RADIUS, "plugin": PLUGIN_BLAST_RADIUS}
 RADIUS_OF_KIND = {"skill_dir": SKILL_BLAST_RADIUS, "agent_dir": HARNESS_BLAST_RADIUS, "plugin": PLUGIN_BLAST_RADIUS}
 PLUGIN_AGENTS = ("claude_code", "host", "python")  # the agents a plugin's rollouts can load it into
-KEY_ENV = {"openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"), "deepseek": ("DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL"),
-           "claude": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,7 +164,7 @@ def _task_problems(spec: RunSpec) -> list[Problem]:
 
 def _agent_problems(agent: AgentSpec) -> list[str]:
     if agent.kind in CLI_KINDS:
-        executable = agent.options.get("executable", "claude" if agent.kind == "claude_code" else "codex")
+        executable = agent.options.get("executable", PROVIDERS[agent.kind].program)
         if shutil.which(executable) is None:
             return [f"{executable!r} is not on PATH: install it, or use the host as the agent (agent: host)"]
     return []
@@ -203,8 +202,9 @@ def missing_keys(spec: RunSpec) -> list[str]:
     """Warnings, not problems: a model whose key variable is not set here (a local server may need none)."""
     said = []
     for agent in {spec.agent.label: spec.agent, spec.reflector_spec.label: spec.reflector_spec}.values():
-        key, base = KEY_ENV.get(agent.kind, (None, None))
-        key = agent.options.get("api_key_env", key)
+        provider = PROVIDERS.get(agent.kind)
+        key = agent.options.get("api_key_env", provider.key_variable if provider else None)
+        base = provider.base_url_variable if provider else None
         if key and not os.environ.get(key) and not os.environ.get(base or ""):
             said.append(f"{agent.label}: {key} is not set in this environment; the run will fail unless it is set "
                         "where the run starts")
@@ -291,18 +291,11 @@ class PluginHost:
 
 
 def make_client(agent: AgentSpec) -> Callable[..., str]:
-    """A model or CLI agent from its spec (not the host, which only a runner can make)."""
+    """A provider's model or CLI agent (its row in `agents.providers` makes it), or your own Python
+    agent, from its spec; not the host, which only a runner can make."""
     options = dict(agent.options)
-    if agent.kind == "openai":
-        return openai_compatible(agent.model, **options)
-    if agent.kind == "deepseek":
-        return deepseek(agent.model or "deepseek-chat", **options)
-    if agent.kind == "claude":
-        return claude(agent.model, **options)
-    if agent.kind == "claude_code":
-        return claude_code(model=agent.model, **options)
-    if agent.kind == "codex":
-        return codex(model=agent.model, **options)
+    if agent.kind in PROVIDERS:
+        return PROVIDERS[agent.kind].client(agent.model, **options)
     if agent.kind == "python":
         found = resolve_ref(agent.ref or "")
         made = found(**options) if inspect.isclass(found) else functools.partial(found, **options) if options else found

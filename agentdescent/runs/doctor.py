@@ -18,13 +18,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from agentdescent.agents.providers import BASE_URL_VARIABLES, KEY_VARIABLES, PROVIDERS
 from agentdescent.hosts import HOSTS, HostReport, module
 from agentdescent.process import Killed, run_process
 from agentdescent.runs.store import home
 
-AGENT_CLIS = ("claude", "codex", "dsh")
-KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "DEEPSEEK_API_KEY", "HF_TOKEN")
-ENDPOINTS = ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "DEEPSEEK_BASE_URL", "HF_ENDPOINT")
+KEYS = KEY_VARIABLES  # the providers' table's (agents.providers), and HF_TOKEN
+ENDPOINTS = BASE_URL_VARIABLES
 
 
 class Program(BaseModel):
@@ -52,7 +52,9 @@ class DoctorReport(BaseModel):
 
 def doctor() -> DoctorReport:
     git = _program("git")
-    agents = [_program(name) for name in AGENT_CLIS]
+    hosts = [module(host) for host in HOSTS]
+    programs = [host.PROGRAM for host in hosts] + [row.program for row in PROVIDERS.values() if row.program]
+    agents = [_program(name) for name in dict.fromkeys(programs)]  # every host's CLI and every CLI agent's, once
     store = home() / "runs"
     writable = _writable(store if store.exists() else home())
     problems = []
@@ -67,7 +69,7 @@ def doctor() -> DoctorReport:
     return DoctorReport(
         python=sys.version.split()[0], agentdescent=_version(), git=git, agents=agents, keys_set=keys,
         keys_missing=[k for k in KEYS if k not in keys], endpoints_set=[e for e in ENDPOINTS if os.environ.get(e)],
-        hosts=[module(host).report() for host in HOSTS], store=str(store),
+        hosts=[host.report() for host in hosts], store=str(store),
         store_writable=writable, demo_ok=demo_ok, problems=problems,
         next="agentdescent demo runs a whole evolution offline" if demo_ok else "fix the problems above first",
     )

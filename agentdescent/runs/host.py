@@ -18,7 +18,7 @@ from collections.abc import Callable
 from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
 from agentdescent.errors import AgentError
 from agentdescent.runs.mailbox import Mailbox
-from agentdescent.step.gate import GatedChange
+from agentdescent.step.changes import GatedChange
 
 ROLLOUT, PROPOSAL, APPROVAL = "rollout", "proposal", "approval"
 

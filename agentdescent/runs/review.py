@@ -22,9 +22,9 @@ from pydantic import BaseModel, Field
 from agentdescent import events as ev
 from agentdescent.artifacts.writeback import WritePlan
 from agentdescent.commands import command
-from agentdescent.engine.checkpoint import RunFiles
-from agentdescent.engine.evaluation import view_key
+from agentdescent.engine.calls.evaluation import view_key
 from agentdescent.engine.evolve import split_tasks
+from agentdescent.engine.persist.checkpoint import RunFiles
 from agentdescent.errors import UserError
 from agentdescent.ledger import Ledger
 from agentdescent.result import EvolveResult

@@ -25,7 +25,7 @@ from agentdescent import atomic, process
 from agentdescent import events as ev
 from agentdescent.agents.redact import redact
 from agentdescent.commands import command
-from agentdescent.engine.cancel import CancelToken
+from agentdescent.engine.calls.cancel import CancelToken
 from agentdescent.engine.evolve import evolve
 from agentdescent.errors import AgentDescentError, Cancelled
 from agentdescent.quoting import bounded, described
@@ -136,15 +136,10 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
                 token.cancel(f"cannot write the run's files in {run.path} ({exc.strerror or exc}); "
                              f"free some space, then: {command('resume', run.id)}")
 
-        return evolve(
-            parts.tasks, reward, run=run_fn, propose=propose, strategy=parts.strategy, rounds=spec.rounds,
-            n_workers=spec.workers, held_out_frac=spec.held_out_frac, patience=spec.patience,
-            target_reward=spec.target_reward, blast_radius=parts.blast_radius,
-            approve=Approver(mailbox, timeout=spec.host_timeout, gone=lambda: token.cancelled),
-            self_verify=spec.self_verify, cheap_eval_tasks=spec.cheap_eval_tasks, max_calls=spec.max_calls,
-            max_tokens=spec.max_tokens, rollout_timeout=spec.rollout_timeout, seed=spec.seed, store=run.ledger,
-            on_event=on_event, cancel=token,
-        )
+        approver = Approver(mailbox, timeout=spec.host_timeout, gone=lambda: token.cancelled)
+        return evolve(parts.tasks, reward, run=run_fn, propose=propose, strategy=parts.strategy,
+                      blast_radius=parts.blast_radius, stop=[token], store=run.ledger, on_event=on_event,
+                      **spec.evolve_options(approve=approver))
     finally:
         with contextlib.suppress(OSError):  # on a full disk the line a failed write left in the buffer is lost
             events.close()

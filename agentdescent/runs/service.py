@@ -44,7 +44,7 @@ class Plan(BaseModel):
     held_out: int
     agent: str
     reflector: str
-    workers: int
+    n_workers: int
     rounds: int
     quote: Quote
     warnings: list[str] = Field(default_factory=list)
@@ -114,7 +114,7 @@ class Service:
             if not allow_concurrent:
                 self._refuse_second_run(checked.target)
             status = RunStatus(state="starting", target=checked.target, kind=parts.kind, rounds=checked.rounds,
-                               max_calls=checked.max_calls, message="starting")
+                               max_calls=checked.budget.max_calls, message="starting")
             run = self.store.create(checked, tasks, content, status)
             self._launch(run)
         return self._started(run, "started")
@@ -287,9 +287,9 @@ def _split(spec: RunSpec, tasks: list[Task]) -> tuple[list[Task], list[Task]]:
     `max_calls` when the budget cannot pay for the smallest run on that split (`quote.refusal`):
     plan and start both split here, so a spec that plan quotes is one that start accepts."""
     train, held_out = split_tasks(tasks, spec.held_out_frac, random.Random(f"{spec.seed}:split"))
-    why = refusal(max_calls=spec.max_calls, held_out=len(held_out), tasks=len(tasks), workers=spec.workers)
+    why = refusal(max_calls=spec.budget.max_calls, held_out=len(held_out), tasks=len(tasks), workers=spec.n_workers)
     if why:
-        raise SpecError([Problem(field="max_calls", message=why)])
+        raise SpecError([Problem(field="budget.max_calls", message=why)])
     return train, held_out
 
 
@@ -298,17 +298,18 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
     content = parts.strategy.render(parts.strategy.initial_state())
     chars = len(content) if isinstance(content, str) else sum(len(t) for t in content.values())
     prompt_chars = sum(len(t.prompt) for t in parts.tasks) // max(1, len(parts.tasks))
-    cost = quote(train=len(train), held_out=len(held_out), workers=spec.workers, rounds=spec.rounds,
-                 artifact_chars=chars, prompt_chars=prompt_chars, max_calls=spec.max_calls,
+    cost = quote(train=len(train), held_out=len(held_out), workers=spec.n_workers, rounds=spec.rounds,
+                 artifact_chars=chars, prompt_chars=prompt_chars, max_calls=spec.budget.max_calls,
                  price_per_call=spec.price_per_call, price_per_1k_tokens=spec.price_per_1k_tokens)
     warnings = build.missing_keys(spec)
-    if spec.max_calls is None:
-        warnings.append("no max_calls: only rounds bound the bill; set max_calls to cap it")
-    warnings += budget_warnings(cost=cost, max_tokens=spec.max_tokens, held_out=len(held_out), workers=spec.workers,
+    if spec.budget.max_calls is None:
+        warnings.append("no budget.max_calls: only rounds bound the bill; set budget: {max_calls: N} to cap it")
+    warnings += [f"{moved} (the spec uses an earlier name of the field; it is read as such for now)" for moved in spec.moved]
+    warnings += budget_warnings(cost=cost, max_tokens=spec.budget.max_tokens, held_out=len(held_out), workers=spec.n_workers,
                                 rounds=spec.rounds)
     money = f", ${cost.cost_low_usd:g}-{cost.cost_high_usd:g}" if cost.cost_low_usd is not None else ""
     return Plan(target=spec.target, kind=parts.kind, files=None if parts.tree is None else len(parts.tree),
                 tasks=len(parts.tasks), train=len(train), held_out=len(held_out), agent=spec.agent.label,
-                reflector=spec.reflector_spec.label, workers=spec.workers, rounds=spec.rounds, quote=cost,
+                reflector=spec.reflector_spec.label, n_workers=spec.n_workers, rounds=spec.rounds, quote=cost,
                 warnings=warnings, next=f"about {cost.calls_low}-{cost.calls_high} calls{money}: if that suits, "
                                         "start it with evolve")

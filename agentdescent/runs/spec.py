@@ -17,9 +17,9 @@ and kind, and every message is redacted and cut to `MESSAGE_CHARS`.
     scorer: exact
     agent: claude_code                   # or openai:gpt-4o-mini, claude:claude-sonnet-4-5, host, python:pkg.mod:fn
     reflector: claude:claude-sonnet-4-5
-    workers: 4
+    n_workers: 4
     rounds: 8
-    max_calls: 400
+    budget: {max_calls: 400}
     frozen: ["hooks/*"]
 
 Left out: building the run's callables from a spec (`build`) and what a run costs (`quote`).
@@ -40,16 +40,16 @@ import yaml.reader
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from agentdescent import reading
+from agentdescent.agents.providers import MODEL_KINDS, PROVIDER_KINDS, PROVIDERS
 from agentdescent.agents.redact import redact
 from agentdescent.artifacts.workspace import LAYOUTS
+from agentdescent.config import Settings
 from agentdescent.errors import UserError
 from agentdescent.governance import Layer
 from agentdescent.scoring import SCORER_NAMES
 from agentdescent.types import Task
 
-AgentKind = Literal["openai", "deepseek", "claude", "claude_code", "codex", "host", "python"]
-MODEL_KINDS = ("openai", "deepseek", "claude")  # HTTP models: text in, text out
-CLI_KINDS = ("claude_code", "codex")  # agents that work in a folder
+AgentKind = Literal[(*PROVIDER_KINDS, "host", "python")]  # every provider's (agents/providers.py), the host, your own
 TargetKind = Literal["text", "skill_dir", "agent_dir", "plugin"]
 SPEC_BYTES = 1_000_000  # a spec file past this is not a spec
 SPEC_VALUES = 1_000_000  # values a spec may expand to (YAML aliases repeat what they name)
@@ -60,6 +60,10 @@ _SECRET_NAME = re.compile(r"(key|token|secret|password|credential)$", re.IGNOREC
 _STRICT = ConfigDict(extra="forbid")
 _UNKNOWN = "is not a field of a run spec (check its spelling)"
 _PATH_PART = re.compile(r"[\w.\-/*?\[\]',]{1,60}")
+MOVED = {  # a field's earlier name -> (the object it moved into, or None, and its name now)
+    "workers": (None, "n_workers"), "max_calls": ("budget", "max_calls"), "max_tokens": ("budget", "max_tokens"),
+    "rollout_timeout": ("budget", "rollout_timeout"),
+}
 
 
 class Problem(BaseModel):
@@ -114,15 +118,15 @@ class AgentSpec(BaseModel):
 
     @model_validator(mode="after")
     def _complete(self) -> AgentSpec:
-        if self.kind in MODEL_KINDS and not self.model and self.kind != "deepseek":
+        if self.kind in MODEL_KINDS and not self.model and PROVIDERS[self.kind].default_model is None:
             raise ValueError(f"a {self.kind} agent needs a model name, e.g. '{self.kind}:<model>'")
         if self.kind == "python" and (not self.ref or ":" not in self.ref):
             raise ValueError("a python agent needs ref='module:attribute', e.g. 'python:my_agents:answer'")
         secret = _secret_option(self.options)
         if secret:
+            keys = ", ".join(PROVIDERS[kind].key_variable or "" for kind in MODEL_KINDS)
             raise ValueError(f"options.{secret} looks like a credential: keys never go in a spec. Set it in the "
-                             "environment (the clients read OPENAI_API_KEY, ANTHROPIC_API_KEY, DEEPSEEK_API_KEY, "
-                             "or the variable named by options.api_key_env)")
+                             f"environment (the clients read {keys}, or the variable named by options.api_key_env)")
         return self
 
     @property
@@ -197,8 +201,10 @@ class ScorerSpec(BaseModel):
         return self
 
 
-class RunSpec(BaseModel):
-    """Everything a run needs, checked. See the module docstring for an example."""
+class RunSpec(Settings):
+    """Everything a run needs, checked: the run's `config.Settings` (rounds, n_workers, budget,
+    parallelism, policies, ...: every option `evolve` has, under its name) and what a spec adds
+    to find the run's parts. See the module docstring for an example."""
 
     model_config = _STRICT
 
@@ -209,16 +215,8 @@ class RunSpec(BaseModel):
     scorer: ScorerSpec = Field(default_factory=lambda: ScorerSpec(name="exact"))
     agent: AgentSpec
     reflector: AgentSpec | None = None  # None: the agent, when it is a model or the host
-    workers: int = Field(default=4, ge=1, le=64)
-    rounds: int = Field(default=8, ge=1, le=10_000)
-    max_calls: int | None = Field(default=None, ge=1)
-    max_tokens: int | None = Field(default=None, ge=1)
     price_per_call: float | None = Field(default=None, ge=0)  # in USD, for the quote
     price_per_1k_tokens: float | None = Field(default=None, ge=0)
-    target_reward: float | None = Field(default=None, ge=0, le=1)
-    patience: int | None = Field(default=None, ge=1)
-    seed: int = 0
-    held_out_frac: float = Field(default=0.3, ge=0, lt=1)
     strategy: Literal["single", "append"] = "single"  # text targets: lines appended, or a playbook of rules
     frozen: list[str] = Field(default_factory=list)  # folder targets: globs of files no diff may touch
     editable: list[str] = Field(default_factory=lambda: ["**"])
@@ -226,12 +224,29 @@ class RunSpec(BaseModel):
     layout: str | None = None  # folder targets: where the host reads the folder (None: by kind)
     name: str | None = None  # the skill's name for the skill layouts (None: the folder's name)
     max_files_per_diff: int = Field(default=2, ge=1)
-    self_verify: bool = False
-    cheap_eval_tasks: int | None = Field(default=4, ge=1)
-    rollout_timeout: float | None = Field(default=None, gt=0)
     host_timeout: float = Field(default=1800, gt=0)  # seconds a host-driven rollout or proposal may wait
     prompt: str | None = None  # what the agent is asked per task; {task} is the task's prompt
     keys_in_target: Literal["refuse", "mask"] = "refuse"  # a key's value in the target or tasks (runs.keys)
+    moved: list[str] = Field(default_factory=list, exclude=True)  # fields read under an earlier name
+
+    @model_validator(mode="before")
+    @classmethod
+    def _earlier_names(cls, value: Any) -> Any:
+        """A spec written with an earlier name of a field (`workers`, a top-level `max_calls`) is read
+        into its place, and `moved` says so, for `plan` to warn about."""
+        if not isinstance(value, dict) or not any(name in value for name in MOVED):
+            return value
+        value, moved = dict(value), []
+        for name, (parent, field) in MOVED.items():
+            if name not in value:
+                continue
+            given = value.pop(name)
+            if parent is None:
+                value.setdefault(field, given)
+            elif isinstance(value.get(parent, {}), dict):
+                value[parent] = {field: given, **value.get(parent, {})}
+            moved.append(f"{name}: {parent + '.' if parent else ''}{field}")
+        return {**value, "moved": moved}
 
     @field_validator("layout")
     @classmethod
@@ -324,7 +339,7 @@ def _problems(errors: list) -> list[Problem]:
     unnamed: dict[str, int] = {}
     named = 0
     for error in errors:
-        if error["type"] != "extra_forbidden":
+        if error["type"] not in ("extra_forbidden", "unexpected_keyword_argument"):
             found.append(_problem(error))
             continue
         name = error["loc"][-1] if error["loc"] else ""

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from agentdescent import atomic
 from agentdescent.commands import command
-from agentdescent.engine.checkpoint import RunFiles
+from agentdescent.engine.persist.checkpoint import RunFiles
 from agentdescent.errors import UserError
 from agentdescent.home import HOME_ENV, home
 from agentdescent.runs.spec import RunSpec

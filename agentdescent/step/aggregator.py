@@ -20,11 +20,10 @@ from agentdescent.governance import Governance
 from agentdescent.ledger import Ledger
 from agentdescent.step.accept import Acceptance, accept
 from agentdescent.step.admit import admit
-from agentdescent.step.changes import Change
+from agentdescent.step.changes import Approve, Change, Scorer
 from agentdescent.step.commit import commit
 from agentdescent.step.folders import Folders
-from agentdescent.step.gate import Approve, Scorer
-from agentdescent.step.policies import Policies
+from agentdescent.step.policies import StepPolicies
 from agentdescent.step.rebase import rebase
 from agentdescent.step.resolve import resolve
 from agentdescent.step.staleness import StaleDecision
@@ -58,7 +57,7 @@ class Aggregator:
     ledger: Ledger
     artifact_id: str
     governance: Governance
-    policies: Policies
+    policies: StepPolicies
     train: Sequence[Task]
     score: Scorer
     lag_budget: int | None = None

@@ -1,11 +1,15 @@
-"""What the stages of the optimizer step hand one another: a rebased change, and components of them."""
+"""What the stages of the optimizer step hand one another: a rebased change, components of them,
+and what the L1 gate hands an approver; and the type of the scorer the step is given."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pydantic import BaseModel, ConfigDict
+
 from agentdescent.step.staleness import StaleDecision
-from agentdescent.types import Diff
+from agentdescent.types import Diff, Task
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,3 +33,23 @@ class Component:
     after: dict[str, str | None]
     fused_keys: set[str] = field(default_factory=set)
     echoes: list[Change] = field(default_factory=list)  # duplicates of it: their failures are its evidence too
+
+
+# Scores each (state, tasks) job, all in flight at once: one row of rewards per job.
+Scorer = Callable[[Sequence[tuple[Mapping[str, str], Sequence[Task]]]], list[list[float]]]
+
+
+class GatedChange(BaseModel):
+    """What an approver is asked about: the gated change and why it is proposed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    diff_ids: list[str]
+    keys: list[str]  # every key the change touches, gated or not
+    before: dict[str, str | None]  # the text at head (None: the file is new)
+    after: dict[str, str | None]  # the proposed text (None: the file is deleted)
+    rationale: str
+    verdict: str  # what the normal test and the oracle found
+
+
+Approve = Callable[[GatedChange], bool]

@@ -6,7 +6,7 @@ from agentdescent.artifacts.state import State, apply
 from agentdescent.errors import HeadMoved
 from agentdescent.ledger import Ledger
 from agentdescent.step.accept import Acceptance
-from agentdescent.step.policies import Policies
+from agentdescent.step.policies import StepPolicies
 
 
 def commit_message(step: int, acceptance: Acceptance) -> tuple[str, dict[str, str]]:
@@ -38,7 +38,7 @@ def _count(n: int, noun: str) -> str:
 
 def commit(
     ledger: Ledger, artifact_id: str, head: int, head_state: State, acceptance: Acceptance,
-    step: int, policies: Policies, retries: int = 3,
+    step: int, policies: StepPolicies, retries: int = 3,
 ) -> int:
     """Compare-and-swap the candidate onto `dev`. If another writer moved `dev`, carry the change
     onto the new head by three-way merge and retry; raise `HeadMoved` when it no longer applies."""
@@ -57,7 +57,7 @@ def commit(
     raise HeadMoved(base, ledger.head())
 
 
-def _carry(old: State, ours: State, theirs: State, policies: Policies) -> State | None:
+def _carry(old: State, ours: State, theirs: State, policies: StepPolicies) -> State | None:
     after: dict[str, str | None] = {}
     for key in set(old) | set(ours):
         if old.get(key) == ours.get(key):

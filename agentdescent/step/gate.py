@@ -9,34 +9,13 @@ What it leaves out: which keys are gated (governance) and the test of the rest (
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-
-from pydantic import BaseModel, ConfigDict
+from collections.abc import Mapping, Sequence
 
 from agentdescent.artifacts.state import State, apply
-from agentdescent.step.changes import Component
+from agentdescent.step.changes import Approve, Component, GatedChange, Scorer
 from agentdescent.step.policies import Verdict
 from agentdescent.step.trial import Trial, unique
 from agentdescent.types import Task
-
-# Scores each (state, tasks) job, all in flight at once: one row of rewards per job.
-Scorer = Callable[[Sequence[tuple[Mapping[str, str], Sequence[Task]]]], list[list[float]]]
-
-
-class GatedChange(BaseModel):
-    """What an approver is asked about: the gated change and why it is proposed."""
-
-    model_config = ConfigDict(frozen=True)
-
-    diff_ids: list[str]
-    keys: list[str]  # every key the change touches, gated or not
-    before: dict[str, str | None]  # the text at head (None: the file is new)
-    after: dict[str, str | None]  # the proposed text (None: the file is deleted)
-    rationale: str
-    verdict: str  # what the normal test and the oracle found
-
-
-Approve = Callable[[GatedChange], bool]
 
 
 def oracle_gate(candidates: Sequence[State], head: State, oracle: Sequence[Task], score: Scorer) -> list[str | None]:

@@ -6,12 +6,12 @@ from collections.abc import Mapping
 
 from agentdescent.step.changes import Change
 from agentdescent.step.folders import Folders
-from agentdescent.step.policies import Policies
+from agentdescent.step.policies import StepPolicies
 from agentdescent.types import Diff, OutcomeKind
 
 
 def rebase(
-    diff: Diff, staleness: int, head_state: Mapping[str, str], base_state: Mapping[str, str], policies: Policies,
+    diff: Diff, staleness: int, head_state: Mapping[str, str], base_state: Mapping[str, str], policies: StepPolicies,
     head_folders: Folders,
 ) -> Change | tuple[OutcomeKind, str]:
     """Carry `diff` from its base onto head, `staleness` versions later: keys head changed since

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from agentdescent.step.changes import Change, Component
 from agentdescent.step.folders import Folders
-from agentdescent.step.policies import Policies
+from agentdescent.step.policies import StepPolicies
 from agentdescent.types import OutcomeKind
 
 
@@ -23,7 +23,7 @@ class Resolution:
     contested: set[str] = field(default_factory=set)  # ids of the diffs the conflict policy ranked
 
 
-def resolve(changes: Sequence[Change], head_state: Mapping[str, str], policies: Policies, *,
+def resolve(changes: Sequence[Change], head_state: Mapping[str, str], policies: StepPolicies, *,
             verify: Callable[[Sequence[Change]], Mapping[str, Change]] | None = None) -> Resolution:
     """Fold the step's changes key by key: merge what merges, let the conflict policy settle the
     rest (the loser keeps its other keys), then group changes that share keys into components.
@@ -38,7 +38,7 @@ def resolve(changes: Sequence[Change], head_state: Mapping[str, str], policies: 
     return resolution
 
 
-def _fold(changes: Sequence[Change], head_state: Mapping[str, str], policies: Policies) -> Resolution:
+def _fold(changes: Sequence[Change], head_state: Mapping[str, str], policies: StepPolicies) -> Resolution:
     text: dict[str, str | None] = {}
     owners: dict[str, list[Change]] = {}
     lost: dict[str, list[str]] = {}

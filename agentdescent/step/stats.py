@@ -61,18 +61,6 @@ def prob_improvement(wins: float, losses: float, prior: float = 1.0) -> float:
     return float(1.0 - _special().betainc(prior + wins, prior + losses, 0.5))  # the Beta's mass above 1/2
 
 
-def mean_interval(rewards: Sequence[float], level: float = 0.95) -> tuple[float, float]:
-    """A Jeffreys interval for a mean reward in [0, 1], treating the sum as successes."""
-    n = len(rewards)
-    if n == 0:
-        return (0.0, 1.0)
-    s = sum(rewards)
-    tail = (1 - level) / 2
-    lo = 0.0 if s <= 0 else float(_special().betaincinv(s + 0.5, n - s + 0.5, tail))
-    hi = 1.0 if s >= n else float(_special().betaincinv(s + 0.5, n - s + 0.5, 1 - tail))
-    return (lo, hi)
-
-
 def prob_harm_below(kept: float, broken: float, max_harm: float, prior: float = 1.0) -> float:
     """P(the candidate breaks fewer than `max_harm` of the tasks head passes), under the posterior
     Beta(prior + broken, prior + kept) of its harm rate, after it kept `kept` of them and broke

@@ -10,16 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from agentdescent.artifacts.state import State
 from agentdescent.governance import Governance
-from agentdescent.step.changes import Component
-from agentdescent.step.policies import Policies, Verdict
+from agentdescent.step.changes import Approve, Component, Scorer
+from agentdescent.step.policies import StepPolicies, Verdict
 from agentdescent.types import Task
-
-if TYPE_CHECKING:
-    from agentdescent.step.gate import Approve, Scorer
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,7 +25,7 @@ class Judge:
     and approver for gated (L1) changes."""
 
     score: Scorer
-    policies: Policies
+    policies: StepPolicies
     governance: Governance
     train: Mapping[str, Task]
     known: Callable[[State], Mapping[str, float]] = lambda state: {}

@@ -1,8 +1,8 @@
 """MkDocs hook: the Architecture page's figures, drawn from the code as it is when the site is built.
 
 A line `<!-- figure: diff-path -->` in a page becomes a Mermaid flowchart of the path a diff takes,
-read from the package with `ast`: the stages of `Worker.work` (engine/worker.py) and what each
-calls, the method of `Loop` that hands the diffs to the aggregator (engine/loop.py), the stage
+read from the package with `ast`: the stages of `Worker.work` (engine/loop/worker.py) and what each
+calls, the method of `Loop` that hands the diffs to the aggregator (engine/loop/rounds.py), the stage
 functions `Aggregator.step` calls in the order it calls them (step/aggregator.py) with the module
 each comes from, the ledger methods the commit stage calls, and the outcomes each module can
 give a diff (the `OutcomeKind` strings written in its source). `<!-- figure: imports -->` becomes
@@ -111,7 +111,7 @@ def _has_method(module: str, cls: str, name: str) -> bool:
 
 
 def field_types(module: str, cls: str) -> dict[str, str]:
-    """A dataclass's fields and the module of each one's annotated class: {"evaluator": "engine/evaluation.py"}."""
+    """A dataclass's fields and the module of each one's annotated class: {"evaluator": "engine/calls/evaluation.py"}."""
     names = imported(module)
     found = {}
     for node in find(module, cls).body:
@@ -159,7 +159,7 @@ class DiffPath:
 
 def worker_stages() -> list[Stage]:
     """Worker.work's stages (`self.verify(self.reflect(self.roll(turn)))`), each with what it calls."""
-    module, fields = "engine/worker.py", field_types("engine/worker.py", "Worker")
+    module, fields = "engine/loop/worker.py", field_types("engine/loop/worker.py", "Worker")
     stages = [self_method(c) for c in calls_in_order(find(module, "Worker.work")) if self_method(c)]
     found = []
     for name in stages:
@@ -177,13 +177,13 @@ def worker_stages() -> list[Stage]:
 
 def hand_over() -> Stage:
     """The method of Loop that calls `self.aggregator.step`."""
-    loop = find("engine/loop.py", "Loop")
+    loop = find("engine/loop/rounds.py", "Loop")
     for method in (n for n in loop.body if isinstance(n, ast.FunctionDef)):
         for call in calls_in_order(method):
             func = call.func
             if isinstance(func, ast.Attribute) and func.attr == "step" and ast.unparse(func.value) == "self.aggregator":
-                return Stage(name=f"Loop.{method.name}", module="engine/loop.py")
-    raise LookupError("engine/loop.py: no Loop method calls self.aggregator.step")
+                return Stage(name=f"Loop.{method.name}", module="engine/loop/rounds.py")
+    raise LookupError("engine/loop/rounds.py: no Loop method calls self.aggregator.step")
 
 
 def step_stages() -> list[Stage]:

@@ -10,7 +10,7 @@ import sys
 import time
 
 from agentdescent import evolve
-from agentdescent.cli.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks
+from agentdescent.testing import RouterReflector, demo_strategy, route, route_reward, router_tasks
 
 
 def slow_route(rendered, task):

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 from agentdescent import evolve
-from agentdescent.cli.demo import RouterReflector, demo_strategy, route, route_reward, router_tasks
 from agentdescent.ledger import Ledger
+from agentdescent.testing import RouterReflector, demo_strategy, route, route_reward, router_tasks
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agentdescent import UserError, evolve
+from agentdescent import Budget, UserError, evolve
 from tests.doubles import year_program
 
 HERE = Path(__file__).parent
@@ -36,7 +36,7 @@ def test_a_hanging_run_and_a_hanging_propose_are_failures_under_rollout_timeout(
 
     started = time.perf_counter()
     result = evolve(tasks, reward, run=hanging_run, propose=hanging_propose, rounds=3, n_workers=2,
-                    rollout_timeout=0.3, store=tmp_path / "ledger")
+                    budget=Budget(rollout_timeout=0.3), store=tmp_path / "ledger")
     assert result.error is None and time.perf_counter() - started < 30
     assert any("rollout_timeout=0.3" in error for error in result.usage.errors)
     assert result.usage.failures >= 1 and result.final_reward > result.initial_reward  # t3 fails for good
@@ -48,7 +48,7 @@ def test_a_hanging_run_and_a_hanging_propose_are_failures_under_rollout_timeout(
 def test_a_bad_timeout_is_refused(bad):
     tasks, reward, run, propose = year_program()
     with pytest.raises(UserError, match="rollout_timeout"):
-        evolve(tasks, reward, run=run, propose=propose, rollout_timeout=bad)
+        evolve(tasks, reward, run=run, propose=propose, budget=Budget(rollout_timeout=bad))
 
 
 def _stuck_child(tmp_path, *flags: str) -> subprocess.Popen:

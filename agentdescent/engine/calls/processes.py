@@ -20,7 +20,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from agentdescent.engine.executors import Outstanding, left_running, settle
+from agentdescent.engine.calls.executors import Outstanding, left_running, settle
 from agentdescent.errors import UserError
 
 T = TypeVar("T")

@@ -20,7 +20,8 @@ import threading
 import zlib
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
-from agentdescent.engine.parallel import RouteFn
+from agentdescent.artifacts.strategies import kind_of
+from agentdescent.engine.loop.parallel import RouteFn
 from agentdescent.errors import UserError
 from agentdescent.governance import Governance
 from agentdescent.types import Diff, Task
@@ -39,7 +40,7 @@ class Shards:
     def of(cls, strategy: object, state: Mapping[str, str], governance: Governance, n_workers: int,
            route: RouteFn | None) -> Shards:
         """The shards of `strategy`'s keys for `n_workers`; a `UserError` when they cannot be cut."""
-        name = type(strategy).__name__
+        name = kind_of(strategy)
         key_space = getattr(strategy, "key_space", None)
         if key_space is None:
             raise UserError(f"parallel='tp' deals the artifact's keys out to the workers, and {name} does not say "

@@ -20,11 +20,11 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from agentdescent import events as ev
-from agentdescent.engine.evaluation import Evaluator
-from agentdescent.engine.executors import ThreadExecutor
-from agentdescent.engine.stopping import Progress
+from agentdescent.engine.calls.evaluation import Evaluator
+from agentdescent.engine.calls.executors import ThreadExecutor
+from agentdescent.engine.loop.decisions import PromotionPolicy, ValidationPolicy
+from agentdescent.engine.loop.stopping import Progress
 from agentdescent.result import StepRecord
-from agentdescent.step.policies import PromotionPolicy, ValidationPolicy
 from agentdescent.types import Task
 
 

@@ -16,12 +16,9 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from agentdescent.errors import UserError
-
 T = TypeVar("T")
 R = TypeVar("R")
 
-EXECUTORS = ("thread", "process", "ray")
 WAKE_S = 0.2  # how often a waiting thread wakes: soon enough for Ctrl-C, rarely enough to cost nothing
 
 
@@ -206,16 +203,3 @@ def settle(future: Future, *, result: Any = None, error: BaseException | None = 
             future.set_result(result)
     except InvalidStateError:
         pass
-
-
-def make_executor(kind: str, max_workers: int, *, name: str, on_start: Callable[[], None] | None = None) -> Executor:
-    """The call pool `kind` names (`EXECUTORS`); the others are imported only when asked for."""
-    if kind == "thread":
-        return ThreadExecutor(max_workers, name=name, on_start=on_start)
-    if kind == "process":
-        from agentdescent.engine.processes import ProcessExecutor
-        return ProcessExecutor(max_workers, name=name, on_start=on_start)
-    if kind == "ray":
-        from agentdescent.engine.ray_executor import RayExecutor
-        return RayExecutor(max_workers, name=name, on_start=on_start)
-    raise UserError(f"executor={kind!r} is not available; choose one of {', '.join(EXECUTORS)}")

@@ -3,9 +3,9 @@
 Calls go to threaded actors (one a node), in batches: whatever was submitted while the last
 batch was being sent goes out as one call per actor, and the actor streams the results back,
 each message carrying the calls that finished since its last one (a batch of one is a plain
-call: a stream costs Ray about a millisecond more). Sent one by one, a wave of 128 calls of
-20 ms took 161 ms on two cores; batched, 38 ms (`bench/ray_overhead.py`). No CPU is reserved: a
-call mostly waits on a model, and a plain Ray task would hold a whole CPU while it waits.
+call: a stream costs Ray more). Each message is a hop through Ray, so a wave sent in batches
+answers far sooner than one sent call by call (`bench/ray_overhead.py` measures both). No CPU is
+reserved: a call mostly waits on a model, and a plain Ray task would hold a whole CPU while it waits.
 
 What crosses is a unit of `units` with the user's callables (cloudpickled, so closures travel;
 `check_serializable` names one that does not; each goes to the object store once) and the plain
@@ -31,7 +31,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from agentdescent.engine.executors import Outstanding, left_running, settle
+from agentdescent.engine.calls.executors import Outstanding, left_running, settle
 from agentdescent.errors import UserError
 
 T = TypeVar("T")
@@ -61,8 +61,7 @@ def check_serializable(**callables: object) -> None:
 
 
 # Answers that come in within this long of the first one go back as one message: each message is
-# a hop through Ray, and calls sent together mostly finish together (measured on two cores, a
-# batch of 32 calls of 20 ms: 34-37 ms answered message by message, 30-32 ms gathered).
+# a hop through Ray, and calls sent together mostly finish together.
 GATHER_S = 0.002
 RESTART_POLL_S = 0.2  # how often the actors are asked whether they are back, after one died
 RESTART_WAIT_S = 60.0  # how long calls wait for a dead actor to be back before they go again anyway
@@ -180,9 +179,9 @@ class _Call:
 class RayExecutor:
     def __init__(self, max_workers: int, *, name: str = "agentdescent", actors: int | None = None,
                  retries: int = 2, on_start: Callable[[], None] | None = None) -> None:
-        """`actors`: how many (default: one a node of the cluster, spread over them; measured on one
-        machine of two cores, a second actor there costs more than it brings: 0.58x the threads'
-        speed against 0.65x). `retries`: how often a call whose actor died is sent again."""
+        """`actors`: how many (default: one a node of the cluster, spread over them; on a small
+        machine a second actor costs more than it brings). `retries`: how often a call whose actor
+        died is sent again."""
         ray = self._ray = _ray()
         self._started = not ray.is_initialized()
         if self._started:  # RAY_ADDRESS (read by ray.init) joins a cluster; none starts a local one

@@ -1,8 +1,14 @@
 """When a run stops early: each rule a small object that reads the run's progress and says why.
 
-`rounds` is not a rule here: the loop runs at most that many. A budget rule stops the run between
-rounds once the budget is spent; inside a round the run's allowance (`budget`) keeps any call
+`rounds` is not a rule here: the loop runs at most that many. `evolve` makes `TargetReward`,
+`Patience` and the spending caps from its keywords and its `Budget`, and adds the rules of
+`stop=[...]`, which may be any `StopRule` of the caller's. A spending cap stops the run between
+rounds once the budget is spent; inside a round the run's allowance (`calls.budget`) keeps any call
 from starting past it.
+
+    class GoodEnough:           # held-out 0.9 is enough once 200 calls are spent
+        def __call__(self, progress, usage):
+            return "good enough" if progress.best >= 0.9 and usage.calls >= 200 else None
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from agentdescent.engine.evaluation import Usage
+from agentdescent.usage import Usage
 
 
 @dataclass(kw_only=True)
@@ -23,8 +29,13 @@ class Progress:
 
 
 class StopRule(Protocol):
+    """Asked before each round. A rule whose `after_measuring` is True is asked again once `dev`'s
+    last commits are measured on the held-out set (patience must not end a run a commit would have
+    renewed). A rule with an `on_cancel(callback)` method (a `CancelToken`) can end the run inside a
+    round: the run registers there what abandons its calls in flight."""
+
     def __call__(self, progress: Progress, usage: Usage) -> str | None:
-        """Why the run stops before its next round, or None."""
+        """Why the run stops before its next round, or None; raising `Cancelled` ends it as cancelled."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +51,7 @@ class TargetReward:
 @dataclass(frozen=True)
 class Patience:
     rounds: int
+    after_measuring = True
 
     def __call__(self, progress: Progress, usage: Usage) -> str | None:
         if progress.since_gain >= self.rounds:
@@ -48,7 +60,7 @@ class Patience:
 
 
 @dataclass(frozen=True)
-class Budget:
+class SpendingCap:
     """At most `limit` model calls or tokens, whichever `unit` says. This rule ends the run between
     rounds once the budget is spent; inside a round the run's `Allowance` refuses to start a call
     past it."""
@@ -72,9 +84,9 @@ def stop_rules(*, target_reward: float | None, patience: int | None, max_calls: 
     if patience is not None:
         rules.append(Patience(patience))
     if max_calls is not None:
-        rules.append(Budget("calls", max_calls))
+        rules.append(SpendingCap("calls", max_calls))
     if max_tokens is not None:
-        rules.append(Budget("tokens", max_tokens))
+        rules.append(SpendingCap("tokens", max_tokens))
     return rules
 
 

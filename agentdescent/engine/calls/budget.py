@@ -14,14 +14,9 @@ what was committed and ends the run with the reason.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from agentdescent.engine.evaluation import Usage
-
-
-class BudgetSpent(Exception):
-    """A budget ran out: nothing more may start. The message says which and how much was spent."""
+from agentdescent.errors import BudgetSpent
+from agentdescent.usage import Usage
 
 
 class Allowance:

@@ -44,10 +44,9 @@ class TensorParallel:
 class PipelineParallel:
     """Calls in flight per stage (None: the run's `max_concurrency` for rollouts and verification,
     one per worker for reflections), and `depth`: the turns a worker may have out at once in an
-    asynchronous run (2: one rolling out, one being reflected on or verified). Deeper runs ahead
-    of the aggregator: measured at 8 workers, 4 took efficiency in `bench/async_scaling.py` from
-    0.69 to 1.03, but spent 2.18x the synchronous run's calls to the target against 1.68x on the
-    reference domain, whose diffs on an older snapshot are more often duplicates."""
+    asynchronous run (2: one rolling out, one being reflected on or verified). Deeper runs further
+    ahead of the aggregator: the stages stay busier, but more diffs are made on an older snapshot
+    and more of them are duplicates, so the calls to the target grow (`bench/async_scaling.py`)."""
 
     rollouts: int | None = None
     reflections: int | None = None

@@ -1,8 +1,8 @@
 """An append-only file of JSON lines, added to from any thread and written behind.
 
-A run of many workers finishes rollouts in bursts on hundreds of threads, and each one used to
-take a lock and write its line: a contended lock hands the interpreter to another thread and
-back, and that, not the write, was most of what the journal cost a rollout. Here a rollout's
+A run of many workers finishes rollouts in bursts on hundreds of threads; were each to take a
+lock and write its line, the contended lock would hand the interpreter to another thread and
+back, and that, not the write, would be most of what the journal cost a rollout. So a rollout's
 thread only puts its entry on a queue; a thread of the journal's own turns the entries into
 lines and writes them at most `FLUSH_S` after the first of them was added, and `flush` writes
 whatever is queued at once (before a checkpoint that counts the lines). A kill loses at most

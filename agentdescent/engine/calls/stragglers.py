@@ -23,7 +23,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from agentdescent.engine.executors import Executor
+from agentdescent.engine.calls.executors import Executor
 from agentdescent.types import Rollout
 
 

@@ -25,10 +25,9 @@ again, once each, to the resumed run that asks the same (`replay.Answers`): a ro
 a kill does not pay its reflections twice.
 
 The optimizer step keeps no statistics across steps (each version's probe order is drawn from a
-seed, again identically), so there is nothing of its own to save. `seed_artifact` is where a run
-starts: the artifact put into the ledger once, whichever process gets there first.
+seed, again identically), so there is nothing of its own to save.
 
-Left out: the ledger itself.
+Left out: the ledger itself, and taking a run up from these files (`resume`).
 """
 
 from __future__ import annotations
@@ -43,15 +42,13 @@ from pydantic import BaseModel, Field, ValidationError
 
 from agentdescent import atomic
 from agentdescent.agents.redact import redact
-from agentdescent.artifacts.strategies import Strategy
-from agentdescent.engine.evaluation import ResumeQueue, Usage
-from agentdescent.engine.journal import Journal, StartLog
-from agentdescent.engine.replay import Answers, Fused
-from agentdescent.engine.units import Reflection
-from agentdescent.errors import HeadMoved
-from agentdescent.ledger import Ledger
+from agentdescent.artifacts.strategies import kind_of
+from agentdescent.engine.calls.evaluation import ResumeQueue
+from agentdescent.engine.persist.journal import Journal, StartLog
+from agentdescent.engine.persist.replay import Answers, Fused
 from agentdescent.result import StepRecord
-from agentdescent.types import Outcome, Rollout, Spend, Task
+from agentdescent.types import Outcome, Reflection, Rollout, Spend, Task
+from agentdescent.usage import Usage
 
 FOLDER = "agentdescent"
 
@@ -61,7 +58,7 @@ class Checkpoint(BaseModel):
 
     format: Literal[1] = 1
     fingerprint: str
-    strategy: str  # the strategy's class name, to warn when a later run on the store uses another
+    strategy: str  # the strategy's `kind`, to warn when a later run on the store uses another
     finished: bool = False
     stop_reason: str | None = None  # why the run ended, once it has (what a report of the ledger says)
     next_round: int = 0
@@ -82,7 +79,7 @@ class Checkpoint(BaseModel):
 
 def fingerprint(*, artifact_id: str, strategy: object, seed: int, train: Sequence[Task], held_out: Sequence[Task]) -> str:
     """What makes two runs on one store the same run: resume only when this matches."""
-    blob = json.dumps({"artifact": artifact_id, "strategy": type(strategy).__name__, "seed": seed,
+    blob = json.dumps({"artifact": artifact_id, "strategy": kind_of(strategy), "seed": seed,
                        "train": [t.id for t in train], "held_out": [t.id for t in held_out]})
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
@@ -289,59 +286,3 @@ def _lines(path: Path) -> list[str]:
         return path.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return []
-
-
-def resumable(files: RunFiles, strategy: str, fingerprint: str) -> tuple[Checkpoint | None, list[str]]:
-    """The checkpoint a run with this strategy (its class name) and fingerprint resumes from
-    (None: it starts anew), and what the user should hear about it."""
-    saved = files.load()
-    if saved is None:
-        return None, []
-    notes = []
-    if saved.strategy != strategy:
-        notes.append(f"the artifact in this store was last evolved with strategy {saved.strategy}; this run "
-                     f"uses {strategy}, which may read its keys differently")
-    if saved.finished:
-        return None, notes
-    if saved.fingerprint != fingerprint:
-        notes.append("the store holds an unfinished run with other settings (tasks, split, seed or strategy); "
-                     "this run does not resume it and starts from the ledger's head")
-        return None, notes
-    return saved, notes
-
-
-def committed_rounds(ledger: Ledger, since_round: int) -> dict[int, tuple[int, list[str]]]:
-    """{round: (version, diff ids)} of the commits on `dev` made in rounds from `since_round` on,
-    newest first in the log, read from their `Round` trailers (1-based)."""
-    found: dict[int, tuple[int, list[str]]] = {}
-    for record in ledger.log():
-        number = record.trailers.get("Round", "")
-        if not number.isdigit():
-            if number == "seed":
-                break
-            continue
-        round_ = int(number) - 1
-        if round_ < since_round:
-            break
-        diffs = [d for d in record.trailers.get("Diffs", "").split(",") if d]
-        found[round_] = (record.version, diffs)
-    return found
-
-
-def seed_artifact(ledger: Ledger, artifact_id: str, strategy: Strategy) -> int:
-    """Head, once the ledger holds the artifact and `stable` has a version of it.
-
-    The strategy's initial state is committed when the ledger lacks the artifact; a process
-    seeding the same store at the same time is no error (the later one takes the other's seed).
-    A `stable` left before the artifact existed (a kill between the seed and its promotion) moves
-    to the first version that has it."""
-    while not ledger.has_artifact(artifact_id, head := ledger.head()):
-        try:
-            ledger.commit(artifact_id, strategy.initial_state(), expected_version=head,
-                          message=f"seed {artifact_id}", trailers={"Round": "seed"})
-        except HeadMoved:
-            continue  # another writer moved dev first: look again
-    stable = ledger.stable()
-    if not ledger.has_artifact(artifact_id, stable):
-        ledger.promote(next(v for v in range(stable + 1, head + 1) if ledger.has_artifact(artifact_id, v)))
-    return head

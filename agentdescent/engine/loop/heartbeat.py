@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 
 from agentdescent import events as ev
-from agentdescent.engine.evaluation import Usage
+from agentdescent.usage import Usage
 
 BEAT_S = 1.0  # seconds between two looks at the bill
 

@@ -15,15 +15,13 @@ import numbers
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeVar
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any, TypeVar
 
 from agentdescent.agents.base import ModelUsage, metering
 from agentdescent.artifacts.strategies import InvalidProposal
 from agentdescent.errors import UserError
 from agentdescent.quoting import bounded, described, quoted
-from agentdescent.types import Rollout, Spend, Task
+from agentdescent.types import Reflection, Rollout, Task
 
 T = TypeVar("T")
 
@@ -108,17 +106,6 @@ def _is_real(value: object) -> bool:
     if isinstance(value, (numbers.Real, decimal.Decimal)):
         return True
     return type(value).__module__ == "numpy" and hasattr(value, "__float__")  # numpy.bool_ is no numbers.Real
-
-
-class Reflection(BaseModel):
-    """What one call of `propose` gave: a proposal (None for none), or why it gave none."""
-
-    model_config = ConfigDict(frozen=True)
-
-    proposal: str | None = None
-    failed: Literal["invalid", "error"] | None = None
-    reason: str = ""
-    spend: Spend = Field(default_factory=Spend)
 
 
 def reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence[Rollout],

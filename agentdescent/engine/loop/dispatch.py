@@ -16,8 +16,8 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
-from agentdescent.engine.executors import get_from, result_of
-from agentdescent.engine.worker import Turn, WorkerReport
+from agentdescent.engine.calls.executors import get_from, result_of
+from agentdescent.engine.loop.worker import Turn, WorkerReport
 
 MakeTurns = Callable[[Sequence[int], int], list[Turn]]  # (workers, number of the first turn) -> turns on the newest snapshot
 StartTurn = Callable[[Turn], "Future[WorkerReport]"]  # a turn under way (on the worker pool, or a pipeline's stages)

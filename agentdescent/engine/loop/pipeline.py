@@ -23,8 +23,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
-from agentdescent.engine.executors import Executor, settle
-from agentdescent.engine.worker import Turn, Worker, WorkerReport
+from agentdescent.engine.calls.executors import Executor, settle
+from agentdescent.engine.loop.worker import Turn, Worker, WorkerReport
 
 
 class Pipeline:

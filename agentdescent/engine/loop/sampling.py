@@ -21,8 +21,9 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from agentdescent.engine.sharding import Shards
-from agentdescent.step.policies import AcceptancePolicy, TaskSampler
+from agentdescent.engine.loop.decisions import TaskSampler
+from agentdescent.engine.loop.sharding import Shards
+from agentdescent.step.policies import AcceptancePolicy
 from agentdescent.types import Task
 
 

@@ -21,20 +21,20 @@ from dataclasses import dataclass, field
 from agentdescent import events as ev
 from agentdescent.agents.base import ModelUsage, before_each_call, metering
 from agentdescent.artifacts.state import State
-from agentdescent.artifacts.strategies import Strategy
-from agentdescent.engine.budget import BudgetSpent
-from agentdescent.engine.cancel import CancelToken
-from agentdescent.engine.checkpoint import Checkpoint, RunFiles, committed_rounds, resumable, seed_artifact
-from agentdescent.engine.dispatch import Dispatcher
-from agentdescent.engine.evaluation import Evaluator
-from agentdescent.engine.executors import Executor
-from agentdescent.engine.heartbeat import Heartbeat, serialized
-from agentdescent.engine.pipeline import Pipeline
-from agentdescent.engine.sampling import AcceptanceSamples, Sampler
-from agentdescent.engine.sharding import Shards
-from agentdescent.engine.stopping import Patience, Progress, StopRule, stop_reason
-from agentdescent.engine.validation import Measurements, Validator
-from agentdescent.engine.worker import Turn, Worker, WorkerReport
+from agentdescent.artifacts.strategies import Strategy, kind_of
+from agentdescent.engine.calls.budget import BudgetSpent
+from agentdescent.engine.calls.evaluation import Evaluator
+from agentdescent.engine.calls.executors import Executor
+from agentdescent.engine.loop.dispatch import Dispatcher
+from agentdescent.engine.loop.heartbeat import Heartbeat, serialized
+from agentdescent.engine.loop.pipeline import Pipeline
+from agentdescent.engine.loop.sampling import AcceptanceSamples, Sampler
+from agentdescent.engine.loop.sharding import Shards
+from agentdescent.engine.loop.stopping import Progress, StopRule, stop_reason
+from agentdescent.engine.loop.validation import Measurements, Validator
+from agentdescent.engine.loop.worker import Turn, Worker, WorkerReport
+from agentdescent.engine.persist.checkpoint import Checkpoint, RunFiles
+from agentdescent.engine.persist.resume import position, resumable, seed_artifact, take_up
 from agentdescent.errors import Cancelled, LedgerError, UserError
 from agentdescent.ledger import Ledger
 from agentdescent.result import EvolveResult, StepRecord
@@ -72,7 +72,6 @@ class Loop:
     emit: Callable[[ev.Event], None]
     files: RunFiles
     fingerprint: str
-    cancel: CancelToken | None = None
     pipeline: Pipeline | None = None  # parallel="pp": a turn's stages on pools of their own
     shards: Shards | None = None  # parallel="tp": each worker's keys, and where tasks go
     temporary: bool = False  # the ledger is a temporary folder of this run's own
@@ -99,7 +98,7 @@ class Loop:
     def run(self) -> EvolveResult:
         existed = self.ledger.has_artifact(self.artifact_id, self.ledger.head())
         head = seed_artifact(self.ledger, self.artifact_id, self.strategy)
-        saved, notes = resumable(self.files, type(self.strategy).__name__, self.fingerprint)
+        saved, notes = resumable(self.files, kind_of(self.strategy), self.fingerprint)
         self._initial = (self.ledger.stable(), None)  # not measured yet
         if saved is None:
             self.files.reset()
@@ -188,51 +187,29 @@ class Loop:
         self._save(finished=False)
 
     def _resume(self, saved: Checkpoint) -> list[Outcome]:
-        """Take up an interrupted run where its checkpoint left it; the outcomes of the rounds that
-        committed after it, read back from the ledger."""
+        """Take up an interrupted run where its checkpoint left it (`resume.take_up`); the outcomes
+        of the rounds that committed after it."""
         self._initial = (saved.initial_version, saved.initial_reward)
         self.progress.best, self.progress.since_gain = saved.best, saved.since_gain
-        self.history, self.outcomes, self.warnings = list(saved.history), list(saved.outcomes), list(saved.warnings)
-        self.dispatcher.skip(saved.turns)
         self.sampler.restore(saved.leads)
         if self.shards is not None:
             self.shards.restore(saved.routes)
         tasks = {t.id: t for t in [*self.sampler.train, *self.held_out]}
-        self.evaluator.preload(self.files.restore(saved, self.evaluator.usage, tasks))
-        queue = self.files.take_queue()  # what was in flight when the last process stopped: first
-        try:
-            self.evaluator.run_queue(queue, tasks)
-        except BudgetSpent:
-            pass  # the rounds stop at once on the same budget, and say so
-        self._next_round, recovered = saved.next_round, []
-        for round_, (version, diff_ids) in sorted(committed_rounds(self.ledger, saved.next_round).items()):
-            recovered += self._recover(round_, version, diff_ids)
-            self._next_round = round_ + 1
-        return recovered
-
-    def _recover(self, round_: int, version: int, diff_ids: list[str]) -> list[Outcome]:
-        """A round that committed after the last checkpoint: done, its diffs' outcomes read off the commit."""
-        outcomes = [Outcome(diff_id=diff_id, kind="committed", step=round_, version=version,
-                            reason=f"landed in version {version} before the run was interrupted (read back from "
-                                   f"the ledger)") for diff_id in diff_ids]
-        self.outcomes += outcomes
-        self.history.append(StepRecord(round=round_, base_version=version - 1, version=version, diffs=diff_ids,
-                                       outcomes={"committed": len(diff_ids)}, calls=self.evaluator.usage.calls))
-        self.dispatcher.skip(self.dispatcher.turns + self.shape.n_workers)  # the turns that round dispatched
-        return outcomes
+        recovered = take_up(self.files, saved, evaluator=self.evaluator, tasks=tasks, ledger=self.ledger)
+        self.history = [*saved.history, *recovered.history]
+        self.outcomes, self.warnings = [*saved.outcomes, *recovered.outcomes], list(saved.warnings)
+        self.dispatcher.skip(saved.turns + recovered.rounds * self.shape.n_workers)  # what those rounds dispatched
+        self._next_round = recovered.next_round
+        return recovered.outcomes
 
     def _save(self, *, finished: bool, stop_reason: str | None = None) -> None:
-        progress, (usage, counted, answered) = self.progress, self.files.counted(self.evaluator.usage)
         start, initial = self._initial
-        self.files.save(Checkpoint(
-            fingerprint=self.fingerprint, strategy=type(self.strategy).__name__, finished=finished,
-            stop_reason=stop_reason,
-            next_round=self._next_round, turns=self.dispatcher.turns, leads=self.sampler.leads,
-            routes=self.shards.routes if self.shards is not None else {}, best=progress.best,
-            since_gain=progress.since_gain, initial_reward=initial,
-            initial_version=start, usage=usage, rollouts_counted=counted, answers_counted=answered,
-            history=self.history, outcomes=self.outcomes, warnings=self.warnings,
-        ))
+        self.files.save(position(
+            self.files, self.evaluator, fingerprint=self.fingerprint, strategy=kind_of(self.strategy),
+            finished=finished, stop_reason=stop_reason, next_round=self._next_round, turns=self.dispatcher.turns,
+            leads=self.sampler.leads, routes=self.shards.routes if self.shards is not None else {},
+            best=self.progress.best, since_gain=self.progress.since_gain, initial_reward=initial,
+            initial_version=start, history=self.history, outcomes=self.outcomes, warnings=self.warnings))
         self.files.save_queue(self.evaluator.in_flight())
 
     def _warn(self, message: str) -> None:
@@ -257,8 +234,6 @@ class Loop:
         rounds, asynchronous = self.shape.rounds, self.shape.asynchronous
         usage = self.evaluator.usage
         for round_ in range(first, rounds):
-            if self.cancel is not None:
-                self.cancel.check()
             self.measured.take(self.history, wait=False)
             stop = self._stop_reason(round_)
             if stop:
@@ -350,7 +325,7 @@ class Loop:
         """Why the run stops before `round_`; patience is asked only once dev's last commits are measured."""
         usage, head = self.evaluator.usage, self.ledger.head()
         stop = stop_reason(self.stop_rules, self.progress, usage)
-        if stop and any(isinstance(rule, Patience) for rule in self.stop_rules):
+        if stop and any(getattr(rule, "after_measuring", False) for rule in self.stop_rules):
             self.measured.take(self.history, wait=True)
             if head != self.measured.validated:
                 self.measured.now(head, round_ - 1)

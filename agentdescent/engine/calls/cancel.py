@@ -1,6 +1,7 @@
 """Stopping a run from outside: a token any thread (or a signal handler) may cancel.
 
-`evolve(cancel=token)` registers the run's pools on the token; `token.cancel()` fails every call
+A token is a stop rule: `evolve(stop=[token])` registers the run's pools on the token (its
+`on_cancel`), and asks it before each round; `token.cancel()` fails every call
 and worker turn still in flight with `Cancelled` at once, so that a run blocked inside a long wave
 wakes up, keeps what it committed, closes its ledger and returns. A call that is already running
 (a model request, an agent's process) is abandoned on its thread, not interrupted: what it
@@ -56,6 +57,10 @@ class CancelToken:
         """Raise `Cancelled` when the token is cancelled."""
         if self._event.is_set():
             raise Cancelled(self.reason)
+
+    def __call__(self, progress: object, usage: object) -> None:
+        """As a stop rule: a cancelled token ends the run, as cancelled, before its next round."""
+        self.check()
 
 
 def _run_all(callbacks: list[Callable[[], None]]) -> None:

@@ -15,15 +15,15 @@ from typing import Any, Protocol
 
 from agentdescent.artifacts.state import apply
 from agentdescent.artifacts.strategies import InvalidProposal, State, Strategy
-from agentdescent.engine.budget import Allowance, BudgetSpent
-from agentdescent.engine.evaluation import Evaluator
-from agentdescent.engine.executors import Executor
-from agentdescent.engine.replay import Answers, asked
-from agentdescent.engine.sharding import Shards
-from agentdescent.engine.units import Reflection, reflect
-from agentdescent.step.policies import Policies
+from agentdescent.engine.calls.budget import Allowance, BudgetSpent
+from agentdescent.engine.calls.evaluation import Evaluator
+from agentdescent.engine.calls.executors import Executor
+from agentdescent.engine.calls.units import reflect
+from agentdescent.engine.loop.decisions import ProposalPolicy
+from agentdescent.engine.loop.sharding import Shards
+from agentdescent.engine.persist.replay import Answers, asked
 from agentdescent.step.stats import mean_reward
-from agentdescent.types import Diff, EvidenceCard, Outcome, Rollout, Task
+from agentdescent.types import Diff, EvidenceCard, Outcome, Reflection, Rollout, Task
 
 
 class ProposeFn(Protocol):
@@ -101,7 +101,7 @@ class Worker:
     propose: ProposeFn
     evaluator: Evaluator
     calls: Executor  # where reflections run
-    policies: Policies
+    proposal: ProposalPolicy  # which failures a turn reflects on
     config: WorkerConfig
     allowance: Allowance | None = None  # asked before each reflection starts
     shards: Shards | None = None  # a tensor-parallel run: a turn's diffs may change only its worker's keys
@@ -115,11 +115,11 @@ class Worker:
     def roll(self, turn: Turn) -> Rolled:
         try:
             rollouts = self.evaluator.rollouts(turn.state, turn.batch)
-            chosen = self.policies.proposal(rollouts)
+            chosen = self.proposal(rollouts)
             if not chosen and turn.spares:  # nothing to learn from: scout the spare minibatches, all at once
                 spares = [t for batch in turn.spares for t in batch]  # the engine deals `scouts` of them
                 rollouts = self.evaluator.rollouts(turn.state, spares)
-                chosen = self.policies.proposal(rollouts)
+                chosen = self.proposal(rollouts)
         except BudgetSpent as spent:
             return Rolled(turn=turn, rollouts=[], chosen=[], spent=str(spent))
         return Rolled(turn=turn, rollouts=rollouts, chosen=chosen)

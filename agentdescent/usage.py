@@ -1,0 +1,132 @@
+"""What a run spent: rollouts and reflections by what they were for, the calls and tokens of its
+model clients, and the calls a killed process of the run started and never recorded.
+
+`Usage` is added to from many threads as units of work land (each brings its own spend back as
+plain data), read at one instant by a checkpoint (`read`), and stored with the result. `calls`
+is what `max_calls` caps. Left out: deciding whether a call may start (`engine.calls.budget`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from agentdescent.agents.base import ModelUsage, Tally
+from agentdescent.types import Reflection, Rollout, Spend
+
+T = TypeVar("T")
+
+PURPOSES = ("train", "verify", "accept", "validate")
+COUNTERS = ("rollouts", "proposals", "failures", "cache_hits", "cache_misses", *PURPOSES, "reissued", "discarded", "resumed",
+            "step_calls", "replayed", "abandoned", "billed")
+
+
+@dataclass
+class Usage(Tally):
+    """What a run spent. `model` collects every call made through AgentDescent's model and agent
+    clients during the run (judges and reflectors included), as the rollouts and reflections that
+    made them bring it back; `calls` is what `max_calls` limits."""
+
+    rollouts: int = 0
+    proposals: int = 0
+    failures: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    # the rollouts that ran, by what they were for (PURPOSES): where the bill went
+    train: int = 0  # workers' minibatches and scouting
+    verify: int = 0  # workers' self-verification of their diffs (pipelined runs; else the step measures them, under accept)
+    accept: int = 0  # the optimizer step's test, bisection and the L1 gate
+    validate: int = 0  # held-out evaluation
+    reissued: int = 0  # stragglers run a second time (`stragglers`); each is also counted as a rollout
+    discarded: int = 0  # answers that came second to their straggler's other run, thrown away
+    resumed: int = 0  # rollouts in flight when an earlier process of this run stopped, run first on resume
+    step_calls: int = 0  # model calls the optimizer step made itself (a fusion model, say)
+    replayed: int = 0  # answers an earlier process of this run paid for, read back from its journal, not asked again
+    abandoned: int = 0  # units an earlier process started and was killed before it recorded: paid, answer lost
+    billed: int = 0  # the calls of every unit and step call recorded (see `calls`)
+    errors: list[str] = field(default_factory=list)
+    model: ModelUsage = field(default_factory=ModelUsage)
+
+    @property
+    def calls(self) -> int:
+        """The calls the run paid for: each rollout and reflection is one call, or as many as its
+        model clients report (an agent that asked its model three times is three); each model call
+        the step made itself; and each unit a killed process started and never recorded."""
+        return self.billed + self.abandoned
+
+    @property
+    def tokens(self) -> int:
+        return self.model.tokens
+
+    @property
+    def units(self) -> int:
+        """Rollouts, reflections and step calls recorded: what the start log holds when none is lost."""
+        return self.rollouts + self.proposals + self.step_calls
+
+    def count_rollout(self, rollout: Rollout, purpose: str = "train",
+                      journal: Callable[[Rollout], None] | None = None) -> None:
+        """A rollout that ran (not one served from the cache), with what its model calls cost.
+        `journal` (the run's rollout journal) takes it under the same lock, so that a checkpoint
+        reading the usage and the journal's length together (`read`) finds each rollout in both
+        or in neither."""
+        with self._lock:
+            self._add(rollouts=1, cache_misses=1, billed=max(1, rollout.spend.calls), **{purpose: 1})
+            self.model.add_spend(rollout.spend)
+            if rollout.error is not None:
+                self._error(rollout.error)
+            if journal is not None:
+                journal(rollout)
+
+    def count_reflection(self, reflection: Reflection, journal: Callable[[Reflection], None] | None = None) -> None:
+        """A reflection that ran, with what its model calls cost; `journal` (the run's answer
+        journal) takes it under the same lock, as `count_rollout` does a rollout."""
+        with self._lock:
+            self._add(proposals=1, billed=max(1, reflection.spend.calls))
+            self.model.add_spend(reflection.spend)
+            if journal is not None:
+                journal(reflection)
+
+    def count_step(self, spend: Spend) -> None:
+        """The model calls the optimizer step made itself, each a call of its own."""
+        with self._lock:
+            self._add(step_calls=spend.calls, billed=spend.calls)
+            self.model.add_spend(spend)
+
+    def settle_abandoned(self, started: int) -> None:
+        """After a resume: each unit the run's processes started (`started`, the start log's
+        length) that the counts do not hold was paid for by a killed process; count it."""
+        with self._lock:
+            self.abandoned = max(0, started - self.units)
+
+    def _error(self, message: str) -> None:
+        self.failures += 1
+        if len(self.errors) < 20:
+            self.errors.append(message)
+
+    def as_record(self) -> dict:
+        """Plain data for a checkpoint or a stored result; `from_record` reads it back."""
+        return self.read(lambda: None)[0]
+
+    def read(self, also: Callable[[], T]) -> tuple[dict, T]:
+        """`as_record()` and `also()` at one instant: no rollout is counted between them."""
+        with self._lock:  # the model's lock is taken inside this one, as `count_rollout` takes it
+            counts = {name: getattr(self, name) for name in COUNTERS}
+            return {**counts, "errors": list(self.errors), "model": self.model.as_dict()}, also()
+
+    @classmethod
+    def from_record(cls, record: Mapping) -> Usage:
+        usage = cls()
+        usage.load(record)
+        return usage
+
+    def load(self, record: Mapping) -> None:
+        """Replace every count with those of `record` (an `as_record`): a resumed run's spending so far."""
+        model = ModelUsage()
+        model.add(**record.get("model", {}))
+        with self._lock:
+            for name in COUNTERS:
+                setattr(self, name, record.get(name, 0))
+            if "billed" not in record:  # a record from before the count of calls was kept
+                self.billed = max(self.rollouts + self.proposals, model.calls)
+            self.errors, self.model = list(record.get("errors", [])), model
