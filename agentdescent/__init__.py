@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # the same names, read by type checkers and the API reference
         Killed,
         LedgerError,
         OutputTooLarge,
+        Stopping,
         TimedOut,
         UserError,
     )
@@ -101,6 +102,7 @@ _WHERE = {
     "Settings": "agentdescent.config",
     "SingleSlot": "agentdescent.artifacts.strategies",
     "Staleness": "agentdescent.step.staleness",
+    "Stopping": "agentdescent.errors",
     "StopRule": "agentdescent.engine.loop.stopping",
     "Strategy": "agentdescent.artifacts.strategies",
     "TargetReward": "agentdescent.engine.loop.stopping",

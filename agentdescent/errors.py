@@ -8,6 +8,7 @@
     ├── Killed                   a helper program was killed, with its process group, before it ended
     │   ├── TimedOut             ... for outliving its timeout
     │   └── OutputTooLarge       ... for writing more than its output cap
+    ├── Stopping                 a helper program asked to start while this process stops (also an `OSError`)
     ├── BudgetSpent              a budget ran out: nothing more may start (the run ends, keeping its commits)
     ├── Cancelled                the run was cancelled (`CancelToken.cancel`) while this waited
     └── LedgerError              the git ledger could not be read or written
@@ -64,6 +65,11 @@ class OutputTooLarge(Killed):
     def __init__(self, limit: int, stderr: str) -> None:
         super().__init__(f"wrote more than {limit:,} bytes to stdout and was killed", stderr)
         self.limit = limit
+
+
+class Stopping(AgentDescentError, OSError):
+    """A helper program asked to start after `process.kill_all`: this process is stopping (a
+    cancelled run), so it starts none; callers see it as the program failing to start."""
 
 
 class BudgetSpent(AgentDescentError):

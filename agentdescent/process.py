@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
-from agentdescent.errors import Killed, OutputTooLarge, TimedOut
+from agentdescent.errors import Killed, OutputTooLarge, Stopping, TimedOut
 
 __all__ = ["DEFAULT_MAX_OUTPUT", "Finished", "Killed", "OutputTooLarge", "Stopping", "TimedOut", "kill_all",
            "run_process"]
@@ -33,10 +33,6 @@ _REAP_SECONDS = 5.0  # how long a killed group is given to let go of the pipes
 _running: set[subprocess.Popen[bytes]] = set()
 _running_lock = threading.Lock()
 _stopping = False  # set by kill_all: this process is stopping, and starts no program any more
-
-
-class Stopping(OSError):
-    """A program asked to start after `kill_all`: the process is stopping (a cancelled run)."""
 
 
 @dataclass(frozen=True)

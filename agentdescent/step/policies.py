@@ -145,6 +145,12 @@ class BetaAcceptance:
     trace_at_once: int | None = None
 
     def __post_init__(self) -> None:
+        for name in ("threshold", "gated_threshold", "max_harm", "confidence", "gated_confidence"):
+            if not 0.0 < getattr(self, name) <= 1.0:
+                raise UserError(f"BetaAcceptance({name}={getattr(self, name)!r}): a probability above 0, at most 1")
+        for name in ("wave", "size", "min_tasks"):
+            if getattr(self, name) < 1:
+                raise UserError(f"BetaAcceptance({name}={getattr(self, name)!r}): at least 1")
         if self.split < 2:  # a split into one part would ask the same question forever
             raise UserError(f"BetaAcceptance(split={self.split}): a bisection needs at least 2 parts a level")
         if self.trace_at_once is not None and self.trace_at_once < 1:
