@@ -7,21 +7,27 @@ process for good. So `check_refs` imports each ref in a child process instead:
     check_refs(["tests.keyword_domain:answer", "this:s"])
     == {"tests.keyword_domain:answer": None, "this:s": "'s' is a value of type str, not a function ...; it printed: ..."}
 
-Each ref's child is `python -m agentdescent.refcheck RESULT_FILE REF`, started in `cwd` (default
-the current folder, which `-m` puts on its `sys.path`, as in the run's own process), with stdin
-from /dev/null, in its own process group, killed with the group after `timeout` seconds. Its
-verdict is the JSON file it writes after the import, so nothing the user's module prints can
-pass for one; what it printed (stdout and stderr, the last `OUTPUT_BYTES` kept) is quoted,
-redacted, in a failure. This module lives outside `agentdescent.runs` so that the child imports next to nothing
-of ours. Left out: what a ref does when called (only the run's own process calls it).
+Each ref's child is `python -m agentdescent.refcheck ORIGIN RESULT_FILE REF`, started in a
+folder of its own so that a module planted in the user's folder (a `json.py`) cannot stand in for
+one the check itself needs; once those are imported it moves to `cwd` (default the current
+folder) and puts it first on `sys.path`, as the run's own process does. Its stdin is /dev/null;
+it runs in its own process group, killed with the group after `timeout` seconds. Its verdict is
+the JSON file it writes after the import, so nothing the user's module prints can pass for one;
+what it printed (stdout and stderr, the last `OUTPUT_BYTES` kept) is quoted, redacted, in a
+failure. This module lives outside `agentdescent.runs` so that the child imports next to nothing
+of ours. `check_call` goes one step further for a reward: its child calls the ref once, as
+`ref(task, output)`, and says what it raised or returned that is not a number. Left out: calling
+an agent or a reflector (only the run's own process does).
 """
 
 from __future__ import annotations
 
 import contextlib
+import decimal
 import functools
 import importlib
 import json
+import numbers
 import os
 import signal
 import subprocess
@@ -40,6 +46,19 @@ QUOTED_CHARS = 120  # of that tail, quoted in a failure
 _REASON_CHARS = 200
 
 
+def check_call(ref: str, task: dict, output: str, *, cwd: str | os.PathLike | None = None,
+               timeout: float = REF_CHECK_SECONDS) -> str | None:
+    """None when the reward `ref` names, imported in a child process and called once as
+    `ref(Task(**task), output)`, returns a real number (any number: its range is the run's to
+    check), or is a model judge (`scoring.Judge`, not called: that would be a model call); else
+    why not (what it raised, then a redacted excerpt of what it printed)."""
+    with tempfile.TemporaryDirectory(prefix="agentdescent-refcheck-") as folder:
+        call = Path(folder, "call.json")
+        call.write_text(json.dumps({"task": task, "output": output}), encoding="utf-8")
+        child = _Child(ref, Path(folder, "result.json"), Path(cwd or os.getcwd()), call)
+        return child.verdict(time.monotonic() + timeout, timeout)
+
+
 def check_refs(refs: Sequence[str], *, cwd: str | os.PathLike | None = None,
                timeout: float = REF_CHECK_SECONDS) -> dict[str, str | None]:
     """Each of `refs` mapped to None when it imports in a child process and names something
@@ -48,7 +67,8 @@ def check_refs(refs: Sequence[str], *, cwd: str | os.PathLike | None = None,
     seconds in all; raises nothing for a bad ref."""
     refs = list(dict.fromkeys(refs))
     with tempfile.TemporaryDirectory(prefix="agentdescent-refcheck-") as folder:
-        children = {ref: _Child(ref, Path(folder, f"{i}.json"), cwd) for i, ref in enumerate(refs)}
+        origin = Path(cwd or os.getcwd())
+        children = {ref: _Child(ref, Path(folder, f"{i}.json"), origin) for i, ref in enumerate(refs)}
         until = time.monotonic() + timeout
         return {ref: child.verdict(until, timeout) for ref, child in children.items()}
 
@@ -56,10 +76,11 @@ def check_refs(refs: Sequence[str], *, cwd: str | os.PathLike | None = None,
 class _Child:
     """One ref's check: the process importing it, and the tail of what it printed."""
 
-    def __init__(self, ref: str, result: Path, cwd: str | os.PathLike | None) -> None:
+    def __init__(self, ref: str, result: Path, origin: Path, call: Path | None = None) -> None:
         self.result, self.kept, self.unstarted = result, bytearray(), None
+        argv = [sys.executable, "-m", CHILD_MODULE, str(origin), str(result), ref, *([str(call)] if call else [])]
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", CHILD_MODULE, str(result), ref], cwd=cwd,
+            self.proc = subprocess.Popen(argv, cwd=result.parent,
                                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                          start_new_session=True)
         except OSError as exc:  # too many processes, a cwd gone: this ref cannot be checked, say why
@@ -109,7 +130,7 @@ def _said(result: Path) -> str | None:
 
 def _how(code: int | None, timeout: float) -> str:
     if code is None:
-        return f"importing it took over {timeout:g} s, and the check was stopped"
+        return f"importing it (or calling it, for a scorer) took over {timeout:g} s, and the check was stopped"
     if code < 0:
         return f"the process importing it was killed by signal {-code}"
     return f"the process importing it ended with exit code {code} before saying whether it loads"
@@ -136,10 +157,21 @@ def _with_output(reason: str, said: str) -> str:
 
 
 def main(argv: list[str]) -> NoReturn:
-    """`refcheck RESULT_FILE REF`: import the ref, write {"error": None or why not} to RESULT_FILE,
-    and exit 0 at once."""
-    result, ref = argv
-    error = _load(ref)
+    """`refcheck ORIGIN RESULT_FILE REF [CALL_FILE]`: import the ref from ORIGIN (and call it on
+    CALL_FILE's task and output), write {"error": None or why not} to RESULT_FILE, and exit 0 at once."""
+    origin, result, ref, *call = argv
+    from agentdescent.scoring import Judge  # noqa: F401 - imported before ORIGIN is on the path: ours, not a planted copy
+    from agentdescent.types import Task  # noqa: F401
+
+    try:
+        os.chdir(origin)
+    except OSError as exc:
+        error: str | None = f"cannot work in {origin}: {exc.strerror or exc}"
+    else:
+        sys.path.insert(0, origin)
+        error = _load(ref)
+    if error is None and call:
+        error = _call(ref, call[0])
     with open(result, "w", encoding="utf-8") as handle:
         json.dump({"error": error}, handle)
     sys.stdout.flush()
@@ -157,6 +189,33 @@ def _load(ref: str) -> str | None:
     if not callable(found):
         return f"{attribute!r} is a value of type {type(found).__name__}, not a function or a class"
     return None
+
+
+def _call(ref: str, call_file: str) -> str | None:
+    """What calling the reward `ref` once as `ref(task, output)` shows wrong, or None."""
+    from agentdescent.scoring import Judge  # here, not at the top: only a call needs them
+    from agentdescent.types import Task
+
+    module_name, _, attribute = ref.partition(":")
+    found = functools.reduce(getattr, attribute.split("."), importlib.import_module(module_name))
+    if isinstance(found, Judge):
+        return None
+    with open(call_file, encoding="utf-8") as handle:
+        call = json.load(handle)
+    try:
+        value = found(Task(**call["task"]), call["output"])
+    except BaseException as exc:  # noqa: BLE001 - whatever the user's reward raises is the verdict
+        return f"calling it as {attribute}(task, output) raised {type(exc).__name__}: {exc}"
+    if isinstance(value, (str, bytes)) or not _is_number(value):
+        return f"{attribute}(task, output) returned {type(value).__name__}, not a number in [0, 1]"
+    return None
+
+
+def _is_number(value: object) -> bool:
+    """A real number as a reward may be one: _is_number(True) and _is_number(0.5), not _is_number(None)."""
+    if isinstance(value, (numbers.Real, decimal.Decimal)):
+        return True
+    return type(value).__module__ == "numpy" and hasattr(value, "__float__")
 
 
 if __name__ == "__main__":

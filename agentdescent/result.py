@@ -115,7 +115,7 @@ class EvolveResult:
         alone unless `prune`. A file edited on disk since the run started (against `base`, what
         the target held then; default the initial artifact rendered) is kept when the run did not
         change it and merged when both did; edits that do not merge refuse the write unless
-        `overwrite`. The whole target is backed up first (`<name>.bak-N` beside it, recorded in
+        `overwrite`. The whole target is backed up first (`.<name>.bak-N` beside it, recorded in
         `$AGENTDESCENT_HOME/backups`; no backup when nothing changes), and a failure or a killed
         process is rolled back from it; `.bak-N` folders there is no record of are left alone and
         listed in `plan.refused`. `dry_run` returns the plan and touches nothing. See

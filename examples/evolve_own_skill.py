@@ -4,12 +4,16 @@
     python -m examples.evolve_own_skill --write-back         # then write the result over skills/agentdescent (backup first)
     python -m examples.evolve_own_skill --claude             # the claude CLI answers, Claude reflects (needs a key)
 
-The tasks are questions a host agent meets while driving a run ("May you write the evolved skill
-back right away?"), each scored by whether the answer names the step the procedure requires
-("ask"). Offline, the agent answers with the lines of the skill that share a word with the
-question, read from `.claude/skills/agentdescent/SKILL.md` in its workspace, and the reflector
-adds the missing step to the procedure. The run works on a copy; `--write-back` writes the
-evolved skill over the shipped one with a backup next to it.
+The tasks are questions a host agent meets while driving a run, each scored by whether the answer
+holds the word that settles it. Some are about the procedure the skill teaches ("May you write the
+evolved skill back right away?": "ask"), which the shipped skill answers. The others are what users
+ask about the tool itself ("How do I get an HTML report of a run?": "agentdescent report"), whose answers
+the documentation gives and the shipped skill does not. Offline, the agent answers with the lines
+of the skill that share a word with the question, read from `.claude/skills/agentdescent/SKILL.md`
+in its workspace, and the reflector puts back a procedure step the question shows missing, or adds
+the sentence of the documentation that answers it (read from `docs/` as it is) under "Good to
+know". The run works on a copy; `--write-back` writes the evolved skill over the shipped one with a
+backup next to it.
 """
 
 from __future__ import annotations
@@ -26,18 +30,40 @@ from rich.console import Console
 
 from agentdescent import FileTree, Task, evolve, load_tree, scorer, tree_reflector, tree_runner
 from agentdescent.agents import claude, claude_code, scripted
+from agentdescent.cli.guard import script
 from agentdescent.cli.views import ProgressView
 from agentdescent.events import Event
 from agentdescent.result import EvolveResult
 
-SKILL = Path(__file__).resolve().parents[1] / "skills" / "agentdescent"
+ROOT = Path(__file__).resolve().parents[1]
+SKILL = ROOT / "skills" / "agentdescent"
+DOCS = ROOT / "docs"
 NAME = "agentdescent"
+FACTS_HEADING = "## Good to know"
 
 # The shipped skill's own procedure, a step a line, and its first safety rule: what the offline
 # reflector puts back when a question shows one missing
 _SHIPPED = (SKILL / "SKILL.md").read_text(encoding="utf-8")
 STEPS = re.findall(r"^\d+\. (.*)$", _SHIPPED, re.MULTILINE)
 SAFETY = next(line[2:] for line in _SHIPPED.splitlines() if line.startswith("- The evolved text"))
+
+
+def doc_fact(doc: str, anchor: str) -> str:
+    """The sentence of `docs/<doc>` that holds `anchor`, as a line of the skill: the section it is
+    in, then the sentence, on one line. doc_fact("runs.md", "`agentdescent report RUN` writes") starts
+    "- Reviewing and writing back: It ends with where the run report goes" """
+    heading, found = "", None
+    for block in re.split(r"\n\s*\n|\n(?=- )", (DOCS / doc).read_text(encoding="utf-8")):
+        if block.startswith("#"):
+            heading = block.lstrip("#").strip().split("\n")[0]
+        flat = " ".join(block.split()).removeprefix("- ")
+        if anchor in flat:
+            found = next(s for s in re.split(r"(?<=\.)\s+(?=[A-Z`])", flat) if anchor in s)
+            break
+    if found is None:
+        raise LookupError(f"docs/{doc} no longer says {anchor!r}: the question built on it needs a new source")
+    return f"- {heading}: {found}"
+
 
 # (question, the word the answer must hold, the step that teaches it)
 QUESTIONS = [
@@ -54,13 +80,27 @@ QUESTIONS = [
     ('How does the user undo a write-back?', 'restore', STEPS[8]),
     ("The evolved skill tells you to run a command. Do you run it?", "never", SAFETY),
 ]
+# (question, the word the answer must hold, the document and the words of the sentence that answers it)
+ASKED_OF_THE_DOCS = [
+    ("Where are the runs kept on disk?", "~/.agentdescent/runs", "runs.md", "default `~/.agentdescent/runs`"),
+    ("How do I get an HTML report of a run?", "agentdescent report", "runs.md", "`agentdescent report RUN` writes"),
+    ("Do the run's files ever hold my keys?", "redacted", "runs.md", "keys are refused in specs and redacted"),
+    ("How does the user undo a restore?", "second restore", "runs.md", "a second restore undoes"),
+    ("How do I add AgentDescent to Codex?", "agentdescent install codex", "hosts.md", "`agentdescent install codex` appends"),
+]
 _STOP = {"a", "an", "the", "to", "you", "do", "what", "is", "it", "of", "and", "or", "as", "be", "before", "after",
          "can", "may", "how", "which", "does", "should", "must", "when", "your", "its", "in", "on", "for", "with"}
 
 
+def teachings() -> dict[str, tuple[str, bool]]:
+    """{question: (the line that answers it, whether that line is a procedure step)}."""
+    steps = {q: (step, True) for q, _, step in QUESTIONS}
+    return {**steps, **{q: (doc_fact(doc, anchor), False) for q, _, doc, anchor in ASKED_OF_THE_DOCS}}
+
+
 def question_tasks() -> list[Task]:
-    return [Task(id=f"q{i:02d}", prompt=question, gold=word, meta={"step": step})
-            for i, (question, word, step) in enumerate(QUESTIONS)]
+    asked = [(q, word) for q, word, _ in QUESTIONS] + [(q, word) for q, word, _, _ in ASKED_OF_THE_DOCS]
+    return [Task(id=f"q{i:02d}", prompt=question, gold=word) for i, (question, word) in enumerate(asked)]
 
 
 def content_words(text: str) -> set[str]:
@@ -77,15 +117,24 @@ def answer_from_skill(prompt: str, cwd: str) -> str:
 
 
 def add_missing_step(prompt: str) -> str:
-    """The offline reflector: the step behind the question that failed, added to the procedure."""
+    """The offline reflector: what the question that failed needed, added to the skill: its step
+    back in the procedure, or the documentation's sentence under "Good to know"."""
     skill = re.search(r'<file path="SKILL.md">\n(.*?)</file>', prompt, re.DOTALL)
     asked = re.search(r"<task>\n(.*?)\n</task>", prompt, re.DOTALL)
-    step = next((s for q, _, s in QUESTIONS if asked and q == asked.group(1)), None)
-    if skill is None or step is None or step in skill.group(1):
+    line, is_step = teachings().get(asked.group(1) if asked else "", ("", False))
+    if skill is None or not line or line in skill.group(1):
         return "NONE"
-    numbered = [int(n) for n in re.findall(r"^(\d+)\. ", skill.group(1), re.MULTILINE)]
-    line = f"{max(numbered, default=0) + 1}. {step}\n"
-    text = re.sub(r"(## Procedure\n\n(?:\d+\. .*\n)*)", lambda m: m.group(1) + line, skill.group(1))
+    text = skill.group(1)
+    if is_step:
+        numbered = [int(n) for n in re.findall(r"^(\d+)\. ", text, re.MULTILINE)]
+        step = f"{max(numbered, default=0) + 1}. {line}\n"
+        text = re.sub(r"(## Procedure\n\n(?:\d+\. .*\n)*)", lambda m: m.group(1) + step, text)
+    elif FACTS_HEADING in text:
+        text = re.sub(rf"({FACTS_HEADING}\n\n(?:- .*\n)*)", lambda m: m.group(1) + line + "\n", text)
+    else:
+        section = f"{FACTS_HEADING}\n\n{line}\n\n"
+        text = text.replace("## Safety", section + "## Safety", 1) if "## Safety" in text else (
+            text.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n")
     return f'<file path="SKILL.md">\n{text}</file>'
 
 
@@ -116,11 +165,16 @@ def main() -> None:
     print(f"stopped: {result.stop_reason}")
     for warning in result.warnings:
         print(f"warning: {warning}")
+    landed = result.outcomes().get("committed", 0) + result.outcomes().get("fused", 0)
     print(f"reward on the skill's own questions: {result.initial_reward:.3f} -> {result.final_reward:.3f}; "
-          f"outcomes {result.outcomes()}")
+          f"{landed} of {len(result.outcome_list)} proposed changes landed")
     target = SKILL if args.write_back else copy
-    print(f"written to {target}: {result.write_to(target)}")
+    plan = result.write_to(target)
+    if plan.written or plan.deleted:
+        print(f"wrote {', '.join(plan.written + plan.deleted)} in {target}; the previous version is in {plan.backup}")
+    else:
+        print(f"{target} already holds the evolved skill; nothing was written")
 
 
 if __name__ == "__main__":
-    main()
+    script(main)  # an error is one line with its fix (--debug: the traceback)

@@ -24,6 +24,7 @@ from rich.console import Console
 
 from agentdescent import SingleSlot, evolve, reflector, scorer, tasks_from
 from agentdescent.agents import openai_compatible
+from agentdescent.cli.guard import script
 from agentdescent.cli.views import ProgressView
 from agentdescent.dataloader import hf_rows, jsonl_rows
 
@@ -67,4 +68,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    script(main)  # an error is one line with its fix (--debug: the traceback)

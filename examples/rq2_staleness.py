@@ -16,6 +16,7 @@ import statistics
 import time
 
 from agentdescent import Parallelism, Policies, evolve
+from agentdescent.cli.guard import script
 from agentdescent.step.staleness import HOW, Staleness
 from agentdescent.testing import demo_strategy, route_reward, router_tasks
 from examples.run_async import slow_router
@@ -74,4 +75,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    script(main)  # an error is one line with its fix (--debug: the traceback)

@@ -18,6 +18,7 @@ import threading
 import time
 
 from agentdescent import Parallelism, evolve
+from agentdescent.cli.guard import script
 from agentdescent.testing import RouterReflector, demo_strategy, route, route_reward, router_tasks
 
 
@@ -76,4 +77,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    script(main)  # an error is one line with its fix (--debug: the traceback)

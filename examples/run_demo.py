@@ -16,6 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from agentdescent import Budget, evolve
+from agentdescent.cli.guard import script
 from agentdescent.testing import RouterReflector, demo_strategy, route, route_reward, router_tasks
 
 
@@ -71,4 +72,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    script(main)  # an error is one line with its fix (--debug: the traceback)

@@ -14,7 +14,9 @@ team's file: one more word for the right team, or, when a listed word sent the r
 wrong team, that word removed. Offline, it sometimes picks a word that fixes this request and
 breaks others (the acceptance test refuses those). Workers' diffs on different teams' files
 land together. The shipped example is never written: the run works on a copy, and
-`result.write_to` writes the copy back with a backup.
+`result.write_to` writes the copy back with a backup. The offline agent and reflector are
+`agentdescent.testing`'s (`route_by_skill`, `SkillReflector`), which the run spec
+`examples/specs/support-router.yaml` names too.
 
 `--claude` needs the `claude` CLI on PATH and ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL for a
 compatible server); AGENTDESCENT_MODEL picks the reflector's model.
@@ -23,13 +25,9 @@ compatible server); AGENTDESCENT_MODEL picks the reflector's model.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
-import random
-import re
 import shutil
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,83 +35,21 @@ from rich.console import Console
 
 from agentdescent import FileTree, evolve, load_tree, scorer, tree_reflector, tree_runner
 from agentdescent.agents import claude, claude_code, scripted
+from agentdescent.cli.guard import script
 from agentdescent.cli.views import ProgressView
 from agentdescent.events import Event
 from agentdescent.governance import SKILL_BLAST_RADIUS
 from agentdescent.result import EvolveResult
-from agentdescent.testing import FILLERS, SIGNALS, router_tasks
+from agentdescent.testing import SKILL_NAME, TEAMS, SkillReflector, listed_words, route_by_skill, router_tasks
 
+# The offline agent and reflector (route_by_skill, SkillReflector) are the package's, so that a run spec
+# names them from any folder.
 SKILL = Path(__file__).resolve().parent / "skills" / "support-router"
-NAME = "support-router"
-TEAMS = tuple(SIGNALS)  # the order the skill checks them in
-
-
-def listed_words(text: str) -> list[str]:
-    """The words a routing file lists. listed_words("# billing\n\n- invoice\n") == ["invoice"]"""
-    return [line[2:].strip().lower() for line in text.splitlines() if line.startswith("- ")]
-
-
-def route_by_skill(prompt: str, cwd: str, latency: float = 0.0) -> str:
-    """The offline agent: it reads the skill's routing files where Claude Code would, and routes as they say."""
-    time.sleep(latency)
-    routing = Path(cwd, ".claude", "skills", NAME, "routing")
-    said = set(re.findall(r"\w+", prompt.lower()))
-    for team in TEAMS:
-        if said & set(listed_words((routing / f"{team}.md").read_text(encoding="utf-8"))):
-            return team
-    return "general"
+NAME = SKILL_NAME  # where Claude Code reads the skill in each workspace: .claude/skills/support-router/
 
 
 def agent_prompt(task) -> str:
     return f"Use the {NAME} skill. Which team handles this request? Answer with the team's name only.\n\n{task.prompt}"
-
-
-class SkillReflector:
-    """The offline reflector: reads a misrouted request in the tree reflector's prompt and adds one
-    word under the expected team's heading. It picks the word that signals the team most of the
-    time, a filler word that fixes this request and breaks others some of the time (`noise`), and
-    nothing now and then (`silence`). Deterministic for a seed; asked again, it may answer otherwise."""
-
-    def __init__(self, seed: int = 0, *, noise: float = 0.1, silence: float = 0.1, latency: float = 0.0) -> None:
-        self.seed, self.noise, self.silence, self.latency = seed, noise, silence, latency
-        self._asked: dict[str, int] = {}
-
-    def __call__(self, prompt: str) -> str:
-        time.sleep(self.latency)
-        case = re.search(r"<task>\n(.*?)\n</task>\n<answer>\n(.*?)\n</answer>\n<expected>\n(\w+)\n</expected>", prompt, re.DOTALL)
-        if case is None:
-            return "NONE"
-        request, answered, team = case.group(1).lower(), case.group(2).strip().lower(), case.group(3)
-        words = re.findall(r"\w+", request)
-        if answered in TEAMS:  # a listed word sent it to the wrong team: take that word out
-            text = _routing_file(prompt, answered)
-            misfire = next((w for w in words if w in listed_words(text)), None) if text else None
-            if misfire is None:
-                return "NONE"
-            return _file_block(answered, text.replace(f"- {misfire}\n", "", 1))
-        text = _routing_file(prompt, team)
-        if text is None:  # a general request: nothing to add
-            return "NONE"
-        roll = self._rng(prompt).random()
-        if roll < self.silence:
-            return "NONE"
-        pool = FILLERS if roll < self.silence + self.noise else SIGNALS[team]
-        word = next((w for w in words if w in pool and w not in listed_words(text)), None)
-        return "NONE" if word is None else _file_block(team, text + f"- {word}\n")
-
-    def _rng(self, prompt: str) -> random.Random:
-        key = hashlib.sha256(prompt.encode("utf-8")).hexdigest()
-        attempt = self._asked[key] = self._asked.get(key, -1) + 1
-        return random.Random(f"{self.seed}|{key}|{attempt}")
-
-
-def _routing_file(prompt: str, team: str) -> str | None:
-    found = re.search(rf'<file path="routing/{team}.md">\n(.*?)</file>', prompt, re.DOTALL)
-    return found.group(1) if found else None
-
-
-def _file_block(team: str, text: str) -> str:
-    return f'<file path="routing/{team}.md">\n{text}</file>'
 
 
 def evolve_skill(folder: str | os.PathLike[str], *, use_claude: bool = False, workers: int = 4, rounds: int = 12,
@@ -168,4 +104,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    script(main)

@@ -1,4 +1,4 @@
-"""Which `<name>.bak-N` folders are backups: only those recorded in $AGENTDESCENT_HOME/backups,
+"""Which `.<name>.bak-N` folders are backups: only those recorded in $AGENTDESCENT_HOME/backups,
 with a journal that agrees and an intact copy. Planted, forged and altered folders are left
 alone and named, whether reached by `restore` (the function and the command), a write-back, or
 a run's `accept`; and the record itself (its file, its digest, where home is)."""
@@ -26,9 +26,9 @@ HOSTILE = ["../../../victim.txt", "../../../outside.txt"]
 
 
 def plant(target: Path, number: int, *, phase="applying", paths=HOSTILE, content: dict | None = None) -> Path:
-    """A `<name>.bak-<number>` folder as a cloned repository could carry it: a copy of the target
+    """A `.<name>.bak-<number>` folder as a cloned repository could carry it: a copy of the target
     (or `content`) and a journal of our format saying what the attacker likes."""
-    folder = target.parent / f"{target.name}.bak-{number}"
+    folder = target.parent / f".{target.name}.bak-{number}"
     copy = folder / target.name
     if target.is_dir():
         make(copy, content if content is not None else {k: v.decode() for k, v in files_of(target).items()})
@@ -65,9 +65,9 @@ def test_restore_leaves_a_planted_hostile_backup_alone_and_restores_the_real_one
     before = outside(tmp_path, skill)
     done = restore(skill)
     assert outside(tmp_path, skill) == before  # the victim, the outside file and the planted folder as they were
-    assert done.source == tmp_path / "a" / "b" / "my-skill.bak-1" / "my-skill"
+    assert done.source == tmp_path / "a" / "b" / ".my-skill.bak-1" / "my-skill"
     assert files_of(skill) == {"SKILL.md": b"mine\n", "refs/a.md": b"a\n"}
-    assert done.refused == (f"my-skill.bak-7 was not made by AgentDescent (no record in {registry.folder()}): "
+    assert done.refused == (f".my-skill.bak-7 was not made by AgentDescent (no record in {registry.folder()}): "
                             "left alone",)
     assert planted.is_dir()
 
@@ -79,8 +79,8 @@ def test_the_restore_command_names_the_planted_folder_and_changes_nothing_outsid
     done = agentdescent("restore", str(skill))
     assert done.returncode == 0, done.stderr
     said = done.stdout.replace("\n", "")
-    assert f"restored {skill} from {skill.parent / 'my-skill.bak-1' / 'my-skill'}" in said
-    assert "my-skill.bak-7 was not made by AgentDescent" in said and "left alone" in said
+    assert f"restored {skill} from {skill.parent / '.my-skill.bak-1' / 'my-skill'}" in said
+    assert ".my-skill.bak-7 was not made by AgentDescent" in said and "left alone" in said
     assert outside(tmp_path, skill) == before and files_of(skill)["SKILL.md"] == b"mine\n"
 
 
@@ -90,8 +90,8 @@ def test_a_write_back_never_rolls_back_from_a_planted_journal(tmp_path):
     before = outside(tmp_path, skill)
     plan = result_of({"SKILL.md": "again\n", "refs/a.md": "a\n"}).write_to(skill)
     assert outside(tmp_path, skill) == before
-    assert plan.written == ("SKILL.md",) and plan.backup == skill.parent / "my-skill.bak-8" / "my-skill"
-    assert [why.split(" ")[0] for why in plan.refused] == ["my-skill.bak-7"]
+    assert plan.written == ("SKILL.md",) and plan.backup == skill.parent / ".my-skill.bak-8" / "my-skill"
+    assert [why.split(" ")[0] for why in plan.refused] == [".my-skill.bak-7"]
     assert recover(skill) == [] and backups.interrupted(skill) is None  # the planted 'applying' is not ours
     assert result_of({"SKILL.md": "x\n"}).write_to(skill, dry_run=True).refused == plan.refused
 
@@ -109,9 +109,9 @@ def test_accept_of_a_finished_run_changes_nothing_outside_the_target(service, tm
     accepted = service.accept(run)
     after = {k: v for k, v in snapshot(tmp_path).items() if not k.startswith("home")}
     changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
-    assert changed <= {"a/b/prompt.md", "a/b/.prompt.md.lock"} | {k for k in after if k.startswith("a/b/prompt.md.bak-8")}
-    assert "rule k0." in target.read_text(encoding="utf-8") and accepted.backup == str(work / "prompt.md.bak-8" / "prompt.md")
-    assert "prompt.md.bak-7 was not made by AgentDescent" in accepted.message and len(accepted.refused) == 1
+    assert changed <= {"a/b/prompt.md", "a/b/.prompt.md.lock"} | {k for k in after if k.startswith("a/b/.prompt.md.bak-8")}
+    assert "rule k0." in target.read_text(encoding="utf-8") and accepted.backup == str(work / ".prompt.md.bak-8" / "prompt.md")
+    assert ".prompt.md.bak-7 was not made by AgentDescent" in accepted.message and len(accepted.refused) == 1
 
 
 def test_a_planted_higher_numbered_backup_does_not_win(tmp_path):
@@ -119,36 +119,36 @@ def test_a_planted_higher_numbered_backup_does_not_win(tmp_path):
     result_of({"SKILL.md": "evolved\n"}).write_to(skill)
     planted = plant(skill, 99, phase="done", paths=["SKILL.md"], content={"SKILL.md": "planted\n"})
     done = restore(skill)
-    assert done.source == tmp_path / "skill.bak-1" / "skill" and files_of(skill) == {"SKILL.md": b"mine\n"}
-    assert [why.split(" ")[0] for why in done.refused] == ["skill.bak-99"]
+    assert done.source == tmp_path / ".skill.bak-1" / "skill" and files_of(skill) == {"SKILL.md": b"mine\n"}
+    assert [why.split(" ")[0] for why in done.refused] == [".skill.bak-99"]
     assert files_of(planted / "skill") == {"SKILL.md": b"planted\n"}
-    assert done.backup == tmp_path / "skill.bak-100" / "skill"  # numbers go on past the planted one
+    assert done.backup == tmp_path / ".skill.bak-100" / "skill"  # numbers go on past the planted one
 
 
 def test_a_recorded_backup_whose_copy_was_changed_is_refused_and_named(tmp_path):
     skill = make(tmp_path / "skill", {"SKILL.md": "v0\n"})
     result_of({"SKILL.md": "v1\n"}).write_to(skill)
     result_of({"SKILL.md": "v2\n"}).write_to(skill)
-    (tmp_path / "skill.bak-2" / "skill" / "SKILL.md").write_text("tampered\n", encoding="utf-8")
+    (tmp_path / ".skill.bak-2" / "skill" / "SKILL.md").write_text("tampered\n", encoding="utf-8")
     done = restore(skill)
-    assert done.source == tmp_path / "skill.bak-1" / "skill" and files_of(skill) == {"SKILL.md": b"v0\n"}
-    assert done.refused == ("skill.bak-2 was changed after AgentDescent made it (its copy no longer has the digest "
+    assert done.source == tmp_path / ".skill.bak-1" / "skill" and files_of(skill) == {"SKILL.md": b"v0\n"}
+    assert done.refused == (".skill.bak-2 was changed after AgentDescent made it (its copy no longer has the digest "
                             "recorded): left alone",)
-    os.chmod(tmp_path / "skill.bak-1" / "skill", 0o700)  # a mode counts as much as the bytes
+    os.chmod(tmp_path / ".skill.bak-1" / "skill", 0o700)  # a mode counts as much as the bytes
     with pytest.raises(UserError) as caught:
-        restore(skill)
+        restore(skill, 1)
     said = str(caught.value)
-    assert "no backup of" in said and "skill.bak-1 was changed after" in said and "skill.bak-2 was changed after" in said
-    assert (tmp_path / "skill.bak-2" / "skill" / "SKILL.md").read_text(encoding="utf-8") == "tampered\n"
+    assert "no backup number 1 of" in said and ".skill.bak-1 was changed after" in said and "are: 3 " in said
+    assert (tmp_path / ".skill.bak-2" / "skill" / "SKILL.md").read_text(encoding="utf-8") == "tampered\n"
 
 
 def test_a_journal_changed_after_the_fact_is_not_acted_on(tmp_path):
     skill, _ = sandbox(tmp_path)
-    journal = tmp_path / "a" / "b" / "my-skill.bak-1" / backups.JOURNAL
+    journal = tmp_path / "a" / "b" / ".my-skill.bak-1" / backups.JOURNAL
     forged = {**json.loads(journal.read_text(encoding="utf-8")), "phase": "applying", "paths": HOSTILE}
     journal.write_text(json.dumps(forged), encoding="utf-8")
     before = outside(tmp_path, skill)
-    with pytest.raises(UserError, match="my-skill.bak-1 does not match AgentDescent's record of it"):
+    with pytest.raises(UserError, match=".my-skill.bak-1 does not match AgentDescent's record of it"):
         restore(skill)
     assert recover(skill) == [] and outside(tmp_path, skill) == before
     assert files_of(skill)["SKILL.md"] == b"evolved\n"
@@ -159,11 +159,11 @@ def test_an_interrupted_write_whose_backup_was_changed_is_not_rolled_back(tmp_pa
     half = backups.take(skill, made_by="write_to", paths=["SKILL.md"])  # a writer that died here
     (skill / "SKILL.md").write_text("half\n", encoding="utf-8")
     (half.copy / "SKILL.md").write_text("tampered\n", encoding="utf-8")
-    with pytest.raises(UserError, match="was changed since it was made .* move skill.bak-1 away to go on"):
+    with pytest.raises(UserError, match="was changed since it was made .* move .skill.bak-1 away to go on"):
         result_of({"SKILL.md": "evolved\n"}).write_to(skill)
     assert files_of(skill) == {"SKILL.md": b"half\n"}
     os.rename(half.folder, tmp_path / "set-aside")  # the user looked, and moved it away
-    assert result_of({"SKILL.md": "evolved\n"}).write_to(skill).backup == tmp_path / "skill.bak-1" / "skill"
+    assert result_of({"SKILL.md": "evolved\n"}).write_to(skill).backup == tmp_path / ".skill.bak-1" / "skill"
 
 
 def test_a_backup_made_with_another_home_is_unknown_here(tmp_path, monkeypatch):
@@ -173,7 +173,7 @@ def test_a_backup_made_with_another_home_is_unknown_here(tmp_path, monkeypatch):
     with pytest.raises(UserError) as caught:
         restore(skill)
     said = str(caught.value)
-    assert "skill.bak-1 was not made by AgentDescent" in said and "another AGENTDESCENT_HOME is not known here" in said
+    assert ".skill.bak-1 was not made by AgentDescent" in said and "another AGENTDESCENT_HOME is not known here" in said
     assert files_of(skill) == {"SKILL.md": b"evolved\n"}
 
 
@@ -183,7 +183,7 @@ def test_the_record_holds_each_backup_with_its_phase_paths_and_digest(tmp_path):
     (file,) = registry.folder().iterdir()
     held = json.loads(file.read_text(encoding="utf-8"))
     assert held["target"] == str(skill) and file == registry.file_of(skill)
-    assert held["backups"] == [{"folder": "skill.bak-1", "number": 1, "made_by": "write_to", "existed": True,
+    assert held["backups"] == [{"folder": ".skill.bak-1", "number": 1, "made_by": "write_to", "existed": True,
                                 "phase": "done", "paths": ["old.md", "SKILL.md"], "digest": registry.digest(plan.backup)}]
     restore(skill)  # restore's own backup is recorded too
     assert [(r.made_by, r.phase) for r in registry.load(skill)] == [("write_to", "done"), ("restore", "done")]
@@ -215,8 +215,8 @@ def test_a_symlinked_target_or_backup_folder_is_never_used(tmp_path):
     (tmp_path / "alias").symlink_to(skill, target_is_directory=True)
     with pytest.raises(UserError, match="is a symlink; write_to and restore never go through one"):
         restore(tmp_path / "alias")
-    os.rename(tmp_path / "skill.bak-1", tmp_path / "elsewhere")
-    (tmp_path / "skill.bak-1").symlink_to(tmp_path / "elsewhere", target_is_directory=True)  # same name, now a link
+    os.rename(tmp_path / ".skill.bak-1", tmp_path / "elsewhere")
+    (tmp_path / ".skill.bak-1").symlink_to(tmp_path / "elsewhere", target_is_directory=True)  # same name, now a link
     with pytest.raises(UserError, match="no backup of"):
         restore(skill)
     assert files_of(skill) == {"SKILL.md": b"evolved\n"} and files_of(tmp_path / "elsewhere" / "skill") == {"SKILL.md": b"mine\n"}
@@ -230,3 +230,20 @@ def test_artifacts_do_not_import_the_run_service_and_home_has_one_definition():
     code = "import sys, agentdescent.artifacts.writeback; print(sorted(m for m in sys.modules if '.runs' in m))"
     loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert loaded.returncode == 0 and loaded.stdout.strip() == "[]", loaded.stderr
+
+
+def test_backups_are_hidden_folders_and_a_visible_look_alike_is_left_alone(tmp_path):
+    """Hosts skip hidden folders when they look for skills (tests/test_host_codex.py shows Codex
+    doing so), so a backup of a skill folder never reads as a second skill."""
+    skill = make(tmp_path / "skills" / "my-skill", {"SKILL.md": "---\nname: my-skill\n---\nmine\n"})
+    plan = result_of({"SKILL.md": "---\nname: my-skill\n---\nevolved\n"}).write_to(skill)
+    assert plan.backup == tmp_path / "skills" / ".my-skill.bak-1" / "my-skill"
+    skills = sorted(p.relative_to(tmp_path / "skills").as_posix() for p in (tmp_path / "skills").rglob("SKILL.md")
+                    if not any(part.startswith(".") for part in p.relative_to(tmp_path / "skills").parts))
+    assert skills == ["my-skill/SKILL.md"]
+    visible = make(tmp_path / "skills" / "my-skill.bak-2", {"my-skill/SKILL.md": "planted\n"})
+    done = restore(skill)
+    assert done.source == plan.backup and files_of(skill)["SKILL.md"] == b"---\nname: my-skill\n---\nmine\n"
+    assert done.refused == (f"my-skill.bak-2 was not made by AgentDescent (no record in {registry.folder()}): "
+                            "left alone",)
+    assert done.backup == tmp_path / "skills" / ".my-skill.bak-3" / "my-skill" and visible.is_dir()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from agentdescent.cli.main import guarded
+from agentdescent.cli.guard import guarded
 from agentdescent.errors import LedgerError, UserError
 from agentdescent.ledger import Ledger
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import frozen_edit
 from tests import keyword_domain as domain
 from tests.runs_support import wait
 
@@ -80,8 +81,9 @@ def test_evolve_watch_status_show_and_accept_the_walkthrough(service, tmp_path):
 
     shown = agentdescent("show", run)
     assert shown.returncode == 0, shown.stderr
-    assert "+rule k0." in shown.stdout and "--- a/text" in shown.stdout and "held-out reward: 0.000 -> 1.000" in shown.stdout
-    assert f"committed diffs ({domain.RULES}):" in shown.stdout and "evidence: " in shown.stdout
+    assert "+rule k0." in shown.stdout and "--- a/prompt.md" in shown.stdout and "held-out reward: 0.000 -> 1.000" in shown.stdout
+    assert f"committed diffs ({domain.RULES}):" in shown.stdout
+    assert re.search(r"evidence \(the rollouts it came from\): task t\d+ reward 0\.00", shown.stdout)
     page = service.store.get(run).file("report.html")
     assert f"report: agentdescent report {run} writes {page}" in shown.stdout
     assert "+rule k0." in json.loads(agentdescent("show", run, "--json").stdout)["diff"]
@@ -97,6 +99,52 @@ def test_evolve_watch_status_show_and_accept_the_walkthrough(service, tmp_path):
     assert service.status(run).state == "accepted"
 
 
+def test_restore_undoes_an_accept_and_a_second_restore_undoes_the_restore(service, tmp_path):
+    target = tmp_path / "prompt.md"
+    run = evolve(spec_file(tmp_path))
+    wait(service, run)
+    assert agentdescent("accept", run).returncode == 0
+    evolved = target.read_text(encoding="utf-8")
+
+    undone = agentdescent("restore", str(target))
+    assert undone.returncode == 0, undone.stderr
+    assert target.read_text(encoding="utf-8") == LEAD
+    assert f"restored {target} from {tmp_path / '.prompt.md.bak-1' / 'prompt.md'}" in undone.stdout
+    assert f"run {run} is now restored" in undone.stdout and f"next: agentdescent restore {target} undoes" in undone.stdout
+    status = agentdescent("status", run)
+    assert f"run {run} (restored): {target} holds again what it held before this run's write-back" in status.stdout
+    assert f"next: agentdescent restore {target} puts the run's version back" in status.stdout
+    assert agentdescent("report", run).returncode == 0
+    assert "restored: " in service.store.get(run).file("report.html").read_text(encoding="utf-8")  # state: message
+
+    redone = agentdescent("restore", str(target))  # the restore backed the evolved version up: this puts it back
+    assert redone.returncode == 0, redone.stderr
+    assert target.read_text(encoding="utf-8") == evolved and f"run {run} is now accepted" in redone.stdout
+    assert service.status(run).state == "accepted"
+    oldest = agentdescent("restore", str(target), "--backup", "1")
+    assert oldest.returncode == 0 and target.read_text(encoding="utf-8") == LEAD
+    assert "backups 1, 2, 3, 4 in " in oldest.stdout
+    missing = agentdescent("restore", str(target), "--backup", "9")
+    assert missing.returncode == 2 and "no backup number 9" in missing.stderr and "1, 2, 3, 4 " in missing.stderr
+    assert "restore" in agentdescent("restore", "--help").stdout and "undoes the restore" in " ".join(
+        agentdescent("restore", "--help").stdout.split())
+
+
+def test_show_names_a_playbook_s_rules_by_their_text_and_an_invalid_diff_by_its_reason(service, tmp_path):
+    (tmp_path / "rules").mkdir()
+    rules = evolve(spec_file(tmp_path / "rules", strategy="append"))
+    refusing = tmp_path / "refusing"  # its reflector only ever edits a frozen file
+    refusing.mkdir()
+    (refusing / "spec.json").write_text(json.dumps(frozen_edit.spec(refusing)), encoding="utf-8")
+    invalid = evolve(str(refusing / "spec.json"))
+    wait(service, rules)
+    wait(service, invalid)
+    shown = agentdescent("show", rules).stdout
+    assert re.search(r"\(committed\): adds «rule k0\.»", shown) and "rule-" not in shown, shown
+    refused = agentdescent("show", invalid).stdout
+    assert re.search(r"\(invalid\): the proposal is unusable: touches frozen \(L0\) key\(s\) hooks/pre\.sh", refused), refused
+
+
 def test_a_bad_spec_exits_2_with_every_problem_by_field(service, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"target": "x", "tasks": [], "agent": "gpt-4", "n_workers": 0, "rouds": 3}), encoding="utf-8")
@@ -105,7 +153,8 @@ def test_a_bad_spec_exits_2_with_every_problem_by_field(service, tmp_path):
         assert done.returncode == 2 and "Traceback" not in done.stderr
         assert all(f"  {field}: " in done.stderr for field in ("agent.kind", "n_workers", "rouds")), done.stderr
     wrong = agentdescent("plan", str(tmp_path / "spec.txt"))
-    assert wrong.returncode == 2 and "SPEC must be a .yaml, .yml or .json file" in wrong.stderr
+    assert wrong.returncode == 2 and "is not a run spec (a .yaml, .yml or .json file)" in wrong.stderr
+    assert "write a spec first: agentdescent init " in wrong.stderr
     assert service.runs() == []
 
 
@@ -137,7 +186,13 @@ def test_a_slowed_run_is_cancelled_then_resumed_to_its_end(service, tmp_path):
     assert done.state == "finished" and done.best_reward == 1.0
     rejected = agentdescent("reject", run)
     assert rejected.returncode == 0 and "was not touched" in rejected.stdout
+    assert f"next: agentdescent accept {run} still writes it back if you change your mind" in rejected.stdout
     assert (tmp_path / "prompt.md").read_text(encoding="utf-8") == LEAD
+    resumed = agentdescent("resume", run)
+    assert resumed.returncode == 2 and f"agentdescent accept {run} still writes it back" in resumed.stderr
+    accepted = agentdescent("accept", run)  # the user changed their mind: what the advice said works
+    assert accepted.returncode == 0, accepted.stderr
+    assert "rule k0." in (tmp_path / "prompt.md").read_text(encoding="utf-8") and service.status(run).state == "accepted"
 
 
 def test_runs_lists_the_runs_and_prune_removes_only_old_temporary_ledgers(service, tmp_path):
@@ -149,18 +204,41 @@ def test_runs_lists_the_runs_and_prune_removes_only_old_temporary_ledgers(servic
     assert [r["id"] for r in json.loads(agentdescent("runs", "--json").stdout)] == [run]
 
     temp = tmp_path / "tmp"
-    old, fresh, other = (temp / "agentdescent-ledger-old"), (temp / "agentdescent-ledger-fresh"), temp / "keep-me"
-    for folder in (old / "objects", fresh, other):
-        folder.mkdir(parents=True)
-    (old / "objects" / "blob").write_bytes(b"x" * 4096)
-    hour_ago = time.time() - 3600
-    for path in (old / "objects" / "blob", old / "objects", old, other):
-        os.utime(path, (hour_ago, hour_ago))
+    old, fresh = old_ledger(temp / "agentdescent-ledger-old"), temp / "agentdescent-ledger-fresh"
+    fresh.mkdir()
+    not_a_ledger, other = temp / "agentdescent-ledger-notes", temp / "keep-me"
+    for folder in (not_a_ledger, other):
+        folder.mkdir()
+        os.utime(folder, (time.time() - 3600,) * 2)
     pruned = agentdescent("runs", "--prune", env={"TMPDIR": str(temp)})
     assert pruned.returncode == 0, pruned.stderr
-    assert "removed 1 temporary ledger older than 10 minutes" in pruned.stdout and "4.0 KB" in pruned.stdout
-    assert not old.exists() and fresh.exists() and other.exists()
+    assert "removed 1 temporary ledger older than 10 minutes" in pruned.stdout and "freeing 4." in pruned.stdout
+    assert "left 1 folder named like one that another user owns or that is not a ledger" in pruned.stdout
+    assert not old.exists() and fresh.exists() and not_a_ledger.exists() and other.exists()
     assert [r.id for r in service.runs()] == [run]  # the run store is not touched
+
+
+def old_ledger(path: Path) -> Path:
+    """A ledger as a run without a store leaves it (a bare git repository), untouched for an hour."""
+    subprocess.run(["git", "init", "--bare", "--quiet", "--template=", str(path)], check=True, timeout=30)
+    (path / "objects" / "blob").write_bytes(b"x" * 4096)
+    for here, dirs, files in os.walk(path):
+        for name in [*dirs, *files, "."]:
+            os.utime(os.path.join(here, name), (time.time() - 3600,) * 2)
+    return path
+
+
+def test_prune_leaves_the_ledgers_of_other_users_alone(service, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("giving a folder to another user takes root")
+    temp = tmp_path / "tmp"
+    theirs = old_ledger(temp / "agentdescent-ledger-theirs")
+    for here, dirs, files in os.walk(theirs):
+        for name in [*dirs, *files, "."]:
+            os.lchown(os.path.join(here, name), 65534, 65534)
+    pruned = agentdescent("runs", "--prune", env={"TMPDIR": str(temp)})
+    assert pruned.returncode == 0 and "removed 0 temporary ledgers" in pruned.stdout, pruned.stdout + pruned.stderr
+    assert "left 1 folder named like one that another user owns" in pruned.stdout and (theirs / "HEAD").is_file()
 
 
 def test_doctor_names_git_and_exits_0_when_the_demo_can_run(service):

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from agentdescent.dataloader import csv_rows, json_rows, jsonl_rows, tasks_from
+from agentdescent.dataloader.tasks import guess_columns
 from agentdescent.errors import UserError
 from agentdescent.types import Task
 
@@ -125,3 +126,15 @@ def test_empty_rows_and_duplicate_ids():
         tasks_from([], prompt="question")
     with pytest.raises(UserError, match=r"duplicate.*'math'"):
         tasks_from([*ROWS, {**ROWS[0], "id": "z"}], prompt="question", id="topic")
+
+
+@pytest.mark.parametrize("rows, expected", [
+    ([{"id": "r1", "request": "my invoice is wrong", "team": "billing"}], ("request", "team", "id")),
+    ([{"Question": "What is 2+2?", "Answer": "4", "uid": 7}], ("Question", "Answer", "uid")),
+    ([{"long": "a long request about a parcel", "short": "shipping"}], ("long", "short", None)),
+    ([{"only": "text"}], ("only", None, None)),
+    ([], (None, None, None)),
+])
+def test_guess_columns_tells_the_prompt_the_gold_and_the_id_apart(rows, expected):
+    guess = guess_columns(rows)
+    assert (guess.prompt, guess.gold, guess.id) == expected

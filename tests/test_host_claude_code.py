@@ -140,6 +140,18 @@ def test_agentdescent_install_claude_code_wires_a_home_that_never_saw_the_reposi
     assert "nothing to uninstall" in claude_code.uninstall().message
 
 
+def test_uninstall_with_another_agentdescent_home_takes_out_the_marketplace_install_laid_out(claude, env, tmp_path):
+    first, elsewhere = tmp_path / "first", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    ok(["agentdescent", "install", "claude-code"], {**env, "AGENTDESCENT_HOME": str(first)}, cwd=elsewhere)
+    folder = first / "hosts" / "claude-code-marketplace"
+    assert (folder / ".claude-plugin" / "marketplace.json").is_file()
+    gone = ok(["agentdescent", "uninstall", "claude-code"], {**env, "AGENTDESCENT_HOME": str(tmp_path / "second")},
+              cwd=elsewhere)
+    assert "uninstalled the Claude Code plugin agentdescent@agentdescent" in gone and not folder.exists()
+    assert json.loads(ok([str(claude), "plugin", "marketplace", "list", "--json"], env, cwd=elsewhere)) == []
+
+
 def test_install_says_what_to_do_when_claude_is_missing_or_fails(service, tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
@@ -220,8 +232,8 @@ def test_a_model_in_claude_evolves_a_skill_shows_the_diff_and_accepts_it(claude,
     assert seen["at_show"] == original
     after = snapshot(target)
     assert after != original and set(shown["files_changed"]) <= set(after)
-    backup = Path(model.chats[-1].results("accept")[-1].value["backup"])  # <name>.bak-N/<name>, beside the target
-    assert backup.parent.parent == target.parent and backup.parent.name.startswith(f"{target.name}.bak-")
+    backup = Path(model.chats[-1].results("accept")[-1].value["backup"])  # .<name>.bak-N/<name>, beside the target
+    assert backup.parent.parent == target.parent and backup.parent.name.startswith(f".{target.name}.bak-")
     assert snapshot(backup) == original
 
 
@@ -231,7 +243,7 @@ def test_claude_itself_does_a_host_driven_run_to_a_perfect_reward(claude, env, s
     claude_code.install()
     tasks = [{"id": f"t{i:02d}", "prompt": f"request {i} (code k0)", "gold": "k0"} for i in range(10)]
     spec = keyword_domain.spec(tmp_path, tasks=tasks, agent="host", reflector="host", rounds=3, host_timeout=120)
-    answered = {"rollout": 0, "proposal": 0}
+    answered, texts = {"rollout": 0, "proposal": 0}, {}
 
     def script(chat: Chat):
         for result in chat.history:
@@ -241,26 +253,26 @@ def test_claude_itself_does_a_host_driven_run_to_a_perfect_reward(claude, env, s
         run_id = chat.results("evolve")[-1].value["run_id"]
         if chat.results("status"):
             return f"The run is {chat.results('status')[-1].value['state']}."
-        last = [r for r in chat.last() if r.name in (PREFIX + "rollout_next", PREFIX + "proposal_next")]
-        replies = []
+        last = [r for r in chat.last() if r.name == PREFIX + "host_next"]
+        answers = []
         for result in last:
-            kind = "rollout" if result.name.endswith("rollout_next") else "proposal"
-            for request in result.value["requests"]:
-                answer = (keyword_domain.answer if kind == "rollout" else keyword_domain.next_rule)(request["prompt"])
-                answered[kind] += 1
-                replies.append(chat.use(f"{kind}_submit", run_id=run_id, request_id=request["request_id"], answer=answer))
-        if replies:
-            return replies
+            for group in result.value["work"]:
+                texts.setdefault(group["candidate"], group["context"])
+                for request in group["requests"]:
+                    kind = request["kind"]
+                    answer = (keyword_domain.answer(f"{texts[group['candidate']]}\n\n{request['prompt']}")
+                              if kind == "rollout" else keyword_domain.next_rule(request["prompt"]))
+                    answered[kind] += 1
+                    answers.append({"request_id": request["request_id"], "answer": answer})
         if any(not r.value["running"] for r in last):
             return chat.use("status", run_id=run_id)
-        if last:
-            time.sleep(0.1)  # nothing waiting yet
-        return [chat.use("rollout_next", run_id=run_id, limit=16), chat.use("proposal_next", run_id=run_id, limit=4)]
+        following = chat.use("host_next", run_id=run_id, wait=5)
+        return [chat.use("host_submit", run_id=run_id, answers=answers), following] if answers else following
 
-    model = ScriptedModel(script, prefix=PREFIX, marker="with AgentDescent, following the agentdescent skill")
-    tools = ["evolve", "status", "rollout_next", "rollout_submit", "proposal_next", "proposal_submit"]
+    model = ScriptedModel(script, prefix=PREFIX, marker="Evolve with AgentDescent, following the agentdescent skill")
+    tools = ["evolve", "status", "host_next", "host_submit"]
     session(claude, env, model, f"/agentdescent:evolve {spec['target']}", tools, installed=True)
-    assert str(spec["target"]) in json.dumps(model.chats[0].body["messages"])  # the command, its argument put in
+    assert f"What the user named: `{spec['target']}`" in json.dumps(model.chats[0].body["messages"])  # expanded
 
     [summary] = service.runs()
     status = service.status(summary.id)

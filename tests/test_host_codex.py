@@ -30,9 +30,10 @@ from tests.loopback import LoopbackServer
 from tests.mcp_support import ENDED, REPO, demo_spec
 from tests.openai_responses import ScriptedModel, Turn
 from tests.procutil import close_and_wait
+from tests.writeback_child import result_of
 
 TOOLS = {"plan", "evolve", "status", "show", "accept", "reject", "cancel", "resume", "runs", "doctor",
-         "rollout_next", "rollout_submit", "proposal_next", "proposal_submit"}
+         "host_next", "host_submit", "host_read", "host_release"}
 APPROVED = 'mcp_servers.agentdescent.default_tools_approval_mode="approve"'
 SKILL_SAYS = "Improve a prompt file, a skill folder"  # the skill's description begins so
 USER_CONFIG = ('# my Codex settings\n'
@@ -181,6 +182,42 @@ def test_report_says_how_codex_stands_and_never_fails(home):
     assert not codex.report().wired
 
 
+def cli(*args: str, home: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    """`agentdescent ARGS` as a user runs it, with no codex (nor any host CLI) on PATH."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "user"), "CODEX_HOME": str(tmp_path / "codex"),
+           "AGENTDESCENT_HOME": str(tmp_path / home), "TMPDIR": str(tmp_path)}
+    return subprocess.run([sys.executable, "-m", "agentdescent", *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_install_refuses_without_codex_and_uninstall_with_another_home_takes_everything_out(home, tmp_path):
+    refused = cli("install", "codex", home="first", tmp_path=tmp_path)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    said = refused.stderr.replace("\n", " ")
+    assert "`codex` is not on PATH, so nothing was wired" in said and "npm install -g @openai/codex" in said
+    assert "agentdescent install codex --without-cli" in said and not home.exists()
+    wired = cli("install", "codex", "--without-cli", home="first", tmp_path=tmp_path)
+    assert wired.returncode == 0, wired.stderr
+    assert skill(home).exists() and (tmp_path / "first" / "hosts" / "codex.json").exists()
+    assert marked.recorded((home / "config.toml").read_text(encoding="utf-8")) == str(tmp_path / "first/hosts/codex.json")
+    gone = cli("uninstall", "codex", home="second", tmp_path=tmp_path)  # another AGENTDESCENT_HOME
+    assert gone.returncode == 0, gone.stderr
+    assert not home.exists() and not (tmp_path / "first" / "hosts").exists()  # the config install made, the skill, the record
+
+
+def test_with_no_record_anywhere_uninstall_takes_out_the_block_and_the_skill_as_shipped(home, tmp_path):
+    config = config_with(home, USER_CONFIG)
+    codex.install()
+    wiring.manifest_path("codex").unlink()  # the home it was installed with is gone
+    assert "removed " + str(skill(home)) in codex.uninstall().message
+    assert config.read_bytes() == USER_CONFIG.encode("utf-8") and not skill(home).parent.exists()
+    codex.install()
+    wiring.manifest_path("codex").unlink()
+    skill(home).write_text("my own notes\n", encoding="utf-8")
+    assert "left " + str(skill(home)) + ": it is not the file this package ships" in codex.uninstall().message
+    assert skill(home).read_text(encoding="utf-8") == "my own notes\n"
+
+
 # The real Codex CLI, on what install wrote.
 
 def codex_env(home: Path, **extra: str) -> dict[str, str]:
@@ -282,6 +319,30 @@ def test_codex_app_server_lists_our_tools_and_skill_and_calls_plan(service, home
         server.close()
 
 
+def test_codex_lists_a_written_back_skill_once_and_never_its_backup(home, tmp_path):
+    """Codex reads every SKILL.md under a project's .agents/skills, however deep, but skips hidden
+    folders: a write-back's backup (.support-router.bak-1/support-router/SKILL.md) is not a second skill."""
+    binary = host_bin("codex")
+    project = tmp_path / "project"
+    skill = project / ".agents" / "skills" / "support-router"
+    shutil.copytree(REPO / "examples/skills/support-router", skill)
+    subprocess.run(["git", "init", "--quiet", str(project)], check=True, timeout=30)
+    evolved = {p.relative_to(skill).as_posix(): p.read_text(encoding="utf-8") for p in skill.rglob("*") if p.is_file()}
+    evolved["routing/billing.md"] += "refund\n"
+    plan = result_of(evolved, evolved).write_to(skill)
+    assert plan.written == ("routing/billing.md",) and (plan.backup / "SKILL.md").is_file()
+    config_with(home, user_config("http://127.0.0.1:9"))  # no model request is made: nothing listens there
+    server = AppServer(binary, codex_env(home), cwd=tmp_path)
+    try:
+        server.request("initialize", {"clientInfo": {"name": "agentdescent-tests", "version": "0"}})
+        server.notify("initialized")
+        listed = server.request("skills/list", {"cwds": [str(project)], "forceReload": True})["data"][0]["skills"]
+    finally:
+        server.close()
+    paths = [s["path"] for s in listed if s["name"] == "support-router"]
+    assert paths == [str(skill / "SKILL.md")], paths
+
+
 def test_codex_exec_evolves_a_skill_through_our_tools_end_to_end(service, home, tmp_path, no_provider_env):
     binary = host_bin("codex")
     target = tmp_path / "support-router"
@@ -335,8 +396,8 @@ def test_codex_exec_evolves_a_skill_through_our_tools_end_to_end(service, home, 
     assert seen["on disk at show"] == before  # nothing written back before accept
     after = files_of(target)
     assert after != before and set(after) >= set(seen["accepted"]["written"])
-    backup = Path(seen["accepted"]["backup"])  # support-router.bak-1/support-router, beside the skill
-    assert backup.parent.parent == target.parent and backup.parent.name.startswith(f"{target.name}.bak-")
+    backup = Path(seen["accepted"]["backup"])  # .support-router.bak-1/support-router, beside the skill
+    assert backup.parent.parent == target.parent and backup.parent.name.startswith(f".{target.name}.bak-")
     assert files_of(backup) == before
 
 

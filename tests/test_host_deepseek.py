@@ -5,6 +5,8 @@ what install writes is checked by loading the YAML and reading what it names, no
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -142,3 +144,26 @@ def test_the_shipped_skill_has_the_frontmatter_the_harness_reads():
     text = bundle.files("deepseek")[".agents/skills/agentdescent/SKILL.md"]
     front = yaml.safe_load(text.split("---\n")[1])
     assert front["name"] == "agentdescent" and front["description"] and front["whenToUse"]
+
+
+def cli(*args: str, home: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    """`agentdescent ARGS` as a user runs it, with no dsh (nor any host CLI) on PATH."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "user"), "DSH_HOME": str(tmp_path / "dsh"),
+           "AGENTDESCENT_HOME": str(tmp_path / home), "TMPDIR": str(tmp_path)}
+    return subprocess.run([sys.executable, "-m", "agentdescent", *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_install_refuses_without_dsh_and_uninstall_with_another_home_takes_everything_out(home, tmp_path):
+    patch = patch_with(home, USER_PATCH)
+    refused = cli("install", "deepseek", home="first", tmp_path=tmp_path)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "`dsh` is not on PATH, so nothing was wired" in refused.stderr and "--without-cli" in refused.stderr
+    assert patch.read_text(encoding="utf-8") == USER_PATCH and not skill(home).exists()
+    wired = cli("install", "deepseek", "--without-cli", home="first", tmp_path=tmp_path)
+    assert wired.returncode == 0, wired.stderr
+    assert skill(home).exists() and (tmp_path / "first" / "hosts" / "deepseek.json").exists()
+    gone = cli("uninstall", "deepseek", home="second", tmp_path=tmp_path)  # another AGENTDESCENT_HOME
+    assert gone.returncode == 0, gone.stderr
+    assert patch.read_text(encoding="utf-8") == USER_PATCH
+    assert not (home / "skills").exists() and not (tmp_path / "first" / "hosts").exists()

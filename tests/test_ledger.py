@@ -272,7 +272,9 @@ def test_reads_cut_short_by_ctrl_c_leave_every_later_read_right(tmp_path, packed
     previous = signal.signal(signal.SIGALRM, interrupt)
     rng, cut = random.Random(0), 0
     try:
-        for _ in range(25):
+        for _ in range(200):  # until ten reads were cut: how many land depends on the machine's speed
+            if cut >= 10:
+                break
             with Ledger(tmp_path / "ledger") as ledger:
                 try:
                     armed = True
@@ -288,4 +290,4 @@ def test_reads_cut_short_by_ctrl_c_leave_every_later_read_right(tmp_path, packed
                     assert ledger.snapshot("a", version)[key] == texts[key]
     finally:
         signal.signal(signal.SIGALRM, previous)
-    assert cut >= 10  # most trials were cut short somewhere in their reads
+    assert cut >= 10  # reads were cut short at ten points at least

@@ -19,7 +19,7 @@ from agentdescent.runs.status import LIVE
 from tests.mcp_support import ENDED, REPO, call, demo_spec, fails, program_env, stdio_server, text_spec, wait_for
 
 TOOLS = {"plan", "evolve", "status", "show", "accept", "reject", "cancel", "resume", "runs", "doctor",
-         "rollout_next", "rollout_submit", "proposal_next", "proposal_submit"}
+         "host_next", "host_submit", "host_read", "host_release"}
 SLOW = "python:tests.slow_agent:answer"
 
 
@@ -47,7 +47,10 @@ def test_every_tool_is_listed_with_an_output_schema_and_the_procedure(home, mode
             assert tool.output_schema and tool.output_schema.get("type") == "object", tool.name
             assert len(tool.description or "") > 100, tool.name
         assert listed["accept"].annotations.destructive_hint is True
-        assert listed["status"].annotations.read_only_hint is True
+        for name in ("doctor", "plan", "status", "show", "runs", "host_read"):
+            assert listed[name].annotations.read_only_hint and listed[name].annotations.idempotent_hint, name
+        for name in ("evolve", "host_next", "host_submit", "cancel"):
+            assert listed[name].annotations.read_only_hint is False and not listed[name].annotations.destructive_hint
         spec = listed["plan"].input_schema["properties"]["spec"]
         assert {s["type"] for s in spec["anyOf"]} == {"string", "object"}
         if mode == "legacy":  # the newer protocol has no initialize result to carry them
@@ -100,31 +103,32 @@ def test_the_host_does_the_rollouts_and_reflections(home, tmp_path):
 
     async def body(client):
         run_id = (await call(client, "evolve", spec=spec))["run_id"]
-        answered, checked = [], False
+        answered, checked, texts = [], False, {}
         while True:
-            rollouts = await call(client, "rollout_next", run_id=run_id, limit=8)
-            if rollouts["requests"] and not checked:  # taken but not answered: the run waits on the host
+            work = await call(client, "host_next", run_id=run_id, wait=2)
+            requests = [(group, request) for group in work["work"] for request in group["requests"]]
+            if requests and not checked:  # taken but not answered: the run waits on the host
                 assert "the host" in (await call(client, "status", run_id=run_id))["waiting_on"]
                 checked = True
-            for request in rollouts["requests"]:
-                reply = "2026" if "year" in request["prompt"] else "I cannot tell"
-                await call(client, "rollout_submit", run_id=run_id, request_id=request["request_id"], answer=reply)
+            answers = []
+            for group, request in requests:
+                texts.setdefault(group["candidate"], group["context"])  # the artifact, the first time
+                if request["kind"] == "rollout":
+                    reply = "2026" if "year" in f"{texts[group['candidate']]} {request['prompt']}" else "I cannot tell"
+                else:
+                    assert "<instructions>" in request["prompt"]
+                    reply = "always state the year"
+                answers.append({"request_id": request["request_id"], "answer": reply})
                 answered.append(request["request_id"])
-            proposals = await call(client, "proposal_next", run_id=run_id, limit=4)
-            for request in proposals["requests"]:
-                assert "<instructions>" in request["prompt"]
-                await call(client, "proposal_submit", run_id=run_id, request_id=request["request_id"],
-                           answer="always state the year")
-            if not rollouts["running"] and not rollouts["requests"] and not proposals["requests"]:
+            if answers:
+                assert (await call(client, "host_submit", run_id=run_id, answers=answers))["received"]
+            if not work["running"]:
                 break
-            if not rollouts["requests"] and not proposals["requests"]:
-                await anyio.sleep(0.05)
 
         assert checked and answered
-        again = await fails(client, "rollout_submit", run_id=run_id, request_id=answered[0], answer="2026")
-        assert "answered" in again
-        unknown = await fails(client, "proposal_submit", run_id=run_id, request_id="feedc0de", answer="x")
-        assert "no open request 'feedc0de'" in unknown
+        late = await call(client, "host_submit", run_id=run_id,
+                          answers=[{"request_id": answered[0], "answer": "2026"}, {"request_id": "feedc0de", "answer": "x"}])
+        assert late["received"] == [] and "no open request 'feedc0de'" in late["refused"]["feedc0de"]
         done = await call(client, "status", run_id=run_id)
         assert done["state"] == "finished", done
         assert done["best_reward"] > done["initial_reward"]
@@ -211,7 +215,7 @@ def test_errors_say_what_to_do(home, tmp_path, mode):
         refused = await fails(client, "accept", run_id=run_id)
         assert "still running" in refused and "waits for no approval" in refused
         assert "already evolving" in await fails(client, "evolve", spec=text_spec(prompt, agent="host", reflector="host"))
-        assert "limit" in await fails(client, "rollout_next", run_id=run_id, limit=0)  # the schema's bound: 1 to 32
+        assert "wait" in await fails(client, "host_next", run_id=run_id, wait=600)  # the schema's bound: at most 45 s
 
         (home / "runs" / run_id / "target.json").unlink()  # a damaged run folder: a crash inside show
         assert "show" in await fails(client, "show", run_id=run_id)

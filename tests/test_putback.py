@@ -82,16 +82,16 @@ def test_recover_and_restore_never_act_on_a_planted_journal(paths, phase):
         box, target = sandbox(Path(folder))
         original = snapshot(target)
         result_of({"SKILL.md": "evolved\n", "refs/a.md": "a\n"}).write_to(target)
-        planted = box / "a" / "target.bak-7"
+        planted = box / "a" / ".target.bak-7"
         make(planted, {"target/SKILL.md": "planted\n", "victim.txt": "planted\n"})
         (planted / backups.JOURNAL).write_text(json.dumps({"format": 1, "made_by": "write_to", "phase": phase,
                                                            "existed": True, "paths": paths}), encoding="utf-8")
         before = snapshot(box)
         assert recover(target) == [] and snapshot(box) == before
         done = restore(target)
-        assert done.refused[0].startswith("target.bak-7 was not made by AgentDescent")
+        assert done.refused[0].startswith(".target.bak-7 was not made by AgentDescent")
         assert snapshot(target) == original  # from the real backup, bak-1
-        made = box / "a" / "target.bak-8"  # restore's own backup of what it replaced
+        made = box / "a" / ".target.bak-8"  # restore's own backup of what it replaced
         assert {k: v for k, v in snapshot(box).items() if not (box / k).is_relative_to(target)
                 and not (box / k).is_relative_to(made)} == {k: v for k, v in before.items()
                                                            if not (box / k).is_relative_to(target)}
@@ -104,7 +104,7 @@ def test_a_forged_record_is_refused_or_kept_inside_the_target(paths):
     rollback touches the target only."""
     with tempfile.TemporaryDirectory() as folder:
         box, target = sandbox(Path(folder))
-        forged = box / "a" / "target.bak-1"
+        forged = box / "a" / ".target.bak-1"
         make(forged, {"target/SKILL.md": "forged\n", "victim.txt": "forged\n"})
         journal = {"format": 1, "made_by": "write_to", "phase": "applying", "existed": True, "paths": paths}
         (forged / backups.JOURNAL).write_text(json.dumps(journal), encoding="utf-8")
@@ -129,12 +129,12 @@ def test_a_forged_record_is_refused_or_kept_inside_the_target(paths):
 def test_rollback_of_a_record_that_skipped_validation_still_refuses_its_paths(paths):
     with tempfile.TemporaryDirectory() as folder:
         box, target = sandbox(Path(folder))
-        (box / "a" / "target.bak-1").mkdir()
-        record = Record.model_construct(folder="target.bak-1", number=1, made_by="write_to", existed=False,
+        (box / "a" / ".target.bak-1").mkdir()
+        record = Record.model_construct(folder=".target.bak-1", number=1, made_by="write_to", existed=False,
                                         phase="applying", paths=paths, digest=None)
         before = snapshot(box)
         with pytest.raises(UserError, match="refusing to put back"):
-            backups.rollback(target, backups.Backup(box / "a" / "target.bak-1", 1, "target", record))
+            backups.rollback(target, backups.Backup(box / "a" / ".target.bak-1", 1, "target", record))
         assert snapshot(box) == before
 
 

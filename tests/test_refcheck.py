@@ -54,6 +54,18 @@ def test_each_ref_is_judged_in_a_child_with_what_it_printed(tmp_path, monkeypatc
     assert "chatty" not in sys.modules and "broken" not in sys.modules
 
 
+def test_a_module_planted_beside_the_users_code_stands_in_for_none_of_the_checks_own(tmp_path):
+    """A cloned folder may carry `json.py` or `signal.py`: the check's child imports its own
+    modules before the user's folder is on its path, so only what the ref itself imports is theirs."""
+    marker = tmp_path / "planted-ran"
+    for name in ("json", "signal", "functools", "numbers"):
+        _modules(tmp_path, **{name: f"open({str(marker)!r}, 'a').write({name!r})\nraise SystemExit('planted')\n"})
+    _modules(tmp_path, scorer="def reward(task, output):\n    return 1.0\n")
+    said = check_refs(["scorer:reward"], cwd=tmp_path, timeout=20)
+    assert said == {"scorer:reward": None}
+    assert not marker.exists()
+
+
 def test_plan_start_and_show_never_import_the_users_code(service, tmp_path, monkeypatch):
     marker = tmp_path / "imported-by.txt"
     _modules(tmp_path, recorded_refs=RECORDER.format(repo=str(REPO), marker=str(marker)))
@@ -63,7 +75,7 @@ def test_plan_start_and_show_never_import_the_users_code(service, tmp_path, monk
     plan = service.plan(spec)
     assert plan.agent == "python:recorded_refs:answer"
     checked_by = marker.read_text(encoding="utf-8").split()
-    assert len(checked_by) == 3 and str(os.getpid()) not in checked_by  # one child for each ref
+    assert len(checked_by) == 4 and str(os.getpid()) not in checked_by  # a child for each ref, one to try the scorer
     assert "recorded_refs" not in sys.modules
     run_id = service.start(spec).run_id
     assert wait(service, run_id).state == "finished"

@@ -130,16 +130,16 @@ def test_a_finished_run_is_not_resumed_and_a_run_of_other_settings_is_warned_abo
     assert other.warnings == warnings
 
 
-def test_a_run_whose_every_rollout_fails_says_so(tmp_path):
+def test_a_run_whose_every_rollout_fails_stops_and_names_the_error(tmp_path):
     def broken(rendered, task):
         raise ConnectionError("the model server refused the connection")
 
     seen: list = []
     result = evolve(keyword_tasks(), keyword_reward, run=broken, propose=OneRulePerTurn(), rounds=2, n_workers=2,
                     on_event=seen.append)
-    warned = [e.message for e in seen if isinstance(e, ev.Warned)]
-    assert len(warned) == 1 and "every rollout so far failed" in warned[0] and "refused the connection" in warned[0]
-    assert result.warnings == warned
+    assert "every rollout of the held-out measurement at the start failed" in result.error
+    assert "refused the connection" in result.error and result.history == []
+    assert not [e for e in seen if isinstance(e, ev.Warned)] and result.warnings == []  # the error says it
 
 
 def test_a_journal_line_cut_short_by_a_kill_is_dropped(tmp_path):

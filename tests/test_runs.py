@@ -4,11 +4,17 @@ shown, accepted and rejected, and the host as the worker."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import threading
+import time
+from pathlib import Path
 
 import pytest
 
 from agentdescent.errors import UserError
+from agentdescent.runs.hostwork import Answer
+from agentdescent.runs.mailbox import Claim
 from agentdescent.runs.spec import SpecError, read_spec
 from tests import keyword_domain as domain
 from tests.runs_support import wait
@@ -65,7 +71,10 @@ def test_a_detached_run_is_followed_shown_and_accepted_with_a_backup(service, tm
     assert done.best_reward == 1.0 and done.initial_reward < 1.0 and done.calls > 0
     assert done.outcomes.get("committed", 0) == domain.RULES
     shown = service.show(started.run_id)
-    assert "+rule k0." in shown.diff and shown.files_changed == ["text"]
+    assert "+rule k0." in shown.diff and shown.files_changed == ["prompt.md"]
+    (tmp_path / "change.patch").write_text(shown.diff, encoding="utf-8")
+    applies = subprocess.run(["git", "apply", "--check", "change.patch"], cwd=tmp_path, capture_output=True, text=True)
+    assert applies.returncode == 0, applies.stderr  # the file's own name, every line ended
     assert len(shown.committed) == domain.RULES and all(d.evidence_tasks for d in shown.committed)
     assert shown.final_reward == 1.0 and shown.worst_rollouts
     assert (tmp_path / "prompt.md").read_text(encoding="utf-8") == LEAD  # nothing written yet
@@ -76,7 +85,7 @@ def test_a_detached_run_is_followed_shown_and_accepted_with_a_backup(service, tm
     accepted = service.accept(started.run_id)
     text = (tmp_path / "prompt.md").read_text(encoding="utf-8")
     assert all(f"rule k{i}." in text for i in range(domain.RULES))
-    assert accepted.backup and (tmp_path / "prompt.md.bak-1").exists() and accepted.backup in accepted.message
+    assert accepted.backup and (tmp_path / ".prompt.md.bak-1").exists() and accepted.backup in accepted.message
     assert service.status(started.run_id).state == "accepted"
     with pytest.raises(UserError, match="already accepted"):
         service.accept(started.run_id)
@@ -100,7 +109,7 @@ def test_two_accepts_at_once_write_once(service, tmp_path):
         t.join()
     assert sum(not isinstance(a, UserError) for a in answers) == 1
     assert all("accept" in str(a) for a in answers if isinstance(a, UserError))
-    assert sorted(p.name for p in tmp_path.iterdir() if ".bak-" in p.name) == ["prompt.md.bak-1"]
+    assert sorted(p.name for p in tmp_path.iterdir() if ".bak-" in p.name) == [".prompt.md.bak-1"]
 
 
 def test_reject_writes_nothing_and_accept_refuses_runs_that_are_not_finished(service, tmp_path, monkeypatch):
@@ -115,6 +124,11 @@ def test_reject_writes_nothing_and_accept_refuses_runs_that_are_not_finished(ser
         service.accept(run)
     rejected = service.reject(run)
     assert "not touched" in rejected.message and service.status(run).state == "rejected"
+    assert rejected.next == service.status(run).next == "agentdescent evolve SPEC starts a new run"
+    with pytest.raises(UserError, match="rejected before it finished, so it has no final version"):
+        service.accept(run)
+    with pytest.raises(UserError, match="was rejected, so there is nothing to resume; agentdescent evolve SPEC"):
+        service.resume(run)
     assert (tmp_path / "prompt.md").read_text(encoding="utf-8") == LEAD
 
 
@@ -143,33 +157,49 @@ def test_a_second_run_on_one_target_is_refused_unless_asked_and_runs_do_not_inte
 
 
 def test_the_host_does_the_rollouts_and_the_reflections(service, tmp_path):
-    """No model: the host (here, the test) answers each request the run posts."""
+    """No model: the host (here, the test) takes what the run posts, grouped by candidate, and
+    answers it in batches; the text artifact comes once per candidate, beside the tasks."""
     run = service.start({**domain.spec(tmp_path), "agent": "host", "reflector": "host", "host_timeout": 60}).run_id
     waiting = wait(service, run, until=lambda s: s.waiting_on is not None)
     assert "rollout" in waiting.waiting_on
-    answered_twice = False
+    written = service.store.get(run)  # status.json itself has it, for the SessionStart hook
+    deadline = time.monotonic() + 5
+    while written.status().waiting_on is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "rollout" in written.status().waiting_on
+    holder, answered_twice, known = Claim(holder="test", pid=os.getpid()), False, {}
     while service.status(run).state in ("starting", "running"):
-        for kind, reply in (("rollout", domain.answer), ("proposal", domain.next_rule)):
-            work = service.host_next(run, kind, limit=8)
-            for request in work.requests:
-                service.host_submit(run, request.request_id, reply(request.prompt))
-                if not answered_twice:
-                    with pytest.raises(UserError, match="already answered|no open request"):
-                        service.host_submit(run, request.request_id, "again")
-                    answered_twice = True
+        work = service.host_next(run, holder, wait=1)
+        answers = []
+        for group in work.work:
+            assert len(json.dumps(work.model_dump())) < 8_000
+            if group.context is not None:
+                known[group.candidate] = group.context  # sent once: the first time this holder meets it
+            for request in group.requests:
+                if request.kind == "rollout":
+                    answers.append(Answer(request_id=request.request_id,
+                                          answer=domain.answer(f"{known[group.candidate]}\n\n{request.prompt}")))
+                else:
+                    answers.append(Answer(request_id=request.request_id, answer=domain.next_rule(request.prompt)))
+        if answers:
+            assert service.host_submit(run, answers).received == [a.request_id for a in answers]
+            if not answered_twice:
+                again = service.host_submit(run, answers[:1])
+                assert again.received == [] and "already answered" in next(iter(again.refused.values()))
+                answered_twice = True
     done = service.status(run)
-    assert done.state == "finished" and done.best_reward == 1.0
-    with pytest.raises(UserError, match="no open request"):
-        service.host_submit(run, "abc123", "late")
-    assert not service.host_next(run).running
+    assert done.state == "finished" and done.best_reward == 1.0 and done.waiting_on is None
+    late = service.host_submit(run, [Answer(request_id="abc123", answer="late")])
+    assert "no open request" in late.refused["abc123"]
+    assert not service.host_next(run, holder).running
 
 
-def test_a_host_that_never_answers_fails_its_rollouts_and_the_run_says_so(service, tmp_path):
+def test_a_host_that_never_answers_fails_its_rollouts_and_the_run_stops_saying_so(service, tmp_path):
     run = service.start({**domain.spec(tmp_path), "agent": "host", "reflector": "host", "host_timeout": 0.3,
                          "rounds": 1}).run_id
     done = wait(service, run)
-    assert done.state == "finished"
-    assert any("every rollout" in w and "no answer" in w for w in done.warnings)
+    assert done.state == "failed" and "no answer" in done.error
+    assert "every rollout of the held-out measurement at the start failed" in done.error
 
 
 def test_events_and_status_are_plain_json_a_watcher_can_read(service, tmp_path):
@@ -275,3 +305,14 @@ def test_the_run_s_agents_see_the_recursion_marker(service, tmp_path, monkeypatc
                          "rounds": 1}).run_id
     wait(service, run)
     assert (tmp_path / "marker").read_text(encoding="utf-8") == run
+
+
+def test_a_run_started_from_a_folder_that_holds_a_module_s_name_still_runs(service, tmp_path, monkeypatch):
+    """The run's process starts in its own folder: the caller's `agentdescent/` (a store, a clone)
+    is not imported in the package's place."""
+    origin = tmp_path / "work"
+    (origin / "agentdescent").mkdir(parents=True)
+    (origin / "tests").symlink_to(Path(__file__).resolve().parent)  # where the spec's python: agents are
+    monkeypatch.chdir(origin)
+    done = wait(service, service.start(domain.spec(tmp_path)).run_id)
+    assert done.state == "finished", done

@@ -82,7 +82,7 @@ def test_the_plan_lists_what_is_written_unchanged_deleted_extra_and_frozen(tmp_p
     assert (plan.extra, plan.frozen) == (("notes.txt",), ("hooks/pre.sh", "hooks/x.sh"))
     assert files_of(folder) == {"SKILL.md": b"be concise\n", "refs/a.md": b"a\n", "refs/new/b.md": b"b\n",
                                 "hooks/pre.sh": b"my hook\n", "hooks/x.sh": b"x\n", "notes.txt": b"mine\n"}
-    assert plan.backup == tmp_path / "skill.bak-1" / "skill"
+    assert plan.backup == tmp_path / ".skill.bak-1" / "skill"
     assert files_of(plan.backup)["refs/old.md"] == b"old\n" and journal_of(plan.backup).phase == "done"
 
 
@@ -124,16 +124,16 @@ def test_file_modes_are_kept_and_new_files_get_the_umask_mode(tmp_path):
 def test_backups_are_numbered_and_never_overwritten(tmp_path):
     folder = make(tmp_path / "skill", {"SKILL.md": "v0\n"})
     copies = [result_of({"SKILL.md": f"v{n}\n"}).write_to(folder).backup for n in (1, 2, 3)]
-    assert copies == [tmp_path / f"skill.bak-{n}" / "skill" for n in (1, 2, 3)]
+    assert copies == [tmp_path / f".skill.bak-{n}" / "skill" for n in (1, 2, 3)]
     assert [files_of(c) for c in copies] == [{"SKILL.md": f"v{n}\n".encode()} for n in (0, 1, 2)]
 
 
 def test_a_symlink_planted_at_the_next_backup_name_is_not_written_through(tmp_path):
     folder = make(tmp_path / "skill", {"SKILL.md": "v0\n"})
-    (tmp_path / "skill.bak-1").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (tmp_path / ".skill.bak-1").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
     plan = result_of({"SKILL.md": "v1\n"}).write_to(folder)
-    assert plan.backup == tmp_path / "skill.bak-2" / "skill"
-    assert not (tmp_path / "elsewhere").exists() and os.readlink(tmp_path / "skill.bak-1") == str(tmp_path / "elsewhere")
+    assert plan.backup == tmp_path / ".skill.bak-2" / "skill"
+    assert not (tmp_path / "elsewhere").exists() and os.readlink(tmp_path / ".skill.bak-1") == str(tmp_path / "elsewhere")
 
 
 def test_concurrent_write_tos_in_threads_take_distinct_complete_backups(tmp_path):
@@ -254,7 +254,11 @@ def test_a_text_artifact_is_written_and_restored_with_its_mode(tmp_path):
     done = restore(target)
     assert target.read_text(encoding="utf-8") == "my own edits" and stat.S_IMODE(os.stat(target).st_mode) == 0o640
     assert done.source == plan.backup and done.backup.read_text(encoding="utf-8") == "- state the year"
-    assert restore(target).backup is None  # a second restore picks the same write_to backup: nothing to do
+    again = restore(target)  # the first restore backed the evolved text up: a second one puts it back
+    assert again.source == done.backup and target.read_text(encoding="utf-8") == "- state the year"
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o640 and again.numbers == (1, 2, 3)
+    assert restore(target, 1).changed == ("",) and target.read_text(encoding="utf-8") == "my own edits"
+    assert restore(target, 1).backup is None  # already as backup 1 holds it: nothing to do, no new backup
 
 
 def test_restore_leaves_a_folder_exactly_as_its_backup(tmp_path):
@@ -288,11 +292,11 @@ def test_the_restore_command_puts_the_original_back_and_backs_up_first(tmp_path)
     done = agentdescent("restore", str(folder))
     assert done.returncode == 0, done.stderr
     assert snapshot(folder) == before
-    assert files_of(tmp_path / "skill.bak-2" / "skill") == {"SKILL.md": b"evolved\n", "hooks/pre.sh": b"exit 0\n",
+    assert files_of(tmp_path / ".skill.bak-2" / "skill") == {"SKILL.md": b"evolved\n", "hooks/pre.sh": b"exit 0\n",
                                                             "refs/a.md": b"a\n"}
     said = done.stdout.replace("\n", "")
-    assert f"restored {folder} from {tmp_path / 'skill.bak-1' / 'skill'}" in said
-    assert str(tmp_path / "skill.bak-2" / "skill") in said and str(tmp_path / "skill.bak-*") in said
+    assert f"restored {folder} from {tmp_path / '.skill.bak-1' / 'skill'}" in said
+    assert str(tmp_path / ".skill.bak-2" / "skill") in said and str(tmp_path / ".skill.bak-*") in said
 
 
 def test_the_restore_command_without_a_backup_says_so_and_exits_2(tmp_path):
@@ -346,6 +350,7 @@ def test_a_write_back_killed_at_random_points_ends_whole_and_restore_brings_back
         assert not [p for p in folder.rglob("*") if p.name.endswith(".tmp")]
         assert all(b.journal().phase in ("done", "rolled back") for b in backups.backups(folder))
         ends.append("complete" if after == as_bytes[1] else "rolled back" if rolled_back else "untouched")
-        restore(folder)
+        if after == as_bytes[1]:
+            restore(folder)  # undoes the write that completed; one that did not left the original
         assert files_of(folder) == as_bytes[0]
     assert ends.count("complete") < 10, f"no kill landed before the write-back ended: {ends}"

@@ -3,17 +3,21 @@
 Beside a target `skill` (a folder; a file such as `prompt.md` works the same way):
 
     .skill.lock            every writer of `skill` holds an flock on it, so two never interleave
-    skill.bak-1/           a backup; its number is recorded, then taken by os.mkdir (exclusive:
+    .skill.bak-1/          a backup; its number is recorded, then taken by os.mkdir (exclusive:
       .journal.json        anything already at that name, a dangling symlink too, moves it on)
       skill                the copy, complete once it carries this name: it is copied as
                            `.partial` (symlinks as links, never followed), then renamed
+
+A backup's folder name starts with a dot because hosts scan the folders skills live in (Codex
+reads every SKILL.md under `.agents/skills`, however deep, and skips hidden folders): a visible
+copy of a skill beside it would be listed as a second skill.
 
 What is a backup is decided by the registry in the user's home (`registry`), never by what lies
 beside the target, where a cloned repository can put anything. A folder is acted on only when
 it is recorded there under its name and number, its `.journal.json` agrees with the record, and,
 before its copy is read, the copy still has the digest recorded when it was complete. Any other
-`<name>.bak-N` folder is a `Refusal`: never rolled back from, restored from or deleted, and named
-in what the user is told.
+`<name>.bak-N` or `.<name>.bak-N` folder is a `Refusal`: never rolled back from, restored from or
+deleted, and named in what the user is told.
 
 The record says who took the backup (`write_to` or `restore`), the phase of the write
 (`copying`, `applying`, `done`, `rolled back`), whether the target existed, and every path the
@@ -23,6 +27,10 @@ settles what a killed writer left: a backup still `copying` is removed (nothing 
 a write still `applying` is rolled back, each of its paths put back exactly as in the copy, and
 the temp files of its atomic writes removed. A folder whose target did not exist holds a journal
 only, and is removed once its write has ended. A record whose folder is gone is forgotten.
+
+`restorable` picks what `restore` puts back: the newest trusted backup, whoever took it, so that a
+restore (which backs the target up first) is undone by the next one; or the backup of a number
+asked for.
 
 Left out: what to write (`writeback`), how paths are put back (`putback`), power loss (nothing
 is fsynced: a write survives the process dying, not the machine), Windows (fcntl), and writers
@@ -68,7 +76,7 @@ class Journal(BaseModel):
 
 @dataclass(frozen=True)
 class Backup:
-    """One recorded `<name>.bak-<number>` folder beside a target, with its record as last read."""
+    """One recorded `.<name>.bak-<number>` folder beside a target, with its record as last read."""
 
     folder: Path
     number: int
@@ -118,6 +126,16 @@ class Survey:
     backups: list[Backup]
     refused: list[Refusal]
     gone: list[Record]  # records whose folder is no longer there
+
+
+def folder_name(target: Path, number: int) -> str:
+    """The name of backup `number` of `target`: folder_name(Path("a/skill"), 2) == ".skill.bak-2" """
+    return f".{base_name(target)}.bak-{number}"
+
+
+def pattern(target: Path) -> str:
+    """A glob of `target`'s backup folders, for a person to read: pattern(Path("a/skill")) == "a/.skill.bak-*" """
+    return str(target.parent / f".{base_name(target)}.bak-*")
 
 
 def base_name(target: Path) -> str:
@@ -178,16 +196,18 @@ def backups(target: Path) -> list[Backup]:
     return survey(target).backups
 
 
-def restorable(target: Path) -> tuple[Backup | None, list[Refusal]]:
-    """The newest complete, intact backup a write_to took (restore's own backups are never
-    picked, so restoring twice puts the same content back rather than undoing the first
-    restore), and every folder refused on the way, by number."""
+def restorable(target: Path, number: int | None = None) -> tuple[Backup | None, list[Refusal]]:
+    """The backup `restore` puts back, and every folder refused on the way, by number: backup
+    `number` when one is asked for, else the newest whose write ended (a write-back's, or a
+    restore's own, so that restoring again undoes a restore). Only a complete copy that still has
+    its recorded digest qualifies; a newer one that does not is refused, and an older one is used."""
     seen = survey(target)
     refused = list(seen.refused)
     chosen = None
     for backup in reversed(seen.backups):
         record = backup.record
-        if record.made_by != "write_to" or not record.existed or record.phase in ("copying", "applying"):
+        if (number is not None and backup.number != number) or not record.existed or record.phase in ("copying",
+                                                                                                      "applying"):
             continue
         if backup.intact():
             chosen = backup
@@ -272,8 +292,10 @@ def interrupted(target: Path) -> Backup | None:
 
 
 def _folders(target: Path) -> list[tuple[str, int]]:
-    """(name, number) of each `<name>.bak-N` folder beside `target`, by number; no symlinks."""
-    pattern = re.compile(re.escape(base_name(target)) + r"\.bak-([0-9]+)")
+    """(name, number) of each `.<name>.bak-N` folder beside `target`, by number; no symlinks. A
+    visible `<name>.bak-N` is listed too: one recorded under that name is still a backup, and one
+    that is not is named to the user as left alone."""
+    pattern = re.compile(r"\.?" + re.escape(base_name(target)) + r"\.bak-([0-9]+)")
     try:
         names = os.listdir(target.parent)
     except (FileNotFoundError, NotADirectoryError):
@@ -284,7 +306,7 @@ def _folders(target: Path) -> list[tuple[str, int]]:
         info = lstat(target.parent / name) if match else None
         if match and info is not None and stat.S_ISDIR(info.st_mode):
             found.append((name, int(match.group(1))))
-    return sorted(found, key=lambda f: f[1])
+    return sorted(found, key=lambda f: (f[1], f[0]))
 
 
 def _agrees(journal: Journal | None, record: Record) -> bool:
@@ -300,8 +322,8 @@ def _reserve(target: Path, planned: Record) -> Backup:
     records = registry.load(target)
     number = max([n for _, n in _folders(target)] + [r.number for r in records], default=0) + 1
     while True:
-        name = f"{base_name(target)}.bak-{number}"
-        if os.path.lexists(target.parent / name):
+        name = folder_name(target, number)
+        if os.path.lexists(target.parent / name) or os.path.lexists(target.parent / name[1:]):
             number += 1
             continue
         record = planned.model_copy(update={"folder": name, "number": number})

@@ -8,12 +8,14 @@ the run started, a file the user changed since is never lost: it is kept when th
 change it, merged three-way when both did and git can merge the two, and otherwise a conflict
 that refuses the whole write unless `overwrite` (`reconcile`). Unless it is a dry run, and only when
 something changes, it then holds the target's lock, settles a write a killed process left,
-backs the whole target up (`<name>.bak-N` beside it, recorded in `$AGENTDESCENT_HOME/backups`),
+backs the whole target up (`.<name>.bak-N` beside it, recorded in `$AGENTDESCENT_HOME/backups`),
 deletes what goes and writes each changed file atomically with its mode kept; a failure
 part-way puts every touched path back from the backup and raises a `UserError` that names the
-file. `restore` puts the newest recorded, intact backup back the same way.
+file. `restore` puts the newest recorded, intact backup back the same way, after backing the
+target up in turn: so a second restore undoes the first, and `restore(path, number)` puts back
+an older backup by its number.
 
-Only backups this package recorded are rolled back from or restored; any other `<name>.bak-N`
+Only backups this package recorded are rolled back from or restored; any other `.<name>.bak-N`
 folder beside the target (one a cloned repository brought along, one whose copy or journal was
 changed since) is left alone and named in `WritePlan.refused` / `Restored.refused`, or in the
 error when no backup qualifies. Every path put back is checked to lie inside the target first.
@@ -64,7 +66,7 @@ class WritePlan:
     kept: tuple[str, ...] = ()  # changed by the user since the run started, not by the run: left as they are
     conflicts: tuple[str, ...] = ()  # changed by both, beyond a clean merge: refused (written only with overwrite)
     backup: Path | None = None
-    refused: tuple[str, ...] = ()  # `<name>.bak-N` folders beside the target left alone, each with why
+    refused: tuple[str, ...] = ()  # `.<name>.bak-N` folders beside the target left alone, each with why
 
     @property
     def changes(self) -> bool:
@@ -73,13 +75,15 @@ class WritePlan:
 
 @dataclass(frozen=True, kw_only=True)
 class Restored:
-    """What `restore` did: the backup copy it put back, the copy of the target it took first (so
-    that the restore can be undone by hand; None when the target already matched), the paths."""
+    """What `restore` did: the backup copy it put back, the copy of the target it took first (the
+    next restore puts that back; None when the target already matched), the paths it changed, and
+    the numbers of the trusted backups there are now, oldest first."""
 
     source: Path
     backup: Path | None
     changed: tuple[str, ...]
-    refused: tuple[str, ...] = ()  # `<name>.bak-N` folders passed over, each with why
+    refused: tuple[str, ...] = ()  # `.<name>.bak-N` folders passed over, each with why
+    numbers: tuple[int, ...] = ()
 
 
 def write_back(path: str | os.PathLike, rendered: str | Mapping[str, str], *, initial: Mapping[str, str] | None = None,
@@ -128,39 +132,49 @@ def recover(path: str | os.PathLike) -> list[Path]:
         return [b.folder for b in backups.recover(target)[0]]
 
 
-def restore(path: str | os.PathLike) -> Restored:
-    """Put the newest recorded, intact backup a write_to took of `path` back: a folder ends as
-    the backup (files added since are removed; paths a key cannot name, `.git` and the like, are
-    left as they are), a file as it was. An interrupted write is recovered first, and the current
-    target is backed up first (restore's own backups are never restored from). Folders beside it
-    that are not recorded backups, or no longer match their record, are passed over and named in
-    `Restored.refused`. Raises `UserError` when no backup qualifies."""
+def restore(path: str | os.PathLike, number: int | None = None) -> Restored:
+    """Put a recorded, intact backup of `path` back: backup `number`, or the newest whose write
+    ended. A folder ends as the backup (files added since are removed; paths a key cannot name,
+    `.git` and the like, are left as they are), a file as it was. An interrupted write is recovered
+    first, and the current target is backed up first, so that the next restore undoes this one.
+    Folders beside it that are not recorded backups, or no longer match their record, are passed
+    over and named in `Restored.refused`. Raises `UserError` when no backup qualifies."""
     target = _target(path)
     _check_kind(target, folder=None)
-    source, refused = backups.restorable(target) if target.parent.is_dir() else (None, [])
+    source, refused = backups.restorable(target, number) if target.parent.is_dir() else (None, [])
     if source is None:
-        raise _no_backup(target, refused)  # before taking the lock, which would leave a lock file beside it
+        raise _no_backup(target, refused, number)  # before taking the lock, which would leave a lock file beside it
     with backups.locked(target):
         backups.recover(target)
-        source, refused = backups.restorable(target)
+        source, refused = backups.restorable(target, number)
         if source is None:
-            raise _no_backup(target, refused)
+            raise _no_backup(target, refused, number)
         paths = _differences(source.copy, target)
         said = tuple(map(str, refused))
         if not paths:
-            return Restored(source=source.copy, backup=None, changed=(), refused=said)
+            return Restored(source=source.copy, backup=None, changed=(), refused=said, numbers=_numbers(target))
         backup = backups.take(target, made_by="restore", paths=paths)
         _run(target, backup, [(f"put {target} back from {source.copy}", partial(put_back, target, source.copy, paths))])
         backups.finish(backup)
     return Restored(source=source.copy, backup=backup.copy if os.path.lexists(backup.copy) else None,
-                    changed=tuple(paths), refused=said)
+                    changed=tuple(paths), refused=said, numbers=_numbers(target))
 
 
-def _no_backup(target: Path, refused: list[backups.Refusal]) -> UserError:
+def _numbers(target: Path) -> tuple[int, ...]:
+    """The numbers of the backups restore could put back: ended, recorded and intact."""
+    return tuple(b.number for b in backups.backups(target)
+                 if b.record.phase in ("done", "rolled back") and b.intact())
+
+
+def _no_backup(target: Path, refused: list[backups.Refusal], number: int | None = None) -> UserError:
     found = "".join(f"; {r}" for r in refused)
-    return UserError(f"no backup of {target} to restore: write_to takes one ({backups.base_name(target)}.bak-N beside "
-                     f"it, recorded in {registry.folder()}) before it changes anything, and no recorded, unchanged one "
-                     f"is there{found}. "
+    if number is not None:
+        there = ", ".join(map(str, _numbers(target))) or "none"
+        return UserError(f"no backup number {number} of {target} to restore{found}; the backups there are: {there} "
+                         f"({backups.pattern(target)})")
+    return UserError(f"no backup of {target} to restore: write_to takes one ({backups.folder_name(target, 1)[:-1]}N "
+                     f"beside it, recorded in {registry.folder()}) before it changes anything, and no recorded, "
+                     f"unchanged one is there{found}. "
                      f"A backup made with another {HOME_ENV} is not known here; check the path")
 
 

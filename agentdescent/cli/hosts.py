@@ -2,16 +2,23 @@
 skill into Claude Code (the plugin, through its marketplace), Codex (a block in config.toml and the
 skill) or DeepSeek Harness (a row in cordis.patch.yml and the skill); and take out exactly that.
 The work is the host modules' (`agentdescent.hosts`); this says what happened and what next.
+
+`install` refuses, wiring nothing, when the host's CLI is not on PATH (wiring a host that is not
+there is more often a typo or a missing step than a plan), and says how to install it;
+`--without-cli` wires Codex or DeepSeek Harness anyway, for a CLI installed later. Claude Code is
+wired through its own CLI, so it always needs it.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 from collections.abc import Callable
 
 from rich.console import Console
 
 from agentdescent.cli.watch import say
+from agentdescent.errors import UserError
 from agentdescent.hosts import HOSTS, module
 
 Command = Callable[[argparse.Namespace, Console], int]
@@ -29,10 +36,17 @@ def add_host_verbs(commands: argparse._SubParsersAction) -> None:
         parser.add_argument("host", choices=list(HOSTS), help="the host to wire")
         if verb == "install":
             parser.add_argument("--force", action="store_true", help="install again over an earlier install")
+            parser.add_argument("--without-cli", action="store_true", help="wire it although the host's CLI is not "
+                                "on PATH, for one installed later (codex, deepseek)")
 
 
 def run_install(args: argparse.Namespace, console: Console) -> int:
-    return _report(console, module(args.host).install(force=args.force))
+    host = module(args.host)
+    if shutil.which(host.PROGRAM) is None and not (args.without_cli and args.host != "claude-code"):
+        anyway = (f"; or wire it now for a {host.PROGRAM} you install later: agentdescent install {args.host} "
+                  "--without-cli" if args.host != "claude-code" else "")
+        raise UserError(f"`{host.PROGRAM}` is not on PATH, so nothing was wired. To fix: {host.report().how}{anyway}")
+    return _report(console, host.install(force=args.force))
 
 
 def run_uninstall(args: argparse.Namespace, console: Console) -> int:

@@ -1,36 +1,34 @@
 """The `agentdescent` command. `agentdescent demo` runs a whole evolution offline, with no key;
-`agentdescent restore PATH` puts the last backup a write-back took of PATH back.
+`agentdescent restore PATH` undoes the last write-back (or restore) of PATH from its backup.
 
-Every verb runs through `guarded`: an error this package raises on purpose is one `error:` line
-(its message says how to fix it) and exit code 2 for a usage error, 1 for another failure; the
-traceback only with `agentdescent --debug VERB`."""
+Every verb runs through `guarded` (`agentdescent.cli.guard`): an error this package raises on
+purpose is one `error:` line (its message says how to fix it) and exit code 2 for a usage error, 1
+for another failure; the traceback only with `agentdescent --debug VERB`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
-import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
 from agentdescent.agents.redact import RedactingStream
-from agentdescent.artifacts import backups
-from agentdescent.artifacts.writeback import restore
 from agentdescent.cli import flags
 from agentdescent.cli.demo import run_reference
+from agentdescent.cli.guard import USAGE, Command, guarded
 from agentdescent.cli.hosts import HOST_VERBS, add_host_verbs
+from agentdescent.cli.init import INIT_VERBS, add_init_verb
 from agentdescent.cli.report import Timing, process_seconds, report
 from agentdescent.cli.verbs import VERBS, add_verbs
 from agentdescent.cli.views import ProgressView, plural
-from agentdescent.errors import AgentDescentError, UserError
+from agentdescent.cli.watch import say
+from agentdescent.runs import Service
+from agentdescent.runs.restoring import listing
 from agentdescent.testing import STRATEGIES, demo_strategy
 
-Command = Callable[[argparse.Namespace, Console], int]
-USAGE, FAILURE, INTERRUPTED = 2, 1, 130
 LOADED = time.perf_counter()  # where the process's age cannot be read, the command's time counts from here
 
 
@@ -40,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return USAGE
-    verbs: dict[str, Command] = {"demo": run_demo, "restore": run_restore, **VERBS, **HOST_VERBS}
+    verbs: dict[str, Command] = {"demo": run_demo, "restore": run_restore, **VERBS, **HOST_VERBS, **INIT_VERBS}
     return guarded(verbs[args.command], args, Console(file=RedactingStream(sys.stdout)))
 
 
@@ -59,43 +57,29 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--store", help="ledger folder, continued if it holds one (default: a new temporary folder)")
     demo.add_argument("--all-diffs", action="store_true", help="list every diff, not a few of each outcome")
     back = commands.add_parser(
-        "restore", help="put the last backup a write-back took of PATH back (backing PATH up first)",
-        description="Put back the newest backup result.write_to(PATH) took (PATH.bak-N beside it). What PATH "
-                    "holds now is backed up first, so a restore can be undone; example: agentdescent restore skill/")
-    back.add_argument("path", metavar="PATH", help="the file or folder result.write_to wrote")
+        "restore", help="undo the last write-back (accept, result.write_to) or restore of PATH from its backup",
+        description="Put back the newest backup of PATH (.NAME.bak-N beside it): what PATH held before the last "
+                    "write-back or restore. What PATH holds now is backed up first, so running restore again undoes "
+                    "the restore; --backup N puts an older backup back. The run whose write-back this undoes says "
+                    "restored in its status.",
+        epilog="examples:\n  agentdescent restore skill/              # undo the accept\n"
+               "  agentdescent restore skill/              # again: the accepted version is back\n"
+               "  agentdescent restore skill/ --backup 1   # backup number 1, whatever came after",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    back.add_argument("path", metavar="PATH", help="the file or folder accept or result.write_to wrote")
+    back.add_argument("--backup", metavar="N", type=int, help="the number of the backup to put back "
+                      "(.NAME.bak-N; default: the newest)")
+    add_init_verb(commands)
     add_verbs(commands)
     add_host_verbs(commands)
     return parser
 
 
-def guarded(command: Command, args: argparse.Namespace, console: Console) -> int:
-    """Run one verb and return its exit code. A `UserError` (the input is wrong) exits 2 and any
-    other `AgentDescentError` 1, each printed as `error: <message>` on stderr; the traceback is
-    printed too with `--debug`. Anything else is a bug and keeps its traceback."""
-    try:
-        return command(args, console)
-    except AgentDescentError as exc:
-        if getattr(args, "debug", False):
-            traceback.print_exc(file=RedactingStream(sys.stderr))
-        Console(file=RedactingStream(sys.stderr)).print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True,
-                                                        highlight=False)
-        return USAGE if isinstance(exc, UserError) else FAILURE
-    except KeyboardInterrupt:
-        Console(stderr=True).print("interrupted", highlight=False)
-        return INTERRUPTED
-
-
 def run_restore(args: argparse.Namespace, console: Console) -> int:
-    done = restore(args.path)
-    target = Path(args.path).absolute()
-    if not done.changed:
-        said = f"{target} already matches its latest backup {done.source}; nothing changed"
-    else:
-        before = f"what it held before is in {done.backup}" if done.backup else "it was not there before"
-        said = f"restored {target} from {done.source} ({len(done.changed)} paths put back); {before}"
-    where = target.parent / f"{backups.base_name(target)}.bak-*"
-    passed_over = "".join(f"\nnot used: {why}" for why in done.refused)
-    console.print(escape(f"{said}{passed_over}\nbackups: {where}"), soft_wrap=True, highlight=False)
+    done = Service().restore(args.path, args.backup)
+    target = Path(done.target)
+    say(console, done.message, *(f"not used: {why}" for why in done.refused), listing(target, done.numbers),
+        *([f"next: {done.next}"] if done.next else []))
     return 0
 
 

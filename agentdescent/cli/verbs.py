@@ -1,7 +1,7 @@
 """The verbs over the run service (`agentdescent.runs`): `plan` a run and read its quote, `evolve`
 (start it, detached), `status`, `watch` and `show` it, write its HTML `report`, `accept` or
-`reject` its change, `cancel` and `resume` it, list the `runs` (`--prune` removes the temporary
-ledgers runs without a store left), check the machine (`doctor`) and serve the tools over MCP (`mcp`).
+`reject` its change, `cancel` and `resume` it, list the `runs` (`--prune`: `agentdescent.cli.prune`),
+check the machine (`doctor`) and serve the tools over MCP (`mcp`).
 
 Each verb is one service call and a few lines saying what happened, then `next:` what to do;
 `--json` prints the service's record as it is, for scripts. A verb given no RUN takes the latest
@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +20,7 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.text import Text
 
+from agentdescent.cli.prune import prune
 from agentdescent.cli.views import plural
 from agentdescent.cli.watch import FAILURE, ending, say, watched
 from agentdescent.commands import command
@@ -33,7 +31,6 @@ from agentdescent.runs.review import DiffView, Shown
 
 Command = Callable[[argparse.Namespace, Console], int]
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
-PRUNE_AFTER_SECONDS = 600.0  # a temporary ledger nothing has written to for this long belongs to no live run
 SHOWN_REJECTED = 5
 CLIP = 100  # characters of a prompt or an output in a line of `show`
 
@@ -73,8 +70,9 @@ def add_verbs(commands: argparse._SubParsersAction) -> None:
     runs = _verb(commands, "runs", "list the runs in the run store ($AGENTDESCENT_HOME/runs)", "agentdescent runs",
                  as_json=True)
     runs.add_argument("--prune", action="store_true",
-                      help=f"instead, remove the {TEMPORARY_LEDGER_PREFIX}* folders in {tempfile.gettempdir()} "
-                           "(ledgers of runs without a store) older than 10 minutes; the run store is never touched")
+                      help=f"instead, remove your {TEMPORARY_LEDGER_PREFIX}* ledgers in {tempfile.gettempdir()} (left "
+                           "by runs without a store) older than 10 minutes; other users' folders and the run store "
+                           "are never touched")
     _verb(commands, "doctor", "what this machine has: git, the agent CLIs, provider keys, the hosts and the run "
           "store; exits 0 when the demo can run", "agentdescent doctor", as_json=True)
     _verb(commands, "mcp", "serve the run verbs as MCP tools on stdio (what a host such as Claude Code starts)",
@@ -198,12 +196,17 @@ def run_report(args: argparse.Namespace, console: Console) -> int:
 
 
 def _diff_list(console: Console, title: str, diffs: list[DiffView]) -> None:
+    """Each diff: its round, id, author and outcome, then what it changes (its files, or a rule's
+    text), the reason for its outcome, and the evidence it came with (each task and its reward). A diff with
+    no change to show (one refused before it could be read) leads with its reason."""
     say(console, title + (":" if diffs else ""))
     for d in diffs:
-        evidence = ", ".join(f"{t} {r:.2f}" for t, r in zip(d.evidence_tasks, d.evidence_rewards))
+        what = ", ".join(d.keys) if d.keys else "; ".join(d.edits)
         removes = f"; removes {', '.join(d.removes)}" if d.removes else ""
-        say(console, f"  round {d.round + 1}  {d.diff_id} by {d.author or '-'} ({d.outcome}): {', '.join(d.keys)}{removes}",
-            f"      {d.reason}", *([f"      evidence: {evidence}"] if evidence else []))
+        evidence = ", ".join(f"task {t} reward {r:.2f}" for t, r in zip(d.evidence_tasks, d.evidence_rewards))
+        say(console, f"  round {d.round + 1}  {d.diff_id} by {d.author or '-'} ({d.outcome}): {what or d.reason}{removes}",
+            *([f"      {d.reason}"] if what else []),
+            *([f"      evidence (the rollouts it came from): {evidence}"] if evidence else []))
 
 
 def _worst(console: Console, shown: Shown) -> None:
@@ -245,8 +248,7 @@ def run_accept(args: argparse.Namespace, console: Console) -> int:
 def run_reject(args: argparse.Namespace, console: Console) -> int:
     service = Service()
     done = service.reject(_pick(service, args.run, console))
-    after = (f"{command('watch', done.run_id)} follows the run" if done.approved is not None
-             else "agentdescent evolve SPEC starts a new run")
+    after = f"{command('watch', done.run_id)} follows the run" if done.approved is not None else done.next
     say(console, done.message, f"next: {after}")
     return 0
 
@@ -259,7 +261,7 @@ def run_cancel(args: argparse.Namespace, console: Console) -> int:
 
 def run_runs(args: argparse.Namespace, console: Console) -> int:
     if args.prune:
-        return _prune(console)
+        return prune(console)
     service = Service()
     runs = service.runs()
     if args.json:
@@ -276,53 +278,6 @@ def run_runs(args: argparse.Namespace, console: Console) -> int:
     say(console, f"{plural(len(runs), 'run')} in {service.store.root}",
         "next: agentdescent status RUN, agentdescent show RUN (RUN: an id, or its first letters)")
     return 0
-
-
-def _prune(console: Console, now: float | None = None) -> int:
-    """Remove the temporary ledgers nothing has written to for PRUNE_AFTER_SECONDS."""
-    folder, now = Path(tempfile.gettempdir()), time.time() if now is None else now
-    removed, kept, freed, failed = 0, 0, 0, []
-    for path in sorted(folder.glob(f"{TEMPORARY_LEDGER_PREFIX}*")):
-        if path.is_symlink() or not path.is_dir():
-            continue
-        size, newest = _size_and_newest(path)
-        if now - newest < PRUNE_AFTER_SECONDS:
-            kept += 1
-            continue
-        try:
-            shutil.rmtree(path)
-        except OSError as exc:
-            failed.append(f"{path} ({exc.strerror or exc})")
-            continue
-        removed, freed = removed + 1, freed + size
-    say(console, f"removed {plural(removed, 'temporary ledger')} older than 10 minutes from {folder}, "
-                 f"freeing {human_size(freed)}; kept {kept} newer (a run may still be writing it)",
-        *(f"could not remove {f}" for f in failed),
-        "the run store was not touched; next: agentdescent runs lists its runs")
-    return FAILURE if failed else 0
-
-
-def _size_and_newest(folder: Path) -> tuple[int, float]:
-    """The bytes of the files under `folder` and the newest modification time in it."""
-    size, newest = 0, folder.lstat().st_mtime
-    for root, dirs, files in os.walk(folder):
-        for name in dirs + files:
-            try:
-                info = os.lstat(os.path.join(root, name))
-            except OSError:
-                continue
-            newest = max(newest, info.st_mtime)
-            size += info.st_size if name in files else 0
-    return size, newest
-
-
-def human_size(n: int) -> str:
-    """human_size(512) == "512 B"; human_size(1_500_000) == "1.4 MB"."""
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
 
 
 def run_doctor(args: argparse.Namespace, console: Console) -> int:
@@ -370,9 +325,10 @@ def _pick(service: Service, run: str | None, console: Console, *, quiet: bool = 
 
 
 def _spec_file(spec: str) -> str:
-    """SPEC, checked for its kind."""
+    """SPEC, checked for its kind: a folder or another file is what `init` writes a spec for."""
     if Path(spec).suffix.lower() not in SPEC_SUFFIXES:
-        raise UserError(f"SPEC must be a .yaml, .yml or .json file; got {spec}")
+        raise UserError(f"{spec} is not a run spec (a .yaml, .yml or .json file); write a spec first: "
+                        f"{command('init', spec)} [TASKS]")
     return spec
 
 

@@ -22,7 +22,7 @@ from agentdescent.runs import Service
 from agentdescent.runs.status import LIVE, RunStatus
 
 POLL_SECONDS = 0.2
-DONE = ("finished", "accepted", "rejected")  # a run that got to its end
+DONE = ("finished", "accepted", "rejected", "restored")  # a run that got to its end
 FAILURE, INTERRUPTED = 1, 130
 
 

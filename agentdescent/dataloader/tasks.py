@@ -1,17 +1,25 @@
-"""Rows to tasks: `tasks_from` maps each row to a `Task` by column name, format string or callable."""
+"""Rows to tasks: `tasks_from` maps each row to a `Task` by column name, format string or callable;
+`guess_columns` says which columns of some rows look like the prompt, the gold answer and the id
+(what `agentdescent init` writes in a spec, and what a spec naming a missing column is told)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agentdescent.errors import UserError
 from agentdescent.types import Task
 
-__all__ = ["tasks_from"]
+__all__ = ["Columns", "guess_columns", "tasks_from"]
 
 ColumnSpec = str | Callable[[Mapping], Any]  # a column name, a "{column}" format, or a callable
+# Column names that usually hold each part of a task, most telling first.
+PROMPT_NAMES = ("prompt", "question", "request", "input", "query", "instruction", "problem", "task", "text", "message")
+GOLD_NAMES = ("gold", "answer", "expected", "target", "label", "output", "solution", "reference", "response", "category")
+ID_NAMES = ("id", "task_id", "uid", "key", "qid")
+SAMPLED_ROWS = 50  # rows read to tell a long-text column from a short-answer one
 
 
 def tasks_from(rows: Iterable[Mapping], *, prompt: ColumnSpec, gold: ColumnSpec | None = None,
@@ -42,6 +50,43 @@ def tasks_from(rows: Iterable[Mapping], *, prompt: ColumnSpec, gold: ColumnSpec 
                           gold=None if answer is None else str(answer), meta=extra))
     _check_unique(tasks)
     return tasks
+
+
+@dataclass(frozen=True, kw_only=True)
+class Columns:
+    """Which column holds each part of a task; None where no column does (or none could be told)."""
+
+    prompt: str | None
+    gold: str | None
+    id: str | None
+
+
+def guess_columns(rows: Sequence[Mapping]) -> Columns:
+    """The columns of `rows[0]` that look like the prompt, the gold answer and the id: by name
+    first, else the prompt is the column with the longest text and the gold the one with the
+    shortest. guess_columns([{"id": "r1", "request": "my invoice is wrong", "team": "billing"}])
+    == Columns(prompt="request", gold="team", id="id")"""
+    names = [str(c) for c in rows[0]] if rows and isinstance(rows[0], Mapping) else []
+    key = _named(names, ID_NAMES)
+    rest = [c for c in names if c != key]
+    prompt = _named(rest, PROMPT_NAMES) or _by_length(rows, rest, longest=True)
+    rest = [c for c in rest if c != prompt]
+    gold = _named(rest, GOLD_NAMES) or _by_length(rows, rest, longest=False)
+    return Columns(prompt=prompt, gold=gold, id=key)
+
+
+def _named(columns: Sequence[str], wanted: Sequence[str]) -> str | None:
+    lowered = {c.lower(): c for c in columns}
+    return next((lowered[name] for name in wanted if name in lowered), None)
+
+
+def _by_length(rows: Sequence[Mapping], columns: Sequence[str], *, longest: bool) -> str | None:
+    """The column whose values are longest (or shortest) as text across the first rows."""
+    if not columns:
+        return None
+    sample = [row for row in rows[:SAMPLED_ROWS] if isinstance(row, Mapping)]
+    length = {c: sum(len(str(row.get(c, ""))) for row in sample) for c in columns}
+    return (max if longest else min)(columns, key=lambda c: length[c])
 
 
 def _field(spec: ColumnSpec, row: Mapping, index: int, role: str) -> Any:

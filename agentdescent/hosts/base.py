@@ -24,7 +24,8 @@ class Host(Protocol):
     `HOST` is the name `agentdescent install HOST` takes, and its bundle's folder under
     `plugins/`. `PROGRAM` is the host's CLI, looked up on PATH: `report` says whether it is there;
     a host wired through its CLI (Claude Code) needs it to install and uninstall, a host wired
-    through its files (Codex, DeepSeek Harness) does not. `SKILL` is where the host's bundle holds
+    through its files (Codex, DeepSeek Harness) does not, though the `install` command refuses
+    without it unless told `--without-cli` (`agentdescent.cli.hosts`). `SKILL` is where the host's bundle holds
     its copy of the skill (`bundle` keeps it in step with `skills/agentdescent/SKILL.md`); install
     puts that file where the host reads skills.
 
@@ -34,7 +35,8 @@ class Host(Protocol):
     `force` may replace, the host module's docstring says. `uninstall()` takes out what install
     put in and nothing else: the host's other settings stay as they are. What install keeps for
     itself (a record of what it wrote, a marketplace folder) goes in `home() / "hosts"`
-    (`agentdescent.home`). Both raise `UserError`, with the fix, when they cannot do what was
+    (`agentdescent.home`), and uninstall finds it there or, when it runs with another home, from
+    what the host's own configuration says of it. Both raise `UserError`, with the fix, when they cannot do what was
     asked, and then change nothing.
     """
 

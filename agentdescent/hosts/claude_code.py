@@ -7,6 +7,8 @@ and `claude plugin install agentdescent@agentdescent` (`update` when it is in al
 re-records the version of the files just written), as a user's `/plugin install` does. Claude
 Code loads a plugin of a directory marketplace in place, so that folder must stay where it is:
 `uninstall` removes it last, after `claude plugin uninstall` and `claude plugin marketplace remove`.
+A marketplace laid out by install under another AGENTDESCENT_HOME (a `hosts/claude-code-marketplace`
+folder holding our marketplace.json) is ours too, and uninstall takes it out the same way.
 
 `report` reads Claude Code's own records instead of running `claude plugin list` (half a second):
 `plugins/installed_plugins.json` and `plugins/known_marketplaces.json` in its config folder
@@ -106,8 +108,8 @@ def install(*, force: bool = False) -> Changed:
 def uninstall() -> Changed:
     """Uninstall our plugin and remove our marketplace and its folder; a marketplace named
     agentdescent that `install` did not add (one pointing elsewhere) is left as it is."""
-    target = folder()
     source = _marketplace_path()
+    target = Path(source) if source is not None and _laid_out_by_us(source) else folder()
     ours = source is None or _same(source, target)
     if not ours:
         return _forget(target, f"left the marketplace {MARKETPLACE!r} from {source} and its plugin as they are: "
@@ -222,6 +224,14 @@ def _server_added() -> bool:
     here = projects.get(str(Path.cwd()))
     scopes = [data.get("mcpServers"), here.get("mcpServers") if isinstance(here, dict) else None]
     return any(isinstance(servers, dict) and SERVER in servers for servers in scopes)
+
+
+def _laid_out_by_us(source: str) -> bool:
+    """Whether `source` is a marketplace `install` laid out, under this AGENTDESCENT_HOME or another."""
+    path = Path(source).expanduser()
+    if path.name != folder().name or path.parent.name != folder().parent.name:
+        return False
+    return _read(path / ".claude-plugin" / "marketplace.json").get("name") == MARKETPLACE
 
 
 def _same(source: str, target: Path) -> bool:

@@ -13,9 +13,10 @@ skill; `~/.agents/skills`, which Codex reads too, is also DeepSeek Harness's, wh
 would show the skill twice. Codex gives an MCP server the session's folder as its working folder,
 and passes it only the environment variables the block's `env_vars` names.
 
-What install created is recorded in `$AGENTDESCENT_HOME/hosts/codex.json`: the file the block is in
-(and whether install created it), each file install wrote with its sha256, the folders it made.
-`uninstall` takes out exactly that: our block (every other byte of config.toml stays), a file only
+What install created is recorded in `$AGENTDESCENT_HOME/hosts/codex.json` (and the block's first line
+names that record, for an uninstall with another home): the file the block is in (and whether
+install created it), each file install wrote with its sha256, the folders it made. `uninstall`
+takes out exactly that: our block (every other byte of config.toml stays), a file only
 while it is unchanged since install (an edited skill stays, and the answer says so), the folders
 once empty (`wiring`, which the DeepSeek Harness module uses too).
 

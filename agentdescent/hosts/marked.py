@@ -1,14 +1,15 @@
 """A block of ours inside a file a person owns, between two marker lines: put in once, taken out exactly.
 
-    # >>> agentdescent: written by `agentdescent install codex`; `agentdescent uninstall codex` removes it
+    # >>> agentdescent: written by `agentdescent install codex`; ... removes it; record: ~/.agentdescent/hosts/codex.json
     ...our lines...
     # <<< agentdescent
 
 `insert` appends the block (or replaces ours, when it is there already) and leaves every other
 byte as it was; `remove` takes out the block and the one newline `insert` added before it, so
-that an install followed by an uninstall gives the file back byte for byte. Whether the result
-still parses is the caller's check (TOML, YAML), made before anything is written. Left out:
-which file, and what goes in the block.
+that an install followed by an uninstall gives the file back byte for byte. The first line may
+name the record of what install wrote (`recorded` reads it back), so that an uninstall run with
+another AGENTDESCENT_HOME still finds it. Whether the result still parses is the caller's check
+(TOML, YAML), made before anything is written. Left out: which file, and what goes in the block.
 """
 
 from __future__ import annotations
@@ -18,8 +19,24 @@ import re
 END = "# <<< agentdescent"
 
 
-def begin(command: str) -> str:
-    return f"# >>> agentdescent: written by `agentdescent install {command}`; `agentdescent uninstall {command}` removes it"
+NEWLINE_ADDED = " (added a newline above)"
+RECORD = "; record: "
+
+
+def begin(command: str, record: str | None = None) -> str:
+    """The first line of our block; `record` (a path with no control character) is named at its end."""
+    said = f"# >>> agentdescent: written by `agentdescent install {command}`; `agentdescent uninstall {command}` removes it"
+    if record and record.isprintable():
+        said += RECORD + record
+    return said
+
+
+def recorded(text: str) -> str | None:
+    """The record our block's first line names, or None (no block, or none named)."""
+    found = _pattern().search(text)
+    first = found.group(0).lstrip("\n").split("\n", 1)[0] if found else ""
+    first = first.removesuffix(NEWLINE_ADDED)
+    return first.split(RECORD, 1)[1] if RECORD in first else None
 
 
 def _pattern() -> re.Pattern[str]:
@@ -31,15 +48,17 @@ def present(text: str) -> bool:
     return _pattern().search(text) is not None
 
 
-def insert(text: str, block: str, command: str) -> str:
-    """`text` with our block for `command` at its end (in place of an earlier one of ours)."""
+def insert(text: str, block: str, command: str, record: str | None = None) -> str:
+    """`text` with our block for `command` at its end (in place of an earlier one of ours), its
+    first line naming `record`."""
     text = remove(text)
-    body = f"{begin(command)}\n{block.rstrip()}\n{END}\n"
+    first = begin(command, record)
+    body = f"{first}\n{block.rstrip()}\n{END}\n"
     if not text:
         return body
     if not text.endswith("\n"):
         text += "\n"  # a last line with no newline: give it one, and remember it (see remove)
-        return text + "\n" + body.replace(begin(command), begin(command) + " (added a newline above)", 1)
+        return text + "\n" + body.replace(first, first + NEWLINE_ADDED, 1)
     return text + "\n" + body
 
 
@@ -49,6 +68,6 @@ def remove(text: str) -> str:
     if found is None:
         return text
     before, after = text[: found.start()], text[found.end():]
-    if "(added a newline above)" in found.group(0) and before.endswith("\n"):
+    if NEWLINE_ADDED in found.group(0).lstrip("\n").split("\n", 1)[0] and before.endswith("\n"):
         before = before[:-1]
     return before + after

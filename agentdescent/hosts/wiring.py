@@ -4,10 +4,13 @@ uninstall takes out exactly what install put in: Codex (config.toml) and DeepSee
 
 `put_in` writes the marked block (`marked`) and the files after every check has passed, and records
 them in `$AGENTDESCENT_HOME/hosts/<host>.json` (the file the block is in and whether install created
-it, each file written with its sha256, the folders it made). `take_out` removes the block (every
-other byte of the user's file stays), each file only while it is unchanged since install (an
-edited one stays, and the answer says so), and the folders once empty. Left out: what the block
-says and how the file is checked (the host modules).
+it, each file written with its sha256, the folders it made); the block's first line names that
+record. `take_out` removes the block (every other byte of the user's file stays), each file only
+while it is unchanged since install (an edited one stays, and the answer says so), and the folders
+once empty. It reads the record of this home, else the one the block names (an install made with
+another AGENTDESCENT_HOME), else, with no record anywhere, takes out the block and each of our
+files that is exactly as this package ships it. Left out: what the block says and how the file is
+checked (the host modules).
 """
 
 from __future__ import annotations
@@ -62,11 +65,11 @@ def manifest_path(host: str) -> Path:
 
 def put_in(wiring: Wiring, *, force: bool = False) -> Changed:
     """Write the block and the files after every check has passed; record them in the manifest."""
-    old = _load(wiring.host)
     target = _real(wiring.config)
     text = read_text(target)
+    old, old_path = _find(wiring.host, text)
     user = marked.remove(text or "")
-    new = marked.insert(user, wiring.block, wiring.host)
+    new = marked.insert(user, wiring.block, wiring.host, record=str(manifest_path(wiring.host)))
     wiring.check(user, new, wiring.config)
     recorded = {p.path: p.sha256 for p in old.files} if old else {}
     writes = {path: body for path, body in wiring.files.items() if _needs_write(path, body, recorded, force)}
@@ -86,6 +89,8 @@ def put_in(wiring: Wiring, *, force: bool = False) -> Changed:
                         files=kept + [Placed(path=str(p), sha256=sha256(b)) for p, b in writes.items()],
                         folders=sorted({*folders, *(f for f in (old.folders if old else []) if Path(f).is_dir())}))
     atomic.write_text(manifest_path(wiring.host), manifest.model_dump_json(indent=1) + "\n")
+    if old_path is not None and old_path != manifest_path(wiring.host):
+        _forget(old_path)  # the block now names this home's record
     if not written:
         return Changed(host=wiring.host, action="install", message=f"already installed for {wiring.host} "
                        f"({wiring.config}); nothing changed", next=f"agentdescent uninstall {wiring.host} takes it out")
@@ -96,7 +101,7 @@ def put_in(wiring: Wiring, *, force: bool = False) -> Changed:
 
 def take_out(wiring: Wiring) -> Changed:
     """Remove our block, the files still as install wrote them and the folders it made, once empty."""
-    manifest = _load(wiring.host)
+    manifest, found_at = _find(wiring.host, read_text(_real(wiring.config)))
     config = Path(manifest.config) if manifest else wiring.config
     target = _real(config)
     text = read_text(target)
@@ -113,20 +118,24 @@ def take_out(wiring: Wiring) -> Changed:
         removed.append(str(config))
     elif manifest:
         notes.append(f"our block was not in {config} any more")
-    for placed in manifest.files if manifest else []:
+    placed_files = manifest.files if manifest else _shipped(wiring)
+    for placed in placed_files:
         path, current = Path(placed.path), read_text(Path(placed.path))
         if current is None:
             continue
         if sha256(current) == placed.sha256:
             path.unlink()
             removed.append(placed.path)
-        else:
+        elif manifest:
             notes.append(f"left {path}: it was edited after install (delete it yourself if you do not want it)")
-    for folder in sorted(manifest.folders if manifest else [], key=lambda f: -len(Path(f).parts)):
+        else:
+            notes.append(f"left {path}: it is not the file this package ships (edited, or not ours), and no record "
+                         "of an install says whose it is")
+    folders = manifest.folders if manifest else [str(Path(p.path).parent) for p in placed_files]
+    for folder in sorted(folders, key=lambda f: -len(Path(f).parts)):
         _remove_if_empty(Path(folder))
-    if manifest:
-        manifest_path(wiring.host).unlink()
-        _remove_if_empty(manifest_path(wiring.host).parent)
+    if found_at is not None:
+        _forget(found_at)
     if not removed:
         message = " ".join(notes) or f"agentdescent is not installed for {wiring.host}; nothing to take out"
         return Changed(host=wiring.host, action="uninstall", message=message)
@@ -184,11 +193,37 @@ def _real(path: Path) -> Path:
     return path.resolve() if path.is_symlink() else path
 
 
-def _load(host: str) -> Manifest | None:
+def _find(host: str, text: str | None) -> tuple[Manifest | None, Path | None]:
+    """The record of what install wrote for `host`, and where it is: this home's, else the one our
+    block in the user's file (`text`) names, when that is a record of this host."""
+    mine = _load(manifest_path(host))
+    if mine is not None:
+        return mine, manifest_path(host)
+    named = marked.recorded(text or "")
+    if named is None:
+        return None, None
     try:
-        return Manifest.model_validate_json(manifest_path(host).read_text(encoding="utf-8"))
-    except FileNotFoundError:
+        theirs = _load(Path(named))
+    except UserError:
+        return None, None  # not a record we can read: the block alone is taken out
+    return (theirs, Path(named)) if theirs is not None and theirs.host == host else (None, None)
+
+
+def _shipped(wiring: Wiring) -> list[Placed]:
+    """With no record anywhere, our files are those exactly as this package ships them."""
+    return [Placed(path=str(path), sha256=sha256(body)) for path, body in wiring.files.items()]
+
+
+def _forget(record: Path) -> None:
+    record.unlink(missing_ok=True)
+    _remove_if_empty(record.parent)
+
+
+def _load(path: Path) -> Manifest | None:
+    try:
+        return Manifest.model_validate_json(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except ValueError as exc:
-        raise UserError(f"{manifest_path(host)} is damaged ({exc}); delete it, then take agentdescent out of "
-                        f"{host}'s configuration by hand") from None
+        raise UserError(f"{path} is damaged ({exc}); delete it, then take agentdescent out of the host's "
+                        "configuration by hand") from None

@@ -61,7 +61,8 @@ class ReportData(BaseModel):
     run_id: str | None = None
     ledger: str
     written_at: str
-    state: str | None = None  # a store run's state (finished, running, ...)
+    state: str | None = None  # a store run's state (finished, running, accepted, restored, ...)
+    state_message: str = ""  # what the status says of it (where the write-back went, what undid it)
     target: str  # what was evolved
     kind: str  # text, skill_dir, ... or the strategy's name
     artifact_id: str
@@ -132,6 +133,7 @@ def gather(source: Source) -> ReportData:
         source=f"run {source.run.id}" if source.run else f"ledger {source.ledger}",
         run_id=source.run.id if source.run else None, ledger=str(source.ledger),
         written_at=time.strftime("%Y-%m-%d %H:%M:%S %Z"), state=status.state if status else None,
+        state_message=status.message if status else "",
         target=status.target if status else f"the artifact in {source.ledger}", kind=status.kind if status else "",
         artifact_id=DEFAULT_ARTIFACT, folder=bool(status and status.kind and status.kind != "text"), notes=notes,
     )

@@ -64,7 +64,7 @@ def _summary(data: ReportData) -> str:
     rounds = f"{len(data.steps)}" + (f" of at most {data.rounds_max}" if data.rounds_max else "")
     rows = [
         ("what was evolved", f"{data.target} ({data.kind or 'unknown kind'}; artifact {data.artifact_id!r})"),
-        *([("state", data.state)] if data.state else []),
+        *([("state", f"{data.state}: {data.state_message}" if data.state_message else data.state)] if data.state else []),
         ("held-out reward", f"{_reward(data.initial_reward)} at the start -> {_reward(data.final_reward)} at the end"),
         ("versions", f"{_version(data.initial_version)} (start) -> {_version(data.final_version)} (the result, stable)"),
         ("why it stopped", data.stop_reason or "not recorded"),

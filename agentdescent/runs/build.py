@@ -30,6 +30,7 @@ from agentdescent.agents.redact import redact
 from agentdescent.agents.scripted import takes_a_folder
 from agentdescent.artifacts import AppendRules, FileTree, SingleSlot, Strategy, load_tree, tree_runner
 from agentdescent.dataloader import csv_rows, hf_rows, json_rows, jsonl_rows, tasks_from
+from agentdescent.dataloader.tasks import guess_columns
 from agentdescent.errors import AgentDescentError, UserError
 from agentdescent.governance import HARNESS_BLAST_RADIUS, PLUGIN_BLAST_RADIUS, SKILL_BLAST_RADIUS, Layer, matching
 from agentdescent.reflect import reflector, tree_reflector
@@ -74,19 +75,48 @@ def target_kind(spec: RunSpec) -> str:
     return "skill_dir" if (target / "SKILL.md").is_file() else "agent_dir"
 
 
-def load_tasks(spec: RunSpec) -> list[Task]:
+def load_tasks(spec: RunSpec, rows: list[dict] | None = None) -> list[Task]:
+    """The spec's tasks: inline, or its rows (`task_rows`, read now unless given) mapped by its columns."""
     source = spec.tasks
     if source.inline is not None:
         return list(source.inline)
-    if source.file is not None:
-        suffix = Path(source.file).suffix.lower()
-        loader = {".jsonl": jsonl_rows, ".csv": csv_rows, ".json": json_rows}.get(suffix)
-        if loader is None:
-            raise UserError(f"tasks file {source.file} must end in .jsonl, .csv or .json")
-        rows = loader(source.file, limit=source.limit)
-    else:
-        rows = hf_rows(source.hf, source.split, config=source.config, limit=source.limit)
+    rows = task_rows(source) if rows is None else rows
     return tasks_from(rows, prompt=source.prompt, gold=_column(source, "gold", rows), id=_column(source, "id", rows))
+
+
+def task_rows(source: TasksSpec) -> list[dict]:
+    """The rows of a tasks file or dataset, as read; a file of another kind is a `UserError`."""
+    if source.file is not None:
+        return rows_of_file(source.file, limit=source.limit)
+    return hf_rows(source.hf, source.split, config=source.config, limit=source.limit)
+
+
+def rows_of_file(path: str | os.PathLike, *, limit: int | None = None) -> list[dict]:
+    suffix = Path(path).suffix.lower()
+    loader = {".jsonl": jsonl_rows, ".csv": csv_rows, ".json": json_rows}.get(suffix)
+    if loader is None:
+        raise UserError(f"tasks file {path} must end in .jsonl, .csv or .json")
+    return loader(path, limit=limit)
+
+
+def mapping_fix(source: TasksSpec, rows: list[dict]) -> str | None:
+    """When the first row lacks a column the spec names for the prompt, the gold or the id: that,
+    and the spec's `tasks:` with the columns the rows seem to hold, e.g. "...; say which column is
+    which: tasks: {file: ..., prompt: request, gold: team}". None when every named column is there."""
+    if not rows or not isinstance(rows[0], dict):
+        return None
+    named = {"prompt": source.prompt, "gold": _column(source, "gold", rows), "id": _column(source, "id", rows)}
+    missing = [(role, name) for role, name in named.items() if name and "{" not in name and name not in rows[0]]
+    if not missing:
+        return None
+    guess = guess_columns(rows)
+    shown = ", ".join(str(c)[:40] for c in list(rows[0])[:12]) + (", ..." if len(rows[0]) > 12 else "")
+    parts = [f"prompt: {guess.prompt or 'COLUMN'}", f"gold: {guess.gold or 'COLUMN'}"]
+    parts += [f"id: {guess.id}"] if guess.id not in (None, "id") else []
+    where = "file" if source.file is not None else "hf"
+    role, name = missing[0]
+    return (f"the tasks have no column {name!r} for the {role} (their columns: {shown}); say which column is "
+            f"which: tasks: {{{where}: ..., {', '.join(parts)}}}")
 
 
 def _column(source: TasksSpec, name: str, rows: list[dict]) -> str | None:
@@ -99,12 +129,39 @@ def _column(source: TasksSpec, name: str, rows: list[dict]) -> str | None:
 
 
 def materials(spec: RunSpec) -> Materials:
-    """Read the target and the tasks, and build the strategy; raises `SpecError` with every
-    problem found. Runs none of the user's code here (refs are checked in a child process)."""
+    """Read the target and the tasks, try the scorer on the first task, and build the strategy;
+    raises `SpecError` with every problem found. Runs none of the user's code here (refs are
+    checked, and a `python:` scorer tried, in a child process)."""
     found = problems(spec)
     if found:
         raise SpecError(found)
-    return assemble(spec, load_tasks(spec), read_target(spec))
+    tasks = load_tasks(spec)
+    found = scorer_problems(spec, tasks[0])
+    if found:
+        raise SpecError(found)
+    return assemble(spec, tasks, read_target(spec))
+
+
+def scorer_problems(spec: RunSpec, task: Task) -> list[Problem]:
+    """The scorer tried once, on `task` with its gold answer as the output (empty when it has
+    none): one that raises would fail every rollout of the run. Any number it returns is fine.
+    A `python:` scorer is called in a child process (`refcheck.check_call`), never here; a
+    built-in one or a grader command is called here (a grader is a process of its own anyway)."""
+    output, chosen = task.gold or "", spec.scorer
+    if chosen.ref is not None:
+        said = refcheck.check_call(chosen.ref, task.model_dump(mode="json"), output, cwd=os.getcwd())
+        how = " (it is called as fn(task, output), task a Task with .prompt and .gold)"
+    else:
+        how = ""
+        try:
+            reward(spec)(task, output)
+            said = None
+        except (AgentDescentError, OSError) as exc:
+            said = str(exc)
+    if said is None:
+        return []
+    return [Problem(field="scorer", message=f"it failed when tried on the first task ({reading.name_or_count(task.id)}), "
+                                            f"its gold answer as the output{how}: {said}")]
 
 
 def problems(spec: RunSpec) -> list[Problem]:
@@ -152,10 +209,12 @@ def _target_problems(spec: RunSpec, kind: str) -> list[Problem]:
 
 def _task_problems(spec: RunSpec) -> list[Problem]:
     where = "tasks.file" if spec.tasks.file else "tasks.hf" if spec.tasks.hf else "tasks"
+    rows = None
     try:
-        tasks = load_tasks(spec)
+        rows = None if spec.tasks.inline is not None else task_rows(spec.tasks)
+        tasks = load_tasks(spec, rows)
     except AgentDescentError as exc:
-        return [Problem(field=where, message=str(exc))]
+        return [Problem(field=where, message=(rows and mapping_fix(spec.tasks, rows)) or str(exc))]
     if len(tasks) < MIN_TASKS:
         return [Problem(field=where, message=f"{len(tasks)} tasks; a run needs at least {MIN_TASKS} (some to train on, "
                                              "some held out), and 8-20 is a good start")]
@@ -257,6 +316,8 @@ def callables(spec: RunSpec, parts: Materials, *, make_agent: AgentFactory, work
     model = make_agent(spec.reflector_spec, "proposal")
     ask = spec.prompt or "{task}"
     reflect_with, answer_with = _as_model(model, spec.reflector_spec, workdir), _as_model(agent, spec.agent, workdir)
+    if parts.tree is None and spec.agent.kind == "host":  # the artifact goes to the host once per candidate
+        return (lambda rendered, task: agent(ask.format(task=task.prompt), context=rendered)), reflector(reflect_with)
     if parts.tree is None:
         return (lambda rendered, task: answer_with(f"{rendered}\n\n{ask.format(task=task.prompt)}")), reflector(reflect_with)
     propose = tree_reflector(reflect_with, strategy=parts.strategy)  # type: ignore[arg-type]

@@ -27,7 +27,9 @@ def spawn(run: RunDir) -> int:
     """Start the run's process; its pid. The run's lock is taken here and handed to the process, so
     the run is alive from this moment on (no window in which a starting run looks dead); a run
     whose lock someone holds is refused with a `UserError`. The caller's folder is where the run
-    works (see the runner)."""
+    works (see the runner), once the process has started: it starts in the run's own folder, so
+    that nothing in the caller's (a folder named like a module, a planted `json.py`) is imported
+    before the run's own code."""
     atomic.write_text(run.file("origin.json"), json.dumps({"cwd": os.getcwd()}))
     fd = run.lock()
     try:
@@ -35,7 +37,7 @@ def spawn(run: RunDir) -> int:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "agentdescent.runs.runner", str(run.path), "--lock-fd", str(fd)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                pass_fds=(fd,),
+                pass_fds=(fd,), cwd=run.path,  # not the caller's folder: a file there must not shadow a module
             )
     finally:
         os.close(fd)  # the child holds the same lock through its copy

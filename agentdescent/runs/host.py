@@ -3,17 +3,22 @@
 When a spec names `host` as its agent or reflector (no model key needed), the run's process posts
 each call to the run's mailbox and waits: `HostAgent` is a model (`prompt -> text`, or with `cwd`
 an agent working in a workspace) whose answers come from whoever answers the mailbox, in practice
-the host calling the MCP tools `rollout_next` / `rollout_submit` and `proposal_next` /
-`proposal_submit`. Many calls wait at once, so a host may take several. `Approver` asks the same
-way whether a gated (L1) change may land; `accept` and `reject` answer it.
+the host calling the MCP tools `host_next` and `host_submit` (`hostwork`). Each request names its
+candidate (a digest of the workspace's files, or of the text artifact given as `context`), so
+that the host reads a candidate once however many tasks are done with it. Many calls wait at
+once, so a host takes several. `Approver` asks the same way whether a gated (L1) change may land;
+`accept` and `reject` answer it. `changed()` is called as requests come and go: the runner puts
+what the run waits on in its status there.
 
 Left out: the mailbox's files (`mailbox`), and the tools (the service and the MCP server).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
 from agentdescent.errors import AgentError
@@ -21,20 +26,30 @@ from agentdescent.runs.mailbox import Mailbox
 from agentdescent.step.changes import GatedChange
 
 ROLLOUT, PROPOSAL, APPROVAL = "rollout", "proposal", "approval"
+DIGEST_BYTES = 8_000_000  # a workspace larger than this is not compared with others: its requests go alone
 
 
 class HostAgent:
     """One kind of host call (`rollout` or `proposal`), as a metered model."""
 
-    def __init__(self, mailbox: Mailbox, kind: str, *, timeout: float, gone: Callable[[], bool]) -> None:
+    def __init__(self, mailbox: Mailbox, kind: str, *, timeout: float, gone: Callable[[], bool],
+                 changed: Callable[[], None] = lambda: None) -> None:
         self.name = f"host-{kind}"
         self.usage = ModelUsage()
-        self._mailbox, self._kind, self._timeout, self._gone = mailbox, kind, timeout, gone
+        self._mailbox, self._kind, self._timeout, self._gone, self._changed = mailbox, kind, timeout, gone, changed
 
-    def __call__(self, prompt: str, *, cwd: str | os.PathLike[str] | None = None) -> str:
+    def __call__(self, prompt: str, *, cwd: str | os.PathLike[str] | None = None, context: str | None = None) -> str:
+        """The host's answer to `prompt`, done in the workspace `cwd`, or with the text artifact
+        `context` (given to the host once per candidate, not with every task)."""
         with metered_call(self.usage) as counts:
-            body = {"prompt": prompt, "workspace": None if cwd is None else os.fspath(cwd)}
-            answer = self._mailbox.ask(self._kind, body, timeout=self._timeout, gone=self._gone)
+            workspace = None if cwd is None else os.fspath(cwd)
+            body = {"prompt": prompt, "workspace": workspace, "context": context,
+                    "candidate": _candidate(workspace, context)}
+            try:
+                answer = self._mailbox.ask(self._kind, body, timeout=self._timeout, gone=self._gone,
+                                           posted=self._changed)
+            finally:
+                self._changed()
             text = answer.get("answer")
             if not isinstance(text, str):
                 raise AgentError(f"the host's answer to a {self._kind} holds no text")
@@ -46,12 +61,38 @@ class Approver:
     """`approve(change)` for evolve: the person decides, through `accept` / `reject`; no answer
     within `timeout` seconds declines the change."""
 
-    def __init__(self, mailbox: Mailbox, *, timeout: float, gone: Callable[[], bool]) -> None:
-        self._mailbox, self._timeout, self._gone = mailbox, timeout, gone
+    def __init__(self, mailbox: Mailbox, *, timeout: float, gone: Callable[[], bool],
+                 changed: Callable[[], None] = lambda: None) -> None:
+        self._mailbox, self._timeout, self._gone, self._changed = mailbox, timeout, gone, changed
 
     def __call__(self, change: GatedChange) -> bool:
         try:
-            answer = self._mailbox.ask(APPROVAL, change.model_dump(), timeout=self._timeout, gone=self._gone)
+            answer = self._mailbox.ask(APPROVAL, change.model_dump(), timeout=self._timeout, gone=self._gone,
+                                       posted=self._changed)
         except AgentError:
             return False
+        finally:
+            self._changed()
         return answer.get("approved") is True
+
+
+def _candidate(workspace: str | None, context: str | None) -> str | None:
+    """A short id of what a request is done with: the text artifact, or the workspace's files
+    (their paths and bytes, without the workspace's own folder name); None when it cannot be told."""
+    digest = hashlib.sha256()
+    if context is not None:
+        digest.update(context.encode("utf-8", "surrogatepass"))
+        return "c" + digest.hexdigest()[:10]
+    if workspace is None:
+        return None
+    root, read = Path(workspace), 0
+    try:
+        for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
+            data = path.read_bytes()
+            read += len(data)
+            if read > DIGEST_BYTES:
+                return None
+            digest.update(str(path.relative_to(root)).encode("utf-8", "surrogateescape") + b"\0" + data + b"\0")
+    except OSError:
+        return None
+    return "w" + digest.hexdigest()[:10]

@@ -1,7 +1,8 @@
 """A folder two processes talk through: one asks and waits, the other claims a request and answers it.
 
     <folder>/<id>.request.json   what is asked: {"id", "kind", "created", "body"}
-    <folder>/<id>.claim          who took it, and when (a lease: a claim older than it is void)
+    <folder>/<id>.claim          who took it, and when: {"holder", "pid", "time"} (a lease: a claim
+                                 older than it, or whose holder's process is gone, is void)
     <folder>/<id>.answer.json    the answer, created once (a second answer is refused)
 
 The run's process asks (a rollout for the host to do, a reflection, an approval) and waits with a
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from agentdescent import atomic
 from agentdescent.errors import AgentError, UserError
@@ -36,18 +37,33 @@ class Request(BaseModel):
     body: dict[str, Any]
 
 
+class Claim(BaseModel):
+    """Who took a request: a holder (one host session, say), its process when that outlives the
+    claim (an MCP server does; a command line does not), and when it last held it."""
+
+    holder: str = ""
+    pid: int | None = Field(default=None, ge=1)
+    time: float = 0.0
+
+    def void(self, lease: float, now: float) -> bool:
+        """Whether the claim no longer holds: its lease ran out, or its holder's process is gone."""
+        return now - self.time >= lease or (self.pid is not None and not _alive(self.pid))
+
+
 class Mailbox:
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
 
     # the asking side
 
-    def ask(self, kind: str, body: dict[str, Any], *, timeout: float, gone: Callable[[], bool] = lambda: False) -> dict:
-        """Post a request and wait for its answer; `AgentError` after `timeout` seconds, or as soon
-        as `gone()` says nobody will answer any more (a cancelled run)."""
+    def ask(self, kind: str, body: dict[str, Any], *, timeout: float, gone: Callable[[], bool] = lambda: False,
+            posted: Callable[[], None] = lambda: None) -> dict:
+        """Post a request (then call `posted`) and wait for its answer; `AgentError` after `timeout`
+        seconds, or as soon as `gone()` says nobody will answer any more (a cancelled run)."""
         request = Request(id=secrets.token_hex(6), kind=kind, created=time.time(), body=body)
         self.folder.mkdir(parents=True, exist_ok=True)
         atomic.write_text(self._path(request.id, "request.json"), request.model_dump_json())
+        posted()
         deadline = time.monotonic() + timeout
         try:
             while time.monotonic() < deadline and not gone():
@@ -69,8 +85,8 @@ class Mailbox:
 
     # the answering side
 
-    def open(self, kind: str | None = None) -> list[tuple[Request, float | None]]:
-        """Requests not yet answered, oldest first, with the time each was claimed (None: free)."""
+    def open(self, kind: str | None = None) -> list[tuple[Request, Claim | None]]:
+        """Requests not yet answered, oldest first, with the claim on each (None: free)."""
         found = []
         for path in self.folder.glob("*.request.json") if self.folder.is_dir() else []:
             try:
@@ -81,24 +97,44 @@ class Mailbox:
                 found.append((request, self._claimed(request.id)))
         return sorted(found, key=lambda pair: pair[0].created)
 
-    def claim(self, request_id: str, *, lease: float) -> bool:
-        """Take a request for `lease` seconds; False when someone else holds it."""
+    def claim(self, request_id: str, *, holder: Claim, lease: float) -> bool:
+        """Take a request for `holder`; False when another holder's claim on it still holds (one
+        whose lease ran out, or whose process is gone, is void: the request goes back to the queue)."""
         path = self._path(request_id, "claim")
-        claimed = self._claimed(request_id)
-        if claimed is not None and time.time() - claimed < lease:
+        claimed, now = self._claimed(request_id), time.time()
+        if claimed is not None and claimed.holder != holder.holder and not claimed.void(lease, now):
             return False
         if claimed is not None:
-            path.unlink(missing_ok=True)  # a lease that ran out: the host that took it never answered
+            path.unlink(missing_ok=True)
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             return False
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(str(time.time()))
+            handle.write(holder.model_copy(update={"time": now}).model_dump_json())
         if not self._path(request_id, "request.json").exists() or self._path(request_id, "answer.json").exists():
             path.unlink(missing_ok=True)  # answered and withdrawn between the listing and the claim
             return False
         return True
+
+    def renew(self, holder: Claim) -> int:
+        """Hold every claim of `holder` for a new lease (it is still at work); how many."""
+        renewed = 0
+        for request, claimed in self.open():
+            if claimed is not None and claimed.holder == holder.holder:
+                atomic.write_text(self._path(request.id, "claim"),
+                                  claimed.model_copy(update={"time": time.time()}).model_dump_json())
+                renewed += 1
+        return renewed
+
+    def release(self, holder: Claim) -> int:
+        """Give back every request `holder` took and did not answer; how many."""
+        released = 0
+        for request, claimed in self.open():
+            if claimed is not None and claimed.holder == holder.holder:
+                self._path(request.id, "claim").unlink(missing_ok=True)
+                released += 1
+        return released
 
     def answer(self, request_id: str, body: dict[str, Any]) -> None:
         """Answer a request once; `UserError` for an unknown or withdrawn one, or a second answer."""
@@ -118,11 +154,13 @@ class Mailbox:
     def _path(self, request_id: str, suffix: str) -> Path:
         return self.folder / f"{request_id}.{suffix}"
 
-    def _claimed(self, request_id: str) -> float | None:
+    def _claimed(self, request_id: str) -> Claim | None:
         try:
-            return float(self._path(request_id, "claim").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            return Claim.model_validate_json(self._path(request_id, "claim").read_text(encoding="utf-8"))
+        except FileNotFoundError:
             return None
+        except (OSError, ValueError):
+            return Claim()  # unreadable: void at once
 
     def _read(self, path: Path) -> dict | None:
         try:
@@ -136,6 +174,17 @@ class Mailbox:
     def _remove(self, request_id: str) -> None:
         for suffix in ("request.json", "claim", "answer.json"):
             self._path(request_id, suffix).unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process of this machine has `pid` (one we may not signal is alive too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def _safe_id(request_id: str) -> bool:

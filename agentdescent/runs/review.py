@@ -12,9 +12,9 @@ runs (`service`).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import random
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -31,11 +31,13 @@ from agentdescent.result import EvolveResult
 from agentdescent.runs import build, keys
 from agentdescent.runs.host import APPROVAL
 from agentdescent.runs.mailbox import Mailbox
+from agentdescent.runs.patch import patch
 from agentdescent.runs.status import LIVE
 from agentdescent.runs.store import RunDir, RunStore
-from agentdescent.types import Diff, Outcome
+from agentdescent.types import Diff, Edit, Outcome
 
 LANDED = ("committed", "fused")
+WRITABLE = ("finished", "rejected", "restored")  # ended with a result that is not on the target: accept writes it
 SHOWN_REJECTED = 20
 TEXT_CAP = 600
 REPORT_FILE = "report.html"  # in the run's folder: the page `agentdescent report RUN` writes
@@ -47,8 +49,9 @@ class DiffView(BaseModel):
     author: str
     outcome: str
     reason: str
-    keys: list[str] = Field(default_factory=list)
-    removes: list[str] = Field(default_factory=list)  # keys the diff deletes (a rule or file removed)
+    keys: list[str] = Field(default_factory=list)  # what it changes, when the strategy names its keys (files)
+    removes: list[str] = Field(default_factory=list)  # the keys it deletes, when the strategy names them
+    edits: list[str] = Field(default_factory=list)  # each edit in a line: what it adds, removes or changes
     evidence_tasks: list[str] = Field(default_factory=list)
     evidence_rewards: list[float] = Field(default_factory=list)
     rationale: str = ""
@@ -76,7 +79,7 @@ class Shown(BaseModel):
     run_id: str
     state: str
     target: str
-    diff: str  # unified diff, the target as it was -> the run's best version
+    diff: str  # the target as it was -> the run's best version, as a patch `git apply` takes (`patch`)
     files_changed: list[str]
     initial_reward: float | None
     final_reward: float | None
@@ -105,6 +108,7 @@ class Accepted(BaseModel):
     backup: str | None = None
     refused: list[str] = Field(default_factory=list)  # folders beside the target that are not our backups: left alone
     message: str
+    next: str = ""
 
 
 def show(store: RunStore, run_id: str, *, rejected: int | None = SHOWN_REJECTED) -> Shown:
@@ -112,10 +116,11 @@ def show(store: RunStore, run_id: str, *, rejected: int | None = SHOWN_REJECTED)
     status = run.status()
     before = _initial(run)
     after, state, version, final = _best(run, before)
-    diffs = _diff_views(run)
+    name = Path(status.target).name
+    diffs = _diff_views(run, named=_names_keys(run, before), file=name if isinstance(before, str) else None)
     committed = [d for d in diffs if d.outcome in LANDED]
     refused = [d for d in diffs if d.outcome not in LANDED and d.outcome != "duplicate"]
-    changed = _changed(before, after)
+    changed = _changed(before, after, name)
     pending = _pending(run, after)
     if status.state in LIVE:
         nxt = "the run is still going: this is its best version so far" + (
@@ -124,7 +129,7 @@ def show(store: RunStore, run_id: str, *, rejected: int | None = SHOWN_REJECTED)
         nxt = f"{command('accept', run.id)} writes this back (backup first); {command('reject', run.id)} drops it"
     else:
         nxt = status.next
-    return Shown(run_id=run.id, state=status.state, target=status.target, diff=unified(before, after),
+    return Shown(run_id=run.id, state=status.state, target=status.target, diff=patch(before, after, name=name),
                  files_changed=changed, initial_reward=status.initial_reward, final_reward=final, version=version,
                  committed=committed, rejected=refused[:rejected], rejected_total=len(refused),
                  worst_rollouts=_worst(run, after, state), pending_approval=pending, next=nxt,
@@ -134,7 +139,8 @@ def show(store: RunStore, run_id: str, *, rejected: int | None = SHOWN_REJECTED)
 def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bool = False) -> Accepted:
     """Write a finished run's best version back (backup first): a file the user edited since the
     run started is kept or merged, and edits that do not merge refuse the write unless `overwrite`;
-    while the run goes, approve its pending L1 change instead."""
+    while the run goes, approve its pending L1 change instead. A run that finished and was then
+    rejected, or whose write-back a restore undid, is written back the same way."""
     run = store.get(run_id)
     status = run.status()
     if status.state in LIVE:
@@ -142,9 +148,8 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
     if status.state == "accepted":
         raise UserError(f"run {run.id} was already accepted: {status.target} was written back; its previous "
                         f"content is in {status.backup or 'no backup (nothing changed)'}")
-    if status.state != "finished":
-        raise UserError(f"run {run.id} is {status.state}, not finished, so its change is not final: "
-                        f"{status.next or command('resume', run.id) + ', then accept it when it finishes'}")
+    if status.state not in WRITABLE or not _final(run):
+        raise UserError(_not_final(run, status.state, status.next))
     with run.holding("accept.lock", f"another accept of run {run.id} is writing right now; wait for it"):
         if run.status().state == "accepted":  # the other accept finished while we waited for the lock
             raise UserError(f"run {run.id} was already accepted just now")
@@ -166,6 +171,22 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
         f"; kept as you edited them: {', '.join(done.kept)}" if done.kept else "")
     passed_over = "".join(f"; {why}" for why in done.refused)
     return done.model_copy(update={"message": f"wrote {status.target}{backup}{yours}{passed_over}"})
+
+
+def _final(run: RunDir) -> bool:
+    """Whether the run got to its end: a result that no cancel or failure cut short."""
+    if not run.file("result.json").exists():
+        return False
+    return EvolveResult.from_json(run.file("result.json").read_text(encoding="utf-8")).error is None
+
+
+def _not_final(run: RunDir, state: str, nxt: str) -> str:
+    """Why a run that did not finish has nothing to write back, and what to do instead."""
+    if state == "rejected":
+        return (f"run {run.id} was rejected before it finished, so it has no final version to write back; "
+                "agentdescent evolve SPEC starts a new run")
+    return (f"run {run.id} is {state}, not finished, so its change is not final: "
+            f"{nxt or command('resume', run.id) + ', then accept it when it finishes'}")
 
 
 def _to_write(run: RunDir) -> tuple[EvolveResult, str | dict[str, str]]:
@@ -199,26 +220,12 @@ def reject(store: RunStore, run_id: str) -> Accepted:
         return _answer_approval(run, approved=False)
     if status.state not in ("finished", "cancelled", "failed", "interrupted"):
         raise UserError(f"run {run.id} is {status.state}; there is nothing to reject")
+    later = (f"{command('accept', run.id)} still writes it back if you change your mind"
+             if _final(run) else "agentdescent evolve SPEC starts a new run")
     run.write_status(status.model_copy(update={"state": "rejected", "message": "rejected: nothing was written",
-                                               "next": ""}))
+                                               "next": later}))
     return Accepted(run_id=run.id, dry_run=False, target=status.target,
-                    message=f"rejected run {run.id}: {status.target} was not touched")
-
-
-def unified(before: str | dict[str, str], after: str | dict[str, str]) -> str:
-    """A unified diff of a text or a folder (one section a changed file)."""
-    old = {"": before} if isinstance(before, str) else before
-    new = {"": after} if isinstance(after, str) else after
-    out = []
-    for path in sorted(old.keys() | new.keys()):
-        a, b = old.get(path), new.get(path)
-        if a == b:
-            continue
-        name = path or "text"
-        out += difflib.unified_diff((a or "").splitlines(), (b or "").splitlines(), lineterm="",
-                                    fromfile=f"a/{name}" if a is not None else "/dev/null",
-                                    tofile=f"b/{name}" if b is not None else "/dev/null")
-    return "\n".join(out)
+                    message=f"rejected run {run.id}: {status.target} was not touched", next=later)
 
 
 def _answer_approval(run: RunDir, *, approved: bool) -> Accepted:
@@ -257,9 +264,11 @@ def _best(run: RunDir, before: str | dict[str, str]) -> tuple[Any, dict[str, str
     return strategy.render(state), state, stable, status.best_reward
 
 
-def _diff_views(run: RunDir) -> list[DiffView]:
+def _diff_views(run: RunDir, *, named: bool = True, file: str | None = None) -> list[DiffView]:
     """Every diff once, with its latest outcome: a resumed run may have judged a diff of the round it
-    was killed in again, or read a commit's outcomes back from the ledger (with no diff to show)."""
+    was killed in again, or read a commit's outcomes back from the ledger (with no diff to show).
+    With `named` False (a playbook, whose keys are content hashes) no key is listed; `edits` says
+    what each edit does. A text target's one key is its `file`'s name."""
     latest: dict[str, tuple[int, Outcome]] = {}
     diffs: dict[str, Diff] = {}
     for event in _events(run):
@@ -270,12 +279,38 @@ def _diff_views(run: RunDir) -> list[DiffView]:
     views = []
     for diff_id, (round_, o) in sorted(latest.items(), key=lambda item: item[1][0]):
         d = diffs.get(diff_id)
+        edits = [e.model_copy(update={"key": file}) if file else e for e in d.edits] if d else []
         views.append(DiffView(
             diff_id=diff_id, round=round_, author=o.author, outcome=o.kind, reason=o.reason,
-            keys=sorted(d.keys) if d else [], removes=sorted(e.key for e in d.edits if e.after is None) if d else [],
+            keys=sorted({e.key for e in edits}) if named else [],
+            removes=sorted(e.key for e in edits if e.after is None) if named else [],
+            edits=[_edit_line(e, named) for e in edits],
             evidence_tasks=list(d.evidence.task_ids) if d else [], evidence_rewards=list(d.evidence.rewards) if d else [],
             rationale=(d.evidence.rationale[:TEXT_CAP] if d else "")))
     return views
+
+
+def _edit_line(edit: Edit, named: bool) -> str:
+    """One edit in a line: a named key (a file, a slot) with what happened to it, a playbook's rule
+    by its text. _edit_line(Edit(key="rule-1f", before="", after="Cite the year."), False) ==
+    "adds «Cite the year.»"; _edit_line(Edit(key="SKILL.md", before="a", after="b"), True) == "SKILL.md: changed" """
+    if named:
+        return f"{edit.key}: " + ("removed" if edit.after is None else "added" if not edit.before else "changed")
+    if edit.after is None:
+        return f"removes «{_clip(edit.before or '')}»"
+    if not edit.before:
+        return f"adds «{_clip(edit.after)}»"
+    return f"changes «{_clip(edit.before)}» to «{_clip(edit.after)}»"
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[:limit] + " …"
+
+
+def _names_keys(run: RunDir, before: str | dict[str, str]) -> bool:
+    """Whether the run's strategy names its keys (files, a slot) or hashes them (a playbook's rules)."""
+    return build.assemble(run.spec(), [], before).strategy.named_keys
 
 
 def _events(run: RunDir) -> list[ev.Event]:
@@ -305,9 +340,9 @@ def _worst(run: RunDir, rendered: Any, state: dict[str, str] | None, limit: int 
                         prompt=r.task.prompt[:TEXT_CAP], output=str(r.output)[:TEXT_CAP]) for r in mine[:limit]]
 
 
-def _changed(before: str | dict[str, str], after: str | dict[str, str]) -> list[str]:
+def _changed(before: str | dict[str, str], after: str | dict[str, str], name: str) -> list[str]:
     if isinstance(before, str) or isinstance(after, str):
-        return ["text"] if before != after else []
+        return [name] if before != after else []
     return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
 
@@ -320,4 +355,4 @@ def _pending(run: RunDir, after: Any) -> PendingApproval | None:
     before = {k: v for k, v in (body.get("before") or {}).items() if v is not None}
     proposed = {k: v for k, v in (body.get("after") or {}).items() if v is not None}
     return PendingApproval(request_id=request.id, keys=list(body.get("keys", [])), verdict=str(body.get("verdict", "")),
-                           rationale=str(body.get("rationale", ""))[:TEXT_CAP], diff=unified(before, proposed))
+                           rationale=str(body.get("rationale", ""))[:TEXT_CAP], diff=patch(before, proposed))

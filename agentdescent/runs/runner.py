@@ -32,6 +32,7 @@ from agentdescent.quoting import bounded, described
 from agentdescent.result import EvolveResult
 from agentdescent.runs import build
 from agentdescent.runs.host import PROPOSAL, ROLLOUT, Approver, HostAgent
+from agentdescent.runs.hostwork import waiting_on
 from agentdescent.runs.mailbox import Mailbox
 from agentdescent.runs.spec import AgentSpec
 from agentdescent.runs.status import StatusTracker
@@ -113,10 +114,13 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
     mailbox = Mailbox(run.file("mailbox"))
     mailbox.clear()  # requests of an earlier process of this run: nobody waits for them now
 
+    def waits() -> None:  # what the run waits on, in its status as requests come and go
+        tracker.update(now=False, waiting_on=waiting_on(run))
+
     def make_agent(agent: AgentSpec, role: str):
         if agent.kind == "host":
             kind = ROLLOUT if role == "rollout" else PROPOSAL
-            return HostAgent(mailbox, kind, timeout=spec.host_timeout, gone=lambda: token.cancelled)
+            return HostAgent(mailbox, kind, timeout=spec.host_timeout, gone=lambda: token.cancelled, changed=waits)
         return build.make_client(agent)
 
     workspaces = run.file("workspaces")
@@ -136,7 +140,7 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
                 token.cancel(f"cannot write the run's files in {run.path} ({exc.strerror or exc}); "
                              f"free some space, then: {command('resume', run.id)}")
 
-        approver = Approver(mailbox, timeout=spec.host_timeout, gone=lambda: token.cancelled)
+        approver = Approver(mailbox, timeout=spec.host_timeout, gone=lambda: token.cancelled, changed=waits)
         return evolve(parts.tasks, reward, run=run_fn, propose=propose, strategy=parts.strategy,
                       blast_radius=parts.blast_radius, stop=[token], store=run.ledger, on_event=on_event,
                       **spec.evolve_options(approve=approver))
@@ -146,7 +150,7 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
 
 
 def _finish(run: RunDir, tracker: StatusTracker, result: EvolveResult, token: CancelToken) -> None:
-    done = dict(stop_reason=result.stop_reason, best_reward=result.final_reward, stable_version=result.version,
+    done = dict(waiting_on=None, stop_reason=result.stop_reason, best_reward=result.final_reward, stable_version=result.version,
                 initial_reward=result.initial_reward, calls=result.usage.calls, tokens=result.usage.tokens,
                 outcomes=result.outcomes(), warnings=result.warnings, round=len(result.history) and
                 result.history[-1].round + 1)

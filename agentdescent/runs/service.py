@@ -20,17 +20,14 @@ from pydantic import BaseModel, Field
 from agentdescent.commands import command
 from agentdescent.engine.evolve import split_tasks
 from agentdescent.errors import UserError
-from agentdescent.runs import build, detach, keys, review
+from agentdescent.runs import build, detach, hostwork, keys, restoring, review
 from agentdescent.runs.doctor import DoctorReport, doctor
-from agentdescent.runs.host import APPROVAL, PROPOSAL, ROLLOUT
-from agentdescent.runs.mailbox import Mailbox
+from agentdescent.runs.mailbox import Claim
 from agentdescent.runs.quote import Quote, budget_warnings, quote, refusal
 from agentdescent.runs.spec import Problem, RunSpec, SpecError, read_spec
 from agentdescent.runs.status import LIVE, RunStatus
 from agentdescent.runs.store import RUN_ENV, RunDir, RunStore
 from agentdescent.types import Task
-
-CLAIM_LEASE_SECONDS = 600.0  # a host that took a rollout and never answered: it goes back to the queue
 
 
 class Plan(BaseModel):
@@ -70,26 +67,6 @@ class RunSummary(BaseModel):
     message: str
 
 
-class HostRequest(BaseModel):
-    request_id: str
-    kind: str  # rollout or proposal
-    prompt: str  # what to do: the task (rollout), or the reflection prompt (proposal)
-    workspace: str | None  # rollout of a folder: work in this folder, where the candidate is laid out
-
-
-class HostWork(BaseModel):
-    run_id: str
-    requests: list[HostRequest]
-    running: bool
-    message: str
-
-
-class Submitted(BaseModel):
-    run_id: str
-    request_id: str
-    message: str
-
-
 class Service:
     """The verbs, over one run store (default: `$AGENTDESCENT_HOME/runs`)."""
 
@@ -122,7 +99,7 @@ class Service:
     def status(self, run_id: str) -> RunStatus:
         run = self.store.get(run_id)
         status = run.status()
-        return status.model_copy(update={"waiting_on": waiting_on(run)}) if status.state in LIVE else status
+        return status.model_copy(update={"waiting_on": hostwork.waiting_on(run)}) if status.state in LIVE else status
 
     def cancel(self, run_id: str) -> RunStatus:
         """Stop the run and every process it started; what it committed stays, and it can resume."""
@@ -146,8 +123,10 @@ class Service:
         status = run.status()
         if status.state in LIVE:
             raise UserError(f"run {run.id} is still running; follow it with: {command('watch', run.id)}")
-        if status.state in ("finished", "accepted", "rejected"):
-            raise UserError(f"run {run.id} has {status.state}; start a new run to go on from its result")
+        if status.state in ("finished", "accepted", "rejected", "restored"):
+            why = "was rejected" if status.state == "rejected" else f"is {status.state}: it got to its end"
+            raise UserError(f"run {run.id} {why}, so there is nothing to resume; "
+                            f"{status.next or 'agentdescent evolve SPEC starts a new run'}")
         with self._target_lock(status.target):
             self._refuse_second_run(status.target)
             run.write_status(status.model_copy(update={"state": "starting", "message": "resuming", "error": None,
@@ -165,6 +144,10 @@ class Service:
     def reject(self, run_id: str) -> review.Accepted:
         return review.reject(self.store, run_id)
 
+    def restore(self, path: str | Path, number: int | None = None) -> restoring.Restoration:
+        """Put a backup of `path` back (the newest, or backup `number`); the run it undoes or redoes says so."""
+        return restoring.restore(self.store, path, number)
+
     def doctor(self) -> DoctorReport:
         return doctor()
 
@@ -179,37 +162,22 @@ class Service:
                                     initial_reward=s.initial_reward, best_reward=s.best_reward, message=s.message))
         return found
 
-    # the host as a worker
+    # the host as a worker (`hostwork`)
 
-    def host_next(self, run_id: str, kind: str = ROLLOUT, limit: int = 1) -> HostWork:
-        """Up to `limit` open requests of `kind` (rollout or proposal), claimed for the caller."""
-        if kind not in (ROLLOUT, PROPOSAL):
-            raise UserError(f"kind must be {ROLLOUT!r} or {PROPOSAL!r}; got {kind!r}")
-        run = self.store.get(run_id)
-        mailbox, taken = Mailbox(run.file("mailbox")), []
-        for request, _ in mailbox.open(kind):
-            if len(taken) >= max(1, limit):
-                break
-            if mailbox.claim(request.id, lease=CLAIM_LEASE_SECONDS):
-                taken.append(HostRequest(request_id=request.id, kind=kind, prompt=str(request.body.get("prompt", "")),
-                                         workspace=request.body.get("workspace")))
-        running = run.status().state in LIVE
-        if taken:
-            what = (f"do each task in its workspace and answer with {kind}_submit" if kind == ROLLOUT
-                    else "answer each prompt as it asks, with proposal_submit")
-            message = f"{len(taken)} {kind} request(s) for you: {what}"
-        elif running:
-            message = f"no {kind} waiting right now; the run is busy elsewhere: call again in a few seconds"
-        else:
-            message = f"the run is not running ({run.status().state}); there is nothing to do"
-        return HostWork(run_id=run.id, requests=taken, running=running, message=message)
+    def host_next(self, run_id: str, holder: Claim, kinds: tuple[str, ...] = hostwork.KINDS, *,
+                  wait: float = 0.0) -> hostwork.HostWork:
+        """The open requests of `kinds` that fit in one page, claimed for `holder`, by candidate,
+        waiting up to `wait` seconds for a wave (`hostwork.gather`)."""
+        return hostwork.gather(self.store.get(run_id), holder, kinds, wait=wait)
 
-    def host_submit(self, run_id: str, request_id: str, answer: str) -> Submitted:
-        if not isinstance(answer, str):
-            raise UserError("answer must be text")
-        run = self.store.get(run_id)
-        Mailbox(run.file("mailbox")).answer(request_id, {"answer": answer})
-        return Submitted(run_id=run.id, request_id=request_id, message="received; ask for the next request")
+    def host_submit(self, run_id: str, answers: list[hostwork.Answer]) -> hostwork.Submitted:
+        return hostwork.submit(self.store.get(run_id), answers)
+
+    def host_release(self, run_id: str, holder: Claim) -> int:
+        return hostwork.release(self.store.get(run_id), holder)
+
+    def host_read(self, run_id: str, request_id: str, offset: int) -> hostwork.Page:
+        return hostwork.read(self.store.get(run_id), request_id, offset)
 
     # inside
 
@@ -266,20 +234,6 @@ def _own_pid(run: RunDir, status: RunStatus) -> int | None:
         time.sleep(0.05)
         status = run.status()
     return status.pid
-
-
-def waiting_on(run: RunDir) -> str | None:
-    """What a live run waits for, in one line: the host's rollouts or reflections, a person's approval."""
-    open_ = Mailbox(run.file("mailbox")).open()
-    said = []
-    for kind, tool in ((ROLLOUT, "rollout_next"), (PROPOSAL, "proposal_next")):
-        mine = [claimed for request, claimed in open_ if request.kind == kind]
-        if mine:
-            free = sum(1 for c in mine if c is None or time.time() - c >= CLAIM_LEASE_SECONDS)
-            said.append(f"the host: {len(mine)} {kind}(s) open, {free} not yet taken ({tool})")
-    if any(request.kind == APPROVAL for request, _ in open_):
-        said.append(f"your approval of an L1 change ({command('show', run.id)}, then accept or reject)")
-    return "; ".join(said) or None
 
 
 def _split(spec: RunSpec, tasks: list[Task]) -> tuple[list[Task], list[Task]]:

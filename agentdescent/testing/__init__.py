@@ -7,6 +7,8 @@
 `router` is the reference domain: a keyword-router skill with a scripted, sometimes misleading
 reflector, deterministic for a seed, so that a whole run needs no model and no key. It is what
 `agentdescent demo` evolves, what the benchmarks measure and what the docs' examples run.
+`skill_router` holds the stand-ins of a folder run: the support-router skill's offline agent and
+reflector, which the example spec names (`python:agentdescent.testing:route_by_skill`).
 
 What it leaves out: running a domain (call `evolve`; the demo's own run and report are in
 `agentdescent.cli.demo`), a scripted model (`agentdescent.agents.scripted`), and fixtures that
@@ -30,8 +32,10 @@ from agentdescent.testing.router import (
     routing_rules,
     rule_text,
 )
+from agentdescent.testing.skill_router import SKILL_NAME, TEAMS, SkillReflector, listed_words, route_by_skill
 
 __all__ = [
-    "DEFAULT_HANDLER", "FILLERS", "SIGNALS", "STRATEGIES", "TEMPLATES", "RouterReflector", "RouterReflectorModel",
-    "demo_strategy", "route", "route_prompt", "route_reward", "router_tasks", "routing_rules", "rule_text",
+    "DEFAULT_HANDLER", "FILLERS", "SIGNALS", "SKILL_NAME", "STRATEGIES", "TEAMS", "TEMPLATES", "RouterReflector",
+    "RouterReflectorModel", "SkillReflector", "demo_strategy", "listed_words", "route", "route_by_skill",
+    "route_prompt", "route_reward", "router_tasks", "routing_rules", "rule_text",
 ]

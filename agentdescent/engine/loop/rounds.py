@@ -30,7 +30,7 @@ from agentdescent.engine.loop.heartbeat import Heartbeat, serialized
 from agentdescent.engine.loop.pipeline import Pipeline
 from agentdescent.engine.loop.sampling import AcceptanceSamples, Sampler
 from agentdescent.engine.loop.sharding import Shards
-from agentdescent.engine.loop.stopping import Progress, StopRule, stop_reason
+from agentdescent.engine.loop.stopping import FailureWatch, NothingWorked, Progress, StopRule, stop_reason
 from agentdescent.engine.loop.validation import Measurements, Validator
 from agentdescent.engine.loop.worker import Turn, Worker, WorkerReport
 from agentdescent.engine.persist.checkpoint import Checkpoint, RunFiles
@@ -80,6 +80,7 @@ class Loop:
     outcomes: list[Outcome] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     progress: Progress = field(default_factory=Progress)
+    failing: FailureWatch = field(default_factory=FailureWatch)  # the held-out start and the first round must not all fail
 
     def __post_init__(self) -> None:
         self.emit = serialized(self.emit)  # the heartbeat's thread sends events too
@@ -133,8 +134,10 @@ class Loop:
             return self._result(_cancelled(exc), "cancelled")
         except BudgetSpent as exc:
             return self._result(f"stopped before the first round: {exc}", None)
+        except NothingWorked as exc:
+            return self._result(f"stopped before the first round: {exc}", str(exc), warn=False)
         first = self._next_round
-        error = None
+        error, warn = None, True
         try:
             if head != self.ledger.stable():
                 self.measured.now(head, round_=-1)
@@ -142,8 +145,8 @@ class Loop:
             self.measured.take(self.history, wait=True)
             if self.ledger.head() != self.measured.validated:  # the last commits are measured before the run ends
                 self.measured.now(self.ledger.head(), round_=self._next_round - 1)
-        except UserError as exc:  # the caller's contract broken mid-run: stop, keep what was done
-            reason, error = f"stopped by an error: {exc}", str(exc)
+        except UserError as exc:  # the caller's contract broken mid-run (or the first round all failed): stop, keep what was done
+            reason, error, warn = f"stopped by an error: {exc}", str(exc), not isinstance(exc, NothingWorked)
         except KeyboardInterrupt:
             reason, error = "interrupted (Ctrl-C)", "interrupted"
         except Cancelled as exc:
@@ -155,15 +158,16 @@ class Loop:
             reason = f"stopped: cannot write the run's files ({said}); free some space, then run again"
             error = f"cannot write the run's files: {said}"
         self.measured.settle(wait=error != "interrupted")  # Ctrl-C does not wait: the pools' shutdown cancels it
-        return self._result(reason, error)
+        return self._result(reason, error, warn=warn)
 
-    def _result(self, reason: str, error: str | None) -> EvolveResult:
+    def _result(self, reason: str, error: str | None, *, warn: bool = True) -> EvolveResult:
         start, initial = self._initial
         stable = self.ledger.stable()
         state = self.ledger.snapshot(self.artifact_id, stable)
         final = self._final_reward(stable, measure=error is None)
         usage = self.evaluator.usage
-        self._warn_if_all_failed()
+        if warn:  # a run stopped because nothing worked says so in its error
+            self._warn_if_all_failed()
         try:
             self._save(finished=error is None, stop_reason=reason)
         except OSError:
@@ -180,9 +184,14 @@ class Loop:
         )
 
     def _begin(self) -> None:
-        """Measure where the run starts, and checkpoint that, so a kill from here on resumes."""
+        """Measure where the run starts, and checkpoint that, so a kill from here on resumes. When
+        every rollout of it failed, the run stops (`NothingWorked`) unmeasured: a resume measures
+        again (failed rollouts are never journalled, so they run anew)."""
         start = self._initial[0]
-        self._initial = (start, self.validator.whole(self._state(start)))
+        self.failing.watch(self.evaluator.usage)
+        reward = self.validator.whole(self._state(start))
+        self.failing.check(self.evaluator.usage, "the held-out measurement at the start")
+        self._initial = (start, reward)
         self.progress.best, self.measured.validated = self._initial[1], start
         self._save(finished=False)
 
@@ -240,6 +249,8 @@ class Loop:
                 self._abandon(round_, stop)
                 return stop
             self.emit(ev.RoundStarted(round=round_, version=self.ledger.head()))
+            if round_ == first:
+                self.failing.watch(usage)
             if round_ == first or not asynchronous:
                 self.dispatcher.dispatch(range(self.shape.n_workers))
             last = round_ == rounds - 1
@@ -256,6 +267,8 @@ class Loop:
             self._next_round = round_ + 1
             self._save(finished=False)
             self.emit(ev.RoundEnded(round=round_, calls=usage.calls))
+            if round_ == first:  # the round is recorded as done; a resume goes on from the next one
+                self.failing.check(usage, "the first round" if first == 0 else f"round {first + 1}, the first after the resume")
         return stop_reason(self.stop_rules, self.progress, usage) or f"ran all {rounds} rounds"
 
     def _turns(self, slots: Sequence[int], first: int) -> list[Turn]:

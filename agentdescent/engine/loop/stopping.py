@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from agentdescent.errors import UserError
 from agentdescent.usage import Usage
 
 
@@ -93,3 +94,33 @@ def stop_rules(*, target_reward: float | None, patience: int | None, max_calls: 
 def stop_reason(rules: Sequence[StopRule], progress: Progress, usage: Usage) -> str | None:
     """The first rule's reason to stop, or None to go on."""
     return next((reason for rule in rules if (reason := rule(progress, usage))), None)
+
+
+class NothingWorked(UserError):
+    """Every rollout of a stretch the run cannot do without failed with an error (the agent or the
+    scorer raised each time): the run stops as failed, naming the first error, instead of spending
+    its budget on rollouts that teach nothing."""
+
+
+@dataclass
+class FailureWatch:
+    """Counts the rollouts that ran (and how many of them failed with an error) from `watch` on;
+    `check` raises `NothingWorked` when there were some and every one failed. Rollouts served
+    from the cache or a journal are not counted: only what ran says how the agent and the
+    scorer behave now. A rollout that ran and scored 0 is no failure."""
+
+    rollouts: int = 0
+    failures: int = 0
+    said: int = 0  # the errors usage kept before the stretch began
+
+    def watch(self, usage: Usage) -> None:
+        self.rollouts, self.failures, self.said = usage.rollouts, usage.failures, len(usage.errors)
+
+    def check(self, usage: Usage, stretch: str) -> None:
+        ran, failed = usage.rollouts - self.rollouts, usage.failures - self.failures
+        if not ran or failed < ran:
+            return
+        errors = usage.errors[self.said:] or usage.errors[-1:]  # usage keeps the first few errors only
+        raise NothingWorked(f"every rollout of {stretch} failed ({failed} of {ran}), so the run cannot learn "
+                            f"anything; the first error: {errors[0] if errors else 'not kept'}. Fix the agent or "
+                            "the scorer (plan checks the scorer), then resume the run or start it again")

@@ -1,0 +1,52 @@
+"""An error as the person running a command should see it: one `error:` line with its fix, and an
+exit code; the traceback only when asked for.
+
+`guarded` runs each verb of the `agentdescent` command; `script` runs a program's `main` the same
+way (the examples'), so that a missing key ends in the line that says how to set it rather than in
+a traceback. This module imports nothing of the command itself, so that a program can use it
+without loading every verb. Left out: the verbs (`agentdescent.cli.main`, `verbs`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Callable
+
+from rich.console import Console
+from rich.markup import escape
+
+from agentdescent.agents.redact import RedactingStream
+from agentdescent.errors import AgentDescentError, UserError
+
+Command = Callable[[argparse.Namespace, Console], int]
+USAGE, FAILURE, INTERRUPTED = 2, 1, 130
+
+
+def guarded(command: Command, args: argparse.Namespace, console: Console) -> int:
+    """Run one verb and return its exit code. A `UserError` (the input is wrong) exits 2 and any
+    other `AgentDescentError` 1, each printed as `error: <message>` on stderr; the traceback is
+    printed too with `--debug`. Anything else is a bug and keeps its traceback."""
+    try:
+        return command(args, console)
+    except AgentDescentError as exc:
+        if getattr(args, "debug", False):
+            traceback.print_exc(file=RedactingStream(sys.stderr))
+        Console(file=RedactingStream(sys.stderr)).print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True,
+                                                        highlight=False)
+        return USAGE if isinstance(exc, UserError) else FAILURE
+    except KeyboardInterrupt:
+        Console(stderr=True).print("interrupted", highlight=False)
+        return INTERRUPTED
+
+
+def script(body: Callable[[], object]) -> None:
+    """Run a program's `main` (the examples') as the command runs a verb, through `guarded`: a
+    `UserError` (a missing key, a bad path) is one `error:` line and exit 2, another error of this
+    package exit 1; the traceback only when the program is given `--debug`. Exits 0 otherwise."""
+    debug = "--debug" in sys.argv[1:]
+    if debug:
+        sys.argv.remove("--debug")
+    sys.exit(guarded(lambda args, console: int(body() or 0), argparse.Namespace(debug=debug),
+                     Console(file=RedactingStream(sys.stdout))))

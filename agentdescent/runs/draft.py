@@ -1,0 +1,169 @@
+"""A first run spec, drafted from a target and a tasks file: what `agentdescent init` writes.
+
+`draft(target, tasks)` writes `<target's name>.agentdescent.yaml` beside the target, a YAML
+spec with a comment on every field, so that a shell user starts from a folder and a tasks file
+with nothing to write by hand:
+
+    draft("my-skill", "tasks.jsonl")   # my-skill.agentdescent.yaml: target, tasks, scorer, agent, budget, ...
+
+It reads the tasks file's rows and names the columns that look like the prompt, the gold answer
+and the id (`dataloader.guess_columns`); it chooses the agent from what `doctor` reports, read
+the same way (the PATH and the environment, without running anything): a CLI agent found on the
+PATH, else a model whose key (or endpoint) is set, else the host. An existing spec is never
+overwritten unless `force`. Every value is written as a double-quoted, escaped YAML scalar, so a path
+or a column name is data in the YAML, whatever it holds.
+
+Left out: checking the spec against the world (`plan` does, and names every problem by field).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel
+
+from agentdescent import atomic
+from agentdescent.agents.providers import CLI_KINDS, MODEL_KINDS, PROVIDERS
+from agentdescent.commands import command
+from agentdescent.config import Settings
+from agentdescent.dataloader.tasks import Columns, guess_columns
+from agentdescent.errors import UserError
+from agentdescent.runs.build import rows_of_file
+from agentdescent.runs.quote import smallest_run
+
+SUFFIX = ".agentdescent.yaml"
+MODELS = {"claude": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}  # a provider's model to start from, when it has no default
+LEAST_BUDGET = 400  # max_calls a drafted spec gives at least
+SHOWN_COLUMNS = 12
+
+
+class Draft(BaseModel):
+    """The spec `draft` wrote, and what it chose."""
+
+    path: str  # the spec file, as the caller would type it
+    target: str
+    tasks: str | None  # the tasks file, as the spec names it (None: the spec names one still to write)
+    rows: int | None
+    columns: list[str]  # the tasks file's columns, as its first row has them
+    prompt: str | None  # the columns chosen for each part of a task
+    gold: str | None
+    id: str | None
+    agent: str
+    why: str  # why that agent
+    next: str
+
+
+def spec_path(target: str | os.PathLike) -> Path:
+    """Where the spec of `target` goes: spec_path("skills/my-skill") == Path("skills/my-skill.agentdescent.yaml")"""
+    target = Path(target)
+    return target.parent / f"{target.name or Path(os.path.abspath(target)).name}{SUFFIX}"
+
+
+def draft(target: str | os.PathLike, tasks: str | os.PathLike | None = None, *, force: bool = False) -> Draft:
+    """Write a first spec for `target` (and `tasks`) beside the target; raises `UserError` for a
+    target that is not there, a tasks file that does not load, or a spec already written (unless
+    `force`)."""
+    target = Path(target)
+    if not target.exists():
+        raise UserError(f"{target} does not exist; give the folder or the text file to improve")
+    path = spec_path(target)
+    if path.exists() and not force:
+        raise UserError(f"{path} already exists; plan it ({command('plan', path)}), or write it again with "
+                        f"{command('init', target, *([tasks] if tasks else []), '--force')}")
+    folder = path.parent.absolute()
+    rows = rows_of_file(tasks) if tasks is not None else []
+    if tasks is not None and not rows:
+        raise UserError(f"{tasks} holds no rows; write one task a line: {{\"id\": ..., \"prompt\": ..., \"gold\": ...}}")
+    columns = [str(c) for c in rows[0]] if rows and isinstance(rows[0], dict) else []
+    guess = guess_columns(rows) if rows else None
+    named = os.path.relpath(Path(tasks).absolute(), folder) if tasks is not None else f"{target.name}.tasks.jsonl"
+    agent, reflector, why = choose_agent()
+    budget = _budget(len(rows)) if rows else LEAST_BUDGET
+    lines = _spec_lines(target, folder, named, columns, guess, agent, reflector, why, budget)
+    atomic.write_text(path, "\n".join(lines) + "\n")
+    todo = "" if tasks is not None else f"write the tasks in {folder / named} (one JSON object a line), then "
+    return Draft(path=str(path), target=str(target), tasks=named if tasks is not None else None,
+                 rows=len(rows) if tasks is not None else None, columns=columns,
+                 prompt=guess.prompt if guess else None, gold=guess.gold if guess else None,
+                 id=guess.id if guess else None, agent=agent, why=why,
+                 next=f"{todo}{command('plan', path)} checks it and quotes the run")
+
+
+def choose_agent() -> tuple[str, str, str]:
+    """(agent, reflector, why): a CLI agent on the PATH, else a model whose key or endpoint is set,
+    else the host, as `doctor` would find them."""
+    for kind in CLI_KINDS:
+        program = PROVIDERS[kind].program or kind
+        if shutil.which(program):
+            return kind, kind, f"the {program} CLI is on PATH"
+    for kind in MODEL_KINDS:
+        row = PROVIDERS[kind]
+        found = next((v for v in (row.key_variable, row.base_url_variable) if v and os.environ.get(v)), None)
+        if found:
+            model = row.default_model or MODELS.get(kind)
+            label = f"{kind}:{model}" if model else kind
+            return label, label, f"{found} is set"
+    return "host", "host", ("no agent CLI is on PATH and no model key is set; with host, your coding agent "
+                            "does the rollouts through the MCP tools")
+
+
+def _budget(rows: int) -> int:
+    """max_calls for `rows` tasks: twice the quote's low end at the default settings, in hundreds."""
+    held = min(rows - 2, max(1, round(rows * Settings().held_out_frac))) if rows > 2 else 1
+    workers, rounds = Settings().n_workers, Settings().rounds
+    one_round = smallest_run(held_out=0, workers=workers)
+    low = smallest_run(held_out=held, workers=workers) + (rounds - 1) * one_round
+    return max(LEAST_BUDGET, math.ceil(2 * low / 100) * 100)
+
+
+def quoted(value: str) -> str:
+    """`value` as a double-quoted YAML scalar, every character outside printable ASCII escaped, so
+    that a path or a column name is data whatever it holds: quoted("x: y # z") == '"x: y # z"'"""
+    return yaml.safe_dump(value, default_style='"', width=10**9, allow_unicode=False).removesuffix("\n")
+
+
+def _spec_lines(target: Path, folder: Path, tasks: str, columns: list[str], guess: Columns | None, agent: str,
+                reflector: str, why: str, budget: int) -> list[str]:
+    q = quoted
+    kind = "a folder" if target.is_dir() else "a text file"
+    skill = target.is_dir() and (target / "SKILL.md").is_file()
+    mapping = [f"file: {q(tasks)}"]
+    if guess is not None:
+        mapping += [f"prompt: {q(guess.prompt or 'prompt')}", f"gold: {q(guess.gold) if guess.gold else 'null'}"]
+        mapping += [f"id: {q(guess.id)}"] if guess.id else []
+    shown = ", ".join(q(c) for c in columns[:SHOWN_COLUMNS]) + (", ..." if len(columns) > SHOWN_COLUMNS else "")
+    frozen = [glob for glob in ("hooks/*",) if target.is_dir() and any(target.glob(glob))]
+    ask = f"Use the {target.name} skill.\n\n{{task}}" if skill else "{task}"
+    return [
+        f"# A run spec for {q(target.name)}, drafted by agentdescent init: read it, change what does not fit,",
+        "# then plan it (agentdescent plan THIS_FILE). Every field: docs/runs.md, \"A run spec\".",
+        "# Relative paths are read from this file's folder.",
+        f"target: {q(os.path.relpath(target.absolute(), folder))}   # {kind}{' with SKILL.md: a skill' if skill else ''}",
+        "",
+        "# The tasks: which column holds each task's request (prompt), its expected answer (gold) and its id.",
+        f"# Columns of the tasks file: {shown}" if columns else
+        "# Write them one JSON object a line: {\"id\": \"t1\", \"prompt\": \"...\", \"gold\": \"...\"} (8 to 20 to start).",
+        f"tasks: {{{', '.join(mapping)}}}",
+        "# How an answer is scored: exact, contains, f1, numeric, regex (with pattern), {command: [argv]} for a",
+        "# grader, or python:module:function, called as function(task, output) and returning a number in [0, 1].",
+        "scorer: exact",
+        "",
+        f"# Who does each rollout, and who proposes changes: chosen because {why}.",
+        "# Others: claude_code, codex, claude:MODEL, openai:MODEL, deepseek, host (your coding agent does the",
+        "# rollouts through the MCP tools), or python:module:fn.",
+        f"agent: {q(agent)}",
+        f"reflector: {q(reflector)}",
+        "# What the agent is asked per task; {task} is the task's prompt.",
+        f"prompt: {q(ask)}",
+        "",
+        f"n_workers: {Settings().n_workers}   # workers proposing changes in parallel",
+        f"rounds: {Settings().rounds}",
+        f"budget: {{max_calls: {budget}}}   # the most calls the run may make, across every resume",
+        "# price_per_call: 0.01   # USD a call, for plan's quote",
+        *([f"frozen: [{', '.join(q(g) for g in frozen)}]   # files no change may touch"] if frozen else
+          ["# frozen: [\"hooks/*\"]   # folder targets: files no change may touch"]),
+    ]

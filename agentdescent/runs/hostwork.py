@@ -1,0 +1,296 @@
+"""The host's side of a host-driven run: taking requests, grouped and paged; answering them in a batch.
+
+A run whose agent or reflector is `host` posts each rollout and reflection to its mailbox
+(`runs.host`). A host session (one MCP server, one `holder`) takes them with `take`, answers with
+`submit`, and gives back what it holds with `release`. What it takes is cut to the host's limits:
+
+- **grouped by candidate**: the requests that roll out the same candidate artifact come together,
+  with the candidate's id and its workspace; the first time a holder meets a candidate, its files
+  come too (when they fit the page), and a text artifact's text, so that the host reads each
+  candidate once, whatever the number of requests; each request then holds only its task;
+- **gathered**: `gather` waits for the first request, then for the rest of its wave (the run
+  posts a wave's requests within moments of each other), so one answer carries a whole wave;
+- **paged**: one answer stays under `PAGE_BYTES` of JSON, so a host that cuts long tool results
+  never loses a request id in the middle of one; a longer prompt is cut, and `read` pages on;
+- **leased**: a claim holds `LEASE_SECONDS`, renewed by each call of its holder, and is void at
+  once when the holder's process is gone (a session that ended), so work a dead session took
+  goes back to the queue without waiting.
+
+Left out: the mailbox's files (`mailbox`), the asking side (`host`) and the tools (the MCP server).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from agentdescent import atomic
+from agentdescent.errors import UserError
+from agentdescent.runs.host import APPROVAL, PROPOSAL, ROLLOUT
+from agentdescent.runs.mailbox import Claim, Mailbox, Request
+from agentdescent.runs.status import LIVE
+from agentdescent.runs.store import RunDir
+
+LEASE_SECONDS = 60.0  # a request taken and not answered goes back to the queue this long after its holder's last call
+PAGE_BYTES = 7_000  # one answer's JSON: under the ~8 KB some hosts show whole
+SETTLE_S, GATHER_S, POLL_S = 0.5, 4.0, 0.1  # a wave is in once nothing new came for SETTLE_S; GATHER_S at most
+FILE_BYTES = 200_000  # a workspace file past this is read by the host itself, not sent
+KINDS = (ROLLOUT, PROPOSAL)
+SKILL_FOLDERS = (".claude", ".agents", ".codex")  # hidden folders a host reads skills from
+
+
+class HostRequest(BaseModel):
+    request_id: str
+    kind: str  # rollout or proposal
+    prompt: str  # a rollout's task, or a reflection's whole prompt (a page of it: see `continues`)
+    continues: bool = False  # the prompt goes on: `read` gives the rest
+
+
+class CandidateWork(BaseModel):
+    """Requests on one candidate artifact."""
+
+    candidate: str  # the same id means the same artifact: read it once
+    workspace: str | None = None  # a folder run: the candidate's files are here (any request's workspace will do)
+    files: dict[str, str] | None = None  # the workspace's files, the first time this session meets the candidate
+    context: str | None = None  # a text run: the artifact each task is done with, the first time this session meets it
+    requests: list[HostRequest]
+
+
+class HostWork(BaseModel):
+    run_id: str
+    work: list[CandidateWork]
+    running: bool
+    waiting: int = 0  # requests still open after these (taken by another session, or past this page)
+    message: str
+
+
+class Answer(BaseModel):
+    request_id: str
+    answer: str
+
+
+class Submitted(BaseModel):
+    run_id: str
+    received: list[str]
+    refused: dict[str, str] = Field(default_factory=dict)  # request id -> why
+    message: str
+
+
+class Page(BaseModel):
+    run_id: str
+    request_id: str
+    text: str
+    offset: int
+    continues: bool
+
+
+def take(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS, *, budget: int = PAGE_BYTES) -> HostWork:
+    """Claim for `holder` the open requests of `kinds` that fit in one page, grouped by candidate;
+    its other claims are renewed first (it is at work)."""
+    for kind in kinds:
+        if kind not in KINDS:
+            raise UserError(f"kind must be {ROLLOUT!r} or {PROPOSAL!r}; got {kind!r}")
+    mailbox = Mailbox(run.file("mailbox"))
+    mailbox.renew(holder)
+    seen = _Seen(run, holder)
+    groups: dict[str, CandidateWork] = {}
+    left, waiting = budget - 400, 0  # room for the answer's own fields
+    for request, claimed in mailbox.open():
+        if request.kind not in kinds:
+            continue
+        if claimed is not None and claimed.holder == holder.holder:
+            continue  # taken before: the holder has it
+        size = _size(request, groups, seen)
+        if size > left and groups or not mailbox.claim(request.id, holder=holder, lease=LEASE_SECONDS):
+            waiting += 1
+            continue
+        _add(groups, request, max(200, left - size + len(json.dumps(_text(request)))), seen)
+        left -= size
+    seen.save()
+    status = run.status()
+    running = status.state in LIVE
+    work = list(groups.values())
+    return HostWork(run_id=run.id, work=work, running=running, waiting=waiting,
+                    message=_said(work, waiting, running, status.state))
+
+
+def gather(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS, *, wait: float = 0.0) -> HostWork:
+    """`take`, waiting up to `wait` seconds for a first request, then for the rest of its wave:
+    until nothing new came for `SETTLE_S`, the page is full, or `GATHER_S` passed."""
+    deadline = time.monotonic() + wait
+    work = take(run, holder, kinds)
+    while not work.work and work.running and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+        work = take(run, holder, kinds)
+    settled, until = time.monotonic() + SETTLE_S, time.monotonic() + GATHER_S
+    while work.work and not work.waiting and time.monotonic() < min(settled, until):
+        time.sleep(POLL_S)
+        more = take(run, holder, kinds, budget=PAGE_BYTES - len(work.model_dump_json()))
+        if more.work:
+            work = _merged(work, more)
+            settled = time.monotonic() + SETTLE_S
+        elif more.waiting:
+            work = work.model_copy(update={"waiting": more.waiting})
+    return work.model_copy(update={"message": _said(work.work, work.waiting, work.running, run.status().state)})
+
+
+def submit(run: RunDir, answers: list[Answer]) -> Submitted:
+    """Answer each request once; an answer to a request that is gone is refused, with why."""
+    mailbox = Mailbox(run.file("mailbox"))
+    received, refused = [], {}
+    for given in answers:
+        try:
+            mailbox.answer(given.request_id, {"answer": given.answer})
+            received.append(given.request_id)
+        except UserError as exc:
+            refused[given.request_id] = str(exc)
+    said = f"received {len(received)}" + (f", refused {len(refused)} (see refused)" if refused else "")
+    return Submitted(run_id=run.id, received=received, refused=refused,
+                     message=f"{said}; received is not accepted: the run decides whether each lands (a "
+                             "reflection is refused when it cannot be read or touches a frozen file, and must "
+                             "pass the run's test); show says what became of it")
+
+
+def release(run: RunDir, holder: Claim) -> int:
+    """Give back every request `holder` took and did not answer."""
+    return Mailbox(run.file("mailbox")).release(holder)
+
+
+def read(run: RunDir, request_id: str, offset: int, *, budget: int = PAGE_BYTES) -> Page:
+    """A page of an open request's prompt from `offset` (characters)."""
+    found = next((r for r, _ in Mailbox(run.file("mailbox")).open() if r.id == request_id), None)
+    if found is None:
+        raise UserError(f"there is no open request {request_id!r}; take the open ones again")
+    text = _text(found)
+    page = _cut(text[max(0, offset):], budget - 300)
+    return Page(run_id=run.id, request_id=request_id, text=page, offset=offset,
+                continues=offset + len(page) < len(text))
+
+
+def waiting_on(run: RunDir, *, now: float | None = None) -> str | None:
+    """What a live run waits for, in one line: the host's rollouts or reflections, a person's approval."""
+    now = time.time() if now is None else now
+    open_ = Mailbox(run.file("mailbox")).open()
+    said = []
+    for kind in KINDS:
+        mine = [claimed for request, claimed in open_ if request.kind == kind]
+        if mine:
+            free = sum(1 for claimed in mine if claimed is None or claimed.void(LEASE_SECONDS, now))
+            said.append(f"the host: {len(mine)} {kind}(s) open, {free} not yet taken (host_next)")
+    if any(request.kind == APPROVAL for request, _ in open_):
+        said.append("your approval of an L1 change (show it, then accept or reject)")
+    return "; ".join(said) or None
+
+
+def _text(request: Request) -> str:
+    return str(request.body.get("prompt", ""))
+
+
+def _key(request: Request) -> str:
+    return str(request.body.get("candidate") or f"single-{request.id}")
+
+
+def _size(request: Request, groups: dict[str, CandidateWork], seen: _Seen) -> int:
+    """The bytes a request adds to a page: its own, and its candidate's when it is the first of it
+    (its context and, the first time this holder meets it, its files)."""
+    size = len(json.dumps(_text(request))) + 80
+    key = _key(request)
+    if key not in groups:
+        size += len(str(request.body.get("workspace"))) + 80
+        if key not in seen:
+            size += len(json.dumps(request.body.get("context") or "")) + len(json.dumps(_files(request.body.get("workspace"))))
+    return size
+
+
+def _add(groups: dict[str, CandidateWork], request: Request, room: int, seen: _Seen) -> None:
+    key, text = _key(request), _text(request)
+    if key not in groups:
+        context, workspace, known = request.body.get("context"), request.body.get("workspace"), key in seen
+        files = None if known or workspace is None else _files(workspace)
+        groups[key] = CandidateWork(candidate=key, workspace=workspace, files=files,
+                                    context=None if known or context is None else str(context), requests=[])
+        seen.add(key)
+    page = _cut(text, room)
+    groups[key].requests.append(HostRequest(request_id=request.id, kind=request.kind, prompt=page,
+                                            continues=len(page) < len(text)))
+
+
+def _files(workspace: object) -> dict[str, str]:
+    """The text files of a workspace, by path, without its hidden folders but the skill layouts'
+    (`.claude`, `.agents`, `.codex`): what a host would read there."""
+    if not isinstance(workspace, str):
+        return {}
+    root, found = Path(workspace), {}
+    try:
+        for path in sorted(root.rglob("*")):
+            relative = path.relative_to(root)
+            hidden = [part for part in relative.parts[:-1] if part.startswith(".")]
+            if not path.is_file() or path.is_symlink() or any(p not in SKILL_FOLDERS for p in hidden[:1]):
+                continue
+            if path.stat().st_size <= FILE_BYTES:
+                found[str(relative)] = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    return found
+
+
+def _merged(work: HostWork, more: HostWork) -> HostWork:
+    groups = {group.candidate: group.model_copy(deep=True) for group in work.work}
+    for group in more.work:
+        if group.candidate in groups:
+            groups[group.candidate].requests += group.requests
+        else:
+            groups[group.candidate] = group
+    return work.model_copy(update={"work": list(groups.values()), "waiting": more.waiting})
+
+
+class _Seen:
+    """The candidates a holder was sent the files of, kept beside the mailbox for its later calls."""
+
+    def __init__(self, run: RunDir, holder: Claim) -> None:
+        self.path = run.file("mailbox") / f"seen-{holder.holder}.json" if holder.holder.isalnum() else None
+        self._known: set[str] = set()
+        if self.path is not None:
+            try:
+                self._known = set(json.loads(self.path.read_text(encoding="utf-8")))
+            except (OSError, ValueError, TypeError):
+                pass
+        self._added = False
+
+    def __contains__(self, candidate: str) -> bool:
+        return candidate in self._known
+
+    def add(self, candidate: str) -> None:
+        self._known.add(candidate)
+        self._added = True
+
+    def save(self) -> None:
+        if self._added and self.path is not None:
+            atomic.write_text(self.path, json.dumps(sorted(self._known)))
+
+
+def _cut(text: str, room: int) -> str:
+    """The longest start of `text` whose JSON fits in `room` bytes."""
+    if len(json.dumps(text)) <= room:
+        return text
+    low, high = 0, len(text)
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if len(json.dumps(text[:mid])) <= room else (low, mid - 1)
+    return text[:low]
+
+
+def _said(work: list[CandidateWork], waiting: int, running: bool, state: str) -> str:
+    taken = sum(len(group.requests) for group in work)
+    if taken:
+        more = f"; {waiting} more open: take them once these are answered" if waiting else ""
+        return (f"{taken} request(s) on {len(work)} candidate(s): read each candidate once, do each task from its "
+                f"files alone, and answer them all with host_submit{more}")
+    if not running:
+        return f"the run is not running ({state}); there is nothing to do"
+    if waiting:
+        return f"{waiting} request(s) open, held by another session until it answers or its lease ends"
+    return "nothing to do yet: the run is measuring or deciding; ask again with wait"

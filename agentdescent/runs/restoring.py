@@ -1,0 +1,96 @@
+"""`agentdescent restore PATH`: put a backup of a target back, and say so in the status of the run
+whose write-back that undoes (or redoes).
+
+A restore is an undo: it puts back the newest backup of PATH (`artifacts.writeback.restore`),
+after backing up what PATH held, so the next restore puts that back in turn; `number` picks an
+older backup instead. The runs follow the backups: a run whose status names as its `backup` the
+copy a restore put back is the run that restore undid (accepted becomes restored) or redid
+(restored becomes accepted), and its `backup` then names the copy the restore just took, which
+holds the other side. Runs whose backup was not the one put back are left as they are.
+
+Left out: which backup qualifies and how paths are put back (`artifacts.backups`,
+`artifacts.writeback`); a restore with nothing to change touches no run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from agentdescent.artifacts import backups, registry
+from agentdescent.artifacts.writeback import Restored
+from agentdescent.artifacts.writeback import restore as put_back
+from agentdescent.commands import command
+from agentdescent.errors import UserError
+from agentdescent.runs.store import RunDir, RunStore
+
+
+class Restoration(BaseModel):
+    """What a restore did to a target, and to the runs that wrote it."""
+
+    target: str
+    source: str  # the backup copy put back
+    backup: str | None  # the copy of what the target held before, which the next restore puts back
+    changed: list[str] = Field(default_factory=list)
+    refused: list[str] = Field(default_factory=list)  # folders beside the target that are not our backups
+    numbers: list[int] = Field(default_factory=list)  # the trusted backups there are now, oldest first
+    runs: dict[str, str] = Field(default_factory=dict)  # run id -> its state now, for each run whose state changed
+    message: str
+    next: str
+
+
+def restore(store: RunStore, path: str | Path, number: int | None = None) -> Restoration:
+    """Put backup `number` of `path` back (default: the newest), then bring the run it undoes or
+    redoes up to date."""
+    target = Path(path).absolute()
+    done = put_back(target, number)
+    runs = _follow(store, target, done) if done.backup is not None else {}
+    if done.changed:
+        said = [f"restored {target} from {done.source} ({len(done.changed)} paths put back)",
+                f"what it held before is in {done.backup}" if done.backup else "it was not there before"]
+        nxt = f"{command('restore', target)} undoes this restore" if done.backup else ""
+    else:
+        said = [f"{target} already matches the backup {done.source}; nothing changed"]
+        nxt = f"{command('restore', target)} --backup N puts another backup back" if len(done.numbers) > 1 else ""
+    said += [f"run {run} is now {state}" for run, state in runs.items()]
+    return Restoration(target=str(target), source=str(done.source), backup=None if done.backup is None else str(done.backup),
+                       changed=list(done.changed), refused=list(done.refused), numbers=list(done.numbers), runs=runs,
+                       message="; ".join(said), next=nxt)
+
+
+def _follow(store: RunStore, target: Path, done: Restored) -> dict[str, str]:
+    """Flip the state of each run on `target` whose backup the restore put back; their new states."""
+    changed = {}
+    for run in _runs_on(store, target):
+        status = run.status()
+        if status.state not in ("accepted", "restored") or status.backup != str(done.source):
+            continue
+        if status.state == "accepted":
+            update = {"state": "restored", "message": f"{target} holds again what it held before this run's write-back "
+                      f"(a restore undid it); the run's version is in {done.backup}",
+                      "next": f"{command('restore', target)} puts the run's version back"}
+        else:
+            update = {"state": "accepted", "message": f"written back to {target} again by a restore from {done.source}",
+                      "next": f"{command('restore', target)} puts the previous content back"}
+        run.write_status(status.model_copy(update={**update, "backup": str(done.backup)}))
+        changed[run.id] = update["state"]
+    return changed
+
+
+def _runs_on(store: RunStore, target: Path) -> list[RunDir]:
+    """The runs of the store whose target is `target` (by the path the backups' record uses)."""
+    key, found = registry.key(target), []
+    for run in store.all():
+        try:
+            status = run.status()
+        except UserError:
+            continue
+        if status.target and registry.key(Path(status.target)) == key:
+            found.append(run)
+    return found
+
+
+def listing(target: Path, numbers: list[int]) -> str:
+    """The backups there are, for a person: listing(Path("a/skill"), [1, 2]) == "backups 1, 2 in a/.skill.bak-*" """
+    return f"backups {', '.join(map(str, numbers))} in {backups.pattern(target)}" if numbers else "no backups left"

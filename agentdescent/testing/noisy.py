@@ -1,0 +1,159 @@
+"""A reference domain where one rollout is a sample, not the truth: a noisy solver, a noisy grader
+and a reflector that proposes right, vague and harmful rules, with its ground truth known.
+
+The artifact is a playbook of rules (`AppendRules`). Tasks come in `categories`, `per_category`
+each, plus `plain` tasks that need no rule. Each category has one right rule; a task of a
+category passes with probability `p` when the playbook states that rule (or a harmful rule made
+for that category) and `q` when not; a plain task passes with `p`. A harmful rule fixes its own
+category but breaks another (or the plain tasks): their tasks pass with `q` whatever else the
+playbook says. A vague rule ("Be more careful.") changes nothing. The grader flips a reward with
+probability `flip`. The reflector, shown a failure, proposes the right rule for its category with
+probability `right`, a vague rule with `vague`, a harmful one with the rest; shown a failure a
+harmful rule caused, it proposes removing that rule. Every draw comes from a stream seeded by the
+domain's seed, the task, what was rolled out and how many times it was asked, so a run is
+reproducible with one worker and the same calls in any order with many.
+
+    domain = NoisyDomain(NoisyLevels(p=0.85, q=0.1, flip=0.05))
+    result = evolve(domain.tasks(), domain.reward, run=domain.run, propose=domain.propose)
+    domain.truth(result.state)      # rules learnt, harmful and vague rules kept
+
+Left out: latency (the benchmarks add it) and any model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import threading
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from agentdescent.types import Task
+
+VAGUE = ("Be more careful.", "Double-check every answer.", "Think before you answer.", "Read the request twice.")
+PLAIN = "plain"
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoisyLevels:
+    """How noisy the domain is (see the module docstring); the defaults are the noisy setting."""
+
+    p: float = 0.85  # a task passes with its rule stated
+    q: float = 0.1  # ... and without it
+    flip: float = 0.0  # the grader flips a reward
+    right: float = 0.6  # the reflector proposes the right rule
+    vague: float = 0.25  # ... a vague one; the rest are harmful
+    categories: int = 8
+    per_category: int = 6
+    plain: int = 12
+
+
+@dataclass(frozen=True)
+class Truth:
+    """What a playbook really holds, read against the domain's rules."""
+
+    learnt: int  # right rules stated
+    harmful: int  # harmful rules kept
+    vague: int  # vague rules kept
+    categories: int
+
+    @property
+    def share_learnt(self) -> float:
+        return self.learnt / self.categories
+
+
+def right_rule(category: int) -> str:
+    """right_rule(3) == "For a c3 request, quote its reference code first." """
+    return f"For a c{category} request, quote its reference code first."
+
+
+def harmful_rule(category: int, victim: int | str) -> str:
+    """A rule that fixes `category` and breaks `victim` (a category, or the plain tasks)."""
+    return f"For a c{category} request, quote its reference code first, and treat every {_name(victim)} request as c{category}."
+
+
+class NoisyDomain:
+    """The domain's tasks, solver, grader and reflector (see the module docstring)."""
+
+    def __init__(self, levels: NoisyLevels = NoisyLevels(), *, seed: int = 0) -> None:
+        self.levels, self.seed = levels, seed
+        self._asked: Counter[tuple[str, str, str]] = Counter()
+        self._lock = threading.Lock()
+
+    def tasks(self) -> list[Task]:
+        n = self.levels
+        made = [Task(id=f"c{c}-{i}", prompt=f"a c{c} request, number {i}", gold="pass", meta={"category": c})
+                for c in range(n.categories) for i in range(n.per_category)]
+        return made + [Task(id=f"plain-{i}", prompt=f"a plain request, number {i}", gold="pass",
+                            meta={"category": PLAIN}) for i in range(n.plain)]
+
+    def run(self, rendered: str, task: Task) -> str:
+        """The solver: "pass" or "fail", drawn for this rollout."""
+        chance = self._pass_chance(rendered, task.meta["category"])
+        return "pass" if self._draw("run", task.id, rendered) < chance else "fail"
+
+    def reward(self, task: Task, output: str) -> float:
+        """The grader: exact, flipped with probability `flip`."""
+        right = 1.0 if output == "pass" else 0.0
+        return 1.0 - right if self._draw("grade", task.id, output + str(right)) < self.levels.flip else right
+
+    def propose(self, rendered: str, task: Task, output: str, reward: float) -> str | None:
+        """The reflector: a rule for the failure's category, or the removal of the rule that broke it."""
+        category = task.meta["category"]
+        culprit = self._breaker(rendered, category)
+        if culprit is not None:
+            return f"remove: {culprit}"
+        roll = self._draw("reflect", task.id, rendered)
+        n = self.levels
+        if category == PLAIN or roll < n.vague:
+            return VAGUE[int(roll * 1000) % len(VAGUE)]
+        if roll < n.vague + n.right:
+            return right_rule(category)
+        others = [c for c in range(n.categories) if c != category] + [PLAIN]
+        return harmful_rule(category, others[int(roll * 7919) % len(others)])
+
+    def truth(self, state: Mapping[str, str] | str) -> Truth:
+        """What the playbook in `state` (or its rendered text) holds, by the domain's own rules."""
+        text = state if isinstance(state, str) else "\n".join(state.values())
+        n = self.levels
+        rules = _rules(text)
+        return Truth(learnt=sum(right_rule(c) in rules for c in range(n.categories)),
+                     harmful=sum(1 for r in rules if ", and treat every " in r),
+                     vague=sum(1 for r in rules if r in VAGUE), categories=n.categories)
+
+    def _pass_chance(self, rendered: str, category: int | str) -> float:
+        rules = _rules(rendered)
+        if _breaker(rules, category) is not None:
+            return self.levels.q
+        if category == PLAIN:
+            return self.levels.p
+        stated = any(r.startswith(f"For a c{category} request,") for r in rules)  # the right rule, or a harmful one for it
+        return self.levels.p if stated else self.levels.q
+
+    def _breaker(self, rendered: str, category: int | str) -> str | None:
+        return _breaker(_rules(rendered), category)
+
+    def _draw(self, what: str, task_id: str, seen: str) -> float:
+        """A fresh draw for each time the same is asked (a model asked again may answer otherwise)."""
+        key = (what, task_id, hashlib.sha256(seen.encode("utf-8")).hexdigest())
+        with self._lock:
+            attempt = self._asked[key]
+            self._asked[key] += 1
+        digest = hashlib.sha256(f"{self.seed}|{key}|{attempt}".encode("utf-8")).hexdigest()
+        return random.Random(digest).random()
+
+
+def _breaker(rules: set[str], category: int | str) -> str | None:
+    """The harmful rule that breaks `category`'s tasks, if the playbook holds one."""
+    marker = f", and treat every {_name(category)} request as "
+    return next((r for r in sorted(rules) if marker in r), None)
+
+
+def _name(category: int | str) -> str:
+    return PLAIN if category == PLAIN else f"c{category}"
+
+
+def _rules(text: str) -> set[str]:
+    """The rules a playbook states, one a line (an `AppendRules` rendering: "- rule")."""
+    return {line.strip().removeprefix("- ").strip() for line in text.splitlines() if line.strip()}

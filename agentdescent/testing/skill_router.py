@@ -1,0 +1,96 @@
+"""The support-router skill's offline stand-ins: an agent that routes as the skill's files say, and
+a scripted reflector that edits those files, so that a folder run needs no model and no key.
+
+The skill (`examples/skills/support-router`) routes customer support requests to a team: each
+team's file in `routing/` lists the words that send a request there. `route_by_skill` is the
+agent of a rollout: it reads the routing files where Claude Code would find the skill in its
+workspace (`.claude/skills/support-router/`) and answers the first team whose words the request
+mentions. `SkillReflector` is a model, `prompt -> text`: it reads one misrouted request in the
+tree reflector's prompt and answers with one routing file rewritten. A run spec names them from
+any folder:
+
+    agent: python:agentdescent.testing:route_by_skill
+    reflector: python:agentdescent.testing:SkillReflector
+
+What it leaves out: the skill's files (the example's), running a domain (`evolve`, or
+`examples/skill_dir_evolution.py`), and any model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+import time
+from pathlib import Path
+
+from agentdescent.testing.router import FILLERS, SIGNALS
+
+__all__ = ["SKILL_NAME", "TEAMS", "SkillReflector", "listed_words", "route_by_skill"]
+
+SKILL_NAME = "support-router"
+TEAMS = tuple(SIGNALS)  # the order the skill checks them in
+
+
+def listed_words(text: str) -> list[str]:
+    """The words a routing file lists. listed_words("# billing\n\n- invoice\n") == ["invoice"]"""
+    return [line[2:].strip().lower() for line in text.splitlines() if line.startswith("- ")]
+
+
+def route_by_skill(prompt: str, cwd: str, latency: float = 0.0) -> str:
+    """The offline agent: it reads the skill's routing files where Claude Code would, and routes as they say."""
+    time.sleep(latency)
+    routing = Path(cwd, ".claude", "skills", SKILL_NAME, "routing")
+    said = set(re.findall(r"\w+", prompt.lower()))
+    for team in TEAMS:
+        if said & set(listed_words((routing / f"{team}.md").read_text(encoding="utf-8"))):
+            return team
+    return "general"
+
+
+class SkillReflector:
+    """The offline reflector: reads a misrouted request in the tree reflector's prompt and adds one
+    word under the expected team's heading. It picks the word that signals the team most of the
+    time, a filler word that fixes this request and breaks others some of the time (`noise`), and
+    nothing now and then (`silence`). Deterministic for a seed; asked again, it may answer otherwise."""
+
+    def __init__(self, seed: int = 0, *, noise: float = 0.1, silence: float = 0.1, latency: float = 0.0) -> None:
+        self.seed, self.noise, self.silence, self.latency = seed, noise, silence, latency
+        self._asked: dict[str, int] = {}
+
+    def __call__(self, prompt: str) -> str:
+        time.sleep(self.latency)
+        case = re.search(r"<task>\n(.*?)\n</task>\n<answer>\n(.*?)\n</answer>\n<expected>\n(\w+)\n</expected>", prompt, re.DOTALL)
+        if case is None:
+            return "NONE"
+        request, answered, team = case.group(1).lower(), case.group(2).strip().lower(), case.group(3)
+        words = re.findall(r"\w+", request)
+        if answered in TEAMS:  # a listed word sent it to the wrong team: take that word out
+            text = _routing_file(prompt, answered)
+            misfire = next((w for w in words if w in listed_words(text)), None) if text else None
+            if misfire is None:
+                return "NONE"
+            return _file_block(answered, text.replace(f"- {misfire}\n", "", 1))
+        text = _routing_file(prompt, team)
+        if text is None:  # a general request: nothing to add
+            return "NONE"
+        roll = self._rng(prompt).random()
+        if roll < self.silence:
+            return "NONE"
+        pool = FILLERS if roll < self.silence + self.noise else SIGNALS[team]
+        word = next((w for w in words if w in pool and w not in listed_words(text)), None)
+        return "NONE" if word is None else _file_block(team, text + f"- {word}\n")
+
+    def _rng(self, prompt: str) -> random.Random:
+        key = hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+        attempt = self._asked[key] = self._asked.get(key, -1) + 1
+        return random.Random(f"{self.seed}|{key}|{attempt}")
+
+
+def _routing_file(prompt: str, team: str) -> str | None:
+    found = re.search(rf'<file path="routing/{team}.md">\n(.*?)</file>', prompt, re.DOTALL)
+    return found.group(1) if found else None
+
+
+def _file_block(team: str, text: str) -> str:
+    return f'<file path="routing/{team}.md">\n{text}</file>'

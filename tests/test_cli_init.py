@@ -1,0 +1,112 @@
+"""`agentdescent init TARGET [TASKS]`, run as a real subprocess: a first spec written beside the
+target (its tasks' columns told apart, the agent chosen from what the machine has) that `plan`
+takes as it is; an existing spec kept unless --force; `plan` on a folder pointing at `init`; and
+the shipped example spec planned from another folder than the repository's."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from agentdescent.runs.spec import read_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+SKILL, TASKS = ROOT / "examples/skills/support-router", ROOT / "examples/specs/support-router-tasks.jsonl"
+FAKE_CLIS = ROOT / "tests/fake_clis"
+
+
+def agentdescent(*args: str, cwd: Path, path: str = "/usr/bin:/bin", **env: str) -> subprocess.CompletedProcess:
+    """The command in `cwd`, with a PATH of `path` and no provider key unless `env` sets one."""
+    return subprocess.run([sys.executable, "-m", "agentdescent", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, env={"PATH": path, "COLUMNS": "200", "TMPDIR": tempfile.gettempdir(),
+                                            "AGENTDESCENT_HOME": os.environ["AGENTDESCENT_HOME"], **env})
+
+
+def a_skill_and_its_tasks(folder: Path) -> None:
+    shutil.copytree(SKILL, folder / "my-skill")
+    shutil.copy(TASKS, folder / "tasks.jsonl")
+
+
+def test_init_writes_a_spec_that_plan_takes_as_it_is(tmp_path):
+    a_skill_and_its_tasks(tmp_path)
+    done = agentdescent("init", "my-skill", "tasks.jsonl", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    written = tmp_path / "my-skill.agentdescent.yaml"
+    assert "wrote my-skill.agentdescent.yaml: a run spec for my-skill" in done.stdout
+    assert "prompt from column 'request', gold from column 'team', id from column 'id'" in done.stdout
+    assert "agent and reflector: host (no agent CLI is on PATH and no model key is set" in done.stdout
+    assert done.stdout.rstrip().endswith("next: agentdescent plan my-skill.agentdescent.yaml checks it and quotes the run")
+    text = written.read_text(encoding="utf-8")
+    assert "# Columns of the tasks file: \"id\", \"request\", \"team\"" in text  # commented for the reader
+    spec = read_spec(written)
+    assert (spec.tasks.file, spec.tasks.prompt, spec.tasks.gold, spec.tasks.id) == (str(tmp_path / "tasks.jsonl"),
+                                                                                  "request", "team", "id")
+    assert spec.target == str(tmp_path / "my-skill") and spec.agent.kind == "host" and spec.frozen == ["hooks/*"]
+    assert spec.prompt == "Use the my-skill skill.\n\n{task}"
+    planned = agentdescent("plan", "my-skill.agentdescent.yaml", cwd=tmp_path)
+    assert planned.returncode == 0, planned.stderr
+    assert "tasks: 84 (59 train, 25 held out)" in planned.stdout and "agent: host" in planned.stdout
+
+
+def test_init_keeps_an_existing_spec_unless_forced(tmp_path):
+    a_skill_and_its_tasks(tmp_path)
+    written = tmp_path / "my-skill.agentdescent.yaml"
+    written.write_text("# mine\n", encoding="utf-8")
+    done = agentdescent("init", "my-skill", "tasks.jsonl", cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    assert "error: my-skill.agentdescent.yaml already exists; plan it (agentdescent plan my-skill.agentdescent.yaml), " \
+           "or write it again with agentdescent init my-skill tasks.jsonl --force" in done.stderr
+    assert written.read_text(encoding="utf-8") == "# mine\n"
+    assert agentdescent("init", "my-skill", "tasks.jsonl", "--force", cwd=tmp_path).returncode == 0
+    assert read_spec(written).tasks.prompt == "request"
+
+
+def test_init_chooses_the_agent_from_what_the_machine_has(tmp_path):
+    a_skill_and_its_tasks(tmp_path)
+    on_path = agentdescent("init", "my-skill", "tasks.jsonl", cwd=tmp_path, path=f"{FAKE_CLIS}:/usr/bin:/bin")
+    assert "agent and reflector: claude_code (the claude CLI is on PATH)" in on_path.stdout, on_path.stderr
+    keyed = agentdescent("init", "my-skill", "tasks.jsonl", "--force", cwd=tmp_path, ANTHROPIC_API_KEY="sk-ant-test-only")
+    assert "agent and reflector: claude:claude-sonnet-4-5 (ANTHROPIC_API_KEY is set)" in keyed.stdout, keyed.stderr
+    spec = yaml.safe_load((tmp_path / "my-skill.agentdescent.yaml").read_text(encoding="utf-8"))
+    assert spec["agent"] == spec["reflector"] == "claude:claude-sonnet-4-5"
+
+
+def test_init_without_tasks_names_the_file_to_write(tmp_path):
+    (tmp_path / "prompt.md").write_text("Answer briefly.\n", encoding="utf-8")
+    done = agentdescent("init", "prompt.md", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "tasks: none given; the spec names a file for you to write" in done.stdout
+    assert f"next: write the tasks in {tmp_path / 'prompt.md.tasks.jsonl'}" in done.stdout
+    spec = yaml.safe_load((tmp_path / "prompt.md.agentdescent.yaml").read_text(encoding="utf-8"))
+    assert spec["tasks"] == {"file": "prompt.md.tasks.jsonl"} and spec["prompt"] == "{task}"
+
+
+def test_init_refuses_a_missing_target_and_help_shows_an_example(tmp_path):
+    done = agentdescent("init", "nowhere", cwd=tmp_path)
+    assert done.returncode == 2 and "error: nowhere does not exist; give the folder or the text file to improve" in done.stderr
+    helped = agentdescent("init", "--help", cwd=tmp_path)
+    assert "agentdescent init my-skill tasks.jsonl" in helped.stdout and "--force" in helped.stdout
+
+
+def test_plan_on_a_folder_says_to_write_a_spec_first(tmp_path):
+    a_skill_and_its_tasks(tmp_path)
+    done = agentdescent("plan", "my-skill", cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    assert "write a spec first: agentdescent init my-skill [TASKS]" in done.stderr
+
+
+def test_the_example_spec_plans_from_any_folder(tmp_path):
+    """Its python: stand-ins are the package's (agentdescent.testing), not the repository's."""
+    shutil.copytree(ROOT / "examples/specs", tmp_path / "examples/specs")
+    shutil.copytree(SKILL, tmp_path / "my-skill")  # the spec's target: ../../my-skill
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = agentdescent("plan", str(tmp_path / "examples/specs/support-router.yaml"), cwd=elsewhere)
+    assert done.returncode == 0, done.stderr
+    assert "agent: python:agentdescent.testing:route_by_skill" in done.stdout

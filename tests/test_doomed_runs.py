@@ -1,0 +1,109 @@
+"""A run that cannot learn stops before it spends its budget: when every rollout of the held-out
+measurement at the start, or of the first round, failed with an error (the agent or the scorer
+raised), the run ends with `result.error` naming the first error, and a detached run as
+`failed`. Rollouts that ran and scored 0 are no such failure. `plan` tries the scorer first."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from agentdescent import Task, events, evolve
+from agentdescent.engine.evolve import split_tasks
+from agentdescent.runs.spec import SpecError
+from tests import keyword_domain as domain
+from tests.doubles import year_program
+from tests.runs_support import wait
+
+
+def held_out_ids(tasks) -> set[str]:
+    """The ids of the tasks a run with the default split and seed holds out."""
+    tasks = [t if isinstance(t, Task) else Task(**t) for t in tasks]
+    return {t.id for t in split_tasks(tasks, 0.3, random.Random("0:split"))[1]}
+
+
+def test_a_reward_that_always_raises_stops_the_run_at_the_held_out_measurement():
+    tasks, _, run, propose = year_program()
+
+    def swapped(output, task):
+        return float(output == task.gold)
+
+    result = evolve(tasks, swapped, run=run, propose=propose, rounds=4, n_workers=2)
+    assert "every rollout of the held-out measurement at the start failed" in result.error
+    assert "AttributeError" in result.error and "has no attribute 'gold'" in result.error
+    assert result.usage.calls == len(held_out_ids(tasks)) and result.history == []
+    assert result.initial_reward is None and result.warnings == []
+
+
+def test_a_run_stopped_there_measures_again_once_resumed_with_the_scorer_fixed(tmp_path):
+    tasks, _, run, propose = year_program()
+
+    def swapped(output, task):
+        return float(output == task.gold)
+
+    stopped = evolve(tasks, swapped, run=run, propose=propose, rounds=4, n_workers=2, store=tmp_path / "ledger")
+    assert stopped.error is not None
+    half = lambda task, output: 0.5  # noqa: E731 - scores what the failed rollouts would have scored 0
+    seen: list = []
+    resumed = evolve(tasks, half, run=run, propose=propose, rounds=4, n_workers=2, store=tmp_path / "ledger",
+                     on_event=seen.append)
+    assert next(e for e in seen if isinstance(e, events.RunStarted)).resumed_round == 0
+    assert resumed.error is None and resumed.initial_reward == 0.5  # measured anew, not read back as failures
+
+
+def test_a_first_round_that_only_fails_stops_the_run_after_that_round():
+    tasks, reward, run, propose = year_program()
+    held_out = held_out_ids(tasks)
+
+    def train_breaks(task, output):
+        if task.id not in held_out:
+            raise RuntimeError(f"grader down for {task.id}")
+        return reward(task, output)
+
+    result = evolve(tasks, train_breaks, run=run, propose=propose, rounds=4, n_workers=2)
+    assert "every rollout of the first round failed" in result.error and "grader down for" in result.error
+    assert len(result.history) == 1 and result.usage.calls == result.history[0].calls  # nothing after round 0
+    assert result.initial_reward == 0.0
+
+
+def test_an_agent_that_always_raises_stops_the_run_too():
+    tasks, reward, _, propose = year_program()
+
+    def unreachable(rendered, task):
+        raise ConnectionError("the model server refused the connection")
+
+    result = evolve(tasks, reward, run=unreachable, propose=propose, rounds=4, n_workers=2)
+    assert "refused the connection" in result.error and result.usage.calls == len(held_out_ids(tasks))
+
+
+def test_a_hard_task_set_that_scores_zero_without_errors_runs_every_round():
+    tasks, _, run, propose = year_program()
+    result = evolve(tasks, lambda task, output: 0.0, run=run, propose=propose, rounds=3, n_workers=2)
+    assert result.error is None and len(result.history) == 3 and result.usage.failures == 0
+
+
+def test_a_detached_run_whose_scorer_fails_every_rollout_ends_failed_naming_it(service, tmp_path):
+    spec = domain.spec(tmp_path, scorer="python:tests.failing_scorers:picky")  # plan's try passes: it gets the gold
+    status = wait(service, service.start(spec).run_id)
+    assert status.state == "failed", status
+    assert "every rollout of the held-out measurement at the start failed" in status.error
+    assert "cannot score" in status.error and status.calls == len(held_out_ids(domain.spec(tmp_path)["tasks"]))
+
+
+@pytest.mark.parametrize("name, said", [("swapped", "AttributeError"), ("word", "returned str, not a number")])
+def test_plan_tries_a_python_scorer_and_names_the_scorer_field(service, tmp_path, name, said):
+    with pytest.raises(SpecError) as caught:
+        service.plan(domain.spec(tmp_path, scorer=f"python:tests.failing_scorers:{name}"))
+    (problem,) = caught.value.problems
+    assert problem.field == "scorer" and said in problem.message and "the first task" in problem.message
+
+
+def test_plan_tries_a_grader_command_and_a_built_in_scorer(service, tmp_path):
+    with pytest.raises(SpecError) as caught:
+        service.plan(domain.spec(tmp_path, scorer={"command": ["false"]}))
+    assert [p.field for p in caught.value.problems] == ["scorer"] and "exited with code 1" in str(caught.value)
+    with pytest.raises(SpecError) as caught:
+        service.plan(domain.spec(tmp_path, scorer={"name": "regex", "pattern": "(unclosed"}))
+    assert [p.field for p in caught.value.problems] == ["scorer"] and "pattern" in str(caught.value)
+    assert service.plan(domain.spec(tmp_path, scorer={"command": ["echo", "0.5"]})).tasks == 24

@@ -1,0 +1,130 @@
+"""The host's side of a host-driven run, on a real mailbox: requests grouped by candidate and paged
+under the hosts' limits, answered in a batch, leased to a holder and given back when it goes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from agentdescent.runs import hostwork
+from agentdescent.runs.host import HostAgent
+from agentdescent.runs.hostwork import Answer
+from agentdescent.runs.mailbox import Claim, Mailbox
+from agentdescent.runs.status import RunStatus
+from agentdescent.runs.store import RunDir
+
+ME = Claim(holder="me", pid=os.getpid())
+
+
+@pytest.fixture
+def run(tmp_path):
+    """A live run's folder: its status says running and this process holds its lock."""
+    folder = tmp_path / "run-1"
+    folder.mkdir()
+    made = RunDir(folder)
+    made.write_status(RunStatus(id=made.id, state="running"))
+    lock = made.lock()
+    yield made
+    os.close(lock)
+
+
+def post(run: RunDir, *calls: dict, kind: str = "rollout") -> list[threading.Thread]:
+    """Each call asked of a HostAgent on its own thread, as the run's pool does; the threads."""
+    agent = HostAgent(Mailbox(run.file("mailbox")), kind, timeout=30, gone=lambda: False)
+    threads = [threading.Thread(target=agent, kwargs=call, daemon=True) for call in calls]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 5
+    while len(Mailbox(run.file("mailbox")).open()) < len(calls) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return threads
+
+
+def test_requests_on_one_candidate_come_together_with_its_text_once(run):
+    post(run, *({"prompt": f"task {i}", "context": "RULES A"} for i in range(3)),
+         {"prompt": "task 9", "context": "RULES B"})
+    work = hostwork.take(run, ME)
+    assert sorted((g.context, len(g.requests)) for g in work.work) == [("RULES A", 3), ("RULES B", 1)]
+    assert all(r.prompt.startswith("task") for g in work.work for r in g.requests)
+    assert hostwork.take(run, ME).work == []  # what the holder took is not handed out again
+
+
+def test_workspaces_with_the_same_files_are_one_candidate(run, tmp_path):
+    spaces = []
+    for i, text in enumerate(["same", "same", "other"]):
+        space = tmp_path / f"ws{i}" / ".claude" / "skills" / "s"
+        space.mkdir(parents=True)
+        (space / "SKILL.md").write_text(text, encoding="utf-8")
+        spaces.append(space.parents[2])
+    post(run, *({"prompt": f"task {i}", "cwd": space} for i, space in enumerate(spaces)))
+    work = hostwork.take(run, ME)
+    assert sorted(len(g.requests) for g in work.work) == [1, 2]
+    assert all(g.workspace for g in work.work)
+
+
+def test_one_answer_stays_under_the_page_and_a_long_prompt_is_read_on(run):
+    post(run, *({"prompt": f"task {i} " + "x" * 1500} for i in range(10)), {"prompt": "long " + "y" * 20_000})
+    taken, pages = [], 0
+    while True:
+        work = hostwork.take(run, ME)
+        if not work.work:
+            break
+        pages += 1
+        assert len(work.model_dump_json()) < hostwork.PAGE_BYTES + 500
+        taken += [r for g in work.work for r in g.requests]
+    assert pages > 1 and len(taken) == 11
+    long = next(r for r in taken if r.prompt.startswith("long"))
+    assert long.continues
+    text, offset = long.prompt, len(long.prompt)
+    while True:
+        page = hostwork.read(run, long.request_id, offset)
+        text, offset = text + page.text, offset + len(page.text)
+        if not page.continues:
+            break
+    assert text == "long " + "y" * 20_000
+
+
+def test_a_batch_is_answered_once_each_and_the_askers_get_their_answers(run):
+    box: dict[str, str] = {}
+    agent = HostAgent(Mailbox(run.file("mailbox")), "rollout", timeout=30, gone=lambda: False)
+    threads = [threading.Thread(target=lambda i=i: box.__setitem__(f"t{i}", agent(f"task {i}", context="A")))
+               for i in range(4)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)
+    requests = [r for g in hostwork.take(run, ME).work for r in g.requests]
+    done = hostwork.submit(run, [Answer(request_id=r.request_id, answer=r.prompt.upper()) for r in requests])
+    assert sorted(done.received) == sorted(r.request_id for r in requests) and done.refused == {}
+    for thread in threads:
+        thread.join(5)
+    assert box == {f"t{i}": f"TASK {i}" for i in range(4)}
+
+
+def test_work_a_gone_session_held_goes_back_at_once_and_a_live_one_keeps_it(run):
+    post(run, {"prompt": "task 1", "context": "A"}, {"prompt": "task 2", "context": "A"})
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    assert len([r for g in hostwork.take(run, Claim(holder="ended", pid=gone.pid)).work for r in g.requests]) == 2
+    assert len([r for g in hostwork.take(run, ME).work for r in g.requests]) == 2  # its process is gone: void
+    other = hostwork.take(run, Claim(holder="other", pid=os.getpid()))
+    assert other.work == [] and other.waiting == 2 and "held by another session" in other.message
+    assert hostwork.release(run, ME) == 2
+    assert len([r for g in hostwork.take(run, Claim(holder="other", pid=os.getpid())).work for r in g.requests]) == 2
+
+
+def test_a_lease_runs_out_without_calls_and_is_renewed_by_each_call(run, monkeypatch):
+    monkeypatch.setattr(hostwork, "LEASE_SECONDS", 0.5)
+    post(run, {"prompt": "task 1", "context": "A"})
+    hostwork.take(run, Claim(holder="slow"))  # no process to watch: the lease alone holds it
+    time.sleep(0.3)
+    hostwork.take(run, Claim(holder="slow"))  # still at work: renewed
+    time.sleep(0.3)
+    assert hostwork.take(run, Claim(holder="other")).work == []
+    time.sleep(0.6)
+    assert len(hostwork.take(run, Claim(holder="other")).work) == 1
+

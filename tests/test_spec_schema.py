@@ -1,0 +1,66 @@
+"""What a host's model is given to write a spec with: the `spec` argument's JSON schema of the
+`plan` and `evolve` tools (RunSpec's own, made small, every field described, the tasks' column
+mapping spelled out), and a plan that names the mapping to write when a tasks file's columns are
+not the ones the spec names."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import mcp
+import pytest
+from agentdescent_mcp.server import server
+
+from agentdescent.runs.spec import RunSpec, SpecError
+from agentdescent.runs.spec_schema import DESCRIPTIONS, spec_schema
+
+REPO = Path(__file__).resolve().parents[1]
+TASKS = REPO / "examples/specs/support-router-tasks.jsonl"
+
+
+def test_the_schema_has_every_field_of_a_spec_and_the_tasks_mapping():
+    path, spec = spec_schema()["anyOf"]
+    assert path["type"] == "string" and spec["required"] == ["agent", "target", "tasks"]
+    fields = spec["properties"]
+    assert set(fields) == set(RunSpec.model_fields) - {"moved"}
+    assert all(field.get("description") for field in fields.values())
+    tasks = fields["tasks"]
+    mapping = next(option for option in tasks["anyOf"] if option.get("type") == "object")
+    assert {"file", "hf", "inline", "prompt", "gold", "id"} <= set(mapping["properties"])
+    assert "column" in mapping["properties"]["prompt"]["description"]
+    assert "prompt: request, gold: team" in tasks["description"]
+    assert fields["agent"]["anyOf"][1]["properties"]["kind"]["enum"][-2:] == ["host", "python"]
+    assert "fn(task, output)" in fields["scorer"]["description"]
+    assert set(DESCRIPTIONS) >= set(fields)
+
+
+def test_the_schema_stays_small_enough_to_send_every_turn():
+    assert len(json.dumps(spec_schema(), separators=(",", ":"))) < 8_000
+
+
+def test_plan_and_evolve_carry_the_schema():
+    async def main() -> None:
+        async with mcp.Client(server, mode="legacy") as client:
+            listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+            for name in ("plan", "evolve"):
+                spec = listed[name].input_schema["properties"]["spec"]
+                assert spec["anyOf"] == spec_schema()["anyOf"] and "columns" in spec["description"]
+
+    anyio.run(main)
+
+
+@pytest.mark.parametrize("tasks, missing", [
+    (str(TASKS), "no column 'prompt' for the prompt"),
+    ({"file": str(TASKS), "prompt": "request", "gold": "answer"}, "no column 'answer' for the gold"),
+])
+def test_a_missing_column_names_the_mapping_to_write(service, tmp_path, tasks, missing):
+    target = tmp_path / "prompt.md"
+    target.write_text("Route the request.\n", encoding="utf-8")
+    with pytest.raises(SpecError) as caught:
+        service.plan({"target": str(target), "tasks": tasks, "agent": "host"})
+    (problem,) = caught.value.problems
+    assert problem.field == "tasks.file" and missing in problem.message
+    assert "(their columns: id, request, team)" in problem.message
+    assert problem.message.endswith("say which column is which: tasks: {file: ..., prompt: request, gold: team}")
