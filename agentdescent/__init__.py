@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # the same names, read by type checkers and the API reference
     from agentdescent.scoring import llm_judge, scorer
     from agentdescent.step.policies import BetaAcceptance, BetterEvidence, ThreeWayMerge
     from agentdescent.step.staleness import Staleness
-    from agentdescent.types import Diff, Edit, EvidenceCard, Outcome, Task
+    from agentdescent.types import Diff, Edit, EvidenceCard, Outcome, Task, Tried
 
 _WHERE = {
     "AgentDescentError": "agentdescent.errors",
@@ -107,6 +107,7 @@ _WHERE = {
     "Strategy": "agentdescent.artifacts.strategies",
     "TargetReward": "agentdescent.engine.loop.stopping",
     "Task": "agentdescent.types",
+    "Tried": "agentdescent.types",
     "tasks_from": "agentdescent.dataloader.tasks",
     "TensorParallel": "agentdescent.engine.loop.parallel",
     "ThreeWayMerge": "agentdescent.step.policies",

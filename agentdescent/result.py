@@ -78,6 +78,9 @@ class EvolveResult:
     initial_rendered: Any = None  # `initial_state` rendered: what write_to takes the target to have held
     frozen: tuple[str, ...] = field(default=())
     warnings: list[str] = field(default_factory=list)  # what the run's Warned events said
+    # how sure `final_reward` is: the half-width of its 90 % interval, from the spread of the
+    # held-out rewards (each task's the mean of its draws); None: not measured
+    final_margin: float | None = None
 
     @property
     def ledger(self) -> Ledger:
@@ -97,6 +100,7 @@ class EvolveResult:
             usage=self.usage.as_record(), stop_reason=self.stop_reason, error=self.error, version=self.version,
             initial_version=self.initial_version, initial_state=self.initial_state,
             initial_rendered=self.initial_rendered, frozen=list(self.frozen), warnings=self.warnings,
+            final_margin=self.final_margin,
         ).model_dump_json(indent=1)
 
     @classmethod
@@ -138,6 +142,7 @@ class _Stored(BaseModel):
     usage: dict[str, Any]
     stop_reason: str
     error: str | None = None
+    final_margin: float | None = None
     version: int
     initial_version: int
     initial_state: dict[str, str] = Field(default_factory=dict)

@@ -157,3 +157,13 @@ class Reflection(BaseModel):
     failed: Literal["invalid", "error"] | None = None
     reason: str = ""
     spend: Spend = Field(default_factory=Spend)
+
+
+class Tried(BaseModel):
+    """A proposal the run already judged and refused, and why: what a reflector is told so that it
+    does not propose it again (`propose(..., tried=...)`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    proposal: str
+    why: str

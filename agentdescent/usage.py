@@ -19,7 +19,7 @@ T = TypeVar("T")
 
 PURPOSES = ("train", "verify", "accept", "validate")
 COUNTERS = ("rollouts", "proposals", "failures", "cache_hits", "cache_misses", *PURPOSES, "reissued", "discarded", "resumed",
-            "step_calls", "replayed", "abandoned", "billed")
+            "step_calls", "replayed", "abandoned", "billed", "repeated", "disagreed")
 
 
 @dataclass
@@ -45,6 +45,8 @@ class Usage(Tally):
     replayed: int = 0  # answers an earlier process of this run paid for, read back from its journal, not asked again
     abandoned: int = 0  # units an earlier process started and was killed before it recorded: paid, answer lost
     billed: int = 0  # the calls of every unit and step call recorded (see `calls`)
+    repeated: int = 0  # rollouts drawn again on a task the same artifact was already measured on
+    disagreed: int = 0  # ... whose reward differed from the first: the rewards are samples, not the truth
     errors: list[str] = field(default_factory=list)
     model: ModelUsage = field(default_factory=ModelUsage)
 

@@ -13,7 +13,7 @@ def test_public_names_are_pinned():
         "FailuresFirst", "FileTree", "HeadMoved", "InvalidProposal", "KeyedRules", "Killed", "Ledger", "LedgerError",
         "OnHeldOutGain", "Outcome", "OutputTooLarge", "Parallelism", "Patience", "PipelineParallel", "Policies",
         "RandomMinibatches", "Settings", "SingleSlot", "Staleness", "StopRule", "Stopping", "Strategy", "TargetReward", "Task",
-        "TensorParallel", "ThreeWayMerge", "TimedOut", "UserError", "WorstFirst", "claude", "claude_code", "codex",
+        "TensorParallel", "ThreeWayMerge", "TimedOut", "Tried", "UserError", "WorstFirst", "claude", "claude_code", "codex",
         "deepseek", "evolve", "llm_fusion", "llm_judge", "load_tree", "openai_compatible", "reflector", "scorer",
         "scripted", "tasks_from", "tree_reflector", "tree_runner",
     ]

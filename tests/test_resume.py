@@ -192,8 +192,11 @@ def test_rollouts_in_flight_when_a_run_is_cancelled_wait_in_the_queue_and_run_fi
         return keyword_run(rendered, task)
 
     options = dict(run=run, propose=OneRulePerTurn(), rounds=6, n_workers=2, store=store, seed=1)
-    threading.Timer(0.5, token.cancel).start()
-    stopped = evolve(keyword_tasks(), keyword_reward, **options, stop=[token])
+
+    def cancel_mid_wave(event):  # the first round's minibatches are 0.3 s rollouts: cancelled half-way
+        if isinstance(event, ev.RoundStarted) and event.round == 0:
+            threading.Timer(0.15, token.cancel).start()
+    stopped = evolve(keyword_tasks(), keyword_reward, **options, stop=[token], on_event=cancel_mid_wave)
     assert stopped.error == "cancelled"
     queue = RunFiles(store).take_queue()
     assert queue.rollouts and all(key in queue.states for key, _, _ in queue.rollouts)

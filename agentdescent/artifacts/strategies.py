@@ -118,7 +118,8 @@ def rule_key(rule: str) -> str:
 class AppendRules:
     """A playbook of independent rules, rendered as a bulleted list under an optional header.
 
-    A proposal is a rule to add, or "remove: <rule>" to drop an existing one."""
+    A proposal is a rule to add, "remove: <rule>" to drop an existing one, or
+    "replace: <rule> => <new rule>" to reword one (a rule too broad, narrowed)."""
 
     kind = "AppendRules"
     folder = False
@@ -143,14 +144,25 @@ class AppendRules:
         return None
 
     def edits_for(self, state: Mapping[str, str], proposal: str) -> list[Edit]:
-        """A proposal is a rule to add, or "remove: <rule>" to drop one that misleads."""
+        """A proposal is a rule to add, "remove: <rule>" to drop one that misleads, or
+        "replace: <rule> => <new rule>" to reword one."""
         rule = _clean(proposal).removeprefix("- ").strip()
         verb, _, target = rule.partition(":")
-        if verb.strip().lower() == "remove":
-            key = rule_key(target)
+        verb = verb.strip().lower()
+        if verb in ("remove", "replace"):
+            old, arrow, new = target.partition("=>")
+            key = rule_key(old)
             if key not in state:
-                raise InvalidProposal(f"there is no rule {quoted(target, 80)} to remove")
-            return [Edit(key=key, before=state[key], after=None)]
+                raise InvalidProposal(f"there is no rule {quoted(old.strip(), 80)} to {verb}")
+            if verb == "remove":
+                return [Edit(key=key, before=state[key], after=None)]
+            new = new.strip()
+            if not arrow or not new:
+                raise InvalidProposal("a replacement reads \"replace: <rule> => <new rule>\"")
+            if rule_key(new) == key:
+                return [Edit(key=key, before=state[key], after=state[key])]
+            return [Edit(key=key, before=state[key], after=None),
+                    Edit(key=rule_key(new), before=state.get(rule_key(new)), after=state.get(rule_key(new), new))]
         key = rule_key(rule)
         return [Edit(key=key, before=state.get(key), after=state.get(key, rule))]
 

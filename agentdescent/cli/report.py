@@ -57,14 +57,16 @@ def scores(console: Console, result: EvolveResult, seen: Seen, timing: Timing) -
     for column in ("before", "after", "rounds", "calls", "time"):
         table.add_column(column)
     table.add_row(
-        _measured(result.initial_reward), f"[bold green]{_measured(result.final_reward)}[/bold green]",
+        _measured(result.initial_reward), f"[bold green]{_measured(result.final_reward)}[/bold green]"
+        + (f" ± {result.final_margin:.2f}" if result.final_margin else ""),
         str(len(result.history)), str(result.usage.calls), f"{timing.evolution:.2f} s",
     )
     console.print(table)
     held_out = f"the {seen.started.held_out} held-out tasks" if seen.started else "the held-out tasks"
     most = f" (at most {seen.started.rounds})" if seen.started else ""
     legend = [
-        f"before / after: the mean reward on {held_out} (kept apart from training)",
+        f"before / after: the mean reward on {held_out} (kept apart from training)"
+        + ("; ± is its 90 % margin" if result.final_margin else ""),
         f"rounds: aggregator steps run{most}, each one commit at most",
         "calls: rollouts and proposals, each one model call for a real model",
         f"time: the evolution alone (the whole command: {timing.command:.2f} s so far, start-up included)",

@@ -38,6 +38,7 @@ from agentdescent.governance import Governance, Layer
 from agentdescent.ledger import Ledger
 from agentdescent.result import EvolveResult
 from agentdescent.step import Aggregator
+from agentdescent.step.policies import rewards_noisy
 from agentdescent.types import Task
 from agentdescent.usage import Usage
 
@@ -136,6 +137,9 @@ def evolve(
     result: EvolveResult | None = None
     try:
         timeout = budget.rollout_timeout
+        def noisy() -> bool | None:  # whether the run's rewards are samples, from its draws again so far
+            return rewards_noisy(policies.acceptance, usage.repeated, usage.disagreed)
+
         evaluator = Evaluator(strategy=strategy, run=run, reward=reward, pool=calls, usage=usage, timeout=timeout,
                               journal=files.record, allowance=allowance, hedger=hedger, pools=stage_pools)
         # The step measures every diff on its own failures in its first wave, beside the fusion's
@@ -149,13 +153,16 @@ def evolve(
             ledger=ledger, artifact_id=artifact_id, governance=governance, policies=replace(policies, fusion=fusion),
             train=train, score=evaluator.score, lag_budget=parallelism.lag_budget, oracle=held_out,
             approve=policies.approve,
-            known=evaluator.known, verify_contested=self_verify,
+            known=evaluator.known, again=evaluator.again, drawn=lambda: (usage.repeated, usage.disagreed),
+            draws=evaluator.draws,
+            verify_contested=self_verify,
         )
         worker = Worker(
             strategy=strategy, propose=propose, evaluator=evaluator, calls=reflections, proposal=policies.proposal,
             config=WorkerConfig(artifact_id=artifact_id, self_verify=workers_verify, cheap_eval_tasks=cheap_eval_tasks,
                                 timeout=timeout),
             allowance=allowance, shards=shards, journal=files.record_answer, answers=files.replay,
+            noisy=noisy,
         )
         pipeline = Pipeline(worker, stages=stages, depth=method.depth) if isinstance(method, PipelineParallel) else None
         loop = Loop(
@@ -165,7 +172,8 @@ def evolve(
                             shards=shards),
             samples=AcceptanceSamples(policy=policies.acceptance, train=train, seed=seed),
             validator=Validator(evaluator=evaluator, held_out=held_out, train_ids=frozenset(t.id for t in train),
-                                schedule=policies.validation, promotion=policies.promotion, target=target_reward),
+                                schedule=policies.validation, promotion=policies.promotion, target=target_reward,
+                            noisy=noisy, calibration=getattr(policies.acceptance, "calibration", 0)),
             shape=Shape(rounds=rounds, n_workers=n_workers, asynchronous=parallelism.asynchronous, seed=seed),
             stop_rules=[*stop_rules(target_reward=target_reward, patience=patience, max_calls=budget.max_calls,
                                     max_tokens=budget.max_tokens), *stop],

@@ -25,7 +25,7 @@ from agentdescent.agents.base import Model
 from agentdescent.artifacts.strategies import InvalidProposal
 from agentdescent.governance.text import NUL_ONLY, text_refusal
 from agentdescent.reflect.templates import fill, template
-from agentdescent.types import Rollout, Task
+from agentdescent.types import Rollout, Task, Tried
 
 NONE_REPLY = re.compile(r"^\W*(none|no rule|no change|n/?a|nothing)\W*$", re.IGNORECASE)
 # "rule", blanks and an optional number, a colon. No two repeats can match the same blanks, so a
@@ -119,6 +119,16 @@ def describe_cases(rollouts: Sequence[tuple[Task, str, float]]) -> str:
     )
 
 
+def describe_tried(tried: Sequence[Tried], *, chars: int = MAX_RULE_CHARS) -> str:
+    """The run's refusals as a prompt section ("" for none), each proposal cut to `chars`: a
+    change refused once is not worth proposing again."""
+    if not tried:
+        return ""
+    lines = "\n".join(f"- {' '.join(t.proposal.split())[:chars]} (refused: {t.why})" for t in tried)
+    return ("\nAlready proposed for these instructions and refused; do not propose these again:\n"
+            f"{lines}\n")
+
+
 class Reflector:
     """A `propose` callable backed by a model; `stats` counts rules, NONEs and unreadable replies."""
 
@@ -130,14 +140,16 @@ class Reflector:
         if batch:
             self.batch = self._batch
 
-    def __call__(self, rendered: object, task: Task, output: str, reward: float) -> str | None:
-        return self._ask(rendered, [(task, output, reward)])
+    def __call__(self, rendered: object, task: Task, output: str, reward: float, *,
+                 tried: Sequence[Tried] = ()) -> str | None:
+        return self._ask(rendered, [(task, output, reward)], tried)
 
-    def _batch(self, rendered: object, rollouts: Sequence[Rollout]) -> str | None:
-        return self._ask(rendered, [(r.task, r.output, r.reward) for r in rollouts])
+    def _batch(self, rendered: object, rollouts: Sequence[Rollout], *, tried: Sequence[Tried] = ()) -> str | None:
+        return self._ask(rendered, [(r.task, r.output, r.reward) for r in rollouts], tried)
 
-    def _ask(self, rendered: object, cases: Sequence[tuple[Task, str, float]]) -> str | None:
-        reply = self.model(fill(self._template, artifact=rendered or "(empty)", cases=describe_cases(cases)))
+    def _ask(self, rendered: object, cases: Sequence[tuple[Task, str, float]], tried: Sequence[Tried]) -> str | None:
+        reply = self.model(fill(self._template, artifact=rendered or "(empty)", cases=describe_cases(cases),
+                                tried=describe_tried(tried)))
         refused = text_refusal(reply, cap=MAX_REPLY_CHARS, controls=NUL_ONLY, what="reply")
         if refused:  # never parsed; the reason goes with the invalid outcome
             self._count("unreadable")

@@ -15,9 +15,11 @@ from agentdescent.agents.base import Model
 from agentdescent.artifacts.strategies import MAX_TREE_PROPOSAL_CHARS, FileTree, InvalidProposal, parse_file_blocks
 from agentdescent.governance import Governance
 from agentdescent.governance.text import NUL_ONLY, text_refusal
-from agentdescent.reflect.reflector import NONE_REPLY, Reflector, describe_cases, fenced, unwrap
+from agentdescent.reflect.reflector import NONE_REPLY, Reflector, describe_cases, describe_tried, fenced, unwrap
 from agentdescent.reflect.templates import fill, template
-from agentdescent.types import Edit, Task
+from agentdescent.types import Edit, Task, Tried
+
+TRIED_CHARS = 300  # of a refused change's file blocks, quoted to the next reflection
 
 
 class TreeReflector(Reflector):
@@ -27,7 +29,7 @@ class TreeReflector(Reflector):
         super().__init__(model, batch=batch, instructions=instructions or template("tree_reflect"))
         self.strategy = strategy
 
-    def _ask(self, rendered: object, cases: Sequence[tuple[Task, str, float]]) -> str | None:
+    def _ask(self, rendered: object, cases: Sequence[tuple[Task, str, float]], tried: Sequence[Tried] = ()) -> str | None:
         files = dict(rendered) if isinstance(rendered, Mapping) else {}
         rules = Governance.of(self.strategy)
         editable = [p for p in sorted(files) if rules.refusal([p]) is None]
@@ -35,6 +37,7 @@ class TreeReflector(Reflector):
             self._template, files=format_files(files), editable=", ".join(editable) or "(none)",
             frozen=", ".join(p for p in sorted(files) if p not in editable) or "(none)",
             max_files=self.strategy.max_keys_per_diff or "any number of", cases=describe_cases(cases),
+            tried=describe_tried(tried, chars=TRIED_CHARS),
         ))
         try:
             _check_reply(reply)

@@ -14,6 +14,11 @@
    So a round of good diffs costs one sample however many workers sent them.
 3. The paired test of the fusion on its evidence and its probes (`AcceptancePolicy.__call__`).
 
+Where rewards are samples (`Trial.noisy`), each judgement of one task is drawn again before it
+counts: head on the failures a diff was made from (the draw that chose them was a failure by
+selection), the diff's gain there over fresh pairs (`Trial.fixes`), a probe where the fusion and
+head differ (broken only when a second pair breaks too), and a bisection's "it breaks".
+
 A gated (L1) component is judged alone at the stricter bar on its evidence and a full sample,
 then by the oracle and the approver (`gate`), before it joins the fusion.
 """
@@ -54,6 +59,7 @@ class _Candidate:
     rewards: dict[str, float] = field(default_factory=dict)
     first: list[Task] = field(default_factory=list)  # its first wave of probes, when scored with the evidence
     opened: list[Task] = field(default_factory=list)  # that first wave whole: the parts' evidence and `first`
+    settled: dict[str, bool] = field(default_factory=dict)  # with samples: probes drawn again -> broken in both pairs
 
 
 def accept(components: Sequence[Component], head_state: State, probes: Sequence[Task], judge: Judge, *,
@@ -74,7 +80,8 @@ def accept(components: Sequence[Component], head_state: State, probes: Sequence[
     # first probes ride in its wave; a lone component's only if it is likely to hold (else a diff
     # that fixes nothing would be probed for nothing): its worker saw it fix something, or most do.
     lone = len(free) == 1 and (lone_rides or all((c.diff.evidence.verified_gain or 0.0) > 0 for c in free[0].changes))
-    ahead = free if (len(free) > 1 or lone) and not _measured(trial, free, tasks) else []
+    # With noisy rewards most diffs fail their evidence once it is drawn again: probe only those that pass it
+    ahead = free if (len(free) > 1 or lone) and not trial.noisy and not _measured(trial, free, tasks) else []
     evidence, early = _evidence(trial, components, tasks, ahead)
     alive = [comp for comp in components if comp in evidence]
     gated = [comp for comp in alive if judge.governance.gated(comp.after)]
@@ -101,10 +108,13 @@ def _evidence(trial: Trial, components: Sequence[Component], tasks: Mapping[Comp
     rows = trial.score(jobs)
     if early is not None:
         early.rewards = dict(zip((t.id for t in early.opened), rows[-1]))
+    if trial.noisy is not False:  # where a diff seems to fix a failure, head's failing draw there is no evidence
+        trial.redraw_head([t for comp, row in zip(components, rows) for t, r in zip(tasks[comp], row)
+                           if r > trial.head[t.id]])
     kept: dict[Component, list[Task]] = {}
-    for comp, row in zip(components, rows):
+    for comp, (state, _), row in zip(components, jobs, rows):
         ts = tasks[comp]
-        if any(r > trial.head[t.id] for t, r in zip(ts, row)):
+        if trial.fixes(state, ts, row):
             kept[comp] = ts
         else:
             trial.reject([comp], f"rejected: fixes none of the {len(ts)} failures it was made from")
@@ -131,7 +141,16 @@ def _fusion_test(trial: Trial, parts: list[Component], evidence: Mapping[Compone
     taken = {t.id for t in first}
     while True:
         _probe(trial, cand, taken, judged)
-        broken = [i for i, r in cand.rewards.items() if r < trial.head[i] and i not in judged]
+        broken = [i for i, r in cand.rewards.items() if r < trial.head[i] and i not in judged
+                  and cand.settled.get(i, not trial.noisy)]
+        if broken and trial.noisy:  # a break or two among many kept probes may be chance
+            harm, lone = _harm(trial, cand, taken, judged), len(cand.parts) == 1
+            if harm is False and lone:
+                trial.reject(cand.parts, f"rejected: breaks {', '.join(broken[:5])}, which head passes, drawn twice: "
+                                         f"more than one probe in {1 / trial.policy.max_harm:g}")
+                return None
+            if harm is True or lone:  # safe, or a lone diff undecided: the paired test weighs its breaks
+                return cand
         if not broken:
             return cand
         guilty, cleared, answered = _culprits(trial, cand, broken[: trial.policy.trace_at_once])
@@ -165,6 +184,8 @@ def _credited(trial: Trial, old: _Candidate, parts: list[Component], guilty: lis
     for i, r in old.rewards.items():
         if r == trial.head[i] or i in kept:
             cand.rewards[i] = r
+            if i in old.settled:
+                cand.settled[i] = old.settled[i]
         elif i in gone:
             cand.rewards[i] = trial.head[i]
         else:
@@ -175,18 +196,50 @@ def _credited(trial: Trial, old: _Candidate, parts: list[Component], guilty: lis
 
 
 def _probe(trial: Trial, cand: _Candidate, taken: set[str], judged: set[str]) -> None:
-    """Add waves of probes to `cand` while the harm decision is open and the cap allows."""
+    """Add waves of probes to `cand` while the harm decision is open and the cap allows: `size`,
+    or with samples twice that once a probe broke twice (one more break may be what decides)."""
     policy = trial.policy
+    cap = policy.size
     while True:
-        eligible = [i for i in taken if trial.head[i] > 0.0 and i not in judged]
-        broken = sum(max(0.0, trial.head[i] - cand.rewards[i]) for i in eligible)
-        if broken > 0 or policy.harm(len(eligible) - broken, broken, gated=False) is not None:
-            return
-        wave = trial.next_wave(taken)[: policy.size - len(taken)]
+        if trial.noisy is not False:  # while the run is finding out too: a probe broken by chance shows noise
+            _settle(trial, cand, taken)
+        if trial.noisy:
+            if _harm(trial, cand, taken, judged) is not None:
+                return
+            if any(cand.settled.get(i, False) for i in taken):
+                cap = 2 * policy.size
+        else:
+            eligible = [i for i in taken if trial.head[i] > 0.0 and i not in judged]
+            broken = sum(max(0.0, trial.head[i] - cand.rewards[i]) for i in eligible if cand.settled.get(i, True))
+            if broken > 0 or policy.harm(len(eligible) - broken, broken, gated=False) is not None:
+                return
+        wave = trial.next_wave(taken)[: cap - len(taken)]
         if not wave or (all(trial.fails_at_head(t) for t in wave) and len(cand.rewards) >= policy.min_tasks):
             return  # nothing left that can show harm
         cand.rewards.update(zip((t.id for t in wave), trial.score([(cand.state, wave)])[0]))
         taken.update(t.id for t in wave)
+
+
+def _harm(trial: Trial, cand: _Candidate, taken: set[str], judged: set[str]) -> bool | None:
+    """With samples: the policy's verdict on the harm rate of `cand` over its probes head passes
+    (`AcceptancePolicy.harm_rate`), each probe drawn twice counted as broken by what head's mean
+    exceeds the candidate's there."""
+    eligible = [i for i in taken if trial.head[i] > 0.0 and i not in judged]
+    broken = sum(max(0.0, trial.head[i] - cand.rewards[i]) for i in eligible if i in cand.settled)
+    return trial.policy.harm_rate(len(eligible) - broken, broken)
+
+
+def _settle(trial: Trial, cand: _Candidate, taken: set[str]) -> None:
+    """With samples: each probe where `cand` and head differ, not yet drawn again, gets a second
+    pair of draws; it is broken only when it breaks in both, and its rewards become the means."""
+    train = trial.judge.train
+    doubt = [i for i in taken if i in cand.rewards and cand.rewards[i] != trial.head[i] and i not in cand.settled]
+    if not doubt:
+        return
+    first = {i: (cand.rewards[i], trial.head[i]) for i in doubt}
+    for i, (c, h) in zip(doubt, trial.pairs(cand.state, [train[i] for i in doubt])):
+        cand.settled[i] = first[i][0] < first[i][1] and c < h
+        cand.rewards[i] = (first[i][0] + c) / 2
 
 
 def _culprits(trial: Trial, cand: _Candidate, broken: list[str]) -> tuple[list[Component], set[str], set[str]]:
@@ -200,9 +253,18 @@ def _culprits(trial: Trial, cand: _Candidate, broken: list[str]) -> tuple[list[C
         jobs: dict[tuple[Component, ...], tuple[list[Component], list[Task]]] = {}
         for task_id, subset in wave:
             jobs.setdefault(tuple(subset), (subset, []))[1].append(train[task_id])
-        rows = trial.score([(_fuse(trial.head_state, subset), ts) for subset, ts in jobs.values()])
+        states = {key: _fuse(trial.head_state, subset) for key, (subset, _) in jobs.items()}
+        rows = trial.score([(states[key], ts) for key, (_, ts) in jobs.items()])
         for key, (_, ts), row in zip(jobs, jobs.values(), rows):
             answers.update(((key, t.id), r) for t, r in zip(ts, row))
+        if trial.noisy:  # "it breaks" is drawn again, and stands only when it breaks again
+            doubt = {key: [t for t in ts if answers[(key, t.id)] < trial.head[t.id]] for key, (_, ts) in jobs.items()}
+            doubt = {key: ts for key, ts in doubt.items() if ts}
+            if doubt:
+                assert trial.judge.again is not None
+                for key, row in zip(doubt, trial.judge.again([(states[key], ts) for key, ts in doubt.items()])):
+                    for t, r in zip(doubt[key], row):
+                        answers[(key, t.id)] = r if r < trial.head[t.id] else max(r, answers[(key, t.id)])
         return [answers[(tuple(subset), task_id)] < trial.head[task_id] for task_id, subset in wave]
 
     found = search_all({task_id: culprits(parts, trial.policy.split) for task_id in broken}, ask)

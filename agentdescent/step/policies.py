@@ -15,13 +15,15 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol, get_args
 
 from agentdescent.errors import UserError
 from agentdescent.step import stats
 from agentdescent.step.staleness import StalenessPolicy
 from agentdescent.step.textmerge import merge_text
 from agentdescent.types import Diff, Task
+
+Rewards = Literal["detect", "exact", "sampled"]
 
 
 class ConflictPolicy(Protocol):
@@ -89,6 +91,10 @@ class AcceptancePolicy(Protocol):
     ride: float
     split: int  # parts a bisection splits a set of components into, a level
     trace_at_once: int | None  # broken probes bisected together; None: all of them
+    rewards: Rewards  # whether a reward is the truth ("exact"), a sample ("sampled"), or which one the run finds out ("detect")
+    calibration: int  # under "detect": draws again that all agreed before the rewards are taken as exact
+    repeats: int  # under noise: the most pairs of draws a task a decision hinges on is given
+    lead: float  # under noise: the gain over head, summed over a task's pairs, that makes a failure fixed
 
     def sample(self, train: Sequence[Task], rng: random.Random) -> list[Task]:
         """A version's probe order: the train tasks the gate draws its waves from, drawn once per
@@ -97,6 +103,11 @@ class AcceptancePolicy(Protocol):
     def harm(self, kept: float, broken: float, *, gated: bool) -> bool | None:
         """After a candidate kept `kept` of the probes head passes and broke `broken`: True when it
         is safe enough to stop probing, False when it breaks too much, None while undecided."""
+
+    def harm_rate(self, kept: float, broken: float) -> bool | None:
+        """The same question where rewards are samples, `broken` counting only breaks that held
+        when drawn again: a break may still be chance, so one is no verdict; True when the harm
+        rate is below the bar with the policy's confidence, False when above it, else None."""
 
     def __call__(self, candidate: Sequence[float], head: Sequence[float], *, gated: bool,
                  weights: Sequence[float] | None = None) -> Verdict:
@@ -126,6 +137,18 @@ class BetaAcceptance:
     in lockstep (the fewest waves); 1 traces one, drops its culprits and scores the other broken
     probes again on what is left, so a culprit that breaks several probes is bisected once (the
     fewest calls, a wave or two more a culprit).
+
+    Rewards may be samples (a model answers the same task otherwise the next time; a judge
+    flips). `rewards="detect"` (the default) finds out: the failures a diff was made from are
+    measured on head again, since the draw that chose them was a failure by selection, and when
+    `calibration` such draws all agree the rewards are taken as exact and the test above runs as
+    it is. Once two draws of one state on one task differ, the rewards are samples (`"sampled"`
+    says so from the start; `"exact"` never draws again), and the test draws again where its
+    decision hinges on a task: a failure counts as fixed only when the diff's gain over head,
+    summed over fresh pairs of draws (at most `repeats`), reaches `lead`; a probe where candidate
+    and head differ gets a second pair, and is broken only when it breaks in both; a bisection's
+    "it breaks" is drawn twice. A reward is then the mean of its draws, and the paired test asks
+    for a net gain of `min_decisive` besides.
     docs/concepts.md gives the error rates.
     """
 
@@ -134,6 +157,7 @@ class BetaAcceptance:
     max_harm: float = 0.1
     confidence: float = 0.8
     gated_confidence: float = 0.95
+    sampled_confidence: float = 0.9
     wave: int = 16
     fresh: int = 2
     size: int = 32
@@ -143,9 +167,13 @@ class BetaAcceptance:
     split: int = 4
     ride: float = 0.9
     trace_at_once: int | None = None
+    rewards: Rewards = "detect"
+    calibration: int = 24
+    repeats: int = 4
+    lead: float = 2.0
 
     def __post_init__(self) -> None:
-        for name in ("threshold", "gated_threshold", "max_harm", "confidence", "gated_confidence"):
+        for name in ("threshold", "gated_threshold", "max_harm", "confidence", "gated_confidence", "sampled_confidence"):
             if not 0.0 < getattr(self, name) <= 1.0:
                 raise UserError(f"BetaAcceptance({name}={getattr(self, name)!r}): a probability above 0, at most 1")
         for name in ("wave", "size", "min_tasks"):
@@ -153,6 +181,13 @@ class BetaAcceptance:
                 raise UserError(f"BetaAcceptance({name}={getattr(self, name)!r}): at least 1")
         if self.split < 2:  # a split into one part would ask the same question forever
             raise UserError(f"BetaAcceptance(split={self.split}): a bisection needs at least 2 parts a level")
+        if self.rewards not in get_args(Rewards):
+            raise UserError(f"BetaAcceptance(rewards={self.rewards!r}): one of {', '.join(get_args(Rewards))}")
+        if self.calibration < 1 or self.repeats < 1:
+            raise UserError(f"BetaAcceptance(calibration={self.calibration}, repeats={self.repeats}): at least 1 each")
+        if not 0.0 < self.lead <= self.repeats:
+            raise UserError(f"BetaAcceptance(lead={self.lead!r}): above 0 and at most repeats ({self.repeats}), "
+                            "the most a failure's pairs can gain")
         if self.trace_at_once is not None and self.trace_at_once < 1:
             raise UserError(f"BetaAcceptance(trace_at_once={self.trace_at_once}): trace at least 1 broken probe "
                             "at a time, or None to trace them all at once")
@@ -166,6 +201,11 @@ class BetaAcceptance:
         bar = self.gated_confidence if gated else self.confidence
         return True if stats.prob_harm_below(kept, broken, self.max_harm, self.prior) >= bar else None
 
+    def harm_rate(self, kept: float, broken: float) -> bool | None:
+        below = stats.prob_harm_below(kept, broken, self.max_harm, self.prior)
+        bar = self.sampled_confidence
+        return True if below >= bar else False if 1.0 - below >= bar else None
+
     def __call__(self, candidate: Sequence[float], head: Sequence[float], *, gated: bool,
                  weights: Sequence[float] | None = None) -> Verdict:
         cmp = stats.paired(candidate, head, weights)
@@ -177,6 +217,16 @@ class BetaAcceptance:
         if stats.paired(candidate, head).decisive < self.min_decisive:  # whole rewards changed, whatever their weight
             return Verdict(accepted=False, p_improve=p, comparison=cmp, reason=f"no measurable change: {summary}")
         return Verdict(accepted=p >= bar, p_improve=p, comparison=cmp, reason=summary)
+
+
+def rewards_noisy(policy: AcceptancePolicy, repeated: int, differed: int) -> bool | None:
+    """Whether a run's rewards are samples, by `policy.rewards` and the run's draws again so far
+    (`repeated`, of which `differed` differed from the first): True once one differed, False when
+    exact (declared, or `calibration` draws again all agreed), None while it is finding out."""
+    mode = getattr(policy, "rewards", "exact")
+    if mode != "detect":
+        return mode == "sampled"
+    return True if differed else (False if repeated >= policy.calibration else None)
 
 
 class StepPolicies(Protocol):

@@ -3,18 +3,19 @@
 `Judge` holds the scorer, the policies and governance, the train tasks, the evaluation cache and,
 for gated (L1) changes, the oracle set and the approver. `Trial` is one step's working state:
 head's rewards, measured once and shared by every candidate the step scores, the probe order, and
-the rejections so far. What it leaves out: the order of the test (`accept`) and the L1 bar (`gate`).
+the rejections so far; and, where rewards are samples (`noisy`), the draws again a decision
+hinges on. What it leaves out: the order of the test (`accept`) and the L1 bar (`gate`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agentdescent.artifacts.state import State
 from agentdescent.governance import Governance
 from agentdescent.step.changes import Approve, Component, Scorer
-from agentdescent.step.policies import StepPolicies, Verdict
+from agentdescent.step.policies import StepPolicies, Verdict, rewards_noisy
 from agentdescent.types import Task
 
 
@@ -31,6 +32,9 @@ class Judge:
     known: Callable[[State], Mapping[str, float]] = lambda state: {}
     oracle: Sequence[Task] = ()
     approve: Approve | None = None
+    again: Scorer | None = None  # draws past the cache, each a new sample (None: every reward is taken as exact)
+    drawn: Callable[[], tuple[int, int]] = lambda: (0, 0)  # the run's draws again so far, and how many differed
+    draws: Callable[[State, str], list[float]] = lambda state, task_id: []  # a state's rewards on a task, first first
 
 
 class Trial:
@@ -44,13 +48,72 @@ class Trial:
         self.answers: dict[tuple[tuple[Component, ...], str], float] = {}  # (a subset of parts, task id) -> its reward
         self.charged: dict[tuple[Component, ...], list[str]] = {}  # a culprit group -> the tasks it broke so far
         self.weights: dict[str, float] = {}  # evidence task id -> its weight in the test (η of a discounted diff)
+        # a failure a diff was made from -> head's draws on it since the one that chose it (no evidence)
+        self.since: dict[str, list[float]] = {}
+
+    @property
+    def noisy(self) -> bool | None:
+        """Whether rewards are samples: True once two draws differed, False when they are exact
+        (declared, or `calibration` draws again all agreed), None while the run is finding out."""
+        return False if self.judge.again is None else rewards_noisy(self.policy, *self.judge.drawn())
 
     def score(self, jobs: Sequence[tuple[State, Sequence[Task]]]) -> list[list[float]]:
         """Head on every task of the jobs beside the jobs themselves, in one wave (head is cached)."""
         tasks = list({t.id: t for _, ts in jobs for t in ts}.values())
         head_row, *rows = self.judge.score([(self.head_state, tasks), *jobs])
-        self.head.update(zip((t.id for t in tasks), head_row))
+        self.head.update((t.id, r) for t, r in zip(tasks, head_row) if t.id not in self.since)
         return rows
+
+    def redraw_head(self, tasks: Sequence[Task]) -> None:
+        """Head's reward on failures diffs were made from: a failure was chosen for its failing
+        draw, so it is the mean of head's draws after the first (one made now where there is none)."""
+        fresh = []
+        for t in unique(tasks):
+            if t.id not in self.since:
+                since = self.judge.draws(self.head_state, t.id)[1:]
+                if since:
+                    self.since[t.id], self.head[t.id] = since, sum(since) / len(since)
+                else:
+                    fresh.append(t)
+        if fresh and self.judge.again is not None:
+            for t, r in zip(fresh, self.judge.again([(self.head_state, fresh)])[0]):
+                self.since[t.id], self.head[t.id] = [r], r
+
+    def pairs(self, state: State, tasks: Sequence[Task]) -> list[tuple[float, float]]:
+        """A fresh draw of `state` and of head on each task, in one wave: (state's, head's) each;
+        head's reward on a task becomes the mean of its draws."""
+        assert self.judge.again is not None
+        row, head_row = self.judge.again([(state, tasks), (self.head_state, tasks)])
+        means = self.judge.known(self.head_state)
+        for t, h in zip(tasks, head_row):
+            if t.id in self.since:
+                self.since[t.id].append(h)
+                self.head[t.id] = sum(self.since[t.id]) / len(self.since[t.id])
+            elif t.id in means:
+                self.head[t.id] = means[t.id]
+        return list(zip(row, head_row))
+
+    def fixes(self, state: State, tasks: Sequence[Task], first: Sequence[float]) -> bool:
+        """Whether `state` fixes one of the failures `tasks` (its rewards `first`). With exact
+        rewards: it beats head on one. With samples: on one of them, its gain over head summed
+        over fresh pairs of draws (the first pair: `first` and head's draw again) reaches the
+        policy's `lead` within `repeats` pairs. A task stops being drawn once it cannot, once it
+        is behind, or when two pairs left it no gain: a diff that fixes nothing mostly leaves
+        after one or two pairs."""
+        gains = {t.id: r - self.head[t.id] for t, r in zip(tasks, first)}
+        if not self.noisy:
+            return any(g > 0 for g in gains.values())
+        lead, repeats = self.policy.lead, self.policy.repeats
+        pairs = dict.fromkeys(gains, 1)
+
+        def going(t: Task) -> bool:
+            g, k = gains[t.id], pairs[t.id]
+            return g < lead and k < repeats and g + repeats - k >= lead and g >= 0 and not (k >= 2 and g <= 0)
+        while not any(g >= lead for g in gains.values()) and (open_ := [t for t in tasks if going(t)]):
+            for t, (c, h) in zip(open_, self.pairs(state, open_)):
+                gains[t.id] += c - h
+                pairs[t.id] += 1
+        return any(g >= lead for g in gains.values())
 
     def reject(self, parts: Sequence[Component], reason: str) -> None:
         for comp in parts:
@@ -60,8 +123,8 @@ class Trial:
     def next_wave(self, taken: set[str]) -> list[Task]:
         """Probes not yet taken: `fresh` that head has not been measured on, the rest among those it
         passes (where harm shows), then other unmeasured ones; tasks head fails come last, since
-        there a candidate can only gain."""
-        free = [t for t in self.probes if t.id not in taken]
+        there a candidate can only gain. A failure a diff was made from is never a probe."""
+        free = [t for t in self.probes if t.id not in taken and t.id not in self.since]
         unknown = [t for t in free if t.id not in self.head]
         passing = [t for t in free if self.head.get(t.id, 0.0) > 0.0]
         failing = [t for t in free if self.head.get(t.id, 1.0) <= 0.0]
@@ -73,11 +136,17 @@ class Trial:
         return self.head.get(task.id, 1.0) <= 0.0
 
     def test(self, ids: Sequence[str], candidate: Sequence[float], head: Sequence[float], *, gated: bool) -> Verdict:
-        """The policy's paired test on these tasks, a stale diff's evidence weighted by its η."""
+        """The policy's paired test on these tasks, a stale diff's evidence weighted by its η; with
+        samples, a net gain of the policy's `min_decisive` besides (symmetric noise alone has none)."""
         weights = [self.weights.get(i, 1.0) for i in ids]
         if all(w == 1.0 for w in weights):  # so a policy written without `weights` still serves
-            return self.policy(candidate, head, gated=gated)
-        return self.policy(candidate, head, gated=gated, weights=weights)
+            verdict = self.policy(candidate, head, gated=gated)
+        else:
+            verdict = self.policy(candidate, head, gated=gated, weights=weights)
+        net = sum((c - h) * w for c, h, w in zip(candidate, head, weights))
+        if verdict.accepted and self.noisy and net < getattr(self.policy, "min_decisive", 1.0):
+            return replace(verdict, accepted=False, reason=f"no measurable gain with noisy rewards (net {net:+.2f}): {verdict.reason}")
+        return verdict
 
 
 def unique(tasks: Sequence[Task]) -> list[Task]:

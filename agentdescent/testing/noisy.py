@@ -5,11 +5,13 @@ The artifact is a playbook of rules (`AppendRules`). Tasks come in `categories`,
 each, plus `plain` tasks that need no rule. Each category has one right rule; a task of a
 category passes with probability `p` when the playbook states that rule (or a harmful rule made
 for that category) and `q` when not; a plain task passes with `p`. A harmful rule fixes its own
-category but breaks another (or the plain tasks): their tasks pass with `q` whatever else the
-playbook says. A vague rule ("Be more careful.") changes nothing. The grader flips a reward with
-probability `flip`. The reflector, shown a failure, proposes the right rule for its category with
-probability `right`, a vague rule with `vague`, a harmful one with the rest; shown a failure a
-harmful rule caused, it proposes removing that rule. Every draw comes from a stream seeded by the
+category but breaks what works now, the plain tasks or a category the playbook already has the
+right rule for: their tasks pass with `q` whatever else the playbook says. A vague rule ("Be
+more careful.") changes nothing. The grader flips a reward with probability `flip`. The
+reflector, shown a failure, proposes the right rule for its category with probability `right`,
+a vague rule with `vague`, a harmful one with the rest; shown a failure a harmful rule caused,
+it proposes narrowing that rule to the right rule of its category; told what was tried and
+refused, it draws again rather than repeat it. Every draw comes from a stream seeded by the
 domain's seed, the task, what was rolled out and how many times it was asked, so a run is
 reproducible with one worker and the same calls in any order with many.
 
@@ -26,13 +28,14 @@ import hashlib
 import random
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from agentdescent.types import Task
+from agentdescent.types import Task, Tried
 
 VAGUE = ("Be more careful.", "Double-check every answer.", "Think before you answer.", "Read the request twice.")
 PLAIN = "plain"
+REDRAWS = 3  # a reflector told what was tried draws again this often before it gives up
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,20 +101,33 @@ class NoisyDomain:
         right = 1.0 if output == "pass" else 0.0
         return 1.0 - right if self._draw("grade", task.id, output + str(right)) < self.levels.flip else right
 
-    def propose(self, rendered: str, task: Task, output: str, reward: float) -> str | None:
-        """The reflector: a rule for the failure's category, or the removal of the rule that broke it."""
+    def propose(self, rendered: str, task: Task, output: str, reward: float, *,
+                tried: Sequence[Tried] = ()) -> str | None:
+        """The reflector: a rule for the failure's category, or the rule that broke it narrowed.
+        Told what was `tried` and refused, it heeds it as a model would: a refused proposal it
+        would repeat it draws again, up to `REDRAWS` times, and then proposes nothing."""
         category = task.meta["category"]
         culprit = self._breaker(rendered, category)
-        if culprit is not None:
-            return f"remove: {culprit}"
+        if culprit is not None:  # narrowed to what it was for
+            return f"replace: {culprit} => {right_rule(int(culprit.split()[2].removeprefix('c')))}"
+        known = {t.proposal for t in tried}
+        for _ in range(REDRAWS if tried else 1):
+            proposal = self._proposal(rendered, task, category)
+            if proposal not in known:
+                return proposal
+        return None
+
+    def _proposal(self, rendered: str, task: Task, category: int | str) -> str:
         roll = self._draw("reflect", task.id, rendered)
         n = self.levels
         if category == PLAIN or roll < n.vague:
             return VAGUE[int(roll * 1000) % len(VAGUE)]
         if roll < n.vague + n.right:
             return right_rule(category)
-        others = [c for c in range(n.categories) if c != category] + [PLAIN]
-        return harmful_rule(category, others[int(roll * 7919) % len(others)])
+        rules = _rules(rendered)
+        working = [c for c in range(n.categories) if c != category and right_rule(c) in rules]
+        victims = [PLAIN, *working]  # what works now: a rule that breaks a failing category would harm nothing yet
+        return harmful_rule(category, victims[int(roll * 7919) % len(victims)])
 
     def truth(self, state: Mapping[str, str] | str) -> Truth:
         """What the playbook in `state` (or its rendered text) holds, by the domain's own rules."""
@@ -121,6 +137,14 @@ class NoisyDomain:
         return Truth(learnt=sum(right_rule(c) in rules for c in range(n.categories)),
                      harmful=sum(1 for r in rules if ", and treat every " in r),
                      vague=sum(1 for r in rules if r in VAGUE), categories=n.categories)
+
+    def expected(self, state: Mapping[str, str] | str, tasks: list[Task]) -> float:
+        """The reward the playbook in `state` (or its rendered text) earns on `tasks` on average,
+        the grader's flips included: its true score, which a run's measurements only estimate."""
+        text = state if isinstance(state, str) else "\n".join(f"- {v}" for v in state.values())
+        chances = [self._pass_chance(text, t.meta["category"]) for t in tasks]
+        flip = self.levels.flip
+        return sum(c * (1 - flip) + (1 - c) * flip for c in chances) / len(chances) if chances else 0.0
 
     def _pass_chance(self, rendered: str, category: int | str) -> float:
         rules = _rules(rendered)

@@ -4,7 +4,11 @@ The cache key is (hash of what the rollout sees, task id): the rendered artifact
 states that render alike (a rule list in another key order, an empty entry) share their
 rollouts, and within a run an identical rollout is never repeated: head is scored once however
 many candidates are compared against it, a worker's minibatch on head is head's score, and a
-candidate that lands is already measured as the next head. Each rollout that runs is counted
+candidate that lands is already measured as the next head. A reward is a sample, not the truth:
+`again` draws more rollouts of a state on tasks it was measured on (where a decision hinges on
+them), and from then on a state's reward on a task is the mean of its samples; each draw again
+is counted as `repeated`, and as `disagreed` when its reward differs from the first one, which
+is how a run learns that its rewards are noisy. Each rollout that runs is counted
 under what it was for (`PURPOSES`), and asks the run's allowance before it starts. The cache and the usage stay here,
 with the driver; what goes to the call pool is `units.roll_out`, plain data in and out, and the
 usage each rollout brings back is added as it arrives. A rollout whose `run` raises is data
@@ -91,6 +95,7 @@ class Evaluator:
         # view key -> task id -> reward of a rollout back: what `known` reads (asking each future
         # of a view takes that future's lock, thousands of times a step in a large run)
         self._rewards: dict[str, dict[str, float]] = {}
+        self._extra: dict[str, dict[str, list[float]]] = {}  # view key -> task id -> rewards drawn again (`again`)
         self._pending: dict[Future[Rollout], tuple[str, Mapping[str, str], str, str]] = {}  # not yet back
         # The states viewed last, by identity (each kept, so that its id is not reused): head is
         # viewed for every row and turn of a step, and rendering a large artifact is a run's
@@ -105,9 +110,54 @@ class Evaluator:
         return self.score([(state, tasks) for state in states], purpose)
 
     def score(self, jobs: Sequence[tuple[Mapping[str, str], Sequence[Task]]], purpose: str = "accept") -> list[list[float]]:
-        """Each state on its own tasks, all in flight at once; one row of rewards per job."""
+        """Each state on its own tasks, all in flight at once; one row of rewards per job (the mean
+        of a task's samples, where it was drawn again)."""
         rows = [self._submit_row(state, tasks, purpose) for state, tasks in jobs]
-        return [[result_of(f).reward for f in row] for row in rows]
+        return [self._means(state, tasks, [result_of(f).reward for f in row]) for (state, tasks), row in zip(jobs, rows)]
+
+    def again(self, jobs: Sequence[tuple[Mapping[str, str], Sequence[Task]]], purpose: str = "accept") -> list[list[float]]:
+        """Each state on its own tasks once more, past the cache, all in flight at once: one row per
+        job of the new draws' rewards (not the means). A task not yet measured on its state is
+        measured first, so that each draw here is a repeat."""
+        firsts = [self._submit_row(state, tasks, purpose) for state, tasks in jobs]
+        drawn: list[list[Future[Rollout]]] = []
+        for state, tasks in jobs:
+            key, rendered = self.view(state)
+            row = []
+            for task in tasks:
+                if self._allowance is not None:
+                    self._allowance.take()
+                row.append(self._start(key, rendered, task, purpose))
+            drawn.append(row)
+        out = []
+        for (state, tasks), first, row in zip(jobs, firsts, drawn):
+            key, _ = self.view(state)
+            rewards = [result_of(f).reward for f in row]
+            before = [result_of(f).reward for f in first]
+            with self._lock:
+                extra = self._extra.setdefault(key, {})
+                for task, reward in zip(tasks, rewards):
+                    extra.setdefault(task.id, []).append(reward)
+            self.usage.add(repeated=len(rewards), disagreed=sum(r != b for r, b in zip(rewards, before)))
+            out.append(rewards)
+        return out
+
+    def draws(self, state: Mapping[str, str], task_id: str) -> list[float]:
+        """The rewards of `state` on the task that are back, the first first."""
+        key, _ = self.view(state)
+        with self._lock:
+            first = self._rewards.get(key, {}).get(task_id)
+            return [] if first is None else [first, *self._extra.get(key, {}).get(task_id, ())]
+
+    def _means(self, state: Mapping[str, str], tasks: Sequence[Task], first: list[float]) -> list[float]:
+        """`first` (each task's first reward), each averaged with its task's draws again."""
+        key, _ = self.view(state)
+        with self._lock:
+            extra = self._extra.get(key)
+            if not extra:
+                return first
+            more = [extra.get(t.id, ()) for t in tasks]
+        return [(r + sum(m)) / (1 + len(m)) if m else r for r, m in zip(first, more)]
 
     def mean(self, state: Mapping[str, str], tasks: Sequence[Task], purpose: str = "validate") -> float:
         return mean_reward(self.score([(state, tasks)], purpose)[0])
@@ -122,25 +172,32 @@ class Evaluator:
         return [self._submit_row(state, tasks, purpose) for state in states]
 
     def preload(self, rollouts: Sequence[tuple[str, Rollout]]) -> None:
-        """Put rollouts an earlier process of this run measured (view key, rollout) in the cache."""
+        """Put rollouts an earlier process of this run measured (view key, rollout) in the cache; a
+        second one of the same view and task is a draw again."""
         with self._lock:
             for key, rollout in rollouts:
+                if rollout.task.id in self._rewards.get(key, {}):
+                    self._extra.setdefault(key, {}).setdefault(rollout.task.id, []).append(rollout.reward)
+                    continue
                 future: Future[Rollout] = Future()
                 future.set_result(rollout)
                 self._cache.setdefault(key, {})[rollout.task.id] = future
                 self._rewards.setdefault(key, {})[rollout.task.id] = rollout.reward
 
     def known(self, state: Mapping[str, str]) -> dict[str, float]:
-        """The rewards of `state` measured so far, by task id, without running anything."""
+        """The rewards of `state` measured so far (each the mean of its samples), by task id,
+        without running anything."""
         key, _ = self.view(state)
         with self._lock:
             row, rewards = dict(self._cache.get(key, {})), dict(self._rewards.get(key, {}))
+            extra = dict(self._extra.get(key, {}))
             # back, but not yet through `_returned` (a waiter may wake before the callbacks run)
             landing = [(f, task_id) for f, (k, _, task_id, _) in self._pending.items() if k == key and f.done()]
         for future, task_id in landing:
             if not future.cancelled() and future.exception() is None:
                 rewards[task_id] = future.result().reward
-        return {task_id: rewards[task_id] for task_id in row if task_id in rewards}  # in the order they started
+        return {task_id: (rewards[task_id] + sum(extra.get(task_id, ()))) / (1 + len(extra.get(task_id, ())))
+                for task_id in row if task_id in rewards}  # in the order they started
 
     def view(self, state: Mapping[str, str]) -> tuple[str, Any]:
         """The cache key naming what a rollout on `state` sees, and that (the rendered artifact)."""
@@ -168,15 +225,7 @@ class Evaluator:
                     if future is None:
                         if self._allowance is not None:
                             self._allowance.take()  # raises BudgetSpent: nothing past the budget starts
-                        args = (roll_out, self._run, self._reward, rendered, task, self._timeout)
-                        then = functools.partial(self._counted, key, purpose)
-                        own = self._pools.get(purpose)
-                        if own is not None:
-                            future = own.submit(*args, then=then)
-                        elif self._hedger is None:
-                            future = self._pool.submit(*args, then=then)
-                        else:
-                            future = self._hedger.submit(task.id, *args, then=then)
+                        future = self._start(key, rendered, task, purpose)
                         row[task.id] = future
                         self._pending[future] = (key, state, task.id, purpose)
                         started.append(future)
@@ -189,6 +238,17 @@ class Evaluator:
             for future in started:  # outside the lock: a future already done calls back at once
                 future.add_done_callback(self._returned)
         return futures
+
+    def _start(self, key: str, rendered: Any, task: Task, purpose: str) -> Future[Rollout]:
+        """One rollout started: on its purpose's own pool, or re-issued past a straggler, or plain."""
+        args = (roll_out, self._run, self._reward, rendered, task, self._timeout)
+        then = functools.partial(self._counted, key, purpose)
+        own = self._pools.get(purpose)
+        if own is not None:
+            return own.submit(*args, then=then)
+        if self._hedger is None:
+            return self._pool.submit(*args, then=then)
+        return self._hedger.submit(task.id, *args, then=then)
 
     def _returned(self, future: Future[Rollout]) -> None:
         """A rollout is back; one that ended in an exception (a cancelled run's) stays pending."""

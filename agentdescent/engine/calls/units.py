@@ -10,6 +10,8 @@ where the results arrive (`Evaluator`, `Worker`).
 from __future__ import annotations
 
 import decimal
+import functools
+import inspect
 import math
 import numbers
 import threading
@@ -21,7 +23,7 @@ from agentdescent.agents.base import ModelUsage, metering
 from agentdescent.artifacts.strategies import InvalidProposal
 from agentdescent.errors import UserError
 from agentdescent.quoting import bounded, described, quoted
-from agentdescent.types import Reflection, Rollout, Task
+from agentdescent.types import Reflection, Rollout, Task, Tried
 
 T = TypeVar("T")
 
@@ -109,28 +111,32 @@ def _is_real(value: object) -> bool:
 
 
 def reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence[Rollout],
-            timeout: float | None = None) -> Reflection:
+            timeout: float | None = None, tried: Sequence[Tried] = ()) -> Reflection:
     """One proposal from one failure, or from all of `chosen` when `propose` has a callable
-    `batch(rendered, rollouts)`. A proposal that is not a str (or None) is the caller's bug and
+    `batch(rendered, rollouts)`; `tried` (the run's refusals) goes to whichever takes a `tried`
+    keyword. A proposal that is not a str (or None) is the caller's bug and
     raises `UserError`, as does a `UserError` from `propose`; anything else it raises, and a call
     longer than `timeout` seconds (abandoned), is recorded."""
     def metered() -> Reflection:
         with metering(ModelUsage()) as meter:
-            reflection = _reflect(propose, rendered, chosen)
+            reflection = _reflect(propose, rendered, chosen, tried)
         return reflection.model_copy(update={"spend": meter.spent()})
 
     late = f"propose took longer than rollout_timeout={timeout:g} s and was abandoned" if timeout is not None else ""
     return within(timeout, metered, lambda: Reflection(failed="error", reason=late))
 
 
-def _reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence[Rollout]) -> Reflection:
+def _reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence[Rollout],
+             tried: Sequence[Tried]) -> Reflection:
     batch = getattr(propose, "batch", None)
     try:
         if callable(batch):
-            proposal = batch(rendered, list(chosen))
+            told = {"tried": list(tried)} if tried and takes_tried(batch) else {}
+            proposal = batch(rendered, list(chosen), **told)
         else:
             (rollout,) = chosen
-            proposal = propose(rendered, rollout.task, rollout.output, rollout.reward)
+            told = {"tried": list(tried)} if tried and takes_tried(propose) else {}
+            proposal = propose(rendered, rollout.task, rollout.output, rollout.reward, **told)
     except UserError:
         raise  # misconfiguration: every proposal would fail alike
     except InvalidProposal as exc:
@@ -143,3 +149,20 @@ def _reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence
             "it must return a str (the proposed change) or None (no proposal)"
         )
     return Reflection(proposal=proposal)
+
+
+@functools.lru_cache(maxsize=64)
+def _takes_tried(propose: Callable) -> bool:
+    try:
+        parameters = inspect.signature(propose).parameters.values()
+    except (TypeError, ValueError):  # a builtin or a C callable: it cannot take it
+        return False
+    return any(p.name == "tried" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+def takes_tried(propose: Callable) -> bool:
+    """Whether `propose` accepts a `tried` keyword (it is handed the run's refusals then)."""
+    try:
+        return _takes_tried(propose)
+    except TypeError:  # an unhashable callable: asked each time
+        return _takes_tried.__wrapped__(propose)

@@ -180,7 +180,7 @@ class Loop:
             history=self.history, ledger_path=self.ledger.path, outcome_list=self.outcomes, usage=usage,
             stop_reason=reason, error=error, version=stable, initial_version=start, initial_state=initial_state,
             initial_rendered=self.strategy.render(initial_state), frozen=tuple(self.strategy.frozen),
-            warnings=list(self.warnings),
+            warnings=list(self.warnings), final_margin=None if final is None else self.validator.margin(state),
         )
 
     def _begin(self) -> None:
@@ -191,6 +191,7 @@ class Loop:
         self.failing.watch(self.evaluator.usage)
         reward = self.validator.whole(self._state(start))
         self.failing.check(self.evaluator.usage, "the held-out measurement at the start")
+        self.validator.calibrate(self._state(start))
         self._initial = (start, reward)
         self.progress.best, self.measured.validated = self._initial[1], start
         self._save(finished=False)
@@ -316,6 +317,8 @@ class Loop:
         for outcome in early + report.outcomes:
             self.outcomes.append(outcome)
             self.emit(ev.DiffOutcome(round=round_, outcome=outcome, diff=by_id.get(outcome.diff_id)))
+            if outcome.kind == "rejected_by_test" and outcome.diff_id in by_id:  # told to later reflections
+                self.worker.memory.refused(by_id[outcome.diff_id].evidence.rationale, outcome.reason)
         held_out, promoted = None, False
         if report.version is not None:
             landed = tuple(o.diff_id for o in report.outcomes if o.version is not None)

@@ -27,6 +27,9 @@ from agentdescent.engine.loop.stopping import Progress
 from agentdescent.result import StepRecord
 from agentdescent.types import Task
 
+Z90 = 1.645  # standard errors either side of a mean that hold 90 % of a normal's mass
+START_DRAWS = 8  # of the calibration, drawn on the held-out set at the start; the rest where diffs are judged
+
 
 @dataclass(kw_only=True)
 class Validator:
@@ -36,6 +39,8 @@ class Validator:
     schedule: ValidationPolicy
     promotion: PromotionPolicy
     target: float | None
+    noisy: Callable[[], bool | None] = lambda: False  # whether rewards are samples (None: not known yet)
+    calibration: int = 0  # held-out tasks drawn twice at the start while that is not known
 
     def due(self, dev_state: Mapping[str, str], leads: int) -> bool:
         """Whether the validation policy asks for dev's held-out reward now."""
@@ -48,6 +53,25 @@ class Validator:
     def whole(self, state: Mapping[str, str]) -> float:
         """The mean reward of `state` on the whole held-out set."""
         return self.evaluator.mean(state, self.held_out, "validate")
+
+    def margin(self, state: Mapping[str, str]) -> float | None:
+        """Half the width of a 90 % interval around `state`'s held-out reward, from what was
+        measured (no call): 1.645 standard errors of the mean of its tasks' rewards. It covers
+        both the tasks drawn and the draws of each (a task's reward is the mean of its draws)."""
+        known = self.evaluator.known(state)
+        rewards = [known[t.id] for t in self.held_out if t.id in known]
+        if len(rewards) < 2:
+            return None
+        mean = sum(rewards) / len(rewards)
+        variance = sum((r - mean) ** 2 for r in rewards) / (len(rewards) - 1)
+        return Z90 * (variance / len(rewards)) ** 0.5
+
+    def calibrate(self, state: Mapping[str, str]) -> None:
+        """While the run does not know whether its rewards are samples, draw a few held-out tasks
+        twice (`START_DRAWS`, at most `calibration`): two draws that differ say so before the first
+        step has to decide anything."""
+        if self.calibration and self.noisy() is None:
+            self.evaluator.again([(state, self.held_out[: min(self.calibration, START_DRAWS)])], "validate")
 
     def measure(self, state: Mapping[str, str], best: float) -> tuple[float, bool]:
         """(the held-out reward of `state`, True); or (the most it could still reach, False) when it

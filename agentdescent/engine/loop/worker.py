@@ -22,6 +22,7 @@ from agentdescent.engine.calls.units import reflect
 from agentdescent.engine.loop.decisions import ProposalPolicy
 from agentdescent.engine.loop.sharding import Shards
 from agentdescent.engine.persist.replay import Answers, asked
+from agentdescent.reflect.memory import Memory
 from agentdescent.step.stats import mean_reward
 from agentdescent.types import Diff, EvidenceCard, Outcome, Reflection, Rollout, Task
 
@@ -31,7 +32,8 @@ class ProposeFn(Protocol):
 
     It may raise `InvalidProposal` (an `invalid` outcome) or anything else (an `error` outcome).
     A propose with a callable `batch(rendered, rollouts)` attribute is handed all of a worker's
-    chosen failures at once and makes one proposal from them."""
+    chosen failures at once and makes one proposal from them. One that takes a `tried` keyword
+    is handed the run's latest refused proposals with their reasons (`reflect.memory`)."""
 
     def __call__(self, rendered: Any, task: Task, output: str, reward: float) -> str | None: ...
 
@@ -107,6 +109,8 @@ class Worker:
     shards: Shards | None = None  # a tensor-parallel run: a turn's diffs may change only its worker's keys
     journal: Callable[[str, Reflection], None] | None = None  # the run's answer journal: (what was asked, answer)
     answers: Answers = field(default_factory=Answers)  # a resumed run's: what a killed process was answered
+    noisy: Callable[[], bool | None] = lambda: False  # whether the run's rewards are samples (`step.policies.rewards_noisy`)
+    memory: Memory = field(default_factory=Memory)  # the run's refused proposals, handed to each reflection
 
     def work(self, turn: Turn) -> WorkerReport:
         """Roll out, reflect and verify; a turn that runs out of budget hands back what it made."""
@@ -120,9 +124,18 @@ class Worker:
                 spares = [t for batch in turn.spares for t in batch]  # the engine deals `scouts` of them
                 rollouts = self.evaluator.rollouts(turn.state, spares)
                 chosen = self.proposal(rollouts)
+            if chosen and self.noisy():
+                chosen = self._repeated(turn.state, chosen)
         except BudgetSpent as spent:
             return Rolled(turn=turn, rollouts=[], chosen=[], spent=str(spent))
         return Rolled(turn=turn, rollouts=rollouts, chosen=chosen)
+
+    def _repeated(self, state: State, chosen: list[Rollout]) -> list[Rollout]:
+        """With noisy rewards, the failures that fail again when drawn again: one that passes was
+        noise, and a reflection on it would mostly repeat what the artifact already says."""
+        below = getattr(self.proposal, "below", 1.0)
+        again = self.evaluator.again([(state, [r.task for r in chosen])], "train")[0]
+        return [r for r, reward in zip(chosen, again) if reward < below]
 
     def reflect(self, rolled: Rolled) -> Reflected:
         turn, chosen = rolled.turn, rolled.chosen
@@ -132,6 +145,7 @@ class Worker:
             return Reflected(turn=turn, rollouts=rolled.rollouts, diffs=diffs, outcomes=outcomes, spent=rolled.spent)
         groups = [chosen] if chosen and callable(getattr(self.propose, "batch", None)) else [[r] for r in chosen]
         view, rendered = self.evaluator.view(turn.state)
+        tried = self.memory.recent(noisy=self.noisy())
         pending: list[tuple[str, Future[Reflection] | Reflection]] = []
         why = None
         try:
@@ -141,7 +155,8 @@ class Worker:
                 if not isinstance(again, Reflection):
                     if self.allowance is not None:
                         self.allowance.take()
-                    pending.append((key, self.calls.submit(reflect, self.propose, rendered, group, self.config.timeout)))
+                    pending.append((key, self.calls.submit(reflect, self.propose, rendered, group, self.config.timeout,
+                                                           tried)))
                 else:
                     pending.append((key, again))
         except BudgetSpent as spent:  # what was sent is paid for: its answers are still taken

@@ -1,0 +1,160 @@
+"""The gate where a rollout is a sample, not the truth: on the noisy reference domain
+(agentdescent/testing/noisy.py), each diff judged by the real optimizer step on a real ledger
+(`testing.lone_diff`), its rollouts run by the run's own evaluator, every verdict checked against
+the domain's ground truth, on every seed."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentdescent import AppendRules, evolve
+from agentdescent.artifacts.strategies import rule_key
+from agentdescent.config import Policies
+from agentdescent.engine.calls.evaluation import Evaluator
+from agentdescent.engine.calls.executors import ThreadExecutor
+from agentdescent.reflect import reflector
+from agentdescent.reflect.memory import Memory
+from agentdescent.step.policies import BetaAcceptance, rewards_noisy
+from agentdescent.testing.lone_diff import LoneDiff
+from agentdescent.testing.noisy import VAGUE, NoisyDomain, NoisyLevels, harmful_rule, right_rule
+from agentdescent.types import Rollout, Task, Tried
+from agentdescent.usage import Usage
+
+SEEDS = range(10)
+NOISY = NoisyLevels(p=0.85, q=0.1)
+
+
+@pytest.fixture
+def trial():
+    made: list[LoneDiff] = []
+
+    def make(seed: int, levels: NoisyLevels = NOISY) -> LoneDiff:
+        made.append(LoneDiff(levels, seed=seed))
+        return made[-1]
+    yield make
+    for t in made:
+        t.close()
+
+
+def test_a_planted_harmful_rule_is_refused_on_every_seed(trial):
+    """It fixes its own category as the right rule does, and breaks the plain tasks, which pass."""
+    for seed in SEEDS:
+        assert trial(seed).judge(harmful_rule(5, "plain"), category=5) != "committed", f"seed {seed}"
+
+
+def test_a_harmful_rule_that_breaks_as_much_as_it_fixes_is_refused_on_most_seeds(trial):
+    """Breaking a learnt category of six tasks while fixing its own six, it gains nothing on the
+    whole: its breaks show only where the probes meet that category (bench/gate_error_rates.py
+    gives the rate)."""
+    assert sum(trial(seed).judge(harmful_rule(5, 1), category=5) != "committed" for seed in SEEDS) >= 8
+
+
+def test_a_vague_rule_is_never_committed(trial):
+    """It changes nothing: whatever it seems to fix or break is chance, and chance is no gain."""
+    for seed in SEEDS:
+        assert trial(seed).judge(VAGUE[seed % len(VAGUE)], category=6) != "committed", f"seed {seed}"
+
+
+def test_the_right_rule_is_committed_on_most_seeds_and_head_is_drawn_again_where_it_was_chosen(trial):
+    committed = 0
+    for seed in SEEDS:
+        t = trial(seed)
+        committed += t.judge(right_rule(5), category=5) == "committed"
+        assert len(t.evaluator.draws(t.head, t.failure(5).id)) >= 2  # the failing draw that chose it, and one since
+    assert committed >= 7
+
+
+def test_a_decisive_case_stops_early(trial):
+    """A fix that never fails against a head that never passes: its failure is drawn the fewest
+    times the lead allows (the candidate twice, head three times: the draw that chose it, one
+    more, and one more pair)."""
+    t = trial(0, NoisyLevels(p=1.0, q=0.0))
+    assert t.judge(right_rule(5), category=5) == "committed"
+    task, fixed = t.failure(5), {**t.head, rule_key(right_rule(5)): right_rule(5)}
+    assert len(t.evaluator.draws(fixed, task.id)) == 2 and len(t.evaluator.draws(t.head, task.id)) == 3
+    assert t.usage.disagreed == 0
+
+
+def test_a_run_finds_out_whether_its_rewards_are_samples():
+    noisy, clean = NoisyDomain(NOISY, seed=0), NoisyDomain(NoisyLevels(p=1.0, q=0.0, right=1.0, vague=0.0), seed=0)
+    found = evolve(noisy.tasks(), noisy.reward, run=noisy.run, propose=noisy.propose, strategy=AppendRules(),
+                   rounds=2, n_workers=4, seed=0)
+    assert found.usage.disagreed > 0
+    assert 0 < found.final_margin < 0.5  # how sure its held-out reward is, from what it measured
+    assert type(found).from_json(found.to_json()).final_margin == found.final_margin
+    assert rewards_noisy(BetaAcceptance(), found.usage.repeated, found.usage.disagreed) is True
+    exact = evolve(clean.tasks(), clean.reward, run=clean.run, propose=clean.propose, strategy=AppendRules(),
+                   rounds=2, n_workers=4, seed=0, policies=Policies(acceptance=BetaAcceptance(rewards="exact")))
+    assert exact.usage.repeated == 0 and exact.final_reward == 1.0 and exact.final_margin == 0.0
+    detected = evolve(clean.tasks(), clean.reward, run=clean.run, propose=clean.propose, strategy=AppendRules(),
+                      rounds=2, n_workers=4, seed=0)
+    assert detected.usage.disagreed == 0 and 0 < detected.usage.repeated <= 2 * BetaAcceptance().calibration
+    assert detected.final_reward == 1.0
+
+
+def test_a_reward_is_the_mean_of_its_draws_and_a_second_rollout_read_back_is_a_draw_again():
+    flips = iter([1.0, 0.0, 1.0, 1.0])
+    task = Task(id="t", prompt="p")
+    evaluator = Evaluator(strategy=AppendRules(), run=lambda rendered, t: "x", reward=lambda t, o: next(flips),
+                          pool=ThreadExecutor(1), usage=Usage())
+    state: dict[str, str] = {}
+    assert evaluator.score([(state, [task])]) == [[1.0]]
+    assert evaluator.again([(state, [task])]) == [[0.0]]
+    assert evaluator.known(state) == {"t": 0.5} and evaluator.score([(state, [task])]) == [[0.5]]
+    assert (evaluator.usage.repeated, evaluator.usage.disagreed, evaluator.usage.rollouts) == (1, 1, 2)
+    assert evaluator.again([(state, [task]), (state, [task])]) == [[1.0], [1.0]]
+    assert evaluator.draws(state, "t") == [1.0, 0.0, 1.0, 1.0]
+
+    resumed = Evaluator(strategy=AppendRules(), run=lambda rendered, t: "x", reward=lambda t, o: 1.0,
+                        pool=ThreadExecutor(1), usage=Usage())
+    key, _ = resumed.view(state)
+    resumed.preload([(key, Rollout(task=task, output="x", reward=r)) for r in (1.0, 0.0)])
+    assert resumed.known(state) == {"t": 0.5} and resumed.draws(state, "t") == [1.0, 0.0]
+
+
+def test_a_replacement_rewords_one_rule():
+    strategy, old = AppendRules(), harmful_rule(2, "plain")
+    state = {rule_key(old): old}
+    edits = strategy.edits_for(state, f"replace: {old} => {right_rule(2)}")
+    assert [(e.key, e.after) for e in edits] == [(rule_key(old), None), (rule_key(right_rule(2)), right_rule(2))]
+    with pytest.raises(Exception, match="no rule"):
+        strategy.edits_for(state, "replace: Be brief. => Be terse.")
+    with pytest.raises(Exception, match="replace: <rule> => <new rule>"):
+        strategy.edits_for(state, f"replace: {old}")
+
+
+def test_the_reflector_is_told_what_was_refused_and_only_where_rewards_are_exact():
+    prompts: list[str] = []
+
+    def model(prompt: str) -> str:
+        prompts.append(prompt)
+        return "<rule>Quote the code.</rule>"
+
+    tried = [Tried(proposal="Be more careful.", why="fixes none of the 1 failures it was made from")]
+    assert reflector(model)("- a rule", Task(id="t", prompt="q", gold="g"), "out", 0.0, tried=tried) == "Quote the code."
+    assert "Be more careful. (refused: fixes none of the 1 failures it was made from)" in prompts[-1]
+    reflector(model)("- a rule", Task(id="t", prompt="q", gold="g"), "out", 0.0)
+    assert "refused" not in prompts[-1]
+
+    memory = Memory(kept=2)
+    for rule in ("A.", "B.", "C."):
+        memory.refused(rule, "rejected: breaks t1, which head passes")
+    assert [t.proposal for t in memory.recent(noisy=False)] == ["B.", "C."]
+    assert memory.recent(noisy=False)[0].why == "breaks t1, which head passes"
+    assert memory.recent(noisy=True) == [] and memory.recent(noisy=None) == []
+
+
+def test_a_propose_that_takes_tried_is_handed_the_refusals_of_a_run_with_exact_rewards():
+    clean = NoisyDomain(NoisyLevels(p=1.0, q=0.0, right=0.5, vague=0.5), seed=0)
+    handed: list[list[Tried]] = []
+
+    def propose(rendered, task, output, reward, *, tried=()):
+        handed.append(list(tried))
+        return clean.propose(rendered, task, output, reward, tried=tried)
+
+    evolve(clean.tasks(), clean.reward, run=clean.run, propose=propose, strategy=AppendRules(), rounds=4,
+           n_workers=4, seed=0, policies=Policies(acceptance=BetaAcceptance(rewards="exact")))
+    told = {t.proposal for batch in handed for t in batch}
+    assert told and told <= set(VAGUE)  # what was refused, and nothing else
+    assert not handed[0]
+
