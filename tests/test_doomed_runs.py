@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from agentdescent import Task, events, evolve
+from agentdescent import BetaAcceptance, Task, events, evolve
 from agentdescent.engine.evolve import split_tasks
 from agentdescent.runs.spec import SpecError
 from tests import keyword_domain as domain
@@ -23,6 +23,13 @@ def held_out_ids(tasks) -> set[str]:
     return {t.id for t in split_tasks(tasks, 0.3, random.Random("0:split"))[1]}
 
 
+def start_calls(tasks) -> int:
+    """What the start's measurement costs: each held-out task, and as many (at most the
+    calibration) drawn again to find out whether rewards are samples."""
+    held_out = len(held_out_ids(tasks))
+    return held_out + min(held_out, BetaAcceptance().calibration)
+
+
 def test_a_reward_that_always_raises_stops_the_run_at_the_held_out_measurement():
     tasks, _, run, propose = year_program()
 
@@ -32,7 +39,7 @@ def test_a_reward_that_always_raises_stops_the_run_at_the_held_out_measurement()
     result = evolve(tasks, swapped, run=run, propose=propose, rounds=4, n_workers=2)
     assert "every rollout of the held-out measurement at the start failed" in result.error
     assert "AttributeError" in result.error and "has no attribute 'gold'" in result.error
-    assert result.usage.calls == len(held_out_ids(tasks)) and result.history == []
+    assert result.usage.calls == start_calls(tasks) and result.history == []
     assert result.initial_reward is None and result.warnings == []
 
 
@@ -74,7 +81,7 @@ def test_an_agent_that_always_raises_stops_the_run_too():
         raise ConnectionError("the model server refused the connection")
 
     result = evolve(tasks, reward, run=unreachable, propose=propose, rounds=4, n_workers=2)
-    assert "refused the connection" in result.error and result.usage.calls == len(held_out_ids(tasks))
+    assert "refused the connection" in result.error and result.usage.calls == start_calls(tasks)
 
 
 def test_a_hard_task_set_that_scores_zero_without_errors_runs_every_round():
@@ -88,7 +95,7 @@ def test_a_detached_run_whose_scorer_fails_every_rollout_ends_failed_naming_it(s
     status = wait(service, service.start(spec).run_id)
     assert status.state == "failed", status
     assert "every rollout of the held-out measurement at the start failed" in status.error
-    assert "cannot score" in status.error and status.calls == len(held_out_ids(domain.spec(tmp_path)["tasks"]))
+    assert "cannot score" in status.error and status.calls == start_calls(domain.spec(tmp_path)["tasks"])
 
 
 @pytest.mark.parametrize("name, said", [("swapped", "AttributeError"), ("word", "returned str, not a number")])

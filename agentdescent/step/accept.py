@@ -60,6 +60,7 @@ class _Candidate:
     first: list[Task] = field(default_factory=list)  # its first wave of probes, when scored with the evidence
     opened: list[Task] = field(default_factory=list)  # that first wave whole: the parts' evidence and `first`
     settled: dict[str, bool] = field(default_factory=dict)  # with samples: probes drawn again -> broken in both pairs
+    probed: set[str] = field(default_factory=set)  # the probes it was scored on (beside its parts' evidence)
 
 
 def accept(components: Sequence[Component], head_state: State, probes: Sequence[Task], judge: Judge, *,
@@ -140,6 +141,7 @@ def _fusion_test(trial: Trial, parts: list[Component], evidence: Mapping[Compone
         cand = _credited(trial, early, parts, failed, set(), {**evidence, **{c: _evidence_tasks(c, trial.judge.train) for c in failed}})
     taken = {t.id for t in first}
     while True:
+        cand.probed = taken
         _probe(trial, cand, taken, judged)
         broken = [i for i, r in cand.rewards.items() if r < trial.head[i] and i not in judged
                   and cand.settled.get(i, not trial.noisy)]
@@ -202,7 +204,7 @@ def _probe(trial: Trial, cand: _Candidate, taken: set[str], judged: set[str]) ->
     cap = policy.size
     while True:
         if trial.noisy is not False:  # while the run is finding out too: a probe broken by chance shows noise
-            _settle(trial, cand, taken)
+            _settle(trial, cand, taken, gains=trial.noisy is None)
         if trial.noisy:
             if _harm(trial, cand, taken, judged) is not None:
                 return
@@ -229,11 +231,13 @@ def _harm(trial: Trial, cand: _Candidate, taken: set[str], judged: set[str]) -> 
     return trial.policy.harm_rate(len(eligible) - broken, broken)
 
 
-def _settle(trial: Trial, cand: _Candidate, taken: set[str]) -> None:
-    """With samples: each probe where `cand` and head differ, not yet drawn again, gets a second
-    pair of draws; it is broken only when it breaks in both, and its rewards become the means."""
+def _settle(trial: Trial, cand: _Candidate, taken: set[str], *, gains: bool) -> None:
+    """With samples: each probe where `cand` is below head (and, with `gains`, above it), not yet
+    drawn again, gets a second pair of draws; it is broken only when it breaks in both, and its
+    rewards become the means. A gain is drawn again only where the paired test hinges on it."""
     train = trial.judge.train
-    doubt = [i for i in taken if i in cand.rewards and cand.rewards[i] != trial.head[i] and i not in cand.settled]
+    doubt = [i for i in taken if i in cand.rewards and i not in cand.settled
+             and (cand.rewards[i] < trial.head[i] or (gains and cand.rewards[i] > trial.head[i]))]
     if not doubt:
         return
     first = {i: (cand.rewards[i], trial.head[i]) for i in doubt}
@@ -342,10 +346,19 @@ def _gain(trial: Trial, comp: Component, evidence: Mapping[Component, list[Task]
 
 
 def _accepted(trial: Trial, cand: _Candidate, *, gated: bool) -> Acceptance | None:
-    """The paired test of `cand` on every task it was scored on; the acceptance if it passes."""
+    """The paired test of `cand` on every task it was scored on; the acceptance if it passes. With
+    samples, probes it gained on by one pair of draws are drawn again when the verdict turns on
+    them (it would not pass with them as ties)."""
     ids = list(cand.rewards)
     row, head_row = [cand.rewards[i] for i in ids], [trial.head[i] for i in ids]
     verdict = trial.test(ids, row, head_row, gated=gated)
+    unsure = {i for i in cand.probed if i in cand.rewards and i not in cand.settled and cand.rewards[i] > trial.head[i]}
+    if verdict.accepted and trial.noisy and unsure:
+        as_ties = [trial.head[i] if i in unsure else r for i, r in zip(ids, row)]
+        if not trial.test(ids, as_ties, head_row, gated=gated).accepted:
+            _settle(trial, cand, unsure, gains=True)
+            row, head_row = [cand.rewards[i] for i in ids], [trial.head[i] for i in ids]
+            verdict = trial.test(ids, row, head_row, gated=gated)
     refused = None
     if verdict.accepted and gated and len(cand.parts) > 1:
         refused = oracle_gate([cand.state], trial.head_state, trial.judge.oracle, trial.judge.score)[0]

@@ -139,16 +139,17 @@ class BetaAcceptance:
     fewest calls, a wave or two more a culprit).
 
     Rewards may be samples (a model answers the same task otherwise the next time; a judge
-    flips). `rewards="detect"` (the default) finds out: the failures a diff was made from are
-    measured on head again, since the draw that chose them was a failure by selection, and when
-    `calibration` such draws all agree the rewards are taken as exact and the test above runs as
-    it is. Once two draws of one state on one task differ, the rewards are samples (`"sampled"`
-    says so from the start; `"exact"` never draws again), and the test draws again where its
-    decision hinges on a task: a failure counts as fixed only when the diff's gain over head,
-    summed over fresh pairs of draws (at most `repeats`), reaches `lead`; a probe where candidate
-    and head differ gets a second pair, and is broken only when it breaks in both; a bisection's
-    "it breaks" is drawn twice. A reward is then the mean of its draws, and the paired test asks
-    for a net gain of `min_decisive` besides.
+    flips). `rewards="detect"` (the default) finds out: a few held-out tasks are drawn twice at
+    the start, and the failures a diff was made from are measured on head again (the draw that
+    chose them was a failure by selection); when `calibration` such draws all agree the rewards
+    are taken as exact and the test above runs as it is. Once two draws of one state on one task
+    differ, the rewards are samples (`"sampled"` says so from the start; `"exact"` never draws
+    again), and the test draws again where its decision hinges on a task: a failure counts as
+    fixed only when the diff's gain over head, summed over fresh pairs of draws (at most
+    `repeats`), reaches `lead`; a probe the candidate fails gets a second pair and is broken only
+    when it breaks in both, the harm rate decided at `sampled_confidence`; a probe it gains on
+    gets one where the verdict turns on it; a bisection's "it breaks" is drawn twice. A reward
+    is then the mean of its draws, and the paired test asks for a net gain of `min_decisive`.
     docs/concepts.md gives the error rates.
     """
 

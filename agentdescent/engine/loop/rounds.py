@@ -189,9 +189,9 @@ class Loop:
         again (failed rollouts are never journalled, so they run anew)."""
         start = self._initial[0]
         self.failing.watch(self.evaluator.usage)
+        self.validator.calibrate(self._state(start))
         reward = self.validator.whole(self._state(start))
         self.failing.check(self.evaluator.usage, "the held-out measurement at the start")
-        self.validator.calibrate(self._state(start))
         self._initial = (start, reward)
         self.progress.best, self.measured.validated = self._initial[1], start
         self._save(finished=False)

@@ -28,7 +28,6 @@ from agentdescent.result import StepRecord
 from agentdescent.types import Task
 
 Z90 = 1.645  # standard errors either side of a mean that hold 90 % of a normal's mass
-START_DRAWS = 8  # of the calibration, drawn on the held-out set at the start; the rest where diffs are judged
 
 
 @dataclass(kw_only=True)
@@ -67,11 +66,15 @@ class Validator:
         return Z90 * (variance / len(rewards)) ** 0.5
 
     def calibrate(self, state: Mapping[str, str]) -> None:
-        """While the run does not know whether its rewards are samples, draw a few held-out tasks
-        twice (`START_DRAWS`, at most `calibration`): two draws that differ say so before the first
-        step has to decide anything."""
+        """While the run does not know whether its rewards are samples, draw held-out tasks twice
+        (`calibration` of them, or all there are), in the wave that measures the whole held-out
+        set: two draws that differ say so before the first step has to decide anything, and
+        draws that all agree settle it for a run whose held-out set is large enough."""
         if self.calibration and self.noisy() is None:
-            self.evaluator.again([(state, self.held_out[: min(self.calibration, START_DRAWS)])], "validate")
+            self.evaluator.submit([state], self.held_out, "validate")  # the start's measurement, under way
+            # the gate's, not a measurement: held-out evaluation's share of the bill, which the
+            # validation schedule spends by, stays what it was
+            self.evaluator.again([(state, self.held_out[: self.calibration])], "accept")
 
     def measure(self, state: Mapping[str, str], best: float) -> tuple[float, bool]:
         """(the held-out reward of `state`, True); or (the most it could still reach, False) when it
