@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from agentdescent.errors import AgentError
 from agentdescent.runs import hostwork
 from agentdescent.runs.host import HostAgent
 from agentdescent.runs.hostwork import Answer
@@ -21,22 +22,48 @@ from agentdescent.runs.store import RunDir
 ME = Claim(holder="me", pid=os.getpid())
 
 
+STOPPING = threading.Event()  # set as a test ends: its askers withdraw, as a cancelled run's do
+ASKERS: list[threading.Thread] = []
+
+
 @pytest.fixture
 def run(tmp_path):
-    """A live run's folder: its status says running and this process holds its lock."""
+    """A live run's folder: its status says running and this process holds its lock. As the test
+    ends, every call still waiting is withdrawn and its thread joined: none outlives its test."""
     folder = tmp_path / "run-1"
     folder.mkdir()
     made = RunDir(folder)
     made.write_status(RunStatus(id=made.id, state="running"))
     lock = made.lock()
+    STOPPING.clear()
     yield made
+    STOPPING.set()
+    for thread in ASKERS:
+        thread.join(5)
+    ASKERS.clear()
     os.close(lock)
+
+
+def asker(agent: HostAgent, call: dict, into: dict | None = None, key: str = "") -> threading.Thread:
+    """A thread asking `agent` as the run's pool does; the answer goes to `into[key]`, and a call
+    withdrawn as the test ends is no error."""
+    def ask() -> None:
+        try:
+            answer = agent(**call)
+        except AgentError:
+            assert STOPPING.is_set()
+            return
+        if into is not None:
+            into[key] = answer
+    thread = threading.Thread(target=ask, daemon=True)
+    ASKERS.append(thread)
+    return thread
 
 
 def post(run: RunDir, *calls: dict, kind: str = "rollout") -> list[threading.Thread]:
     """Each call asked of a HostAgent on its own thread, as the run's pool does; the threads."""
-    agent = HostAgent(Mailbox(run.file("mailbox")), kind, timeout=30, gone=lambda: False)
-    threads = [threading.Thread(target=agent, kwargs=call, daemon=True) for call in calls]
+    agent = HostAgent(Mailbox(run.file("mailbox")), kind, timeout=30, gone=STOPPING.is_set)
+    threads = [asker(agent, call) for call in calls]
     for thread in threads:
         thread.start()
     deadline = time.monotonic() + 5
@@ -91,9 +118,8 @@ def test_one_answer_stays_under_the_page_and_a_long_prompt_is_read_on(run):
 
 def test_a_batch_is_answered_once_each_and_the_askers_get_their_answers(run):
     box: dict[str, str] = {}
-    agent = HostAgent(Mailbox(run.file("mailbox")), "rollout", timeout=30, gone=lambda: False)
-    threads = [threading.Thread(target=lambda i=i: box.__setitem__(f"t{i}", agent(f"task {i}", context="A")))
-               for i in range(4)]
+    agent = HostAgent(Mailbox(run.file("mailbox")), "rollout", timeout=30, gone=STOPPING.is_set)
+    threads = [asker(agent, {"prompt": f"task {i}", "context": "A"}, box, f"t{i}") for i in range(4)]
     for thread in threads:
         thread.start()
     time.sleep(0.3)

@@ -24,6 +24,9 @@ from tests.loopback import LoopbackServer, Response, openai_chat
 FAULTS = ["storm", "server-error", "hang", "garbage", "empty", "huge", "bad-bytes", "trickle", "flood"]
 FLOOD_CHUNKS = 800  # of 64 KiB: 50 MB
 REPLY = {"ok": "2026", "storm": "2026"}
+# Wide enough for a storm's three attempts and a 1 MB answer on a loaded machine; a hang (60 s)
+# and a trickle (a byte every 0.5 s) are far past it.
+DEADLINE = 4.0
 
 
 def serve():
@@ -43,7 +46,7 @@ def serve():
         if kind == "server-error":
             return Response(status=500, body={"error": {"message": "boom"}})
         if kind == "hang":
-            return Response(delay=5, body={})
+            return Response(delay=60, body={})
         if kind == "garbage":
             return Response(body="<html>502 Bad Gateway</html>")
         if kind == "empty":
@@ -54,7 +57,7 @@ def serve():
             return Response(headers={"content-type": "application/json"}, body=b'{"choices": [\xff\xfe]}')
         if kind == "trickle":
             answer = {"choices": [{"message": {"role": "assistant", "content": "2026"}}]}
-            return Response(trickle=0.1, body=json.dumps(answer))
+            return Response(trickle=0.5, body=json.dumps(answer))
         if kind == "flood":
             return Response(headers={"content-type": "application/json"},
                             stream=lambda: (b"2026" * 16384 for _ in range(FLOOD_CHUNKS)))
@@ -67,7 +70,7 @@ def serve():
 def model(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-faults-0000")
     with LoopbackServer(serve()) as server:
-        yield openai_compatible("fault-model", base_url=server.url, timeout=1.5, max_retries=3, backoff=(0.0, 0.01))
+        yield openai_compatible("fault-model", base_url=server.url, timeout=DEADLINE, max_retries=3, backoff=(0.0, 0.01))
 
 
 def test_each_model_fault_is_a_recorded_failure_and_the_run_completes(model, tmp_path):
@@ -88,7 +91,7 @@ def test_each_model_fault_is_a_recorded_failure_and_the_run_completes(model, tmp
     failed_kinds = {re.search(r"task «([a-z-]+)-\d+»", e).group(1) for e in result.usage.errors}
     assert failed_kinds == {"server-error", "hang", "garbage", "empty", "bad-bytes", "trickle", "flood"}  # storms end; huge is an answer
     said = " ".join(result.usage.errors)
-    assert "deadline of 1.5 s" in said and "max_reply_chars=1,000,000" in said
+    assert f"deadline of {DEADLINE:g} s" in said and "max_reply_chars=1,000,000" in said
     assert peak < 40_000_000  # each flood is cut off at the cap (8 MB): one read whole would hold 50 MB
     assert result.usage.model.failures >= 5 and result.usage.failures >= 5
     assert all(o.kind != "error" for o in result.outcome_list)
