@@ -77,13 +77,17 @@ class Parallelism:
     keys dealt out, one shard a worker), "pp" or `PipelineParallel(...)` (a turn's stages on pools of
     their own): `engine.loop.parallel`. `executor`: "thread", "process" or "ray" (`engine.calls`).
     `reissue_after`: a rollout still running past that many times its task's usual duration is run
-    a second time and the first answer wins (both are paid for); None: never."""
+    a second time and the first answer wins (both are paid for); None: never. `batched`: the calls
+    are answered in batches (a host's helpers take a wave at a time), so each wave costs a round
+    trip and the run makes fewer: a held-out measurement is one wave, not two (a spec whose agent or
+    reflector is `host` is batched unless it says otherwise)."""
 
     asynchronous: bool = False
     lag_budget: int | None = 3
     method: str | ParallelMethod = "dp"
     executor: str = "thread"
     reissue_after: float | None = 4.0
+    batched: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "method", parallel_method(self.method))

@@ -128,8 +128,7 @@ class Host:
         run_id = re.search(r"for run (\S+)\.", json.dumps(chat.body["messages"])).group(1)
         taken = [r.value for r in chat.results("host_next") if r.value]
         if taken and not taken[-1]["running"]:
-            return chat.use("host_release", run_id=run_id) if not chat.results("host_release") else DONE[
-                ROLLOUTS if kind == "rollout" else REFLECTIONS]
+            return DONE[ROLLOUTS if kind == "rollout" else REFLECTIONS]
         answered = {a["request_id"] for r in chat.results("host_submit") for a in r.input["answers"]}
         open_ = [(g, q) for work in taken for g in work["work"] for q in g["requests"] if q["request_id"] not in answered]
         sent = {g["candidate"] for work in taken for g in work["work"] if g.get("files") is not None}
@@ -147,7 +146,8 @@ class Host:
 
     @staticmethod
     def _route(group: dict, request: dict) -> str:
-        return route_by_skill(request["prompt"], group["workspace"])
+        template = group.get("template") or "{task}"  # as SKILL.md says: the request's prompt in its place
+        return route_by_skill(template.replace("{task}", request["prompt"]), group["workspace"])
 
 
 def _check(chat: Chat) -> None:

@@ -44,6 +44,14 @@ def test_a_spec_sets_the_budget_the_parallelism_and_the_gate(tmp_path):
     assert policies.staleness == Staleness("rebase")
 
 
+@pytest.mark.parametrize(("agents", "parallelism", "batched"), [
+    ({"agent": "host"}, {}, True), ({"agent": "python:m:f", "reflector": {"kind": "host"}}, {"lag_budget": 1}, True),
+    ({"agent": "host"}, {"batched": False}, False), ({"agent": "python:m:f"}, {}, False)])
+def test_a_run_the_host_answers_is_batched_unless_its_spec_says_otherwise(tmp_path, agents, parallelism, batched):
+    spec = read_spec({"target": "p.md", "tasks": "t.jsonl", **agents, "parallelism": parallelism}, base=tmp_path)
+    assert spec.evolve_options()["parallelism"].batched is batched
+
+
 def test_a_bad_option_is_a_problem_named_by_its_field(tmp_path):
     with pytest.raises(SpecError) as caught:
         read_spec({"target": "p.md", "tasks": "t.jsonl", "agent": "python:m:f", "budget": {"max_calls": 0},

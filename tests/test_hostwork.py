@@ -154,3 +154,18 @@ def test_a_lease_runs_out_without_calls_and_is_renewed_by_each_call(run, monkeyp
     time.sleep(0.6)
     assert len(hostwork.take(run, Claim(holder="other")).work) == 1
 
+
+
+def test_a_prompt_made_from_the_run_s_template_goes_as_its_task_with_the_template_once(run):
+    template = "Use the skill. Which team handles this?\n\n{task}\n\nOne word."
+    agent = HostAgent(Mailbox(run.file("mailbox")), "rollout", timeout=30, gone=STOPPING.is_set, template=template)
+    prompts = [template.format(task=f"my invoice {i}") for i in range(3)] + ["Something else entirely"]
+    threads = [asker(agent, {"prompt": p, "context": "A"}) for p in prompts]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)
+    work = hostwork.take(run, ME).work
+    templated = next(g for g in work if g.template is not None)
+    assert templated.template == template and [r.prompt for r in templated.requests] == [f"my invoice {i}" for i in range(3)]
+    [whole] = [r.prompt for g in work if g.template is None for r in g.requests]
+    assert whole == "Something else entirely" and [g.context for g in work if g.context] == ["A"]  # the text once

@@ -40,7 +40,7 @@ def test_a_validation_stops_after_its_first_wave_only_when_nothing_could_come_of
     held_out = numbered_tasks(16, gold="{i}")
     evaluator = make_evaluator(CountingRun())
     good, bad = {"r": "answer with the gold"}, {"r": "say nothing"}
-    validator = Validator(evaluator=evaluator, held_out=held_out, train_ids=frozenset(), schedule=Amortized(),
+    validator = Validator(evaluator=evaluator, held_out=held_out, train=(), schedule=Amortized(),
                           promotion=OnHeldOutGain(), target=1.0)
     assert validator.measure(bad, best=0.8) == (0.75, False)  # 0 of 4; a perfect rest reaches 0.75 < 0.8, < 1
     assert evaluator.usage.validate == 4
@@ -48,6 +48,20 @@ def test_a_validation_stops_after_its_first_wave_only_when_nothing_could_come_of
     assert evaluator.usage.validate == 16  # the first four from the cache
     assert validator.measure(good, best=0.5) == (1.0, True)
     assert evaluator.usage.validate == 32
+
+
+def test_a_batched_run_measures_in_one_wave_and_calibrates_on_train_tasks_where_the_held_out_set_is_small(
+        make_evaluator):
+    held_out, train = numbered_tasks(4, gold="{i}"), numbered_tasks(10, id="s{i}", gold="{i}")
+    evaluator = make_evaluator(CountingRun())
+    validator = Validator(evaluator=evaluator, held_out=held_out, train=train, schedule=Amortized(),
+                          promotion=OnHeldOutGain(), target=1.0, one_wave=True, calibration=8, noisy=lambda: None)
+    assert validator.measure({"r": "say nothing"}, best=0.8) == (0.0, True)  # no first wave to stop after
+    assert evaluator.usage.validate == 4
+    state = {"r": "answer with the gold"}
+    validator.calibrate(state)
+    drawn = [t.id for t in [*held_out, *train] if len(evaluator.draws(state, t.id)) == 2]
+    assert drawn == [t.id for t in [*held_out, *train[:4]]] and evaluator.usage.repeated == 8
 
 
 def test_the_schedule_keeps_validation_within_its_share_and_validates_when_the_target_is_near():

@@ -5,7 +5,9 @@ each call to the run's mailbox and waits: `HostAgent` is a model (`prompt -> tex
 an agent working in a workspace) whose answers come from whoever answers the mailbox, in practice
 the host calling the MCP tools `host_next` and `host_submit` (`hostwork`). Each request names its
 candidate (a digest of the workspace's files, or of the text artifact given as `context`), so
-that the host reads a candidate once however many tasks are done with it. Many calls wait at
+that the host reads a candidate once however many tasks are done with it; and where a rollout's
+prompt is the run's `template` around its task, only the task goes with it (the template comes
+once a page). Many calls wait at
 once, so a host takes several. `Approver` asks the same way whether a gated (L1) change may land;
 `accept` and `reject` answer it. `changed()` is called as requests come and go: the runner puts
 what the run waits on in its status there.
@@ -33,18 +35,22 @@ class HostAgent:
     """One kind of host call (`rollout` or `proposal`), as a metered model."""
 
     def __init__(self, mailbox: Mailbox, kind: str, *, timeout: float, gone: Callable[[], bool],
-                 changed: Callable[[], None] = lambda: None) -> None:
+                 changed: Callable[[], None] = lambda: None, template: str | None = None) -> None:
+        """`template`: what every prompt of this kind is, with `{task}` where its task goes."""
         self.name = f"host-{kind}"
         self.usage = ModelUsage()
         self._mailbox, self._kind, self._timeout, self._gone, self._changed = mailbox, kind, timeout, gone, changed
+        self._template = _Template.of(template)
 
     def __call__(self, prompt: str, *, cwd: str | os.PathLike[str] | None = None, context: str | None = None) -> str:
         """The host's answer to `prompt`, done in the workspace `cwd`, or with the text artifact
         `context` (given to the host once per candidate, not with every task)."""
         with metered_call(self.usage) as counts:
             workspace = None if cwd is None else os.fspath(cwd)
-            body = {"prompt": prompt, "workspace": workspace, "context": context,
-                    "candidate": _candidate(workspace, context)}
+            task = None if self._template is None else self._template.task_of(prompt)
+            body = {"prompt": prompt if task is None else task, "workspace": workspace, "context": context,
+                    "candidate": _candidate(workspace, context),
+                    "template": None if task is None else self._template.text}
             try:
                 answer = self._mailbox.ask(self._kind, body, timeout=self._timeout, gone=self._gone,
                                            posted=self._changed)
@@ -74,6 +80,34 @@ class Approver:
         finally:
             self._changed()
         return answer.get("approved") is True
+
+
+class _Template:
+    """A prompt template split where its task goes: `task_of` finds the task in a prompt made from it."""
+
+    def __init__(self, text: str, head: str, tail: str) -> None:
+        self.text, self._head, self._tail = text, head, tail
+
+    @classmethod
+    def of(cls, template: str | None) -> _Template | None:
+        """None when there is nothing to leave out: no template, or one that is its task alone."""
+        if template is None:
+            return None
+        marker = "\0task\0"
+        try:
+            shown = template.format(task=marker)
+        except (KeyError, IndexError, ValueError):
+            return None
+        head, found, tail = shown.partition(marker)
+        if not found or marker in tail or not (head or tail):
+            return None
+        return cls(head + "{task}" + tail, head, tail)
+
+    def task_of(self, prompt: str) -> str | None:
+        if len(prompt) < len(self._head) + len(self._tail) or not prompt.startswith(self._head) \
+                or not prompt.endswith(self._tail):
+            return None
+        return prompt[len(self._head): len(prompt) - len(self._tail)]
 
 
 def _candidate(workspace: str | None, context: str | None) -> str | None:

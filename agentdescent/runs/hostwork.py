@@ -7,7 +7,8 @@ A run whose agent or reflector is `host` posts each rollout and reflection to it
 - **grouped by candidate**: the requests that roll out the same candidate artifact come together,
   with the candidate's id and its workspace; the first time a holder meets a candidate, its files
   come too (when they fit the page), and a text artifact's text, so that the host reads each
-  candidate once, whatever the number of requests; each request then holds only its task;
+  candidate once, whatever the number of requests; each request then holds only its task, and
+  where the run's prompts share a template, only the task's own text (the group has the template);
 - **gathered**: `gather` waits for the first request, then for the rest of its wave (the run
   posts a wave's requests within moments of each other), so one answer carries a whole wave;
 - **paged**: one answer stays under `PAGE_BYTES` of JSON, so a host that cuts long tool results
@@ -56,6 +57,7 @@ class CandidateWork(BaseModel):
     workspace: str | None = None  # a folder run: the candidate's files are here (any request's workspace will do)
     files: dict[str, str] | None = None  # the workspace's files, the first time this session meets the candidate
     context: str | None = None  # a text run: the artifact each task is done with, the first time this session meets it
+    template: str | None = None  # each request's whole prompt is this with {task} replaced by the request's prompt
     requests: list[HostRequest]
 
 
@@ -96,7 +98,7 @@ def take(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS, *, budget: 
     mailbox = Mailbox(run.file("mailbox"))
     mailbox.renew(holder)
     seen = _Seen(run, holder)
-    groups: dict[str, CandidateWork] = {}
+    groups: dict[tuple, CandidateWork] = {}
     left, waiting = budget - 400, 0  # room for the answer's own fields
     for request, claimed in mailbox.open():
         if request.kind not in kinds:
@@ -190,31 +192,43 @@ def _text(request: Request) -> str:
 
 
 def _key(request: Request) -> str:
+    """Its candidate's id: requests with the same one are done with the same artifact."""
     return str(request.body.get("candidate") or f"single-{request.id}")
 
 
-def _size(request: Request, groups: dict[str, CandidateWork], seen: _Seen) -> int:
-    """The bytes a request adds to a page: its own, and its candidate's when it is the first of it
-    (its context and, the first time this holder meets it, its files)."""
+def _group(request: Request) -> tuple[str, str, str | None]:
+    """The group a request goes in: its candidate, its kind and its template are the group's."""
+    template = request.body.get("template")
+    return _key(request), request.kind, template if isinstance(template, str) else None
+
+
+def _group_of(work: CandidateWork) -> tuple[str, str, str | None]:
+    return work.candidate, work.requests[0].kind if work.requests else "", work.template
+
+
+def _size(request: Request, groups: dict[tuple, CandidateWork], seen: _Seen) -> int:
+    """The bytes a request adds to a page: its own, and its group's when it is the first of it
+    (its template, its context and, the first time this holder meets the candidate, its files)."""
     size = len(json.dumps(_text(request))) + 80
     key = _key(request)
-    if key not in groups:
-        size += len(str(request.body.get("workspace"))) + 80
+    if _group(request) not in groups:
+        size += len(str(request.body.get("workspace"))) + len(json.dumps(request.body.get("template"))) + 80
         if key not in seen:
             size += len(json.dumps(request.body.get("context") or "")) + len(json.dumps(_files(request.body.get("workspace"))))
     return size
 
 
-def _add(groups: dict[str, CandidateWork], request: Request, room: int, seen: _Seen) -> None:
-    key, text = _key(request), _text(request)
-    if key not in groups:
+def _add(groups: dict[tuple, CandidateWork], request: Request, room: int, seen: _Seen) -> None:
+    key, group, text = _key(request), _group(request), _text(request)
+    if group not in groups:
         context, workspace, known = request.body.get("context"), request.body.get("workspace"), key in seen
         files = None if known or workspace is None else _files(workspace)
-        groups[key] = CandidateWork(candidate=key, workspace=workspace, files=files,
-                                    context=None if known or context is None else str(context), requests=[])
+        groups[group] = CandidateWork(candidate=key, workspace=workspace, files=files,
+                                      context=None if known or context is None else str(context),
+                                      template=group[2], requests=[])
         seen.add(key)
     page = _cut(text, room)
-    groups[key].requests.append(HostRequest(request_id=request.id, kind=request.kind, prompt=page,
+    groups[group].requests.append(HostRequest(request_id=request.id, kind=request.kind, prompt=page,
                                             continues=len(page) < len(text)))
 
 
@@ -238,12 +252,12 @@ def _files(workspace: object) -> dict[str, str]:
 
 
 def _merged(work: HostWork, more: HostWork) -> HostWork:
-    groups = {group.candidate: group.model_copy(deep=True) for group in work.work}
+    groups = {_group_of(group): group.model_copy(deep=True) for group in work.work}
     for group in more.work:
-        if group.candidate in groups:
-            groups[group.candidate].requests += group.requests
+        if _group_of(group) in groups:
+            groups[_group_of(group)].requests += group.requests
         else:
-            groups[group.candidate] = group
+            groups[_group_of(group)] = group
     return work.model_copy(update={"work": list(groups.values()), "waiting": more.waiting})
 
 

@@ -120,7 +120,8 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
     def make_agent(agent: AgentSpec, role: str):
         if agent.kind == "host":
             kind = ROLLOUT if role == "rollout" else PROPOSAL
-            return HostAgent(mailbox, kind, timeout=spec.host_timeout, gone=lambda: token.cancelled, changed=waits)
+            return HostAgent(mailbox, kind, timeout=spec.host_timeout, gone=lambda: token.cancelled, changed=waits,
+                             template=spec.prompt if kind == ROLLOUT else None)
         return build.make_client(agent)
 
     workspaces = run.file("workspaces")

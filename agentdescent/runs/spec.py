@@ -23,8 +23,7 @@ and kind, and every message is redacted and cut to `MESSAGE_CHARS`.
     frozen: ["hooks/*"]
 
 Left out: building the run's callables from a spec (`build`) and what a run costs (`quote`).
-Keys never go in a spec: options that would hold one are refused, and the clients read them
-from the environment at call time.
+Keys never go in a spec: options that would hold one are refused, the clients read them at call time.
 """
 
 from __future__ import annotations
@@ -247,6 +246,16 @@ class RunSpec(Settings):
                 value[parent] = {field: given, **value.get(parent, {})}
             moved.append(f"{name}: {parent + '.' if parent else ''}{field}")
         return {**value, "moved": moved}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _batched_for_host(cls, value: Any) -> Any:
+        """A run the host answers is batched (`config.Parallelism`) unless the spec says otherwise."""
+        host = any((a.get("kind") if isinstance(a, dict) else a) == "host" for a in
+                   ((value.get("agent"), value.get("reflector")) if isinstance(value, dict) else ()))
+        parallelism = value.get("parallelism", {}) if host else None
+        batched = isinstance(parallelism, dict) and "batched" not in parallelism
+        return {**value, "parallelism": {**parallelism, "batched": True}} if batched else value
 
     @field_validator("layout")
     @classmethod

@@ -5,8 +5,9 @@ told; it need not follow every commit. `Validator.due` asks the validation polic
 the loop also validates before patience would end the run and at its end. A measurement runs in
 two waves, a quarter of the held-out set first: when the first wave already shows that dev can
 no longer beat `stable` (the promotion policy at the best reward the rest could give) nor reach
-the target, the rest is not run. That bound is exact, so a promotion always rests on the whole
-held-out set, as the starting and final rewards do.
+the target, the rest is not run (a batched run, whose every wave is a round trip, measures in
+one). That bound is exact, so a promotion always rests on the whole held-out set, as the
+starting and final rewards do.
 
 `Measurements` keeps which version was measured last and what each measurement did to `stable`
 and the run's progress. An asynchronous run measures in the background (`later`): no step waits
@@ -34,12 +35,16 @@ Z90 = 1.645  # standard errors either side of a mean that hold 90 % of a normal'
 class Validator:
     evaluator: Evaluator
     held_out: Sequence[Task]
-    train_ids: frozenset[str]
+    train: Sequence[Task]
     schedule: ValidationPolicy
     promotion: PromotionPolicy
     target: float | None
     noisy: Callable[[], bool | None] = lambda: False  # whether rewards are samples (None: not known yet)
-    calibration: int = 0  # held-out tasks drawn twice at the start while that is not known
+    calibration: int = 0  # tasks drawn twice at the start while that is not known
+    one_wave: bool = False  # measure in one wave: a batched run's waves cost more than the rollouts a first wave saves
+
+    def __post_init__(self) -> None:
+        self.train_ids = frozenset(t.id for t in self.train)
 
     def due(self, dev_state: Mapping[str, str], leads: int) -> bool:
         """Whether the validation policy asks for dev's held-out reward now."""
@@ -66,22 +71,25 @@ class Validator:
         return Z90 * (variance / len(rewards)) ** 0.5
 
     def calibrate(self, state: Mapping[str, str]) -> None:
-        """While the run does not know whether its rewards are samples, draw held-out tasks twice
-        (`calibration` of them, or all there are), in the wave that measures the whole held-out
-        set: two draws that differ say so before the first step has to decide anything, and
-        draws that all agree settle it for a run whose held-out set is large enough."""
+        """While the run does not know whether its rewards are samples, draw `calibration` tasks
+        twice in the wave that measures the whole held-out set: held-out tasks first, then train
+        tasks where the held-out set is smaller (their first draws are the first round's, on the
+        same state). Two draws that differ say so before the first step has to decide anything,
+        and draws that all agree settle it, so a run on exact rewards never pays the draws again
+        a noisy one needs, nor a wave for them."""
         if self.calibration and self.noisy() is None:
             self.evaluator.submit([state], self.held_out, "validate")  # the start's measurement, under way
+            tasks = [*self.held_out, *self.train][: self.calibration]
             # the gate's, not a measurement: held-out evaluation's share of the bill, which the
             # validation schedule spends by, stays what it was
-            self.evaluator.again([(state, self.held_out[: self.calibration])], "accept")
+            self.evaluator.again([(state, tasks)], "accept")
 
     def measure(self, state: Mapping[str, str], best: float) -> tuple[float, bool]:
         """(the held-out reward of `state`, True); or (the most it could still reach, False) when it
         was stopped after the first wave, since it can no longer be promoted over `best` nor reach
         the target."""
         n = len(self.held_out)
-        first = self.held_out[: max(1, n // 4)]
+        first = self.held_out if self.one_wave else self.held_out[: max(1, n // 4)]
         total = sum(self.evaluator.score([(state, first)], "validate")[0])
         ceiling = (total + n - len(first)) / n  # every reward is at most 1
         if len(first) < n and not self.promotion(best, ceiling) and (self.target is None or ceiling < self.target):
