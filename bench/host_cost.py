@@ -14,7 +14,7 @@ Printed: the model requests Claude Code made (the main conversation, each helper
 the input tokens they carried (estimated: a request's system, messages and tool definitions, at
 four characters a token), the largest request, the run's held-out reward and calls, and the time.
 
-Run: python bench/host_cost.py [--tasks 36] [--workers 2] [--rounds 4]
+Run: python bench/host_cost.py [--tasks 36] [--workers 2] [--rounds 4] [--seeds 0 1 2]
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,9 +58,9 @@ def helper_prompts(skill_md: str, run_id: str) -> dict[str, str]:
 class Host:
     """The scripted model Claude Code talks to: one script per conversation, every request counted."""
 
-    def __init__(self, spec: dict, skill_md: str) -> None:
+    def __init__(self, spec: dict, skill_md: str, *, seed: int = 0) -> None:
         self.spec, self.skill_md = spec, skill_md
-        self.reflector = SkillReflector(seed=0)
+        self.reflector = SkillReflector(seed=seed)
         self.requests: dict[str, int] = {"main": 0, ROLLOUTS: 0, REFLECTIONS: 0, "side": 0}
         self.tokens: dict[str, int] = dict.fromkeys(self.requests, 0)
         self.largest = 0
@@ -121,7 +122,10 @@ class Host:
         return self._worker(chat, "rollout", self._route)
 
     def reflections(self, chat: Chat):
-        return self._worker(chat, "proposal", lambda group, request: self.reflector(request["prompt"]))
+        contexts = {g["candidate"]: g["context"] for r in chat.results("host_next") if r.value
+                    for g in r.value["work"] if g.get("context") is not None}  # each candidate's, sent the first time
+        return self._worker(chat, "proposal", lambda group, request: self.reflector(
+            f"{contexts.get(group['candidate'], '')}\n\n{request['prompt']}"))
 
     def _worker(self, chat: Chat, kind: str, answer):
         _check(chat)
@@ -171,21 +175,13 @@ def setup(folder: Path, n_tasks: int, workers: int, rounds: int) -> tuple[Path, 
     return target, tasks, spec
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tasks", type=int, default=36)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--claude", default=None, help="the claude CLI (default: .ci-hosts' pinned one, else PATH)")
-    args = parser.parse_args()
-    claude = args.claude or shutil.which("claude", path=str(ROOT / ".ci-hosts/node_modules/.bin")) or shutil.which("claude")
-    if not claude:
-        sys.exit("the claude CLI is not installed: npm install --prefix .ci-hosts @anthropic-ai/claude-code@2.1.332")
+def session(claude: str, args: argparse.Namespace, seed: int) -> dict:
+    """One whole host-driven evolution through the real CLI; its figures."""
     with tempfile.TemporaryDirectory(prefix="host-cost-") as scratch:
         folder = Path(scratch)
         target, tasks, spec = setup(folder, args.tasks, args.workers, args.rounds)
         skill_md = (ROOT / "skills/agentdescent/SKILL.md").read_text(encoding="utf-8")
-        host = Host(spec, skill_md)
+        host = Host(spec, skill_md, seed=seed)
         home = folder / "home"
         home.mkdir()
         env = {"HOME": str(home), "AGENTDESCENT_HOME": str(folder / "agentdescent"), "LANG": "C.UTF-8",
@@ -206,18 +202,40 @@ def main() -> None:
         os.environ["AGENTDESCENT_HOME"] = env["AGENTDESCENT_HOME"]
         [summary] = Service().runs()
         status = Service().status(summary.id)
-        waves = [len(g) for g in host.waves]
         if status.state != "finished":
             log = Service().store.get(summary.id).file("run.log").read_text(encoding="utf-8")
             sys.exit(f"the run did not finish: {status.state}, {status.message}; its log ends: {log[-2000:]}")
-    total = sum(host.requests.values())
-    print(f"{args.tasks} tasks, {args.workers} workers, {args.rounds} rounds: the run {status.state}, held-out "
-          f"{status.initial_reward} -> {status.best_reward}, {status.calls} calls, in {seconds:.0f} s")
-    print("host model requests: " + ", ".join(f"{who} {n}" for who, n in host.requests.items()) + f"; total {total}")
-    print(f"input tokens (about): total {sum(host.tokens.values()):,}, the largest request {host.largest:,}; " +
-          ", ".join(f"{who} {n:,}" for who, n in host.tokens.items()))
-    print(f"requests answered per host_submit: {waves}; outcomes {status.outcomes}; the largest host_next answer "
-          f"{max(host.results, default=0):,} characters")
+    return {"seed": seed, "requests": dict(host.requests), "total": sum(host.requests.values()),
+            "tokens": sum(host.tokens.values()), "largest": host.largest, "reward": status.best_reward,
+            "initial": status.initial_reward, "calls": status.calls, "seconds": seconds,
+            "waves": [len(g) for g in host.waves], "outcomes": status.outcomes,
+            "largest_answer": max(host.results, default=0)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=36)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="the stand-in reflector's seeds")
+    parser.add_argument("--claude", default=None, help="the claude CLI (default: .ci-hosts' pinned one, else PATH)")
+    args = parser.parse_args()
+    claude = args.claude or shutil.which("claude", path=str(ROOT / ".ci-hosts/node_modules/.bin")) or shutil.which("claude")
+    if not claude:
+        sys.exit("the claude CLI is not installed: npm install --prefix .ci-hosts @anthropic-ai/claude-code@2.1.332")
+    print(f"{args.tasks} tasks, {args.workers} workers, {args.rounds} rounds; the reflector's seeds {args.seeds}")
+    found = []
+    for seed in args.seeds:
+        one = session(claude, args, seed)
+        found.append(one)
+        print(f"seed {seed}: held-out {one['initial']} -> {one['reward']:.3f}, {one['calls']} calls, "
+              f"{one['seconds']:.0f} s; host requests " + ", ".join(f"{w} {n}" for w, n in one["requests"].items())
+              + f" (total {one['total']}); input tokens about {one['tokens']:,} (largest request {one['largest']:,}); "
+              f"answered per host_submit {one['waves']}; outcomes {one['outcomes']}; the largest host_next answer "
+              f"{one['largest_answer']:,} characters")
+    median = lambda key: statistics.median(one[key] for one in found)  # noqa: E731
+    print(f"median of {len(found)}: host requests {median('total'):g}, input tokens {median('tokens'):,.0f}, "
+          f"held-out reward {median('reward'):.3f}, calls {median('calls'):g}")
     print(f"load average over the last 1 / 5 / 15 minutes: {' / '.join(f'{x:.1f}' for x in os.getloadavg())} on "
           f"{os.cpu_count()} cores")
 

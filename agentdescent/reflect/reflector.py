@@ -35,6 +35,7 @@ _FENCE_OPEN = re.compile(r"```[\w-]*\n")
 _BULLET = re.compile(r"(?:[-*•]|\d+[.)])\s+")
 MAX_RULE_CHARS = 1000
 MAX_REPLY_CHARS = 200_000  # a rule is at most 1,000 characters; the prose around it is not worth more
+APART = "(given beside this prompt, as its context: the same for every prompt on this candidate)"
 
 
 @functools.lru_cache(maxsize=16)
@@ -132,11 +133,13 @@ def describe_tried(tried: Sequence[Tried], *, chars: int = MAX_RULE_CHARS) -> st
 class Reflector:
     """A `propose` callable backed by a model; `stats` counts rules, NONEs and unreadable replies."""
 
-    def __init__(self, model: Model, *, batch: bool = False, instructions: str | None = None) -> None:
+    def __init__(self, model: Model, *, batch: bool = False, instructions: str | None = None,
+                 apart: bool = False) -> None:
         self.model = model
         self.stats: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._template = instructions or template("reflect")
+        self.apart = apart
         if batch:
             self.batch = self._batch
 
@@ -148,8 +151,7 @@ class Reflector:
         return self._ask(rendered, [(r.task, r.output, r.reward) for r in rollouts], tried)
 
     def _ask(self, rendered: object, cases: Sequence[tuple[Task, str, float]], tried: Sequence[Tried]) -> str | None:
-        reply = self.model(fill(self._template, artifact=rendered or "(empty)", cases=describe_cases(cases),
-                                tried=describe_tried(tried)))
+        reply = self._asked("artifact", str(rendered or "(empty)"), cases=describe_cases(cases), tried=describe_tried(tried))
         refused = text_refusal(reply, cap=MAX_REPLY_CHARS, controls=NUL_ONLY, what="reply")
         if refused:  # never parsed; the reason goes with the invalid outcome
             self._count("unreadable")
@@ -165,13 +167,21 @@ class Reflector:
         self._count("rules" if rule else "none")
         return rule
 
+    def _asked(self, field: str, artifact: str, **fields: str) -> str:
+        """The model's reply to the template filled in; with `apart`, the artifact (`field`) goes
+        beside the prompt as the call's `context`, the same for every prompt on one candidate."""
+        if not self.apart:
+            return self.model(fill(self._template, **{field: artifact}, **fields))
+        return self.model(fill(self._template, **{field: APART}, **fields), context=artifact)  # type: ignore[call-arg]
+
     def _count(self, what: str) -> None:
         with self._lock:
             self.stats[what] += 1
 
 
-def reflector(model: Model, *, batch: bool = False, instructions: str | None = None) -> Reflector:
+def reflector(model: Model, *, batch: bool = False, instructions: str | None = None, apart: bool = False) -> Reflector:
     """A `propose` that asks `model` for one general rule per failure (or, with `batch=True`, one
     rule from all of a worker's chosen failures). `instructions` replaces the prompt template;
-    it receives `{artifact}` and `{cases}`."""
-    return Reflector(model, batch=batch, instructions=instructions)
+    it receives `{artifact}` and `{cases}`. With `apart=True` the artifact goes to the model as
+    `context=`, beside the prompt (a host reads each candidate's once, however many prompts)."""
+    return Reflector(model, batch=batch, instructions=instructions, apart=apart)

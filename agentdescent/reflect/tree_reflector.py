@@ -25,20 +25,21 @@ TRIED_CHARS = 300  # of a refused change's file blocks, quoted to the next refle
 class TreeReflector(Reflector):
     """A `propose` for a `FileTree`: file blocks in, validated against the strategy."""
 
-    def __init__(self, model: Model, strategy: FileTree, *, batch: bool = False, instructions: str | None = None) -> None:
-        super().__init__(model, batch=batch, instructions=instructions or template("tree_reflect"))
+    def __init__(self, model: Model, strategy: FileTree, *, batch: bool = False, instructions: str | None = None,
+                 apart: bool = False) -> None:
+        super().__init__(model, batch=batch, instructions=instructions or template("tree_reflect"), apart=apart)
         self.strategy = strategy
 
     def _ask(self, rendered: object, cases: Sequence[tuple[Task, str, float]], tried: Sequence[Tried] = ()) -> str | None:
         files = dict(rendered) if isinstance(rendered, Mapping) else {}
         rules = Governance.of(self.strategy)
         editable = [p for p in sorted(files) if rules.refusal([p]) is None]
-        reply = self.model(fill(
-            self._template, files=format_files(files), editable=", ".join(editable) or "(none)",
+        reply = self._asked(
+            "files", format_files(files), editable=", ".join(editable) or "(none)",
             frozen=", ".join(p for p in sorted(files) if p not in editable) or "(none)",
-            max_files=self.strategy.max_keys_per_diff or "any number of", cases=describe_cases(cases),
+            max_files=str(self.strategy.max_keys_per_diff or "any number of"), cases=describe_cases(cases),
             tried=describe_tried(tried, chars=TRIED_CHARS),
-        ))
+        )
         try:
             _check_reply(reply)
             if NONE_REPLY.match(unwrap(reply)):
@@ -69,11 +70,12 @@ class TreeReflector(Reflector):
         return proposal
 
 
-def tree_reflector(model: Model, *, strategy: FileTree, batch: bool = False, instructions: str | None = None) -> TreeReflector:
+def tree_reflector(model: Model, *, strategy: FileTree, batch: bool = False, instructions: str | None = None,
+                   apart: bool = False) -> TreeReflector:
     """A `propose` that asks `model` for whole-file edits of a `FileTree` artifact. A reply that
     edits a frozen file, more files than `max_files_per_diff`, or a path outside the folder raises
-    `InvalidProposal` (an `invalid` outcome, with the reason)."""
-    return TreeReflector(model, strategy, batch=batch, instructions=instructions)
+    `InvalidProposal` (an `invalid` outcome, with the reason). `apart` as for `reflector`."""
+    return TreeReflector(model, strategy, batch=batch, instructions=instructions, apart=apart)
 
 
 def format_files(files: Mapping[str, str]) -> str:

@@ -315,12 +315,16 @@ def callables(spec: RunSpec, parts: Materials, *, make_agent: AgentFactory, work
     agent = make_agent(spec.agent, "rollout")
     model = make_agent(spec.reflector_spec, "proposal")
     ask = spec.prompt or "{task}"
-    reflect_with, answer_with = _as_model(model, spec.reflector_spec, workdir), _as_model(agent, spec.agent, workdir)
-    if parts.tree is None and spec.agent.kind == "host":  # the artifact goes to the host once per candidate
-        return (lambda rendered, task: agent(ask.format(task=task.prompt), context=rendered)), reflector(reflect_with)
+    apart = spec.reflector_spec.kind == "host"  # the artifact goes to the host once per candidate, not in each prompt
+    reflect_with = model if apart else _as_model(model, spec.reflector_spec, workdir)
+    answer_with = _as_model(agent, spec.agent, workdir)
+    if parts.tree is None and spec.agent.kind == "host":
+        return (lambda rendered, task: agent(ask.format(task=task.prompt), context=rendered)), \
+            reflector(reflect_with, apart=apart)
     if parts.tree is None:
-        return (lambda rendered, task: answer_with(f"{rendered}\n\n{ask.format(task=task.prompt)}")), reflector(reflect_with)
-    propose = tree_reflector(reflect_with, strategy=parts.strategy)  # type: ignore[arg-type]
+        return (lambda rendered, task: answer_with(f"{rendered}\n\n{ask.format(task=task.prompt)}")), \
+            reflector(reflect_with, apart=apart)
+    propose = tree_reflector(reflect_with, strategy=parts.strategy, apart=apart)  # type: ignore[arg-type]
     if not works_in_a_folder(spec.agent, agent):  # a plain model sees the folder's files in its prompt instead
         return (lambda rendered, task: agent(f"{format_files(rendered)}\n\n{ask.format(task=task.prompt)}")), propose
     overlay = parts.strategy.frozen_files(parts.tree)  # type: ignore[attr-defined]

@@ -7,7 +7,8 @@ A run whose agent or reflector is `host` posts each rollout and reflection to it
 - **grouped by candidate**: the requests that roll out the same candidate artifact come together,
   with the candidate's id and its workspace; the first time a holder meets a candidate, its files
   come too (when they fit the page), and a text artifact's text, so that the host reads each
-  candidate once, whatever the number of requests; each request then holds only its task, and
+  candidate once, whatever the number of requests (a candidate near one it met comes as the files
+  that differ from that one's); each request then holds only its task, and
   where the run's prompts share a template, only the task's own text (the group has the template);
 - **gathered**: `gather` waits for the first request, then for the rest of its wave (the run
   posts a wave's requests within moments of each other), so one answer carries a whole wave;
@@ -22,6 +23,7 @@ Left out: the mailbox's files (`mailbox`), the asking side (`host`) and the tool
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -56,6 +58,8 @@ class CandidateWork(BaseModel):
     candidate: str  # the same id means the same artifact: read it once
     workspace: str | None = None  # a folder run: the candidate's files are here (any request's workspace will do)
     files: dict[str, str] | None = None  # the workspace's files, the first time this session meets the candidate
+    base: str | None = None  # `files` holds only the files that differ from this candidate's, met before
+    deleted: list[str] | None = None  # with `base`: its files this candidate does not have
     context: str | None = None  # a text run: the artifact each task is done with, the first time this session meets it
     template: str | None = None  # each request's whole prompt is this with {task} replaced by the request's prompt
     requests: list[HostRequest]
@@ -214,7 +218,8 @@ def _size(request: Request, groups: dict[tuple, CandidateWork], seen: _Seen) -> 
     if _group(request) not in groups:
         size += len(str(request.body.get("workspace"))) + len(json.dumps(request.body.get("template"))) + 80
         if key not in seen:
-            size += len(json.dumps(request.body.get("context") or "")) + len(json.dumps(_files(request.body.get("workspace"))))
+            files = seen.against(_files(request.body.get("workspace")))
+            size += len(json.dumps(request.body.get("context") or "")) + len(json.dumps(files)) + 40
     return size
 
 
@@ -223,10 +228,11 @@ def _add(groups: dict[tuple, CandidateWork], request: Request, room: int, seen: 
     if group not in groups:
         context, workspace, known = request.body.get("context"), request.body.get("workspace"), key in seen
         files = None if known or workspace is None else _files(workspace)
-        groups[group] = CandidateWork(candidate=key, workspace=workspace, files=files,
+        base, changed, deleted = seen.against(files) if files else (None, files, None)
+        groups[group] = CandidateWork(candidate=key, workspace=workspace, files=changed, base=base, deleted=deleted,
                                       context=None if known or context is None else str(context),
                                       template=group[2], requests=[])
-        seen.add(key)
+        seen.add(key, files)
     page = _cut(text, room)
     groups[group].requests.append(HostRequest(request_id=request.id, kind=request.kind, prompt=page,
                                             continues=len(page) < len(text)))
@@ -262,28 +268,56 @@ def _merged(work: HostWork, more: HostWork) -> HostWork:
 
 
 class _Seen:
-    """The candidates a holder was sent the files of, kept beside the mailbox for its later calls."""
+    """The candidates a holder was sent, each with a digest of its files, kept beside the mailbox
+    for its later calls: a candidate met again comes as its id, a new one near a known one as the
+    files that differ."""
+
+    KEPT = 32  # candidates whose file digests are kept to send a new one against
 
     def __init__(self, run: RunDir, holder: Claim) -> None:
         self.path = run.file("mailbox") / f"seen-{holder.holder}.json" if holder.holder.isalnum() else None
-        self._known: set[str] = set()
+        self._known: dict[str, dict[str, str]] = {}
         if self.path is not None:
             try:
-                self._known = set(json.loads(self.path.read_text(encoding="utf-8")))
-            except (OSError, ValueError, TypeError):
+                known = json.loads(self.path.read_text(encoding="utf-8"))
+                self._known = {str(c): {str(p): str(d) for p, d in files.items()} for c, files in known.items()}
+            except (OSError, ValueError, TypeError, AttributeError):
                 pass
         self._added = False
 
     def __contains__(self, candidate: str) -> bool:
         return candidate in self._known
 
-    def add(self, candidate: str) -> None:
-        self._known.add(candidate)
+    def add(self, candidate: str, files: dict[str, str] | None) -> None:
+        self._known[candidate] = {path: _digest(text) for path, text in (files or {}).items()}
+        while len(self._known) > self.KEPT:
+            del self._known[next(iter(self._known))]
         self._added = True
+
+    def against(self, files: dict[str, str]) -> tuple[str | None, dict[str, str], list[str] | None]:
+        """(base, the files that differ from base's, base's files not in `files`) for the known
+        candidate nearest `files`; (None, files, None) when none is nearer than nothing."""
+        digests = {path: _digest(text) for path, text in files.items()}
+        best: tuple[int, str, dict[str, str], list[str]] | None = None
+        for candidate, known in self._known.items():
+            if not known:
+                continue
+            changed = {p: files[p] for p, d in digests.items() if known.get(p) != d}
+            deleted = sorted(set(known) - set(files))
+            size = sum(len(t) for t in changed.values()) + sum(len(p) for p in deleted)
+            if best is None or size < best[0]:
+                best = (size, candidate, changed, deleted)
+        if best is None or best[0] >= sum(len(t) for t in files.values()):
+            return None, files, None
+        return best[1], best[2], best[3]
 
     def save(self) -> None:
         if self._added and self.path is not None:
-            atomic.write_text(self.path, json.dumps(sorted(self._known)))
+            atomic.write_text(self.path, json.dumps(self._known))
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _cut(text: str, room: int) -> str:

@@ -232,8 +232,10 @@ def host_next(run_id: RunId, kind: Kind = None, wait: Wait = 20) -> HostWork:
     """For a run whose spec says agent: host or reflector: host: take the requests the run waits for
     (kind rollout, proposal, or both), waiting up to `wait` seconds for some, then for the rest of
     their wave. They come grouped by candidate: the same `candidate` is the same artifact. The
-    first time you meet a candidate its `files` (or its `context` text) come with it; later its id
-    alone: do every task of the group from that artifact alone. A rollout's prompt is a task
+    first time you meet a candidate its `files` (or its `context` text) come with it, or with a
+    `base` only the files that differ from that candidate's (`deleted`: those it lacks); later its
+    id alone: do every task of the group from that artifact alone. A group's `template` is each of
+    its prompts whole, with {task} where the request's prompt goes. A rollout's prompt is a task
     to answer as the artifact's instructions say, not a request from the user; a proposal's
     prompt asks for an improvement in a stated format. Answer them all in one host_submit. A
     prompt with `continues` goes on: host_read gives the rest. `running` false: the run has ended,
