@@ -257,11 +257,11 @@ def test_claude_itself_does_a_host_driven_run_to_a_perfect_reward(claude, env, s
         answers = []
         for result in last:
             for group in result.value["work"]:
-                texts.setdefault(group["candidate"], group["context"])
+                texts.setdefault(group["candidate"], group.get("context"))  # the artifact, the first time
                 for request in group["requests"]:
-                    kind = request["kind"]
-                    answer = (keyword_domain.answer(f"{texts[group['candidate']]}\n\n{request['prompt']}")
-                              if kind == "rollout" else keyword_domain.next_rule(request["prompt"]))
+                    kind = group["kind"]
+                    whole = f"{texts[group['candidate']]}\n\n{request['prompt']}"  # as host_next says to read it
+                    answer = keyword_domain.answer(whole) if kind == "rollout" else keyword_domain.next_rule(whole)
                     answered[kind] += 1
                     answers.append({"request_id": request["request_id"], "answer": answer})
         if any(not r.value["running"] for r in last):

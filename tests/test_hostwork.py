@@ -3,6 +3,7 @@ under the hosts' limits, answered in a batch, leased to a holder and given back 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -169,3 +170,20 @@ def test_a_prompt_made_from_the_run_s_template_goes_as_its_task_with_the_templat
     assert templated.template == template and [r.prompt for r in templated.requests] == [f"my invoice {i}" for i in range(3)]
     [whole] = [r.prompt for g in work if g.template is None for r in g.requests]
     assert whole == "Something else entirely" and [g.context for g in work if g.context] == ["A"]  # the text once
+
+
+def test_a_new_candidate_near_one_the_holder_met_comes_as_the_files_that_differ(run, tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    for folder, rules in ((first, "- invoice\n"), (second, "- invoice\n- refund\n")):
+        (folder / "routing").mkdir(parents=True)
+        (folder / "SKILL.md").write_text("# Router\n" + "Route each request by its words.\n" * 20, encoding="utf-8")
+        (folder / "routing" / "billing.md").write_text(rules, encoding="utf-8")
+    (first / "notes.md").write_text("old notes\n", encoding="utf-8")
+    post(run, {"prompt": "task 1", "cwd": first})
+    [met] = hostwork.take(run, ME).work
+    assert met.base is None and set(met.files) == {"SKILL.md", "notes.md", "routing/billing.md"}
+    post(run, {"prompt": "task 2", "cwd": second})
+    [near] = hostwork.take(run, ME).work
+    assert near.base == met.candidate and near.files == {"routing/billing.md": "- invoice\n- refund\n"}
+    assert near.deleted == ["notes.md"]
+    assert "base" not in json.loads(met.model_dump_json())  # an empty field is left out of the page

@@ -112,8 +112,8 @@ def test_the_host_does_the_rollouts_and_reflections(home, tmp_path):
                 checked = True
             answers = []
             for group, request in requests:
-                texts.setdefault(group["candidate"], group["context"])  # the artifact, the first time
-                if request["kind"] == "rollout":
+                texts.setdefault(group["candidate"], group.get("context"))  # the artifact, the first time
+                if group["kind"] == "rollout":
                     reply = "2026" if "year" in f"{texts[group['candidate']]} {request['prompt']}" else "I cannot tell"
                 else:
                     assert "<instructions>" in request["prompt"]

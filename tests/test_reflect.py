@@ -138,6 +138,21 @@ def test_tree_reflector_prompt_names_editable_and_frozen_files():
     assert "at most 1 file" in seen[0]
 
 
+@pytest.mark.parametrize("make", [lambda model: reflector(model, apart=True),
+                                  lambda model: tree_reflector(model, strategy=tree_strategy(), apart=True)])
+def test_a_reflector_apart_gives_the_artifact_beside_the_prompt_as_its_context(make):
+    asked: list[tuple[str, str]] = []
+
+    def host(prompt: str, *, context: str) -> str:  # a host that reads each candidate's artifact once
+        asked.append((prompt, context))
+        return "NONE"
+
+    assert make(host)(TREE, TASK, "x", 0.0) is None
+    [(prompt, context)] = asked
+    assert "Answer questions." in context and "Answer questions." not in prompt
+    assert "beside this prompt" in prompt and TASK.prompt in prompt
+
+
 def test_invalid_tree_replies_become_invalid_outcomes_in_evolve():
     tasks = numbered_tasks(8)
     propose = tree_reflector(scripted(lambda p: '<file path="hooks/check.sh">x\n</file>'), strategy=tree_strategy())

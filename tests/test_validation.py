@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from agentdescent import events
+from agentdescent import Parallelism, events
 from agentdescent.engine.evolve import split_tasks
 from agentdescent.engine.loop.decisions import Amortized, OnHeldOutGain
 from agentdescent.engine.loop.validation import Validator
@@ -62,6 +62,13 @@ def test_a_batched_run_measures_in_one_wave_and_calibrates_on_train_tasks_where_
     validator.calibrate(state)
     drawn = [t.id for t in [*held_out, *train] if len(evaluator.draws(state, t.id)) == 2]
     assert drawn == [t.id for t in [*held_out, *train[:4]]] and evaluator.usage.repeated == 8
+
+
+def test_a_batched_run_measures_beside_its_rounds_in_whole_waves_and_still_reaches_the_target():
+    seen: list = []
+    result = router(rounds=30, n_workers=4, target_reward=1.0, on_event=seen.append, parallelism=Parallelism(batched=True))
+    validations = [e for e in seen if isinstance(e, events.Evaluated) and e.round >= 0]
+    assert result.final_reward == 1.0 and validations and not any(e.partial for e in validations)
 
 
 def test_the_schedule_keeps_validation_within_its_share_and_validates_when_the_target_is_near():

@@ -113,7 +113,8 @@ def evolve(
     files = RunFiles(ledger.path)
     usage = Usage()
     allowance = Allowance(usage, max_calls=budget.max_calls, max_tokens=budget.max_tokens)
-    concurrency = max_concurrency or min(128, max(32, 4 * n_workers))
+    # a batched run's calls wait on a host that answers a whole wave: a wave past the pool is two round trips
+    concurrency = max_concurrency or (128 if parallelism.batched else min(128, max(32, 4 * n_workers)))
     executor = parallelism.executor
     calls = make_executor(executor, concurrency, name="agentdescent-call", on_start=files.starts.mark)
     hedger = None if parallelism.reissue_after is None else Hedger(
@@ -175,7 +176,8 @@ def evolve(
                                 schedule=policies.validation, promotion=policies.promotion, target=target_reward,
                                 noisy=noisy, calibration=getattr(policies.acceptance, "calibration", 0),
                                 one_wave=parallelism.batched),
-            shape=Shape(rounds=rounds, n_workers=n_workers, asynchronous=parallelism.asynchronous, seed=seed),
+            shape=Shape(rounds=rounds, n_workers=n_workers, asynchronous=parallelism.asynchronous, seed=seed,
+                        batched=parallelism.batched),
             stop_rules=[*stop_rules(target_reward=target_reward, patience=patience, max_calls=budget.max_calls,
                                     max_tokens=budget.max_tokens), *stop],
             emit=on_event or (lambda event: None), files=files, temporary=store is None,

@@ -16,7 +16,7 @@ from agentdescent.artifacts.strategies import MAX_TREE_PROPOSAL_CHARS, FileTree,
 from agentdescent.governance import Governance
 from agentdescent.governance.text import NUL_ONLY, text_refusal
 from agentdescent.reflect.reflector import NONE_REPLY, Reflector, describe_cases, describe_tried, fenced, unwrap
-from agentdescent.reflect.templates import fill, template
+from agentdescent.reflect.templates import template
 from agentdescent.types import Edit, Task, Tried
 
 TRIED_CHARS = 300  # of a refused change's file blocks, quoted to the next reflection

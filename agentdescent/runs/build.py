@@ -331,7 +331,8 @@ def callables(spec: RunSpec, parts: Materials, *, make_agent: AgentFactory, work
     if parts.kind == "plugin" and spec.agent.kind == "claude_code":
         agent = PluginHost(spec.agent, parts.layout or "plugin")
     run = tree_runner(agent, layout=parts.layout or "root", name=parts.name, overlay=overlay, workdir=workdir,
-                      prompt=lambda task: ask.format(task=task.prompt), max_workspaces=max_workspaces)
+                      prompt=lambda task: ask.format(task=task.prompt),
+                      max_workspaces=max(max_workspaces, 128) if spec.parallelism.batched else max_workspaces)
     return run, propose
 
 

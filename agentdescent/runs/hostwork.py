@@ -27,6 +27,7 @@ import hashlib
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -45,23 +46,28 @@ KINDS = (ROLLOUT, PROPOSAL)
 SKILL_FOLDERS = (".claude", ".agents", ".codex")  # hidden folders a host reads skills from
 
 
+def _unless_none() -> Any:
+    """A field that defaults to None and is left out when it is: a page holds requests, not nulls."""
+    return Field(default=None, exclude_if=lambda value: value is None)
+
+
 class HostRequest(BaseModel):
     request_id: str
-    kind: str  # rollout or proposal
     prompt: str  # a rollout's task, or a reflection's whole prompt (a page of it: see `continues`)
-    continues: bool = False  # the prompt goes on: `read` gives the rest
+    continues: bool = Field(default=False, exclude_if=lambda value: not value)  # the prompt goes on: `read` gives the rest
 
 
 class CandidateWork(BaseModel):
-    """Requests on one candidate artifact."""
+    """Requests of one kind on one candidate artifact."""
 
     candidate: str  # the same id means the same artifact: read it once
-    workspace: str | None = None  # a folder run: the candidate's files are here (any request's workspace will do)
-    files: dict[str, str] | None = None  # the workspace's files, the first time this session meets the candidate
-    base: str | None = None  # `files` holds only the files that differ from this candidate's, met before
-    deleted: list[str] | None = None  # with `base`: its files this candidate does not have
-    context: str | None = None  # a text run: the artifact each task is done with, the first time this session meets it
-    template: str | None = None  # each request's whole prompt is this with {task} replaced by the request's prompt
+    kind: str  # rollout or proposal
+    workspace: str | None = _unless_none()  # a folder run: the candidate's files are here (any request's workspace will do)
+    files: dict[str, str] | None = _unless_none()  # the workspace's files, the first time this session meets the candidate
+    base: str | None = _unless_none()  # `files` holds only the files that differ from this candidate's, met before
+    deleted: list[str] | None = _unless_none()  # with `base`: its files this candidate does not have
+    context: str | None = _unless_none()  # a text run: the artifact each task is done with, the first time this session meets it
+    template: str | None = _unless_none()  # each request's whole prompt is this with {task} replaced by the request's prompt
     requests: list[HostRequest]
 
 
@@ -207,13 +213,13 @@ def _group(request: Request) -> tuple[str, str, str | None]:
 
 
 def _group_of(work: CandidateWork) -> tuple[str, str, str | None]:
-    return work.candidate, work.requests[0].kind if work.requests else "", work.template
+    return work.candidate, work.kind, work.template
 
 
 def _size(request: Request, groups: dict[tuple, CandidateWork], seen: _Seen) -> int:
     """The bytes a request adds to a page: its own, and its group's when it is the first of it
     (its template, its context and, the first time this holder meets the candidate, its files)."""
-    size = len(json.dumps(_text(request))) + 80
+    size = len(json.dumps(_text(request))) + 50
     key = _key(request)
     if _group(request) not in groups:
         size += len(str(request.body.get("workspace"))) + len(json.dumps(request.body.get("template"))) + 80
@@ -229,13 +235,13 @@ def _add(groups: dict[tuple, CandidateWork], request: Request, room: int, seen: 
         context, workspace, known = request.body.get("context"), request.body.get("workspace"), key in seen
         files = None if known or workspace is None else _files(workspace)
         base, changed, deleted = seen.against(files) if files else (None, files, None)
-        groups[group] = CandidateWork(candidate=key, workspace=workspace, files=changed, base=base, deleted=deleted,
+        groups[group] = CandidateWork(candidate=key, kind=request.kind, workspace=workspace, files=changed, base=base,
+                                      deleted=deleted,
                                       context=None if known or context is None else str(context),
                                       template=group[2], requests=[])
         seen.add(key, files)
     page = _cut(text, room)
-    groups[group].requests.append(HostRequest(request_id=request.id, kind=request.kind, prompt=page,
-                                            continues=len(page) < len(text)))
+    groups[group].requests.append(HostRequest(request_id=request.id, prompt=page, continues=len(page) < len(text)))
 
 
 def _files(workspace: object) -> dict[str, str]:

@@ -50,6 +50,7 @@ class Shape:
     n_workers: int
     asynchronous: bool
     seed: int
+    batched: bool = False  # each wave a round trip: a held-out measurement goes beside the next round's rollouts
 
 
 @dataclass(kw_only=True)
@@ -328,7 +329,7 @@ class Loop:
         head = self.ledger.head()
         due = head != self.measured.validated and not self.measured.busy
         if due and self.validator.due(self._state(head), leads=len(self.sampler.leads)):
-            if self.shape.asynchronous:
+            if self.shape.asynchronous or self.shape.batched:
                 self.measured.later(head, round_)
             else:
                 held_out, promoted = self.measured.now(head, round_)
