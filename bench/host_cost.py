@@ -35,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from agentdescent.reflect.reflector import APART  # noqa: E402
 from agentdescent.runs import Service  # noqa: E402
 from agentdescent.testing import SkillReflector, route_by_skill  # noqa: E402
 from tests.anthropic_stream import Chat, ToolUse, _answer  # noqa: E402
@@ -124,8 +125,8 @@ class Host:
     def reflections(self, chat: Chat):
         contexts = {g["candidate"]: g["context"] for r in chat.results("host_next") if r.value
                     for g in r.value["work"] if g.get("context") is not None}  # each candidate's, sent the first time
-        return self._worker(chat, "proposal", lambda group, request: self.reflector(
-            f"{contexts.get(group['candidate'], '')}\n\n{request['prompt']}"))
+        return self._worker(chat, "proposal", lambda group, request: self.reflector(  # the candidate where it says
+            request["prompt"].replace(APART, contexts.get(group["candidate"], ""))))
 
     def _worker(self, chat: Chat, kind: str, answer):
         _check(chat)

@@ -18,6 +18,7 @@ import pytest
 
 from agentdescent.errors import UserError
 from agentdescent.hosts import claude_code
+from agentdescent.reflect.reflector import APART
 from agentdescent.runs.status import LIVE
 from tests import keyword_domain
 from tests.anthropic_stream import Chat, ScriptedModel
@@ -259,9 +260,9 @@ def test_claude_itself_does_a_host_driven_run_to_a_perfect_reward(claude, env, s
             for group in result.value["work"]:
                 texts.setdefault(group["candidate"], group.get("context"))  # the artifact, the first time
                 for request in group["requests"]:
-                    kind = group["kind"]
-                    whole = f"{texts[group['candidate']]}\n\n{request['prompt']}"  # as host_next says to read it
-                    answer = keyword_domain.answer(whole) if kind == "rollout" else keyword_domain.next_rule(whole)
+                    kind, text = group["kind"], texts[group["candidate"]]
+                    answer = (keyword_domain.answer(f"{text}\n\n{request['prompt']}") if kind == "rollout" else
+                              keyword_domain.next_rule(request["prompt"].replace(APART, text)))  # as host_next says
                     answered[kind] += 1
                     answers.append({"request_id": request["request_id"], "answer": answer})
         if any(not r.value["running"] for r in last):

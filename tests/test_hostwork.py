@@ -182,6 +182,7 @@ def test_a_new_candidate_near_one_the_holder_met_comes_as_the_files_that_differ(
     post(run, {"prompt": "task 1", "cwd": first})
     [met] = hostwork.take(run, ME).work
     assert met.base is None and set(met.files) == {"SKILL.md", "notes.md", "routing/billing.md"}
+    hostwork.submit(run, [Answer(request_id=met.requests[0].request_id, answer="billing")])
     post(run, {"prompt": "task 2", "cwd": second})
     [near] = hostwork.take(run, ME).work
     assert near.base == met.candidate and near.files == {"routing/billing.md": "- invoice\n- refund\n"}

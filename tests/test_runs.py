@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agentdescent.errors import UserError
-from agentdescent.runs.hostwork import Answer
+from agentdescent.runs.hostwork import Answer, whole_prompt
 from agentdescent.runs.mailbox import Claim
 from agentdescent.runs.spec import SpecError, read_spec
 from tests import keyword_domain as domain
@@ -176,11 +176,12 @@ def test_the_host_does_the_rollouts_and_the_reflections(service, tmp_path):
             if group.context is not None:
                 known[group.candidate] = group.context  # sent once: the first time this holder meets it
             for request in group.requests:
-                if request.kind == "rollout":
+                if group.kind == "rollout":
                     answers.append(Answer(request_id=request.request_id,
                                           answer=domain.answer(f"{known[group.candidate]}\n\n{request.prompt}")))
                 else:
-                    answers.append(Answer(request_id=request.request_id, answer=domain.next_rule(request.prompt)))
+                    asked = whole_prompt(group, request, known.get(group.candidate))  # its artifact in its place
+                    answers.append(Answer(request_id=request.request_id, answer=domain.next_rule(asked)))
         if answers:
             assert service.host_submit(run, answers).received == [a.request_id for a in answers]
             if not answered_twice:

@@ -175,7 +175,7 @@ def evolve(
             validator=Validator(evaluator=evaluator, held_out=held_out, train=train,
                                 schedule=policies.validation, promotion=policies.promotion, target=target_reward,
                                 noisy=noisy, calibration=getattr(policies.acceptance, "calibration", 0),
-                                one_wave=parallelism.batched),
+                                batched=parallelism.batched),
             shape=Shape(rounds=rounds, n_workers=n_workers, asynchronous=parallelism.asynchronous, seed=seed,
                         batched=parallelism.batched),
             stop_rules=[*stop_rules(target_reward=target_reward, patience=patience, max_calls=budget.max_calls,

@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field
 
 from agentdescent import atomic
 from agentdescent.errors import UserError
+from agentdescent.reflect.reflector import APART
 from agentdescent.runs.host import APPROVAL, PROPOSAL, ROLLOUT
 from agentdescent.runs.mailbox import Claim, Mailbox, Request
 from agentdescent.runs.status import LIVE
@@ -195,6 +196,14 @@ def waiting_on(run: RunDir, *, now: float | None = None) -> str | None:
     if any(request.kind == APPROVAL for request, _ in open_):
         said.append("your approval of an L1 change (show it, then accept or reject)")
     return "; ".join(said) or None
+
+
+def whole_prompt(group: CandidateWork, request: HostRequest, context: str | None = None) -> str:
+    """A request's prompt as the host is to read it: inside its group's template, and with
+    `context` (the candidate's text, sent the first time) where a reflection's prompt says its
+    artifact is given beside it."""
+    prompt = group.template.replace("{task}", request.prompt) if group.template else request.prompt
+    return prompt.replace(APART, context) if context is not None else prompt
 
 
 def _text(request: Request) -> str:

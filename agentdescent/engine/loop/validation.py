@@ -41,7 +41,7 @@ class Validator:
     target: float | None
     noisy: Callable[[], bool | None] = lambda: False  # whether rewards are samples (None: not known yet)
     calibration: int = 0  # tasks drawn twice at the start while that is not known
-    one_wave: bool = False  # measure in one wave: a batched run's waves cost more than the rollouts a first wave saves
+    batched: bool = False  # each wave a round trip: measure in one, and calibrate in the start's whatever the held-out size
 
     def __post_init__(self) -> None:
         self.train_ids = frozenset(t.id for t in self.train)
@@ -71,15 +71,15 @@ class Validator:
         return Z90 * (variance / len(rewards)) ** 0.5
 
     def calibrate(self, state: Mapping[str, str]) -> None:
-        """While the run does not know whether its rewards are samples, draw `calibration` tasks
-        twice in the wave that measures the whole held-out set: held-out tasks first, then train
-        tasks where the held-out set is smaller (their first draws are the first round's, on the
-        same state). Two draws that differ say so before the first step has to decide anything,
-        and draws that all agree settle it, so a run on exact rewards never pays the draws again
-        a noisy one needs, nor a wave for them."""
+        """While the run does not know whether its rewards are samples, draw `calibration` held-out
+        tasks (or all there are) twice, in the wave that measures the whole held-out set: two draws
+        that differ say so before the first step has to decide anything, and draws that all agree
+        settle it for a run whose held-out set is large enough. A batched run draws train tasks
+        too where the held-out set is smaller (the rounds find their draws in the cache), so that
+        an exact run never pays the waves in which a noisy one draws again."""
         if self.calibration and self.noisy() is None:
             self.evaluator.submit([state], self.held_out, "validate")  # the start's measurement, under way
-            tasks = [*self.held_out, *self.train][: self.calibration]
+            tasks = [*self.held_out, *(self.train if self.batched else ())][: self.calibration]
             # the gate's, not a measurement: held-out evaluation's share of the bill, which the
             # validation schedule spends by, stays what it was
             self.evaluator.again([(state, tasks)], "accept")
@@ -89,7 +89,7 @@ class Validator:
         was stopped after the first wave, since it can no longer be promoted over `best` nor reach
         the target."""
         n = len(self.held_out)
-        first = self.held_out if self.one_wave else self.held_out[: max(1, n // 4)]
+        first = self.held_out if self.batched else self.held_out[: max(1, n // 4)]
         total = sum(self.evaluator.score([(state, first)], "validate")[0])
         ceiling = (total + n - len(first)) / n  # every reward is at most 1
         if len(first) < n and not self.promotion(best, ceiling) and (self.target is None or ceiling < self.target):
