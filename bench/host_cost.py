@@ -2,9 +2,10 @@
 
 The pinned `claude` CLI runs `/agentdescent:evolve <skill> <tasks>` with the plugin from this
 repository, against a scripted model on loopback that follows SKILL.md as a model would: doctor,
-plan, evolve (a spec with `agent: host` and `reflector: host`), then two background helpers (the
-Agent tool) started with the prompts SKILL.md gives word for word, one doing the rollouts and one
-the reflections through `host_next` / `host_submit`, and `show` once both are done. The rollout
+plan, evolve (a spec with `agent: host` and `reflector: host`), then two helpers (the Agent
+tool, both in one message: they run at once) started with the prompts SKILL.md gives word for
+word, one doing the rollouts and one the reflections through `host_next` / `host_submit`, and
+`show` once both are done. The rollout
 helper reads each candidate's files once (one Bash call a new candidate) and answers from them as
 the skill says (`route_by_skill`, the offline agent of the directory quickstart); the reflection
 helper answers as the quickstart's reflector does. The skill is a copy of
@@ -109,7 +110,7 @@ class Host:
         if not any(r.name == "Agent" for r in chat.history):
             prompts = helper_prompts(self.skill_md, run_id)
             return [ToolUse("Agent", {"description": f"AgentDescent {name}", "prompt": prompt,
-                                      "subagent_type": "general-purpose", "run_in_background": True})
+                                      "subagent_type": "general-purpose", "run_in_background": False})
                     for name, prompt in prompts.items()]
         messages = json.dumps(chat.body["messages"])
         if not all(done in messages for done in DONE.values()):
