@@ -248,7 +248,8 @@ def _add(groups: dict[tuple, CandidateWork], request: Request, room: int, seen: 
                                       deleted=deleted,
                                       context=None if known or context is None else str(context),
                                       template=group[2], requests=[])
-        seen.add(key, files)
+        if not known:  # a candidate met before keeps the digests it was sent with
+            seen.add(key, files)
     page = _cut(text, room)
     groups[group].requests.append(HostRequest(request_id=request.id, prompt=page, continues=len(page) < len(text)))
 
