@@ -186,7 +186,8 @@ def test_the_host_does_the_rollouts_and_the_reflections(service, tmp_path):
             assert service.host_submit(run, answers).received == [a.request_id for a in answers]
             if not answered_twice:
                 again = service.host_submit(run, answers[:1])
-                assert again.received == [] and "already answered" in next(iter(again.refused.values()))
+                why = next(iter(again.refused.values()))  # answered, or already taken up by the run and gone
+                assert again.received == [] and ("already answered" in why or "no open request" in why)
                 answered_twice = True
     done = service.status(run)
     assert done.state == "finished" and done.best_reward == 1.0 and done.waiting_on is None
