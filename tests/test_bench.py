@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.host_clis import host_bin
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -47,9 +49,13 @@ ROOT = Path(__file__).resolve().parents[1]
         ("tree_rollout.py", ["--files", "10", "--seeds", "0", "--latency-ms", "0", "--rounds", "1", "--workers", "2",
                              "--repeats", "3"],
          "skill folder to held-out 1.0"),
+        ("host_cost.py", ["--tasks", "12", "--workers", "2", "--rounds", "1", "--seeds", "0"],
+         "median of 1: host requests"),
     ],
 )
 def test_benchmark_runs(script, args, expected):
+    if script == "host_cost.py":  # through the pinned Claude Code; skipped where it is not installed
+        args = [*args, "--claude", str(host_bin("claude"))]
     # A temporary folder of a short name: Ray puts its sockets under it, and a socket's path may
     # not pass 107 bytes (pytest's own folders, under xdist, come near that).
     short = Path(tempfile.mkdtemp(prefix="bench-", dir="/tmp"))
