@@ -64,14 +64,16 @@ def test_a_held_out_set_the_budget_cannot_measure_is_refused_with_a_fraction_tha
     assert service.runs() == []
 
 
-def test_a_budget_just_at_the_smallest_run_is_quoted_and_its_run_ends_well(service, tmp_path):
-    spec = domain.spec(tmp_path, budget={"max_calls": LEAST})
+@pytest.mark.parametrize("batched", [False, True])  # a batched run draws no train task at the start under a cap
+def test_a_budget_just_at_the_smallest_run_is_quoted_and_its_run_ends_well(service, tmp_path, batched):
+    spec = domain.spec(tmp_path, budget={"max_calls": LEAST}, parallelism={"batched": batched})
     plan = service.plan(spec)
     assert plan.held_out == HELD_OUT and plan.quote.calls_low == plan.quote.calls_high == LEAST
     assert f"smallest run, both held-out measurements and one round at the low end: {LEAST} calls" in plan.quote.basis
     assert any(f"affords at most 1 of the {spec['rounds']} rounds" in w for w in plan.warnings), plan.warnings
     done = wait(service, service.start(spec).run_id)
     assert done.state == "finished" and done.error is None and done.calls <= LEAST, done
+    assert done.outcomes, done  # its round ran: the start did not spend what the round needed
 
 
 def test_a_budget_that_affords_only_some_rounds_is_quoted_with_a_warning(service, tmp_path):

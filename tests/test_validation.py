@@ -55,7 +55,8 @@ def test_a_batched_run_measures_in_one_wave_and_calibrates_on_train_tasks_where_
     held_out, train = numbered_tasks(4, gold="{i}"), numbered_tasks(10, id="s{i}", gold="{i}")
     evaluator = make_evaluator(CountingRun())
     validator = Validator(evaluator=evaluator, held_out=held_out, train=train, schedule=Amortized(),
-                          promotion=OnHeldOutGain(), target=1.0, batched=True, calibration=8, noisy=lambda: None)
+                          promotion=OnHeldOutGain(), target=1.0, batched=True, calibrate_train=True, calibration=8,
+                          noisy=lambda: None)
     assert validator.measure({"r": "say nothing"}, best=0.8) == (0.0, True)  # no first wave to stop after
     assert evaluator.usage.validate == 4
     state = {"r": "answer with the gold"}

@@ -175,7 +175,9 @@ def evolve(
             validator=Validator(evaluator=evaluator, held_out=held_out, train=train,
                                 schedule=policies.validation, promotion=policies.promotion, target=target_reward,
                                 noisy=noisy, calibration=getattr(policies.acceptance, "calibration", 0),
-                                batched=parallelism.batched),
+                                # train draws at the start only where no cap is there for them to use up
+                                batched=parallelism.batched,
+                                calibrate_train=parallelism.batched and budget.max_calls is None),
             shape=Shape(rounds=rounds, n_workers=n_workers, asynchronous=parallelism.asynchronous, seed=seed,
                         batched=parallelism.batched),
             stop_rules=[*stop_rules(target_reward=target_reward, patience=patience, max_calls=budget.max_calls,

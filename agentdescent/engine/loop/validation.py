@@ -41,7 +41,8 @@ class Validator:
     target: float | None
     noisy: Callable[[], bool | None] = lambda: False  # whether rewards are samples (None: not known yet)
     calibration: int = 0  # tasks drawn twice at the start while that is not known
-    batched: bool = False  # each wave a round trip: measure in one, and calibrate in the start's whatever the held-out size
+    batched: bool = False  # each wave a round trip: measure in one
+    calibrate_train: bool = False  # calibrate on train tasks too where fewer are held out (the start's wave holds them)
 
     def __post_init__(self) -> None:
         self.train_ids = frozenset(t.id for t in self.train)
@@ -74,12 +75,13 @@ class Validator:
         """While the run does not know whether its rewards are samples, draw `calibration` held-out
         tasks (or all there are) twice, in the wave that measures the whole held-out set: two draws
         that differ say so before the first step has to decide anything, and draws that all agree
-        settle it for a run whose held-out set is large enough. A batched run draws train tasks
-        too where the held-out set is smaller (the rounds find their draws in the cache), so that
-        an exact run never pays the waves in which a noisy one draws again."""
+        settle it for a run whose held-out set is large enough. With `calibrate_train` (a batched
+        run with no call cap) train tasks are drawn too where the held-out set is smaller (the
+        rounds find their draws in the cache), so that an exact run never pays the waves in which
+        a noisy one draws again."""
         if self.calibration and self.noisy() is None:
             self.evaluator.submit([state], self.held_out, "validate")  # the start's measurement, under way
-            tasks = [*self.held_out, *(self.train if self.batched else ())][: self.calibration]
+            tasks = [*self.held_out, *(self.train if self.calibrate_train else ())][: self.calibration]
             # the gate's, not a measurement: held-out evaluation's share of the bill, which the
             # validation schedule spends by, stays what it was
             self.evaluator.again([(state, tasks)], "accept")
