@@ -94,6 +94,7 @@ def test_a_detached_run_whose_scorer_fails_every_rollout_ends_failed_naming_it(s
     spec = domain.spec(tmp_path, scorer="python:tests.failing_scorers:picky")  # plan's try passes: it gets the gold
     status = wait(service, service.start(spec).run_id)
     assert status.state == "failed", status
+    assert status.message.startswith("stopped before the first round: every rollout"), status.message  # said once
     assert "every rollout of the held-out measurement at the start failed" in status.error
     assert "cannot score" in status.error and status.calls == start_calls(domain.spec(tmp_path)["tasks"])
 

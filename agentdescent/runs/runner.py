@@ -174,7 +174,9 @@ def _finish(run: RunDir, tracker: StatusTracker, result: EvolveResult, token: Ca
         tracker.update(state="cancelled", **done, message=f"cancelled at round {done['round']}; {change} so far",
                        next=f"{command('resume', run.id)} continues it; {command('show', run.id)} shows the change so far")
     elif result.error is not None:
-        tracker.update(state="failed", error=bounded(result.error), **done, message=f"stopped: {bounded(result.stop_reason)}",
+        why = bounded(result.stop_reason)  # most reasons say so already ("stopped before the first round: ...")
+        tracker.update(state="failed", error=bounded(result.error), **done,
+                       message=why if why.startswith("stopped") else f"stopped: {why}",
                        next=f"fix what the error says, then: {command('resume', run.id)}")
     else:
         tracker.update(state="finished", error=None, **done, message=f"finished ({result.stop_reason}); {change}",
