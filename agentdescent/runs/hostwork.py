@@ -116,11 +116,18 @@ def take(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS, *, budget: 
             continue
         if claimed is not None and claimed.holder == holder.holder:
             continue  # taken before: the holder has it
-        size = _size(request, groups, seen)
+        key, text = _group(request), _text(request)
+        group, files = (groups[key], None) if key in groups else _opened(request, seen)
+        size = len(json.dumps(text)) + 50 + (0 if key in groups else len(group.model_dump_json()) + 80)
         if size > left and groups or not mailbox.claim(request.id, holder=holder, lease=LEASE_SECONDS):
             waiting += 1
             continue
-        _add(groups, request, max(200, left - size + len(json.dumps(_text(request)))), seen)
+        if key not in groups:
+            groups[key] = group
+            if group.candidate not in seen:  # a candidate met before keeps the digests it was sent with
+                seen.add(group.candidate, files)
+        page = _cut(text, max(200, left - size + len(json.dumps(text))))
+        group.requests.append(HostRequest(request_id=request.id, prompt=page, continues=len(page) < len(text)))
         left -= size
     seen.save()
     status = run.status()
@@ -225,33 +232,17 @@ def _group_of(work: CandidateWork) -> tuple[str, str, str | None]:
     return work.candidate, work.kind, work.template
 
 
-def _size(request: Request, groups: dict[tuple, CandidateWork], seen: _Seen) -> int:
-    """The bytes a request adds to a page: its own, and its group's when it is the first of it
-    (its template, its context and, the first time this holder meets the candidate, its files)."""
-    size = len(json.dumps(_text(request))) + 50
-    key = _key(request)
-    if _group(request) not in groups:
-        size += len(str(request.body.get("workspace"))) + len(json.dumps(request.body.get("template"))) + 80
-        if key not in seen:
-            files = seen.against(_files(request.body.get("workspace")))
-            size += len(json.dumps(request.body.get("context") or "")) + len(json.dumps(files)) + 40
-    return size
-
-
-def _add(groups: dict[tuple, CandidateWork], request: Request, room: int, seen: _Seen) -> None:
-    key, group, text = _key(request), _group(request), _text(request)
-    if group not in groups:
-        context, workspace, known = request.body.get("context"), request.body.get("workspace"), key in seen
-        files = None if known or workspace is None else _files(workspace)
-        base, changed, deleted = seen.against(files) if files else (None, files, None)
-        groups[group] = CandidateWork(candidate=key, kind=request.kind, workspace=workspace, files=changed, base=base,
-                                      deleted=deleted,
-                                      context=None if known or context is None else str(context),
-                                      template=group[2], requests=[])
-        if not known:  # a candidate met before keeps the digests it was sent with
-            seen.add(key, files)
-    page = _cut(text, room)
-    groups[group].requests.append(HostRequest(request_id=request.id, prompt=page, continues=len(page) < len(text)))
+def _opened(request: Request, seen: _Seen) -> tuple[CandidateWork, dict[str, str] | None]:
+    """The group `request` opens, with no request yet: its candidate, kind and template, and the
+    first time this holder meets the candidate its context and its files (or those that differ
+    from a candidate it met); and the candidate's files whole, read this once (None: not read)."""
+    key, kind, template = _group(request)
+    context, workspace, known = request.body.get("context"), request.body.get("workspace"), key in seen
+    files = None if known or not isinstance(workspace, str) else _files(workspace)
+    base, changed, deleted = seen.against(files) if files else (None, files, None)
+    group = CandidateWork(candidate=key, kind=kind, workspace=workspace, files=changed, base=base, deleted=deleted,
+                          context=None if known or context is None else str(context), template=template, requests=[])
+    return group, files
 
 
 def _files(workspace: object) -> dict[str, str]:
