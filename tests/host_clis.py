@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,3 +29,12 @@ def host_bin(name: str) -> Path:
             return Path(found)
     pytest.skip(f"the {name} CLI is not installed: .ci/run installs {PINNED[name]} from npm into .ci-hosts/ "
                 f"(was npm unreachable?), or set AGENTDESCENT_HOST_BIN to a folder that has it")
+
+
+def without_hosts(*args: str, tmp_path: Path, home: str, **env: str) -> subprocess.CompletedProcess:
+    """`agentdescent ARGS` as a user runs it with no host CLI on PATH: a HOME and a run store
+    (`home`, a folder name) under `tmp_path`, and `env` on top (a host's own home variable)."""
+    base = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "user"), "AGENTDESCENT_HOME": str(tmp_path / home),
+            "TMPDIR": str(tmp_path)}
+    return subprocess.run([sys.executable, "-m", "agentdescent", *args], cwd=ROOT, env={**base, **env},
+                          capture_output=True, text=True, timeout=60)

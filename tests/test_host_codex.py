@@ -25,7 +25,7 @@ except ModuleNotFoundError:  # Python 3.10
 from agentdescent.errors import UserError
 from agentdescent.hosts import bundle, codex, marked, wiring
 from tests import keyword_domain
-from tests.host_clis import host_bin
+from tests.host_clis import host_bin, without_hosts
 from tests.loopback import LoopbackServer
 from tests.mcp_support import ENDED, REPO, demo_spec
 from tests.openai_responses import ScriptedModel, Turn
@@ -183,11 +183,7 @@ def test_report_says_how_codex_stands_and_never_fails(home):
 
 
 def cli(*args: str, home: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    """`agentdescent ARGS` as a user runs it, with no codex (nor any host CLI) on PATH."""
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "user"), "CODEX_HOME": str(tmp_path / "codex"),
-           "AGENTDESCENT_HOME": str(tmp_path / home), "TMPDIR": str(tmp_path)}
-    return subprocess.run([sys.executable, "-m", "agentdescent", *args], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=60)
+    return without_hosts(*args, tmp_path=tmp_path, home=home, CODEX_HOME=str(tmp_path / "codex"))
 
 
 def test_install_refuses_without_codex_and_uninstall_with_another_home_takes_everything_out(home, tmp_path):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import yaml
 
 from agentdescent.errors import UserError
 from agentdescent.hosts import bundle, deepseek, wiring
+from tests.host_clis import without_hosts
 from tests.mcp_support import REPO
 
 USER_PATCH = ("# my own layer\n"
@@ -147,11 +147,7 @@ def test_the_shipped_skill_has_the_frontmatter_the_harness_reads():
 
 
 def cli(*args: str, home: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    """`agentdescent ARGS` as a user runs it, with no dsh (nor any host CLI) on PATH."""
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "user"), "DSH_HOME": str(tmp_path / "dsh"),
-           "AGENTDESCENT_HOME": str(tmp_path / home), "TMPDIR": str(tmp_path)}
-    return subprocess.run([sys.executable, "-m", "agentdescent", *args], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=60)
+    return without_hosts(*args, tmp_path=tmp_path, home=home, DSH_HOME=str(tmp_path / "dsh"))
 
 
 def test_install_refuses_without_dsh_and_uninstall_with_another_home_takes_everything_out(home, tmp_path):

@@ -49,7 +49,8 @@ DESCRIPTIONS: dict[str, str] = {
     "target_reward": "stop once the held-out reward reaches this",
     "artifact_id": "the artifact's name in the run's ledger", "self_verify": "workers test their own changes first",
     "cheap_eval_tasks": "tasks a worker tests its change on first", "seed": "the seed of the split and the sampling",
-    "parallelism": "{asynchronous, lag_budget, method, executor, reissue_after}; default suits most runs",
+    "parallelism": "{asynchronous, lag_budget, method, executor, reissue_after, batched}; default suits most runs "
+                   "(batched: true for a host agent)",
     "policies": "the gate's settings: {acceptance: {...}, staleness: {...}, ...}; default suits most runs",
     "price_per_call": "USD a call, for the quote", "price_per_1k_tokens": "USD per 1,000 tokens, for the quote",
     "strategy": "text targets: single (lines appended) or append (a playbook of rules)",
