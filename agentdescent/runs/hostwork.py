@@ -107,11 +107,12 @@ def take(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS, *, budget: 
         if kind not in KINDS:
             raise UserError(f"kind must be {ROLLOUT!r} or {PROPOSAL!r}; got {kind!r}")
     mailbox = Mailbox(run.file("mailbox"))
-    mailbox.renew(holder)
+    listing = mailbox.open()
+    mailbox.renew(holder, listing)
     seen = _Seen(run, holder)
     groups: dict[tuple, CandidateWork] = {}
     left, waiting = budget - 400, 0  # room for the answer's own fields
-    for request, claimed in mailbox.open():
+    for request, claimed in listing:
         if request.kind not in kinds:
             continue
         if claimed is not None and claimed.holder == holder.holder:

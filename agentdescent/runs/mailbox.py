@@ -117,24 +117,24 @@ class Mailbox:
             return False
         return True
 
-    def renew(self, holder: Claim) -> int:
-        """Hold every claim of `holder` for a new lease (it is still at work); how many."""
-        renewed = 0
-        for request, claimed in self.open():
-            if claimed is not None and claimed.holder == holder.holder:
-                atomic.write_text(self._path(request.id, "claim"),
-                                  claimed.model_copy(update={"time": time.time()}).model_dump_json())
-                renewed += 1
-        return renewed
+    def renew(self, holder: Claim, listing: list[tuple[Request, Claim | None]] | None = None) -> int:
+        """Hold every claim of `holder` for a new lease (it is still at work); how many. `listing`:
+        what `open()` just returned, so that a caller who read it does not read it again."""
+        held = self._held(holder, self.open() if listing is None else listing)
+        for request, claimed in held:
+            atomic.write_text(self._path(request.id, "claim"), claimed.model_copy(update={"time": time.time()}).model_dump_json())
+        return len(held)
 
     def release(self, holder: Claim) -> int:
         """Give back every request `holder` took and did not answer; how many."""
-        released = 0
-        for request, claimed in self.open():
-            if claimed is not None and claimed.holder == holder.holder:
-                self._path(request.id, "claim").unlink(missing_ok=True)
-                released += 1
-        return released
+        held = self._held(holder, self.open())
+        for request, _ in held:
+            self._path(request.id, "claim").unlink(missing_ok=True)
+        return len(held)
+
+    @staticmethod
+    def _held(holder: Claim, listing: list[tuple[Request, Claim | None]]) -> list[tuple[Request, Claim]]:
+        return [(request, claimed) for request, claimed in listing if claimed is not None and claimed.holder == holder.holder]
 
     def answer(self, request_id: str, body: dict[str, Any]) -> None:
         """Answer a request once; `UserError` for an unknown or withdrawn one, or a second answer."""

@@ -16,6 +16,7 @@ from agentdescent.artifacts.state import State
 from agentdescent.governance import Governance
 from agentdescent.step.changes import Approve, Component, Scorer
 from agentdescent.step.policies import StepPolicies, Verdict, rewards_noisy
+from agentdescent.step.stats import mean_reward
 from agentdescent.types import Task
 
 
@@ -72,7 +73,7 @@ class Trial:
             if t.id not in self.since:
                 since = self.judge.draws(self.head_state, t.id)[1:]
                 if since:
-                    self.since[t.id], self.head[t.id] = since, sum(since) / len(since)
+                    self.since[t.id], self.head[t.id] = since, mean_reward(since)
                 else:
                     fresh.append(t)
         if fresh and self.judge.again is not None:
@@ -88,7 +89,7 @@ class Trial:
         for t, h in zip(tasks, head_row):
             if t.id in self.since:
                 self.since[t.id].append(h)
-                self.head[t.id] = sum(self.since[t.id]) / len(self.since[t.id])
+                self.head[t.id] = mean_reward(self.since[t.id])
             elif t.id in means:
                 self.head[t.id] = means[t.id]
         return list(zip(row, head_row))

@@ -26,11 +26,10 @@ from __future__ import annotations
 
 import hashlib
 import random
-import threading
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from agentdescent.testing.attempts import Attempts
 from agentdescent.types import Task, Tried
 
 VAGUE = ("Be more careful.", "Double-check every answer.", "Think before you answer.", "Read the request twice.")
@@ -61,10 +60,6 @@ class Truth:
     vague: int  # vague rules kept
     categories: int
 
-    @property
-    def share_learnt(self) -> float:
-        return self.learnt / self.categories
-
 
 def right_rule(category: int) -> str:
     """right_rule(3) == "For a c3 request, quote its reference code first." """
@@ -81,8 +76,7 @@ class NoisyDomain:
 
     def __init__(self, levels: NoisyLevels = NoisyLevels(), *, seed: int = 0) -> None:
         self.levels, self.seed = levels, seed
-        self._asked: Counter[tuple[str, str, str]] = Counter()
-        self._lock = threading.Lock()
+        self._asked = Attempts()
 
     def tasks(self) -> list[Task]:
         n = self.levels
@@ -161,9 +155,7 @@ class NoisyDomain:
     def _draw(self, what: str, task_id: str, seen: str) -> float:
         """A fresh draw for each time the same is asked (a model asked again may answer otherwise)."""
         key = (what, task_id, hashlib.sha256(seen.encode("utf-8")).hexdigest())
-        with self._lock:
-            attempt = self._asked[key]
-            self._asked[key] += 1
+        attempt = self._asked.next(key)
         digest = hashlib.sha256(f"{self.seed}|{key}|{attempt}".encode("utf-8")).hexdigest()
         return random.Random(digest).random()
 

@@ -24,11 +24,10 @@ import functools
 import hashlib
 import random
 import re
-import threading
-from collections import Counter
 from typing import Any
 
 from agentdescent.artifacts.strategies import AppendRules, KeyedRules, SingleSlot, Strategy
+from agentdescent.testing.attempts import Attempts
 from agentdescent.types import Task
 
 __all__ = [
@@ -128,15 +127,7 @@ class RouterReflector:
 
     def __init__(self, kind: str = "append", *, seed: int = 0, noise: float = 0.25, silence: float = 0.1) -> None:
         self.kind, self.seed, self.noise, self.silence = kind, seed, noise, silence
-        self._attempts: Counter[tuple[str, str]] = Counter()  # a model asked again may answer otherwise
-        self._lock = threading.Lock()
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Without the lock, so that it can go to another process (each copy counts its own attempts)."""
-        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _lock=threading.Lock())
+        self._attempts = Attempts()  # a model asked again may answer otherwise
 
     def __call__(self, rendered: Any, task: Task, output: str, reward: float) -> str | None:
         if reward >= 1.0:
@@ -157,9 +148,7 @@ class RouterReflector:
         return self._format(rendered, keyword, task.gold)
 
     def _rng(self, rendered: str, task: Task) -> random.Random:
-        with self._lock:
-            attempt = self._attempts[(task.id, rendered)]
-            self._attempts[(task.id, rendered)] += 1
+        attempt = self._attempts.next((task.id, rendered))
         digest = hashlib.sha256(f"{self.seed}|{task.id}|{attempt}|{rendered}".encode("utf-8")).hexdigest()
         return random.Random(digest)
 

@@ -24,6 +24,7 @@ import re
 import time
 from pathlib import Path
 
+from agentdescent.testing.attempts import Attempts
 from agentdescent.testing.router import FILLERS, SIGNALS
 
 __all__ = ["SKILL_NAME", "TEAMS", "SkillReflector", "listed_words", "route_by_skill"]
@@ -56,7 +57,7 @@ class SkillReflector:
 
     def __init__(self, seed: int = 0, *, noise: float = 0.1, silence: float = 0.1, latency: float = 0.0) -> None:
         self.seed, self.noise, self.silence, self.latency = seed, noise, silence, latency
-        self._asked: dict[str, int] = {}
+        self._asked = Attempts()
 
     def __call__(self, prompt: str) -> str:
         time.sleep(self.latency)
@@ -83,7 +84,7 @@ class SkillReflector:
 
     def _rng(self, prompt: str) -> random.Random:
         key = hashlib.sha256(prompt.encode("utf-8")).hexdigest()
-        attempt = self._asked[key] = self._asked.get(key, -1) + 1
+        attempt = self._asked.next(key)
         return random.Random(f"{self.seed}|{key}|{attempt}")
 
 
