@@ -225,8 +225,14 @@ def split_tasks(tasks: Sequence[Task], held_out_frac: float, rng: random.Random)
         return list(tasks), list(tasks)
     order = list(tasks)
     rng.shuffle(order)
-    n_held = min(len(order) - 2, max(1, round(len(order) * held_out_frac)))
+    n_held = held_out_count(len(order), held_out_frac)
     return order[n_held:], order[:n_held]
+
+
+def held_out_count(total: int, held_out_frac: float) -> int:
+    """How many of `total` tasks a split with `held_out_frac` above 0 holds out: at least 1, and
+    at least 2 left to train on. held_out_count(36, 0.3) == 11"""
+    return min(total - 2, max(1, round(total * held_out_frac)))
 
 
 def _checked_tasks(tasks: Sequence[Task]) -> list[Task]:

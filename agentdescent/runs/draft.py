@@ -29,11 +29,12 @@ from pydantic import BaseModel
 from agentdescent import atomic
 from agentdescent.agents.providers import CLI_KINDS, MODEL_KINDS, PROVIDERS
 from agentdescent.commands import command
-from agentdescent.config import Settings
+from agentdescent.config import DEFAULTS
 from agentdescent.dataloader.tasks import Columns, guess_columns
+from agentdescent.engine.evolve import held_out_count
 from agentdescent.errors import UserError
 from agentdescent.runs.build import rows_of_file
-from agentdescent.runs.quote import smallest_run
+from agentdescent.runs.quote import low_end
 
 SUFFIX = ".agentdescent.yaml"
 MODELS = {"claude": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}  # a provider's model to start from, when it has no default
@@ -113,10 +114,8 @@ def choose_agent() -> tuple[str, str, str]:
 
 def _budget(rows: int) -> int:
     """max_calls for `rows` tasks: twice the quote's low end at the default settings, in hundreds."""
-    held = min(rows - 2, max(1, round(rows * Settings().held_out_frac))) if rows > 2 else 1
-    workers, rounds = Settings().n_workers, Settings().rounds
-    one_round = smallest_run(held_out=0, workers=workers)
-    low = smallest_run(held_out=held, workers=workers) + (rounds - 1) * one_round
+    held = held_out_count(rows, DEFAULTS.held_out_frac) if rows > 2 else 1
+    low = low_end(held_out=held, workers=DEFAULTS.n_workers, rounds=DEFAULTS.rounds)
     return max(LEAST_BUDGET, math.ceil(2 * low / 100) * 100)
 
 
@@ -160,8 +159,8 @@ def _spec_lines(target: Path, folder: Path, tasks: str, columns: list[str], gues
         "# What the agent is asked per task; {task} is the task's prompt.",
         f"prompt: {q(ask)}",
         "",
-        f"n_workers: {Settings().n_workers}   # workers proposing changes in parallel",
-        f"rounds: {Settings().rounds}",
+        f"n_workers: {DEFAULTS.n_workers}   # workers proposing changes in parallel",
+        f"rounds: {DEFAULTS.rounds}",
         f"budget: {{max_calls: {budget}}}   # the most calls the run may make, across every resume",
         "# price_per_call: 0.01   # USD a call, for plan's quote",
         *([f"frozen: [{', '.join(q(g) for g in frozen)}]   # files no change may touch"] if frozen else

@@ -68,7 +68,7 @@ def budget_warnings(*, cost: Quote, max_tokens: int | None, held_out: int, worke
     if cost.calls_cap is not None:
         afforded = (cost.calls_cap - 2 * held_out) // _low_round(workers)
         if afforded < rounds:
-            full = _low_end(held_out=held_out, workers=workers, rounds=rounds)
+            full = low_end(held_out=held_out, workers=workers, rounds=rounds)
             found.append(f"max_calls={cost.calls_cap:,} affords at most {afforded} of the {rounds} rounds (after "
                          f"{2 * held_out:,} held-out rollouts, a round takes at least {_low_round(workers):,} calls); "
                          f"{full:,} would pay for all {rounds}")
@@ -87,7 +87,7 @@ def quote(*, train: int, held_out: int, workers: int, rounds: int, artifact_char
     levels = math.ceil(math.log2(max(2, workers * REFLECTIONS)))
     high_round = workers * (MINIBATCH + SCOUTED + 2 * REFLECTIONS) + 2 * sample + min(WAVE, sample) * 2 * levels
     least = smallest_run(held_out=held_out, workers=workers)
-    low = _low_end(held_out=held_out, workers=workers, rounds=rounds)
+    low = low_end(held_out=held_out, workers=workers, rounds=rounds)
     high = math.ceil((2 * held_out + rounds * high_round) / (1 - SHARE))
     if max_calls is not None:
         low, high = min(low, max_calls), min(high, max_calls)
@@ -115,7 +115,7 @@ def _low_round(workers: int) -> int:
     return workers * (MINIBATCH + 1)
 
 
-def _low_end(*, held_out: int, workers: int, rounds: int) -> int:
+def low_end(*, held_out: int, workers: int, rounds: int) -> int:
     """The calls of a run where little is proposed: the smallest run, and each further round at the low end."""
     return smallest_run(held_out=held_out, workers=workers) + (rounds - 1) * _low_round(workers)
 
