@@ -66,6 +66,9 @@ class Budget:
             raise UserError(f"Budget(rollout_timeout=...) must be a number of seconds above 0, or None; got {timeout!r}")
 
 
+BATCHED_WAVE = 128  # a batched run's calls in flight and workspaces: a whole wave, since a wave past them is two round trips
+
+
 @dataclass(frozen=True, kw_only=True)
 class Parallelism:
     """How the workers divide the work, and where the calls run.

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from agentdescent import events as ev
 from agentdescent.artifacts.strategies import AppendRules, Strategy
-from agentdescent.config import DEFAULTS, Budget, Parallelism, Policies, Settings
+from agentdescent.config import BATCHED_WAVE, DEFAULTS, Budget, Parallelism, Policies, Settings
 from agentdescent.engine.calls.budget import Allowance
 from agentdescent.engine.calls.evaluation import Evaluator, RewardFn, RunFn
 from agentdescent.engine.calls.executors import Executor, ThreadExecutor
@@ -113,8 +113,7 @@ def evolve(
     files = RunFiles(ledger.path)
     usage = Usage()
     allowance = Allowance(usage, max_calls=budget.max_calls, max_tokens=budget.max_tokens)
-    # a batched run's calls wait on a host that answers a whole wave: a wave past the pool is two round trips
-    concurrency = max_concurrency or (128 if parallelism.batched else min(128, max(32, 4 * n_workers)))
+    concurrency = max_concurrency or (BATCHED_WAVE if parallelism.batched else min(128, max(32, 4 * n_workers)))
     executor = parallelism.executor
     calls = make_executor(executor, concurrency, name="agentdescent-call", on_start=files.starts.mark)
     hedger = None if parallelism.reissue_after is None else Hedger(

@@ -29,6 +29,7 @@ from agentdescent.agents.providers import CLI_KINDS, PROVIDERS
 from agentdescent.agents.redact import redact
 from agentdescent.agents.scripted import takes_a_folder
 from agentdescent.artifacts import AppendRules, FileTree, SingleSlot, Strategy, load_tree, tree_runner
+from agentdescent.config import BATCHED_WAVE
 from agentdescent.dataloader import csv_rows, hf_rows, json_rows, jsonl_rows, tasks_from
 from agentdescent.dataloader.tasks import guess_columns
 from agentdescent.errors import AgentDescentError, UserError
@@ -332,7 +333,7 @@ def callables(spec: RunSpec, parts: Materials, *, make_agent: AgentFactory, work
         agent = PluginHost(spec.agent, parts.layout or "plugin")
     run = tree_runner(agent, layout=parts.layout or "root", name=parts.name, overlay=overlay, workdir=workdir,
                       prompt=lambda task: ask.format(task=task.prompt),
-                      max_workspaces=max(max_workspaces, 128) if spec.parallelism.batched else max_workspaces)
+                      max_workspaces=max(max_workspaces, BATCHED_WAVE) if spec.parallelism.batched else max_workspaces)
     return run, propose
 
 
