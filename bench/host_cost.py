@@ -36,8 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agentdescent.reflect.reflector import APART  # noqa: E402
 from agentdescent.runs import Service  # noqa: E402
+from agentdescent.runs.hostwork import CandidateWork, HostRequest, whole_prompt  # noqa: E402
 from agentdescent.testing import SkillReflector, route_by_skill  # noqa: E402
 from tests.anthropic_stream import Chat, ToolUse, _answer  # noqa: E402
 from tests.loopback import LoopbackServer, Request, Response  # noqa: E402
@@ -127,7 +127,7 @@ class Host:
         contexts = {g["candidate"]: g["context"] for r in chat.results("host_next") if r.value
                     for g in r.value["work"] if g.get("context") is not None}  # each candidate's, sent the first time
         return self._worker(chat, "proposal", lambda group, request: self.reflector(  # the candidate where it says
-            request["prompt"].replace(APART, contexts.get(group["candidate"], ""))))
+            _whole(group, request, contexts.get(group["candidate"], ""))))
 
     def _worker(self, chat: Chat, kind: str, answer):
         _check(chat)
@@ -152,8 +152,12 @@ class Host:
 
     @staticmethod
     def _route(group: dict, request: dict) -> str:
-        template = group.get("template") or "{task}"  # as SKILL.md says: the request's prompt in its place
-        return route_by_skill(template.replace("{task}", request["prompt"]), group["workspace"])
+        return route_by_skill(_whole(group, request), group["workspace"])
+
+
+def _whole(group: dict, request: dict, context: str | None = None) -> str:
+    """A request's prompt read as SKILL.md says: in its group's template, the candidate's text where it is said to be."""
+    return whole_prompt(CandidateWork.model_validate(group), HostRequest.model_validate(request), context)
 
 
 def _check(chat: Chat) -> None:
