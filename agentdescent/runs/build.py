@@ -133,10 +133,9 @@ def materials(spec: RunSpec) -> Materials:
     """Read the target and the tasks, try the scorer on the first task, and build the strategy;
     raises `SpecError` with every problem found. Runs none of the user's code here (refs are
     checked, and a `python:` scorer tried, in a child process)."""
-    found = problems(spec)
+    found, tasks = _world(spec)
     if found:
         raise SpecError(found)
-    tasks = load_tasks(spec)
     found = scorer_problems(spec, tasks[0])
     if found:
         raise SpecError(found)
@@ -169,6 +168,11 @@ def problems(spec: RunSpec) -> list[Problem]:
     """Every way the spec does not fit the world: a missing target, unloadable or too few tasks,
     a frozen glob that matches no file, an agent that is not installed, a ref that does not import
     (in a child process), a target where no run may be (`containment`)."""
+    return _world(spec)[0]
+
+
+def _world(spec: RunSpec) -> tuple[list[Problem], list[Task]]:
+    """`problems(spec)`, and the tasks as it loaded them (none when they would not load)."""
     found: list[Problem] = []
     target = Path(spec.target)
     kind = target_kind(spec)
@@ -183,7 +187,8 @@ def problems(spec: RunSpec) -> list[Problem]:
         found.append(Problem(field="target", message=f"{target} is a file; a {kind} target is a folder"))
     else:
         found += _target_problems(spec, kind)
-    found += _task_problems(spec)
+    task_problems, tasks = _task_problems(spec)
+    found += task_problems
     for field, agent in (("agent", spec.agent), ("reflector", spec.reflector)):
         if agent is not None:
             found += [Problem(field=field, message=m) for m in _agent_problems(agent)]
@@ -191,7 +196,7 @@ def problems(spec: RunSpec) -> list[Problem]:
         found.append(Problem(field="agent", message=f"a plugin's rollouts load the candidate into Claude Code "
                                                     f"(claude --plugin-dir): use agent: claude_code, host or python:, "
                                                     f"not {spec.agent.kind}"))
-    return found + _ref_problems(spec)
+    return found + _ref_problems(spec), tasks
 
 
 def _target_problems(spec: RunSpec, kind: str) -> list[Problem]:
@@ -208,18 +213,19 @@ def _target_problems(spec: RunSpec, kind: str) -> list[Problem]:
             for i, glob in enumerate(spec.frozen) if not any(matching(path, [glob]) for path in tree)]
 
 
-def _task_problems(spec: RunSpec) -> list[Problem]:
+def _task_problems(spec: RunSpec) -> tuple[list[Problem], list[Task]]:
+    """What is wrong with the spec's tasks, and the tasks as loaded (read once: a dataset may be remote)."""
     where = "tasks.file" if spec.tasks.file else "tasks.hf" if spec.tasks.hf else "tasks"
     rows = None
     try:
         rows = None if spec.tasks.inline is not None else task_rows(spec.tasks)
         tasks = load_tasks(spec, rows)
     except AgentDescentError as exc:
-        return [Problem(field=where, message=(rows and mapping_fix(spec.tasks, rows)) or str(exc))]
+        return [Problem(field=where, message=(rows and mapping_fix(spec.tasks, rows)) or str(exc))], []
     if len(tasks) < MIN_TASKS:
         return [Problem(field=where, message=f"{len(tasks)} tasks; a run needs at least {MIN_TASKS} (some to train on, "
-                                             "some held out), and 8-20 is a good start")]
-    return []
+                                             "some held out), and 8-20 is a good start")], tasks
+    return [], tasks
 
 
 def _agent_problems(agent: AgentSpec) -> list[str]:
