@@ -206,13 +206,14 @@ def _call(ref: str, call_file: str) -> str | None:
         value = found(Task(**call["task"]), call["output"])
     except BaseException as exc:  # noqa: BLE001 - whatever the user's reward raises is the verdict
         return f"calling it as {attribute}(task, output) raised {type(exc).__name__}: {exc}"
-    if isinstance(value, (str, bytes)) or not _is_number(value):
+    if isinstance(value, (str, bytes)) or not is_number(value):
         return f"{attribute}(task, output) returned {type(value).__name__}, not a number in [0, 1]"
     return None
 
 
-def _is_number(value: object) -> bool:
-    """A real number as a reward may be one: _is_number(True) and _is_number(0.5), not _is_number(None)."""
+def is_number(value: object) -> bool:
+    """A real number as a reward may be one: is_number(True) and is_number(0.5), not is_number(None).
+    The run's own check of a reward (`engine.calls.units.check_reward`) asks this too."""
     if isinstance(value, (numbers.Real, decimal.Decimal)):
         return True
     return type(value).__module__ == "numpy" and hasattr(value, "__float__")

@@ -9,11 +9,9 @@ where the results arrive (`Evaluator`, `Worker`).
 
 from __future__ import annotations
 
-import decimal
 import functools
 import inspect
 import math
-import numbers
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +21,7 @@ from agentdescent.agents.base import ModelUsage, metering
 from agentdescent.artifacts.strategies import InvalidProposal
 from agentdescent.errors import UserError
 from agentdescent.quoting import bounded, described, quoted
+from agentdescent.refcheck import is_number
 from agentdescent.types import Reflection, Rollout, Task, Tried
 
 T = TypeVar("T")
@@ -93,7 +92,7 @@ def _roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], flo
 def check_reward(value: object, task: Task) -> float:
     """`value` as a float in [0, 1]: any real number (bool, int, float, Fraction, Decimal, a numpy
     scalar); a str, None, NaN or a number outside [0, 1] is a `UserError` that says so."""
-    if isinstance(value, (str, bytes)) or not _is_real(value):
+    if isinstance(value, (str, bytes)) or not is_number(value):
         raise UserError(
             f"reward returned {value!r} ({type(value).__name__}) for task {task.id!r}; "
             "it must return a number in [0, 1]"
@@ -102,12 +101,6 @@ def check_reward(value: object, task: Task) -> float:
     if math.isnan(number) or not 0.0 <= number <= 1.0:
         raise UserError(f"reward returned {value} for task {task.id!r}; it must be in [0, 1] (scale or clip it)")
     return number
-
-
-def _is_real(value: object) -> bool:
-    if isinstance(value, (numbers.Real, decimal.Decimal)):
-        return True
-    return type(value).__module__ == "numpy" and hasattr(value, "__float__")  # numpy.bool_ is no numbers.Real
 
 
 def reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence[Rollout],
