@@ -25,7 +25,7 @@ then by the oracle and the approver (`gate`), before it joins the fusion.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from agentdescent.artifacts.state import State, apply
@@ -211,9 +211,8 @@ def _probe(trial: Trial, cand: _Candidate, taken: set[str], judged: set[str]) ->
             if any(cand.settled.get(i, False) for i in taken):
                 cap = 2 * policy.size
         else:
-            eligible = [i for i in taken if trial.head[i] > 0.0 and i not in judged]
-            broken = sum(max(0.0, trial.head[i] - cand.rewards[i]) for i in eligible if cand.settled.get(i, True))
-            if broken > 0 or policy.harm(len(eligible) - broken, broken, gated=False) is not None:
+            kept, broken = _kept_broken(trial, cand, taken, judged, counts=lambda i: cand.settled.get(i, True))
+            if broken > 0 or policy.harm(kept, broken, gated=False) is not None:
                 return
         wave = trial.next_wave(taken)[: cap - len(taken)]
         if not wave or (all(trial.fails_at_head(t) for t in wave) and len(cand.rewards) >= policy.min_tasks):
@@ -226,9 +225,16 @@ def _harm(trial: Trial, cand: _Candidate, taken: set[str], judged: set[str]) -> 
     """With samples: the policy's verdict on the harm rate of `cand` over its probes head passes
     (`AcceptancePolicy.harm_rate`), each probe drawn twice counted as broken by what head's mean
     exceeds the candidate's there."""
+    return trial.policy.harm_rate(*_kept_broken(trial, cand, taken, judged, counts=lambda i: i in cand.settled))
+
+
+def _kept_broken(trial: Trial, cand: _Candidate, taken: set[str], judged: set[str],
+                 counts: Callable[[str], bool]) -> tuple[float, float]:
+    """Of the probes head passes and no culprit was judged on: how many `cand` kept, and how much
+    it broke (by what head exceeds it) where `counts` says a break counts."""
     eligible = [i for i in taken if trial.head[i] > 0.0 and i not in judged]
-    broken = sum(max(0.0, trial.head[i] - cand.rewards[i]) for i in eligible if i in cand.settled)
-    return trial.policy.harm_rate(len(eligible) - broken, broken)
+    broken = sum(max(0.0, trial.head[i] - cand.rewards[i]) for i in eligible if counts(i))
+    return len(eligible) - broken, broken
 
 
 def _settle(trial: Trial, cand: _Candidate, taken: set[str], *, gains: bool) -> None:
