@@ -148,12 +148,13 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
     if status.state == "accepted":
         raise UserError(f"run {run.id} was already accepted: {status.target} was written back; its previous "
                         f"content is in {status.backup or 'no backup (nothing changed)'}")
-    if status.state not in WRITABLE or not _final(run):
+    result = _result(run)
+    if status.state not in WRITABLE or result is None or result.error is not None:
         raise UserError(_not_final(run, status.state, status.next))
     with run.holding("accept.lock", f"another accept of run {run.id} is writing right now; wait for it"):
         if run.status().state == "accepted":  # the other accept finished while we waited for the lock
             raise UserError(f"run {run.id} was already accepted just now")
-        result, base = _to_write(run)
+        result, base = _to_write(run, result)
         plan = result.write_to(status.target, dry_run=dry_run, overwrite=overwrite, base=base)
         done = Accepted(run_id=run.id, dry_run=dry_run, target=status.target, written=list(plan.written),
                         deleted=list(plan.deleted), unchanged=list(plan.unchanged), merged=list(plan.merged),
@@ -173,11 +174,16 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
     return done.model_copy(update={"message": f"wrote {status.target}{backup}{yours}{passed_over}"})
 
 
+def _result(run: RunDir) -> EvolveResult | None:
+    """The run's result, None before it has one."""
+    path = run.file("result.json")
+    return EvolveResult.from_json(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
 def _final(run: RunDir) -> bool:
     """Whether the run got to its end: a result that no cancel or failure cut short."""
-    if not run.file("result.json").exists():
-        return False
-    return EvolveResult.from_json(run.file("result.json").read_text(encoding="utf-8")).error is None
+    result = _result(run)
+    return result is not None and result.error is None
 
 
 def _not_final(run: RunDir, state: str, nxt: str) -> str:
@@ -189,10 +195,9 @@ def _not_final(run: RunDir, state: str, nxt: str) -> str:
             f"{nxt or command('resume', run.id) + ', then accept it when it finishes'}")
 
 
-def _to_write(run: RunDir) -> tuple[EvolveResult, str | dict[str, str]]:
-    """The run's result and what the target held when the run started, with the keys a masked run
-    never saw put back from the environment (`keys`)."""
-    result = EvolveResult.from_json(run.file("result.json").read_text(encoding="utf-8"))
+def _to_write(run: RunDir, result: EvolveResult) -> tuple[EvolveResult, str | dict[str, str]]:
+    """The run's `result` and what the target held when the run started, with the keys a masked
+    run never saw put back from the environment (`keys`)."""
     base = _initial(run)
     if run.spec().keys_in_target == "mask":
         return dataclasses.replace(result, rendered=keys.unmasked(result.rendered)), keys.unmasked(base)
@@ -249,8 +254,8 @@ def _initial(run: RunDir) -> str | dict[str, str]:
 def _best(run: RunDir, before: str | dict[str, str]) -> tuple[Any, dict[str, str] | None, int | None, float | None]:
     """The run's best version (rendered, its state, its version, its held-out reward): the result's,
     or while it runs, the ledger's `stable`."""
-    if run.file("result.json").exists():
-        result = EvolveResult.from_json(run.file("result.json").read_text(encoding="utf-8"))
+    result = _result(run)
+    if result is not None:
         return result.rendered, result.state, result.version, result.final_reward
     status = run.status()
     if not (run.ledger / "HEAD").exists():
