@@ -16,6 +16,7 @@ from agentdescent.errors import UserError
 from agentdescent.runs.hostwork import Answer, whole_prompt
 from agentdescent.runs.mailbox import Claim
 from agentdescent.runs.spec import SpecError, read_spec
+from agentdescent.runs.status import RunStatus, StatusTracker
 from tests import keyword_domain as domain
 from tests.runs_support import wait
 
@@ -318,3 +319,16 @@ def test_a_run_started_from_a_folder_that_holds_a_module_s_name_still_runs(servi
     monkeypatch.chdir(origin)
     done = wait(service, service.start(domain.spec(tmp_path)).run_id)
     assert done.state == "finished", done
+
+
+def test_a_field_asked_for_again_and_again_is_worked_out_once_a_write():
+    written, asked = [], []
+    tracker = StatusTracker(RunStatus(id="r", state="running"), written.append)
+    tracker.update()
+    for n in range(50):  # a wave of requests posted within a moment, each asking what the run waits on
+        tracker.update_later(waiting_on=lambda n=n: asked.append(n) or f"the host: {n + 1} open")
+    deadline = time.monotonic() + 5
+    while not asked and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    assert asked[-1] == 49 and len(asked) <= 2 and written[-1].waiting_on == "the host: 50 open"  # not 50 times

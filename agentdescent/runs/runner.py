@@ -114,8 +114,8 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
     mailbox = Mailbox(run.file("mailbox"))
     mailbox.clear()  # requests of an earlier process of this run: nobody waits for them now
 
-    def waits() -> None:  # what the run waits on, in its status as requests come and go
-        tracker.update(now=False, waiting_on=waiting_on(run))
+    def waits() -> None:  # what the run waits on, in its status as requests come and go (read once a write)
+        tracker.update_later(waiting_on=lambda: waiting_on(run))
 
     def make_agent(agent: AgentSpec, role: str):
         if agent.kind == "host":

@@ -68,6 +68,7 @@ class StatusTracker:
         self._written = 0.0
         self._lock = threading.RLock()
         self._due: threading.Timer | None = None  # a deferred write, made at most WRITE_EVERY later
+        self._computed: dict[str, Callable[[], object]] = {}  # fields worked out as the deferred write is made
 
     def update(self, *, now: bool = True, **fields: object) -> None:
         """Take `fields` in; write at once, or (`now=False`) within `WRITE_EVERY` seconds."""
@@ -80,11 +81,21 @@ class StatusTracker:
                 self._due.daemon = True
                 self._due.start()
 
+    def update_later(self, **fields: Callable[[], object]) -> None:
+        """Have each field worked out (`fields[name]()`) when the next deferred write is made, within
+        `WRITE_EVERY` seconds: however often it is asked for meanwhile, it is worked out once."""
+        with self._lock:
+            self._computed.update(fields)
+        self.update(now=False)
+
     def _flush(self) -> None:
         with self._lock:
             if self._due is not None:
                 self._due.cancel()
                 self._due = None
+            computed, self._computed = self._computed, {}
+            if computed:
+                self.status = self.status.model_copy(update={name: value() for name, value in computed.items()})
             self._write(self.status)
             self._written = time.monotonic()
 
