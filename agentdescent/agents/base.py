@@ -11,6 +11,7 @@ about `evolve`.
 from __future__ import annotations
 
 import contextvars
+import inspect
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -138,3 +139,13 @@ def before_each_call(hook: Callable[[], None]) -> Iterator[None]:
 def estimate_tokens(text: str) -> int:
     """A rough count for clients that report none: about four characters a token."""
     return (len(text) + 3) // 4
+
+
+def accepts_keyword(fn: Callable[..., object], name: str, *, unknown: bool) -> bool:
+    """Whether `fn` takes the keyword `name` (by that name, or through **kwargs); `unknown` when
+    its signature cannot be read (a builtin, a C callable)."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return unknown
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in parameters)

@@ -28,7 +28,6 @@ Left out: which agent to run and what it costs (agents/), and scoring (the rewar
 
 from __future__ import annotations
 
-import inspect
 import os
 import shutil
 import tempfile
@@ -38,6 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentdescent.agents.base import accepts_keyword
 from agentdescent.artifacts.state import state_hash
 from agentdescent.errors import AgentError, UserError
 from agentdescent.governance import unsafe_key_reason
@@ -96,7 +96,7 @@ class TreeRunner:
     def __init__(self, *, agent: Agent, folder: str, overlay: dict[str, str], fixtures: dict[str, str],
                  keep_failed: bool, slots: threading.BoundedSemaphore, workdir: str | os.PathLike[str] | None,
                  prompt: Callable[[Task], str], max_idle: int = 32) -> None:
-        if not _takes_cwd(agent):
+        if not accepts_keyword(agent, "cwd", unknown=True):  # cannot tell: let the call say
             raise UserError("tree_runner needs an agent that takes cwd=, such as claude_code(), codex() or "
                             "scripted(lambda prompt, cwd: ...); got one that takes only a prompt")
         self.agent, self.folder, self.overlay, self.fixtures = agent, folder, overlay, fixtures
@@ -285,9 +285,3 @@ def _slots(max_workspaces: int) -> threading.BoundedSemaphore:
     return threading.BoundedSemaphore(max_workspaces)
 
 
-def _takes_cwd(agent: Agent) -> bool:
-    try:
-        parameters = inspect.signature(agent).parameters.values()
-    except (TypeError, ValueError):
-        return True  # cannot tell: let the call say
-    return any(p.name == "cwd" or p.kind is p.VAR_KEYWORD for p in parameters)

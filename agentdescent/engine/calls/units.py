@@ -9,15 +9,13 @@ where the results arrive (`Evaluator`, `Worker`).
 
 from __future__ import annotations
 
-import functools
-import inspect
 import math
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from agentdescent.agents.base import ModelUsage, metering
+from agentdescent.agents.base import ModelUsage, accepts_keyword, metering
 from agentdescent.artifacts.strategies import InvalidProposal
 from agentdescent.errors import UserError
 from agentdescent.quoting import bounded, described, quoted
@@ -144,18 +142,6 @@ def _reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence
     return Reflection(proposal=proposal)
 
 
-@functools.lru_cache(maxsize=64)
-def _takes_tried(propose: Callable) -> bool:
-    try:
-        parameters = inspect.signature(propose).parameters.values()
-    except (TypeError, ValueError):  # a builtin or a C callable: it cannot take it
-        return False
-    return any(p.name == "tried" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
-
-
 def takes_tried(propose: Callable) -> bool:
     """Whether `propose` accepts a `tried` keyword (it is handed the run's refusals then)."""
-    try:
-        return _takes_tried(propose)
-    except TypeError:  # an unhashable callable: asked each time
-        return _takes_tried.__wrapped__(propose)
+    return accepts_keyword(propose, "tried", unknown=False)
