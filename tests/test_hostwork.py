@@ -9,11 +9,13 @@ import subprocess
 import sys
 import threading
 import time
+import time as _real_clock  # the Clock's methods are named like the module's
 
 import pytest
 
 from agentdescent.errors import AgentError
 from agentdescent.runs import hostwork
+from agentdescent.runs import mailbox as mailbox_module
 from agentdescent.runs.host import HostAgent
 from agentdescent.runs.hostwork import Answer
 from agentdescent.runs.mailbox import Claim, Mailbox
@@ -144,15 +146,35 @@ def test_work_a_gone_session_held_goes_back_at_once_and_a_live_one_keeps_it(run)
     assert len([r for g in hostwork.take(run, Claim(holder="other", pid=os.getpid())).work for r in g.requests]) == 2
 
 
+class Clock:
+    """The mailbox's clock, moved by the test: a lease's time is read from it, not from the machine."""
+
+    def __init__(self) -> None:
+        self.now = _real_clock.time()
+
+    def time(self) -> float:
+        return self.now
+
+    @staticmethod
+    def monotonic() -> float:  # the askers' waits stay real
+        return _real_clock.monotonic()
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        _real_clock.sleep(seconds)
+
+
 def test_a_lease_runs_out_without_calls_and_is_renewed_by_each_call(run, monkeypatch):
+    clock = Clock()
     monkeypatch.setattr(hostwork, "LEASE_SECONDS", 0.5)
+    monkeypatch.setattr(mailbox_module, "time", clock)
     post(run, {"prompt": "task 1", "context": "A"})
     hostwork.take(run, Claim(holder="slow"))  # no process to watch: the lease alone holds it
-    time.sleep(0.3)
+    clock.now += 0.3
     hostwork.take(run, Claim(holder="slow"))  # still at work: renewed
-    time.sleep(0.3)
+    clock.now += 0.3
     assert hostwork.take(run, Claim(holder="other")).work == []
-    time.sleep(0.6)
+    clock.now += 0.6
     assert len(hostwork.take(run, Claim(holder="other")).work) == 1
 
 
