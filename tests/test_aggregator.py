@@ -106,6 +106,31 @@ def test_same_key_disjoint_hunks_merge_three_way(tmp_path):
     assert ledger.snapshot("a")["doc"] == "fix1\nline two\nfix2\n"
 
 
+def test_lines_added_at_one_place_stack_and_each_is_judged_alone(tmp_path):
+    """git calls two rules added at the end of one list a conflict; they stack instead, each its
+    own component: the good ones land together, the harmful one is refused alone."""
+    base = "# rules\n"
+    ledger, agg = make(tmp_path, {"doc": base, "passing": "fix0 fix2 fix4 fix6 fix8"})
+    one = diff("d1", 1, {"doc": base + "fix1\n"}, before={"doc": base}, tasks=["t1"])
+    two = diff("d2", 1, {"doc": base + "fix3\n"}, before={"doc": base}, tasks=["t3"])
+    bad = diff("bad", 1, {"doc": base + "fix5 harm\n"}, before={"doc": base}, tasks=["t5"])
+    again = diff("again", 1, {"doc": base + "fix3\n"}, before={"doc": base}, tasks=["t3"])
+    report = agg.step([one, two, bad, again], step=0, sample=TASKS)
+    assert kinds(report) == {"d1": "committed", "d2": "committed", "bad": "rejected_by_test", "again": "duplicate"}
+    assert ledger.snapshot("a")["doc"] == base + "fix1\nfix3\n"
+    assert ledger.log(limit=1)[0].trailers["Diffs"] == "d1,d2"
+
+
+def test_a_change_beside_stacked_insertions_is_a_conflict_with_all_of_them(tmp_path):
+    base = "# rules\n"
+    ledger, agg = make(tmp_path, {"doc": base})
+    adds = [diff(f"d{i}", 1, {"doc": base + f"fix{i}\n"}, before={"doc": base}, tasks=[f"t{i}"], gain=0.5) for i in (1, 3)]
+    rewrite = diff("rewrite", 1, {"doc": "fix7\n"}, before={"doc": base}, tasks=["t7"], gain=1.0)
+    report = agg.step([*adds, rewrite], step=0, sample=TASKS)
+    assert kinds(report) == {"d1": "conflict_lost", "d3": "conflict_lost", "rewrite": "committed"}
+    assert ledger.snapshot("a")["doc"] == "fix7\n"
+
+
 def test_true_overlap_goes_to_better_evidence_and_loser_keeps_other_keys(tmp_path):
     ledger, agg = make(tmp_path, {"doc": "old\n"})
     weak = diff("weak", 1, {"doc": "fix1\n", "k9": "fix9"}, before={"doc": "old\n"}, tasks=["t1", "t9"], gain=0.1)
@@ -157,6 +182,15 @@ def test_stale_diff_rebases_onto_head_by_three_way_merge(tmp_path):
     assert kinds(report) == {"late": "committed"}
     assert ledger.snapshot("a")["doc"] == "fix1\nbeta\nfix2\n"
     assert ledger.log(limit=1)[0].trailers["Staleness"] == "1"
+
+
+def test_stale_diff_that_adds_a_line_where_head_added_one_goes_after_it(tmp_path):
+    base = "# rules\n"
+    ledger, agg = make(tmp_path, {"doc": base})
+    agg.step([diff("first", 1, {"doc": base + "fix1\n"}, before={"doc": base}, tasks=["t1"])], step=0, sample=TASKS)
+    report = agg.step([diff("late", 1, {"doc": base + "fix2\n"}, before={"doc": base}, tasks=["t2"])], step=1, sample=TASKS)
+    assert kinds(report) == {"late": "committed"}
+    assert ledger.snapshot("a")["doc"] == base + "fix1\nfix2\n"
 
 
 def test_stale_overlap_is_a_conflict_and_past_budget_is_dropped(tmp_path):

@@ -1,8 +1,10 @@
 import git
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agentdescent.errors import LedgerError
-from agentdescent.step.textmerge import merge_text
+from agentdescent.step.textmerge import merge_text, stack_insertions
 
 BASE = "x\ny\nz"
 
@@ -37,3 +39,40 @@ def test_git_failure_raises_ledger_error(monkeypatch):
     monkeypatch.setattr(git.Git, "merge_file", fail, raising=False)
     with pytest.raises(LedgerError, match="merge-file"):
         merge_text(BASE, "a", "b")
+
+
+def test_insertions_at_one_place_stack_in_order():
+    rules = "# billing\n\nwords:\n"
+    assert stack_insertions(rules, [rules + "- invoice\n", rules + "- payment\n"]) == rules + "- invoice\n- payment\n"
+    assert stack_insertions(rules, [rules + "- invoice\n", rules + "- invoice\n"]) == rules + "- invoice\n"  # once
+    assert stack_insertions("a\nb\n", ["x\na\nb\n", "a\nb\ny\n"]) == "x\na\nb\ny\n"  # apart: both, where they go
+
+
+def test_a_side_that_changes_or_removes_a_line_does_not_stack():
+    assert stack_insertions("a\nb\n", ["a\nb\nc\n", "a\n"]) is None
+    assert stack_insertions("a\nb\n", ["a\nB\n"]) is None
+    assert stack_insertions("a", ["a\nb"]) is None  # the last line gained its newline: a change
+
+
+_LINES = st.lists(st.sampled_from(["x\n", "y\n", "\n", "- a\n", "- b\n"]), max_size=8)
+
+
+@given(base=_LINES, inserts=st.lists(st.lists(st.tuples(st.integers(0, 8), _LINES), max_size=3), min_size=1, max_size=3))
+def test_stacking_keeps_base_and_every_side_in_order(base, inserts):
+    sides = []
+    for side_inserts in inserts:
+        lines = list(base)
+        for at, block in sorted(side_inserts, reverse=True):
+            lines[min(at, len(lines)):min(at, len(lines))] = block
+        sides.append(lines)
+    stacked = stack_insertions("".join(base), ["".join(lines) for lines in sides])
+    assert stacked is not None
+    out = stacked.splitlines(keepends=True)
+    assert _subsequence(base, out) and all(_subsequence(lines, out) for lines in sides)
+    if len(sides) == 1:
+        assert out == sides[0]  # one side stacked alone is itself
+
+
+def _subsequence(part: list[str], whole: list[str]) -> bool:
+    rest = iter(whole)
+    return all(line in rest for line in part)

@@ -34,6 +34,7 @@ from agentdescent.step.changes import Component
 from agentdescent.step.gate import gated_test, oracle_gate
 from agentdescent.step.policies import Verdict
 from agentdescent.step.stats import mean_reward
+from agentdescent.step.textmerge import stack_insertions
 from agentdescent.step.trial import Judge, Trial, unique
 from agentdescent.types import Task
 
@@ -383,7 +384,10 @@ def _evidence_tasks(component: Component, train: Mapping[str, Task]) -> list[Tas
 
 
 def _fuse(head_state: State, components: Sequence[Component]) -> State:
+    """Head with the components' edits; where two hold one key, each only inserts lines there
+    (`resolve` stacks nothing else), and the key holds both insertions."""
     merged: dict[str, str | None] = {}
     for comp in components:
-        merged.update(comp.after)  # components hold disjoint keys
+        for key, text in comp.after.items():
+            merged[key] = text if key not in merged else stack_insertions(head_state[key], [merged[key], text])  # type: ignore[list-item]
     return apply(head_state, merged)

@@ -27,7 +27,8 @@ class Change:
 @dataclass(kw_only=True, eq=False)
 class Component:
     """Changes that share keys, so they are accepted or rejected together. Compared (and hashed)
-    by identity: a step's components are distinct objects holding disjoint keys."""
+    by identity: a step's components are distinct objects holding disjoint keys, but for a key
+    where each of several only inserts lines (`resolve` stacks them)."""
 
     changes: list[Change]
     after: dict[str, str | None]

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from agentdescent.step.changes import Change
 from agentdescent.step.folders import Folders
 from agentdescent.step.policies import StepPolicies
+from agentdescent.step.textmerge import stack_insertions
 from agentdescent.types import Diff, OutcomeKind
 
 
@@ -15,13 +16,15 @@ def rebase(
     head_folders: Folders,
 ) -> Change | tuple[OutcomeKind, str]:
     """Carry `diff` from its base onto head, `staleness` versions later: keys head changed since
-    are merged three-way. `head_folders` indexes head's keys (built once a step, for every diff)."""
+    are merged three-way, or stacked where both only insert lines. `head_folders` indexes head's keys (built once a step, for every diff)."""
     conflicts, after = [], {}
     for edit in diff.edits:
         base_text, head_text = base_state.get(edit.key), head_state.get(edit.key)
         if edit.before != base_text:
             return "invalid", f"edit of {edit.key!r} does not start from its text at version {diff.base_version}"
         merged = edit.after if head_text == base_text else policies.fusion(base_text, edit.after, head_text)
+        if merged is False and None not in (base_text, head_text, edit.after):  # both only insert lines: after head's
+            merged = stack_insertions(base_text, [head_text, edit.after]) or False  # type: ignore[list-item,arg-type]
         if merged is False:
             conflicts.append(edit.key)
         elif merged != head_text:

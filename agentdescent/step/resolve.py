@@ -1,7 +1,10 @@
 """Resolve: fold one step's changes key by key into components that are accepted or rejected whole.
 
-Edits of different keys fuse; edits of one key merge three-way when their hunks are disjoint; the
-conflict policy settles true overlaps (the loser keeps its other keys).
+Edits of different keys fuse; edits of one key merge three-way when their hunks are disjoint;
+edits that only insert lines where another inserts (git's conflict of two rules added at the end of
+one list) stack: each stays a component of its own, judged on its own, and the candidate holds
+every stacked insertion that passes (`stack_insertions`). The conflict policy settles true overlaps
+(the loser keeps its other keys).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from dataclasses import dataclass, field
 from agentdescent.step.changes import Change, Component
 from agentdescent.step.folders import Folders
 from agentdescent.step.policies import StepPolicies
+from agentdescent.step.textmerge import stack_insertions
 from agentdescent.types import OutcomeKind
 
 
@@ -41,6 +45,7 @@ def resolve(changes: Sequence[Change], head_state: Mapping[str, str], policies: 
 def _fold(changes: Sequence[Change], head_state: Mapping[str, str], policies: StepPolicies) -> Resolution:
     text: dict[str, str | None] = {}
     owners: dict[str, list[Change]] = {}
+    stacks: dict[str, list[Change]] = {}  # key -> changes that insert lines where its owners insert
     lost: dict[str, list[str]] = {}
     contested: set[str] = set()
     for change in changes:
@@ -48,31 +53,46 @@ def _fold(changes: Sequence[Change], head_state: Mapping[str, str], policies: St
             if key not in text:
                 text[key], owners[key] = new, [change]
                 continue
-            merged = policies.fusion(head_state.get(key), text[key], new)
-            if merged is not False:
+            base, stacked = head_state.get(key), stacks.get(key, [])
+            piled = [c.after[key] for c in stacked]
+            merged = policies.fusion(base, text[key], new)
+            if merged is not False and (not stacked or _stacks(base, [merged, *piled])):
                 if merged != text[key]:
                     owners[key].append(change)
                 text[key] = merged
                 continue
-            rivals = owners[key] + [change]
+            if new in piled:  # the same insertion as a stacked change: a duplicate of it
+                continue
+            if _stacks(base, [text[key], *piled, new]):
+                stacks[key] = [*stacked, change]
+                continue
+            rivals = owners[key] + stacked + [change]
             contested.update(c.diff.id for c in rivals)
             winner = rivals[policies.conflict([c.diff for c in rivals], [c.staleness for c in rivals], policies.staleness)]
             for loser in rivals:
                 if loser is not winner:
                     lost.setdefault(loser.diff.id, []).append(key)
             text[key], owners[key] = winner.after[key], [winner]
-    components = _components(changes, text, owners)
-    unplaced = _unplaced(changes, owners, lost)
+            stacks.pop(key, None)
+    components = _components(changes, head_state, text, owners, stacks)
+    unplaced = _unplaced(changes, [*owners.values(), *stacks.values()], lost)
     _echo(changes, components, unplaced)
     return Resolution(components=_without_clashes(components, head_state, unplaced), unplaced=unplaced, lost=lost,
                       contested=contested)
 
 
+def _stacks(base: str | None, texts: Sequence[str | None]) -> bool:
+    """Whether each of `texts` only inserts lines into `base`, an existing file's text."""
+    return base is not None and None not in texts and stack_insertions(base, texts) is not None  # type: ignore[arg-type]
+
+
 def _components(
-    changes: Sequence[Change], text: dict[str, str | None], owners: dict[str, list[Change]]
+    changes: Sequence[Change], head_state: Mapping[str, str], text: dict[str, str | None],
+    owners: dict[str, list[Change]], stacks: dict[str, list[Change]],
 ) -> list[Component]:
-    """Union the changes that hold a key together; components come out in proposal order."""
-    owned = {c.diff.id for holders in owners.values() for c in holders}
+    """Union the changes that hold a key together (a stacked change holds its key alone);
+    components come out in proposal order."""
+    owned = {c.diff.id for holders in [*owners.values(), *stacks.values()] for c in holders}
     parent = {diff_id: diff_id for diff_id in owned}
 
     def find(x: str) -> str:
@@ -93,13 +113,21 @@ def _components(
         comp.after[key] = text[key]
         if len(holders) > 1:
             comp.fused_keys.add(key)
+    for key, stacked in stacks.items():
+        for c in stacked:  # one that also shares another key with the owners is fused with them here
+            comp = components[find(c.diff.id)]
+            if key in comp.after:
+                comp.after[key] = stack_insertions(head_state[key], [comp.after[key], c.after[key]])  # type: ignore[list-item]
+                comp.fused_keys.add(key)
+            else:
+                comp.after[key] = c.after[key]
     return list(components.values())
 
 
 def _unplaced(
-    changes: Sequence[Change], owners: dict[str, list[Change]], lost: dict[str, list[str]]
+    changes: Sequence[Change], holders: Sequence[Sequence[Change]], lost: dict[str, list[str]]
 ) -> dict[str, tuple[OutcomeKind, str]]:
-    owned = {c.diff.id for holders in owners.values() for c in holders}
+    owned = {c.diff.id for held in holders for c in held}
     verdicts: dict[str, tuple[OutcomeKind, str]] = {}
     for c in changes:
         if c.diff.id in owned:

@@ -1,6 +1,9 @@
-"""Three-way text merge done by git itself (`git merge-file -p`), for rebasing diffs onto head.
+"""Three-way text merge done by git itself (`git merge-file -p`), for rebasing diffs onto head;
+and the stacking of edits that only insert lines, which git calls a conflict when they insert at
+one place (two rules added at the end of one list).
 
     merge_text("x\\ny\\nz", "X\\ny\\nz", "x\\ny\\nZ")  ->  "X\\ny\\nZ"    (a conflict gives None)
+    stack_insertions("a\\n", ["a\\nb\\n", "a\\nc\\n"])  ->  "a\\nb\\nc\\n"
 
 Left out: conflict markers, labels and merge strategies; a conflict is reported as None and the
 caller's conflict policy decides what to do. Text git cannot merge as text is a conflict too: a
@@ -12,12 +15,13 @@ from __future__ import annotations
 
 import pathlib
 import tempfile
+from collections.abc import Sequence
 
 import git
 
 from agentdescent.errors import LedgerError
 
-__all__ = ["merge_text"]
+__all__ = ["merge_text", "stack_insertions"]
 
 _MAX_CONFLICTS = 127  # git merge-file exits with the conflict count, capped at 127; errors are negative
 
@@ -52,3 +56,40 @@ def _as_text(text: str) -> bytes | None:
     except UnicodeEncodeError:
         return None
     return None if b"\0" in data else data
+
+
+def stack_insertions(base: str, sides: Sequence[str]) -> str | None:
+    """`base` with the lines each side inserts, where each only inserts whole lines (git calls two
+    insertions at one place a conflict: here the first side's lines come first, and a block of
+    lines a side inserts where an earlier side inserted the same block is there once), or None
+    when a side does more than insert. stack_insertions("a\\n", ["a\\nb\\n", "a\\nc\\n"]) == "a\\nb\\nc\\n"
+
+    Linear in the text: a side only inserts when base's lines are a subsequence of its lines, and
+    matching each base line at its earliest place finds that and where the inserted lines go."""
+    lines = base.splitlines(keepends=True)
+    blocks: dict[int, list[list[str]]] = {}
+    for side in sides:
+        found = _inserted(lines, side.splitlines(keepends=True))
+        if found is None:
+            return None
+        for at, block in found.items():
+            if block not in blocks.setdefault(at, []):
+                blocks[at].append(block)
+    out: list[str] = []
+    for at in range(len(lines) + 1):
+        out += [line for block in blocks.get(at, []) for line in block]
+        out += lines[at:at + 1]
+    return "".join(out)
+
+
+def _inserted(base: list[str], side: list[str]) -> dict[int, list[str]] | None:
+    """The lines `side` inserts into `base`, by the index of the base line they go before; None
+    when `side` does not hold every line of `base` in order (it changes or removes one)."""
+    found: dict[int, list[str]] = {}
+    at = 0
+    for line in side:
+        if at < len(base) and line == base[at]:
+            at += 1
+        else:
+            found.setdefault(at, []).append(line)
+    return found if at == len(base) else None
