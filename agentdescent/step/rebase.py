@@ -16,7 +16,8 @@ def rebase(
     head_folders: Folders,
 ) -> Change | tuple[OutcomeKind, str]:
     """Carry `diff` from its base onto head, `staleness` versions later: keys head changed since
-    are merged three-way, or stacked where both only insert lines. `head_folders` indexes head's keys (built once a step, for every diff)."""
+    are merged three-way, or stacked where both only insert lines. `head_folders` indexes head's
+    keys (built once a step, for every diff)."""
     conflicts, after = [], {}
     for edit in diff.edits:
         base_text, head_text = base_state.get(edit.key), head_state.get(edit.key)
