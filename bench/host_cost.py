@@ -1,14 +1,14 @@
 """What a host-driven run costs the host: model requests and input tokens, through the real Claude Code.
 
 The pinned `claude` CLI runs `/agentdescent:evolve <skill> <tasks>` with the plugin from this
-repository, against a scripted model on loopback that follows SKILL.md as a model would: doctor,
-plan, evolve (a spec with `agent: host` and `reflector: host`), then two helpers (the Agent
-tool, both in one message: they run at once) started with the prompts SKILL.md gives word for
-word, one doing the rollouts and one the reflections through `host_next` / `host_submit`, and
-`show` once both are done. The rollout
-helper reads each candidate's files once (one Bash call a new candidate) and answers from them as
-the skill says (`route_by_skill`, the offline agent of the directory quickstart); the reflection
-helper answers as the quickstart's reflector does. The skill is a copy of
+repository, against a scripted model on loopback that follows SKILL.md as a model would: plan,
+evolve (a spec with `agent: host` and `reflector: host`, what is measured, whatever plan says of
+the cheaper path this machine has), then two helpers (the Agent tool, both in one message: they
+run at once) started with the prompts SKILL.md gives word for word, one doing the rollouts and
+one the reflections through `host_next` / `host_submit`, and `show` once both are done. The
+rollout helper reads each candidate's files once (one Bash call a new candidate) and answers from
+them as the skill says (`route_by_skill`, the offline agent of the directory quickstart); the
+reflection helper answers as the quickstart's reflector does. The skill is a copy of
 `examples/skills/support-router` with the first `--tasks` of its tasks.
 
 Printed: the model requests Claude Code made (the main conversation, each helper, side requests),
@@ -43,7 +43,7 @@ from tests.anthropic_stream import Chat, ToolUse, _answer  # noqa: E402
 from tests.loopback import LoopbackServer, Request, Response  # noqa: E402
 
 PREFIX = "mcp__plugin_agentdescent_agentdescent__"
-TOOLS = ["doctor", "plan", "evolve", "status", "show", "host_next", "host_submit", "host_read", "host_release"]
+TOOLS = ["plan", "evolve", "status", "show", "host_next", "host_submit", "host_read", "host_release"]
 COMMAND = "Evolve with AgentDescent"  # in the expanded /agentdescent:evolve: the main conversation
 ROLLOUTS, REFLECTIONS = "rollout worker for run", "reflection worker for run"
 DONE = {ROLLOUTS: "The rollout worker is done.", REFLECTIONS: "The reflection worker is done."}
@@ -100,8 +100,6 @@ class Host:
 
     def main(self, chat: Chat):
         _check(chat)
-        if not chat.results("doctor"):
-            return chat.use("doctor")
         if not chat.results("plan"):
             return chat.use("plan", spec=self.spec)
         if not chat.results("evolve"):

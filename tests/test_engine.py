@@ -32,9 +32,8 @@ def test_smallest_program_reaches_full_reward(tmp_path):
 def test_router_improves_held_out_with_every_strategy(kind, gain):
     result = router(kind=kind, rounds=12, n_workers=6)
     assert result.final_reward > result.initial_reward + gain
-    if kind == "single":  # one slot: concurrent proposals conflict, so at most one lands per step
-        assert result.outcomes()["conflict_lost"] > 0
-        assert all(h.outcomes.get("committed", 0) + h.outcomes.get("fused", 0) <= 1 for h in result.history)
+    if kind == "single":  # one slot: lines appended at once stack, each judged alone, and several land in a step
+        assert any(h.outcomes.get("committed", 0) > 1 for h in result.history)
 
 
 def test_same_seed_same_result_and_arrival_order_does_not_matter():

@@ -112,6 +112,18 @@ def choose_agent() -> tuple[str, str, str]:
                             "does the rollouts through the MCP tools")
 
 
+def cheaper_than_host(agent: str, reflector: str) -> list[str]:
+    """A warning when the host is to do the rollouts or reflections (`host`) while this machine has
+    a path that spends none of the host's requests: an agent CLI, or a model whose key is set."""
+    doing = [what for what, kind in (("rollouts", agent), ("reflections", reflector)) if kind == "host"]
+    found, found_reflector, why = choose_agent()
+    if not doing or found == "host":
+        return []
+    return [f"the host is to do the {' and '.join(doing)}, which costs this session's requests and context, but "
+            f"{why}: agent: {found} and reflector: {found_reflector} cost none of them and run each rollout blind "
+            "to the tasks' answers"]
+
+
 def _budget(rows: int) -> int:
     """max_calls for `rows` tasks: twice the quote's low end at the default settings, in hundreds."""
     held = held_out_count(rows, DEFAULTS.held_out_frac) if rows > 2 else 1

@@ -22,6 +22,7 @@ from agentdescent.engine.evolve import split_tasks
 from agentdescent.errors import UserError
 from agentdescent.runs import build, detach, hostwork, keys, restoring, review
 from agentdescent.runs.doctor import DoctorReport, doctor
+from agentdescent.runs.draft import cheaper_than_host
 from agentdescent.runs.mailbox import Claim
 from agentdescent.runs.quote import Quote, budget_warnings, quote, refusal
 from agentdescent.runs.spec import Problem, RunSpec, SpecError, read_spec
@@ -255,7 +256,7 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
     cost = quote(train=len(train), held_out=len(held_out), workers=spec.n_workers, rounds=spec.rounds,
                  artifact_chars=chars, prompt_chars=prompt_chars, max_calls=spec.budget.max_calls,
                  price_per_call=spec.price_per_call, price_per_1k_tokens=spec.price_per_1k_tokens)
-    warnings = build.missing_keys(spec)
+    warnings = build.missing_keys(spec) + cheaper_than_host(spec.agent.label, spec.reflector_spec.label)
     if spec.budget.max_calls is None:
         warnings.append("no budget.max_calls: only rounds bound the bill; set budget: {max_calls: N} to cap it")
     warnings += [f"{moved} (the spec uses an earlier name of the field; it is read as such for now)" for moved in spec.moved]

@@ -38,8 +38,8 @@ from agentdescent.runs.status import RunStatus
 INSTRUCTIONS = """\
 AgentDescent improves a prompt file, a skill folder or an agent folder: parallel workers try it on \
 tasks and keep only the edits that raise its score, in a run that goes on in its own process. The \
-procedure: call doctor once; call plan and quote its cost to the user; wait for the user's explicit \
-yes; call evolve, which returns a run id at once; poll status sparingly (every 30 s or more) until the \
+procedure: call plan (it warns when this machine has a cheaper agent than the spec names; doctor says \
+all it has) and quote its cost to the user; wait for the user's explicit yes; call evolve, which returns a run id at once; poll status sparingly (every 30 s or more) until the \
 run has finished; call show and present its diff and evidence; and ask the user before accept \
 (accept with dry_run=true first lists what would be written). When a spec says agent: host or \
 reflector: host, the run's work is done through host_next / host_submit (the agentdescent skill says \
@@ -127,9 +127,10 @@ def service() -> Iterator[Service]:
 @server.tool(annotations=READ_ONLY)
 def doctor() -> DoctorReport:
     """What this machine has for AgentDescent: git, the agent CLIs (claude, codex, dsh), which provider
-    keys are set (names only), which hosts have this server wired, and the run store. Call it once
-    before the first plan; `problems` lists what must be fixed, and `demo_ok` says whether an
-    offline run can work here. Without a key or agent CLI, a spec can still use agent: host."""
+    keys are set (names only), which hosts have this server wired, and the run store. Call it when
+    plan names something missing, or to see everything at once; `problems` lists what must be fixed,
+    and `demo_ok` says whether an offline run can work here. Without a key or agent CLI, a spec can
+    still use agent: host."""
     with service() as s:
         return s.doctor()
 
@@ -138,7 +139,9 @@ def doctor() -> DoctorReport:
 def plan(spec: SpecArg, base: BaseArg = None) -> Plan:
     """Check a run spec and say what the run would do and cost, without starting anything: the target
     and its kind, the tasks (train / held out), the agent and reflector, and a quote of model calls
-    (and USD when the spec gives a price). It loads the tasks and tries the scorer on the first one.
+    (and USD when the spec gives a price). It loads the tasks and tries the scorer on the first one,
+    checks that the agent named is here, and warns when the spec has the host do the work while an
+    agent CLI or a model key is here (no requests of this session spent).
     Quote the cost to the user and wait for their yes before calling evolve. A spec error lists every
     field that is wrong, with its fix: fix them all and plan again."""
     with service() as s:
