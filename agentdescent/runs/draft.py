@@ -13,6 +13,9 @@ PATH, else a model whose key (or endpoint) is set, else the host. An existing sp
 overwritten unless `force`. Every value is written as a double-quoted, escaped YAML scalar, so a path
 or a column name is data in the YAML, whatever it holds.
 
+`cheaper_than_host(agent, reflector)` is plan's warning, read the same way, when a spec has the
+host do the rollouts or reflections while this machine has a path that spends none of its requests.
+
 Left out: checking the spec against the world (`plan` does, and names every problem by field).
 """
 

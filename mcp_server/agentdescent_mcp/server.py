@@ -39,8 +39,9 @@ INSTRUCTIONS = """\
 AgentDescent improves a prompt file, a skill folder or an agent folder: parallel workers try it on \
 tasks and keep only the edits that raise its score, in a run that goes on in its own process. The \
 procedure: call plan (it warns when this machine has a cheaper agent than the spec names; doctor says \
-all it has) and quote its cost to the user; wait for the user's explicit yes; call evolve, which returns a run id at once; poll status sparingly (every 30 s or more) until the \
-run has finished; call show and present its diff and evidence; and ask the user before accept \
+all it has) and quote its cost to the user; wait for the user's explicit yes; call evolve, which \
+returns a run id at once; poll status sparingly (every 30 s or more) until the run has finished; \
+call show and present its diff and evidence; and ask the user before accept \
 (accept with dry_run=true first lists what would be written). When a spec says agent: host or \
 reflector: host, the run's work is done through host_next / host_submit (the agentdescent skill says \
 how: in helpers that see only the requests, never the tasks' answers); and where a `next` field names an \
