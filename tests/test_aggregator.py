@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentdescent.artifacts.state import apply
 from agentdescent.config import Policies
@@ -119,6 +121,26 @@ def test_lines_added_at_one_place_stack_and_each_is_judged_alone(tmp_path):
     assert kinds(report) == {"d1": "committed", "d2": "committed", "bad": "rejected_by_test", "again": "duplicate"}
     assert ledger.snapshot("a")["doc"] == base + "fix1\nfix3\n"
     assert ledger.log(limit=1)[0].trailers["Diffs"] == "d1,d2"
+
+
+@settings(max_examples=25, deadline=None)
+@given(places=st.lists(st.tuples(st.integers(0, 3), st.sampled_from([1, 3, 5, 7, 9]), st.booleans()),
+                       min_size=1, max_size=5))
+def test_stacked_insertions_land_exactly_as_judged(tmp_path_factory, places):
+    """Diffs each inserting one line somewhere in one file, some harmful: the file that lands holds
+    its old lines in order, every committed diff's line, and no refused diff's line."""
+    base = "".join(f"line {i}\n" for i in range(3))
+    lines = base.splitlines(keepends=True)
+    ledger, agg = make(tmp_path_factory.mktemp("stack"), {"doc": base, "passing": "fix0 fix2 fix4 fix6 fix8"})
+    diffs = [diff(f"d{n}", 1, {"doc": "".join(lines[:at] + [f"fix{task}{' harm' if harm else ''}\n"] + lines[at:])},
+                  before={"doc": base}, tasks=[f"t{task}"]) for n, (at, task, harm) in enumerate(places)]
+    outcomes = kinds(agg.step(diffs, step=0, sample=TASKS))
+    landed = ledger.snapshot("a")["doc"].splitlines(keepends=True)
+    assert [line for line in landed if line in lines] == lines
+    added = {d.id: next(line for line in d.edits[0].after.splitlines(keepends=True) if line not in lines) for d in diffs}
+    kept = {added[i] for i, kind in outcomes.items() if kind in ("committed", "fused")}
+    assert set(landed) - set(lines) == kept  # a refused diff's line is there only as a kept one's
+    assert not any("harm" in line for line in kept)
 
 
 def test_a_change_beside_stacked_insertions_is_a_conflict_with_all_of_them(tmp_path):
