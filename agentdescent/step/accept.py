@@ -389,5 +389,6 @@ def _fuse(head_state: State, components: Sequence[Component]) -> State:
     merged: dict[str, str | None] = {}
     for comp in components:
         for key, text in comp.after.items():
-            merged[key] = text if key not in merged else stack_insertions(head_state[key], [merged[key], text])  # type: ignore[list-item]
+            earlier = merged.get(key)
+            merged[key] = text if earlier is None or text is None else stack_insertions(head_state[key], [earlier, text])
     return apply(head_state, merged)

@@ -24,8 +24,9 @@ def rebase(
         if edit.before != base_text:
             return "invalid", f"edit of {edit.key!r} does not start from its text at version {diff.base_version}"
         merged = edit.after if head_text == base_text else policies.fusion(base_text, edit.after, head_text)
-        if merged is False and None not in (base_text, head_text, edit.after):  # both only insert lines: after head's
-            merged = stack_insertions(base_text, [head_text, edit.after]) or False  # type: ignore[list-item,arg-type]
+        if merged is False and base_text is not None and head_text is not None and edit.after is not None:
+            stacked = stack_insertions(base_text, [head_text, edit.after])  # both only insert lines: after head's
+            merged = False if stacked is None else stacked
         if merged is False:
             conflicts.append(edit.key)
         elif merged != head_text:

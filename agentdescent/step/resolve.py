@@ -83,7 +83,8 @@ def _fold(changes: Sequence[Change], head_state: Mapping[str, str], policies: St
 
 def _stacks(base: str | None, texts: Sequence[str | None]) -> bool:
     """Whether each of `texts` only inserts lines into `base`, an existing file's text."""
-    return base is not None and None not in texts and stack_insertions(base, texts) is not None  # type: ignore[arg-type]
+    sides = [text for text in texts if text is not None]
+    return base is not None and len(sides) == len(texts) and stack_insertions(base, sides) is not None
 
 
 def _components(
@@ -116,11 +117,11 @@ def _components(
     for key, stacked in stacks.items():
         for c in stacked:  # one that also shares another key with the owners is fused with them here
             comp = components[find(c.diff.id)]
-            if key in comp.after:
-                comp.after[key] = stack_insertions(head_state[key], [comp.after[key], c.after[key]])  # type: ignore[list-item]
+            earlier, text = comp.after.get(key), c.after[key]
+            if earlier is not None and text is not None:
+                text = stack_insertions(head_state[key], [earlier, text])
                 comp.fused_keys.add(key)
-            else:
-                comp.after[key] = c.after[key]
+            comp.after[key] = text
     return list(components.values())
 
 
