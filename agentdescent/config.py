@@ -83,9 +83,10 @@ class Parallelism:
     a second time and the first answer wins (both are paid for); None: never. `batched`: the calls
     are answered in batches (a host's helpers take a wave at a time), so each wave costs a round
     trip and the run makes fewer: a held-out measurement is one wave, sent beside the next round's
-    rollouts; with no `max_calls`, the start's wave draws train tasks too to find out whether
-    rewards are samples; the call pool holds a whole wave (a spec whose agent or reflector is
-    `host` is batched unless it says otherwise)."""
+    rollouts; a round's workers reflect together once all have rolled out; with no `max_calls`,
+    the start's wave draws train tasks too to find out whether rewards are samples; the call pool
+    holds a whole wave (a spec whose agent or reflector is `host` is batched unless it says
+    otherwise)."""
 
     asynchronous: bool = False
     lag_budget: int | None = 3

@@ -189,7 +189,8 @@ def test_a_prompt_made_from_the_run_s_template_goes_as_its_task_with_the_templat
     time.sleep(0.3)
     work = hostwork.take(run, ME).work
     templated = next(g for g in work if g.template is not None)
-    assert templated.template == template and [r.prompt for r in templated.requests] == [f"my invoice {i}" for i in range(3)]
+    assert templated.template == template  # the askers post in whatever order their threads run
+    assert sorted(r.prompt for r in templated.requests) == [f"my invoice {i}" for i in range(3)]
     [whole] = [r.prompt for g in work if g.template is None for r in g.requests]
     assert whole == "Something else entirely" and [g.context for g in work if g.context] == ["A"]  # the text once
 

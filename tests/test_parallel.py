@@ -12,15 +12,15 @@ from concurrent.futures import Future
 
 import pytest
 
-from agentdescent import AppendRules, FileTree, KeyedRules, SingleSlot, Task, UserError, events
-from agentdescent.config import Parallelism, Policies
+from agentdescent import AppendRules, FileTree, KeyedRules, SingleSlot, Task, UserError, events, evolve
+from agentdescent.config import Budget, Parallelism, Policies
 from agentdescent.engine.calls.executors import ThreadExecutor
 from agentdescent.engine.loop.parallel import PipelineParallel, TensorParallel, parallel_method
 from agentdescent.engine.loop.pipeline import Pipeline
 from agentdescent.engine.loop.sampling import Sampler
 from agentdescent.engine.loop.sharding import Shards
 from agentdescent.governance import Governance
-from agentdescent.testing import SIGNALS
+from agentdescent.testing import SIGNALS, RouterReflector, demo_strategy, route, route_reward, router_tasks
 from tests.doubles import InFlight, router
 
 CATEGORIES = list(SIGNALS)  # KeyedRules deals them out round-robin: w0 billing, w1 shipping, ...
@@ -221,3 +221,39 @@ def test_a_turn_whose_rollouts_are_done_before_it_is_started_does_not_lock_the_d
         pipeline.close()
         for pool in pools[1:]:
             pool.shutdown(wait=True)
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_batched_round_reflects_once_every_worker_has_rolled_out(tmp_path, batched):
+    """A batched run's workers meet once rolled out, so that the host's helpers get a round's
+    reflections in one wave: no reflection starts while another worker's rollout is still out.
+    (Unbatched, a worker reflects as soon as its own rollouts are in.)"""
+    said: list[str] = []
+    lock = threading.Lock()
+    rolling = threading.Event()  # set once the round starts: the held-out start is measured by then
+
+    def run(rendered, task):
+        with lock:
+            slow = rolling.is_set() and "slow" not in said
+            if slow:
+                said.append("slow")
+        if slow:  # the round's first rollout, in one worker's minibatch, comes back last
+            time.sleep(0.5)
+            with lock:
+                said.append("slow done")
+        return route(rendered, task)
+
+    def propose(rendered, task, output, reward):
+        with lock:
+            said.append("reflect")
+        return RouterReflector("append")(rendered, task, output, reward)
+
+    def on_event(event):
+        if isinstance(event, events.RoundStarted):
+            rolling.set()
+
+    evolve(router_tasks(0), route_reward, run=run, propose=propose, strategy=demo_strategy("append"), rounds=1,
+           n_workers=3, store=tmp_path / "ledger", on_event=on_event, budget=Budget(max_calls=5000),
+           parallelism=Parallelism(batched=batched, reissue_after=None))  # no second run of the slow one
+    assert "slow done" in said and "reflect" in said
+    assert (said.index("slow done") < said.index("reflect")) == batched

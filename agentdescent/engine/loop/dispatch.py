@@ -52,6 +52,9 @@ class Dispatcher:
         finally:
             with self._lock:
                 self._outstanding -= len(turns) - len(started)  # not started (a closed pool): not awaited
+            for turn in turns[len(started):]:  # the started ones must not wait for it
+                if turn.together is not None:
+                    turn.together.abort()
             for future in started:
                 future.add_done_callback(self._buffer.put)
 

@@ -14,6 +14,7 @@ calls run (executors) and how results are stored (the ledger).
 from __future__ import annotations
 
 import random
+import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -279,8 +280,11 @@ class Loop:
         head = self.ledger.head()
         state = self.ledger.snapshot(self.artifact_id, head)
         deals = self.sampler.deal(slots, first, self.evaluator.known(state))
+        # a batched synchronous round's turns reflect together: the host's helpers get one wave of them
+        meets = self.shape.batched and not self.shape.asynchronous and self.pipeline is None and len(slots) > 1
+        together = threading.Barrier(len(slots)) if meets else None
         return [Turn(slot=slot, version=head, state=state, batch=deal.batch, spares=deal.spares,
-                     rng=random.Random(f"{self.shape.seed}:turn:{first + i}"))
+                     rng=random.Random(f"{self.shape.seed}:turn:{first + i}"), together=together)
                 for i, (slot, deal) in enumerate(zip(slots, deals))]
 
     def _abandon(self, round_: int, reason: str) -> None:

@@ -8,6 +8,7 @@ deciding what lands (the aggregator).
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -59,6 +60,8 @@ class Turn:
     batch: list[Task]
     rng: random.Random
     spares: list[list[Task]] = field(default_factory=list)  # to scout with when `batch` has nothing
+    # A batched round's turns, met once rolled out: their reflections then go out as one wave
+    together: threading.Barrier | None = None
 
     @property
     def worker(self) -> str:
@@ -113,8 +116,14 @@ class Worker:
     memory: Memory = field(default_factory=Memory)  # the run's refused proposals, handed to each reflection
 
     def work(self, turn: Turn) -> WorkerReport:
-        """Roll out, reflect and verify; a turn that runs out of budget hands back what it made."""
-        return self.verify(self.reflect(self.roll(turn)))
+        """Roll out, reflect and verify; a turn that runs out of budget hands back what it made.
+        A turn with others `together` waits, rolled out, until they are too (or one fails)."""
+        try:
+            rolled = self.roll(turn)
+        finally:
+            if turn.together is not None:
+                meet(turn.together)
+        return self.verify(self.reflect(rolled))
 
     def roll(self, turn: Turn) -> Rolled:
         try:
@@ -237,3 +246,11 @@ class Worker:
             return list({r.task.id: r.task for r in rollouts if r.task.id in own}.values())
         ordered = sorted(rollouts, key=lambda r: r.task.id not in own)
         return [r.task for r in ordered][: self.config.cheap_eval_tasks]
+
+
+def meet(barrier: threading.Barrier) -> None:
+    """Wait at `barrier` for the others; a broken one (a turn that never started) lets all go on."""
+    try:
+        barrier.wait()
+    except threading.BrokenBarrierError:
+        pass
