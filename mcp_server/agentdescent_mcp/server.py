@@ -67,6 +67,10 @@ HOST_WORK = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempo
 CHANGES_RUN = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 STARTS_RUN = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)  # its agents may call models
 WRITES_TARGET = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
+# Claude Code defers MCP tools behind ToolSearch: a model request in each conversation that needs
+# them. A host-driven run's helpers loop over these two from their first request, so they come
+# loaded (about 420 tokens in every request of every session, for a request saved a helper).
+ALWAYS_LOADED = {"anthropic/alwaysLoad": True}
 
 
 class Released(BaseModel):
@@ -231,7 +235,7 @@ def runs() -> Runs:
         return Runs(runs=s.runs(), store=str(s.store.root))
 
 
-@server.tool(annotations=HOST_WORK)
+@server.tool(annotations=HOST_WORK, meta=ALWAYS_LOADED)
 def host_next(run_id: RunId, kind: Kind = None, wait: Wait = 20) -> HostWork:
     """For a run whose spec says agent: host or reflector: host: take the requests the run waits for
     (kind rollout, proposal, or both), waiting up to `wait` seconds for some, then for the rest of
@@ -250,7 +254,7 @@ def host_next(run_id: RunId, kind: Kind = None, wait: Wait = 20) -> HostWork:
         return s.host_next(run_id, HOLDER, kinds, wait=wait)
 
 
-@server.tool(annotations=HOST_WORK)
+@server.tool(annotations=HOST_WORK, meta=ALWAYS_LOADED)
 def host_submit(run_id: RunId, answers: Answers) -> Submitted:
     """Answer requests taken with host_next, all at once: each {request_id, answer}, where a
     rollout's answer is your final answer to its task as the task asks for it, and a proposal's is
