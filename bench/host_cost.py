@@ -179,7 +179,7 @@ def setup(folder: Path, n_tasks: int, workers: int, rounds: int) -> tuple[Path, 
     return target, tasks, spec
 
 
-def session(claude: str, args: argparse.Namespace, seed: int) -> dict:
+def evolve_through_claude(claude: str, args: argparse.Namespace, seed: int) -> dict:
     """One whole host-driven evolution through the real CLI; its figures."""
     with tempfile.TemporaryDirectory(prefix="host-cost-") as scratch:
         folder = Path(scratch)
@@ -230,7 +230,7 @@ def main() -> None:
     print(f"{args.tasks} tasks, {args.workers} workers, {args.rounds} rounds; the reflector's seeds {args.seeds}")
     found = []
     for seed in args.seeds:
-        one = session(claude, args, seed)
+        one = evolve_through_claude(claude, args, seed)
         found.append(one)
         print(f"seed {seed}: held-out {one['initial']} -> {one['reward']:.3f}, {one['calls']} calls, "
               f"{one['seconds']:.0f} s; host requests " + ", ".join(f"{w} {n}" for w, n in one["requests"].items())

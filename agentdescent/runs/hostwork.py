@@ -64,10 +64,10 @@ class CandidateWork(BaseModel):
     candidate: str  # the same id means the same artifact: read it once
     kind: str  # rollout or proposal
     workspace: str | None = _unless_none()  # a folder run: the candidate's files are here (any request's workspace will do)
-    files: dict[str, str] | None = _unless_none()  # the workspace's files, the first time this session meets the candidate
+    files: dict[str, str] | None = _unless_none()  # the workspace's files, the first time this holder meets the candidate
     base: str | None = _unless_none()  # `files` holds only the files that differ from this candidate's, met before
     deleted: list[str] | None = _unless_none()  # with `base`: its files this candidate does not have
-    context: str | None = _unless_none()  # a text run: the artifact each task is done with, the first time this session meets it
+    context: str | None = _unless_none()  # a text run: the artifact each task is done with, the first time this holder meets it
     template: str | None = _unless_none()  # each request's whole prompt is this with {task} replaced by the request's prompt
     requests: list[HostRequest]
 

@@ -149,7 +149,7 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
         raise UserError(f"run {run.id} was already accepted: {status.target} was written back; its previous "
                         f"content is in {status.backup or 'no backup (nothing changed)'}")
     result = _result(run)
-    if status.state not in WRITABLE or result is None or result.error is not None:
+    if status.state not in WRITABLE or not _final(result):
         raise UserError(_not_final(run, status.state, status.next))
     with run.holding("accept.lock", f"another accept of run {run.id} is writing right now; wait for it"):
         if run.status().state == "accepted":  # the other accept finished while we waited for the lock
@@ -180,9 +180,8 @@ def _result(run: RunDir) -> EvolveResult | None:
     return EvolveResult.from_json(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
-def _final(run: RunDir) -> bool:
-    """Whether the run got to its end: a result that no cancel or failure cut short."""
-    result = _result(run)
+def _final(result: EvolveResult | None) -> bool:
+    """Whether a run with this result got to its end: one that no cancel or failure cut short."""
     return result is not None and result.error is None
 
 
@@ -226,7 +225,7 @@ def reject(store: RunStore, run_id: str) -> Accepted:
     if status.state not in ("finished", "cancelled", "failed", "interrupted"):
         raise UserError(f"run {run.id} is {status.state}; there is nothing to reject")
     later = (f"{command('accept', run.id)} still writes it back if you change your mind"
-             if _final(run) else "agentdescent evolve SPEC starts a new run")
+             if _final(_result(run)) else "agentdescent evolve SPEC starts a new run")
     run.write_status(status.model_copy(update={"state": "rejected", "message": "rejected: nothing was written",
                                                "next": later}))
     return Accepted(run_id=run.id, dry_run=False, target=status.target,

@@ -69,7 +69,7 @@ STARTS_RUN = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_
 WRITES_TARGET = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
 # Claude Code defers MCP tools behind ToolSearch: a model request in each conversation that needs
 # them. A host-driven run's helpers loop over these two from their first request, so they come
-# loaded (about 420 tokens in every request of every session, for a request saved a helper).
+# loaded (about 420 tokens in every request of every conversation, for a request saved a helper).
 ALWAYS_LOADED = {"anthropic/alwaysLoad": True}
 
 
@@ -146,7 +146,7 @@ def plan(spec: SpecArg, base: BaseArg = None) -> Plan:
     and its kind, the tasks (train / held out), the agent and reflector, and a quote of model calls
     (and USD when the spec gives a price). It loads the tasks and tries the scorer on the first one,
     checks that the agent named is here, and warns when the spec has the host do the work while an
-    agent CLI or a model key is here (no requests of this session spent).
+    agent CLI or a model key is here (no requests of this conversation spent).
     Quote the cost to the user and wait for their yes before calling evolve. A spec error lists every
     field that is wrong, with its fix: fix them all and plan again."""
     with service() as s:
