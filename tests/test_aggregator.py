@@ -268,6 +268,21 @@ def test_another_writer_moving_dev_is_carried_over(tmp_path):
     assert ledger.snapshot("a") == {"other": "theirs", "k1": "fix1"}
 
 
+def test_another_writer_appending_where_the_candidate_appends_is_stacked_under(tmp_path):
+    ledger = None
+
+    def interfering(jobs):
+        if ledger.head() == 1:  # another process appends a line where the judged diff appends one
+            ledger.commit("a", {"doc": "x\ntheirs\n"}, expected_version=1, message="x")
+        return score(jobs)
+
+    ledger, agg = make(tmp_path, {"doc": "x\n"}, score_fn=interfering)
+    report = agg.step([diff("d1", 1, {"doc": "x\nfix1\n"}, before={"doc": "x\n"}, tasks=["t1"])], step=0,
+                      sample=TASKS)
+    assert kinds(report) == {"d1": "committed"}
+    assert ledger.snapshot("a") == {"doc": "x\ntheirs\nfix1\n"}
+
+
 def test_another_writer_on_the_same_text_is_a_reported_conflict(tmp_path):
     ledger = None
 

@@ -7,6 +7,7 @@ from agentdescent.errors import HeadMoved
 from agentdescent.ledger import Ledger
 from agentdescent.step.accept import Acceptance
 from agentdescent.step.policies import StepPolicies
+from agentdescent.step.rebase import onto
 
 
 def commit_message(step: int, acceptance: Acceptance) -> tuple[str, dict[str, str]]:
@@ -41,7 +42,8 @@ def commit(
     step: int, policies: StepPolicies, retries: int = 3,
 ) -> int:
     """Compare-and-swap the candidate onto `dev`. If another writer moved `dev`, carry the change
-    onto the new head by three-way merge and retry; raise `HeadMoved` when it no longer applies."""
+    onto the new head (merged three-way, or stacked after its lines where both only insert) and
+    retry; raise `HeadMoved` when it no longer applies."""
     subject, trailers = commit_message(step, acceptance)
     candidate, base, base_state = acceptance.candidate, head, head_state
     for _ in range(retries):
@@ -62,7 +64,7 @@ def _carry(old: State, ours: State, theirs: State, policies: StepPolicies) -> St
     for key in set(old) | set(ours):
         if old.get(key) == ours.get(key):
             continue
-        merged = policies.fusion(old.get(key), ours.get(key), theirs.get(key))
+        merged = onto(policies, old.get(key), ours.get(key), theirs.get(key))
         if merged is False:
             return None
         after[key] = merged

@@ -23,10 +23,7 @@ def rebase(
         base_text, head_text = base_state.get(edit.key), head_state.get(edit.key)
         if edit.before != base_text:
             return "invalid", f"edit of {edit.key!r} does not start from its text at version {diff.base_version}"
-        merged = edit.after if head_text == base_text else policies.fusion(base_text, edit.after, head_text)
-        if merged is False and base_text is not None and head_text is not None and edit.after is not None:
-            stacked = stack_insertions(base_text, [head_text, edit.after])  # both only insert lines: after head's
-            merged = False if stacked is None else stacked
+        merged = edit.after if head_text == base_text else onto(policies, base_text, edit.after, head_text)
         if merged is False:
             conflicts.append(edit.key)
         elif merged != head_text:
@@ -40,4 +37,14 @@ def rebase(
     if conflicts:
         return "conflict_lost", f"{', '.join(conflicts)} changed since version {diff.base_version} and the edits overlap"
     return "duplicate", f"head (version {diff.base_version + staleness}) already says this"
+
+
+def onto(policies: StepPolicies, base: str | None, ours: str | None, theirs: str | None) -> str | None | bool:
+    """`ours`, made from `base`, carried onto `theirs`: merged by the fusion policy, or stacked after
+    theirs where both only insert lines; False when they truly overlap."""
+    merged = policies.fusion(base, ours, theirs)
+    if merged is False and base is not None and ours is not None and theirs is not None:
+        stacked = stack_insertions(base, [theirs, ours])
+        return False if stacked is None else stacked
+    return merged
 
