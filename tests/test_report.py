@@ -64,8 +64,12 @@ def test_a_ledger_report_plots_rewards_and_lists_every_outcome_commit_and_change
         landed = [o for o in routed.outcome_list if o.version == version]
         assert all(f"{o.diff_id} by {o.author}" in row for o in landed), row
 
-    learned = next(text for key, text in routed.state.items() if key not in routed.initial_state)
-    assert f'<span class="add">+{escape(learned)}</span>' in page
+    learned = {key: text for key, text in routed.state.items() if key not in routed.initial_state}
+    change = page.split("<h2>5. ", 1)[1]
+    assert all(f'<span class="add">+{escape(text)}</span>' in change for text in learned.values())
+    # a rule set's keys are hashes of its rules: the page names a rule by its text, a commit's by their number
+    assert not any(key in change or key in "".join(commits) for key in learned)
+    assert any(re.search(r"<td>\d+ rules?</td>", row) for row in commits)
     assert f"{routed.initial_reward:.3f} at the start -&gt; {routed.final_reward:.3f} at the end" in page
 
 

@@ -67,6 +67,7 @@ class ReportData(BaseModel):
     kind: str  # text, skill_dir, ... or the strategy's name
     artifact_id: str
     folder: bool  # a folder artifact (FileTree): its keys are files
+    named_keys: bool = True  # False for a rule set, whose keys are hashes of its rules: shown by their text
     initial_reward: float | None = None
     final_reward: float | None = None
     stop_reason: str | None = None
@@ -138,6 +139,8 @@ def gather(source: Source) -> ReportData:
         artifact_id=DEFAULT_ARTIFACT, folder=bool(status and status.kind and status.kind != "text"), notes=notes,
     )
     _progress(data, status, result, checkpoint)
+    if checkpoint is not None:
+        data.named_keys = getattr(STRATEGIES.get(checkpoint.strategy), "named_keys", True)
     if has_ledger:
         if checkpoint is None and result is None:
             data.notes.append("this ledger has no checkpoint (agentdescent/checkpoint.json): an older version wrote it, or "

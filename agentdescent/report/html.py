@@ -129,8 +129,8 @@ def _lineage(data: ReportData) -> str:
     rows = []
     for c in data.commits:
         diffs = ", ".join(f"{d.diff_id} by {d.author or '-'}" for d in c.diffs) or "-"
-        rows.append((c.version, _role(data, c.version), c.sha[:10], c.round or "-", c.message, diffs,
-                     ", ".join(c.keys) or "-"))
+        keys = ", ".join(c.keys) if data.named_keys else (f"{len(c.keys)} rule{'' if len(c.keys) == 1 else 's'}" if c.keys else "")
+        rows.append((c.version, _role(data, c.version), c.sha[:10], c.round or "-", c.message, diffs, keys or "-"))
     return ("<h2>4. The commits</h2>" + _caption(
         "The ledger is a git repository: each version is one commit on its dev branch, oldest first here. For "
         "each: the diffs that went into it and the worker that proposed each (w0, w1, ...), read from the "
@@ -141,6 +141,8 @@ def _lineage(data: ReportData) -> str:
 
 
 def _change(data: ReportData) -> str:
+    if not data.named_keys:
+        return _rules_change(data)
     head = "<h2>5. The final change</h2>" + _caption(
         f"The artifact at version {_version(data.initial_version)} (where the run started) against version "
         f"{_version(data.final_version)} (its result), one section per key"
@@ -155,13 +157,28 @@ def _change(data: ReportData) -> str:
     return head + ("".join(sections) or _caption("No change: the result is the artifact as it started."))
 
 
+def _rules_change(data: ReportData) -> str:
+    """A rule set's change as one list of rules, each by its text: its keys are hashes, which say nothing."""
+    head = "<h2>5. The final change</h2>" + _caption(
+        f"The rules at version {_version(data.initial_version)} (where the run started) against version "
+        f"{_version(data.final_version)} (its result): lines starting with + are rules the run added, with - rules it "
+        "removed; the rules it kept are left out.")
+    lines = [f"-{data.before[c.key]}" if c.change == "removed" else f"+{data.after[c.key]}" for c in data.changes()
+             if c.change != "modified"]
+    lines += [line for c in data.changes() if c.change == "modified"
+              for line in (f"-{data.before[c.key]}", f"+{data.after[c.key]}")]
+    return head + (f"<pre>{_diff_lines(lines)}</pre>" if lines else
+                   _caption("No change: the result is the artifact as it started."))
+
+
 def _changed_keys(data: ReportData) -> str:
+    if not data.named_keys:
+        return ""  # the rules themselves are the list above
     changes = data.changes()
     what = "files" if data.folder else "keys"
     title = f"<h2>6. The {what} changed</h2>"
     caption = _caption("The files of the folder the run added, removed or modified." if data.folder else
-                       "The artifact is held as keys (for a rule set, one key a rule); those the run added, removed "
-                       "or modified.")
+                       "The artifact is held as keys; those the run added, removed or modified.")
     if not changes:
         return title + caption + _caption(f"No {what} changed.")
     return title + caption + _table(("change", "file" if data.folder else "key"), [(c.change, c.key) for c in changes],
