@@ -12,8 +12,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
 import yaml
 
+from agentdescent.runs.draft import skill_name
 from agentdescent.runs.spec import read_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,10 +50,26 @@ def test_init_writes_a_spec_that_plan_takes_as_it_is(tmp_path):
     assert (spec.tasks.file, spec.tasks.prompt, spec.tasks.gold, spec.tasks.id) == (str(tmp_path / "tasks.jsonl"),
                                                                                   "request", "team", "id")
     assert spec.target == str(tmp_path / "my-skill") and spec.agent.kind == "host" and spec.frozen == ["hooks/*"]
-    assert spec.prompt == "Use the my-skill skill.\n\n{task}"
+    assert spec.prompt == "Use the support-router skill.\n\n{task}"  # the name SKILL.md gives, as a host knows it
     planned = agentdescent("plan", "my-skill.agentdescent.yaml", cwd=tmp_path)
     assert planned.returncode == 0, planned.stderr
     assert "tasks: 84 (59 train, 25 held out)" in planned.stdout and "agent: host" in planned.stdout
+
+
+@pytest.mark.parametrize("head", [
+    "# Support router\n",  # no front matter
+    "---\ndescription: routes\n---\n",  # no name in it
+    "---\nname: Support Router; rm -rf ~\n---\n",  # not a name a host takes
+    "---\ndescription: x\n---\nname: elsewhere\n",  # a name past the front matter
+    "\udcff",  # not UTF-8
+])
+def test_a_skill_whose_file_gives_no_valid_name_is_named_by_its_folder(tmp_path, head):
+    folder = tmp_path / "my-skill"
+    folder.mkdir()
+    (folder / "SKILL.md").write_bytes(head.encode("utf-8", errors="surrogateescape"))
+    assert skill_name(folder) == "my-skill"
+    (folder / "SKILL.md").write_text("---\ndescription: routes\nname: 'support-router'\n---\n", encoding="utf-8")
+    assert skill_name(folder) == "support-router"
 
 
 def test_init_keeps_an_existing_spec_unless_forced(tmp_path):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from agentdescent.config import DEFAULTS
 from agentdescent.dataloader.tasks import Columns, guess_columns
 from agentdescent.engine.evolve import held_out_count
 from agentdescent.errors import UserError
+from agentdescent.reading import read_text
 from agentdescent.runs.build import rows_of_file
 from agentdescent.runs.quote import low_end
 
@@ -43,6 +45,8 @@ SUFFIX = ".agentdescent.yaml"
 MODELS = {"claude": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}  # a provider's model to start from, when it has no default
 LEAST_BUDGET = 400  # max_calls a drafted spec gives at least
 SHOWN_COLUMNS = 12
+SKILL_FILE_LIMIT = 1_000_000  # bytes of SKILL.md read for its name; a larger one keeps the folder's name
+SKILL_NAME = re.compile(r"name:\s*[\"']?([a-z0-9][a-z0-9-]{0,63})[\"']?")  # the names a host accepts for a skill
 
 
 class Draft(BaseModel):
@@ -140,6 +144,24 @@ def quoted(value: str) -> str:
     return yaml.safe_dump(value, default_style='"', width=10**9, allow_unicode=False).removesuffix("\n")
 
 
+def skill_name(folder: Path) -> str:
+    """The name a host knows the skill in `folder` by: its SKILL.md's `name:` where it gives a valid
+    one (lowercase letters, digits and hyphens), else the folder's name."""
+    try:
+        lines = read_text(folder / "SKILL.md", what="skill file", limit=SKILL_FILE_LIMIT).splitlines()
+    except UserError:
+        return folder.name
+    if not lines or lines[0].strip() != "---":
+        return folder.name
+    for line in lines[1:]:
+        if line.strip() == "---":
+            break
+        found = SKILL_NAME.fullmatch(line.strip())
+        if found:
+            return found.group(1)
+    return folder.name
+
+
 def _spec_lines(target: Path, folder: Path, tasks: str, columns: list[str], guess: Columns | None, agent: str,
                 reflector: str, why: str, budget: int) -> list[str]:
     q = quoted
@@ -151,7 +173,7 @@ def _spec_lines(target: Path, folder: Path, tasks: str, columns: list[str], gues
         mapping += [f"id: {q(guess.id)}"] if guess.id else []
     shown = ", ".join(q(c) for c in columns[:SHOWN_COLUMNS]) + (", ..." if len(columns) > SHOWN_COLUMNS else "")
     frozen = [glob for glob in ("hooks/*",) if target.is_dir() and any(target.glob(glob))]
-    ask = f"Use the {target.name} skill.\n\n{{task}}" if skill else "{task}"
+    ask = f"Use the {skill_name(target)} skill.\n\n{{task}}" if skill else "{task}"
     return [
         f"# A run spec for {q(target.name)}, drafted by agentdescent init: read it, change what does not fit,",
         "# then plan it (agentdescent plan THIS_FILE). Every field: docs/runs.md, \"A run spec\".",
