@@ -96,6 +96,17 @@ def test_a_max_tokens_under_the_smallest_run_is_a_warning_not_a_refusal(service,
     assert not any("max_tokens" in w for w in plenty.warnings)
 
 
+def test_a_task_set_too_small_for_the_run_is_a_warning_with_the_way_out(service, tmp_path):
+    plan = service.plan(domain.spec(tmp_path, tasks=many_tasks(5), n_workers=4))  # 3 train, 2 held out
+    assert (plan.train, plan.held_out) == (3, 2)
+    assert any(w.startswith("only 2 held-out tasks: the held-out reward moves in steps of 0.5") and "give 16 or more"
+               in w for w in plan.warnings), plan.warnings
+    assert any(w.startswith("4 workers share 3 train tasks") and "n_workers: 1, or more tasks" in w
+               for w in plan.warnings), plan.warnings
+    enough = service.plan(domain.spec(tmp_path))  # 17 train, 7 held out, 2 workers
+    assert not any("held-out tasks:" in w or "train task" in w for w in enough.warnings), enough.warnings
+
+
 def test_the_cli_refuses_the_support_router_example_at_50_calls(tmp_path):
     example = yaml.safe_load((ROOT / "examples/specs/support-router.yaml").read_text(encoding="utf-8"))
     target = tmp_path / "my-skill"

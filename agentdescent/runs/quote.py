@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 MINIBATCH, SCOUTED, REFLECTIONS, SAMPLE, WAVE, SHARE = 4, 4, 2, 32, 16, 0.2
 TOKENS_OUT = 300  # a typical reply
+FEW_HELD_OUT = 4  # held-out tasks below which the held-out reward is too coarse to mean much
 
 
 class Quote(BaseModel):
@@ -59,6 +60,22 @@ def refusal(*, max_calls: int | None, held_out: int, tasks: int, workers: int) -
             f"measured at the start and at the end ({2 * held_out:,}) and one round of {workers} workers "
             f"({_low_round(workers):,}); such a run stops before it can learn anything. "
             + ", or ".join(ways))
+
+
+def size_warnings(*, train: int, held_out: int, workers: int) -> list[str]:
+    """What a task set too small for the run misleads about: a held-out reward in steps too coarse to
+    tell a better version from luck, and workers with no tasks of their own to learn from."""
+    found = []
+    if 0 < held_out < FEW_HELD_OUT:
+        found.append(f"only {held_out} held-out task{'s' if held_out > 1 else ''}: the held-out reward moves in steps "
+                     f"of {1 / held_out:.2g}, too coarse to tell a better version from luck; give {4 * FEW_HELD_OUT} or "
+                     "more tasks (held_out_frac decides the share held out)")
+    if 0 < train < workers * MINIBATCH:
+        useful = max(1, train // MINIBATCH)
+        found.append(f"{workers} workers share {train} train task{'s' if train > 1 else ''}: each minibatch is "
+                     f"{MINIBATCH}, so workers past {useful} are dealt the same tasks and reflect on the same "
+                     f"failures; n_workers: {useful}, or more tasks")
+    return found
 
 
 def budget_warnings(*, cost: Quote, max_tokens: int | None, held_out: int, workers: int, rounds: int) -> list[str]:

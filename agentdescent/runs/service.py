@@ -24,7 +24,7 @@ from agentdescent.runs import build, detach, hostwork, keys, restoring, review
 from agentdescent.runs.doctor import DoctorReport, doctor
 from agentdescent.runs.draft import cheaper_than_host
 from agentdescent.runs.mailbox import Claim
-from agentdescent.runs.quote import Quote, budget_warnings, quote, refusal
+from agentdescent.runs.quote import Quote, budget_warnings, quote, refusal, size_warnings
 from agentdescent.runs.spec import Problem, RunSpec, SpecError, read_spec
 from agentdescent.runs.status import LIVE, RunStatus
 from agentdescent.runs.store import RUN_ENV, RunDir, RunStore
@@ -260,6 +260,7 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
     if spec.budget.max_calls is None:
         warnings.append("no budget.max_calls: only rounds bound the bill; set budget: {max_calls: N} to cap it")
     warnings += [f"{moved} (the spec uses an earlier name of the field; it is read as such for now)" for moved in spec.moved]
+    warnings += size_warnings(train=len(train), held_out=len(held_out), workers=spec.n_workers)
     warnings += budget_warnings(cost=cost, max_tokens=spec.budget.max_tokens, held_out=len(held_out), workers=spec.n_workers,
                                 rounds=spec.rounds)
     money = f", ${cost.cost_low_usd:g}-{cost.cost_high_usd:g}" if cost.cost_low_usd is not None else ""
