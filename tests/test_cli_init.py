@@ -72,6 +72,17 @@ def test_a_skill_whose_file_gives_no_valid_name_is_named_by_its_folder(tmp_path,
     assert skill_name(folder) == "support-router"
 
 
+def test_init_gives_a_small_task_set_the_workers_it_can_feed(tmp_path):
+    a_skill_and_its_tasks(tmp_path)
+    rows = (tmp_path / "tasks.jsonl").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "tasks.jsonl").write_text("\n".join(rows[:12]) + "\n", encoding="utf-8")
+    assert agentdescent("init", "my-skill", "tasks.jsonl", cwd=tmp_path).returncode == 0
+    spec = read_spec(tmp_path / "my-skill.agentdescent.yaml")
+    assert spec.n_workers == 2  # 12 tasks: 4 held out, 8 train, a minibatch of 4 for each of 2 workers
+    planned = agentdescent("plan", "my-skill.agentdescent.yaml", cwd=tmp_path)
+    assert planned.returncode == 0 and "train tasks" not in planned.stdout + planned.stderr, planned.stdout
+
+
 def test_init_keeps_an_existing_spec_unless_forced(tmp_path):
     a_skill_and_its_tasks(tmp_path)
     written = tmp_path / "my-skill.agentdescent.yaml"

@@ -103,6 +103,8 @@ def test_a_task_set_too_small_for_the_run_is_a_warning_with_the_way_out(service,
                in w for w in plan.warnings), plan.warnings
     assert any(w.startswith("4 workers share 3 train tasks") and "n_workers: 1, or more tasks" in w
                for w in plan.warnings), plan.warnings
+    one = service.plan(domain.spec(tmp_path, tasks=many_tasks(5), n_workers=1))
+    assert not any("train task" in w for w in one.warnings), one.warnings
     enough = service.plan(domain.spec(tmp_path))  # 17 train, 7 held out, 2 workers
     assert not any("held-out tasks:" in w or "train task" in w for w in enough.warnings), enough.warnings
 

@@ -39,7 +39,7 @@ from agentdescent.engine.evolve import held_out_count
 from agentdescent.errors import UserError
 from agentdescent.reading import read_text
 from agentdescent.runs.build import rows_of_file
-from agentdescent.runs.quote import low_end
+from agentdescent.runs.quote import MINIBATCH, low_end
 
 SUFFIX = ".agentdescent.yaml"
 MODELS = {"claude": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}  # a provider's model to start from, when it has no default
@@ -90,8 +90,9 @@ def draft(target: str | os.PathLike, tasks: str | os.PathLike | None = None, *, 
     guess = guess_columns(rows) if rows else None
     named = os.path.relpath(Path(tasks).absolute(), folder) if tasks is not None else f"{target.name}.tasks.jsonl"
     agent, reflector, why = choose_agent()
-    budget = _budget(len(rows)) if rows else LEAST_BUDGET
-    lines = _spec_lines(target, folder, named, columns, guess, agent, reflector, why, budget)
+    workers = _workers(len(rows)) if rows else DEFAULTS.n_workers
+    budget = _budget(len(rows), workers) if rows else LEAST_BUDGET
+    lines = _spec_lines(target, folder, named, columns, guess, agent, reflector, why, workers, budget)
     atomic.write_text(path, "\n".join(lines) + "\n")
     todo = "" if tasks is not None else f"write the tasks in {folder / named} (one JSON object a line), then "
     return Draft(path=str(path), target=str(target), tasks=named if tasks is not None else None,
@@ -131,10 +132,18 @@ def cheaper_than_host(agent: str, reflector: str) -> list[str]:
             "to the tasks' answers"]
 
 
-def _budget(rows: int) -> int:
+def _held_out(rows: int) -> int:
+    return held_out_count(rows, DEFAULTS.held_out_frac) if rows > 2 else 1
+
+
+def _workers(rows: int) -> int:
+    """The default workers, fewer where the train tasks do not fill each one's minibatch."""
+    return max(1, min(DEFAULTS.n_workers, (rows - _held_out(rows)) // MINIBATCH))
+
+
+def _budget(rows: int, workers: int) -> int:
     """max_calls for `rows` tasks: twice the quote's low end at the default settings, in hundreds."""
-    held = held_out_count(rows, DEFAULTS.held_out_frac) if rows > 2 else 1
-    low = low_end(held_out=held, workers=DEFAULTS.n_workers, rounds=DEFAULTS.rounds)
+    low = low_end(held_out=_held_out(rows), workers=workers, rounds=DEFAULTS.rounds)
     return max(LEAST_BUDGET, math.ceil(2 * low / 100) * 100)
 
 
@@ -163,7 +172,7 @@ def skill_name(folder: Path) -> str:
 
 
 def _spec_lines(target: Path, folder: Path, tasks: str, columns: list[str], guess: Columns | None, agent: str,
-                reflector: str, why: str, budget: int) -> list[str]:
+                reflector: str, why: str, workers: int, budget: int) -> list[str]:
     q = quoted
     kind = "a folder" if target.is_dir() else "a text file"
     skill = target.is_dir() and (target / "SKILL.md").is_file()
@@ -196,7 +205,8 @@ def _spec_lines(target: Path, folder: Path, tasks: str, columns: list[str], gues
         "# What the agent is asked per task; {task} is the task's prompt.",
         f"prompt: {q(ask)}",
         "",
-        f"n_workers: {DEFAULTS.n_workers}   # workers proposing changes in parallel",
+        f"n_workers: {workers}   # workers proposing changes in parallel"
+        + ("" if workers == DEFAULTS.n_workers else f" (fewer than {DEFAULTS.n_workers}: each takes {MINIBATCH} train tasks a round)"),
         f"rounds: {DEFAULTS.rounds}",
         f"budget: {{max_calls: {budget}}}   # the most calls the run may make, across every resume",
         "# price_per_call: 0.01   # USD a call, for plan's quote",

@@ -70,8 +70,8 @@ def size_warnings(*, train: int, held_out: int, workers: int) -> list[str]:
         found.append(f"only {held_out} held-out task{'s' if held_out > 1 else ''}: the held-out reward moves in steps "
                      f"of {1 / held_out:.2g}, too coarse to tell a better version from luck; give {4 * FEW_HELD_OUT} or "
                      "more tasks (held_out_frac decides the share held out)")
-    if 0 < train < workers * MINIBATCH:
-        useful = max(1, train // MINIBATCH)
+    useful = max(1, train // MINIBATCH)
+    if train > 0 and workers > useful:
         found.append(f"{workers} workers share {train} train task{'s' if train > 1 else ''}: each minibatch is "
                      f"{MINIBATCH}, so workers past {useful} are dealt the same tasks and reflect on the same "
                      f"failures; n_workers: {useful}, or more tasks")
