@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agentdescent.runs.draft import skill_name
+from agentdescent.artifacts.workspace import skill_name
 from agentdescent.runs.spec import read_spec
+from tests.runs_support import wait
 
 ROOT = Path(__file__).resolve().parents[1]
 SKILL, TASKS = ROOT / "examples/skills/support-router", ROOT / "examples/specs/support-router-tasks.jsonl"
@@ -60,16 +61,23 @@ def test_init_writes_a_spec_that_plan_takes_as_it_is(tmp_path):
     "# Support router\n",  # no front matter
     "---\ndescription: routes\n---\n",  # no name in it
     "---\nname: Support Router; rm -rf ~\n---\n",  # not a name a host takes
+    "---\nname: ../../etc\n---\n",  # nor a path
     "---\ndescription: x\n---\nname: elsewhere\n",  # a name past the front matter
-    "\udcff",  # not UTF-8
+    None,  # no SKILL.md
 ])
-def test_a_skill_whose_file_gives_no_valid_name_is_named_by_its_folder(tmp_path, head):
-    folder = tmp_path / "my-skill"
-    folder.mkdir()
-    (folder / "SKILL.md").write_bytes(head.encode("utf-8", errors="surrogateescape"))
-    assert skill_name(folder) == "my-skill"
-    (folder / "SKILL.md").write_text("---\ndescription: routes\nname: 'support-router'\n---\n", encoding="utf-8")
-    assert skill_name(folder) == "support-router"
+def test_a_skill_whose_file_gives_no_valid_name_is_named_by_its_folder(head):
+    assert skill_name(head, "my-skill") == "my-skill"
+    assert skill_name("---\ndescription: routes\nname: 'support-router'\n---\n", "my-skill") == "support-router"
+
+
+def test_a_skill_in_a_folder_named_otherwise_is_rolled_out_under_its_own_name(service, tmp_path):
+    a_skill_and_its_tasks(tmp_path)  # my-skill/SKILL.md names itself support-router, where the agent looks
+    spec = {"target": str(tmp_path / "my-skill"), "tasks": {"file": str(tmp_path / "tasks.jsonl"), "prompt": "request",
+                                                            "gold": "team"},
+            "scorer": "exact", "agent": "python:agentdescent.testing:route_by_skill",
+            "reflector": "python:agentdescent.testing:SkillReflector", "n_workers": 1, "rounds": 1}
+    done = wait(service, service.start(spec).run_id)
+    assert done.state == "finished" and done.error is None and done.initial_reward is not None, done
 
 
 def test_init_gives_a_small_task_set_the_workers_it_can_feed(tmp_path):

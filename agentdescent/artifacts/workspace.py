@@ -29,6 +29,7 @@ Left out: which agent to run and what it costs (agents/), and scoring (the rewar
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -46,6 +47,8 @@ from agentdescent.types import Task
 LAYOUTS = {"claude_skill": ".claude/skills/{name}", "claude_agents": ".claude/agents",
            "agents_skill": ".agents/skills/{name}", "plugin": "plugin", "root": ""}
 MAX_OUTPUT_FILE_BYTES = 1_000_000
+# A skill's name as hosts take it (lowercase letters, digits, hyphens; at most 64): one safe path segment.
+_SKILL_NAME = re.compile(r"name:\s*[\"']?([a-z0-9][a-z0-9-]{0,63})[\"']?")
 
 Agent = Callable[..., str]  # agent(prompt, *, cwd=folder) -> its final answer
 
@@ -251,6 +254,22 @@ def _changed(root: Path, files: Stats, staged: Stats) -> dict[str, str]:
         except (UnicodeDecodeError, OSError):
             continue  # binary or vanished: not a text file the reward could read
     return changed
+
+
+def skill_name(skill_md: str | None, default: str) -> str:
+    """The name a host knows a skill by: the `name:` of its SKILL.md's front matter where that is a
+    valid one, else `default` (its folder's name). A host expects the skill's folder to bear it.
+    skill_name("---\nname: support-router\n---\n", "my-skill") == "support-router" """
+    lines = (skill_md or "").splitlines()
+    if not lines or lines[0].strip() != "---":
+        return default
+    for line in lines[1:]:
+        if line.strip() == "---":
+            break
+        found = _SKILL_NAME.fullmatch(line.strip())
+        if found:
+            return found.group(1)
+    return default
 
 
 def _folder(layout: str, name: str | None) -> str:

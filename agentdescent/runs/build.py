@@ -29,6 +29,7 @@ from agentdescent.agents.providers import CLI_KINDS, PROVIDERS
 from agentdescent.agents.redact import redact
 from agentdescent.agents.scripted import takes_a_folder
 from agentdescent.artifacts import AppendRules, FileTree, SingleSlot, Strategy, load_tree, tree_runner
+from agentdescent.artifacts.workspace import skill_name
 from agentdescent.config import BATCHED_WAVE
 from agentdescent.dataloader import csv_rows, hf_rows, json_rows, jsonl_rows, tasks_from
 from agentdescent.dataloader.tasks import guess_columns
@@ -298,7 +299,7 @@ def assemble(spec: RunSpec, tasks: list[Task], content: str | dict[str, str]) ->
     blast = BLAST_RADIUS[radius] if isinstance(radius, str) else radius if radius is not None else RADIUS_OF_KIND[kind]
     return Materials(kind=kind, content=content, tasks=tasks, strategy=strategy, blast_radius=blast,
                      tree=dict(content), layout=spec.layout or LAYOUT_OF_KIND[kind],
-                     name=spec.name or Path(spec.target).name)
+                     name=spec.name or skill_name(content.get("SKILL.md"), Path(spec.target).name))
 
 
 def reward(spec: RunSpec) -> Callable[[Task, str], float]:

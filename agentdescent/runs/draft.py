@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import shutil
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from pydantic import BaseModel
 
 from agentdescent import atomic
 from agentdescent.agents.providers import CLI_KINDS, MODEL_KINDS, PROVIDERS
+from agentdescent.artifacts.workspace import skill_name
 from agentdescent.commands import command
 from agentdescent.config import DEFAULTS
 from agentdescent.dataloader.tasks import Columns, guess_columns
@@ -46,7 +46,6 @@ MODELS = {"claude": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}  # a provider'
 LEAST_BUDGET = 400  # max_calls a drafted spec gives at least
 SHOWN_COLUMNS = 12
 SKILL_FILE_LIMIT = 1_000_000  # bytes of SKILL.md read for its name; a larger one keeps the folder's name
-SKILL_NAME = re.compile(r"name:\s*[\"']?([a-z0-9][a-z0-9-]{0,63})[\"']?")  # the names a host accepts for a skill
 
 
 class Draft(BaseModel):
@@ -153,22 +152,13 @@ def quoted(value: str) -> str:
     return yaml.safe_dump(value, default_style='"', width=10**9, allow_unicode=False).removesuffix("\n")
 
 
-def skill_name(folder: Path) -> str:
-    """The name a host knows the skill in `folder` by: its SKILL.md's `name:` where it gives a valid
-    one (lowercase letters, digits and hyphens), else the folder's name."""
+def _skill_name(folder: Path) -> str:
+    """The skill's name in its SKILL.md (`artifacts.workspace.skill_name`), the folder's where none is readable."""
     try:
-        lines = read_text(folder / "SKILL.md", what="skill file", limit=SKILL_FILE_LIMIT).splitlines()
+        text = read_text(folder / "SKILL.md", what="skill file", limit=SKILL_FILE_LIMIT)
     except UserError:
         return folder.name
-    if not lines or lines[0].strip() != "---":
-        return folder.name
-    for line in lines[1:]:
-        if line.strip() == "---":
-            break
-        found = SKILL_NAME.fullmatch(line.strip())
-        if found:
-            return found.group(1)
-    return folder.name
+    return skill_name(text, folder.name)
 
 
 def _spec_lines(target: Path, folder: Path, tasks: str, columns: list[str], guess: Columns | None, agent: str,
@@ -182,7 +172,7 @@ def _spec_lines(target: Path, folder: Path, tasks: str, columns: list[str], gues
         mapping += [f"id: {q(guess.id)}"] if guess.id else []
     shown = ", ".join(q(c) for c in columns[:SHOWN_COLUMNS]) + (", ..." if len(columns) > SHOWN_COLUMNS else "")
     frozen = [glob for glob in ("hooks/*",) if target.is_dir() and any(target.glob(glob))]
-    ask = f"Use the {skill_name(target)} skill.\n\n{{task}}" if skill else "{task}"
+    ask = f"Use the {_skill_name(target)} skill.\n\n{{task}}" if skill else "{task}"
     return [
         f"# A run spec for {q(target.name)}, drafted by agentdescent init: read it, change what does not fit,",
         "# then plan it (agentdescent plan THIS_FILE). Every field: docs/runs.md, \"A run spec\".",

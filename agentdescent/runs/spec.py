@@ -221,7 +221,7 @@ class RunSpec(Settings):
     editable: list[str] = Field(default_factory=lambda: ["**"])
     blast_radius: Literal["skill", "harness", "plugin"] | dict[str, Layer] | None = None  # None: by kind
     layout: str | None = None  # folder targets: where the host reads the folder (None: by kind)
-    name: str | None = None  # the skill's name for the skill layouts (None: the folder's name)
+    name: str | None = None  # the skill's folder name in the skill layouts (None: its SKILL.md's name, else the folder's)
     max_files_per_diff: int = Field(default=2, ge=1)
     host_timeout: float = Field(default=1800, gt=0)  # seconds a host-driven rollout or proposal may wait
     prompt: str | None = None  # what the agent is asked per task; {task} is the task's prompt

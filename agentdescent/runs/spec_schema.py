@@ -57,7 +57,7 @@ DESCRIPTIONS: dict[str, str] = {
     "blast_radius": "skill, harness, plugin, or {glob: L0|L1|L2}; default by kind",
     "layout": "folder targets: where a rollout's agent finds the folder (claude_skill, claude_agents, "
               "agents_skill, plugin, root)",
-    "name": "the skill's name in the layout (default the folder's name)",
+    "name": "the skill's folder name in the layout (default the name its SKILL.md gives, else the folder's)",
     "max_files_per_diff": "folder targets: the most files one change may touch",
     "host_timeout": "seconds a host-driven rollout or reflection may wait for its answer",
     "keys_in_target": "refuse, or mask, a key's value found in the target or the tasks",
