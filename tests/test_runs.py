@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from agentdescent.cli.watch import next_step
 from agentdescent.errors import UserError
 from agentdescent.runs.hostwork import Answer, whole_prompt
 from agentdescent.runs.mailbox import Claim
@@ -163,6 +164,7 @@ def test_the_host_does_the_rollouts_and_the_reflections(service, tmp_path):
     run = service.start({**domain.spec(tmp_path), "agent": "host", "reflector": "host", "host_timeout": 60}).run_id
     waiting = wait(service, run, until=lambda s: s.waiting_on is not None)
     assert "rollout" in waiting.waiting_on
+    assert f"ask for the host work of AgentDescent run {run}" in next_step(waiting)  # what a shell user is told to do
     written = service.store.get(run)  # status.json itself has it, for the SessionStart hook
     deadline = time.monotonic() + 5
     while written.status().waiting_on is None and time.monotonic() < deadline:

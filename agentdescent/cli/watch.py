@@ -104,7 +104,9 @@ def next_step(status: RunStatus) -> str:
     """What to do with a run in this state, as commands."""
     run = status.id
     if status.state in LIVE:
-        return f"{command('watch', run)} follows it; {command('cancel', run)} stops it (what it committed stays)"
+        host = (f"in your coding agent, with the AgentDescent plugin, ask for the host work of AgentDescent run {run} "
+                "(its skill starts the helpers that do it); " if (status.waiting_on or "").startswith("the host:") else "")
+        return f"{host}{command('watch', run)} follows it; {command('cancel', run)} stops it (what it committed stays)"
     if status.next:
         return status.next
     if status.state == "rejected":
