@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from agentdescent.artifacts.newlines import final_break, matching
 from agentdescent.artifacts.state import State
 from agentdescent.errors import InvalidProposal, UserError
 from agentdescent.governance import clashes, is_frozen, unsafe_key_reason
@@ -106,7 +107,7 @@ class SingleSlot:
         if line in (existing.strip() for existing in before.splitlines()):
             return [Edit(key=self.key, before=before, after=before)]
         after = f"{before.rstrip()}\n{line}\n" if before.strip() else f"{line}\n"
-        return [Edit(key=self.key, before=before, after=after)]
+        return [Edit(key=self.key, before=before, after=matching(after, before))]
 
 
 def rule_key(rule: str) -> str:
@@ -128,16 +129,22 @@ class AppendRules:
     editable: tuple[str, ...] = ("*",)
     max_keys_per_diff: int | None = None
 
-    def __init__(self, initial_rules: Iterable[str] = (), *, header: str = "") -> None:
+    def __init__(self, initial_rules: Iterable[str] = (), *, header: str = "", tail: str = "") -> None:
+        """`tail` ends the rendering (a file's last line break, kept as the file had it)."""
         self.initial_rules = [r.strip() for r in initial_rules if r.strip()]
-        self.header = header
+        self.header, self.tail = header, tail
+
+    @classmethod
+    def under(cls, text: str) -> AppendRules:
+        """A playbook kept below `text` (a prompt file), whose last line break it ends with."""
+        return cls(header=text.rstrip(), tail=final_break(text))
 
     def initial_state(self) -> State:
         return {rule_key(r): r for r in self.initial_rules}
 
     def render(self, state: Mapping[str, str]) -> str:
         lines = [f"- {state[k]}" for k in sorted(state)]
-        return "\n".join(([self.header] if self.header else []) + lines)
+        return matching("\n".join(([self.header] if self.header else []) + lines), self.header + self.tail) + self.tail
 
     def key_space(self, state: Mapping[str, str]) -> None:
         """Unknown in advance: a rule's key is the hash of a rule not yet written."""
@@ -315,7 +322,9 @@ class FileTree:
         files = parse_file_blocks(_clean(proposal, cap=MAX_TREE_PROPOSAL_CHARS, controls=NUL_ONLY))
         if not files:
             raise InvalidProposal('no <file path="...">...</file> or <delete path="..."/> block found')
-        return [Edit(key=p, before=state.get(p), after=t) for p, t in files.items()]
+        folder = "".join(state.values())  # a new file takes the line endings the folder's files share
+        return [Edit(key=p, before=state.get(p), after=t if t is None else matching(t, state.get(p, folder)))
+                for p, t in files.items()]
 
 
 STRATEGIES: dict[str, type] = {cls.kind: cls for cls in (SingleSlot, AppendRules, KeyedRules, FileTree)}

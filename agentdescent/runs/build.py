@@ -291,7 +291,7 @@ def assemble(spec: RunSpec, tasks: list[Task], content: str | dict[str, str]) ->
     when the run was made (so a resumed run is the same run, whatever the disk holds now)."""
     kind = target_kind(spec)
     if isinstance(content, str):
-        strategy: Strategy = SingleSlot(content) if spec.strategy == "single" else AppendRules(header=content.rstrip())
+        strategy: Strategy = SingleSlot(content) if spec.strategy == "single" else AppendRules.under(content)
         return Materials(kind="text", content=content, tasks=tasks, strategy=strategy,
                          blast_radius=None, tree=None, layout=None, name=None)
     strategy = FileTree(content, max_files_per_diff=spec.max_files_per_diff, editable=spec.editable, frozen=spec.frozen)
