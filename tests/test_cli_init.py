@@ -68,6 +68,7 @@ def test_init_writes_a_spec_that_plan_takes_as_it_is(tmp_path):
 def test_a_skill_whose_file_gives_no_valid_name_is_named_by_its_folder(head):
     assert skill_name(head, "my-skill") == "my-skill"
     assert skill_name("---\ndescription: routes\nname: 'support-router'\n---\n", "my-skill") == "support-router"
+    assert skill_name("\ufeff---\r\nname: support-router\r\n---\r\n", "my-skill") == "support-router"  # BOM, CRLF
 
 
 def test_a_skill_in_a_folder_named_otherwise_is_rolled_out_under_its_own_name(service, tmp_path):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentdescent.artifacts.newlines import final_break, line_ending, matching
+from agentdescent.artifacts.newlines import BOM, edged, final_break, line_ending, matching
 from agentdescent.artifacts.strategies import AppendRules, FileTree, SingleSlot
 from agentdescent.runs import build
 from agentdescent.runs.spec import RunSpec
@@ -43,6 +43,14 @@ def test_a_whole_file_answered_with_lf_keeps_the_file_s_crlf_and_so_only_inserts
         "# billing\r\n\r\n- invoice\r\n- receipt\r\n- charged\r\n"  # two insertions stack, as in an LF file
     [new] = tree.edits_for(state, '<file path="routing/account.md">\n# account\n</file>')
     assert new.after == "# account\r\n"  # a new file as the folder's files are
+
+
+def test_a_file_keeps_its_byte_order_mark():
+    assert edged("a\nb\n", like=f"{BOM}x\ny") == f"{BOM}a\nb\n"
+    assert edged(f"{BOM}a\n", like=f"{BOM}x\n") == f"{BOM}a\n" and edged("a\n", like="x\n") == "a\n"
+    tree = FileTree({"notes.md": f"{BOM}# Notes\r\n- one"})
+    [edit] = tree.edits_for(tree.initial_state(), '<file path="notes.md">\n# Notes\n- one\n- two\n</file>')
+    assert edit.after == f"{BOM}# Notes\r\n- one\r\n- two\r\n"  # a last line break added stays: lines stack after it
 
 
 def test_a_file_of_mixed_endings_is_written_as_proposed():

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from agentdescent.artifacts.newlines import final_break, matching
+from agentdescent.artifacts.newlines import edged, final_break, matching
 from agentdescent.artifacts.state import State
 from agentdescent.errors import InvalidProposal, UserError
 from agentdescent.governance import clashes, is_frozen, unsafe_key_reason
@@ -107,7 +107,7 @@ class SingleSlot:
         if line in (existing.strip() for existing in before.splitlines()):
             return [Edit(key=self.key, before=before, after=before)]
         after = f"{before.rstrip()}\n{line}\n" if before.strip() else f"{line}\n"
-        return [Edit(key=self.key, before=before, after=matching(after, before))]
+        return [Edit(key=self.key, before=before, after=edged(after, before))]
 
 
 def rule_key(rule: str) -> str:
@@ -323,8 +323,8 @@ class FileTree:
         if not files:
             raise InvalidProposal('no <file path="...">...</file> or <delete path="..."/> block found')
         folder = "".join(state.values())  # a new file takes the line endings the folder's files share
-        return [Edit(key=p, before=state.get(p), after=t if t is None else matching(t, state.get(p, folder)))
-                for p, t in files.items()]
+        return [Edit(key=p, before=state.get(p), after=None if t is None else edged(t, state[p]) if state.get(p)
+                     else matching(t, folder)) for p, t in files.items()]
 
 
 STRATEGIES: dict[str, type] = {cls.kind: cls for cls in (SingleSlot, AppendRules, KeyedRules, FileTree)}

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentdescent.agents.base import accepts_keyword
+from agentdescent.artifacts.newlines import BOM
 from agentdescent.artifacts.state import state_hash
 from agentdescent.errors import AgentError, UserError
 from agentdescent.governance import unsafe_key_reason
@@ -260,7 +261,7 @@ def skill_name(skill_md: str | None, default: str) -> str:
     """The name a host knows a skill by: the `name:` of its SKILL.md's front matter where that is a
     valid one, else `default` (its folder's name). A host expects the skill's folder to bear it.
     skill_name("---\nname: support-router\n---\n", "my-skill") == "support-router" """
-    lines = (skill_md or "").splitlines()
+    lines = (skill_md or "").removeprefix(BOM).splitlines()
     if not lines or lines[0].strip() != "---":
         return default
     for line in lines[1:]:
