@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)  # the run's process imports the demo's models from where it is started
 
 from agentdescent.engine.evolve import evolve  # noqa: E402
-from agentdescent.runs import Service, build, read_spec  # noqa: E402
+from agentdescent.runs import Service, build, read_spec, wiring  # noqa: E402
 from agentdescent.runs.status import LIVE  # noqa: E402
 from agentdescent.testing import demo_strategy, router_tasks  # noqa: E402
 
@@ -60,7 +60,7 @@ def detached_vs_in_process(folder: Path, rounds: int) -> tuple[float, float, int
     calls = service.status(run).calls
     checked = read_spec(spec)
     parts = build.materials(checked)
-    run_fn, propose = build.callables(checked, parts, make_agent=lambda agent, role: build.make_client(agent),
+    run_fn, propose = wiring.callables(checked, parts, make_agent=lambda agent, role: wiring.make_client(agent),
                                       workdir=folder / "ws")
     began = time.perf_counter()
     result = evolve(parts.tasks, build.reward(checked), run=run_fn, propose=propose, strategy=parts.strategy,

@@ -12,8 +12,8 @@ import pytest
 from agentdescent.agents.base import ModelUsage, metering
 from agentdescent.agents.cli_agents import claude_code, codex
 from agentdescent.errors import AgentError, UserError
-from agentdescent.runs.build import make_client
 from agentdescent.runs.spec import AgentSpec
+from agentdescent.runs.wiring import make_client
 from tests.procutil import gone
 
 FAKES = Path(__file__).parent / "fake_clis"

@@ -21,8 +21,8 @@ from agentdescent.agents.base import ModelUsage, estimate_tokens, metering
 from agentdescent.agents.http import join_url, retry_after_seconds
 from agentdescent.agents.openai_compat import deepseek, openai_compatible
 from agentdescent.errors import AgentError, UserError
-from agentdescent.runs.build import make_client
 from agentdescent.runs.spec import AgentSpec
+from agentdescent.runs.wiring import make_client
 from tests.doubles import InFlight
 from tests.loopback import LoopbackServer, Response, anthropic_messages, closed_port_url, openai_chat
 

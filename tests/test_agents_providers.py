@@ -28,7 +28,7 @@ from agentdescent.agents.providers import (
 from agentdescent.agents.redact import KEY_VARIABLES as REDACTED
 from agentdescent.errors import UserError
 from agentdescent.runs import doctor, spec
-from agentdescent.runs.build import make_client
+from agentdescent.runs.wiring import make_client
 from tests import conftest, docs_blocks
 
 ROOT = Path(__file__).resolve().parents[1]

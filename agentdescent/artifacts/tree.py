@@ -50,6 +50,7 @@ def load_tree(
     exclude: Sequence[str] | None = None,
     on_unreadable: Literal["error", "skip"] = "error",
     skipped: list[tuple[str, str]] | None = None,
+    binary: dict[str, bytes] | None = None,
     max_file_bytes: int = 1_000_000,
     max_files: int = 2_000,
     max_total_bytes: int = 20_000_000,
@@ -81,6 +82,9 @@ def load_tree(
       `on_unreadable="skip"`: refused entries are left out, and appended to `skipped` (when a
       list is passed) as `(relative posix path, reason)` in path order. Past a count or total
       limit, the files loaded are the first in key order and all later ones are skipped.
+    - `binary`: a dict that receives the files that are not text (a NUL byte, not UTF-8), by key,
+      as their bytes, rather than refusing them: an image or a template a skill ships, which a run
+      carries into each rollout as it is and never changes (the limits count them too).
     - Raises `UserError` when `path` is missing, is not a folder or cannot be listed, whatever
       `on_unreadable` says, and for a bad argument.
 
@@ -89,9 +93,12 @@ def load_tree(
     root = _checked_root(path)
     walk = _Walk(root=root, include=_patterns("include", include), exclude=_patterns("exclude", exclude) or (),
                  skip=_skip_mode(on_unreadable), max_file_bytes=_limit("max_file_bytes", max_file_bytes),
-                 max_files=_limit("max_files", max_files), max_total_bytes=_limit("max_total_bytes", max_total_bytes))
+                 max_files=_limit("max_files", max_files), max_total_bytes=_limit("max_total_bytes", max_total_bytes),
+                 binary=binary)
     if skipped is not None and not isinstance(skipped, list):
         raise UserError(f"skipped must be a list that receives (path, reason) pairs, not {type(skipped).__name__}")
+    if binary is not None and not isinstance(binary, dict):
+        raise UserError(f"binary must be a dict that receives {{path: bytes}}, not {type(binary).__name__}")
     tree = walk.read(walk.files())
     if skipped is not None:
         skipped.extend(sorted(walk.refused))
@@ -144,6 +151,7 @@ class _Walk:
     max_file_bytes: int
     max_files: int
     max_total_bytes: int
+    binary: dict[str, bytes] | None = None  # receives the files that are not text, where given
     refused: list[tuple[str, str]] = field(default_factory=list)
 
     def refuse(self, key: str, reason: str, fix: str) -> None:
@@ -226,16 +234,17 @@ class _Walk:
         if not self.skip:
             self.check_total(files)
         tree: dict[str, str] = {}
-        total, full = 0, None
+        total, count, full = 0, 0, None
         for key, size in files:
-            full = full or self.full(len(tree) + 1, total + size)
+            full = full or self.full(count + 1, total + size)
             if full:
                 self.refuse(key, full, "pass load_tree(...) a larger limit")
                 continue
             text = self.text(key)
             if text is not None:
                 tree[key] = text
-                total += size
+            if text is not None or key in (self.binary or {}):
+                total, count = total + size, count + 1
         return tree
 
     def full(self, files: int, total: int) -> str | None:
@@ -272,15 +281,20 @@ class _Walk:
         return self.decoded(key, data)
 
     def decoded(self, key: str, data: bytes) -> str | None:
-        """`data` as text: strict UTF-8, nothing normalised; a NUL byte marks a binary file."""
-        fix = f"a tree holds text files only: {_exclude(key)}"
+        """`data` as text: strict UTF-8, nothing normalised; a NUL byte marks a binary file. One that
+        is not text goes to `binary` where that is given, else is refused."""
         if b"\0" in data:
-            return self.refuse(key, f"it is binary (a NUL byte at offset {data.index(0):,})", fix)
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            return self.refuse(key, f"it is not valid UTF-8 (byte {data[exc.start]:#04x} at offset {exc.start:,})",
-                               f"save it as UTF-8, or {fix}")
+            why = f"it is binary (a NUL byte at offset {data.index(0):,})"
+        else:
+            try:
+                return data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                why = f"it is not valid UTF-8 (byte {data[exc.start]:#04x} at offset {exc.start:,})"
+        if self.binary is not None:
+            self.binary[key] = data
+            return None
+        fix = f"a tree holds text files only: {_exclude(key)}"
+        return self.refuse(key, why, fix if b"\0" in data else f"save it as UTF-8, or {fix}")
 
 
 def _over(size: int, limit_name: str, limit: int) -> str:

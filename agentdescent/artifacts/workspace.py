@@ -37,6 +37,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agentdescent.agents.base import accepts_keyword
 from agentdescent.artifacts.newlines import BOM
@@ -66,6 +67,7 @@ class AgentOutput(str):
 
 
 def tree_runner(agent: Agent, *, layout: str, name: str | None = None, overlay: Mapping[str, str] | None = None,
+                assets: Mapping[str, bytes] | None = None,
                 fixtures: Mapping[str, str] | None = None, keep_failed: bool = False, max_workspaces: int = 32,
                 workdir: str | os.PathLike[str] | None = None,
                 prompt: Callable[[Task], str] | None = None) -> TreeRunner:
@@ -75,10 +77,13 @@ def tree_runner(agent: Agent, *, layout: str, name: str | None = None, overlay: 
     `codex()` and a two-argument `scripted(...)` take `cwd`. `layout` says where the candidate
     tree goes (see the module docstring); `name` is the skill's folder name for the skill layouts.
     `overlay` ({path in the tree: text}, usually `strategy.frozen_files(tree)`) is written over the
-    candidate. `fixtures` ({path in the workspace: text}) and a task's `meta["files"]` (the same
-    shape) are staged for every rollout and for that task. Workspaces live under `workdir`
-    (default: the system's temporary folder)."""
-    return TreeRunner(agent=agent, folder=_folder(layout, name), overlay=_checked(overlay, "overlay"),
+    candidate. `assets` ({path in the tree: bytes}: the folder's files that are not text, which
+    `load_tree(binary=...)` collects) go beside it as they are. `fixtures` ({path in the
+    workspace: text}) and a task's `meta["files"]` (the same shape) are staged for every rollout
+    and for that task. Workspaces live under `workdir` (default: the system's temporary folder)."""
+    folder = _folder(layout, name)
+    return TreeRunner(agent=agent, folder=folder, overlay=_checked(overlay, "overlay"),
+                      assets={f"{folder}/{k}" if folder else k: v for k, v in _checked(assets, "assets", bytes).items()},
                       fixtures=_checked(fixtures, "fixtures"), keep_failed=keep_failed,
                       slots=_slots(max_workspaces), workdir=workdir, prompt=prompt or (lambda task: task.prompt),
                       max_idle=max_workspaces)
@@ -90,7 +95,7 @@ Stats = dict[str, tuple[int, int]]  # relative path -> (size, mtime in ns)
 @dataclass(kw_only=True)
 class _Workspace:
     path: Path
-    files: Stats  # what it holds when clean: the candidate, the overlay and the common fixtures
+    files: Stats  # what it holds when clean: the candidate, the overlay, the assets and the common fixtures
     folders: set[str]  # every folder those files need
 
 
@@ -99,11 +104,12 @@ class TreeRunner:
 
     def __init__(self, *, agent: Agent, folder: str, overlay: dict[str, str], fixtures: dict[str, str],
                  keep_failed: bool, slots: threading.BoundedSemaphore, workdir: str | os.PathLike[str] | None,
-                 prompt: Callable[[Task], str], max_idle: int = 32) -> None:
+                 prompt: Callable[[Task], str], max_idle: int = 32, assets: dict[str, bytes] | None = None) -> None:
         if not accepts_keyword(agent, "cwd", unknown=True):  # cannot tell: let the call say
             raise UserError("tree_runner needs an agent that takes cwd=, such as claude_code(), codex() or "
                             "scripted(lambda prompt, cwd: ...); got one that takes only a prompt")
         self.agent, self.folder, self.overlay, self.fixtures = agent, folder, overlay, fixtures
+        self.assets = dict(assets or {})  # by path in the workspace
         self.keep_failed, self.workdir, self.prompt = keep_failed, workdir, prompt
         self._slots = slots
         self._idle = _Idle(max_idle)
@@ -116,7 +122,8 @@ class TreeRunner:
         task_files = self._task_files(task)
         key = state_hash(base)
         with self._slots:
-            workspace = self._idle.take(key) or _stage(Path(tempfile.mkdtemp(prefix="agentdescent-ws-", dir=self.workdir)), base)
+            workspace = self._idle.take(key) or _stage(
+                Path(tempfile.mkdtemp(prefix="agentdescent-ws-", dir=self.workdir)), {**self.assets, **base})
             outcome = "remove"
             try:
                 staged = {**workspace.files, **_write(workspace.path, task_files)}
@@ -197,17 +204,20 @@ class _Idle:
             shutil.rmtree(workspace.path, ignore_errors=True)
 
 
-def _stage(path: Path, files: Mapping[str, str]) -> _Workspace:
+def _stage(path: Path, files: Mapping[str, str | bytes]) -> _Workspace:
     return _Workspace(path=path, files=_write(path, files), folders=_folders_of(files))
 
 
-def _write(root: Path, files: Mapping[str, str]) -> Stats:
-    """Write `files` under `root`; return what is there now: {path: (size, mtime)}."""
+def _write(root: Path, files: Mapping[str, str | bytes]) -> Stats:
+    """Write `files` (texts, or bytes as they are) under `root`; return what is there now: {path: (size, mtime)}."""
     written = {}
     for path, text in files.items():
         target = root / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8", newline="")
+        if isinstance(text, bytes):
+            target.write_bytes(text)
+        else:
+            target.write_text(text, encoding="utf-8", newline="")
         stat = target.stat()
         written[path] = (stat.st_size, stat.st_mtime_ns)
     return written
@@ -225,7 +235,7 @@ def _unstage(workspace: _Workspace, task_files: Mapping[str, str]) -> None:
             pass
 
 
-def _folders_of(files: Mapping[str, str]) -> set[str]:
+def _folders_of(files: Mapping[str, object]) -> set[str]:
     return {"/".join(parts[:i]) for parts in (p.split("/") for p in files) for i in range(1, len(parts))}
 
 
@@ -283,12 +293,12 @@ def _folder(layout: str, name: str | None) -> str:
     return LAYOUTS[layout].format(name=name)
 
 
-def _checked(files: Mapping[str, str] | None, what: str) -> dict[str, str]:
+def _checked(files: Mapping[str, Any] | None, what: str, kind: type = str) -> dict[str, Any]:
     files = dict(files or {})
     for path, text in files.items():
         reason = unsafe_key_reason(path)
-        if reason or not isinstance(text, str):
-            raise UserError(f"{what}: {reason or f'the text of {path!r} is not a str'}")
+        if reason or not isinstance(text, kind):
+            raise UserError(f"{what}: {reason or f'the content of {path!r} is not {kind.__name__}'}")
     return files
 
 

@@ -1,19 +1,18 @@
-"""From a checked spec to the parts of a run: its tasks, artifact, strategy, reward, agent and reflector.
+"""From a checked spec to the parts of a run: its tasks, target, artifact and strategy.
 
 `materials(spec)` reads what is on disk (the target, the tasks) and builds what runs none of the
 user's code; `problems(spec)` is the second check of a spec, against the world, and lists every
 problem by field: it checks `python:` refs by importing them in a child process (`refcheck`)
-and where the target is (`containment`). The user's code is imported and called only in the
-run's own process: `reward(spec)`, `make_client` and `callables(spec, materials, ...)`, which
-builds `run` and `propose` with the agents the spec names, the host (a `HostQueue`) for `host`.
-What it leaves out: running (the runner) and where a run keeps its files (the store).
+and where the target is (`containment`). What it leaves out: the user's code, imported and
+called only in the run's own process (`runs.callables`), running (the runner) and where a run
+keeps its files (the store).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
-import inspect
 import os
 import shutil
 import sys
@@ -23,20 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from agentdescent import reading, refcheck
-from agentdescent.agents import claude_code, scripted
-from agentdescent.agents.base import Model, ModelUsage
 from agentdescent.agents.providers import CLI_KINDS, PROVIDERS
-from agentdescent.agents.redact import redact
-from agentdescent.agents.scripted import takes_a_folder
-from agentdescent.artifacts import AppendRules, FileTree, SingleSlot, Strategy, load_tree, tree_runner
+from agentdescent.artifacts import AppendRules, FileTree, SingleSlot, Strategy, load_tree
 from agentdescent.artifacts.workspace import skill_name
-from agentdescent.config import BATCHED_WAVE
 from agentdescent.dataloader import csv_rows, hf_rows, json_rows, jsonl_rows, tasks_from
 from agentdescent.dataloader.tasks import guess_columns
 from agentdescent.errors import AgentDescentError, UserError
 from agentdescent.governance import HARNESS_BLAST_RADIUS, PLUGIN_BLAST_RADIUS, SKILL_BLAST_RADIUS, Layer, matching
-from agentdescent.reflect import reflector, tree_reflector
-from agentdescent.reflect.tree_reflector import format_files
 from agentdescent.runs import containment
 from agentdescent.runs.spec import AgentSpec, Problem, RunSpec, SpecError, TasksSpec
 from agentdescent.scoring import scorer
@@ -63,6 +55,7 @@ class Materials:
     tree: dict[str, str] | None  # folder targets: the folder as read
     layout: str | None
     name: str | None
+    assets: Mapping[str, bytes] = dataclasses.field(default_factory=dict)  # a folder's files that are not text, carried as they are
 
 
 def target_kind(spec: RunSpec) -> str:
@@ -140,7 +133,8 @@ def materials(spec: RunSpec) -> Materials:
     found = scorer_problems(spec, tasks[0])
     if found:
         raise SpecError(found)
-    return assemble(spec, tasks, read_target(spec))
+    assets: dict[str, bytes] = {}
+    return dataclasses.replace(assemble(spec, tasks, read_target(spec, assets)), assets=assets)
 
 
 def scorer_problems(spec: RunSpec, task: Task) -> list[Problem]:
@@ -202,7 +196,7 @@ def _world(spec: RunSpec) -> tuple[list[Problem], list[Task]]:
 
 def _target_problems(spec: RunSpec, kind: str) -> list[Problem]:
     try:
-        tree = load_tree(spec.target) if kind != "text" else None
+        tree = load_tree(spec.target, binary={}) if kind != "text" else None
         if kind == "text":
             read_target(spec)
     except UserError as exc:
@@ -278,12 +272,13 @@ def missing_keys(spec: RunSpec) -> list[str]:
     return said
 
 
-def read_target(spec: RunSpec) -> str | dict[str, str]:
+def read_target(spec: RunSpec, assets: dict[str, bytes] | None = None) -> str | dict[str, str]:
     """The target as it is now: a text file's text exactly as on disk (strict UTF-8, line endings
-    kept, at most `TEXT_TARGET_BYTES`, never through a symlink), or a folder as {relative path: text}."""
+    kept, at most `TEXT_TARGET_BYTES`, never through a symlink), or a folder as {relative path: text},
+    its files that are not text put in `assets` (an image, a template: carried, never changed)."""
     if target_kind(spec) == "text":
         return reading.read_text(spec.target, what="text target", limit=TEXT_TARGET_BYTES, follow_symlinks=False)
-    return load_tree(spec.target)
+    return load_tree(spec.target, binary={} if assets is None else assets)
 
 
 def assemble(spec: RunSpec, tasks: list[Task], content: str | dict[str, str]) -> Materials:
@@ -311,89 +306,3 @@ def reward(spec: RunSpec) -> Callable[[Task, str], float]:
     if chosen.command is not None:
         return scorer(command=chosen.command)
     return scorer(chosen.name, pattern=chosen.pattern, tolerance=chosen.tolerance)
-
-
-AgentFactory = Callable[[AgentSpec, str], Callable[..., str]]  # (spec, role) -> a model or an agent
-
-
-def callables(spec: RunSpec, parts: Materials, *, make_agent: AgentFactory, workdir: Path,
-              max_workspaces: int = 32) -> tuple[Callable[..., str], Callable[..., str | None]]:
-    """`run` and `propose` for `evolve`. `make_agent(agent_spec, role)` builds each agent (the
-    runner's own factory knows the host queue); workspaces of folder runs live in `workdir`."""
-    agent = make_agent(spec.agent, "rollout")
-    model = make_agent(spec.reflector_spec, "proposal")
-    ask = spec.prompt or "{task}"
-    apart = spec.reflector_spec.kind == "host"  # the artifact goes to the host once per candidate, not in each prompt
-    reflect_with = model if apart else _as_model(model, spec.reflector_spec, workdir)
-    answer_with = _as_model(agent, spec.agent, workdir)
-    if parts.tree is None and spec.agent.kind == "host":
-        return (lambda rendered, task: agent(ask.format(task=task.prompt), context=rendered)), \
-            reflector(reflect_with, apart=apart)
-    if parts.tree is None:
-        return (lambda rendered, task: answer_with(f"{rendered}\n\n{ask.format(task=task.prompt)}")), \
-            reflector(reflect_with, apart=apart)
-    propose = tree_reflector(reflect_with, strategy=parts.strategy, apart=apart)  # type: ignore[arg-type]
-    if not works_in_a_folder(spec.agent, agent):  # a plain model sees the folder's files in its prompt instead
-        return (lambda rendered, task: agent(f"{format_files(rendered)}\n\n{ask.format(task=task.prompt)}")), propose
-    overlay = parts.strategy.frozen_files(parts.tree)  # type: ignore[attr-defined]
-    if parts.kind == "plugin" and spec.agent.kind == "claude_code":
-        agent = PluginHost(spec.agent, parts.layout or "plugin")
-    run = tree_runner(agent, layout=parts.layout or "root", name=parts.name, overlay=overlay, workdir=workdir,
-                      prompt=lambda task: ask.format(task=task.prompt),
-                      max_workspaces=max(max_workspaces, BATCHED_WAVE) if spec.parallelism.batched else max_workspaces)
-    return run, propose
-
-
-class PluginHost:
-    """Claude Code with the candidate plugin loaded, in a home of the rollout's own: each call runs
-    `claude --plugin-dir <workspace>/plugin` with HOME in the workspace, so no rollout sees the
-    user's configuration, another rollout's, or the plugin as installed."""
-
-    def __init__(self, agent: AgentSpec, folder: str) -> None:
-        self.spec, self.folder = agent, folder
-        self.name, self.usage = "claude_code", ModelUsage()
-
-    def __call__(self, prompt: str, *, cwd: str | os.PathLike[str]) -> str:
-        home = Path(cwd, ".home")
-        home.mkdir(exist_ok=True)
-        options = dict(self.spec.options)
-        extra = [*options.pop("extra_args", ()), "--plugin-dir", str(Path(cwd, self.folder))]
-        env = {**options.pop("env", {}), "HOME": str(home)}
-        agent = claude_code(model=self.spec.model, extra_args=extra, env=env, **options)
-        agent.usage = self.usage
-        return agent(prompt, cwd=cwd)
-
-
-def make_client(agent: AgentSpec) -> Callable[..., str]:
-    """A provider's model or CLI agent (its row in `agents.providers` makes it), or your own Python
-    agent, from its spec; not the host, which only a runner can make."""
-    options = dict(agent.options)
-    if agent.kind in PROVIDERS:
-        return PROVIDERS[agent.kind].client(agent.model, **options)
-    if agent.kind == "python":
-        found = resolve_ref(agent.ref or "")
-        made = found(**options) if inspect.isclass(found) else functools.partial(found, **options) if options else found
-        return made if hasattr(made, "usage") else scripted(_redacting(made), name=agent.ref or "python")
-    raise UserError(f"agent kind {agent.kind!r} needs the run store (host-driven rollouts)")
-
-
-def _redacting(fn: Callable[..., str]) -> Callable[..., str]:
-    """Your own agent, metered like a model and its replies redacted like a client's (a reply that
-    echoes a key must not reach the ledger or the store)."""
-    if takes_a_folder(fn):
-        return lambda prompt, cwd: redact(str(fn(prompt, cwd)))
-    return lambda prompt: redact(str(fn(prompt)))
-
-
-def works_in_a_folder(spec: AgentSpec, agent: Callable[..., str]) -> bool:
-    """CLI agents and the host work in a folder; a Python agent does when it takes (prompt, cwd)."""
-    return spec.kind in (*CLI_KINDS, "host") or bool(getattr(agent, "works_in_a_folder", False))
-
-
-def _as_model(agent: Callable[..., str], spec: AgentSpec, workdir: Path) -> Model:
-    """`prompt -> text`: an agent that works in a folder reflects in an empty one of the run's."""
-    if not works_in_a_folder(spec, agent):
-        return agent
-    scratch = workdir / "reflect"
-    scratch.mkdir(parents=True, exist_ok=True)
-    return lambda prompt: agent(prompt, cwd=str(scratch))

@@ -13,6 +13,7 @@ the status says `cancelled`. Left out: starting this process (`detach`) and read
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -30,7 +31,7 @@ from agentdescent.engine.evolve import evolve
 from agentdescent.errors import AgentDescentError, Cancelled
 from agentdescent.quoting import bounded, described
 from agentdescent.result import EvolveResult
-from agentdescent.runs import build
+from agentdescent.runs import build, wiring
 from agentdescent.runs.host import PROPOSAL, ROLLOUT, Approver, HostAgent
 from agentdescent.runs.hostwork import waiting_on
 from agentdescent.runs.mailbox import Mailbox
@@ -110,7 +111,8 @@ def _enter_origin(run: RunDir) -> None:
 def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveResult:
     spec, tasks = run.spec(), run.tasks()
     content = json.loads(run.file("target.json").read_text(encoding="utf-8"))
-    parts, reward = build.assemble(spec, tasks, content), build.reward(spec)  # the user's code: imported here only
+    parts = dataclasses.replace(build.assemble(spec, tasks, content), assets=run.assets())
+    reward = build.reward(spec)  # the user's code: imported here only
     mailbox = Mailbox(run.file("mailbox"))
     mailbox.clear()  # requests of an earlier process of this run: nobody waits for them now
 
@@ -122,11 +124,11 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
             kind = ROLLOUT if role == "rollout" else PROPOSAL
             return HostAgent(mailbox, kind, timeout=spec.host_timeout, gone=lambda: token.cancelled, changed=waits,
                              template=spec.prompt if kind == ROLLOUT else None)
-        return build.make_client(agent)
+        return wiring.make_client(agent)
 
     workspaces = run.file("workspaces")
     workspaces.mkdir(exist_ok=True)
-    run_fn, propose = build.callables(spec, parts, make_agent=make_agent, workdir=workspaces)
+    run_fn, propose = wiring.callables(spec, parts, make_agent=make_agent, workdir=workspaces)
     events = run.file("events.jsonl").open("a", encoding="utf-8")
     try:
         if events.tell() and not run.file("events.jsonl").read_bytes().endswith(b"\n"):

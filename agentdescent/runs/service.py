@@ -36,7 +36,8 @@ class Plan(BaseModel):
 
     target: str
     kind: str
-    files: int | None  # folder targets: how many files
+    files: int | None  # folder targets: how many text files, which a change may touch
+    carried: list[str] = Field(default_factory=list)  # folder targets: the files that are not text, carried as they are
     tasks: int
     train: int
     held_out: int
@@ -93,7 +94,7 @@ class Service:
                 self._refuse_second_run(checked.target)
             status = RunStatus(state="starting", target=checked.target, kind=parts.kind, rounds=checked.rounds,
                                max_calls=checked.budget.max_calls, message="starting")
-            run = self.store.create(checked, tasks, content, status)
+            run = self.store.create(checked, tasks, content, status, parts.assets)
             self._launch(run)
         return self._started(run, "started")
 
@@ -265,6 +266,7 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
                                 rounds=spec.rounds)
     money = f", ${cost.cost_low_usd:g}-{cost.cost_high_usd:g}" if cost.cost_low_usd is not None else ""
     return Plan(target=spec.target, kind=parts.kind, files=None if parts.tree is None else len(parts.tree),
+                carried=sorted(parts.assets),
                 tasks=len(parts.tasks), train=len(train), held_out=len(held_out), agent=spec.agent.label,
                 reflector=spec.reflector_spec.label, n_workers=spec.n_workers, rounds=spec.rounds, quote=cost,
                 warnings=warnings, next=f"about {cost.calls_low}-{cost.calls_high} calls{money}: if that suits, "

@@ -19,12 +19,13 @@ share a file, so two runs in one store never interfere. Left out: what runs do (
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import json
 import os
 import re
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from agentdescent.types import Task
 
 __all__ = ["HOME_ENV", "RUN_ENV", "RunDir", "RunStore", "home"]
 
+ASSETS = "assets.json"  # a folder target's files that are not text, base64 by path
 RUN_ENV = "AGENTDESCENT_RUN"  # set in a run's process, and so in every agent it starts: the run's id
 
 
@@ -62,6 +64,14 @@ class RunDir:
     def tasks(self) -> list[Task]:
         lines = self.file("tasks.jsonl").read_text(encoding="utf-8").splitlines()
         return [Task.model_validate_json(line) for line in lines if line.strip()]
+
+    def assets(self) -> dict[str, bytes]:
+        """The target folder's files that are not text, as the run read them (none for most runs)."""
+        try:
+            stored = json.loads(self.file(ASSETS).read_text(encoding="ascii"))
+        except FileNotFoundError:
+            return {}
+        return {key: base64.b64decode(data) for key, data in stored.items()}
 
     def status(self) -> RunStatus:
         """The status as last written, with `interrupted` for a run whose process is gone."""
@@ -157,8 +167,10 @@ class RunStore:
             raise UserError(f"cannot create a run in {self.root}: {exc.strerror or exc}; free some space or set "
                             f"{HOME_ENV} to a writable folder") from None
 
-    def create(self, spec: RunSpec, tasks: list[Task], content: str | dict[str, str], status: RunStatus) -> RunDir:
-        """A new run's folder with its spec, its tasks, its target's content and its first status."""
+    def create(self, spec: RunSpec, tasks: list[Task], content: str | dict[str, str], status: RunStatus,
+               assets: Mapping[str, bytes] | None = None) -> RunDir:
+        """A new run's folder with its spec, its tasks, its target's content (and the files of a
+        folder that are not text, `assets`) and its first status."""
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             while True:
@@ -176,6 +188,9 @@ class RunStore:
             atomic.write_text(run.file("spec.json"), spec.model_dump_json(indent=1))
             atomic.write_text(run.file("tasks.jsonl"), "".join(t.model_dump_json() + "\n" for t in tasks))
             atomic.write_text(run.file("target.json"), json.dumps(content, ensure_ascii=False))
+            if assets:
+                atomic.write_text(run.file(ASSETS), json.dumps({k: base64.b64encode(v).decode("ascii")
+                                                                for k, v in assets.items()}))
             run.write_status(status.model_copy(update={"id": run.id}))
         except OSError as exc:
             raise UserError(f"cannot write run {run.id} in {self.root}: {exc.strerror or exc}; free some space or "

@@ -1,0 +1,117 @@
+"""The run's own callables, built from its materials in the run's process only: the reward, the
+agents the spec names and the `run` and `propose` that `evolve` calls.
+
+    run, propose = callables(spec, build.materials(spec), make_agent=..., workdir=...)
+
+The user's agents are imported and called here (`make_client` for a `python:` one), as its
+scorer is by `build.reward`: only the run's own process calls them. The host (a `HostAgent`) is
+made by the runner's own factory. What it leaves out: reading the spec's world (`runs.build`)
+and running (the runner).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from agentdescent.agents import claude_code, scripted
+from agentdescent.agents.base import Model, ModelUsage
+from agentdescent.agents.providers import CLI_KINDS, PROVIDERS
+from agentdescent.agents.redact import redact
+from agentdescent.agents.scripted import takes_a_folder
+from agentdescent.artifacts import tree_runner
+from agentdescent.config import BATCHED_WAVE
+from agentdescent.errors import UserError
+from agentdescent.reflect import reflector, tree_reflector
+from agentdescent.reflect.tree_reflector import format_files
+from agentdescent.runs.build import Materials, resolve_ref
+from agentdescent.runs.spec import AgentSpec, RunSpec
+
+AgentFactory = Callable[[AgentSpec, str], Callable[..., str]]  # (spec, role) -> a model or an agent
+
+
+def callables(spec: RunSpec, parts: Materials, *, make_agent: AgentFactory, workdir: Path,
+              max_workspaces: int = 32) -> tuple[Callable[..., str], Callable[..., str | None]]:
+    """`run` and `propose` for `evolve`. `make_agent(agent_spec, role)` builds each agent (the
+    runner's own factory knows the host queue); workspaces of folder runs live in `workdir`."""
+    agent = make_agent(spec.agent, "rollout")
+    model = make_agent(spec.reflector_spec, "proposal")
+    ask = spec.prompt or "{task}"
+    apart = spec.reflector_spec.kind == "host"  # the artifact goes to the host once per candidate, not in each prompt
+    reflect_with = model if apart else _as_model(model, spec.reflector_spec, workdir)
+    answer_with = _as_model(agent, spec.agent, workdir)
+    if parts.tree is None and spec.agent.kind == "host":
+        return (lambda rendered, task: agent(ask.format(task=task.prompt), context=rendered)), \
+            reflector(reflect_with, apart=apart)
+    if parts.tree is None:
+        return (lambda rendered, task: answer_with(f"{rendered}\n\n{ask.format(task=task.prompt)}")), \
+            reflector(reflect_with, apart=apart)
+    propose = tree_reflector(reflect_with, strategy=parts.strategy, apart=apart)  # type: ignore[arg-type]
+    if not works_in_a_folder(spec.agent, agent):  # a plain model sees the folder's files in its prompt instead
+        return (lambda rendered, task: agent(f"{format_files(rendered)}\n\n{ask.format(task=task.prompt)}")), propose
+    overlay = parts.strategy.frozen_files(parts.tree)  # type: ignore[attr-defined]
+    if parts.kind == "plugin" and spec.agent.kind == "claude_code":
+        agent = PluginHost(spec.agent, parts.layout or "plugin")
+    run = tree_runner(agent, layout=parts.layout or "root", name=parts.name, overlay=overlay, assets=parts.assets,
+                      workdir=workdir,
+                      prompt=lambda task: ask.format(task=task.prompt),
+                      max_workspaces=max(max_workspaces, BATCHED_WAVE) if spec.parallelism.batched else max_workspaces)
+    return run, propose
+
+
+class PluginHost:
+    """Claude Code with the candidate plugin loaded, in a home of the rollout's own: each call runs
+    `claude --plugin-dir <workspace>/plugin` with HOME in the workspace, so no rollout sees the
+    user's configuration, another rollout's, or the plugin as installed."""
+
+    def __init__(self, agent: AgentSpec, folder: str) -> None:
+        self.spec, self.folder = agent, folder
+        self.name, self.usage = "claude_code", ModelUsage()
+
+    def __call__(self, prompt: str, *, cwd: str | os.PathLike[str]) -> str:
+        home = Path(cwd, ".home")
+        home.mkdir(exist_ok=True)
+        options = dict(self.spec.options)
+        extra = [*options.pop("extra_args", ()), "--plugin-dir", str(Path(cwd, self.folder))]
+        env = {**options.pop("env", {}), "HOME": str(home)}
+        agent = claude_code(model=self.spec.model, extra_args=extra, env=env, **options)
+        agent.usage = self.usage
+        return agent(prompt, cwd=cwd)
+
+
+def make_client(agent: AgentSpec) -> Callable[..., str]:
+    """A provider's model or CLI agent (its row in `agents.providers` makes it), or your own Python
+    agent, from its spec; not the host, which only a runner can make."""
+    options = dict(agent.options)
+    if agent.kind in PROVIDERS:
+        return PROVIDERS[agent.kind].client(agent.model, **options)
+    if agent.kind == "python":
+        found = resolve_ref(agent.ref or "")
+        made = found(**options) if inspect.isclass(found) else functools.partial(found, **options) if options else found
+        return made if hasattr(made, "usage") else scripted(_redacting(made), name=agent.ref or "python")
+    raise UserError(f"agent kind {agent.kind!r} needs the run store (host-driven rollouts)")
+
+
+def _redacting(fn: Callable[..., str]) -> Callable[..., str]:
+    """Your own agent, metered like a model and its replies redacted like a client's (a reply that
+    echoes a key must not reach the ledger or the store)."""
+    if takes_a_folder(fn):
+        return lambda prompt, cwd: redact(str(fn(prompt, cwd)))
+    return lambda prompt: redact(str(fn(prompt)))
+
+
+def works_in_a_folder(spec: AgentSpec, agent: Callable[..., str]) -> bool:
+    """CLI agents and the host work in a folder; a Python agent does when it takes (prompt, cwd)."""
+    return spec.kind in (*CLI_KINDS, "host") or bool(getattr(agent, "works_in_a_folder", False))
+
+
+def _as_model(agent: Callable[..., str], spec: AgentSpec, workdir: Path) -> Model:
+    """`prompt -> text`: an agent that works in a folder reflects in an empty one of the run's."""
+    if not works_in_a_folder(spec, agent):
+        return agent
+    scratch = workdir / "reflect"
+    scratch.mkdir(parents=True, exist_ok=True)
+    return lambda prompt: agent(prompt, cwd=str(scratch))

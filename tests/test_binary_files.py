@@ -1,0 +1,63 @@
+"""A folder's files that are not text (an image, a template a skill ships) are carried as they
+are: `load_tree(binary=...)` collects them rather than refusing the folder, `plan` names them,
+every rollout finds them in its workspace byte for byte, and the write-back leaves them alone."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agentdescent import load_tree
+from agentdescent.errors import UserError
+from agentdescent.testing import route_by_skill
+from tests.runs_support import wait
+
+ROOT = Path(__file__).resolve().parents[1]
+LOGO = bytes(range(256)) * 4  # a NUL byte and bytes no UTF-8 text holds
+LOGO_PATH = Path(".claude/skills/support-router/assets/logo.png")  # where a rollout's workspace has it
+
+
+def sees_the_logo(prompt: str, cwd: str) -> str:
+    """The support-router agent, which answers only where the skill's logo is there as shipped."""
+    logo = Path(cwd, LOGO_PATH)
+    return route_by_skill(prompt, cwd) if logo.is_file() and logo.read_bytes() == LOGO else "no logo"
+
+
+def a_skill_with_a_logo(folder: Path) -> Path:
+    target = folder / "support-router"
+    shutil.copytree(ROOT / "examples/skills/support-router", target)
+    (target / "assets").mkdir()
+    (target / "assets/logo.png").write_bytes(LOGO)
+    return target
+
+
+def test_load_tree_collects_what_is_not_text_and_counts_it_in_the_limits(tmp_path):
+    target = a_skill_with_a_logo(tmp_path)
+    (target / "latin1.txt").write_bytes("café".encode("latin-1"))
+    with pytest.raises(UserError, match="it is binary"):
+        load_tree(target)
+    binary: dict[str, bytes] = {}
+    tree = load_tree(target, binary=binary)
+    assert binary == {"assets/logo.png": LOGO, "latin1.txt": "café".encode("latin-1")}
+    assert "SKILL.md" in tree and not set(binary) & set(tree)
+    with pytest.raises(UserError, match="max_total_bytes"):
+        load_tree(target, binary={}, max_total_bytes=sum(len(t.encode()) for t in tree.values()) + 10)
+
+
+def test_a_skill_with_a_binary_file_is_evolved_with_it_in_every_rollout_and_it_is_left_alone(service, tmp_path):
+    target = a_skill_with_a_logo(tmp_path)
+    spec = {"target": str(target), "tasks": {"file": str(ROOT / "examples/specs/support-router-tasks.jsonl"),
+                                             "prompt": "request", "gold": "team"},
+            "scorer": "exact", "agent": "python:tests.test_binary_files:sees_the_logo",
+            "reflector": "python:agentdescent.testing:SkillReflector", "n_workers": 2, "rounds": 2}
+    assert service.plan(spec).carried == ["assets/logo.png"]
+    run = service.start(spec).run_id
+    done = wait(service, run)
+    assert done.state == "finished" and done.outcomes.get("committed"), done  # the rollouts saw the logo
+    before = (target / "assets/logo.png").stat().st_mtime_ns
+    written = service.accept(run)
+    assert "assets/logo.png" not in written.written
+    assert (target / "assets/logo.png").read_bytes() == LOGO
+    assert (target / "assets/logo.png").stat().st_mtime_ns == before
