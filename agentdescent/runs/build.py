@@ -13,7 +13,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable, Mapping
@@ -196,7 +198,7 @@ def _world(spec: RunSpec) -> tuple[list[Problem], list[Task]]:
 
 def _target_problems(spec: RunSpec, kind: str) -> list[Problem]:
     try:
-        tree = load_tree(spec.target, binary={}) if kind != "text" else None
+        tree = read_folder(spec, {}) if kind != "text" else None
         if kind == "text":
             read_target(spec)
     except UserError as exc:
@@ -278,7 +280,22 @@ def read_target(spec: RunSpec, assets: dict[str, bytes] | None = None) -> str | 
     its files that are not text put in `assets` (an image, a template: carried, never changed)."""
     if target_kind(spec) == "text":
         return reading.read_text(spec.target, what="text target", limit=TEXT_TARGET_BYTES, follow_symlinks=False)
-    return load_tree(spec.target, binary={} if assets is None else assets)
+    return read_folder(spec, {} if assets is None else assets)
+
+
+def read_folder(spec: RunSpec, assets: dict[str, bytes]) -> dict[str, str]:
+    """The folder target's text files (those of `spec.exclude` left out), its others put in
+    `assets`; `UserError` naming each file that cannot be read (a symlink, a file over the
+    limits) and the spec's way to leave it out."""
+    refused: list[tuple[str, str]] = []
+    tree = load_tree(spec.target, exclude=spec.exclude, binary=assets, on_unreadable="skip", skipped=refused)
+    if not refused:
+        return tree
+    named = "; ".join(f"{json.dumps(path)}: {why}" for path, why in refused[:3]) + (f"; and {len(refused) - 3} more"
+                                                                        if len(refused) > 3 else "")
+    globs = ", ".join(json.dumps(re.sub(r"([*?[])", r"[\1]", path)) for path, _ in refused[:3])  # literal globs
+    raise UserError(f"cannot read {len(refused)} of the files in {spec.target} ({named}); fix them, or leave them "
+                    f"out of the run with exclude: [{globs}] in the spec")
 
 
 def assemble(spec: RunSpec, tasks: list[Task], content: str | dict[str, str]) -> Materials:

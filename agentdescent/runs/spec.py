@@ -208,8 +208,7 @@ class RunSpec(Settings):
     model_config = _STRICT
 
     target: str
-    kind: TargetKind | None = None  # None: a file is text; a folder with .claude-plugin/plugin.json a plugin,
-    # with SKILL.md a skill_dir, else an agent_dir
+    kind: TargetKind | None = None  # None: as the target's shape says (`build.target_kind`)
     tasks: TasksSpec
     scorer: ScorerSpec = Field(default_factory=lambda: ScorerSpec(name="exact"))
     agent: AgentSpec
@@ -218,6 +217,7 @@ class RunSpec(Settings):
     price_per_1k_tokens: float | None = Field(default=None, ge=0)
     strategy: Literal["single", "append"] = "single"  # text targets: lines appended, or a playbook of rules
     frozen: list[str] = Field(default_factory=list)  # folder targets: globs of files no diff may touch
+    exclude: list[str] = Field(default_factory=list)  # folder targets: globs of files the run leaves out entirely
     editable: list[str] = Field(default_factory=lambda: ["**"])
     blast_radius: Literal["skill", "harness", "plugin"] | dict[str, Layer] | None = None  # None: by kind
     layout: str | None = None  # folder targets: where the host reads the folder (None: by kind)

@@ -43,6 +43,7 @@ DESCRIPTIONS: dict[str, str] = {
     "budget.max_tokens": "the most tokens", "budget.rollout_timeout": "seconds one rollout or reflection may take",
     "frozen": "folder targets: globs of files no change may touch (hooks, settings)",
     "editable": "folder targets: globs of files a change may touch (default all)",
+    "exclude": "folder targets: globs of files the run leaves out entirely (not read, not in rollouts, never written)",
     "max_concurrency": "calls in flight at once (default: by workers)",
     "held_out_frac": "the share of tasks held out to measure each version",
     "patience": "stop after this many rounds without a held-out gain",

@@ -1,6 +1,8 @@
-"""A folder's files that are not text (an image, a template a skill ships) are carried as they
-are: `load_tree(binary=...)` collects them rather than refusing the folder, `plan` names them,
-every rollout finds them in its workspace byte for byte, and the write-back leaves them alone."""
+"""What a folder target holds besides text files a run may change. Files that are not text (an
+image, a template a skill ships) are carried as they are: `load_tree(binary=...)` collects them
+rather than refusing the folder, `plan` names them, every rollout finds them in its workspace byte
+for byte, and the write-back leaves them alone. Files a run cannot read (a symlink, a file past the
+limits) are named at once, with the spec's way to leave them out (`exclude`)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import pytest
 
 from agentdescent import load_tree
 from agentdescent.errors import UserError
+from agentdescent.runs.spec import SpecError
 from agentdescent.testing import route_by_skill
 from tests.runs_support import wait
 
@@ -23,6 +26,13 @@ def sees_the_logo(prompt: str, cwd: str) -> str:
     """The support-router agent, which answers only where the skill's logo is there as shipped."""
     logo = Path(cwd, LOGO_PATH)
     return route_by_skill(prompt, cwd) if logo.is_file() and logo.read_bytes() == LOGO else "no logo"
+
+
+def spec_of(target: Path, **fields) -> dict:
+    return {"target": str(target), "tasks": {"file": str(ROOT / "examples/specs/support-router-tasks.jsonl"),
+                                             "prompt": "request", "gold": "team"},
+            "scorer": "exact", "agent": "python:tests.test_folder_files:sees_the_logo",
+            "reflector": "python:agentdescent.testing:SkillReflector", "n_workers": 2, "rounds": 2, **fields}
 
 
 def a_skill_with_a_logo(folder: Path) -> Path:
@@ -48,10 +58,7 @@ def test_load_tree_collects_what_is_not_text_and_counts_it_in_the_limits(tmp_pat
 
 def test_a_skill_with_a_binary_file_is_evolved_with_it_in_every_rollout_and_it_is_left_alone(service, tmp_path):
     target = a_skill_with_a_logo(tmp_path)
-    spec = {"target": str(target), "tasks": {"file": str(ROOT / "examples/specs/support-router-tasks.jsonl"),
-                                             "prompt": "request", "gold": "team"},
-            "scorer": "exact", "agent": "python:tests.test_binary_files:sees_the_logo",
-            "reflector": "python:agentdescent.testing:SkillReflector", "n_workers": 2, "rounds": 2}
+    spec = spec_of(target)
     assert service.plan(spec).carried == ["assets/logo.png"]
     run = service.start(spec).run_id
     done = wait(service, run)
@@ -61,3 +68,18 @@ def test_a_skill_with_a_binary_file_is_evolved_with_it_in_every_rollout_and_it_i
     assert "assets/logo.png" not in written.written
     assert (target / "assets/logo.png").read_bytes() == LOGO
     assert (target / "assets/logo.png").stat().st_mtime_ns == before
+
+
+def test_files_a_run_cannot_read_are_named_with_the_spec_s_way_to_leave_them_out(service, tmp_path):
+    target = a_skill_with_a_logo(tmp_path)
+    (target / "notes.md").symlink_to(ROOT / "README.md")
+    (target / "data").mkdir()
+    (target / "data/huge[1].md").write_text("x" * 1_000_001, encoding="utf-8")
+    with pytest.raises(SpecError) as refused:
+        service.plan(spec_of(target))
+    [problem] = refused.value.problems
+    assert problem.field == "target" and "cannot read 2 of the files" in problem.message
+    assert '"notes.md": it is a symlink' in problem.message and "over max_file_bytes" in problem.message
+    assert 'exclude: ["data/huge[[]1].md", "notes.md"] in the spec' in problem.message  # literal globs
+    plan = service.plan(spec_of(target, exclude=["data/huge[[]1].md", "notes.md"]))
+    assert plan.carried == ["assets/logo.png"] and plan.files == len(load_tree(ROOT / "examples/skills/support-router"))
