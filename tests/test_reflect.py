@@ -109,10 +109,14 @@ def test_tree_reflector_returns_clean_validated_blocks():
     assert proposal == '<file path="SKILL.md">\n# Skill\nAnswer with a number only.\n</file>'
     edits = tree_strategy().edits_for(TREE, proposal)
     assert [(e.key, e.after) for e in edits] == [("SKILL.md", "# Skill\nAnswer with a number only.\n")]
+    named = tree_reflector(scripted(['<file path="./SKILL.md">\n# Skill\n</file>']), strategy=tree_strategy())
+    assert named(TREE, TASK, "x", 0.0) == '<file path="SKILL.md">\n# Skill\n</file>'  # the file the folder has
 
 
 @pytest.mark.parametrize("reply, reason", [
     ('<file path="hooks/check.sh">rm -rf /\n</file>', "frozen"),
+    ('<file path="./hooks/check.sh">rm -rf /\n</file>', "frozen"),  # read as the frozen file it names
+    ('<file path=".claude/skills/s/hooks/check.sh">rm -rf /\n</file>', "frozen"),
     ('<file path="SKILL.md">a\n</file><file path="notes.md">b\n</file>', "at most 1 per diff"),
     ('<file path="../outside.md">x\n</file>', ".."),
     ("I would change the skill to be more precise.", "no <file"),

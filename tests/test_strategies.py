@@ -258,6 +258,25 @@ def test_file_tree_parses_file_and_delete_blocks():
     assert edits["b.md"].before == "gone\n" and edits["b.md"].after is None
 
 
+@pytest.mark.parametrize("written", ["./routing/billing.md", "routing//billing.md", "routing/./billing.md",
+                                     ".claude/skills/support-router/routing/billing.md",
+                                     ".agents/skills/support-router/routing/billing.md"])
+def test_file_tree_reads_a_path_a_model_writes_for_a_file_it_has_as_that_file(written):
+    s = FileTree({"SKILL.md": "# S\n", "routing/billing.md": "# billing\n"})
+    [edit] = s.edits_for(s.initial_state(), f'<file path="{written}">\n# billing\n- invoice\n</file>')
+    assert edit.key == "routing/billing.md" and edit.before == "# billing\n"
+    [gone] = s.edits_for(s.initial_state(), f'<delete path="{written}"/>')
+    assert gone.key == "routing/billing.md" and gone.after is None
+
+
+@pytest.mark.parametrize("written", ["support-router/routing/billing.md", "/routing/billing.md", "../routing/billing.md",
+                                     ".claude/skills/x/routing/new.md"])
+def test_file_tree_keeps_a_path_that_names_no_file_it_has_for_governance_to_judge(written):
+    s = FileTree({"SKILL.md": "# S\n", "routing/billing.md": "# billing\n"})
+    [edit] = s.edits_for(s.initial_state(), f'<file path="{written}">\nx\n</file>')
+    assert edit.key == written.replace("//", "/") and edit.before is None
+
+
 def test_file_tree_without_blocks_is_invalid():
     s = FileTree({"a.md": "x"})
     with pytest.raises(InvalidProposal, match="file path"):

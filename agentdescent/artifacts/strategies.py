@@ -65,6 +65,8 @@ class Strategy(Protocol):
     def edits_for(self, state: Mapping[str, str], proposal: str) -> list[Edit]: ...
 
 
+# Where the workspace layouts put a folder (`workspace.LAYOUTS`): a path under one names the folder's own file.
+_LAYOUT_PREFIX = re.compile(r"\.claude/skills/[^/]+|\.agents/skills/[^/]+|\.claude/agents|plugin")
 MAX_PROPOSAL_CHARS = 20_000  # a rule, a line or a category's entry: 20x the longest rule a reflector keeps
 MAX_TREE_PROPOSAL_CHARS = 2_000_000  # whole files, a few of them: 10x what governance lets one file hold
 def _clean(proposal: str, *, cap: int = MAX_PROPOSAL_CHARS, controls: re.Pattern[str] = CONTROL_CODES) -> str:
@@ -234,6 +236,21 @@ def parse_file_blocks(proposal: str) -> dict[str, str | None]:
     return files
 
 
+def files_of(proposal: str, known: Iterable[str]) -> dict[str, str | None]:
+    """`parse_file_blocks`, each path as the folder's key: models write "./SKILL.md", or the path
+    a host reads the folder at (".claude/skills/my-skill/SKILL.md"); where the rest names a file
+    the folder has, that file is meant. A path that is still not a key is refused later, by name."""
+    known = set(known)
+    files: dict[str, str | None] = {}
+    for path, text in parse_file_blocks(proposal).items():
+        parts = [part for part in path.split("/") if part not in ("", ".")] if not path.startswith("/") else [path]
+        key = "/".join(parts)
+        key = next((rest for n in range(1, len(parts)) if (rest := "/".join(parts[n:])) in known
+                    and _LAYOUT_PREFIX.fullmatch("/".join(parts[:n]))), key) if key not in known else key
+        files[key] = text
+    return files
+
+
 def _quoted(text: str, start: int) -> tuple[str, int]:
     """The text from `start` to the next quote and that quote's index; index -1 if none follows."""
     end = text.find('"', start)
@@ -319,7 +336,7 @@ class FileTree:
         return {p: t for p, t in tree.items() if is_frozen(p, self.frozen)}
 
     def edits_for(self, state: Mapping[str, str], proposal: str) -> list[Edit]:
-        files = parse_file_blocks(_clean(proposal, cap=MAX_TREE_PROPOSAL_CHARS, controls=NUL_ONLY))
+        files = files_of(_clean(proposal, cap=MAX_TREE_PROPOSAL_CHARS, controls=NUL_ONLY), state)
         if not files:
             raise InvalidProposal('no <file path="...">...</file> or <delete path="..."/> block found')
         folder = "".join(state.values())  # a new file takes the line endings the folder's files share

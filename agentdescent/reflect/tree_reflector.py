@@ -9,10 +9,10 @@ What it leaves out: reading the folder from disk and running an agent in it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from agentdescent.agents.base import Model
-from agentdescent.artifacts.strategies import MAX_TREE_PROPOSAL_CHARS, FileTree, InvalidProposal, parse_file_blocks
+from agentdescent.artifacts.strategies import MAX_TREE_PROPOSAL_CHARS, FileTree, InvalidProposal, files_of, parse_file_blocks
 from agentdescent.governance import Governance
 from agentdescent.governance.text import NUL_ONLY, text_refusal
 from agentdescent.reflect.reflector import NONE_REPLY, Reflector, describe_cases, describe_tried, fenced, unwrap
@@ -45,17 +45,18 @@ class TreeReflector(Reflector):
             if NONE_REPLY.match(unwrap(reply)):
                 self._count("none")
                 return None
-            proposal = self.validate(reply)
+            proposal = self.validate(reply, files)
         except InvalidProposal:
             self._count("invalid")
             raise
         self._count("edits")
         return proposal
 
-    def validate(self, reply: str) -> str:
-        """The file blocks of `reply`, re-emitted cleanly, or InvalidProposal saying what is wrong."""
+    def validate(self, reply: str, known: Iterable[str] = ()) -> str:
+        """The file blocks of `reply`, re-emitted cleanly with each path as the key of a file in
+        `known` it names (`files_of`), or InvalidProposal saying what is wrong."""
         _check_reply(reply)
-        files = {path: _unfence(text) if text is not None else None for path, text in parse_file_blocks(reply).items()}
+        files = {path: _unfence(text) if text is not None else None for path, text in files_of(reply, known).items()}
         if not files:
             raise InvalidProposal('the reply holds no <file path="..."> or <delete path="..."/> block')
         rules = Governance.of(self.strategy)  # the checks admission makes, so a bad reply fails here, with its reason
