@@ -117,6 +117,8 @@ def test_tree_reflector_returns_clean_validated_blocks():
     ('<file path="hooks/check.sh">rm -rf /\n</file>', "frozen"),
     ('<file path="./hooks/check.sh">rm -rf /\n</file>', "frozen"),  # read as the frozen file it names
     ('<file path=".claude/skills/s/hooks/check.sh">rm -rf /\n</file>', "frozen"),
+    ('<file path="SKILL.md">\n# Skill\n[rest of the file unchanged]\n</file>', "leaves part of SKILL.md out"),
+    ('<file path="notes.md">\n...\nn2\n</file>', "leaves part of notes.md out"),
     ('<file path="SKILL.md">a\n</file><file path="notes.md">b\n</file>', "at most 1 per diff"),
     ('<file path="../outside.md">x\n</file>', ".."),
     ("I would change the skill to be more precise.", "no <file"),
@@ -131,6 +133,13 @@ def test_tree_reflector_refuses_what_the_strategy_forbids(reply, reason):
     with pytest.raises(InvalidProposal, match=reason):
         propose(TREE, TASK, "x", 0.0)
     assert propose.stats == {"invalid": 1}
+
+
+def test_a_line_that_reads_as_an_elision_passes_where_the_file_already_had_it():
+    tree = {**TREE, "notes.md": "Steps:\n...\n"}
+    propose = tree_reflector(scripted(['<file path="notes.md">\nSteps:\n...\nAsk first.\n</file>']),
+                             strategy=FileTree(tree, frozen=["hooks/*"]))
+    assert propose(tree, TASK, "x", 0.0) == '<file path="notes.md">\nSteps:\n...\nAsk first.\n</file>'
 
 
 def test_tree_reflector_prompt_names_editable_and_frozen_files():

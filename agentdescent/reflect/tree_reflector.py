@@ -9,7 +9,8 @@ What it leaves out: reading the folder from disk and running an agent in it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections.abc import Mapping, Sequence
 
 from agentdescent.agents.base import Model
 from agentdescent.artifacts.strategies import MAX_TREE_PROPOSAL_CHARS, FileTree, InvalidProposal, files_of, parse_file_blocks
@@ -20,6 +21,11 @@ from agentdescent.reflect.templates import template
 from agentdescent.types import Edit, Task, Tried
 
 TRIED_CHARS = 300  # of a refused change's file blocks, quoted to the next reflection
+# What a model writes for lines it left out, once comment marks and brackets are stripped: "...",
+# "rest of the file unchanged", "existing content", "remaining sections as before", ...
+_ELISION = re.compile(r"(?:\.\.\.|…)|(?:(?:\.\.\.|…)\s*)?(?:the\s+)?(?:rest|remainder|remaining|existing|other|unchanged)\b"
+                      r"[\w\s]{0,40}?\b(?:unchanged|as before|the same|omitted|here|content|code|text|sections?|lines?)"
+                      r"(?:\s*(?:\.\.\.|…))?\.?")
 
 
 class TreeReflector(Reflector):
@@ -52,13 +58,21 @@ class TreeReflector(Reflector):
         self._count("edits")
         return proposal
 
-    def validate(self, reply: str, known: Iterable[str] = ()) -> str:
-        """The file blocks of `reply`, re-emitted cleanly with each path as the key of a file in
-        `known` it names (`files_of`), or InvalidProposal saying what is wrong."""
+    def validate(self, reply: str, current: Mapping[str, str] | None = None) -> str:
+        """The file blocks of `reply`, re-emitted cleanly with each path as the key of a file of
+        `current` (the folder as the model saw it) it names (`files_of`), or InvalidProposal
+        saying what is wrong: a file whose text leaves part of its current text out ("rest
+        unchanged") is refused, since written back it would lose that part."""
         _check_reply(reply)
-        files = {path: _unfence(text) if text is not None else None for path, text in files_of(reply, known).items()}
+        current = current or {}
+        files = {path: _unfence(text) if text is not None else None for path, text in files_of(reply, current).items()}
         if not files:
             raise InvalidProposal('the reply holds no <file path="..."> or <delete path="..."/> block')
+        elided = next(((p, line) for p, t in files.items() if t is not None and p in current
+                       for line in [_elision(t, current[p])] if line), None)
+        if elided:
+            raise InvalidProposal(f"the reply leaves part of {elided[0]} out ({elided[1][:60]!r}): give each changed "
+                                  "file whole, every line it keeps included")
         rules = Governance.of(self.strategy)  # the checks admission makes, so a bad reply fails here, with its reason
         reason = rules.invalidity([Edit(key=p, after=t) for p, t in files.items()]) or rules.refusal(files.keys())
         if reason:
@@ -77,6 +91,14 @@ def tree_reflector(model: Model, *, strategy: FileTree, batch: bool = False, ins
     edits a frozen file, more files than `max_files_per_diff`, or a path outside the folder raises
     `InvalidProposal` (an `invalid` outcome, with the reason). `apart` as for `reflector`."""
     return TreeReflector(model, strategy, batch=batch, instructions=instructions, apart=apart)
+
+
+def _elision(text: str, before: str) -> str | None:
+    """A line of `text` that stands for lines left out ("...", "[rest of the file unchanged]",
+    "<!-- existing content -->") and that `before` does not hold; None when there is none."""
+    had = {line.strip() for line in before.splitlines()}
+    return next((line.strip() for line in text.splitlines() if line.strip() not in had
+                 and _ELISION.fullmatch(line.strip().strip("#/*<>!-()[]{}` ").lower())), None)
 
 
 def format_files(files: Mapping[str, str]) -> str:
