@@ -105,8 +105,13 @@ def test_a_task_set_too_small_for_the_run_is_a_warning_with_the_way_out(service,
                for w in plan.warnings), plan.warnings
     one = service.plan(domain.spec(tmp_path, tasks=many_tasks(5), n_workers=1))
     assert not any("train task" in w for w in one.warnings), one.warnings
+    (tmp_path / "big").mkdir()
+    (tmp_path / "big/prompt.md").write_text("Answer with the code.\n" * 25_000, encoding="utf-8")  # 550,000 characters
+    big = service.plan(domain.spec(tmp_path / "big"))
+    assert any(w.startswith("the artifact is about 137,500 tokens, and every reflection's prompt holds all of it")
+               for w in big.warnings), big.warnings
     enough = service.plan(domain.spec(tmp_path))  # 17 train, 7 held out, 2 workers
-    assert not any("held-out tasks:" in w or "train task" in w for w in enough.warnings), enough.warnings
+    assert not any("held-out tasks:" in w or "train task" in w or "tokens" in w for w in enough.warnings), enough.warnings
 
 
 def test_the_cli_refuses_the_support_router_example_at_50_calls(tmp_path):

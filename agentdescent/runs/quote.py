@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 MINIBATCH, SCOUTED, REFLECTIONS, SAMPLE, WAVE, SHARE = 4, 4, 2, 32, 16, 0.2
 TOKENS_OUT = 300  # a typical reply
+CONTEXT_TOKENS = 100_000  # a prompt past this is past the context many models take
 FEW_HELD_OUT = 4  # held-out tasks below which the held-out reward is too coarse to mean much
 
 
@@ -62,10 +63,15 @@ def refusal(*, max_calls: int | None, held_out: int, tasks: int, workers: int) -
             + ", or ".join(ways))
 
 
-def size_warnings(*, train: int, held_out: int, workers: int) -> list[str]:
+def size_warnings(*, train: int, held_out: int, workers: int, artifact_chars: int = 0) -> list[str]:
     """What a task set too small for the run misleads about: a held-out reward in steps too coarse to
-    tell a better version from luck, and workers with no tasks of their own to learn from."""
+    tell a better version from luck, and workers with no tasks of their own to learn from; and an
+    artifact too large for the reflections' prompts, each of which holds all of it."""
     found = []
+    if artifact_chars // 4 > CONTEXT_TOKENS:
+        found.append(f"the artifact is about {artifact_chars // 4:,} tokens, and every reflection's prompt holds all of "
+                     f"it: past the {CONTEXT_TOKENS:,}-token context many models take; leave out of the run what need "
+                     "not change (a folder's exclude: [...]) or split it")
     if 0 < held_out < FEW_HELD_OUT:
         found.append(f"only {held_out} held-out task{'s' if held_out > 1 else ''}: the held-out reward moves in steps "
                      f"of {1 / held_out:.2g}, too coarse to tell a better version from luck; give {4 * FEW_HELD_OUT} or "

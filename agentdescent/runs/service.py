@@ -261,7 +261,7 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
     if spec.budget.max_calls is None:
         warnings.append("no budget.max_calls: only rounds bound the bill; set budget: {max_calls: N} to cap it")
     warnings += [f"{moved} (the spec uses an earlier name of the field; it is read as such for now)" for moved in spec.moved]
-    warnings += size_warnings(train=len(train), held_out=len(held_out), workers=spec.n_workers)
+    warnings += size_warnings(train=len(train), held_out=len(held_out), workers=spec.n_workers, artifact_chars=chars)
     warnings += budget_warnings(cost=cost, max_tokens=spec.budget.max_tokens, held_out=len(held_out), workers=spec.n_workers,
                                 rounds=spec.rounds)
     money = f", ${cost.cost_low_usd:g}-{cost.cost_high_usd:g}" if cost.cost_low_usd is not None else ""
