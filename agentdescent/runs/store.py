@@ -2,6 +2,8 @@
 
     <id>/spec.json       the checked spec (absolute paths; a spec never holds a key)
     <id>/tasks.jsonl     the tasks as they were when the run was started (a resumed run reads these)
+    <id>/target.json     the target's content when the run was started (a resumed run reads it)
+    <id>/assets.json     a folder target's files that are not text, base64 by path (where it has any)
     <id>/status.json     where the run is, rewritten atomically as it goes
     <id>/events.jsonl    every progress event, one JSON object a line
     <id>/ledger/         the git ledger, with the run's checkpoint and rollout journal inside
