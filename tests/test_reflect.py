@@ -135,6 +135,13 @@ def test_tree_reflector_refuses_what_the_strategy_forbids(reply, reason):
     assert propose.stats == {"invalid": 1}
 
 
+def test_a_file_that_is_one_fenced_block_keeps_its_fence():
+    tree = {**TREE, "example.md": "```json\n{}\n```\n"}
+    propose = tree_reflector(scripted(['<file path="example.md">\n```json\n{"a": 1}\n```\n</file>']),
+                             strategy=FileTree(tree, frozen=["hooks/*"]))
+    assert propose(tree, TASK, "x", 0.0) == '<file path="example.md">\n```json\n{"a": 1}\n```\n</file>'
+
+
 def test_a_line_that_reads_as_an_elision_passes_where_the_file_already_had_it():
     tree = {**TREE, "notes.md": "Steps:\n...\n"}
     propose = tree_reflector(scripted(['<file path="notes.md">\nSteps:\n...\nAsk first.\n</file>']),

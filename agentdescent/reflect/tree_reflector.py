@@ -65,7 +65,8 @@ class TreeReflector(Reflector):
         unchanged") is refused, since written back it would lose that part."""
         _check_reply(reply)
         current = current or {}
-        files = {path: _unfence(text) if text is not None else None for path, text in files_of(reply, current).items()}
+        files = {path: _unfence(text, current.get(path)) if text is not None else None
+                 for path, text in files_of(reply, current).items()}
         if not files:
             raise InvalidProposal('the reply holds no <file path="..."> or <delete path="..."/> block')
         elided = next(((p, line) for p, t in files.items() if t is not None and p in current
@@ -112,8 +113,9 @@ def _check_reply(reply: str) -> None:
         raise InvalidProposal(refused)
 
 
-def _unfence(text: str) -> str:
-    """File content a model wrapped in a code fence, unwrapped; a newline at the end kept."""
-    body = fenced(text.strip())
+def _unfence(text: str, before: str | None = None) -> str:
+    """File content a model wrapped in a code fence, unwrapped (unless the file, `before`, is itself
+    one fenced block); a newline at the end kept."""
+    body = fenced(text.strip()) if before is None or fenced(before.strip()) is None else None
     body = text if body is None else body
     return body if body.endswith("\n") or not body else body + "\n"
