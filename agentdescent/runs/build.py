@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import sys
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -293,9 +294,18 @@ def read_folder(spec: RunSpec, assets: dict[str, bytes]) -> dict[str, str]:
         return tree
     named = "; ".join(f"{json.dumps(path)}: {why}" for path, why in refused[:3]) + (f"; and {len(refused) - 3} more"
                                                                         if len(refused) > 3 else "")
-    globs = ", ".join(json.dumps(re.sub(r"([*?[])", r"[\1]", path)) for path, _ in refused[:3])  # literal globs
+    globs = ", ".join(json.dumps(glob) for glob in _globs([path for path, _ in refused])[:3])
     raise UserError(f"cannot read {len(refused)} of the files in {spec.target} ({named}); fix them, or leave them "
                     f"out of the run with exclude: [{globs}] in the spec")
+
+
+def _globs(paths: list[str]) -> list[str]:
+    """Globs that name `paths`, most first: a top folder holding several as "folder/*", the others
+    literally. _globs(["a/x", "a/y", "b[1].md"]) == ["a/*", "b[[]1].md"]"""
+    literal = lambda text: re.sub(r"([*?[])", r"[\1]", text)  # noqa: E731
+    folders = Counter(path.split("/")[0] for path in paths if "/" in path)
+    shared = [f"{literal(folder)}/*" for folder, count in folders.most_common() if count > 1]
+    return shared + [literal(p) for p in paths if "/" not in p or folders[p.split("/")[0]] < 2]
 
 
 def assemble(spec: RunSpec, tasks: list[Task], content: str | dict[str, str]) -> Materials:
