@@ -295,8 +295,9 @@ def read_folder(spec: RunSpec, assets: dict[str, bytes]) -> dict[str, str]:
     named = "; ".join(f"{json.dumps(path)}: {why}" for path, why in refused[:3]) + (f"; and {len(refused) - 3} more"
                                                                         if len(refused) > 3 else "")
     globs = ", ".join(json.dumps(glob) for glob in _globs([path for path, _ in refused])[:3])
-    raise UserError(f"cannot read {len(refused)} of the files in {spec.target} ({named}); fix them, or leave them "
-                    f"out of the run with exclude: [{globs}] in the spec")
+    them = "it" if len(refused) == 1 else "them"
+    raise UserError(f"cannot read {len(refused)} of its files: leave {them} out of the run with exclude: [{globs}] in "
+                    f"the spec, or fix {them} ({named})")  # the way out first: a problem's message is cut to a length
 
 
 def _globs(paths: list[str]) -> list[str]:
