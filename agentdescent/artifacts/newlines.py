@@ -10,7 +10,7 @@ such changes could not stack.
 
     line_ending("a\\r\\nb\\r\\n") == "\\r\\n";  line_ending("a\\nb") == "\\n";  line_ending("a") is None
     matching("a\\nb\\n", like="x\\r\\n") == "a\\r\\nb\\r\\n"
-    edged("a\\nb\\n", like="\\ufeffx") == "\\ufeffa\\nb"
+    edged("a\\nb\\n", like="\\ufeffx") == "\\ufeffa\\nb\\n"
 
 Left out: a lone CR (no platform writes one now), and the encoding (the folder's readers decode UTF-8).
 """
