@@ -4,7 +4,7 @@
 user's code; `problems(spec)` is the second check of a spec, against the world, and lists every
 problem by field: it checks `python:` refs by importing them in a child process (`refcheck`)
 and where the target is (`containment`). What it leaves out: the user's code, imported and
-called only in the run's own process (`runs.callables`), running (the runner) and where a run
+called only in the run's own process (`runs.wiring`, `reward`), running (the runner) and where a run
 keeps its files (the store).
 """
 
