@@ -46,6 +46,20 @@ def test_a_target_holding_a_key_is_refused_before_anything_is_stored(service, tm
     assert Path(spec["target"]).read_text(encoding="utf-8") == TARGET_TEXT
 
 
+@pytest.mark.parametrize("policy", ["refuse", "mask"])
+def test_a_file_that_is_not_text_and_holds_a_key_is_refused_whatever_the_policy(service, tmp_path, key_in_env, policy):
+    folder = tmp_path / "skill"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text("---\nname: skill\n---\nAnswer with the code.\n", encoding="utf-8")
+    (folder / "blob.bin").write_bytes(b"\0\x01" + KEY.encode() + b"\xff")
+    spec = {**domain.spec(tmp_path), "target": str(folder), "keys_in_target": policy}
+    with pytest.raises(SpecError) as refused:
+        service.plan(spec)
+    assert "blob.bin holds the value of OPENAI_API_KEY" in str(refused.value) and "exclude" in str(refused.value)
+    assert KEY not in str(refused.value)
+    assert service.plan({**spec, "exclude": ["blob.bin"]}).carried == []
+
+
 def test_tasks_holding_a_key_are_refused(service, tmp_path, key_in_env):
     spec = domain.spec(tmp_path)
     spec["tasks"] = [*spec["tasks"][:-1], {"id": "leak", "prompt": f"use {KEY}", "gold": "k0"}]

@@ -11,6 +11,9 @@ from the environment before it writes, so the user's file keeps it.
     problems("refuse", "token: sk-live-...\\n", [], name="prompt.md")
         ->  [Problem(field="target", message="prompt.md: line 1 holds the value of OPENAI_API_KEY: ...")]
 
+A folder's files that are not text are searched too (`asset_problems`), and refused whatever the
+policy: no marker can stand in for a value inside bytes.
+
 Left out: keys in other forms than `redact` finds (see its module docstring), and values that are
 not in the environment of the process that checks the spec.
 """
@@ -19,10 +22,10 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Literal
 
-from agentdescent.agents.redact import MARKER, located, redact
+from agentdescent.agents.redact import MARKER, located, redact, secrets
 from agentdescent.errors import UserError
 from agentdescent.runs.spec import Problem
 from agentdescent.types import Task
@@ -46,6 +49,18 @@ def problems(policy: KeyPolicy, content: Content, tasks: list[Task], *, name: st
         ids = redact(", ".join(tasks_with_keys[:SHOWN]))  # an id may be the key itself
         found.append(Problem(field="tasks", message=_refusal(f"task {ids}{_more(tasks_with_keys)} holds the value of a key")))
     return found
+
+
+def asset_problems(assets: Mapping[str, bytes]) -> list[Problem]:
+    """A folder's files that are not text and hold a key's value: such a file would be kept in the
+    run store, and no marker can stand in for a value inside bytes, whatever `keys_in_target` says."""
+    values = {name: value.encode("utf-8") for name, value in secrets().items()}
+    said = [f"{path} holds the value of {name}" for path, data in sorted(assets.items())
+            for name, value in values.items() if value in data]
+    if not said:
+        return []
+    return [Problem(field="target", message="; ".join(said[:SHOWN]) + _more(said) + ": the run would keep it in its "
+                                            "run store. Take it out, or leave the file out of the run with exclude")]
 
 
 def masked(content: Content, tasks: list[Task]) -> tuple[Content, list[Task]]:

@@ -215,6 +215,7 @@ def _materials(spec: RunSpec) -> build.Materials:
     """The spec's materials, checked against the world and for keys they would carry (`keys`)."""
     parts = build.materials(spec)
     found = keys.problems(spec.keys_in_target, parts.content, parts.tasks, name=Path(spec.target).name)
+    found += keys.asset_problems(parts.assets)
     if found:
         raise SpecError(found)
     return parts
