@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agentdescent.artifacts.strategies import (
     MAX_PROPOSAL_CHARS,
@@ -9,6 +11,7 @@ from agentdescent.artifacts.strategies import (
     KeyedRules,
     SingleSlot,
     Strategy,
+    files_of,
     rule_key,
 )
 from agentdescent.errors import UserError
@@ -275,6 +278,17 @@ def test_file_tree_keeps_a_path_that_names_no_file_it_has_for_governance_to_judg
     s = FileTree({"SKILL.md": "# S\n", "routing/billing.md": "# billing\n"})
     [edit] = s.edits_for(s.initial_state(), f'<file path="{written}">\nx\n</file>')
     assert edit.key == written.replace("//", "/") and edit.before is None
+
+
+@given(st.lists(st.sampled_from(["", ".", "..", ".claude", "skills", "x", "routing", "billing.md", "SKILL.md",
+                                 "plugin", ".agents"]), min_size=1, max_size=6))
+def test_file_tree_reads_a_path_as_written_or_as_a_file_it_has_never_past_a_parent_segment(segments):
+    known = {"SKILL.md", "routing/billing.md"}
+    path = "/".join(segments)
+    [key] = files_of(f'<file path="{path}">x</file>', known) or [path]
+    cleaned = "/".join(part for part in path.split("/") if part not in ("", "."))
+    assert key in (cleaned, path) or (key in known and cleaned.endswith("/" + key))
+    assert key.count("..") == path.count("..") or key in known and ".." not in cleaned
 
 
 def test_file_tree_without_blocks_is_invalid():
