@@ -211,3 +211,14 @@ def test_a_new_candidate_near_one_the_holder_met_comes_as_the_files_that_differ(
     assert near.base == met.candidate and near.files == {"routing/billing.md": "- invoice\n- refund\n"}
     assert near.deleted == ["notes.md"]
     assert "base" not in json.loads(met.model_dump_json())  # an empty field is left out of the page
+
+
+def test_a_workspace_s_files_that_are_not_text_or_large_are_named_for_the_host_to_read_there(run, tmp_path):
+    folder = tmp_path / "ws"
+    (folder / "assets").mkdir(parents=True)
+    (folder / "SKILL.md").write_text("# Skill\n", encoding="utf-8")
+    (folder / "assets" / "logo.png").write_bytes(bytes(range(256)))
+    (folder / "big.md").write_text("x" * (hostwork.FILE_BYTES + 1), encoding="utf-8")
+    post(run, {"prompt": "task 1", "cwd": folder})
+    [met] = hostwork.take(run, ME).work
+    assert met.files == {"SKILL.md": "# Skill\n"} and met.unsent == ["assets/logo.png", "big.md"]

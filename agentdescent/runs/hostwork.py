@@ -67,6 +67,7 @@ class CandidateWork(BaseModel):
     files: dict[str, str] | None = _unless_none()  # the workspace's files, the first time this holder meets the candidate
     base: str | None = _unless_none()  # `files` holds only the files that differ from this candidate's, met before
     deleted: list[str] | None = _unless_none()  # with `base`: its files this candidate does not have
+    unsent: list[str] | None = _unless_none()  # the workspace's files `files` leaves out (not text, or large): read there
     context: str | None = _unless_none()  # a text run: the artifact each task is done with, the first time this holder meets it
     template: str | None = _unless_none()  # each request's whole prompt is this with {task} replaced by the request's prompt
     requests: list[HostRequest]
@@ -239,30 +240,46 @@ def _opened(request: Request, seen: _Seen) -> tuple[CandidateWork, dict[str, str
     from a candidate it met); and the candidate's files whole, read this once (None: not read)."""
     key, kind, template = _group(request)
     context, workspace, known = request.body.get("context"), request.body.get("workspace"), key in seen
-    files = None if known or not isinstance(workspace, str) else _files(workspace)
+    files, unsent = (None, None) if known or not isinstance(workspace, str) else _files(workspace)
     base, changed, deleted = seen.against(files) if files else (None, files, None)
     group = CandidateWork(candidate=key, kind=kind, workspace=workspace, files=changed, base=base, deleted=deleted,
-                          context=None if known or context is None else str(context), template=template, requests=[])
+                          unsent=unsent or None, context=None if known or context is None else str(context),
+                          template=template, requests=[])
     return group, files
 
 
-def _files(workspace: object) -> dict[str, str]:
+def _files(workspace: object) -> tuple[dict[str, str], list[str]]:
     """The text files of a workspace, by path, without its hidden folders but the skill layouts'
-    (`.claude`, `.agents`, `.codex`): what a host would read there."""
+    (`.claude`, `.agents`, `.codex`): what a host would read there; and the paths of the others
+    (not text, or past `FILE_BYTES`), which the host reads there if a task needs them."""
     if not isinstance(workspace, str):
-        return {}
-    root, found = Path(workspace), {}
+        return {}, []
+    root, found, unsent = Path(workspace), {}, []
     try:
         for path in sorted(root.rglob("*")):
             relative = path.relative_to(root)
             hidden = [part for part in relative.parts[:-1] if part.startswith(".")]
             if not path.is_file() or path.is_symlink() or any(p not in SKILL_FOLDERS for p in hidden[:1]):
                 continue
-            if path.stat().st_size <= FILE_BYTES:
-                found[str(relative)] = path.read_text(encoding="utf-8", errors="replace")
+            data = path.read_bytes() if path.stat().st_size <= FILE_BYTES else None
+            text = _text_of(data) if data is not None else None
+            if text is None:
+                unsent.append(str(relative))
+            else:
+                found[str(relative)] = text
     except OSError:
-        return {}
-    return found
+        return {}, []
+    return found, unsent
+
+
+def _text_of(data: bytes) -> str | None:
+    """`data` as UTF-8 text, or None for bytes that are not (a NUL, an invalid sequence)."""
+    if b"\0" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def _merged(work: HostWork, more: HostWork) -> HostWork:
