@@ -1,5 +1,5 @@
-"""The run's own callables, built from its materials in the run's process only: the reward, the
-agents the spec names and the `run` and `propose` that `evolve` calls.
+"""The run's own callables, built from its materials in the run's process only: the agents the
+spec names, and the `run` and `propose` that `evolve` calls.
 
     run, propose = callables(spec, build.materials(spec), make_agent=..., workdir=...)
 
