@@ -53,10 +53,27 @@ def test_a_file_keeps_its_byte_order_mark():
     assert edit.after == f"{BOM}# Notes\r\n- one\r\n- two\r\n"  # a last line break added stays: lines stack after it
 
 
-def test_a_file_of_mixed_endings_is_written_as_proposed():
+def test_a_line_given_back_without_its_trailing_blanks_gets_them_back():
+    before = "# Steps\nFirst this.  \nThen that.\n\n  \n"  # a Markdown hard break, and a line of blanks
+    assert edged("# Steps\nFirst this.\nThen that.\nLast.\n\n\n", like=before) == \
+        "# Steps\nFirst this.  \nThen that.\nLast.\n\n  \n"
+    tree = FileTree({"steps.md": before})
+    ours, theirs = (tree.edits_for(tree.initial_state(), f'<file path="steps.md">\n# Steps\nFirst this.\nThen that.\n\n\n'
+                                                         f'{extra}\n</file>')[0].after for extra in ("A.", "B."))
+    assert stack_insertions(before, [ours, theirs]) is not None  # both only insert lines, as in the file
+
+
+@given(st.lists(st.sampled_from(["a", "a ", "a  ", "b", "", "  ", "c\t"]), max_size=8),
+       st.lists(st.sampled_from(["a", "a ", "b", "", "  ", "c"]), max_size=8))
+def test_giving_back_trailing_blanks_changes_no_line_s_words(new, old):
+    text, like = "".join(f"{line}\n" for line in new), "".join(f"{line}\n" for line in old)
+    assert [line.rstrip() for line in edged(text, like).splitlines()] == [line.rstrip() for line in new]
+
+
+def test_a_file_of_mixed_endings_keeps_each_kept_line_s_own_and_takes_new_lines_as_given():
     tree = FileTree({"a.md": "x\r\ny\n"})
     [edit] = tree.edits_for(tree.initial_state(), '<file path="a.md">\nx\ny\nz\n</file>')
-    assert edit.after == "x\ny\nz\n"
+    assert edit.after == "x\r\ny\nz\n"
 
 
 def test_text_targets_keep_their_endings_and_their_last_line_break():
