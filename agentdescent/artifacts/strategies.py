@@ -23,8 +23,8 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from agentdescent.artifacts.newlines import edged, final_break, matching
 from agentdescent.artifacts.state import State
+from agentdescent.artifacts.textform import edged, final_break, matching
 from agentdescent.errors import InvalidProposal, UserError
 from agentdescent.governance import clashes, is_frozen, unsafe_key_reason
 from agentdescent.governance.text import CONTROL_CODES, NUL_ONLY, text_refusal

@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from agentdescent.agents.base import accepts_keyword
-from agentdescent.artifacts.newlines import BOM
 from agentdescent.artifacts.state import state_hash
+from agentdescent.artifacts.textform import BOM
 from agentdescent.errors import AgentError, UserError
 from agentdescent.governance import unsafe_key_reason
 from agentdescent.types import Task

@@ -1,14 +1,15 @@
-"""A change keeps the line endings of the file it changes: a model answers a CRLF file with LF
-lines (or a line is appended with LF), and as it came the user's file would change on every line,
-mix both, and stop merging line by line with other changes of it."""
+"""A change keeps the form of the file it changes: a model answers a CRLF file with LF lines (or a
+line is appended with LF), leaves out a byte-order mark and the blanks lines ended with; as it came
+the user's file would change on every line, mix both, and stop merging line by line with other
+changes of it."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentdescent.artifacts.newlines import BOM, edged, final_break, line_ending, matching
 from agentdescent.artifacts.strategies import AppendRules, FileTree, SingleSlot
+from agentdescent.artifacts.textform import BOM, edged, final_break, line_ending, matching
 from agentdescent.runs import build
 from agentdescent.runs.spec import RunSpec
 from agentdescent.step.textmerge import stack_insertions
