@@ -30,6 +30,7 @@ from agentdescent.artifacts.strategies import (
     InvalidProposal,
     KeyedRules,
     SingleSlot,
+    files_of,
     parse_file_blocks,
     text_refusal,
 )
@@ -152,7 +153,7 @@ def test_file_tree_edits_for_raises_nothing_but_invalid_proposal(reply):
         edits = strategy.edits_for(TREE, reply)
     except InvalidProposal:
         return
-    assert [e.key for e in edits] == list(parse_file_blocks(reply.strip()))
+    assert [e.key for e in edits] == list(files_of(reply.strip(), TREE))  # each path as the file it names
     assert all(e.before == TREE.get(e.key) for e in edits)
 
 
