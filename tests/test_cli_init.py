@@ -119,11 +119,11 @@ def test_plan_of_a_host_spec_names_the_cheaper_agent_this_machine_has(tmp_path):
     a_skill_and_its_tasks(tmp_path)
     agentdescent("init", "my-skill", "tasks.jsonl", cwd=tmp_path)  # no CLI, no key: host, and no warning
     alone = agentdescent("plan", "my-skill.agentdescent.yaml", cwd=tmp_path)
-    assert alone.returncode == 0 and "costs this session's requests" not in alone.stdout, alone.stdout
+    assert alone.returncode == 0 and "costs this conversation's requests" not in alone.stdout, alone.stdout
     found = agentdescent("plan", "my-skill.agentdescent.yaml", cwd=tmp_path, path=f"{FAKE_CLIS}:/usr/bin:/bin")
     assert found.returncode == 0, found.stderr
     said = " ".join(found.stdout.split())
-    assert ("the host is to do the rollouts and reflections, which costs this session's requests and context, but "
+    assert ("the host is to do the rollouts and reflections, which costs this conversation's requests and context, but "
             "the claude CLI is on PATH: agent: claude_code and reflector: claude_code cost none of them") in said, said
 
 

@@ -141,7 +141,7 @@ def test_work_a_gone_session_held_goes_back_at_once_and_a_live_one_keeps_it(run)
     assert len([r for g in hostwork.take(run, Claim(holder="ended", pid=gone.pid)).work for r in g.requests]) == 2
     assert len([r for g in hostwork.take(run, ME).work for r in g.requests]) == 2  # its process is gone: void
     other = hostwork.take(run, Claim(holder="other", pid=os.getpid()))
-    assert other.work == [] and other.waiting == 2 and "held by another session" in other.message
+    assert other.work == [] and other.waiting == 2 and "held by another conversation" in other.message
     assert hostwork.release(run, ME) == 2
     assert len([r for g in hostwork.take(run, Claim(holder="other", pid=os.getpid())).work for r in g.requests]) == 2
 

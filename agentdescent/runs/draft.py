@@ -126,7 +126,7 @@ def cheaper_than_host(agent: str, reflector: str) -> list[str]:
     found, found_reflector, why = choose_agent()
     if not doing or found == "host":
         return []
-    return [f"the host is to do the {' and '.join(doing)}, which costs this session's requests and context, but "
+    return [f"the host is to do the {' and '.join(doing)}, which costs this conversation's requests and context, but "
             f"{why}: agent: {found} and reflector: {found_reflector} cost none of them and run each rollout blind "
             "to the tasks' answers"]
 

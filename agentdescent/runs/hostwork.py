@@ -1,7 +1,7 @@
 """The host's side of a host-driven run: taking requests, grouped and paged; answering them in a batch.
 
 A run whose agent or reflector is `host` posts each rollout and reflection to its mailbox
-(`runs.host`). A host session (one MCP server, one `holder`) takes them with `take`, answers with
+(`runs.host`). A host conversation (one MCP server, one `holder`) takes them with `take`, answers with
 `submit`, and gives back what it holds with `release`. What it takes is cut to the host's limits:
 
 - **grouped by candidate**: the requests that roll out the same candidate artifact come together,
@@ -15,7 +15,7 @@ A run whose agent or reflector is `host` posts each rollout and reflection to it
 - **paged**: one answer stays under `PAGE_BYTES` of JSON, so a host that cuts long tool results
   never loses a request id in the middle of one; a longer prompt is cut, and `read` pages on;
 - **leased**: a claim holds `LEASE_SECONDS`, renewed by each call of its holder, and is void at
-  once when the holder's process is gone (a session that ended), so work a dead session took
+  once when the holder's process is gone (a conversation that ended), so work a dead one took
   goes back to the queue without waiting.
 
 Left out: the mailbox's files (`mailbox`), the asking side (`host`) and the tools (the MCP server).
@@ -77,7 +77,7 @@ class HostWork(BaseModel):
     run_id: str
     work: list[CandidateWork]
     running: bool
-    waiting: int = 0  # requests still open after these (taken by another session, or past this page)
+    waiting: int = 0  # requests still open after these (taken by another conversation, or past this page)
     message: str
 
 
@@ -365,5 +365,5 @@ def _said(work: list[CandidateWork], waiting: int, running: bool, state: str) ->
     if not running:
         return f"the run is not running ({state}); there is nothing to do"
     if waiting:
-        return f"{waiting} request(s) open, held by another session until it answers or its lease ends"
+        return f"{waiting} request(s) open, held by another conversation until it answers or its lease ends"
     return "nothing to do yet: the run is measuring or deciding; ask again with wait"

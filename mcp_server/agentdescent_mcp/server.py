@@ -60,7 +60,7 @@ Kind = Annotated[Literal["rollout", "proposal"] | None, Field(description="rollo
 Wait = Annotated[float, Field(ge=0, le=45, description="seconds to wait for requests when none is open yet")]
 Answers = Annotated[list[Answer], Field(min_length=1, max_length=64,
                                         description="one {request_id, answer} for each request answered")]
-HOLDER = Claim(holder=secrets.token_hex(6), pid=os.getpid())  # this server is one host session's: its claims
+HOLDER = Claim(holder=secrets.token_hex(6), pid=os.getpid())  # this server is one host conversation's: its claims
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True)
 HOST_WORK = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
@@ -248,7 +248,7 @@ def host_next(run_id: RunId, kind: Kind = None, wait: Wait = 20) -> HostWork:
     prompt asks for an improvement in a stated format. Answer them all in one host_submit. A
     prompt with `continues` goes on: host_read gives the rest. `running` false: the run has ended,
     stop. What you take is held for you while you keep calling; unanswered, it goes back after a
-    minute without a call, at once if this session ends, or now with host_release."""
+    minute without a call, at once if this conversation ends, or now with host_release."""
     kinds = (ROLLOUT, PROPOSAL) if kind is None else (kind,)
     with service() as s:
         return s.host_next(run_id, HOLDER, kinds, wait=wait)
@@ -268,14 +268,14 @@ def host_submit(run_id: RunId, answers: Answers) -> Submitted:
 def host_read(run_id: RunId, request_id: str, offset: int = 0) -> Page:
     """The rest of a request's prompt that host_next cut short (its `continues` is true), from
     `offset` characters on: call it again from the end of the page until `continues` is false.
-    Only the session working on that request needs it."""
+    Only the conversation working on that request needs it."""
     with service() as s:
         return s.host_read(run_id, request_id, offset)
 
 
 @server.tool(annotations=HOST_WORK)
 def host_release(run_id: RunId) -> Released:
-    """Give back every request this session took and did not answer, so that another session (or a
+    """Give back every request this conversation took and did not answer, so that another one (or a
     fresh helper) can take them now; call it before you stop doing a run's work."""
     with service() as s:
         return Released(run_id=run_id, released=s.host_release(run_id, HOLDER))
