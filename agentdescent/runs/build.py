@@ -130,14 +130,15 @@ def materials(spec: RunSpec) -> Materials:
     """Read the target and the tasks, try the scorer on the first task, and build the strategy;
     raises `SpecError` with every problem found. Runs none of the user's code here (refs are
     checked, and a `python:` scorer tried, in a child process)."""
-    found, tasks = _world(spec)
+    assets: dict[str, bytes] = {}
+    found, tasks, content = _world(spec, assets)
     if found:
         raise SpecError(found)
     found = scorer_problems(spec, tasks[0])
     if found:
         raise SpecError(found)
-    assets: dict[str, bytes] = {}
-    return dataclasses.replace(assemble(spec, tasks, read_target(spec, assets)), assets=assets)
+    assert content is not None  # read, or a problem above says why not
+    return dataclasses.replace(assemble(spec, tasks, content), assets=assets)
 
 
 def scorer_problems(spec: RunSpec, task: Task) -> list[Problem]:
@@ -166,12 +167,14 @@ def problems(spec: RunSpec) -> list[Problem]:
     """Every way the spec does not fit the world: a missing target, unloadable or too few tasks,
     a frozen glob that matches no file, an agent that is not installed, a ref that does not import
     (in a child process), a target where no run may be (`containment`)."""
-    return _world(spec)[0]
+    return _world(spec, {})[0]
 
 
-def _world(spec: RunSpec) -> tuple[list[Problem], list[Task]]:
-    """`problems(spec)`, and the tasks as it loaded them (none when they would not load)."""
+def _world(spec: RunSpec, assets: dict[str, bytes]) -> tuple[list[Problem], list[Task], str | dict[str, str] | None]:
+    """`problems(spec)`, and the tasks and the target as it read them, each read once (none when
+    they would not load); a folder's files that are not text go in `assets`."""
     found: list[Problem] = []
+    content = None
     target = Path(spec.target)
     kind = target_kind(spec)
     refused = containment.refusal(target) if os.path.lexists(target) else None
@@ -184,7 +187,8 @@ def _world(spec: RunSpec) -> tuple[list[Problem], list[Task]]:
     elif kind != "text" and not target.is_dir():
         found.append(Problem(field="target", message=f"{target} is a file; a {kind} target is a folder"))
     else:
-        found += _target_problems(spec, kind)
+        target_problems, content = _target_problems(spec, assets)
+        found += target_problems
     task_problems, tasks = _task_problems(spec)
     found += task_problems
     for field, agent in (("agent", spec.agent), ("reflector", spec.reflector)):
@@ -194,21 +198,20 @@ def _world(spec: RunSpec) -> tuple[list[Problem], list[Task]]:
         found.append(Problem(field="agent", message=f"a plugin's rollouts load the candidate into Claude Code "
                                                     f"(claude --plugin-dir): use agent: claude_code, host or python:, "
                                                     f"not {spec.agent.kind}"))
-    return found + _ref_problems(spec), tasks
+    return found + _ref_problems(spec), tasks, content
 
 
-def _target_problems(spec: RunSpec, kind: str) -> list[Problem]:
+def _target_problems(spec: RunSpec, assets: dict[str, bytes]) -> tuple[list[Problem], str | dict[str, str] | None]:
+    """What is wrong with the target, and its content as read (None when it would not read)."""
     try:
-        tree = read_folder(spec, {}) if kind != "text" else None
-        if kind == "text":
-            read_target(spec)
+        content = read_target(spec, assets)
     except UserError as exc:
-        return [Problem(field="target", message=str(exc))]
-    if tree is None:
-        return [Problem(field="frozen", message="frozen globs are for folder targets")] if spec.frozen else []
+        return [Problem(field="target", message=str(exc))], None
+    if isinstance(content, str):
+        return ([Problem(field="frozen", message="frozen globs are for folder targets")] if spec.frozen else []), content
     return [Problem(field=f"frozen[{i}]", message=f"{glob!r} matches no file of {spec.target}; "
-                                                   f"its files are {', '.join(sorted(tree)[:8])}")
-            for i, glob in enumerate(spec.frozen) if not any(matching(path, [glob]) for path in tree)]
+                                                   f"its files are {', '.join(sorted(content)[:8])}")
+            for i, glob in enumerate(spec.frozen) if not any(matching(path, [glob]) for path in content)], content
 
 
 def _task_problems(spec: RunSpec) -> tuple[list[Problem], list[Task]]:
