@@ -34,7 +34,7 @@ from agentdescent.step.changes import Component
 from agentdescent.step.gate import gated_test, oracle_gate
 from agentdescent.step.policies import Verdict
 from agentdescent.step.stats import mean_reward
-from agentdescent.step.textmerge import stack_insertions
+from agentdescent.step.textmerge import stacked_onto
 from agentdescent.step.trial import Judge, Trial, unique
 from agentdescent.types import Task
 
@@ -389,6 +389,5 @@ def _fuse(head_state: State, components: Sequence[Component]) -> State:
     merged: dict[str, str | None] = {}
     for comp in components:
         for key, text in comp.after.items():
-            earlier = merged.get(key)
-            merged[key] = text if earlier is None or text is None else stack_insertions(head_state[key], [earlier, text])
+            merged[key] = stacked_onto(head_state.get(key, ""), merged.get(key), text)
     return apply(head_state, merged)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from agentdescent.step.changes import Change, Component
 from agentdescent.step.folders import Folders
 from agentdescent.step.policies import StepPolicies
-from agentdescent.step.textmerge import stack_insertions
+from agentdescent.step.textmerge import stack_insertions, stacked_onto
 from agentdescent.types import OutcomeKind
 
 
@@ -117,11 +117,9 @@ def _components(
     for key, stacked in stacks.items():
         for c in stacked:  # one that also shares another key with the owners is fused with them here
             comp = components[find(c.diff.id)]
-            earlier, text = comp.after.get(key), c.after[key]
-            if earlier is not None and text is not None:
-                text = stack_insertions(head_state[key], [earlier, text])
+            if comp.after.get(key) is not None and c.after[key] is not None:
                 comp.fused_keys.add(key)
-            comp.after[key] = text
+            comp.after[key] = stacked_onto(head_state[key], comp.after.get(key), c.after[key])
     return list(components.values())
 
 

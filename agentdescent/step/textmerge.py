@@ -21,7 +21,7 @@ import git
 
 from agentdescent.errors import LedgerError
 
-__all__ = ["merge_text", "stack_insertions"]
+__all__ = ["merge_text", "stack_insertions", "stacked_onto"]
 
 _MAX_CONFLICTS = 127  # git merge-file exits with the conflict count, capped at 127; errors are negative
 
@@ -80,6 +80,14 @@ def stack_insertions(base: str, sides: Sequence[str]) -> str | None:
         out += [line for block in blocks.get(at, []) for line in block]
         out += lines[at:at + 1]
     return "".join(out)
+
+
+def stacked_onto(base: str, earlier: str | None, text: str | None) -> str | None:
+    """A key's text once `text` joins `earlier` there, both made from `base` by inserting lines:
+    both insertions; `text` itself where there is no earlier text, or either deletes the key."""
+    if earlier is None or text is None:
+        return text
+    return stack_insertions(base, [earlier, text])
 
 
 def _inserted(base: list[str], side: list[str]) -> dict[int, list[str]] | None:
