@@ -10,7 +10,6 @@ keeps its files (the store).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib
 import json
@@ -20,7 +19,7 @@ import shutil
 import sys
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +57,7 @@ class Materials:
     tree: dict[str, str] | None  # folder targets: the folder as read
     layout: str | None
     name: str | None
-    assets: Mapping[str, bytes] = dataclasses.field(default_factory=dict)  # a folder's files that are not text, carried as they are
+    assets: Mapping[str, bytes] = field(default_factory=dict)  # a folder's files that are not text, carried as they are
 
 
 def target_kind(spec: RunSpec) -> str:
@@ -138,7 +137,7 @@ def materials(spec: RunSpec) -> Materials:
     if found:
         raise SpecError(found)
     assert content is not None  # read, or a problem above says why not
-    return dataclasses.replace(assemble(spec, tasks, content), assets=assets)
+    return assemble(spec, tasks, content, assets)
 
 
 def scorer_problems(spec: RunSpec, task: Task) -> list[Problem]:
@@ -191,9 +190,9 @@ def _world(spec: RunSpec, assets: dict[str, bytes]) -> tuple[list[Problem], list
         found += target_problems
     task_problems, tasks = _task_problems(spec)
     found += task_problems
-    for field, agent in (("agent", spec.agent), ("reflector", spec.reflector)):
+    for which, agent in (("agent", spec.agent), ("reflector", spec.reflector)):
         if agent is not None:
-            found += [Problem(field=field, message=m) for m in _agent_problems(agent)]
+            found += [Problem(field=which, message=m) for m in _agent_problems(agent)]
     if kind == "plugin" and spec.agent.kind not in PLUGIN_AGENTS:
         found.append(Problem(field="agent", message=f"a plugin's rollouts load the candidate into Claude Code "
                                                     f"(claude --plugin-dir): use agent: claude_code, host or python:, "
@@ -312,9 +311,11 @@ def _globs(paths: list[str]) -> list[str]:
     return shared + [literal(p) for p in paths if "/" not in p or folders[p.split("/")[0]] < 2]
 
 
-def assemble(spec: RunSpec, tasks: list[Task], content: str | dict[str, str]) -> Materials:
-    """The materials of a run from its spec, its tasks and its target's content, all as stored
-    when the run was made (so a resumed run is the same run, whatever the disk holds now)."""
+def assemble(spec: RunSpec, tasks: list[Task], content: str | dict[str, str],
+             assets: Mapping[str, bytes] | None = None) -> Materials:
+    """The materials of a run from its spec, its tasks and its target's content (and a folder's
+    files that are not text), all as stored when the run was made (so a resumed run is the same
+    run, whatever the disk holds now)."""
     kind = target_kind(spec)
     if isinstance(content, str):
         strategy: Strategy = SingleSlot(content) if spec.strategy == "single" else AppendRules.under(content)
@@ -325,7 +326,7 @@ def assemble(spec: RunSpec, tasks: list[Task], content: str | dict[str, str]) ->
     blast = BLAST_RADIUS[radius] if isinstance(radius, str) else radius if radius is not None else RADIUS_OF_KIND[kind]
     return Materials(kind=kind, content=content, tasks=tasks, strategy=strategy, blast_radius=blast,
                      tree=dict(content), layout=spec.layout or LAYOUT_OF_KIND[kind],
-                     name=spec.name or skill_name(content.get("SKILL.md"), Path(spec.target).name))
+                     name=spec.name or skill_name(content.get("SKILL.md"), Path(spec.target).name), assets=assets or {})
 
 
 def reward(spec: RunSpec) -> Callable[[Task, str], float]:

@@ -13,7 +13,6 @@ the status says `cancelled`. Left out: starting this process (`detach`) and read
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import os
@@ -111,7 +110,7 @@ def _enter_origin(run: RunDir) -> None:
 def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveResult:
     spec, tasks = run.spec(), run.tasks()
     content = json.loads(run.file("target.json").read_text(encoding="utf-8"))
-    parts = dataclasses.replace(build.assemble(spec, tasks, content), assets=run.assets())
+    parts = build.assemble(spec, tasks, content, run.assets())
     reward = build.reward(spec)  # the user's code: imported here only
     mailbox = Mailbox(run.file("mailbox"))
     mailbox.clear()  # requests of an earlier process of this run: nobody waits for them now
