@@ -38,14 +38,13 @@ from agentdescent.dataloader.tasks import Columns, guess_columns
 from agentdescent.engine.evolve import held_out_count
 from agentdescent.errors import UserError
 from agentdescent.reading import read_text
-from agentdescent.runs.build import rows_of_file
+from agentdescent.runs.build import TEXT_TARGET_BYTES, rows_of_file
 from agentdescent.runs.quote import MINIBATCH, low_end
 
 SUFFIX = ".agentdescent.yaml"
 MODELS = {"claude": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}  # a provider's model to start from, when it has no default
 LEAST_BUDGET = 400  # max_calls a drafted spec gives at least
 SHOWN_COLUMNS = 12
-SKILL_FILE_LIMIT = 1_000_000  # bytes of SKILL.md read for its name; a larger one keeps the folder's name
 
 
 class Draft(BaseModel):
@@ -155,7 +154,7 @@ def quoted(value: str) -> str:
 def _skill_name(folder: Path) -> str:
     """The skill's name in its SKILL.md (`artifacts.workspace.skill_name`), the folder's where none is readable."""
     try:
-        text = read_text(folder / "SKILL.md", what="skill file", limit=SKILL_FILE_LIMIT)
+        text = read_text(folder / "SKILL.md", what="skill file", limit=TEXT_TARGET_BYTES)  # a run reads it so too
     except UserError:
         return folder.name
     return skill_name(text, folder.name)
