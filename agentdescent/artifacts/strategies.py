@@ -25,6 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from agentdescent.artifacts.state import State
 from agentdescent.artifacts.textform import edged, final_break, matching
+from agentdescent.artifacts.workspace import LAYOUTS
 from agentdescent.errors import InvalidProposal, UserError
 from agentdescent.governance import clashes, is_frozen, unsafe_key_reason
 from agentdescent.governance.text import CONTROL_CODES, NUL_ONLY, text_refusal
@@ -65,8 +66,9 @@ class Strategy(Protocol):
     def edits_for(self, state: Mapping[str, str], proposal: str) -> list[Edit]: ...
 
 
-# Where the workspace layouts put a folder (`workspace.LAYOUTS`): a path under one names the folder's own file.
-_LAYOUT_PREFIX = re.compile(r"\.claude/skills/[^/]+|\.agents/skills/[^/]+|\.claude/agents|plugin")
+# Where the workspace layouts put a folder: a path under one names the folder's own file.
+_LAYOUT_PREFIX = re.compile("|".join(re.escape(folder).replace(re.escape("{name}"), "[^/]+")
+                                     for folder in LAYOUTS.values() if folder))
 MAX_PROPOSAL_CHARS = 20_000  # a rule, a line or a category's entry: 20x the longest rule a reflector keeps
 MAX_TREE_PROPOSAL_CHARS = 2_000_000  # whole files, a few of them: 10x what governance lets one file hold
 def _clean(proposal: str, *, cap: int = MAX_PROPOSAL_CHARS, controls: re.Pattern[str] = CONTROL_CODES) -> str:
@@ -241,14 +243,23 @@ def files_of(proposal: str, known: Iterable[str]) -> dict[str, str | None]:
     a host reads the folder at (".claude/skills/my-skill/SKILL.md"); where the rest names a file
     the folder has, that file is meant. A path that is still not a key is refused later, by name."""
     known = set(known)
-    files: dict[str, str | None] = {}
-    for path, text in parse_file_blocks(proposal).items():
-        parts = [part for part in path.split("/") if part not in ("", ".")] if not path.startswith("/") else [path]
-        key = "/".join(parts)
-        key = next((rest for n in range(1, len(parts)) if (rest := "/".join(parts[n:])) in known
-                    and _LAYOUT_PREFIX.fullmatch("/".join(parts[:n]))), key) if key not in known else key
-        files[key] = text
-    return files
+    return {_as_key(path, known): text for path, text in parse_file_blocks(proposal).items()}
+
+
+def _as_key(path: str, known: set[str]) -> str:
+    """`path` without "." and empty segments, or the known key it names under a layout's folder;
+    an absolute path as it is (governance refuses it)."""
+    if path.startswith("/"):
+        return path
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    key = "/".join(parts)
+    if key in known:
+        return key
+    for n in range(1, len(parts)):
+        rest = "/".join(parts[n:])
+        if rest in known and _LAYOUT_PREFIX.fullmatch("/".join(parts[:n])):
+            return rest
+    return key
 
 
 def _quoted(text: str, start: int) -> tuple[str, int]:
@@ -339,9 +350,15 @@ class FileTree:
         files = files_of(_clean(proposal, cap=MAX_TREE_PROPOSAL_CHARS, controls=NUL_ONLY), state)
         if not files:
             raise InvalidProposal('no <file path="...">...</file> or <delete path="..."/> block found')
-        folder = "".join(state.values())  # a new file takes the line endings the folder's files share
-        return [Edit(key=p, before=state.get(p), after=None if t is None else edged(t, state[p]) if state.get(p)
-                     else matching(t, folder)) for p, t in files.items()]
+        return [Edit(key=p, before=state.get(p), after=self._written(t, state, state.get(p))) for p, t in files.items()]
+
+    @staticmethod
+    def _written(text: str | None, state: Mapping[str, str], before: str | None) -> str | None:
+        """The text a file is written with: as the file it replaces was (`textform.edged`), a new
+        file with the line endings the folder's files share."""
+        if text is None:
+            return None
+        return edged(text, before) if before else matching(text, "".join(state.values()))
 
 
 STRATEGIES: dict[str, type] = {cls.kind: cls for cls in (SingleSlot, AppendRules, KeyedRules, FileTree)}
