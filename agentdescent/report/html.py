@@ -163,10 +163,10 @@ def _rules_change(data: ReportData) -> str:
         f"The rules at version {_version(data.initial_version)} (where the run started) against version "
         f"{_version(data.final_version)} (its result): lines starting with + are rules the run added, with - rules it "
         "removed; the rules it kept are left out.")
-    lines = [f"-{data.before[c.key]}" if c.change == "removed" else f"+{data.after[c.key]}" for c in data.changes()
-             if c.change != "modified"]
-    lines += [line for c in data.changes() if c.change == "modified"
-              for line in (f"-{data.before[c.key]}", f"+{data.after[c.key]}")]
+    lines = []
+    for c in data.changes():  # a rule's key is its text's hash: one is added or removed, never modified
+        lines += [f"-{data.before[c.key]}"] if c.change != "added" else []
+        lines += [f"+{data.after[c.key]}"] if c.change != "removed" else []
     return head + (f"<pre>{_diff_lines(lines)}</pre>" if lines else
                    _caption("No change: the result is the artifact as it started."))
 
