@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import json
 import socket
+import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -206,7 +207,8 @@ def closed_port_url() -> str:
 
 # Fake model servers. `reply_fn(prompt_text)` returns the reply text, or a `Response` to send as
 # is (an error, a malformed body, a delay). Token counts are words, so they differ from the
-# client's own estimate (characters / 4) and a test can tell which one was recorded.
+# client's own estimate (characters / 4) and a test can tell which one was recorded; a reply of
+# more words than the request's `max_tokens` is cut there, as a real server stops at its limit.
 
 ReplyFn = Callable[[str], "str | Response"]
 _ids = itertools.count(1)
@@ -225,10 +227,11 @@ def openai_chat(reply_fn: ReplyFn, *, model: str | None = None) -> Handler:
         reply = reply_fn(prompt)
         if isinstance(reply, Response):
             return reply
+        reply, cut = _limited(reply, body.get("max_tokens"))
         prompt_tokens = sum(_words(m.get("content")) for m in body["messages"])
         completion = {"id": f"chatcmpl-{next(_ids)}", "object": "chat.completion", "model": model or body["model"],
                       "choices": [{"index": 0, "message": {"role": "assistant", "content": reply},
-                                   "finish_reason": "stop"}],
+                                   "finish_reason": "length" if cut else "stop"}],
                       "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": _words(reply),
                                 "total_tokens": prompt_tokens + _words(reply)}}
         return Response(body=completion)
@@ -249,9 +252,11 @@ def anthropic_messages(reply_fn: ReplyFn) -> Handler:
         reply = reply_fn(prompt)
         if isinstance(reply, Response):
             return reply
+        reply, cut = _limited(reply, body["max_tokens"])
         input_tokens = _words(prompt) + _words(body.get("system"))
         message = {"id": f"msg_{next(_ids)}", "type": "message", "role": "assistant",
-                   "content": [{"type": "text", "text": reply}], "model": body["model"], "stop_reason": "end_turn",
+                   "content": [{"type": "text", "text": reply}], "model": body["model"],
+                   "stop_reason": "max_tokens" if cut else "end_turn",
                    "usage": {"input_tokens": input_tokens, "output_tokens": _words(reply)}}
         return Response(body=message)
 
@@ -264,6 +269,15 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
             content = message.get("content")
             return content if isinstance(content, str) else " ".join(p.get("text", "") for p in content)
     return ""
+
+
+def _limited(reply: str, max_tokens: Any) -> tuple[str, bool]:
+    """`reply` as a server with this output limit sends it (its first `max_tokens` words), and
+    whether it was cut."""
+    if not isinstance(max_tokens, int) or _words(reply) <= max_tokens:
+        return reply, False
+    end = [m.end() for m in re.finditer(r"\S+", reply)][max_tokens - 1] if max_tokens > 0 else 0
+    return reply[:end], True
 
 
 def _words(text: Any) -> int:

@@ -226,6 +226,26 @@ def test_an_empty_claude_reply_fails(keyed):
         claude("claude-test", base_url=server.url, **FAST)("hi")
 
 
+def test_a_reply_cut_at_the_output_limit_fails_once_naming_the_option(keyed):
+    """A reply the server stopped at max_tokens is not the answer: a file or rule cut mid-way,
+    taken whole, would lose its end. It fails without a retry (the same prompt is cut again)."""
+    long = "one two three four five six"
+    with LoopbackServer(anthropic_messages(lambda prompt: long)) as server:
+        model = claude("claude-test", base_url=server.url, max_tokens=4, **FAST)
+        with pytest.raises(AgentError, match=r"stop_reason 'max_tokens' \(max_tokens=4\).*raise it with max_tokens=8"):
+            model("hi")
+        assert len(server.requests) == 1 and (model.usage.calls, model.usage.failures) == (1, 1)
+        assert claude("claude-test", base_url=server.url, max_tokens=6, **FAST)("hi") == long
+    with LoopbackServer(openai_chat(lambda prompt: long)) as server:
+        with pytest.raises(AgentError, match=r"finish_reason 'length' \(max_tokens=4\).*not the whole answer"):
+            gpt(server, max_tokens=4)("hi")
+        assert len(server.requests) == 1
+        cut = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "one two"}, "finish_reason": "length"}]}
+    with LoopbackServer(openai_chat(lambda prompt: Response(body=cut))) as server, \
+            pytest.raises(AgentError, match="the server's default limit.*raise it with max_tokens=8192"):
+        gpt(server)("hi")
+
+
 def test_401_is_not_retried_and_names_the_key_variable(keyed):
     denied = Response(status=401, body={"error": {"message": f"Incorrect API key provided: {KEY}"}})
     with LoopbackServer(openai_chat(lambda prompt: denied)) as server:

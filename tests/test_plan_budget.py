@@ -5,6 +5,7 @@ that can and the other ways out, and plan warns about a budget that affords only
 from __future__ import annotations
 
 import json
+import shutil
 import os
 import subprocess
 import sys
@@ -128,3 +129,24 @@ def test_the_cli_refuses_the_support_router_example_at_50_calls(tmp_path):
     assert done.returncode == 2 and done.stdout == "", done
     assert "budget.max_calls: max_calls=50 is below the smallest run, 70 calls" in done.stderr
     assert "Give max_calls of at least 70" in done.stderr
+
+
+def test_a_file_larger_than_a_reflector_s_reply_is_a_warning_naming_the_option(service, tmp_path):
+    """A reflection gives a changed file back whole; `claude` replies hold 4,096 tokens unless told
+    otherwise, so a routing file of about 6,000 would come back cut. A frozen file is never given back."""
+    target = tmp_path / "support-router"
+    shutil.copytree(ROOT / "examples/skills/support-router", target)
+    (target / "routing/big.md").write_text("- word\n" * 3500, encoding="utf-8")  # 24,500 characters
+    spec = {"target": str(target), "tasks": {"file": str(ROOT / "examples/specs/support-router-tasks.jsonl"),
+                                             "prompt": "request", "gold": "team"},
+            "scorer": "exact", "agent": "python:agentdescent.testing:route_by_skill", "reflector": "claude:claude-test"}
+    warned = [w for w in service.plan(spec).warnings if "routing/big.md" in w]
+    assert warned == ["routing/big.md is about 6,125 tokens, more than the 4,096 a reply of the reflector "
+                      "(claude:claude-test) may hold: a reflection that changes it gives it back whole, and that reply "
+                      "would be cut off and refused; set the reflector's options: {max_tokens: 13000}, or leave the "
+                      "file out (exclude: [...])"]
+    roomy = {**spec, "reflector": {"kind": "claude", "model": "claude-test", "options": {"max_tokens": 13000}}}
+    assert not any("routing/big.md" in w for w in service.plan(roomy).warnings)
+    assert not any("routing/big.md" in w for w in service.plan({**spec, "frozen": ["routing/big.md"]}).warnings)
+    offline = {**spec, "reflector": "python:agentdescent.testing:SkillReflector"}  # a limit we cannot know
+    assert not any("routing/big.md" in w for w in service.plan(offline).warnings)

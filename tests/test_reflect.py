@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 
 from agentdescent import FileTree, Policies, SingleSlot, Task, evolve
-from agentdescent.agents import scripted
+from agentdescent.agents import claude, scripted
 from agentdescent.artifacts.strategies import InvalidProposal
 from agentdescent.reflect import llm_fusion, parse_rule, reflector, tree_reflector, unwrap
 from agentdescent.types import Rollout
 from tests.doubles import echo, numbered_tasks
+from tests.loopback import LoopbackServer, anthropic_messages
 
 TASK = Task(id="t1", prompt="What is 6 x 7?", gold="42")
 
@@ -218,3 +219,25 @@ def test_llm_fusion_in_the_aggregator_turns_a_conflict_into_a_fused_commit():
     assert result.outcomes() == {"fused": 2}
     assert fuser.usage.calls >= 1 and result.usage.model.calls == fuser.usage.calls  # the step's own calls count
     assert "Be brief." in result.rendered and "Be exact." in result.rendered
+
+
+@pytest.mark.usefixtures("no_provider_env")
+def test_a_rule_cut_at_the_reflector_s_output_limit_is_not_proposed(monkeypatch):
+    """The server stops the reply at max_tokens: "<rule>Say ok, ..." read as a rule would be a
+    cut one (here one that even passes). It is an `error` outcome saying what to raise instead."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-cut")
+    reply = "<rule>Say ok, and only ok, whatever the question asks.</rule>"
+    tasks = numbered_tasks(12, gold="ok")
+
+    def run(max_tokens):
+        return evolve(tasks, lambda t, o: float(o == "ok"), run=lambda r, t: "ok" if "Say ok" in r else "no",
+                      propose=reflector(claude("claude-test", base_url=server.url, max_tokens=max_tokens)),
+                      rounds=1, n_workers=2, strategy=SingleSlot(""))
+
+    with LoopbackServer(anthropic_messages(lambda prompt: reply)) as server:
+        cut, whole = run(3), run(64)
+    assert cut.final_reward == 0.0 and cut.state == {"prompt": ""}
+    reasons = [o.reason for o in cut.outcome_list]
+    assert reasons and all("stop_reason 'max_tokens' (max_tokens=3)" in r and "raise it with max_tokens=6" in r
+                           for r in reasons)
+    assert whole.final_reward == 1.0 and "Say ok, and only ok" in whole.state["prompt"]

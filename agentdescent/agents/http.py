@@ -11,6 +11,9 @@ the answer into text. Around that one request it does what every provider needs:
   (`deadline`), so a server trickling its headers or body fails at the deadline too;
 - **a reply cap**: the body is read as a stream and cut off past `reply_byte_cap(max_reply_chars)`
   bytes, and a longer completion than `max_reply_chars` characters fails, neither retried;
+- **whole answers**: a completion the server stopped at its output limit (`max_tokens`) fails,
+  not retried, naming the option to raise: a file or rule cut off mid-way is not the model's
+  answer, and taken as one it would lose what was cut;
 - **retries** on 429, 500, 502, 503, 504 and 529, transport errors and connect timeouts, after
   jittered backoff or the server's `Retry-After` (at most 60 s), only while the deadline leaves
   time for them; a body that is not JSON or holds no completion is retried once (a proxy's
@@ -94,6 +97,7 @@ class Reply:
     text: str
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cut: str | None = None  # why the server stopped it at its output limit, with the option to raise
 
 
 class _Retry(Exception):
@@ -292,6 +296,9 @@ class HTTPModel:
         except BadReply as exc:
             detail = _snippet(str(exc))
         else:
+            if reply.cut is not None:
+                raise AgentError(self._failure(call, f"the reply stopped at the output limit, {reply.cut}: it is not "
+                                                     "the whole answer, so it is not used, and not retried"))
             if len(reply.text) > self.max_reply_chars:
                 raise AgentError(self._failure(call, (
                     f"the completion has {len(reply.text):,} characters, over max_reply_chars="

@@ -14,7 +14,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentdescent.agents.http import DEFAULT_MAX_REPLY_CHARS, DEFAULT_TIMEOUT, BadReply, HTTPModel, Reply, base_url_from, join_url
+from agentdescent.agents.http import (
+    DEFAULT_MAX_REPLY_CHARS,
+    DEFAULT_TIMEOUT,
+    BadReply,
+    HTTPModel,
+    Reply,
+    base_url_from,
+    join_url,
+    raise_hint,
+)
 from agentdescent.agents.redact import redact
 
 __all__ = ["OpenAICompatible", "deepseek", "openai_compatible"]
@@ -64,7 +73,12 @@ class OpenAICompatible(HTTPModel):
             raise BadReply(f"empty completion (finish_reason={choice.get('finish_reason')!r}; "
                            "if it is 'length', raise max_tokens)")
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-        return Reply(text=text, input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens"))
+        cut = None
+        if choice.get("finish_reason") == "length":
+            limit = f"max_tokens={self.max_tokens}" if self.max_tokens else "the server's default limit"
+            cut = f"finish_reason 'length' ({limit}); {raise_hint('max_tokens', str(2 * (self.max_tokens or 4096)))}"
+        return Reply(text=text, input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens"),
+                     cut=cut)
 
 
 def _content_text(content: Any) -> str:

@@ -19,6 +19,7 @@ host and your own Python agents (run spec kinds `host` and `python`, which are n
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -56,6 +57,11 @@ class Provider:
         """The function `make` names, imported now."""
         module, _, function = self.make.partition(":")
         return getattr(importlib.import_module(module), function)
+
+    def option_default(self, name: str) -> Any:
+        """The factory's default for its keyword `name` (None when it has no such keyword)."""
+        parameter = inspect.signature(self.factory()).parameters.get(name)
+        return None if parameter is None or parameter.default is inspect.Parameter.empty else parameter.default
 
     def client(self, model: str | None = None, **options: Any) -> Callable[..., str]:
         """A client of this provider for `model` (else `default_model`), built with `options`

@@ -18,8 +18,11 @@ tokens of a CLI agent's session, which its own tool use decides (the per-token p
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from pydantic import BaseModel
+
+from agentdescent.agents.base import estimate_tokens
 
 MINIBATCH, SCOUTED, REFLECTIONS, SAMPLE, WAVE, SHARE = 4, 4, 2, 32, 16, 0.2
 TOKENS_OUT = 300  # a typical reply
@@ -82,6 +85,22 @@ def size_warnings(*, train: int, held_out: int, workers: int, artifact_chars: in
                      f"{MINIBATCH}, so workers past {useful} are dealt the same tasks and reflect on the same "
                      f"failures; n_workers: {useful}, or more tasks")
     return found
+
+
+def whole_file_warnings(files: Mapping[str, str], *, reply_limit: int | None, reflector: str) -> list[str]:
+    """A reflection that changes a folder's file gives it back whole: where the largest of the
+    `files` it may change does not fit in `reply_limit` tokens, every such reply is cut at that
+    limit (and refused)."""
+    if reply_limit is None or not files:
+        return []
+    path, text = max(files.items(), key=lambda item: len(item[1]))
+    tokens = estimate_tokens(text)
+    if tokens <= reply_limit:
+        return []
+    enough = math.ceil(2 * tokens / 1000) * 1000
+    return [f"{path} is about {tokens:,} tokens, more than the {reply_limit:,} a reply of the reflector ({reflector}) "
+            f"may hold: a reflection that changes it gives it back whole, and that reply would be cut off and refused; "
+            f"set the reflector's options: {{max_tokens: {enough}}}, or leave the file out (exclude: [...])"]
 
 
 def budget_warnings(*, cost: Quote, max_tokens: int | None, held_out: int, workers: int, rounds: int) -> list[str]:

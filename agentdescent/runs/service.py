@@ -17,15 +17,17 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agentdescent.agents.providers import PROVIDERS
 from agentdescent.commands import command
 from agentdescent.engine.evolve import split_tasks
 from agentdescent.errors import UserError
+from agentdescent.governance import Governance
 from agentdescent.runs import build, detach, hostwork, keys, restoring, review
 from agentdescent.runs.doctor import DoctorReport, doctor
 from agentdescent.runs.draft import cheaper_than_host
 from agentdescent.runs.mailbox import Claim
-from agentdescent.runs.quote import Quote, budget_warnings, quote, refusal, size_warnings
-from agentdescent.runs.spec import Problem, RunSpec, SpecError, read_spec
+from agentdescent.runs.quote import Quote, budget_warnings, quote, refusal, size_warnings, whole_file_warnings
+from agentdescent.runs.spec import AgentSpec, Problem, RunSpec, SpecError, read_spec
 from agentdescent.runs.status import LIVE, RunStatus
 from agentdescent.runs.store import RUN_ENV, RunDir, RunStore
 from agentdescent.types import Task
@@ -250,6 +252,16 @@ def _split(spec: RunSpec, tasks: list[Task]) -> tuple[list[Task], list[Task]]:
     return train, held_out
 
 
+def _reply_limit(agent: AgentSpec) -> int | None:
+    """The most tokens a reply of this model holds, as its options set it or its client's default;
+    None where we cannot tell (a CLI agent, the host, your own code, a server's own limit)."""
+    row = PROVIDERS.get(agent.kind)
+    if row is None or row.kind != "http":
+        return None
+    limit = agent.options.get("max_tokens", row.option_default("max_tokens"))
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+
+
 def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
     train, held_out = _split(spec, parts.tasks)
     content = parts.strategy.render(parts.strategy.initial_state())
@@ -263,6 +275,11 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
         warnings.append("no budget.max_calls: only rounds bound the bill; set budget: {max_calls: N} to cap it")
     warnings += [f"{moved} (the spec uses an earlier name of the field; it is read as such for now)" for moved in spec.moved]
     warnings += size_warnings(train=len(train), held_out=len(held_out), workers=spec.n_workers, artifact_chars=chars)
+    if parts.tree is not None:
+        rules = Governance.of(parts.strategy)
+        editable = {path: text for path, text in parts.tree.items() if rules.refusal([path]) is None}
+        warnings += whole_file_warnings(editable, reply_limit=_reply_limit(spec.reflector_spec),
+                                        reflector=spec.reflector_spec.label)
     warnings += budget_warnings(cost=cost, max_tokens=spec.budget.max_tokens, held_out=len(held_out), workers=spec.n_workers,
                                 rounds=spec.rounds)
     money = f", ${cost.cost_low_usd:g}-{cost.cost_high_usd:g}" if cost.cost_low_usd is not None else ""
