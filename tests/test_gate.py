@@ -238,3 +238,26 @@ def test_harmful_diffs_never_commit_however_many_there_are(tmp_path, harmful, tr
     report, ledger, _ = step_of(tmp_path, diffs, acceptance=BetaAcceptance(trace_at_once=trace))
     assert {d for d, kind in kinds(report).items() if kind == "rejected_by_test"} == {f"d{j:02d}" for j in range(harmful)}
     assert not any("harm" in text for text in ledger.snapshot("a").values())
+
+
+@pytest.mark.parametrize("rewards", ["exact", "sampled"])
+def test_a_harmful_diff_merged_with_a_good_one_on_one_file_is_split_from_it(tmp_path, rewards):
+    """Two diffs edit one file in different places, so they merge into one component; one breaks
+    tasks head passes. Bisection cannot split a component, so the good diff went down with the
+    harmful one (or the harmful one landed riding on the other's gain): each is judged alone.
+    With rewards taken as samples the lone component's harm is decided first, then it is split."""
+    ledger = Ledger(tmp_path / "ledger")
+    notes = "one\ntwo\nthree\nfour\nfive\n"
+    ledger.commit("a", {"base": "head", "notes": notes}, expected_version=0, message="seed")
+    good = Diff(id="good", artifact_id="a", base_version=1, evidence=EvidenceCard(task_ids=["t3"], rewards=[0.0]),
+                edits=[Edit(key="notes", before=notes, after=notes.replace("one", "fix3"))])
+    harmful = Diff(id="harmful", artifact_id="a", base_version=1, evidence=EvidenceCard(task_ids=["t4"], rewards=[0.0]),
+                   edits=[Edit(key="notes", before=notes, after=notes.replace("five", "fix4 harm"))])
+    scorer = CachedScorer()
+    agg = Aggregator(ledger=ledger, artifact_id="a", governance=Governance(), train=TASKS, score=scorer,
+                     policies=Policies(acceptance=BetaAcceptance(rewards=rewards)),
+                     again=lambda jobs: [[reward_of(state, t) for t in tasks] for state, tasks in jobs])
+    report = agg.step([good, harmful], step=0, sample=TASKS[::-1])
+    assert kinds(report) == {"good": "committed", "harmful": "rejected_by_test"}
+    assert ledger.snapshot("a")["notes"] == "fix3\ntwo\nthree\nfour\nfive\n"
+    assert "breaks" in next(o.reason for o in report.outcomes if o.diff_id == "harmful")

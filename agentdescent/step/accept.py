@@ -7,8 +7,9 @@
    head in waves, on tasks head passes (where harm shows), only while the policy's decision is
    open. A task it breaks is traced to its culprits by splitting the components (`bisect`, one
    rollout a question; all broken tasks at once, or `trace_at_once` of them, the others then
-   scored again without the culprits found); each culprit group is judged alone, on what it
-   fixes against what it breaks, and leaves unless that passes the bar; the rest are credited
+   scored again without the culprits found: `tracing`); each culprit group is judged alone, on
+   what it fixes against what it breaks, and leaves unless that passes the bar (a culprit of
+   diffs merged on one file leaves but for the one of them that passes alone); the rest are credited
    separately where the tasks they touched are disjoint from the culprits', and scored again
    only where they are not.
    So a round of good diffs costs one sample however many workers sent them.
@@ -26,15 +27,13 @@ then by the oracle and the approver (`gate`), before it joins the fusion.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from agentdescent.artifacts.state import State, apply
-from agentdescent.step.bisect import culprits, search_all
 from agentdescent.step.changes import Component
 from agentdescent.step.gate import gated_test, oracle_gate
-from agentdescent.step.policies import Verdict
 from agentdescent.step.stats import mean_reward
-from agentdescent.step.textmerge import stacked_onto
+from agentdescent.step.tracing import Candidate, evidence_tasks, fuse, trace
 from agentdescent.step.trial import Judge, Trial, unique
 from agentdescent.types import Task
 
@@ -51,19 +50,6 @@ class Acceptance:
     failed: int = 0  # components that fixed none of their evidence
 
 
-@dataclass(kw_only=True)
-class _Candidate:
-    """Components fused into one state, and its rewards so far by task id."""
-
-    parts: list[Component]
-    state: State
-    rewards: dict[str, float] = field(default_factory=dict)
-    first: list[Task] = field(default_factory=list)  # its first wave of probes, when scored with the evidence
-    opened: list[Task] = field(default_factory=list)  # that first wave whole: the parts' evidence and `first`
-    settled: dict[str, bool] = field(default_factory=dict)  # with samples: probes drawn again -> broken in both pairs
-    probed: set[str] = field(default_factory=set)  # the probes it was scored on (beside its parts' evidence)
-
-
 def accept(components: Sequence[Component], head_state: State, probes: Sequence[Task], judge: Judge, *,
            lone_rides: bool = False) -> Acceptance:
     """Judge the step's components against head (see the module's docstring); `probes` is head
@@ -76,7 +62,7 @@ def accept(components: Sequence[Component], head_state: State, probes: Sequence[
         for c in [*comp.changes, *comp.echoes]:
             for task_id in c.diff.evidence.task_ids:
                 trial.weights[task_id] = max(trial.weights.get(task_id, 0.0), c.eta)
-    tasks = {comp: _evidence_tasks(comp, judge.train) for comp in components}
+    tasks = {comp: evidence_tasks(comp, judge.train) for comp in components}
     free = [comp for comp in components if not judge.governance.gated(comp.after)]
     # Evidence not in the cache (diffs come unmeasured, or measured on another version): the fusion's
     # first probes ride in its wave; a lone component's only if it is likely to hold (else a diff
@@ -100,7 +86,7 @@ def _measured(trial: Trial, components: Sequence[Component], tasks: Mapping[Comp
 
 
 def _evidence(trial: Trial, components: Sequence[Component], tasks: Mapping[Component, list[Task]],
-              ahead: list[Component]) -> tuple[dict[Component, list[Task]], _Candidate | None]:
+              ahead: list[Component]) -> tuple[dict[Component, list[Task]], Candidate | None]:
     """Each component that fixes at least one of its evidence tasks, with those tasks; and, when
     `ahead` is given, the fusion of `ahead` scored in the same wave on the evidence and the first probes."""
     jobs = [(apply(trial.head_state, comp.after), tasks[comp]) for comp in components]
@@ -123,11 +109,12 @@ def _evidence(trial: Trial, components: Sequence[Component], tasks: Mapping[Comp
     return kept, early
 
 
-def _fusion_test(trial: Trial, parts: list[Component], evidence: Mapping[Component, list[Task]],
-                 early: _Candidate | None = None) -> _Candidate | None:
+def _fusion_test(trial: Trial, parts: list[Component], evidence: dict[Component, list[Task]],
+                 early: Candidate | None = None) -> Candidate | None:
     """The fusion of `parts` probed in waves, culprits of what it breaks bisected out; the candidate
     that is left and its rewards, or None when nothing is. `early` is a fusion already probed
-    with the evidence, of `parts` and perhaps of components that then fixed none of theirs."""
+    with the evidence, of `parts` and perhaps of components that then fixed none of theirs. A
+    diff split out of a guilty merged component joins the parts, and `evidence` with its own."""
     if not parts:
         return None
     judged: set[str] = set()  # broken tasks a culprit that passed its own test answers for
@@ -139,7 +126,7 @@ def _fusion_test(trial: Trial, parts: list[Component], evidence: Mapping[Compone
         first, cand = early.first, early
     else:  # without the components whose evidence failed, credited as culprits are
         first, failed = early.first, [c for c in early.parts if c not in parts]
-        cand = _credited(trial, early, parts, failed, set(), {**evidence, **{c: _evidence_tasks(c, trial.judge.train) for c in failed}})
+        cand = _credited(trial, early, parts, failed, set(), {**evidence, **{c: evidence_tasks(c, trial.judge.train) for c in failed}})
     taken = {t.id for t in first}
     while True:
         cand.probed = taken
@@ -147,40 +134,41 @@ def _fusion_test(trial: Trial, parts: list[Component], evidence: Mapping[Compone
         broken = [i for i, r in cand.rewards.items() if r < trial.head[i] and i not in judged
                   and cand.settled.get(i, not trial.noisy)]
         if broken and trial.noisy:  # a break or two among many kept probes may be chance
-            harm, lone = _harm(trial, cand, taken, judged), len(cand.parts) == 1
+            harm, lone = _harm(trial, cand, taken, judged), len(cand.parts) == 1 and len(cand.parts[0].changes) == 1
             if harm is False and lone:
                 trial.reject(cand.parts, f"rejected: breaks {', '.join(broken[:5])}, which head passes, drawn twice: "
                                          f"more than one probe in {1 / trial.policy.max_harm:g}")
                 return None
             if harm is True or lone:  # safe, or a lone diff undecided: the paired test weighs its breaks
-                return cand
+                return cand  # (diffs merged on one file are traced, and split, as a fusion is)
         if not broken:
             return cand
-        guilty, cleared, answered = _culprits(trial, cand, broken[: trial.policy.trace_at_once])
-        judged |= cleared
-        if not guilty:
+        traced = trace(trial, cand, broken[: trial.policy.trace_at_once])
+        judged |= traced.cleared
+        if not traced.guilty:
             continue
-        parts = [comp for comp in cand.parts if comp not in guilty]
+        evidence.update((piece, evidence_tasks(piece, trial.judge.train)) for piece in traced.pieces)
+        parts = [comp for comp in cand.parts if comp not in traced.guilty] + traced.pieces
         if not parts:
             return None
-        cand = _credited(trial, cand, parts, guilty, answered - judged, evidence)
+        cand = _credited(trial, cand, parts, traced.guilty, traced.answered - judged, evidence)
 
 
-def _opening(trial: Trial, parts: list[Component], evidence: Mapping[Component, list[Task]]) -> _Candidate:
+def _opening(trial: Trial, parts: list[Component], evidence: Mapping[Component, list[Task]]) -> Candidate:
     """The fusion of `parts` with its first wave, not yet scored: the parts' evidence and the first probes."""
     first = trial.next_wave(set())[: trial.policy.size]
-    return _Candidate(parts=parts, state=_fuse(trial.head_state, parts), first=first,
+    return Candidate(parts=parts, state=fuse(trial.head_state, parts), first=first,
                       opened=unique([t for comp in parts for t in evidence[comp]] + first))
 
 
-def _credited(trial: Trial, old: _Candidate, parts: list[Component], guilty: list[Component], answered: set[str],
-              evidence: Mapping[Component, list[Task]]) -> _Candidate:
+def _credited(trial: Trial, old: Candidate, parts: list[Component], guilty: list[Component], answered: set[str],
+              evidence: Mapping[Component, list[Task]]) -> Candidate:
     """The fusion of `parts`, the culprits gone. Parts that do not interact are credited
     separately: where the old fusion moved a task through a culprit alone (a task it broke, or
     its own evidence), the new one stands where head does; where it moved one through a part that
     stays (its evidence), it keeps the old reward; any other task the old fusion moved (one that
     a part which stays breaks too, say) is scored."""
-    cand = _Candidate(parts=parts, state=_fuse(trial.head_state, parts))
+    cand = Candidate(parts=parts, state=fuse(trial.head_state, parts))
     kept = {t.id for comp in parts for t in evidence[comp]}
     gone = answered | {t.id for comp in guilty for t in evidence[comp]}
     unsure = []
@@ -198,7 +186,7 @@ def _credited(trial: Trial, old: _Candidate, parts: list[Component], guilty: lis
     return cand
 
 
-def _probe(trial: Trial, cand: _Candidate, taken: set[str], judged: set[str]) -> None:
+def _probe(trial: Trial, cand: Candidate, taken: set[str], judged: set[str]) -> None:
     """Add waves of probes to `cand` while the harm decision is open and the cap allows: `size`,
     or with samples twice that once a probe broke twice (one more break may be what decides)."""
     policy = trial.policy
@@ -222,14 +210,14 @@ def _probe(trial: Trial, cand: _Candidate, taken: set[str], judged: set[str]) ->
         taken.update(t.id for t in wave)
 
 
-def _harm(trial: Trial, cand: _Candidate, taken: set[str], judged: set[str]) -> bool | None:
+def _harm(trial: Trial, cand: Candidate, taken: set[str], judged: set[str]) -> bool | None:
     """With samples: the policy's verdict on the harm rate of `cand` over its probes head passes
     (`AcceptancePolicy.harm_rate`), each probe drawn twice counted as broken by what head's mean
     exceeds the candidate's there."""
     return trial.policy.harm_rate(*_kept_broken(trial, cand, taken, judged, counts=lambda i: i in cand.settled))
 
 
-def _kept_broken(trial: Trial, cand: _Candidate, taken: set[str], judged: set[str],
+def _kept_broken(trial: Trial, cand: Candidate, taken: set[str], judged: set[str],
                  counts: Callable[[str], bool]) -> tuple[float, float]:
     """Of the probes head passes and no culprit was judged on: how many `cand` kept, and how much
     it broke (by what head exceeds it) where `counts` says a break counts."""
@@ -238,7 +226,7 @@ def _kept_broken(trial: Trial, cand: _Candidate, taken: set[str], judged: set[st
     return len(eligible) - broken, broken
 
 
-def _settle(trial: Trial, cand: _Candidate, taken: set[str], *, gains: bool) -> None:
+def _settle(trial: Trial, cand: Candidate, taken: set[str], *, gains: bool) -> None:
     """With samples: each probe where `cand` is below head (and, with `gains`, above it), not yet
     drawn again, gets a second pair of draws; it is broken only when it breaks in both, and its
     rewards become the means. A gain is drawn again only where the paired test hinges on it."""
@@ -253,65 +241,7 @@ def _settle(trial: Trial, cand: _Candidate, taken: set[str], *, gains: bool) -> 
         cand.rewards[i] = (first[i][0] + c) / 2
 
 
-def _culprits(trial: Trial, cand: _Candidate, broken: list[str]) -> tuple[list[Component], set[str], set[str]]:
-    """Bisect each task `cand` breaks down to the groups of its parts that break it alone; judge
-    each group on what it fixes against what it breaks. The components that fail that, the broken
-    tasks of the groups that pass it, and those of the groups that fail it."""
-    train, parts, answers = trial.judge.train, cand.parts, trial.answers
-    answers.update({(tuple(parts), i): cand.rewards[i] for i in broken})  # the whole set, measured
-
-    def ask(wave: list[tuple[str, list[Component]]]) -> list[bool]:
-        jobs: dict[tuple[Component, ...], tuple[list[Component], list[Task]]] = {}
-        for task_id, subset in wave:
-            jobs.setdefault(tuple(subset), (subset, []))[1].append(train[task_id])
-        states = {key: _fuse(trial.head_state, subset) for key, (subset, _) in jobs.items()}
-        rows = trial.score([(states[key], ts) for key, (_, ts) in jobs.items()])
-        for key, (_, ts), row in zip(jobs, jobs.values(), rows):
-            answers.update(((key, t.id), r) for t, r in zip(ts, row))
-        if trial.noisy:  # "it breaks" is drawn again, and stands only when it breaks again
-            doubt = {key: [t for t in ts if answers[(key, t.id)] < trial.head[t.id]] for key, (_, ts) in jobs.items()}
-            doubt = {key: ts for key, ts in doubt.items() if ts}
-            if doubt:
-                assert trial.judge.again is not None
-                for key, row in zip(doubt, trial.judge.again([(states[key], ts) for key, ts in doubt.items()])):
-                    for t, r in zip(doubt[key], row):
-                        answers[(key, t.id)] = r if r < trial.head[t.id] else max(r, answers[(key, t.id)])
-        return [answers[(tuple(subset), task_id)] < trial.head[task_id] for task_id, subset in wave]
-
-    found = search_all({task_id: culprits(parts, trial.policy.split) for task_id in broken}, ask)
-    groups: dict[tuple[Component, ...], list[Component]] = {}
-    for task_id, task_groups in found.items():
-        for group in task_groups:
-            key = tuple(group)
-            groups[key] = group
-            trial.charged.setdefault(key, []).append(task_id)  # with what it broke in earlier waves
-    guilty, cleared, answered = [], set(), set()
-    for key, group in groups.items():
-        tasks = trial.charged[key]
-        verdict = _alone(trial, group, key, tasks, answers)
-        if verdict.accepted:
-            cleared.update(tasks)
-            continue
-        guilty += group
-        answered.update(tasks)
-        shown = ", ".join(tasks[:5]) + (f" and {len(tasks) - 5} more" if len(tasks) > 5 else "")
-        what = "together with " + str(len(group) - 1) + " other diffs " if len(group) > 1 else ""
-        trial.reject(group, f"rejected: {what}breaks {shown}, which head passes ({verdict.reason})")
-    return guilty, cleared, answered
-
-
-def _alone(trial: Trial, group: list[Component], key: tuple[Component, ...], broken: list[str],
-           answers: Mapping[tuple[tuple[Component, ...], str], float]) -> Verdict:
-    """A culprit group on its own: its evidence (for one component, measured in the evidence stage
-    and so cached) and the tasks it breaks."""
-    evidence = unique([t for comp in group for t in _evidence_tasks(comp, trial.judge.train)])
-    row = trial.score([(_fuse(trial.head_state, group), evidence)])[0]
-    candidate = row + [answers[(key, i)] for i in broken]
-    head = [trial.head[t.id] for t in evidence] + [trial.head[i] for i in broken]
-    return trial.test([t.id for t in evidence] + broken, candidate, head, gated=False)
-
-
-def _combine(trial: Trial, free: _Candidate | None, gated: list[Component], evidence: Mapping[Component, list[Task]]) -> Acceptance:
+def _combine(trial: Trial, free: Candidate | None, gated: list[Component], evidence: Mapping[Component, list[Task]]) -> Acceptance:
     """The candidate to commit: the L2 fusion with the gated components that passed alone, when the
     whole passes the stricter bar (and the oracle, if it is more than one); else the L2 fusion."""
     train, size = trial.judge.train, trial.policy.size
@@ -319,7 +249,7 @@ def _combine(trial: Trial, free: _Candidate | None, gated: list[Component], evid
         parts = [*(free.parts if free else []), *gated]
         tasks = unique([t for comp in parts for t in evidence[comp]] + trial.probes[:size]
                         + [train[i] for i in (free.rewards if free else {})])
-        cand = _Candidate(parts=parts, state=_fuse(trial.head_state, parts))
+        cand = Candidate(parts=parts, state=fuse(trial.head_state, parts))
         cand.rewards = dict(zip((t.id for t in tasks), trial.score([(cand.state, tasks)])[0]))
         accepted = _accepted(trial, cand, gated=True)
         if accepted is not None:
@@ -331,7 +261,7 @@ def _combine(trial: Trial, free: _Candidate | None, gated: list[Component], evid
             return accepted
         if len(free.parts) > 1:  # the parts interact: the one with the best evidence, alone, on the same tasks
             best = max(free.parts, key=lambda comp: _gain(trial, comp, evidence))
-            alone = _Candidate(parts=[best], state=apply(trial.head_state, best.after))
+            alone = Candidate(parts=[best], state=apply(trial.head_state, best.after))
             tasks = [train[i] for i in free.rewards]
             alone.rewards = dict(zip(free.rewards, trial.score([(alone.state, tasks)])[0]))
             accepted = _accepted(trial, alone, gated=False)
@@ -352,7 +282,7 @@ def _gain(trial: Trial, comp: Component, evidence: Mapping[Component, list[Task]
     return sum(r - trial.head[t.id] for t, r in zip(tasks, row))
 
 
-def _accepted(trial: Trial, cand: _Candidate, *, gated: bool) -> Acceptance | None:
+def _accepted(trial: Trial, cand: Candidate, *, gated: bool) -> Acceptance | None:
     """The paired test of `cand` on every task it was scored on; the acceptance if it passes. With
     samples, probes it gained on by one pair of draws are drawn again when the verdict turns on
     them (it would not pass with them as ties)."""
@@ -377,17 +307,3 @@ def _accepted(trial: Trial, cand: _Candidate, *, gated: bool) -> Acceptance | No
                       head_reward=mean_reward(head_row), candidate_reward=mean_reward(row), reason=verdict.reason)
 
 
-def _evidence_tasks(component: Component, train: Mapping[str, Task]) -> list[Task]:
-    """The train tasks the component's diffs were made from."""
-    changes = [*component.changes, *component.echoes]
-    return unique([train[t] for c in changes for t in c.diff.evidence.task_ids if t in train])
-
-
-def _fuse(head_state: State, components: Sequence[Component]) -> State:
-    """Head with the components' edits; where two hold one key, each only inserts lines there
-    (`resolve` stacks nothing else), and the key holds both insertions."""
-    merged: dict[str, str | None] = {}
-    for comp in components:
-        for key, text in comp.after.items():
-            merged[key] = stacked_onto(head_state.get(key, ""), merged.get(key), text)
-    return apply(head_state, merged)
