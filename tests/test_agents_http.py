@@ -246,6 +246,24 @@ def test_a_reply_cut_at_the_output_limit_fails_once_naming_the_option(keyed):
         gpt(server)("hi")
 
 
+@pytest.mark.parametrize("reply, answer", [
+    ("<think>\nThe team for refunds is billing.\n</think>\n\nbilling", "billing"),
+    ("  <think>a draft: <rule>Guess.</rule></think><rule>Name the team.</rule>", "<rule>Name the team.</rule>"),
+    ("The request is about a refund.\n</think>\n\nbilling", "billing"),  # the template opened the block
+    ("Write <think> and </think> around your notes.", "Write <think> and </think> around your notes."),
+    ("billing", "billing"),
+])
+def test_reasoning_a_model_served_raw_writes_first_is_not_its_answer(keyed, reply, answer):
+    with LoopbackServer(openai_chat(lambda prompt: reply)) as server:
+        assert gpt(server)("hi") == answer
+
+
+def test_a_reply_that_is_all_reasoning_is_an_empty_completion(keyed):
+    with LoopbackServer(openai_chat(lambda prompt: "<think>Still thinking about it</think>")) as server, \
+            pytest.raises(AgentError, match="empty completion"):
+        gpt(server)("hi")
+
+
 def test_401_is_not_retried_and_names_the_key_variable(keyed):
     denied = Response(status=401, body={"error": {"message": f"Incorrect API key provided: {KEY}"}})
     with LoopbackServer(openai_chat(lambda prompt: denied)) as server:

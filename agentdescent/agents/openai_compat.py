@@ -7,6 +7,8 @@
 
 The base URL and the key are read when a call is made, so exporting them after building the
 model works. Retries, the deadline, the reply cap, concurrency and usage come from `agentdescent.agents.http`.
+A reasoning model served without a reasoning parser (vLLM, llama.cpp, Ollama) writes its reasoning
+into the reply as a `<think>...</think>` block first; the client answers with what follows it.
 Left out: streaming, tools, images, and more than one message of history.
 """
 
@@ -68,7 +70,7 @@ class OpenAICompatible(HTTPModel):
         message = choice.get("message") if isinstance(choice, dict) else None
         if not isinstance(message, dict):
             raise BadReply(f"the reply has no choices[0].message: {redact(str(data))[:300]}")
-        text = _content_text(message.get("content"))
+        text = without_reasoning(_content_text(message.get("content")))
         if not text.strip():
             raise BadReply(f"empty completion (finish_reason={choice.get('finish_reason')!r}; "
                            "if it is 'length', raise max_tokens)")
@@ -79,6 +81,20 @@ class OpenAICompatible(HTTPModel):
             cut = f"finish_reason 'length' ({limit}); {raise_hint('max_tokens', str(2 * (self.max_tokens or 4096)))}"
         return Reply(text=text, input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens"),
                      cut=cut)
+
+
+def without_reasoning(text: str) -> str:
+    """The answer without the reasoning a model served raw writes before it: everything through
+    the first `</think>` where the reply opens with `<think>`, or holds a `</think>` and no
+    `<think>` (a chat template that opens the block in the prompt, as DeepSeek-R1's does). Read
+    as the answer, the reasoning fails an exact match, and its drafts of rules or file blocks
+    would be taken for the proposal.
+    without_reasoning("<think>It is 4.</think>\n\n4") == "4"
+    """
+    end = text.find("</think>")
+    if end < 0 or not (text.lstrip().startswith("<think>") or "<think>" not in text):
+        return text
+    return text[end + len("</think>"):].lstrip()
 
 
 def _content_text(content: Any) -> str:
