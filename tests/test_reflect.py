@@ -123,6 +123,8 @@ def test_tree_reflector_returns_clean_validated_blocks():
     ('<file path="SKILL.md">a\n</file><file path="notes.md">b\n</file>', "at most 1 per diff"),
     ('<file path="../outside.md">x\n</file>', ".."),
     ("I would change the skill to be more precise.", "no <file"),
+    ('<file path="SKILL.md">\n# Skill\nAnswer que', "block of SKILL.md has no </file>: the reply was cut off"),
+    ('<file path="notes.md">\nn\n</file>\n<file path="SKILL.md">\n# Sk', "only part of the change; none of it is used"),
     ('<file path="SKILL.md">' + "x" * 200_001 + "</file>", "more than 200000 bytes"),  # admission's own size cap
     ('<file path="SKILL.md">' + "x" * 2_000_000 + "</file>", "at most 2,000,000 are read"),  # the reply's cap
     ('<file path="SKILL.md">a\ud800\n</file>', "not valid Unicode"),

@@ -238,6 +238,15 @@ def parse_file_blocks(proposal: str) -> dict[str, str | None]:
     return files
 
 
+def unclosed_file(proposal: str) -> str | None:
+    """The path of a `<file path="...">` block that no `</file>` closes (a reply cut off before
+    its end: `parse_file_blocks` reads nothing of it), or None.
+    unclosed_file('<file path="a.md">\nhi\n</file><file path="b.md">\nhal') == "b.md" """
+    last = proposal.rfind(_CLOSE_FILE)
+    tail = proposal if last == -1 else proposal[last + len(_CLOSE_FILE):]
+    return next((path for path, _ in _file_blocks(tail + _CLOSE_FILE)), None)
+
+
 def files_of(proposal: str, known: Iterable[str]) -> dict[str, str | None]:
     """`parse_file_blocks`, each path as the folder's key: models write "./SKILL.md", or the path
     a host reads the folder at (".claude/skills/my-skill/SKILL.md"); where the rest names a file

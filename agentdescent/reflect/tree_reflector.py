@@ -13,7 +13,14 @@ import re
 from collections.abc import Mapping, Sequence
 
 from agentdescent.agents.base import Model
-from agentdescent.artifacts.strategies import MAX_TREE_PROPOSAL_CHARS, FileTree, InvalidProposal, files_of, parse_file_blocks
+from agentdescent.artifacts.strategies import (
+    MAX_TREE_PROPOSAL_CHARS,
+    FileTree,
+    InvalidProposal,
+    files_of,
+    parse_file_blocks,
+    unclosed_file,
+)
 from agentdescent.governance import Governance
 from agentdescent.governance.text import NUL_ONLY, text_refusal
 from agentdescent.reflect.reflector import NONE_REPLY, Reflector, describe_cases, describe_tried, fenced, unwrap
@@ -64,6 +71,11 @@ class TreeReflector(Reflector):
         saying what is wrong: a file whose text leaves part of its current text out ("rest
         unchanged") is refused, since written back it would lose that part."""
         _check_reply(reply)
+        cut = unclosed_file(reply)
+        if cut is not None:
+            raise InvalidProposal(f"the reply's block of {cut[:80]} has no </file>: the reply was cut off before its end "
+                                  "(a model's output limit?), so what came before may be only part of the change; "
+                                  "none of it is used")
         current = current or {}
         files = {path: _unfence(text, current.get(path)) if text is not None else None
                  for path, text in files_of(reply, current).items()}
