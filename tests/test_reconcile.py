@@ -164,3 +164,19 @@ def test_an_edit_that_cannot_merge_stops_the_accept_until_overwrite(service, tmp
     done = service.accept(started.run_id, overwrite=True)
     assert set(done.written) == set(changed)
     assert all((Path(done.backup) / path).read_text(encoding="utf-8") == mine[path] for path in changed)
+
+
+def test_a_target_moved_away_while_the_run_goes_is_not_made_anew_by_its_accept(service, tmp_path):
+    """Made anew, the folder would hold only the files the run read: its frozen hook would be gone."""
+    target = tmp_path / "skill"
+    shutil.copytree(REPO / "examples/skills/support-router", target)
+    started = service.start(demo_spec(target))
+    target.rename(tmp_path / "skill-moved")
+    assert wait(service, started.run_id).state == "finished"
+    for dry_run in (True, False):
+        with pytest.raises(UserError, match=r"skill is not there: it was moved or deleted after run .* Put it back"):
+            service.accept(started.run_id, dry_run=dry_run)
+    assert not target.exists() and service.status(started.run_id).state == "finished"
+    (tmp_path / "skill-moved").rename(target)
+    done = service.accept(started.run_id)
+    assert done.written and (target / "hooks/pre.sh").is_file()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,8 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
     result = _result(run)
     if status.state not in WRITABLE or not _final(result):
         raise UserError(_not_final(run, status.state, status.next))
+    if not os.path.lexists(status.target):
+        raise UserError(_gone(run, status.target))
     with run.holding("accept.lock", f"another accept of run {run.id} is writing right now; wait for it"):
         if run.status().state == "accepted":  # the other accept finished while we waited for the lock
             raise UserError(f"run {run.id} was already accepted just now")
@@ -192,6 +195,15 @@ def _not_final(run: RunDir, state: str, nxt: str) -> str:
                 "agentdescent evolve SPEC starts a new run")
     return (f"run {run.id} is {state}, not finished, so its change is not final: "
             f"{nxt or command('resume', run.id) + ', then accept it when it finishes'}")
+
+
+def _gone(run: RunDir, target: str) -> str:
+    """Why a target moved or deleted since the run started is not written back: made anew, it would
+    hold only what the run read of it, none of the files it left out or carried."""
+    return (f"{target} is not there: it was moved or deleted after run {run.id} started, and written back anew it "
+            "would hold only the files the run read, none it left out; nothing was written. Put it back at that "
+            f"path, then {command('accept', run.id)} again; {command('show', run.id)} gives the change as a patch "
+            "for a copy elsewhere")
 
 
 def _to_write(run: RunDir, result: EvolveResult) -> tuple[EvolveResult, str | dict[str, str]]:
