@@ -73,6 +73,17 @@ def test_csv_with_bom_and_delimiter(tmp_path):
     assert csv_rows(tsv, delimiter="\t") == [{"q": "x", "a": "y"}]
 
 
+def test_json_lines_and_json_saved_with_a_byte_order_mark_and_crlf_are_read(tmp_path):
+    """Windows tools (PowerShell 5's Out-File, Notepad's "UTF-8 with BOM") start a file with one."""
+    rows = [{"q": "what is 2+2", "a": "4"}, {"q": "x", "a": "y"}]
+    lines = tmp_path / "rows.jsonl"
+    lines.write_bytes(("\ufeff" + "".join(json.dumps(r) + "\r\n" for r in rows)).encode("utf-8"))
+    assert jsonl_rows(lines) == rows
+    whole = tmp_path / "rows.json"
+    whole.write_bytes(("\ufeff" + json.dumps(rows)).encode("utf-8"))
+    assert json_rows(whole) == rows
+
+
 def test_csv_ragged_row_names_the_line(tmp_path):
     path = tmp_path / "ragged.csv"
     path.write_text("q,a\n1,2\n3,4,5\n", encoding="utf-8")

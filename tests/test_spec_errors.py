@@ -63,6 +63,14 @@ def test_a_parse_error_gives_the_position_and_kind_not_the_text(tmp_path, monkey
     assert "is not valid JSON: line 2, column 2" in said and KEY not in said
 
 
+@pytest.mark.parametrize("name, text", [("run.json", '{"target": "p.md", "tasks": "t.jsonl", "agent": "host"}'),
+                                        ("run.yaml", "target: p.md\ntasks: t.jsonl\nagent: host\n")])
+def test_a_spec_saved_with_a_byte_order_mark_is_read(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_bytes(("\ufeff" + text).encode("utf-8"))
+    assert read_spec(path).agent.kind == "host"
+
+
 def test_an_unknown_scorer_from_a_foreign_value_is_not_quoted():
     value = f"alice:{HASH}:1:::"
     with pytest.raises(SpecError) as caught:

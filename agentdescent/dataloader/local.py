@@ -79,7 +79,7 @@ def csv_rows(path: str | os.PathLike, *, limit: int | None = None, delimiter: st
     naming the file and line of a row whose field count differs from the header or that cannot be
     parsed."""
     rows: list[dict] = []
-    with _open(path, max_bytes, encoding="utf-8-sig", newline="") as handle:
+    with _open(path, max_bytes, newline="") as handle:
         reader = csv.DictReader(handle, delimiter=delimiter, strict=True)
         try:
             for row in reader:
@@ -94,10 +94,11 @@ def csv_rows(path: str | os.PathLike, *, limit: int | None = None, delimiter: st
     return rows
 
 
-def _open(path: str | os.PathLike, max_bytes: int, encoding: str = "utf-8", newline: str | None = None) -> io.StringIO:
-    """The file's text as a stream that reads as `open(path, encoding=..., newline=...)` would:
-    newline=None turns every line ending into "\\n", newline="" keeps them."""
-    text = reading.read_text(path, what="tasks file", limit=max_bytes, encoding=encoding)
+def _open(path: str | os.PathLike, max_bytes: int, newline: str | None = None) -> io.StringIO:
+    """The file's text as a stream that reads as `open(path, encoding="utf-8-sig", newline=...)`
+    would (a byte-order mark, which Windows tools write, dropped): newline=None turns every line
+    ending into "\\n", newline="" keeps them."""
+    text = reading.read_text(path, what="tasks file", limit=max_bytes, encoding="utf-8-sig")
     if newline is None:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     return io.StringIO(text, newline="" if newline == "" else "\n")

@@ -286,7 +286,7 @@ def read_spec(source: str | os.PathLike | dict[str, Any], *, base: str | os.Path
 
 def _read_file(path: Path) -> dict[str, Any]:
     try:
-        text = reading.read_text(path, what="run spec", limit=SPEC_BYTES)
+        text = reading.read_text(path, what="run spec", limit=SPEC_BYTES, encoding="utf-8-sig")
     except UserError as exc:
         raise SpecError([Problem(field="spec", message=str(exc))]) from None
     language = "JSON" if path.suffix == ".json" else "YAML"
