@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import itertools
 import json
-import socket
 import re
+import socket
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field

@@ -5,8 +5,8 @@ that can and the other ways out, and plan warns about a budget that affords only
 from __future__ import annotations
 
 import json
-import shutil
 import os
+import shutil
 import subprocess
 import sys
 import tempfile

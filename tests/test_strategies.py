@@ -273,11 +273,22 @@ def test_file_tree_reads_a_path_a_model_writes_for_a_file_it_has_as_that_file(wr
 
 
 @pytest.mark.parametrize("written", ["support-router/routing/billing.md", "/routing/billing.md", "../routing/billing.md",
-                                     ".claude/skills/x/routing/new.md"])
+                                     "plugin/routing/new.md"])
 def test_file_tree_keeps_a_path_that_names_no_file_it_has_for_governance_to_judge(written):
     s = FileTree({"SKILL.md": "# S\n", "routing/billing.md": "# billing\n"})
     [edit] = s.edits_for(s.initial_state(), f'<file path="{written}">\nx\n</file>')
     assert edit.key == written.replace("//", "/") and edit.before is None
+
+
+def test_a_new_file_where_a_host_reads_the_folder_is_the_folder_s_new_file():
+    """Written back as it stands, it would nest a `.claude/skills/...` folder inside the skill."""
+    s = FileTree({"SKILL.md": "# S\n", "routing/billing.md": "# billing\n"})
+    for written in (".claude/skills/support-router/routing/new.md", ".agents/skills/x/routing/new.md"):
+        [edit] = s.edits_for(s.initial_state(), f'<file path="{written}">\nx\n</file>')
+        assert edit.key == "routing/new.md" and edit.before is None
+    repo = FileTree({"README.md": "r\n", ".claude/skills/x/SKILL.md": "# S\n"})  # a folder that holds one itself
+    [edit] = repo.edits_for(repo.initial_state(), '<file path=".claude/skills/x/new.md">\nx\n</file>')
+    assert edit.key == ".claude/skills/x/new.md"
 
 
 @given(st.lists(st.sampled_from(["", ".", "..", ".claude", "skills", "x", "routing", "billing.md", "SKILL.md",
@@ -287,7 +298,8 @@ def test_file_tree_reads_a_path_as_written_or_as_a_file_it_has_never_past_a_pare
     path = "/".join(segments)
     [key] = files_of(f'<file path="{path}">x</file>', known) or [path]
     cleaned = "/".join(part for part in path.split("/") if part not in ("", "."))
-    assert key in (cleaned, path) or (key in known and cleaned.endswith("/" + key))
+    hidden_layout = cleaned.startswith(".") and cleaned.endswith("/" + key)  # a new file where a host reads the folder
+    assert key in (cleaned, path) or (key in known or hidden_layout) and cleaned.endswith("/" + key)
     assert key.count("..") == path.count("..") or key in known and ".." not in cleaned
 
 

@@ -250,24 +250,31 @@ def unclosed_file(proposal: str) -> str | None:
 def files_of(proposal: str, known: Iterable[str]) -> dict[str, str | None]:
     """`parse_file_blocks`, each path as the folder's key: models write "./SKILL.md", or the path
     a host reads the folder at (".claude/skills/my-skill/SKILL.md"); where the rest names a file
-    the folder has, that file is meant. A path that is still not a key is refused later, by name."""
+    the folder has, that file is meant, and a new file there is the folder's new file (unless the
+    folder holds a ".claude/skills/my-skill/" of its own). Any other path is kept for governance
+    to judge, by name."""
     known = set(known)
     return {_as_key(path, known): text for path, text in parse_file_blocks(proposal).items()}
 
 
 def _as_key(path: str, known: set[str]) -> str:
-    """`path` without "." and empty segments, or the known key it names under a layout's folder;
-    an absolute path as it is (governance refuses it)."""
+    """`path` without "." and empty segments, or the known key it names under a layout's folder,
+    or, under a host's hidden layout folder (".claude/skills/<name>/") that the folder itself
+    does not have, the new file it names there; an absolute path as it is (governance refuses it)."""
     if path.startswith("/"):
         return path
     parts = [part for part in path.split("/") if part not in ("", ".")]
     key = "/".join(parts)
     if key in known:
         return key
-    for n in range(1, len(parts)):
-        rest = "/".join(parts[n:])
-        if rest in known and _LAYOUT_PREFIX.fullmatch("/".join(parts[:n])):
-            return rest
+    under = [n for n in range(1, len(parts)) if _LAYOUT_PREFIX.fullmatch("/".join(parts[:n]))]
+    for n in under:
+        if "/".join(parts[n:]) in known:
+            return "/".join(parts[n:])
+    for n in under:  # a new file where a host reads the folder, which has no such folder of its own
+        prefix = "/".join(parts[:n])
+        if prefix.startswith(".") and not any(k.startswith(prefix + "/") for k in known):
+            return "/".join(parts[n:])
     return key
 
 
