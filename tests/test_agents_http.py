@@ -237,7 +237,7 @@ def test_a_reply_cut_at_the_output_limit_fails_once_naming_the_option(keyed):
         assert len(server.requests) == 1 and (model.usage.calls, model.usage.failures) == (1, 1)
         assert claude("claude-test", base_url=server.url, max_tokens=6, **FAST)("hi") == long
     with LoopbackServer(openai_chat(lambda prompt: long)) as server:
-        with pytest.raises(AgentError, match=r"finish_reason 'length' \(max_tokens=4\).*not the whole answer"):
+        with pytest.raises(AgentError, match=r"finish_reason 'length' \(4 tokens\).*not the whole answer"):
             gpt(server, max_tokens=4)("hi")
         assert len(server.requests) == 1
         cut = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "one two"}, "finish_reason": "length"}]}

@@ -77,8 +77,9 @@ class OpenAICompatible(HTTPModel):
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         cut = None
         if choice.get("finish_reason") == "length":
-            limit = f"max_tokens={self.max_tokens}" if self.max_tokens else "the server's default limit"
-            cut = f"finish_reason 'length' ({limit}); {raise_hint('max_tokens', str(2 * (self.max_tokens or 4096)))}"
+            asked = self.max_tokens or self.extra_body.get("max_completion_tokens")
+            limit = f"{asked} tokens" if isinstance(asked, int) else "the server's default limit"
+            cut = f"finish_reason 'length' ({limit}); {raise_hint('max_tokens', str(2 * (asked or 4096)))}"
         return Reply(text=text, input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens"),
                      cut=cut)
 
