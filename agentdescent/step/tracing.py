@@ -89,7 +89,7 @@ def trace(trial: Trial, cand: Candidate, broken: list[str]) -> Traced:
             continue
         traced.pieces.append(piece)
         kept = piece.changes[0].diff.id
-        trial.reject([Component(changes=[c], after=c.after) for c in group[0].changes if c.diff.id != kept],
+        trial.reject([Component(changes=[c for c in group[0].changes if c.diff.id != kept], after={})],
                      f"rejected: merged with {kept} on {', '.join(sorted(group[0].fused_keys))}, it breaks {shown}, "
                      f"which head passes, and {kept} alone does not ({verdict.reason})")
     return traced
