@@ -8,26 +8,43 @@
    agent and reflector of `examples/skill_dir_evolution.py`, each call sleeping `--latency-ms`
    (100 ms: a fast CLI agent turn), with 1 worker and with `--workers` (4): time, rounds and
    calls of each, and their ratio. Both sides get the same call concurrency.
+3. With `--noise`, the same skill where a rollout is a sample: the agent answers as the routing
+   files say with probability `--p` where they route the request right and with `--q` where not
+   (else it answers otherwise), the grader flips a reward with `--flip`, and the reflector adds
+   a filler word (one that fixes its request and breaks others: harmful) with `--harm` and
+   nothing with `--vague`. Runs go `--noisy-rounds` rounds (a noisy held-out reward seldom reads
+   1.0); quality is read on ground truth, from the files the result holds: signal words listed
+   under their team (of 20), filler words kept, and the share of all tasks the files route right.
 
 Run: python bench/tree_rollout.py [--files 50] [--workers 4] [--seeds 0 1 2] [--latency-ms 100] [--concurrency 32]
      [--workdir /dev/shm] [--rounds 100] [--repeats 200]
+     python bench/tree_rollout.py --noise [--p 0.85] [--q 0.1] [--flip 0.05] [--harm 0.15] [--vague 0.25]
+     [--noisy-rounds 12] [--seeds 0 1 2 3 4]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import random
+import re
 import shutil
 import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentdescent import FileTree, Task, load_tree, tree_runner  # noqa: E402
+from agentdescent import FileTree, Task, evolve, load_tree, tree_reflector, tree_runner  # noqa: E402
 from agentdescent.agents import scripted  # noqa: E402
-from examples.skill_dir_evolution import SKILL, evolve_skill  # noqa: E402
+from agentdescent.governance import SKILL_BLAST_RADIUS  # noqa: E402
+from agentdescent.testing import SKILL_NAME, TEAMS, SkillReflector, listed_words, route_by_skill, router_tasks  # noqa: E402
+from agentdescent.testing.attempts import Attempts  # noqa: E402
+from agentdescent.testing.router import FILLERS, SIGNALS  # noqa: E402
+from examples.skill_dir_evolution import SKILL, agent_prompt, evolve_skill  # noqa: E402
 
 
 def load_ms(n_files: int, repeats: int) -> float:
@@ -77,6 +94,102 @@ def evolution(workers: int, seed: int, latency: float, concurrency: int, rounds:
             "round_s": wall / len(result.history), "accept_s": accept}
 
 
+@dataclass(frozen=True, kw_only=True)
+class Noise:
+    p: float
+    q: float
+    flip: float
+    harm: float
+    vague: float
+
+
+class NoisyRouter:
+    """The offline agent and grader of the skill, each a sample: every draw comes from a stream
+    seeded by the seed, what was asked and how many times it was asked before."""
+
+    def __init__(self, tasks: list[Task], noise: Noise, seed: int, latency: float) -> None:
+        self.gold = {task.prompt: task.gold for task in tasks}
+        self.noise, self.seed, self.latency = noise, seed, latency
+        self._asked = Attempts()
+
+    def _rng(self, *key: str) -> random.Random:
+        digest = hashlib.sha256("\0".join(key).encode("utf-8")).hexdigest()
+        return random.Random(f"{self.seed}|{digest}|{self._asked.next(digest)}")
+
+    def agent(self, prompt: str, cwd: str) -> str:
+        answer = route_by_skill(prompt, cwd, self.latency)
+        gold = self.gold[prompt.rsplit("\n\n", 1)[-1]]
+        routing = "".join(sorted(p.read_text(encoding="utf-8") for p in Path(cwd, ".claude/skills", SKILL_NAME,
+                                                                            "routing").glob("*.md")))
+        roll = self._rng("agent", prompt, routing).random()
+        if answer == gold:
+            return answer if roll < self.noise.p else next(t for t in (*TEAMS, "general") if t != gold)
+        return gold if roll < self.noise.q else answer
+
+    def reward(self, task: Task, output: str) -> float:
+        right = float(output.strip().lower() == task.gold)
+        return 1.0 - right if self._rng("grade", task.id, output).random() < self.noise.flip else right
+
+
+def truth(state: dict[str, str], tasks: list[Task]) -> dict:
+    """What the result's routing files hold: signal words under their own team, filler words, and
+    the share of `tasks` they route right (the agent without noise)."""
+    listed = {team: listed_words(state.get(f"routing/{team}.md", "")) for team in TEAMS}
+    learnt = sum(w in SIGNALS[team][:4] for team, words in listed.items() for w in words)
+    fillers = sum(w in FILLERS for words in listed.values() for w in words)
+    right = 0
+    for task in tasks:
+        said = set(re.findall(r"\w+", task.prompt.lower()))
+        routed = next((team for team in TEAMS if said & set(listed[team])), "general")
+        right += routed == task.gold
+    return {"learnt": learnt, "fillers": fillers, "true": right / len(tasks)}
+
+
+def noisy_evolution(workers: int, seed: int, noise: Noise, rounds: int, latency: float, concurrency: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="tree-noisy-") as tmp:
+        folder = Path(tmp) / "support-router"
+        shutil.copytree(SKILL, folder)
+        tree = load_tree(folder)
+        strategy = FileTree(tree, max_files_per_diff=2, editable=("SKILL.md", "routing/*"), frozen=["hooks/*"])
+        tasks = router_tasks(seed, signals=4, per_signal=3)
+        router = NoisyRouter(tasks, noise, seed, latency)
+        run = tree_runner(scripted(router.agent), layout="claude_skill", name=SKILL_NAME,
+                          overlay=strategy.frozen_files(tree), prompt=agent_prompt, max_workspaces=concurrency)
+        reflect = scripted(SkillReflector(seed, noise=noise.harm, silence=noise.vague, latency=latency))
+        start = time.perf_counter()
+        result = evolve(tasks, router.reward, run=run, propose=tree_reflector(reflect, strategy=strategy),
+                        strategy=strategy, blast_radius=SKILL_BLAST_RADIUS, self_verify=False, cheap_eval_tasks=4,
+                        rounds=rounds, n_workers=workers, target_reward=None, seed=seed, store=Path(tmp) / "ledger",
+                        max_concurrency=concurrency)
+        wall = time.perf_counter() - start
+    return {"wall": wall, "rounds": len(result.history), "calls": result.usage.calls,
+            "measured": result.final_reward, **truth(dict(result.state), tasks)}
+
+
+def noisy_table(args: argparse.Namespace) -> None:
+    noise = Noise(p=args.p, q=args.q, flip=args.flip, harm=args.harm, vague=args.vague)
+    print(f"noisy skill folder: {noise}, {args.noisy_rounds} rounds, {args.latency_ms:g} ms a call")
+    rows = {}
+    for workers in (1, args.workers):
+        runs = [noisy_evolution(workers, seed, noise, args.noisy_rounds, args.latency_ms / 1000, args.concurrency)
+                for seed in args.seeds]
+        for seed, run in zip(args.seeds, runs):
+            print(f"  N={workers} seed {seed}: {run['rounds']} rounds, {run['calls']} calls, {run['wall']:.1f} s; "
+                  f"learnt {run['learnt']}/20, fillers kept {run['fillers']}, routes right {run['true']:.2f}, "
+                  f"measured held-out {run['measured']:.2f}")
+        rows[workers] = runs
+    print("| N | calls | seconds | words learnt of 20 | runs keeping a filler | fillers kept, all runs | routed right (truth) |")
+    print("|---|---|---|---|---|---|---|")
+    for workers, runs in rows.items():
+        def med(name: str) -> float:
+            return statistics.median(r[name] for r in runs)
+        kept = sum(r["fillers"] > 0 for r in runs)
+        print(f"| {workers} | {med('calls'):.0f} ({min(r['calls'] for r in runs)}-{max(r['calls'] for r in runs)}) | "
+              f"{med('wall'):.1f} | {med('learnt'):.1f} ({min(r['learnt'] for r in runs)}-"
+              f"{max(r['learnt'] for r in runs)}; mean {statistics.mean(r['learnt'] for r in runs):.1f}) | {kept} of "
+              f"{len(runs)} | {sum(r['fillers'] for r in runs)} | {med('true'):.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, default=50)
@@ -89,7 +202,17 @@ def main() -> None:
     parser.add_argument("--workdir", action="append", default=None,
                         help="where workspaces go (repeatable for part 1; part 2 uses the first; default: the system's "
                              "temporary folder)")
+    parser.add_argument("--noise", action="store_true", help="part 3 only: the skill where a rollout is a sample")
+    parser.add_argument("--p", type=float, default=0.85, help="--noise: the agent right where the files route right")
+    parser.add_argument("--q", type=float, default=0.1, help="--noise: the agent right where they do not")
+    parser.add_argument("--flip", type=float, default=0.05, help="--noise: the grader flips a reward")
+    parser.add_argument("--harm", type=float, default=0.15, help="--noise: the reflector adds a filler word")
+    parser.add_argument("--vague", type=float, default=0.25, help="--noise: the reflector proposes nothing")
+    parser.add_argument("--noisy-rounds", type=int, default=12)
     args = parser.parse_args()
+    if args.noise:
+        noisy_table(args)
+        return
     print(f"load_tree of a {args.files}-file skill: median {load_ms(args.files, args.repeats):.2f} ms")
     for workdir in args.workdir or [None]:
         where = workdir or tempfile.gettempdir()

@@ -49,6 +49,8 @@ ROOT = Path(__file__).resolve().parents[1]
         ("tree_rollout.py", ["--files", "10", "--seeds", "0", "--latency-ms", "0", "--rounds", "1", "--workers", "2",
                              "--repeats", "3"],
          "skill folder to held-out 1.0"),
+        ("tree_rollout.py", ["--noise", "--seeds", "0", "--latency-ms", "0", "--noisy-rounds", "1", "--workers", "2"],
+         "| 2 |"),
         ("host_cost.py", ["--tasks", "12", "--workers", "2", "--rounds", "1", "--seeds", "0"],
          "median of 1: host requests"),
     ],
