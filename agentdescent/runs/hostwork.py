@@ -172,8 +172,9 @@ def submit(run: RunDir, answers: list[Answer]) -> Submitted:
     said = f"received {len(received)}" + (f", refused {len(refused)} (see refused)" if refused else "")
     return Submitted(run_id=run.id, received=received, refused=refused,
                      message=f"{said}; received is not accepted: the run decides whether each lands (a "
-                             "reflection is refused when it cannot be read, touches a frozen file or leaves part of a "
-                             "file out, and must pass the run's test); show says what became of it")
+                             "reflection is refused when it cannot be read, touches a frozen file, leaves part of a "
+                             "file out or stops before a file's </file>, and must pass the run's test); show says "
+                             "what became of it")
 
 
 def release(run: RunDir, holder: Claim) -> int:
