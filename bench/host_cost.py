@@ -15,14 +15,22 @@ Printed: the model requests Claude Code made (the main conversation, each helper
 the input tokens they carried (estimated: a request's system, messages and tool definitions, at
 four characters a token), the largest request, the run's held-out reward and calls, and the time.
 
+With `--p`/`--q` the rollout helper's answers are samples (right with p where the files route
+the request right, with q where not), and `--harm`/`--vague` set the reflector's shares of filler
+words and of no answer. Every run is also read on ground truth, off the routing files its result
+holds: the tasks' signal words listed under their own team, filler words kept, tasks routed right.
+
 Run: python bench/host_cost.py [--tasks 36] [--workers 2] [--rounds 4] [--seeds 0 1 2]
+     python bench/host_cost.py --p 0.85 --q 0.1 --harm 0.15 --vague 0.25 --seeds 0 1 2 3 4 5
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import random
 import re
 import shutil
 import statistics
@@ -36,9 +44,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from agentdescent.result import EvolveResult  # noqa: E402
 from agentdescent.runs import Service  # noqa: E402
 from agentdescent.runs.hostwork import CandidateWork, HostRequest, whole_prompt  # noqa: E402
-from agentdescent.testing import SkillReflector, route_by_skill  # noqa: E402
+from agentdescent.testing import TEAMS, SkillReflector, route_by_skill, routing_truth  # noqa: E402
+from agentdescent.testing.attempts import Attempts  # noqa: E402
+from agentdescent.types import Task  # noqa: E402
 from tests.anthropic_stream import Chat, ToolUse, _answer  # noqa: E402
 from tests.loopback import LoopbackServer, Request, Response  # noqa: E402
 
@@ -60,9 +71,12 @@ def helper_prompts(skill_md: str, run_id: str) -> dict[str, str]:
 class Host:
     """The scripted model Claude Code talks to: one script per conversation, every request counted."""
 
-    def __init__(self, spec: dict, skill_md: str, *, seed: int = 0) -> None:
-        self.spec, self.skill_md = spec, skill_md
-        self.reflector = SkillReflector(seed=seed)
+    def __init__(self, spec: dict, skill_md: str, *, seed: int = 0, noise: argparse.Namespace | None = None,
+                 gold: dict[str, str] | None = None) -> None:
+        self.spec, self.skill_md, self.seed = spec, skill_md, seed
+        self.noise, self.gold, self._asked = noise, gold or {}, Attempts()
+        levels = {"noise": getattr(noise, "harm", None), "silence": getattr(noise, "vague", None)}
+        self.reflector = SkillReflector(seed=seed, **{name: v for name, v in levels.items() if v is not None})
         self.requests: dict[str, int] = {"main": 0, ROLLOUTS: 0, REFLECTIONS: 0, "side": 0}
         self.tokens: dict[str, int] = dict.fromkeys(self.requests, 0)
         self.largest = 0
@@ -148,9 +162,19 @@ class Host:
         self.waves.append([kind] * len(answers))
         return [chat.use("host_submit", run_id=run_id, answers=answers), next_]
 
-    @staticmethod
-    def _route(group: dict, request: dict) -> str:
-        return route_by_skill(_whole(group, request), group["workspace"])
+    def _route(self, group: dict, request: dict) -> str:
+        """As the skill's files say; with `--p`/`--q`, a sample: right with p where they route the
+        request right and q where not, from a stream seeded by the seed, the request, the
+        candidate and how many times it was asked before."""
+        answer = route_by_skill(_whole(group, request), group["workspace"])
+        gold = self.gold.get(request["prompt"])
+        if self.noise is None or gold is None:
+            return answer
+        key = hashlib.sha256(f"{request['prompt']}\0{group['candidate']}".encode("utf-8")).hexdigest()
+        roll = random.Random(f"{self.seed}|{key}|{self._asked.next(key)}").random()
+        if answer == gold:
+            return answer if roll < self.noise.p else next(t for t in (*TEAMS, "general") if t != gold)
+        return gold if roll < self.noise.q else answer
 
 
 def _whole(group: dict, request: dict, context: str | None = None) -> str:
@@ -185,7 +209,9 @@ def evolve_through_claude(claude: str, args: argparse.Namespace, seed: int) -> d
         folder = Path(scratch)
         target, tasks, spec = setup(folder, args.tasks, args.workers, args.rounds)
         skill_md = (ROOT / "skills/agentdescent/SKILL.md").read_text(encoding="utf-8")
-        host = Host(spec, skill_md, seed=seed)
+        rows = [json.loads(line) for line in tasks.read_text(encoding="utf-8").splitlines() if line.strip()]
+        noisy = args if (args.p, args.q, args.harm, args.vague) != (1.0, 0.0, None, None) else None
+        host = Host(spec, skill_md, seed=seed, noise=noisy, gold={row["request"]: row["team"] for row in rows})
         home = folder / "home"
         home.mkdir()
         env = {"HOME": str(home), "AGENTDESCENT_HOME": str(folder / "agentdescent"), "LANG": "C.UTF-8",
@@ -206,14 +232,18 @@ def evolve_through_claude(claude: str, args: argparse.Namespace, seed: int) -> d
         os.environ["AGENTDESCENT_HOME"] = env["AGENTDESCENT_HOME"]
         [summary] = Service().runs()
         status = Service().status(summary.id)
+        run = Service().store.get(summary.id)
         if status.state != "finished":
-            log = Service().store.get(summary.id).file("run.log").read_text(encoding="utf-8")
+            log = run.file("run.log").read_text(encoding="utf-8")
             sys.exit(f"the run did not finish: {status.state}, {status.message}; its log ends: {log[-2000:]}")
+        result = EvolveResult.from_json(run.file("result.json").read_text(encoding="utf-8"))
+        truth = routing_truth(result.state, [Task(id=row["id"], prompt=row["request"], gold=row["team"]) for row in rows])
     return {"seed": seed, "requests": dict(host.requests), "total": sum(host.requests.values()),
             "tokens": sum(host.tokens.values()), "largest": host.largest, "reward": status.best_reward,
             "initial": status.initial_reward, "calls": status.calls, "seconds": seconds,
             "waves": [len(g) for g in host.waves], "outcomes": status.outcomes,
-            "largest_answer": max(host.results, default=0)}
+            "largest_answer": max(host.results, default=0), "learnt": truth.learnt, "to_learn": truth.to_learn,
+            "fillers": truth.fillers, "right": truth.right}
 
 
 def main() -> None:
@@ -223,6 +253,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="the stand-in reflector's seeds")
     parser.add_argument("--claude", default=None, help="the claude CLI (default: .ci-hosts' pinned one, else PATH)")
+    parser.add_argument("--p", type=float, default=1.0, help="the rollout helper right where the files route right")
+    parser.add_argument("--q", type=float, default=0.0, help="... and where they do not")
+    parser.add_argument("--harm", type=float, default=None, help="the reflector's share of filler words (default 0.1)")
+    parser.add_argument("--vague", type=float, default=None, help="the reflector's share of no answer (default 0.1)")
     args = parser.parse_args()
     claude = args.claude or shutil.which("claude", path=str(ROOT / ".ci-hosts/node_modules/.bin")) or shutil.which("claude")
     if not claude:
@@ -236,10 +270,13 @@ def main() -> None:
               f"{one['seconds']:.0f} s; host requests " + ", ".join(f"{w} {n}" for w, n in one["requests"].items())
               + f" (total {one['total']}); input tokens about {one['tokens']:,} (largest request {one['largest']:,}); "
               f"answered per host_submit {one['waves']}; outcomes {one['outcomes']}; the largest host_next answer "
-              f"{one['largest_answer']:,} characters")
+              f"{one['largest_answer']:,} characters; truth: {one['learnt']} of {one['to_learn']} words learnt, "
+              f"{one['fillers']} fillers kept, {one['right']:.2f} of the tasks routed right")
     median = lambda key: statistics.median(one[key] for one in found)  # noqa: E731
     print(f"median of {len(found)}: host requests {median('total'):g}, input tokens {median('tokens'):,.0f}, "
-          f"held-out reward {median('reward'):.3f}, calls {median('calls'):g}")
+          f"held-out reward {median('reward'):.3f}, calls {median('calls'):g}; words learnt {median('learnt'):g} "
+          f"of {found[0]['to_learn']}, runs keeping a filler {sum(one['fillers'] > 0 for one in found)}, routed right "
+          f"{median('right'):.2f}")
     print(f"load average over the last 1 / 5 / 15 minutes: {' / '.join(f'{x:.1f}' for x in os.getloadavg())} on "
           f"{os.cpu_count()} cores")
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import random
-import re
 import shutil
 import statistics
 import sys
@@ -41,9 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agentdescent import FileTree, Task, evolve, load_tree, tree_reflector, tree_runner  # noqa: E402
 from agentdescent.agents import scripted  # noqa: E402
 from agentdescent.governance import SKILL_BLAST_RADIUS  # noqa: E402
-from agentdescent.testing import SKILL_NAME, TEAMS, SkillReflector, listed_words, route_by_skill, router_tasks  # noqa: E402
+from agentdescent.testing import SKILL_NAME, TEAMS, SkillReflector, route_by_skill, router_tasks, routing_truth  # noqa: E402
 from agentdescent.testing.attempts import Attempts  # noqa: E402
-from agentdescent.testing.router import FILLERS, SIGNALS  # noqa: E402
 from examples.skill_dir_evolution import SKILL, agent_prompt, evolve_skill  # noqa: E402
 
 
@@ -131,20 +129,6 @@ class NoisyRouter:
         return 1.0 - right if self._rng("grade", task.id, output).random() < self.noise.flip else right
 
 
-def truth(state: dict[str, str], tasks: list[Task]) -> dict:
-    """What the result's routing files hold: signal words under their own team, filler words, and
-    the share of `tasks` they route right (the agent without noise)."""
-    listed = {team: listed_words(state.get(f"routing/{team}.md", "")) for team in TEAMS}
-    learnt = sum(w in SIGNALS[team][:4] for team, words in listed.items() for w in words)
-    fillers = sum(w in FILLERS for words in listed.values() for w in words)
-    right = 0
-    for task in tasks:
-        said = set(re.findall(r"\w+", task.prompt.lower()))
-        routed = next((team for team in TEAMS if said & set(listed[team])), "general")
-        right += routed == task.gold
-    return {"learnt": learnt, "fillers": fillers, "true": right / len(tasks)}
-
-
 def noisy_evolution(workers: int, seed: int, noise: Noise, rounds: int, latency: float, concurrency: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="tree-noisy-") as tmp:
         folder = Path(tmp) / "support-router"
@@ -162,8 +146,9 @@ def noisy_evolution(workers: int, seed: int, noise: Noise, rounds: int, latency:
                         rounds=rounds, n_workers=workers, target_reward=None, seed=seed, store=Path(tmp) / "ledger",
                         max_concurrency=concurrency)
         wall = time.perf_counter() - start
-    return {"wall": wall, "rounds": len(result.history), "calls": result.usage.calls,
-            "measured": result.final_reward, **truth(dict(result.state), tasks)}
+    truth = routing_truth(result.state, tasks)
+    return {"wall": wall, "rounds": len(result.history), "calls": result.usage.calls, "measured": result.final_reward,
+            "learnt": truth.learnt, "fillers": truth.fillers, "true": truth.right}
 
 
 def noisy_table(args: argparse.Namespace) -> None:

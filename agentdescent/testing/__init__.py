@@ -32,10 +32,18 @@ from agentdescent.testing.router import (
     routing_rules,
     rule_text,
 )
-from agentdescent.testing.skill_router import SKILL_NAME, TEAMS, SkillReflector, listed_words, route_by_skill
+from agentdescent.testing.skill_router import (
+    SKILL_NAME,
+    TEAMS,
+    RoutingTruth,
+    SkillReflector,
+    listed_words,
+    route_by_skill,
+    routing_truth,
+)
 
 __all__ = [
     "DEFAULT_HANDLER", "FILLERS", "SIGNALS", "SKILL_NAME", "STRATEGIES", "TEAMS", "TEMPLATES", "RouterReflector",
-    "RouterReflectorModel", "SkillReflector", "demo_strategy", "listed_words", "route", "route_by_skill",
-    "route_prompt", "route_reward", "router_tasks", "routing_rules", "rule_text",
+    "RouterReflectorModel", "RoutingTruth", "SkillReflector", "demo_strategy", "listed_words", "route", "route_by_skill",
+    "route_prompt", "route_reward", "router_tasks", "routing_rules", "routing_truth", "rule_text",
 ]

@@ -22,12 +22,15 @@ import hashlib
 import random
 import re
 import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from agentdescent.testing.attempts import Attempts
 from agentdescent.testing.router import FILLERS, SIGNALS
+from agentdescent.types import Task
 
-__all__ = ["SKILL_NAME", "TEAMS", "SkillReflector", "listed_words", "route_by_skill"]
+__all__ = ["SKILL_NAME", "TEAMS", "RoutingTruth", "SkillReflector", "listed_words", "route_by_skill", "routing_truth"]
 
 SKILL_NAME = "support-router"
 TEAMS = tuple(SIGNALS)  # the order the skill checks them in
@@ -47,6 +50,30 @@ def route_by_skill(prompt: str, cwd: str, latency: float = 0.0) -> str:
         if said & set(listed_words((routing / f"{team}.md").read_text(encoding="utf-8"))):
             return team
     return "general"
+
+
+@dataclass(frozen=True)
+class RoutingTruth:
+    """What a version of the skill really holds, read off its routing files against the tasks."""
+
+    learnt: int  # the tasks' signal words listed under their own team
+    to_learn: int  # the tasks' signal words, each team's counted once
+    fillers: int  # filler words listed under any team: each sends some request to the wrong team
+    right: float  # the share of the tasks the files route right (the agent without noise)
+
+
+def routing_truth(state: Mapping[str, str], tasks: Sequence[Task]) -> RoutingTruth:
+    """The ground truth of `state` (a folder's files by path) on `tasks`."""
+    listed = {team: listed_words(state.get(f"routing/{team}.md", "")) for team in TEAMS}
+    needed = {(task.gold, w) for task in tasks if task.gold in SIGNALS
+              for w in re.findall(r"\w+", task.prompt.lower()) if w in SIGNALS[task.gold]}
+    right = 0
+    for task in tasks:
+        said = set(re.findall(r"\w+", task.prompt.lower()))
+        right += next((team for team in TEAMS if said & set(listed[team])), "general") == task.gold
+    return RoutingTruth(learnt=sum(w in listed[team] for team, w in needed), to_learn=len(needed),
+                        fillers=sum(w in FILLERS for words in listed.values() for w in words),
+                        right=right / max(1, len(tasks)))
 
 
 class SkillReflector:
