@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from agentdescent import Task, scorer
+from agentdescent.testing import routing_truth
 from examples.evolve_own_skill import QUESTIONS, STEPS, answer_from_skill, evolve_own_skill
 from examples.evolve_own_skill import SKILL as OWN_SKILL
 from examples.skill_dir_evolution import SKILL, TEAMS, SkillReflector, evolve_skill, listed_words
@@ -82,3 +83,13 @@ def test_the_directory_quickstart_runs_as_written_against_a_stand_in_claude(tmp_
     assert "held-out reward: " in done.stdout and "written back:" in done.stdout
     assert (copy / "hooks" / "pre.sh").read_bytes() == (SKILL / "hooks" / "pre.sh").read_bytes()
     assert "sk-ant-test-quickstart" not in done.stdout + done.stderr
+
+
+def test_routing_truth_reads_what_the_files_really_hold():
+    tasks = [Task(id="a", prompt="please: my invoice is wrong", gold="billing"),
+             Task(id="b", prompt="please track my parcel", gold="shipping"),
+             Task(id="c", prompt="help: the app crash again", gold="technical")]
+    state = {"routing/billing.md": "# billing\n\n- invoice\n- please\n", "routing/technical.md": "# technical\n\n- crash\n"}
+    truth = routing_truth(state, tasks)
+    # "please", a filler under billing, sends the parcel request to billing too
+    assert (truth.learnt, truth.to_learn, truth.fillers) == (2, 3, 1) and truth.right == 2 / 3
