@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 from agentdescent.result import EvolveResult  # noqa: E402
 from agentdescent.runs import Service  # noqa: E402
 from agentdescent.runs.hostwork import CandidateWork, HostRequest, whole_prompt  # noqa: E402
-from agentdescent.testing import TEAMS, SkillReflector, route_by_skill, routing_truth  # noqa: E402
+from agentdescent.testing import SkillReflector, route_by_skill, routing_truth, sampled  # noqa: E402
 from agentdescent.testing.attempts import Attempts  # noqa: E402
 from agentdescent.types import Task  # noqa: E402
 from tests.anthropic_stream import Chat, ToolUse, _answer  # noqa: E402
@@ -172,9 +172,7 @@ class Host:
             return answer
         key = hashlib.sha256(f"{request['prompt']}\0{group['candidate']}".encode("utf-8")).hexdigest()
         roll = random.Random(f"{self.seed}|{key}|{self._asked.next(key)}").random()
-        if answer == gold:
-            return answer if roll < self.noise.p else next(t for t in (*TEAMS, "general") if t != gold)
-        return gold if roll < self.noise.q else answer
+        return sampled(answer, gold, roll, p=self.noise.p, q=self.noise.q)
 
 
 def _whole(group: dict, request: dict, context: str | None = None) -> str:

@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agentdescent import FileTree, Task, evolve, load_tree, tree_reflector, tree_runner  # noqa: E402
 from agentdescent.agents import scripted  # noqa: E402
 from agentdescent.governance import SKILL_BLAST_RADIUS  # noqa: E402
-from agentdescent.testing import SKILL_NAME, TEAMS, SkillReflector, route_by_skill, router_tasks, routing_truth  # noqa: E402
+from agentdescent.testing import SKILL_NAME, SkillReflector, route_by_skill, router_tasks, routing_truth, sampled  # noqa: E402
 from agentdescent.testing.attempts import Attempts  # noqa: E402
 from examples.skill_dir_evolution import SKILL, agent_prompt, evolve_skill  # noqa: E402
 
@@ -119,10 +119,7 @@ class NoisyRouter:
         gold = self.gold[prompt.rsplit("\n\n", 1)[-1]]
         routing = "".join(sorted(p.read_text(encoding="utf-8") for p in Path(cwd, ".claude/skills", SKILL_NAME,
                                                                             "routing").glob("*.md")))
-        roll = self._rng("agent", prompt, routing).random()
-        if answer == gold:
-            return answer if roll < self.noise.p else next(t for t in (*TEAMS, "general") if t != gold)
-        return gold if roll < self.noise.q else answer
+        return sampled(answer, gold, self._rng("agent", prompt, routing).random(), p=self.noise.p, q=self.noise.q)
 
     def reward(self, task: Task, output: str) -> float:
         right = float(output.strip().lower() == task.gold)

@@ -40,10 +40,11 @@ from agentdescent.testing.skill_router import (
     listed_words,
     route_by_skill,
     routing_truth,
+    sampled,
 )
 
 __all__ = [
     "DEFAULT_HANDLER", "FILLERS", "SIGNALS", "SKILL_NAME", "STRATEGIES", "TEAMS", "TEMPLATES", "RouterReflector",
     "RouterReflectorModel", "RoutingTruth", "SkillReflector", "demo_strategy", "listed_words", "route", "route_by_skill",
-    "route_prompt", "route_reward", "router_tasks", "routing_rules", "routing_truth", "rule_text",
+    "route_prompt", "route_reward", "router_tasks", "routing_rules", "routing_truth", "rule_text", "sampled",
 ]

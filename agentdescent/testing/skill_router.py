@@ -30,7 +30,8 @@ from agentdescent.testing.attempts import Attempts
 from agentdescent.testing.router import FILLERS, SIGNALS
 from agentdescent.types import Task
 
-__all__ = ["SKILL_NAME", "TEAMS", "RoutingTruth", "SkillReflector", "listed_words", "route_by_skill", "routing_truth"]
+__all__ = ["SKILL_NAME", "TEAMS", "RoutingTruth", "SkillReflector", "listed_words", "route_by_skill", "routing_truth",
+           "sampled"]
 
 SKILL_NAME = "support-router"
 TEAMS = tuple(SIGNALS)  # the order the skill checks them in
@@ -50,6 +51,14 @@ def route_by_skill(prompt: str, cwd: str, latency: float = 0.0) -> str:
         if said & set(listed_words((routing / f"{team}.md").read_text(encoding="utf-8"))):
             return team
     return "general"
+
+
+def sampled(answer: str, gold: str, roll: float, *, p: float, q: float) -> str:
+    """The routing agent's `answer` as a sample, for a draw `roll` in [0, 1): where it is right, it
+    stays right with probability `p` (else another team); where it is wrong, it is right with `q`."""
+    if answer == gold:
+        return answer if roll < p else next(team for team in (*TEAMS, "general") if team != gold)
+    return gold if roll < q else answer
 
 
 @dataclass(frozen=True)
