@@ -12,16 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentdescent.agents.http import (
-    DEFAULT_MAX_REPLY_CHARS,
-    DEFAULT_TIMEOUT,
-    BadReply,
-    HTTPModel,
-    Reply,
-    base_url_from,
-    join_url,
-    raise_hint,
-)
+from agentdescent.agents.http import DEFAULT_MAX_REPLY_CHARS, DEFAULT_TIMEOUT, BadReply, HTTPModel, Reply, base_url_from, join_url
 from agentdescent.agents.redact import redact
 
 __all__ = ["Claude", "claude"]
@@ -69,10 +60,11 @@ class Claude(HTTPModel):
             raise BadReply(f"empty completion (stop_reason={data.get('stop_reason')!r}; "
                            "if it is 'max_tokens', raise max_tokens)")
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-        cut = None
-        if data.get("stop_reason") == "max_tokens":
-            cut = f"stop_reason 'max_tokens' (max_tokens={self.max_tokens}); {raise_hint('max_tokens', str(2 * self.max_tokens))}"
+        cut = f"stop_reason 'max_tokens' (max_tokens={self.max_tokens})" if data.get("stop_reason") == "max_tokens" else None
         return Reply(text=text, input_tokens=_input_tokens(usage), output_tokens=usage.get("output_tokens"), cut=cut)
+
+    def _output_limit(self) -> int:
+        return self.max_tokens
 
 
 def _is_text(block: Any) -> bool:

@@ -63,6 +63,9 @@ SNIPPET_CHARS = 300
 log = logging.getLogger(__name__)
 
 
+DEFAULT_OUTPUT_LIMIT = 4096  # the limit a cut reply's hint doubles when the server's own was used
+
+
 def reply_byte_cap(max_reply_chars: int) -> int:
     """Reply bytes read before a cut-off: 8 a character (`\\uXXXX` JSON escapes are 6) plus 64 KiB
     of envelope. reply_byte_cap(1_000) == 73_536"""
@@ -97,7 +100,7 @@ class Reply:
     text: str
     input_tokens: int | None = None
     output_tokens: int | None = None
-    cut: str | None = None  # why the server stopped it at its output limit, with the option to raise
+    cut: str | None = None  # where the server stopped it at its output limit: its stop reason and the limit
 
 
 class _Retry(Exception):
@@ -188,6 +191,10 @@ class HTTPModel:
 
     # The machinery.
 
+
+    def _output_limit(self) -> int | None:
+        """The most tokens a reply may hold, as this client asks for it (None: the server's own)."""
+        return None
     def _key(self) -> str | None:
         if self.api_key_env is None:
             return None
@@ -297,8 +304,9 @@ class HTTPModel:
             detail = _snippet(str(exc))
         else:
             if reply.cut is not None:
-                raise AgentError(self._failure(call, f"the reply stopped at the output limit, {reply.cut}: it is not "
-                                                     "the whole answer, so it is not used, and not retried"))
+                hint = raise_hint("max_tokens", str(2 * (self._output_limit() or DEFAULT_OUTPUT_LIMIT)))
+                raise AgentError(self._failure(call, f"the reply stopped at the output limit, {reply.cut}; {hint}: it "
+                                                     "is not the whole answer, so it is not used, and not retried"))
             if len(reply.text) > self.max_reply_chars:
                 raise AgentError(self._failure(call, (
                     f"the completion has {len(reply.text):,} characters, over max_reply_chars="

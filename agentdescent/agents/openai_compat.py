@@ -16,16 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentdescent.agents.http import (
-    DEFAULT_MAX_REPLY_CHARS,
-    DEFAULT_TIMEOUT,
-    BadReply,
-    HTTPModel,
-    Reply,
-    base_url_from,
-    join_url,
-    raise_hint,
-)
+from agentdescent.agents.http import DEFAULT_MAX_REPLY_CHARS, DEFAULT_TIMEOUT, BadReply, HTTPModel, Reply, base_url_from, join_url
 from agentdescent.agents.redact import redact
 
 __all__ = ["OpenAICompatible", "deepseek", "openai_compatible"]
@@ -77,11 +68,15 @@ class OpenAICompatible(HTTPModel):
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         cut = None
         if choice.get("finish_reason") == "length":
-            asked = self.max_tokens or self.extra_body.get("max_completion_tokens")
-            limit = f"{asked} tokens" if isinstance(asked, int) else "the server's default limit"
-            cut = f"finish_reason 'length' ({limit}); {raise_hint('max_tokens', str(2 * (asked or 4096)))}"
+            asked = self._output_limit()
+            limit = f"{asked} tokens" if asked else "the server's default limit"
+            cut = f"finish_reason 'length' ({limit})"
         return Reply(text=text, input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens"),
                      cut=cut)
+
+    def _output_limit(self) -> int | None:
+        asked = self.max_tokens or self.extra_body.get("max_completion_tokens")
+        return asked if isinstance(asked, int) else None
 
 
 def without_reasoning(text: str) -> str:
