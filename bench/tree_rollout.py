@@ -37,12 +37,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentdescent import FileTree, Task, evolve, load_tree, tree_reflector, tree_runner  # noqa: E402
+from agentdescent import FileTree, Task, load_tree, tree_runner  # noqa: E402
 from agentdescent.agents import scripted  # noqa: E402
-from agentdescent.governance import SKILL_BLAST_RADIUS  # noqa: E402
-from agentdescent.testing import SKILL_NAME, SkillReflector, route_by_skill, router_tasks, routing_truth, sampled  # noqa: E402
+from agentdescent.testing import SKILL_NAME, SkillReflector, route_by_skill, routing_truth, sampled  # noqa: E402
 from agentdescent.testing.attempts import Attempts  # noqa: E402
-from examples.skill_dir_evolution import SKILL, agent_prompt, evolve_skill  # noqa: E402
+from examples.skill_dir_evolution import SKILL, evolve_skill, skill_tasks  # noqa: E402
 
 
 def load_ms(n_files: int, repeats: int) -> float:
@@ -127,21 +126,16 @@ class NoisyRouter:
 
 
 def noisy_evolution(workers: int, seed: int, noise: Noise, rounds: int, latency: float, concurrency: int) -> dict:
+    """The quickstart's run for `rounds` rounds with the noisy agent, grader and reflector; ground truth."""
+    tasks = skill_tasks(seed)
+    router = NoisyRouter(tasks, noise, seed, latency)
     with tempfile.TemporaryDirectory(prefix="tree-noisy-") as tmp:
         folder = Path(tmp) / "support-router"
         shutil.copytree(SKILL, folder)
-        tree = load_tree(folder)
-        strategy = FileTree(tree, max_files_per_diff=2, editable=("SKILL.md", "routing/*"), frozen=["hooks/*"])
-        tasks = router_tasks(seed, signals=4, per_signal=3)
-        router = NoisyRouter(tasks, noise, seed, latency)
-        run = tree_runner(scripted(router.agent), layout="claude_skill", name=SKILL_NAME,
-                          overlay=strategy.frozen_files(tree), prompt=agent_prompt, max_workspaces=concurrency)
-        reflect = scripted(SkillReflector(seed, noise=noise.harm, silence=noise.vague, latency=latency))
         start = time.perf_counter()
-        result = evolve(tasks, router.reward, run=run, propose=tree_reflector(reflect, strategy=strategy),
-                        strategy=strategy, blast_radius=SKILL_BLAST_RADIUS, self_verify=False, cheap_eval_tasks=4,
-                        rounds=rounds, n_workers=workers, target_reward=None, seed=seed, store=Path(tmp) / "ledger",
-                        max_concurrency=concurrency)
+        result = evolve_skill(folder, workers=workers, rounds=rounds, seed=seed, store=Path(tmp) / "ledger",
+                              max_concurrency=concurrency, agent=router.agent, reward=router.reward, target_reward=None,
+                              reflect_with=SkillReflector(seed, noise=noise.harm, silence=noise.vague, latency=latency))
         wall = time.perf_counter() - start
     truth = routing_truth(result.state, tasks)
     return {"wall": wall, "rounds": len(result.history), "calls": result.usage.calls, "measured": result.final_reward,

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from agentdescent import FileTree, evolve, load_tree, scorer, tree_reflector, tree_runner
+from agentdescent import FileTree, Task, evolve, load_tree, scorer, tree_reflector, tree_runner
 from agentdescent.agents import claude, claude_code, scripted
 from agentdescent.cli.guard import script
 from agentdescent.cli.views import ProgressView
@@ -52,26 +52,34 @@ def agent_prompt(task) -> str:
     return f"Use the {NAME} skill. Which team handles this request? Answer with the team's name only.\n\n{task.prompt}"
 
 
+def skill_tasks(seed: int = 0) -> list[Task]:
+    """The requests the quickstart routes: 3 for each of 4 words a team, and some for no team."""
+    return router_tasks(seed, signals=4, per_signal=3)
+
+
 def evolve_skill(folder: str | os.PathLike[str], *, use_claude: bool = False, workers: int = 4, rounds: int = 12,
                  seed: int = 0, latency: float = 0.0, store: str | os.PathLike[str] | None = None,
                  max_concurrency: int | None = None, workdir: str | os.PathLike[str] | None = None,
-                 on_event: Callable[[Event], None] | None = None) -> EvolveResult:
-    """The directory quickstart on `folder`: load it, evolve it, return the result (nothing written)."""
+                 on_event: Callable[[Event], None] | None = None, agent: Callable[..., str] | None = None,
+                 reflect_with: Callable[[str], str] | None = None, reward: Callable | None = None,
+                 target_reward: float | None = 1.0) -> EvolveResult:
+    """The directory quickstart on `folder`: load it, evolve it, return the result (nothing written).
+    Offline, `agent` (prompt, cwd -> answer), `reflect_with` (prompt -> reply) and `reward` stand in
+    for the scripted agent, the scripted reflector and exact match (a benchmark's noisy ones, say)."""
     tree = load_tree(folder)
     strategy = FileTree(tree, max_files_per_diff=2, editable=("SKILL.md", "routing/*"), frozen=["hooks/*"])
     if use_claude:
-        agent = claude_code()
-        reflect_with = claude(os.environ.get("AGENTDESCENT_MODEL", "claude-sonnet-4-5"))
+        model, reflect_model = claude_code(), claude(os.environ.get("AGENTDESCENT_MODEL", "claude-sonnet-4-5"))
     else:
-        agent = scripted(lambda prompt, cwd: route_by_skill(prompt, cwd, latency))
-        reflect_with = scripted(SkillReflector(seed, latency=latency))
-    run = tree_runner(agent, layout="claude_skill", name=NAME, overlay=strategy.frozen_files(tree), prompt=agent_prompt,
+        model = scripted(agent or (lambda prompt, cwd: route_by_skill(prompt, cwd, latency)))
+        reflect_model = scripted(reflect_with or SkillReflector(seed, latency=latency))
+    run = tree_runner(model, layout="claude_skill", name=NAME, overlay=strategy.frozen_files(tree), prompt=agent_prompt,
                       workdir=workdir, max_workspaces=max_concurrency or 32)  # as many as calls in flight
-    tasks = router_tasks(seed, signals=4, per_signal=3)
+    propose = tree_reflector(reflect_model, strategy=strategy)
     return evolve(
-        tasks, scorer("exact"), run=run, propose=tree_reflector(reflect_with, strategy=strategy), strategy=strategy,
+        skill_tasks(seed), reward or scorer("exact"), run=run, propose=propose, strategy=strategy,
         blast_radius=SKILL_BLAST_RADIUS, self_verify=False, cheap_eval_tasks=4, rounds=rounds, n_workers=workers,
-        target_reward=1.0, seed=seed, store=store, max_concurrency=max_concurrency, on_event=on_event,
+        target_reward=target_reward, seed=seed, store=store, max_concurrency=max_concurrency, on_event=on_event,
     )
 
 
