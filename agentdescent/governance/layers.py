@@ -125,6 +125,10 @@ class Governance:
             return f"changes {len(keys)} keys; at most {self.max_keys_per_diff} per diff are allowed"
         return None
 
+    def changeable(self, keys: Iterable[str]) -> list[str]:
+        """Those of `keys` a diff may change alone (not frozen, editable), in their order."""
+        return [k for k in keys if self.refusal([k]) is None]
+
     def invalidity(self, edits: Sequence[Edit]) -> str | None:
         """Why a diff of `edits` is malformed (no edit, unsafe key, repeated key, text that is not
         valid Unicode or is oversize), or None."""

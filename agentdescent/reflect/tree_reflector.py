@@ -46,7 +46,7 @@ class TreeReflector(Reflector):
     def _ask(self, rendered: object, cases: Sequence[tuple[Task, str, float]], tried: Sequence[Tried] = ()) -> str | None:
         files = dict(rendered) if isinstance(rendered, Mapping) else {}
         rules = Governance.of(self.strategy)
-        editable = [p for p in sorted(files) if rules.refusal([p]) is None]
+        editable = rules.changeable(sorted(files))
         reply = self._asked(
             "files", format_files(files), editable=", ".join(editable) or "(none)",
             frozen=", ".join(p for p in sorted(files) if p not in editable) or "(none)",

@@ -276,8 +276,7 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
     warnings += [f"{moved} (the spec uses an earlier name of the field; it is read as such for now)" for moved in spec.moved]
     warnings += size_warnings(train=len(train), held_out=len(held_out), workers=spec.n_workers, artifact_chars=chars)
     if parts.tree is not None:
-        rules = Governance.of(parts.strategy)
-        editable = {path: text for path, text in parts.tree.items() if rules.refusal([path]) is None}
+        editable = {path: parts.tree[path] for path in Governance.of(parts.strategy).changeable(parts.tree)}
         warnings += whole_file_warnings(editable, reply_limit=_reply_limit(spec.reflector_spec),
                                         reflector=spec.reflector_spec.label)
     warnings += budget_warnings(cost=cost, max_tokens=spec.budget.max_tokens, held_out=len(held_out), workers=spec.n_workers,

@@ -51,7 +51,7 @@ class Shards:
             raise UserError(f"parallel='tp' deals the artifact's keys out to the workers, but {name}'s keys cannot "
                             "be known in advance (a rule's key is the hash of a rule not yet written): use "
                             "KeyedRules (one key per category) or a FileTree, or parallel='dp'")
-        editable = [k for k in keys if governance.refusal([k]) is None]
+        editable = governance.changeable(keys)
         if len(editable) < n_workers:
             shown = ", ".join(editable[:8]) + (", ..." if len(editable) > 8 else "")
             raise UserError(f"parallel='tp' gives each of the {n_workers} workers keys of its own, but {name} has "
