@@ -11,9 +11,7 @@ the answer into text. Around that one request it does what every provider needs:
   (`deadline`), so a server trickling its headers or body fails at the deadline too;
 - **a reply cap**: the body is read as a stream and cut off past `reply_byte_cap(max_reply_chars)`
   bytes, and a longer completion than `max_reply_chars` characters fails, neither retried;
-- **whole answers**: a completion the server stopped at its output limit (`max_tokens`) fails,
-  not retried, naming the option to raise: a file or rule cut off mid-way is not the model's
-  answer, and taken as one it would lose what was cut;
+- **whole answers**: a completion stopped at its output limit (`max_tokens`) fails, not retried;
 - **retries** on 429, 500, 502, 503, 504 and 529, transport errors and connect timeouts, after
   jittered backoff or the server's `Retry-After` (at most 60 s), only while the deadline leaves
   time for them; a body that is not JSON or holds no completion is retried once (a proxy's
@@ -56,14 +54,12 @@ __all__ = ["DEFAULT_MAX_REPLY_CHARS", "DEFAULT_TIMEOUT", "RETRY_STATUSES", "BadR
 
 DEFAULT_TIMEOUT = 300.0  # seconds for a whole model call, its retries included
 DEFAULT_MAX_REPLY_CHARS = 1_000_000
+DEFAULT_OUTPUT_LIMIT = 4096  # the limit a cut reply's hint doubles when the server's own was used
 CONNECT_TIMEOUT = 10.0  # one connection attempt; a server that does not answer is tried again
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
 RETRY_AFTER_CAP = 60.0
 SNIPPET_CHARS = 300
 log = logging.getLogger(__name__)
-
-
-DEFAULT_OUTPUT_LIMIT = 4096  # the limit a cut reply's hint doubles when the server's own was used
 
 
 def reply_byte_cap(max_reply_chars: int) -> int:
@@ -132,9 +128,9 @@ class HTTPModel:
     """A text-in, text-out model behind an HTTP JSON API; see the module docstring.
 
     Subclasses implement `_url()`, `_headers(key)`, `_payload(prompt)` and `_parse(data) -> Reply`
-    (raising `BadReply` for a body without the answer). `timeout` bounds a whole call, retries
-    included; `max_reply_chars` caps its reply. `backoff=(base, cap)` sets the retry delays in
-    seconds: about `base * 2**n`, jittered, never above `cap`.
+    (raising `BadReply` for a body without the answer), and `_output_limit()` where they ask for
+    one. `timeout` bounds a whole call, retries included; `max_reply_chars` caps its reply.
+    `backoff=(base, cap)` sets the retry delays in seconds: about `base * 2**n`, jittered, at most `cap`.
     """
 
     def __init__(self, name: str, *, api_key_env: str | None, timeout: float = DEFAULT_TIMEOUT,
@@ -189,12 +185,11 @@ class HTTPModel:
     def _parse(self, data: Any) -> Reply:
         raise NotImplementedError
 
+    def _output_limit(self) -> int | None:  # the most tokens a reply may hold, as asked (None: the server's own)
+        return None
+
     # The machinery.
 
-
-    def _output_limit(self) -> int | None:
-        """The most tokens a reply may hold, as this client asks for it (None: the server's own)."""
-        return None
     def _key(self) -> str | None:
         if self.api_key_env is None:
             return None
