@@ -5,6 +5,8 @@ the domain's ground truth, on every seed."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from agentdescent import AppendRules, evolve
@@ -17,7 +19,7 @@ from agentdescent.reflect.memory import Memory
 from agentdescent.step.policies import BetaAcceptance, rewards_noisy
 from agentdescent.testing.lone_diff import LoneDiff
 from agentdescent.testing.noisy import VAGUE, NoisyDomain, NoisyLevels, harmful_rule, right_rule
-from agentdescent.types import Rollout, Task, Tried
+from agentdescent.types import Diff, Edit, EvidenceCard, Rollout, Task, Tried
 from agentdescent.usage import Usage
 
 SEEDS = range(10)
@@ -73,6 +75,28 @@ def test_a_decisive_case_stops_early(trial):
     task, fixed = t.failure(5), {**t.head, rule_key(right_rule(5)): right_rule(5)}
     assert len(t.evaluator.draws(fixed, task.id)) == 2 and len(t.evaluator.draws(t.head, task.id)) == 3
     assert t.usage.disagreed == 0
+
+
+def test_the_diffs_of_a_step_draw_their_pairs_together(trial):
+    """Two diffs that each fix their failure: the pair each needs past its evidence comes in one
+    wave, not one after the other (a host answers a wave per round trip)."""
+    t = trial(0, NoisyLevels(p=1.0, q=0.0))
+    failures = {c: t.failure(c) for c in (5, 6)}
+    diffs = [Diff(id=f"d{c}", artifact_id="a", base_version=1, author=f"w{c}",
+                  evidence=EvidenceCard(task_ids=[task.id], rewards=[0.0], rationale=right_rule(c)),
+                  edits=[Edit(key=rule_key(right_rule(c)), before=None, after=right_rule(c))])
+             for c, task in failures.items()]
+    waves: list[set[str]] = []
+    again = t.evaluator.again
+
+    def counted(jobs, purpose="accept"):
+        waves.append({task.id for _, tasks in jobs for task in tasks})
+        return again(jobs, purpose)
+    t.aggregator.again = counted
+    sample = t.acceptance.sample(t.tasks, random.Random(0))
+    assert [o.kind for o in t.aggregator.step(diffs, 0, sample=sample).outcomes] == ["committed", "committed"]
+    both = {task.id for task in failures.values()}
+    assert [wave & both for wave in waves if wave & both] == [both, both]  # head's draw again, then the pairs
 
 
 def test_a_run_finds_out_whether_its_rewards_are_samples():

@@ -17,7 +17,7 @@
 
 Where rewards are samples (`Trial.noisy`), each judgement of one task is drawn again before it
 counts: head on the failures a diff was made from (the draw that chose them was a failure by
-selection), the diff's gain there over fresh pairs (`Trial.fixes`), a probe where the fusion and
+selection), the diff's gain there over fresh pairs (`Trial.fixing`), a probe where the fusion and
 head differ (broken only when a second pair breaks too), and a bisection's "it breaks".
 
 A gated (L1) component is judged alone at the stricter bar on its evidence and a full sample,
@@ -100,12 +100,12 @@ def _evidence(trial: Trial, components: Sequence[Component], tasks: Mapping[Comp
         trial.redraw_head([t for comp, row in zip(components, rows) for t, r in zip(tasks[comp], row)
                            if r > trial.head[t.id]])
     kept: dict[Component, list[Task]] = {}
-    for comp, (state, _), row in zip(components, jobs, rows):
-        ts = tasks[comp]
-        if trial.fixes(state, ts, row):
-            kept[comp] = ts
+    fixing = trial.fixing([(state, tasks[comp], row) for comp, (state, _), row in zip(components, jobs, rows)])
+    for comp, fixes in zip(components, fixing):
+        if fixes:
+            kept[comp] = tasks[comp]
         else:
-            trial.reject([comp], f"rejected: fixes none of the {len(ts)} failures it was made from")
+            trial.reject([comp], f"rejected: fixes none of the {len(tasks[comp])} failures it was made from")
     return kept, early
 
 
@@ -236,7 +236,7 @@ def _settle(trial: Trial, cand: Candidate, taken: set[str], *, gains: bool) -> N
     if not doubt:
         return
     first = {i: (cand.rewards[i], trial.head[i]) for i in doubt}
-    for i, (c, h) in zip(doubt, trial.pairs(cand.state, [train[i] for i in doubt])):
+    for i, (c, h) in zip(doubt, trial.pairs([(cand.state, [train[i] for i in doubt])])[0]):
         cand.settled[i] = first[i][0] < first[i][1] and c < h
         cand.rewards[i] = (first[i][0] + c) / 2
 

@@ -97,7 +97,7 @@ def trace(trial: Trial, cand: Candidate, broken: list[str]) -> Traced:
 
 def _split(trial: Trial, merged: Component, broken: list[str]) -> Component | None:
     """The diff of `merged` (diffs merged on one file, found guilty) that, alone, breaks none of
-    the tasks `merged` broke and fixes one of the failures it was made from (`Trial.fixes`), the
+    the tasks `merged` broke and fixes one of the failures it was made from (`Trial.fixing`), the
     one with the most gain where several do (together they broke what each alone does not: only
     one may stay); None when none does. All of them are scored in one wave. The fusion it joins
     is scored again on the broken tasks, so a break this one draw missed still shows."""
@@ -106,11 +106,11 @@ def _split(trial: Trial, merged: Component, broken: list[str]) -> Component | No
     states = [apply(trial.head_state, piece.after) for piece in pieces]
     sets = [evidence_tasks(piece, train) for piece in pieces]
     rows = trial.score([(state, [*ts, *(train[i] for i in broken)]) for state, ts in zip(states, sets)])
-    passing = []
-    for piece, state, ts, row in zip(pieces, states, sets, rows):
-        fixed, kept = row[:len(ts)], row[len(ts):]
-        if all(r >= trial.head[i] for i, r in zip(broken, kept)) and trial.fixes(state, ts, fixed):
-            passing.append((sum(fixed) - sum(trial.head[t.id] for t in ts), piece))
+    clean = [(piece, state, ts, row[:len(ts)]) for piece, state, ts, row in zip(pieces, states, sets, rows)
+             if all(r >= trial.head[i] for i, r in zip(broken, row[len(ts):]))]
+    fixing = trial.fixing([(state, ts, fixed) for _, state, ts, fixed in clean])
+    passing = [(sum(fixed) - sum(trial.head[t.id] for t in ts), piece)
+               for (piece, _, ts, fixed), fixes in zip(clean, fixing) if fixes]
     return max(passing, key=lambda found: found[0])[1] if passing else None
 
 

@@ -80,41 +80,45 @@ class Trial:
             for t, r in zip(fresh, self.judge.again([(self.head_state, fresh)])[0]):
                 self.since[t.id], self.head[t.id] = [r], r
 
-    def pairs(self, state: State, tasks: Sequence[Task]) -> list[tuple[float, float]]:
-        """A fresh draw of `state` and of head on each task, in one wave: (state's, head's) each;
-        head's reward on a task becomes the mean of its draws."""
+    def pairs(self, asks: Sequence[tuple[State, Sequence[Task]]]) -> list[list[tuple[float, float]]]:
+        """A fresh draw of each state and of head on each of its tasks, all in one wave: per ask,
+        (state's, head's) a task; head's reward on a task becomes the mean of its draws."""
         assert self.judge.again is not None
-        row, head_row = self.judge.again([(state, tasks), (self.head_state, tasks)])
+        rows = self.judge.again([job for state, tasks in asks for job in ((state, tasks), (self.head_state, tasks))])
         means = self.judge.known(self.head_state)
-        for t, h in zip(tasks, head_row):
-            if t.id in self.since:
-                self.since[t.id].append(h)
-                self.head[t.id] = mean_reward(self.since[t.id])
-            elif t.id in means:
-                self.head[t.id] = means[t.id]
-        return list(zip(row, head_row))
+        for (_, tasks), head_row in zip(asks, rows[1::2]):
+            for t, h in zip(tasks, head_row):
+                if t.id in self.since:
+                    self.since[t.id].append(h)
+                    self.head[t.id] = mean_reward(self.since[t.id])
+                elif t.id in means:
+                    self.head[t.id] = means[t.id]
+        return [list(zip(row, head_row)) for row, head_row in zip(rows[::2], rows[1::2])]
 
-    def fixes(self, state: State, tasks: Sequence[Task], first: Sequence[float]) -> bool:
-        """Whether `state` fixes one of the failures `tasks` (its rewards `first`). With exact
-        rewards: it beats head on one. With samples: on one of them, its gain over head summed
-        over fresh pairs of draws (the first pair: `first` and head's draw again) reaches the
-        policy's `lead` within `repeats` pairs. A task stops being drawn once it cannot, once it
-        is behind, or when two pairs left it no gain: a diff that fixes nothing mostly leaves
-        after one or two pairs."""
-        gains = {t.id: r - self.head[t.id] for t, r in zip(tasks, first)}
+    def fixing(self, asks: Sequence[tuple[State, Sequence[Task], Sequence[float]]]) -> list[bool]:
+        """For each (state, tasks, first): whether `state` fixes one of the failures `tasks` (its
+        rewards `first`). With exact rewards: it beats head on one. With samples: on one of them,
+        its gain over head summed over fresh pairs of draws (the first pair: `first` and head's
+        draw again) reaches the policy's `lead` within `repeats` pairs. A task stops being drawn
+        once it cannot, once it is behind, or when two pairs left it no gain: a diff that fixes
+        nothing mostly leaves after one or two pairs. The states are drawn in lockstep, each turn
+        of pairs one wave for all that are still open, since a host answers a wave per round trip."""
+        gains = [{t.id: r - self.head[t.id] for t, r in zip(tasks, first)} for _, tasks, first in asks]
         if not self.noisy:
-            return any(g > 0 for g in gains.values())
+            return [any(g > 0 for g in row.values()) for row in gains]
         lead, repeats = self.policy.lead, self.policy.repeats
-        pairs = dict.fromkeys(gains, 1)
+        pairs = [dict.fromkeys(row, 1) for row in gains]
 
-        def going(t: Task) -> bool:
-            g, k = gains[t.id], pairs[t.id]
+        def going(i: int, t: Task) -> bool:
+            g, k = gains[i][t.id], pairs[i][t.id]
             return g < lead and k < repeats and g + repeats - k >= lead and g >= 0 and not (k >= 2 and g <= 0)
-        while not any(g >= lead for g in gains.values()) and (open_ := [t for t in tasks if going(t)]):
-            for t, (c, h) in zip(open_, self.pairs(state, open_)):
-                gains[t.id] += c - h
-                pairs[t.id] += 1
-        return any(g >= lead for g in gains.values())
+        while opened := [(i, ts) for i, (_, tasks, _) in enumerate(asks)
+                         if not any(g >= lead for g in gains[i].values()) and (ts := [t for t in tasks if going(i, t)])]:
+            for (i, ts), drawn in zip(opened, self.pairs([(asks[i][0], ts) for i, ts in opened])):
+                for t, (c, h) in zip(ts, drawn):
+                    gains[i][t.id] += c - h
+                    pairs[i][t.id] += 1
+        return [any(g >= lead for g in row.values()) for row in gains]
 
     def reject(self, parts: Sequence[Component], reason: str) -> None:
         for comp in parts:
