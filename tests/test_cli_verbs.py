@@ -99,6 +99,30 @@ def test_evolve_watch_status_show_and_accept_the_walkthrough(service, tmp_path):
     assert service.status(run).state == "accepted"
 
 
+def test_an_edit_of_yours_the_run_also_made_elsewhere_is_refused_with_both_ways_out(service, tmp_path):
+    """You rewrote the prompt's first line while the run appended rules after it: git cannot join
+    the two, so accept writes nothing, and every message names the two ways on: merge by hand,
+    or overwrite knowingly, your version kept in the backup."""
+    target = tmp_path / "prompt.md"
+    run = evolve(spec_file(tmp_path))
+    wait(service, run)
+    target.write_text("Answer with the code, and nothing else.\n", encoding="utf-8")
+
+    dry = agentdescent("accept", run, "--dry-run")
+    assert dry.returncode == 0 and "edited by you and by the run, cannot merge: prompt.md" in dry.stdout
+    assert (f"next: merge prompt.md by hand (the run's change: agentdescent show {run}) and accept again, or "
+            f"agentdescent accept --overwrite {run} writes the run's version there") in " ".join(dry.stdout.split())
+    refused = agentdescent("accept", run)
+    assert refused.returncode == 2 and "the backup taken first keeps yours" in " ".join(refused.stderr.split())
+    assert target.read_text(encoding="utf-8") == "Answer with the code, and nothing else.\n"
+
+    forced = agentdescent("accept", "--overwrite", run)
+    assert forced.returncode == 0, forced.stderr
+    backup = Path(re.search(r"^  backup: (.+)$", forced.stdout, re.MULTILINE).group(1))
+    assert backup.read_text(encoding="utf-8") == "Answer with the code, and nothing else.\n"
+    assert "rule k0." in target.read_text(encoding="utf-8")
+
+
 def test_restore_undoes_an_accept_and_a_second_restore_undoes_the_restore(service, tmp_path):
     target = tmp_path / "prompt.md"
     run = evolve(spec_file(tmp_path))

@@ -256,7 +256,7 @@ def _conflicting(target: Path, paths: tuple[str, ...]) -> UserError:
     return UserError(f"refusing to write {target}: {len(paths)} file(s) changed on disk since the run started and were "
                      f"changed by the run too, beyond what a merge can join ({names}); nothing was changed. Merge them by "
                      "hand, or replace your edits with the run's version on purpose (overwrite=True; "
-                     "`agentdescent accept --overwrite`)")
+                     "`agentdescent accept --overwrite`): the backup taken first keeps yours")
 
 
 def _refuse_path(target: Path, key: str, deleted: set[str], *, may_be_link: bool) -> None:

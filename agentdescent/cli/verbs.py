@@ -240,10 +240,10 @@ def run_accept(args: argparse.Namespace, console: Console) -> int:
         *(f"  {'would delete' if done.dry_run else 'deleted'}: {path}" for path in done.deleted),
         *(f"  kept as you edited it: {path}" for path in done.kept),
         *(f"  edited by you and by the run, cannot merge: {path}" for path in done.conflicts))
-    if done.dry_run:
-        say(console, f"next: {command('accept', done.run_id)} writes it (backing {done.target} up first)")
-    elif done.backup:
-        say(console, f"  backup: {done.backup}", f"next: {command('restore', done.target)} puts it back")
+    if done.backup:
+        say(console, f"  backup: {done.backup}")
+    if done.next:
+        say(console, f"next: {done.next}")
     return 0
 
 

@@ -165,7 +165,8 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
                         backup=None if plan.backup is None else str(plan.backup), refused=list(plan.refused),
                         message="")
         if dry_run:
-            return done.model_copy(update={"message": _dry_run_message(plan, overwrite)})
+            return done.model_copy(update={"message": _dry_run_message(plan, overwrite),
+                                           "next": _after_dry_run(run.id, status.target, plan, overwrite)})
         run.write_status(status.model_copy(update={
             "state": "accepted", "backup": done.backup,
             "message": f"written back to {status.target}: {len(plan.written)} written, {len(plan.deleted)} deleted",
@@ -174,7 +175,8 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
     yours = (f"; merged with your edits: {', '.join(done.merged)}" if done.merged else "") + (
         f"; kept as you edited them: {', '.join(done.kept)}" if done.kept else "")
     passed_over = "".join(f"; {why}" for why in done.refused)
-    return done.model_copy(update={"message": f"wrote {status.target}{backup}{yours}{passed_over}"})
+    return done.model_copy(update={"message": f"wrote {status.target}{backup}{yours}{passed_over}",
+                                   "next": f"{command('restore', status.target)} puts it back" if done.backup else ""})
 
 
 def _result(run: RunDir) -> EvolveResult | None:
@@ -213,6 +215,16 @@ def _to_write(run: RunDir, result: EvolveResult) -> tuple[EvolveResult, str | di
     if run.spec().keys_in_target == "mask":
         return dataclasses.replace(result, rendered=keys.unmasked(result.rendered)), keys.unmasked(base)
     return result, base
+
+
+def _after_dry_run(run_id: str, target: str, plan: WritePlan, overwrite: bool) -> str:
+    """What to do after a dry run: accept, or, where edits of the user's and the run's do not
+    merge, merge them by hand or overwrite them knowingly."""
+    if plan.conflicts and not overwrite:
+        return (f"merge {', '.join(plan.conflicts[:5])} by hand (the run's change: {command('show', run_id)}) and "
+                f"accept again, or {command('accept', '--overwrite', run_id)} writes the run's version there; the "
+                "backup it takes first keeps yours")
+    return f"{command('accept', *(['--overwrite'] if overwrite else []), run_id)} writes it (backing {target} up first)"
 
 
 def _dry_run_message(plan: WritePlan, overwrite: bool) -> str:
