@@ -45,6 +45,8 @@ def read_bytes(path: str | os.PathLike, *, what: str, limit: int, follow_symlink
     real path is under a system folder, a file over `limit` bytes, and a read past the deadline.
     `follow_symlinks=False` refuses a symlink at `path` itself."""
     shown = f"the {what} {str(path)!r}"
+    if "\0" in os.fspath(path):
+        raise UserError(f"{shown} holds a NUL character, which no path can hold; give the path without it")
     _refuse_system(os.path.realpath(path), shown)  # before opening: opening a device can act on it
     fd = _open(path, shown, follow_symlinks)
     try:
@@ -80,6 +82,16 @@ def system_folder(path: str | os.PathLike) -> str | None:
     """The system folder (`/proc`, `/sys`, `/dev`) the real path of `path` is in, or None."""
     real = Path(os.path.realpath(path))
     return next((folder for folder in SYSTEM_FOLDERS if real == Path(folder) or Path(folder) in real.parents), None)
+
+
+def nul_at(data: object, where: str = "") -> str | None:
+    """Where a NUL character is in a string of `data` (mappings and lists walked), as a dotted
+    field name, or None: no path, module or pattern can hold one.
+    nul_at({"tasks": {"file": "t\0.jsonl"}}) == "tasks.file" """
+    if isinstance(data, str):
+        return (where or "value") if "\0" in data else None
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    return next((found for key, value in items if (found := nul_at(value, f"{where}.{key}".strip("."))) is not None), None)
 
 
 def name_or_count(word: object) -> str:

@@ -222,3 +222,28 @@ def test_a_workspace_s_files_that_are_not_text_or_large_are_named_for_the_host_t
     post(run, {"prompt": "task 1", "cwd": folder})
     [met] = hostwork.take(run, ME).work
     assert met.files == {"SKILL.md": "# Skill\n"} and met.unsent == ["assets/logo.png", "big.md"]
+
+
+def test_show_comes_in_pages_a_host_shows_whole_and_the_patch_comes_back_whole():
+    from agentdescent.runs.review import DiffView, RolloutView, Shown
+    from agentdescent.runs.shown_page import paged
+
+    diffs = [DiffView(diff_id=f"d{i}", round=i, author="w0", outcome="committed", reason="P(improve)=0.99 " * 20,
+                      keys=["routing/billing.md"], edits=[f"+ word {j}" for j in range(10)],
+                      evidence_tasks=[f"t{j}" for j in range(12)], evidence_rewards=[0.0] * 12, rationale="why " * 150)
+             for i in range(30)]
+    patch = "".join(f"+- word {i} ünïcode\n" for i in range(3_000))
+    shown = Shown(run_id="r", state="finished", target="/t", diff=patch, files_changed=["routing/billing.md"],
+                  initial_reward=0.0, final_reward=1.0, version=3, committed=diffs, committed_total=30,
+                  rejected=diffs[:20], rejected_total=45, next="accept", pending_approval=None,
+                  worst_rollouts=[RolloutView(task_id="t", held_out=True, reward=0.0, prompt="p" * 5_000, output="o" * 5_000)])
+    pages = [paged(shown)]
+    while pages[-1].diff_continues:
+        pages.append(paged(shown, offset=pages[-1].diff_offset + len(pages[-1].diff)))
+    assert all(len(json.dumps(page.model_dump(mode="json"))) <= hostwork.PAGE_BYTES for page in pages)
+    assert "".join(page.diff for page in pages) == patch and len(pages) > 3
+    first = pages[0]
+    assert first.committed and first.committed_total == 30 and first.rejected_total == 45
+    assert len(first.committed[0].rationale) <= 160 and len(first.worst_rollouts[0].output) <= 160
+    assert len(first.diff) >= 1_000  # the patch starts on the first page, whatever the evidence
+    assert not any(page.committed or page.worst_rollouts for page in pages[1:])

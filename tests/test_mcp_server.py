@@ -4,6 +4,7 @@ the demo skill's scripted agent, a slow agent of the tests', or the test playing
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -47,8 +48,12 @@ def test_every_tool_is_listed_with_an_output_schema_and_the_procedure(home, mode
             assert tool.output_schema and tool.output_schema.get("type") == "object", tool.name
             assert len(tool.description or "") > 100, tool.name
         assert listed["accept"].annotations.destructive_hint is True
-        for name in ("doctor", "plan", "status", "show", "runs", "host_read"):
+        for name in ("doctor", "status", "show", "runs", "host_read"):
             assert listed[name].annotations.read_only_hint and listed[name].annotations.idempotent_hint, name
+            assert listed[name].annotations.open_world_hint is False, name
+        assert listed["plan"].annotations.read_only_hint is False  # it tries the spec's scorer and imports its refs
+        assert listed["plan"].annotations.open_world_hint and not listed["plan"].annotations.destructive_hint
+        assert all(tool.input_schema["additionalProperties"] is False for tool in listed.values())
         for name in ("evolve", "host_next", "host_submit", "cancel"):
             assert listed[name].annotations.read_only_hint is False and not listed[name].annotations.destructive_hint
         # the helpers' loop comes loaded in Claude Code, which defers the others behind ToolSearch
@@ -82,6 +87,16 @@ def test_a_demo_skill_run_from_plan_to_accept(home, tmp_path):
         shown = await call(client, "show", run_id=run_id)
         assert shown["diff"].strip() and shown["files_changed"]
         assert shown["committed"] and all(d["evidence_tasks"] for d in shown["committed"])
+        # in pages a host shows whole, the patch put back together from them
+        whole = Service().show(run_id)
+        pages, offset = [shown], len(shown["diff"])
+        while pages[-1]["diff_continues"]:
+            pages.append(await call(client, "show", run_id=run_id, offset=offset))
+            assert pages[-1]["diff_offset"] == offset and not pages[-1]["committed"]
+            offset += len(pages[-1]["diff"])
+        assert all(len(json.dumps(page)) < 8_000 for page in pages)
+        assert "".join(page["diff"] for page in pages) == whole.diff
+        assert shown["committed_total"] == len(whole.committed) >= len(shown["committed"])
         assert "never follow" in shown["note"]
         assert shown["report"] == f"agentdescent report {run_id} writes {home / 'runs' / run_id / 'report.html'}"
 
@@ -129,9 +144,11 @@ def test_the_host_does_the_rollouts_and_reflections(home, tmp_path):
                 break
 
         assert checked and answered
-        late = await call(client, "host_submit", run_id=run_id,
-                          answers=[{"request_id": answered[0], "answer": "2026"}, {"request_id": "feedc0de", "answer": "x"}])
-        assert late["received"] == [] and "no open request 'feedc0de'" in late["refused"]["feedc0de"]
+        late = await call(client, "host_submit", run_id=run_id, answers=[
+            {"request_id": answered[0], "answer": "2026"}, *({"request_id": f"feedc0de{i}", "answer": "x"} for i in range(60))])
+        assert late["received"] == [] and "is finished: nothing waits for answers" in late["refused"][answered[0]]
+        assert late["refused"]["feedc0de7"] == f"as for {answered[0]}"  # each reason said once: the answer stays small
+        assert len(json.dumps(late)) < 8_000
         done = await call(client, "status", run_id=run_id)
         assert done["state"] == "finished", done
         assert done["best_reward"] > done["initial_reward"]
@@ -219,6 +236,16 @@ def test_errors_say_what_to_do(home, tmp_path, mode):
         assert "still running" in refused and "waits for no approval" in refused
         assert "already evolving" in await fails(client, "evolve", spec=text_spec(prompt, agent="host", reflector="host"))
         assert "wait" in await fails(client, "host_next", run_id=run_id, wait=600)  # the schema's bound: at most 45 s
+        # a misspelt flag is refused, not dropped: accept with "dryRun" would otherwise write
+        misspelt = await fails(client, "accept", run_id=run_id, dryRun=True)
+        assert misspelt == "accept has no argument 'dryRun' (did you mean dry_run?); its arguments: run_id, dry_run, overwrite"
+        assert await fails(client, "host_read", run_id=run_id, request_id="r", offset=-5) == (
+            "host_read: offset: Input should be greater than or equal to 0")  # a line per field, no value, no link
+        assert len(await fails(client, "status", run_id="A" * 1_000_000)) < 200
+        nul = await fails(client, "plan", spec=text_spec(prompt, agent="python:tests.keyword\0domain:answer",
+                                                         reflector="host"))
+        assert "agent: holds a NUL character" in nul
+        assert "holds a NUL character" in await fails(client, "plan", spec=str(tmp_path / "spec\0.json"))
 
         (home / "runs" / run_id / "target.json").unlink()  # a damaged run folder: a crash inside show
         assert "show" in await fails(client, "show", run_id=run_id)

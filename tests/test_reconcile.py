@@ -29,7 +29,7 @@ from tests.runs_support import wait
     (b"a\n", b"A\n", b"U\n", b"A\n", "conflicts"),                           # both, on the same line
     (b"a\n", None, b"U\n", None, "conflicts"),                               # the run deletes the user's edit
     (b"a\n", b"a\n", None, None, "kept"),                                    # the user deleted it, the run did not touch it
-    (b"a\n", b"A\n", None, b"A\n", None),                                    # the user deleted what the run changed
+    (b"a\n", b"A\n", None, b"A\n", "conflicts"),                             # the user deleted what the run changed
     (None, b"new\n", b"new\n", b"new\n", None),                              # both added the same file
     (None, b"new\n", b"mine\n", b"new\n", "conflicts"),                      # both added it, differently
     (b"a\n", b"A\n", b"\xff\n", b"A\n", "conflicts"),                        # the user's file is no longer text

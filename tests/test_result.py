@@ -64,6 +64,7 @@ def test_tree_write_back_leaves_frozen_files_alone(tmp_path):
     folder = tmp_path / "skill"
     (folder / "hooks").mkdir(parents=True)
     (folder / "hooks" / "pre.sh").write_text("my hook\n", encoding="utf-8")
+    (folder / "SKILL.md").write_text("old\n", encoding="utf-8")  # as the run started: a file gone would be a deletion of yours
     backup = result.write_to(folder).backup
     assert (folder / "SKILL.md").read_text(encoding="utf-8") == "be concise\n"
     assert (folder / "hooks" / "pre.sh").read_text(encoding="utf-8") == "my hook\n"

@@ -195,7 +195,7 @@ def test_the_host_does_the_rollouts_and_the_reflections(service, tmp_path):
     done = service.status(run)
     assert done.state == "finished" and done.best_reward == 1.0 and done.waiting_on is None
     late = service.host_submit(run, [Answer(request_id="abc123", answer="late")])
-    assert "no open request" in late.refused["abc123"]
+    assert "is finished: nothing waits for answers" in late.refused["abc123"]
     assert not service.host_next(run, holder).running
 
 

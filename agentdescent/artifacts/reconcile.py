@@ -4,8 +4,8 @@ Three versions of every file meet: `base` (what the target held when the run sta
 (what the run learned) and the disk now (`theirs`). A file only the run changed takes the run's
 version; a file only the user changed keeps the user's; a file both changed is merged three-way
 by git (`step.textmerge.merge_text`) when the edits do not overlap, and is a conflict when they
-do, as is a file the run deletes that the user changed. A file the user deleted and the run
-changed comes back with the run's version: no text of the user's is lost that way.
+do, as is a file the run deletes that the user changed, and a file the user deleted that the run
+changed (deleting it was the user's edit; written back, it would come back unasked).
 
     reconcile({"f": b"a\\nb\\nc\\n"}, {"f": b"A\\nb\\nc\\n"}, {"f": b"a\\nb\\nC\\n"}).contents == {"f": b"A\\nb\\nC\\n"}
 
@@ -53,9 +53,7 @@ def reconcile(base: Files, ours: Files, theirs: Files) -> Reconciled:
             contents[path] = t  # only the user changed it (or deleted it): theirs stands
             kept.append(path)
             continue
-        if t is None:
-            continue  # the user deleted what the run changed: the run's version comes back
-        both = _merged(b, o, t)
+        both = _merged(b, o, t)  # None where the user deleted what the run changed
         if both is None:
             conflicts.append(path)
         else:
@@ -65,8 +63,8 @@ def reconcile(base: Files, ours: Files, theirs: Files) -> Reconciled:
 
 
 def _merged(base: bytes | None, ours: bytes | None, theirs: bytes | None) -> bytes | None:
-    """The clean three-way merge of two changes to one file, or None: a file the run deletes and
-    the user changed, one added on both sides with different text, or text git cannot merge."""
+    """The clean three-way merge of two changes to one file, or None: a file one side deleted and
+    the other changed, one added on both sides with different text, or text git cannot merge."""
     if base is None or ours is None or theirs is None:
         return None
     try:

@@ -94,11 +94,7 @@ class _Template:
         if template is None:
             return None
         marker = "\0task\0"
-        try:
-            shown = template.format(task=marker)
-        except (KeyError, IndexError, ValueError):
-            return None
-        head, found, tail = shown.partition(marker)
+        head, found, tail = template.replace("{task}", marker).partition(marker)
         if not found or marker in tail or not (head or tail):
             return None
         return cls(head + "{task}" + tail, head, tail)

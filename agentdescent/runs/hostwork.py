@@ -29,9 +29,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from agentdescent import atomic
+from agentdescent.artifacts.strategies import MAX_TREE_PROPOSAL_CHARS
 from agentdescent.errors import UserError
 from agentdescent.reflect.reflector import APART
 from agentdescent.runs.host import APPROVAL, PROPOSAL, ROLLOUT
@@ -42,6 +43,7 @@ from agentdescent.runs.store import RunDir
 LEASE_SECONDS = 60.0  # a request taken and not answered goes back to the queue this long after its holder's last call
 PAGE_BYTES = 7_000  # one answer's JSON: under the ~8 KB some hosts show whole
 SETTLE_S, GATHER_S, POLL_S = 0.5, 4.0, 0.1  # a wave is in once nothing new came for SETTLE_S; GATHER_S at most
+MAX_ANSWER_CHARS = MAX_TREE_PROPOSAL_CHARS  # an answer: at most what a reflection on a folder may hold
 FILE_BYTES = 200_000  # a workspace file past this is read by the host itself, not sent
 KINDS = (ROLLOUT, PROPOSAL)
 SKILL_FOLDERS = (".claude", ".agents", ".codex")  # hidden folders a host reads skills from
@@ -82,8 +84,12 @@ class HostWork(BaseModel):
 
 
 class Answer(BaseModel):
-    request_id: str
-    answer: str
+    """One request's answer: a rollout's is the answer to its task, a proposal's the reply its prompt asks for."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not an answer left out
+
+    request_id: str = Field(max_length=64)
+    answer: str = Field(max_length=MAX_ANSWER_CHARS)
 
 
 class Submitted(BaseModel):
@@ -128,7 +134,7 @@ def take(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS, *, budget: 
             groups[key] = group
             if group.candidate not in seen:  # a candidate met before keeps the digests it was sent with
                 seen.add(group.candidate, files)
-        page = _cut(text, max(200, left - size + len(json.dumps(text))))
+        page = cut_to(text, max(200, left - size + len(json.dumps(text))))
         group.requests.append(HostRequest(request_id=request.id, prompt=page, continues=len(page) < len(text)))
         left -= size
     seen.save()
@@ -160,15 +166,26 @@ def gather(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS, *, wait: 
 
 
 def submit(run: RunDir, answers: list[Answer]) -> Submitted:
-    """Answer each request once; an answer to a request that is gone is refused, with why."""
+    """Answer each request once; an answer to a request that is gone is refused, with why (each
+    reason said once: a later id refused for it says "as for" the first), and every answer to a
+    run that has stopped, since nothing waits for them: a resumed run asks its questions anew."""
     mailbox = Mailbox(run.file("mailbox"))
     received, refused = [], {}
+    state = run.status().state
     for given in answers:
         try:
+            if state not in LIVE:
+                raise UserError(f"run {run.id} is {state}: nothing waits for answers to its requests; "
+                                "if it is resumed, take its requests again")
             mailbox.answer(given.request_id, {"answer": given.answer})
             received.append(given.request_id)
         except UserError as exc:
             refused[given.request_id] = str(exc)
+    first = {}
+    for request_id, why in refused.items():
+        first.setdefault(why, request_id)
+    refused = {request_id: why if first[why] == request_id else f"as for {first[why]}"
+               for request_id, why in refused.items()}
     said = f"received {len(received)}" + (f", refused {len(refused)} (see refused)" if refused else "")
     return Submitted(run_id=run.id, received=received, refused=refused,
                      message=f"{said}; received is not accepted: the run decides whether each lands (a "
@@ -188,7 +205,7 @@ def read(run: RunDir, request_id: str, offset: int, *, budget: int = PAGE_BYTES)
     if found is None:
         raise UserError(f"there is no open request {request_id!r}; take the open ones again")
     text = _text(found)
-    page = _cut(text[max(0, offset):], budget - 300)
+    page = cut_to(text[max(0, offset):], budget - 300)
     return Page(run_id=run.id, request_id=request_id, text=page, offset=offset,
                 continues=offset + len(page) < len(text))
 
@@ -346,7 +363,7 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def _cut(text: str, room: int) -> str:
+def cut_to(text: str, room: int) -> str:
     """The longest start of `text` whose JSON fits in `room` bytes."""
     if len(json.dumps(text)) <= room:
         return text

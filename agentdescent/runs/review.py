@@ -88,6 +88,9 @@ class Shown(BaseModel):
     committed: list[DiffView]
     rejected: list[DiffView]  # the first few; `rejected_total` counts them all
     rejected_total: int
+    committed_total: int = 0  # the committed diffs, where a page lists only the first few
+    diff_offset: int = 0  # where `diff` starts in the whole patch, on a page (`shown_page`)
+    diff_continues: bool = False  # a page's `diff` stops before the patch's end: ask again from where it stops
     worst_rollouts: list[RolloutView]
     pending_approval: PendingApproval | None
     report: str = ""  # the command that writes the run's report page (plots, every diff, every commit) and where
@@ -132,8 +135,8 @@ def show(store: RunStore, run_id: str, *, rejected: int | None = SHOWN_REJECTED)
         nxt = status.next
     return Shown(run_id=run.id, state=status.state, target=status.target, diff=patch(before, after, name=name),
                  files_changed=changed, initial_reward=status.initial_reward, final_reward=final, version=version,
-                 committed=committed, rejected=refused[:rejected], rejected_total=len(refused),
-                 worst_rollouts=_worst(run, after, state), pending_approval=pending, next=nxt,
+                 committed=committed, committed_total=len(committed), rejected=refused[:rejected],
+                 rejected_total=len(refused), worst_rollouts=_worst(run, after, state), pending_approval=pending, next=nxt,
                  report=f"{command('report', run.id)} writes {run.file(REPORT_FILE)}")
 
 

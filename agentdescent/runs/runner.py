@@ -61,7 +61,7 @@ def _live(run: RunDir) -> int:
     _enter_origin(run)
     status = run.status()
     tracker = StatusTracker(status.model_copy(update={"state": "starting", "pid": os.getpid(), "error": None,
-                                                      "stop_reason": None}), run.write_status)
+                                                      "stop_reason": None, "next": ""}), run.write_status)
     tracker.update(message="starting")
     token = CancelToken()
     for sig in (signal.SIGTERM, signal.SIGINT):

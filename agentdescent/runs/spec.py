@@ -7,10 +7,9 @@ the frozen globs match files, the agents exist). Every problem is listed by fiel
 `SpecError`. Relative paths are read against the spec file's folder (or the caller's `base`),
 and a checked spec holds only absolute ones, so the run store can keep it as it is.
 
-A spec file is bounded data (`agentdescent.reading`: a regular file of at most `SPEC_BYTES`,
-expanding to at most `SPEC_VALUES` values). A problem never repeats the file: a field that is
-not a spec's is named only when it looks like a field name, a parse error gives its position
-and kind, and every message is redacted and cut to `MESSAGE_CHARS`.
+A spec file is bounded data (`spec_file`). A problem never repeats the file: a field that is not
+a spec's is named only when it looks like a field name, and every message is redacted and cut to
+`MESSAGE_CHARS`.
 
     target: my-skill/                    # a folder (skill_dir, agent_dir) or a text file (text)
     tasks: {file: tasks.jsonl, prompt: request, gold: expected}
@@ -28,14 +27,11 @@ Keys never go in a spec: options that would hold one are refused, the clients re
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-import yaml.reader
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from agentdescent import reading
@@ -44,14 +40,13 @@ from agentdescent.agents.redact import redact
 from agentdescent.artifacts.workspace import LAYOUTS
 from agentdescent.config import Settings
 from agentdescent.errors import UserError
-from agentdescent.governance import Layer
+from agentdescent.governance import Layer, unsafe_key_reason
+from agentdescent.runs.spec_file import read_spec_file
 from agentdescent.scoring import SCORER_NAMES
 from agentdescent.types import Task
 
 AgentKind = Literal[(*PROVIDER_KINDS, "host", "python")]  # every provider's (agents/providers.py), the host, your own
 TargetKind = Literal["text", "skill_dir", "agent_dir", "plugin"]
-SPEC_BYTES = 1_000_000  # a spec file past this is not a spec
-SPEC_VALUES = 1_000_000  # values a spec may expand to (YAML aliases repeat what they name)
 NAMED_UNKNOWN = 8  # fields that are not a spec's, named one by one; the rest are counted
 MESSAGE_CHARS, FIELD_CHARS = 400, 80  # a problem's message and field, cut here
 LISTED_PROBLEMS = 30  # a SpecError's message lists this many, then counts the rest
@@ -257,6 +252,21 @@ class RunSpec(Settings):
         batched = isinstance(parallelism, dict) and "batched" not in parallelism
         return {**value, "parallelism": {**parallelism, "batched": True}} if batched else value
 
+    @field_validator("prompt")
+    @classmethod
+    def _asks_the_task(cls, value: str | None) -> str | None:
+        if value is not None and "{task}" not in value:
+            raise ValueError("holds no {task}: each task's prompt goes where {task} is, so without it every "
+                             "task would be asked the same; add {task} where the task belongs")
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _one_folder(cls, value: str | None) -> str | None:
+        if value is not None and ("/" in value or "\\" in value or unsafe_key_reason(value)):
+            raise ValueError("is the skill's folder name: one name, with no / or \\ and no .. (support-router, say)")
+        return value
+
     @field_validator("layout")
     @classmethod
     def _known_layout(cls, value: str | None) -> str | None:
@@ -276,68 +286,17 @@ def read_spec(source: str | os.PathLike | dict[str, Any], *, base: str | os.Path
         data, folder = source, Path(base or os.getcwd())
     else:
         path = Path(source)
-        data, folder = _read_file(path), path.absolute().parent
+        try:
+            data, folder = read_spec_file(path), path.absolute().parent
+        except UserError as exc:
+            raise SpecError([Problem(field="spec", message=str(exc))]) from None
+    if (field := reading.nul_at({"base": os.fspath(base or ""), **data})) is not None:
+        raise SpecError([Problem(field=field, message="holds a NUL character, which no path or name can hold; take it out")])
     try:
         spec = RunSpec.model_validate(data)
     except ValidationError as exc:
         raise SpecError(_problems(exc.errors())) from None
     return _absolute(spec, folder)
-
-
-def _read_file(path: Path) -> dict[str, Any]:
-    try:
-        text = reading.read_text(path, what="run spec", limit=SPEC_BYTES, encoding="utf-8-sig")
-    except UserError as exc:
-        raise SpecError([Problem(field="spec", message=str(exc))]) from None
-    language = "JSON" if path.suffix == ".json" else "YAML"
-    try:
-        data = json.loads(text) if language == "JSON" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError, RecursionError) as exc:
-        raise SpecError([Problem(field="spec", message=f"{path} is not valid {language}: {_parse_error(exc)}; "
-                                                        "fix it there and plan again")]) from None
-    if not isinstance(data, dict):
-        raise SpecError([Problem(field="spec", message=f"{path} must hold a mapping of fields (target, tasks, agent, ...)")])
-    if not _within(data, SPEC_VALUES):
-        raise SpecError([Problem(field="spec", message=f"{path} expands to more than {SPEC_VALUES:,} values (YAML "
-                                                        "aliases repeat what they name); write the spec out without "
-                                                        "aliases of aliases")])
-    return data
-
-
-def _parse_error(exc: BaseException) -> str:
-    """Where the parser stopped and what kind of problem it saw, never the text around it:
-    _parse_error(<yaml error at line 3>) == "line 3, column 5: mapping values are not allowed here" """
-    if isinstance(exc, RecursionError):
-        return "it is nested too deeply"
-    if isinstance(exc, json.JSONDecodeError):
-        return f"line {exc.lineno}, column {exc.colno}: {_elided(exc.msg)}"
-    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
-        mark = exc.problem_mark
-        return f"line {mark.line + 1}, column {mark.column + 1}: {_elided(exc.problem or exc.context or 'a syntax error')}"
-    if isinstance(exc, yaml.reader.ReaderError):
-        code = exc.character if isinstance(exc.character, int) else ord(exc.character or "\0")
-        return f"offset {exc.position:,}: a character YAML does not allow (#x{code:04x})"
-    return type(exc).__name__
-
-
-def _elided(kind: str) -> str:
-    """A parser's words with any longer quoted text in them (a tag, an alias) left out."""
-    return re.sub(r"'[^']{13,}'|\"[^\"]{13,}\"", "'…'", kind)[:120]
-
-
-def _within(data: Any, budget: int) -> bool:
-    """Whether `data`, walked as a tree (an alias counted each time it appears), has at most `budget` values."""
-    stack, seen = [data], 0
-    while stack:
-        item = stack.pop()
-        seen += 1
-        if seen > budget:
-            return False
-        if isinstance(item, dict):
-            stack += [*item.keys(), *item.values()]
-        elif isinstance(item, list):
-            stack += item
-    return True
 
 
 def _problems(errors: list) -> list[Problem]:

@@ -44,22 +44,28 @@ def callables(spec: RunSpec, parts: Materials, *, make_agent: AgentFactory, work
     reflect_with = model if apart else _as_model(model, spec.reflector_spec, workdir)
     answer_with = _as_model(agent, spec.agent, workdir)
     if parts.tree is None and spec.agent.kind == "host":
-        return (lambda rendered, task: agent(ask.format(task=task.prompt), context=rendered)), \
+        return (lambda rendered, task: agent(filled(ask, task.prompt), context=rendered)), \
             reflector(reflect_with, apart=apart)
     if parts.tree is None:
-        return (lambda rendered, task: answer_with(f"{rendered}\n\n{ask.format(task=task.prompt)}")), \
+        return (lambda rendered, task: answer_with(f"{rendered}\n\n{filled(ask, task.prompt)}")), \
             reflector(reflect_with, apart=apart)
     propose = tree_reflector(reflect_with, strategy=parts.strategy, apart=apart)  # type: ignore[arg-type]
     if not works_in_a_folder(spec.agent, agent):  # a plain model sees the folder's files in its prompt instead
-        return (lambda rendered, task: agent(f"{format_files(rendered)}\n\n{ask.format(task=task.prompt)}")), propose
+        return (lambda rendered, task: agent(f"{format_files(rendered)}\n\n{filled(ask, task.prompt)}")), propose
     overlay = parts.strategy.frozen_files(parts.tree)  # type: ignore[attr-defined]
     if parts.kind == "plugin" and spec.agent.kind == "claude_code":
         agent = PluginHost(spec.agent, parts.layout or "plugin")
     run = tree_runner(agent, layout=parts.layout or "root", name=parts.name, overlay=overlay, assets=parts.assets,
                       workdir=workdir,
-                      prompt=lambda task: ask.format(task=task.prompt),
+                      prompt=lambda task: filled(ask, task.prompt),
                       max_workspaces=max(max_workspaces, BATCHED_WAVE) if spec.parallelism.batched else max_workspaces)
     return run, propose
+
+
+def filled(ask: str, prompt: str) -> str:
+    """The spec's prompt with the task's prompt where `{task}` is; every other brace stays as
+    written (a JSON example in the prompt is text, not a field to fill)."""
+    return ask.replace("{task}", prompt)
 
 
 class PluginHost:
