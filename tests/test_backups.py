@@ -53,10 +53,10 @@ def sandbox(tmp_path: Path) -> tuple[Path, list[Path]]:
 
 
 def outside(tmp_path: Path, target: Path) -> dict[str, object]:
-    """Everything under `tmp_path` but the target, its lock and our own backups of it."""
+    """Everything under `tmp_path` but the target and our own backups of it."""
     ours = {b.folder for b in backups.backups(target)}
     return {k: v for k, v in snapshot(tmp_path).items()
-            if not any((tmp_path / k).is_relative_to(p) for p in (target, *ours)) and not k.endswith(".lock")}
+            if not any((tmp_path / k).is_relative_to(p) for p in (target, *ours))}
 
 
 def test_restore_leaves_a_planted_hostile_backup_alone_and_restores_the_real_one(tmp_path):
@@ -109,7 +109,7 @@ def test_accept_of_a_finished_run_changes_nothing_outside_the_target(service, tm
     accepted = service.accept(run)
     after = {k: v for k, v in snapshot(tmp_path).items() if not k.startswith("home")}
     changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
-    assert changed <= {"a/b/prompt.md", "a/b/.prompt.md.lock"} | {k for k in after if k.startswith("a/b/.prompt.md.bak-8")}
+    assert changed <= {"a/b/prompt.md"} | {k for k in after if k.startswith("a/b/.prompt.md.bak-8")}
     assert "rule k0." in target.read_text(encoding="utf-8") and accepted.backup == str(work / ".prompt.md.bak-8" / "prompt.md")
     assert ".prompt.md.bak-7 was not made by AgentDescent" in accepted.message and len(accepted.refused) == 1
 
@@ -180,7 +180,7 @@ def test_a_backup_made_with_another_home_is_unknown_here(tmp_path, monkeypatch):
 def test_the_record_holds_each_backup_with_its_phase_paths_and_digest(tmp_path):
     skill = make(tmp_path / "skill", {"SKILL.md": "mine\n", "old.md": "old\n"})
     plan = result_of({"SKILL.md": "evolved\n"}, {"SKILL.md": "", "old.md": ""}).write_to(skill)
-    (file,) = registry.folder().iterdir()
+    (file,) = registry.folder().glob("*.json")  # beside it, the target's lock
     held = json.loads(file.read_text(encoding="utf-8"))
     assert held["target"] == str(skill) and file == registry.file_of(skill)
     assert held["backups"] == [{"folder": ".skill.bak-1", "number": 1, "made_by": "write_to", "existed": True,

@@ -40,9 +40,9 @@ def sandbox(root: Path) -> tuple[Path, Path]:
 
 
 def outside(box: Path, target: Path) -> dict[str, object]:
-    """Every entry under `box` but the target's, its lock and the journals in its backup folders."""
+    """Every entry under `box` but the target's and the journals in its backup folders."""
     return {k: v for k, v in snapshot(box).items() if not (box / k).is_relative_to(target)
-            and not k.endswith((".lock", backups.JOURNAL)) and backups.JOURNAL + "." not in k}
+            and not k.endswith(backups.JOURNAL) and backups.JOURNAL + "." not in k}
 
 
 def inside(target: Path, rel: str) -> bool:

@@ -175,6 +175,25 @@ def test_concurrent_write_tos_in_processes_take_distinct_complete_backups(tmp_pa
     assert {files_of(c)["f0.md"] for c in copies} | {files_of(folder)["f0.md"]} == {b"original\n", b"a\n", b"b\n"}
 
 
+def test_a_write_waits_a_bounded_time_for_another_and_names_its_holder(tmp_path):
+    """A stuck writer (or a stray process holding the lock) never makes write_to or restore hang."""
+    folder = make(tmp_path / "skill", {"SKILL.md": "x\n"})
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom pathlib import Path\n"
+                               "from agentdescent.artifacts import backups\n"
+                               "with backups.locked(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)",
+                               str(folder)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(UserError, match=rf"another write or restore of .*skill has held it for 0.5 s \(process {holder.pid}, "):
+            with backups.locked(folder, wait=0.5):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    with backups.locked(folder, wait=5):  # free once its holder is gone
+        pass
+
+
 def test_an_error_part_way_is_undone_and_names_the_file(tmp_path):
     folder = make(tmp_path / "skill", {"a.md": "a\n", "c.md": "c\n", "old.md": "old\n"})
     os.chmod(folder / "c.md", 0o600)
@@ -210,7 +229,7 @@ def test_a_symlinked_folder_inside_the_target_is_refused_and_nothing_is_written(
     before = snapshot(tmp_path)
     with pytest.raises(UserError, match="refs is a symlink"):
         result_of({"SKILL.md": "y\n", "refs/a.md": "a\n"}).write_to(folder)
-    assert {k: v for k, v in snapshot(tmp_path).items() if "lock" not in k} == before
+    assert snapshot(tmp_path) == before
 
 
 def test_a_folder_symlink_inside_the_target_cannot_reach_a_frozen_folder(tmp_path):
@@ -354,3 +373,16 @@ def test_a_write_back_killed_at_random_points_ends_whole_and_restore_brings_back
             restore(folder)  # undoes the write that completed; one that did not left the original
         assert files_of(folder) == as_bytes[0]
     assert ends.count("complete") < 10, f"no kill landed before the write-back ended: {ends}"
+
+
+def test_a_fifo_or_a_device_is_never_written_nor_waited_on(tmp_path):
+    fifo = tmp_path / "prompt.md"
+    os.mkfifo(fifo)
+    before = sorted(os.listdir(tmp_path))
+    for target in (fifo, Path("/dev/null")):
+        with pytest.raises(UserError, match="is a device, a FIFO or a socket, not a file or a folder"):
+            result_of("evolved\n").write_to(target)
+        with pytest.raises(UserError):
+            restore(target)
+    assert sorted(os.listdir(tmp_path)) == before and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)

@@ -195,6 +195,9 @@ def _check_kind(target: Path, *, folder: bool | None) -> None:
     if stat.S_ISLNK(info.st_mode):
         raise UserError(f"{target} is a symlink; write_to and restore never go through one: pass the path it "
                         f"points to ({os.path.realpath(target)})")
+    if not stat.S_ISDIR(info.st_mode) and not stat.S_ISREG(info.st_mode):
+        raise UserError(f"{target} is a device, a FIFO or a socket, not a file or a folder: write_to and restore "
+                        "write only those; pass the path of the file or folder to write")
     if folder is True and not stat.S_ISDIR(info.st_mode):
         raise UserError(f"{target} is a file; write_to needs a folder for a tree artifact: pass a folder path")
     if folder is False and stat.S_ISDIR(info.st_mode):
