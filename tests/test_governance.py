@@ -1,5 +1,8 @@
+import re
+
 import pytest
 
+from agentdescent import FileTree, UserError
 from agentdescent.governance import (
     HARNESS_BLAST_RADIUS,
     SKILL_BLAST_RADIUS,
@@ -207,3 +210,12 @@ def test_invalid_when_text_oversize_in_bytes():
 
 def test_deletion_is_never_oversize():
     assert Governance(max_bytes_per_key=1).invalidity(diff(("a.md", None)).edits) is None
+
+
+@pytest.mark.parametrize("blast_radius, said", [
+    ({"*": "l0"}, "maps '*' to 'l0', which is not L0, L1 or L2"), ({"*": 0}, "maps '*' to '0'"),
+    ("L0", "is a str, not a mapping")])
+def test_a_mistyped_blast_radius_is_an_error_not_a_free_layer(blast_radius, said):
+    """Read as L2, a layer spelt wrong would free the keys it was written to guard."""
+    with pytest.raises(UserError, match=re.escape(said)):
+        Governance.of(FileTree({"a.md": "x\n"}), blast_radius)

@@ -19,8 +19,9 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, get_args
 
+from agentdescent.errors import UserError
 from agentdescent.governance.paths import fold, unsafe_key_reason
 from agentdescent.governance.text import CONTROL_CODES
 from agentdescent.types import Edit
@@ -66,6 +67,16 @@ HARNESS_BLAST_RADIUS: dict[str, Layer] = {
 }
 
 
+def _not_layers(blast_radius: object) -> str:
+    """What is wrong with a `blast_radius`, or "" when it maps patterns to layers (or is None)."""
+    if blast_radius is None:
+        return ""
+    if not isinstance(blast_radius, Mapping):
+        return f"is a {type(blast_radius).__name__}, not a mapping"
+    bad = next(((k, v) for k, v in blast_radius.items() if not isinstance(k, str) or v not in get_args(Layer)), None)
+    return "" if bad is None else f"maps {str(bad[0])[:40]!r} to {str(bad[1])[:20]!r}, which is not L0, L1 or L2"
+
+
 def matching(key: str, patterns: Iterable[str]) -> str | None:
     """The first of `patterns` that `key`, or its folded spelling, matches; None when none does.
     matching("Hooks/pre.sh", ["hooks/*"]) == "hooks/*" """
@@ -91,7 +102,12 @@ class Governance:
     @classmethod
     def of(cls, strategy: Governed, blast_radius: Mapping[str, Layer] | None = None) -> Governance:
         """The rules for diffs of `strategy`'s artifact: its frozen and editable keys, its key cap,
-        and `blast_radius`."""
+        and `blast_radius` (a mistyped layer is an error: taken as L2, it would free what it meant to guard)."""
+        wrong = _not_layers(blast_radius)
+        if wrong:
+            raise UserError(f"blast_radius {wrong}: give a mapping of key patterns to layers, such as "
+                            '{"hooks/*": "L0", "*.py": "L1", "*": "L2"} (L0 frozen, L1 gated, L2 free), or '
+                            "agentdescent.governance.SKILL_BLAST_RADIUS")
         return cls(blast_radius=dict(blast_radius or {}), frozen=tuple(strategy.frozen),
                    editable=tuple(getattr(strategy, "editable", ("*",))),
                    max_keys_per_diff=strategy.max_keys_per_diff)
