@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentdescent.engine.calls.pools import EXECUTORS
 from agentdescent.engine.loop.decisions import (
@@ -165,6 +165,15 @@ class Settings(BaseModel):
     budget: Budget = Budget()
     parallelism: Parallelism = Parallelism()
     policies: PolicySettings = PolicySettings()
+
+    @field_validator("rounds", "n_workers", "max_concurrency", "held_out_frac", "patience", "target_reward",
+                     "cheap_eval_tasks", "seed", mode="before")
+    @classmethod
+    def _no_flag_for_a_number(cls, value: Any) -> Any:
+        """`rounds: true` is a slip, not one round (pydantic reads a bool as 0 or 1)."""
+        if isinstance(value, bool):
+            raise ValueError(f"is {str(value).lower()}, a yes or no, where a number goes")
+        return value
 
     def evolve_options(self, **more: Any) -> dict[str, Any]:
         """These settings as `evolve`'s keywords, the objects built; `more` (an approver) joins the policies."""

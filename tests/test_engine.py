@@ -267,11 +267,25 @@ def test_corrupt_store_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("option", [{"rounds": 0}, {"n_workers": -1}, {"held_out_frac": 1.0}, {"target_reward": 2.0},
-                                    {"cheap_eval_tasks": 0}, {"budget": 400}, {"stop": [42]}])
+                                    {"cheap_eval_tasks": 0}, {"budget": 400}, {"stop": [42]}, {"rounds": True}])
 def test_bad_options_are_refused(option):
     tasks, reward, run, propose = year_program()
     with pytest.raises(UserError, match=next(iter(option))):
         evolve(tasks, reward, run=run, propose=propose, **option)
+
+
+def test_options_are_used_as_checked_a_number_in_a_string_or_a_whole_float_included():
+    tasks, reward, run, propose = year_program()
+    result = evolve(tasks, reward, run=run, propose=propose, rounds="2", n_workers=2.0, cheap_eval_tasks=2.0,
+                    held_out_frac="0.3", patience="2")
+    assert result.final_reward == 1.0 and len(result.history) <= 2
+
+
+def test_a_reward_that_is_an_array_of_one_says_to_take_its_item():
+    numpy = pytest.importorskip("numpy")
+    tasks, _, run, propose = year_program()
+    with pytest.raises(UserError, match=r"must return one number in \[0, 1\] \(for a one-element array, its item\(\)\)"):
+        evolve(tasks, lambda task, output: numpy.array([1.0]), run=run, propose=propose, rounds=1)
 
 
 @pytest.mark.parametrize(("make", "field"), [

@@ -99,6 +99,11 @@ def evolve(
         artifact_id=artifact_id, self_verify=self_verify, cheap_eval_tasks=cheap_eval_tasks, seed=seed, budget=budget,
         parallelism=parallelism)
     budget, parallelism = settings.budget, settings.parallelism
+    # the checked values from here on: "3" or 3.0 for rounds is 3, and every use below sees an int
+    rounds, n_workers, max_concurrency, held_out_frac = settings.rounds, settings.n_workers, settings.max_concurrency, \
+        settings.held_out_frac
+    patience, target_reward, cheap_eval_tasks, seed = settings.patience, settings.target_reward, \
+        settings.cheap_eval_tasks, settings.seed
     method = parallelism.method
     train, held_out = split_tasks(_checked_tasks(tasks), held_out_frac, random.Random(f"{seed}:split"))
     _check_executor(parallelism.executor, run=run, reward=reward, propose=propose)

@@ -95,7 +95,11 @@ def check_reward(value: object, task: Task) -> float:
             f"reward returned {value!r} ({type(value).__name__}) for task {task.id!r}; "
             "it must return a number in [0, 1]"
         )
-    number = float(value)  # type: ignore[arg-type]
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # a number-like that is not one number: a numpy array of several, say
+        raise UserError(f"reward returned {str(value)[:80]} ({type(value).__name__}) for task {task.id!r}; it must "
+                        "return one number in [0, 1] (for a one-element array, its item())") from None
     if math.isnan(number) or not 0.0 <= number <= 1.0:
         raise UserError(f"reward returned {value} for task {task.id!r}; it must be in [0, 1] (scale or clip it)")
     return number
