@@ -144,6 +144,16 @@ def test_init_refuses_a_missing_target_and_help_shows_an_example(tmp_path):
     assert "agentdescent init my-skill tasks.jsonl" in helped.stdout and "--force" in helped.stdout
 
 
+def test_init_writes_beside_the_folder_it_is_run_in_and_refuses_what_plan_would(tmp_path):
+    a_skill_and_its_tasks(tmp_path)
+    done = agentdescent("init", ".", "../tasks.jsonl", cwd=tmp_path / "my-skill")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "my-skill.agentdescent.yaml").is_file() and not list((tmp_path / "my-skill").glob("*.yaml"))
+    assert read_spec(tmp_path / "my-skill.agentdescent.yaml").target == str(tmp_path / "my-skill")
+    rooted = agentdescent("init", "/", cwd=tmp_path)
+    assert rooted.returncode == 2 and "/ is the root folder" in rooted.stderr and not Path("/.agentdescent.yaml").exists()
+
+
 def test_plan_on_a_folder_says_to_write_a_spec_first(tmp_path):
     a_skill_and_its_tasks(tmp_path)
     done = agentdescent("plan", "my-skill", cwd=tmp_path)

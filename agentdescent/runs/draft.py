@@ -38,6 +38,7 @@ from agentdescent.dataloader.tasks import Columns, guess_columns
 from agentdescent.engine.evolve import held_out_count
 from agentdescent.errors import UserError
 from agentdescent.reading import read_text
+from agentdescent.runs import containment
 from agentdescent.runs.build import TEXT_TARGET_BYTES, rows_of_file
 from agentdescent.runs.quote import MINIBATCH, low_end
 
@@ -65,8 +66,9 @@ class Draft(BaseModel):
 
 def spec_path(target: str | os.PathLike) -> Path:
     """Where the spec of `target` goes: spec_path("skills/my-skill") == Path("skills/my-skill.agentdescent.yaml")"""
-    target = Path(target)
-    return target.parent / f"{target.name or Path(os.path.abspath(target)).name}{SUFFIX}"
+    whole = Path(os.path.abspath(target))  # `.` is the folder this shell is in: its spec goes beside it, not in it
+    path = whole.parent / f"{whole.name}{SUFFIX}"
+    return path if Path(target).is_absolute() else Path(os.path.relpath(path))
 
 
 def draft(target: str | os.PathLike, tasks: str | os.PathLike | None = None, *, force: bool = False) -> Draft:
@@ -76,6 +78,9 @@ def draft(target: str | os.PathLike, tasks: str | os.PathLike | None = None, *, 
     target = Path(target)
     if not target.exists():
         raise UserError(f"{target} does not exist; give the folder or the text file to improve")
+    refused = containment.refusal(target)  # what plan would refuse, before a spec is written for it
+    if refused:
+        raise UserError(refused)
     path = spec_path(target)
     if path.exists() and not force:
         raise UserError(f"{path} already exists; plan it ({command('plan', path)}), or write it again with "
