@@ -1,6 +1,6 @@
 """A run that cannot learn stops before it spends its budget: when every rollout of the held-out
 measurement at the start, or of the first round, failed with an error (the agent or the scorer
-raised), the run ends with `result.error` naming the first error, and a detached run as
+raised), or every reflection of the first round did, the run ends with `result.error` naming the first error, and a detached run as
 `failed`. Rollouts that ran and scored 0 are no such failure. `plan` tries the scorer first."""
 
 from __future__ import annotations
@@ -82,6 +82,21 @@ def test_an_agent_that_always_raises_stops_the_run_too():
 
     result = evolve(tasks, reward, run=unreachable, propose=propose, rounds=4, n_workers=2)
     assert "refused the connection" in result.error and result.usage.calls == start_calls(tasks)
+
+
+@pytest.mark.parametrize("propose", [lambda rendered, task: "x",  # its signature is wrong
+                                     lambda *args: (_ for _ in ()).throw(PermissionError("401: invalid x-api-key"))])
+def test_a_reflector_that_always_fails_stops_the_run_after_the_first_round(propose):
+    tasks, reward, run, _ = year_program()
+    result = evolve(tasks, reward, run=run, propose=propose, rounds=6, n_workers=2)
+    assert "every reflection of the first round failed" in result.error and "Fix the reflector" in result.error
+    assert len(result.history) == 1 and result.outcomes() == {"error": 2 * 2}  # workers x reflections per worker
+
+
+def test_a_reflector_that_has_nothing_to_say_is_no_failure():
+    tasks, reward, run, _ = year_program()
+    result = evolve(tasks, reward, run=run, propose=lambda *args: None, rounds=2, n_workers=2)
+    assert result.error is None and len(result.history) == 2
 
 
 def test_a_hard_task_set_that_scores_zero_without_errors_runs_every_round():

@@ -271,7 +271,9 @@ class Loop:
             self._save(finished=False)
             self.emit(ev.RoundEnded(round=round_, calls=usage.calls))
             if round_ == first:  # the round is recorded as done; a resume goes on from the next one
-                self.failing.check(usage, "the first round" if first == 0 else f"round {first + 1}, the first after the resume")
+                stretch = "the first round" if first == 0 else f"round {first + 1}, the first after the resume"
+                self.failing.check(usage, stretch)
+                self.failing.check_reflections([o for o in self.outcomes if o.step == round_], stretch)
         return stop_reason(self.stop_rules, self.progress, usage) or f"ran all {rounds} rounds"
 
     def _turns(self, slots: Sequence[int], first: int) -> list[Turn]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from agentdescent.errors import UserError
+from agentdescent.types import Outcome
 from agentdescent.usage import Usage
 
 
@@ -124,3 +125,12 @@ class FailureWatch:
         raise NothingWorked(f"every rollout of {stretch} failed ({failed} of {ran}), so the run cannot learn "
                             f"anything; the first error: {errors[0] if errors else 'not kept'}. Fix the agent or "
                             "the scorer (plan checks the scorer), then resume the run or start it again")
+
+    @staticmethod
+    def check_reflections(outcomes: Sequence[Outcome], stretch: str) -> None:
+        """`NothingWorked` when every reflection of `stretch` failed with an error (`propose`
+        raised or ran out of time: a wrong key, model or signature), so no diff can ever come."""
+        if outcomes and all(o.kind == "error" and o.reason.startswith("propose ") for o in outcomes):
+            raise NothingWorked(f"every reflection of {stretch} failed ({len(outcomes)} of {len(outcomes)}), so the "
+                                f"run cannot change anything; the first: {outcomes[0].reason}. Fix the reflector "
+                                "(propose: its key, its model, its arguments), then resume the run or start it again")
