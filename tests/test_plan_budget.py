@@ -98,13 +98,15 @@ def test_a_max_tokens_under_the_smallest_run_is_a_warning_not_a_refusal(service,
 
 
 def test_a_task_set_too_small_for_the_run_is_a_warning_with_the_way_out(service, tmp_path):
-    plan = service.plan(domain.spec(tmp_path, tasks=many_tasks(5), n_workers=4))  # 3 train, 2 held out
-    assert (plan.train, plan.held_out) == (3, 2)
+    plan = service.plan(domain.spec(tmp_path, tasks=many_tasks(6), n_workers=4))  # 4 train, 2 held out
+    assert (plan.train, plan.held_out) == (4, 2)
     assert any(w.startswith("only 2 held-out tasks: the held-out reward moves in steps of 0.5") and "give 16 or more"
                in w for w in plan.warnings), plan.warnings
-    assert any(w.startswith("4 workers share 3 train tasks") and "n_workers: 1, or more tasks" in w
+    assert any(w.startswith("4 workers share 4 train tasks") and "n_workers: 1, or more tasks" in w
                for w in plan.warnings), plan.warnings
-    one = service.plan(domain.spec(tmp_path, tasks=many_tasks(5), n_workers=1))
+    with pytest.raises(SpecError, match="3 train tasks .* are fewer than the 4 the acceptance test judges a change on"):
+        service.plan(domain.spec(tmp_path, tasks=many_tasks(5)))  # no change could ever be committed
+    one = service.plan(domain.spec(tmp_path, tasks=many_tasks(6), n_workers=1))
     assert not any("train task" in w for w in one.warnings), one.warnings
     (tmp_path / "big").mkdir()
     (tmp_path / "big/prompt.md").write_text("Answer with the code.\n" * 25_000, encoding="utf-8")  # 550,000 characters

@@ -106,6 +106,9 @@ def evolve(
         settings.cheap_eval_tasks, settings.seed
     method = parallelism.method
     train, held_out = split_tasks(_checked_tasks(tasks), held_out_frac, random.Random(f"{seed}:split"))
+    too_few = too_few_to_train(len(train), len(train) + len(held_out), held_out_frac, policies.acceptance)
+    if too_few:
+        raise UserError(too_few)
     _check_executor(parallelism.executor, run=run, reward=reward, propose=propose)
     governance = Governance.of(strategy, blast_radius)
     shards = Shards.of(strategy, strategy.initial_state(), governance, n_workers, method.route) \
@@ -237,6 +240,17 @@ def held_out_count(total: int, held_out_frac: float) -> int:
     """How many of `total` tasks a split with `held_out_frac` above 0 holds out: at least 1, and
     at least 2 left to train on. held_out_count(36, 0.3) == 11"""
     return min(total - 2, max(1, round(total * held_out_frac)))
+
+
+def too_few_to_train(train: int, tasks: int, held_out_frac: float, acceptance: object) -> str:
+    """Why `train` tasks cannot commit any change under `acceptance`, which judges a change on
+    at least its `min_tasks` train tasks; "" when they can."""
+    least = getattr(acceptance, "min_tasks", 0)
+    if train >= least:
+        return ""
+    return (f"{train} train tasks ({tasks} tasks, held_out_frac={held_out_frac:g}) are fewer than the {least} the "
+            "acceptance test judges a change on, so no change could ever be committed; give more tasks, or a "
+            "smaller held_out_frac")
 
 
 def _checked_tasks(tasks: Sequence[Task]) -> list[Task]:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from agentdescent.agents.providers import PROVIDERS
 from agentdescent.commands import command
-from agentdescent.engine.evolve import split_tasks
+from agentdescent.engine.evolve import split_tasks, too_few_to_train
 from agentdescent.errors import UserError
 from agentdescent.governance import Governance
 from agentdescent.runs import build, detach, hostwork, keys, restoring, review
@@ -249,6 +249,9 @@ def _split(spec: RunSpec, tasks: list[Task]) -> tuple[list[Task], list[Task]]:
     why = refusal(max_calls=spec.budget.max_calls, held_out=len(held_out), tasks=len(tasks), workers=spec.n_workers)
     if why:
         raise SpecError([Problem(field="budget.max_calls", message=why)])
+    too_few = too_few_to_train(len(train), len(tasks), spec.held_out_frac, spec.policies.build().acceptance)
+    if too_few:
+        raise SpecError([Problem(field="tasks", message=too_few)])
     return train, held_out
 
 
