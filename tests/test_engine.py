@@ -11,7 +11,7 @@ from fractions import Fraction
 import pytest
 
 from agentdescent import AppendRules, Budget, KeyedRules, Parallelism, Policies, Task, UserError, events, evolve
-from agentdescent.engine.calls.units import check_reward
+from agentdescent.engine.calls.units import KEPT_OUTPUT_CHARS, check_reward
 from agentdescent.engine.evolve import split_tasks
 from agentdescent.testing import route, router_tasks
 from tests.doubles import InFlight, echo, fast_and_slow, numbered_tasks, router, year_program
@@ -428,3 +428,24 @@ def test_a_reward_that_raises_is_a_failed_rollout_not_the_end_of_the_run():
 
     result = evolve(tasks, fragile, run=run, propose=propose, rounds=2, n_workers=2)
     assert result.error is None and any("ValueError: «could not parse the answer»" in e for e in result.usage.errors)
+
+
+def test_a_run_that_returns_none_is_told_to_return_text():
+    tasks, reward, _, propose = year_program()
+    with pytest.raises(UserError, match=r"run returned None for task .* it must return its answer as text \(a return missing\?\)"):
+        evolve(tasks, reward, run=lambda rendered, task: None, propose=propose, rounds=1)
+
+
+def test_a_runaway_output_is_scored_whole_and_kept_cut(tmp_path):
+    tasks, _, _, propose = year_program()
+    huge = "2026 " + "x" * 3_000_000
+    seen: list[int] = []
+
+    def reward(task, output):
+        seen.append(len(output))
+        return 1.0 if output.endswith("x") else 0.0
+
+    result = evolve(tasks, reward, run=lambda rendered, task: huge, propose=propose, rounds=1, store=tmp_path / "l")
+    assert set(seen) == {len(huge)} and result.final_reward == 1.0
+    journal = sum(f.stat().st_size for f in (tmp_path / "l").rglob("*.jsonl"))
+    assert 0 < journal <= result.usage.rollouts * (KEPT_OUTPUT_CHARS + 1_000)  # every rollout journalled, none whole

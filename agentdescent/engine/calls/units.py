@@ -23,6 +23,7 @@ from agentdescent.refcheck import is_number
 from agentdescent.types import Reflection, Rollout, Task, Tried
 
 T = TypeVar("T")
+KEPT_OUTPUT_CHARS = 100_000  # of a rollout's output, kept once it is scored (the reward saw all of it)
 
 
 def roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], float], rendered: Any,
@@ -77,14 +78,28 @@ def _roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], flo
         raise  # misconfiguration (a missing key, say) fails every rollout alike: stop and say so
     except Exception as exc:  # a failing rollout is data, not a crash of the run
         return "", 0.0, f"run failed on task {quoted(task.id, 80)}: {described(exc)}"
+    if output is None or isinstance(output, (bytes, bytearray)):
+        raise UserError(f"run returned {'None' if output is None else 'bytes'} for task {quoted(task.id, 80)}; it must "
+                        "return its answer as text" + (" (a return missing?)" if output is None else
+                                                       " (decode it: output.decode())"))
     output = output if isinstance(output, str) else str(output)
     try:
         value = reward(task, output)
     except UserError:
         raise
     except Exception as exc:  # a judge, a grader or a reward that could not score: a failed rollout too
-        return output, 0.0, f"scoring failed on task {quoted(task.id, 80)}: {described(exc)}"
-    return output, check_reward(value, task), None
+        return kept(output), 0.0, f"scoring failed on task {quoted(task.id, 80)}: {described(exc)}"
+    return kept(output), check_reward(value, task), None
+
+
+def kept(output: str) -> str:
+    """What a rollout keeps of its output once it is scored: all of it up to `KEPT_OUTPUT_CHARS`,
+    else its start and end, so that a runaway agent does not fill the journal and the memory
+    (a reflection reads far less of it). kept("x" * 10) == "x" * 10"""
+    if len(output) <= KEPT_OUTPUT_CHARS:
+        return output
+    half = KEPT_OUTPUT_CHARS // 2
+    return f"{output[:half]}\n[… {len(output) - 2 * half:,} characters left out …]\n{output[-half:]}"
 
 
 def check_reward(value: object, task: Task) -> float:
