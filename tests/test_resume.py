@@ -209,3 +209,18 @@ def test_rollouts_in_flight_when_a_run_is_cancelled_wait_in_the_queue_and_run_fi
     assert resumed.usage.resumed == len(queue.rollouts)
     assert not RunFiles(store).queue_path.exists()  # taken, and nothing in flight at the end
     assert resumed.error is None
+
+
+def test_ctrl_c_during_the_first_measurement_returns_an_interrupted_run_not_a_traceback(tmp_path):
+    program = ("import time\nfrom agentdescent import Task, evolve\n"
+               "tasks = [Task(id=f't{i}', prompt=str(i)) for i in range(12)]\n"
+               "def run(rendered, task):\n    print('running', flush=True); time.sleep(30); return ''\n"
+               "result = evolve(tasks, lambda t, o: 0.0, run=run, propose=lambda *a: None, rounds=5)\n"
+               "print('error', result.error, result.stop_reason)\n")
+    child = subprocess.Popen([sys.executable, "-c", program], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    assert child.stdout.readline() == "running\n"
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == 0 and "Traceback" not in err
+    assert "error interrupted interrupted (Ctrl-C) before the first round" in out

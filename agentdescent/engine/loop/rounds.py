@@ -138,6 +138,8 @@ class Loop:
             return self._result(f"stopped before the first round: {exc}", None)
         except NothingWorked as exc:
             return self._result(f"stopped before the first round: {exc}", str(exc), warn=False)
+        except KeyboardInterrupt:
+            return self._result("interrupted (Ctrl-C) before the first round", "interrupted")
         first = self._next_round
         error, warn = None, True
         try:
