@@ -449,3 +449,18 @@ def test_a_runaway_output_is_scored_whole_and_kept_cut(tmp_path):
     assert set(seen) == {len(huge)} and result.final_reward == 1.0
     journal = sum(f.stat().st_size for f in (tmp_path / "l").rglob("*.jsonl"))
     assert 0 < journal <= result.usage.rollouts * (KEPT_OUTPUT_CHARS + 1_000)  # every rollout journalled, none whole
+
+
+def test_an_on_event_that_raises_is_sent_no_more_events_and_the_run_keeps_its_result():
+    tasks, reward, run, propose = year_program()
+    heard: list[str] = []
+
+    def display(event):
+        heard.append(type(event).__name__)
+        if isinstance(event, events.Committed):
+            raise RuntimeError("the progress bar broke")
+
+    result = evolve(tasks, reward, run=run, propose=propose, rounds=3, n_workers=2, on_event=display)
+    assert result.error is None and result.final_reward == 1.0 and heard[-1] == "Committed"
+    assert result.warnings == ["on_event raised RuntimeError: «the progress bar broke» on Committed; it was sent no "
+                               "more events, and the run went on"]

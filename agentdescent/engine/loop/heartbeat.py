@@ -17,18 +17,34 @@ import threading
 from collections.abc import Callable
 
 from agentdescent import events as ev
+from agentdescent.errors import AgentDescentError
+from agentdescent.quoting import described
 from agentdescent.usage import Usage
 
 BEAT_S = 1.0  # seconds between two looks at the bill
 
 
-def serialized(emit: Callable[[ev.Event], None]) -> Callable[[ev.Event], None]:
-    """`emit`, called by one thread at a time."""
+def serialized(emit: Callable[[ev.Event], None], warn: Callable[[str], None] = lambda said: None,
+               ) -> Callable[[ev.Event], None]:
+    """`emit`, called by one thread at a time. When it raises (the caller's `on_event`, broken),
+    `warn` is told once and `emit` is called no more: a progress display that fails does not take
+    the run, and its result, with it. Our own errors (a cancel) go through."""
     lock = threading.Lock()
+    broken: list[Exception] = []  # the error that broke it, once it has
 
     def one_at_a_time(event: ev.Event) -> None:
         with lock:
-            emit(event)
+            if broken:
+                return
+            try:
+                emit(event)
+                return
+            except AgentDescentError:
+                raise
+            except Exception as exc:  # noqa: BLE001 -- the caller's callback: any error of theirs
+                broken.append(exc)
+        warn(f"on_event raised {described(broken[0])} on {type(event).__name__}; it was sent no more events, and "
+             "the run went on")
 
     return one_at_a_time
 

@@ -85,7 +85,7 @@ class Loop:
     failing: FailureWatch = field(default_factory=FailureWatch)  # the held-out start and the first round must not all fail
 
     def __post_init__(self) -> None:
-        self.emit = serialized(self.emit)  # the heartbeat's thread sends events too
+        self.emit = serialized(self.emit, self.warnings.append)  # the heartbeat's thread sends events too
         self._heartbeat = Heartbeat(self.evaluator.usage, self.emit)  # the bill, told while a round goes
         start = self.pipeline.start if self.pipeline is not None else (lambda turn: self.pool.submit(self.worker.work, turn))
         self.dispatcher = Dispatcher(start=start, make_turns=self._turns)
