@@ -146,6 +146,25 @@ def test_work_a_gone_session_held_goes_back_at_once_and_a_live_one_keeps_it(run)
     assert len([r for g in hostwork.take(run, Claim(holder="other", pid=os.getpid())).work for r in g.requests]) == 2
 
 
+def test_calls_of_one_conversation_at_once_are_handed_each_request_once(run):
+    post(run, *({"prompt": f"task {i}", "context": f"RULES {i % 3}"} for i in range(12)))
+    pages: list[hostwork.HostWork] = []
+    start = threading.Barrier(6)
+
+    def call() -> None:
+        start.wait()
+        pages.append(hostwork.take(run, ME))  # a host's parallel tool calls, through one server
+
+    callers = [threading.Thread(target=call) for _ in range(6)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(10)
+    handed = [r.request_id for page in pages for g in page.work for r in g.requests]
+    assert len(handed) == len(set(handed)) == 12
+    assert all(page.waiting == 0 for page in pages)  # what a call of its own took is not "held by another"
+
+
 class Clock:
     """The mailbox's clock, moved by the test: a lease's time is read from it, not from the machine."""
 

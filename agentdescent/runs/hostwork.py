@@ -128,7 +128,7 @@ def take(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS, *, budget: 
         group, files = (groups[key], None) if key in groups else _opened(request, seen)
         size = len(json.dumps(text)) + 50 + (0 if key in groups else len(group.model_dump_json()) + 80)
         if size > left and groups or not mailbox.claim(request.id, holder=holder, lease=LEASE_SECONDS):
-            waiting += 1
+            waiting += mailbox.holder_of(request.id) != holder.holder  # not: a call of its own, at once, took it
             continue
         if key not in groups:
             groups[key] = group

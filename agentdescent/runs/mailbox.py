@@ -7,8 +7,8 @@
 
 The run's process asks (a rollout for the host to do, a reflection, an approval) and waits with a
 timeout; the MCP server or the CLI, in another process, lists what is open, claims and answers.
-Every file is written whole (atomic rename, or a hard link for the answer, which fails when one
-is there), so neither side ever reads half of one, and whatever a file holds is checked before
+Every file is written whole (atomic rename, or a hard link for a claim and an answer, which fails
+when one is there), so neither side ever reads half of one, and whatever a file holds is checked before
 use. Left out: what the bodies mean (`host`), and who may answer (anyone who can write the folder).
 """
 
@@ -98,20 +98,17 @@ class Mailbox:
         return sorted(found, key=lambda pair: pair[0].created)
 
     def claim(self, request_id: str, *, holder: Claim, lease: float) -> bool:
-        """Take a request for `holder`; False when another holder's claim on it still holds (one
-        whose lease ran out, or whose process is gone, is void: the request goes back to the queue)."""
+        """Take a request for `holder`; False when a claim on it still holds, the holder's own
+        included: two calls of one conversation at once must not both be handed it. A claim whose
+        lease ran out, or whose process is gone, is void: the request goes back to the queue."""
         path = self._path(request_id, "claim")
         claimed, now = self._claimed(request_id), time.time()
-        if claimed is not None and claimed.holder != holder.holder and not claimed.void(lease, now):
+        if claimed is not None and not claimed.void(lease, now):
             return False
         if claimed is not None:
             path.unlink(missing_ok=True)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
+        if not self._link(path, holder.model_copy(update={"time": now}).model_dump_json()):
             return False
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(holder.model_copy(update={"time": now}).model_dump_json())
         if not self._path(request_id, "request.json").exists() or self._path(request_id, "answer.json").exists():
             path.unlink(missing_ok=True)  # answered and withdrawn between the listing and the claim
             return False
@@ -141,18 +138,28 @@ class Mailbox:
         if not _safe_id(request_id) or not self._path(request_id, "request.json").exists():
             raise UserError(f"there is no open request {request_id!r} (it was answered, withdrawn when the run "
                             "stopped, or never existed); ask for the open ones again")
-        final = self._path(request_id, "answer.json")
-        temp = self._path(f".{request_id}.{secrets.token_hex(4)}", "tmp")
-        temp.write_text(json.dumps(body), encoding="utf-8")
+        if not self._link(self._path(request_id, "answer.json"), json.dumps(body)):
+            raise UserError(f"request {request_id} was already answered; each is answered once")
+
+    def _link(self, final: Path, text: str) -> bool:
+        """Write `final` whole unless it is there already (False): a reader never sees it half written."""
+        temp = final.with_name(f".{final.name}.{secrets.token_hex(4)}.tmp")
+        temp.write_text(text, encoding="utf-8")
         try:
             os.link(temp, final)
         except FileExistsError:
-            raise UserError(f"request {request_id} was already answered; each is answered once") from None
+            return False
         finally:
             temp.unlink(missing_ok=True)
+        return True
 
     def _path(self, request_id: str, suffix: str) -> Path:
         return self.folder / f"{request_id}.{suffix}"
+
+    def holder_of(self, request_id: str) -> str | None:
+        """Who holds a request's claim, void or not (None: nobody)."""
+        claimed = self._claimed(request_id)
+        return None if claimed is None else claimed.holder
 
     def _claimed(self, request_id: str) -> Claim | None:
         try:
