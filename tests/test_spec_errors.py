@@ -99,3 +99,15 @@ def test_every_problem_is_redacted_and_cut(monkeypatch):
     problem = Problem(field="agent", message=f"it printed {KEY} " + "x" * 2000)
     assert KEY not in problem.message and "[redacted OPENAI_API_KEY]" in problem.message
     assert len(problem.message) == MESSAGE_CHARS
+
+
+@pytest.mark.parametrize("given, said", [
+    ({"budget": 5}, ("budget", 'is a number, where a mapping of its fields goes (docs/runs.md, "A run spec"')),
+    ({"blast_radius": {"*": "L9"}}, ("blast_radius", "maps '*' to 'L9', which is not L0, L1 or L2; give skill, harness")),
+    ({"blast_radius": "skil"}, ("blast_radius", "is 'skil'; give skill, harness, plugin, or a mapping")),
+])
+def test_a_wrong_shape_is_said_in_the_spec_s_words_once(given, said):
+    with pytest.raises(SpecError) as caught:
+        read_spec({"target": "p.md", "tasks": "t.jsonl", "agent": "host", **given})
+    assert [(p.field, p.message[:len(said[1])]) for p in caught.value.problems] == [said]
+    assert not any(word in str(caught.value) for word in ("instance of", "literal[", "Input should"))

@@ -2,6 +2,7 @@
 may become files at all (`paths`). It is the L0 layer's own code: nothing a diff holds reaches it."""
 
 from agentdescent.governance.layers import (
+    BLAST_RADII,
     HARNESS_BLAST_RADIUS,
     PLUGIN_BLAST_RADIUS,
     SKILL_BLAST_RADIUS,
@@ -9,10 +10,12 @@ from agentdescent.governance.layers import (
     Layer,
     is_frozen,
     matching,
+    not_layers,
 )
 from agentdescent.governance.paths import clashes, fold, unsafe_key_reason
 
 __all__ = [
+    "BLAST_RADII",
     "HARNESS_BLAST_RADIUS",
     "PLUGIN_BLAST_RADIUS",
     "SKILL_BLAST_RADIUS",
@@ -22,5 +25,6 @@ __all__ = [
     "fold",
     "is_frozen",
     "matching",
+    "not_layers",
     "unsafe_key_reason",
 ]

@@ -66,8 +66,11 @@ HARNESS_BLAST_RADIUS: dict[str, Layer] = {
     "*": "L2",
 }
 
+BLAST_RADII: dict[str, dict[str, Layer]] = {  # a spec's blast_radius by name
+    "skill": SKILL_BLAST_RADIUS, "harness": HARNESS_BLAST_RADIUS, "plugin": PLUGIN_BLAST_RADIUS}
 
-def _not_layers(blast_radius: object) -> str:
+
+def not_layers(blast_radius: object) -> str:
     """What is wrong with a `blast_radius`, or "" when it maps patterns to layers (or is None)."""
     if blast_radius is None:
         return ""
@@ -103,7 +106,7 @@ class Governance:
     def of(cls, strategy: Governed, blast_radius: Mapping[str, Layer] | None = None) -> Governance:
         """The rules for diffs of `strategy`'s artifact: its frozen and editable keys, its key cap,
         and `blast_radius` (a mistyped layer is an error: taken as L2, it would free what it meant to guard)."""
-        wrong = _not_layers(blast_radius)
+        wrong = not_layers(blast_radius)
         if wrong:
             raise UserError(f"blast_radius {wrong}: give a mapping of key patterns to layers, such as "
                             '{"hooks/*": "L0", "*.py": "L1", "*": "L2"} (L0 frozen, L1 gated, L2 free), or '

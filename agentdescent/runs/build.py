@@ -30,7 +30,7 @@ from agentdescent.artifacts.workspace import skill_name
 from agentdescent.dataloader import csv_rows, hf_rows, json_rows, jsonl_rows, tasks_from
 from agentdescent.dataloader.tasks import guess_columns
 from agentdescent.errors import AgentDescentError, UserError
-from agentdescent.governance import HARNESS_BLAST_RADIUS, PLUGIN_BLAST_RADIUS, SKILL_BLAST_RADIUS, Layer, matching
+from agentdescent.governance import BLAST_RADII, HARNESS_BLAST_RADIUS, PLUGIN_BLAST_RADIUS, SKILL_BLAST_RADIUS, Layer, matching
 from agentdescent.runs import containment
 from agentdescent.runs.spec import AgentSpec, Problem, RunSpec, SpecError, TasksSpec
 from agentdescent.scoring import scorer
@@ -39,7 +39,6 @@ from agentdescent.types import Task
 MIN_TASKS = 4
 TEXT_TARGET_BYTES = 1_000_000  # as load_tree's max_file_bytes for each file of a folder target
 LAYOUT_OF_KIND = {"skill_dir": "claude_skill", "agent_dir": "claude_agents", "plugin": "plugin"}
-BLAST_RADIUS = {"skill": SKILL_BLAST_RADIUS, "harness": HARNESS_BLAST_RADIUS, "plugin": PLUGIN_BLAST_RADIUS}
 RADIUS_OF_KIND = {"skill_dir": SKILL_BLAST_RADIUS, "agent_dir": HARNESS_BLAST_RADIUS, "plugin": PLUGIN_BLAST_RADIUS}
 PLUGIN_AGENTS = ("claude_code", "host", "python")  # the agents a plugin's rollouts can load it into
 
@@ -323,7 +322,7 @@ def assemble(spec: RunSpec, tasks: list[Task], content: str | dict[str, str],
                          blast_radius=None, tree=None, layout=None, name=None)
     strategy = FileTree(content, max_files_per_diff=spec.max_files_per_diff, editable=spec.editable, frozen=spec.frozen)
     radius = spec.blast_radius
-    blast = BLAST_RADIUS[radius] if isinstance(radius, str) else radius if radius is not None else RADIUS_OF_KIND[kind]
+    blast = BLAST_RADII[radius] if isinstance(radius, str) else radius if radius is not None else RADIUS_OF_KIND[kind]
     return Materials(kind=kind, content=content, tasks=tasks, strategy=strategy, blast_radius=blast,
                      tree=dict(content), layout=spec.layout or LAYOUT_OF_KIND[kind],
                      name=spec.name or skill_name(content.get("SKILL.md"), Path(spec.target).name), assets=assets or {})

@@ -40,7 +40,7 @@ from agentdescent.agents.redact import redact
 from agentdescent.artifacts.workspace import LAYOUTS
 from agentdescent.config import Settings
 from agentdescent.errors import UserError
-from agentdescent.governance import Layer, unsafe_key_reason
+from agentdescent.governance import BLAST_RADII, Layer, not_layers, unsafe_key_reason
 from agentdescent.runs.spec_file import read_spec_file
 from agentdescent.scoring import SCORER_NAMES
 from agentdescent.types import Task
@@ -113,7 +113,7 @@ class AgentSpec(BaseModel):
     @model_validator(mode="after")
     def _complete(self) -> AgentSpec:
         if self.kind in MODEL_KINDS and not self.model and PROVIDERS[self.kind].default_model is None:
-            raise ValueError(f"a {self.kind} agent needs a model name, e.g. '{self.kind}:<model>'")
+            raise ValueError(f"the {self.kind} agent needs a model name: '{self.kind}:<model>'")
         if self.kind == "python" and (not self.ref or ":" not in self.ref):
             raise ValueError("a python agent needs ref='module:attribute', e.g. 'python:my_agents:answer'")
         secret = _secret_option(self.options)
@@ -214,7 +214,7 @@ class RunSpec(Settings):
     frozen: list[str] = Field(default_factory=list)  # folder targets: globs of files no diff may touch
     exclude: list[str] = Field(default_factory=list)  # folder targets: globs of files the run leaves out entirely
     editable: list[str] = Field(default_factory=lambda: ["**"])
-    blast_radius: Literal["skill", "harness", "plugin"] | dict[str, Layer] | None = None  # None: by kind
+    blast_radius: Literal[tuple(BLAST_RADII)] | dict[str, Layer] | None = None  # None: by kind
     layout: str | None = None  # folder targets: where the host reads the folder (None: by kind)
     name: str | None = None  # the skill's folder name in the skill layouts (None: its SKILL.md's name, else the folder's)
     max_files_per_diff: int = Field(default=2, ge=1)
@@ -258,6 +258,18 @@ class RunSpec(Settings):
         if value is not None and "{task}" not in value:
             raise ValueError("holds no {task}: each task's prompt goes where {task} is, so without it every "
                              "task would be asked the same; add {task} where the task belongs")
+        return value
+
+    @field_validator("blast_radius", mode="before")
+    @classmethod
+    def _layers(cls, value: Any) -> Any:
+        if value is None or isinstance(value, str) and value in BLAST_RADII:
+            return value
+        wrong = (f"is {reading.name_or_count(value)}" if isinstance(value, str) else
+                 f"is a {type(value).__name__}" if not isinstance(value, dict) else not_layers(value))
+        if wrong:
+            raise ValueError(f"{wrong}; give {', '.join(BLAST_RADII)}, or a mapping of file patterns to layers "
+                             '(L0 frozen, L1 gated, L2 free) such as {"hooks/*": L0, "*": L2}')
         return value
 
     @field_validator("name")
@@ -326,9 +338,14 @@ def _problems(errors: list) -> list[Problem]:
 
 
 def _problem(error: dict) -> Problem:
-    message = error["msg"].removeprefix("Value error, ")
+    message = error["msg"].removeprefix("Value error, ").replace("Input should be", "must be", 1)
     if error["type"] == "missing":
         message = "is required"
+    elif error["type"] in ("dataclass_type", "model_type", "model_attributes_type"):  # a number where fields go
+        given = error["input"]
+        what = ("true or false" if isinstance(given, bool) else "a number" if isinstance(given, (int, float)) else
+                "a list" if isinstance(given, list) else f"a {type(given).__name__}")
+        message = f"is {what}, where a mapping of its fields goes (docs/runs.md, \"A run spec\", lists them)"
     return Problem(field=_where(error["loc"]), message=message)
 
 
