@@ -123,10 +123,10 @@ def test_missing_column_message():
     with pytest.raises(UserError) as info:
         tasks_from(rows, prompt="question", gold="answer")
     message = str(info.value)
-    assert "'answer'" in message and "row 2" in message
+    assert "'answer'" in message and "row 3 (counting rows from 1" in message
     assert "question" in message and "id" in message  # the columns that do exist
     for spec in ("{quest}", lambda r: r["quest"]):
-        with pytest.raises(UserError, match=r"'quest'.*row 0.*question"):
+        with pytest.raises(UserError, match=r"'quest'.*row 1 .*question"):
             tasks_from(ROWS, prompt=spec)
     with pytest.raises(UserError, match="'nope'"):
         tasks_from(ROWS, prompt="question", meta=["nope"])

@@ -29,7 +29,7 @@ def tasks_from(rows: Iterable[Mapping], *, prompt: ColumnSpec, gold: ColumnSpec 
     to `row-<index>`; prompt and id become str; gold becomes str unless it is None (or not
     given). `meta` names columns copied as-is into `Task.meta` (a single string is one column).
 
-    Raises UserError for no rows, a non-mapping row, a missing column (naming it, the row index
+    Raises UserError for no rows, a non-mapping row, a missing column (naming it, the row's number
     and the columns that exist) and duplicate ids (naming them)."""
     rows = list(rows)
     if not rows:
@@ -39,10 +39,10 @@ def tasks_from(rows: Iterable[Mapping], *, prompt: ColumnSpec, gold: ColumnSpec 
     tasks = []
     for index, row in enumerate(rows):
         if not isinstance(row, Mapping):
-            raise UserError(f"row {index} is a {type(row).__name__}, not a mapping of columns")
+            raise UserError(f"{_row(index)} is a {type(row).__name__}, not a mapping of columns")
         text = _field(prompt, row, index, "prompt")
         if text is None:
-            raise UserError(f"row {index}: the prompt is None; columns: {list(row)}")
+            raise UserError(f"{_row(index)}: the prompt is None; columns: {list(row)}")
         answer = _field(gold, row, index, "gold") if gold is not None else None
         key = _field(id, row, index, "id") if id is not None else f"row-{index}"
         extra = {c: _column(row, c, index, "meta") for c in columns}
@@ -116,8 +116,13 @@ def _column(row: Mapping, name: str, index: int, role: str) -> Any:
 
 
 def _missing(name: Any, row: Mapping, index: int, role: str) -> UserError:
-    return UserError(f"{role}: column {name!r} is missing from row {index}; "
+    return UserError(f"{role}: column {name!r} is missing from {_row(index)}; "
                      f"columns: {', '.join(map(str, row))}")
+
+
+def _row(index: int) -> str:
+    """Row `index` as a person counts: a file's errors name lines, and its blank lines are no rows."""
+    return f"row {index + 1} (counting rows from 1; blank lines are not rows)"
 
 
 def _check_unique(tasks: list[Task]) -> None:
