@@ -90,7 +90,7 @@ class CountingRun:
             self.calls.append((rendered, task.id))
         if task.id in self.fail_on:
             raise RuntimeError("model down")
-        return task.gold if "answer" in rendered else "?"
+        return (task.gold or "") if "answer" in rendered else "?"
 
 
 def exact(task: Task, output: str) -> float:

@@ -219,7 +219,7 @@ def test_ctrl_c_during_the_first_measurement_returns_an_interrupted_run_not_a_tr
                "print('error', result.error, result.stop_reason)\n")
     child = subprocess.Popen([sys.executable, "-c", program], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
-    assert child.stdout.readline() == "running\n"
+    assert child.stdout.readline().startswith("running")  # the workers' lines may run together
     child.send_signal(signal.SIGINT)
     out, err = child.communicate(timeout=60)
     assert child.returncode == 0 and "Traceback" not in err
