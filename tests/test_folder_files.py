@@ -87,3 +87,17 @@ def test_files_a_run_cannot_read_are_named_with_the_spec_s_way_to_leave_them_out
     assert 'exclude: ["data/*", "notes.md"] in the spec' in refused.value.problems[0].message  # a folder of them
     plan = service.plan(spec_of(target, exclude=["data/*", "notes.md"]))
     assert plan.carried == ["assets/logo.png"] and plan.files == len(load_tree(ROOT / "examples/skills/support-router"))
+
+
+def test_a_folder_past_the_file_count_is_told_to_leave_out_its_bulk_never_its_core(service, tmp_path):
+    target = a_skill_with_a_logo(tmp_path)
+    (target / "zz-core.md").write_text("sorted last, past the cut\n", encoding="utf-8")
+    (target / "cache").mkdir()
+    for i in range(2_010):
+        (target / f"cache/{i}.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(SpecError) as refused:
+        service.plan(spec_of(target))
+    [problem] = refused.value.problems
+    assert problem.message == ('holds more than a run reads (max_files=2,000): leave out what the run does not need '
+                               'with exclude: ["cache/*"] in the spec, then plan again')
+    assert service.plan(spec_of(target, exclude=["cache/*"])).files == len(load_tree(target, exclude=["cache/*"], binary={}))

@@ -10,6 +10,7 @@ keeps its files (the store).
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import importlib
 import json
@@ -41,6 +42,7 @@ TEXT_TARGET_BYTES = 1_000_000  # as load_tree's max_file_bytes for each file of 
 LAYOUT_OF_KIND = {"skill_dir": "claude_skill", "agent_dir": "claude_agents", "plugin": "plugin"}
 RADIUS_OF_KIND = {"skill_dir": SKILL_BLAST_RADIUS, "agent_dir": HARNESS_BLAST_RADIUS, "plugin": PLUGIN_BLAST_RADIUS}
 PLUGIN_AGENTS = ("claude_code", "host", "python")  # the agents a plugin's rollouts can load it into
+SHOWN_GLOBS = 10  # exclude globs a refusal suggests, at most
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -293,21 +295,61 @@ def read_folder(spec: RunSpec, assets: dict[str, bytes]) -> dict[str, str]:
     tree = load_tree(spec.target, exclude=spec.exclude, binary=assets, on_unreadable="skip", skipped=refused)
     if not refused:
         return tree
+    past = [(path, why) for path, why in refused if why.startswith("it is past max_")]
+    if past:  # the folder is too big as a whole: the files past the cut are no more to blame than the rest
+        bulk = _bulk(spec.target, [*tree, *assets, *(path for path, _ in refused)], [path for path, _ in past],
+                     by_bytes="bytes" in past[0][1])
+        limit = past[0][1].removeprefix("it is past ")
+        way = (f"leave out what the run does not need with exclude: [{', '.join(json.dumps(g) for g in bulk)}] in the "
+               "spec" if bulk else "point target at a smaller folder, or list what to leave out in exclude:")
+        raise UserError(f"holds more than a run reads ({limit}): {way}, then plan again")
     named = "; ".join(f"{json.dumps(path)}: {why}" for path, why in refused[:3]) + (f"; and {len(refused) - 3} more"
                                                                         if len(refused) > 3 else "")
-    globs = ", ".join(json.dumps(glob) for glob in _globs([path for path, _ in refused])[:3])
+    every = _globs([path for path, _ in refused])
+    globs = ", ".join(json.dumps(glob) for glob in every[:SHOWN_GLOBS]) + (", ..." if len(every) > SHOWN_GLOBS else "")
     them = "it" if len(refused) == 1 else "them"
     raise UserError(f"cannot read {len(refused)} of its files: leave {them} out of the run with exclude: [{globs}] in "
                     f"the spec, or fix {them} ({named})")  # the way out first: a problem's message is cut to a length
 
 
+def _bulk(root: str, paths: list[str], past: list[str], *, by_bytes: bool) -> list[str]:
+    """The fewest globs, largest first, whose files outweigh those of `past` (by count, or by
+    bytes): each a top folder ("data/*"), or a kind of top-level file ("*.csv"). None that would
+    leave out SKILL.md; [] when no such globs are enough."""
+    weight = (lambda path: _size(Path(root) / path)) if by_bytes else (lambda path: 1)  # noqa: E731
+    groups: Counter[str] = Counter()
+    for path in paths:
+        top, _, rest = path.partition("/")
+        groups[f"{_literal(top)}/*" if rest else f"*{_literal(Path(path).suffix)}" if Path(path).suffix else
+               _literal(path)] += weight(path)
+    needed, chosen = sum(weight(path) for path in past), []
+    for glob, held in groups.most_common():
+        if needed <= 0:
+            break
+        if not fnmatch.fnmatchcase("SKILL.md", glob):
+            chosen.append(glob)
+            needed -= held
+    return chosen if needed <= 0 else []
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.lstat().st_size
+    except OSError:
+        return 0
+
+
+def _literal(text: str) -> str:
+    """`text` as a glob that matches only itself."""
+    return re.sub(r"([*?[])", r"[\1]", text)
+
+
 def _globs(paths: list[str]) -> list[str]:
     """Globs that name `paths`, most first: a top folder holding several as "folder/*", the others
     literally. _globs(["a/x", "a/y", "b[1].md"]) == ["a/*", "b[[]1].md"]"""
-    literal = lambda text: re.sub(r"([*?[])", r"[\1]", text)  # noqa: E731
     folders = Counter(path.split("/")[0] for path in paths if "/" in path)
-    shared = [f"{literal(folder)}/*" for folder, count in folders.most_common() if count > 1]
-    return shared + [literal(p) for p in paths if "/" not in p or folders[p.split("/")[0]] < 2]
+    shared = [f"{_literal(folder)}/*" for folder, count in folders.most_common() if count > 1]
+    return shared + [_literal(p) for p in paths if "/" not in p or folders[p.split("/")[0]] < 2]
 
 
 def assemble(spec: RunSpec, tasks: list[Task], content: str | dict[str, str],
