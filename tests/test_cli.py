@@ -97,7 +97,7 @@ def test_a_second_run_on_a_store_says_it_continues_and_warns_of_another_strategy
 def test_counts_are_pluralised():
     out = agentdescent("demo", "--workers", "1", "--rounds", "1").stdout
     assert "1 worker, at most 1 round," in out and "1 workers" not in out
-    assert "1/1 round " in out
+    assert "evolving: at most 1 round," in out and "round 1 of 1 done" in out  # a pipe: a line a round, not a bar
 
 
 def test_demo_other_strategies_run():

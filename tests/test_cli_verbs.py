@@ -71,7 +71,8 @@ def test_evolve_watch_status_show_and_accept_the_walkthrough(service, tmp_path):
     watched = agentdescent("watch")
     assert watched.returncode == 0, watched.stderr
     assert f"run {run} (the latest; give RUN for another)" in watched.stdout
-    assert re.search(rf"evolving .* \d+/{4 * domain.RULES} rounds", watched.stdout)  # the progress bar, replayed
+    assert f"evolving: at most {4 * domain.RULES} rounds" in watched.stdout  # not a terminal: a line a round, no bar
+    assert re.search(rf"^round 1 of {4 * domain.RULES} done: \d+ calls$", watched.stdout, re.M) and "━" not in watched.stdout
     assert f"run {run} (finished): finished" in watched.stdout and f"agentdescent accept {run}" in watched.stdout
 
     status = agentdescent("status", run)
@@ -281,3 +282,11 @@ def test_every_verb_has_an_example_in_its_help(service, capsys):
         with pytest.raises(SystemExit) as done:  # argparse exits after printing the help
             main([verb, "--help"])
         assert done.value.code == 0 and "example:\n  " in capsys.readouterr().out, verb
+
+
+def test_an_empty_run_is_refused_not_taken_for_the_latest(service, tmp_path):
+    evolve(spec_file(tmp_path))
+    for verb in ("watch", "accept", "cancel"):
+        done = agentdescent(verb, "")  # `agentdescent accept "$RUN"` with RUN not set
+        assert done.returncode == 2 and "RUN is empty (a shell variable that is not set?)" in done.stderr, done
+    assert [run.state for run in service.runs()] != ["accepted"]

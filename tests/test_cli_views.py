@@ -31,8 +31,8 @@ def text_of(screen: Console) -> str:
     return screen.file.getvalue()
 
 
-def started(**fields) -> ev.RunStarted:
-    return ev.RunStarted(rounds=3, n_workers=2, train=20, held_out=8, version=1, ledger=LEDGER, **fields)
+def started(rounds: int = 3, **fields) -> ev.RunStarted:
+    return ev.RunStarted(rounds=rounds, n_workers=2, train=20, held_out=8, version=1, ledger=LEDGER, **fields)
 
 
 def rules(*texts: str) -> dict[str, str]:
@@ -104,8 +104,18 @@ def test_a_warning_is_printed_as_it_arrives_above_the_bar():
         view.on_event(ev.Warned(message="the ledger's artifact was last written by strategy AppendRules"))
         view.on_event(ev.RoundEnded(round=0, calls=10))
     lines = text_of(screen).splitlines()
-    assert lines[1] == "warning: the ledger's artifact was last written by strategy AppendRules"
-    assert "1/3 rounds" in lines[-1]
+    assert lines[1:] == ["evolving: at most 3 rounds, train 20 / held-out 8 tasks",
+                         "warning: the ledger's artifact was last written by strategy AppendRules",
+                         "round 1 of 3 done: 10 calls"]  # not a terminal (a pipe, a log): a line a round
+
+
+def test_a_terminal_gets_a_bar_of_rounds_done_out_of_the_most():
+    screen = Console(file=io.StringIO(), width=100, force_terminal=True, color_system=None)
+    with ProgressView(screen) as view:
+        view.on_event(started(rounds=1))
+        view.on_event(ev.RoundEnded(round=0, calls=10))
+        view.on_event(ev.RunEnded(reason="ran all 1 rounds", final_reward=1.0))
+    assert "1/1 round " in text_of(screen) and "round 1 of" not in text_of(screen)
 
 
 def test_the_view_keeps_each_diff_by_id():

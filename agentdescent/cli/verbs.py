@@ -316,8 +316,12 @@ def run_mcp(args: argparse.Namespace, console: Console) -> int:
 
 
 def _pick(service: Service, run: str | None, console: Console, *, quiet: bool = False) -> str:
-    """RUN as given, or the latest run (said on stdout, or on stderr when stdout is JSON)."""
-    if run:
+    """RUN as given, or the latest run (said on stdout, or on stderr when stdout is JSON). An empty
+    RUN is refused, not taken for the latest: `accept "$RUN"` with RUN unset must not accept another."""
+    if run is not None:
+        if not run.strip():
+            raise UserError("RUN is empty (a shell variable that is not set?); give a run id, or leave RUN out "
+                            "for the latest run")
         return run
     runs = service.runs()
     if not runs:

@@ -48,11 +48,14 @@ def ledger_line(started: ev.RunStarted) -> str:
 
 class ProgressView:
     """A rich progress bar fed by the run's events; lines the user must see (the ledger, warnings)
-    are printed above it as they arrive."""
+    are printed above it as they arrive. Where the console is not a terminal (a pipe, a log file,
+    CI) there is no bar to redraw: each round ends in a line of its own instead."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
         self.seen = Seen()
+        self.lines = not console.is_terminal
+        self._rounds = 0
         self._progress = Progress(
             TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(), TextColumn("{task.fields[unit]}"),
             TimeElapsedColumn(), TextColumn("{task.fields[spent]}"), TextColumn("{task.fields[status]}"), console=console,
@@ -61,11 +64,13 @@ class ProgressView:
         self._task: TaskID | None = None
 
     def __enter__(self) -> "ProgressView":
-        self._progress.__enter__()
+        if not self.lines:
+            self._progress.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._progress.__exit__(*exc)
+        if not self.lines:
+            self._progress.__exit__(*exc)
 
     def on_event(self, event: ev.Event) -> None:
         if isinstance(event, ev.RunStarted):
@@ -81,6 +86,11 @@ class ProgressView:
         self.seen.started = event
         self._say(escape(ledger_line(event)), soft_wrap=True)  # a path to copy: never broken across lines
         done = event.resumed_round or 0
+        if self.lines:
+            self._rounds, self._task = event.rounds, TaskID(0)
+            self._say(f"evolving: at most {plural(event.rounds, 'round')}, train {event.train} / held-out "
+                      f"{event.held_out} tasks", soft_wrap=True)
+            return
         if self._task is not None:  # the same run again, resumed by another process: one bar goes on
             self._progress.update(self._task, total=event.rounds, completed=done, spent=_calls(event.calls))
             return
@@ -91,6 +101,9 @@ class ProgressView:
 
     def _advance(self, event: ev.Event) -> None:
         assert self._task is not None
+        if self.lines:
+            self._line(event)
+            return
         if isinstance(event, ev.Evaluated):
             mark = " (promoted)" if event.promoted else ""
             bound = "≤ " if event.partial else ""
@@ -101,6 +114,16 @@ class ProgressView:
             self._progress.advance(self._task)
         elif isinstance(event, ev.RunEnded):
             self._progress.update(self._task, status=event.reason)
+
+    def _line(self, event: ev.Event) -> None:
+        """The bar's news as a line: a round's end, and the run's."""
+        if isinstance(event, ev.Evaluated):
+            self._say(f"held-out {'≤ ' if event.partial else ''}{event.held_out_reward:.3f} at version {event.version}"
+                      f"{' (promoted)' if event.promoted else ''}", soft_wrap=True)
+        elif isinstance(event, ev.RoundEnded):
+            self._say(f"round {event.round + 1} of {self._rounds} done: {_calls(event.calls) or 'no calls'}", soft_wrap=True)
+        elif isinstance(event, ev.RunEnded):
+            self._say(escape(f"ended: {event.reason}"), soft_wrap=True)
 
     def _say(self, markup: str, *, soft_wrap: bool) -> None:
         """One line above the live bar (the progress console prints there while it runs)."""
