@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import threading
 import time
 from decimal import Decimal
@@ -434,6 +435,22 @@ def test_a_run_that_returns_none_is_told_to_return_text():
     tasks, reward, _, propose = year_program()
     with pytest.raises(UserError, match=r"run returned None for task .* it must return its answer as text \(a return missing\?\)"):
         evolve(tasks, reward, run=lambda rendered, task: None, propose=propose, rounds=1)
+
+
+def test_a_call_of_the_user_s_that_exits_is_a_contract_error_not_the_end_of_the_process():
+    tasks, reward, run, propose = year_program()
+
+    def exits(*args):
+        raise SystemExit(3)  # a command's main(), called in-process
+
+    def said(**calls) -> str | None:  # raised while the run starts, the result's error once it goes
+        try:
+            return evolve(tasks, **{"reward": reward, "run": run, "propose": propose, **calls}, rounds=1, n_workers=2).error
+        except UserError as exc:
+            return str(exc)
+
+    for role in ("run", "reward", "propose"):
+        assert re.match(rf"{role} called sys.exit\(3\) on task .*: it must return, not end the process", said(**{role: exits}))
 
 
 def test_a_runaway_output_is_scored_whole_and_kept_cut(tmp_path):

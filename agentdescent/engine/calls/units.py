@@ -76,6 +76,8 @@ def _roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], flo
         output = run(dict(rendered) if isinstance(rendered, dict) else rendered, task)
     except UserError:
         raise  # misconfiguration (a missing key, say) fails every rollout alike: stop and say so
+    except SystemExit as exc:
+        raise _exited("run", exc, task) from None
     except Exception as exc:  # a failing rollout is data, not a crash of the run
         return "", 0.0, f"run failed on task {quoted(task.id, 80)}: {described(exc)}"
     if output is None or isinstance(output, (bytes, bytearray)):
@@ -87,9 +89,17 @@ def _roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], flo
         value = reward(task, output)
     except UserError:
         raise
+    except SystemExit as exc:
+        raise _exited("reward", exc, task) from None
     except Exception as exc:  # a judge, a grader or a reward that could not score: a failed rollout too
         return kept(output), 0.0, f"scoring failed on task {quoted(task.id, 80)}: {described(exc)}"
     return kept(output), check_reward(value, task), None
+
+
+def _exited(who: str, exc: SystemExit, task: Task) -> UserError:
+    """A call of the user's that tried to end the process (a command's main() called in-process, say)."""
+    return UserError(f"{who} called sys.exit({exc.code!r}) on task {quoted(task.id, 80)}: it must return, not end the "
+                     "process (a command's main() called in-process? run the command as a subprocess)")
 
 
 def kept(output: str) -> str:
@@ -149,6 +159,8 @@ def _reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence
             proposal = propose(rendered, rollout.task, rollout.output, rollout.reward, **told)
     except UserError:
         raise  # misconfiguration: every proposal would fail alike
+    except SystemExit as exc:
+        raise _exited("propose", exc, chosen[0].task) from None
     except InvalidProposal as exc:
         return Reflection(failed="invalid", reason=f"the proposal is unusable: {bounded(str(exc))}")
     except Exception as exc:  # one failed reflection is an outcome, not the end of the run
