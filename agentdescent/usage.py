@@ -43,12 +43,13 @@ class Usage(Tally):
     resumed: int = 0  # rollouts in flight when an earlier process of this run stopped, run first on resume
     step_calls: int = 0  # model calls the optimizer step made itself (a fusion model, say)
     replayed: int = 0  # answers an earlier process of this run paid for, read back from its journal, not asked again
-    abandoned: int = 0  # units an earlier process started and was killed before it recorded: paid, answer lost
+    abandoned: int = 0  # units started and never recorded (a killed process's, a stopped run's in flight): paid, answer lost
     billed: int = 0  # the calls of every unit and step call recorded (see `calls`)
     repeated: int = 0  # rollouts drawn again on a task the same artifact was already measured on
     disagreed: int = 0  # ... whose reward differed from the first: the rewards are samples, not the truth
     errors: list[str] = field(default_factory=list)
     model: ModelUsage = field(default_factory=ModelUsage)
+    settled: bool = field(default=False, repr=False, compare=False)  # the run returned: nothing more is counted
 
     @property
     def calls(self) -> int:
@@ -73,6 +74,8 @@ class Usage(Tally):
         reading the usage and the journal's length together (`read`) finds each rollout in both
         or in neither."""
         with self._lock:
+            if self.settled:
+                return
             self._add(rollouts=1, cache_misses=1, billed=max(1, rollout.spend.calls), **{purpose: 1})
             self.model.add_spend(rollout.spend)
             if rollout.error is not None:
@@ -84,6 +87,8 @@ class Usage(Tally):
         """A reflection that ran, with what its model calls cost; `journal` (the run's answer
         journal) takes it under the same lock, as `count_rollout` does a rollout."""
         with self._lock:
+            if self.settled:
+                return
             self._add(proposals=1, billed=max(1, reflection.spend.calls))
             self.model.add_spend(reflection.spend)
             if journal is not None:
@@ -92,6 +97,8 @@ class Usage(Tally):
     def count_step(self, spend: Spend) -> None:
         """The model calls the optimizer step made itself, each a call of its own."""
         with self._lock:
+            if self.settled:
+                return
             self._add(step_calls=spend.calls, billed=spend.calls)
             self.model.add_spend(spend)
 
@@ -100,6 +107,19 @@ class Usage(Tally):
         length) that the counts do not hold was paid for by a killed process; count it."""
         with self._lock:
             self.abandoned = max(0, started - self.units)
+
+    def settle(self, started: int) -> None:
+        """The run has returned: each of the `started` units (the start log's length) that the
+        counts do not hold was paid for and its answer lost (a call in flight when a broken contract
+        or a cancel stopped the run, one whose contract broke); count it as abandoned, and count
+        nothing more, so that a call still running cannot change the result after it is returned."""
+        with self._lock:
+            self.abandoned = max(self.abandoned, started - self.units)
+            self.settled = True
+
+    def _add(self, **counts: float) -> None:
+        if not self.settled:
+            super()._add(**counts)
 
     def _error(self, message: str) -> None:
         self.failures += 1

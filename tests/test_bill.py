@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import random
 import signal
+import threading
 import time
 
+from agentdescent import Task, evolve
 from agentdescent.engine.persist.checkpoint import RunFiles
 from agentdescent.result import EvolveResult
 from agentdescent.runs.status import LIVE
@@ -83,3 +85,28 @@ def test_a_run_cancelled_before_its_first_measurement_says_so_not_zero(service, 
     cancelled = service.cancel(run_id)
     assert cancelled.state == "cancelled" and cancelled.initial_reward is None and cancelled.best_reward is None
     assert "not measured yet" in cancelled.message and "0.000" not in cancelled.message
+
+
+def test_a_contract_broken_mid_run_leaves_the_calls_it_started_on_the_bill():
+    real, lock = [0], threading.Lock()
+
+    def run(rendered, task):
+        with lock:
+            real[0] += 1
+        time.sleep(0.005)  # rollouts in flight when the contract breaks
+        return "2026" if "year" in rendered else "x"
+
+    def reward(task, output):
+        with lock:
+            scored = real[0]
+        return 1.5 if scored > 60 else float("2026" in output)  # out of [0, 1] once the rounds have begun
+
+    result = evolve([Task(id=f"t{i}", prompt=str(i)) for i in range(24)], reward, run=run,
+                    propose=lambda *a: "state the year", rounds=3, n_workers=4)
+    assert "it must be in [0, 1]" in result.error
+    paid = real[0] + result.usage.proposals
+    assert result.usage.abandoned > 0 and result.usage.calls == result.usage.units + result.usage.abandoned
+    assert paid - 2 <= result.usage.calls <= paid  # a call a thread took as the run stopped may start after the count
+    returned = result.usage.as_record()
+    time.sleep(0.2)
+    assert result.usage.as_record() == returned  # the calls left running change nothing once it has returned

@@ -200,13 +200,15 @@ def evolve(
         if hedger is not None:
             hedger.close()
         left = _wind_down(pools, wait=finished)  # a stopped run does not wait for work still in flight
+        usage.settle(files.starts.count())  # what was started and never recorded was paid for all the same
         files.close()
         ledger.close()
     if finished and left and result is not None:  # a stopped run leaves its calls by design
         result.warnings.append(
             f"{left} call{'s were' if left > 1 else ' was'} still running {FINISH_GRACE_S:g} s after the run ended "
-            "(a straggler's losing attempt: the other had answered) and left to finish alone; what "
-            f"{'they spend is' if left > 1 else 'it spends is'} not in usage")
+            "(a straggler's losing attempt: the other had answered) and left to finish alone; usage counts "
+            f"{'each' if left > 1 else 'it'} as a call (abandoned), not what {'they spend' if left > 1 else 'it spends'} "
+            "in tokens")
     return result
 
 
