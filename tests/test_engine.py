@@ -58,7 +58,8 @@ def test_patience_and_call_budget_stop_the_run():
     result = evolve(tasks, reward, run=run, propose=lambda *a: None, rounds=20, n_workers=2, patience=3)
     assert len(result.history) == 3 and "patience" in result.stop_reason
     result = router(rounds=30, n_workers=4, budget=Budget(max_calls=300))
-    assert result.usage.calls == 300 and "call budget is spent (300 of max_calls=300)" in result.stop_reason
+    assert "call budget is spent (300 of max_calls=300)" in result.stop_reason
+    assert 300 - 64 <= result.usage.calls <= 300  # what was queued, not started, when it ran out is not paid for
     assert result.error is None and "every commit so far is kept" in result.stop_reason
 
 
