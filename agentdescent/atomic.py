@@ -12,9 +12,11 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import shutil
 import stat
 from collections.abc import Iterable
 from pathlib import Path
+from typing import BinaryIO
 
 _STEM_CHARS = 32
 _NEW_FILE_MODE = 0o666  # what open(path, "w") asks for; the kernel takes the umask off
@@ -26,10 +28,11 @@ def write_text(path: str | os.PathLike, text: str, *, mode: int | None = None) -
     write_bytes(path, text.encode("utf-8"), mode=mode)
 
 
-def write_bytes(path: str | os.PathLike, data: bytes, *, mode: int | None = None) -> None:
-    """Write `data` to `path` through a temp file in the same folder and `os.replace`, creating
-    the folder if needed. `mode` sets the permission bits; None keeps an existing file's bits and
-    gives a new file what `open(path, "w")` would under the current umask."""
+def write_bytes(path: str | os.PathLike, data: bytes | BinaryIO, *, mode: int | None = None) -> None:
+    """Write `data` (bytes, or a file open for reading, copied a block at a time) to `path` through
+    a temp file in the same folder and `os.replace`, creating the folder if needed. `mode` sets the
+    permission bits; None keeps an existing file's bits and gives a new file what `open(path, "w")`
+    would under the current umask."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if mode is None:
@@ -39,7 +42,10 @@ def write_bytes(path: str | os.PathLike, data: bytes, *, mode: int | None = None
         with os.fdopen(fd, "wb") as handle:
             if mode is not None:
                 os.chmod(handle.fileno() if os.chmod in os.supports_fd else tmp, mode)
-            handle.write(data)
+            if isinstance(data, bytes):
+                handle.write(data)
+            else:
+                shutil.copyfileobj(data, handle)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -9,13 +9,15 @@ import json
 import os
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
 from agentdescent import UserError
 from agentdescent.artifacts import backups, registry
-from agentdescent.artifacts.writeback import recover, restore
+from agentdescent.artifacts.undo import recover, restore
+from agentdescent.artifacts.writeback import write_back
 from tests import keyword_domain as domain
 from tests.runs_support import wait
 from tests.test_writeback import agentdescent, files_of, make, snapshot
@@ -247,3 +249,19 @@ def test_backups_are_hidden_folders_and_a_visible_look_alike_is_left_alone(tmp_p
     assert done.refused == (f"my-skill.bak-2 was not made by AgentDescent (no record in {registry.folder()}): "
                             "left alone",)
     assert done.backup == tmp_path / "skills" / ".my-skill.bak-3" / "my-skill" and visible.is_dir()
+
+
+def test_a_large_file_is_backed_up_compared_and_put_back_a_block_at_a_time(tmp_path):
+    folder = make(tmp_path / "skill", {"SKILL.md": "be brief\n"})
+    with open(folder / "data.bin", "wb") as big:
+        big.truncate(64 << 20)  # 64 MB, sparse: cheap to make, read whole all the same
+    tracemalloc.start()
+    try:
+        write_back(folder, {"SKILL.md": "be brief, evolved\n"}, initial={"SKILL.md": ""})
+        (folder / "data.bin").write_bytes(b"changed")
+        restore(folder)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (folder / "data.bin").stat().st_size == 64 << 20 and (folder / "SKILL.md").read_text() == "be brief\n"
+    assert peak < 16 << 20  # the file was never held whole

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from agentdescent import UserError
 from agentdescent.artifacts import backups, putback, registry
 from agentdescent.artifacts.registry import Record
-from agentdescent.artifacts.writeback import recover, restore
+from agentdescent.artifacts.undo import recover, restore
 from tests.test_writeback import make, snapshot
 from tests.writeback_child import result_of
 

@@ -18,7 +18,8 @@ import pytest
 
 from agentdescent import UserError
 from agentdescent.artifacts import backups
-from agentdescent.artifacts.writeback import recover, restore
+from agentdescent.artifacts.undo import recover, restore
+from agentdescent.artifacts.writeback import write_back
 from tests.writeback_child import result_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -206,6 +207,29 @@ def test_an_error_part_way_is_undone_and_names_the_file(tmp_path):
     assert snapshot(folder) == before
     (copy,) = [b.copy for b in backups.backups(folder)]
     assert journal_of(copy).phase == "rolled back"
+
+
+@pytest.mark.parametrize("edited", ["refs/a.md", "SKILL.md"])  # a file written by the run, and one it leaves
+def test_an_edit_saved_while_the_write_back_runs_is_never_lost(tmp_path, monkeypatch, edited):
+    start = {"SKILL.md": "be brief\n", "refs/a.md": "a\n"}
+    folder = make(tmp_path / "skill", start)
+    take = backups.take
+
+    def take_then_edit(target, **record):  # the copy of a large target takes seconds: an edit lands meanwhile
+        backup = take(target, **record)
+        (folder / "refs/a.md").write_text("a\nMY EDIT\n", encoding="utf-8")
+        return backup
+
+    monkeypatch.setattr(backups, "take", take_then_edit)
+    run = {"SKILL.md": "be brief\n", "refs/a.md": "a, evolved\n"} if edited == "refs/a.md" else \
+          {"SKILL.md": "be brief, evolved\n", "refs/a.md": "a\n"}
+    if edited == "refs/a.md":
+        with pytest.raises(UserError, match="refs/a.md changed on disk while the write-back ran .* your edit included"):
+            write_back(folder, run, initial=start, base=start)
+        assert files_of(folder) == {"SKILL.md": b"be brief\n", "refs/a.md": b"a\nMY EDIT\n"}
+    else:  # the run does not touch the file edited: its write goes on, and the edit stays
+        write_back(folder, run, initial=start, base=start)
+        assert files_of(folder) == {"SKILL.md": b"be brief, evolved\n", "refs/a.md": b"a\nMY EDIT\n"}
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")

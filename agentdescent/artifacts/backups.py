@@ -265,15 +265,15 @@ def finish(backup: Backup, phase: Phase = "done") -> None:
         _forget(backup.target, {backup.number})
 
 
-def rollback(target: Path, backup: Backup) -> None:
-    """Put every path the record lists back as in the copy (gone if the target did not exist);
-    `UserError` when the copy is no longer what was recorded."""
+def rollback(target: Path, backup: Backup, paths: list[str] | None = None) -> None:
+    """Put `paths` (default: every path the record lists) back as in the copy (gone if the target
+    did not exist); `UserError` when the copy is no longer what was recorded."""
     record = backup.record
     if record.existed and not backup.intact():
         raise UserError(f"a write-back to {target} did not finish, and its backup {backup.folder} was changed since "
                         "it was made (its copy no longer has the digest recorded), so it is not put back: compare "
                         f"the two by hand, then move {backup.folder.name} away to go on")
-    put_back(target, backup.copy if record.existed else None, record.paths)
+    put_back(target, backup.copy if record.existed else None, record.paths if paths is None else paths)
     finish(backup, "rolled back")
 
 

@@ -75,7 +75,19 @@ def same(source: Path, target: Path, rel: str) -> bool:
         return True
     if stat.S_ISLNK(a.st_mode):
         return os.readlink(source / rel) == os.readlink(target / rel)
-    return stat.S_IMODE(a.st_mode) == stat.S_IMODE(b.st_mode) and (source / rel).read_bytes() == (target / rel).read_bytes()
+    return stat.S_IMODE(a.st_mode) == stat.S_IMODE(b.st_mode) and _same_bytes(source / rel, target / rel)
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    """Whether two files hold the same bytes, read a megabyte at a time (`filecmp` caches its
+    answers by size and time, which a file rewritten within the same second can fool)."""
+    with open(a, "rb") as first, open(b, "rb") as second:
+        while True:
+            one, other = first.read(1 << 20), second.read(1 << 20)
+            if one != other:
+                return False
+            if not one:
+                return True
 
 
 def _remove_if_unwanted(target: Path, source: Path | None, rel: str, *, must: bool) -> None:
@@ -106,7 +118,8 @@ def _put(source: Path, target: Path, rel: str) -> None:
     elif stat.S_ISLNK(info.st_mode):
         atomic.write_symlink(dest, os.readlink(source / rel))
     else:
-        atomic.write_bytes(dest, (source / rel).read_bytes(), mode=stat.S_IMODE(info.st_mode))
+        with open(source / rel, "rb") as copy:  # a block at a time: a large file costs no memory
+            atomic.write_bytes(dest, copy, mode=stat.S_IMODE(info.st_mode))
 
 
 def _ancestors(rel: str) -> list[str]:

@@ -111,6 +111,9 @@ def save(target: Path, records: list[Record]) -> None:
                         f"writable or set {HOME_ENV} to a writable folder") from exc
 
 
+CHUNK = 1 << 20  # bytes a digest reads at a time
+
+
 def digest(root: Path) -> str:
     """sha256 over what `root` holds, walked without following links, in sorted order: for each
     entry its type, its path relative to `root` ("" for `root`), its mode bits, and its bytes (a
@@ -118,14 +121,26 @@ def digest(root: Path) -> str:
     hashed = hashlib.sha256()
     for rel, info in _walk(root):
         kind = stat.S_IFMT(info.st_mode)
-        if stat.S_ISREG(kind):
-            body = (root / rel if rel else root).read_bytes()
-        elif stat.S_ISLNK(kind):
-            body = os.fsencode(os.readlink(root / rel if rel else root))
-        else:
-            body = b""
-        for field in (str(kind).encode(), os.fsencode(rel), str(stat.S_IMODE(info.st_mode)).encode(), body):
+        path = root / rel if rel else root
+        for field in (str(kind).encode(), os.fsencode(rel), str(stat.S_IMODE(info.st_mode)).encode()):
             hashed.update(len(field).to_bytes(8, "big") + field)
+        if stat.S_ISREG(kind):  # read a megabyte at a time: a large file costs time, not memory
+            hashed.update(info.st_size.to_bytes(8, "big"))
+            with open(path, "rb") as file:
+                while chunk := file.read(CHUNK):
+                    hashed.update(chunk)
+        else:
+            body = os.fsencode(os.readlink(path)) if stat.S_ISLNK(kind) else b""
+            hashed.update(len(body).to_bytes(8, "big") + body)
+    return hashed.hexdigest()
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a file's bytes, read a megabyte at a time: a large file costs time, not memory."""
+    hashed = hashlib.sha256()
+    with open(path, "rb") as file:
+        while chunk := file.read(CHUNK):
+            hashed.update(chunk)
     return hashed.hexdigest()
 
 

@@ -1,4 +1,4 @@
-"""Writing an evolved artifact back to disk, and putting the last backup back.
+"""Writing an evolved artifact back to disk.
 
 `write_back` compares the artifact with the disk and returns a `WritePlan`: files to write
 (created or changed), files already right, files to delete (in the artifact when the run
@@ -9,24 +9,20 @@ change it, merged three-way when both did and git can merge the two, and otherwi
 that refuses the whole write unless `overwrite` (`reconcile`). Unless it is a dry run, and only when
 something changes, it then holds the target's lock, settles a write a killed process left,
 backs the whole target up (`.<name>.bak-N` beside it, recorded in `$AGENTDESCENT_HOME/backups`),
-deletes what goes and writes each changed file atomically with its mode kept; a failure
-part-way puts every touched path back from the backup and raises a `UserError` that names the
-file. `restore` puts the newest recorded, intact backup back the same way, after backing the
-target up in turn: so a second restore undoes the first, and `restore(path, number)` puts back
-an older backup by its number.
+deletes what goes and writes each changed file atomically with its mode kept, each checked just
+before it is touched: a file saved since the plan stops the write. A failure part-way puts every
+path it touched back from the backup and raises a `UserError` that names the file.
 
-Only backups this package recorded are rolled back from or restored; any other `.<name>.bak-N`
-folder beside the target (one a cloned repository brought along, one whose copy or journal was
-changed since) is left alone and named in `WritePlan.refused` / `Restored.refused`, or in the
-error when no backup qualifies. Every path put back is checked to lie inside the target first.
+Only backups this package recorded are rolled back from; any other `.<name>.bak-N` folder beside
+the target is left alone and named in `WritePlan.refused`.
 
 Refused with a `UserError` before anything changes: an unsafe key (`unsafe_key_reason`), a path
 through a symlink or over a file, a folder where a file goes, a name too long for the file
 system, a text artifact over a folder or a tree over a file, a target that is a symlink.
 
-Left out: the lock, the backups, their record and recovery (`backups`, `registry`); putting
-paths back (`putback`); reading a folder into a tree (`tree`). Files a key cannot name (`.git`
-and the like) are never listed, deleted, pruned or restored.
+Left out: putting a backup back (`undo`); the lock, the backups, their record and recovery
+(`backups`, `registry`); putting paths back (`putback`); reading a folder into a tree (`tree`).
+Files a key cannot name (`.git` and the like) are never listed, deleted or pruned.
 """
 
 from __future__ import annotations
@@ -34,17 +30,15 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
 from agentdescent import atomic
 from agentdescent.artifacts import backups, reconcile, registry
-from agentdescent.artifacts.putback import path_reason, put_back, same
 from agentdescent.commands import command
 from agentdescent.errors import UserError
 from agentdescent.governance import is_frozen, unsafe_key_reason
-from agentdescent.home import HOME_ENV
 
 PATH_MAX = 4096  # bytes in a whole path on Linux
 
@@ -67,23 +61,11 @@ class WritePlan:
     conflicts: tuple[str, ...] = ()  # changed by both, beyond a clean merge: refused (written only with overwrite)
     backup: Path | None = None
     refused: tuple[str, ...] = ()  # `.<name>.bak-N` folders beside the target left alone, each with why
+    seen: Mapping[str, str] = field(default_factory=dict, repr=False)  # each written or deleted key's `_seen` when planned
 
     @property
     def changes(self) -> bool:
         return bool(self.written or self.deleted)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Restored:
-    """What `restore` did: the backup copy it put back, the copy of the target it took first (the
-    next restore puts that back; None when the target already matched), the paths it changed, and
-    the numbers of the trusted backups there are now, oldest first."""
-
-    source: Path
-    backup: Path | None
-    changed: tuple[str, ...]
-    refused: tuple[str, ...] = ()  # `.<name>.bak-N` folders passed over, each with why
-    numbers: tuple[int, ...] = ()
 
 
 def write_back(path: str | os.PathLike, rendered: str | Mapping[str, str], *, initial: Mapping[str, str] | None = None,
@@ -95,10 +77,10 @@ def write_back(path: str | os.PathLike, rendered: str | Mapping[str, str], *, in
     edits are not looked for); `frozen` holds fnmatch patterns of files never touched. `dry_run`
     returns the plan and touches nothing. Raises `UserError` for a refused path, for files both
     the user and the run changed beyond a clean merge (unless `overwrite`), or a failed write (undone)."""
-    target = _target(path)
+    target = target_path(path)
     tree = not isinstance(rendered, str)
     contents = _contents(rendered)
-    _check_kind(target, folder=tree)
+    check_kind(target, folder=tree)
     initial, frozen = (dict(initial or {}), tuple(frozen)) if tree else ({}, ())
     _check_keys(initial)
     base_files = None if base is None else _contents(base)
@@ -122,63 +104,7 @@ def write_back(path: str | os.PathLike, rendered: str | Mapping[str, str], *, in
     return _named(replace(plan, backup=backup.copy if os.path.lexists(backup.copy) else None))
 
 
-def recover(path: str | os.PathLike) -> list[Path]:
-    """Roll back a write-back to `path` that a killed process left half-done; returns the backup
-    folders it rolled back from (none when there was nothing to do)."""
-    target = _target(path)
-    if not backups.backups(target):
-        return []  # nothing to settle, and no lock file left behind for nothing
-    with backups.locked(target):
-        return [b.folder for b in backups.recover(target)[0]]
-
-
-def restore(path: str | os.PathLike, number: int | None = None) -> Restored:
-    """Put a recorded, intact backup of `path` back: backup `number`, or the newest whose write
-    ended. A folder ends as the backup (files added since are removed; paths a key cannot name,
-    `.git` and the like, are left as they are), a file as it was. An interrupted write is recovered
-    first, and the current target is backed up first, so that the next restore undoes this one.
-    Folders beside it that are not recorded backups, or no longer match their record, are passed
-    over and named in `Restored.refused`. Raises `UserError` when no backup qualifies."""
-    target = _target(path)
-    _check_kind(target, folder=None)
-    source, refused = backups.restorable(target, number) if target.parent.is_dir() else (None, [])
-    if source is None:
-        raise _no_backup(target, refused, number)  # before taking the lock, which would leave a lock file beside it
-    with backups.locked(target):
-        backups.recover(target)
-        source, refused = backups.restorable(target, number)
-        if source is None:
-            raise _no_backup(target, refused, number)
-        paths = _differences(source.copy, target)
-        said = tuple(map(str, refused))
-        if not paths:
-            return Restored(source=source.copy, backup=None, changed=(), refused=said, numbers=_numbers(target))
-        backup = backups.take(target, made_by="restore", paths=paths)
-        _run(target, backup, [(f"put {target} back from {source.copy}", partial(put_back, target, source.copy, paths))])
-        backups.finish(backup)
-    return Restored(source=source.copy, backup=backup.copy if os.path.lexists(backup.copy) else None,
-                    changed=tuple(paths), refused=said, numbers=_numbers(target))
-
-
-def _numbers(target: Path) -> tuple[int, ...]:
-    """The numbers of the backups restore could put back: ended, recorded and intact."""
-    return tuple(b.number for b in backups.backups(target)
-                 if b.record.phase in ("done", "rolled back") and b.intact())
-
-
-def _no_backup(target: Path, refused: list[backups.Refusal], number: int | None = None) -> UserError:
-    found = "".join(f"; {r}" for r in refused)
-    if number is not None:
-        there = ", ".join(map(str, _numbers(target))) or "none"
-        return UserError(f"no backup number {number} of {target} to restore{found}; the backups there are: {there} "
-                         f"({backups.pattern(target)})")
-    return UserError(f"no backup of {target} to restore: write_to takes one ({backups.folder_name(target, 1)[:-1]}N "
-                     f"beside it, recorded in {registry.folder()}) before it changes anything, and no recorded, "
-                     f"unchanged one is there{found}. "
-                     f"A backup made with another {HOME_ENV} is not known here; check the path")
-
-
-def _target(path: str | os.PathLike) -> Path:
+def target_path(path: str | os.PathLike) -> Path:
     target = Path(path).absolute()
     if target.name in ("", ".", ".."):
         raise UserError(f"{path} does not name a file or folder; give its name (e.g. skill/ or prompt.md)")
@@ -188,7 +114,7 @@ def _target(path: str | os.PathLike) -> Path:
     return target
 
 
-def _check_kind(target: Path, *, folder: bool | None) -> None:
+def check_kind(target: Path, *, folder: bool | None) -> None:
     info = _lstat(target)
     if info is None:
         return
@@ -250,7 +176,8 @@ def _plan(target: Path, contents: dict[str, bytes], initial: dict[str, str], fro
     written = tuple(k for k in kept if _bytes(target / k) != contents[k])
     plan = WritePlan(target=target, written=written, unchanged=tuple(k for k in kept if k not in written),
                      deleted=tuple(sorted(deleted)), extra=tuple(sorted(extra)), frozen=tuple(sorted(frozen_keys)),
-                     merged=merge.merged, kept=merge.kept, conflicts=merge.conflicts)
+                     merged=merge.merged, kept=merge.kept, conflicts=merge.conflicts,
+                     seen={k: _seen(target / k) for k in (*written, *deleted)})
     return plan, contents
 
 
@@ -293,20 +220,46 @@ def _path_problem(info: os.stat_result, rel: str, key: str, *, last: bool, may_b
 
 
 def _apply(target: Path, plan: WritePlan, contents: dict[str, bytes], backup: backups.Backup) -> None:
-    deletions = [(f"delete {target / k}", partial(_delete, target, k)) for k in plan.deleted]
-    writes = [(f"write {target / k}", partial(atomic.write_bytes, target / k, contents[k])) for k in plan.written]
-    _run(target, backup, deletions + writes)
+    """Delete and write as planned, each file checked just before it is touched: one the user
+    saved since it was planned (while the backup was taken, say) stops the write, which undoes
+    what it had done and leaves that file, with the edit, alone."""
+    def untouched(key: str) -> None:
+        if _seen(target / key) != plan.seen[key]:
+            raise UserError(f"refusing to write {target}: {key or target.name} changed on disk while the write-back "
+                            f"ran (an edit saved just now?); every change was undone and {target} is as it was, "
+                            "your edit included: write it back again")
+
+    deletions = [(f"delete {target / k}", [k], partial(_delete, target, k)) for k in plan.deleted]
+    writes = [(f"write {target / k}", [k], partial(atomic.write_bytes, target / k, contents[k])) for k in plan.written]
+    run_steps(target, backup, deletions + writes, check=untouched)
 
 
-def _run(target: Path, backup: backups.Backup, steps: list[tuple[str, Callable[[], object]]]) -> None:
-    """Run each (description, action) in turn; on any failure roll every change back first, and
-    turn an OSError into a `UserError` that names the step, the file and the cause."""
-    doing = ""
+def _seen(path: Path) -> str:
+    """What is at `path`, to tell whether it changed: a file's digest, a link's target, or its kind."""
+    info = _lstat(path)
+    if info is None:
+        return "absent"
+    if stat.S_ISLNK(info.st_mode):
+        return f"link {os.readlink(path)}"
+    if not stat.S_ISREG(info.st_mode):
+        return f"kind {stat.S_IFMT(info.st_mode)}"
+    return f"file {registry.file_digest(path)}"
+
+
+def run_steps(target: Path, backup: backups.Backup, steps: list[tuple[str, list[str], Callable[[], object]]], *,
+         check: Callable[[str], None] = lambda key: None) -> None:
+    """Run each (description, paths, action) in turn, `check` on its paths first. On any failure,
+    put back the paths of the steps begun (never one not yet touched, which may hold an edit saved
+    meanwhile), and turn an OSError into a `UserError` that names the step, the file and the cause."""
+    doing, begun = "", []
     try:
-        for doing, action in steps:
+        for doing, paths, action in steps:
+            for key in paths:
+                check(key)
+            begun += paths
             action()
     except BaseException as exc:
-        _undo(target, backup)
+        _undo(target, backup, begun)
         if isinstance(exc, OSError):
             cause = f"{exc.strerror} ({exc.filename})" if exc.strerror and exc.filename else exc.strerror or str(exc)
             raise UserError(f"could not {doing}: {cause}; every change was undone and {target} is as it was "
@@ -314,9 +267,9 @@ def _run(target: Path, backup: backups.Backup, steps: list[tuple[str, Callable[[
         raise
 
 
-def _undo(target: Path, backup: backups.Backup) -> None:
+def _undo(target: Path, backup: backups.Backup, paths: list[str]) -> None:
     try:
-        backups.rollback(target, backup)
+        backups.rollback(target, backup, paths)
     except OSError as failed:
         raise UserError(f"a write to {target} failed, and putting it back from {backup.folder} failed too "
                         f"({failed}); fix the cause, then `{command('restore', target)}` or the next "
@@ -345,28 +298,6 @@ def _files_on_disk(target: Path) -> set[str]:
         links = [d for d in dirs if os.path.islink(os.path.join(folder, d))]
         dirs[:] = [d for d in dirs if d not in links and unsafe_key_reason((rel / d).as_posix()) is None]
         found |= {key for name in (*files, *links) if unsafe_key_reason(key := (rel / name).as_posix()) is None}
-    return found
-
-
-def _differences(source: Path, target: Path) -> list[str]:
-    """The paths where `target` is not exactly `source` (both walked without following links)."""
-    return sorted(rel for rel in _entries(source) | _entries(target) if not same(source, target, rel))
-
-
-def _entries(root: Path) -> set[str]:
-    """The root itself ("") and every path under it that a key can name, found without following
-    links; folders a key cannot name (`.git` and the like) are not entered, so nothing in them is
-    ever put back."""
-    info = _lstat(root)
-    if info is None:
-        return set()
-    if not stat.S_ISDIR(info.st_mode):
-        return {""}
-    found = {""}
-    for folder, dirs, files in os.walk(root):
-        rel = Path(folder).relative_to(root)
-        dirs[:] = [d for d in dirs if path_reason((rel / d).as_posix()) is None]
-        found |= {key for name in (*dirs, *files) if path_reason(key := (rel / name).as_posix()) is None}
     return found
 
 

@@ -1,7 +1,7 @@
 """`agentdescent restore PATH`: put a backup of a target back, and say so in the status of the run
 whose write-back that undoes (or redoes).
 
-A restore is an undo: it puts back the newest backup of PATH (`artifacts.writeback.restore`),
+A restore is an undo: it puts back the newest backup of PATH (`artifacts.undo.restore`),
 after backing up what PATH held, so the next restore puts that back in turn; `number` picks an
 older backup instead. The runs follow the backups: a run whose status names as its `backup` the
 copy a restore put back is the run that restore undid (accepted becomes restored) or redid
@@ -9,7 +9,7 @@ copy a restore put back is the run that restore undid (accepted becomes restored
 holds the other side. Runs whose backup was not the one put back are left as they are.
 
 Left out: which backup qualifies and how paths are put back (`artifacts.backups`,
-`artifacts.writeback`); a restore with nothing to change touches no run.
+`artifacts.undo`); a restore with nothing to change touches no run.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from agentdescent.artifacts import backups, registry
-from agentdescent.artifacts.writeback import Restored
-from agentdescent.artifacts.writeback import restore as put_back
+from agentdescent.artifacts.undo import Restored
+from agentdescent.artifacts.undo import restore as put_back
 from agentdescent.commands import command
 from agentdescent.errors import UserError
 from agentdescent.runs.store import RunDir, RunStore

@@ -1,0 +1,118 @@
+"""Putting a write-back's target back as it was: `restore` puts the newest recorded, intact backup
+back (or backup `number`), after backing the target up in turn, so that a second restore undoes
+the first; `recover` rolls back a write a killed process left half-done.
+
+Only backups this package recorded are restored from; any other `.<name>.bak-N` folder beside the
+target (one a cloned repository brought along, one whose copy or journal was changed since) is
+passed over and named in `Restored.refused`, or in the error when no backup qualifies. Every path
+put back is checked to lie inside the target first, and paths a key cannot name (`.git` and the
+like) are never put back.
+
+Left out: writing an artifact (`writeback`); the lock, the backups, their record and recovery
+(`backups`, `registry`); putting paths back (`putback`).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from agentdescent.artifacts import backups, registry
+from agentdescent.artifacts.putback import lstat, path_reason, put_back, same
+from agentdescent.artifacts.writeback import check_kind, run_steps, target_path
+from agentdescent.errors import UserError
+from agentdescent.home import HOME_ENV
+
+
+@dataclass(frozen=True, kw_only=True)
+class Restored:
+    """What `restore` did: the backup copy it put back, the copy of the target it took first (the
+    next restore puts that back; None when the target already matched), the paths it changed, and
+    the numbers of the trusted backups there are now, oldest first."""
+
+    source: Path
+    backup: Path | None
+    changed: tuple[str, ...]
+    refused: tuple[str, ...] = ()  # `.<name>.bak-N` folders passed over, each with why
+    numbers: tuple[int, ...] = ()
+
+
+def recover(path: str | os.PathLike) -> list[Path]:
+    """Roll back a write-back to `path` that a killed process left half-done; returns the backup
+    folders it rolled back from (none when there was nothing to do)."""
+    target = target_path(path)
+    if not backups.backups(target):
+        return []  # nothing to settle, and no lock file left behind for nothing
+    with backups.locked(target):
+        return [b.folder for b in backups.recover(target)[0]]
+
+
+def restore(path: str | os.PathLike, number: int | None = None) -> Restored:
+    """Put a recorded, intact backup of `path` back: backup `number`, or the newest whose write
+    ended. A folder ends as the backup (files added since are removed; paths a key cannot name,
+    `.git` and the like, are left as they are), a file as it was. An interrupted write is recovered
+    first, and the current target is backed up first, so that the next restore undoes this one.
+    Folders beside it that are not recorded backups, or no longer match their record, are passed
+    over and named in `Restored.refused`. Raises `UserError` when no backup qualifies."""
+    target = target_path(path)
+    check_kind(target, folder=None)
+    source, refused = backups.restorable(target, number) if target.parent.is_dir() else (None, [])
+    if source is None:
+        raise _no_backup(target, refused, number)  # before taking the lock, which would leave a lock file beside it
+    with backups.locked(target):
+        backups.recover(target)
+        source, refused = backups.restorable(target, number)
+        if source is None:
+            raise _no_backup(target, refused, number)
+        paths = _differences(source.copy, target)
+        said = tuple(map(str, refused))
+        if not paths:
+            return Restored(source=source.copy, backup=None, changed=(), refused=said, numbers=_numbers(target))
+        backup = backups.take(target, made_by="restore", paths=paths)
+        run_steps(target, backup, [(f"put {target} back from {source.copy}", paths, partial(put_back, target, source.copy, paths))])
+        backups.finish(backup)
+    return Restored(source=source.copy, backup=backup.copy if os.path.lexists(backup.copy) else None,
+                    changed=tuple(paths), refused=said, numbers=_numbers(target))
+
+
+def _numbers(target: Path) -> tuple[int, ...]:
+    """The numbers of the backups restore could put back: ended, recorded and intact."""
+    return tuple(b.number for b in backups.backups(target)
+                 if b.record.phase in ("done", "rolled back") and b.intact())
+
+
+def _no_backup(target: Path, refused: list[backups.Refusal], number: int | None = None) -> UserError:
+    found = "".join(f"; {r}" for r in refused)
+    if number is not None:
+        there = ", ".join(map(str, _numbers(target))) or "none"
+        return UserError(f"no backup number {number} of {target} to restore{found}; the backups there are: {there} "
+                         f"({backups.pattern(target)})")
+    return UserError(f"no backup of {target} to restore: write_to takes one ({backups.folder_name(target, 1)[:-1]}N "
+                     f"beside it, recorded in {registry.folder()}) before it changes anything, and no recorded, "
+                     f"unchanged one is there{found}. "
+                     f"A backup made with another {HOME_ENV} is not known here; check the path")
+
+
+def _differences(source: Path, target: Path) -> list[str]:
+    """The paths where `target` is not exactly `source` (both walked without following links)."""
+    return sorted(rel for rel in _entries(source) | _entries(target) if not same(source, target, rel))
+
+
+def _entries(root: Path) -> set[str]:
+    """The root itself ("") and every path under it that a key can name, found without following
+    links; folders a key cannot name (`.git` and the like) are not entered, so nothing in them is
+    ever put back."""
+    info = lstat(root)
+    if info is None:
+        return set()
+    if not stat.S_ISDIR(info.st_mode):
+        return {""}
+    found = {""}
+    for folder, dirs, files in os.walk(root):
+        rel = Path(folder).relative_to(root)
+        dirs[:] = [d for d in dirs if path_reason((rel / d).as_posix()) is None]
+        found |= {key for name in (*dirs, *files) if path_reason(key := (rel / name).as_posix()) is None}
+    return found
