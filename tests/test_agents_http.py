@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 import tracemalloc
+import zlib
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 
@@ -18,8 +19,10 @@ import pytest
 
 from agentdescent.agents.anthropic import claude
 from agentdescent.agents.base import ModelUsage, estimate_tokens, metering
-from agentdescent.agents.http import join_url, retry_after_seconds
+from agentdescent.agents.endpoint import join_url
+from agentdescent.agents.http import retry_after_seconds
 from agentdescent.agents.openai_compat import deepseek, openai_compatible
+from agentdescent.agents.redact import redact
 from agentdescent.errors import AgentError, UserError
 from agentdescent.runs.spec import AgentSpec
 from agentdescent.runs.wiring import make_client
@@ -503,3 +506,73 @@ def test_the_key_never_reaches_the_logs_even_when_a_server_echoes_it(keyed, capl
         assert gpt(server)("hi") == "fine"
     assert any("attempt 1 failed" in r.getMessage() for r in caplog.records)
     assert all(KEY not in r.getMessage() for r in caplog.records)
+
+
+# Hostile providers and keys that cannot be sent.
+
+@pytest.mark.parametrize("key, said", [(f"{KEY}\nsecond-line-9", "a line break at position 28"),
+                                       (f"{KEY}\tx", "a control character"), (f"{KEY}é", "a character outside ASCII")])
+def test_a_key_no_header_can_carry_is_refused_before_anything_is_sent(monkeypatch, caplog, key, said):
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    with LoopbackServer(openai_chat(lambda prompt: "never")) as server:
+        with pytest.raises(UserError) as raised:
+            gpt(server)("hi")
+    assert server.requests == [] and f"the key in OPENAI_API_KEY holds {said}" in str(raised.value)
+    assert "second-line" not in str(raised.value) + caplog.text and KEY not in str(raised.value) + caplog.text
+
+
+def test_a_key_with_a_line_break_is_redacted_as_a_repr_writes_it(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", f"{KEY}\nsecond-line-9")
+    assert redact(f"Illegal header value b'Bearer {KEY}\\nsecond-line-9'") == \
+        "Illegal header value b'Bearer [redacted OPENAI_API_KEY]'"
+
+
+def test_a_compressed_bomb_stops_at_the_cap_and_stacked_codings_are_not_read(keyed):
+    bomb = zlib.compressobj(9, zlib.DEFLATED, 31)
+    body = bomb.compress(b"\0" * (200 << 20)) + bomb.flush()  # 200 MB of zeros in about 200 KB
+    with LoopbackServer(openai_chat(lambda prompt: Response(body=body, headers={"Content-Encoding": "gzip"}))) as server:
+        tracemalloc.start()
+        try:
+            with pytest.raises(AgentError, match="the reply passed 8,065,536 bytes"):
+                gpt(server)("hi")
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peak < 40 << 20 and server.requests[0].headers["accept-encoding"] == "identity"
+    with LoopbackServer(openai_chat(lambda prompt: Response(body=body, headers={"Content-Encoding": "gzip, gzip"}))) as server:
+        with pytest.raises(AgentError, match="the reply is «gzip, gzip»-encoded, which is not read"):
+            gpt(server)("hi")
+
+
+def test_one_compressed_layer_is_read(keyed):
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "inflated"}}]}
+    body = packer.compress(json.dumps(reply).encode()) + packer.flush()
+    with LoopbackServer(openai_chat(lambda prompt: Response(body=body, headers={"Content-Encoding": "gzip"}))) as server:
+        assert gpt(server)("hi") == "inflated"
+
+
+def test_a_reply_nested_past_the_parser_is_a_bad_body_not_a_recursion_error(keyed):
+    deep = b"[" * 200_000 + b"]" * 200_000
+    with LoopbackServer(openai_chat(lambda prompt: Response(body=deep))) as server:
+        with pytest.raises(AgentError, match="the body is not JSON"):
+            gpt(server)("hi")
+
+
+@pytest.mark.parametrize("count", [10**4000, 10**12, -5, True, "9"])
+def test_a_token_count_no_call_can_have_is_estimated_instead(keyed, count):
+    reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "a reply"}}],
+             "usage": {"prompt_tokens": count, "completion_tokens": count}}
+    with LoopbackServer(openai_chat(lambda prompt: Response(body=json.dumps(reply)))) as server:
+        model = gpt(server)
+        model("a prompt")
+    assert (model.usage.input_tokens, model.usage.output_tokens) == (estimate_tokens("a prompt"), estimate_tokens("a reply"))
+
+
+def test_a_base_url_with_a_user_and_password_is_refused_and_never_shown(keyed):
+    with pytest.raises(UserError) as raised:
+        openai_compatible("m", base_url="http://proxy-user:Pr0xyPassw0rd@127.0.0.1:9/v1")("hi")
+    assert "carries a user name or password" in str(raised.value) and "Pr0xyPassw0rd" not in str(raised.value)
+    with pytest.raises(UserError) as raised:
+        join_url("http://proxy-user:Pr0xyPassw0rd@[::zz]/v1?api-key=QUERYSECRET1", "chat/completions")
+    assert "Pr0xyPassw0rd" not in str(raised.value) and "QUERYSECRET1" not in str(raised.value)

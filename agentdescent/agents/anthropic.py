@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentdescent.agents.http import DEFAULT_MAX_REPLY_CHARS, DEFAULT_TIMEOUT, BadReply, HTTPModel, Reply, base_url_from, join_url
-from agentdescent.agents.redact import redact
+from agentdescent.agents.endpoint import base_url_from, join_url
+from agentdescent.agents.http import DEFAULT_MAX_REPLY_CHARS, DEFAULT_TIMEOUT, BadReply, HTTPModel, Reply, glimpse
 
 __all__ = ["Claude", "claude"]
 
@@ -54,7 +54,7 @@ class Claude(HTTPModel):
     def _parse(self, data: Any) -> Reply:
         blocks = data.get("content") if isinstance(data, dict) else None
         if not isinstance(blocks, list):
-            raise BadReply(f"the reply has no content list: {redact(str(data))[:300]}")
+            raise BadReply(f"the reply has no content list: {glimpse(data)}")
         text = "".join(block["text"] for block in blocks if _is_text(block))
         if not text.strip():
             raise BadReply(f"empty completion (stop_reason={data.get('stop_reason')!r}; "

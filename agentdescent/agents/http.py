@@ -9,8 +9,9 @@ the answer into text. Around that one request it does what every provider needs:
 - **a deadline**: `timeout` seconds bound the whole call, retries included, from when its first
   attempt gets one of `max_concurrency` slots. Every socket wait is cut to the time left
   (`deadline`), so a server trickling its headers or body fails at the deadline too;
-- **a reply cap**: the body is read as a stream and cut off past `reply_byte_cap(max_reply_chars)`
-  bytes, and a longer completion than `max_reply_chars` characters fails, neither retried;
+- **a reply cap**: the body is read as a stream (asked for uncompressed; one compressed layer is
+  inflated a block at a time) and cut off past `reply_byte_cap(max_reply_chars)` bytes, and a
+  longer completion than `max_reply_chars` characters fails, neither retried;
 - **whole answers**: a completion stopped at its output limit (`max_tokens`) fails, not retried;
 - **retries** on 429, 500, 502, 503, 504 and 529, transport errors and connect timeouts, after
   jittered backoff or the server's `Retry-After` (at most 60 s), only while the deadline leaves
@@ -22,8 +23,8 @@ the answer into text. Around that one request it does what every provider needs:
   query, what went wrong and the attempts.
 
 Providers subclass it and fill in four hooks: `_url`, `_headers`, `_payload` and `_parse`.
-Left out: streaming to the caller, tool calls, async clients, pickling a model into another
-process, and a bound on what a compressed body inflates to within one network read.
+Left out: streaming to the caller, tool calls, async clients, and pickling a model into another
+process.
 """
 
 from __future__ import annotations
@@ -32,16 +33,18 @@ import email.utils
 import json
 import logging
 import math
-import os
 import random
+import reprlib
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
 from agentdescent.agents.deadline import Deadline, bound_every_socket
+from agentdescent.agents.endpoint import public, read_key
 from agentdescent.agents.redact import guard_logging, redact, register
 from agentdescent.errors import AgentError, BadReply, UserError
 from agentdescent.quoting import quoted
@@ -50,7 +53,7 @@ if TYPE_CHECKING:  # imported where a request is made: a run of local agents nev
     import httpx
 
 __all__ = ["DEFAULT_MAX_REPLY_CHARS", "DEFAULT_TIMEOUT", "RETRY_STATUSES", "BadReply", "HTTPModel", "Reply",
-           "base_url_from", "check_max_reply_chars", "join_url", "raise_hint", "reply_byte_cap", "retry_after_seconds"]
+           "check_max_reply_chars", "glimpse", "raise_hint", "reply_byte_cap", "retry_after_seconds"]
 
 DEFAULT_TIMEOUT = 300.0  # seconds for a whole model call, its retries included
 DEFAULT_MAX_REPLY_CHARS = 1_000_000
@@ -59,6 +62,7 @@ CONNECT_TIMEOUT = 10.0  # one connection attempt; a server that does not answer 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
 RETRY_AFTER_CAP = 60.0
 SNIPPET_CHARS = 300
+MAX_TOKENS_A_CALL = 100_000_000  # more than any model's context: a server's count above it is not believed
 log = logging.getLogger(__name__)
 
 
@@ -191,13 +195,7 @@ class HTTPModel:
     # The machinery.
 
     def _key(self) -> str | None:
-        if self.api_key_env is None:
-            return None
-        key = os.environ.get(self.api_key_env, "").strip()
-        if not key:
-            raise UserError(f"{self.name}: the environment variable {self.api_key_env} is not set; "
-                            f"export {self.api_key_env}=... (or pass api_key_env=None for a server without auth)")
-        return key
+        return None if self.api_key_env is None else read_key(self.api_key_env, self.name)
 
     def _http(self) -> httpx.Client:
         import httpx
@@ -206,7 +204,8 @@ class HTTPModel:
             if self._client is None:
                 limits = httpx.Limits(max_connections=self.max_concurrency,
                                       max_keepalive_connections=self.max_concurrency)
-                self._client = httpx.Client(timeout=_timeouts(self.timeout), limits=limits)
+                self._client = httpx.Client(timeout=_timeouts(self.timeout), limits=limits,
+                                            headers={"accept-encoding": "identity"})  # see `_body`
                 bound_every_socket(self._client, self._clock)
             return self._client
 
@@ -258,7 +257,7 @@ class HTTPModel:
                                      timeout=_timeouts(max(call.remaining(), 0.001))) as response:
                 body = self._body(response, call)
         except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
-            raise UserError(redact(f"{self.name}: bad URL {_public(call.url)!r} ({exc}); "
+            raise UserError(redact(f"{self.name}: bad URL {public(call.url)!r} ({exc}); "
                                    "a base URL looks like https://host/v1")) from None
         except httpx.TimeoutException as exc:  # every wait but a connection attempt ends at the deadline
             if isinstance(exc, httpx.ConnectTimeout) and call.remaining() > 0:
@@ -269,18 +268,32 @@ class HTTPModel:
         return self._read(response, body, call)
 
     def _body(self, response: httpx.Response, call: _Call) -> bytes:
-        """The body's bytes, read as they come; an `AgentError` past the byte cap or the deadline."""
+        """The body's bytes, read as they come and, when the server compressed them though asked
+        not to (one gzip or deflate layer at most), inflated a block at a time: an `AgentError` as
+        soon as they pass the byte cap or the deadline, however small the compressed body."""
         limit, size, chunks = reply_byte_cap(self.max_reply_chars), 0, []
-        for chunk in response.iter_bytes():
-            size += len(chunk)
-            if size > limit:
-                raise AgentError(self._failure(call, (
-                    f"the reply passed {limit:,} bytes, the cut-off for max_reply_chars={self.max_reply_chars:,} "
-                    f"(8 bytes a character plus 64 KiB); not retried; "
-                    f"{raise_hint('max_reply_chars', str(2 * self.max_reply_chars))}")))
-            if call.remaining() <= 0:
-                raise self._past_deadline(call)
-            chunks.append(chunk)
+        coding = response.headers.get("content-encoding", "").strip().lower()
+        if coding not in ("", "identity", "gzip", "x-gzip", "deflate"):  # several layers, or br, zstd, ...
+            raise AgentError(self._failure(call, f"the reply is {_snippet(coding)}-encoded, which is not read (asked "
+                                                 "for no encoding: a proxy in between?); not retried"))
+        inflater = zlib.decompressobj(32 + zlib.MAX_WBITS) if coding not in ("", "identity") else None
+        for raw in response.iter_raw():
+            while raw:
+                try:
+                    chunk, raw = (raw, b"") if inflater is None else \
+                        (inflater.decompress(raw, limit - size + 1), inflater.unconsumed_tail)
+                except zlib.error as exc:
+                    call.bad_replies += 1
+                    raise _Retry(f"the {coding} body does not inflate ({exc})", once=True) from None
+                size += len(chunk)
+                if size > limit:
+                    raise AgentError(self._failure(call, (
+                        f"the reply passed {limit:,} bytes, the cut-off for max_reply_chars={self.max_reply_chars:,} "
+                        f"(8 bytes a character plus 64 KiB); not retried; "
+                        f"{raise_hint('max_reply_chars', str(2 * self.max_reply_chars))}")))
+                if call.remaining() <= 0:
+                    raise self._past_deadline(call)
+                chunks.append(chunk)
         return b"".join(chunks)
 
     def _read(self, response: httpx.Response, body: bytes, call: _Call) -> Reply:
@@ -293,7 +306,7 @@ class HTTPModel:
             raise AgentError(self._failure(call, detail))
         try:
             reply = self._parse(json.loads(body))
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past what the parser follows
             detail = f"the body is not JSON: {_body_snippet(response, body)}"
         except BadReply as exc:
             detail = _snippet(str(exc))
@@ -326,7 +339,7 @@ class HTTPModel:
 
     def _failure(self, call: _Call, detail: str) -> str:
         plural = "" if call.attempts == 1 else "s"
-        return redact(f"{self.name}: POST {_public(call.url)} failed after {call.attempts} attempt{plural}: {detail}")
+        return redact(f"{self.name}: POST {public(call.url)} failed after {call.attempts} attempt{plural}: {detail}")
 
 
 def _timeouts(seconds: float) -> httpx.Timeout:
@@ -358,34 +371,6 @@ def retry_after_seconds(value: str | None, *, cap: float = RETRY_AFTER_CAP,
     return max(0.0, min(cap, seconds))
 
 
-def base_url_from(explicit: str | None, env_var: str | None, default: str) -> str:
-    """The base URL to use now: the one passed, else the variable `env_var` if set, else `default`."""
-    return explicit or (os.environ.get(env_var, "").strip() if env_var else "") or default
-
-
-def join_url(base: str, path: str) -> str:
-    """`base` with `path` appended to its path, its query kept.
-
-    join_url("https://h/v1/", "/chat/completions") == "https://h/v1/chat/completions"
-    """
-    import httpx
-
-    try:
-        url = httpx.URL(base.strip())
-    except httpx.InvalidURL as exc:
-        raise UserError(redact(f"bad base URL {base!r} ({exc}); a base URL looks like https://host/v1")) from None
-    if not url.scheme or not url.host:
-        raise UserError(redact(f"bad base URL {str(url.copy_with(query=None))!r}: it needs a scheme and a host, "
-                               "like https://host/v1"))
-    return str(url.copy_with(path=url.path.rstrip("/") + "/" + path.lstrip("/")))
-
-
-def _public(url: str) -> str:
-    import httpx  # the query string is left out: it may carry a secret
-
-    return str(httpx.URL(url).copy_with(query=None, fragment=None))
-
-
 def _body_snippet(response: httpx.Response, body: bytes) -> str:
     return _snippet(body.decode(response.encoding or "utf-8", "replace"))
 
@@ -396,5 +381,17 @@ def _snippet(text: str) -> str:
     return quoted(text, SNIPPET_CHARS) if text.strip() else "(empty body)"
 
 
+def glimpse(data: Any) -> str:
+    """A look at a parsed reply for an error message, built bounded (a few levels and entries of
+    each, the start of each string: a reply of millions of tiny lists is not formatted whole), its
+    keys redacted."""
+    look = reprlib.Repr()
+    look.maxlevel, look.maxdict, look.maxlist, look.maxstring, look.maxother = 3, 8, 4, 120, 60
+    return _snippet(look.repr(data))
+
+
 def _or_estimate(tokens: int | None, text: str) -> int:
-    return tokens if isinstance(tokens, int) and tokens >= 0 else estimate_tokens(text)
+    """The server's count when it is one a call can have, else an estimate from the text (a count
+    of 10**4000 would end the budget and make the run's status unreadable)."""
+    plausible = isinstance(tokens, int) and not isinstance(tokens, bool) and 0 <= tokens <= MAX_TOKENS_A_CALL
+    return tokens if plausible else estimate_tokens(text)

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentdescent.agents.http import DEFAULT_MAX_REPLY_CHARS, DEFAULT_TIMEOUT, BadReply, HTTPModel, Reply, base_url_from, join_url
-from agentdescent.agents.redact import redact
+from agentdescent.agents.endpoint import base_url_from, join_url
+from agentdescent.agents.http import DEFAULT_MAX_REPLY_CHARS, DEFAULT_TIMEOUT, BadReply, HTTPModel, Reply, glimpse
 
 __all__ = ["OpenAICompatible", "deepseek", "openai_compatible"]
 
@@ -60,7 +60,7 @@ class OpenAICompatible(HTTPModel):
         choice = choices[0] if isinstance(choices, list) and choices else None
         message = choice.get("message") if isinstance(choice, dict) else None
         if not isinstance(message, dict):
-            raise BadReply(f"the reply has no choices[0].message: {redact(str(data))[:300]}")
+            raise BadReply(f"the reply has no choices[0].message: {glimpse(data)}")
         text = without_reasoning(_content_text(message.get("content")))
         if not text.strip():
             raise BadReply(f"empty completion (finish_reason={choice.get('finish_reason')!r}; "

@@ -12,7 +12,7 @@ TOKEN, SECRET, PASSWORD, CREDENTIAL, AUTH); a child process's own variables can 
 turn every "1" into a marker.
 
 **Which forms.** A key is matched character by character, each character as itself or escaped:
-JSON (`\\u002d`, `\\/`, `\\"`, also with the backslash doubled or more), `\\xNN`, `\\UNNNNNNNN`,
+JSON (`\\u002d`, `\\/`, `\\"`, `\\n`, also with the backslash doubled or more), `\\xNN`, `\\UNNNNNNNN`,
 percent-encoding of its UTF-8 bytes (also double-encoded `%252d`; `+` for a space), and HTML
 character references (`&#45;`, `&#x2d;`); hex digits in any case. Between two characters any run
 of whitespace, zero-width characters, escaped line breaks (`\\n`, `\\r`, `\\t`) and encoded ones
@@ -59,6 +59,7 @@ _BACKSLASHES = r"\\{1,7}"  # a key escaped once, or inside a string escaped agai
 _GAP = r"(?:\s|[\u200b-\u200d\u2060\ufeff]|\\{1,7}[nrt]|(?i:%(?:25)?(?:0[9ad]|20))|\+)*"
 
 
+_SHORT_ESCAPES = {"\n": "n", "\r": "r", "\t": "t", "\b": "b", "\f": "f"}
 _found: tuple[object, dict[str, str]] | None = None  # (what the keys were read from, the keys)
 
 
@@ -159,6 +160,8 @@ def _char_pattern(char: str) -> str:
     forms = [re.escape(char)]
     if char in "\"\\/":
         forms.append(_BACKSLASHES + re.escape(char))
+    if char in _SHORT_ESCAPES:  # a line break or tab in a key, as a repr or JSON writes it
+        forms.append(_BACKSLASHES + _SHORT_ESCAPES[char])
     forms.append(_BACKSLASHES + f"(?i:{_code_escapes(code)})")
     forms.append("(?i:" + "".join(f"%(?:25)?{byte:02x}" for byte in char.encode("utf-8")) + ")")
     forms.append(f"&#(?:(?i:x)0*(?i:{code:x})|0*{code});")

@@ -1,0 +1,68 @@
+"""Where a model client sends, and with which key: the base URL (passed, from a variable, or the
+provider's default) joined to the provider's path and shown without what may be secret, and the
+key read from its variable at each call and checked before anything is sent.
+
+    join_url("https://h/v1/", "/chat/completions") == "https://h/v1/chat/completions"
+    public("https://proxy-user:pw@h/v1?api-key=x") == "https://h/v1"
+
+Left out: sending (`http`), and keys in anything but the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from agentdescent.agents.redact import redact
+from agentdescent.errors import UserError
+
+
+def base_url_from(explicit: str | None, env_var: str | None, default: str) -> str:
+    """The base URL to use now: the one passed, else the variable `env_var` if set, else `default`."""
+    return explicit or (os.environ.get(env_var, "").strip() if env_var else "") or default
+
+
+def join_url(base: str, path: str) -> str:
+    """`base` with `path` appended to its path, its query kept. A user name or password in it
+    (user:pw@host) is refused: httpx would send them in place of the key."""
+    import httpx
+
+    try:
+        url = httpx.URL(base.strip())
+    except httpx.InvalidURL as exc:
+        raise UserError(redact(f"bad base URL {_shown(base)!r} ({exc}); a base URL looks like https://host/v1")) from None
+    if not url.scheme or not url.host:
+        raise UserError(redact(f"bad base URL {public(str(url))!r}: it needs a scheme and a host, like https://host/v1"))
+    if url.userinfo:
+        raise UserError(f"the base URL {public(str(url))!r} carries a user name or password (user:pw@host), which "
+                        "would be sent in place of the key: take them out (a proxy's go in HTTPS_PROXY)")
+    return str(url.copy_with(path=url.path.rstrip("/") + "/" + path.lstrip("/")))
+
+
+def public(url: str) -> str:
+    """`url` without its user name and password, query and fragment: each may carry a secret."""
+    import httpx
+
+    return str(httpx.URL(url).copy_with(userinfo=b"", query=None, fragment=None))
+
+
+def read_key(env_var: str, client: str) -> str:
+    """The key in `env_var` now; `UserError` when it is not set, or holds what no HTTP header can
+    carry (a line break or another control character, a character outside ASCII): sent, it would
+    fail every attempt, and a library's error could quote it."""
+    key = os.environ.get(env_var, "").strip()
+    if not key:
+        raise UserError(f"{client}: the environment variable {env_var} is not set; "
+                        f"export {env_var}=... (or pass api_key_env=None for a server without auth)")
+    bad = next((char for char in key if not " " <= char <= "~"), None)
+    if bad is not None:
+        what = "a line break" if bad in "\r\n" else "a control character" if ord(bad) < 32 or bad == "\x7f" else \
+            "a character outside ASCII"
+        raise UserError(f"{client}: the key in {env_var} holds {what} at position {key.index(bad) + 1}, which no "
+                        f"HTTP header can carry (copied with the line after it?); set {env_var} again, the key alone")
+    return key
+
+
+def _shown(base: str) -> str:
+    """A base URL that may not parse, without its user name, password and query all the same."""
+    return re.sub(r"//[^/?#]*@", "//", base.split("?", 1)[0].split("#", 1)[0])
