@@ -186,7 +186,8 @@ def test_the_record_holds_each_backup_with_its_phase_paths_and_digest(tmp_path):
     held = json.loads(file.read_text(encoding="utf-8"))
     assert held["target"] == str(skill) and file == registry.file_of(skill)
     assert held["backups"] == [{"folder": ".skill.bak-1", "number": 1, "made_by": "write_to", "existed": True,
-                                "phase": "done", "paths": ["old.md", "SKILL.md"], "digest": registry.digest(plan.backup)}]
+                                "phase": "done", "paths": ["old.md", "SKILL.md"], "digest": registry.digest(plan.backup),
+                                "after": {"old.md": "absent", "SKILL.md": registry.seen(skill / "SKILL.md")}}]
     restore(skill)  # restore's own backup is recorded too
     assert [(r.made_by, r.phase) for r in registry.load(skill)] == [("write_to", "done"), ("restore", "done")]
     (tmp_path / "link").symlink_to(tmp_path, target_is_directory=True)
@@ -259,7 +260,7 @@ def test_a_large_file_is_backed_up_compared_and_put_back_a_block_at_a_time(tmp_p
     try:
         write_back(folder, {"SKILL.md": "be brief, evolved\n"}, initial={"SKILL.md": ""})
         (folder / "data.bin").write_bytes(b"changed")
-        restore(folder)
+        restore(folder, overwrite=True)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

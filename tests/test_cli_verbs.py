@@ -155,6 +155,24 @@ def test_restore_undoes_an_accept_and_a_second_restore_undoes_the_restore(servic
         agentdescent("restore", "--help").stdout.split())
 
 
+def test_a_restore_by_any_path_or_of_a_deleted_target_follows_the_run_and_accept_writes_it_again(service, tmp_path):
+    target = tmp_path / "prompt.md"
+    run = evolve(spec_file(tmp_path))
+    wait(service, run)
+    assert agentdescent("accept", run).returncode == 0
+    evolved = target.read_text(encoding="utf-8")
+    undone = agentdescent("restore", os.path.relpath(target, ROOT))  # ../../tmp/...: the same target
+    assert undone.returncode == 0 and f"restored {target} from" in undone.stdout and service.status(run).state == "restored"
+    assert agentdescent("accept", run).returncode == 0 and target.read_text(encoding="utf-8") == evolved
+
+    target.unlink()  # the evolved file deleted by hand, then the original asked back
+    back = agentdescent("restore", str(target))
+    assert back.returncode == 0 and target.read_text(encoding="utf-8") == LEAD, back.stderr
+    status = service.status(run)
+    assert status.state == "restored" and status.next == f"agentdescent accept {run} writes the run's version again"
+    assert agentdescent("accept", run).returncode == 0 and target.read_text(encoding="utf-8") == evolved
+
+
 def test_show_names_a_playbook_s_rules_by_their_text_and_an_invalid_diff_by_its_reason(service, tmp_path):
     (tmp_path / "rules").mkdir()
     rules = evolve(spec_file(tmp_path / "rules", strategy="append"))

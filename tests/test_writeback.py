@@ -309,10 +309,30 @@ def test_restore_leaves_a_folder_exactly_as_its_backup(tmp_path):
     before = snapshot(folder)
     result_of({"SKILL.md": "new\n", "more/b.md": "b\n"}, SKILL).write_to(folder)
     make(folder, {"added/later.md": "later\n"})
-    done = restore(folder)
+    done = restore(folder, overwrite=True)
     assert snapshot(folder) == before
     assert files_of(done.backup)["added/later.md"] == b"later\n"
     assert journal_of(done.backup).made_by == "restore"
+
+
+def test_a_restore_refuses_to_undo_edits_made_after_the_write_back_unless_told(tmp_path):
+    folder = make(tmp_path / "skill", SKILL)
+    result_of({**SKILL, "SKILL.md": "evolved\n"}, SKILL).write_to(folder)
+    make(folder, {"refs/notes.md": "two hours of work\n", "refs/a.md": "a, edited by hand\n"})
+    (folder / "refs/old.md").unlink()  # a path gone since: putting it back loses nothing
+    after = snapshot(folder)
+    with pytest.raises(UserError) as refused:
+        restore(folder)
+    assert "2 path(s) changed since the last write-back or restore (refs/a.md, refs/notes.md)" in str(refused.value)
+    assert "--overwrite" in str(refused.value) and snapshot(folder) == after
+    make(folder, {"SKILL.md": "evolved, then edited\n"})  # a file the write-back wrote, edited since
+    with pytest.raises(UserError, match=r"3 path\(s\) changed .* \(SKILL.md, refs/a.md, refs/notes.md\)"):
+        restore(folder)
+    (folder / "refs/notes.md").unlink()
+    make(folder, {"SKILL.md": "evolved\n", "refs/a.md": "a\n"})  # the edits taken back by hand: nothing in the way
+    restore(folder)
+    assert files_of(folder) == {key: text.encode() for key, text in SKILL.items()}
+    assert restore(folder).changed and (folder / "SKILL.md").read_text() == "evolved\n"  # a restore undone by the next
 
 
 def test_a_journal_left_applying_is_rolled_back_before_the_next_write(tmp_path):

@@ -257,9 +257,10 @@ def take(target: Path, *, made_by: MadeBy, paths: list[str]) -> Backup:
     return backup
 
 
-def finish(backup: Backup, phase: Phase = "done") -> None:
-    """Mark the write ended; a folder with no copy in it has nothing to restore and goes."""
-    backup = _store(backup, backup.record.model_copy(update={"phase": phase}))
+def finish(backup: Backup, phase: Phase = "done", after: dict[str, str] | None = None) -> None:
+    """Mark the write ended, with what its paths hold now (`after`, see `Record`); a folder with
+    no copy in it has nothing to restore and goes."""
+    backup = _store(backup, backup.record.model_copy(update={"phase": phase, "after": after}))
     if not backup.record.existed:
         shutil.rmtree(backup.folder)
         _forget(backup.target, {backup.number})

@@ -43,6 +43,7 @@ class Record(BaseModel):
     phase: Phase
     paths: list[str] = []  # every path the write changes, relative posix; "" is the target itself
     digest: str | None = None  # of the complete copy (see `digest`); None while copying or with no copy
+    after: dict[str, str] | None = None  # what each of `paths` held once the write ended (`seen`); None: unknown
 
     @field_validator("paths")
     @classmethod
@@ -133,6 +134,20 @@ def digest(root: Path) -> str:
             body = os.fsencode(os.readlink(path)) if stat.S_ISLNK(kind) else b""
             hashed.update(len(body).to_bytes(8, "big") + body)
     return hashed.hexdigest()
+
+
+def seen(path: Path) -> str:
+    """What is at `path`, to tell later whether it changed: a file's digest, a link's target, or
+    its kind (absent, a folder, ...)."""
+    try:
+        info = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return "absent"
+    if stat.S_ISLNK(info.st_mode):
+        return f"link {os.readlink(path)}"
+    if not stat.S_ISREG(info.st_mode):
+        return f"kind {stat.S_IFMT(info.st_mode)}"
+    return f"file {file_digest(path)}"
 
 
 def file_digest(path: Path) -> str:

@@ -50,11 +50,13 @@ def recover(path: str | os.PathLike) -> list[Path]:
         return [b.folder for b in backups.recover(target)[0]]
 
 
-def restore(path: str | os.PathLike, number: int | None = None) -> Restored:
+def restore(path: str | os.PathLike, number: int | None = None, *, overwrite: bool = False) -> Restored:
     """Put a recorded, intact backup of `path` back: backup `number`, or the newest whose write
     ended. A folder ends as the backup (files added since are removed; paths a key cannot name,
     `.git` and the like, are left as they are), a file as it was. An interrupted write is recovered
     first, and the current target is backed up first, so that the next restore undoes this one.
+    A path edited since the last write-back or restore (`edited_since`) refuses the restore,
+    unless `overwrite`: the restore is an undo of that write, not of the user's work after it.
     Folders beside it that are not recorded backups, or no longer match their record, are passed
     over and named in `Restored.refused`. Raises `UserError` when no backup qualifies."""
     target = target_path(path)
@@ -71,11 +73,39 @@ def restore(path: str | os.PathLike, number: int | None = None) -> Restored:
         said = tuple(map(str, refused))
         if not paths:
             return Restored(source=source.copy, backup=None, changed=(), refused=said, numbers=_numbers(target))
+        edited = [] if overwrite else edited_since(target, paths)
+        if edited:
+            raise _edits_in_the_way(target, edited)
         backup = backups.take(target, made_by="restore", paths=paths)
         run_steps(target, backup, [(f"put {target} back from {source.copy}", paths, partial(put_back, target, source.copy, paths))])
-        backups.finish(backup)
+        backups.finish(backup, after={rel: registry.seen(target / rel) for rel in paths})
     return Restored(source=source.copy, backup=backup.copy if os.path.lexists(backup.copy) else None,
                     changed=tuple(paths), refused=said, numbers=_numbers(target))
+
+
+def edited_since(target: Path, paths: list[str]) -> list[str]:
+    """Those of `paths` that hold what the user changed since the last write-back or restore
+    ended: a path it wrote that no longer holds what it wrote, or one it left that no longer holds
+    what its backup does. A path gone is none (putting it back loses nothing); none are known
+    where the last write was recorded without what it wrote."""
+    ended = [b for b in backups.backups(target) if b.record.phase == "done" and b.record.existed]
+    if not ended or ended[-1].record.after is None:
+        return []
+    last, edited = ended[-1], []
+    for rel in paths:
+        now = registry.seen(target / rel)
+        changed = now != last.record.after[rel] if rel in last.record.after else not same(last.copy, target, rel)
+        if changed and now != "absent" and not now.startswith(f"kind {stat.S_IFDIR}"):
+            edited.append(rel)
+    return edited
+
+
+def _edits_in_the_way(target: Path, edited: list[str]) -> UserError:
+    names = ", ".join(rel or target.name for rel in edited[:10]) + (f" and {len(edited) - 10} more" if len(edited) > 10
+                                                                     else "")
+    return UserError(f"refusing to restore {target}: {len(edited)} path(s) changed since the last write-back or restore "
+                     f"({names}), and a restore would put them back too; nothing was changed. Move those edits away "
+                     f"first, or restore with --overwrite (overwrite=True): the backup it takes first keeps them")
 
 
 def _numbers(target: Path) -> tuple[int, ...]:

@@ -61,7 +61,7 @@ class WritePlan:
     conflicts: tuple[str, ...] = ()  # changed by both, beyond a clean merge: refused (written only with overwrite)
     backup: Path | None = None
     refused: tuple[str, ...] = ()  # `.<name>.bak-N` folders beside the target left alone, each with why
-    seen: Mapping[str, str] = field(default_factory=dict, repr=False)  # each written or deleted key's `_seen` when planned
+    seen: Mapping[str, str] = field(default_factory=dict, repr=False)  # each written or deleted key's `registry.seen`, planned
 
     @property
     def changes(self) -> bool:
@@ -100,14 +100,17 @@ def write_back(path: str | os.PathLike, rendered: str | Mapping[str, str], *, in
             return _named(plan)
         backup = backups.take(target, made_by="write_to", paths=[*plan.deleted, *plan.written])
         _apply(target, plan, contents, backup)
-        backups.finish(backup)
+        backups.finish(backup, after={key: registry.seen(target / key) for key in (*plan.deleted, *plan.written)})
     return _named(replace(plan, backup=backup.copy if os.path.lexists(backup.copy) else None))
 
 
 def target_path(path: str | os.PathLike) -> Path:
-    target = Path(path).absolute()
-    if target.name in ("", ".", ".."):
+    """`path` as every write-back and restore names it: absolute, its folder's `..` and symlinks
+    resolved (the registry's name for it), so that `../skill` and `/abs/skill` are one target."""
+    given = Path(path).absolute()
+    if given.name in ("", ".", ".."):
         raise UserError(f"{path} does not name a file or folder; give its name (e.g. skill/ or prompt.md)")
+    target = Path(os.path.realpath(given.parent)) / given.name
     if len(os.fsencode(target.name)) > backups.NAME_MAX:
         raise UserError(f"the name {target.name[:40]}... is {len(os.fsencode(target.name))} bytes, past the file "
                         f"system's {backups.NAME_MAX}; choose a shorter one")
@@ -177,7 +180,7 @@ def _plan(target: Path, contents: dict[str, bytes], initial: dict[str, str], fro
     plan = WritePlan(target=target, written=written, unchanged=tuple(k for k in kept if k not in written),
                      deleted=tuple(sorted(deleted)), extra=tuple(sorted(extra)), frozen=tuple(sorted(frozen_keys)),
                      merged=merge.merged, kept=merge.kept, conflicts=merge.conflicts,
-                     seen={k: _seen(target / k) for k in (*written, *deleted)})
+                     seen={k: registry.seen(target / k) for k in (*written, *deleted)})
     return plan, contents
 
 
@@ -224,7 +227,7 @@ def _apply(target: Path, plan: WritePlan, contents: dict[str, bytes], backup: ba
     saved since it was planned (while the backup was taken, say) stops the write, which undoes
     what it had done and leaves that file, with the edit, alone."""
     def untouched(key: str) -> None:
-        if _seen(target / key) != plan.seen[key]:
+        if registry.seen(target / key) != plan.seen[key]:
             raise UserError(f"refusing to write {target}: {key or target.name} changed on disk while the write-back "
                             f"ran (an edit saved just now?); every change was undone and {target} is as it was, "
                             "your edit included: write it back again")
@@ -232,18 +235,6 @@ def _apply(target: Path, plan: WritePlan, contents: dict[str, bytes], backup: ba
     deletions = [(f"delete {target / k}", [k], partial(_delete, target, k)) for k in plan.deleted]
     writes = [(f"write {target / k}", [k], partial(atomic.write_bytes, target / k, contents[k])) for k in plan.written]
     run_steps(target, backup, deletions + writes, check=untouched)
-
-
-def _seen(path: Path) -> str:
-    """What is at `path`, to tell whether it changed: a file's digest, a link's target, or its kind."""
-    info = _lstat(path)
-    if info is None:
-        return "absent"
-    if stat.S_ISLNK(info.st_mode):
-        return f"link {os.readlink(path)}"
-    if not stat.S_ISREG(info.st_mode):
-        return f"kind {stat.S_IFMT(info.st_mode)}"
-    return f"file {registry.file_digest(path)}"
 
 
 def run_steps(target: Path, backup: backups.Backup, steps: list[tuple[str, list[str], Callable[[], object]]], *,

@@ -60,8 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
         "restore", help="undo the last write-back (accept, result.write_to) or restore of PATH from its backup",
         description="Put back the newest backup of PATH (.NAME.bak-N beside it): what PATH held before the last "
                     "write-back or restore. What PATH holds now is backed up first, so running restore again undoes "
-                    "the restore; --backup N puts an older backup back. The run whose write-back this undoes says "
-                    "restored in its status.",
+                    "the restore; --backup N puts an older backup back. Edits made since the last write-back or "
+                    "restore refuse it (--overwrite puts it back over them, backed up first). The run whose "
+                    "write-back this undoes says restored in its status.",
         epilog="examples:\n  agentdescent restore skill/              # undo the accept\n"
                "  agentdescent restore skill/              # again: the accepted version is back\n"
                "  agentdescent restore skill/ --backup 1   # backup number 1, whatever came after",
@@ -69,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     back.add_argument("path", metavar="PATH", help="the file or folder accept or result.write_to wrote")
     back.add_argument("--backup", metavar="N", type=int, help="the number of the backup to put back "
                       "(.NAME.bak-N; default: the newest)")
+    back.add_argument("--overwrite", action="store_true", help="restore even over edits made since the last "
+                      "write-back or restore (the backup taken first keeps them); without it they refuse the restore")
     add_init_verb(commands)
     add_verbs(commands)
     add_host_verbs(commands)
@@ -76,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run_restore(args: argparse.Namespace, console: Console) -> int:
-    done = Service().restore(args.path, args.backup)
+    done = Service().restore(args.path, args.backup, overwrite=args.overwrite)
     target = Path(done.target)
     say(console, done.message, *(f"not used: {why}" for why in done.refused), listing(target, done.numbers),
         *([f"next: {done.next}"] if done.next else []))

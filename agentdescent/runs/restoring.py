@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from agentdescent.artifacts import backups, registry
 from agentdescent.artifacts.undo import Restored
 from agentdescent.artifacts.undo import restore as put_back
+from agentdescent.artifacts.writeback import target_path
 from agentdescent.commands import command
 from agentdescent.errors import UserError
 from agentdescent.runs.store import RunDir, RunStore
@@ -40,12 +41,12 @@ class Restoration(BaseModel):
     next: str
 
 
-def restore(store: RunStore, path: str | Path, number: int | None = None) -> Restoration:
+def restore(store: RunStore, path: str | Path, number: int | None = None, *, overwrite: bool = False) -> Restoration:
     """Put backup `number` of `path` back (default: the newest), then bring the run it undoes or
-    redoes up to date."""
-    target = Path(path).absolute()
-    done = put_back(target, number)
-    runs = _follow(store, target, done) if done.backup is not None else {}
+    redoes up to date; edits made since the last write-back refuse it unless `overwrite`."""
+    target = target_path(path)
+    done = put_back(target, number, overwrite=overwrite)
+    runs = _follow(store, target, done) if done.changed else {}
     if done.changed:
         said = [f"restored {target} from {done.source} ({len(done.changed)} paths put back)",
                 f"what it held before is in {done.backup}" if done.backup else "it was not there before"]
@@ -66,14 +67,20 @@ def _follow(store: RunStore, target: Path, done: Restored) -> dict[str, str]:
         status = run.status()
         if status.state not in ("accepted", "restored") or status.backup != str(done.source):
             continue
-        if status.state == "accepted":
+        if status.state == "accepted" and done.backup is None:  # the run's version was gone: deleted since
+            update = {"state": "restored", "message": f"{target} holds again what it held before this run's write-back "
+                      "(a restore put it back where it had been deleted)",
+                      "next": f"{command('accept', run.id)} writes the run's version again"}
+        elif status.state == "accepted":
             update = {"state": "restored", "message": f"{target} holds again what it held before this run's write-back "
                       f"(a restore undid it); the run's version is in {done.backup}",
                       "next": f"{command('restore', target)} puts the run's version back"}
+        elif done.backup is None:
+            continue
         else:
             update = {"state": "accepted", "message": f"written back to {target} again by a restore from {done.source}",
                       "next": f"{command('restore', target)} puts the previous content back"}
-        run.write_status(status.model_copy(update={**update, "backup": str(done.backup)}))
+        run.write_status(status.model_copy(update={**update, "backup": None if done.backup is None else str(done.backup)}))
         changed[run.id] = update["state"]
     return changed
 

@@ -148,9 +148,9 @@ class Service:
     def reject(self, run_id: str) -> review.Accepted:
         return review.reject(self.store, run_id)
 
-    def restore(self, path: str | Path, number: int | None = None) -> restoring.Restoration:
+    def restore(self, path: str | Path, number: int | None = None, *, overwrite: bool = False) -> restoring.Restoration:
         """Put a backup of `path` back (the newest, or backup `number`); the run it undoes or redoes says so."""
-        return restoring.restore(self.store, path, number)
+        return restoring.restore(self.store, path, number, overwrite=overwrite)
 
     def doctor(self) -> DoctorReport:
         return doctor()
