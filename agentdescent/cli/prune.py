@@ -3,8 +3,9 @@ temp folder (`evolve()` with no `store=`, the demo).
 
 The temp folder is shared by every user of the machine, so a folder is removed only when all of
 this holds: its name starts with `agentdescent-ledger-`, it is a real folder (not a symlink), the
-user running the command owns it, it is laid out as a ledger (`looks_like_ledger`), and nothing
-has been written in it for PRUNE_AFTER_SECONDS (a run may still be writing a newer one). Anything
+user running the command owns it, it is laid out as a ledger (`looks_like_ledger`), no process has
+it open (`in_use`), and nothing has been written in it for PRUNE_AFTER_SECONDS (a run may still be
+making a newer one its ledger). Anything
 else is left as it is and counted. Left out: the run store, which this never touches.
 """
 
@@ -21,7 +22,7 @@ from rich.console import Console
 from agentdescent.cli.views import plural
 from agentdescent.cli.watch import FAILURE, say
 from agentdescent.engine.evolve import TEMPORARY_LEDGER_PREFIX
-from agentdescent.ledger import looks_like_ledger
+from agentdescent.ledger import in_use, looks_like_ledger
 
 PRUNE_AFTER_SECONDS = 600.0  # a temporary ledger nothing has written to for this long belongs to no live run
 
@@ -43,6 +44,9 @@ def prune(console: Console, now: float | None = None) -> int:
             continue
         if not looks_like_ledger(path):
             others += 1
+            continue
+        if in_use(path):  # a run still has it open, however long since it last wrote (a slow agent)
+            kept += 1
             continue
         try:
             shutil.rmtree(path)

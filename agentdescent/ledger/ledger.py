@@ -18,6 +18,7 @@ garbage collection, remotes, and any working tree.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pathlib
 import shutil
@@ -78,6 +79,21 @@ def looks_like_ledger(path: pathlib.Path) -> bool:
     return (path / "HEAD").is_file() and (path / "objects").is_dir() and (path / "refs").is_dir()
 
 
+def in_use(path: pathlib.Path) -> bool:
+    """Whether a `Ledger` of some process has the ledger at `path` open now."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
 def _open_repo(path: pathlib.Path) -> git.Repo:
     """The ledger repository at `path`, created first when `path` is new or an empty folder."""
     if path.exists() and not path.is_dir():
@@ -132,6 +148,8 @@ class Ledger:
         self._lock = threading.Lock()
         repo = _open_repo(self.path)
         self._repo = repo
+        self._open = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fcntl.flock(self._open, fcntl.LOCK_SH)  # held while open: `in_use` (and so `runs --prune`) sees it
         self._objects = GitObjects(repo, self.path)
         self._refs = Refs(repo, self.path)
         self._by_version: dict[int, bytes] = {}  # version -> commit sha on dev
@@ -145,6 +163,11 @@ class Ledger:
     def __enter__(self) -> Ledger:
         return self
 
+    def __del__(self) -> None:  # a ledger never closed (`result.ledger` read in passing) lets go of its folder
+        fd = getattr(self, "_open", -1)
+        if fd >= 0:
+            os.close(fd)
+
     def __exit__(self, *exc: object) -> None:
         self.close()
 
@@ -152,6 +175,9 @@ class Ledger:
         """Stop GitPython's background git processes (the ledger stays on disk)."""
         with self._lock:
             self._repo.close()
+            if self._open >= 0:
+                os.close(self._open)
+                self._open = -1
 
     def head(self) -> int:
         """The current version of `dev` (re-read from disk, so other processes' commits show)."""

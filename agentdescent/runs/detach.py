@@ -30,10 +30,11 @@ def spawn(run: RunDir) -> int:
     works (see the runner), once the process has started: it starts in the run's own folder, so
     that nothing in the caller's (a folder named like a module, a planted `json.py`) is imported
     before the run's own code."""
-    atomic.write_text(run.file("origin.json"), json.dumps({"cwd": os.getcwd()}))
+    if not os.path.lexists(run.file("origin.json")):  # a resume works where the run was started, not where it is resumed
+        atomic.write_text(run.file("origin.json"), json.dumps({"cwd": os.getcwd()}))
     fd = run.lock()
     try:
-        with run.file("run.log").open("ab") as log:
+        with run.appending("run.log", binary=True) as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "agentdescent.runs.runner", str(run.path), "--lock-fd", str(fd)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,

@@ -34,7 +34,7 @@ from agentdescent.runs.host import APPROVAL
 from agentdescent.runs.mailbox import Mailbox
 from agentdescent.runs.patch import patch
 from agentdescent.runs.status import LIVE
-from agentdescent.runs.store import RunDir, RunStore
+from agentdescent.runs.store import DATA_BYTES, RunDir, RunStore
 from agentdescent.types import Diff, Edit, Outcome
 
 LANDED = ("committed", "fused")
@@ -184,8 +184,14 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
 
 def _result(run: RunDir) -> EvolveResult | None:
     """The run's result, None before it has one."""
-    path = run.file("result.json")
-    return EvolveResult.from_json(path.read_text(encoding="utf-8")) if path.exists() else None
+    try:
+        text = run.text("result.json", DATA_BYTES)
+    except FileNotFoundError:
+        return None
+    try:
+        return EvolveResult.from_json(text)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise run.damaged("result.json", f"not what the run wrote ({str(exc).splitlines()[0][:200]})") from None
 
 
 def _final(result: EvolveResult | None) -> bool:
@@ -274,7 +280,11 @@ def _answer_approval(run: RunDir, *, approved: bool) -> Accepted:
 
 
 def _initial(run: RunDir) -> str | dict[str, str]:
-    return json.loads(run.file("target.json").read_text(encoding="utf-8"))
+    content = run.json("target.json")
+    if not isinstance(content, str) and not (isinstance(content, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in content.items())):
+        raise run.damaged("target.json", "not a text or a {path: text} mapping")
+    return content
 
 
 def _best(run: RunDir, before: str | dict[str, str]) -> tuple[Any, dict[str, str] | None, int | None, float | None]:
@@ -347,8 +357,8 @@ def _names_keys(run: RunDir, before: str | dict[str, str]) -> bool:
 def _events(run: RunDir) -> list[ev.Event]:
     found = []
     try:
-        lines = run.file("events.jsonl").read_text(encoding="utf-8").splitlines()
-    except OSError:
+        lines = run.text("events.jsonl", DATA_BYTES).splitlines()
+    except FileNotFoundError:
         return []
     for line in lines:
         try:

@@ -95,11 +95,18 @@ def _live(run: RunDir) -> int:
     return 0 if result.error is None else 1
 
 
+def _ends_a_line(path: Path) -> bool:
+    """Whether the file's last byte ends a line (read alone: the file may be large)."""
+    with open(path, "rb") as file:
+        file.seek(-1, os.SEEK_END)
+        return file.read(1) == b"\n"
+
+
 def _enter_origin(run: RunDir) -> None:
     """Work where the run was started from, as the user's own program would: a grader command or
     a `python:` ref is found there. A folder gone since (a reboot cleared it) leaves the run's own."""
     try:
-        origin = json.loads(run.file("origin.json").read_text(encoding="utf-8"))["cwd"]
+        origin = json.loads(run.text("origin.json"))["cwd"]
         os.chdir(origin)
     except (OSError, ValueError, KeyError, TypeError):
         os.chdir(run.path)
@@ -109,7 +116,7 @@ def _enter_origin(run: RunDir) -> None:
 
 def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveResult:
     spec, tasks = run.spec(), run.tasks()
-    content = json.loads(run.file("target.json").read_text(encoding="utf-8"))
+    content = run.json("target.json")
     parts = build.assemble(spec, tasks, content, run.assets())
     reward = build.reward(spec)  # the user's code: imported here only
     mailbox = Mailbox(run.file("mailbox"))
@@ -128,9 +135,9 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
     workspaces = run.file("workspaces")
     workspaces.mkdir(exist_ok=True)
     run_fn, propose = wiring.callables(spec, parts, make_agent=make_agent, workdir=workspaces)
-    events = run.file("events.jsonl").open("a", encoding="utf-8")
+    events = run.appending("events.jsonl")
     try:
-        if events.tell() and not run.file("events.jsonl").read_bytes().endswith(b"\n"):
+        if events.tell() and not _ends_a_line(run.file("events.jsonl")):
             events.write("\n")  # a line an earlier process was killed in the middle of ends here
 
         def on_event(event: ev.Event) -> None:

@@ -160,7 +160,9 @@ class Service:
         for run in self.store.all():
             try:
                 s = run.status()
-            except UserError:
+            except UserError as exc:  # listed, so that a damaged run does not vanish without a word
+                found.append(RunSummary(id=run.id, state="damaged", target="", round=0, rounds=0, initial_reward=None,
+                                        best_reward=None, message=str(exc)))
                 continue
             found.append(RunSummary(id=run.id, state=s.state, target=s.target, round=s.round, rounds=s.rounds,
                                     initial_reward=s.initial_reward, best_reward=s.best_reward, message=s.message))
@@ -197,19 +199,26 @@ class Service:
                        next=f"{command('watch', run.id)} follows it")
 
     def _refuse_second_run(self, target: str) -> None:
+        """A live run on `target`, however either names it (a symlink, ..) refuses a second; so does
+        a run whose status cannot be read while its process lives."""
+        real = os.path.realpath(target)
         for other in self.store.all():
             try:
                 status = other.status()
             except UserError:
+                if other.alive():
+                    raise UserError(f"run {other.id} is running but its status cannot be read, so whether it evolves "
+                                    f"{target} is unknown; cancel it ({command('cancel', other.id)}) or ask for a "
+                                    "second run on purpose (--allow-concurrent)") from None
                 continue
-            if status.state in LIVE and status.target == target:
+            if status.state in LIVE and os.path.realpath(status.target) == real:
                 raise UserError(f"run {other.id} is already evolving {target}; wait for it ({command('watch', other.id)}"
                                 f"), cancel it, or ask for a second run on purpose (--allow-concurrent)")
 
     def _target_lock(self, target: str):
         """Held while one target's runs are checked and started, so that two starts cannot both pass."""
         locks = self.store.folder(".targets")
-        name = hashlib.sha256(target.encode("utf-8")).hexdigest()[:16]
+        name = hashlib.sha256(os.path.realpath(target).encode("utf-8")).hexdigest()[:16]
         return RunDir(locks).holding(f"{name}.lock", f"another run is being started on {target} right now; try again")
 
 

@@ -22,14 +22,18 @@ share a file, so two runs in one store never interfere. Left out: what runs do (
 from __future__ import annotations
 
 import base64
+import binascii
+import errno
 import fcntl
 import json
 import os
 import re
 import secrets
-from collections.abc import Iterator, Mapping
+import stat
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, TypeVar
 
 from agentdescent import atomic
 from agentdescent.commands import command
@@ -43,6 +47,9 @@ from agentdescent.types import Task
 __all__ = ["HOME_ENV", "RUN_ENV", "RunDir", "RunStore", "home"]
 
 ASSETS = "assets.json"  # a folder target's files that are not text, base64 by path
+FILE_BYTES = 4 << 20  # a run's status, spec, lock or origin: far past what one holds
+DATA_BYTES = 256 << 20  # a run's tasks, target, assets, result or events
+T = TypeVar("T")
 RUN_ENV = "AGENTDESCENT_RUN"  # set in a run's process, and so in every agent it starts: the run's id
 
 
@@ -60,20 +67,73 @@ class RunDir:
     def ledger(self) -> Path:
         return self.path / "ledger"
 
+    def text(self, name: str, limit: int = FILE_BYTES) -> str:
+        """The run's file `name`: a regular file of at most `limit` bytes of UTF-8, read without
+        following a symlink or waiting on a FIFO; `UserError` naming the damage when it is not
+        (`FileNotFoundError` when it is not there: not written yet)."""
+        try:
+            fd = os.open(self.file(name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise self.damaged(name, "a symlink" if exc.errno == errno.ELOOP else exc.strerror or str(exc)) from None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+                raise self.damaged(name, f"{info.st_size:,} bytes, over the {limit:,} it may hold"
+                                   if stat.S_ISREG(info.st_mode) else "not a regular file (a FIFO, a device?)")
+            chunks, size = [], 0
+            while size <= limit and (chunk := os.read(fd, min(1 << 20, limit + 1 - size))):
+                chunks.append(chunk)
+                size += len(chunk)
+        finally:
+            os.close(fd)
+        data = b"".join(chunks)
+        if size > limit:  # it grew while read
+            raise self.damaged(name, f"over the {limit:,} bytes it may hold")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise self.damaged(name, "not UTF-8 text") from None
+
+    def appending(self, name: str, *, binary: bool = False) -> IO:
+        """The run's file `name` opened to append to (made if need be), never through a symlink."""
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(self.file(name), flags, 0o644)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENXIO):  # a symlink; a FIFO nobody reads
+                raise self.damaged(name, "a symlink" if exc.errno == errno.ELOOP else "a FIFO") from None
+            raise
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise self.damaged(name, "not a regular file (a FIFO, a device?)")
+        return os.fdopen(fd, "ab") if binary else os.fdopen(fd, "a", encoding="utf-8")
+
+    def damaged(self, name: str, why: str) -> UserError:
+        """The error for a file of the run that is not what the run wrote."""
+        return UserError(f"run {self.id} is damaged: its {name} is {why}, which AgentDescent never writes; "
+                         f"something else changed {self.path}: move that folder out of the store to go on")
+
     def spec(self) -> RunSpec:
-        return RunSpec.model_validate_json(self.file("spec.json").read_text(encoding="utf-8"))
+        return _checked(self, "spec.json", lambda: RunSpec.model_validate_json(self.text("spec.json")))
 
     def tasks(self) -> list[Task]:
-        lines = self.file("tasks.jsonl").read_text(encoding="utf-8").splitlines()
-        return [Task.model_validate_json(line) for line in lines if line.strip()]
+        lines = self.text("tasks.jsonl", DATA_BYTES).splitlines()
+        return _checked(self, "tasks.jsonl", lambda: [Task.model_validate_json(line) for line in lines if line.strip()])
 
     def assets(self) -> dict[str, bytes]:
         """The target folder's files that are not text, as the run read them (none for most runs)."""
         try:
-            stored = json.loads(self.file(ASSETS).read_text(encoding="ascii"))
+            text = self.text(ASSETS, DATA_BYTES)
         except FileNotFoundError:
             return {}
-        return {key: base64.b64decode(data) for key, data in stored.items()}
+        return _checked(self, ASSETS, lambda: {key: base64.b64decode(data) for key, data in json.loads(text).items()})
+
+    def json(self, name: str, limit: int = DATA_BYTES) -> object:
+        """The run's file `name` read as JSON (`text`); `UserError` naming the damage when it is not."""
+        text = self.text(name, limit)
+        return _checked(self, name, lambda: json.loads(text))
 
     def status(self) -> RunStatus:
         """The status as last written, with `interrupted` for a run whose process is gone."""
@@ -103,9 +163,10 @@ class RunDir:
 
     def _read_status(self) -> RunStatus:
         try:
-            return RunStatus.model_validate_json(self.file("status.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise UserError(f"run {self.id} has no readable status ({exc}); its folder {self.path} may be damaged") from None
+            text = self.text("status.json")
+        except FileNotFoundError:
+            raise self.damaged("status.json", "missing") from None
+        return _checked(self, "status.json", lambda: RunStatus.model_validate_json(text))
 
     def write_status(self, status: RunStatus) -> None:
         """Atomically; on a full disk, where a new file cannot be made, over the old one in place
@@ -121,9 +182,11 @@ class RunDir:
     def alive(self) -> bool:
         """Whether a process holds the run's lock (its runner is alive)."""
         try:
-            fd = os.open(self.file("lock"), os.O_RDONLY)
+            fd = os.open(self.file("lock"), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             return False
+        except OSError as exc:
+            raise self.damaged("lock", "a symlink" if exc.errno == errno.ELOOP else exc.strerror or str(exc)) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -135,7 +198,13 @@ class RunDir:
     def lock(self, name: str = "lock", busy: str = "") -> int:
         """Take the lock file `name`; the open descriptor that holds it (closing it lets go).
         `UserError` when another process holds it."""
-        fd = os.open(self.file(name), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.file(name), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise self.damaged(name, "a symlink") from None
+            raise UserError(f"cannot take run {self.id}'s {name} in {self.path}: {exc.strerror or exc}; make the "
+                            f"store writable, or set {HOME_ENV} to a writable folder") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -151,6 +220,15 @@ class RunDir:
             yield fd
         finally:
             os.close(fd)
+
+
+def _checked(run: RunDir, name: str, read: Callable[[], T]) -> T:
+    """`read()`, with a file that does not hold what the run wrote there said as damage."""
+    try:
+        return read()
+    except (ValueError, TypeError, KeyError, AttributeError, binascii.Error) as exc:
+        first = str(exc).strip().splitlines()[:2]
+        raise run.damaged(name, f"not what the run wrote ({' '.join(first)[:200]})") from None
 
 
 class RunStore:
@@ -214,8 +292,12 @@ class RunStore:
         """Every run, oldest first."""
         if not self.root.is_dir():
             return []
-        runs = [RunDir(p) for p in self.root.iterdir() if p.is_dir() and (p / "status.json").exists()]
+        runs = [RunDir(p) for p in self.root.iterdir()
+                if _RUN_ID.fullmatch(p.name) and not p.is_symlink() and p.is_dir() and os.path.lexists(p / "status.json")]
         return sorted(runs, key=lambda r: (r.file("spec.json").stat().st_mtime if r.file("spec.json").exists() else 0, r.id))
+
+
+_RUN_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")  # what `create` names a run's folder; any other folder is not a run
 
 
 def _slug(name: str) -> str:

@@ -14,10 +14,12 @@ import fcntl
 import json
 import os
 import shlex
+import stat
 import sys
 from pathlib import Path
 
 LIVE = ("starting", "running")
+STATUS_BYTES = 4 << 20  # as `agentdescent.runs.store.FILE_BYTES`
 
 
 def active_runs(store: Path) -> list[dict]:
@@ -29,8 +31,8 @@ def active_runs(store: Path) -> list[dict]:
         return []
     for folder in folders:
         try:
-            status = json.loads((folder / "status.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            status = json.loads(_small_file(folder / "status.json"))
+        except (OSError, ValueError, RecursionError):
             continue
         if isinstance(status, dict) and status.get("state") in LIVE and _alive(folder / "lock"):
             found.append(status)
@@ -49,9 +51,22 @@ def command(*args: str) -> str:
     return shlex.join(["agentdescent", *args])
 
 
+def _small_file(path: Path) -> bytes:
+    """A regular file of at most STATUS_BYTES, never through a symlink nor waited on (a FIFO put
+    there must not stall the host's session); OSError otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > STATUS_BYTES:
+            raise OSError(f"{path} is not a run's status")
+        return os.read(fd, STATUS_BYTES)
+    finally:
+        os.close(fd)
+
+
 def _alive(lock: Path) -> bool:
     try:
-        fd = os.open(lock, os.O_RDONLY)
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return False
     try:

@@ -34,23 +34,26 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from agentdescent import atomic
+from agentdescent import atomic, reading
 from agentdescent.agents.redact import redact
 from agentdescent.artifacts.strategies import kind_of
 from agentdescent.engine.calls.evaluation import ResumeQueue
 from agentdescent.engine.persist.journal import Journal, StartLog
 from agentdescent.engine.persist.replay import Answers, Fused
+from agentdescent.errors import UserError
 from agentdescent.result import StepRecord
 from agentdescent.types import Outcome, Reflection, Rollout, Spend, Task
 from agentdescent.usage import Usage
 
 FOLDER = "agentdescent"
+CHECKPOINT_BYTES = 256 << 20  # a checkpoint holds every outcome of the run: far less than this
 
 
 class Checkpoint(BaseModel):
@@ -61,17 +64,17 @@ class Checkpoint(BaseModel):
     strategy: str  # the strategy's `kind`, to warn when a later run on the store uses another
     finished: bool = False
     stop_reason: str | None = None  # why the run ended, once it has (what a report of the ledger says)
-    next_round: int = 0
-    turns: int = 0  # worker turns dispatched so far: the sampler's position
+    next_round: int = Field(default=0, ge=0)
+    turns: int = Field(default=0, ge=0)  # worker turns dispatched so far: the sampler's position
     leads: list[str] = Field(default_factory=list)
     routes: dict[str, int] = Field(default_factory=dict)  # parallel="tp": task id -> the worker it goes to
     best: float = 0.0
     since_gain: int = 0
     initial_reward: float | None = None  # None: the run stopped before it measured where it starts
-    initial_version: int = 0
+    initial_version: int = Field(default=0, ge=0)
     usage: dict = Field(default_factory=dict)
-    rollouts_counted: int = 0  # lines of rollouts.jsonl that `usage` already counts
-    answers_counted: int = 0  # lines of answers.jsonl that `usage` already counts
+    rollouts_counted: int = Field(default=0, ge=0)  # lines of rollouts.jsonl that `usage` already counts
+    answers_counted: int = Field(default=0, ge=0)  # lines of answers.jsonl that `usage` already counts
     history: list[StepRecord] = Field(default_factory=list)
     outcomes: list[Outcome] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
@@ -107,12 +110,25 @@ class RunFiles:
         self.flush()
         return record, rollouts, answers
 
-    def load(self) -> Checkpoint | None:
-        """The saved checkpoint; None when there is none or it cannot be read (a run then starts anew)."""
+    def load(self, *, strict: bool = False) -> Checkpoint | None:
+        """The saved checkpoint; None when there is none. One that cannot be read is None too, or,
+        `strict` (a run about to resume or reset from it), a `UserError`: a run must not start
+        over, erasing the journals of the bill, because its checkpoint was damaged."""
         try:
-            return Checkpoint.model_validate_json(self.checkpoint_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, ValidationError):
-            return None
+            text = reading.read_text(self.checkpoint_path, what="checkpoint", limit=CHECKPOINT_BYTES,
+                                     follow_symlinks=False)
+            return Checkpoint.model_validate_json(text)
+        except UserError as exc:
+            if not strict or not os.path.lexists(self.checkpoint_path):
+                return None
+            why = str(exc)
+        except (ValueError, ValidationError) as exc:
+            if not strict:
+                return None
+            why = str(exc).splitlines()[0][:200]
+        raise UserError(f"the run's checkpoint {self.checkpoint_path} cannot be read ({why}); nothing was reset. Put "
+                        "it back as it was, or move it away to start the run on this ledger anew (its journals "
+                        "are then cleared)")
 
     def flush(self) -> None:
         """Put the journals' queued lines on disk (before a checkpoint counts them)."""

@@ -68,7 +68,7 @@ def position(files: RunFiles, evaluator: Evaluator, **fields: object) -> Checkpo
 def resumable(files: RunFiles, strategy: str, fingerprint: str) -> tuple[Checkpoint | None, list[str]]:
     """The checkpoint a run with this strategy (its `kind`) and fingerprint resumes from
     (None: it starts anew), and what the user should hear about it."""
-    saved = files.load()
+    saved = files.load(strict=True)
     if saved is None:
         return None, []
     notes = []
