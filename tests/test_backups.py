@@ -216,7 +216,7 @@ def test_a_symlinked_target_or_backup_folder_is_never_used(tmp_path):
     skill = make(tmp_path / "skill", {"SKILL.md": "mine\n"})
     result_of({"SKILL.md": "evolved\n"}).write_to(skill)
     (tmp_path / "alias").symlink_to(skill, target_is_directory=True)
-    with pytest.raises(UserError, match="is a symlink; write_to and restore never go through one"):
+    with pytest.raises(UserError, match="is a symlink to .*; a write-back or restore never goes through one"):
         restore(tmp_path / "alias")
     os.rename(tmp_path / ".skill.bak-1", tmp_path / "elsewhere")
     (tmp_path / ".skill.bak-1").symlink_to(tmp_path / "elsewhere", target_is_directory=True)  # same name, now a link

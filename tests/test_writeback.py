@@ -281,9 +281,9 @@ def test_over_long_names_are_user_errors_and_a_long_but_legal_name_works(tmp_pat
 def test_the_wrong_kind_of_target_is_refused(tmp_path):
     (tmp_path / "file").write_text("x", encoding="utf-8")
     (tmp_path / "folder").mkdir()
-    with pytest.raises(UserError, match="is a file; write_to needs a folder"):
+    with pytest.raises(UserError, match="is a file, and what is written there is a folder: move the file away"):
         result_of({"a.md": "a"}).write_to(tmp_path / "file")
-    with pytest.raises(UserError, match="is a folder; a text artifact"):
+    with pytest.raises(UserError, match="is a folder, and what is written there is a file"):
         result_of("text").write_to(tmp_path / "folder")
 
 
@@ -430,3 +430,13 @@ def test_a_fifo_or_a_device_is_never_written_nor_waited_on(tmp_path):
             restore(target)
     assert sorted(os.listdir(tmp_path)) == before and stat.S_ISFIFO(os.lstat(fifo).st_mode)
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_a_fifo_inside_the_target_is_named_with_the_way_out_and_nothing_is_written(tmp_path):
+    folder = make(tmp_path / "skill", {"SKILL.md": "be brief\n"})
+    os.mkfifo(folder / "pipe")
+    with pytest.raises(UserError) as refused:
+        result_of({"SKILL.md": "evolved\n"}, {"SKILL.md": ""}).write_to(folder)
+    assert "1 of its entries cannot be copied (pipe: " in str(refused.value)
+    assert "move them out of the folder (a FIFO, socket or device cannot be backed up)" in str(refused.value)
+    assert (folder / "SKILL.md").read_text() == "be brief\n" and backups.backups(folder) == []

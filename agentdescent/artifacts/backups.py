@@ -252,8 +252,8 @@ def take(target: Path, *, made_by: MadeBy, paths: list[str]) -> Backup:
     except OSError as exc:
         shutil.rmtree(backup.folder, ignore_errors=True)
         _forget(target, {backup.number})
-        raise UserError(f"could not back up {target} into {backup.folder}: {exc}; nothing was changed. "
-                        "Make the folder beside it writable (and the target readable) and try again") from exc
+        raise UserError(f"could not back up {target} into {backup.folder}: {_why_not_copied(target, exc)}; nothing "
+                        "was changed") from exc
     return backup
 
 
@@ -383,6 +383,18 @@ def _copy(target: Path, backup: Backup) -> None:
     else:
         shutil.copy2(target, partial, follow_symlinks=False)
     os.rename(partial, backup.copy)
+
+
+def _why_not_copied(target: Path, exc: OSError) -> str:
+    """What stopped the copy, and its fix: the entries a folder's copy failed on (`shutil.Error`
+    lists each), or the one error."""
+    if not isinstance(exc, shutil.Error) or not exc.args or not isinstance(exc.args[0], list):
+        return f"{exc.strerror or exc}; make the folder beside it writable (and the target readable) and try again"
+    failed = [(os.path.relpath(str(source), target), str(why)) for source, _, why in exc.args[0]]
+    shown = "; ".join(f"{path}: {why.rsplit(': ', 1)[-1]}" for path, why in failed[:3]) + \
+        (f"; and {len(failed) - 3} more" if len(failed) > 3 else "")
+    return (f"{len(failed)} of its entries cannot be copied ({shown}); move them out of the folder (a FIFO, socket or "
+            "device cannot be backed up) or make them readable, and try again")
 
 
 def _number(name: str) -> int:

@@ -122,15 +122,17 @@ def check_kind(target: Path, *, folder: bool | None) -> None:
     if info is None:
         return
     if stat.S_ISLNK(info.st_mode):
-        raise UserError(f"{target} is a symlink; write_to and restore never go through one: pass the path it "
-                        f"points to ({os.path.realpath(target)})")
+        raise UserError(f"{target} is a symlink to {os.path.realpath(target)}; a write-back or restore never goes "
+                        "through one: put the folder or file itself where the link is, or write to what it points to")
     if not stat.S_ISDIR(info.st_mode) and not stat.S_ISREG(info.st_mode):
         raise UserError(f"{target} is a device, a FIFO or a socket, not a file or a folder: write_to and restore "
                         "write only those; pass the path of the file or folder to write")
     if folder is True and not stat.S_ISDIR(info.st_mode):
-        raise UserError(f"{target} is a file; write_to needs a folder for a tree artifact: pass a folder path")
+        raise UserError(f"{target} is a file, and what is written there is a folder: move the file away (or put the "
+                        "folder back) and try again")
     if folder is False and stat.S_ISDIR(info.st_mode):
-        raise UserError(f"{target} is a folder; a text artifact is written to a file: pass a file path")
+        raise UserError(f"{target} is a folder, and what is written there is a file: move the folder away (or put "
+                        "the file back) and try again")
 
 
 def _contents(rendered: object) -> dict[str, bytes]:
@@ -212,7 +214,8 @@ def _refuse_path(target: Path, key: str, deleted: set[str], *, may_be_link: bool
 def _path_problem(info: os.stat_result, rel: str, key: str, *, last: bool, may_be_link: bool) -> str | None:
     kind = stat.S_IFMT(info.st_mode)
     if kind == stat.S_IFLNK and not (last and may_be_link):
-        return f"{rel} is a symlink (write_to never writes through one): replace it or freeze {key!r}"
+        return (f"{rel} is a symlink (a write-back never writes through one): replace it with the file itself, or "
+                f"leave it out of the run (frozen: [{key!r}] in its spec)")
     if not last and kind != stat.S_IFDIR:
         return f"{rel} is a file where {key!r} needs a folder: move it away"
     if last and kind == stat.S_IFDIR:

@@ -239,7 +239,8 @@ def run_accept(args: argparse.Namespace, console: Console) -> int:
     say(console, *(f"  {verb}: {path}" + (" (merged with your edits)" if path in merged else "") for path in done.written),
         *(f"  {'would delete' if done.dry_run else 'deleted'}: {path}" for path in done.deleted),
         *(f"  kept as you edited it: {path}" for path in done.kept),
-        *(f"  edited by you and by the run, cannot merge: {path}" for path in done.conflicts))
+        *(f"  edited by you and by the run, cannot merge: {path}" + (" (the run's version written over yours)" if
+          args.overwrite and not done.dry_run else "") for path in done.conflicts))
     if done.backup:
         say(console, f"  backup: {done.backup}")
     if done.next:
