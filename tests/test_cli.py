@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from agentdescent.cli.guard import guarded
@@ -154,3 +156,10 @@ def test_guarded_turns_errors_into_exit_codes(capsys):
     assert said.err.splitlines() == ["error: --flag is wrong; use --flag 3", "error: git failed"]
     assert guarded(failing(UserError("bad")), argparse.Namespace(debug=True), Console()) == 2
     assert "Traceback" in capsys.readouterr().err
+    read_only = OSError(errno.EROFS, "Read-only file system", "/store/runs/r-1/status.json")
+    assert guarded(failing(read_only), quiet, Console()) == 1  # the machine's trouble, not a bug: one line
+    assert capsys.readouterr().err.splitlines() == [
+        "error: cannot write /store/runs/r-1/status.json: Read-only file system; free some space or make it writable "
+        "(or set AGENTDESCENT_HOME to a folder that is) and try again"]
+    with pytest.raises(OSError):  # any other OSError is a bug: its traceback stays
+        guarded(failing(OSError(errno.EBADF, "Bad file descriptor")), quiet, Console())

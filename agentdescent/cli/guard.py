@@ -10,6 +10,7 @@ without loading every verb. Left out: the verbs (`agentdescent.cli.main`, `verbs
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 import traceback
 from collections.abc import Callable
@@ -19,15 +20,18 @@ from rich.markup import escape
 
 from agentdescent.agents.redact import RedactingStream
 from agentdescent.errors import AgentDescentError, UserError
+from agentdescent.home import HOME_ENV
 
 Command = Callable[[argparse.Namespace, Console], int]
 USAGE, FAILURE, INTERRUPTED = 2, 1, 130
+DISK_ERRORS = (errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM)  # the machine's, not a bug
 
 
 def guarded(command: Command, args: argparse.Namespace, console: Console) -> int:
     """Run one verb and return its exit code. A `UserError` (the input is wrong) exits 2 and any
-    other `AgentDescentError` 1, each printed as `error: <message>` on stderr; the traceback is
-    printed too with `--debug`. Anything else is a bug and keeps its traceback."""
+    other `AgentDescentError` 1, each printed as `error: <message>` on stderr; so is a disk that is
+    full or read-only, or a file not writable (exit 1). The traceback is printed too with `--debug`.
+    Anything else is a bug and keeps its traceback."""
     try:
         return command(args, console)
     except AgentDescentError as exc:
@@ -36,6 +40,16 @@ def guarded(command: Command, args: argparse.Namespace, console: Console) -> int
         Console(file=RedactingStream(sys.stderr)).print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True,
                                                         highlight=False)
         return USAGE if isinstance(exc, UserError) else FAILURE
+    except OSError as exc:
+        if exc.errno not in DISK_ERRORS:
+            raise
+        if getattr(args, "debug", False):
+            traceback.print_exc(file=RedactingStream(sys.stderr))
+        where = f" {exc.filename}" if exc.filename else ""
+        Console(file=RedactingStream(sys.stderr)).print(
+            f"[red]error:[/red] cannot write{escape(where)}: {escape(exc.strerror or str(exc))}; free some space or make it "
+            f"writable (or set {HOME_ENV} to a folder that is) and try again", soft_wrap=True, highlight=False)
+        return FAILURE
     except KeyboardInterrupt:
         Console(stderr=True).print("interrupted", highlight=False)
         return INTERRUPTED
