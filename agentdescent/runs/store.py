@@ -222,6 +222,14 @@ class RunDir:
             os.close(fd)
 
 
+def _unwritable_store(root: Path, exc: OSError) -> UserError:
+    if exc.errno == errno.ENOTDIR:  # the home, or its runs folder, is a file
+        return UserError(f"cannot create a run in {root}: a file stands where a folder must be ({exc.filename}); "
+                         f"set {HOME_ENV} to a folder, or move that file away")
+    return UserError(f"cannot create a run in {root}: {exc.strerror or exc}; free some space or set {HOME_ENV} to a "
+                     "writable folder")
+
+
 def _checked(run: RunDir, name: str, read: Callable[[], T]) -> T:
     """`read()`, with a file that does not hold what the run wrote there said as damage."""
     try:
@@ -244,8 +252,7 @@ class RunStore:
             path.mkdir(parents=True, exist_ok=True)
             return path
         except OSError as exc:
-            raise UserError(f"cannot create a run in {self.root}: {exc.strerror or exc}; free some space or set "
-                            f"{HOME_ENV} to a writable folder") from None
+            raise _unwritable_store(self.root, exc) from None
 
     def create(self, spec: RunSpec, tasks: list[Task], content: str | dict[str, str], status: RunStatus,
                assets: Mapping[str, bytes] | None = None) -> RunDir:
@@ -261,8 +268,7 @@ class RunStore:
                 except FileExistsError:
                     continue
         except OSError as exc:
-            raise UserError(f"cannot create a run in {self.root}: {exc.strerror or exc}; free some space or set "
-                            f"{HOME_ENV} to a writable folder") from None
+            raise _unwritable_store(self.root, exc) from None
         run = RunDir(path)
         try:
             atomic.write_text(run.file("spec.json"), spec.model_dump_json(indent=1))
