@@ -76,7 +76,8 @@ class RunDir:
         except FileNotFoundError:
             raise
         except OSError as exc:
-            raise self.damaged(name, "a symlink" if exc.errno == errno.ELOOP else exc.strerror or str(exc)) from None
+            raise self.damaged(name, "a symlink" if exc.errno == errno.ELOOP else
+                               f"unreadable ({exc.strerror or exc})") from None
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
