@@ -61,6 +61,12 @@ def home(tmp_path, monkeypatch, request) -> Path:
     return tmp_path / "codex"
 
 
+def record_of(host: str) -> Path:
+    """The record of the one install of `host` this test made (one per file wired)."""
+    found = list((wiring.home() / "hosts").glob(f"{host}-*.json"))
+    return found[0] if len(found) == 1 else wiring.home() / "hosts" / f"{host}-none.json"
+
+
 def config_with(home: Path, text: str) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_bytes(text.encode("utf-8"))
@@ -86,8 +92,9 @@ def test_install_then_uninstall_gives_the_users_config_back_byte_for_byte(home):
     assert config.read_text(encoding="utf-8").startswith(USER_CONFIG + "\n")
     assert config.stat().st_mode & 0o777 == 0o600
     assert skill(home).read_text(encoding="utf-8") == bundle.files("codex")["skills/agentdescent/SKILL.md"]
-    manifest = json.loads(wiring.manifest_path("codex").read_text(encoding="utf-8"))
-    assert manifest["files"] == [{"path": str(skill(home)), "sha256": wiring.sha256(skill(home).read_text(encoding="utf-8"))}]
+    manifest = json.loads(record_of("codex").read_text(encoding="utf-8"))
+    assert manifest["files"] == [{"path": str(skill(home)), "sha256": wiring.sha256(skill(home).read_text(encoding="utf-8")),
+                                  "replaced": None}]
     assert codex.report().wired and "agentdescent install codex" in codex.report().how
 
     changed = codex.uninstall()
@@ -95,7 +102,7 @@ def test_install_then_uninstall_gives_the_users_config_back_byte_for_byte(home):
     assert config.read_bytes() == USER_CONFIG.encode("utf-8")
     assert config.stat().st_mode & 0o777 == 0o600
     assert sorted(p.name for p in home.iterdir()) == ["config.toml"]  # the skill folders install made are gone
-    assert not wiring.manifest_path("codex").exists()
+    assert not record_of("codex").exists()
     assert not codex.report().wired
 
 
@@ -126,7 +133,7 @@ def test_a_config_our_table_cannot_join_is_refused_unchanged(home, text, says):
         with pytest.raises(UserError, match=says):
             codex.install(force=force)
         assert config.read_bytes() == text.encode("utf-8")
-        assert not (home / "skills").exists() and not wiring.manifest_path("codex").exists()
+        assert not (home / "skills").exists() and not record_of("codex").exists()
 
 
 def test_a_skill_edited_after_install_survives_uninstall(home):
@@ -149,10 +156,25 @@ def test_a_skill_of_the_users_at_our_path_needs_force(home):
         codex.install()
     assert config_with(home, USER_CONFIG).read_bytes() == USER_CONFIG.encode("utf-8")
 
-    codex.install(force=True)
+    said = codex.install(force=True).message
     assert skill(home).read_text(encoding="utf-8") == bundle.files("codex")["skills/agentdescent/SKILL.md"]
+    kept = skill(home).with_name("SKILL.md.before-agentdescent")
+    assert f"kept your {skill(home)} as {kept}" in said and "description: mine" in kept.read_text(encoding="utf-8")
+    assert f"put your own {skill(home)} back" in codex.uninstall().message
+    assert "description: mine" in skill(home).read_text(encoding="utf-8") and not kept.exists()
+
+
+def test_two_codex_homes_are_two_installs_and_each_uninstall_takes_out_its_own(tmp_path, monkeypatch):
+    homes = [tmp_path / "a", tmp_path / "b"]
+    for codex_home in homes:
+        monkeypatch.setenv("CODEX_HOME", str(codex_home))
+        codex.install()
+    monkeypatch.setenv("CODEX_HOME", str(homes[0]))
+    assert str(homes[0] / "config.toml") in codex.uninstall().message
+    assert not homes[0].exists() and "agentdescent" in (homes[1] / "config.toml").read_text(encoding="utf-8")
+    monkeypatch.setenv("CODEX_HOME", str(homes[1]))
     codex.uninstall()
-    assert not skill(home).exists() and skill(home).parent.is_dir()  # the folder was the user's: it stays
+    assert not homes[1].exists()
 
 
 def test_without_a_config_install_creates_one_and_uninstall_removes_it(home):
@@ -194,8 +216,8 @@ def test_install_refuses_without_codex_and_uninstall_with_another_home_takes_eve
     assert "agentdescent install codex --without-cli" in said and not home.exists()
     wired = cli("install", "codex", "--without-cli", home="first", tmp_path=tmp_path)
     assert wired.returncode == 0, wired.stderr
-    assert skill(home).exists() and (tmp_path / "first" / "hosts" / "codex.json").exists()
-    assert marked.recorded((home / "config.toml").read_text(encoding="utf-8")) == str(tmp_path / "first/hosts/codex.json")
+    assert skill(home).exists() and any((tmp_path / "first" / "hosts").glob("codex-*.json"))
+    assert marked.recorded((home / "config.toml").read_text(encoding="utf-8")) == str(next((tmp_path / "first" / "hosts").glob("codex-*.json")))
     gone = cli("uninstall", "codex", home="second", tmp_path=tmp_path)  # another AGENTDESCENT_HOME
     assert gone.returncode == 0, gone.stderr
     assert not home.exists() and not (tmp_path / "first" / "hosts").exists()  # the config install made, the skill, the record
@@ -204,11 +226,11 @@ def test_install_refuses_without_codex_and_uninstall_with_another_home_takes_eve
 def test_with_no_record_anywhere_uninstall_takes_out_the_block_and_the_skill_as_shipped(home, tmp_path):
     config = config_with(home, USER_CONFIG)
     codex.install()
-    wiring.manifest_path("codex").unlink()  # the home it was installed with is gone
+    record_of("codex").unlink()  # the home it was installed with is gone
     assert "removed " + str(skill(home)) in codex.uninstall().message
     assert config.read_bytes() == USER_CONFIG.encode("utf-8") and not skill(home).parent.exists()
     codex.install()
-    wiring.manifest_path("codex").unlink()
+    record_of("codex").unlink()
     skill(home).write_text("my own notes\n", encoding="utf-8")
     assert "left " + str(skill(home)) + ": it is not the file this package ships" in codex.uninstall().message
     assert skill(home).read_text(encoding="utf-8") == "my own notes\n"

@@ -44,6 +44,12 @@ def home(tmp_path, monkeypatch) -> Path:
     return tmp_path / "dsh"
 
 
+def record_of(host: str) -> Path:
+    """The record of the one install of `host` this test made (one per file wired)."""
+    found = list((wiring.home() / "hosts").glob(f"{host}-*.json"))
+    return found[0] if len(found) == 1 else wiring.home() / "hosts" / f"{host}-none.json"
+
+
 def patch_with(home: Path, text: str) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     (home / "cordis.patch.yml").write_bytes(text.encode("utf-8"))
@@ -81,7 +87,7 @@ def test_install_then_uninstall_gives_the_users_patch_back_byte_for_byte(home):
     assert patch.read_bytes() == USER_PATCH.encode("utf-8")
     assert patch.stat().st_mode & 0o777 == 0o640
     assert sorted(p.name for p in home.iterdir()) == ["cordis.patch.yml"]
-    assert not wiring.manifest_path("deepseek").exists() and not deepseek.report().wired
+    assert not record_of("deepseek").exists() and not deepseek.report().wired
 
 
 def test_without_a_patch_file_install_creates_one_and_uninstall_removes_it(home):
@@ -105,7 +111,7 @@ def test_a_patch_our_row_cannot_join_is_refused_unchanged(home, text, says):
         with pytest.raises(UserError, match=says):
             deepseek.install(force=force)
         assert patch.read_bytes() == text.encode("utf-8")
-        assert not (home / "skills").exists() and not wiring.manifest_path("deepseek").exists()
+        assert not (home / "skills").exists() and not record_of("deepseek").exists()
 
 
 def test_a_skill_edited_after_install_survives_uninstall(home):
@@ -158,7 +164,7 @@ def test_install_refuses_without_dsh_and_uninstall_with_another_home_takes_every
     assert patch.read_text(encoding="utf-8") == USER_PATCH and not skill(home).exists()
     wired = cli("install", "deepseek", "--without-cli", home="first", tmp_path=tmp_path)
     assert wired.returncode == 0, wired.stderr
-    assert skill(home).exists() and (tmp_path / "first" / "hosts" / "deepseek.json").exists()
+    assert skill(home).exists() and any((tmp_path / "first" / "hosts").glob("deepseek-*.json"))
     gone = cli("uninstall", "deepseek", home="second", tmp_path=tmp_path)  # another AGENTDESCENT_HOME
     assert gone.returncode == 0, gone.stderr
     assert patch.read_text(encoding="utf-8") == USER_PATCH

@@ -51,6 +51,17 @@ def test_a_marked_block_comes_out_byte_for_byte(text, block):
     assert marked.remove(once) == text
 
 
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200),
+       st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=80))
+def test_lines_added_after_the_block_keep_their_own_line_when_it_comes_out(text, added):
+    if marked.present(text + added) or "agentdescent" in text + added:
+        return
+    added = added if added.startswith("\n") else "[profiles.fast]\n" + added
+    once = marked.insert(text, "[mcp_servers.agentdescent]", "codex") + added
+    ended = text + ("\n" if text and not text.endswith("\n") else "")  # the newline install gave the last line stays
+    assert marked.remove(once) == ended + added  # never joined to the file's old last line
+
+
 def test_the_session_start_hook_prints_one_line_per_active_run_and_nothing_else(service, tmp_path, monkeypatch):
     def hook_output() -> str:
         done = subprocess.run([sys.executable, "-m", "agentdescent_mcp.hook", "session-start"], capture_output=True,

@@ -33,9 +33,12 @@ def add_host_verbs(commands: argparse._SubParsersAction) -> None:
     ):
         parser = commands.add_parser(verb, help=summary, description=summary[0].upper() + summary[1:] + ".",
                                      epilog=f"example:\n  {example}", formatter_class=argparse.RawDescriptionHelpFormatter)
-        parser.add_argument("host", choices=list(HOSTS), help="the host to wire")
+        parser.add_argument("host", choices=list(HOSTS), help="the host to wire" if verb == "install" else
+                            "the host to take it out of")
         if verb == "install":
-            parser.add_argument("--force", action="store_true", help="install again over an earlier install")
+            parser.add_argument("--force", action="store_true", help="install again over an earlier install, or over "
+                                "a skill file or marketplace of yours of the same name (yours is kept, and uninstall "
+                                "puts it back)")
             parser.add_argument("--without-cli", action="store_true", help="wire it although the host's CLI is not "
                                 "on PATH, for one installed later (codex, deepseek)")
 

@@ -82,6 +82,8 @@ def install(*, force: bool = False) -> Changed:
                         f"plugin works as well (`claude plugin install {PLUGIN}`), or `agentdescent install "
                         "claude-code --force` points it at the copy this package ships")
     fresh, had = not target.exists(), _plugin_installed()
+    if elsewhere and not _same(elsewhere, target):  # the user's own marketplace, replaced on purpose: uninstall re-adds it
+        atomic.write_text(_replaced_record(), json.dumps({"marketplace": str(elsewhere)}))
     written = _materialise(target, rewrite=force)
     if not force and not written and elsewhere and _same(elsewhere, target) and had:
         return Changed(host=HOST, action="install", message=f"Claude Code already has the plugin {PLUGIN} "
@@ -124,8 +126,28 @@ def uninstall() -> Changed:
         commands.append(_run(claude, "plugin", "uninstall", PLUGIN))
     if source is not None:
         commands.append(_run(claude, "plugin", "marketplace", "remove", MARKETPLACE))
-    changed = _forget(target, f"uninstalled the Claude Code plugin {PLUGIN} and removed its marketplace")
+    said = f"uninstalled the Claude Code plugin {PLUGIN} and removed its marketplace"
+    theirs = _replaced()
+    if theirs is not None and Path(theirs).exists():  # the marketplace `install --force` replaced
+        commands.append(_run(claude, "plugin", "marketplace", "add", theirs))
+        said += (f"; re-added your own marketplace {MARKETPLACE!r} from {theirs}, which install --force had replaced "
+                 f"(`claude plugin install {PLUGIN}` installs its plugin again)")
+    _replaced_record().unlink(missing_ok=True)
+    changed = _forget(target, said)
     return changed.model_copy(update={"commands": commands, "next": "start a new Claude Code session"})
+
+
+def _replaced_record() -> Path:
+    return home() / "hosts" / "claude-code-replaced.json"
+
+
+def _replaced() -> str | None:
+    """The folder of the user's own marketplace that `install --force` replaced, if one was."""
+    try:
+        found = json.loads(_replaced_record().read_text(encoding="utf-8")).get("marketplace")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return found if isinstance(found, str) else None
 
 
 def _forget(target: Path, message: str) -> Changed:

@@ -6,7 +6,8 @@
 
 `insert` appends the block (or replaces ours, when it is there already) and leaves every other
 byte as it was; `remove` takes out the block and the one newline `insert` added before it, so
-that an install followed by an uninstall gives the file back byte for byte. The first line may
+that an install followed by an uninstall gives the file back byte for byte (that newline stays
+when lines were added after our block: taken out, it would join the old last line to them). The first line may
 name the record of what install wrote (`recorded` reads it back), so that an uninstall run with
 another AGENTDESCENT_HOME still finds it. Whether the result still parses is the caller's check
 (TOML, YAML), made before anything is written. Left out: which file, and what goes in the block.
@@ -68,6 +69,6 @@ def remove(text: str) -> str:
     if found is None:
         return text
     before, after = text[: found.start()], text[found.end():]
-    if NEWLINE_ADDED in found.group(0).lstrip("\n").split("\n", 1)[0] and before.endswith("\n"):
-        before = before[:-1]
+    if NEWLINE_ADDED in found.group(0).lstrip("\n").split("\n", 1)[0] and before.endswith("\n") and not after:
+        before = before[:-1]  # the file's last line had none: only while it is still the last (nothing came after us)
     return before + after

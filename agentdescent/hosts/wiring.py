@@ -16,6 +16,7 @@ checked (the host modules).
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from agentdescent.home import home
 from agentdescent.hosts import marked
 from agentdescent.hosts.base import Changed
 
+KEPT_SUFFIX = ".before-agentdescent"  # beside a file of the user's that `install --force` replaced
 Check = Callable[[str, str, Path], None]  # (the user's text, the text to write, its path): raise UserError if wrong
 
 
@@ -46,6 +48,7 @@ class Wiring:
 class Placed(BaseModel):
     path: str
     sha256: str  # of what install wrote
+    replaced: str | None = None  # where the user's own file that `--force` replaced was kept; uninstall puts it back
 
 
 class Manifest(BaseModel):
@@ -59,17 +62,24 @@ class Manifest(BaseModel):
     folders: list[str] = Field(default_factory=list)  # made by install; removed by uninstall once empty
 
 
-def manifest_path(host: str) -> Path:
-    return home() / "hosts" / f"{host}.json"
+def manifest_path(host: str, config: Path) -> Path:
+    """The record of the install for `host` into `config`: one per file wired (two CODEX_HOMEs are
+    two installs)."""
+    return home() / "hosts" / f"{host}-{hashlib.sha256(str(config).encode('utf-8')).hexdigest()[:12]}.json"
+
+
+def _legacy_manifest_path(host: str) -> Path:
+    return home() / "hosts" / f"{host}.json"  # one record for every install of the host, as installs once kept it
 
 
 def put_in(wiring: Wiring, *, force: bool = False) -> Changed:
     """Write the block and the files after every check has passed; record them in the manifest."""
     target = _real(wiring.config)
     text = read_text(target)
-    old, old_path = _find(wiring.host, text)
+    record = manifest_path(wiring.host, wiring.config)
+    old, old_path = _find(wiring.host, wiring.config, text)
     user = marked.remove(text or "")
-    new = marked.insert(user, wiring.block, wiring.host, record=str(manifest_path(wiring.host)))
+    new = marked.insert(user, wiring.block, wiring.host, record=str(record))
     wiring.check(user, new, wiring.config)
     recorded = {p.path: p.sha256 for p in old.files} if old else {}
     writes = {path: body for path, body in wiring.files.items() if _needs_write(path, body, recorded, force)}
@@ -79,29 +89,37 @@ def put_in(wiring: Wiring, *, force: bool = False) -> Changed:
     if new != text:
         atomic.write_text(target, new)
         written.append(str(wiring.config))
+    replaced = {p.path: p.replaced for p in old.files if p.replaced} if old else {}
     for path, body in writes.items():
+        current = read_text(path)
+        if current is not None and recorded.get(str(path)) != sha256(current):  # the user's own, replaced on purpose
+            keep = path.with_name(path.name + KEPT_SUFFIX)
+            atomic.write_text(keep, current)
+            replaced[str(path)] = str(keep)
         atomic.write_text(path, body)
         written.append(str(path))
     kept = [Placed(path=str(p), sha256=sha256(b)) for p, b in wiring.files.items()
             if p not in writes and str(p) in recorded]  # ours, and already as this package ships it
+    placed = kept + [Placed(path=str(p), sha256=sha256(b)) for p, b in writes.items()]
     manifest = Manifest(host=wiring.host, config=str(wiring.config),
                         config_created=text is None or bool(old and old.config_created and old.config == str(wiring.config)),
-                        files=kept + [Placed(path=str(p), sha256=sha256(b)) for p, b in writes.items()],
+                        files=[p.model_copy(update={"replaced": replaced.get(p.path)}) for p in placed],
                         folders=sorted({*folders, *(f for f in (old.folders if old else []) if Path(f).is_dir())}))
-    atomic.write_text(manifest_path(wiring.host), manifest.model_dump_json(indent=1) + "\n")
-    if old_path is not None and old_path != manifest_path(wiring.host):
+    atomic.write_text(record, manifest.model_dump_json(indent=1) + "\n")
+    if old_path is not None and old_path != record:
         _forget(old_path)  # the block now names this home's record
+    kept_aside = [f"kept your {path} as {keep}" for path, keep in replaced.items() if path in map(str, writes)]
     if not written:
         return Changed(host=wiring.host, action="install", message=f"already installed for {wiring.host} "
                        f"({wiring.config}); nothing changed", next=f"agentdescent uninstall {wiring.host} takes it out")
     done = [f"wired our MCP server into {wiring.config}"] if str(wiring.config) in written else []
-    done += [f"wrote {path}" for path in writes]
+    done += [f"wrote {path}" for path in writes] + kept_aside
     return Changed(host=wiring.host, action="install", paths=written, message="; ".join(done))
 
 
 def take_out(wiring: Wiring) -> Changed:
     """Remove our block, the files still as install wrote them and the folders it made, once empty."""
-    manifest, found_at = _find(wiring.host, read_text(_real(wiring.config)))
+    manifest, found_at = _find(wiring.host, wiring.config, read_text(_real(wiring.config)))
     config = Path(manifest.config) if manifest else wiring.config
     target = _real(config)
     text = read_text(target)
@@ -126,6 +144,9 @@ def take_out(wiring: Wiring) -> Changed:
         if sha256(current) == placed.sha256:
             path.unlink()
             removed.append(placed.path)
+            if placed.replaced and os.path.lexists(placed.replaced) and not os.path.lexists(path):
+                os.replace(placed.replaced, path)  # the user's own file, which install --force replaced
+                notes.append(f"put your own {path} back")
         elif manifest:
             notes.append(f"left {path}: it was edited after install (delete it yourself if you do not want it)")
         else:
@@ -170,7 +191,8 @@ def _needs_write(path: Path, body: str, recorded: dict[str, str], force: bool) -
     if force or recorded.get(str(path)) == sha256(current):
         return True  # asked to, or the one an earlier install wrote, unchanged since
     raise UserError(f"{path} is there already and is not the file `agentdescent install` wrote (or was edited "
-                    "since); move it away, or install with force (--force) to replace it")
+                    f"since); move it away, or install with --force to replace it (yours is kept as {path.name}"
+                    f"{KEPT_SUFFIX} beside it, and uninstall puts it back)")
 
 
 def _missing_folders(folder: Path) -> list[Path]:
@@ -193,12 +215,13 @@ def _real(path: Path) -> Path:
     return path.resolve() if path.is_symlink() else path
 
 
-def _find(host: str, text: str | None) -> tuple[Manifest | None, Path | None]:
-    """The record of what install wrote for `host`, and where it is: this home's, else the one our
-    block in the user's file (`text`) names, when that is a record of this host."""
-    mine = _load(manifest_path(host))
-    if mine is not None:
-        return mine, manifest_path(host)
+def _find(host: str, config: Path, text: str | None) -> tuple[Manifest | None, Path | None]:
+    """The record of what install wrote for `host` into `config`, and where it is: this home's,
+    else the one our block in the user's file (`text`) names, when that is a record of this host."""
+    for path in (manifest_path(host, config), _legacy_manifest_path(host)):
+        mine = _load(path)
+        if mine is not None and mine.config == str(config):
+            return mine, path
     named = marked.recorded(text or "")
     if named is None:
         return None, None
