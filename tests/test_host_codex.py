@@ -217,7 +217,8 @@ def test_install_refuses_without_codex_and_uninstall_with_another_home_takes_eve
     wired = cli("install", "codex", "--without-cli", home="first", tmp_path=tmp_path)
     assert wired.returncode == 0, wired.stderr
     assert skill(home).exists() and any((tmp_path / "first" / "hosts").glob("codex-*.json"))
-    assert marked.recorded((home / "config.toml").read_text(encoding="utf-8")) == str(next((tmp_path / "first" / "hosts").glob("codex-*.json")))
+    named = marked.recorded((home / "config.toml").read_text(encoding="utf-8"))
+    assert named == str(next((tmp_path / "first" / "hosts").glob("codex-*.json")))
     gone = cli("uninstall", "codex", home="second", tmp_path=tmp_path)  # another AGENTDESCENT_HOME
     assert gone.returncode == 0, gone.stderr
     assert not home.exists() and not (tmp_path / "first" / "hosts").exists()  # the config install made, the skill, the record
