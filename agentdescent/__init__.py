@@ -9,7 +9,12 @@ imports none of them, and `agentdescent.evolve` brings the engine when it is fir
 """
 
 # ruff: noqa: F401 - the imports under TYPE_CHECKING are there to be read, not used
+import os
 from typing import TYPE_CHECKING
+
+# GitPython looks for git when it is first imported and raises there when git is missing; with this
+# it looks when git is first used, so that a machine without git gets `doctor`'s line saying so.
+os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
 
 from agentdescent._exports import lazy
 

@@ -163,3 +163,14 @@ def test_guarded_turns_errors_into_exit_codes(capsys):
         "(or set AGENTDESCENT_HOME to a folder that is) and try again"]
     with pytest.raises(OSError):  # any other OSError is a bug: its traceback stays
         guarded(failing(OSError(errno.EBADF, "Bad file descriptor")), quiet, Console())
+
+
+def test_a_machine_without_git_gets_one_line_saying_so(tmp_path):
+    env = {"PATH": str(tmp_path), "HOME": str(tmp_path), "AGENTDESCENT_HOME": str(tmp_path / "home"),
+           "TMPDIR": tempfile.gettempdir()}  # no git on PATH
+    doctor = subprocess.run([sys.executable, "-m", "agentdescent", "doctor"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=120, env=env)
+    assert "problem: git is not on PATH" in doctor.stdout and "Traceback" not in doctor.stderr
+    demo = subprocess.run([sys.executable, "-m", "agentdescent", "demo"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert demo.returncode == 2 and "error: git is not on PATH" in demo.stderr and "Traceback" not in demo.stderr

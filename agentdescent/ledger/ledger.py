@@ -146,7 +146,11 @@ class Ledger:
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = pathlib.Path(path).absolute()
         self._lock = threading.Lock()
-        repo = _open_repo(self.path)
+        try:
+            repo = _open_repo(self.path)
+        except git.exc.GitCommandNotFound:
+            raise UserError("git is not on PATH, and the ledger is a git repository: install git (apt install git, "
+                            "brew install git), then run again") from None
         self._repo = repo
         self._open = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         fcntl.flock(self._open, fcntl.LOCK_SH)  # held while open: `in_use` (and so `runs --prune`) sees it
