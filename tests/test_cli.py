@@ -174,3 +174,21 @@ def test_a_machine_without_git_gets_one_line_saying_so(tmp_path):
     demo = subprocess.run([sys.executable, "-m", "agentdescent", "demo"], cwd=ROOT, capture_output=True, text=True,
                           timeout=120, env=env)
     assert demo.returncode == 2 and "error: git is not on PATH" in demo.stderr and "Traceback" not in demo.stderr
+
+
+def test_doctor_only_reads_and_asks_each_cli_its_version_once(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("claude", "codex"):
+        script = bin_dir / name
+        script.write_text(f"#!/bin/sh\necho asked >> {tmp_path / name}.calls\necho '{name} 1.0'\n", encoding="utf-8")
+        script.chmod(0o755)
+    home = tmp_path / "not" / "made" / "yet"
+    done = subprocess.run([sys.executable, "-m", "agentdescent", "doctor"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path),
+                                            "AGENTDESCENT_HOME": str(home), "TMPDIR": tempfile.gettempdir()})
+    assert done.returncode == 0, done.stderr
+    assert f"run store: {home / 'runs'} (writable; not there yet: the first run makes it)" in done.stdout
+    assert not (tmp_path / "not").exists()  # a mistyped home is not made by being checked
+    for name in ("claude", "codex"):
+        assert (tmp_path / f"{name}.calls").read_text(encoding="utf-8") == "asked\n"

@@ -298,7 +298,8 @@ def run_doctor(args: argparse.Namespace, console: Console) -> int:
         *([f"endpoints set: {', '.join(report.endpoints_set)}"] if report.endpoints_set else []), "hosts:",
         *(f"  {h.host}: {f'installed ({h.version})' if h.installed and h.version else 'installed' if h.installed else 'not installed'}, "
           + ("wired" if h.wired else f"not wired; to wire it: {h.how}") for h in report.hosts),
-        f"run store: {report.store} ({'writable' if report.store_writable else 'NOT writable'})",
+        f"run store: {report.store} ({'writable' if report.store_writable else 'NOT writable'}"
+        f"{'' if report.store_exists else '; not there yet: the first run makes it'})",
         *(f"problem: {p}" for p in report.problems), f"next: {report.next}")
     return 0 if report.demo_ok else FAILURE
 

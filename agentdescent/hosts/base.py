@@ -7,6 +7,9 @@ Left out: the table of hosts (`agentdescent.hosts.HOSTS`) and the ways of wiring
 
 from __future__ import annotations
 
+import functools
+import os
+import shutil
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -70,9 +73,20 @@ class Changed(BaseModel):
 
 
 def version(program: str) -> str | None:
-    """The first line `PROGRAM --version` prints, or None when it fails or takes over 10 s."""
+    """The first line `PROGRAM --version` prints, or None when it fails or takes over 10 s; asked
+    once per program file (a CLI that hangs costs `doctor` 10 s, not 10 s a question)."""
+    path = shutil.which(program) or program
     try:
-        done = run_process([program, "--version"], timeout=10)
+        changed = os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+    return _version(path, changed)
+
+
+@functools.lru_cache(maxsize=64)
+def _version(path: str, changed: int) -> str | None:
+    try:
+        done = run_process([path, "--version"], timeout=10)
     except (OSError, Killed):
         return None
     first = (done.stdout or done.stderr).strip().splitlines()

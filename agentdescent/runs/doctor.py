@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from agentdescent.agents.providers import BASE_URL_VARIABLES, KEY_VARIABLES, PROVIDERS
 from agentdescent.hosts import HOSTS, HostReport, module
-from agentdescent.process import Killed, run_process
+from agentdescent.hosts.base import version
 from agentdescent.runs.store import home
 
 KEYS = KEY_VARIABLES  # the providers' table's (agents.providers), and HF_TOKEN
@@ -44,6 +44,7 @@ class DoctorReport(BaseModel):
     endpoints_set: list[str]
     hosts: list[HostReport]
     store: str
+    store_exists: bool
     store_writable: bool
     demo_ok: bool
     problems: list[str] = Field(default_factory=list)
@@ -56,7 +57,7 @@ def doctor() -> DoctorReport:
     programs = [host.PROGRAM for host in hosts] + [row.program for row in PROVIDERS.values() if row.program]
     agents = [_program(name) for name in dict.fromkeys(programs)]  # every host's CLI and every CLI agent's, once
     store = home() / "runs"
-    writable = _writable(store if store.exists() else home())
+    writable = _writable(store)
     problems = []
     if not git.found:
         problems.append("git is not on PATH: the ledger is a git repository; install git")
@@ -69,7 +70,7 @@ def doctor() -> DoctorReport:
     return DoctorReport(
         python=sys.version.split()[0], agentdescent=_version(), git=git, agents=agents, keys_set=keys,
         keys_missing=[k for k in KEYS if k not in keys], endpoints_set=[e for e in ENDPOINTS if os.environ.get(e)],
-        hosts=[host.report() for host in hosts], store=str(store),
+        hosts=[host.report() for host in hosts], store=str(store), store_exists=store.is_dir(),
         store_writable=writable, demo_ok=demo_ok, problems=problems,
         next="agentdescent demo runs a whole evolution offline" if demo_ok else "fix the problems above first",
     )
@@ -79,12 +80,7 @@ def _program(name: str) -> Program:
     path = shutil.which(name)
     if path is None:
         return Program(name=name, found=False)
-    try:
-        done = run_process([path, "--version"], timeout=10)
-        version = (done.stdout or done.stderr).strip().splitlines()[0][:80] if (done.stdout or done.stderr).strip() else None
-    except (OSError, Killed):
-        version = None
-    return Program(name=name, found=True, version=version, path=path)
+    return Program(name=name, found=True, version=version(path), path=path)
 
 
 def _version() -> str:
@@ -95,9 +91,8 @@ def _version() -> str:
 
 
 def _writable(folder: Path) -> bool:
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".doctor-"):
-            return True
-    except OSError:
-        return False
+    """Whether files could be made in `folder`, or in the folders it would be made in: asked of the
+    system, nothing made (a mistyped home must not come into being by being checked)."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)
