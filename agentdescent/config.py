@@ -96,6 +96,9 @@ class Parallelism:
     batched: bool = False
 
     def __post_init__(self) -> None:
+        for name in ("asynchronous", "batched"):
+            if not isinstance(getattr(self, name), bool):  # "false" would read as True
+                raise UserError(f"Parallelism({name}=...) must be True or False; got {getattr(self, name)!r}")
         object.__setattr__(self, "method", parallel_method(self.method))
         if self.lag_budget is not None and (isinstance(self.lag_budget, bool) or not isinstance(self.lag_budget, int)
                                             or self.lag_budget < 0):

@@ -11,7 +11,7 @@ from fractions import Fraction
 
 import pytest
 
-from agentdescent import AppendRules, Budget, KeyedRules, Parallelism, Policies, Task, UserError, events, evolve
+from agentdescent import AppendRules, Budget, CancelToken, KeyedRules, Parallelism, Policies, Task, UserError, events, evolve
 from agentdescent.engine.calls.units import KEPT_OUTPUT_CHARS, check_reward
 from agentdescent.engine.evolve import split_tasks
 from agentdescent.testing import route, router_tasks
@@ -482,3 +482,54 @@ def test_an_on_event_that_raises_is_sent_no_more_events_and_the_run_keeps_its_re
     assert result.error is None and result.final_reward == 1.0 and heard[-1] == "Committed"
     assert result.warnings == ["on_event raised RuntimeError: «the progress bar broke» on Committed; it was sent no "
                                "more events, and the run went on"]
+
+
+@pytest.mark.parametrize("options, said", [
+    ({"strategy": "AppendRules"}, "strategy must be a strategy object, such as AppendRules()"),
+    ({"policies": {"x": 1}}, "policies must be Policies(...)"),
+    ({"on_event": "x"}, "on_event must be a callable"),
+    ({"store": 5}, "store must be the path of a ledger folder"),
+    ({"store": ""}, "store must be the path of a ledger folder"),
+    ({"stop": CancelToken()}, "stop must be a list of stop rules (callables of progress and usage), such as [token]"),
+    ({"parallelism": "async"}, "parallelism"),
+])
+def test_an_option_of_the_wrong_kind_is_named_before_anything_runs(options, said):
+    tasks, reward, run, propose = year_program()
+    with pytest.raises(UserError, match=re.escape(said)):
+        evolve(tasks, reward, run=run, propose=propose, rounds=1, **options)
+    with pytest.raises(UserError, match=re.escape("Parallelism(asynchronous=...) must be True or False; got 'false'")):
+        Parallelism(asynchronous="false")
+
+
+def test_an_async_or_generator_run_is_refused_not_scored_as_its_repr():
+    tasks, reward, _, propose = year_program()
+
+    async def async_run(rendered, task):
+        return "2026"
+
+    def generator_run(rendered, task):
+        yield "2026"
+
+    class AsyncCallable:
+        async def __call__(self, rendered, task):
+            return "2026"
+
+    for run, said in [(async_run, "run is an async function"), (generator_run, "run is a generator function"),
+                      (AsyncCallable(), "run returned coroutine for task")]:
+        with pytest.raises(UserError, match=re.escape(said)):
+            evolve(tasks, reward, run=run, propose=propose, rounds=1)
+
+
+def test_a_stop_rule_that_raises_or_answers_a_number_ends_the_run_with_its_result():
+    tasks, reward, run, propose = year_program()
+
+    def broken(progress, usage):
+        if usage.rollouts > 30:  # once a round has run
+            raise ValueError("my rule broke late")
+        return None
+
+    late = evolve(tasks, reward, run=run, propose=propose, rounds=3, n_workers=2, stop=[broken])
+    assert late.error == "the stop rule test_a_stop_rule_that_raises_or_answers_a_number_ends_the_run_with_its_result" \
+                         ".<locals>.broken raised ValueError: «my rule broke late»" and late.history
+    numbered = evolve(tasks, reward, run=run, propose=propose, rounds=3, stop=[lambda progress, usage: 5])
+    assert "returned '5' (int); a stop rule returns why to stop (a str) or None" in numbered.error

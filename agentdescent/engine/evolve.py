@@ -6,6 +6,8 @@ optimizer step), where calls run (executors) and how results are stored (the led
 
 from __future__ import annotations
 
+import inspect
+import os
 import random
 import tempfile
 import time
@@ -93,6 +95,8 @@ def evolve(
     """
     strategy = strategy if strategy is not None else AppendRules()
     policies = policies or Policies()
+    _check_objects(strategy=strategy, policies=policies, on_event=on_event, store=store)
+    store = None if store is None else os.path.expanduser(store)
     settings = _checked_settings(
         run=run, propose=propose, reward=reward, stop=stop, rounds=rounds, n_workers=n_workers,
         max_concurrency=max_concurrency, held_out_frac=held_out_frac, patience=patience, target_reward=target_reward,
@@ -279,14 +283,34 @@ def _check_executor(executor: str, **callables: object) -> None:
         check_serializable(**callables)
 
 
+def _check_objects(*, strategy: object, policies: object, on_event: object, store: object) -> None:
+    """The options that are objects of ours or the caller's, checked before anything is built."""
+    if not all(hasattr(strategy, name) for name in ("initial_state", "render", "frozen")):
+        raise UserError(f"strategy must be a strategy object, such as AppendRules() or FileTree(files); got "
+                        f"{str(strategy)[:60]!r} ({type(strategy).__name__})")
+    if not isinstance(policies, Policies):
+        raise UserError(f"policies must be Policies(...) (agentdescent.Policies, every decision with its default); got "
+                        f"{type(policies).__name__}")
+    if on_event is not None and not callable(on_event):
+        raise UserError(f"on_event must be a callable that takes each event, or None; got {type(on_event).__name__}")
+    if store is not None and (not isinstance(store, (str, os.PathLike)) or not os.fspath(store).strip()):
+        raise UserError(f"store must be the path of a ledger folder (made when new), or None for a temporary one; got "
+                        f"{store!r}")
+
+
 def _checked_settings(*, run: object, propose: object, reward: object, stop: Sequence[object],
                       **values: object) -> Settings:
     """`evolve`'s options as `Settings`, checked: a `UserError` naming each that is wrong."""
     for name, fn in (("run", run), ("propose", propose), ("reward", reward)):
         if not callable(fn):
             raise UserError(f"{name} must be a callable; got {type(fn).__name__}")
-    if isinstance(stop, (str, bytes)) or not all(callable(rule) for rule in stop):
-        raise UserError(f"stop must be a list of stop rules (callables of progress and usage); got {stop!r}")
+        if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+            kind = "a generator function" if inspect.isgeneratorfunction(fn) else "an async function"
+            raise UserError(f"{name} is {kind}; evolve calls it from its worker threads and needs the answer itself: "
+                            f"give a plain function (for an async one, def {name}(*args): return asyncio.run(...))")
+    if callable(stop) or isinstance(stop, (str, bytes)) or not all(callable(rule) for rule in stop):
+        raise UserError(f"stop must be a list of stop rules (callables of progress and usage), such as [token]; "
+                        f"got {str(stop)[:80]}")
     try:
         return Settings.model_validate(values)
     except ValidationError as exc:

@@ -9,6 +9,7 @@ where the results arrive (`Evaluator`, `Worker`).
 
 from __future__ import annotations
 
+import inspect
 import math
 import threading
 import time
@@ -80,6 +81,10 @@ def _roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], flo
         raise _exited("run", exc, task) from None
     except Exception as exc:  # a failing rollout is data, not a crash of the run
         return "", 0.0, f"run failed on task {quoted(task.id, 80)}: {described(exc)}"
+    if inspect.isawaitable(output) or inspect.isgenerator(output):
+        getattr(output, "close", lambda: None)()  # never run: no "never awaited" warning either
+        raise UserError(f"run returned {type(output).__name__} for task {quoted(task.id, 80)}, not its answer: an async "
+                        "or generator function (or a callable object with one) was given; give a plain function")
     if output is None or isinstance(output, (bytes, bytearray)):
         raise UserError(f"run returned {'None' if output is None else 'bytes'} for task {quoted(task.id, 80)}; it must "
                         "return its answer as text" + (" (a return missing?)" if output is None else

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from agentdescent.errors import UserError
+from agentdescent.errors import AgentDescentError, UserError
+from agentdescent.quoting import described
 from agentdescent.types import Outcome
 from agentdescent.usage import Usage
 
@@ -93,8 +94,26 @@ def stop_rules(*, target_reward: float | None, patience: int | None, max_calls: 
 
 
 def stop_reason(rules: Sequence[StopRule], progress: Progress, usage: Usage) -> str | None:
-    """The first rule's reason to stop, or None to go on."""
-    return next((reason for rule in rules if (reason := rule(progress, usage))), None)
+    """The first rule's reason to stop, or None to go on. A rule of the caller's that raises, or
+    answers with anything but a reason (a str) or None, is a `UserError` naming it: the run stops
+    with its result, not with the rule's traceback."""
+    for rule in rules:
+        try:
+            reason = rule(progress, usage)
+        except AgentDescentError:
+            raise
+        except Exception as exc:  # noqa: BLE001 -- the caller's rule: any error of theirs
+            raise UserError(f"the stop rule {_named(rule)} raised {described(exc)}") from None
+        if reason is not None and not isinstance(reason, str):
+            raise UserError(f"the stop rule {_named(rule)} returned {str(reason)[:40]!r} ({type(reason).__name__}); "
+                            "a stop rule returns why to stop (a str) or None to go on")
+        if reason:
+            return reason
+    return None
+
+
+def _named(rule: object) -> str:
+    return getattr(rule, "__qualname__", None) or type(rule).__name__
 
 
 class NothingWorked(UserError):
