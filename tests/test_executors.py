@@ -4,6 +4,7 @@ up front, and a worker killed mid-rollout whose call is run again while the run 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -12,6 +13,8 @@ import pytest
 
 from agentdescent import Parallelism, Task, UserError, evolve
 from agentdescent.engine.calls.processes import ProcessExecutor
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # Module-level callables, so that another process can import them by name.
 
@@ -27,6 +30,17 @@ def run(rendered: str, task: Task) -> str:
 
 def reward(task: Task, output: str) -> float:
     return float(output == task.gold)
+
+
+def run_that_dies_on_q3(rendered: str, task: Task) -> str:
+    if task.id == "q3":
+        os._exit(1)  # every time: a crash in the user's code
+    return run(rendered, task)
+
+
+def run_that_hangs(rendered: str, task: Task) -> str:
+    time.sleep(60)
+    return "soon"
 
 
 def propose(rendered: str, task: Task, output: str, value: float) -> str | None:
@@ -73,6 +87,29 @@ def test_the_process_pool_rebuilds_once_per_break_and_gives_up_after_its_retries
         assert pool.submit(abs, -2).result(timeout=60) == 2  # the rebuilt pool serves on
     finally:
         pool.shutdown()
+
+
+def test_a_rollout_whose_process_dies_every_time_is_a_failed_rollout_and_the_run_goes_on():
+    result = evolve(year_tasks(), reward, run=run_that_dies_on_q3, propose=propose, rounds=3, n_workers=2,
+                    parallelism=Parallelism(executor="process", reissue_after=None))
+    assert result.error is None and result.final_reward > 0
+    assert any("the worker process running it died, 3 times" in error for error in result.usage.errors)
+
+
+def test_a_cancelled_run_on_processes_stops_its_calls_and_lets_the_program_exit(tmp_path):
+    program = ("import threading, time\nfrom agentdescent import CancelToken, Parallelism, evolve\n"
+               "from tests.test_executors import propose, reward, run_that_hangs, year_tasks\n"
+               "if __name__ == '__main__':\n"
+               "    token = CancelToken(); threading.Timer(1.0, lambda: token.cancel('enough')).start()\n"
+               "    result = evolve(year_tasks(), reward, run=run_that_hangs, propose=propose, stop=[token],\n"
+               "                    parallelism=Parallelism(executor='process'))\n"
+               "    print(result.stop_reason, flush=True)\n")
+    (tmp_path / "cancel_it.py").write_text(program, encoding="utf-8")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, str(tmp_path / "cancel_it.py")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0 and "cancelled (enough)" in done.stdout, done.stderr
+    assert time.monotonic() - started < 30  # not the 60 s each hanging call sleeps: their processes were stopped
 
 
 def test_a_callable_that_cannot_be_pickled_is_named_before_the_run_starts():

@@ -5,7 +5,8 @@ of `units` with the user's callables and plain data (they must pickle: `check_pi
 which does not), and the record it returns; the driver's `then` runs here, on the result's way
 back. A worker process that dies mid-call (killed, out of memory) breaks the whole pool in
 `concurrent.futures`, so the pool is rebuilt and the calls it lost are sent again, up to
-`retries` times each; `restarts` counts the rebuilds.
+`retries` times each; `restarts` counts the rebuilds. A unit lost that many times ends as a unit
+that failed does (`units.crashed`): a failed rollout, an `error` reflection.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agentdescent.engine.calls.executors import Outstanding, left_running, settle
+from agentdescent.engine.calls.units import crashed
 from agentdescent.errors import UserError
 
 T = TypeVar("T")
@@ -77,9 +79,10 @@ class ProcessExecutor:
         with self._lock:
             pool = self._pool
         left = left_running(unfinished, wait=wait, timeout=timeout)
+        processes = _processes_of(pool)  # before the shutdown, which lets go of them
         pool.shutdown(wait=wait and not left, cancel_futures=True)
         if not wait or left:
-            _terminate(pool)
+            _terminate(processes)
         return left
 
     def abandon(self, error: BaseException) -> None:
@@ -87,8 +90,9 @@ class ProcessExecutor:
         self._outstanding.abandon(error)
         with self._lock:
             pool = self._pool
+        processes = _processes_of(pool)
         pool.shutdown(wait=False, cancel_futures=True)
-        _terminate(pool)
+        _terminate(processes)
 
     def _new_pool(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(self._max, mp_context=self._context)
@@ -117,11 +121,14 @@ class ProcessExecutor:
             self._rebuild(generation)
             self._send(call)
             return
-        if error is not None:
+        fallback = None if not isinstance(error, BrokenProcessPool) else crashed(
+            call.fn, call.args, f"the worker process running it died, {call.tries + 1} times (killed, out of memory, "
+                                "or os._exit or a crash in the code it ran)")
+        if error is not None and fallback is None:
             settle(call.future, error=error)
             return
         try:
-            result = inner.result()
+            result = inner.result() if fallback is None else fallback
             settle(call.future, result=call.then(result) if call.then is not None else result)
         except BaseException as exc:  # the driver's own `then` failed: the waiter hears of it
             settle(call.future, error=exc)
@@ -137,10 +144,15 @@ class ProcessExecutor:
         broken.shutdown(wait=False, cancel_futures=True)
 
 
-def _terminate(pool: ProcessPoolExecutor) -> None:
-    """Stop the pool's processes now: a call that never returns would otherwise hold up the exit."""
-    processes = getattr(pool, "_processes", None) or {}  # private, but the only handle on them
-    for process in list(processes.values()):
+def _processes_of(pool: ProcessPoolExecutor) -> list:
+    """The pool's worker processes (private, but the only handle on them; `shutdown` drops it)."""
+    return list((getattr(pool, "_processes", None) or {}).values())
+
+
+def _terminate(processes: list) -> None:
+    """Stop these processes now: a call that never returns, or one queued in a worker after a
+    cancel, would otherwise run on and hold up the program's exit."""
+    for process in processes:
         try:
             process.terminate()
         except Exception:  # already gone

@@ -107,6 +107,17 @@ def _exited(who: str, exc: SystemExit, task: Task) -> UserError:
                      "process (a command's main() called in-process? run the command as a subprocess)")
 
 
+def crashed(unit: Callable[..., Any], args: tuple[Any, ...], why: str) -> Rollout | Reflection | None:
+    """What a unit whose process died (killed, out of memory, `os._exit` in the user's code) comes
+    to: a failed rollout, or an `error` reflection, as a unit that raised does; None for a callable
+    that is not a unit of this module."""
+    if unit is roll_out:
+        return Rollout(task=args[3], output="", reward=0.0, error=f"run failed on task {quoted(args[3].id, 80)}: {why}")
+    if unit is reflect:
+        return Reflection(failed="error", reason=f"propose failed: {why}")
+    return None
+
+
 def kept(output: str) -> str:
     """What a rollout keeps of its output once it is scored: all of it up to `KEPT_OUTPUT_CHARS`,
     else its start and end, so that a runaway agent does not fill the journal and the memory
