@@ -123,7 +123,8 @@ class ProcessExecutor:
             return
         fallback = None if not isinstance(error, BrokenProcessPool) else crashed(
             call.fn, call.args, f"the worker process running it died, {call.tries + 1} times (killed, out of memory, "
-                                "or os._exit or a crash in the code it ran)")
+                                "os._exit or a crash in the code it ran, or a script calling evolve without an "
+                                "`if __name__ == '__main__':` guard)")
         if error is not None and fallback is None:
             settle(call.future, error=error)
             return
