@@ -268,6 +268,21 @@ def test_another_writer_moving_dev_is_carried_over(tmp_path):
     assert ledger.snapshot("a") == {"other": "theirs", "k1": "fix1"}
 
 
+def test_another_writer_landing_the_same_change_first_makes_it_a_duplicate_not_an_empty_commit(tmp_path):
+    ledger = None
+
+    def interfering(jobs):
+        if ledger.head() == 1:  # another run on this store commits the very change being judged
+            ledger.commit("a", {"k1": "fix1"}, expected_version=1, message="theirs")
+        return score(jobs)
+
+    ledger, agg = make(tmp_path, {}, score_fn=interfering)
+    report = agg.step([diff("d1", 1, {"k1": "fix1"}, tasks=["t1"])], step=0, sample=TASKS)
+    assert kinds(report) == {"d1": "duplicate"}
+    assert "another writer committed the same change first, in version 2" in report.outcomes[0].reason
+    assert ledger.head() == 2 and ledger.log()[0].message.startswith("theirs")  # no empty commit of ours on top
+
+
 def test_another_writer_appending_where_the_candidate_appends_is_stacked_under(tmp_path):
     ledger = None
 

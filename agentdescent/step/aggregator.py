@@ -21,7 +21,7 @@ from agentdescent.ledger import Ledger
 from agentdescent.step.accept import Acceptance, accept
 from agentdescent.step.admit import admit
 from agentdescent.step.changes import Approve, Change, Scorer
-from agentdescent.step.commit import commit
+from agentdescent.step.commit import AlreadyLanded, commit
 from agentdescent.step.folders import Folders
 from agentdescent.step.policies import StepPolicies
 from agentdescent.step.rebase import rebase
@@ -161,6 +161,11 @@ class Aggregator:
             for comp in acceptance.accepted:
                 for c in comp.changes:
                     verdicts[c.diff.id] = ("conflict_lost", f"another writer moved dev and the change no longer applies ({exc})")
+            return None
+        except AlreadyLanded as exc:
+            for comp in acceptance.accepted:
+                for c in comp.changes:
+                    verdicts[c.diff.id] = ("duplicate", str(exc))
             return None
         except (UserError, LedgerError) as exc:  # the ledger refused the candidate: its diffs fail, not the run
             for comp in acceptance.accepted:

@@ -37,13 +37,23 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
+class AlreadyLanded(Exception):
+    """Carried onto the head another writer moved `dev` to, the change turns out to be there
+    already (two runs on one store made it): nothing is left to commit."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__(f"another writer committed the same change first, in version {version}")
+        self.version = version
+
+
 def commit(
     ledger: Ledger, artifact_id: str, head: int, head_state: State, acceptance: Acceptance,
     step: int, policies: StepPolicies, retries: int = 3,
 ) -> int:
     """Compare-and-swap the candidate onto `dev`. If another writer moved `dev`, carry the change
     onto the new head (merged three-way, or stacked after its lines where both only insert) and
-    retry; raise `HeadMoved` when it no longer applies."""
+    retry; raise `HeadMoved` when it no longer applies, and `AlreadyLanded` when the new head holds
+    it already (an empty commit would claim a change no one made)."""
     subject, trailers = commit_message(step, acceptance)
     candidate, base, base_state = acceptance.candidate, head, head_state
     for _ in range(retries):
@@ -55,6 +65,8 @@ def commit(
             carried = _carry(base_state, candidate, new_state, policies)
             if carried is None:
                 raise moved
+            if carried == new_state:
+                raise AlreadyLanded(new_base) from None
             candidate, base, base_state = carried, new_base, new_state
     raise HeadMoved(base, ledger.head())
 
