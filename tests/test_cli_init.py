@@ -5,6 +5,7 @@ the shipped example spec planned from another folder than the repository's."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -152,6 +153,31 @@ def test_init_writes_beside_the_folder_it_is_run_in_and_refuses_what_plan_would(
     assert read_spec(tmp_path / "my-skill.agentdescent.yaml").target == str(tmp_path / "my-skill")
     rooted = agentdescent("init", "/", cwd=tmp_path)
     assert rooted.returncode == 2 and "/ is the root folder" in rooted.stderr and not Path("/.agentdescent.yaml").exists()
+
+
+def test_init_of_a_folder_holding_its_tasks_keeps_them_out_of_the_rollouts_and_names_it_by_its_folder(tmp_path):
+    a_skill_and_its_tasks(tmp_path)
+    shutil.move(tmp_path / "tasks.jsonl", tmp_path / "my-skill" / "tasks.jsonl")
+    done = agentdescent("init", ".", "tasks.jsonl", cwd=tmp_path / "my-skill")
+    assert done.returncode == 0 and f"a run spec for {tmp_path / 'my-skill'};" in done.stdout, done.stderr
+    text = (tmp_path / "my-skill.agentdescent.yaml").read_text(encoding="utf-8")
+    assert text.startswith('# A run spec for "my-skill"') and 'exclude: ["tasks.jsonl"]' in text
+    planned = agentdescent("plan", "my-skill.agentdescent.yaml", "--json", cwd=tmp_path)
+    assert planned.returncode == 0, planned.stderr
+    shipped = sum(1 for path in (tmp_path / "my-skill").rglob("*") if path.is_file())
+    assert json.loads(planned.stdout)["files"] == shipped - 1  # not one the rollouts see, nor one the run may change
+    (tmp_path / "other.agentdescent.yaml").mkdir()
+    (tmp_path / "other").mkdir()
+    for flags in ((), ("--force",)):
+        refused = agentdescent("init", "other", *flags, cwd=tmp_path)
+        assert refused.returncode == 2 and "where the spec of other goes, is a folder" in refused.stderr
+        assert "Traceback" not in refused.stderr
+
+
+def test_plan_on_a_tasks_file_says_to_write_a_spec_for_what_it_evolves(tmp_path):
+    a_skill_and_its_tasks(tmp_path)
+    done = agentdescent("plan", "tasks.jsonl", cwd=tmp_path)
+    assert done.returncode == 2 and "agentdescent init FOLDER_OR_FILE tasks.jsonl" in done.stderr
 
 
 def test_plan_on_a_folder_says_to_write_a_spec_first(tmp_path):

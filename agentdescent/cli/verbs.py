@@ -334,6 +334,9 @@ def _pick(service: Service, run: str | None, console: Console, *, quiet: bool = 
 
 def _spec_file(spec: str) -> str:
     """SPEC, checked for its kind: a folder or another file is what `init` writes a spec for."""
+    if Path(spec).suffix.lower() in (".jsonl", ".csv"):
+        raise UserError(f"{spec} looks like a tasks file, not a run spec; write a spec for what it evolves first: "
+                        f"{command('init', 'FOLDER_OR_FILE', spec)}")
     if Path(spec).suffix.lower() not in SPEC_SUFFIXES:
         raise UserError(f"{spec} is not a run spec (a .yaml, .yml or .json file); write a spec first: "
                         f"{command('init', spec)} [TASKS]")

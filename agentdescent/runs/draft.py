@@ -82,6 +82,9 @@ def draft(target: str | os.PathLike, tasks: str | os.PathLike | None = None, *, 
     if refused:
         raise UserError(refused)
     path = spec_path(target)
+    if path.exists() and not path.is_file():
+        raise UserError(f"{path}, where the spec of {_name(target)} goes, is a folder (or another thing that is not a "
+                        "file); move it away, then init again")
     if path.exists() and not force:
         raise UserError(f"{path} already exists; plan it ({command('plan', path)}), or write it again with "
                         f"{command('init', target, *([tasks] if tasks else []), '--force')}")
@@ -91,18 +94,34 @@ def draft(target: str | os.PathLike, tasks: str | os.PathLike | None = None, *, 
         raise UserError(f"{tasks} holds no rows; write one task a line: {{\"id\": ..., \"prompt\": ..., \"gold\": ...}}")
     columns = [str(c) for c in rows[0]] if rows and isinstance(rows[0], dict) else []
     guess = guess_columns(rows) if rows else None
-    named = os.path.relpath(Path(tasks).absolute(), folder) if tasks is not None else f"{target.name}.tasks.jsonl"
+    named = os.path.relpath(Path(tasks).absolute(), folder) if tasks is not None else f"{_name(target)}.tasks.jsonl"
     agent, reflector, why = choose_agent()
     workers = _workers(len(rows)) if rows else DEFAULTS.n_workers
     budget = _budget(len(rows), workers) if rows else LEAST_BUDGET
-    lines = _spec_lines(target, folder, named, columns, guess, agent, reflector, why, workers, budget)
+    lines = _spec_lines(target, folder, named, columns, guess, agent, reflector, why, workers, budget,
+                        hidden=_inside(tasks, target))
     atomic.write_text(path, "\n".join(lines) + "\n")
     todo = "" if tasks is not None else f"write the tasks in {folder / named} (one JSON object a line), then "
-    return Draft(path=str(path), target=str(target), tasks=named if tasks is not None else None,
+    shown = str(target) if target.name not in ("", ".", "..") else os.path.abspath(target)
+    return Draft(path=str(path), target=shown, tasks=named if tasks is not None else None,
                  rows=len(rows) if tasks is not None else None, columns=columns,
                  prompt=guess.prompt if guess else None, gold=guess.gold if guess else None,
                  id=guess.id if guess else None, agent=agent, why=why,
                  next=f"{todo}{command('plan', path)} checks it and quotes the run")
+
+
+def _name(target: Path) -> str:
+    """The target's own name, `.` and `..` resolved: init . in proj/ drafts a spec for proj."""
+    return Path(os.path.abspath(target)).name
+
+
+def _inside(tasks: str | os.PathLike | None, target: Path) -> str | None:
+    """The tasks file's path inside a folder target, when it is there: its gold answers must be
+    kept from the rollouts (excluded), or they would read them in the workspace and the run edit them."""
+    if tasks is None or not target.is_dir():
+        return None
+    inner = os.path.relpath(os.path.abspath(tasks), os.path.abspath(target))
+    return None if inner.startswith("..") else Path(inner).as_posix()
 
 
 def choose_agent() -> tuple[str, str, str]:
@@ -166,7 +185,7 @@ def _skill_name(folder: Path) -> str:
 
 
 def _spec_lines(target: Path, folder: Path, tasks: str, columns: list[str], guess: Columns | None, agent: str,
-                reflector: str, why: str, workers: int, budget: int) -> list[str]:
+                reflector: str, why: str, workers: int, budget: int, *, hidden: str | None = None) -> list[str]:
     q = quoted
     kind = "a folder" if target.is_dir() else "a text file"
     skill = target.is_dir() and (target / "SKILL.md").is_file()
@@ -178,7 +197,7 @@ def _spec_lines(target: Path, folder: Path, tasks: str, columns: list[str], gues
     frozen = [glob for glob in ("hooks/*",) if target.is_dir() and any(target.glob(glob))]
     ask = f"Use the {_skill_name(target)} skill.\n\n{{task}}" if skill else "{task}"
     return [
-        f"# A run spec for {q(target.name)}, drafted by agentdescent init: read it, change what does not fit,",
+        f"# A run spec for {q(_name(target))}, drafted by agentdescent init: read it, change what does not fit,",
         "# then plan it (agentdescent plan THIS_FILE). Every field: docs/runs.md, \"A run spec\".",
         "# Relative paths are read from this file's folder.",
         f"target: {q(os.path.relpath(target.absolute(), folder))}   # {kind}{' with SKILL.md: a skill' if skill else ''}",
@@ -206,4 +225,6 @@ def _spec_lines(target: Path, folder: Path, tasks: str, columns: list[str], gues
         "# price_per_call: 0.01   # USD a call, for plan's quote",
         *([f"frozen: [{', '.join(q(g) for g in frozen)}]   # files no change may touch"] if frozen else
           ["# frozen: [\"hooks/*\"]   # folder targets: files no change may touch"]),
+        *([f"exclude: [{q(hidden)}]   # the tasks file is inside the target: its gold answers stay out of every "
+           "rollout's workspace"] if hidden else []),
     ]
