@@ -60,8 +60,12 @@ def report() -> HostReport:
     """How Claude Code stands here; never raises, and runs at most `claude --version`."""
     claude = shutil.which(PROGRAM)
     plugin, server = _plugin_installed(), _server_added()
-    if plugin:
-        how = f"plugin {PLUGIN} installed (from {_marketplace_path() or 'its marketplace'})"
+    source = _marketplace_path()
+    if plugin and source is not None and not Path(source).is_dir():  # its folder deleted (a store reset): it cannot load
+        plugin, how = False, (f"plugin {PLUGIN} installed, but its marketplace folder {source} is gone, so it cannot "
+                              f"load: agentdescent install {HOST} lays it out again")
+    elif plugin:
+        how = f"plugin {PLUGIN} installed (from {source or 'its marketplace'})"
     elif server:
         how = f"MCP server {SERVER!r} in {_claude_json()}"
     else:
