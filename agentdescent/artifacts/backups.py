@@ -386,13 +386,11 @@ def _copy(target: Path, backup: Backup) -> None:
 
 
 def _why_not_copied(target: Path, exc: OSError) -> str:
-    """What stopped the copy, and its fix: the entries a folder's copy failed on (`shutil.Error`
-    lists each), or the one error."""
+    """What stopped the copy, and its fix: each entry a folder's copy failed on (`shutil.Error`), or the error."""
     if not isinstance(exc, shutil.Error) or not exc.args or not isinstance(exc.args[0], list):
         return f"{exc.strerror or exc}; make the folder beside it writable (and the target readable) and try again"
     failed = [(os.path.relpath(str(source), target), str(why)) for source, _, why in exc.args[0]]
-    shown = "; ".join(f"{path}: {why.rsplit(': ', 1)[-1]}" for path, why in failed[:3]) + \
-        (f"; and {len(failed) - 3} more" if len(failed) > 3 else "")
+    shown = "; ".join(f"{path}: {why.rsplit(': ', 1)[-1]}" for path, why in failed[:3]) + ("; ..." if failed[3:] else "")
     return (f"{len(failed)} of its entries cannot be copied ({shown}); move them out of the folder (a FIFO, socket or "
             "device cannot be backed up) or make them readable, and try again")
 
