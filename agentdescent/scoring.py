@@ -108,8 +108,9 @@ def last_number(text: str) -> float | None:
 def _gold(task: Task, name: str) -> str:
     if task.gold is None:
         raise UserError(
-            f"scorer {name!r} compares with a gold answer, but task {task.id!r} has none; give tasks a "
-            "gold answer (tasks_from(..., gold=...)) or score with llm_judge(model, rubric)"
+            f"scorer {name!r} compares with a gold answer, but task {task.id!r} has none; give tasks a gold answer "
+            "(a spec: tasks: {file: ..., gold: COLUMN}; Python: tasks_from(..., gold=...)) or score without one "
+            "(a spec: scorer: {command: [...]}; Python: llm_judge(model, rubric))"
         )
     return task.gold
 

@@ -27,7 +27,7 @@ import shutil
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from agentdescent import atomic
 from agentdescent.agents.providers import CLI_KINDS, MODEL_KINDS, PROVIDERS
@@ -39,13 +39,14 @@ from agentdescent.engine.evolve import held_out_count
 from agentdescent.errors import UserError
 from agentdescent.reading import read_text
 from agentdescent.runs import containment
-from agentdescent.runs.build import TEXT_TARGET_BYTES, rows_of_file
+from agentdescent.runs.build import MIN_TASKS, TEXT_TARGET_BYTES, rows_of_file
 from agentdescent.runs.quote import MINIBATCH, low_end
 
 SUFFIX = ".agentdescent.yaml"
 MODELS = {"claude": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}  # a provider's model to start from, when it has no default
 LEAST_BUDGET = 400  # max_calls a drafted spec gives at least
 SHOWN_COLUMNS = 12
+ENOUGH_ROWS = 8  # tasks to start from: some held out, enough left to judge a change on
 
 
 class Draft(BaseModel):
@@ -62,6 +63,7 @@ class Draft(BaseModel):
     agent: str
     why: str  # why that agent
     next: str
+    warnings: list[str] = Field(default_factory=list)  # what plan would refuse or the user should know, said now
 
 
 def spec_path(target: str | os.PathLike) -> Path:
@@ -103,10 +105,15 @@ def draft(target: str | os.PathLike, tasks: str | os.PathLike | None = None, *, 
     atomic.write_text(path, "\n".join(lines) + "\n")
     todo = "" if tasks is not None else f"write the tasks in {folder / named} (one JSON object a line), then "
     shown = str(target) if target.name not in ("", ".", "..") else os.path.abspath(target)
+    warnings = [f"{tasks} holds {len(rows)} row(s): a run holds some out and needs at least {MIN_TASKS} to train on, so "
+                f"add rows before plan ({ENOUGH_ROWS} or more to start)"] if 0 < len(rows) < ENOUGH_ROWS else []
+    if guess is not None and guess.gold is None:
+        warnings.append("no column of the tasks reads as the expected answer (gold): name one in the spec's tasks: "
+                        "(gold: COLUMN), or score with a grader (scorer: {command: [...]}) instead of exact")
     return Draft(path=str(path), target=shown, tasks=named if tasks is not None else None,
                  rows=len(rows) if tasks is not None else None, columns=columns,
                  prompt=guess.prompt if guess else None, gold=guess.gold if guess else None,
-                 id=guess.id if guess else None, agent=agent, why=why,
+                 id=guess.id if guess else None, agent=agent, why=why, warnings=warnings,
                  next=f"{todo}{command('plan', path)} checks it and quotes the run")
 
 
