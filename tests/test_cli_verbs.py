@@ -195,6 +195,9 @@ def test_a_bad_spec_exits_2_with_every_problem_by_field(service, tmp_path):
         done = agentdescent(verb, str(bad))
         assert done.returncode == 2 and "Traceback" not in done.stderr
         assert all(f"  {field}: " in done.stderr for field in ("agent.kind", "n_workers", "rouds")), done.stderr
+    as_json = agentdescent("plan", str(bad), "--json")  # a script reads the problems from stdout, by field
+    assert as_json.returncode == 2 and {"agent.kind", "n_workers", "rouds"} <= {
+        p["field"] for p in json.loads(as_json.stdout)["problems"]}
     wrong = agentdescent("plan", str(tmp_path / "spec.txt"))
     assert wrong.returncode == 2 and "is not a run spec (a .yaml, .yml or .json file)" in wrong.stderr
     assert "write a spec first: agentdescent init " in wrong.stderr

@@ -28,6 +28,7 @@ from agentdescent.engine.evolve import TEMPORARY_LEDGER_PREFIX
 from agentdescent.errors import UserError
 from agentdescent.runs import Service
 from agentdescent.runs.review import DiffView, Shown
+from agentdescent.runs.spec import SpecError
 
 Command = Callable[[argparse.Namespace, Console], int]
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
@@ -96,7 +97,12 @@ def _verb(commands: argparse._SubParsersAction, name: str, summary: str, example
 
 
 def run_plan(args: argparse.Namespace, console: Console) -> int:
-    plan = Service().plan(_spec_file(args.spec))
+    try:
+        plan = Service().plan(_spec_file(args.spec))
+    except SpecError as exc:
+        if args.json:  # a script reads stdout: the problems go there too, by field
+            print(json.dumps({"problems": [p.model_dump() for p in exc.problems]}, indent=2), file=console.file)
+        raise
     if args.json:
         return _json(console, plan)
     q = plan.quote
