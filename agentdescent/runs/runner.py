@@ -71,8 +71,9 @@ def _live(run: RunDir) -> int:
         result = _evolve(run, tracker, token)
     except AgentDescentError as exc:  # refused before the rounds (the spec, the world): say so, plainly
         if isinstance(exc, Cancelled) and token.reason == USER_CANCEL:  # cancelled while it was starting
-            tracker.update(state="cancelled", message="cancelled before its first round",
-                           next=f"{command('resume', run.id)} starts it again")
+            when = f"while it resumed at round {status.round}" if status.round else "before its first round"
+            tracker.update(state="cancelled", message=f"cancelled {when}",
+                           next=f"{command('resume', run.id)} {'goes on' if status.round else 'starts it again'}")
             return 1
         began = "stopped" if tracker.status.state == "running" else "could not start"
         tracker.update(state="failed", error=bounded(str(exc)), message=f"the run {began}: {bounded(str(exc), 200)}",
