@@ -210,6 +210,16 @@ def test_restore_leaves_what_a_key_cannot_name_as_it_is(tmp_path):
     (skill / ".git" / "HEAD").write_text("ref: other\n", encoding="utf-8")
     done = restore(skill)
     assert done.changed == ("SKILL.md",) and (skill / ".git" / "HEAD").read_text(encoding="utf-8") == "ref: other\n"
+    assert done.left == ()  # what is inside .git is not a restore's business, nor listed
+
+
+def test_a_restore_names_the_files_it_leaves_because_no_key_can_hold_their_names(tmp_path):
+    skill = make(tmp_path / "skill", {"SKILL.md": "mine\n", "notes: v1.md": "v1\n"})
+    result_of({"SKILL.md": "evolved\n"}).write_to(skill)
+    (skill / "notes: v1.md").write_text("v2\n", encoding="utf-8")
+    done = restore(skill)
+    assert done.changed == ("SKILL.md",) and done.left == ("notes: v1.md",)
+    assert (skill / "notes: v1.md").read_text(encoding="utf-8") == "v2\n"
 
 
 def test_a_symlinked_target_or_backup_folder_is_never_used(tmp_path):

@@ -38,6 +38,7 @@ class Restored:
     changed: tuple[str, ...]
     refused: tuple[str, ...] = ()  # `.<name>.bak-N` folders passed over, each with why
     numbers: tuple[int, ...] = ()
+    left: tuple[str, ...] = ()  # files that differ from the backup but whose names a key cannot hold: left as they are
 
 
 def recover(path: str | os.PathLike) -> list[Path]:
@@ -80,7 +81,7 @@ def restore(path: str | os.PathLike, number: int | None = None, *, overwrite: bo
         run_steps(target, backup, [(f"put {target} back from {source.copy}", paths, partial(put_back, target, source.copy, paths))])
         backups.finish(backup, after={rel: registry.seen(target / rel) for rel in paths})
     return Restored(source=source.copy, backup=backup.copy if os.path.lexists(backup.copy) else None,
-                    changed=tuple(paths), refused=said, numbers=_numbers(target))
+                    changed=tuple(paths), refused=said, numbers=_numbers(target), left=_unnamed_differences(source.copy, target))
 
 
 def edited_since(target: Path, paths: list[str]) -> list[str]:
@@ -129,6 +130,21 @@ def _no_backup(target: Path, refused: list[backups.Refusal], number: int | None 
 def _differences(source: Path, target: Path) -> list[str]:
     """The paths where `target` is not exactly `source` (both walked without following links)."""
     return sorted(rel for rel in _entries(source) | _entries(target) if not same(source, target, rel))
+
+
+def _unnamed_differences(source: Path, target: Path) -> tuple[str, ...]:
+    """The files in a folder the restore could name (not inside `.git` and the like) whose own names
+    a key cannot hold (`notes: v1.md`, `.gitattributes`) and that differ between the two: a restore
+    leaves them as they are, and says so."""
+    names = set()
+    for root in (source, target):
+        if lstat(root) is None or not stat.S_ISDIR(lstat(root).st_mode):
+            continue
+        for folder, dirs, files in os.walk(root):
+            rel = Path(folder).relative_to(root)
+            dirs[:] = [d for d in dirs if path_reason((rel / d).as_posix()) is None]
+            names |= {key for name in files if path_reason(key := (rel / name).as_posix()) is not None}
+    return tuple(sorted(rel for rel in names if not same(source, target, rel)))[:20]
 
 
 def _entries(root: Path) -> set[str]:

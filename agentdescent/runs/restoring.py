@@ -36,6 +36,7 @@ class Restoration(BaseModel):
     changed: list[str] = Field(default_factory=list)
     refused: list[str] = Field(default_factory=list)  # folders beside the target that are not our backups
     numbers: list[int] = Field(default_factory=list)  # the trusted backups there are now, oldest first
+    left: list[str] = Field(default_factory=list)  # files whose names a run never writes, left as they are
     runs: dict[str, str] = Field(default_factory=dict)  # run id -> its state now, for each run whose state changed
     message: str
     next: str
@@ -54,9 +55,11 @@ def restore(store: RunStore, path: str | Path, number: int | None = None, *, ove
     else:
         said = [f"{target} already matches the backup {done.source}; nothing changed"]
         nxt = f"{command('restore', target)} --backup N puts another backup back" if len(done.numbers) > 1 else ""
+    said += [f"left as they are, with names a run never writes: {', '.join(done.left)}"] if done.left else []
     said += [f"run {run} is now {state}" for run, state in runs.items()]
     return Restoration(target=str(target), source=str(done.source), backup=None if done.backup is None else str(done.backup),
                        changed=list(done.changed), refused=list(done.refused), numbers=list(done.numbers), runs=runs,
+                       left=list(done.left),
                        message="; ".join(said), next=nxt)
 
 
