@@ -7,12 +7,15 @@ import io
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
 from agentdescent import events as ev
 from agentdescent.artifacts.strategies import AppendRules, rule_key
 from agentdescent.cli.diffs import diff_outcomes, edit_text
 from agentdescent.cli.report import Timing, report
+from agentdescent.cli.terminal import console_for
 from agentdescent.cli.views import ProgressView, Seen, plural
+from agentdescent.cli.watch import say
 from agentdescent.result import EvolveResult, StepRecord
 from agentdescent.types import Diff, Edit, Outcome
 from agentdescent.usage import Usage
@@ -193,3 +196,15 @@ def test_edits_read_as_what_they_do():
 
 def test_plural():
     assert [plural(n, "worker") for n in (0, 1, 8)] == ["0 workers", "1 worker", "8 workers"]
+
+
+def test_control_characters_from_a_model_are_shown_never_sent_to_the_terminal():
+    screen = io.StringIO()
+    console = console_for(screen, force_terminal=True, color_system="standard", width=200)
+    hostile = "rule: \x1b]52;c;ZXZpbA==\x07 then \x1b[2J\x9b31m"  # the clipboard written, the screen cleared
+    console.print(Text(hostile, style="green"))
+    say(console, f"error: the reply was {hostile}")
+    out = screen.getvalue()
+    assert out.count("\\x1b]52;c;ZXZpbA== then \\x1b[2J\\x9b31m") == 2  # rich drops the bell itself
+    assert "\x1b]52" not in out and "\x1b[2J" not in out and "\x9b" not in out
+    assert "\x1b[32m" in out  # the style rich adds still colours the line

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from agentdescent.agents.redact import RedactingStream
+from agentdescent.cli.terminal import console_for
 from agentdescent.errors import AgentDescentError, UserError
 from agentdescent.home import HOME_ENV
 
@@ -37,7 +38,7 @@ def guarded(command: Command, args: argparse.Namespace, console: Console) -> int
     except AgentDescentError as exc:
         if getattr(args, "debug", False):
             traceback.print_exc(file=RedactingStream(sys.stderr))
-        Console(file=RedactingStream(sys.stderr)).print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True,
+        console_for(sys.stderr).print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True,
                                                         highlight=False)
         return USAGE if isinstance(exc, UserError) else FAILURE
     except OSError as exc:
@@ -46,12 +47,12 @@ def guarded(command: Command, args: argparse.Namespace, console: Console) -> int
         if getattr(args, "debug", False):
             traceback.print_exc(file=RedactingStream(sys.stderr))
         where = f" {exc.filename}" if exc.filename else ""
-        Console(file=RedactingStream(sys.stderr)).print(
+        console_for(sys.stderr).print(
             f"[red]error:[/red] cannot write{escape(where)}: {escape(exc.strerror or str(exc))}; free some space or make it "
             f"writable (or set {HOME_ENV} to a folder that is) and try again", soft_wrap=True, highlight=False)
         return FAILURE
     except KeyboardInterrupt:
-        Console(stderr=True).print("interrupted", highlight=False)
+        console_for(sys.stderr).print("interrupted", highlight=False)
         return INTERRUPTED
 
 
@@ -63,4 +64,4 @@ def script(body: Callable[[], object]) -> None:
     if debug:
         sys.argv.remove("--debug")
     sys.exit(guarded(lambda args, console: int(body() or 0), argparse.Namespace(debug=debug),
-                     Console(file=RedactingStream(sys.stdout))))
+                     console_for(sys.stdout)))

@@ -15,13 +15,13 @@ from pathlib import Path
 
 from rich.console import Console
 
-from agentdescent.agents.redact import RedactingStream
 from agentdescent.cli import flags
 from agentdescent.cli.demo import run_reference
 from agentdescent.cli.guard import USAGE, Command, guarded
 from agentdescent.cli.hosts import HOST_VERBS, add_host_verbs
 from agentdescent.cli.init import INIT_VERBS, add_init_verb
 from agentdescent.cli.report import Timing, process_seconds, report
+from agentdescent.cli.terminal import console_for
 from agentdescent.cli.verbs import VERBS, add_verbs
 from agentdescent.cli.views import ProgressView, plural
 from agentdescent.cli.watch import say
@@ -39,7 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return USAGE
     verbs: dict[str, Command] = {"demo": run_demo, "restore": run_restore, **VERBS, **HOST_VERBS, **INIT_VERBS}
-    return guarded(verbs[args.command], args, Console(file=RedactingStream(sys.stdout)))
+    return guarded(verbs[args.command], args, console_for(sys.stdout))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,7 @@ from rich.console import Console
 from rich.text import Text
 
 from agentdescent.cli.prune import prune
+from agentdescent.cli.terminal import console_for
 from agentdescent.cli.views import plural
 from agentdescent.cli.watch import FAILURE, ending, say, watched
 from agentdescent.commands import command
@@ -319,7 +321,7 @@ def run_mcp(args: argparse.Namespace, console: Console) -> int:
         raise UserError("the MCP server's package (agentdescent_mcp) is not installed here; reinstall AgentDescent "
                         "from its repository (pip install -e .), which installs it too") from None
     serve()  # stdout is the protocol: what this says goes to stderr
-    Console(stderr=True).print("the MCP server stopped: its client closed the connection", highlight=False)
+    console_for(sys.stderr).print("the MCP server stopped: its client closed the connection", highlight=False)
     return 0
 
 
@@ -334,7 +336,7 @@ def _pick(service: Service, run: str | None, console: Console, *, quiet: bool = 
     runs = service.runs()
     if not runs:
         raise UserError(f"there are no runs in {service.store.root} yet; start one with: agentdescent evolve SPEC")
-    say(Console(stderr=True) if quiet else console, f"run {runs[-1].id} (the latest; give RUN for another)")
+    say(console_for(sys.stderr) if quiet else console, f"run {runs[-1].id} (the latest; give RUN for another)")
     return runs[-1].id
 
 

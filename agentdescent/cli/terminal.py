@@ -1,0 +1,57 @@
+"""The console every verb prints through: keys redacted (`RedactingStream`), and the control
+characters of what it prints shown, never sent.
+
+What a command prints quotes models and files (a diff, a reply in an error, a rule a reflector
+wrote), and a terminal acts on the escape sequences such text may hold: clearing the screen,
+retitling the window, writing the clipboard (OSC 52). Rich strips a few control characters (a bell,
+a carriage return) but sends ESC as it is, so every renderable is rendered here first and each
+control character of its text becomes its visible escape, `\\x1b`; the styles rich adds and the
+progress bar's cursor moves are left as they are.
+
+    console = console_for(sys.stdout)
+    console.print("rule: \x1b]52;c;ZXZpbA==\x07")   # prints: rule: \x1b]52;c;ZXZpbA==\x07
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import TextIO
+
+from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderableType, RenderHook
+from rich.segment import Segment
+
+from agentdescent.agents.redact import RedactingStream
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # every C0 and C1 character but tab and newline
+
+
+def console_for(stream: TextIO, **options: object) -> Console:
+    """A console on `stream` that redacts keys and shows control characters as text."""
+    console = Console(file=RedactingStream(stream), **options)
+    console.push_render_hook(_ShownControls())
+    return console
+
+
+def shown(text: str) -> str:
+    """`text` with each control character but tab and newline as its visible escape."""
+    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
+
+
+class _ShownControls(RenderHook):
+    def process_renderables(self, renderables: list[ConsoleRenderable]) -> list[ConsoleRenderable]:
+        return [_Shown(renderable) for renderable in renderables]
+
+
+class _Shown:
+    """A renderable whose text segments carry no control character (rich's own controls pass)."""
+
+    def __init__(self, inner: RenderableType) -> None:
+        self.inner = inner
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Segment]:
+        for segment in console.render(self.inner, options):
+            if segment.control or not _CONTROL.search(segment.text):
+                yield segment
+            else:
+                yield Segment(shown(segment.text), segment.style)
