@@ -9,7 +9,7 @@ control character of its text becomes its visible escape, `\\x1b`; the styles ri
 progress bar's cursor moves are left as they are.
 
     console = console_for(sys.stdout)
-    console.print("rule: \x1b]52;c;ZXZpbA==\x07")   # prints: rule: \x1b]52;c;ZXZpbA==\x07
+    console.print("rule: \\x1b[2J")   # an ESC there prints as the four characters \\x1b, then [2J
 """
 
 from __future__ import annotations
