@@ -185,13 +185,9 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
 def _result(run: RunDir) -> EvolveResult | None:
     """The run's result, None before it has one."""
     try:
-        text = run.text("result.json", DATA_BYTES)
+        return run.parsed("result.json", EvolveResult.from_json, DATA_BYTES)
     except FileNotFoundError:
         return None
-    try:
-        return EvolveResult.from_json(text)
-    except (ValueError, TypeError, KeyError) as exc:
-        raise run.damaged("result.json", f"not what the run wrote ({str(exc).splitlines()[0][:200]})") from None
 
 
 def _final(result: EvolveResult | None) -> bool:

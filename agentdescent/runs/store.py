@@ -72,12 +72,11 @@ class RunDir:
         following a symlink or waiting on a FIFO; `UserError` naming the damage when it is not
         (`FileNotFoundError` when it is not there: not written yet)."""
         try:
-            fd = os.open(self.file(name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = self._open(name, os.O_RDONLY)
         except FileNotFoundError:
             raise
         except OSError as exc:
-            raise self.damaged(name, "a symlink" if exc.errno == errno.ELOOP else
-                               f"unreadable ({exc.strerror or exc})") from None
+            raise self.damaged(name, f"unreadable ({exc.strerror or exc})") from None
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
@@ -99,17 +98,31 @@ class RunDir:
 
     def appending(self, name: str, *, binary: bool = False) -> IO:
         """The run's file `name` opened to append to (made if need be), never through a symlink."""
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-        try:
-            fd = os.open(self.file(name), flags, 0o644)
-        except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.ENXIO):  # a symlink; a FIFO nobody reads
-                raise self.damaged(name, "a symlink" if exc.errno == errno.ELOOP else "a FIFO") from None
-            raise
+        fd = self._open(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
             raise self.damaged(name, "not a regular file (a FIFO, a device?)")
         return os.fdopen(fd, "ab") if binary else os.fdopen(fd, "a", encoding="utf-8")
+
+    def _open(self, name: str, flags: int) -> int:
+        """The run's file `name` opened with `flags`, never through a symlink nor waiting on a FIFO:
+        either is damage (`UserError`); any other `OSError` is the caller's to say."""
+        try:
+            return os.open(self.file(name), flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENXIO):  # a symlink; a FIFO nobody reads
+                raise self.damaged(name, "a symlink" if exc.errno == errno.ELOOP else "a FIFO") from None
+            raise
+
+    def parsed(self, name: str, parse: Callable[[str], T], limit: int = FILE_BYTES) -> T:
+        """`parse` of the run's file `name` (`text`); a file that does not hold what the run wrote
+        there is damage (`UserError`), and one not there a `FileNotFoundError`."""
+        text = self.text(name, limit)
+        try:
+            return parse(text)
+        except (ValueError, TypeError, KeyError, AttributeError, binascii.Error) as exc:
+            first = str(exc).strip().splitlines()[:2]
+            raise self.damaged(name, f"not what the run wrote ({' '.join(first)[:200]})") from None
 
     def damaged(self, name: str, why: str) -> UserError:
         """The error for a file of the run that is not what the run wrote."""
@@ -117,24 +130,23 @@ class RunDir:
                          f"something else changed {self.path}: move that folder out of the store to go on")
 
     def spec(self) -> RunSpec:
-        return _checked(self, "spec.json", lambda: RunSpec.model_validate_json(self.text("spec.json")))
+        return self.parsed("spec.json", RunSpec.model_validate_json)
 
     def tasks(self) -> list[Task]:
-        lines = self.text("tasks.jsonl", DATA_BYTES).splitlines()
-        return _checked(self, "tasks.jsonl", lambda: [Task.model_validate_json(line) for line in lines if line.strip()])
+        return self.parsed("tasks.jsonl", lambda text: [Task.model_validate_json(line) for line in text.splitlines()
+                                                        if line.strip()], DATA_BYTES)
 
     def assets(self) -> dict[str, bytes]:
         """The target folder's files that are not text, as the run read them (none for most runs)."""
         try:
-            text = self.text(ASSETS, DATA_BYTES)
+            return self.parsed(ASSETS, lambda text: {key: base64.b64decode(data) for key, data in json.loads(text).items()},
+                               DATA_BYTES)
         except FileNotFoundError:
             return {}
-        return _checked(self, ASSETS, lambda: {key: base64.b64decode(data) for key, data in json.loads(text).items()})
 
     def json(self, name: str, limit: int = DATA_BYTES) -> object:
-        """The run's file `name` read as JSON (`text`); `UserError` naming the damage when it is not."""
-        text = self.text(name, limit)
-        return _checked(self, name, lambda: json.loads(text))
+        """The run's file `name` read as JSON (`parsed`)."""
+        return self.parsed(name, json.loads, limit)
 
     def status(self) -> RunStatus:
         """The status as last written, with `interrupted` for a run whose process is gone."""
@@ -164,10 +176,9 @@ class RunDir:
 
     def _read_status(self) -> RunStatus:
         try:
-            text = self.text("status.json")
+            return self.parsed("status.json", RunStatus.model_validate_json)
         except FileNotFoundError:
             raise self.damaged("status.json", "missing") from None
-        return _checked(self, "status.json", lambda: RunStatus.model_validate_json(text))
 
     def write_status(self, status: RunStatus) -> None:
         """Atomically; on a full disk, where a new file cannot be made, over the old one in place
@@ -183,11 +194,11 @@ class RunDir:
     def alive(self) -> bool:
         """Whether a process holds the run's lock (its runner is alive)."""
         try:
-            fd = os.open(self.file("lock"), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = self._open("lock", os.O_RDONLY)
         except FileNotFoundError:
             return False
         except OSError as exc:
-            raise self.damaged("lock", "a symlink" if exc.errno == errno.ELOOP else exc.strerror or str(exc)) from None
+            raise self.damaged("lock", f"unreadable ({exc.strerror or exc})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -200,10 +211,8 @@ class RunDir:
         """Take the lock file `name`; the open descriptor that holds it (closing it lets go).
         `UserError` when another process holds it."""
         try:
-            fd = os.open(self.file(name), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+            fd = self._open(name, os.O_RDWR | os.O_CREAT)
         except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise self.damaged(name, "a symlink") from None
             raise UserError(f"cannot take run {self.id}'s {name} in {self.path}: {exc.strerror or exc}; make the "
                             f"store writable, or set {HOME_ENV} to a writable folder") from None
         try:
@@ -229,15 +238,6 @@ def _unwritable_store(root: Path, exc: OSError) -> UserError:
                          f"set {HOME_ENV} to a folder, or move that file away")
     return UserError(f"cannot create a run in {root}: {exc.strerror or exc}; free some space or set {HOME_ENV} to a "
                      "writable folder")
-
-
-def _checked(run: RunDir, name: str, read: Callable[[], T]) -> T:
-    """`read()`, with a file that does not hold what the run wrote there said as damage."""
-    try:
-        return read()
-    except (ValueError, TypeError, KeyError, AttributeError, binascii.Error) as exc:
-        first = str(exc).strip().splitlines()[:2]
-        raise run.damaged(name, f"not what the run wrote ({' '.join(first)[:200]})") from None
 
 
 class RunStore:
