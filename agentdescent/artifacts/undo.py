@@ -70,7 +70,7 @@ def restore(path: str | os.PathLike, number: int | None = None, *, overwrite: bo
         source, refused = backups.restorable(target, number)
         if source is None:
             raise _no_backup(target, refused, number)
-        paths = _differences(source.copy, target)
+        paths, left = _differences(source.copy, target)
         said = tuple(map(str, refused))
         if not paths:
             return Restored(source=source.copy, backup=None, changed=(), refused=said, numbers=_numbers(target))
@@ -81,7 +81,7 @@ def restore(path: str | os.PathLike, number: int | None = None, *, overwrite: bo
         run_steps(target, backup, [(f"put {target} back from {source.copy}", paths, partial(put_back, target, source.copy, paths))])
         backups.finish(backup, after={rel: registry.seen(target / rel) for rel in paths})
     return Restored(source=source.copy, backup=backup.copy if os.path.lexists(backup.copy) else None,
-                    changed=tuple(paths), refused=said, numbers=_numbers(target), left=_unnamed_differences(source.copy, target))
+                    changed=tuple(paths), refused=said, numbers=_numbers(target), left=left)
 
 
 def edited_since(target: Path, paths: list[str]) -> list[str]:
@@ -127,38 +127,28 @@ def _no_backup(target: Path, refused: list[backups.Refusal], number: int | None 
                      f"A backup made with another {HOME_ENV} is not known here; check the path")
 
 
-def _differences(source: Path, target: Path) -> list[str]:
-    """The paths where `target` is not exactly `source` (both walked without following links)."""
-    return sorted(rel for rel in _entries(source) | _entries(target) if not same(source, target, rel))
+def _differences(source: Path, target: Path) -> tuple[list[str], tuple[str, ...]]:
+    """The paths where `target` is not exactly `source` (both walked once, without following
+    links), and, apart, the files that differ whose own names a key cannot hold (`notes: v1.md`,
+    `.gitattributes`): a restore leaves those as they are, and says so (at most 20 named)."""
+    (named, unnamed), (more_named, more_unnamed) = _entries(source), _entries(target)
+    paths = sorted(rel for rel in named | more_named if not same(source, target, rel))
+    return paths, tuple(sorted(rel for rel in unnamed | more_unnamed if not same(source, target, rel)))[:20]
 
 
-def _unnamed_differences(source: Path, target: Path) -> tuple[str, ...]:
-    """The files in a folder the restore could name (not inside `.git` and the like) whose own names
-    a key cannot hold (`notes: v1.md`, `.gitattributes`) and that differ between the two: a restore
-    leaves them as they are, and says so."""
-    names = set()
-    for root in (source, target):
-        if lstat(root) is None or not stat.S_ISDIR(lstat(root).st_mode):
-            continue
-        for folder, dirs, files in os.walk(root):
-            rel = Path(folder).relative_to(root)
-            dirs[:] = [d for d in dirs if path_reason((rel / d).as_posix()) is None]
-            names |= {key for name in files if path_reason(key := (rel / name).as_posix()) is not None}
-    return tuple(sorted(rel for rel in names if not same(source, target, rel)))[:20]
-
-
-def _entries(root: Path) -> set[str]:
+def _entries(root: Path) -> tuple[set[str], set[str]]:
     """The root itself ("") and every path under it that a key can name, found without following
-    links; folders a key cannot name (`.git` and the like) are not entered, so nothing in them is
-    ever put back."""
+    links; and the files whose own names a key cannot hold. Folders a key cannot name (`.git` and
+    the like) are not entered, so nothing in them is ever put back or listed."""
     info = lstat(root)
     if info is None:
-        return set()
+        return set(), set()
     if not stat.S_ISDIR(info.st_mode):
-        return {""}
-    found = {""}
+        return {""}, set()
+    found, unnamed = {""}, set()
     for folder, dirs, files in os.walk(root):
         rel = Path(folder).relative_to(root)
         dirs[:] = [d for d in dirs if path_reason((rel / d).as_posix()) is None]
         found |= {key for name in (*dirs, *files) if path_reason(key := (rel / name).as_posix()) is None}
-    return found
+        unnamed |= {key for name in files if path_reason(key := (rel / name).as_posix()) is not None}
+    return found, unnamed
