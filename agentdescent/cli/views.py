@@ -55,7 +55,6 @@ class ProgressView:
         self.console = console
         self.seen = Seen()
         self.lines = not console.is_terminal
-        self._rounds = 0
         self._progress = Progress(
             TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(), TextColumn("{task.fields[unit]}"),
             TimeElapsedColumn(), TextColumn("{task.fields[spent]}"), TextColumn("{task.fields[status]}"), console=console,
@@ -79,7 +78,7 @@ class ProgressView:
             self._say(f"[yellow]warning: {escape(event.message)}[/yellow]", soft_wrap=False)
         elif isinstance(event, ev.DiffOutcome) and event.diff is not None:
             self.seen.diffs[event.diff.id] = event.diff
-        elif self._task is not None:
+        elif self.seen.started is not None:
             self._advance(event)
 
     def _started(self, event: ev.RunStarted) -> None:
@@ -87,7 +86,6 @@ class ProgressView:
         self._say(escape(ledger_line(event)), soft_wrap=True)  # a path to copy: never broken across lines
         done = event.resumed_round or 0
         if self.lines:
-            self._rounds, self._task = event.rounds, TaskID(0)
             self._say(f"evolving: at most {plural(event.rounds, 'round')}, train {event.train} / held-out "
                       f"{event.held_out} tasks", soft_wrap=True)
             return
@@ -100,10 +98,10 @@ class ProgressView:
         )
 
     def _advance(self, event: ev.Event) -> None:
-        assert self._task is not None
         if self.lines:
             self._line(event)
             return
+        assert self._task is not None
         if isinstance(event, ev.Evaluated):
             mark = " (promoted)" if event.promoted else ""
             bound = "≤ " if event.partial else ""
@@ -117,11 +115,12 @@ class ProgressView:
 
     def _line(self, event: ev.Event) -> None:
         """The bar's news as a line: a round's end, and the run's."""
+        assert self.seen.started is not None  # events reach here only after RunStarted
         if isinstance(event, ev.Evaluated):
             self._say(f"held-out {'≤ ' if event.partial else ''}{event.held_out_reward:.3f} at version {event.version}"
                       f"{' (promoted)' if event.promoted else ''}", soft_wrap=True)
         elif isinstance(event, ev.RoundEnded):
-            self._say(f"round {event.round + 1} of {self._rounds} done: {_calls(event.calls) or 'no calls'}", soft_wrap=True)
+            self._say(f"round {event.round + 1} of {self.seen.started.rounds} done: {_calls(event.calls) or 'no calls'}", soft_wrap=True)
         elif isinstance(event, ev.RunEnded):
             self._say(escape(f"ended: {event.reason}"), soft_wrap=True)
 
