@@ -252,16 +252,22 @@ def test_gated_keys_need_the_stricter_bar(tmp_path):
     assert kinds(report) == {"all": "committed"}
 
 
-def test_another_writer_moving_dev_is_carried_over(tmp_path):
+def another_writer(tmp_path, start: dict, theirs: dict, message: str = "x"):
+    """`make`'s ledger and aggregator, with another writer committing `theirs` onto version 1
+    while the step scores its candidate (another process on the same store)."""
     ledger = None
 
     def interfering(jobs):
-        head = ledger.head()
-        if head == 1:  # another process lands a change on another key during the test
-            ledger.commit("a", {**ledger.snapshot("a"), "other": "theirs"}, expected_version=head, message="x")
+        if ledger.head() == 1:
+            ledger.commit("a", theirs, expected_version=1, message=message)
         return score(jobs)
 
-    ledger, agg = make(tmp_path, {}, score_fn=interfering)
+    ledger, agg = make(tmp_path, start, score_fn=interfering)
+    return ledger, agg
+
+
+def test_another_writer_moving_dev_is_carried_over(tmp_path):
+    ledger, agg = another_writer(tmp_path, {}, {"other": "theirs"})  # a change on another key
     report = agg.step([diff("d1", 1, {"k1": "fix1"}, tasks=["t1"])], step=0, sample=TASKS)
     assert kinds(report) == {"d1": "committed"}
     assert report.version == 3
@@ -269,14 +275,7 @@ def test_another_writer_moving_dev_is_carried_over(tmp_path):
 
 
 def test_another_writer_landing_the_same_change_first_makes_it_a_duplicate_not_an_empty_commit(tmp_path):
-    ledger = None
-
-    def interfering(jobs):
-        if ledger.head() == 1:  # another run on this store commits the very change being judged
-            ledger.commit("a", {"k1": "fix1"}, expected_version=1, message="theirs")
-        return score(jobs)
-
-    ledger, agg = make(tmp_path, {}, score_fn=interfering)
+    ledger, agg = another_writer(tmp_path, {}, {"k1": "fix1"}, message="theirs")  # the very change being judged
     report = agg.step([diff("d1", 1, {"k1": "fix1"}, tasks=["t1"])], step=0, sample=TASKS)
     assert kinds(report) == {"d1": "duplicate"}
     assert "another writer committed the same change first, in version 2" in report.outcomes[0].reason
@@ -284,14 +283,7 @@ def test_another_writer_landing_the_same_change_first_makes_it_a_duplicate_not_a
 
 
 def test_another_writer_appending_where_the_candidate_appends_is_stacked_under(tmp_path):
-    ledger = None
-
-    def interfering(jobs):
-        if ledger.head() == 1:  # another process appends a line where the judged diff appends one
-            ledger.commit("a", {"doc": "x\ntheirs\n"}, expected_version=1, message="x")
-        return score(jobs)
-
-    ledger, agg = make(tmp_path, {"doc": "x\n"}, score_fn=interfering)
+    ledger, agg = another_writer(tmp_path, {"doc": "x\n"}, {"doc": "x\ntheirs\n"})  # where the judged diff appends
     report = agg.step([diff("d1", 1, {"doc": "x\nfix1\n"}, before={"doc": "x\n"}, tasks=["t1"])], step=0,
                       sample=TASKS)
     assert kinds(report) == {"d1": "committed"}
@@ -299,14 +291,7 @@ def test_another_writer_appending_where_the_candidate_appends_is_stacked_under(t
 
 
 def test_another_writer_on_the_same_text_is_a_reported_conflict(tmp_path):
-    ledger = None
-
-    def interfering(jobs):
-        if ledger.head() == 1:
-            ledger.commit("a", {"doc": "theirs\n"}, expected_version=1, message="x")
-        return score(jobs)
-
-    ledger, agg = make(tmp_path, {"doc": "x\n"}, score_fn=interfering)
+    ledger, agg = another_writer(tmp_path, {"doc": "x\n"}, {"doc": "theirs\n"})
     report = agg.step([diff("d1", 1, {"doc": "fix1\n"}, before={"doc": "x\n"}, tasks=["t1"])], step=0, sample=TASKS)
     assert kinds(report) == {"d1": "conflict_lost"}
     assert "another writer" in report.outcomes[0].reason

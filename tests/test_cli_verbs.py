@@ -124,12 +124,17 @@ def test_an_edit_of_yours_the_run_also_made_elsewhere_is_refused_with_both_ways_
     assert "rule k0." in target.read_text(encoding="utf-8")
 
 
-def test_restore_undoes_an_accept_and_a_second_restore_undoes_the_restore(service, tmp_path):
+def accepted_run(service, tmp_path: Path) -> tuple[Path, str, str]:
+    """A run on `tmp_path`'s prompt.md, finished and accepted: (the target, the run, what it wrote)."""
     target = tmp_path / "prompt.md"
     run = evolve(spec_file(tmp_path))
     wait(service, run)
     assert agentdescent("accept", run).returncode == 0
-    evolved = target.read_text(encoding="utf-8")
+    return target, run, target.read_text(encoding="utf-8")
+
+
+def test_restore_undoes_an_accept_and_a_second_restore_undoes_the_restore(service, tmp_path):
+    target, run, evolved = accepted_run(service, tmp_path)
 
     undone = agentdescent("restore", str(target))
     assert undone.returncode == 0, undone.stderr
@@ -156,11 +161,7 @@ def test_restore_undoes_an_accept_and_a_second_restore_undoes_the_restore(servic
 
 
 def test_a_restore_by_any_path_or_of_a_deleted_target_follows_the_run_and_accept_writes_it_again(service, tmp_path):
-    target = tmp_path / "prompt.md"
-    run = evolve(spec_file(tmp_path))
-    wait(service, run)
-    assert agentdescent("accept", run).returncode == 0
-    evolved = target.read_text(encoding="utf-8")
+    target, run, evolved = accepted_run(service, tmp_path)
     undone = agentdescent("restore", os.path.relpath(target, ROOT))  # ../../tmp/...: the same target
     assert undone.returncode == 0 and f"restored {target} from" in undone.stdout and service.status(run).state == "restored"
     assert agentdescent("accept", run).returncode == 0 and target.read_text(encoding="utf-8") == evolved
