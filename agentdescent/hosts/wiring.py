@@ -90,12 +90,14 @@ def put_in(wiring: Wiring, *, force: bool = False) -> Changed:
         atomic.write_text(target, new)
         written.append(str(wiring.config))
     replaced = {p.path: p.replaced for p in old.files if p.replaced} if old else {}
+    kept_aside = []
     for path, body in writes.items():
         current = read_text(path)
         if current is not None and recorded.get(str(path)) != sha256(current):  # the user's own, replaced on purpose
             keep = path.with_name(path.name + KEPT_SUFFIX)
             atomic.write_text(keep, current)
             replaced[str(path)] = str(keep)
+            kept_aside.append(f"kept your {path} as {keep}")
         atomic.write_text(path, body)
         written.append(str(path))
     kept = [Placed(path=str(p), sha256=sha256(b)) for p, b in wiring.files.items()
@@ -108,7 +110,6 @@ def put_in(wiring: Wiring, *, force: bool = False) -> Changed:
     atomic.write_text(record, manifest.model_dump_json(indent=1) + "\n")
     if old_path is not None and old_path != record:
         _forget(old_path)  # the block now names this home's record
-    kept_aside = [f"kept your {path} as {keep}" for path, keep in replaced.items() if path in map(str, writes)]
     if not written:
         return Changed(host=wiring.host, action="install", message=f"already installed for {wiring.host} "
                        f"({wiring.config}); nothing changed", next=f"agentdescent uninstall {wiring.host} takes it out")
