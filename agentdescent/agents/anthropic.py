@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from agentdescent.agents.endpoint import base_url_from, join_url
-from agentdescent.agents.http import DEFAULT_MAX_REPLY_CHARS, DEFAULT_TIMEOUT, BadReply, HTTPModel, Reply, glimpse
+from agentdescent.agents.http import DEFAULT_MAX_REPLY_CHARS, DEFAULT_TIMEOUT, BadReply, HTTPModel, Reply
+from agentdescent.agents.replies import glimpse
 
 __all__ = ["Claude", "claude"]
 

@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
-from agentdescent.agents.http import DEFAULT_MAX_REPLY_CHARS, check_max_reply_chars, raise_hint, reply_byte_cap
+from agentdescent.agents.http import DEFAULT_MAX_REPLY_CHARS, check_max_reply_chars, raise_hint
 from agentdescent.agents.redact import guard_logging, redact
+from agentdescent.agents.replies import reply_byte_cap
 from agentdescent.errors import AgentError, UserError
 from agentdescent.process import Finished, OutputTooLarge, TimedOut, run_process
 from agentdescent.quoting import quoted

@@ -34,7 +34,6 @@ import json
 import logging
 import math
 import random
-import reprlib
 import threading
 import time
 import zlib
@@ -42,18 +41,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
+from agentdescent.agents.base import ModelUsage, metered_call
 from agentdescent.agents.deadline import Deadline, bound_every_socket
 from agentdescent.agents.endpoint import public, read_key
 from agentdescent.agents.redact import guard_logging, redact, register
+from agentdescent.agents.replies import body_snippet, inflated, or_estimate, reply_byte_cap, snippet
 from agentdescent.errors import AgentError, BadReply, UserError
-from agentdescent.quoting import quoted
 
 if TYPE_CHECKING:  # imported where a request is made: a run of local agents never pays for it
     import httpx
 
 __all__ = ["DEFAULT_MAX_REPLY_CHARS", "DEFAULT_TIMEOUT", "RETRY_STATUSES", "BadReply", "HTTPModel", "Reply",
-           "check_max_reply_chars", "glimpse", "raise_hint", "reply_byte_cap", "retry_after_seconds"]
+           "check_max_reply_chars", "raise_hint", "retry_after_seconds"]
 
 DEFAULT_TIMEOUT = 300.0  # seconds for a whole model call, its retries included
 DEFAULT_MAX_REPLY_CHARS = 1_000_000
@@ -61,15 +60,7 @@ DEFAULT_OUTPUT_LIMIT = 4096  # the limit a cut reply's hint doubles when the ser
 CONNECT_TIMEOUT = 10.0  # one connection attempt; a server that does not answer is tried again
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
 RETRY_AFTER_CAP = 60.0
-SNIPPET_CHARS = 300
-MAX_TOKENS_A_CALL = 100_000_000  # more than any model's context: a server's count above it is not believed
 log = logging.getLogger(__name__)
-
-
-def reply_byte_cap(max_reply_chars: int) -> int:
-    """Reply bytes read before a cut-off: 8 a character (`\\uXXXX` JSON escapes are 6) plus 64 KiB
-    of envelope. reply_byte_cap(1_000) == 73_536"""
-    return 8 * max_reply_chars + 64 * 1024
 
 
 def raise_hint(option: str, example: str) -> str:
@@ -161,8 +152,8 @@ class HTTPModel:
         call = _Call(url=self._url(), headers=self._headers(key), payload=self._payload(prompt))
         with metered_call(self.usage) as counts:
             reply = self._with_retries(call)
-            counts.update(input_tokens=_or_estimate(reply.input_tokens, prompt),
-                          output_tokens=_or_estimate(reply.output_tokens, reply.text))
+            counts.update(input_tokens=or_estimate(reply.input_tokens, prompt),
+                          output_tokens=or_estimate(reply.output_tokens, reply.text))
         return redact(reply.text)
 
     def __repr__(self) -> str:
@@ -274,17 +265,11 @@ class HTTPModel:
         limit, size, chunks = reply_byte_cap(self.max_reply_chars), 0, []
         coding = response.headers.get("content-encoding", "").strip().lower()
         if coding not in ("", "identity", "gzip", "x-gzip", "deflate"):  # several layers, or br, zstd, ...
-            raise AgentError(self._failure(call, f"the reply is {_snippet(coding)}-encoded, which is not read (asked "
+            raise AgentError(self._failure(call, f"the reply is {snippet(coding)}-encoded, which is not read (asked "
                                                  "for no encoding: a proxy in between?); not retried"))
         inflater = zlib.decompressobj(32 + zlib.MAX_WBITS) if coding not in ("", "identity") else None
-        for raw in response.iter_raw():
-            while raw:
-                try:
-                    chunk, raw = (raw, b"") if inflater is None else \
-                        (inflater.decompress(raw, limit - size + 1), inflater.unconsumed_tail)
-                except zlib.error as exc:
-                    call.bad_replies += 1
-                    raise _Retry(f"the {coding} body does not inflate ({exc})", once=True) from None
+        try:
+            for chunk in inflated(response.iter_raw(), inflater):
                 size += len(chunk)
                 if size > limit:
                     raise AgentError(self._failure(call, (
@@ -294,22 +279,25 @@ class HTTPModel:
                 if call.remaining() <= 0:
                     raise self._past_deadline(call)
                 chunks.append(chunk)
+        except zlib.error as exc:
+            call.bad_replies += 1
+            raise _Retry(f"the {coding} body does not inflate ({exc})", once=True) from None
         return b"".join(chunks)
 
     def _read(self, response: httpx.Response, body: bytes, call: _Call) -> Reply:
         status = response.status_code
         if status in RETRY_STATUSES:
             wait = retry_after_seconds(response.headers.get("retry-after"))
-            raise _Retry(f"HTTP {status}: {_body_snippet(response, body)}", retry_after=wait)
+            raise _Retry(f"HTTP {status}: {body_snippet(response, body)}", retry_after=wait)
         if not 200 <= status < 300:
-            detail = f"HTTP {status} (not retried): {_body_snippet(response, body)}{self._hint(status)}"
+            detail = f"HTTP {status} (not retried): {body_snippet(response, body)}{self._hint(status)}"
             raise AgentError(self._failure(call, detail))
         try:
             reply = self._parse(json.loads(body))
         except (ValueError, RecursionError):  # RecursionError: nested past what the parser follows
-            detail = f"the body is not JSON: {_body_snippet(response, body)}"
+            detail = f"the body is not JSON: {body_snippet(response, body)}"
         except BadReply as exc:
-            detail = _snippet(str(exc))
+            detail = snippet(str(exc))
         else:
             if reply.cut is not None:
                 hint = raise_hint("max_tokens", str(2 * (self._output_limit() or DEFAULT_OUTPUT_LIMIT)))
@@ -369,29 +357,3 @@ def retry_after_seconds(value: str | None, *, cap: float = RETRY_AFTER_CAP,
     if math.isnan(seconds):
         return None
     return max(0.0, min(cap, seconds))
-
-
-def _body_snippet(response: httpx.Response, body: bytes) -> str:
-    return _snippet(body.decode(response.encoding or "utf-8", "replace"))
-
-
-def _snippet(text: str) -> str:
-    """The start of a server's answer for a message, as a quote (`quoting.quoted`: keys redacted
-    before the cut, whitespace collapsed, at most `SNIPPET_CHARS` characters)."""
-    return quoted(text, SNIPPET_CHARS) if text.strip() else "(empty body)"
-
-
-def glimpse(data: Any) -> str:
-    """A look at a parsed reply for an error message, built bounded (a few levels and entries of
-    each, the start of each string: a reply of millions of tiny lists is not formatted whole), its
-    keys redacted."""
-    look = reprlib.Repr()
-    look.maxlevel, look.maxdict, look.maxlist, look.maxstring, look.maxother = 3, 8, 4, 120, 60
-    return _snippet(look.repr(data))
-
-
-def _or_estimate(tokens: int | None, text: str) -> int:
-    """The server's count when it is one a call can have, else an estimate from the text (a count
-    of 10**4000 would end the budget and make the run's status unreadable)."""
-    plausible = isinstance(tokens, int) and not isinstance(tokens, bool) and 0 <= tokens <= MAX_TOKENS_A_CALL
-    return tokens if plausible else estimate_tokens(text)

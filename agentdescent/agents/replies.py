@@ -1,0 +1,66 @@
+"""What a model's reply holds, read within bounds: the bytes read before a cut-off, a compressed
+body inflated a block at a time, a server's token counts believed only where a call could have
+them, and the quotes of a reply that an error message shows (bounded, keys redacted).
+
+Left out: the request, its retries and its deadline (`http`).
+"""
+
+from __future__ import annotations
+
+import reprlib
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from agentdescent.agents.base import estimate_tokens
+from agentdescent.quoting import quoted
+
+if TYPE_CHECKING:
+    import httpx
+
+SNIPPET_CHARS = 300
+INFLATE_BLOCK = 1 << 16  # bytes a compressed reply is inflated by at a time, checked against the cap between
+MAX_TOKENS_A_CALL = 100_000_000  # more than any model's context: a server's count above it is not believed
+
+
+def reply_byte_cap(max_reply_chars: int) -> int:
+    """Reply bytes read before a cut-off: 8 a character (`\\uXXXX` JSON escapes are 6) plus 64 KiB
+    of envelope. reply_byte_cap(1_000) == 73_536"""
+    return 8 * max_reply_chars + 64 * 1024
+
+
+def body_snippet(response: httpx.Response, body: bytes) -> str:
+    """`snippet` of a body as the response's encoding reads it."""
+    return snippet(body.decode(response.encoding or "utf-8", "replace"))
+
+
+def snippet(text: str) -> str:
+    """The start of a server's answer for a message, as a quote (`quoting.quoted`: keys redacted
+    before the cut, whitespace collapsed, at most `SNIPPET_CHARS` characters)."""
+    return quoted(text, SNIPPET_CHARS) if text.strip() else "(empty body)"
+
+
+def inflated(raw: Iterable[bytes], inflater: Any) -> Iterator[bytes]:
+    """The body's bytes as they arrive, inflated a block at a time where `inflater` (zlib) is given."""
+    for chunk in raw:
+        while chunk:
+            if inflater is None:
+                yield chunk
+                break
+            yield inflater.decompress(chunk, INFLATE_BLOCK)
+            chunk = inflater.unconsumed_tail
+
+
+def glimpse(data: Any) -> str:
+    """A look at a parsed reply for an error message, built bounded (a few levels and entries of
+    each, the start of each string: a reply of millions of tiny lists is not formatted whole), its
+    keys redacted."""
+    look = reprlib.Repr()
+    look.maxlevel, look.maxdict, look.maxlist, look.maxstring, look.maxother = 3, 8, 4, 120, 60
+    return snippet(look.repr(data))
+
+
+def or_estimate(tokens: int | None, text: str) -> int:
+    """The server's count when it is one a call can have, else an estimate from the text (a count
+    of 10**4000 would end the budget and make the run's status unreadable)."""
+    plausible = isinstance(tokens, int) and not isinstance(tokens, bool) and 0 <= tokens <= MAX_TOKENS_A_CALL
+    return tokens if plausible else estimate_tokens(text)
