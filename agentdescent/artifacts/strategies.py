@@ -67,8 +67,8 @@ class Strategy(Protocol):
 
 
 # Where the workspace layouts put a folder: a path under one names the folder's own file.
-_LAYOUT_PREFIX = re.compile("|".join(re.escape(folder).replace(re.escape("{name}"), "[^/]+")
-                                     for folder in LAYOUTS.values() if folder))
+_LAYOUT_PREFIX = re.compile("|".join(re.escape(folder).replace(re.escape("{name}"), r"(?!\.\.(?:/|$))[^/]+")
+                                     for folder in LAYOUTS.values() if folder))  # a name, never ".."
 MAX_PROPOSAL_CHARS = 20_000  # a rule, a line or a category's entry: 20x the longest rule a reflector keeps
 MAX_TREE_PROPOSAL_CHARS = 2_000_000  # whole files, a few of them: 10x what governance lets one file hold
 def _clean(proposal: str, *, cap: int = MAX_PROPOSAL_CHARS, controls: re.Pattern[str] = CONTROL_CODES) -> str:
