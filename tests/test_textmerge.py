@@ -51,7 +51,18 @@ def test_insertions_at_one_place_stack_in_order():
 def test_a_side_that_changes_or_removes_a_line_does_not_stack():
     assert stack_insertions("a\nb\n", ["a\nb\nc\n", "a\n"]) is None
     assert stack_insertions("a\nb\n", ["a\nB\n"]) is None
-    assert stack_insertions("a", ["a\nb"]) is None  # the last line gained its newline: a change
+
+
+def test_lines_appended_after_a_last_line_with_no_newline_stack():
+    assert stack_insertions("Route.", ["Route.\nA\n", "Route.\nB\n"]) == "Route.\nA\nB\n"
+    assert stack_insertions("Route.", ["Route.\n", "Route."]) == "Route.\n"
+
+
+def test_a_line_with_no_newline_never_runs_into_the_next():
+    assert stack_insertions("", ["tracking", "help"]) is None  # not "trackinghelp"
+    assert stack_insertions("a\n", ["a\nb", "a\nc"]) is None
+    assert stack_insertions("a\n", ["a\nb", "a\nc\n"]) is None
+    assert stack_insertions("a\n", ["a\nb\n", "a\nc"]) == "a\nb\nc"  # the unterminated line is the last
 
 
 _LINES = st.lists(st.sampled_from(["x\n", "y\n", "\n", "- a\n", "- b\n"]), max_size=8)

@@ -64,6 +64,10 @@ def stack_insertions(base: str, sides: Sequence[str]) -> str | None:
     lines a side inserts where an earlier side inserted the same block is there once), or None
     when a side does more than insert. stack_insertions("a\\n", ["a\\nb\\n", "a\\nc\\n"]) == "a\\nb\\nc\\n"
 
+    Appending after a last line with no newline ends that line (stack_insertions("a", ["a\\nb\\n"])
+    is "a\\nb\\n"), but a line with no newline never runs into the next one: one side's "b" and
+    another's "c" inserted in one place are a conflict (None), not "bc".
+
     Linear in the text: a side only inserts when base's lines are a subsequence of its lines, and
     matching each base line at its earliest place finds that and where the inserted lines go."""
     lines = base.splitlines(keepends=True)
@@ -75,10 +79,14 @@ def stack_insertions(base: str, sides: Sequence[str]) -> str | None:
         for at, block in found.items():
             if block not in blocks.setdefault(at, []):
                 blocks[at].append(block)
+    if lines and len(lines) in blocks and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
     out: list[str] = []
     for at in range(len(lines) + 1):
         out += [line for block in blocks.get(at, []) for line in block]
         out += lines[at:at + 1]
+    if any(not line.endswith("\n") for line in out[:-1]):
+        return None
     return "".join(out)
 
 
@@ -98,6 +106,9 @@ def _inserted(base: list[str], side: list[str]) -> dict[int, list[str]] | None:
     for line in side:
         if at < len(base) and line == base[at]:
             at += 1
+        elif at == len(base) - 1 and line == base[at] + "\n":  # it ends base's last line
+            at += 1
+            found[at] = []
         else:
             found.setdefault(at, []).append(line)
     return found if at == len(base) else None
