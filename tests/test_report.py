@@ -84,6 +84,15 @@ def test_the_default_page_goes_into_the_ledger_and_text_from_the_run_is_escaped(
     assert "<script" not in page and escape(rule) in page
 
 
+
+def test_a_key_the_run_s_texts_quote_is_not_on_the_page(tmp_path, monkeypatch):
+    key = "canary-9f8e7d6c5b4a3f2e"  # not set while the run went, so the run's texts keep it
+    result = evolve(numbered_tasks(6), lambda task, output: float("year" in output), run=echo,
+                    propose=lambda *a: f"Say the year; the key is {key}.", rounds=1, n_workers=2, store=tmp_path / "ledger")
+    monkeypatch.setenv("CANARY_API_KEY", key)
+    page = write_report(str(result.ledger_path)).read_text(encoding="utf-8")
+    assert key not in page and "[redacted CANARY_API_KEY]" in page
+
 def test_without_matplotlib_the_tables_stay_and_the_plots_say_how_to_get_them(routed, tmp_path, monkeypatch):
     for name in [n for n in sys.modules if n.startswith("matplotlib.")] + ["matplotlib"]:
         monkeypatch.setitem(sys.modules, name, None)  # `import matplotlib...` now fails, as where it is not installed

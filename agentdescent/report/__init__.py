@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from agentdescent import atomic
+from agentdescent.agents.redact import redact
 from agentdescent.errors import UserError
 from agentdescent.report import html, plots
 from agentdescent.report.data import ReportData, Source, gather, locate
@@ -33,7 +34,9 @@ def write_report(ref: str, *, out: str | os.PathLike | None = None, store: RunSt
     if target.is_dir():
         raise UserError(f"{target} is a folder; give the report (--out) the path of an .html file to write")
     try:
-        atomic.write_text(target, html.page(data, plots.draw(data)))
+        # the page is made to be passed around: a key in this shell's environment that the run's
+        # texts quote (it was not set while the run went, so the store holds it) is not on it
+        atomic.write_text(target, redact(html.page(data, plots.draw(data))))
     except OSError as exc:
         raise UserError(f"cannot write the report to {target}: {exc.strerror or exc}; give the report (--out) another path") from None
     return target
