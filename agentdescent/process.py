@@ -29,6 +29,7 @@ __all__ = ["DEFAULT_MAX_OUTPUT", "Finished", "Killed", "OutputTooLarge", "Stoppi
 DEFAULT_MAX_OUTPUT = 16 * 2**20  # bytes of stdout (and of stderr's tail) kept: ample for a grader
 _CHUNK = 2**16
 _REAP_SECONDS = 5.0  # how long a killed group is given to let go of the pipes
+_LINGER_SECONDS = 2.0  # how long what a program started may hold its pipes once it ended
 
 _running: set[subprocess.Popen[bytes]] = set()
 _running_lock = threading.Lock()
@@ -131,13 +132,17 @@ def _outcome(proc: subprocess.Popen[bytes], stdin: str | None, timeout: float, m
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         raise TimedOut(timeout, _stop(proc, err)) from None
-    out.join(_left(deadline))  # it ended, but what it started may still hold the pipes
-    if out.passed:
-        err.join(min(_REAP_SECONDS, _left(deadline)))
-        raise OutputTooLarge(max_output, err.text())
-    err.join(_left(deadline))
+    # It ended, but a process it started may still hold the pipes: given a moment to let go, the
+    # rest of its group is killed. One that left the group (a session of its own) may hold them on;
+    # what the program wrote before it ended is read by then, and stands.
+    for reader in (out, err):
+        reader.join(min(_LINGER_SECONDS, _left(deadline)))
     if out.is_alive() or err.is_alive():
-        raise TimedOut(timeout, _stop(proc, err))
+        _signal_group(proc)
+        for reader in (out, err):
+            reader.join(_LINGER_SECONDS)
+    if out.passed:
+        raise OutputTooLarge(max_output, err.text())
     return Finished(proc.returncode, out.text(), err.text())
 
 

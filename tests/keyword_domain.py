@@ -9,7 +9,8 @@ every rule up to it ("rule k0.", "rule k1.", ...), so the failing tasks always p
 next rule, and the reflector (`next_rule`) proposes it whatever failure it is shown. Both are plain
 functions that spec files name as `python:tests.keyword_domain:answer` (runs start from the
 repository root). `KEYWORD_KILL_AT=N` in the environment makes the agent SIGKILL its own process
-at its Nth call: a run killed at a chosen point of its life.
+at its Nth call: a run killed at a chosen point of its life; `KEYWORD_LEAVE=FOLDER` makes each
+call start a program that outlives it (in a session of its own), its pid in a file of FOLDER.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import itertools
 import os
 import re
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -48,6 +50,10 @@ def answer(prompt: str) -> str:
     kill_at = os.environ.get("KEYWORD_KILL_AT")
     if kill_at and next(_calls) == int(kill_at):
         os.kill(os.getpid(), signal.SIGKILL)
+    leave = os.environ.get("KEYWORD_LEAVE")
+    if leave:
+        left = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        Path(leave, str(left.pid)).touch()
     delay = float(os.environ.get("KEYWORD_DELAY", "0"))
     if delay:
         time.sleep(delay)

@@ -3,6 +3,9 @@ or when stdout passes its cap."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import sys
 import time
 
@@ -98,3 +101,26 @@ def test_a_large_stdin_arrives_whole_while_output_is_read():
     script = "import sys; data = sys.stdin.read(); print(len(data)); print('e' * len(data), file=sys.stderr)"
     done = run_process([sys.executable, "-c", script], timeout=20, stdin="x" * 1_000_000)
     assert done.stdout == "1000000\n" and len(done.stderr) == 1_000_001
+
+
+@pytest.mark.parametrize("own_session", [False, True])
+def test_a_program_that_ended_is_not_held_up_by_what_it_left_holding_its_output(tmp_path, own_session):
+    """Its answer stands and comes back at once; a child left in its group is killed, one that left
+    the group (a session of its own) is beyond its reach (a run's process stops those at its end)."""
+    pid_file = tmp_path / "child.pid"
+    script = (
+        "import subprocess, sys\n"
+        f"child = subprocess.Popen(['sleep', '60'], start_new_session={own_session})\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "print('the answer')\n"
+    )
+    started = time.monotonic()
+    done = run_process([sys.executable, "-c", script], timeout=60)
+    child = int(pid_file.read_text())
+    try:
+        assert (done.returncode, done.stdout.strip()) == (0, "the answer")
+        assert time.monotonic() - started < 30  # not the whole timeout
+        assert gone(child) != own_session
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)

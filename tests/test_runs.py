@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -17,8 +18,9 @@ from agentdescent.errors import UserError
 from agentdescent.runs.hostwork import Answer, whole_prompt
 from agentdescent.runs.mailbox import Claim
 from agentdescent.runs.spec import SpecError, read_spec
-from agentdescent.runs.status import RunStatus, StatusTracker
+from agentdescent.runs.status import LIVE, RunStatus, StatusTracker
 from tests import keyword_domain as domain
+from tests.procutil import gone
 from tests.runs_support import wait
 
 LEAD = "Answer with the code.\n"
@@ -334,3 +336,31 @@ def test_a_field_asked_for_again_and_again_is_worked_out_once_a_write():
         time.sleep(0.05)
     time.sleep(0.5)
     assert asked[-1] == 49 and len(asked) <= 2 and written[-1].waiting_on == "the host: 50 open"  # not 50 times
+
+
+def test_programs_a_killed_run_left_running_are_named_by_status_and_stopped_by_cancel(service, tmp_path, monkeypatch):
+    """A model CLI left running by a run's process killed outright goes on spending: `status` says
+    they run, `cancel` stops them; a run that ends leaves none behind."""
+    left = tmp_path / "left"
+    left.mkdir()
+    monkeypatch.setenv("KEYWORD_LEAVE", str(left))
+    monkeypatch.setenv("KEYWORD_DELAY", "0.2")
+    run_id = service.start(domain.spec(tmp_path)).run_id
+    status = wait(service, run_id, until=lambda s: s.pid is not None or s.state not in LIVE)
+    while not any(left.iterdir()) and service.status(run_id).state in LIVE:
+        time.sleep(0.05)
+    os.kill(status.pid, signal.SIGKILL)
+    killed = wait(service, run_id, until=lambda s: s.state == "interrupted")
+    pids = [int(p.name) for p in left.iterdir()]
+    assert pids and "program(s) it started still run" in killed.message and "cancel" in killed.next
+    cancelled = service.cancel(run_id)
+    assert cancelled.state == "cancelled" and "(now stopped)" in cancelled.message
+    assert all(gone(pid) for pid in pids)
+    assert service.status(run_id).state == "cancelled"
+
+    for pid_file in left.iterdir():
+        pid_file.unlink()
+    monkeypatch.setenv("KEYWORD_DELAY", "0")
+    service.resume(run_id)
+    assert wait(service, run_id, timeout=120).state == "finished"
+    assert any(left.iterdir()) and all(gone(int(p.name)) for p in left.iterdir())

@@ -3,7 +3,7 @@
 `spawn` starts `python -m agentdescent.runs.runner` in a session of its own (no terminal, its own
 process group, stdin closed, output to the run's log), so that the CLI call, the MCP server and
 the host session may all end while it goes on. `stop` asks it to cancel (SIGTERM), waits for it
-to let go of its lock, and kills its whole group if it does not. Left out: what the run does
+to let go of its lock, and kills it if it does not, with the programs it started. Left out: what the run does
 (the runner) and the bookkeeping of the store.
 """
 
@@ -18,6 +18,7 @@ import threading
 import time
 
 from agentdescent import atomic
+from agentdescent.runs import leftovers
 from agentdescent.runs.store import RunDir
 
 STOP_GRACE_SECONDS = 15.0  # a cancelled run closes its ledger well within this
@@ -58,9 +59,10 @@ def stop(run: RunDir, pid: int | None, *, grace: float = STOP_GRACE_SECONDS) -> 
         if not run.alive():
             return True
         time.sleep(0.05)
-    _signal(-pid, signal.SIGKILL)  # the runner leads its own group: everything it started goes too
+    _signal(-pid, signal.SIGKILL)  # the runner leads its own group, but its agents each have their own
     while run.alive() and time.monotonic() < deadline + 5:
         time.sleep(0.05)
+    leftovers.stop_left(run.id)
     return False
 
 

@@ -30,7 +30,7 @@ from agentdescent.engine.evolve import evolve
 from agentdescent.errors import AgentDescentError, Cancelled
 from agentdescent.quoting import bounded, described
 from agentdescent.result import EvolveResult
-from agentdescent.runs import build, wiring
+from agentdescent.runs import build, leftovers, wiring
 from agentdescent.runs.host import PROPOSAL, ROLLOUT, Approver, HostAgent
 from agentdescent.runs.hostwork import waiting_on
 from agentdescent.runs.mailbox import Mailbox
@@ -51,8 +51,13 @@ def main(argv: list[str]) -> int:
         print(f"agentdescent runner: {exc}", file=sys.stderr)
         return ALREADY_RUNNING
     try:
+        left = leftovers.stop_left(run.id)
+        if left:
+            print(f"agentdescent runner: stopped {left} program(s) an earlier process of this run left running",
+                  file=sys.stderr, flush=True)
         return _live(run)
     finally:
+        leftovers.stop_left(run.id)  # what its programs left behind them in sessions of their own
         os.close(fd)
 
 

@@ -22,7 +22,7 @@ from agentdescent.commands import command
 from agentdescent.engine.evolve import split_tasks, too_few_to_train
 from agentdescent.errors import UserError
 from agentdescent.governance import Governance
-from agentdescent.runs import build, detach, hostwork, keys, restoring, review
+from agentdescent.runs import build, detach, hostwork, keys, leftovers, restoring, review
 from agentdescent.runs.doctor import DoctorReport, doctor
 from agentdescent.runs.draft import cheaper_than_host
 from agentdescent.runs.mailbox import Claim
@@ -103,12 +103,23 @@ class Service:
     def status(self, run_id: str) -> RunStatus:
         run = self.store.get(run_id)
         status = run.status()
+        if status.state == "interrupted" and (left := len(leftovers.left_running(run.id))):
+            return status.model_copy(update={
+                "message": f"{status.message}; {left} program(s) it started still run",
+                "next": f"{command('cancel', run.id)} stops them; {status.next}"})
         return status.model_copy(update={"waiting_on": hostwork.waiting_on(run)}) if status.state in LIVE else status
 
     def cancel(self, run_id: str) -> RunStatus:
-        """Stop the run and every process it started; what it committed stays, and it can resume."""
+        """Stop the run and every process it started; what it committed stays, and it can resume.
+        A run whose process is gone has the programs it left running stopped."""
         run = self.store.get(run_id)
         status = run.status()
+        if status.state == "interrupted" and (left := leftovers.stop_left(run.id)):
+            after = status.model_copy(update={
+                "state": "cancelled", "message": f"cancelled at round {status.round}: its process was gone, and "
+                                                 f"{left} program(s) it had started were still running (now stopped)"})
+            run.write_status(after)
+            return after
         if status.state not in LIVE:
             raise UserError(f"run {run.id} is not running (it is {status.state}); nothing to cancel")
         ended = detach.stop(run, _own_pid(run, status))
