@@ -364,3 +364,14 @@ def test_programs_a_killed_run_left_running_are_named_by_status_and_stopped_by_c
     service.resume(run_id)
     assert wait(service, run_id, timeout=120).state == "finished"
     assert any(left.iterdir()) and all(gone(int(p.name)) for p in left.iterdir())
+
+
+def test_line_separators_in_tasks_and_events_are_text_not_line_breaks(service, tmp_path):
+    """U+2028 ends no line of JSON: a task holding one is read back whole (the run was called
+    damaged), and so is an event (a folder run's diff keeps one: `show` dropped the diff)."""
+    tasks = [{**task, "prompt": task["prompt"].replace("request", "re\u2028quest")} for task in domain.tasks()]
+    run_id = service.start(domain.spec(tmp_path, tasks=tasks)).run_id
+    assert wait(service, run_id, timeout=120).state == "finished"
+    events = service.store.get(run_id).file("events.jsonl")
+    events.write_text(events.read_text(encoding="utf-8").replace("rule k0.", "rule\u2028k0."), encoding="utf-8")
+    assert len(service.show(run_id).committed) == domain.RULES

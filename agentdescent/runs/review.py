@@ -353,7 +353,7 @@ def _names_keys(run: RunDir, before: str | dict[str, str]) -> bool:
 def _events(run: RunDir) -> list[ev.Event]:
     found = []
     try:
-        lines = run.text("events.jsonl", DATA_BYTES).splitlines()
+        lines = run.text("events.jsonl", DATA_BYTES).split("\n")  # a U+2028 in an event is not a line break
     except FileNotFoundError:
         return []
     for line in lines:

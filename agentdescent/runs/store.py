@@ -133,7 +133,7 @@ class RunDir:
         return self.parsed("spec.json", RunSpec.model_validate_json)
 
     def tasks(self) -> list[Task]:
-        return self.parsed("tasks.jsonl", lambda text: [Task.model_validate_json(line) for line in text.splitlines()
+        return self.parsed("tasks.jsonl", lambda text: [Task.model_validate_json(line) for line in text.split("\n")
                                                         if line.strip()], DATA_BYTES)
 
     def assets(self) -> dict[str, bytes]:

@@ -299,6 +299,6 @@ def _lines(path: Path) -> list[str]:
     """The lines of one of the run's own journals (none when it is missing); bytes that are not
     UTF-8 are replaced, so such a line fails to parse and is dropped as a cut-short one would be."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+        return path.read_text(encoding="utf-8", errors="replace").split("\n")  # U+2028 ends no line of JSON
     except OSError:
         return []
