@@ -326,3 +326,20 @@ def test_hf_rows_errors_do_not_carry_the_token(monkeypatch, tmp_path):
                 hf_rows("acme/qa", endpoint=server.url, cache=False, retries=0)
             text = "".join(traceback.format_exception(caught.value))
             assert "[redacted HF_TOKEN]" in text and not leaks(text)
+
+
+def test_a_name_counts_as_secret_by_its_words_not_by_a_word_holding_auth(monkeypatch):
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Ada Lovelace")
+    monkeypatch.setenv("DEPLOY_AUTH", "Ada Lovelace's pass")
+    assert set(secrets()) >= {"DEPLOY_AUTH"} and "GIT_AUTHOR_NAME" not in secrets()
+
+
+def test_a_tool_s_answer_stays_valid_when_a_secret_s_value_is_one_of_its_own_words(monkeypatch):
+    """A variable that looks secret and holds "finished" masks free text, not the record's state."""
+    from agentdescent_mcp.server import _redacted
+
+    from agentdescent.runs.status import RunStatus
+
+    monkeypatch.setenv("RUN_TOKEN", "finished")
+    answer = _redacted(RunStatus(id="r", state="finished", message="finished (reached the target)"))
+    assert answer.state == "finished" and answer.message == "[redacted RUN_TOKEN] (reached the target)"

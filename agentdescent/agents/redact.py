@@ -6,9 +6,9 @@ replaced by a marker that names its variable.
 
 **What is a key.** The value, read from `os.environ` at each call, of: every `api_key_env` an
 HTTP client has been built with (`register`), the well-known `KEY_VARIABLES` (every provider's
-in `providers`, and HF_TOKEN), and every variable whose name looks secret (`SECRET_NAME`: KEY,
-TOKEN, SECRET, PASSWORD, CREDENTIAL, AUTH); a child process's own variables can be added
-(`env=`). Values shorter than `MIN_SECRET_CHARS` are not keys, so that `DEBUG_TOKEN=1` does not
+in `providers`, and HF_TOKEN), and every variable whose name looks secret (`SECRET_NAME`: a
+word of it is AUTH, or ends in KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL); a child process's
+own variables can be added (`env=`). Values shorter than `MIN_SECRET_CHARS` are not keys, so that `DEBUG_TOKEN=1` does not
 turn every "1" into a marker.
 
 **Which forms.** A key is matched character by character, each character as itself or escaped:
@@ -48,7 +48,10 @@ __all__ = [
     "located", "redact", "register", "secrets",
 ]
 
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
+# a word of the name (between underscores, dots or dashes) that is AUTH or ends as a key does:
+# OPENAI_API_KEY, GH_TOKEN, DB_PASSWORD, HTTP_AUTH; not GIT_AUTHOR_NAME or KEYBOARD_LAYOUT
+SECRET_NAME = re.compile(r"(?:^|[_.-])(?:AUTH|AUTHORIZATION|\w*?(?:KEYS?|TOKENS?|SECRETS?|PASSWORD|PASSWD|CREDENTIALS?))(?:$|[_.-])",
+                         re.IGNORECASE)
 MIN_SECRET_CHARS = 8
 DEBUG_HTTP_ENV = "AGENTDESCENT_DEBUG_HTTP"
 MARKER = "[redacted {name}]"

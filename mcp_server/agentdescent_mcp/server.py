@@ -12,6 +12,7 @@ and a host that has no model key does the run's work through the rollout and pro
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import secrets
 from collections.abc import Iterator
@@ -157,8 +158,28 @@ def _redacted(answer: Any) -> Any:
     if isinstance(answer, list):
         return [_redacted(item) for item in answer]
     if isinstance(answer, BaseModel):
-        return type(answer).model_validate_json(redact(answer.model_dump_json()))
+        masked = json.loads(redact(answer.model_dump_json()))
+        try:
+            return type(answer).model_validate(masked)
+        except ValidationError as exc:  # a word of our own a variable happens to hold ("finished"): no key
+            kept = answer.model_dump(mode="json")
+            for error in exc.errors():
+                _put(masked, kept, error["loc"])
+            return type(answer).model_validate(masked)
     return answer
+
+
+def _put(masked: Any, kept: Any, loc: tuple[int | str, ...]) -> None:
+    """Give `masked` the value `kept` holds at `loc` (the deepest place both hold)."""
+    for step in loc[:-1]:
+        try:
+            masked, kept = masked[step], kept[step]
+        except (KeyError, IndexError, TypeError):
+            return
+    try:
+        masked[loc[-1]] = kept[loc[-1]]
+    except (KeyError, IndexError, TypeError):
+        return
 
 
 @contextmanager
