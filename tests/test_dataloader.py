@@ -118,6 +118,17 @@ def test_format_strings_callables_and_meta():
     assert tasks_from(ROWS, prompt="question", meta="src")[1].meta == {"src": "y"}
 
 
+
+def test_a_format_string_names_columns_and_does_nothing_else():
+    """A width would make each row as long as it says (memory for a 40-byte spec line), an
+    attribute reads past the row: neither is a column."""
+    for template in ("{question:>400000000}", "{question!r}", "{}"):
+        with pytest.raises(UserError, match="is not a column; name columns as {column}"):
+            tasks_from(ROWS, prompt=template)
+    with pytest.raises(UserError, match="'question.__class__' is missing"):
+        tasks_from(ROWS, prompt="{question.__class__}")
+    assert tasks_from([{"q.a": "x"}], prompt="{q.a} {{braces}}")[0].prompt == "x {braces}"
+
 def test_missing_column_message():
     rows = [*ROWS, {"question": "q3", "id": "c"}]
     with pytest.raises(UserError) as info:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import string
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -100,13 +101,27 @@ def _field(spec: ColumnSpec, row: Mapping, index: int, role: str) -> Any:
                         f"not {type(spec).__name__}")
     if "{" not in spec:
         return _column(row, spec, index, role)
+    return "".join(_filled(spec, row, index, role))
+
+
+def _filled(template: str, row: Mapping, index: int, role: str) -> Iterable[str]:
+    """The template's text with each {column} as the row holds it. Nothing else a format string
+    can do is done: a width ({c:>400000000}) would make a row as long as it says, and an
+    attribute ({c.__class__}) would read past the row."""
     try:
-        return spec.format_map(row)
-    except KeyError as exc:
-        raise _missing(exc.args[0], row, index, role) from None
-    except (IndexError, ValueError, AttributeError) as exc:
-        raise UserError(f"{role} format {spec!r} is not usable ({exc}); name columns as "
+        parts = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise UserError(f"{role} format {template!r} is not usable ({exc}); name columns as "
                         "{column} and write literal braces as {{ }}") from None
+    for literal, name, spec, conversion in parts:
+        yield literal
+        if name is None:
+            continue
+        if spec or conversion or not name:
+            raise UserError(f"{role} format {template!r}: {{{name}{'!' + conversion if conversion else ''}"
+                            f"{':' + spec if spec else ''}}} is not a column; name columns as {{column}}, "
+                            "with nothing after the name, and write literal braces as {{ }}")
+        yield str(_column(row, name, index, role))
 
 
 def _column(row: Mapping, name: str, index: int, role: str) -> Any:
