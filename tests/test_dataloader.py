@@ -31,6 +31,16 @@ def test_jsonl_malformed_line_names_file_and_line(tmp_path):
         jsonl_rows(path)
 
 
+
+def test_json_a_reader_cannot_take_is_named_not_a_traceback(tmp_path):
+    deep, huge = tmp_path / "deep.jsonl", tmp_path / "huge.json"
+    deep.write_text('{"q": "a"}\n{"q": ' + "[" * 100_000 + "]" * 100_000 + "}\n", encoding="utf-8")
+    with pytest.raises(UserError, match="line 2 is nested too deeply"):
+        jsonl_rows(deep)
+    huge.write_text('[{"q": ' + "9" * 5000 + "}]", encoding="utf-8")
+    with pytest.raises(UserError, match="huge.json: invalid JSON"):
+        json_rows(huge)
+
 def test_missing_file_names_the_path(tmp_path):
     for loader in (jsonl_rows, json_rows, csv_rows):
         with pytest.raises(UserError, match="nothere"):

@@ -235,6 +235,18 @@ def test_any_real_number_is_a_reward(value):
     assert check_reward(value, Task(id="t", prompt="p")) == float(value)
 
 
+
+class _Unconvertible(float):
+    def __float__(self):
+        raise RuntimeError("no")
+
+
+@pytest.mark.parametrize(("value", "said"), [(10**5000, "an int of 16610 bits"), (_Unconvertible(0.5), "(_Unconvertible)")],
+                         ids=["huge-int", "no-float"])
+def test_a_number_that_is_no_float_is_a_user_error_not_a_crash(value, said):
+    with pytest.raises(UserError, match=re.escape(said)):
+        check_reward(value, Task(id="t", prompt="p"))
+
 def test_numpy_scalars_are_rewards():
     np = pytest.importorskip("numpy")
     for value in (np.float32(0.5), np.float64(1.0), np.int64(0), np.bool_(True)):

@@ -38,6 +38,8 @@ def jsonl_rows(path: str | os.PathLike, *, limit: int | None = None, max_bytes: 
                 row = json.loads(line)
             except ValueError as exc:
                 raise UserError(f"{path}: line {number} is not valid JSON ({exc})") from None
+            except RecursionError:
+                raise UserError(f"{path}: line {number} is nested too deeply to read") from None
             if not isinstance(row, dict):
                 raise UserError(f"{path}: line {number} is a {type(row).__name__}, not an object")
             rows.append(row)
@@ -55,6 +57,8 @@ def json_rows(path: str | os.PathLike, *, limit: int | None = None, max_bytes: i
             data = json.load(handle)
         except json.JSONDecodeError as exc:
             raise UserError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+        except ValueError as exc:  # a number past the digits Python converts
+            raise UserError(f"{path}: invalid JSON: {exc}") from None
         except RecursionError:
             raise UserError(f"{path}: the JSON is nested too deeply to read") from None
     if isinstance(data, dict):

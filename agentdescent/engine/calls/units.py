@@ -138,12 +138,22 @@ def check_reward(value: object, task: Task) -> float:
         )
     try:
         number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):  # a number-like that is not one number: a numpy array of several, say
-        raise UserError(f"reward returned {str(value)[:80]} ({type(value).__name__}) for task {task.id!r}; it must "
+    except OverflowError:  # an int past any float
+        raise UserError(f"reward returned an int of {value.bit_length()} bits for task {task.id!r}; "  # type: ignore[union-attr]
+                        "it must be in [0, 1] (scale or clip it)") from None
+    except Exception:  # a number-like that is not one number: a numpy array of several, say
+        raise UserError(f"reward returned {_shown(value)} ({type(value).__name__}) for task {task.id!r}; it must "
                         "return one number in [0, 1] (for a one-element array, its item())") from None
     if math.isnan(number) or not 0.0 <= number <= 1.0:
         raise UserError(f"reward returned {value} for task {task.id!r}; it must be in [0, 1] (scale or clip it)")
     return number
+
+
+def _shown(value: object) -> str:
+    try:
+        return str(value)[:80]
+    except Exception:  # its __str__ raises too
+        return "a value that cannot be shown"
 
 
 def reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence[Rollout],
