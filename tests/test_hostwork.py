@@ -13,12 +13,13 @@ import time as _real_clock  # the Clock's methods are named like the module's
 
 import pytest
 
-from agentdescent.errors import AgentError
-from agentdescent.runs import hostwork
+from agentdescent.errors import AgentError, UserError
+from agentdescent.runs import hostfiles, hostwork
 from agentdescent.runs import mailbox as mailbox_module
 from agentdescent.runs.host import HostAgent
 from agentdescent.runs.hostwork import Answer
 from agentdescent.runs.mailbox import Claim, Mailbox
+from agentdescent.runs.spec import RunSpec
 from agentdescent.runs.status import RunStatus
 from agentdescent.runs.store import RunDir
 
@@ -37,6 +38,8 @@ def run(tmp_path):
     folder.mkdir()
     made = RunDir(folder)
     made.write_status(RunStatus(id=made.id, state="running"))
+    spec = RunSpec.model_validate({"target": "prompt.md", "tasks": [{"id": "t", "prompt": "p"}], "agent": "host"})
+    made.file("spec.json").write_text(spec.model_dump_json(), encoding="utf-8")
     lock = made.lock()
     STOPPING.clear()
     yield made
@@ -237,11 +240,84 @@ def test_a_workspace_s_files_that_are_not_text_or_large_are_named_for_the_host_t
     (folder / "assets").mkdir(parents=True)
     (folder / "SKILL.md").write_text("# Skill\n", encoding="utf-8")
     (folder / "assets" / "logo.png").write_bytes(bytes(range(256)))
-    (folder / "big.md").write_text("x" * (hostwork.FILE_BYTES + 1), encoding="utf-8")
+    (folder / "big.md").write_text("x" * (hostfiles.FILE_BYTES + 1), encoding="utf-8")
     post(run, {"prompt": "task 1", "cwd": folder})
     [met] = hostwork.take(run, ME).work
     assert met.files == {"SKILL.md": "# Skill\n"} and met.unsent == ["assets/logo.png", "big.md"]
 
+
+
+def test_a_candidate_too_large_for_a_page_sends_what_fits_and_names_the_rest(run, tmp_path):
+    """Its largest files are read in the workspace; a text or template past the page is read in a
+    file of the run's folder: the answer stays under the page, request ids whole."""
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text("# Skill\n", encoding="utf-8")
+    for name in ("a.md", "b.md"):
+        (folder / name).write_text("x" * 150_000, encoding="utf-8")
+    post(run, {"prompt": "task 1", "cwd": folder})
+    work = hostwork.take(run, ME)
+    [met] = work.work
+    assert len(work.model_dump_json()) < hostwork.PAGE_BYTES
+    assert met.files == {"SKILL.md": "# Skill\n"} and met.unsent == ["a.md", "b.md"] and len(met.requests) == 1
+
+    text, template = "RULE " * 20_000, "You follow the rules. " * 2_000 + "{task}"
+    agent = HostAgent(Mailbox(run.file("mailbox")), "rollout", timeout=30, gone=STOPPING.is_set, template=template)
+    asker(agent, {"prompt": template.format(task="task 2"), "context": text}).start()
+    while len(Mailbox(run.file("mailbox")).open()) < 2:
+        time.sleep(0.01)
+    work = hostwork.take(run, ME)
+    [met] = work.work
+    assert len(work.model_dump_json()) < hostwork.PAGE_BYTES and met.context is None and met.template is None
+    assert open(met.context_file, encoding="utf-8").read() == text
+    assert open(met.template_file, encoding="utf-8").read() == template
+
+
+def test_a_rollout_helper_and_a_reflection_helper_of_one_conversation_each_get_the_text(run):
+    """They share one holder (one MCP server), and each must read the candidate it works on."""
+    post(run, {"prompt": "improve it", "context": "RULES A"}, kind="proposal")
+    post(run, {"prompt": "task 1", "context": "RULES A"}, {"prompt": "task 2", "context": "RULES A"})
+    [rollouts] = hostwork.take(run, ME, ("rollout",)).work
+    [proposals] = hostwork.take(run, ME, ("proposal",)).work
+    assert rollouts.candidate == proposals.candidate and rollouts.context == proposals.context == "RULES A"
+
+
+def test_requests_a_conversation_took_and_lost_are_named_and_given_back_by_release(run):
+    post(run, *({"prompt": f"task {i}"} for i in range(3)))
+    assert sum(len(group.requests) for group in hostwork.take(run, ME).work) == 3
+    again = hostwork.gather(run, ME, wait=5)  # a new helper of the same conversation; at once, not after the wait
+    assert again.work == [] and "holds 3 request(s) it took before" in again.message and "host_release" in again.message
+    assert hostwork.release(run, ME) == 3
+    assert sum(len(group.requests) for group in hostwork.take(run, ME).work) == 3
+
+
+def test_reading_and_answering_keep_a_holder_s_other_requests_held(run, monkeypatch):
+    post(run, *({"prompt": f"task {i}"} for i in range(2)))
+    first = [r.request_id for group in hostwork.take(run, ME).work for r in group.requests]
+    assert len(first) == 2
+    clock = [time.time() + hostwork.LEASE_SECONDS - 1]
+    monkeypatch.setattr(mailbox_module.time, "time", lambda: clock[0])
+    hostwork.read(run, first[0], 0, holder=ME)
+    clock[0] += hostwork.LEASE_SECONDS - 1  # past the first lease: held by the read's renewal
+    other = Claim(holder="other", pid=os.getpid())
+    assert hostwork.take(run, other).work == []
+
+
+def test_a_batch_answering_a_request_twice_keeps_the_first(run):
+    post(run, {"prompt": "task 1"})
+    [request] = hostwork.take(run, ME).work[0].requests
+    done = hostwork.submit(run, [Answer(request_id=request.request_id, answer="a"),
+                                 Answer(request_id=request.request_id, answer="b")], ME)
+    assert done.received == [request.request_id] and "answers it twice" in done.refused[request.request_id]
+
+
+def test_asking_for_work_a_run_does_not_give_the_host_is_refused(run):
+    spec = RunSpec.model_validate({"target": "p.md", "tasks": [{"id": "t", "prompt": "p"}], "agent": "host",
+                                   "reflector": "python:tests.keyword_domain:next_rule"})
+    run.file("spec.json").write_text(spec.model_dump_json(), encoding="utf-8")
+    with pytest.raises(UserError, match="asks the host for no proposal: its reflector is python, not host"):
+        hostwork.take(run, ME, ("proposal",))
+    assert hostwork.take(run, ME).work == []  # both kinds asked: the rollouts it does give
 
 def test_show_comes_in_pages_a_host_shows_whole_and_the_patch_comes_back_whole():
     from agentdescent.runs.review import DiffView, RolloutView, Shown

@@ -23,19 +23,17 @@ Left out: the mailbox's files (`mailbox`), the asking side (`host`) and the tool
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentdescent import atomic
 from agentdescent.artifacts.strategies import MAX_TREE_PROPOSAL_CHARS
 from agentdescent.errors import UserError
 from agentdescent.reflect.reflector import APART
 from agentdescent.runs.host import APPROVAL, PROPOSAL, ROLLOUT
+from agentdescent.runs.hostfiles import Seen, fitted, workspace_files
 from agentdescent.runs.mailbox import Claim, Mailbox, Request
 from agentdescent.runs.status import LIVE
 from agentdescent.runs.store import RunDir
@@ -44,9 +42,7 @@ LEASE_SECONDS = 60.0  # a request taken and not answered goes back to the queue 
 PAGE_BYTES = 7_000  # one answer's JSON: under the ~8 KB some hosts show whole
 SETTLE_S, GATHER_S, POLL_S = 0.5, 4.0, 0.1  # a wave is in once nothing new came for SETTLE_S; GATHER_S at most
 MAX_ANSWER_CHARS = MAX_TREE_PROPOSAL_CHARS  # an answer: at most what a reflection on a folder may hold
-FILE_BYTES = 200_000  # a workspace file past this is read by the host itself, not sent
 KINDS = (ROLLOUT, PROPOSAL)
-SKILL_FOLDERS = (".claude", ".agents", ".codex")  # hidden folders a host reads skills from
 
 
 def _unless_none() -> Any:
@@ -71,7 +67,9 @@ class CandidateWork(BaseModel):
     deleted: list[str] | None = _unless_none()  # with `base`: its files this candidate does not have
     unsent: list[str] | None = _unless_none()  # the workspace's files `files` leaves out (not text, or large): read there
     context: str | None = _unless_none()  # a text run: the artifact each task is done with, the first time this holder meets it
+    context_file: str | None = _unless_none()  # the context, too long to send: read it in this file
     template: str | None = _unless_none()  # each request's whole prompt is this with {task} replaced by the request's prompt
+    template_file: str | None = _unless_none()  # the template, too long to send: read it in this file
     requests: list[HostRequest]
 
 
@@ -81,6 +79,7 @@ class HostWork(BaseModel):
     running: bool
     waiting: int = 0  # requests still open after these (taken by another conversation, or past this page)
     message: str
+    held: int = Field(default=0, exclude=True)  # requests the holder had taken before this call and not answered
 
 
 class Answer(BaseModel):
@@ -109,40 +108,60 @@ class Page(BaseModel):
 
 def take(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS, *, budget: int = PAGE_BYTES) -> HostWork:
     """Claim for `holder` the open requests of `kinds` that fit in one page, grouped by candidate;
-    its other claims are renewed first (it is at work)."""
-    for kind in kinds:
-        if kind not in KINDS:
-            raise UserError(f"kind must be {ROLLOUT!r} or {PROPOSAL!r}; got {kind!r}")
+    its other claims of those kinds are renewed first (it is at work)."""
+    kinds = _asked(run, kinds)
     mailbox = Mailbox(run.file("mailbox"))
-    listing = mailbox.open()
-    mailbox.renew(holder, listing)
-    seen = _Seen(run, holder)
+    listing = [(request, claimed) for request, claimed in mailbox.open() if request.kind in kinds]
+    held = mailbox.renew(holder, listing)
+    seen = {kind: Seen(run, holder, kind) for kind in kinds}
     groups: dict[tuple, CandidateWork] = {}
     left, waiting = budget - 400, 0  # room for the answer's own fields
     for request, claimed in listing:
-        if request.kind not in kinds:
-            continue
         if claimed is not None and claimed.holder == holder.holder:
             continue  # taken before: the holder has it
         key, text = _group(request), _text(request)
-        group, files = (groups[key], None) if key in groups else _opened(request, seen)
+        if key in groups:
+            group, files = groups[key], None
+        else:
+            group, files = _opened(request, seen[request.kind])
+            if not groups:  # the page's first group goes whole into it, or as much of it as can
+                fitted(group, run, left - min(len(json.dumps(text)), 300) - 130)
         size = len(json.dumps(text)) + 50 + (0 if key in groups else len(group.model_dump_json()) + 80)
         if size > left and groups or not mailbox.claim(request.id, holder=holder, lease=LEASE_SECONDS):
             waiting += mailbox.holder_of(request.id) != holder.holder  # not: a call of its own, at once, took it
             continue
         if key not in groups:
             groups[key] = group
-            if group.candidate not in seen:  # a candidate met before keeps the digests it was sent with
-                seen.add(group.candidate, files)
+            if group.candidate not in seen[request.kind]:  # a candidate met before keeps the digests it was sent with
+                sent = {path: text for path, text in (files or {}).items() if path not in (group.unsent or ())}
+                seen[request.kind].add(group.candidate, sent)
         page = cut_to(text, max(200, left - size + len(json.dumps(text))))
         group.requests.append(HostRequest(request_id=request.id, prompt=page, continues=len(page) < len(text)))
         left -= size
-    seen.save()
+    for kind_seen in seen.values():
+        kind_seen.save()
     status = run.status()
     running = status.state in LIVE
     work = list(groups.values())
-    return HostWork(run_id=run.id, work=work, running=running, waiting=waiting,
-                    message=_said(work, waiting, running, status.state))
+    return HostWork(run_id=run.id, work=work, running=running, waiting=waiting, held=held,
+                    message=_said(work, waiting, running, status.state, held))
+
+
+def _asked(run: RunDir, kinds: tuple[str, ...]) -> tuple[str, ...]:
+    """The kinds of `kinds` the run asks the host for; a `UserError` when it asks none of them
+    (a helper waiting for them would wait for the whole run)."""
+    for kind in kinds:
+        if kind not in KINDS:
+            raise UserError(f"kind must be {ROLLOUT!r} or {PROPOSAL!r}; got {kind!r}")
+    spec = run.spec()
+    asked = {ROLLOUT: spec.agent.kind == "host", PROPOSAL: (spec.reflector or spec.agent).kind == "host"}
+    mine = tuple(kind for kind in kinds if asked[kind])
+    if not mine:
+        who = {ROLLOUT: f"agent is {spec.agent.kind}", PROPOSAL: f"reflector is {(spec.reflector or spec.agent).kind}"}
+        raise UserError(f"run {run.id} asks the host for no {' or '.join(kinds)}: its "
+                        f"{' and its '.join(who[kind] for kind in kinds)}, not host; no such request will come, "
+                        "so there is nothing to wait for")
+    return mine
 
 
 def gather(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS, *, wait: float = 0.0) -> HostWork:
@@ -150,7 +169,8 @@ def gather(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS, *, wait: 
     until nothing new came for `SETTLE_S`, the page is full, or `GATHER_S` passed."""
     deadline = time.monotonic() + wait
     work = take(run, holder, kinds)
-    while not work.work and work.running and time.monotonic() < deadline:
+    held = work.held  # what it held when it called: what a later take of this call finds is this call's
+    while not work.work and work.running and not held and time.monotonic() < deadline:
         time.sleep(POLL_S)
         work = take(run, holder, kinds)
     settled, until = time.monotonic() + SETTLE_S, time.monotonic() + GATHER_S
@@ -162,13 +182,14 @@ def gather(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS, *, wait: 
             settled = time.monotonic() + SETTLE_S
         elif more.waiting:
             work = work.model_copy(update={"waiting": more.waiting})
-    return work.model_copy(update={"message": _said(work.work, work.waiting, work.running, run.status().state)})
+    return work.model_copy(update={"message": _said(work.work, work.waiting, work.running, run.status().state, held)})
 
 
-def submit(run: RunDir, answers: list[Answer]) -> Submitted:
+def submit(run: RunDir, answers: list[Answer], holder: Claim | None = None) -> Submitted:
     """Answer each request once; an answer to a request that is gone is refused, with why (each
     reason said once: a later id refused for it says "as for" the first), and every answer to a
-    run that has stopped, since nothing waits for them: a resumed run asks its questions anew."""
+    run that has stopped, since nothing waits for them: a resumed run asks its questions anew.
+    `holder`'s other claims of the kinds answered are renewed (it is at work)."""
     mailbox = Mailbox(run.file("mailbox"))
     received, refused = [], {}
     state = run.status().state
@@ -177,10 +198,16 @@ def submit(run: RunDir, answers: list[Answer]) -> Submitted:
             if state not in LIVE:
                 raise UserError(f"run {run.id} is {state}: nothing waits for answers to its requests; "
                                 "if it is resumed, take its requests again")
+            if given.request_id in received or given.request_id in refused:
+                raise UserError("this batch answers it twice; the first answer is the one taken")
             mailbox.answer(given.request_id, {"answer": given.answer})
             received.append(given.request_id)
         except UserError as exc:
-            refused[given.request_id] = str(exc)
+            refused.setdefault(given.request_id, str(exc))
+    if holder is not None and received:
+        listing = mailbox.open()
+        answered = {request.kind for request, _ in listing if request.id in received} or set(KINDS)
+        mailbox.renew(holder, [(request, claimed) for request, claimed in listing if request.kind in answered])
     first = {}
     for request_id, why in refused.items():
         first.setdefault(why, request_id)
@@ -199,11 +226,16 @@ def release(run: RunDir, holder: Claim) -> int:
     return Mailbox(run.file("mailbox")).release(holder)
 
 
-def read(run: RunDir, request_id: str, offset: int, *, budget: int = PAGE_BYTES) -> Page:
-    """A page of an open request's prompt from `offset` (characters)."""
-    found = next((r for r, _ in Mailbox(run.file("mailbox")).open() if r.id == request_id), None)
+def read(run: RunDir, request_id: str, offset: int, *, budget: int = PAGE_BYTES, holder: Claim | None = None) -> Page:
+    """A page of an open request's prompt from `offset` (characters); `holder`'s claims of its
+    kind are renewed (it is at work)."""
+    mailbox = Mailbox(run.file("mailbox"))
+    listing = mailbox.open()
+    found = next((r for r, _ in listing if r.id == request_id), None)
     if found is None:
         raise UserError(f"there is no open request {request_id!r}; take the open ones again")
+    if holder is not None:
+        mailbox.renew(holder, [(request, claimed) for request, claimed in listing if request.kind == found.kind])
     text = _text(found)
     page = cut_to(text[max(0, offset):], budget - 300)
     return Page(run_id=run.id, request_id=request_id, text=page, offset=offset,
@@ -229,7 +261,11 @@ def whole_prompt(group: CandidateWork, request: HostRequest, context: str | None
     """A request's prompt as the host is to read it: inside its group's template, and with
     `context` (the candidate's text, sent the first time) where a reflection's prompt says its
     artifact is given beside it."""
-    prompt = group.template.replace("{task}", request.prompt) if group.template else request.prompt
+    template = group.template
+    if template is None and group.template_file is not None:
+        with open(group.template_file, encoding="utf-8") as file:
+            template = file.read()
+    prompt = template.replace("{task}", request.prompt) if template else request.prompt
     return prompt.replace(APART, context) if context is not None else prompt
 
 
@@ -252,52 +288,18 @@ def _group_of(work: CandidateWork) -> tuple[str, str, str | None]:
     return work.candidate, work.kind, work.template
 
 
-def _opened(request: Request, seen: _Seen) -> tuple[CandidateWork, dict[str, str] | None]:
+def _opened(request: Request, seen: Seen) -> tuple[CandidateWork, dict[str, str] | None]:
     """The group `request` opens, with no request yet: its candidate, kind and template, and the
     first time this holder meets the candidate its context and its files (or those that differ
     from a candidate it met); and the candidate's files whole, read this once (None: not read)."""
     key, kind, template = _group(request)
     context, workspace, known = request.body.get("context"), request.body.get("workspace"), key in seen
-    files, unsent = (None, None) if known or not isinstance(workspace, str) else _files(workspace)
+    files, unsent = (None, None) if known or not isinstance(workspace, str) else workspace_files(workspace)
     base, changed, deleted = seen.against(files) if files else (None, files, None)
     group = CandidateWork(candidate=key, kind=kind, workspace=workspace, files=changed, base=base, deleted=deleted,
                           unsent=unsent or None, context=None if known or context is None else str(context),
                           template=template, requests=[])
     return group, files
-
-
-def _files(workspace: object) -> tuple[dict[str, str], list[str]]:
-    """The text files of a workspace, by path, without its hidden folders but the skill layouts'
-    (`.claude`, `.agents`, `.codex`): what a host would read there; and the paths of the others
-    (not text, or past `FILE_BYTES`), which the host reads there if a task needs them."""
-    if not isinstance(workspace, str):
-        return {}, []
-    root, found, unsent = Path(workspace), {}, []
-    try:
-        for path in sorted(root.rglob("*")):
-            relative = path.relative_to(root)
-            hidden = [part for part in relative.parts[:-1] if part.startswith(".")]
-            if not path.is_file() or path.is_symlink() or any(p not in SKILL_FOLDERS for p in hidden[:1]):
-                continue
-            data = path.read_bytes() if path.stat().st_size <= FILE_BYTES else None
-            text = _text_of(data) if data is not None else None
-            if text is None:
-                unsent.append(str(relative))
-            else:
-                found[str(relative)] = text
-    except OSError:
-        return {}, []
-    return found, unsent
-
-
-def _text_of(data: bytes) -> str | None:
-    """`data` as UTF-8 text, or None for bytes that are not (a NUL, an invalid sequence)."""
-    if b"\0" in data:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
 
 
 def _merged(work: HostWork, more: HostWork) -> HostWork:
@@ -308,59 +310,6 @@ def _merged(work: HostWork, more: HostWork) -> HostWork:
         else:
             groups[_group_of(group)] = group
     return work.model_copy(update={"work": list(groups.values()), "waiting": more.waiting})
-
-
-class _Seen:
-    """The candidates a holder was sent, each with a digest of its files, kept beside the mailbox
-    for its later calls: a candidate met again comes as its id, a new one near a known one as the
-    files that differ."""
-
-    KEPT = 32  # candidates whose file digests are kept to send a new one against
-
-    def __init__(self, run: RunDir, holder: Claim) -> None:
-        self.path = run.file("mailbox") / f"seen-{holder.holder}.json" if holder.holder.isalnum() else None
-        self._known: dict[str, dict[str, str]] = {}
-        if self.path is not None:
-            try:
-                known = json.loads(self.path.read_text(encoding="utf-8"))
-                self._known = {str(c): {str(p): str(d) for p, d in files.items()} for c, files in known.items()}
-            except (OSError, ValueError, TypeError, AttributeError):
-                pass
-        self._added = False
-
-    def __contains__(self, candidate: str) -> bool:
-        return candidate in self._known
-
-    def add(self, candidate: str, files: dict[str, str] | None) -> None:
-        self._known[candidate] = {path: _digest(text) for path, text in (files or {}).items()}
-        while len(self._known) > self.KEPT:
-            del self._known[next(iter(self._known))]
-        self._added = True
-
-    def against(self, files: dict[str, str]) -> tuple[str | None, dict[str, str], list[str] | None]:
-        """(base, the files that differ from base's, base's files not in `files`) for the known
-        candidate nearest `files`; (None, files, None) when none is nearer than nothing."""
-        digests = {path: _digest(text) for path, text in files.items()}
-        best: tuple[int, str, dict[str, str], list[str]] | None = None
-        for candidate, known in self._known.items():
-            if not known:
-                continue
-            changed = {p: files[p] for p, d in digests.items() if known.get(p) != d}
-            deleted = sorted(set(known) - set(files))
-            size = sum(len(t) for t in changed.values()) + sum(len(p) for p in deleted)
-            if best is None or size < best[0]:
-                best = (size, candidate, changed, deleted)
-        if best is None or best[0] >= sum(len(t) for t in files.values()):
-            return None, files, None
-        return best[1], best[2], best[3]
-
-    def save(self) -> None:
-        if self._added and self.path is not None:
-            atomic.write_text(self.path, json.dumps(self._known))
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def cut_to(text: str, room: int) -> str:
@@ -374,14 +323,17 @@ def cut_to(text: str, room: int) -> str:
     return text[:low]
 
 
-def _said(work: list[CandidateWork], waiting: int, running: bool, state: str) -> str:
+def _said(work: list[CandidateWork], waiting: int, running: bool, state: str, held: int) -> str:
     taken = sum(len(group.requests) for group in work)
+    lost = (f"this conversation holds {held} request(s) it took before and has not answered: answer them, or if "
+            "they are lost (a helper ended, a result was cut), host_release gives them back to take again" if held else "")
     if taken:
         more = f"; {waiting} more open: take them once these are answered" if waiting else ""
         return (f"{taken} request(s) on {len(work)} candidate(s): read each candidate once, do each task from its "
-                f"files alone, and answer them all with host_submit{more}")
+                f"files alone, and answer them all with host_submit{more}" + (f"; {lost}" if lost else ""))
     if not running:
         return f"the run is not running ({state}); there is nothing to do"
     if waiting:
-        return f"{waiting} request(s) open, held by another conversation until it answers or its lease ends"
-    return "nothing to do yet: the run is measuring or deciding; ask again with wait"
+        return (f"{waiting} request(s) open, held by another conversation until it answers or its lease ends"
+                + (f"; {lost}" if lost else ""))
+    return lost or "nothing to do yet: the run is measuring or deciding; ask again with wait"

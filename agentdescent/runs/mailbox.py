@@ -136,10 +136,10 @@ class Mailbox:
     def answer(self, request_id: str, body: dict[str, Any]) -> None:
         """Answer a request once; `UserError` for an unknown or withdrawn one, or a second answer."""
         if not _safe_id(request_id) or not self._path(request_id, "request.json").exists():
-            raise UserError(f"there is no open request {request_id!r} (it was answered, withdrawn when the run "
-                            "stopped, or never existed); ask for the open ones again")
+            raise UserError("there is no such open request (it was answered, withdrawn when the run stopped, or "
+                            "never existed); ask for the open ones again")
         if not self._link(self._path(request_id, "answer.json"), json.dumps(body)):
-            raise UserError(f"request {request_id} was already answered; each is answered once")
+            raise UserError("the request was already answered; each is answered once")
 
     def _link(self, final: Path, text: str) -> bool:
         """Write `final` whole unless it is there already (False): a reader never sees it half written."""

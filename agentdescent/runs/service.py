@@ -25,7 +25,7 @@ from agentdescent.governance import Governance
 from agentdescent.runs import build, detach, hostwork, keys, leftovers, restoring, review
 from agentdescent.runs.doctor import DoctorReport, doctor
 from agentdescent.runs.draft import cheaper_than_host
-from agentdescent.runs.mailbox import Claim
+from agentdescent.runs.mailbox import Claim, Mailbox
 from agentdescent.runs.quote import Quote, budget_warnings, quote, refusal, size_warnings, whole_file_warnings
 from agentdescent.runs.spec import AgentSpec, Problem, RunSpec, SpecError, read_spec
 from agentdescent.runs.status import LIVE, RunStatus
@@ -144,6 +144,7 @@ class Service:
                             f"{status.next or 'agentdescent evolve SPEC starts a new run'}")
         with self._target_lock(status.target):
             self._refuse_second_run(status.target)
+            Mailbox(run.file("mailbox")).clear()  # the old process's requests: an answer to one now would be lost
             run.write_status(status.model_copy(update={"state": "starting", "message": "resuming", "error": None,
                                                        "pid": None}))  # the new process writes its own
             self._launch(run)
@@ -187,14 +188,14 @@ class Service:
         waiting up to `wait` seconds for a wave (`hostwork.gather`)."""
         return hostwork.gather(self.store.get(run_id), holder, kinds, wait=wait)
 
-    def host_submit(self, run_id: str, answers: list[hostwork.Answer]) -> hostwork.Submitted:
-        return hostwork.submit(self.store.get(run_id), answers)
+    def host_submit(self, run_id: str, answers: list[hostwork.Answer], holder: Claim | None = None) -> hostwork.Submitted:
+        return hostwork.submit(self.store.get(run_id), answers, holder)
 
     def host_release(self, run_id: str, holder: Claim) -> int:
         return hostwork.release(self.store.get(run_id), holder)
 
-    def host_read(self, run_id: str, request_id: str, offset: int) -> hostwork.Page:
-        return hostwork.read(self.store.get(run_id), request_id, offset)
+    def host_read(self, run_id: str, request_id: str, offset: int, holder: Claim | None = None) -> hostwork.Page:
+        return hostwork.read(self.store.get(run_id), request_id, offset, holder=holder)
 
     # inside
 

@@ -307,13 +307,16 @@ def host_next(run_id: RunId, kind: Kind = None, wait: Wait = 20) -> HostWork:
     their wave. They come grouped by candidate: the same `candidate` is the same artifact. The
     first time you meet a candidate its `files` (or its `context` text) come with it, or with a
     `base` only the files that differ from that candidate's (`deleted`: those it lacks); later its
-    id alone: do every task of the group from that artifact alone. A group's `template` is each of
+    id alone: do every task of the group from that artifact alone. Files too large to send are
+    `unsent` (read them in the workspace), a text too long is a `context_file` or `template_file`
+    (read that file). A group's `template` is each of
     its prompts whole, with {task} where the request's prompt goes. A rollout's prompt is a task
     to answer as the artifact's instructions say, not a request from the user; a proposal's
     prompt asks for an improvement in a stated format. Answer them all in one host_submit. A
     prompt with `continues` goes on: host_read gives the rest. `running` false: the run has ended,
     stop. What you take is held for you while you keep calling; unanswered, it goes back after a
-    minute without a call, at once if this conversation ends, or now with host_release."""
+    minute without a call, at once if this conversation ends, or now with host_release (do that
+    when the message says you hold requests you no longer have)."""
     kinds = (ROLLOUT, PROPOSAL) if kind is None else (kind,)
     with service() as s:
         return s.host_next(run_id, HOLDER, kinds, wait=wait)
@@ -326,7 +329,7 @@ def host_submit(run_id: RunId, answers: Answers) -> Submitted:
     the reply its prompt asks for, in exactly its format. Each request is answered once; `refused`
     says which were not taken (answered already, or the run withdrew them). Then ask host_next again."""
     with service() as s:
-        return s.host_submit(run_id, answers)
+        return s.host_submit(run_id, answers, HOLDER)
 
 
 @server.tool(annotations=READ_ONLY)
@@ -335,7 +338,7 @@ def host_read(run_id: RunId, request_id: RequestId, offset: Offset = 0) -> Page:
     `offset` characters on: call it again from the end of the page until `continues` is false.
     Only the conversation working on that request needs it."""
     with service() as s:
-        return s.host_read(run_id, request_id, offset)
+        return s.host_read(run_id, request_id, offset, HOLDER)
 
 
 @server.tool(annotations=GIVES_BACK)
