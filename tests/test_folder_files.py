@@ -101,3 +101,12 @@ def test_a_folder_past_the_file_count_is_told_to_leave_out_its_bulk_never_its_co
     assert problem.message == ('holds more than a run reads (max_files=2,000): leave out what the run does not need '
                                'with exclude: ["cache/*"] in the spec, then plan again')
     assert service.plan(spec_of(target, exclude=["cache/*"])).files == len(load_tree(target, exclude=["cache/*"], binary={}))
+
+
+def test_a_plan_names_the_first_files_carried_and_counts_them_all(service, tmp_path):
+    """A tool's answer stays under a page however many the folder holds."""
+    target = a_skill_with_a_logo(tmp_path)
+    for i in range(40):
+        (target / "assets" / f"icon-{i:02d}.png").write_bytes(LOGO)
+    plan = service.plan(spec_of(target))
+    assert plan.carried_total == 41 and len(plan.carried) == 20 and plan.carried[0] == "assets/icon-00.png"

@@ -112,7 +112,7 @@ def run_plan(args: argparse.Namespace, console: Console) -> int:
     cap = f"capped at {q.calls_cap} by max_calls" if q.calls_cap is not None else "no cap (max_calls sets one)"
     cost = (f"${q.cost_low_usd:g}-${q.cost_high_usd:g}" if q.cost_low_usd is not None
             else "no price in the spec (price_per_call or price_per_1k_tokens gives one)")
-    shown = ", ".join(plan.carried[:3]) + (f" and {len(plan.carried) - 3} more" if len(plan.carried) > 3 else "")
+    shown = ", ".join(plan.carried[:3]) + (f" and {plan.carried_total - 3} more" if plan.carried_total > 3 else "")
     carried = [f"  carried as they are (not text, never changed): {shown}"] if plan.carried else []
     say(console, f"plan for {plan.target} ({plan.kind}{files}); nothing has started", *carried,
         f"  tasks: {plan.tasks} ({plan.train} train, {plan.held_out} held out)",

@@ -105,7 +105,7 @@ class Accepted(BaseModel):
     target: str
     written: list[str] = Field(default_factory=list)
     deleted: list[str] = Field(default_factory=list)
-    unchanged: list[str] = Field(default_factory=list)
+    unchanged: int = 0  # files the write leaves as they are (a count: a folder may hold thousands)
     merged: list[str] = Field(default_factory=list)  # written as the merge of the run's change and the user's edit
     kept: list[str] = Field(default_factory=list)  # edited by the user since the run started, untouched by the run
     conflicts: list[str] = Field(default_factory=list)  # edited by both beyond a merge: refused unless overwrite
@@ -163,7 +163,7 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
         result, base = _to_write(run, result)
         plan = result.write_to(status.target, dry_run=dry_run, overwrite=overwrite, base=base)
         done = Accepted(run_id=run.id, dry_run=dry_run, target=status.target, written=list(plan.written),
-                        deleted=list(plan.deleted), unchanged=list(plan.unchanged), merged=list(plan.merged),
+                        deleted=list(plan.deleted), unchanged=len(plan.unchanged), merged=list(plan.merged),
                         kept=list(plan.kept), conflicts=list(plan.conflicts),
                         backup=None if plan.backup is None else str(plan.backup), refused=list(plan.refused),
                         message="")

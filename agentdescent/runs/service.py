@@ -32,6 +32,8 @@ from agentdescent.runs.status import LIVE, RunStatus
 from agentdescent.runs.store import RUN_ENV, RunDir, RunStore
 from agentdescent.types import Task
 
+SHOWN_CARRIED = 20  # a plan's carried files named: a page, not a folder's listing
+
 
 class Plan(BaseModel):
     """What a run would do and cost; nothing has started."""
@@ -39,7 +41,8 @@ class Plan(BaseModel):
     target: str
     kind: str
     files: int | None  # folder targets: how many text files, which a change may touch
-    carried: list[str] = Field(default_factory=list)  # folder targets: the files that are not text, carried as they are
+    carried: list[str] = Field(default_factory=list)  # folder targets: files that are not text, carried as they are (the first 20)
+    carried_total: int = 0  # how many there are
     tasks: int
     train: int
     held_out: int
@@ -307,7 +310,7 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
                                 rounds=spec.rounds)
     money = f", ${cost.cost_low_usd:g}-{cost.cost_high_usd:g}" if cost.cost_low_usd is not None else ""
     return Plan(target=spec.target, kind=parts.kind, files=None if parts.tree is None else len(parts.tree),
-                carried=sorted(parts.assets),
+                carried=sorted(parts.assets)[:SHOWN_CARRIED], carried_total=len(parts.assets),
                 tasks=len(parts.tasks), train=len(train), held_out=len(held_out), agent=spec.agent.label,
                 reflector=spec.reflector_spec.label, n_workers=spec.n_workers, rounds=spec.rounds, quote=cost,
                 warnings=warnings, next=f"about {cost.calls_low}-{cost.calls_high} calls{money}: if that suits, "

@@ -63,6 +63,7 @@ BaseArg = Annotated[str | None, Field(description="the folder relative paths of 
 RunId = Annotated[str, Field(max_length=64, description="the run's id as evolve or runs gave it (a unique prefix is enough)")]
 RequestId = Annotated[str, Field(max_length=64, description="a request id host_next gave")]
 Offset = Annotated[int, Field(ge=0, description="characters of the prompt already read")]
+Newest = Annotated[int, Field(ge=1, le=40, description="how many of the newest runs to list")]
 Kind = Annotated[Literal["rollout", "proposal"] | None, Field(description="rollout, proposal, or none for both")]
 Wait = Annotated[float, Field(ge=0, le=45, allow_inf_nan=False,
                                description="seconds to wait for requests when none is open yet")]
@@ -90,9 +91,10 @@ class Released(BaseModel):
 
 
 class Runs(BaseModel):
-    """Every run in the store, oldest first."""
+    """The newest runs in the store, oldest first."""
 
     runs: list[RunSummary]
+    older: int = 0  # runs left out, older than these
     store: str
 
 
@@ -293,11 +295,13 @@ def resume(run_id: RunId) -> Started:
 
 
 @server.tool(annotations=READ_ONLY)
-def runs() -> Runs:
-    """Every run in the store, oldest first: id, state, target, rounds, rewards and a one-line message.
-    Call it to find a run id the user refers to, or to see whether a run is still going."""
+def runs(newest: Newest = 15) -> Runs:
+    """The `newest` runs in the store, oldest first: id, state, target, rounds, rewards and a
+    one-line message (`older`: how many older runs are left out). Call it to find a run id the user
+    refers to, or to see whether a run is still going."""
     with service() as s:
-        return Runs(runs=s.runs(), store=str(s.store.root))
+        found = s.runs()
+        return Runs(runs=found[-newest:], older=max(0, len(found) - newest), store=str(s.store.root))
 
 
 @server.tool(annotations=HOST_WORK, meta=ALWAYS_LOADED)
