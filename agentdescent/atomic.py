@@ -3,18 +3,22 @@
 The new content goes to a temp file beside the target, then `os.replace` puts it in place. The
 temp file's name is short whatever the target's (`.<first 32 characters>.<8 hex>.tmp`), so a
 target name near the file system's 255-byte limit still has room for it, and `stray_temps` can
-find what a killed write left behind. Left out: fsync (a write survives the process dying, not
-the machine losing power) and locking (two writers of one file: the last `os.replace` wins).
+find what a killed write left behind. `write_bytes_in` writes below a root with no folder on the
+way reached through a symlink, even one swapped in while it runs (`parent_of`). Left out: fsync
+(a write survives the process dying, not the machine losing power) and locking (two writers of
+one file: the last `os.replace` wins).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
 import secrets
 import shutil
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -50,6 +54,95 @@ def write_bytes(path: str | os.PathLike, data: bytes | BinaryIO, *, mode: int | 
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def write_bytes_in(root: Path, rel: str, data: bytes | BinaryIO, *, mode: int | None = None) -> None:
+    """`write_bytes` of `root/rel` ("" for `root` itself), where each folder below `root` is
+    opened without following a symlink and the file is made and replaced through its folder's
+    descriptor: a folder swapped for a link while this runs fails the write (`OSError`) rather
+    than send it outside `root`."""
+    with parent_of(root, rel, create=True) as (folder, name):
+        if mode is None:
+            with contextlib.suppress(FileNotFoundError):
+                info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+                mode = None if stat.S_ISLNK(info.st_mode) else stat.S_IMODE(info.st_mode)
+        while True:
+            tmp = f"{_temp_prefix(Path(name))}{secrets.token_hex(4)}.tmp"
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                             _NEW_FILE_MODE, dir_fd=folder)
+                break
+            except FileExistsError:
+                continue
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                if mode is not None:
+                    os.fchmod(handle.fileno(), mode)
+                if isinstance(data, bytes):
+                    handle.write(data)
+                else:
+                    shutil.copyfileobj(data, handle)
+            os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=folder)
+            raise
+
+
+@contextlib.contextmanager
+def parent_of(root: Path, rel: str, *, create: bool = False) -> Iterator[tuple[int, str]]:
+    """(a descriptor of the folder `rel` lies in, its last name) for `rel` below `root`, each
+    folder on the way opened without following a symlink (`OSError` ELOOP naming the one that
+    is), and made when missing if `create`. For "" it is `root` in its parent, as given."""
+    if not rel:
+        parent = os.open(root.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            yield parent, root.name
+        finally:
+            os.close(parent)
+        return
+    *folders, name = rel.split("/")
+    fd, here = _open_folder(None, str(root), root), root
+    try:
+        for part in folders:
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, dir_fd=fd)
+            here = here / part
+            below = _open_folder(fd, part, here)
+            os.close(fd)
+            fd = below
+        yield fd, name
+    finally:
+        os.close(fd)
+
+
+def _open_folder(fd: int | None, name: str, shown: Path) -> int:
+    try:
+        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(shown):
+            raise OSError(errno.ELOOP, "a folder on the way is a symlink, and nothing is written through one",
+                          str(shown)) from None
+        raise
+
+
+def write_symlink_in(root: Path, rel: str, points_to: str) -> None:
+    """`write_symlink` of `root/rel`, reached as `write_bytes_in` reaches a file."""
+    with parent_of(root, rel, create=True) as (folder, name):
+        while True:
+            tmp = f"{_temp_prefix(Path(name))}{secrets.token_hex(4)}.tmp"
+            try:
+                os.symlink(points_to, tmp, dir_fd=folder)
+                break
+            except FileExistsError:
+                continue
+        try:
+            os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=folder)
+            raise
 
 
 def write_symlink(path: str | os.PathLike, points_to: str) -> None:

@@ -232,6 +232,27 @@ def test_an_edit_saved_while_the_write_back_runs_is_never_lost(tmp_path, monkeyp
         assert files_of(folder) == {"SKILL.md": b"be brief, evolved\n", "refs/a.md": b"a\nMY EDIT\n"}
 
 
+
+def test_a_folder_swapped_for_a_symlink_while_the_write_back_runs_is_never_written_through(tmp_path, monkeypatch):
+    """The swap lands during the backup's copy, after the plan checked every folder: the write
+    fails on it, everything is undone, and the folder outside, a copy of the one swapped out (so
+    that a check by its files' bytes passes), is untouched."""
+    start = {"SKILL.md": "be brief\n", "refs/a.md": "a\n"}
+    folder = make(tmp_path / "skill", start)
+    outside = make(tmp_path / "outside", {"a.md": "a\n"})
+    take = backups.take
+
+    def take_then_swap(target, **record):
+        backup = take(target, **record)
+        (folder / "refs").rename(folder / "refs.real")
+        (folder / "refs").symlink_to(outside, target_is_directory=True)
+        return backup
+
+    monkeypatch.setattr(backups, "take", take_then_swap)
+    with pytest.raises(UserError, match=r"refs/a.md: a folder on the way is a symlink, and nothing is written through one"):
+        write_back(folder, {"SKILL.md": "be brief, evolved\n", "refs/a.md": "a, evolved\n"}, initial=start, base=start)
+    assert files_of(outside) == {"a.md": b"a\n"} and files_of(folder)["SKILL.md"] == b"be brief\n"
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
 def test_a_read_only_folder_part_way_is_undone(tmp_path):
     folder = make(tmp_path / "skill", {"SKILL.md": "x\n", "refs/a.md": "a\n"})

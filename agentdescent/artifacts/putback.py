@@ -3,7 +3,8 @@ change the disk, and the check that keeps them inside the target.
 
 A path is relative posix inside the target, held to the same catalogue as a diff's keys
 (`unsafe_key_reason`), and "" for the target itself; anything else is refused before a thing is
-touched. Nothing is reached through a symlink, on either side.
+touched. Nothing is reached through a symlink, on either side: each folder on the way is opened
+without following one (`atomic.parent_of`), so one swapped in meanwhile fails the step.
 
 Left out: which paths to put back and from where (`backups`, `writeback`).
 """
@@ -55,7 +56,8 @@ def put_back(target: Path, source: Path | None, paths: Iterable[str]) -> None:
         temp.unlink(missing_ok=True)
     for rel in sorted(entries, key=_depth):  # first, so that nothing below is reached through a link
         if os.path.islink(target / rel) and (source is None or not same(source, target, rel)):
-            (target / rel).unlink()
+            with atomic.parent_of(target, rel) as (folder, name):
+                os.unlink(name, dir_fd=folder)
     for rel in sorted(entries, key=_depth, reverse=True):
         _remove_if_unwanted(target, source, rel, must=rel in listed)
     if source is not None:
@@ -97,29 +99,34 @@ def _remove_if_unwanted(target: Path, source: Path | None, rel: str, *, must: bo
     wanted = None if source is None else _entry(source, rel)
     if wanted is not None and stat.S_IFMT(wanted.st_mode) == stat.S_IFMT(info.st_mode):
         return
-    if not stat.S_ISDIR(info.st_mode):
-        (target / rel).unlink()
-        return
-    try:
-        (target / rel).rmdir()
-    except OSError:
-        if must or wanted is not None:
-            raise  # a folder in the way of what must be put back
+    with atomic.parent_of(target, rel) as (folder, name):
+        if not stat.S_ISDIR(info.st_mode):
+            os.unlink(name, dir_fd=folder)
+            return
+        try:
+            os.rmdir(name, dir_fd=folder)
+        except OSError:
+            if must or wanted is not None:
+                raise  # a folder in the way of what must be put back
 
 
 def _put(source: Path, target: Path, rel: str) -> None:
     info = _entry(source, rel)
     if info is None or same(source, target, rel):
         return
-    dest = target / rel
     if stat.S_ISDIR(info.st_mode):
-        dest.mkdir()
-        os.chmod(dest, stat.S_IMODE(info.st_mode))
+        with atomic.parent_of(target, rel) as (folder, name):
+            os.mkdir(name, dir_fd=folder)
+            made = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+            try:
+                os.fchmod(made, stat.S_IMODE(info.st_mode))
+            finally:
+                os.close(made)
     elif stat.S_ISLNK(info.st_mode):
-        atomic.write_symlink(dest, os.readlink(source / rel))
+        atomic.write_symlink_in(target, rel, os.readlink(source / rel))
     else:
         with open(source / rel, "rb") as copy:  # a block at a time: a large file costs no memory
-            atomic.write_bytes(dest, copy, mode=stat.S_IMODE(info.st_mode))
+            atomic.write_bytes_in(target, rel, copy, mode=stat.S_IMODE(info.st_mode))
 
 
 def _ancestors(rel: str) -> list[str]:

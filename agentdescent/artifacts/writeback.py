@@ -236,7 +236,7 @@ def _apply(target: Path, plan: WritePlan, contents: dict[str, bytes], backup: ba
                             "your edit included: write it back again")
 
     deletions = [(f"delete {target / k}", [k], partial(_delete, target, k)) for k in plan.deleted]
-    writes = [(f"write {target / k}", [k], partial(atomic.write_bytes, target / k, contents[k])) for k in plan.written]
+    writes = [(f"write {target / k}", [k], partial(atomic.write_bytes_in, target, k, contents[k])) for k in plan.written]
     run_steps(target, backup, deletions + writes, check=untouched)
 
 
@@ -271,16 +271,18 @@ def _undo(target: Path, backup: backups.Backup, paths: list[str]) -> None:
 
 
 def _delete(target: Path, key: str) -> None:
-    """Delete the file at `key`, then the folders above it that this left empty."""
-    path = target / key
-    path.unlink()
-    for folder in path.parents:
-        if folder == target:
-            return
+    """Delete the file at `key`, then the folders above it that this left empty; nothing is
+    reached through a symlink (`atomic.parent_of`)."""
+    with atomic.parent_of(target, key) as (folder, name):
+        os.unlink(name, dir_fd=folder)
+    parts = key.split("/")[:-1]
+    while parts:
         try:
-            folder.rmdir()
+            with atomic.parent_of(target, "/".join(parts)) as (folder, name):
+                os.rmdir(name, dir_fd=folder)
         except OSError:  # not empty: something else lives there
             return
+        parts.pop()
 
 
 def _files_on_disk(target: Path) -> set[str]:
