@@ -276,3 +276,23 @@ def test_a_large_file_is_backed_up_compared_and_put_back_a_block_at_a_time(tmp_p
         tracemalloc.stop()
     assert (folder / "data.bin").stat().st_size == 64 << 20 and (folder / "SKILL.md").read_text() == "be brief\n"
     assert peak < 16 << 20  # the file was never held whole
+
+
+def test_what_a_backup_cannot_copy_is_refused_before_anything_is_copied(tmp_path, monkeypatch):
+    """A named pipe or a device (a copy of /dev/zero never ends), or a copy past the free space
+    or the cap (a sparse 50 GB file takes no room until copied), is named with its fix, and no
+    backup folder is made."""
+    from agentdescent.artifacts import copyable
+
+    folder = tmp_path / "skill"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text("x\n", encoding="utf-8")
+    os.mkfifo(folder / "pipe")
+    with pytest.raises(UserError, match=r"skill/pipe \(a named pipe\) cannot be copied into a backup: move it out"):
+        backups.take(folder, made_by="write_to", paths=["SKILL.md"])
+    (folder / "pipe").unlink()
+    with open(folder / "sparse.bin", "wb") as sparse:
+        sparse.truncate(copyable.MAX_BACKUP_BYTES + 1)
+    with pytest.raises(UserError, match=r"would copy 4.0 GB .* move its largest files out of it \(skill/sparse.bin"):
+        backups.take(folder, made_by="write_to", paths=["SKILL.md"])
+    assert not [p for p in tmp_path.iterdir() if ".bak-" in p.name]

@@ -6,6 +6,7 @@ limits) are named at once, with the spec's way to leave them out (`exclude`)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -110,3 +111,11 @@ def test_a_plan_names_the_first_files_carried_and_counts_them_all(service, tmp_p
         (target / "assets" / f"icon-{i:02d}.png").write_bytes(LOGO)
     plan = service.plan(spec_of(target))
     assert plan.carried_total == 41 and len(plan.carried) == 20 and plan.carried[0] == "assets/icon-00.png"
+
+
+def test_a_folder_accept_could_not_back_up_is_refused_before_the_run_is_paid_for(service, tmp_path):
+    """Leaving a named pipe out of the run passes the run's reading, not the backup accept takes."""
+    target = a_skill_with_a_logo(tmp_path)
+    os.mkfifo(target / "assets" / "pipe")
+    with pytest.raises(SpecError, match="accept could not write the result back: .*pipe \\(a named pipe\\)"):
+        service.plan(spec_of(target, exclude=["assets/pipe"]))

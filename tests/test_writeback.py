@@ -458,6 +458,5 @@ def test_a_fifo_inside_the_target_is_named_with_the_way_out_and_nothing_is_writt
     os.mkfifo(folder / "pipe")
     with pytest.raises(UserError) as refused:
         result_of({"SKILL.md": "evolved\n"}, {"SKILL.md": ""}).write_to(folder)
-    assert "1 of its entries cannot be copied (pipe: " in str(refused.value)
-    assert "move them out of the folder (a FIFO, socket or device cannot be backed up)" in str(refused.value)
+    assert "skill/pipe (a named pipe) cannot be copied into a backup: move it out of skill" in str(refused.value)
     assert (folder / "SKILL.md").read_text() == "be brief\n" and backups.backups(folder) == []

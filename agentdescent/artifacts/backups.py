@@ -55,6 +55,7 @@ from pydantic import BaseModel
 
 from agentdescent import atomic
 from agentdescent.artifacts import registry
+from agentdescent.artifacts.copyable import copy_problems, why_not_copied
 from agentdescent.artifacts.putback import check_paths, lstat, put_back
 from agentdescent.artifacts.registry import MadeBy, Phase, Record
 from agentdescent.errors import UserError
@@ -242,6 +243,8 @@ def take(target: Path, *, made_by: MadeBy, paths: list[str]) -> Backup:
         raise UserError(f"cannot back up {target}: its name is one the backup folder uses; rename it")
     planned = Record(folder="", number=0, made_by=made_by, existed=os.path.lexists(target), phase="copying",
                      paths=check_paths(target, paths))
+    if planned.existed and (problems := copy_problems(target)):
+        raise UserError(f"cannot back up {target}: {'; '.join(problems)}; nothing was changed")
     backup = _reserve(target, planned)
     try:
         _write_journal(backup, backup.record)
@@ -252,7 +255,7 @@ def take(target: Path, *, made_by: MadeBy, paths: list[str]) -> Backup:
     except OSError as exc:
         shutil.rmtree(backup.folder, ignore_errors=True)
         _forget(target, {backup.number})
-        raise UserError(f"could not back up {target} into {backup.folder}: {_why_not_copied(target, exc)}; nothing "
+        raise UserError(f"could not back up {target} into {backup.folder}: {why_not_copied(target, exc)}; nothing "
                         "was changed") from exc
     return backup
 
@@ -383,16 +386,6 @@ def _copy(target: Path, backup: Backup) -> None:
     else:
         shutil.copy2(target, partial, follow_symlinks=False)
     os.rename(partial, backup.copy)
-
-
-def _why_not_copied(target: Path, exc: OSError) -> str:
-    """What stopped the copy, and its fix: each entry a folder's copy failed on (`shutil.Error`), or the error."""
-    if not isinstance(exc, shutil.Error) or not exc.args or not isinstance(exc.args[0], list):
-        return f"{exc.strerror or exc}; make the folder beside it writable (and the target readable) and try again"
-    failed = [(os.path.relpath(str(source), target), str(why)) for source, _, why in exc.args[0]]
-    shown = "; ".join(f"{path}: {why.rsplit(': ', 1)[-1]}" for path, why in failed[:3]) + ("; ..." if failed[3:] else "")
-    return (f"{len(failed)} of its entries cannot be copied ({shown}); move them out of the folder (a FIFO, socket or "
-            "device cannot be backed up) or make them readable, and try again")
 
 
 def _number(name: str) -> int:

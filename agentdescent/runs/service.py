@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agentdescent.agents.providers import PROVIDERS
+from agentdescent.artifacts.copyable import copy_problems
 from agentdescent.commands import command
 from agentdescent.engine.evolve import split_tasks, too_few_to_train
 from agentdescent.errors import UserError
@@ -242,6 +243,8 @@ def _materials(spec: RunSpec) -> build.Materials:
     parts = build.materials(spec)
     found = keys.problems(spec.keys_in_target, parts.content, parts.tasks, name=Path(spec.target).name)
     found += keys.asset_problems(parts.assets)
+    found += [Problem(field="target", message=f"accept could not write the result back: {problem}")
+              for problem in copy_problems(Path(spec.target))]
     if found:
         raise SpecError(found)
     return parts

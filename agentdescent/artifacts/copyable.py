@@ -1,0 +1,91 @@
+"""Whether a target can be backed up whole, asked before the copy starts (and by `plan`, before a
+run is paid for): a backup copies everything the target holds, the files a run left out too.
+
+A named pipe, a socket or a device cannot be copied (a character device such as /dev/zero reads
+without end); a copy larger than the free space beside the target, or than `MAX_BACKUP_BYTES` (a
+sparse file of 50 GB takes no room until copied), would fill the disk or take minutes. Each is
+found by one walk that follows no link, and named with its fix.
+
+Left out: the copy itself (`backups`) and what a run reads of the target (`tree`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+from pathlib import Path
+
+__all__ = ["MAX_BACKUP_BYTES", "copy_problems", "why_not_copied"]
+
+MAX_BACKUP_BYTES = 4 << 30  # a skill or prompt folder is far smaller; past this the backup is refused
+_SPARE_BYTES = 64 << 20  # left free beside the target after the copy
+_KINDS = {stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device"}
+
+
+def copy_problems(target: Path) -> list[str]:
+    """What keeps `target` from being backed up whole, each with its fix; [] when nothing does."""
+    special, sizes = [], []
+    for path, info in _entries(target):
+        kind = _KINDS.get(stat.S_IFMT(info.st_mode))
+        if kind:
+            special.append(f"{path.relative_to(target.parent)} ({kind})")
+        elif stat.S_ISREG(info.st_mode):
+            sizes.append((info.st_size, path))
+    problems = []
+    if special:
+        shown = ", ".join(special[:3]) + (f" and {len(special) - 3} more" if special[3:] else "")
+        problems.append(f"{shown} cannot be copied into a backup: move it out of {target.name} (leaving it out of "
+                        "the run is not enough: the backup copies the whole folder)")
+    total = sum(size for size, _ in sizes)
+    free = _free(target.parent)
+    if total > MAX_BACKUP_BYTES or (free is not None and total > free - _SPARE_BYTES):
+        largest = ", ".join(f"{p.relative_to(target.parent)} ({_gb(s)})" for s, p in sorted(sizes, reverse=True)[:3])
+        room = f" ({_gb(free)} free beside it)" if free is not None else ""
+        problems.append(f"a backup of {target.name} would copy {_gb(total)}{room}, past what a backup may take "
+                        f"({_gb(MAX_BACKUP_BYTES)}, and the free space): move its largest files out of it ({largest})")
+    return problems
+
+
+def _entries(target: Path):
+    """(path, lstat) of `target` and everything under it, following no link."""
+    try:
+        yield target, os.lstat(target)
+    except OSError:
+        return
+    if not stat.S_ISDIR(os.lstat(target).st_mode):
+        return
+    for folder, dirs, files in os.walk(target):
+        for name in [*dirs, *files]:
+            path = Path(folder, name)
+            try:
+                yield path, os.lstat(path)
+            except OSError:  # gone since the listing
+                continue
+
+
+def _free(folder: Path) -> int | None:
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return None
+
+
+def _gb(size: int) -> str:
+    return f"{size / (1 << 30):.1f} GB" if size >= 1 << 30 else f"{size / (1 << 20):.1f} MB"
+
+
+def why_not_copied(target: Path, exc: OSError) -> str:
+    """What stopped a copy, and its fix: each entry a folder's copy failed on (`shutil.Error`,
+    with the cause, "Permission denied"), or the error."""
+    if not isinstance(exc, shutil.Error) or not exc.args or not isinstance(exc.args[0], list):
+        return f"{exc.strerror or exc}; make the folder beside it writable (and the target readable) and try again"
+    failed = [(os.path.relpath(str(source), target), _cause(str(why))) for source, _, why in exc.args[0]]
+    shown = "; ".join(f"{path}: {why}" for path, why in failed[:3]) + ("; ..." if failed[3:] else "")
+    return f"{len(failed)} of its entries cannot be copied ({shown}); make them readable, or move them out, and try again"
+
+
+def _cause(why: str) -> str:
+    """"[Errno 13] Permission denied: '/a/b'" -> "Permission denied" """
+    return re.sub(r"^\[Errno \d+\] ", "", re.sub(r": '.*'$", "", why))
