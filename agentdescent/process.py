@@ -24,7 +24,7 @@ from typing import IO
 from agentdescent.errors import Killed, OutputTooLarge, Stopping, TimedOut
 
 __all__ = ["DEFAULT_MAX_OUTPUT", "Finished", "Killed", "OutputTooLarge", "Stopping", "TimedOut", "kill_all",
-           "run_process"]
+           "run_process", "started"]
 
 DEFAULT_MAX_OUTPUT = 16 * 2**20  # bytes of stdout (and of stderr's tail) kept: ample for a grader
 _CHUNK = 2**16
@@ -34,6 +34,7 @@ _LINGER_SECONDS = 2.0  # how long what a program started may hold its pipes once
 _running: set[subprocess.Popen[bytes]] = set()
 _running_lock = threading.Lock()
 _stopping = False  # set by kill_all: this process is stopping, and starts no program any more
+_started = 0  # programs started so far
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,10 @@ def run_process(
         stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, start_new_session=True,
     )
+    global _started
     with _running_lock:
         _running.add(proc)
+        _started += 1
         stopped = _stopping  # kill_all ran while it started: it missed this one
     if stopped:
         _signal_group(proc)
@@ -75,6 +78,11 @@ def run_process(
     finally:
         with _running_lock:
             _running.discard(proc)
+
+
+def started() -> int:
+    """How many programs `run_process` started in this process."""
+    return _started
 
 
 def kill_all() -> int:

@@ -1,8 +1,11 @@
 """Scorers that break, for the tests of a run that cannot learn (python:tests.failing_scorers:NAME):
 `swapped` takes its arguments in the wrong order, so it raises on every call; `picky` scores the
-gold answer and raises on anything else, so it passes plan's one try and fails every rollout."""
+gold answer and raises on anything else, so it passes plan's one try and fails every rollout;
+`loud` prints 2 MB a call; `spinning` spins past any timeout once plan's one try is done."""
 
 from __future__ import annotations
+
+import os
 
 
 def swapped(output, task):  # noqa: ANN001 - the mistake under test: (output, task) for (task, output)
@@ -17,3 +20,14 @@ def picky(task, output: str) -> float:
 
 def word(task, output: str) -> str:
     return "yes"
+
+
+def loud(task, output: str) -> float:
+    print("x" * (2 << 20))
+    return float(output == task.gold)
+
+
+def spinning(task, output: str) -> float:
+    while "AGENTDESCENT_RUN" in os.environ:  # in the run's process, not in plan's
+        pass
+    return 1.0

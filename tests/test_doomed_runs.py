@@ -11,9 +11,12 @@ import pytest
 
 from agentdescent import BetaAcceptance, Task, events, evolve
 from agentdescent.engine.evolve import split_tasks
+from agentdescent.runs import runner
 from agentdescent.runs.spec import SpecError
+from agentdescent.runs.status import LIVE
 from tests import keyword_domain as domain
 from tests.doubles import year_program
+from tests.procutil import gone
 from tests.runs_support import wait
 
 
@@ -130,3 +133,24 @@ def test_plan_tries_a_grader_command_and_a_built_in_scorer(service, tmp_path):
         service.plan(domain.spec(tmp_path, scorer={"name": "regex", "pattern": "(unclosed"}))
     assert [p.field for p in caught.value.problems] == ["scorer"] and "pattern" in str(caught.value)
     assert service.plan(domain.spec(tmp_path, scorer={"command": ["echo", "0.5"]})).tasks == 24
+
+
+def test_a_run_whose_scorer_spins_past_its_timeout_ends_and_its_process_with_it(service, tmp_path):
+    """Each call abandoned at its timeout spins on in a thread of its own (50 of them): the run's
+    process ends anyway once the run said how it ended (it stayed at full CPU for minutes)."""
+    tasks = [{"id": f"t{i:03d}", "prompt": f"request {i} (code k{i % 6})", "gold": f"k{i % 6}"} for i in range(200)]
+    spec = domain.spec(tmp_path, tasks=tasks, scorer="python:tests.failing_scorers:spinning", budget={"rollout_timeout": 1})
+    run_id = service.start(spec).run_id
+    status = wait(service, run_id, until=lambda s: s.pid is not None or s.state not in LIVE)
+    pid = status.pid
+    ended = wait(service, run_id, timeout=120)
+    assert ended.state == "failed" and "rollout_timeout" in ended.error
+    assert gone(pid, polls=1000)
+
+
+def test_what_a_run_s_code_prints_is_kept_in_its_log_up_to_a_cap(service, tmp_path):
+    spec = domain.spec(tmp_path, scorer="python:tests.failing_scorers:loud", rounds=1)
+    run_id = service.start(spec).run_id
+    assert wait(service, run_id, timeout=120).state in ("finished", "failed")
+    log = service.store.get(run_id).file("run.log").read_text(encoding="utf-8")
+    assert len(log) < runner.LOG_CHARS + 1_000 and log.rstrip().endswith("what is printed after this is dropped]")

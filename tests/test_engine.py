@@ -465,6 +465,12 @@ def test_a_call_of_the_user_s_that_exits_is_a_contract_error_not_the_end_of_the_
     for role in ("run", "reward", "propose"):
         assert re.match(rf"{role} called sys.exit\(3\) on task .*: it must return, not end the process", said(**{role: exits}))
 
+    def ends_a_generator(*args):
+        raise GeneratorExit  # a BaseException: it would have ended the run's process
+
+    for role in ("run", "reward", "propose"):
+        assert re.match(rf"{role} raised GeneratorExit on task .*, which ends a generator", said(**{role: ends_a_generator}))
+
 
 def test_a_runaway_output_is_scored_whole_and_kept_cut(tmp_path):
     tasks, _, _, propose = year_program()

@@ -13,6 +13,7 @@ the status says `cancelled`. Left out: starting this process (`detach`) and read
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import logging
 import os
@@ -20,11 +21,13 @@ import signal
 import sys
 import traceback
 from pathlib import Path
+from typing import TextIO
 
 from agentdescent import atomic, process
 from agentdescent import events as ev
 from agentdescent.agents.redact import redact
 from agentdescent.commands import command
+from agentdescent.engine.calls import units
 from agentdescent.engine.calls.cancel import CancelToken
 from agentdescent.engine.evolve import evolve
 from agentdescent.errors import AgentDescentError, Cancelled
@@ -40,6 +43,7 @@ from agentdescent.runs.store import RUN_ENV, RunDir
 
 ALREADY_RUNNING = 3
 USER_CANCEL = "cancelled by the user"  # what SIGTERM (agentdescent cancel) and SIGINT say
+LOG_CHARS = 16 << 20  # characters of the run's log kept
 
 
 def main(argv: list[str]) -> int:
@@ -57,7 +61,11 @@ def main(argv: list[str]) -> int:
                   file=sys.stderr, flush=True)
         return _live(run)
     finally:
-        leftovers.stop_left(run.id)  # what its programs left behind them in sessions of their own
+        # What its programs left behind in sessions of their own; not looked for when calls it gave
+        # up on spin on (each hogs the interpreter, and the look would take minutes) unless it
+        # started programs itself.
+        if process.started() or not units.abandoned():
+            leftovers.stop_left(run.id)
         os.close(fd)
 
 
@@ -90,7 +98,7 @@ def _live(run: RunDir) -> int:
                        message=f"stopped: couldn't write the run's files ({said})",
                        next=f"free some space, then: {command('resume', run.id)}")
         return 1
-    except Exception as exc:  # a bug: keep the traceback in the log, and say where it is
+    except BaseException as exc:  # a bug, or what a user's call raised past Exception: keep the traceback, say where
         with contextlib.suppress(OSError):  # the log may be on a full disk too
             print(redact(traceback.format_exc()), file=sys.stderr, flush=True)
         tracker.update(state="failed", error=described(exc),
@@ -198,6 +206,38 @@ def _finish(run: RunDir, tracker: StatusTracker, result: EvolveResult, token: Ca
                             f"back (backing the target up first), {command('reject', run.id)} drops it")
 
 
+class _Capped(io.TextIOBase):
+    """The run's log as a stream: what the run's own code and the user's print goes there, up to
+    `LOG_CHARS` (a scorer printing megabytes a call would fill the disk), then one line says the
+    rest is dropped."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream, self.left = stream, LOG_CHARS
+
+    def write(self, text: str) -> int:
+        if self.left > 0:
+            kept = text[:self.left]
+            self.left -= len(kept)
+            self.stream.write(kept)
+            if self.left <= 0:
+                self.stream.write(f"\n[the run's log reached {LOG_CHARS >> 20} million characters: "
+                                  "what is printed after this is dropped]\n")
+            self.stream.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def writable(self) -> bool:
+        return True
+
+
 if __name__ == "__main__":
+    sys.stdout = sys.stderr = _Capped(sys.stderr)
     logging.basicConfig(level=logging.WARNING)
-    sys.exit(main(sys.argv))
+    code = main(sys.argv)
+    logging.shutdown()
+    sys.stderr.flush()
+    # A user's call abandoned past its timeout may still spin in a thread of its own: the run has
+    # ended and said so, and nothing it could still do is wanted, so this process ends now.
+    os._exit(code)

@@ -13,6 +13,7 @@ import inspect
 import math
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -25,6 +26,7 @@ from agentdescent.types import Reflection, Rollout, Task, Tried
 
 T = TypeVar("T")
 KEPT_OUTPUT_CHARS = 100_000  # of a rollout's output, kept once it is scored (the reward saw all of it)
+_ABANDONED: weakref.WeakSet[threading.Thread] = weakref.WeakSet()  # threads of calls `within` gave up on
 
 
 def roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], float], rendered: Any,
@@ -45,6 +47,11 @@ def roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], floa
     return within(timeout, metered, lambda: Rollout(task=task, output="", reward=0.0, error=late))
 
 
+def abandoned() -> int:
+    """How many calls `within` gave up on are still running (each on a thread of its own)."""
+    return sum(1 for thread in list(_ABANDONED) if thread.is_alive())
+
+
 def within(timeout: float | None, work: Callable[[], T], too_late: Callable[[], T]) -> T:
     """`work()`, or `too_late()` when it has not returned after `timeout` seconds (None: no limit).
     Past the limit, `work` goes on alone on a daemon thread: a thread cannot be killed, but it no
@@ -63,6 +70,7 @@ def within(timeout: float | None, work: Callable[[], T], too_late: Callable[[], 
     thread.start()
     thread.join(timeout)
     if not box:
+        _ABANDONED.add(thread)
         return too_late()
     ok, value = box[0]
     if not ok:
@@ -77,10 +85,10 @@ def _roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], flo
         output = run(dict(rendered) if isinstance(rendered, dict) else rendered, task)
     except UserError:
         raise  # misconfiguration (a missing key, say) fails every rollout alike: stop and say so
-    except SystemExit as exc:
-        raise _exited("run", exc, task) from None
     except Exception as exc:  # a failing rollout is data, not a crash of the run
         return "", 0.0, f"run failed on task {quoted(task.id, 80)}: {described(exc)}"
+    except (SystemExit, GeneratorExit) as exc:
+        raise _exited("run", exc, task) from None
     if inspect.isawaitable(output) or inspect.isgenerator(output):
         getattr(output, "close", lambda: None)()  # never run: no "never awaited" warning either
         raise UserError(f"run returned {type(output).__name__} for task {quoted(task.id, 80)}, not its answer: an async "
@@ -94,17 +102,21 @@ def _roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], flo
         value = reward(task, output)
     except UserError:
         raise
-    except SystemExit as exc:
-        raise _exited("reward", exc, task) from None
     except Exception as exc:  # a judge, a grader or a reward that could not score: a failed rollout too
         return kept(output), 0.0, f"scoring failed on task {quoted(task.id, 80)}: {described(exc)}"
+    except (SystemExit, GeneratorExit) as exc:
+        raise _exited("reward", exc, task) from None
     return kept(output), check_reward(value, task), None
 
 
-def _exited(who: str, exc: SystemExit, task: Task) -> UserError:
-    """A call of the user's that tried to end the process (a command's main() called in-process, say)."""
-    return UserError(f"{who} called sys.exit({exc.code!r}) on task {quoted(task.id, 80)}: it must return, not end the "
-                     "process (a command's main() called in-process? run the command as a subprocess)")
+def _exited(who: str, exc: SystemExit | GeneratorExit, task: Task) -> UserError:
+    """A call of the user's that tried to end the process (a command's main() called in-process, say)
+    or raised what only ends a generator: neither is a failed call, and each would end the run's."""
+    if isinstance(exc, SystemExit):
+        return UserError(f"{who} called sys.exit({exc.code!r}) on task {quoted(task.id, 80)}: it must return, not end "
+                         "the process (a command's main() called in-process? run the command as a subprocess)")
+    return UserError(f"{who} raised {type(exc).__name__} on task {quoted(task.id, 80)}, which ends a generator, not a "
+                     "call: it must return its value, or raise an Exception")
 
 
 def crashed(unit: Callable[..., Any], args: tuple[Any, ...], why: str) -> Rollout | Reflection | None:
@@ -185,7 +197,7 @@ def _reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence
             proposal = propose(rendered, rollout.task, rollout.output, rollout.reward, **told)
     except UserError:
         raise  # misconfiguration: every proposal would fail alike
-    except SystemExit as exc:
+    except (SystemExit, GeneratorExit) as exc:
         raise _exited("propose", exc, chosen[0].task) from None
     except InvalidProposal as exc:
         return Reflection(failed="invalid", reason=f"the proposal is unusable: {bounded(str(exc))}")
