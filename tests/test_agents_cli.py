@@ -140,6 +140,19 @@ def test_environment_is_read_at_call_time_and_overridden_by_env(fake, monkeypatc
     assert fake.seen()["env"] == {"FAKE_MARK": "from-env-arg", "FAKE_LATE": "set-after-construction"}
 
 
+
+@pytest.mark.parametrize(("make", "own"), [(claude_code, "ANTHROPIC_API_KEY"), (codex, "OPENAI_API_KEY")],
+                         ids=["claude", "codex"])
+def test_an_agent_is_given_its_own_provider_s_key_and_no_other(fake, monkeypatch, make, own):
+    keys = {"ANTHROPIC_API_KEY": "sk-ant-test-1234567", "OPENAI_API_KEY": "sk-test-7654321", "DEEPSEEK_API_KEY": "sk-ds-1"}
+    for name, value in keys.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("FAKE_CLI_SHOW_ENV", ",".join(keys))
+    make()("go", cwd=fake.workspace)
+    assert fake.seen()["env"] == {name: value if name == own else None for name, value in keys.items()}
+    make(env={"DEEPSEEK_API_KEY": "given"})("go", cwd=fake.workspace)  # one given by name is passed
+    assert fake.seen()["env"]["DEEPSEEK_API_KEY"] == "given"
+
 def test_secret_values_never_reach_the_message(fake, monkeypatch):
     fake.mode("echo_env")
     monkeypatch.setenv("FAKE_CLI_ECHO_ENV", "ANTHROPIC_API_KEY")

@@ -33,7 +33,7 @@ from typing import Any
 
 from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
 from agentdescent.agents.http import DEFAULT_MAX_REPLY_CHARS, check_max_reply_chars, raise_hint
-from agentdescent.agents.redact import guard_logging, redact
+from agentdescent.agents.redact import KEY_VARIABLES, guard_logging, redact
 from agentdescent.agents.replies import reply_byte_cap
 from agentdescent.errors import AgentError, UserError
 from agentdescent.process import Finished, OutputTooLarge, TimedOut, run_process
@@ -66,6 +66,7 @@ class CLIAgent:
     program = ""          # the executable's usual name, for messages
     install_hint = ""     # how to install it
     no_reply = "no reply in the output"
+    own_key = ""          # the one provider key variable it may read; the other providers' are not passed
 
     def __init__(self, *, extra_args: Sequence[str], timeout: float, executable: str, model: str | None,
                  env: Mapping[str, str] | None, name: str, max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS) -> None:
@@ -84,7 +85,9 @@ class CLIAgent:
         also as failures."""
         _check_prompt(prompt)
         guard_logging()
-        workdir, env = _workdir(cwd), {**os.environ, **self.env}
+        workdir = _workdir(cwd)
+        others = set(KEY_VARIABLES) - {self.own_key}  # a key the agent has no use for is not its to read
+        env = {**{name: value for name, value in os.environ.items() if name not in others}, **self.env}
         argv = [self._resolve(env), *self._argv(_as_argument(prompt))]
         with metered_call(self.usage) as counts:  # what a failed run reported still counts
             reply = self._finish(self._run(argv, cwd=workdir, env=env), env, counts)
@@ -154,6 +157,7 @@ class ClaudeCode(CLIAgent):
 
     program = "claude"
     install_hint = "npm install -g @anthropic-ai/claude-code"
+    own_key = "ANTHROPIC_API_KEY"
     no_reply = "no JSON result object in the output"
 
     def _argv(self, prompt: str) -> list[str]:
@@ -185,6 +189,7 @@ class Codex(CLIAgent):
 
     program = "codex"
     install_hint = "npm install -g @openai/codex"
+    own_key = "OPENAI_API_KEY"
     no_reply = "no agent_message in the output"
 
     def _argv(self, prompt: str) -> list[str]:

@@ -8,8 +8,8 @@ replaced by a marker that names its variable.
 HTTP client has been built with (`register`), the well-known `KEY_VARIABLES` (every provider's
 in `providers`, and HF_TOKEN), and every variable whose name looks secret (`SECRET_NAME`: a
 word of it is AUTH, or ends in KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL); a child process's
-own variables can be added (`env=`). Values shorter than `MIN_SECRET_CHARS` are not keys, so that `DEBUG_TOKEN=1` does not
-turn every "1" into a marker.
+own variables can be added (`env=`). Values shorter than `MIN_SECRET_CHARS` are not keys, so that
+`DEBUG_TOKEN=1` does not turn every "1" into a marker.
 
 **Which forms.** A key is matched character by character, each character as itself or escaped:
 JSON (`\\u002d`, `\\/`, `\\"`, `\\n`, also with the backslash doubled or more), `\\xNN`, `\\UNNNNNNNN`,
