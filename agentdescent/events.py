@@ -79,6 +79,8 @@ class Spent:
 
     calls: int
     tokens: int
+    failures: int = 0  # calls that failed (an agent's error, a timeout), each a rollout scored 0
+    failure: str | None = None  # the first one's reason
 
 
 @dataclass(frozen=True, kw_only=True)

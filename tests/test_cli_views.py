@@ -208,3 +208,13 @@ def test_control_characters_from_a_model_are_shown_never_sent_to_the_terminal():
     assert out.count("\\x1b]52;c;ZXZpbA== then \\x1b[2J\\x9b31m") == 2  # rich drops the bell itself
     assert "\x1b]52" not in out and "\x1b[2J" not in out and "\x9b" not in out
     assert "\x1b[32m" in out  # the style rich adds still colours the line
+
+
+def test_status_says_how_many_calls_failed_and_the_first_reason():
+    """Each failed call is a rollout scored 0: unseen, it reads as a skill that does badly."""
+    from agentdescent.cli.verbs import _failures
+    from agentdescent.runs.status import RunStatus
+
+    assert _failures(RunStatus(calls=187)) == []
+    said = _failures(RunStatus(calls=187, failures=88, failure="claude_code failed (exit code 1): rate limited"))
+    assert said == ["  failed calls: 88 of 187, each scored 0; the first: claude_code failed (exit code 1): rate limited"]

@@ -115,6 +115,7 @@ def test_a_detached_run_whose_scorer_fails_every_rollout_ends_failed_naming_it(s
     assert status.message.startswith("stopped before the first round: every rollout"), status.message  # said once
     assert "every rollout of the held-out measurement at the start failed" in status.error
     assert "cannot score" in status.error and status.calls == start_calls(domain.spec(tmp_path)["tasks"])
+    assert status.failures == status.calls and "cannot score" in status.failure  # what `status` shows
 
 
 @pytest.mark.parametrize("name, said", [("swapped", "AttributeError"), ("word", "returned str, not a number")])

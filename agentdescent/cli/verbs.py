@@ -31,6 +31,7 @@ from agentdescent.errors import UserError
 from agentdescent.runs import Service
 from agentdescent.runs.review import DiffView, Shown
 from agentdescent.runs.spec import SpecError
+from agentdescent.runs.status import RunStatus
 
 Command = Callable[[argparse.Namespace, Console], int]
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
@@ -163,10 +164,19 @@ def run_status(args: argparse.Namespace, console: Console) -> int:
     ending(console, status, f"  target: {status.target} ({status.kind})",
            f"  round {status.round} of {status.rounds}; held-out reward "
            f"{_rewards(status.initial_reward, status.best_reward)}{last}",
-           f"  calls: {status.calls}{cap}, {status.tokens} tokens", f"  diffs: {outcomes or 'none judged yet'}",
+           f"  calls: {status.calls}{cap}, {status.tokens} tokens", *_failures(status),
+           f"  diffs: {outcomes or 'none judged yet'}",
            *(f"  warning: {w}" for w in status.warnings),
            *([f"  waiting on {status.waiting_on}"] if status.waiting_on else []))
     return 0
+
+
+def _failures(status: RunStatus) -> list[str]:
+    """The calls that failed, each a rollout scored 0: unseen, they read as a skill that does badly."""
+    if not status.failures:
+        return []
+    first = f"; the first: {status.failure}" if status.failure else ""
+    return [f"  failed calls: {status.failures} of {status.calls}, each scored 0{first}"]
 
 
 def run_show(args: argparse.Namespace, console: Console) -> int:

@@ -48,6 +48,8 @@ class RunStatus(BaseModel):
     last_held_out: float | None = None
     calls: int = 0  # what the run has spent so far, across every process of it (live while it runs)
     tokens: int = 0
+    failures: int = 0  # calls that failed (an agent's error, a timeout): each a rollout scored 0
+    failure: str | None = None  # the first one's reason
     max_calls: int | None = None
     outcomes: dict[str, int] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)
@@ -126,7 +128,8 @@ class StatusTracker:
             last = s.last_held_out if event.partial else event.held_out_reward  # a partial one is only a bound
             self.update(last_held_out=last, best_reward=event.best_reward, stable_version=stable)
         elif isinstance(event, ev.Spent):
-            self.update(now=False, calls=event.calls, tokens=event.tokens)
+            self.update(now=False, calls=event.calls, tokens=event.tokens, failures=event.failures,
+                        failure=bounded(event.failure) if event.failure else None)
         elif isinstance(event, ev.RoundEnded):
             self.update(round=event.round + 1, calls=max(s.calls, event.calls),
                         message=f"round {event.round + 1} of {s.rounds} done")

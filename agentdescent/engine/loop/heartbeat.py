@@ -59,7 +59,7 @@ class Heartbeat:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._told = (self._usage.calls, self._usage.tokens)
+        self._told = (self._usage.calls, self._usage.tokens, self._usage.failures)
         self._thread = threading.Thread(target=self._beat, name="agentdescent-heartbeat", daemon=True)
         self._thread.start()
 
@@ -76,7 +76,8 @@ class Heartbeat:
             self._tell()
 
     def _tell(self) -> None:
-        now = (self._usage.calls, self._usage.tokens)
+        now = (self._usage.calls, self._usage.tokens, self._usage.failures)
         if now != self._told:
             self._told = now
-            self._emit(ev.Spent(calls=now[0], tokens=now[1]))
+            errors = self._usage.errors
+            self._emit(ev.Spent(calls=now[0], tokens=now[1], failures=now[2], failure=errors[0] if errors else None))
