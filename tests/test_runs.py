@@ -375,3 +375,31 @@ def test_line_separators_in_tasks_and_events_are_text_not_line_breaks(service, t
     events = service.store.get(run_id).file("events.jsonl")
     events.write_text(events.read_text(encoding="utf-8").replace("rule k0.", "rule\u2028k0."), encoding="utf-8")
     assert len(service.show(run_id).committed) == domain.RULES
+
+
+def test_a_reflection_by_an_agent_that_works_in_a_folder_gets_an_empty_one_of_its_own(tmp_path):
+    from agentdescent.runs.spec import AgentSpec
+    from agentdescent.runs.wiring import _as_model
+
+    seen: list[tuple[str, list[str]]] = []
+
+    def agent(prompt: str, *, cwd: str) -> str:
+        seen.append((cwd, os.listdir(cwd)))
+        Path(cwd, "notes.md").write_text(prompt, encoding="utf-8")  # what one reflection leaves, the next must not read
+        return "a rule"
+
+    reflect = _as_model(agent, AgentSpec.model_validate("claude_code"), tmp_path)
+    assert reflect("first") == reflect("second") == "a rule"
+    assert [listed for _, listed in seen] == [[], []] and seen[0][0] != seen[1][0]
+    assert list(tmp_path.iterdir()) == []  # each removed once it answered
+
+
+def test_a_resumed_run_clears_the_workspaces_its_killed_process_left(service, tmp_path):
+    run_id = service.start(domain.spec(tmp_path, rounds=1)).run_id
+    wait(service, run_id)
+    left = service.store.get(run_id).file("workspaces") / "agentdescent-ws-left"
+    left.mkdir(parents=True)
+    service.store.get(run_id).write_status(service.status(run_id).model_copy(update={"state": "cancelled"}))
+    service.resume(run_id)
+    wait(service, run_id)
+    assert not left.exists()

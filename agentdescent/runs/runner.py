@@ -17,6 +17,7 @@ import io
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
 import traceback
@@ -147,6 +148,7 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
         return wiring.make_client(agent)
 
     workspaces = run.file("workspaces")
+    shutil.rmtree(workspaces, ignore_errors=True)  # an earlier process's, killed before it removed them
     workspaces.mkdir(exist_ok=True)
     run_fn, propose = wiring.callables(spec, parts, make_agent=make_agent, workdir=workspaces)
     events = run.appending("events.jsonl")

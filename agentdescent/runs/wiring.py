@@ -14,6 +14,8 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -115,9 +117,15 @@ def works_in_a_folder(spec: AgentSpec, agent: Callable[..., str]) -> bool:
 
 
 def _as_model(agent: Callable[..., str], spec: AgentSpec, workdir: Path) -> Model:
-    """`prompt -> text`: an agent that works in a folder reflects in an empty one of the run's."""
+    """`prompt -> text`: an agent that works in a folder reflects in an empty one of the run's, its
+    own (a reflection must not read what another left), removed once it answered."""
     if not works_in_a_folder(spec, agent):
         return agent
-    scratch = workdir / "reflect"
-    scratch.mkdir(parents=True, exist_ok=True)
-    return lambda prompt: agent(prompt, cwd=str(scratch))
+
+    def in_a_folder_of_its_own(prompt: str) -> str:
+        scratch = tempfile.mkdtemp(prefix="agentdescent-reflect-", dir=workdir)
+        try:
+            return agent(prompt, cwd=scratch)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return in_a_folder_of_its_own
