@@ -21,7 +21,11 @@ from agentdescent.errors import AgentDescentError
 
 QUOTE_CHARS = 300
 MESSAGE_CHARS = 1_000
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\s]+")
+# What a line of text cannot show as it is: control characters, line and paragraph separators, and
+# the invisible ones that reorder or hide what is shown (bidi overrides, zero-width marks).
+_UNPRINTABLE = r"\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff"
+UNPRINTABLE = re.compile(f"[{_UNPRINTABLE}]")
+_CONTROL = re.compile(f"[{_UNPRINTABLE}\\s]+")
 _MARKS = str.maketrans({"«": "‹", "»": "›"})
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import errno
+import io
+import os
 import re
 import subprocess
 import sys
@@ -192,3 +194,22 @@ def test_doctor_only_reads_and_asks_each_cli_its_version_once(tmp_path):
     assert not (tmp_path / "not").exists()  # a mistyped home is not made by being checked
     for name in ("claude", "codex"):
         assert (tmp_path / f"{name}.calls").read_text(encoding="utf-8") == "asked\n"
+
+
+def test_a_terminal_that_is_not_utf_8_or_a_closed_stdout_gets_output_not_a_traceback():
+    base = {**os.environ, "COLUMNS": "120"}
+    ascii_only = subprocess.run([sys.executable, "-m", "agentdescent", "demo", "--rounds", "3"], cwd=ROOT,
+                                capture_output=True, env={**base, "PYTHONIOENCODING": "ascii"}, timeout=120)
+    assert ascii_only.returncode == 0 and b"\\xb1" in ascii_only.stdout and b"Traceback" not in ascii_only.stderr
+    closed = subprocess.run(f"{sys.executable} -m agentdescent demo --rounds 3 >&-", shell=True, cwd=ROOT,
+                            capture_output=True, env=base, timeout=120)
+    assert closed.returncode == 0 and b"Traceback" not in closed.stderr
+
+
+def test_what_would_reorder_or_break_a_printed_line_is_shown_escaped():
+    from agentdescent.cli.terminal import console_for
+    from agentdescent.cli.verbs import coloured
+
+    out = io.StringIO()
+    console_for(out, width=200).print(coloured("+rule \u202eabc\u202c\n+first\u2028sep\n+lone \ud83d\n"), soft_wrap=True)
+    assert out.getvalue() == "+rule \\u202eabc\\u202c\n+first\\u2028sep\n+lone \\ud83d\n"

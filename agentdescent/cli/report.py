@@ -20,6 +20,7 @@ from rich.text import Text
 
 from agentdescent.artifacts.strategies import Strategy
 from agentdescent.cli.diffs import diff_outcomes
+from agentdescent.cli.terminal import lines
 from agentdescent.cli.views import Seen, plural
 from agentdescent.commands import command
 from agentdescent.result import EvolveResult
@@ -101,10 +102,10 @@ def _coloured(diff: list[str]) -> Text:
 def _lines(rendered: object) -> list[str]:
     """A rendering as lines: text, or each file of a tree under its path."""
     if isinstance(rendered, str):
-        return rendered.splitlines()
+        return lines(rendered)
     if isinstance(rendered, dict):
-        return [f"{path}: {line}" for path in sorted(rendered) for line in str(rendered[path]).splitlines()]
-    return str(rendered).splitlines()
+        return [f"{path}: {line}" for path in sorted(rendered) for line in lines(str(rendered[path]))]
+    return lines(str(rendered))
 
 
 def ending(console: Console, result: EvolveResult, seen: Seen) -> None:

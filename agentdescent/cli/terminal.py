@@ -14,6 +14,7 @@ progress bar's cursor moves are left as they are.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from typing import TextIO
@@ -23,19 +24,37 @@ from rich.segment import Segment
 
 from agentdescent.agents.redact import RedactingStream
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # every C0 and C1 character but tab and newline
+# Every C0 and C1 character but tab and newline; the invisible ones that reorder or break what is
+# shown (bidi overrides and isolates, zero-width marks, line and paragraph separators, a byte-order
+# mark); and lone surrogates, which no terminal encoding can write.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]")
 
 
-def console_for(stream: TextIO, **options: object) -> Console:
-    """A console on `stream` that redacts keys and shows control characters as text."""
+def console_for(stream: TextIO | None, **options: object) -> Console:
+    """A console on `stream` that redacts keys and shows control characters as text; None (a
+    closed stdout, `>&-`) prints nothing."""
+    if stream is None:
+        stream = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - it lives as long as the console
     console = Console(file=RedactingStream(stream), **options)
     console.push_render_hook(_ShownControls())
     return console
 
 
 def shown(text: str) -> str:
-    """`text` with each control character but tab and newline as its visible escape."""
-    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
+    """`text` with each control character but tab and newline as its visible escape (\\x1b,
+    \\u202e)."""
+    return _CONTROL.sub(lambda found: _escape(ord(found.group())), text)
+
+
+def lines(text: str) -> list[str]:
+    """`text`'s lines, broken at newlines only: str.splitlines also breaks at U+2028, U+0085 and
+    the like, and a line of a diff broken there reads as a line of its own, a forged one too."""
+    found = text.split("\n")
+    return found[:-1] if found and found[-1] == "" else found
+
+
+def _escape(code: int) -> str:
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 class _ShownControls(RenderHook):

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.text import Text
 
 from agentdescent.cli.prune import prune
-from agentdescent.cli.terminal import console_for
+from agentdescent.cli.terminal import console_for, lines
 from agentdescent.cli.views import plural
 from agentdescent.cli.watch import FAILURE, ending, say, watched
 from agentdescent.commands import command
@@ -241,8 +241,8 @@ def _worst(console: Console, shown: Shown) -> None:
 def coloured(diff: str) -> Text:
     """A unified diff, its added lines green, removed ones red and hunk headers cyan."""
     styles = {"+++": "bold", "---": "bold", "@@": "cyan", "+": "green", "-": "red"}
-    lines = [Text(line, style=next((s for p, s in styles.items() if line.startswith(p)), "")) for line in diff.splitlines()]
-    return Text("\n", no_wrap=True, overflow="ignore").join(lines)
+    styled = [Text(line, style=next((s for p, s in styles.items() if line.startswith(p)), "")) for line in lines(diff)]
+    return Text("\n", no_wrap=True, overflow="ignore").join(styled)
 
 
 def run_accept(args: argparse.Namespace, console: Console) -> int:
@@ -362,7 +362,9 @@ def _spec_file(spec: str) -> str:
 
 
 def _json(console: Console, record: BaseModel) -> int:
-    print(record.model_dump_json(indent=2), file=console.file)
+    """The record as JSON in ASCII: valid in any terminal's encoding, a lone surrogate a model
+    wrote included (escaped, as JSON allows)."""
+    print(json.dumps(record.model_dump(mode="json"), indent=2, ensure_ascii=True), file=console.file)
     return 0
 
 

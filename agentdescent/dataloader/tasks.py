@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentdescent.errors import UserError
+from agentdescent.quoting import UNPRINTABLE, quoted
 from agentdescent.types import Task
 
 __all__ = ["Columns", "guess_columns", "tasks_from"]
@@ -49,7 +50,7 @@ def tasks_from(rows: Iterable[Mapping], *, prompt: ColumnSpec, gold: ColumnSpec 
         extra = {c: _column(row, c, index, "meta") for c in columns}
         tasks.append(Task(id=str(key), prompt=str(text),
                           gold=None if answer is None else str(answer), meta=extra))
-    _check_unique(tasks)
+    _check_ids(tasks)
     return tasks
 
 
@@ -140,7 +141,14 @@ def _row(index: int) -> str:
     return f"row {index + 1} (counting rows from 1; blank lines are not rows)"
 
 
-def _check_unique(tasks: list[Task]) -> None:
+def _check_ids(tasks: list[Task]) -> None:
+    """Ids are one line of visible text: one is printed on a line of `show` and named in outcomes,
+    where a line break in it would forge a line."""
+    for index, task in enumerate(tasks):
+        if not task.id.strip() or UNPRINTABLE.search(task.id):
+            why = "is blank" if not task.id.strip() else "holds a line break or a control character"
+            raise UserError(f"{_row(index)}: the task id {quoted(task.id, 60)} {why}; ids are one line of text "
+                            "(choose another id column, or leave id out to number the rows)")
     counts = Counter(task.id for task in tasks)
     repeated = {key: n for key, n in counts.items() if n > 1}
     if repeated:

@@ -3,6 +3,7 @@
 A run reads its target at the start and `accept` writes the best version back over it, so a
 target is refused (`refusal` says why and what to give instead) when it is:
 
+- a path holding a line break or a control character (it would be printed in every line naming it);
 - a symlink, or below the current folder with a symlink on the way to it (accept refuses those,
   so a run on one would spend its budget for nothing), or anything but a file or a folder;
 - under `/proc`, `/sys` or `/dev` (by real path): kernel views and devices, never data;
@@ -23,13 +24,22 @@ from pathlib import Path
 
 import agentdescent
 from agentdescent import reading
+from agentdescent.quoting import UNPRINTABLE
 from agentdescent.runs import store
+
+
+def _escaped(text: str) -> str:
+    """`text` with what `UNPRINTABLE` finds as its escape."""
+    return UNPRINTABLE.sub(lambda found: repr(found.group())[1:-1], text)
 
 
 def refusal(target: str | os.PathLike) -> str | None:
     """Why `target` (an existing path) cannot be a run's target, with what to give instead; None
     when it can."""
     path = Path(os.path.abspath(target))
+    if UNPRINTABLE.search(str(path)):
+        return (f"{_escaped(str(path))} holds a line break or a control character, which every line naming the target "
+                "would carry; rename it (or the folder it is in)")
     try:
         info = os.lstat(path)
     except OSError as exc:

@@ -373,8 +373,10 @@ def _worst(run: RunDir, rendered: Any, state: dict[str, str] | None, limit: int 
     held_ids, key = {t.id for t in held}, view_key(rendered, state)
     mine = [r for k, r in RunFiles(run.ledger).rollouts({t.id: t for t in tasks}) if k == key]
     mine.sort(key=lambda r: (r.reward, r.task.id not in held_ids))
+    worst = list({r.task.id: r for r in mine[::-1]}.values())  # a task measured twice: once, at its lowest
+    worst.sort(key=lambda r: (r.reward, r.task.id not in held_ids))
     return [RolloutView(task_id=r.task.id, held_out=r.task.id in held_ids, reward=r.reward,
-                        prompt=r.task.prompt[:TEXT_CAP], output=str(r.output)[:TEXT_CAP]) for r in mine[:limit]]
+                        prompt=r.task.prompt[:TEXT_CAP], output=str(r.output)[:TEXT_CAP]) for r in worst[:limit]]
 
 
 def _changed(before: str | dict[str, str], after: str | dict[str, str], name: str) -> list[str]:
