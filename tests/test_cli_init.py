@@ -205,3 +205,15 @@ def test_the_example_spec_plans_from_any_folder(tmp_path):
     done = agentdescent("plan", str(tmp_path / "examples/specs/support-router.yaml"), cwd=elsewhere)
     assert done.returncode == 0, done.stderr
     assert "agent: python:agentdescent.testing:route_by_skill" in done.stdout
+
+
+def test_init_does_not_read_a_skill_file_that_is_a_link_out_of_the_folder(tmp_path):
+    a_skill_and_its_tasks(tmp_path)
+    outside = tmp_path / "elsewhere.md"
+    outside.write_text("---\nname: sk-live-4f9a8b7c6d5e\n---\n", encoding="utf-8")
+    (tmp_path / "my-skill" / "SKILL.md").unlink()
+    (tmp_path / "my-skill" / "SKILL.md").symlink_to(outside)
+    done = agentdescent("init", "my-skill", "tasks.jsonl", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    written = (tmp_path / "my-skill.agentdescent.yaml").read_text(encoding="utf-8")
+    assert "sk-live" not in written and "Use the my-skill skill." in written

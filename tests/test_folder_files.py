@@ -88,6 +88,10 @@ def test_files_a_run_cannot_read_are_named_with_the_spec_s_way_to_leave_them_out
     assert 'exclude: ["data/*", "notes.md"] in the spec' in refused.value.problems[0].message  # a folder of them
     plan = service.plan(spec_of(target, exclude=["data/*", "notes.md"]))
     assert plan.carried == ["assets/logo.png"] and plan.files == len(load_tree(ROOT / "examples/skills/support-router"))
+    (target / "data/kept.md").write_text("a file the run reads\n", encoding="utf-8")
+    with pytest.raises(SpecError) as refused:  # a folder with a file the run reads is not left out whole
+        service.plan(spec_of(target))
+    assert 'exclude: ["data/huge2.md", "data/huge[[]1].md", "notes.md"] in the spec' in refused.value.problems[0].message
 
 
 def test_a_folder_past_the_file_count_is_told_to_leave_out_its_bulk_never_its_core(service, tmp_path):

@@ -19,7 +19,7 @@ import re
 import shutil
 import sys
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -305,7 +305,7 @@ def read_folder(spec: RunSpec, assets: dict[str, bytes]) -> dict[str, str]:
         raise UserError(f"holds more than a run reads ({limit}): {way}, then plan again")
     named = "; ".join(f"{json.dumps(path)}: {why}" for path, why in refused[:3]) + (f"; and {len(refused) - 3} more"
                                                                         if len(refused) > 3 else "")
-    every = _globs([path for path, _ in refused])
+    every = _globs([path for path, _ in refused], kept=[*tree, *assets])
     globs = ", ".join(json.dumps(glob) for glob in every[:SHOWN_GLOBS]) + (", ..." if len(every) > SHOWN_GLOBS else "")
     them = "it" if len(refused) == 1 else "them"
     raise UserError(f"cannot read {len(refused)} of its files: leave {them} out of the run with exclude: [{globs}] in "
@@ -344,10 +344,12 @@ def _literal(text: str) -> str:
     return re.sub(r"([*?[])", r"[\1]", text)
 
 
-def _globs(paths: list[str]) -> list[str]:
-    """Globs that name `paths`, most first: a top folder holding several as "folder/*", the others
-    literally. _globs(["a/x", "a/y", "b[1].md"]) == ["a/*", "b[[]1].md"]"""
-    folders = Counter(path.split("/")[0] for path in paths if "/" in path)
+def _globs(paths: list[str], kept: Iterable[str] = ()) -> list[str]:
+    """Globs that name `paths` and none of `kept`, most first: a top folder holding several, and
+    nothing kept, as "folder/*", the others literally.
+    _globs(["a/x", "a/y", "b[1].md"]) == ["a/*", "b[[]1].md"]"""
+    held = {path.split("/")[0] for path in kept if "/" in path}
+    folders = Counter(top for path in paths if "/" in path and (top := path.split("/")[0]) not in held)
     shared = [f"{_literal(folder)}/*" for folder, count in folders.most_common() if count > 1]
     return shared + [_literal(p) for p in paths if "/" not in p or folders[p.split("/")[0]] < 2]
 

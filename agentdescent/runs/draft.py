@@ -185,7 +185,8 @@ def quoted(value: str) -> str:
 def _skill_name(folder: Path) -> str:
     """The skill's name in its SKILL.md (`artifacts.workspace.skill_name`), the folder's where none is readable."""
     try:
-        text = read_text(folder / "SKILL.md", what="skill file", limit=TEXT_TARGET_BYTES)  # a run reads it so too
+        text = read_text(folder / "SKILL.md", what="skill file", limit=TEXT_TARGET_BYTES,  # a run reads it so too
+                         follow_symlinks=False)  # a link may point anywhere: the run will refuse it
     except UserError:
         return folder.name
     return skill_name(text, folder.name)
