@@ -123,3 +123,17 @@ def test_a_folder_accept_could_not_back_up_is_refused_before_the_run_is_paid_for
     os.mkfifo(target / "assets" / "pipe")
     with pytest.raises(SpecError, match="accept could not write the result back: .*pipe \\(a named pipe\\)"):
         service.plan(spec_of(target, exclude=["assets/pipe"]))
+
+
+@pytest.mark.parametrize(("agent", "layout"), [("codex", "agents_skill"), ("claude_code", "claude_skill"),
+                                               ("host", "claude_skill")])
+def test_a_skill_is_laid_out_where_its_agent_looks_for_skills(tmp_path, agent, layout):
+    """Codex reads .agents/skills, Claude Code .claude/skills; a spec's layout: says otherwise."""
+    from agentdescent.runs import build
+    from agentdescent.runs.spec import read_spec
+
+    target = a_skill_with_a_logo(tmp_path)
+    spec = read_spec({**spec_of(target), "agent": agent, "reflector": "host"})
+    tree = load_tree(target, binary={})
+    assert build.assemble(spec, [], tree).layout == layout
+    assert build.assemble(spec.model_copy(update={"layout": "root"}), [], tree).layout == "root"

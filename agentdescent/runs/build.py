@@ -40,6 +40,7 @@ from agentdescent.types import Task
 MIN_TASKS = 4
 TEXT_TARGET_BYTES = 1_000_000  # as load_tree's max_file_bytes for each file of a folder target
 LAYOUT_OF_KIND = {"skill_dir": "claude_skill", "agent_dir": "claude_agents", "plugin": "plugin"}
+LAYOUT_OF_AGENT = {("skill_dir", "codex"): "agents_skill"}  # where that agent looks, where it differs from the kind's
 RADIUS_OF_KIND = {"skill_dir": SKILL_BLAST_RADIUS, "agent_dir": HARNESS_BLAST_RADIUS, "plugin": PLUGIN_BLAST_RADIUS}
 PLUGIN_AGENTS = ("claude_code", "host", "python")  # the agents a plugin's rollouts can load it into
 SHOWN_GLOBS = 10  # exclude globs a refusal suggests, at most
@@ -368,7 +369,8 @@ def assemble(spec: RunSpec, tasks: list[Task], content: str | dict[str, str],
     radius = spec.blast_radius
     blast = BLAST_RADII[radius] if isinstance(radius, str) else radius if radius is not None else RADIUS_OF_KIND[kind]
     return Materials(kind=kind, content=content, tasks=tasks, strategy=strategy, blast_radius=blast,
-                     tree=dict(content), layout=spec.layout or LAYOUT_OF_KIND[kind],
+                     tree=dict(content),
+                     layout=spec.layout or LAYOUT_OF_AGENT.get((kind, spec.agent.kind), LAYOUT_OF_KIND[kind]),
                      name=spec.name or skill_name(content.get("SKILL.md"), Path(spec.target).name), assets=assets or {})
 
 

@@ -215,7 +215,7 @@ class RunSpec(Settings):
     exclude: list[str] = Field(default_factory=list)  # folder targets: globs of files the run leaves out entirely
     editable: list[str] = Field(default_factory=lambda: ["**"])
     blast_radius: Literal[tuple(BLAST_RADII)] | dict[str, Layer] | None = None  # None: by kind
-    layout: str | None = None  # folder targets: where the host reads the folder (None: by kind)
+    layout: str | None = None  # folder targets: where the agent reads the folder (None: by kind, and by agent for codex)
     name: str | None = None  # the skill's folder name in the skill layouts (None: its SKILL.md's name, else the folder's)
     max_files_per_diff: int = Field(default=2, ge=1)
     host_timeout: float = Field(default=1800, gt=0)  # seconds a host-driven rollout or proposal may wait
