@@ -183,6 +183,18 @@ def test_pipelined_runs_reach_the_reward_and_reflections_keep_to_their_own_pool(
     assert reflecting.peak == 1  # one reflection at a time, however many workers wait on one
 
 
+
+def test_a_pipeline_s_rollout_stage_holds_the_calls_it_is_given():
+    rolling = InFlight()
+
+    def run(rendered, task):
+        with rolling:
+            time.sleep(0.002)
+            return route(rendered, task)
+
+    router(n_workers=4, rounds=3, run=run, parallelism=Parallelism(method=PipelineParallel(rollouts=1, verification=1)))
+    assert rolling.peak <= 2  # one rolling out, one verifying
+
 def test_a_synchronous_pipelined_run_is_reproducible():
     first, second = (router(n_workers=4, rounds=8, parallelism=Parallelism(method="pp")) for _ in range(2))
     assert [h.diffs for h in first.history] == [h.diffs for h in second.history]

@@ -127,9 +127,10 @@ def evolve(
     allowance = Allowance(usage, max_calls=budget.max_calls, max_tokens=budget.max_tokens)
     concurrency = max_concurrency or (BATCHED_WAVE if parallelism.batched else min(128, max(32, 4 * n_workers)))
     executor = parallelism.executor
-    calls = make_executor(executor, concurrency, name="agentdescent-call", on_start=files.starts.mark)
+    rollouts = method.rollouts if isinstance(method, PipelineParallel) and method.rollouts else concurrency
+    calls = make_executor(executor, rollouts, name="agentdescent-call", on_start=files.starts.mark)
     hedger = None if parallelism.reissue_after is None else Hedger(
-        calls, factor=parallelism.reissue_after, capacity=concurrency, may_start=allowance.may_start,
+        calls, factor=parallelism.reissue_after, capacity=rollouts, may_start=allowance.may_start,
         on_reissue=lambda: usage.add(reissued=1), on_discard=lambda: usage.add(discarded=1))
     workers = ThreadExecutor(n_workers, name="agentdescent-worker")
     pools = [workers, calls]  # what a cancel abandons and the end shuts down
