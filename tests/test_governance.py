@@ -208,6 +208,16 @@ def test_invalid_when_text_oversize_in_bytes():
     assert g.invalidity(diff(("a.md", "é" * 6)).edits) is not None  # 6 characters, 12 bytes
 
 
+
+def test_a_control_character_the_file_already_holds_may_stay_and_a_new_one_may_not():
+    """A script with colour codes, a source with page breaks: an edit of it keeps them."""
+    coloured = "echo '\x1b[1mbold\x1b[0m'\n"
+    keeps = [Edit(key="run.sh", before=coloured, after=coloured + "echo done\n")]
+    assert Governance().invalidity(keeps) is None
+    adds = [Edit(key="run.sh", before=coloured, after=coloured + "printf '\x07'\n")]
+    assert "holds the control character U+0007" in Governance().invalidity(adds)
+    assert "U+001B" in Governance().invalidity([Edit(key="new.sh", before=None, after=coloured)])
+
 def test_deletion_is_never_oversize():
     assert Governance(max_bytes_per_key=1).invalidity(diff(("a.md", None)).edits) is None
 

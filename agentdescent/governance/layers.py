@@ -166,9 +166,10 @@ class Governance:
                 size = len(edit.after.encode("utf-8"))
             except UnicodeEncodeError:
                 return f"the new text of {edit.key!r} is not valid Unicode (it holds a lone surrogate)"
-            control = CONTROL_CODES.search(edit.after)
+            had = set(CONTROL_CODES.findall(edit.before or ""))  # a file that holds one already (a page break,
+            control = next((c for c in CONTROL_CODES.findall(edit.after) if c not in had), None)  # colours) may keep it
             if control:
-                return (f"the new text of {edit.key!r} holds the control character U+{ord(control.group()):04X}; "
+                return (f"the new text of {edit.key!r} holds the control character U+{ord(control):04X}; "
                         "text may hold tabs and line breaks, not terminal or binary control codes")
             if size > self.max_bytes_per_key:
                 return f"key {edit.key!r} would hold more than {self.max_bytes_per_key} bytes"
