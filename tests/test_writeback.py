@@ -336,6 +336,14 @@ def test_restore_leaves_a_folder_exactly_as_its_backup(tmp_path):
     assert journal_of(done.backup).made_by == "restore"
 
 
+
+def test_restore_keeps_a_file_of_the_user_s_that_looks_like_a_temp_file(tmp_path):
+    """The temp files of an interrupted write are swept when it is rolled back, not by a restore."""
+    folder = make(tmp_path / "skill", {**SKILL, "refs/.a.md.0123abcd.tmp": "my notes\n"})
+    result_of({**SKILL, "refs/a.md": "a, evolved\n", "refs/.a.md.0123abcd.tmp": "my notes\n"}, SKILL).write_to(folder)
+    restore(folder)
+    assert (folder / "refs/.a.md.0123abcd.tmp").read_text() == "my notes\n"
+
 def test_a_restore_refuses_to_undo_edits_made_after_the_write_back_unless_told(tmp_path):
     folder = make(tmp_path / "skill", SKILL)
     result_of({**SKILL, "SKILL.md": "evolved\n"}, SKILL).write_to(folder)

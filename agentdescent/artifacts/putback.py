@@ -40,19 +40,20 @@ def check_paths(target: Path, paths: Iterable[object]) -> list[str]:
     return checked
 
 
-def put_back(target: Path, source: Path | None, paths: Iterable[str]) -> None:
+def put_back(target: Path, source: Path | None, paths: Iterable[str], *, temps: bool = True) -> None:
     """Make each of `paths` under `target` exactly as under `source` (None: as if it held nothing):
     files with their bytes and mode, symlinks as links, folders as folders. What `source` lacks
-    is removed, with the folders above it that it left empty and `source` does not have, and the
-    temp files an interrupted atomic write left beside any of them. Nothing is reached through a
-    symlink on either side; a path that is not inside the target, or a `source` that is itself a
-    symlink, is refused with a `UserError` before anything changes."""
+    is removed, with the folders above it that it left empty and `source` does not have, and
+    (`temps`: the rollback of a write of ours) the temp files an interrupted atomic write left
+    beside any of them; a restore leaves a file that only looks like one alone. Nothing is reached
+    through a symlink on either side; a path that is not inside the target, or a `source` that is
+    itself a symlink, is refused with a `UserError` before anything changes."""
     listed = set(check_paths(target, paths))
     if source is not None and os.path.islink(source):
         raise UserError(f"refusing to put {target} back from {source}: it is a symlink, and a backup's copy never "
                         "is one; nothing was changed")
     entries = listed | {a for p in listed for a in _ancestors(p)}
-    for temp in atomic.stray_temps(target / p for p in listed):
+    for temp in atomic.stray_temps(target / p for p in listed) if temps else ():
         temp.unlink(missing_ok=True)
     for rel in sorted(entries, key=_depth):  # first, so that nothing below is reached through a link
         if os.path.islink(target / rel) and (source is None or not same(source, target, rel)):

@@ -78,7 +78,8 @@ def restore(path: str | os.PathLike, number: int | None = None, *, overwrite: bo
         if edited:
             raise _edits_in_the_way(target, edited)
         backup = backups.take(target, made_by="restore", paths=paths)
-        run_steps(target, backup, [(f"put {target} back from {source.copy}", paths, partial(put_back, target, source.copy, paths))])
+        putting = partial(put_back, target, source.copy, paths, temps=False)
+        run_steps(target, backup, [(f"put {target} back from {source.copy}", paths, putting)])
         backups.finish(backup, after={rel: registry.seen(target / rel) for rel in paths})
     return Restored(source=source.copy, backup=backup.copy if os.path.lexists(backup.copy) else None,
                     changed=tuple(paths), refused=said, numbers=_numbers(target), left=left)
