@@ -468,3 +468,15 @@ def test_a_fifo_inside_the_target_is_named_with_the_way_out_and_nothing_is_writt
         result_of({"SKILL.md": "evolved\n"}, {"SKILL.md": ""}).write_to(folder)
     assert "skill/pipe (a named pipe) cannot be copied into a backup: move it out of skill" in str(refused.value)
     assert (folder / "SKILL.md").read_text() == "be brief\n" and backups.backups(folder) == []
+
+
+def test_restore_names_a_file_it_leaves_on_one_line(tmp_path):
+    """A name with a line break would print a line of its own: it is named as Python would write it."""
+    from agentdescent.runs.restoring import restore as restore_run
+    from agentdescent.runs.store import RunStore
+
+    folder = make(tmp_path / "skill", SKILL)
+    result_of({**SKILL, "SKILL.md": "evolved\n"}, SKILL).write_to(folder)
+    (folder / "nl\nFAKE: restored OK.md").write_text("x\n", encoding="utf-8")
+    said = restore_run(RunStore(tmp_path / "runs"), folder).message
+    assert "'nl\\nFAKE: restored OK.md'" in said and "\n" not in said

@@ -24,6 +24,7 @@ from agentdescent.artifacts.undo import restore as put_back
 from agentdescent.artifacts.writeback import target_path
 from agentdescent.commands import command
 from agentdescent.errors import UserError
+from agentdescent.quoting import UNPRINTABLE
 from agentdescent.runs.store import RunDir, RunStore
 
 
@@ -55,7 +56,9 @@ def restore(store: RunStore, path: str | Path, number: int | None = None, *, ove
     else:
         said = [f"{target} already matches the backup {done.source}; nothing changed"]
         nxt = f"{command('restore', target)} --backup N puts another backup back" if len(done.numbers) > 1 else ""
-    said += [f"left as they are, with names a run never writes: {', '.join(done.left)}"] if done.left else []
+    left = ", ".join(repr(name) if UNPRINTABLE.search(name) else name for name in done.left[:10])
+    more = f" and {len(done.left) - 10} more" if len(done.left) > 10 else ""
+    said += [f"left as they are, with names a run never writes: {left}{more}"] if done.left else []
     said += [f"run {run} is now {state}" for run, state in runs.items()]
     return Restoration(target=str(target), source=str(done.source), backup=None if done.backup is None else str(done.backup),
                        changed=list(done.changed), refused=list(done.refused), numbers=list(done.numbers), runs=runs,
