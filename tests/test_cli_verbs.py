@@ -110,7 +110,7 @@ def test_an_edit_of_yours_the_run_also_made_elsewhere_is_refused_with_both_ways_
     target.write_text("Answer with the code, and nothing else.\n", encoding="utf-8")
 
     dry = agentdescent("accept", run, "--dry-run")
-    assert dry.returncode == 0 and "edited by you and by the run, cannot merge: prompt.md" in dry.stdout
+    assert dry.returncode == 0 and "changed on disk and by the run, cannot merge: prompt.md" in dry.stdout
     assert (f"next: merge prompt.md by hand (the run's change: agentdescent show {run}) and accept again, or "
             f"agentdescent accept --overwrite {run} writes the run's version there") in " ".join(dry.stdout.split())
     refused = agentdescent("accept", run)

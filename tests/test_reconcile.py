@@ -138,8 +138,8 @@ def test_edits_made_while_a_run_goes_survive_its_accept(service, tmp_path):
 
     dry = cli("accept", started.run_id, "--dry-run")
     assert dry.returncode == 0, dry.stderr
-    assert "kept as you edited it: SKILL.md" in dry.stdout and "would write: SKILL.md" not in dry.stdout
-    assert "routing/billing.md (merged with your edits)" in dry.stdout
+    assert "kept as it changed on disk since the run started: SKILL.md" in dry.stdout and "would write: SKILL.md" not in dry.stdout
+    assert "routing/billing.md (merged with what changed on disk)" in dry.stdout
     done = service.accept(started.run_id)
     assert done.kept == ["SKILL.md"] and "routing/billing.md" in done.merged
     assert (target / "SKILL.md").read_text(encoding="utf-8").endswith("A line I added by hand.\n")

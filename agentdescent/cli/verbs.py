@@ -254,10 +254,11 @@ def run_accept(args: argparse.Namespace, console: Console) -> int:
         return 0
     verb = "would write" if done.dry_run else "written"
     merged = set(done.merged)
-    say(console, *(f"  {verb}: {path}" + (" (merged with your edits)" if path in merged else "") for path in done.written),
+    say(console, *(f"  {verb}: {path}" + (" (merged with what changed on disk)" if path in merged else "")
+                   for path in done.written),
         *(f"  {'would delete' if done.dry_run else 'deleted'}: {path}" for path in done.deleted),
-        *(f"  kept as you edited it: {path}" for path in done.kept),
-        *(f"  edited by you and by the run, cannot merge: {path}" + (" (the run's version written over yours)" if
+        *(f"  kept as it changed on disk since the run started: {path}" for path in done.kept),
+        *(f"  changed on disk and by the run, cannot merge: {path}" + (" (the run's version written over it)" if
           args.overwrite and not done.dry_run else "") for path in done.conflicts))
     if done.backup:
         say(console, f"  backup: {done.backup}")

@@ -175,8 +175,8 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
             "message": f"written back to {status.target}: {len(plan.written)} written, {len(plan.deleted)} deleted",
             "next": f"{command('restore', status.target)} puts the backup back" if done.backup else ""}))
     backup = f"; the previous content is in {done.backup}" if done.backup else "; nothing needed changing"
-    yours = (f"; merged with your edits: {', '.join(done.merged)}" if done.merged else "") + (
-        f"; kept as you edited them: {', '.join(done.kept)}" if done.kept else "")
+    yours = (f"; merged with what changed on disk since the run started: {', '.join(done.merged)}" if done.merged
+             else "") + (f"; kept as they changed on disk since the run started: {', '.join(done.kept)}" if done.kept else "")
     passed_over = "".join(f"; {why}" for why in done.refused)
     return done.model_copy(update={"message": f"wrote {status.target}{backup}{yours}{passed_over}",
                                    "next": f"{command('restore', status.target)} puts it back" if done.backup else ""})
@@ -235,11 +235,12 @@ def _after_dry_run(run_id: str, target: str, plan: WritePlan, overwrite: bool) -
 def _dry_run_message(plan: WritePlan, overwrite: bool) -> str:
     said = [f"{len(plan.written)} file(s) would be written", f"{len(plan.deleted)} deleted"]
     if plan.merged:
-        said.append(f"{len(plan.merged)} of them merged with your edits ({', '.join(plan.merged[:5])})")
+        said.append(f"{len(plan.merged)} of them merged with what changed on disk since the run started "
+                    f"({', '.join(plan.merged[:5])})")
     if plan.kept:
-        said.append(f"{len(plan.kept)} you edited kept as they are")
-    if plan.conflicts:
-        said.append(f"{len(plan.conflicts)} edited by you and by the run beyond a merge "
+        said.append(f"{len(plan.kept)} changed on disk since the run started kept as they are")
+    if plan.conflicts:  # on disk: by the user, or by a program (an agent that wrote outside its workspace)
+        said.append(f"{len(plan.conflicts)} changed on disk since the run started and by the run, beyond a merge "
                     f"({', '.join(plan.conflicts[:5])}): " + ("overwritten with the run's version" if overwrite else
                                                               "refused, so accept would write nothing; merge them by "
                                                               "hand or accept with overwrite"))
