@@ -155,3 +155,11 @@ def test_what_a_run_s_code_prints_is_kept_in_its_log_up_to_a_cap(service, tmp_pa
     assert wait(service, run_id, timeout=120).state in ("finished", "failed")
     log = service.store.get(run_id).file("run.log").read_text(encoding="utf-8")
     assert len(log) < runner.LOG_CHARS + 1_000 and log.rstrip().endswith("what is printed after this is dropped]")
+
+
+def test_plan_refuses_tasks_some_of_which_have_no_gold_answer(service, tmp_path):
+    """A null in the gold column fails the scorer on that task, mid-run, after the calls before it."""
+    tasks = domain.tasks()
+    tasks[20] = {**tasks[20], "gold": None}
+    with pytest.raises(SpecError, match=r"1 of the 24 tasks have no gold answer \(the first: 't20'\)"):
+        service.plan(domain.spec(tmp_path, tasks=tasks))

@@ -135,7 +135,7 @@ def materials(spec: RunSpec) -> Materials:
     found, tasks, content = _world(spec, assets)
     if found:
         raise SpecError(found)
-    found = scorer_problems(spec, tasks[0])
+    found = scorer_problems(spec, tasks[0]) + _gold_problems(tasks)
     if found:
         raise SpecError(found)
     assert content is not None  # read, or a problem above says why not
@@ -162,6 +162,17 @@ def scorer_problems(spec: RunSpec, task: Task) -> list[Problem]:
         return []
     return [Problem(field="scorer", message=f"it failed when tried on the first task ({reading.name_or_count(task.id)}), "
                                             f"its gold answer as the output{how}: {said}")]
+
+
+def _gold_problems(tasks: list[Task]) -> list[Problem]:
+    """Tasks with a gold answer beside tasks without one (a null in the gold column): a scorer
+    that compares with it fails on those, mid-run."""
+    missing = [task.id for task in tasks if task.gold is None]
+    if not missing or len(missing) == len(tasks):
+        return []
+    return [Problem(field="tasks", message=f"{len(missing)} of the {len(tasks)} tasks have no gold answer (the first: "
+                                           f"{reading.name_or_count(missing[0])}) while the others do; give each one, "
+                                           "or leave those rows out")]
 
 
 def problems(spec: RunSpec) -> list[Problem]:
