@@ -241,6 +241,9 @@ def test_errors_say_what_to_do(home, tmp_path, mode):
         assert misspelt == "accept has no argument 'dryRun' (did you mean dry_run?); its arguments: run_id, dry_run, overwrite"
         assert await fails(client, "host_read", run_id=run_id, request_id="r", offset=-5) == (
             "host_read: offset: Input should be greater than or equal to 0")  # a line per field, no value, no link
+        batch = await fails(client, "host_submit", run_id=run_id, answers=[{"request_id": "a", "answer": "x"},
+                                                                          {"request_id": "b", "answer": 7}])
+        assert batch == "host_submit: answers.1.answer: Input should be a valid string; nothing was done: fix these and call it again"
         assert len(await fails(client, "status", run_id="A" * 1_000_000)) < 200
         nul = await fails(client, "plan", spec=text_spec(prompt, agent="python:tests.keyword\0domain:answer",
                                                          reflector="host"))

@@ -127,7 +127,9 @@ class _StrictServer(MCPServer):
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError):
-                raise ToolError(f"{name}: " + "; ".join(_field_problem(e) for e in exc.__cause__.errors()[:10])) from None
+                nothing = "; nothing was done: fix these and call it again" if name == "host_submit" else ""
+                raise ToolError(f"{name}: " + "; ".join(_field_problem(e) for e in exc.__cause__.errors()[:10])
+                                + nothing) from None
             raise
 
 
