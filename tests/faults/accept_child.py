@@ -13,16 +13,16 @@ from pathlib import Path
 from agentdescent import atomic
 from agentdescent.runs import Service
 
-_write = atomic.write_bytes
+_write = atomic.write_bytes_in
 _count = itertools.count(1)
 _target = Path(Service().status(sys.argv[1]).target).absolute()
 
 
-def write_then_die(path, *args, **kwargs):
-    _write(path, *args, **kwargs)
-    if Path(path).absolute().is_relative_to(_target) and next(_count) == 2:
+def write_then_die(root, rel, *args, **kwargs):
+    _write(root, rel, *args, **kwargs)
+    if (Path(root) / rel).absolute().is_relative_to(_target) and next(_count) == 2:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-atomic.write_bytes = write_then_die
+atomic.write_bytes_in = write_then_die
 Service().accept(sys.argv[1])
