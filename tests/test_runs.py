@@ -403,3 +403,16 @@ def test_a_resumed_run_clears_the_workspaces_its_killed_process_left(service, tm
     service.resume(run_id)
     wait(service, run_id)
     assert not left.exists()
+
+
+@pytest.mark.parametrize("tool", [["git", "apply"], ["patch", "-p1", "--quiet"]], ids=["git-apply", "patch"])
+def test_show_s_patch_of_a_file_whose_name_has_a_space_applies(tmp_path, tool):
+    from agentdescent.runs.patch import patch
+
+    (tmp_path / "my prompt.md").write_text("Answer.\n", encoding="utf-8")
+    (tmp_path / "change.patch").write_text(patch("Answer.\n", "Answer.\nCite the year.\n", name="my prompt.md"),
+                                           encoding="utf-8")
+    with open(tmp_path / "change.patch", "rb") as change:
+        done = subprocess.run(tool, cwd=tmp_path, stdin=change, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "my prompt.md").read_text(encoding="utf-8") == "Answer.\nCite the year.\n"

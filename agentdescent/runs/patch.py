@@ -31,10 +31,11 @@ def _file(path: str, a: str | None, b: str | None) -> str:
         head += "new file mode 100644\n"
     elif b is None:
         head += "deleted file mode 100644\n"
-    body = "".join(_ended(line) for line in difflib.unified_diff(
-        _lines(a), _lines(b), fromfile=f"a/{path}" if a is not None else "/dev/null",
-        tofile=f"b/{path}" if b is not None else "/dev/null"))
-    return head + body
+    lines = list(difflib.unified_diff(_lines(a), _lines(b), fromfile=f"a/{path}" if a is not None else "/dev/null",
+                                      tofile=f"b/{path}" if b is not None else "/dev/null"))
+    if " " in path:  # as git writes a name with a space: a tab ends it, so that `patch` reads it whole
+        lines[:2] = [line[:-1] + "\t\n" if line[4:6] in ("a/", "b/") else line for line in lines[:2]]
+    return head + "".join(_ended(line) for line in lines)
 
 
 def _lines(text: str | None) -> list[str]:
