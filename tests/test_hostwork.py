@@ -277,9 +277,15 @@ def test_a_rollout_helper_and_a_reflection_helper_of_one_conversation_each_get_t
     """They share one holder (one MCP server), and each must read the candidate it works on."""
     post(run, {"prompt": "improve it", "context": "RULES A"}, kind="proposal")
     post(run, {"prompt": "task 1", "context": "RULES A"}, {"prompt": "task 2", "context": "RULES A"})
+    while len(Mailbox(run.file("mailbox")).open()) < 3:  # post waits for as many open as it posted: 2 of 3
+        time.sleep(0.01)
     [rollouts] = hostwork.take(run, ME, ("rollout",)).work
     [proposals] = hostwork.take(run, ME, ("proposal",)).work
     assert rollouts.candidate == proposals.candidate and rollouts.context == proposals.context == "RULES A"
+    assert hostwork.release(run, ME) == 3
+    assert hostwork.take(run, ME, ("rollout",)).work[0].context is None  # met before: its id alone
+    hostwork.release(run, ME)
+    assert hostwork.take(run, ME, ("rollout",), fresh=True).work[0].context == "RULES A"  # a helper just started
 
 
 def test_requests_a_conversation_took_and_lost_are_named_and_given_back_by_release(run):

@@ -113,17 +113,18 @@ class Seen:
 
     KEPT = 32  # candidates whose file digests are kept to send a new one against
 
-    def __init__(self, run: RunDir, holder: Claim, kind: str) -> None:
+    def __init__(self, run: RunDir, holder: Claim, kind: str, *, forget: bool = False) -> None:
+        """`forget`: what was sent before is not known to the caller (a helper that just started)."""
         safe = holder.holder.isalnum() and kind.isalnum()
         self.path = run.file("mailbox") / f"seen-{holder.holder}-{kind}.json" if safe else None
         self._known: dict[str, dict[str, str]] = {}
-        if self.path is not None:
+        self._added = forget  # saved empty, or with what this call sends
+        if self.path is not None and not forget:
             try:
                 known = json.loads(self.path.read_text(encoding="utf-8"))
                 self._known = {str(c): {str(p): str(d) for p, d in files.items()} for c, files in known.items()}
             except (OSError, ValueError, TypeError, AttributeError):
                 pass
-        self._added = False
 
     def __contains__(self, candidate: str) -> bool:
         return candidate in self._known

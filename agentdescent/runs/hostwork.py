@@ -106,14 +106,16 @@ class Page(BaseModel):
     continues: bool
 
 
-def take(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS, *, budget: int = PAGE_BYTES) -> HostWork:
+def take(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS, *, budget: int = PAGE_BYTES,
+         fresh: bool = False) -> HostWork:
     """Claim for `holder` the open requests of `kinds` that fit in one page, grouped by candidate;
-    its other claims of those kinds are renewed first (it is at work)."""
+    its other claims of those kinds are renewed first (it is at work). `fresh`: the caller has met
+    no candidate yet (a helper just started), so each comes whole again."""
     kinds = _asked(run, kinds)
     mailbox = Mailbox(run.file("mailbox"))
     listing = [(request, claimed) for request, claimed in mailbox.open() if request.kind in kinds]
     held = mailbox.renew(holder, listing)
-    seen = {kind: Seen(run, holder, kind) for kind in kinds}
+    seen = {kind: Seen(run, holder, kind, forget=fresh) for kind in kinds}
     groups: dict[tuple, CandidateWork] = {}
     left, waiting = budget - 400, 0  # room for the answer's own fields
     for request, claimed in listing:
@@ -164,11 +166,12 @@ def _asked(run: RunDir, kinds: tuple[str, ...]) -> tuple[str, ...]:
     return mine
 
 
-def gather(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS, *, wait: float = 0.0) -> HostWork:
+def gather(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS, *, wait: float = 0.0,
+           fresh: bool = False) -> HostWork:
     """`take`, waiting up to `wait` seconds for a first request, then for the rest of its wave:
     until nothing new came for `SETTLE_S`, the page is full, or `GATHER_S` passed."""
     deadline = time.monotonic() + wait
-    work = take(run, holder, kinds)
+    work = take(run, holder, kinds, fresh=fresh)
     held = work.held  # what it held when it called: what a later take of this call finds is this call's
     while not work.work and work.running and not held and time.monotonic() < deadline:
         time.sleep(POLL_S)

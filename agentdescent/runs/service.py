@@ -187,10 +187,10 @@ class Service:
     # the host as a worker (`hostwork`)
 
     def host_next(self, run_id: str, holder: Claim, kinds: tuple[str, ...] = hostwork.KINDS, *,
-                  wait: float = 0.0) -> hostwork.HostWork:
+                  wait: float = 0.0, fresh: bool = False) -> hostwork.HostWork:
         """The open requests of `kinds` that fit in one page, claimed for `holder`, by candidate,
         waiting up to `wait` seconds for a wave (`hostwork.gather`)."""
-        return hostwork.gather(self.store.get(run_id), holder, kinds, wait=wait)
+        return hostwork.gather(self.store.get(run_id), holder, kinds, wait=wait, fresh=fresh)
 
     def host_submit(self, run_id: str, answers: list[hostwork.Answer], holder: Claim | None = None) -> hostwork.Submitted:
         return hostwork.submit(self.store.get(run_id), answers, holder)

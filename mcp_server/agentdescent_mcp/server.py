@@ -64,6 +64,8 @@ RunId = Annotated[str, Field(max_length=64, description="the run's id as evolve 
 RequestId = Annotated[str, Field(max_length=64, description="a request id host_next gave")]
 Offset = Annotated[int, Field(ge=0, description="characters of the prompt already read")]
 Newest = Annotated[int, Field(ge=1, le=40, description="how many of the newest runs to list")]
+Fresh = Annotated[bool, Field(description="true on a helper's first call: every candidate comes whole, "
+                                          "though this conversation met it before")]
 Kind = Annotated[Literal["rollout", "proposal"] | None, Field(description="rollout, proposal, or none for both")]
 Wait = Annotated[float, Field(ge=0, le=45, allow_inf_nan=False,
                                description="seconds to wait for requests when none is open yet")]
@@ -307,13 +309,14 @@ def runs(newest: Newest = 15) -> Runs:
 
 
 @server.tool(annotations=HOST_WORK, meta=ALWAYS_LOADED)
-def host_next(run_id: RunId, kind: Kind = None, wait: Wait = 20) -> HostWork:
+def host_next(run_id: RunId, kind: Kind = None, wait: Wait = 20, fresh: Fresh = False) -> HostWork:
     """For a run whose spec says agent: host or reflector: host: take the requests the run waits for
     (kind rollout, proposal, or both), waiting up to `wait` seconds for some, then for the rest of
     their wave. They come grouped by candidate: the same `candidate` is the same artifact. The
     first time you meet a candidate its `files` (or its `context` text) come with it, or with a
     `base` only the files that differ from that candidate's (`deleted`: those it lacks); later its
-    id alone: do every task of the group from that artifact alone. Files too large to send are
+    id alone (a helper's first call says fresh=true, and each comes whole again): do every task of
+    the group from that artifact alone. Files too large to send are
     `unsent` (read them in the workspace), a text too long is a `context_file` or `template_file`
     (read that file). A group's `template` is each of
     its prompts whole, with {task} where the request's prompt goes. A rollout's prompt is a task
@@ -325,7 +328,7 @@ def host_next(run_id: RunId, kind: Kind = None, wait: Wait = 20) -> HostWork:
     when the message says you hold requests you no longer have)."""
     kinds = (ROLLOUT, PROPOSAL) if kind is None else (kind,)
     with service() as s:
-        return s.host_next(run_id, HOLDER, kinds, wait=wait)
+        return s.host_next(run_id, HOLDER, kinds, wait=wait, fresh=fresh)
 
 
 @server.tool(annotations=HOST_WORK, meta=ALWAYS_LOADED)
