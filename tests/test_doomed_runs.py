@@ -163,3 +163,16 @@ def test_plan_refuses_tasks_some_of_which_have_no_gold_answer(service, tmp_path)
     tasks[20] = {**tasks[20], "gold": None}
     with pytest.raises(SpecError, match=r"1 of the 24 tasks have no gold answer \(the first: 't20'\)"):
         service.plan(domain.spec(tmp_path, tasks=tasks))
+
+
+def test_plan_warns_that_a_python_agent_or_scorer_is_unbounded_without_a_rollout_timeout(service, tmp_path):
+    said = service.plan(domain.spec(tmp_path, scorer="python:tests.failing_scorers:loud")).warnings
+    assert any(w.startswith("no budget.rollout_timeout: a python: agent or scorer that never returns") for w in said)
+    bounded = service.plan(domain.spec(tmp_path, budget={"rollout_timeout": 60})).warnings
+    assert not any("rollout_timeout" in w for w in bounded)
+
+
+def test_an_agent_executable_given_as_a_path_that_is_no_program_says_so(service, tmp_path):
+    with pytest.raises(SpecError, match=r"'/nonexistent/claude' is not an executable file: install it"):
+        service.plan({**domain.spec(tmp_path), "agent": {"kind": "claude_code", "options": {"executable": "/nonexistent/claude"}},
+                      "reflector": "python:tests.keyword_domain:next_rule"})

@@ -41,7 +41,8 @@ CLIP = 100  # characters of a prompt or an output in a line of `show`
 
 def add_verbs(commands: argparse._SubParsersAction) -> None:
     """The verbs' parsers, each with an example in its --help."""
-    _verb(commands, "plan", "what a run of SPEC would do and cost; nothing starts",
+    _verb(commands, "plan", "what a run of SPEC would do and cost; nothing starts, but the spec's scorer is tried once "
+                            "and its python: code imported (plan only specs you trust)",
                  "agentdescent plan examples/specs/support-router.yaml", spec=True, as_json=True)
     evolve = _verb(commands, "evolve", "start a run of SPEC in its own process, which goes on when this shell ends",
                    "agentdescent evolve examples/specs/support-router.yaml --watch", spec=True)

@@ -245,7 +245,8 @@ def _agent_problems(agent: AgentSpec) -> list[str]:
     if agent.kind in CLI_KINDS:
         executable = agent.options.get("executable", PROVIDERS[agent.kind].program)
         if shutil.which(executable) is None:
-            return [f"{executable!r} is not on PATH: install it, or use the host as the agent (agent: host)"]
+            where = ("is not an executable file" if os.sep in str(executable) else "is not on PATH")
+            return [f"{executable!r} {where}: install it, or use the host as the agent (agent: host)"]
     return []
 
 

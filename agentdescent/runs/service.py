@@ -303,6 +303,11 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
     warnings = build.missing_keys(spec) + cheaper_than_host(spec.agent.label, spec.reflector_spec.label)
     if spec.budget.max_calls is None:
         warnings.append("no budget.max_calls: only rounds bound the bill; set budget: {max_calls: N} to cap it")
+    own = [name for name, used in (("agent", spec.agent.kind == "python"), ("scorer", spec.scorer.ref is not None))
+           if used]
+    if own and spec.budget.rollout_timeout is None:
+        warnings.append(f"no budget.rollout_timeout: a python: {' or '.join(own)} that never returns holds the run up "
+                        "for good; set budget: {rollout_timeout: SECONDS}")
     warnings += [f"{moved} (the spec uses an earlier name of the field; it is read as such for now)" for moved in spec.moved]
     warnings += size_warnings(train=len(train), held_out=len(held_out), workers=spec.n_workers, artifact_chars=chars)
     if parts.tree is not None:
