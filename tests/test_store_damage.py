@@ -108,3 +108,11 @@ def test_a_target_named_through_a_symlink_is_the_same_target(service, tmp_path):
             service.start(domain.spec(tmp_path / "link"))
     finally:
         service.cancel(first)
+
+
+def test_a_store_behind_a_file_is_an_error_not_an_empty_list(tmp_path):
+    from agentdescent.runs.store import RunStore
+
+    (tmp_path / "home").write_text("", encoding="utf-8")
+    with pytest.raises(UserError, match=r"home is a file, not a folder; set AGENTDESCENT_HOME to a folder"):
+        RunStore(tmp_path / "home" / "runs").all()

@@ -296,8 +296,13 @@ class RunStore:
         raise UserError(f"no run {run_id!r} in {self.root}; the latest runs: {known}")
 
     def all(self) -> list[RunDir]:
-        """Every run, oldest first."""
+        """Every run, oldest first; `UserError` when something that is not a folder stands on the way
+        to the store (no run could ever be there)."""
         if not self.root.is_dir():
+            blocked = next((p for p in [self.root, *self.root.parents] if p.exists() and not p.is_dir()), None)
+            if blocked is not None:
+                raise UserError(f"the run store {self.root} cannot be: {blocked} is a file, not a folder; set "
+                                f"{HOME_ENV} to a folder")
             return []
         runs = [RunDir(p) for p in self.root.iterdir()
                 if _RUN_ID.fullmatch(p.name) and not p.is_symlink() and p.is_dir() and os.path.lexists(p / "status.json")]
