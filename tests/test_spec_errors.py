@@ -111,3 +111,17 @@ def test_a_wrong_shape_is_said_in_the_spec_s_words_once(given, said):
         read_spec({"target": "p.md", "tasks": "t.jsonl", "agent": "host", **given})
     assert [(p.field, p.message[:len(said[1])]) for p in caught.value.problems] == [said]
     assert not any(word in str(caught.value) for word in ("instance of", "literal[", "Input should"))
+
+
+def test_a_yaml_merge_key_merges_and_the_mapping_s_own_keys_win(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("target: p.md\ntasks: [{id: a, prompt: x}]\nagent: host\nparallelism: &p {asynchronous: true}\n"
+                    "budget: {<<: {max_calls: 10, max_tokens: 500}, max_calls: 20}\n", encoding="utf-8")
+    spec = read_spec(path)
+    assert (spec.budget.max_calls, spec.budget.max_tokens) == (20, 500)
+
+
+def test_a_prompt_that_formats_its_task_is_told_the_task_goes_in_as_it_is():
+    with pytest.raises(SpecError, match=r"names the task as \{task\} and nothing else"):
+        read_spec({"target": "p.md", "tasks": [{"id": "a", "prompt": "x"}], "agent": "host",
+                   "prompt": "Q: {task:>1000000000}"})

@@ -255,6 +255,9 @@ class RunSpec(Settings):
     @field_validator("prompt")
     @classmethod
     def _asks_the_task(cls, value: str | None) -> str | None:
+        if value is not None and "{task" in value and "{task}" not in value:
+            raise ValueError("names the task as {task} and nothing else (no width, no conversion): each task's prompt "
+                             "is put there as it is")
         if value is not None and "{task}" not in value:
             raise ValueError("holds no {task}: each task's prompt goes where {task} is, so without it every "
                              "task would be asked the same; add {task} where the task belongs")
