@@ -153,7 +153,7 @@ class Settings(BaseModel):
     """Every option of a run that is data, with the project's defaults (see the module docstring);
     `evolve` documents each."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # NaN or infinity: named as such, not as past a bound
 
     rounds: int = Field(default=8, ge=1, le=10_000)
     n_workers: int = Field(default=4, ge=1, le=256)

@@ -125,3 +125,10 @@ def test_a_prompt_that_formats_its_task_is_told_the_task_goes_in_as_it_is():
     with pytest.raises(SpecError, match=r"names the task as \{task\} and nothing else"):
         read_spec({"target": "p.md", "tasks": [{"id": "a", "prompt": "x"}], "agent": "host",
                    "prompt": "Q: {task:>1000000000}"})
+
+
+@pytest.mark.parametrize("field", ["held_out_frac", "target_reward", "price_per_call"])
+def test_a_number_that_is_not_finite_is_named_so(field):
+    """NaN fails every bound, so it was told "must be less than 1"."""
+    with pytest.raises(SpecError, match=rf"{field}: must be a finite number"):
+        read_spec({"target": "p.md", "tasks": [{"id": "a", "prompt": "x"}], "agent": "host", field: float("nan")})

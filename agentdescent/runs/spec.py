@@ -51,7 +51,7 @@ NAMED_UNKNOWN = 8  # fields that are not a spec's, named one by one; the rest ar
 MESSAGE_CHARS, FIELD_CHARS = 400, 80  # a problem's message and field, cut here
 LISTED_PROBLEMS = 30  # a SpecError's message lists this many, then counts the rest
 _SECRET_NAME = re.compile(r"(key|token|secret|password|credential)$", re.IGNORECASE)
-_STRICT = ConfigDict(extra="forbid")
+_STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
 _UNKNOWN = "is not a field of a run spec (check its spelling)"
 _PATH_PART = re.compile(r"[\w.\-/*?\[\]',]{1,60}")
 MOVED = {  # a field's earlier name -> (the object it moved into, or None, and its name now)
