@@ -206,3 +206,27 @@ def test_the_folder_itself_may_be_reached_through_a_symlink(tmp_path):
 def test_a_bad_argument_is_named(tmp_path, arguments, problem):
     with pytest.raises(UserError, match=problem):
         load_tree(skill(tmp_path), **arguments)
+
+
+def test_a_folder_swapped_for_a_link_while_the_tree_is_read_is_not_read_through(tmp_path, monkeypatch):
+    """The walk listed the folder; a link put in its place before its files are read is refused,
+    and the file outside is never read."""
+    from agentdescent.artifacts import tree as tree_module
+
+    root = tmp_path / "skill"
+    (root / "refs").mkdir(parents=True)
+    (root / "SKILL.md").write_text("skill\n", encoding="utf-8")
+    (root / "refs" / "a.md").write_text("a\n", encoding="utf-8")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "a.md").write_text("SECRET\n", encoding="utf-8")
+    read = tree_module._Walk.read
+
+    def swap_then_read(self, files):
+        (root / "refs").rename(root / "refs.real")
+        (root / "refs").symlink_to(tmp_path / "outside", target_is_directory=True)
+        return read(self, files)
+
+    monkeypatch.setattr(tree_module._Walk, "read", swap_then_read)
+    skipped: list = []
+    loaded = load_tree(root, on_unreadable="skip", skipped=skipped)
+    assert loaded == {"SKILL.md": "skill\n"} and [key for key, _ in skipped] == ["refs/a.md"]

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from agentdescent import atomic
 from agentdescent.errors import UserError
 from agentdescent.governance import clashes, unsafe_key_reason
 
@@ -154,6 +155,9 @@ class _Walk:
     binary: dict[str, bytes] | None = None  # receives the files that are not text, where given
     refused: list[tuple[str, str]] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        self.real = Path(os.path.realpath(self.root))  # the folder named may be a link; nothing below it is followed
+
     def refuse(self, key: str, reason: str, fix: str) -> None:
         if not self.skip:
             raise UserError(f"cannot load {str(self.root / key)!r}: {reason}; {fix}, "
@@ -265,8 +269,9 @@ class _Walk:
 
     def text(self, key: str) -> str | None:
         """The file's text, or None when it is refused (skip mode); never reads past the size limit."""
-        try:
-            fd = os.open(self.root / key, _OPEN_FLAGS)
+        try:  # each folder on the way opened without following a link: one swapped in meanwhile is refused
+            with atomic.parent_of(self.real, key) as (folder, name):
+                fd = os.open(name, _OPEN_FLAGS, dir_fd=folder)
         except OSError as exc:
             return self.refuse(key, f"it cannot be opened ({exc.strerror})", f"check it, or {_exclude(key)}")
         with os.fdopen(fd, "rb") as handle:
