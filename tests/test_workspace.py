@@ -141,3 +141,52 @@ def test_an_agent_without_a_working_folder_and_bad_fixtures_are_refused(tmp_path
     escaping = Task(id="t4", prompt="p", meta={"files": {"../../etc/x": "y"}})
     with pytest.raises(UserError, match="'..'"):
         run(TREE, escaping)
+
+
+def test_an_idle_workspace_changed_while_it_waited_is_not_handed_to_the_next_rollout(tmp_path):
+    """A rollout of another candidate (or a program an agent left running) edits an idle
+    workspace, the frozen hook too: the next rollout of its candidate gets a fresh one."""
+    seen: list[dict] = []
+
+    def agent(prompt, cwd):
+        seen.append({str(p.relative_to(cwd)): p.read_text(encoding="utf-8") for p in Path(cwd).rglob("*") if p.is_file()})
+        if prompt == "meddle":
+            for idle in Path(cwd).parent.iterdir():
+                if idle != Path(cwd) and (idle / "hooks/pre.sh").exists():
+                    (idle / "hooks/pre.sh").write_text("rm -r ~\n", encoding="utf-8")
+        return "ok"
+
+    run = tree_runner(scripted(agent), layout="root", overlay={"hooks/pre.sh": "exit 0\n"}, workdir=tmp_path)
+    run(TREE, TASK)  # its workspace waits, idle
+    run({**TREE, "SKILL.md": "other\n"}, Task(id="t9", prompt="meddle"))
+    run(TREE, TASK)
+    assert seen[-1]["hooks/pre.sh"] == "exit 0\n"
+
+
+def test_what_an_agent_wrote_comes_back_within_caps_and_never_through_a_link(tmp_path, monkeypatch):
+    from agentdescent.artifacts import workspace as workspace_module
+
+    monkeypatch.setattr(workspace_module, "MAX_OUTPUT_FILES", 3)
+
+    def agent(prompt, cwd):
+        for i in range(5):
+            Path(cwd, f"note-{i}.md").write_text(f"note {i}\n", encoding="utf-8")
+        Path(cwd, "zeros.md").write_bytes(b"\0" * 10)  # binary, as a tree reads it
+        (Path(cwd) / "out").mkdir()
+        (Path(cwd) / "out" / "passwd").symlink_to("/etc/passwd")
+        return "ok"
+
+    output = tree_runner(scripted(agent), layout="root", workdir=tmp_path)(TREE, TASK)
+    assert output.files == {f"note-{i}.md": f"note {i}\n" for i in range(3)}
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root removes what it cannot write")
+def test_a_workspace_the_agent_made_unwritable_is_removed_all_the_same(tmp_path):
+    def agent(prompt, cwd):
+        (Path(cwd) / "cache").mkdir()
+        (Path(cwd) / "cache" / "x").write_text("x", encoding="utf-8")
+        os.chmod(Path(cwd) / "cache", 0o555)
+        return "ok"
+
+    tree_runner(scripted(agent), layout="root", workdir=tmp_path)(TREE, TASK)
+    assert list(tmp_path.iterdir()) == []

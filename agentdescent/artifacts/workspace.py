@@ -4,8 +4,9 @@
 workspace of its own: the candidate tree written where the host reads it (the layout), the
 pristine frozen files written over it (the overlay: no rollout ever sees a changed frozen file),
 the fixtures staged, and the agent run with that folder as its working directory. A workspace
-the agent left exactly as staged (the same files, sizes and times, no new folder) is kept for
-the next rollout of the same candidate, less the task's own fixtures; any other is removed
+the agent left exactly as staged (the same files, sizes, times, inodes and modes, no new folder)
+is kept for the next rollout of the same candidate, less the task's own fixtures, and checked so
+again when it is taken (something the agent left running may have changed it); any other is removed
 (kept when the agent failed and `keep_failed` is set). Staging a candidate once rather than
 once a rollout is what keeps a wave of hundreds of rollouts from being bound by file-system
 work. At most `max_workspaces` are in use at once, rollouts past that wait; at most as many
@@ -13,8 +14,9 @@ again stay idle, and `close()` (or the runner's end) removes them.
 
 What the agent wrote comes back with its answer: the output is an `AgentOutput`, a `str` (the
 answer, which is what a reward, the reflector and the ledger see) whose `files` maps each file
-the agent created or changed in the workspace (relative to it, text files up to 1 MB) to its
-text. A reward that checks the agent's work reads `output.files`.
+the agent created or changed in the workspace (relative to it, text files up to 1 MB, at most
+`MAX_OUTPUT_FILES` of them and `MAX_OUTPUT_BYTES` in all; each read through its folders without
+following a link) to its text. A reward that checks the agent's work reads `output.files`.
 
     layout         the candidate tree goes to          read by
     claude_skill   .claude/skills/<name>/              Claude Code
@@ -28,9 +30,11 @@ Left out: which agent to run and what it costs (agents/), and scoring (the rewar
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import stat
 import tempfile
 import threading
 import weakref
@@ -39,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentdescent import atomic
 from agentdescent.agents.base import accepts_keyword
 from agentdescent.artifacts.state import state_hash
 from agentdescent.artifacts.textform import BOM
@@ -49,6 +54,8 @@ from agentdescent.types import Task
 LAYOUTS = {"claude_skill": ".claude/skills/{name}", "claude_agents": ".claude/agents",
            "agents_skill": ".agents/skills/{name}", "plugin": "plugin", "root": ""}
 MAX_OUTPUT_FILE_BYTES = 1_000_000
+MAX_OUTPUT_FILES = 1_000  # files an agent made or changed that come back with its answer
+MAX_OUTPUT_BYTES = 20_000_000  # and their bytes in all
 # A skill's name as hosts take it (lowercase letters, digits, hyphens; at most 64): one safe path segment.
 _SKILL_NAME = re.compile(r"name:\s*[\"']?([a-z0-9][a-z0-9-]{0,63})[\"']?")
 
@@ -89,7 +96,7 @@ def tree_runner(agent: Agent, *, layout: str, name: str | None = None, overlay: 
                       max_idle=max_workspaces)
 
 
-Stats = dict[str, tuple[int, int]]  # relative path -> (size, mtime in ns)
+Stats = dict[str, tuple[int, ...]]  # relative path -> (size, mtime, ctime in ns, inode, mode): any change moves one
 
 
 @dataclass(kw_only=True)
@@ -122,7 +129,11 @@ class TreeRunner:
         task_files = self._task_files(task)
         key = state_hash(base)
         with self._slots:
-            workspace = self._idle.take(key) or _stage(
+            workspace = self._idle.take(key)
+            if workspace is not None and _scan(workspace.path) != (workspace.files, workspace.folders):
+                _remove(workspace.path)  # changed while it waited (by what an agent left running): not clean
+                workspace = None
+            workspace = workspace or _stage(
                 Path(tempfile.mkdtemp(prefix="agentdescent-ws-", dir=self.workdir)), {**self.assets, **base})
             outcome = "remove"
             try:
@@ -144,7 +155,7 @@ class TreeRunner:
                     _unstage(workspace, task_files)
                     self._idle.put(key, workspace)
                 elif outcome == "remove":
-                    shutil.rmtree(workspace.path, ignore_errors=True)
+                    _remove(workspace.path)
 
     def close(self) -> None:
         """Remove the idle workspaces now (the runner stays usable)."""
@@ -193,7 +204,7 @@ class _Idle:
             for old_key, old in evicted:
                 self._by_key[old_key].remove(old)
         for _, old in evicted:
-            shutil.rmtree(old.path, ignore_errors=True)
+            _remove(old.path)
 
     def clear(self) -> None:
         with self._lock:
@@ -201,7 +212,7 @@ class _Idle:
             self._by_key.clear()
             self._order.clear()
         for workspace in gone:
-            shutil.rmtree(workspace.path, ignore_errors=True)
+            _remove(workspace.path)
 
 
 def _stage(path: Path, files: Mapping[str, str | bytes]) -> _Workspace:
@@ -218,9 +229,27 @@ def _write(root: Path, files: Mapping[str, str | bytes]) -> Stats:
             target.write_bytes(text)
         else:
             target.write_text(text, encoding="utf-8", newline="")
-        stat = target.stat()
-        written[path] = (stat.st_size, stat.st_mtime_ns)
+        written[path] = _stats(os.lstat(target))
     return written
+
+
+def _stats(info: os.stat_result) -> tuple[int, ...]:
+    return info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_mode
+
+
+def _remove(path: Path) -> None:
+    """Remove a workspace, a folder the agent made unwritable or unreadable too (its bits put back
+    first, as the owner may)."""
+    def writable_then_again(function: Callable[..., object], failed: str, _: object) -> None:
+        for folder in {os.path.dirname(failed), failed}:
+            with contextlib.suppress(OSError):
+                os.chmod(folder, 0o700, follow_symlinks=False)
+        with contextlib.suppress(OSError):
+            function(failed)
+
+    shutil.rmtree(path, onerror=writable_then_again)
+    if os.path.lexists(path):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _unstage(workspace: _Workspace, task_files: Mapping[str, str]) -> None:
@@ -240,7 +269,8 @@ def _folders_of(files: Mapping[str, object]) -> set[str]:
 
 
 def _scan(root: Path) -> tuple[Stats, set[str]]:
-    """Every file under `root` with its (size, mtime), and every folder, by relative posix path."""
+    """Every file under `root` with its `_stats`, and every folder, by relative posix path; one
+    gone while it is walked is left out."""
     files: Stats = {}
     folders: set[str] = set()
     for folder, subfolders, names in os.walk(root):
@@ -248,23 +278,46 @@ def _scan(root: Path) -> tuple[Stats, set[str]]:
         prefix = "" if base == "." else base + "/"
         folders.update(prefix + name for name in subfolders)
         for name in names:
-            info = os.lstat(os.path.join(folder, name))
-            files[prefix + name] = (info.st_size, info.st_mtime_ns)
+            with contextlib.suppress(OSError):
+                files[prefix + name] = _stats(os.lstat(os.path.join(folder, name)))
     return files, folders
 
 
 def _changed(root: Path, files: Stats, staged: Stats) -> dict[str, str]:
-    """The text files under `root` that are new or differ from what was staged."""
+    """The text files under `root` that are new or differ from what was staged, within the caps;
+    each opened through its folders without following a link (a folder swapped for one while this
+    reads is left out, never read through)."""
     changed: dict[str, str] = {}
-    for key, seen in files.items():
-        path = root / key
-        if staged.get(key) == seen or seen[0] > MAX_OUTPUT_FILE_BYTES or path.is_symlink() or not path.is_file():
+    left = MAX_OUTPUT_BYTES
+    for key, seen in sorted(files.items()):
+        if staged.get(key) == seen or seen[0] > min(MAX_OUTPUT_FILE_BYTES, left) or not stat.S_ISREG(seen[4]):
             continue
-        try:
-            changed[key] = path.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
-            continue  # binary or vanished: not a text file the reward could read
+        if len(changed) >= MAX_OUTPUT_FILES:
+            break
+        text = _read_inside(root, key)
+        if text is not None:
+            changed[key] = text
+            left -= seen[0]
     return changed
+
+
+def _read_inside(root: Path, key: str) -> str | None:
+    """The file's text, or None: gone, binary (a NUL, as a tree reads it) or reached through a link."""
+    try:
+        with atomic.parent_of(root, key) as (folder, name):
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None
+            data = handle.read(MAX_OUTPUT_FILE_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > MAX_OUTPUT_FILE_BYTES or b"\0" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def skill_name(skill_md: str | None, default: str) -> str:
