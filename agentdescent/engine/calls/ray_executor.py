@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agentdescent.engine.calls.executors import Outstanding, left_running, settle
+from agentdescent.engine.calls.units import crashed
 from agentdescent.errors import UserError
 
 T = TypeVar("T")
@@ -186,7 +187,11 @@ class RayExecutor:
         self._started = not ray.is_initialized()
         if self._started:  # RAY_ADDRESS (read by ray.init) joins a cluster; none starts a local one
             local = {} if os.environ.get("RAY_ADDRESS") else {"num_cpus": os.cpu_count() or 1}
-            ray.init(include_dashboard=False, log_to_driver=False, **local)
+            try:
+                ray.init(include_dashboard=False, log_to_driver=False, **local)
+            except BaseException:  # Ctrl-C while the cluster starts: what it started so far goes too
+                ray.shutdown()
+                raise
         if actors is None:
             actors = max(1, sum(1 for node in ray.nodes() if node.get("Alive")))
         per_actor = self._per_actor = max(1, -(-max_workers // actors))
@@ -288,12 +293,25 @@ class RayExecutor:
             if call.future.done():
                 continue
             if call.sent > self._retries:
-                settle(call.future, error=_cause(error))
+                self._crashed(call, error)
             else:
                 again.append(call)
         if again:  # a thread of its own: this may be Ray's callback thread, which must not wait
             threading.Thread(target=self._send_when_back, args=(again,), name="agentdescent-ray-resend",
                              daemon=True).start()
+
+    def _crashed(self, call: _Call, error: BaseException) -> None:
+        """A call whose actor died under it each time: a unit of `units` (a rollout, a reflection)
+        comes to a failed one, as a process executor's does; any other fails with the cause."""
+        fallback = crashed(call.fn, call.args, f"the Ray actor running it died, {call.sent} times (killed, out of "
+                                               "memory, os._exit or a crash in the code it ran)")
+        if fallback is None:
+            settle(call.future, error=_cause(error))
+            return
+        try:
+            settle(call.future, result=call.then(fallback) if call.then is not None else fallback)
+        except BaseException as exc:  # the driver's own `then` failed: the waiter hears of it
+            settle(call.future, error=exc)
 
     def _send_when_back(self, calls: list[_Call]) -> None:
         """Wait (up to `RESTART_WAIT_S`) until every actor answers: one Ray is restarting refuses
