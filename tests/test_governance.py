@@ -2,7 +2,7 @@ import re
 
 import pytest
 
-from agentdescent import FileTree, UserError
+from agentdescent import FileTree, InvalidProposal, UserError
 from agentdescent.governance import (
     HARNESS_BLAST_RADIUS,
     SKILL_BLAST_RADIUS,
@@ -229,3 +229,17 @@ def test_a_mistyped_blast_radius_is_an_error_not_a_free_layer(blast_radius, said
     """Read as L2, a layer spelt wrong would free the keys it was written to guard."""
     with pytest.raises(UserError, match=re.escape(said)):
         Governance.of(FileTree({"a.md": "x\n"}), blast_radius)
+
+
+def test_a_reflection_may_keep_the_control_characters_its_file_holds():
+    """The reflector checks a reply as admission does, against the file's own text."""
+    from agentdescent.agents import scripted
+    from agentdescent.reflect import tree_reflector
+
+    coloured = "echo '\x1b[1mbold\x1b[0m'\n"
+    strategy = FileTree({"run.sh": coloured})
+    reflect = tree_reflector(scripted(["unused"]), strategy=strategy)
+    kept = reflect.validate(f'<file path="run.sh">\n{coloured}echo done\n</file>', {"run.sh": coloured})
+    assert "echo done" in kept
+    with pytest.raises(InvalidProposal, match=r"U\+0007"):
+        reflect.validate(f'<file path="run.sh">\n{coloured}printf "\x07"\n</file>', {"run.sh": coloured})

@@ -87,7 +87,8 @@ class TreeReflector(Reflector):
             raise InvalidProposal(f"the reply leaves part of {elided[0]} out ({elided[1][:60]!r}): give each changed "
                                   "file whole, every line it keeps included")
         rules = Governance.of(self.strategy)  # the checks admission makes, so a bad reply fails here, with its reason
-        reason = rules.invalidity([Edit(key=p, after=t) for p, t in files.items()]) or rules.refusal(files.keys())
+        reason = (rules.invalidity([Edit(key=p, before=current.get(p), after=t) for p, t in files.items()])
+                  or rules.refusal(files.keys()))
         if reason:
             raise InvalidProposal(reason)
         proposal = "\n".join(
