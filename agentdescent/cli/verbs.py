@@ -190,7 +190,11 @@ def run_show(args: argparse.Namespace, console: Console) -> int:
         + (f" (version {shown.version})" if shown.version is not None else ""))
     if shown.diff:
         say(console, f"the change ({plural(len(shown.files_changed), 'file')}: {', '.join(shown.files_changed)}):")
-        console.print(coloured(shown.diff), soft_wrap=True)
+        if console.is_terminal:
+            console.print(coloured(shown.diff), soft_wrap=True)
+        else:  # to a file or a pipe as it is, tabs and carriage returns too, so that `git apply` or `patch` takes it
+            console.file.write(shown.diff)
+            console.file.flush()
     else:
         say(console, "no change: the best version is the target as it was")
     _diff_list(console, f"committed diffs ({len(shown.committed)})", shown.committed)
