@@ -30,6 +30,7 @@ DEFAULT_MAX_OUTPUT = 16 * 2**20  # bytes of stdout (and of stderr's tail) kept: 
 _CHUNK = 2**16
 _REAP_SECONDS = 5.0  # how long a killed group is given to let go of the pipes
 _LINGER_SECONDS = 2.0  # how long what a program started may hold its pipes once it ended
+_REAPED_SECONDS = 0.5  # and, its group killed, how long the pipes may take to close
 
 _running: set[subprocess.Popen[bytes]] = set()
 _running_lock = threading.Lock()
@@ -143,15 +144,18 @@ def _outcome(proc: subprocess.Popen[bytes], stdin: str | None, timeout: float, m
     # It ended, but a process it started may still hold the pipes: given a moment to let go, the
     # rest of its group is killed. One that left the group (a session of its own) may hold them on;
     # what the program wrote before it ended is read by then, and stands.
-    for reader in (out, err):
-        reader.join(min(_LINGER_SECONDS, _left(deadline)))
+    _join((out, err), min(time.monotonic() + _LINGER_SECONDS, deadline))
     if out.is_alive() or err.is_alive():
         _signal_group(proc)
-        for reader in (out, err):
-            reader.join(_LINGER_SECONDS)
+        _join((out, err), time.monotonic() + _REAPED_SECONDS)
     if out.passed:
         raise OutputTooLarge(max_output, err.text())
     return Finished(proc.returncode, out.text(), err.text())
+
+
+def _join(readers: tuple[_Reader, ...], until: float) -> None:
+    for reader in readers:  # one deadline for them all: each waiting its own would add up
+        reader.join(_left(until))
 
 
 def _left(deadline: float) -> float:

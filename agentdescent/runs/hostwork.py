@@ -214,7 +214,7 @@ def submit(run: RunDir, answers: list[Answer], holder: Claim | None = None) -> S
     first = {}
     for request_id, why in refused.items():
         first.setdefault(why, request_id)
-    refused = {request_id: why if first[why] == request_id else f"as for {first[why]}"
+    refused = {request_id: why if first[why] == request_id else f"as for {first[why][:12]}"  # ids are 12 long
                for request_id, why in refused.items()}
     said = f"received {len(received)}" + (f", refused {len(refused)} (see refused)" if refused else "")
     return Submitted(run_id=run.id, received=received, refused=refused,
