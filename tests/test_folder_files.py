@@ -64,6 +64,7 @@ def test_a_skill_with_a_binary_file_is_evolved_with_it_in_every_rollout_and_it_i
     run = service.start(spec).run_id
     done = wait(service, run)
     assert done.state == "finished" and done.outcomes.get("committed"), done  # the rollouts saw the logo
+    assert not service.store.get(run).file("workspaces").exists()  # its idle workspaces went with its process
     before = (target / "assets/logo.png").stat().st_mtime_ns
     written = service.accept(run)
     assert "assets/logo.png" not in written.written

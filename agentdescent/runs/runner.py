@@ -172,6 +172,7 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
     finally:
         with contextlib.suppress(OSError):  # on a full disk the line a failed write left in the buffer is lost
             events.close()
+        shutil.rmtree(workspaces, ignore_errors=True)  # the idle ones: this process ends without finalizers
 
 
 def _finish(run: RunDir, tracker: StatusTracker, result: EvolveResult, token: CancelToken) -> None:
