@@ -132,3 +132,12 @@ def test_a_number_that_is_not_finite_is_named_so(field):
     """NaN fails every bound, so it was told "must be less than 1"."""
     with pytest.raises(SpecError, match=rf"{field}: must be a finite number"):
         read_spec({"target": "p.md", "tasks": [{"id": "a", "prompt": "x"}], "agent": "host", field: float("nan")})
+
+
+def test_a_task_given_in_the_spec_has_a_one_line_id_too(tmp_path):
+    from agentdescent.runs import Service
+
+    (tmp_path / "p.md").write_text("Answer.\n", encoding="utf-8")
+    tasks = [{"id": f"t{i}", "prompt": "x"} for i in range(5)] + [{"id": "a\nFAKE: line", "prompt": "x"}]
+    with pytest.raises(SpecError, match="holds a line break or a control character"):
+        Service().plan({"target": str(tmp_path / "p.md"), "tasks": tasks, "agent": "host"})

@@ -14,7 +14,7 @@ from agentdescent.errors import UserError
 from agentdescent.quoting import UNPRINTABLE, quoted
 from agentdescent.types import Task
 
-__all__ = ["Columns", "guess_columns", "tasks_from"]
+__all__ = ["Columns", "check_ids", "guess_columns", "tasks_from"]
 
 ColumnSpec = str | Callable[[Mapping], Any]  # a column name, a "{column}" format, or a callable
 # Column names that usually hold each part of a task, most telling first.
@@ -50,7 +50,7 @@ def tasks_from(rows: Iterable[Mapping], *, prompt: ColumnSpec, gold: ColumnSpec 
         extra = {c: _column(row, c, index, "meta") for c in columns}
         tasks.append(Task(id=str(key), prompt=str(text),
                           gold=None if answer is None else str(answer), meta=extra))
-    _check_ids(tasks)
+    check_ids(tasks)
     return tasks
 
 
@@ -141,7 +141,7 @@ def _row(index: int) -> str:
     return f"row {index + 1} (counting rows from 1; blank lines are not rows)"
 
 
-def _check_ids(tasks: list[Task]) -> None:
+def check_ids(tasks: list[Task]) -> None:
     """Ids are one line of visible text: one is printed on a line of `show` and named in outcomes,
     where a line break in it would forge a line."""
     for index, task in enumerate(tasks):

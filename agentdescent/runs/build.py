@@ -29,7 +29,7 @@ from agentdescent.agents.providers import CLI_KINDS, PROVIDERS
 from agentdescent.artifacts import AppendRules, FileTree, SingleSlot, Strategy, load_tree
 from agentdescent.artifacts.workspace import skill_name
 from agentdescent.dataloader import csv_rows, hf_rows, json_rows, jsonl_rows, tasks_from
-from agentdescent.dataloader.tasks import guess_columns
+from agentdescent.dataloader.tasks import check_ids, guess_columns
 from agentdescent.errors import AgentDescentError, UserError
 from agentdescent.governance import BLAST_RADII, HARNESS_BLAST_RADIUS, PLUGIN_BLAST_RADIUS, SKILL_BLAST_RADIUS, Layer, matching
 from agentdescent.runs import containment
@@ -78,6 +78,7 @@ def load_tasks(spec: RunSpec, rows: list[dict] | None = None) -> list[Task]:
     """The spec's tasks: inline, or its rows (`task_rows`, read now unless given) mapped by its columns."""
     source = spec.tasks
     if source.inline is not None:
+        check_ids(source.inline)  # as a tasks file's are
         return list(source.inline)
     rows = task_rows(source) if rows is None else rows
     return tasks_from(rows, prompt=source.prompt, gold=_column(source, "gold", rows), id=_column(source, "id", rows))
