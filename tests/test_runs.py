@@ -416,3 +416,14 @@ def test_show_s_patch_of_a_file_whose_name_has_a_space_applies(tmp_path, tool):
         done = subprocess.run(tool, cwd=tmp_path, stdin=change, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "my prompt.md").read_text(encoding="utf-8") == "Answer.\nCite the year.\n"
+
+
+def test_plan_refuses_a_target_a_write_back_left_half_done(service, tmp_path):
+    """A run would start from half of one version and half of another."""
+    from agentdescent.artifacts import backups
+
+    spec = domain.spec(tmp_path)
+    with backups.locked(tmp_path / "prompt.md"):
+        backups.take(tmp_path / "prompt.md", made_by="write_to", paths=[""])
+    with pytest.raises(SpecError, match=r"a write-back to it was interrupted .*agentdescent restore .* settles it"):
+        service.plan(spec)

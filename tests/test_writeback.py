@@ -3,6 +3,7 @@ kill, and `restore` (the function and the command). Real files and real processe
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -480,3 +481,65 @@ def test_restore_names_a_file_it_leaves_on_one_line(tmp_path):
     (folder / "nl\nFAKE: restored OK.md").write_text("x\n", encoding="utf-8")
     said = restore_run(RunStore(tmp_path / "runs"), folder).message
     assert "'nl\\nFAKE: restored OK.md'" in said and "\n" not in said
+
+
+def test_a_write_back_undone_part_way_leaves_a_file_saved_again_after_it_wrote_it(tmp_path, monkeypatch):
+    """The user saves the first file it wrote, then the second before it gets there: the write
+    stops, and neither save is undone (the first was put back over before)."""
+    from agentdescent import atomic
+
+    start = {"SKILL.md": "be brief\n", "refs/a.md": "a\n"}
+    folder = make(tmp_path / "skill", start)
+    write = atomic.write_bytes_in
+
+    def write_then_user_saves(root, rel, *args, **kwargs):
+        write(root, rel, *args, **kwargs)
+        if rel == "SKILL.md":
+            (folder / "SKILL.md").write_text("be brief, evolved\nMY LINE\n", encoding="utf-8")
+            (folder / "refs/a.md").write_text("a\nMY OTHER LINE\n", encoding="utf-8")
+
+    monkeypatch.setattr(atomic, "write_bytes_in", write_then_user_saves)
+    with pytest.raises(UserError, match=r"refs/a.md changed on disk .*but for SKILL.md: saved again"):
+        write_back(folder, {"SKILL.md": "be brief, evolved\n", "refs/a.md": "a, evolved\n"}, initial=start, base=start)
+    assert files_of(folder) == {"SKILL.md": b"be brief, evolved\nMY LINE\n", "refs/a.md": b"a\nMY OTHER LINE\n"}
+
+
+def seen_as(text: str) -> str:
+    """What `registry.seen` says of a file holding `text`."""
+    return f"file {hashlib.sha256(text.encode()).hexdigest()}"
+
+
+def test_recovering_a_killed_write_leaves_a_file_saved_after_the_kill(tmp_path):
+    folder = make(tmp_path / "skill", {"SKILL.md": "be brief\n", "refs/a.md": "a\n"})
+    with backups.locked(folder):
+        backups.take(folder, made_by="write_to", paths=["SKILL.md", "refs/a.md"],
+                     writes={"SKILL.md": seen_as("evolved\n"), "refs/a.md": seen_as("a, evolved\n")})
+    (folder / "refs/a.md").write_text("a, evolved\n", encoding="utf-8")  # written; then the process was killed
+    (folder / "SKILL.md").write_text("be brief\nMY LINE\n", encoding="utf-8")  # a save after the kill
+    assert recover(folder)
+    assert files_of(folder) == {"SKILL.md": b"be brief\nMY LINE\n", "refs/a.md": b"a\n"}
+
+
+def test_a_save_while_the_restore_copies_its_backup_refuses_the_restore(tmp_path, monkeypatch):
+    folder = make(tmp_path / "skill", SKILL)
+    result_of({**SKILL, "SKILL.md": "evolved\n"}, SKILL).write_to(folder)
+    take = backups.take
+
+    def take_then_save(target, **record):
+        backup = take(target, **record)
+        (folder / "SKILL.md").write_text("evolved\nMY SAVE\n", encoding="utf-8")
+        return backup
+
+    monkeypatch.setattr(backups, "take", take_then_save)
+    with pytest.raises(UserError, match="SKILL.md changed on disk while the restore ran"):
+        restore(folder)
+    assert (folder / "SKILL.md").read_text() == "evolved\nMY SAVE\n"
+
+
+def test_restore_settles_an_interrupted_write_it_finds(tmp_path):
+    folder = make(tmp_path / "skill", SKILL)
+    with backups.locked(folder):
+        backups.take(folder, made_by="write_to", paths=["SKILL.md"])
+    (folder / "SKILL.md").write_text("half written\n", encoding="utf-8")
+    restore(folder)  # it said there was no backup to restore
+    assert (folder / "SKILL.md").read_text() == SKILL["SKILL.md"] and backups.interrupted(folder) is None

@@ -235,10 +235,11 @@ def restorable(target: Path, number: int | None = None) -> tuple[Backup | None, 
     return chosen, sorted(refused, key=lambda r: _number(r.folder.name))
 
 
-def take(target: Path, *, made_by: MadeBy, paths: list[str]) -> Backup:
+def take(target: Path, *, made_by: MadeBy, paths: list[str], writes: dict[str, str] | None = None) -> Backup:
     """Back up the whole of `target` into the next numbered folder, recorded, and mark the write
-    of `paths` (each inside `target`) `applying`. The caller holds the lock, then calls `finish`
-    or `rollback`."""
+    of `paths` (each inside `target`) `applying`, with what each will hold (`writes`, as
+    `registry.seen` says it: a rollback then leaves a path that holds neither that nor what the
+    copy holds). The caller holds the lock, then calls `finish` or `rollback`."""
     if target.name in (JOURNAL, PARTIAL):
         raise UserError(f"cannot back up {target}: its name is one the backup folder uses; rename it")
     planned = Record(folder="", number=0, made_by=made_by, existed=os.path.lexists(target), phase="copying",
@@ -251,7 +252,7 @@ def take(target: Path, *, made_by: MadeBy, paths: list[str]) -> Backup:
         if planned.existed:
             _copy(target, backup)
         digest = registry.digest(backup.copy) if planned.existed else None
-        backup = _store(backup, backup.record.model_copy(update={"phase": "applying", "digest": digest}))
+        backup = _store(backup, backup.record.model_copy(update={"phase": "applying", "digest": digest, "after": writes}))
     except OSError as exc:
         shutil.rmtree(backup.folder, ignore_errors=True)
         _forget(target, {backup.number})
@@ -269,16 +270,22 @@ def finish(backup: Backup, phase: Phase = "done", after: dict[str, str] | None =
         _forget(backup.target, {backup.number})
 
 
-def rollback(target: Path, backup: Backup, paths: list[str] | None = None) -> None:
+def rollback(target: Path, backup: Backup, paths: list[str] | None = None) -> list[str]:
     """Put `paths` (default: every path the record lists) back as in the copy (gone if the target
-    did not exist); `UserError` when the copy is no longer what was recorded."""
+    did not exist), but for one that holds neither what the write put there nor what the copy
+    holds: someone saved it since, and it is left as they saved it. Those left; `UserError` when
+    the copy is no longer what was recorded."""
     record = backup.record
     if record.existed and not backup.intact():
         raise UserError(f"a write-back to {target} did not finish, and its backup {backup.folder} was changed since "
                         "it was made (its copy no longer has the digest recorded), so it is not put back: compare "
                         f"the two by hand, then move {backup.folder.name} away to go on")
-    put_back(target, backup.copy if record.existed else None, record.paths if paths is None else paths)
+    source = backup.copy if record.existed else None
+    wanted = record.paths if paths is None else paths
+    left = [] if record.after is None else [p for p in wanted if registry.saved_since(target, source, p, record.after.get(p))]
+    put_back(target, source, [p for p in wanted if p not in left])
     finish(backup, "rolled back")
+    return left
 
 
 def recover(target: Path) -> tuple[list[Backup], list[Refusal]]:

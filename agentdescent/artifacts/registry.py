@@ -150,6 +150,14 @@ def seen(path: Path) -> str:
     return f"file {file_digest(path)}"
 
 
+def saved_since(target: Path, source: Path | None, rel: str, written: str | None) -> bool:
+    """Whether `rel` under `target` holds neither what a write put there (`written`, as `seen` says
+    it) nor what it held before (under `source`, the write's backup copy; absent where None):
+    someone saved it since."""
+    now = seen(target / rel)
+    return written is not None and now != written and now != (seen(source / rel) if source else "absent")
+
+
 def file_digest(path: Path) -> str:
     """sha256 of a file's bytes, read a megabyte at a time: a large file costs time, not memory."""
     hashed = hashlib.sha256()

@@ -41,6 +41,13 @@ class Restored:
     left: tuple[str, ...] = ()  # files that differ from the backup but whose names a key cannot hold: left as they are
 
 
+def _untouched(target: Path, before: dict[str, str], rel: str) -> None:
+    """`UserError` when `rel` changed since the restore looked (a save while the backup was copied)."""
+    if registry.seen(target / rel) != before[rel]:
+        raise UserError(f"refusing to restore {target}: {rel or target.name} changed on disk while the restore ran (a "
+                        f"save just now?); nothing was put back and your save is as it was: restore again")
+
+
 def recover(path: str | os.PathLike) -> list[Path]:
     """Roll back a write-back to `path` that a killed process left half-done; returns the backup
     folders it rolled back from (none when there was nothing to do)."""
@@ -63,7 +70,7 @@ def restore(path: str | os.PathLike, number: int | None = None, *, overwrite: bo
     target = target_path(path)
     check_kind(target, folder=None)
     source, refused = backups.restorable(target, number) if target.parent.is_dir() else (None, [])
-    if source is None:
+    if source is None and backups.interrupted(target) is None:
         raise _no_backup(target, refused, number)  # before taking the lock, which would leave a lock file beside it
     with backups.locked(target):
         backups.recover(target)
@@ -77,9 +84,12 @@ def restore(path: str | os.PathLike, number: int | None = None, *, overwrite: bo
         edited = [] if overwrite else edited_since(target, paths)
         if edited:
             raise _edits_in_the_way(target, edited)
-        backup = backups.take(target, made_by="restore", paths=paths)
+        before = {rel: registry.seen(target / rel) for rel in paths}
+        backup = backups.take(target, made_by="restore", paths=paths,
+                              writes={rel: registry.seen(source.copy / rel) for rel in paths})
         putting = partial(put_back, target, source.copy, paths, temps=False)
-        run_steps(target, backup, [(f"put {target} back from {source.copy}", paths, putting)])
+        run_steps(target, backup, [(f"put {target} back from {source.copy}", paths, putting)],
+                  check=partial(_untouched, target, before))
         backups.finish(backup, after={rel: registry.seen(target / rel) for rel in paths})
     return Restored(source=source.copy, backup=backup.copy if os.path.lexists(backup.copy) else None,
                     changed=tuple(paths), refused=said, numbers=_numbers(target), left=left)

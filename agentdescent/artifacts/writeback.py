@@ -27,6 +27,7 @@ Files a key cannot name (`.git` and the like) are never listed, deleted or prune
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from collections.abc import Callable, Iterable, Mapping
@@ -98,7 +99,9 @@ def write_back(path: str | os.PathLike, rendered: str | Mapping[str, str], *, in
             raise _conflicting(target, plan.conflicts)
         if not plan.changes:
             return _named(plan)
-        backup = backups.take(target, made_by="write_to", paths=[*plan.deleted, *plan.written])
+        writes = {**dict.fromkeys(plan.deleted, "absent"),
+                  **{key: f"file {hashlib.sha256(contents[key]).hexdigest()}" for key in plan.written}}
+        backup = backups.take(target, made_by="write_to", paths=[*plan.deleted, *plan.written], writes=writes)
         _apply(target, plan, contents, backup)
         backups.finish(backup, after={key: registry.seen(target / key) for key in (*plan.deleted, *plan.written)})
     return _named(replace(plan, backup=backup.copy if os.path.lexists(backup.copy) else None))
@@ -253,17 +256,22 @@ def run_steps(target: Path, backup: backups.Backup, steps: list[tuple[str, list[
             begun += paths
             action()
     except BaseException as exc:
-        _undo(target, backup, begun)
+        left = _undo(target, backup, begun)
+        but = (f" (but for {', '.join(left[:5])}: saved again after this write had written it, and left as saved)"
+               if left else "")
         if isinstance(exc, OSError):
             cause = f"{exc.strerror} ({exc.filename})" if exc.strerror and exc.filename else exc.strerror or str(exc)
-            raise UserError(f"could not {doing}: {cause}; every change was undone and {target} is as it was "
+            raise UserError(f"could not {doing}: {cause}; every change was undone{but} and {target} is as it was "
                             f"(backup in {backup.folder}): fix the cause and try again") from exc
+        if left and isinstance(exc, UserError):
+            raise UserError(f"{exc}{but}") from exc
         raise
 
 
-def _undo(target: Path, backup: backups.Backup, paths: list[str]) -> None:
+def _undo(target: Path, backup: backups.Backup, paths: list[str]) -> list[str]:
+    """Put `paths` back; those left, saved again since the write wrote them (`backups.rollback`)."""
     try:
-        backups.rollback(target, backup, paths)
+        return backups.rollback(target, backup, paths)
     except OSError as failed:
         raise UserError(f"a write to {target} failed, and putting it back from {backup.folder} failed too "
                         f"({failed}); fix the cause, then `{command('restore', target)}` or the next "

@@ -18,7 +18,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agentdescent.agents.providers import PROVIDERS
+from agentdescent.artifacts import backups
 from agentdescent.artifacts.copyable import copy_problems
+from agentdescent.artifacts.writeback import target_path
 from agentdescent.commands import command
 from agentdescent.engine.evolve import split_tasks, too_few_to_train
 from agentdescent.errors import UserError
@@ -245,6 +247,9 @@ def _materials(spec: RunSpec) -> build.Materials:
     found += keys.asset_problems(parts.assets)
     found += [Problem(field="target", message=f"accept could not write the result back: {problem}")
               for problem in copy_problems(Path(spec.target))]
+    if backups.interrupted(target_path(spec.target)) is not None:  # a run would start from a half-written target
+        found.append(Problem(field="target", message=f"a write-back to it was interrupted and is half done; "
+                                                     f"{command('restore', spec.target)} settles it, then plan again"))
     if found:
         raise SpecError(found)
     return parts
