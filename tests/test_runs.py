@@ -427,3 +427,12 @@ def test_plan_refuses_a_target_a_write_back_left_half_done(service, tmp_path):
         backups.take(tmp_path / "prompt.md", made_by="write_to", paths=[""])
     with pytest.raises(SpecError, match=r"a write-back to it was interrupted .*agentdescent restore .* settles it"):
         service.plan(spec)
+
+
+def test_reject_while_an_accept_writes_is_refused_not_recorded_over_it(service, tmp_path):
+    run_id = service.start(domain.spec(tmp_path, rounds=2)).run_id
+    wait(service, run_id)
+    with service.store.get(run_id).holding("accept.lock", "busy"):  # an accept is writing the target
+        with pytest.raises(UserError, match="an accept of run .* is writing right now"):
+            service.reject(run_id)
+    assert service.status(run_id).state == "finished"

@@ -252,12 +252,14 @@ def reject(store: RunStore, run_id: str) -> Accepted:
     status = run.status()
     if status.state in LIVE:
         return _answer_approval(run, approved=False)
-    if status.state not in ("finished", "cancelled", "failed", "interrupted"):
-        raise UserError(f"run {run.id} is {status.state}; there is nothing to reject")
-    later = (f"{command('accept', run.id)} still writes it back if you change your mind"
-             if _final(_result(run)) else "agentdescent evolve SPEC starts a new run")
-    run.write_status(status.model_copy(update={"state": "rejected", "message": "rejected: nothing was written",
-                                               "next": later}))
+    with run.holding("accept.lock", f"an accept of run {run.id} is writing right now; wait for it"):
+        status = run.status()  # as an accept that held the lock left it
+        if status.state not in ("finished", "cancelled", "failed", "interrupted"):
+            raise UserError(f"run {run.id} is {status.state}; there is nothing to reject")
+        later = (f"{command('accept', run.id)} still writes it back if you change your mind"
+                 if _final(_result(run)) else "agentdescent evolve SPEC starts a new run")
+        run.write_status(status.model_copy(update={"state": "rejected", "message": "rejected: nothing was written",
+                                                   "next": later}))
     return Accepted(run_id=run.id, dry_run=False, target=status.target,
                     message=f"rejected run {run.id}: {status.target} was not touched", next=later)
 
