@@ -122,7 +122,7 @@ def _open_folder(fd: int | None, name: str, shown: Path) -> int:
         return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(shown):
-            raise OSError(errno.ELOOP, "a folder on the way is a symlink, and nothing is written through one",
+            raise OSError(errno.ELOOP, "a folder on the way is a symlink, and none is followed",
                           str(shown)) from None
         raise
 

@@ -250,7 +250,7 @@ def test_a_folder_swapped_for_a_symlink_while_the_write_back_runs_is_never_writt
         return backup
 
     monkeypatch.setattr(backups, "take", take_then_swap)
-    with pytest.raises(UserError, match=r"refs/a.md: a folder on the way is a symlink, and nothing is written through one"):
+    with pytest.raises(UserError, match=r"refs/a.md: a folder on the way is a symlink, and none is followed"):
         write_back(folder, {"SKILL.md": "be brief, evolved\n", "refs/a.md": "a, evolved\n"}, initial=start, base=start)
     assert files_of(outside) == {"a.md": b"a\n"} and files_of(folder)["SKILL.md"] == b"be brief\n"
 
