@@ -123,8 +123,9 @@ class ProcessExecutor:
             return
         fallback = None if not isinstance(error, BrokenProcessPool) else crashed(
             call.fn, call.args, f"the worker process running it died, {call.tries + 1} times (killed, out of memory, "
-                                "os._exit or a crash in the code it ran, or a script calling evolve without an "
-                                "`if __name__ == '__main__':` guard)")
+                                "os._exit or a crash in the code it ran, a script calling evolve without an "
+                                "`if __name__ == '__main__':` guard, or a function defined under that guard, "
+                                "which a worker cannot find: define it at the top of the module; its stderr says which)")
         if error is not None and fallback is None:
             settle(call.future, error=error)
             return
