@@ -117,6 +117,13 @@ def parent_of(root: Path, rel: str, *, create: bool = False) -> Iterator[tuple[i
         os.close(fd)
 
 
+def open_in(root: Path, rel: str, flags: int) -> int:
+    """`os.open` of `root/rel` with `flags`, the last name and every folder on the way opened
+    without following a symlink (`parent_of`); the caller closes the descriptor."""
+    with parent_of(root, rel) as (folder, name):
+        return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+
+
 def _open_folder(fd: int | None, name: str, shown: Path) -> int:
     try:
         return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)

@@ -183,7 +183,6 @@ def test_pipelined_runs_reach_the_reward_and_reflections_keep_to_their_own_pool(
     assert reflecting.peak == 1  # one reflection at a time, however many workers wait on one
 
 
-
 def test_a_pipeline_s_rollout_stage_holds_the_calls_it_is_given():
     rolling = InFlight()
 

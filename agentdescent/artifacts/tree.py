@@ -270,8 +270,7 @@ class _Walk:
     def text(self, key: str) -> str | None:
         """The file's text, or None when it is refused (skip mode); never reads past the size limit."""
         try:  # each folder on the way opened without following a link: one swapped in meanwhile is refused
-            with atomic.parent_of(self.real, key) as (folder, name):
-                fd = os.open(name, _OPEN_FLAGS, dir_fd=folder)
+            fd = atomic.open_in(self.real, key, _OPEN_FLAGS)
         except OSError as exc:
             return self.refuse(key, f"it cannot be opened ({exc.strerror})", f"check it, or {_exclude(key)}")
         with os.fdopen(fd, "rb") as handle:

@@ -304,9 +304,7 @@ def _changed(root: Path, files: Stats, staged: Stats) -> dict[str, str]:
 def _read_inside(root: Path, key: str) -> str | None:
     """The file's text, or None: gone, binary (a NUL, as a tree reads it) or reached through a link."""
     try:
-        with atomic.parent_of(root, key) as (folder, name):
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
-        with os.fdopen(fd, "rb") as handle:
+        with os.fdopen(atomic.open_in(root, key, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
             if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
                 return None
             data = handle.read(MAX_OUTPUT_FILE_BYTES + 1)

@@ -111,7 +111,12 @@ def take(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS, *, budget: 
     """Claim for `holder` the open requests of `kinds` that fit in one page, grouped by candidate;
     its other claims of those kinds are renewed first (it is at work). `fresh`: the caller has met
     no candidate yet (a helper just started), so each comes whole again."""
-    kinds = _asked(run, kinds)
+    return _take(run, holder, _asked(run, kinds), budget=budget, fresh=fresh)
+
+
+def _take(run: RunDir, holder: Claim, kinds: tuple[str, ...], *, budget: int = PAGE_BYTES,
+          fresh: bool = False) -> HostWork:
+    """`take` of `kinds` the run is known to ask the host for."""
     mailbox = Mailbox(run.file("mailbox"))
     listing = [(request, claimed) for request, claimed in mailbox.open() if request.kind in kinds]
     held = mailbox.renew(holder, listing)
@@ -171,15 +176,16 @@ def gather(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS, *, wait: 
     """`take`, waiting up to `wait` seconds for a first request, then for the rest of its wave:
     until nothing new came for `SETTLE_S`, the page is full, or `GATHER_S` passed."""
     deadline = time.monotonic() + wait
-    work = take(run, holder, kinds, fresh=fresh)
+    kinds = _asked(run, kinds)  # once: the polls below read the mailbox, not the spec again
+    work = _take(run, holder, kinds, fresh=fresh)
     held = work.held  # what it held when it called: what a later take of this call finds is this call's
     while not work.work and work.running and not held and time.monotonic() < deadline:
         time.sleep(POLL_S)
-        work = take(run, holder, kinds)
+        work = _take(run, holder, kinds)
     settled, until = time.monotonic() + SETTLE_S, time.monotonic() + GATHER_S
     while work.work and not work.waiting and time.monotonic() < min(settled, until):
         time.sleep(POLL_S)
-        more = take(run, holder, kinds, budget=PAGE_BYTES - len(work.model_dump_json()))
+        more = _take(run, holder, kinds, budget=PAGE_BYTES - len(work.model_dump_json()))
         if more.work:
             work = _merged(work, more)
             settled = time.monotonic() + SETTLE_S
