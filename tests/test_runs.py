@@ -420,10 +420,10 @@ def test_show_s_patch_of_a_file_whose_name_has_a_space_applies(tmp_path, tool):
 
 def test_plan_refuses_a_target_a_write_back_left_half_done(service, tmp_path):
     """A run would start from half of one version and half of another."""
-    from agentdescent.artifacts import backups
+    from agentdescent.artifacts import backups, targetlock
 
     spec = domain.spec(tmp_path)
-    with backups.locked(tmp_path / "prompt.md"):
+    with targetlock.locked(tmp_path / "prompt.md"):
         backups.take(tmp_path / "prompt.md", made_by="write_to", paths=[""])
     with pytest.raises(SpecError, match=r"a write-back to it was interrupted .*agentdescent restore .* settles it"):
         service.plan(spec)
@@ -436,3 +436,26 @@ def test_reject_while_an_accept_writes_is_refused_not_recorded_over_it(service, 
         with pytest.raises(UserError, match="an accept of run .* is writing right now"):
             service.reject(run_id)
     assert service.status(run_id).state == "finished"
+
+
+def test_a_restore_racing_an_accept_waits_for_its_status_and_then_undoes_it(service, tmp_path, monkeypatch):
+    """The restore must see the run as accepted, or it cannot say that it undid it."""
+    from agentdescent.result import EvolveResult
+
+    run_id = service.start(domain.spec(tmp_path, rounds=2)).run_id
+    wait(service, run_id)
+    write_to, racing = EvolveResult.write_to, []
+
+    def write_then_race(self, *args, **kwargs):
+        plan = write_to(self, *args, **kwargs)
+        racing.append(threading.Thread(target=lambda: racing.append(service.restore(tmp_path / "prompt.md"))))
+        racing[0].start()
+        racing[0].join(0.5)  # a restore that does not wait for the accept's status ends here
+        return plan
+
+    monkeypatch.setattr(EvolveResult, "write_to", write_then_race)
+    service.accept(run_id)
+    racing[0].join(30)
+    assert racing[1].runs == {run_id: "restored"}
+    assert (tmp_path / "prompt.md").read_text(encoding="utf-8") == LEAD
+    assert service.status(run_id).state == "restored"

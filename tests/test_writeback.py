@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from agentdescent import UserError
-from agentdescent.artifacts import backups
+from agentdescent.artifacts import backups, targetlock
 from agentdescent.artifacts.undo import recover, restore
 from agentdescent.artifacts.writeback import write_back
 from tests.writeback_child import result_of
@@ -181,18 +181,18 @@ def test_a_write_waits_a_bounded_time_for_another_and_names_its_holder(tmp_path)
     """A stuck writer (or a stray process holding the lock) never makes write_to or restore hang."""
     folder = make(tmp_path / "skill", {"SKILL.md": "x\n"})
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom pathlib import Path\n"
-                               "from agentdescent.artifacts import backups\n"
-                               "with backups.locked(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)",
+                               "from agentdescent.artifacts import targetlock\n"
+                               "with targetlock.locked(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)",
                                str(folder)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline() == "held\n"
         with pytest.raises(UserError, match=rf"another write or restore of .*skill has held it for 0.5 s \(process {holder.pid}, "):
-            with backups.locked(folder, wait=0.5):
+            with targetlock.locked(folder, wait=0.5):
                 pass
     finally:
         holder.kill()
         holder.wait()
-    with backups.locked(folder, wait=5):  # free once its holder is gone
+    with targetlock.locked(folder, wait=5):  # free once its holder is gone
         pass
 
 
@@ -511,7 +511,7 @@ def seen_as(text: str) -> str:
 
 def test_recovering_a_killed_write_leaves_a_file_saved_after_the_kill(tmp_path):
     folder = make(tmp_path / "skill", {"SKILL.md": "be brief\n", "refs/a.md": "a\n"})
-    with backups.locked(folder):
+    with targetlock.locked(folder):
         backups.take(folder, made_by="write_to", paths=["SKILL.md", "refs/a.md"],
                      writes={"SKILL.md": seen_as("evolved\n"), "refs/a.md": seen_as("a, evolved\n")})
     (folder / "refs/a.md").write_text("a, evolved\n", encoding="utf-8")  # written; then the process was killed
@@ -538,7 +538,7 @@ def test_a_save_while_the_restore_copies_its_backup_refuses_the_restore(tmp_path
 
 def test_restore_settles_an_interrupted_write_it_finds(tmp_path):
     folder = make(tmp_path / "skill", SKILL)
-    with backups.locked(folder):
+    with targetlock.locked(folder):
         backups.take(folder, made_by="write_to", paths=["SKILL.md"])
     (folder / "SKILL.md").write_text("half written\n", encoding="utf-8")
     restore(folder)  # it said there was no backup to restore

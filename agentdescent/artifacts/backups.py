@@ -1,7 +1,7 @@
 """Numbered backups beside a write-back's target, the record of each, and recovery after a kill.
 
 Beside a target `skill` (a folder; a file such as `prompt.md` works the same way), and nothing
-else: every writer of `skill` holds an flock on a file of the registry's, so two never interleave.
+else: every writer of `skill` holds its lock (`targetlock`), so two never interleave.
 
     .skill.bak-1/          a backup; its number is recorded, then taken by os.mkdir (exclusive:
       .journal.json        anything already at that name, a dangling symlink too, moves it on)
@@ -39,14 +39,11 @@ that do not take the lock.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
 import shutil
 import stat
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -61,7 +58,6 @@ from agentdescent.artifacts.registry import MadeBy, Phase, Record
 from agentdescent.errors import UserError
 
 NAME_MAX = 255  # bytes in one file name on ext4, xfs, btrfs, tmpfs, APFS
-LOCK_WAIT = 60.0  # seconds a write or restore waits for another one of the same target
 JOURNAL = ".journal.json"
 PARTIAL = ".partial"
 _BEFORE: dict[str, str] = {"applying": "copying", "done": "applying", "rolled back": "applying"}
@@ -149,43 +145,6 @@ def base_name(target: Path) -> str:
         return name
     digest = hashlib.sha256(os.fsencode(name)).hexdigest()[:8]
     return os.fsencode(name)[: NAME_MAX - 40].decode("utf-8", "ignore") + "-" + digest
-
-
-@contextlib.contextmanager
-def locked(target: Path, *, wait: float = LOCK_WAIT) -> Iterator[None]:
-    """Hold `target`'s lock until the block ends: an flock on a file of the registry's
-    (`$AGENTDESCENT_HOME/backups/<key>.lock`, created when missing and left there: removing a lock
-    file races with the next writer), so nothing but the backups lands beside the target. Waits
-    `wait` seconds at most for another write of the target, then says who holds it."""
-    try:
-        import fcntl
-    except ImportError:  # Windows
-        raise UserError("write_to and restore lock the target with fcntl, which this system lacks; "
-                        "use Linux or macOS, or copy result.rendered out yourself") from None
-    lock = registry.file_of(target).with_suffix(".lock")
-    try:
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        raise UserError(f"cannot open the lock file {lock}: {exc.strerror}; it must be a writable "
-                        "regular file (not a symlink) in a folder you can write to") from exc
-    try:
-        until = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= until:
-                    holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "another process"
-                    raise UserError(f"another write or restore of {target} has held it for {wait:g} s (process "
-                                    f"{holder}, lock {lock}); wait for it to end, or stop it, then try again") from None
-                time.sleep(0.1)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
-        yield
-    finally:
-        os.close(fd)  # which releases the lock
 
 
 def survey(target: Path) -> Survey:

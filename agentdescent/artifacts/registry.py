@@ -9,7 +9,7 @@ One file for each target, `$AGENTDESCENT_HOME/backups/<hash of the target's path
 
 The target's path is absolute with its parent's symlinks resolved, so that two spellings of one
 folder share a record. The file is rewritten whole and atomically, by a caller holding the
-target's lock (`backups.locked`). `digest` is taken once the copy is complete: see `digest`.
+target's lock (`targetlock`). `digest` is taken once the copy is complete: see `digest`.
 
 Left out: deciding what a record means for a folder on disk (`backups`).
 """

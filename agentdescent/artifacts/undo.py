@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from agentdescent.artifacts import backups, registry
+from agentdescent.artifacts import backups, registry, targetlock
 from agentdescent.artifacts.putback import lstat, path_reason, put_back, same
 from agentdescent.artifacts.writeback import check_kind, run_steps, target_path
 from agentdescent.errors import UserError
@@ -54,7 +54,7 @@ def recover(path: str | os.PathLike) -> list[Path]:
     target = target_path(path)
     if not backups.backups(target):
         return []  # nothing to settle, and no lock file left behind for nothing
-    with backups.locked(target):
+    with targetlock.locked(target):
         return [b.folder for b in backups.recover(target)[0]]
 
 
@@ -72,7 +72,7 @@ def restore(path: str | os.PathLike, number: int | None = None, *, overwrite: bo
     source, refused = backups.restorable(target, number) if target.parent.is_dir() else (None, [])
     if source is None and backups.interrupted(target) is None:
         raise _no_backup(target, refused, number)  # before taking the lock, which would leave a lock file beside it
-    with backups.locked(target):
+    with targetlock.locked(target):
         backups.recover(target)
         source, refused = backups.restorable(target, number)
         if source is None:

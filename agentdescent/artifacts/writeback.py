@@ -36,7 +36,7 @@ from functools import partial
 from pathlib import Path
 
 from agentdescent import atomic
-from agentdescent.artifacts import backups, reconcile, registry
+from agentdescent.artifacts import backups, reconcile, registry, targetlock
 from agentdescent.commands import command
 from agentdescent.errors import UserError
 from agentdescent.governance import is_frozen, unsafe_key_reason
@@ -91,7 +91,7 @@ def write_back(path: str | os.PathLike, rendered: str | Mapping[str, str], *, in
         plan = _plan(target, contents, initial, frozen, prune, base_files, overwrite=overwrite)[0]
         return _named(replace(plan, refused=refused))
     target.parent.mkdir(parents=True, exist_ok=True)
-    with backups.locked(target):
+    with targetlock.locked(target):
         refused = tuple(map(str, backups.recover(target)[1]))
         plan, contents = _plan(target, contents, initial, frozen, prune, base_files, overwrite=overwrite)
         plan = replace(plan, refused=refused)

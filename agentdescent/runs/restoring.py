@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from agentdescent.artifacts import backups, registry
+from agentdescent.artifacts import backups, registry, targetlock
 from agentdescent.artifacts.undo import Restored
 from agentdescent.artifacts.undo import restore as put_back
 from agentdescent.artifacts.writeback import target_path
@@ -47,8 +47,9 @@ def restore(store: RunStore, path: str | Path, number: int | None = None, *, ove
     """Put backup `number` of `path` back (default: the newest), then bring the run it undoes or
     redoes up to date; edits made since the last write-back refuse it unless `overwrite`."""
     target = target_path(path)
-    done = put_back(target, number, overwrite=overwrite)
-    runs = _follow(store, target, done) if done.changed else {}
+    with targetlock.locked(target):  # a run's status changes under the lock its write-back took
+        done = put_back(target, number, overwrite=overwrite)
+        runs = _follow(store, target, done) if done.changed else {}
     if done.changed:
         said = [f"restored {target} from {done.source} ({len(done.changed)} paths put back)",
                 f"what it held before is in {done.backup}" if done.backup else "it was not there before"]

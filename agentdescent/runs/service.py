@@ -25,7 +25,7 @@ from agentdescent.commands import command
 from agentdescent.engine.evolve import split_tasks, too_few_to_train
 from agentdescent.errors import UserError
 from agentdescent.governance import Governance
-from agentdescent.runs import build, detach, hostwork, keys, leftovers, restoring, review
+from agentdescent.runs import build, detach, hostwork, keys, leftovers, restoring, review, verdict
 from agentdescent.runs.doctor import DoctorReport, doctor
 from agentdescent.runs.draft import cheaper_than_host
 from agentdescent.runs.mailbox import Claim, Mailbox
@@ -160,11 +160,11 @@ class Service:
         """The run's change; `rejected` caps the rejected diffs listed (None: all)."""
         return review.show(self.store, run_id, rejected=rejected)
 
-    def accept(self, run_id: str, *, dry_run: bool = False, overwrite: bool = False) -> review.Accepted:
-        return review.accept(self.store, run_id, dry_run=dry_run, overwrite=overwrite)
+    def accept(self, run_id: str, *, dry_run: bool = False, overwrite: bool = False) -> verdict.Accepted:
+        return verdict.accept(self.store, run_id, dry_run=dry_run, overwrite=overwrite)
 
-    def reject(self, run_id: str) -> review.Accepted:
-        return review.reject(self.store, run_id)
+    def reject(self, run_id: str) -> verdict.Accepted:
+        return verdict.reject(self.store, run_id)
 
     def restore(self, path: str | Path, number: int | None = None, *, overwrite: bool = False) -> restoring.Restoration:
         """Put a backup of `path` back (the newest, or backup `number`); the run it undoes or redoes says so."""

@@ -34,11 +34,12 @@ from agentdescent.runs.doctor import DoctorReport
 from agentdescent.runs.host import PROPOSAL, ROLLOUT
 from agentdescent.runs.hostwork import Answer, HostWork, Page, Submitted
 from agentdescent.runs.mailbox import Claim
-from agentdescent.runs.review import Accepted, Shown
+from agentdescent.runs.review import Shown
 from agentdescent.runs.service import Plan, RunSummary, Started
 from agentdescent.runs.shown_page import paged
 from agentdescent.runs.spec_schema import spec_schema
 from agentdescent.runs.status import RunStatus
+from agentdescent.runs.verdict import Accepted
 
 INSTRUCTIONS = """\
 AgentDescent improves a prompt file, a skill folder or an agent folder: parallel workers try it on \
