@@ -39,6 +39,7 @@ from agentdescent.engine.loop.decisions import (
 )
 from agentdescent.engine.loop.parallel import ParallelMethod, parallel_method
 from agentdescent.errors import UserError
+from agentdescent.governance.paths import unsafe_key_reason
 from agentdescent.step.changes import Approve
 from agentdescent.step.policies import AcceptancePolicy, BetaAcceptance, BetterEvidence, ConflictPolicy, FusionPolicy, ThreeWayMerge
 from agentdescent.step.staleness import Staleness, StalenessPolicy
@@ -176,6 +177,14 @@ class Settings(BaseModel):
         """`rounds: true` is a slip, not one round (pydantic reads a bool as 0 or 1)."""
         if isinstance(value, bool):
             raise ValueError(f"is {str(value).lower()}, a yes or no, where a number goes")
+        return value
+
+    @field_validator("artifact_id")
+    @classmethod
+    def _one_folder_name(cls, value: str) -> str:
+        """The ledger keeps the artifact in a folder of this name."""
+        if "/" in value or unsafe_key_reason(value):
+            raise ValueError(f"{value!r} is not one folder name; use a name like 'prompt'")
         return value
 
     def evolve_options(self, **more: Any) -> dict[str, Any]:

@@ -576,3 +576,36 @@ def test_a_base_url_with_a_user_and_password_is_refused_and_never_shown(keyed):
     with pytest.raises(UserError) as raised:
         join_url("http://proxy-user:Pr0xyPassw0rd@[::zz]/v1?api-key=QUERYSECRET1", "chat/completions")
     assert "Pr0xyPassw0rd" not in str(raised.value) and "QUERYSECRET1" not in str(raised.value)
+
+
+# Replies and headers no well-behaved server sends.
+
+def test_a_lone_surrogate_in_a_reply_or_a_prompt_becomes_a_replacement_character(keyed):
+    """No UTF-8 spells one: quoted back into the next prompt, it made that call fail to encode."""
+    broken = Response(body=b'{"choices": [{"message": {"content": "x\\ud800y"}}]}')
+    with LoopbackServer(openai_chat(lambda prompt: broken)) as server:
+        model = gpt(server)
+        assert model("hi") == "x\ufffdy"
+    with LoopbackServer(openai_chat(lambda prompt: f"echo: {prompt}")) as server:
+        assert gpt(server)("a\udc80b") == "echo: a\ufffdb"
+
+
+def test_a_retry_after_date_past_any_year_is_unreadable_not_a_crash():
+    assert retry_after_seconds("Wed, 21 Oct 99999999999999999999 07:28:00 GMT") is None
+
+
+def test_an_error_body_in_a_charset_that_is_no_text_encoding_is_read_as_utf8_and_retried(keyed):
+    busy = Response(status=503, headers={"content-type": "text/html; charset=hex"}, body=b"down for a bit")
+    with LoopbackServer(openai_chat(steps(busy, "ok"))) as server:
+        model = gpt(server)
+        assert model("hi") == "ok"
+    assert len(server.requests) == 2 and (model.usage.calls, model.usage.failures) == (1, 0)
+
+
+@pytest.mark.parametrize("knobs", [{"backoff": (-1, -1)}, {"backoff": (1,)}, {"backoff": "fast"},
+                                   {"backoff": (0.5, float("inf"))}, {"max_retries": "3"}, {"max_retries": -1},
+                                   {"max_concurrency": 0}, {"max_concurrency": 2.5}])
+def test_bad_retry_settings_are_user_errors_saying_what_to_pass(knobs):
+    (name,) = knobs
+    with pytest.raises(UserError, match=f"{name} must be .*such as"):
+        openai_compatible("m", **knobs)

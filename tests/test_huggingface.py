@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+import zlib
 from types import SimpleNamespace
 
 import pytest
@@ -184,7 +186,7 @@ def test_unknown_config_lists_the_configs(hub, tmp_path):
 def sleeps(monkeypatch):
     """The waits hf_rows asks for, recorded instead of slept."""
     waits: list[float] = []
-    monkeypatch.setattr(huggingface, "time", SimpleNamespace(sleep=waits.append))
+    monkeypatch.setattr(huggingface, "time", SimpleNamespace(sleep=waits.append, monotonic=time.monotonic))
     return waits
 
 
@@ -253,3 +255,30 @@ def test_end_to_end_hf_rows_to_tasks(hub, tmp_path):
                        id=lambda r: f"qa-{r['a']}", meta=["topic"])
     assert len(tasks) == 7 and tasks[1] == Task(id="qa--1", prompt="x")
     assert tasks[1].prompt == "Answer: test 1" and tasks[1].gold == "-1"
+
+
+# ---------------------------------------------------------------- a hostile server
+
+def test_a_server_sending_a_byte_now_and_then_is_cut_off_at_the_timeout(tmp_path):
+    """httpx's timeout bounds each read; one byte every half second would go on for minutes."""
+    dripping = Response(body={"splits": [{"config": "default", "split": "train"}], "pad": "x" * 400}, trickle=0.5)
+    with LoopbackServer(lambda request: dripping) as server, \
+            pytest.raises(AgentDescentError, match=r"could not reach .* after 2 attempts: .*Timeout"):
+        hf_rows("acme/qa", endpoint=server.url, cache=False, timeout=1, retries=1, backoff=0)
+    assert len(server.requests) == 2
+
+
+def test_rows_that_never_end_stop_at_the_byte_cap(tmp_path):
+    page = {"rows": [{"row_idx": 0, "row": {"q": "x" * 1000}}] * 100}  # and no num_rows_total
+    with LoopbackServer(lambda request: Response(body=page)) as server, \
+            pytest.raises(UserError, match=r"passed 1,000,000 bytes.*tasks.limit in a spec"):
+        hf_rows("acme/qa", config="default", endpoint=server.url, cache=False, max_bytes=1_000_000)
+    assert len(server.requests) <= 11
+
+
+def test_a_compressed_answer_is_capped_as_it_inflates(tmp_path):
+    bomb = zlib.compressobj(wbits=31)
+    body = bomb.compress(b'{"splits": [], "pad": "' + b"x" * 50_000_000) + bomb.flush()
+    answer = Response(headers={"content-encoding": "gzip", "content-type": "application/json"}, body=body)
+    with LoopbackServer(lambda request: answer) as server, pytest.raises(UserError, match="passed 1,000,000 bytes"):
+        hf_rows("acme/qa", endpoint=server.url, cache=False, max_bytes=1_000_000)

@@ -11,6 +11,7 @@ import pytest
 
 from agentdescent.runs import read_spec
 from agentdescent.runs.spec import MESSAGE_CHARS, NAMED_UNKNOWN, Problem, SpecError
+from tests import keyword_domain as domain
 from tests.mcp_support import REPO
 
 HASH = "$6$saltsalt$Q9mX2vLr7TtP0aHc3kZyW1uE5oN8bJ4fGdSiVqRx6l"
@@ -141,3 +142,20 @@ def test_a_task_given_in_the_spec_has_a_one_line_id_too(tmp_path):
     tasks = [{"id": f"t{i}", "prompt": "x"} for i in range(5)] + [{"id": "a\nFAKE: line", "prompt": "x"}]
     with pytest.raises(SpecError, match="holds a line break or a control character"):
         Service().plan({"target": str(tmp_path / "p.md"), "tasks": tasks, "agent": "host"})
+
+
+@pytest.mark.parametrize(("options", "said"), [
+    ({"tmeout": 3}, r"agent: options: tmeout is not an option the openai client takes; it takes .*timeout"),
+    ({"backoff": [-1, -1]}, r"agent: backoff must be two numbers of seconds >= 0"),
+    ({"max_retries": "3"}, r"agent: max_retries must be a whole number >= 0"),
+])
+def test_plan_refuses_agent_options_the_client_refuses(service, tmp_path, options, said):
+    """They used to pass plan and fail the run at its first call or first retry."""
+    spec = {**domain.spec(tmp_path), "agent": {"kind": "openai", "model": "m", "options": options}}
+    with pytest.raises(SpecError, match=said):
+        service.plan(spec)
+
+
+def test_plan_refuses_an_artifact_id_the_ledger_cannot_hold(service, tmp_path):
+    with pytest.raises(SpecError, match=r"artifact_id: 'a b/c' is not one folder name"):
+        service.plan({**domain.spec(tmp_path), "artifact_id": "a b/c"})

@@ -47,6 +47,7 @@ from agentdescent.agents.endpoint import public, read_key
 from agentdescent.agents.redact import guard_logging, redact, register
 from agentdescent.agents.replies import body_snippet, inflated, or_estimate, reply_byte_cap, snippet
 from agentdescent.errors import AgentError, BadReply, UserError
+from agentdescent.governance.text import with_lone_surrogates_replaced
 
 if TYPE_CHECKING:  # imported where a request is made: a run of local agents never pays for it
     import httpx
@@ -76,6 +77,22 @@ def check_max_reply_chars(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise UserError(f"max_reply_chars must be a whole number of characters above 0, such as 200000; got {value!r}")
     return value
+
+
+def _check_counts(max_retries: Any, max_concurrency: Any) -> None:
+    for name, value, least in (("max_retries", max_retries, 0), ("max_concurrency", max_concurrency, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise UserError(f"{name} must be a whole number >= {least}, such as {least + 3}; got {value!r}")
+
+
+def _check_backoff(value: Any) -> tuple[float, float]:
+    """`value` as (base, cap) seconds when it is two finite numbers >= 0; otherwise a `UserError`."""
+    pair = tuple(value) if isinstance(value, (list, tuple)) else ()
+    if len(pair) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+                                 for v in pair):
+        raise UserError(f"backoff must be two numbers of seconds >= 0, the first retry's wait and the longest, such "
+                        f"as [0.5, 20]; got {value!r}")
+    return float(pair[0]), float(pair[1])
 
 
 def _check_timeout(value: Any) -> float:
@@ -131,12 +148,11 @@ class HTTPModel:
     def __init__(self, name: str, *, api_key_env: str | None, timeout: float = DEFAULT_TIMEOUT,
                  max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS, max_retries: int = 4, max_concurrency: int = 8,
                  backoff: tuple[float, float] = (0.5, 20.0)) -> None:
-        if max_retries < 0 or max_concurrency < 1:
-            raise UserError(f"need max_retries >= 0 and max_concurrency >= 1 (got {max_retries}, {max_concurrency})")
+        _check_counts(max_retries, max_concurrency)
         self.name, self.usage, self.api_key_env = name, ModelUsage(), api_key_env
         register(api_key_env)
         self.timeout, self.max_reply_chars = _check_timeout(timeout), check_max_reply_chars(max_reply_chars)
-        self.max_retries, self.max_concurrency, self.backoff = max_retries, max_concurrency, backoff
+        self.max_retries, self.max_concurrency, self.backoff = max_retries, max_concurrency, _check_backoff(backoff)
         self._slots = threading.BoundedSemaphore(max_concurrency)
         self._client_lock = threading.Lock()
         self._client: httpx.Client | None = None
@@ -149,12 +165,13 @@ class HTTPModel:
         deadline or its reply cap. The reply comes back with any configured key in it redacted."""
         guard_logging()
         key = self._key()
-        call = _Call(url=self._url(), headers=self._headers(key), payload=self._payload(prompt))
+        # a lone surrogate (from a reply quoted back, a task's JSON escape) has no UTF-8 to be sent in
+        call = _Call(url=self._url(), headers=self._headers(key), payload=self._payload(with_lone_surrogates_replaced(prompt)))
         with metered_call(self.usage) as counts:
             reply = self._with_retries(call)
             counts.update(input_tokens=or_estimate(reply.input_tokens, prompt),
                           output_tokens=or_estimate(reply.output_tokens, reply.text))
-        return redact(reply.text)
+        return redact(with_lone_surrogates_replaced(reply.text))  # a server's JSON may escape one
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, api_key_env={self.api_key_env!r})"
@@ -349,7 +366,7 @@ def retry_after_seconds(value: str | None, *, cap: float = RETRY_AFTER_CAP,
     except ValueError:
         try:
             when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: a year past what a date holds
             return None
         if when.tzinfo is None:
             when = when.replace(tzinfo=timezone.utc)

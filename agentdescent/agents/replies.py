@@ -29,8 +29,12 @@ def reply_byte_cap(max_reply_chars: int) -> int:
 
 
 def body_snippet(response: httpx.Response, body: bytes) -> str:
-    """`snippet` of a body as the response's encoding reads it."""
-    return snippet(body.decode(response.encoding or "utf-8", "replace"))
+    """`snippet` of a body as the response's encoding reads it, else as UTF-8 (a charset that is no
+    text encoding, such as `hex`, is the server's mistake)."""
+    try:
+        return snippet(body.decode(response.encoding or "utf-8", "replace"))
+    except LookupError:  # httpx keeps any codec `codecs.lookup` finds, bytes-to-bytes ones too
+        return snippet(body.decode("utf-8", "replace"))
 
 
 def snippet(text: str) -> str:

@@ -2,7 +2,10 @@
 
 `hf_rows` asks `/splits` for the config when none is given, then reads `/rows` page by page
 (at most 100 rows a request), with retries on 429, 5xx and network failures, and keeps every
-page in an on-disk cache so that a second call makes no request. Left out: the `datasets`
+page in an on-disk cache so that a second call makes no request. The server is hostile until
+checked, as a tasks file is: each request ends within its timeout however the server sends
+(a byte now and then does not keep it going), and the answers together are read up to the
+tasks file's byte cap, compressed or not. Left out: the `datasets`
 library and Parquet/Arrow downloads (the rows API needs only `httpx`), streaming, and
 image/audio cells (they arrive as whatever JSON the server sends).
 """
@@ -14,13 +17,17 @@ import json
 import os
 import time
 import warnings
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agentdescent import atomic
+from agentdescent.agents.deadline import Deadline, bound_every_socket
 from agentdescent.agents.http import retry_after_seconds
 from agentdescent.agents.redact import guard_logging, redact
+from agentdescent.agents.replies import inflated
+from agentdescent.dataloader.local import MAX_FILE_BYTES, unwrap_row
 from agentdescent.errors import AgentDescentError, UserError
 
 DEFAULT_ENDPOINT = "https://datasets-server.huggingface.co"
@@ -31,7 +38,8 @@ _MAX_WAIT = 60.0  # never sleep longer than this on one Retry-After
 def hf_rows(dataset: str, split: str = "train", *, config: str | None = None,
             limit: int | None = None, offset: int = 0, endpoint: str | None = None,
             cache_dir: str | os.PathLike | None = None, timeout: float = 30,
-            cache: bool = True, retries: int = 3, backoff: float = 0.5) -> list[dict]:
+            cache: bool = True, retries: int = 3, backoff: float = 0.5,
+            max_bytes: int = MAX_FILE_BYTES) -> list[dict]:
     """The rows (`rows[i]["row"]` dicts) of `dataset`/`config`/`split` from `offset`, at most
     `limit` (None: all), fetched in pages of at most 100 until `limit` or `num_rows_total`.
 
@@ -47,7 +55,9 @@ def hf_rows(dataset: str, split: str = "train", *, config: str | None = None,
     `$AGENTDESCENT_CACHE/hf_rows`, else `~/.cache/agentdescent/hf_rows`), keyed by endpoint,
     dataset, config, split, offset and length: a repeated call makes no request. `cache=False`
     skips the cache. 429, 5xx and network failures are retried `retries` times after
-    Retry-After seconds when sent, else `backoff * 2**attempt`.
+    Retry-After seconds when sent, else `backoff * 2**attempt`. Each request ends within
+    `timeout` seconds, its whole answer read; the answers together, cached ones too, may hold
+    at most `max_bytes` bytes (a tasks file's cap: past it, ask for fewer rows with `limit`).
 
     Raises UserError for an unknown dataset, config or split (listing what exists) or a 401/403
     (gated: set HF_TOKEN); AgentDescentError when the server stays down or unreachable, or does
@@ -62,8 +72,11 @@ def hf_rows(dataset: str, split: str = "train", *, config: str | None = None,
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     import httpx  # here, not at the top: a run that loads no dataset never pays for it
 
+    headers["Accept-Encoding"] = "gzip, deflate"  # the codings `_read` inflates within the cap
     with httpx.Client(headers=headers, timeout=timeout, follow_redirects=True) as client:
-        hub = _Hub(client, base, source, dataset, folder if cache else None, retries, backoff)
+        clock = Deadline()
+        bound_every_socket(client, clock)
+        hub = _Hub(client, base, source, dataset, folder if cache else None, retries, backoff, clock, timeout, max_bytes)
         if config is None:
             config = _pick_config(hub.splits(), dataset, split)
         return _paginate(hub, config, split, offset, limit)
@@ -128,6 +141,12 @@ class _Hub:
     cache_dir: Path | None
     retries: int
     backoff: float
+    clock: Deadline  # bounds each request's socket waits to its `timeout`
+    timeout: float
+    cap: int  # bytes the answers may hold together
+
+    def __post_init__(self) -> None:
+        self.left = self.cap  # bytes they may still hold
 
     def splits(self) -> list[dict]:
         """The `/splits` entries; an unknown dataset raises UserError."""
@@ -163,15 +182,16 @@ class _Hub:
         key = json.dumps([self.base, route, sorted(params.items())], default=str)
         name = f"{route}-{hashlib.sha256(key.encode()).hexdigest()[:40]}.json"
         path = self.cache_dir / name if self.cache_dir else None
-        cached = _read_json_file(path) if path else None
+        cached, size = _read_json_file(path, self.left) if path else (None, 0)
         if isinstance(cached, dict):
+            self.left -= size
             return cached
-        body = self._decode(self._send(f"{self.base}/{route}", params))
+        body = self._decode(*self._send(f"{self.base}/{route}", params))
         if path:
             _write_atomic(path, body)
         return body
 
-    def _decode(self, response: Any) -> dict:
+    def _decode(self, response: Any, content: bytes) -> dict:
         url = response.request.url.copy_with(query=None)
         if response.status_code in (401, 403):
             token = "HF_TOKEN (now set but refused)" if os.environ.get("HF_TOKEN") else "HF_TOKEN"
@@ -180,8 +200,8 @@ class _Hub:
                 f"gated or private; accept its terms at https://huggingface.co/datasets/"
                 f"{self.dataset}, then set {token} to a token with access")
         try:
-            body = response.json()
-        except ValueError:
+            body = json.loads(content)
+        except (ValueError, RecursionError):
             raise AgentDescentError(
                 f"{url} answered HTTP {response.status_code} without JSON; the endpoint "
                 f"{self.base} (from {self.source}) must speak the Hugging Face datasets-server API "
@@ -191,15 +211,17 @@ class _Hub:
             raise _Refused(response.status_code, redact(str(message or body))[:300])
         return body
 
-    def _send(self, url: str, params: dict) -> Any:
-        """GET with retries on 429, 5xx and network failures; any other answer is returned."""
+    def _send(self, url: str, params: dict) -> tuple[Any, bytes]:
+        """GET with retries on 429, 5xx and network failures; any other answer is returned, with its body."""
         import httpx
 
         for attempt in range(self.retries + 1):
             wait, last = self.backoff * 2**attempt, attempt == self.retries
+            self.clock.at = time.monotonic() + self.timeout
             try:
-                response = self.client.get(url, params=params)
-            except httpx.TransportError as exc:
+                with self.client.stream("GET", url, params=params) as response:
+                    content = self._read(response)
+            except httpx.TransportError as exc:  # a timeout too: the request's time ran out
                 if last:
                     raise AgentDescentError(
                         redact(f"could not reach {self.base} (from {self.source}) after {attempt + 1} "
@@ -207,22 +229,49 @@ class _Hub:
                                "endpoint= / HF_ENDPOINT to a datasets-server API")) from None
                 time.sleep(wait)
                 continue
+            finally:
+                self.clock.at = None
             if response.status_code != 429 and response.status_code < 500:
-                return response
+                return response, content
             if last:
+                said = redact(content[:2000].decode("utf-8", "replace"))[:200]
                 raise AgentDescentError(
                     f"{url} still answered HTTP {response.status_code} after {attempt + 1} "
-                    f"attempts ({redact(response.text)[:200]!r}); the server is busy or down, try later")
+                    f"attempts ({said!r}); the server is busy or down, try later")
             asked = retry_after_seconds(response.headers.get("Retry-After"), cap=_MAX_WAIT)
             time.sleep(wait if asked is None else asked)
         raise AssertionError("unreachable")
 
+    def _read(self, response: Any) -> bytes:
+        """The answer's bytes, inflated a block at a time where compressed; an error once the
+        answers together pass the byte cap."""
+        coding = response.headers.get("content-encoding", "").strip().lower()
+        if coding not in ("", "identity", "gzip", "x-gzip", "deflate"):
+            raise AgentDescentError(f"{self.base} sent its answer {coding[:40]!r}-encoded, which is not read (asked for "
+                                    "gzip or deflate); the endpoint must speak the datasets-server API")
+        inflater = zlib.decompressobj(32 + zlib.MAX_WBITS) if coding not in ("", "identity") else None
+        chunks = []
+        try:
+            for chunk in inflated(response.iter_raw(), inflater):
+                self.left -= len(chunk)
+                if self.left < 0:
+                    raise UserError(f"dataset {self.dataset!r} from {self.base} passed {self.cap:,} bytes, the most "
+                                    "read of a dataset (as of a tasks file); ask for fewer rows (tasks.limit in a "
+                                    "spec, limit= to hf_rows), or pass max_bytes= to hf_rows for more")
+                chunks.append(chunk)
+        except zlib.error as exc:
+            raise AgentDescentError(f"{self.base} sent a {coding} answer that does not inflate ({exc})") from None
+        return b"".join(chunks)
 
-def _read_json_file(path: Path) -> Any:
+
+def _read_json_file(path: Path, limit: int) -> tuple[Any, int]:
+    """The cached answer at `path` and its size; None when absent, corrupt or past `limit` bytes: fetch it again."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None  # absent or corrupt: fetch again
+        with open(path, "rb") as file:
+            data = file.read(limit + 1)
+        return (None, 0) if len(data) > limit else (json.loads(data), len(data))
+    except (OSError, ValueError, RecursionError):
+        return None, 0
 
 
 def _write_atomic(path: Path, body: dict) -> None:
@@ -230,9 +279,3 @@ def _write_atomic(path: Path, body: dict) -> None:
         atomic.write_text(path, json.dumps(body))
     except OSError as exc:  # a cache that cannot be written must not lose the rows
         warnings.warn(f"hf_rows: could not write cache file {path}: {exc}", stacklevel=3)
-
-
-def unwrap_row(item: Any) -> Any:
-    """A datasets-server row item `{"row_idx", "row", "truncated_cells"}` → its `row` dict."""
-    wrapped = isinstance(item, dict) and "row_idx" in item and isinstance(item.get("row"), dict)
-    return item["row"] if wrapped else item

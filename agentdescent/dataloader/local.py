@@ -12,9 +12,9 @@ import csv
 import io
 import json
 import os
+from typing import Any
 
 from agentdescent import reading
-from agentdescent.dataloader.huggingface import unwrap_row
 from agentdescent.errors import UserError
 
 __all__ = ["csv_rows", "json_rows", "jsonl_rows"]
@@ -113,3 +113,9 @@ def _keys(data: dict) -> str:
     names = sorted(k for k in data if reading.looks_like_a_name(k))[:10]
     rest = len(data) - len(names)
     return f"{names}{f' and {rest} more' if rest else ''}"
+
+
+def unwrap_row(item: Any) -> Any:
+    """A datasets-server row item `{"row_idx", "row", "truncated_cells"}` → its `row` dict."""
+    wrapped = isinstance(item, dict) and "row_idx" in item and isinstance(item.get("row"), dict)
+    return item["row"] if wrapped else item

@@ -29,3 +29,12 @@ def text_refusal(text: str, *, cap: int, controls: re.Pattern[str] = CONTROL_COD
     if bad:
         return f"the {what} holds control character U+{ord(bad[0]):04X} at character {bad.start()}"
     return None
+
+
+def with_lone_surrogates_replaced(text: str) -> str:
+    """`text` with each lone surrogate as U+FFFD, the character a UTF-8 reader shows for bytes it
+    cannot read: what a model may be sent or be said to have answered.
+
+    with_lone_surrogates_replaced("a\ud800b") == "a\ufffdb" """
+    return _SURROGATE.sub("\ufffd", text)
+

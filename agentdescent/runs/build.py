@@ -16,7 +16,6 @@ import importlib
 import json
 import os
 import re
-import shutil
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -25,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from agentdescent import reading, refcheck
-from agentdescent.agents.providers import CLI_KINDS, PROVIDERS
 from agentdescent.artifacts import AppendRules, FileTree, SingleSlot, Strategy, load_tree
 from agentdescent.artifacts.workspace import skill_name
 from agentdescent.dataloader import csv_rows, hf_rows, json_rows, jsonl_rows, tasks_from
@@ -33,7 +31,8 @@ from agentdescent.dataloader.tasks import check_ids, guess_columns
 from agentdescent.errors import AgentDescentError, UserError
 from agentdescent.governance import BLAST_RADII, HARNESS_BLAST_RADIUS, PLUGIN_BLAST_RADIUS, SKILL_BLAST_RADIUS, Layer, matching
 from agentdescent.runs import containment
-from agentdescent.runs.spec import AgentSpec, Problem, RunSpec, SpecError, TasksSpec
+from agentdescent.runs.agentcheck import agent_problems
+from agentdescent.runs.spec import Problem, RunSpec, SpecError, TasksSpec
 from agentdescent.scoring import scorer
 from agentdescent.types import Task
 
@@ -206,7 +205,7 @@ def _world(spec: RunSpec, assets: dict[str, bytes]) -> tuple[list[Problem], list
     found += task_problems
     for which, agent in (("agent", spec.agent), ("reflector", spec.reflector)):
         if agent is not None:
-            found += [Problem(field=which, message=m) for m in _agent_problems(agent)]
+            found += [Problem(field=which, message=m) for m in agent_problems(agent)]
     if kind == "plugin" and spec.agent.kind not in PLUGIN_AGENTS:
         found.append(Problem(field="agent", message=f"a plugin's rollouts load the candidate into Claude Code "
                                                     f"(claude --plugin-dir): use agent: claude_code, host or python:, "
@@ -242,15 +241,6 @@ def _task_problems(spec: RunSpec) -> tuple[list[Problem], list[Task]]:
     return [], tasks
 
 
-def _agent_problems(agent: AgentSpec) -> list[str]:
-    if agent.kind in CLI_KINDS:
-        executable = agent.options.get("executable", PROVIDERS[agent.kind].program)
-        if shutil.which(executable) is None:
-            where = ("is not an executable file" if os.sep in str(executable) else "is not on PATH")
-            return [f"{executable!r} {where}: install it, or use the host as the agent (agent: host)"]
-    return []
-
-
 def _ref_problems(spec: RunSpec) -> list[Problem]:
     """The `python:` refs that do not load, each imported in a child process started here, where
     the run's process starts too (never in this process: it may be the MCP server)."""
@@ -277,19 +267,6 @@ def resolve_ref(ref: str) -> Any:
     except (ImportError, AttributeError, ValueError) as exc:
         raise UserError(f"cannot load {ref!r}: {type(exc).__name__}: {exc}; check the module is importable "
                         "from the folder the run starts in") from None
-
-
-def missing_keys(spec: RunSpec) -> list[str]:
-    """Warnings, not problems: a model whose key variable is not set here (a local server may need none)."""
-    said = []
-    for agent in {spec.agent.label: spec.agent, spec.reflector_spec.label: spec.reflector_spec}.values():
-        provider = PROVIDERS.get(agent.kind)
-        key = agent.options.get("api_key_env", provider.key_variable if provider else None)
-        base = provider.base_url_variable if provider else None
-        if key and not os.environ.get(key) and not os.environ.get(base or ""):
-            said.append(f"{agent.label}: {key} is not set in this environment; the run will fail unless it is set "
-                        "where the run starts")
-    return said
 
 
 def read_target(spec: RunSpec, assets: dict[str, bytes] | None = None) -> str | dict[str, str]:

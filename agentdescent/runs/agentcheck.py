@@ -1,0 +1,55 @@
+"""What `plan` says of a spec's agents before a run is paid for: a CLI agent that is not
+installed, options its client refuses (a misspelt name, a negative backoff), and, as warnings, a
+key variable not set here.
+
+A provider's client is built to check its options (nothing is sent: the clients read keys and
+URLs at call time); a `python:` agent is not, since that runs the user's code (`refcheck` imports
+it in a child process instead). Left out: the host, which has no client here.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import shutil
+
+from agentdescent.agents.providers import CLI_KINDS, PROVIDERS
+from agentdescent.errors import UserError
+from agentdescent.runs.spec import AgentSpec, RunSpec
+
+
+def agent_problems(agent: AgentSpec) -> list[str]:
+    """Why `agent` cannot run as the spec says; empty when it can."""
+    if agent.kind not in PROVIDERS:
+        return []
+    if agent.kind in CLI_KINDS:
+        executable = agent.options.get("executable", PROVIDERS[agent.kind].program)
+        if shutil.which(executable) is None:
+            where = ("is not an executable file" if os.sep in str(executable) else "is not on PATH")
+            return [f"{executable!r} {where}: install it, or use the host as the agent (agent: host)"]
+    row = PROVIDERS[agent.kind]
+    try:
+        row.client(agent.model, **agent.options)
+    except UserError as exc:
+        return [str(exc)]
+    except TypeError as exc:  # an option the client does not take, or one of a type it cannot use
+        takes = [name for name in inspect.signature(row.factory()).parameters if name != "model"]
+        unknown = sorted(set(agent.options) - set(takes))
+        if not unknown:
+            return [f"options: {exc}"]
+        return [f"options: {', '.join(unknown)} is not an option the {agent.kind} client takes; it takes "
+                f"{', '.join(takes)}"]
+    return []
+
+
+def missing_keys(spec: RunSpec) -> list[str]:
+    """Warnings, not problems: a model whose key variable is not set here (a local server may need none)."""
+    said = []
+    for agent in {spec.agent.label: spec.agent, spec.reflector_spec.label: spec.reflector_spec}.values():
+        provider = PROVIDERS.get(agent.kind)
+        key = agent.options.get("api_key_env", provider.key_variable if provider else None)
+        base = provider.base_url_variable if provider else None
+        if key and not os.environ.get(key) and not os.environ.get(base or ""):
+            said.append(f"{agent.label}: {key} is not set in this environment; the run will fail unless it is set "
+                        "where the run starts")
+    return said
