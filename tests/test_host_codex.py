@@ -115,7 +115,10 @@ def test_a_second_install_changes_nothing_and_a_newer_block_replaces_only_ours(h
     assert (config.read_bytes(), skill(home).read_bytes()) == once
 
     older = config.read_text(encoding="utf-8").replace("tool_timeout_sec = 120", "tool_timeout_sec = 60")
-    config.write_text(older, encoding="utf-8")  # the block an older version of the package wrote
+    config.write_text(older, encoding="utf-8")  # the block an older version of the package wrote, and recorded
+    record = wiring.Manifest.model_validate_json(record_of("codex").read_text(encoding="utf-8"))
+    record_of("codex").write_text(record.model_copy(update={"block_sha256": wiring.sha256(marked.body(older))})
+                                  .model_dump_json(), encoding="utf-8")
     assert codex.install().paths == [str(config)]
     assert config.read_bytes() == once[0]
     codex.uninstall()
@@ -424,3 +427,95 @@ def test_codex_exec_evolves_a_skill_through_our_tools_end_to_end(service, home, 
 def files_of(folder: Path) -> dict[str, str]:
     return {p.relative_to(folder).as_posix(): p.read_text(encoding="utf-8")
             for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+# What users' files and hosts do to an install.
+
+def test_a_config_copied_to_another_codex_home_is_uninstalled_there_and_only_there(tmp_path, monkeypatch):
+    """Its block names the first home's record: that record is not this install's."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    monkeypatch.setenv("CODEX_HOME", str(first))
+    codex.install()
+    second.mkdir()
+    shutil.copy(first / "config.toml", second / "config.toml")
+    monkeypatch.setenv("CODEX_HOME", str(second))
+    said = codex.uninstall().message
+    assert f"took our block out of {second / 'config.toml'}" in said and str(first) not in said
+    assert not marked.present((second / "config.toml").read_text(encoding="utf-8"))
+    monkeypatch.setenv("CODEX_HOME", str(first))
+    assert skill(first).exists() and codex.report().wired and record_of("codex").exists()
+
+
+def test_uninstall_says_so_when_codex_rewrote_the_file_and_our_server_is_still_wired(home):
+    config = config_with(home, USER_CONFIG)
+    codex.install()
+    rewritten = config.read_text(encoding="utf-8").replace(marked.recorded(config.read_text(encoding="utf-8")), "")
+    config.write_text("\n".join(line for line in rewritten.splitlines() if not line.startswith("# >>>")) + "\n",
+                      encoding="utf-8")  # as `codex mcp add` leaves it: our first marker line gone
+    said = codex.uninstall().message
+    assert "still wires our MCP server outside our markers" in said and "`codex mcp remove agentdescent`" in said
+
+
+@pytest.mark.parametrize("blocked", ["skills", "record"])
+def test_a_failed_install_changes_nothing(home, tmp_path, monkeypatch, blocked):
+    config = config_with(home, USER_CONFIG)
+    if blocked == "skills":
+        (home / "skills").write_text("a file where a folder goes\n", encoding="utf-8")
+    else:
+        monkeypatch.setenv("AGENTDESCENT_HOME", str(tmp_path / "home-file"))
+        (tmp_path / "home-file").write_text("not a folder\n", encoding="utf-8")
+    with pytest.raises(UserError, match="could not install for codex: .*nothing was changed"):
+        codex.install()
+    assert config.read_bytes() == USER_CONFIG.encode("utf-8") and not skill(home).exists()
+    assert not codex.report().wired
+
+
+def test_a_config_with_a_byte_order_mark_is_wired_and_given_back(home):
+    config = config_with(home, "\ufeff" + USER_CONFIG)
+    codex.install()
+    assert codex.report().wired
+    codex.uninstall()
+    assert config.read_bytes() == ("\ufeff" + USER_CONFIG).encode("utf-8")
+
+
+def test_a_reinstall_keeps_an_edited_block_unless_forced(home):
+    config = config_with(home, USER_CONFIG)
+    codex.install()
+    mine = config.read_text(encoding="utf-8").replace("tool_timeout_sec = 120", "tool_timeout_sec = 900")
+    config.write_text(mine, encoding="utf-8")
+    again = codex.install()
+    assert "left our block in" in again.message and "--force" in again.message
+    assert config.read_text(encoding="utf-8") == mine
+    codex.install(force=True)
+    assert "tool_timeout_sec = 120" in config.read_text(encoding="utf-8")
+
+
+def test_a_skill_of_the_users_that_is_a_link_is_put_back_a_link(home, tmp_path):
+    dotfiles = tmp_path / "dotfiles" / "SKILL.md"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text("---\nname: agentdescent\ndescription: mine\n---\n", encoding="utf-8")
+    skill(home).parent.mkdir(parents=True)
+    skill(home).symlink_to(dotfiles)
+    codex.install(force=True)
+    assert not skill(home).is_symlink() and dotfiles.read_text(encoding="utf-8").endswith("---\n")
+    codex.uninstall()
+    assert skill(home).is_symlink() and skill(home).resolve() == dotfiles
+
+
+def test_a_dangling_link_for_the_config_is_refused(home, tmp_path):
+    home.mkdir()
+    (home / "config.toml").symlink_to(tmp_path / "dotfiles" / "missing" / "codex.toml")
+    with pytest.raises(UserError, match="which does not exist"):
+        codex.install()
+    assert not (tmp_path / "dotfiles").exists()
+
+
+def test_doctor_names_a_broken_config_and_a_server_the_host_cannot_start(home, monkeypatch):
+    from agentdescent.runs.doctor import doctor
+
+    config_with(home, "[[[ not toml")
+    assert any("codex: " in p and "is not valid TOML" in p for p in doctor().problems)
+    config_with(home, USER_CONFIG)
+    codex.install()
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert any("codex wired, but agentdescent-mcp" in p and "not on PATH" in p for p in doctor().problems)

@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 from rich.console import Console
 
 from agentdescent.cli.watch import say
 from agentdescent.errors import UserError
 from agentdescent.hosts import HOSTS, module
+from agentdescent.hosts.base import scripts_not_on_path
 
 Command = Callable[[argparse.Namespace, Console], int]
 
@@ -45,9 +44,6 @@ def add_host_verbs(commands: argparse._SubParsersAction) -> None:
                                 "on PATH, for one installed later (codex, deepseek)")
 
 
-SCRIPTS = ("agentdescent-mcp", "agentdescent-hook")  # what the hosts' configurations start, by name
-
-
 def run_install(args: argparse.Namespace, console: Console) -> int:
     host = module(args.host)
     if shutil.which(host.PROGRAM) is None and not (args.without_cli and args.host != "claude-code"):
@@ -55,11 +51,9 @@ def run_install(args: argparse.Namespace, console: Console) -> int:
                   "--without-cli" if args.host != "claude-code" else "")
         raise UserError(f"`{host.PROGRAM}` is not on PATH, so nothing was wired. To fix: {host.report().how}{anyway}")
     code = _report(console, host.install(force=args.force))
-    missing = [name for name in SCRIPTS if shutil.which(name) is None]
-    if missing:  # the host starts them by name: wired, they would not be found
-        say(console, f"warning: {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not on PATH, and the "
-                     f"host starts {'it' if len(missing) == 1 else 'them'} by name: put {Path(sys.executable).parent} "
-                     "on PATH (or install agentdescent with pipx), then start a new host session")
+    missing = scripts_not_on_path()
+    if missing:
+        say(console, f"warning: {missing}")
     return code
 
 

@@ -10,12 +10,26 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
 from agentdescent.process import Killed, run_process
+
+SCRIPTS = ("agentdescent-mcp", "agentdescent-hook")  # what the hosts' configurations start, by name
+
+
+def scripts_not_on_path() -> str | None:
+    """What to do when the scripts the hosts start by name are not on PATH (None when they are):
+    wired, the host would not find them."""
+    missing = [name for name in SCRIPTS if shutil.which(name) is None]
+    if not missing:
+        return None
+    return (f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not on PATH, and the host starts "
+            f"{'it' if len(missing) == 1 else 'them'} by name: put {Path(sys.executable).parent} on PATH (or install "
+            "agentdescent with pipx), then start a new host session")
 
 
 @runtime_checkable
@@ -61,6 +75,7 @@ class HostReport(BaseModel):
     wired: bool  # our MCP server is in the host's configuration
     how: str  # what to run to wire it, or where it is wired
     config: str | None = None  # the file or folder the host's configuration is in
+    problem: str | None = None  # what is wrong with that configuration, with the fix
 
 
 class Changed(BaseModel):

@@ -6,7 +6,9 @@ after checking with tomllib that the file then parses and reads exactly as befor
 It refuses, changing nothing, when the user has an `agentdescent` server of their own, or when our
 table cannot join theirs (an inline `mcp_servers = {...}` cannot be extended by another table).
 `force` overrides neither: TOML defines a table once, and replacing the user's would mean editing
-their lines. It only lets install replace a SKILL.md at our path that is not the one it wrote.
+their lines. It only lets install replace a SKILL.md at our path that is not the one it wrote,
+and our block where the user edited it since install (a second install keeps such a block). A
+byte order mark before the file, which Codex skips, is skipped too.
 
 The skill goes to `$CODEX_HOME/skills/agentdescent/SKILL.md`, which Codex 0.171.0 lists as a user
 skill; `~/.agents/skills`, which Codex reads too, is also DeepSeek Harness's, where a second copy
@@ -54,16 +56,19 @@ def report() -> HostReport:
     """How Codex stands here; never raises, and runs at most `codex --version`."""
     codex = shutil.which(PROGRAM)
     config = codex_home() / "config.toml"
+    problem = None
     try:
         text = read_text(config) or ""
-        servers = tomllib.loads(text).get("mcp_servers")
-    except (OSError, UserError, tomllib.TOMLDecodeError):
-        text, servers = "", None
-    wired = isinstance(servers, dict) and SERVER in servers
+        _toml(text)
+    except UserError as exc:
+        text, problem = "", str(exc)
+    except tomllib.TOMLDecodeError as exc:
+        text, problem = "", f"{config} is not valid TOML ({exc}), so Codex cannot read it: fix it"
+    wired = _wires_us(text)
     how = wired_in(HOST, config, marked.present(text)) if wired else to_wire(
         HOST, found=codex is not None, product="Codex", package="@openai/codex")
     return HostReport(host=HOST, installed=codex is not None, version=version(codex) if codex else None,
-                      wired=wired, how=how, config=str(config))
+                      wired=wired, how=how, config=str(config), problem=problem)
 
 
 def install(*, force: bool = False) -> Changed:
@@ -84,13 +89,14 @@ def uninstall() -> Changed:
 def _wiring() -> Wiring:
     files = bundle.files(HOST)
     return Wiring(host=HOST, config=codex_home() / "config.toml", block=files["config.toml"], check=_check_toml,
-                  files={codex_home() / SKILL: files[SKILL]}, parses=_parses_toml)
+                  files={codex_home() / SKILL: files[SKILL]}, parses=_parses_toml, wired=_wires_us,
+                  unwire=f"`codex mcp remove {SERVER}` takes it out")
 
 
 def _check_toml(user: str, new: str, config: Path) -> None:
     """Refuse unless `new` parses and reads as `user` plus our table."""
     try:
-        mine = tomllib.loads(user)
+        mine = _toml(user)
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{config} is not valid TOML ({exc}): fix it (Codex cannot read it either), then install "
                         "again") from None
@@ -100,7 +106,7 @@ def _check_toml(user: str, new: str, config: Path) -> None:
                         "have `agentdescent install codex` manage it instead, delete that table and install again")
     ours = tomllib.loads(bundle.files(HOST)["config.toml"])["mcp_servers"][SERVER]
     try:
-        result = tomllib.loads(new)
+        result = _toml(new)
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"adding [mcp_servers.{SERVER}] to {config} would make it invalid TOML ({exc}); this happens "
                         "when mcp_servers is not a table of tables, such as an inline `mcp_servers = {...}`, which no "
@@ -113,9 +119,22 @@ def _check_toml(user: str, new: str, config: Path) -> None:
                         "the table by hand (docs/runs.md shows it)")
 
 
+def _toml(text: str) -> dict:
+    """`text` as TOML, as Codex reads it: a byte order mark before it is not TOML's, and Codex skips it."""
+    return tomllib.loads(text.removeprefix("\ufeff"))
+
+
+def _wires_us(text: str) -> bool:
+    try:
+        servers = _toml(text).get("mcp_servers")
+    except tomllib.TOMLDecodeError:
+        return False
+    return isinstance(servers, dict) and SERVER in servers
+
+
 def _parses_toml(text: str) -> bool:
     try:
-        tomllib.loads(text)
+        _toml(text)
     except tomllib.TOMLDecodeError:
         return False
     return True

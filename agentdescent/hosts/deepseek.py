@@ -79,9 +79,9 @@ def report() -> HostReport:
     patch = dsh_home() / "cordis.patch.yml"
     try:
         text = wiring.read_text(patch) or ""
-        wired = bool(_rows(load(text), lambda row: _starts_us(row) or _named_us(row)))
-    except (UserError, yaml.YAMLError):
-        text, wired = "", False
+    except UserError:
+        text = ""
+    wired = _wires_us(text)
     how = wired_in(HOST, patch, marked.present(text)) if wired else to_wire(
         HOST, found=dsh is not None, product="DeepSeek Harness", package="@deepseek-ai/dsh")
     return HostReport(host=HOST, installed=dsh is not None, version=version(dsh) if dsh else None,
@@ -106,7 +106,9 @@ def uninstall() -> Changed:
 def _wiring() -> wiring.Wiring:
     files = bundle.files(HOST)
     return wiring.Wiring(host=HOST, config=dsh_home() / "cordis.patch.yml", block=files["cordis.patch.yml"],
-                        check=_check_yaml, parses=_parses_yaml,
+                        check=_check_yaml, parses=_parses_yaml, wired=_wires_us,
+                        unwire=f"take the rows that start agentdescent-mcp out of {dsh_home() / 'cordis.patch.yml'} "
+                               "by hand",
                         files={dsh_home() / "skills" / "agentdescent" / "SKILL.md": files[SKILL]})
 
 
@@ -134,6 +136,13 @@ def _check_yaml(user: str, new: str, patch: Path) -> None:
                         f"{CLIENT} row by hand")
     if len(_rows(result, _starts_us)) != 1:
         raise UserError(f"{patch} would not have exactly one {CLIENT} row starting {ENTRY_POINT}; add it by hand")
+
+
+def _wires_us(text: str) -> bool:
+    try:
+        return bool(_rows(load(text), lambda row: _starts_us(row) or _named_us(row)))
+    except yaml.YAMLError:
+        return False
 
 
 def _parses_yaml(text: str) -> bool:

@@ -45,6 +45,16 @@ def _pattern() -> re.Pattern[str]:
     return re.compile(r"(?:(?<=\n)\n)?# >>> agentdescent: [^\n]*\n.*?^# <<< agentdescent\n?", re.DOTALL | re.MULTILINE)
 
 
+def body(text: str) -> str | None:
+    """The lines between our markers (what install put there, or what the user made of it since),
+    or None when there is no block."""
+    found = _pattern().search(text)
+    if found is None:
+        return None
+    lines = found.group(0).lstrip("\n").split("\n")
+    return "\n".join(lines[1:lines.index(END) if END in lines else -1])
+
+
 def present(text: str) -> bool:
     return _pattern().search(text) is not None
 

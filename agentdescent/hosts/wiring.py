@@ -2,19 +2,22 @@
 uninstall takes out exactly what install put in: Codex (config.toml) and DeepSeek Harness
 (cordis.patch.yml) are wired this way.
 
-`put_in` writes the marked block (`marked`) and the files after every check has passed, and records
-them in `$AGENTDESCENT_HOME/hosts/<host>.json` (the file the block is in and whether install created
+`put_in` writes the marked block (`marked`) and the files after every check has passed (a write
+that fails undoes those before it; a block the user edited since install stays unless `force`),
+and records them in `$AGENTDESCENT_HOME/hosts/<host>.json` (the file the block is in and whether install created
 it, each file written with its sha256, the folders it made); the block's first line names that
 record. `take_out` removes the block (every other byte of the user's file stays), each file only
 while it is unchanged since install (an edited one stays, and the answer says so), and the folders
-once empty. It reads the record of this home, else the one the block names (an install made with
-another AGENTDESCENT_HOME), else, with no record anywhere, takes out the block and each of our
+once empty. It reads the record of this home, else the one the block names when it is a record of this very
+file (an install made with another AGENTDESCENT_HOME; a block copied from another file names
+that file's), else, with no record anywhere, takes out the block and each of our
 files that is exactly as this package ships it. Left out: what the block says and how the file is
 checked (the host modules).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from collections.abc import Callable
@@ -42,6 +45,8 @@ class Wiring:
     block: str  # the lines between the markers
     check: Check  # called before anything is written
     parses: Callable[[str], bool]  # whether a text of that file parses (uninstall keeps a parsing file parsing)
+    wired: Callable[[str], bool]  # whether a text of that file still wires our server (with our markers gone)
+    unwire: str  # how to take our server out of that file by hand, for when `wired` says it is left
     files: dict[Path, str] = field(default_factory=dict)  # files of our own: path -> text
 
 
@@ -58,6 +63,7 @@ class Manifest(BaseModel):
     host: str
     config: str  # the file our marked block is in
     config_created: bool = False  # install created it: uninstall deletes it when nothing else is left in it
+    block_sha256: str | None = None  # of the lines install put between the markers: edited since, they stay
     files: list[Placed] = Field(default_factory=list)
     folders: list[str] = Field(default_factory=list)  # made by install; removed by uninstall once empty
 
@@ -73,55 +79,100 @@ def _legacy_manifest_path(host: str) -> Path:
 
 
 def put_in(wiring: Wiring, *, force: bool = False) -> Changed:
-    """Write the block and the files after every check has passed; record them in the manifest."""
+    """Write the block and the files after every check has passed, and record them; a write that
+    fails undoes those before it, so that a failed install changes nothing."""
     target = _real(wiring.config)
+    if wiring.config.is_symlink() and not target.exists():
+        raise UserError(f"{wiring.config} is a link to {target}, which does not exist; create that file (an empty one "
+                        "will do) or remove the link, then install again")
     text = read_text(target)
     record = manifest_path(wiring.host, wiring.config)
     old, old_path = _find(wiring.host, wiring.config, text)
+    edited = _edited_block(old, text)
     user = marked.remove(text or "")
-    new = marked.insert(user, wiring.block, wiring.host, record=str(record))
-    wiring.check(user, new, wiring.config)
+    if edited and not force:
+        new = text
+    else:
+        new = marked.insert(user, wiring.block, wiring.host, record=str(record))
+        wiring.check(user, new, wiring.config)
     recorded = {p.path: p.sha256 for p in old.files} if old else {}
     writes = {path: body for path, body in wiring.files.items() if _needs_write(path, body, recorded, force)}
     folders = sorted({str(f) for path in [wiring.config, *writes] for f in _missing_folders(path.parent)})
-
-    written = []
-    if new != text:
-        atomic.write_text(target, new)
-        written.append(str(wiring.config))
     replaced = {p.path: p.replaced for p in old.files if p.replaced} if old else {}
-    kept_aside = []
-    for path, body in writes.items():
-        current = read_text(path)
-        if current is not None and recorded.get(str(path)) != sha256(current):  # the user's own, replaced on purpose
-            keep = path.with_name(path.name + KEPT_SUFFIX)
-            atomic.write_text(keep, current)
-            replaced[str(path)] = str(keep)
-            kept_aside.append(f"kept your {path} as {keep}")
-        atomic.write_text(path, body)
-        written.append(str(path))
-    kept = [Placed(path=str(p), sha256=sha256(b)) for p, b in wiring.files.items()
-            if p not in writes and str(p) in recorded]  # ours, and already as this package ships it
-    placed = kept + [Placed(path=str(p), sha256=sha256(b)) for p, b in writes.items()]
-    manifest = Manifest(host=wiring.host, config=str(wiring.config),
-                        config_created=text is None or bool(old and old.config_created and old.config == str(wiring.config)),
-                        files=[p.model_copy(update={"replaced": replaced.get(p.path)}) for p in placed],
-                        folders=sorted({*folders, *(f for f in (old.folders if old else []) if Path(f).is_dir())}))
-    atomic.write_text(record, manifest.model_dump_json(indent=1) + "\n")
+    written, kept_aside, undo = [], [], []
+    try:
+        for path, body in writes.items():
+            current = read_text(path)
+            if current is not None and recorded.get(str(path)) != sha256(current):  # the user's own, replaced on purpose
+                keep = path.with_name(path.name + KEPT_SUFFIX)
+                os.replace(path, keep)  # moved, not copied: a link into the user's dotfiles stays a link
+                undo.append(functools.partial(os.replace, keep, path))
+                replaced[str(path)] = str(keep)
+                kept_aside.append(f"kept your {path} as {keep}")
+            else:
+                undo.append(functools.partial(_put_back, path, current))
+            atomic.write_text(path, body)
+            written.append(str(path))
+        if new != text:
+            undo.append(functools.partial(_put_back, target, text))
+            atomic.write_text(target, new)
+            written.insert(0, str(wiring.config))
+        kept = [Placed(path=str(p), sha256=sha256(b)) for p, b in wiring.files.items()
+                if p not in writes and str(p) in recorded]  # ours, and already as this package ships it
+        placed = kept + [Placed(path=str(p), sha256=sha256(b)) for p, b in writes.items()]
+        manifest = Manifest(host=wiring.host, config=str(wiring.config),
+                            config_created=text is None or bool(old and old.config_created),
+                            block_sha256=sha256(marked.body(new or "") or ""),
+                            files=[p.model_copy(update={"replaced": replaced.get(p.path)}) for p in placed],
+                            folders=sorted({*folders, *(f for f in (old.folders if old else []) if Path(f).is_dir())}))
+        atomic.write_text(record, manifest.model_dump_json(indent=1) + "\n")
+    except OSError as exc:
+        _undo(undo, folders)
+        raise UserError(f"could not install for {wiring.host}: {exc.strerror or exc} ({exc.filename}); nothing was "
+                        "changed: fix that (a file where a folder should be? a folder you cannot write?), then "
+                        "install again") from None
     if old_path is not None and old_path != record:
         _forget(old_path)  # the block now names this home's record
+    left = ([f"left our block in {wiring.config} as you edited it; `agentdescent install {wiring.host} --force` "
+             "writes the one this package ships"] if edited and not force else [])
     if not written:
-        return Changed(host=wiring.host, action="install", message=f"already installed for {wiring.host} "
-                       f"({wiring.config}); nothing changed", next=f"agentdescent uninstall {wiring.host} takes it out")
+        return Changed(host=wiring.host, action="install", message="; ".join([f"already installed for {wiring.host} "
+                       f"({wiring.config}); nothing changed", *left]),
+                       next=f"agentdescent uninstall {wiring.host} takes it out")
     done = [f"wired our MCP server into {wiring.config}"] if str(wiring.config) in written else []
-    done += [f"wrote {path}" for path in writes] + kept_aside
+    done += [f"wrote {path}" for path in writes] + kept_aside + left
     return Changed(host=wiring.host, action="install", paths=written, message="; ".join(done))
+
+
+def _edited_block(old: Manifest | None, text: str | None) -> bool:
+    """Whether the user edited our block since install wrote it (a record that names what it wrote)."""
+    found = marked.body(text or "")
+    return bool(old and old.block_sha256 and found is not None and sha256(found) != old.block_sha256)
+
+
+def _put_back(path: Path, text: str | None) -> None:
+    """`path` as it was before install wrote it: `text`, or no file."""
+    if text is None:
+        path.unlink(missing_ok=True)
+    else:
+        atomic.write_text(path, text)
+
+
+def _undo(steps: list[Callable[[], None]], folders: list[str]) -> None:
+    """Undo the writes of a failed install, newest first, and remove the folders it made."""
+    for step in reversed(steps):
+        try:
+            step()
+        except OSError:
+            pass  # what cannot be undone stays; the error the caller raises names the cause
+    for folder in sorted(folders, key=lambda f: -len(Path(f).parts)):
+        _remove_if_empty(Path(folder))
 
 
 def take_out(wiring: Wiring) -> Changed:
     """Remove our block, the files still as install wrote them and the folders it made, once empty."""
     manifest, found_at = _find(wiring.host, wiring.config, read_text(_real(wiring.config)))
-    config = Path(manifest.config) if manifest else wiring.config
+    config = wiring.config
     target = _real(config)
     text = read_text(target)
     rest = marked.remove(text) if text is not None else None
@@ -137,6 +188,9 @@ def take_out(wiring: Wiring) -> Changed:
         removed.append(str(config))
     elif manifest:
         notes.append(f"our block was not in {config} any more")
+    if rest is not None and wiring.wired(rest):  # the host rewrote the file, and our markers with it
+        notes.append(f"{config} still wires our MCP server outside our markers (the host rewrote the file?): "
+                     f"{wiring.unwire}")
     placed_files = manifest.files if manifest else _shipped(wiring)
     for placed in placed_files:
         path, current = Path(placed.path), read_text(Path(placed.path))
@@ -230,7 +284,9 @@ def _find(host: str, config: Path, text: str | None) -> tuple[Manifest | None, P
         theirs = _load(Path(named))
     except UserError:
         return None, None  # not a record we can read: the block alone is taken out
-    return (theirs, Path(named)) if theirs is not None and theirs.host == host else (None, None)
+    # a block copied from another file names that file's record: not this install's
+    ours = theirs is not None and theirs.host == host and theirs.config == str(config)
+    return (theirs, Path(named)) if ours else (None, None)
 
 
 def _shipped(wiring: Wiring) -> list[Placed]:
@@ -249,5 +305,5 @@ def _load(path: Path) -> Manifest | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     except ValueError as exc:
-        raise UserError(f"{path} is damaged ({exc}); delete it, then take agentdescent out of the host's "
-                        "configuration by hand") from None
+        raise UserError(f"{path} is damaged ({exc}); delete it and run the command again (with no record, "
+                        "uninstall takes out our marked block and our files as this package ships them)") from None

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from agentdescent.agents.providers import BASE_URL_VARIABLES, KEY_VARIABLES, PROVIDERS
 from agentdescent.hosts import HOSTS, HostReport, module
-from agentdescent.hosts.base import version
+from agentdescent.hosts.base import scripts_not_on_path, version
 from agentdescent.runs.store import home
 
 KEYS = KEY_VARIABLES  # the providers' table's (agents.providers), and HF_TOKEN
@@ -66,11 +66,16 @@ def doctor() -> DoctorReport:
     if not writable:
         problems.append(f"the run store {store} is not writable; set AGENTDESCENT_HOME to a writable folder")
     demo_ok = git.found and _writable(Path(tempfile.gettempdir()))
+    reports = [host.report() for host in hosts]
+    problems += [f"{r.host}: {r.problem}" for r in reports if r.problem]
+    unstartable = scripts_not_on_path()
+    if unstartable and any(r.wired for r in reports):
+        problems.append(f"{', '.join(r.host for r in reports if r.wired)} wired, but {unstartable}")
     keys = [k for k in KEYS if os.environ.get(k)]
     return DoctorReport(
         python=sys.version.split()[0], agentdescent=_version(), git=git, agents=agents, keys_set=keys,
         keys_missing=[k for k in KEYS if k not in keys], endpoints_set=[e for e in ENDPOINTS if os.environ.get(e)],
-        hosts=[host.report() for host in hosts], store=str(store), store_exists=store.is_dir(),
+        hosts=reports, store=str(store), store_exists=store.is_dir(),
         store_writable=writable, demo_ok=demo_ok, problems=problems,
         next="agentdescent demo runs a whole evolution offline" if demo_ok else "fix the problems above first",
     )
