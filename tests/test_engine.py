@@ -551,3 +551,12 @@ def test_a_stop_rule_that_raises_or_answers_a_number_ends_the_run_with_its_resul
                          ".<locals>.broken raised ValueError: «my rule broke late»" and late.history
     numbered = evolve(tasks, reward, run=run, propose=propose, rounds=3, stop=[lambda progress, usage: 5])
     assert "returned '5' (int); a stop rule returns why to stop (a str) or None" in numbered.error
+
+
+def test_a_ledger_that_refuses_every_commit_stops_the_run_at_once(tmp_path):
+    """A lock file a killed git left: each commit failed as one diff's error, and the run paid on to its end."""
+    router(rounds=1, n_workers=4, store=tmp_path / "ledger")
+    (tmp_path / "ledger" / "refs" / "heads" / "dev.lock").write_text("")
+    result = router(rounds=12, n_workers=4, store=tmp_path / "ledger")
+    assert result.error.startswith("the ledger refused a commit") and "dev.lock" in result.error
+    assert result.history == [] and result.outcomes().get("error", 0) == 0  # no round past the first

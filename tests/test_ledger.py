@@ -291,3 +291,47 @@ def test_reads_cut_short_by_ctrl_c_leave_every_later_read_right(tmp_path, packed
     finally:
         signal.signal(signal.SIGALRM, previous)
     assert cut >= 10  # reads were cut short at ten points at least
+
+
+def test_a_git_hooks_environment_leaves_the_users_repository_alone(tmp_path, monkeypatch):
+    """Inside a hook, git sets GIT_DIR (and more) for the user's repository; `git init` followed them."""
+    user = tmp_path / "user"
+    subprocess.run(["git", "init", "-q", str(user)], check=True)
+    monkeypatch.setenv("GIT_DIR", str(user / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(user))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(user / ".git" / "index"))
+    with Ledger(tmp_path / "ledger") as led:
+        led.commit("a", {"k": "v"}, expected_version=0, message="one")
+        assert led.head() == 1 and led.snapshot("a") == {"k": "v"}
+    monkeypatch.delenv("GIT_DIR")
+    monkeypatch.delenv("GIT_WORK_TREE")
+    monkeypatch.delenv("GIT_INDEX_FILE")
+    bare = subprocess.run(["git", "-C", str(user), "config", "core.bare"], capture_output=True, text=True)
+    assert bare.stdout.strip() == "false"
+    assert subprocess.run(["git", "-C", str(user), "for-each-ref"], capture_output=True, text=True).stdout == ""
+
+
+def test_an_object_directory_set_for_another_repository_is_refused_by_name(tmp_path, monkeypatch):
+    monkeypatch.setenv("GIT_OBJECT_DIRECTORY", str(tmp_path / "elsewhere"))
+    with pytest.raises(UserError, match="GIT_OBJECT_DIRECTORY is set in this environment.*unset it"):
+        Ledger(tmp_path / "ledger")
+
+
+def test_a_global_hooks_path_never_runs_on_the_ledgers_ref_updates(tmp_path, monkeypatch):
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "reference-transaction").write_text(f"#!/bin/sh\ntouch {tmp_path / 'ran'}\nexit 1\n")
+    (hooks / "reference-transaction").chmod(0o755)
+    (tmp_path / "gitconfig").write_text(f"[core]\n\thooksPath = {hooks}\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
+    with Ledger(tmp_path / "ledger") as led:
+        led.commit("a", {"k": "v"}, expected_version=0, message="one")
+        assert led.head() == 1
+    assert not (tmp_path / "ran").exists()
+
+
+def test_an_empty_dev_ref_is_a_user_error_not_an_assertion(tmp_path):
+    Ledger(tmp_path / "ledger").close()
+    (tmp_path / "ledger" / "refs" / "heads" / "dev").write_text("")
+    with pytest.raises(UserError, match="refs/heads/dev is missing or unreadable"):
+        Ledger(tmp_path / "ledger")

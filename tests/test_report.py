@@ -168,3 +168,18 @@ def test_each_round_s_tokens_and_cost_are_shown_beside_its_calls():
     rounds = rows(html.page(data, {"rewards": "no plot", "calls": "no plot"}), "2")
     cells = [re.findall(r"<td>(.*?)</td>", row) for row in rounds]
     assert [c[-4:] for c in cells if c] == [["100", "100", "5000", "$0.2500"], ["60", "160", "3000", "$0.1500"]]
+
+
+@pytest.mark.parametrize("damage", ["empty dev", "dev on a missing commit", "garbage HEAD"])
+def test_a_damaged_ledger_is_a_usage_error_naming_it(routed, tmp_path, capsys, damage):
+    ledger = tmp_path / "ledger"
+    shutil.copytree(routed.ledger_path, ledger)
+    if damage == "empty dev":
+        (ledger / "refs" / "heads" / "dev").write_text("")
+    elif damage == "dev on a missing commit":
+        (ledger / "refs" / "heads" / "dev").write_text("1" * 40 + "\n")
+    else:
+        (ledger / "HEAD").write_text("garbage\n")
+    code, _, err = report(capsys, str(ledger), "--out", str(tmp_path / "page.html"))
+    assert code == 2 and "Traceback" not in err
+    assert "ledger" in err and ("damaged" in err or "not an AgentDescent ledger" in err)

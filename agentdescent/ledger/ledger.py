@@ -34,11 +34,22 @@ from agentdescent.governance import unsafe_key_reason
 from agentdescent.ledger.gitobjects import TREE_MODE, commit_bytes, format_message, parse_commit
 from agentdescent.ledger.objects import GitObjects
 from agentdescent.ledger.refs import DEV, NULL_SHA, STABLE, Refs
+from agentdescent.process import Killed, run_process
 
 __all__ = ["CommitRecord", "Ledger"]
 
 ARTIFACTS = "artifacts"
 _FIX = "choose an empty or new directory for store="
+# What git reads for the repository it works in (`git rev-parse --local-env-vars`): a git hook sets
+# them for the user's repository, which the ledger's git must never touch.
+_REPOSITORY_VARIABLES = ("GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT",
+                         "GIT_OBJECT_DIRECTORY", "GIT_DIR", "GIT_WORK_TREE", "GIT_IMPLICIT_WORK_TREE", "GIT_GRAFT_FILE",
+                         "GIT_INDEX_FILE", "GIT_NO_REPLACE_OBJECTS", "GIT_REPLACE_REF_BASE", "GIT_PREFIX",
+                         "GIT_INTERNAL_SUPER_PREFIX", "GIT_SHALLOW_FILE", "GIT_COMMON_DIR")
+# Of those, the ones GitPython follows too, so that the ledger's objects or refs would go there.
+_REFUSED_VARIABLES = ("GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR")
+# The ledger's git runs no hook: a global core.hooksPath would run on every ref update it makes.
+_NO_HOOKS = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.hooksPath", "GIT_CONFIG_VALUE_0": os.devnull}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,12 +109,19 @@ def _open_repo(path: pathlib.Path) -> git.Repo:
     """The ledger repository at `path`, created first when `path` is new or an empty folder."""
     if path.exists() and not path.is_dir():
         raise UserError(f"store={path} is a file, not a ledger; {_FIX}")
+    refused = [name for name in _REFUSED_VARIABLES if os.environ.get(name)]
+    if refused:
+        raise UserError(f"{' and '.join(refused)} {'is' if len(refused) == 1 else 'are'} set in this environment (a git "
+                        "hook sets such variables for its own repository), and the ledger's objects or refs would go "
+                        f"there: unset {'it' if len(refused) == 1 else 'them'} for the run (env -u {refused[0]} ...)")
     if not path.exists() or not any(path.iterdir()):
         _create_aside(path)
     try:
-        return git.Repo(path)
+        repo = git.Repo(path)  # a path given: GitPython points its git at it, whatever GIT_DIR says
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         raise UserError(f"store={path} is a non-empty directory, not a git ledger; {_FIX}") from None
+    repo.git.update_environment(**_NO_HOOKS)
+    return repo
 
 
 def _create_aside(path: pathlib.Path) -> None:
@@ -113,7 +131,9 @@ def _create_aside(path: pathlib.Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     aside = pathlib.Path(tempfile.mkdtemp(prefix=f".{path.name}.creating-", dir=path.parent))
     try:
-        repo = git.Repo.init(aside, bare=True, initial_branch="dev")
+        _git_init(aside)
+        repo = git.Repo(aside)
+        repo.git.update_environment(**_NO_HOOKS)
         try:
             _write_root(GitObjects(repo, aside), Refs(repo, aside))
         finally:
@@ -126,6 +146,21 @@ def _create_aside(path: pathlib.Path) -> None:
         shutil.rmtree(aside, ignore_errors=True)
 
 
+def _git_init(folder: pathlib.Path) -> None:
+    """`git init --bare` in `folder`, with none of the variables that would point it at another
+    repository (GitPython's `Repo.init` passes them on: inside a hook, it re-made the user's own
+    repository a bare one)."""
+    env = {name: value for name, value in os.environ.items() if name not in _REPOSITORY_VARIABLES} | _NO_HOOKS
+    try:
+        done = run_process(["git", "init", "--quiet", "--bare", "--initial-branch=dev", str(folder)], timeout=60, env=env)
+    except FileNotFoundError:
+        raise git.exc.GitCommandNotFound("git", "not on PATH") from None
+    except Killed as exc:
+        raise LedgerError(f"git init did not finish in {folder}: {exc}") from None
+    if done.returncode != 0:
+        raise LedgerError(f"git init failed in {folder}: {done.stderr.strip()[-500:]}")
+
+
 def _write_root(objects: GitObjects, refs: Refs) -> None:
     """Version 0, an empty commit, as `dev` and `stable`; each ref only where it is missing."""
     message = format_message("ledger created", {}, 0)
@@ -133,8 +168,11 @@ def _write_root(objects: GitObjects, refs: Refs) -> None:
     for ref in (DEV, STABLE):
         try:
             refs.update(ref, root, NULL_SHA)
-        except LedgerError:
-            pass  # there already: another process wrote it first
+        except LedgerError as refused:
+            try:
+                refs.read(ref)  # there already: another process wrote it first
+            except LedgerError:
+                raise refused from None
 
 
 class Ledger:

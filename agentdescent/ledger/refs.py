@@ -38,8 +38,8 @@ class Refs:
                 pass  # not a sha (a symbolic ref): GitPython resolves it
         try:
             return bytes.fromhex(git.SymbolicReference.dereference_recursive(self._repo, ref))
-        except ValueError as exc:
-            raise LedgerError(f"cannot read {ref} in {self._path}: {exc}") from None
+        except (ValueError, AssertionError) as exc:  # AssertionError: GitPython's answer to an empty ref file
+            raise LedgerError(f"cannot read {ref} in {self._path}: {exc or 'the file is empty'}") from None
 
     def update(self, ref: str, new: bytes, old: bytes | None = None) -> None:
         """Point `ref` at `new`; with `old`, only if it points at `old` now (NULL_SHA: if it does not exist)."""

@@ -22,6 +22,7 @@ from agentdescent.artifacts.strategies import STRATEGIES
 from agentdescent.engine.persist.checkpoint import FOLDER, Checkpoint, RunFiles
 from agentdescent.errors import UserError
 from agentdescent.ledger import CommitRecord, Ledger, looks_like_ledger
+from agentdescent.quoting import quoted
 from agentdescent.result import EvolveResult, StepRecord
 from agentdescent.runs.review import LANDED, REPORT_FILE
 from agentdescent.runs.status import LIVE, RunStatus
@@ -248,16 +249,20 @@ def _open(path: Path) -> Ledger:
 def artifact_ids(path: Path) -> list[str] | None:
     """The artifacts `dev`'s head holds (folders under artifacts/), by name; None when the
     repository has no `dev` branch (it is not a ledger)."""
-    repo = git.Repo(path)
     try:
-        if "dev" not in {head.name for head in repo.heads}:
-            return None
+        repo = git.Repo(path)
         try:
-            return sorted(t.name for t in (repo.heads["dev"].commit.tree / "artifacts").trees)
-        except KeyError:
-            return []  # no artifact committed yet
-    finally:
-        repo.close()
+            if "dev" not in {head.name for head in repo.heads}:
+                return None
+            try:
+                return sorted(t.name for t in (repo.heads["dev"].commit.tree / "artifacts").trees)
+            except KeyError:
+                return []  # no artifact committed yet
+        finally:
+            repo.close()
+    except (git.GitError, ValueError, AssertionError, OSError) as exc:  # GitPython's own for a damaged repository
+        raise UserError(f"cannot read the ledger {path}: it is damaged ({type(exc).__name__}: {quoted(str(exc), 200)}); "
+                        "the run's own folder still holds its result: `agentdescent show RUN` reads it") from None
 
 
 def commit_view(record: CommitRecord, outcomes: list[Outcome]) -> CommitView:

@@ -167,7 +167,8 @@ class Aggregator:
                 for c in comp.changes:
                     verdicts[c.diff.id] = ("duplicate", str(exc))
             return None
-        except (UserError, LedgerError) as exc:  # the ledger refused the candidate: its diffs fail, not the run
+        except UserError as exc:  # the ledger refused this candidate: its diffs fail, not the run (a LedgerError is
+            # the ledger refusing every commit, a lock a killed git left: the run stops instead of paying on)
             for comp in acceptance.accepted:
                 for c in comp.changes:
                     verdicts[c.diff.id] = ("error", f"the ledger refused the change: {exc}")

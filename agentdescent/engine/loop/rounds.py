@@ -31,7 +31,7 @@ from agentdescent.engine.loop.heartbeat import Heartbeat, serialized
 from agentdescent.engine.loop.pipeline import Pipeline
 from agentdescent.engine.loop.sampling import AcceptanceSamples, Sampler
 from agentdescent.engine.loop.sharding import Shards
-from agentdescent.engine.loop.stopping import FailureWatch, NothingWorked, Progress, StopRule, stop_reason
+from agentdescent.engine.loop.stopping import FailureWatch, NothingWorked, Progress, StopRule, stop_reason, unwritable
 from agentdescent.engine.loop.validation import Measurements, Validator
 from agentdescent.engine.loop.worker import Turn, Worker, WorkerReport
 from agentdescent.engine.persist.checkpoint import Checkpoint, RunFiles
@@ -157,10 +157,8 @@ class Loop:
             reason, error = _cancelled(exc), "cancelled"
         except BudgetSpent as exc:  # a cap, not an error: keep what was committed
             reason = f"stopped: {exc}; every commit so far is kept"
-        except (OSError, LedgerError) as exc:  # the store's disk is full or read-only: stop, keep the ledger
-            said = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            reason = f"stopped: cannot write the run's files ({said}); free some space, then run again"
-            error = f"cannot write the run's files: {said}"
+        except (OSError, LedgerError) as exc:  # the disk is full or read-only, or git refuses commits: stop, keep the ledger
+            reason, error = unwritable(exc)
         self.measured.settle(wait=error != "interrupted")  # Ctrl-C does not wait: the pools' shutdown cancels it
         return self._result(reason, error, warn=warn)
 

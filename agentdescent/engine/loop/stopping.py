@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from agentdescent.errors import AgentDescentError, UserError
+from agentdescent.errors import AgentDescentError, LedgerError, UserError
 from agentdescent.quoting import described
 from agentdescent.types import Outcome
 from agentdescent.usage import Usage
@@ -153,3 +153,15 @@ class FailureWatch:
             raise NothingWorked(f"every reflection of {stretch} failed ({len(outcomes)} of {len(outcomes)}), so the "
                                 f"run cannot change anything; the first: {outcomes[0].reason}. Fix the reflector "
                                 "(propose: its key, its model, its arguments), then resume the run or start it again")
+
+
+def unwritable(exc: OSError | LedgerError) -> tuple[str, str]:
+    """Why a run stops when its files or its ledger cannot be written, and its error: the disk (full,
+    read-only), or git refusing every commit (a lock file a killed git left, the ledger's permissions)."""
+    if isinstance(exc, LedgerError):
+        return (f"stopped: the ledger refused a commit ({exc}); every commit so far is kept: fix that, then resume",
+                f"the ledger refused a commit: {exc}")
+    said = exc.strerror or str(exc)
+    return (f"stopped: cannot write the run's files ({said}); free some space, then run again",
+            f"cannot write the run's files: {said}")
+
