@@ -29,11 +29,25 @@ _CONTROL = re.compile(f"[{_UNPRINTABLE}\\s]+")
 _MARKS = str.maketrans({"«": "‹", "»": "›"})
 
 
+_KEY_ROOM = 4_096  # characters read past a quote's limit before redacting: no key is longer, so none is cut in two
+
+
 def quoted(text: object, limit: int = QUOTE_CHARS) -> str:
-    """`text` as a bounded quote: «...», with "..." inside where it was cut; «» when empty."""
-    flat = _CONTROL.sub(" ", redact(str(text))).strip().translate(_MARKS)
-    cut = flat[:limit] + ("..." if len(flat) > limit else "")
+    """`text` as a bounded quote: «...», with "..." inside where it was cut; «» when empty. Only
+    its start is read (a 50 MB error message costs what a short one does), and an object whose
+    `str` fails is named by its type."""
+    whole = text_of(text)
+    flat = _CONTROL.sub(" ", redact(whole[: limit + _KEY_ROOM])).strip().translate(_MARKS)
+    cut = flat[:limit] + ("..." if len(flat) > limit or len(whole) > limit + _KEY_ROOM else "")
     return f"«{cut}»"
+
+
+def text_of(value: object) -> str:
+    """`str(value)`, or what it is when its `str` raises (a user's object or exception may)."""
+    try:
+        return value if isinstance(value, str) else str(value)
+    except Exception as exc:  # noqa: BLE001 -- anyone's __str__, which may raise anything
+        return f"<a {type(value).__name__} whose text cannot be read: its str() raised {type(exc).__name__}>"
 
 
 def described(exc: BaseException, limit: int = QUOTE_CHARS) -> str:

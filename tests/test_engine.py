@@ -560,3 +560,63 @@ def test_a_ledger_that_refuses_every_commit_stops_the_run_at_once(tmp_path):
     result = router(rounds=12, n_workers=4, store=tmp_path / "ledger")
     assert result.error.startswith("the ledger refused a commit") and "dev.lock" in result.error
     assert result.history == [] and result.outcomes().get("error", 0) == 0  # no round past the first
+
+
+class _Unreadable(Exception):
+    def __str__(self):
+        raise ValueError("its text cannot be read")
+
+
+def test_an_exception_whose_text_cannot_be_read_is_one_failed_rollout_not_the_end_of_the_run():
+    tasks, reward, run, propose = year_program()
+
+    def flaky(rendered, task):
+        if task.id == "t1":
+            raise _Unreadable()
+        return run(rendered, task)
+
+    def vague(rendered, task, output, r):
+        if task.id == "t2":
+            raise _Unreadable()
+        return propose(rendered, task, output, r)
+
+    result = evolve(tasks, reward, run=flaky, propose=vague, rounds=4, n_workers=3)
+    assert result.error is None and "always state the year" in result.rendered
+
+
+def test_an_answer_whose_text_cannot_be_read_stops_the_run_saying_why():
+    class Answer:
+        def __str__(self):
+            raise RuntimeError("boom")
+
+    tasks, reward, _, propose = year_program()
+    with pytest.raises(UserError, match=r"run returned Answer for task .*, and its str\(\) raised RuntimeError: «boom»; "
+                                        "return the answer as text"):
+        evolve(tasks, reward, run=lambda rendered, task: Answer(), propose=propose, rounds=2)
+
+
+def test_a_ctrl_c_while_the_run_waits_for_calls_in_flight_ends_the_wait_and_keeps_the_result():
+    """It escaped evolve() with the result lost and the run's files left open."""
+    import signal
+
+    from agentdescent.engine.calls.executors import ThreadExecutor
+    from agentdescent.engine.evolve import _wind_down
+
+    pool = ThreadExecutor(1, name="straggler")
+    pool.submit(time.sleep, 2)
+    threading.Timer(0.3, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT)).start()
+    assert _wind_down([pool], wait=True) == 1
+
+
+def test_scipy_is_imported_with_a_ctrl_c_held_until_it_is_in():
+    """An interrupt that cut numpy's first import short broke every later run of the process."""
+    import signal
+
+    from agentdescent.step import stats
+
+    noted = []
+    with pytest.raises(KeyboardInterrupt):
+        with stats._interrupts_held():
+            signal.raise_signal(signal.SIGINT)
+            noted.append("the block ran to its end")
+    assert noted == ["the block ran to its end"]

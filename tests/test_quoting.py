@@ -144,3 +144,26 @@ def test_what_the_cli_prints_never_shows_a_key(tmp_path):
                               timeout=60, env=env, cwd=REPO)
         assert done.returncode == 2 and "[redacted OPENAI_API_KEY]" in done.stderr
         assert KEY not in done.stdout + done.stderr
+
+
+def test_a_quote_reads_only_the_start_of_a_huge_text_and_still_redacts_a_key_there(monkeypatch):
+    from agentdescent import quoting
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-quote-test-0123456789abcdef")
+    seen = []
+    real = quoting.redact
+    monkeypatch.setattr(quoting, "redact", lambda text: seen.append(len(text)) or real(text))
+    said = quoting.quoted("error: sk-quote-test-0123456789abcdef " + "x" * 50_000_000, limit=100)
+    assert "sk-quote" not in said and said.endswith("...»") and len(said) < 110
+    assert max(seen) <= 100 + 4_096
+
+
+def test_an_object_whose_str_raises_is_named_by_its_type():
+    from agentdescent.quoting import described, quoted
+
+    class Unreadable(Exception):
+        def __str__(self):
+            raise ValueError("no")
+
+    assert quoted(Unreadable()) == "«<a Unreadable whose text cannot be read: its str() raised ValueError>»"
+    assert described(Unreadable()).startswith("Unreadable: «<a Unreadable")

@@ -39,7 +39,7 @@ from agentdescent.errors import Cancelled, UserError
 from agentdescent.governance import Governance, Layer
 from agentdescent.ledger import Ledger
 from agentdescent.result import EvolveResult
-from agentdescent.step import Aggregator
+from agentdescent.step import Aggregator, stats
 from agentdescent.step.policies import rewards_noisy
 from agentdescent.types import Task
 from agentdescent.usage import Usage
@@ -121,6 +121,7 @@ def evolve(
         raise UserError(f"max_calls={budget.max_calls} cannot cover measuring the artifact on its {len(held_out)} "
                         f"held-out tasks, which every run does first; give max_calls of at least {len(held_out)} plus "
                         f"what the rounds need (agentdescent plan quotes it), or hold fewer tasks out (held_out_frac)")
+    stats.load()  # here, on the caller's thread, where a Ctrl-C can be held off it (see stats)
     ledger = Ledger(store if store is not None else tempfile.mkdtemp(prefix=TEMPORARY_LEDGER_PREFIX))
     files = RunFiles(ledger.path)
     usage = Usage()
@@ -226,9 +227,13 @@ def _start_step_call(allowance: Allowance, files: RunFiles) -> None:
 def _wind_down(pools: Sequence[Executor], *, wait: bool) -> int:
     """Shut the pools down. A finished run waits for the calls still running (a straggler's losing
     attempt: its answer is thrown away, its spend counted), for `FINISH_GRACE_S` in all: one that
-    hangs for good must not keep evolve from returning. How many calls were left running."""
+    hangs for good must not keep evolve from returning, nor does a Ctrl-C meanwhile lose the result
+    (the wait ends there). How many calls were left running."""
     deadline = time.monotonic() + FINISH_GRACE_S
-    return sum(pool.shutdown(wait=wait, timeout=max(0.0, deadline - time.monotonic())) for pool in pools)
+    try:
+        return sum(pool.shutdown(wait=wait, timeout=max(0.0, deadline - time.monotonic())) for pool in pools)
+    except KeyboardInterrupt:
+        return sum(pool.shutdown(wait=False, timeout=0.0) for pool in pools)
 
 
 def split_tasks(tasks: Sequence[Task], held_out_frac: float, rng: random.Random) -> tuple[list[Task], list[Task]]:

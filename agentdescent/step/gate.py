@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from agentdescent.artifacts.state import State, apply
+from agentdescent.quoting import described
 from agentdescent.step.changes import Approve, Component, GatedChange, Scorer
 from agentdescent.step.policies import Verdict
 from agentdescent.step.trial import Trial, unique
@@ -42,7 +43,7 @@ def approval(change: GatedChange, approve: Approve | None) -> str | None:
     try:
         approved = approve(change)
     except Exception as exc:  # a broken hook declines; it does not end the run
-        return f"the approver failed ({type(exc).__name__}: {exc}), so the L1 change is declined"
+        return f"the approver failed ({described(exc)}), so the L1 change is declined"
     return None if approved is True else "the approver declined this L1 change"
 
 

@@ -8,20 +8,50 @@ Beta(prior + wins, prior + losses), and the test is its mass above one half.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Sequence
+import signal
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
 
 @functools.cache
 def _special() -> ModuleType:
-    """scipy.special (the incomplete beta function), imported when a test first needs it: most
+    """scipy.special (the incomplete beta function), imported when a run first needs it: most
     processes that import the package (the CLI's verbs, the MCP server) never do, and scipy is a
-    third of the package's import time. scipy.stats would double it again."""
-    from scipy import special
+    third of the package's import time. scipy.stats would double it again.
+
+    A Ctrl-C is held until the import is done: numpy, which it imports, cannot be imported again
+    in a process where an interrupt cut its first import short, and every later run there would
+    fail. `evolve` asks for it before its run starts, on the caller's thread."""
+    with _interrupts_held():
+        from scipy import special
 
     return special
+
+
+def load() -> None:
+    """Import what the statistics need now (see `_special`)."""
+    _special()
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Within the block, a SIGINT is noted, not raised; it is raised again once the block ends.
+    Only the main thread receives one as KeyboardInterrupt: elsewhere the block holds nothing."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is None:
+        yield
+        return
+    noted: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if noted:
+        signal.raise_signal(signal.SIGINT)
 
 
 @dataclass(frozen=True, kw_only=True)

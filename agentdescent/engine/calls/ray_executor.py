@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 from agentdescent.engine.calls.executors import Outstanding, left_running, settle
 from agentdescent.engine.calls.units import crashed
 from agentdescent.errors import UserError
+from agentdescent.quoting import text_of
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -127,7 +128,7 @@ def _portable(exc: BaseException) -> BaseException:
         ray.cloudpickle.dumps(exc)
         return exc
     except Exception:
-        return RuntimeError(f"{type(exc).__name__}: {exc}")
+        return RuntimeError(f"{type(exc).__name__}: {text_of(exc)}")
 
 
 class _Idle:

@@ -97,7 +97,12 @@ def _roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], flo
         raise UserError(f"run returned {'None' if output is None else 'bytes'} for task {quoted(task.id, 80)}; it must "
                         "return its answer as text" + (" (a return missing?)" if output is None else
                                                        " (decode it: output.decode())"))
-    output = output if isinstance(output, str) else str(output)
+    if not isinstance(output, str):
+        try:
+            output = str(output)
+        except Exception as exc:  # noqa: BLE001 -- the object's own __str__
+            raise UserError(f"run returned {type(output).__name__} for task {quoted(task.id, 80)}, and its str() raised "
+                            f"{described(exc)}; return the answer as text") from None
     try:
         value = reward(task, output)
     except UserError:
