@@ -302,3 +302,32 @@ def test_without_ray_installed_the_error_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
     with pytest.raises(UserError, match=r'pip install "agentdescent\[ray\]"'):
         evolve(year_tasks(), reward, run=run, propose=propose, parallelism=Parallelism(executor="ray"))
+
+
+def run_a_tenth_of_a_second(rendered: str, task: Task) -> str:
+    time.sleep(0.1)
+    return run(rendered, task)
+
+
+def test_on_processes_a_rollout_waiting_for_a_free_process_is_not_run_twice_as_a_straggler():
+    """The pool has a process a CPU; the straggler watcher took its 32 call slots for running ones,
+    and re-ran a fifth of the calls that merely waited their turn."""
+    result = evolve(year_tasks(24), reward, run=run_a_tenth_of_a_second, propose=propose, rounds=3, n_workers=4,
+                    parallelism=Parallelism(executor="process", reissue_after=1.5), seed=3)
+    assert result.error is None and result.usage.reissued == 0
+
+
+def test_executors_on_a_cluster_the_first_of_them_started_leave_none_running_whatever_order_they_stop_in():
+    """A pipelined run has three pools: the one that started the cluster shut it down, and the next
+    one's goodbye to its actors started a fresh cluster that no one shut down. In a process of its
+    own: this module's callers keep a cluster of theirs running."""
+    pytest.importorskip("ray", reason='the Ray executor needs pip install "agentdescent[ray]"')
+    program = ("import ray\nfrom agentdescent.engine.calls.ray_executor import RayExecutor\n"
+               "first, second = RayExecutor(2), RayExecutor(2)\n"
+               "assert first.submit(abs, -1).result(timeout=120) == 1 and second.submit(abs, -2).result(timeout=120) == 2\n"
+               "first.shutdown()\nsecond.shutdown()\nprint('running' if ray.is_initialized() else 'none running')\n")
+    # Ray's socket paths live under the temp folder, whose name here can pass the 107 bytes a socket's may have
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "TMPDIR": "/tmp"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "none running"

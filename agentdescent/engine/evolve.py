@@ -131,7 +131,7 @@ def evolve(
     rollouts = method.rollouts if isinstance(method, PipelineParallel) and method.rollouts else concurrency
     calls = make_executor(executor, rollouts, name="agentdescent-call", on_start=files.starts.mark)
     hedger = None if parallelism.reissue_after is None else Hedger(
-        calls, factor=parallelism.reissue_after, capacity=rollouts, may_start=allowance.may_start,
+        calls, factor=parallelism.reissue_after, capacity=calls.width, may_start=allowance.may_start,
         on_reissue=lambda: usage.add(reissued=1), on_discard=lambda: usage.add(discarded=1))
     workers = ThreadExecutor(n_workers, name="agentdescent-worker")
     pools = [workers, calls]  # what a cancel abandons and the end shuts down
@@ -230,6 +230,7 @@ def _wind_down(pools: Sequence[Executor], *, wait: bool) -> int:
     hangs for good must not keep evolve from returning, nor does a Ctrl-C meanwhile lose the result
     (the wait ends there). How many calls were left running."""
     deadline = time.monotonic() + FINISH_GRACE_S
+    pools = pools[::-1]  # the first made, which may have started a Ray cluster the others use, goes last
     try:
         return sum(pool.shutdown(wait=wait, timeout=max(0.0, deadline - time.monotonic())) for pool in pools)
     except KeyboardInterrupt:

@@ -57,7 +57,12 @@ class Executor(Protocol):
     An executor made with `on_start` calls it in this process as each call starts: on the call's
     own thread, or as the call is handed to a worker process or actor (again when it is handed over
     again). A pool of model calls writes the run's start log there (`checkpoint.StartLog`): work
-    queued and never started is not on the bill."""
+    queued and never started is not on the bill.
+
+    `width` is how many calls it runs at once; more wait their turn (`stragglers` judges a call
+    late only while none waits)."""
+
+    width: int
 
     def submit(self, fn: Callable[..., T], *args: Any, then: Callable[[T], R] | None = None) -> Future[R]: ...
 
@@ -118,6 +123,7 @@ class ThreadExecutor:
 
     def __init__(self, max_workers: int, *, name: str = "agentdescent", on_start: Callable[[], None] | None = None) -> None:
         self._max, self._name, self._on_start = max_workers, name, on_start
+        self.width = max_workers
         self._work: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._idle = threading.Semaphore(0)  # released by a thread that waits for work

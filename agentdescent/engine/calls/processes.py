@@ -56,7 +56,7 @@ class ProcessExecutor:
 
     def __init__(self, max_workers: int, *, name: str = "agentdescent", retries: int = 2,
                  on_start: Callable[[], None] | None = None) -> None:
-        self._max = max(1, min(max_workers, os.cpu_count() or 1))
+        self._max = self.width = max(1, min(max_workers, os.cpu_count() or 1))
         methods = multiprocessing.get_all_start_methods()
         self._context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
         self._retries = retries

@@ -196,6 +196,7 @@ class RayExecutor:
         if actors is None:
             actors = max(1, sum(1 for node in ray.nodes() if node.get("Alive")))
         per_actor = self._per_actor = max(1, -(-max_workers // actors))
+        self.width = per_actor * actors
         self._job = ray.get_runtime_context().get_job_id()
         # an actor's threads hold its batches (each waits on its calls); its calls run on a pool of per_actor
         runner = ray.remote(num_cpus=0, max_concurrency=2 * per_actor + 8, max_restarts=-1, max_task_retries=0,
@@ -363,6 +364,8 @@ class RayExecutor:
                 return
             self._closed = True
             self._wake.notify()
+        if not self._started and not self._ray.is_initialized():
+            return  # the executor that started the cluster shut it down: a call to an actor would start another
         doomed = self._actors
         if keep and not self._started:
             try:

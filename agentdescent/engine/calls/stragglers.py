@@ -67,9 +67,10 @@ class Hedger:
     """Submits rollouts to `pool` and re-issues stragglers (see the module's docstring).
 
     A rollout is re-issued once, only when fewer than `capacity` attempts are running (the pool's
-    threads are not taken from fresh work), only past `floor` seconds (re-running a call that
-    takes milliseconds buys nothing), and only when `may_start()` says the budget allows another
-    call. `on_reissue` and `on_discard` hear of each re-issue and each answer thrown away."""
+    width: past it, attempts wait in its queue, where a deadline counted from their submission
+    would take waiting for running late, and fresh work would wait behind a second attempt), only
+    past `floor` seconds (re-running a call that takes milliseconds buys nothing), and only when
+    `may_start()` says the budget allows another call. `on_reissue` and `on_discard` hear of each re-issue and each answer thrown away."""
 
     def __init__(self, pool: Executor, *, factor: float, capacity: int, durations: Durations | None = None,
                  may_start: Callable[[], bool] = lambda: True, on_reissue: Callable[[], None] = lambda: None,
