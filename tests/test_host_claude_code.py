@@ -6,6 +6,7 @@ one that the demo's python: agents do and one that claude itself does (`agent: h
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from agentdescent.errors import UserError
-from agentdescent.hosts import claude_code
+from agentdescent.hosts import claude_code, claude_replaced
 from agentdescent.reflect.reflector import APART
 from agentdescent.runs.status import LIVE
 from tests import keyword_domain
@@ -151,6 +152,114 @@ def test_uninstall_with_another_agentdescent_home_takes_out_the_marketplace_inst
               cwd=elsewhere)
     assert "uninstalled the Claude Code plugin agentdescent@agentdescent" in gone and not folder.exists()
     assert json.loads(ok([str(claude), "plugin", "marketplace", "list", "--json"], env, cwd=elsewhere)) == []
+
+
+def known() -> dict[str, dict]:
+    """{name: source} of the marketplaces Claude Code has, as known_marketplaces.json records them."""
+    listed = json.loads((claude_code.config_dir() / "plugins" / "known_marketplaces.json").read_text(encoding="utf-8"))
+    return {name: entry["source"] for name, entry in listed.items()}
+
+
+def own_marketplace(claude: Path, env: dict[str, str], where: Path) -> Path:
+    """A marketplace of the user's own named agentdescent, added as they would add it."""
+    (where / ".claude-plugin").mkdir(parents=True)
+    (where / ".claude-plugin" / "marketplace.json").write_text(json.dumps(
+        {"name": "agentdescent", "owner": {"name": "me"}, "plugins": []}), encoding="utf-8")
+    ok([str(claude), "plugin", "marketplace", "add", str(where)], env, cwd=where)
+    return where
+
+
+def test_the_arguments_that_add_a_marketplace_again_say_all_of_its_source():
+    args = claude_replaced.add_args
+    assert args({"source": "github", "repo": "someone/agentdescent"}) == ["someone/agentdescent"]
+    assert args({"source": "github", "repo": "o/r", "ref": "v1", "sparsePaths": [".claude-plugin", "plugins"]}) == \
+        ["o/r#v1", "--sparse", ".claude-plugin", "plugins"]
+    assert args({"source": "git", "url": "https://git.example/o/r.git", "ref": "main"}) == ["https://git.example/o/r.git#main"]
+    assert args({"source": "url", "url": "https://example.com/marketplace.json"}) == ["https://example.com/marketplace.json"]
+    assert args({"source": "directory", "path": "/srv/m"}) == args({"source": "file", "path": "/srv/m"}) == ["/srv/m"]
+    for unsaid in ({"source": "github", "repo": "o/r", "path": "sub/marketplace.json"}, {"source": "npm", "package": "m"},
+                   {"source": "url", "url": "https://example.com/m.json", "headers": {"A": "b"}}, {"source": "github"}):
+        assert args(unsaid) is None, unsaid
+
+
+def test_uninstall_puts_back_a_github_marketplace_install_force_replaced_or_says_how(claude, env, tmp_path, monkeypatch):
+    for i, prefix in enumerate(["https://github.com/", "git@github.com:"]):  # GitHub unreachable, online or not
+        monkeypatch.setenv(f"GIT_CONFIG_KEY_{i}", "url.http://127.0.0.1:9/.insteadOf")
+        monkeypatch.setenv(f"GIT_CONFIG_VALUE_{i}", prefix)
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "2")
+    theirs = {"source": "github", "repo": "someone/agentdescent"}
+    listed = claude_code.config_dir() / "plugins" / "known_marketplaces.json"
+    listed.parent.mkdir(parents=True)
+    listed.write_text(json.dumps({"agentdescent": {"source": theirs, "installLocation": str(tmp_path / "clone"),
+                                                   "lastUpdated": "2026-01-01T00:00:00.000Z"}}), encoding="utf-8")
+    claude_code.install(force=True)
+    gone = claude_code.uninstall()
+    assert "your own marketplace 'agentdescent', which install --force had replaced, is not back" in gone.message
+    assert "add it again by hand with `claude plugin marketplace add someone/agentdescent`" in gone.message
+    assert gone.commands[-1] == "claude plugin marketplace remove agentdescent"
+    assert gone.next.startswith("add your marketplace again")
+
+
+def test_uninstall_under_another_agentdescent_home_puts_back_the_marketplace_install_force_replaced(
+        claude, env, tmp_path, monkeypatch):
+    mine = own_marketplace(claude, env, tmp_path / "mine")
+    monkeypatch.setenv("AGENTDESCENT_HOME", str(tmp_path / "first"))
+    claude_code.install(force=True)
+    monkeypatch.setenv("AGENTDESCENT_HOME", str(tmp_path / "second"))
+    gone = claude_code.uninstall()
+    assert gone.commands[-1] == f"claude plugin marketplace add {mine}" and "re-added your own" in gone.message
+    assert known() == {"agentdescent": {"source": "directory", "path": str(mine)}}
+    assert not (tmp_path / "first" / "hosts" / "claude-code-marketplace").exists()
+
+
+def test_install_under_another_agentdescent_home_moves_our_marketplace_there_and_never_calls_it_yours(
+        claude, env, tmp_path, monkeypatch):
+    mine = own_marketplace(claude, env, tmp_path / "mine")
+    first, second = tmp_path / "first", tmp_path / "second"
+    monkeypatch.setenv("AGENTDESCENT_HOME", str(first))
+    claude_code.install(force=True)
+    monkeypatch.setenv("AGENTDESCENT_HOME", str(second))
+    moved = claude_code.install()  # no --force: the marketplace there is ours
+    assert moved.commands[-1] == "claude plugin update agentdescent@agentdescent"
+    assert known()["agentdescent"]["path"] == str(claude_code.folder())
+    assert not (first / "hosts" / "claude-code-marketplace").exists()
+    claude_code.install(force=True)  # nor with it
+    gone = claude_code.uninstall()
+    assert gone.commands[-1] == f"claude plugin marketplace add {mine}"  # the user's own, not the first home's
+    assert known() == {"agentdescent": {"source": "directory", "path": str(mine)}}
+
+
+def test_a_second_install_at_once_waits_and_leaves_the_files_the_first_is_writing_alone(claude, env, monkeypatch):
+    written, second = claude_code.atomic.write_text, []
+
+    def slow_write(path, text):  # the first write pauses with its temp file in the folder
+        if not second:
+            in_flight = Path(path).parent / f".{Path(path).name[:32]}.0123abcd.tmp"
+            in_flight.parent.mkdir(parents=True, exist_ok=True)
+            in_flight.write_text(text, encoding="utf-8")
+            second.append(subprocess.Popen([sys.executable, "-m", "agentdescent", "install", "claude-code"], cwd=REPO,
+                                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                second[0].wait(timeout=5)
+            assert in_flight.is_file(), "the second install deleted a file the first one was writing"
+            in_flight.unlink()
+        written(path, text)
+
+    monkeypatch.setattr(claude_code.atomic, "write_text", slow_write)
+    assert claude_code.install().commands[-1] == "claude plugin install agentdescent@agentdescent"
+    out, _ = second[0].communicate(timeout=120)
+    assert second[0].returncode == 0 and "Traceback" not in out and "already has the plugin" in out, out
+
+
+def test_a_failed_install_leaves_no_marketplace_pointing_at_the_folder_it_removed(claude, env, tmp_path):
+    settings = claude_code.config_dir() / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text('{\n  // mine\n  "theme": "dark"\n}\n', encoding="utf-8")
+    with pytest.raises(UserError, match="Invalid JSON syntax in settings file"):
+        claude_code.install()
+    assert not claude_code.folder().exists()
+    assert "agentdescent" not in known()
+    assert settings.read_text(encoding="utf-8").startswith('{\n  // mine')
 
 
 def test_install_says_what_to_do_when_claude_is_missing_or_fails(service, tmp_path, monkeypatch):

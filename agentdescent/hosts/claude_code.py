@@ -8,7 +8,10 @@ re-records the version of the files just written), as a user's `/plugin install`
 Code loads a plugin of a directory marketplace in place, so that folder must stay where it is:
 `uninstall` removes it last, after `claude plugin uninstall` and `claude plugin marketplace remove`.
 A marketplace laid out by install under another AGENTDESCENT_HOME (a `hosts/claude-code-marketplace`
-folder holding our marketplace.json) is ours too, and uninstall takes it out the same way.
+folder holding our marketplace.json) is ours too: install moves it to this home's copy, and uninstall
+takes it out the same way. One of the user's own that `install --force` replaces is recorded beside
+our folder (`claude_replaced`), and uninstall adds it back. Installs and uninstalls of one folder
+take turns (an flock beside it), and an install that fails takes out what it added.
 
 `report` reads Claude Code's own records instead of running `claude plugin list` (half a second):
 `plugins/installed_plugins.json` and `plugins/known_marketplaces.json` in its config folder
@@ -19,16 +22,19 @@ project-scope installs, and the records' meaning beyond those fields.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from agentdescent import atomic
 from agentdescent.errors import UserError
 from agentdescent.home import home
-from agentdescent.hosts import bundle
+from agentdescent.hosts import bundle, claude_replaced
 from agentdescent.hosts.base import Changed, HostReport, to_wire, version
 from agentdescent.process import Killed, run_process
 
@@ -39,6 +45,7 @@ PLUGIN = "agentdescent@agentdescent"  # NAME@MARKETPLACE, as .claude-plugin/mark
 MARKETPLACE = "agentdescent"
 SERVER = "agentdescent"
 TIMEOUT = 120.0  # seconds for one claude command
+LOCK_WAIT = 5 * TIMEOUT  # an install or uninstall runs at most five claude commands
 
 
 def folder() -> Path:
@@ -77,19 +84,28 @@ def report() -> HostReport:
 
 def install(*, force: bool = False) -> Changed:
     """Lay out the bundled marketplace and install our plugin from it; again: already installed, or
-    brought up to date. A marketplace named agentdescent that points elsewhere is refused without `force`."""
+    brought up to date. A marketplace named agentdescent that points elsewhere is refused without `force`,
+    unless install laid it out under another AGENTDESCENT_HOME: that one moves to this home's copy."""
     claude = _require_claude("install")
     target = folder()
-    elsewhere = _marketplace_path()
-    if elsewhere and not _same(elsewhere, target) and not force:
-        raise UserError(f"a Claude Code marketplace named {MARKETPLACE!r} is already added from {elsewhere}; its "
+    with _locked(target, create=True):
+        return _install(claude, target, force=force)
+
+
+def _install(claude: str, target: Path, *, force: bool) -> Changed:
+    where, before = _marketplace_path(), _marketplace_source()
+    ours = where is not None and _same(where, target)
+    moved = where if where is not None and not ours and _laid_out_by_us(where) else None
+    theirs = where is not None and not ours and moved is None
+    if theirs and not force:
+        raise UserError(f"a Claude Code marketplace named {MARKETPLACE!r} is already added from {where}; its "
                         f"plugin works as well (`claude plugin install {PLUGIN}`), or `agentdescent install "
                         "claude-code --force` points it at the copy this package ships")
-    fresh, had = not target.exists(), _plugin_installed()
-    if elsewhere and not _same(elsewhere, target):  # the user's own marketplace, replaced on purpose: uninstall re-adds it
-        atomic.write_text(_replaced_record(), json.dumps({"marketplace": str(elsewhere)}))
+    had = _plugin_installed()
+    if theirs and before is not None:  # the user's own marketplace, replaced on purpose: uninstall re-adds it
+        claude_replaced.keep(target, before)
     written = _materialise(target, rewrite=force)
-    if not force and not written and elsewhere and _same(elsewhere, target) and had:
+    if not force and not written and ours and had:
         return Changed(host=HOST, action="install", message=f"Claude Code already has the plugin {PLUGIN} "
                        f"(from {target}); nothing to do", next="start a new Claude Code session to use it")
     commands: list[str] = []
@@ -97,18 +113,35 @@ def install(*, force: bool = False) -> Changed:
         commands.append(_run(claude, "plugin", "marketplace", "add", str(target)))
         # an installed plugin loads in place from the folder; `update` re-records its version
         commands.append(_run(claude, "plugin", "update" if had else "install", PLUGIN))
-    except UserError:
-        if fresh:
-            if commands:
-                _quiet(claude, "plugin", "marketplace", "remove", MARKETPLACE)
-            shutil.rmtree(target, ignore_errors=True)
-        raise
+    except UserError as exc:
+        if ours:
+            raise
+        raise UserError(f"{exc}{_roll_back(claude, target, before, replaced=theirs)}") from None
+    if moved is not None:
+        claude_replaced.move(Path(moved), target)
+        shutil.rmtree(moved, ignore_errors=True)  # the other home's copy, which Claude Code no longer reads
     return Changed(host=HOST, action="install", paths=[str(target / p) for p in written], commands=commands,
                    message=f"{'updated' if had else 'installed'} the Claude Code plugin {PLUGIN} from the marketplace "
-                           f"in {target}",
+                           f"in {target}" + (f" (moved from {moved}, laid out under another AGENTDESCENT_HOME)"
+                                             if moved else ""),
                    next="start a new Claude Code session (or /reload-plugins): the agentdescent tools, the "
                         "skill and /agentdescent:evolve are there; `claude mcp get plugin:agentdescent:agentdescent` "
                         "checks the server")
+
+
+def _roll_back(claude: str, target: Path, before: dict[str, Any] | None, *, replaced: bool) -> str:
+    """Undo an install that failed after `marketplace add` may have gone through (it can record the
+    marketplace and still fail): what points at `target` is removed, then the folder, and the
+    marketplace added before (`before`) comes back. What the failure message gains ("" or a fix)."""
+    if _points_at(target):
+        _quiet(claude, "plugin", "marketplace", "remove", MARKETPLACE)
+    shutil.rmtree(target, ignore_errors=True)
+    if replaced:
+        claude_replaced.record(target).unlink(missing_ok=True)
+    if before is None or _marketplace_source() is not None:  # nothing was there, or the failed add left it
+        return ""
+    failed = _put_back(claude, before, [])
+    return f"; the marketplace {MARKETPLACE!r} added before is not back: {failed}" if failed else ""
 
 
 def uninstall() -> Changed:
@@ -116,6 +149,12 @@ def uninstall() -> Changed:
     agentdescent that `install` did not add (one pointing elsewhere) is left as it is."""
     source = _marketplace_path()
     target = Path(source) if source is not None and _laid_out_by_us(source) else folder()
+    with _locked(target, create=False):
+        return _uninstall(target)
+
+
+def _uninstall(target: Path) -> Changed:
+    source = _marketplace_path()  # again: an install may have ended while this waited for the lock
     ours = source is None or _same(source, target)
     if not ours:
         return _forget(target, f"left the marketplace {MARKETPLACE!r} from {source} and its plugin as they are: "
@@ -130,34 +169,72 @@ def uninstall() -> Changed:
         commands.append(_run(claude, "plugin", "uninstall", PLUGIN))
     if source is not None:
         commands.append(_run(claude, "plugin", "marketplace", "remove", MARKETPLACE))
-    said = f"uninstalled the Claude Code plugin {PLUGIN} and removed its marketplace"
-    theirs = _replaced()
-    if theirs is not None and Path(theirs).exists():  # the marketplace `install --force` replaced
-        commands.append(_run(claude, "plugin", "marketplace", "add", theirs))
-        said += (f"; re-added your own marketplace {MARKETPLACE!r} from {theirs}, which install --force had replaced "
-                 f"(`claude plugin install {PLUGIN}` installs its plugin again)")
-    _replaced_record().unlink(missing_ok=True)
+    said, then = f"uninstalled the Claude Code plugin {PLUGIN} and removed its marketplace", ""
+    theirs = claude_replaced.replaced(target)
+    if theirs is not None:  # the marketplace `install --force` replaced
+        failed = _put_back(claude, theirs, commands)
+        if failed:
+            said += f"; your own marketplace {MARKETPLACE!r}, which install --force had replaced, is not back: {failed}"
+            then = "add your marketplace again as that says, then "
+        else:
+            said += (f"; re-added your own marketplace {MARKETPLACE!r} from {claude_replaced.shown(theirs)}, which "
+                     f"install --force had replaced (`claude plugin install {PLUGIN}` installs its plugin again)")
+    claude_replaced.record(target).unlink(missing_ok=True)
     changed = _forget(target, said)
-    return changed.model_copy(update={"commands": commands, "next": "start a new Claude Code session"})
+    return changed.model_copy(update={"commands": commands, "next": f"{then}start a new Claude Code session"})
 
 
-def _replaced_record() -> Path:
-    return home() / "hosts" / "claude-code-replaced.json"
-
-
-def _replaced() -> str | None:
-    """The folder of the user's own marketplace that `install --force` replaced, if one was."""
-    try:
-        found = json.loads(_replaced_record().read_text(encoding="utf-8")).get("marketplace")
-    except (OSError, ValueError, AttributeError):
+def _put_back(claude: str, source: dict[str, Any], commands: list[str]) -> str | None:
+    """Add the marketplace `source` again, appending the command to `commands`; None when it is
+    back, else why not and how to add it by hand."""
+    args = claude_replaced.add_args(source)
+    if args is None:
+        return (f"`claude plugin marketplace add` cannot express its source ({json.dumps(source)}), so add it "
+                "again the way you first did")
+    typed, failure = _attempt(claude, "plugin", "marketplace", "add", *args)
+    if failure is None:
+        commands.append(typed)
         return None
-    return found if isinstance(found, str) else None
+    return f"`{typed}` {failure}; add it again by hand with `{typed}` once that is fixed"
 
 
 def _forget(target: Path, message: str) -> Changed:
     removed = [str(target)] if target.exists() else []
     shutil.rmtree(target, ignore_errors=True)
     return Changed(host=HOST, action="uninstall", paths=removed, message=message)
+
+
+@contextlib.contextmanager
+def _locked(target: Path, *, create: bool) -> Iterator[None]:
+    """Hold an flock on `claude-code.lock` beside `target` for the block: two installs or uninstalls
+    at once would delete each other's files in the folder (temp files of writes in flight too).
+    Without `create`, a home that has no such folder yet has nothing to guard."""
+    import fcntl  # Linux and macOS only: imported here so that the rest of the module loads on Windows
+
+    lock = target.parent / "claude-code.lock"
+    if not create and not lock.parent.is_dir():
+        yield
+        return
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise UserError(f"cannot open the lock file {lock}: {exc.strerror}; it must be a writable regular "
+                        "file (not a symlink) in a folder you can write to") from None
+    try:
+        until = time.monotonic() + LOCK_WAIT
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= until:
+                    raise UserError(f"another `agentdescent install` or `uninstall claude-code` has held {lock} "
+                                    f"for {LOCK_WAIT:g} s; wait for it to end (or stop it), then try again") from None
+                time.sleep(0.1)
+        yield
+    finally:
+        os.close(fd)  # which lets go of the lock
 
 
 def _materialise(target: Path, *, rewrite: bool) -> list[str]:
@@ -188,18 +265,25 @@ def _require_claude(verb: str) -> str:
 
 def _run(claude: str, *args: str) -> str:
     """Run `claude ARGS`; the command as typed. A failure is a `UserError` quoting its output's tail."""
+    typed, failure = _attempt(claude, *args)
+    if failure is not None:
+        raise UserError(f"`{typed}` {failure}; fix that and try again (`claude plugin list` and `claude plugin "
+                        "marketplace list` show what Claude Code has)")
+    return typed
+
+
+def _attempt(claude: str, *args: str) -> tuple[str, str | None]:
+    """Run `claude ARGS`: the command as typed, and None or what went wrong (its output's tail)."""
     typed = " ".join([PROGRAM, *args])
     try:
         done = run_process([claude, *args], timeout=TIMEOUT)
     except Killed as exc:
-        raise UserError(f"`{typed}` {exc} ({_tail(exc.stderr)}); run it yourself to see what it does") from None
+        return typed, f"{exc} ({_tail(exc.stderr)})"
     except OSError as exc:
-        raise UserError(f"`{typed}` could not start: {exc}") from None
+        return typed, f"could not start: {exc}"
     if done.returncode != 0:
-        raise UserError(f"`{typed}` failed (exit {done.returncode}): {_tail(done.stderr or done.stdout)}; fix "
-                        "that and try again (`claude plugin list` and `claude plugin marketplace list` show what "
-                        "Claude Code has)")
-    return typed
+        return typed, f"failed (exit {done.returncode}): {_tail(done.stderr or done.stdout)}"
+    return typed, None
 
 
 def _quiet(claude: str, *args: str) -> None:
@@ -241,6 +325,18 @@ def _marketplace_path() -> str | None:
     source = entry.get("source") if isinstance(entry.get("source"), dict) else {}
     found = source.get("path") or source.get("url") or source.get("repo") or entry.get("installLocation")
     return str(found) if found else "an unknown source"
+
+
+def _marketplace_source() -> dict[str, Any] | None:
+    """The source of the marketplace named agentdescent as known_marketplaces.json records it."""
+    entry = _read(config_dir() / "plugins" / "known_marketplaces.json").get(MARKETPLACE)
+    source = entry.get("source") if isinstance(entry, dict) else None
+    return source if isinstance(source, dict) else None
+
+
+def _points_at(target: Path) -> bool:
+    where = _marketplace_path()
+    return where is not None and _same(where, target)
 
 
 def _server_added() -> bool:
