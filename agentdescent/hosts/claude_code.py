@@ -26,12 +26,11 @@ import contextlib
 import json
 import os
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agentdescent import atomic
+from agentdescent import atomic, filelock
 from agentdescent.errors import UserError
 from agentdescent.home import home
 from agentdescent.hosts import bundle, claude_replaced
@@ -209,32 +208,14 @@ def _locked(target: Path, *, create: bool) -> Iterator[None]:
     """Hold an flock on `claude-code.lock` beside `target` for the block: two installs or uninstalls
     at once would delete each other's files in the folder (temp files of writes in flight too).
     Without `create`, a home that has no such folder yet has nothing to guard."""
-    import fcntl  # Linux and macOS only: imported here so that the rest of the module loads on Windows
-
     lock = target.parent / "claude-code.lock"
     if not create and not lock.parent.is_dir():
         yield
         return
-    try:
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        raise UserError(f"cannot open the lock file {lock}: {exc.strerror}; it must be a writable regular "
-                        "file (not a symlink) in a folder you can write to") from None
-    try:
-        until = time.monotonic() + LOCK_WAIT
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= until:
-                    raise UserError(f"another `agentdescent install` or `uninstall claude-code` has held {lock} "
-                                    f"for {LOCK_WAIT:g} s; wait for it to end (or stop it), then try again") from None
-                time.sleep(0.1)
+    with filelock.holding(lock, wait=LOCK_WAIT, busy=f"another `agentdescent install` or `uninstall claude-code` "
+                          f"(process {{holder}}) has held {lock} for {LOCK_WAIT:g} s; wait for it to end (or stop it), "
+                          "then try again"):
         yield
-    finally:
-        os.close(fd)  # which lets go of the lock
 
 
 def _materialise(target: Path, *, rewrite: bool) -> list[str]:

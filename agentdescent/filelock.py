@@ -1,0 +1,49 @@
+"""An exclusive flock on a lock file, waited for a bounded time: what keeps two writers of one
+thing (a write-back's target, the Claude Code marketplace folder) from interleaving.
+
+The lock file is created when missing and left there (removing it races with the next holder);
+it holds the holder's process id, for the message of one that waits too long. Left out: Windows
+(fcntl), and what the lock guards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from agentdescent.errors import UserError
+
+
+@contextlib.contextmanager
+def holding(lock: Path, *, wait: float, busy: str) -> Iterator[None]:
+    """Hold an flock on `lock` until the block ends, waiting `wait` seconds at most for another
+    holder; then a `UserError` of `busy`, its `{holder}` filled with what the holder wrote."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        raise UserError("this needs a file lock (fcntl), which this system lacks; use Linux or macOS") from None
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise UserError(f"cannot open the lock file {lock}: {exc.strerror}; it must be a writable "
+                        "regular file (not a symlink) in a folder you can write to") from exc
+    try:
+        until = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= until:
+                    holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "another process"
+                    raise UserError(busy.format(holder=holder)) from None
+                time.sleep(0.1)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
+        yield
+    finally:
+        os.close(fd)  # which releases the lock
