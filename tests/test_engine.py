@@ -620,3 +620,11 @@ def test_scipy_is_imported_with_a_ctrl_c_held_until_it_is_in():
             signal.raise_signal(signal.SIGINT)
             noted.append("the block ran to its end")
     assert noted == ["the block ran to its end"]
+
+
+def test_a_token_kept_for_many_runs_holds_none_of_their_pools_once_they_end():
+    token = CancelToken()
+    for _ in range(3):
+        router(rounds=1, n_workers=2, stop=[token])
+    assert token._callbacks == []
+    assert router(rounds=1, n_workers=2, stop=[token]).error is None

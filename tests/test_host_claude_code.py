@@ -391,3 +391,13 @@ def test_claude_itself_does_a_host_driven_run_to_a_perfect_reward(claude, env, s
     assert "OPENAI_API_KEY" not in env and env["ANTHROPIC_API_KEY"] == DUMMY_KEY
     stored = b"".join(p.read_bytes() for p in service.store.get(summary.id).path.rglob("*") if p.is_file())
     assert DUMMY_KEY.encode() not in stored
+
+
+def test_a_disabled_plugin_is_reported_with_the_command_that_enables_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    plugins = tmp_path / "claude" / "plugins"
+    plugins.mkdir(parents=True)
+    (plugins / "installed_plugins.json").write_text(json.dumps({"plugins": {"agentdescent@agentdescent": [{}]}}))
+    (tmp_path / "claude" / "settings.json").write_text(json.dumps({"enabledPlugins": {"agentdescent@agentdescent": False}}))
+    report = claude_code.report()
+    assert not report.wired and "claude plugin enable agentdescent@agentdescent" in report.how

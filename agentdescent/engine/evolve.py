@@ -145,9 +145,11 @@ def evolve(
                                               on_start=files.starts.mark)
         stages = [ThreadExecutor(n_workers, name=f"agentdescent-{stage}") for stage in Pipeline.STAGES]
         pools += [reflections, stage_pools["verify"], *stages]
-    for rule in stop:  # a rule that can fire inside a round (a CancelToken) abandons the calls in flight
+    forget = []  # a rule that can fire inside a round (a CancelToken) abandons the calls in flight, till the run ends
+    for rule in stop:
         if callable(getattr(rule, "on_cancel", None)):
-            rule.on_cancel(lambda rule=rule: [pool.abandon(Cancelled(getattr(rule, "reason", ""))) for pool in pools])
+            forget.append(rule.on_cancel(lambda rule=rule: [pool.abandon(Cancelled(getattr(rule, "reason", "")))
+                                                            for pool in pools]))
     result: EvolveResult | None = None
     try:
         timeout = budget.rollout_timeout
@@ -209,6 +211,9 @@ def evolve(
         usage.settle(files.starts.count())  # what was started and never recorded was paid for all the same
         files.close()
         ledger.close()
+        for forgotten in forget:
+            if callable(forgotten):
+                forgotten()
     if finished and left and result is not None:  # a stopped run leaves its calls by design
         result.warnings.append(
             f"{left} call{'s were' if left > 1 else ' was'} still running {FINISH_GRACE_S:g} s after the run ended "

@@ -74,6 +74,8 @@ def report() -> HostReport:
         how = f"plugin {PLUGIN} installed (from {source or 'its marketplace'})"
     elif server:
         how = f"MCP server {SERVER!r} in {_claude_json()}"
+    elif _plugin_installed(enabled=False):
+        how = f"plugin {PLUGIN} installed but disabled: `claude plugin enable {PLUGIN}` turns it back on"
     else:
         how = to_wire(HOST, found=claude is not None, product="Claude Code", package="@anthropic-ai/claude-code")
     return HostReport(host=HOST, installed=claude is not None, version=version(claude) if claude else None,

@@ -41,13 +41,20 @@ class CancelToken:
             callbacks, self._callbacks = self._callbacks, []
         threading.Thread(target=_run_all, args=(callbacks,), name="agentdescent-cancel", daemon=True).start()
 
-    def on_cancel(self, callback: Callable[[], None]) -> None:
-        """Run `callback` when the token is cancelled (at once, on a thread, if it already is)."""
+    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Run `callback` when the token is cancelled (at once, on a thread, if it already is); what
+        this returns forgets it (a run over: a token kept for many runs holds none of their pools)."""
         with self._lock:
             if not self._event.is_set():
                 self._callbacks.append(callback)
-                return
+                return lambda: self._forget(callback)
         threading.Thread(target=callback, name="agentdescent-cancel", daemon=True).start()
+        return lambda: None
+
+    def _forget(self, callback: Callable[[], None]) -> None:
+        with self._lock:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
 
     def wait(self, timeout: float | None = None) -> bool:
         """True once cancelled; False when `timeout` passed first."""

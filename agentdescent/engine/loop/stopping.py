@@ -35,7 +35,8 @@ class StopRule(Protocol):
     """Asked before each round. A rule whose `after_measuring` is True is asked again once `dev`'s
     last commits are measured on the held-out set (patience must not end a run a commit would have
     renewed). A rule with an `on_cancel(callback)` method (a `CancelToken`) can end the run inside a
-    round: the run registers there what abandons its calls in flight."""
+    round: the run registers there what abandons its calls in flight, and calls what `on_cancel`
+    returns (when it is callable) once the run is over."""
 
     def __call__(self, progress: Progress, usage: Usage) -> str | None:
         """Why the run stops before its next round, or None; raising `Cancelled` ends it as cancelled."""
