@@ -519,3 +519,18 @@ def test_doctor_names_a_broken_config_and_a_server_the_host_cannot_start(home, m
     codex.install()
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     assert any("codex wired, but agentdescent-mcp" in p and "not on PATH" in p for p in doctor().problems)
+
+
+def test_a_crlf_config_gets_a_crlf_block_and_one_made_crlf_since_still_comes_out_whole(home, tmp_path, monkeypatch):
+    crlf = USER_CONFIG.replace("\n", "\r\n")
+    config = config_with(home, crlf)
+    codex.install()
+    assert b"\r\n[mcp_servers.agentdescent]\r\n" in config.read_bytes()
+    codex.uninstall()
+    assert config.read_bytes() == crlf.encode("utf-8")
+    config_with(home, USER_CONFIG)
+    codex.install()
+    config.write_bytes(config.read_bytes().replace(b"\n", b"\r\n"))  # git's autocrlf, say
+    monkeypatch.setenv("AGENTDESCENT_HOME", str(tmp_path / "another-home"))  # the block's record is found by its name
+    assert "took our block out" in codex.uninstall().message
+    assert config.read_bytes() == crlf.encode("utf-8") and not record_of("codex").exists()

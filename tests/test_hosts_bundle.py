@@ -3,6 +3,7 @@ a marked block goes in once and comes out byte for byte; the SessionStart hook s
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -46,9 +47,11 @@ def test_a_marked_block_comes_out_byte_for_byte(text, block):
     if marked.present(text) or "# <<< agentdescent" in block or "# >>> agentdescent" in block:
         return
     once = marked.insert(text, block, "codex")
-    assert marked.present(once) and block.rstrip() in once
+    assert marked.present(once) and marked.body(once) == re.sub(r"\r?\n", "\n", block.rstrip())
     assert marked.insert(once, block, "codex") == once  # idempotent
     assert marked.remove(once) == text
+    assert marked.remove(once.replace("\r\n", "\n").replace("\n", "\r\n")) == text.replace("\r\n", "\n").replace(
+        "\n", "\r\n")  # and after the file's lines were made to end in CRLF (git's autocrlf)
 
 
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200),

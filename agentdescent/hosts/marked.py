@@ -35,23 +35,25 @@ def begin(command: str, record: str | None = None) -> str:
 def recorded(text: str) -> str | None:
     """The record our block's first line names, or None (no block, or none named)."""
     found = _pattern().search(text)
-    first = found.group(0).lstrip("\n").split("\n", 1)[0] if found else ""
+    first = found.group(0).lstrip("\r\n").split("\n", 1)[0].removesuffix("\r") if found else ""
     first = first.removesuffix(NEWLINE_ADDED)
     return first.split(RECORD, 1)[1] if RECORD in first else None
 
 
 def _pattern() -> re.Pattern[str]:
     # the block, and the separating newline insert put before it when the file did not end blank
-    return re.compile(r"(?:(?<=\n)\n)?# >>> agentdescent: [^\n]*\n.*?^# <<< agentdescent\n?", re.DOTALL | re.MULTILINE)
+    # (a file whose lines end in CRLF, or were made to since, has the block's lines end so too)
+    return re.compile(r"(?:(?<=\n)\r?\n)?# >>> agentdescent: [^\n]*\n.*?^# <<< agentdescent(?:\r?\n)?",
+                      re.DOTALL | re.MULTILINE)
 
 
 def body(text: str) -> str | None:
     """The lines between our markers (what install put there, or what the user made of it since),
-    or None when there is no block."""
+    joined by newlines whatever the file's line ending, or None when there is no block."""
     found = _pattern().search(text)
     if found is None:
         return None
-    lines = found.group(0).lstrip("\n").split("\n")
+    lines = [line.removesuffix("\r") for line in found.group(0).lstrip("\r\n").split("\n")]
     return "\n".join(lines[1:lines.index(END) if END in lines else -1])
 
 
@@ -63,14 +65,15 @@ def insert(text: str, block: str, command: str, record: str | None = None) -> st
     """`text` with our block for `command` at its end (in place of an earlier one of ours), its
     first line naming `record`."""
     text = remove(text)
+    newline = "\r\n" if "\r\n" in text else "\n"  # the file's own line ending
     first = begin(command, record)
-    body = f"{first}\n{block.rstrip()}\n{END}\n"
+    body = newline.join([first, *re.sub(r"\r?\n", "\n", block.rstrip()).split("\n"), END]) + newline
     if not text:
         return body
     if not text.endswith("\n"):
-        text += "\n"  # a last line with no newline: give it one, and remember it (see remove)
-        return text + "\n" + body.replace(first, first + NEWLINE_ADDED, 1)
-    return text + "\n" + body
+        text += newline  # a last line with no newline: give it one, and remember it (see remove)
+        return text + newline + body.replace(first, first + NEWLINE_ADDED, 1)
+    return text + newline + body
 
 
 def remove(text: str) -> str:
@@ -79,6 +82,8 @@ def remove(text: str) -> str:
     if found is None:
         return text
     before, after = text[: found.start()], text[found.end():]
-    if NEWLINE_ADDED in found.group(0).lstrip("\n").split("\n", 1)[0] and before.endswith("\n") and not after:
-        before = before[:-1]  # the file's last line had none: only while it is still the last (nothing came after us)
+    head = found.group(0).lstrip("\r\n").split("\n", 1)[0]
+    if NEWLINE_ADDED in head and before.endswith("\n") and not after:
+        # the file's last line had none: only while it is still the last (nothing came after us)
+        before = before[: -2 if head.endswith("\r") else -1]
     return before + after
