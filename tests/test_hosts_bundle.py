@@ -50,8 +50,9 @@ def test_a_marked_block_comes_out_byte_for_byte(text, block):
     assert marked.present(once) and marked.body(once) == re.sub(r"\r?\n", "\n", block.rstrip())
     assert marked.insert(once, block, "codex") == once  # idempotent
     assert marked.remove(once) == text
-    assert marked.remove(once.replace("\r\n", "\n").replace("\n", "\r\n")) == text.replace("\r\n", "\n").replace(
-        "\n", "\r\n")  # and after the file's lines were made to end in CRLF (git's autocrlf)
+    if "\r" not in text.replace("\r\n", ""):  # a lone CR before a newline install added cannot be told from a CRLF
+        assert marked.remove(once.replace("\r\n", "\n").replace("\n", "\r\n")) == text.replace("\r\n", "\n").replace(
+            "\n", "\r\n")  # and after the file's lines were made to end in CRLF (git's autocrlf)
 
 
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200),
