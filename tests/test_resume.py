@@ -224,3 +224,23 @@ def test_ctrl_c_during_the_first_measurement_returns_an_interrupted_run_not_a_tr
     out, err = child.communicate(timeout=60)
     assert child.returncode == 0 and "Traceback" not in err
     assert "error interrupted interrupted (Ctrl-C) before the first round" in out
+
+
+def test_a_run_killed_while_it_measures_where_it_starts_resumes_with_those_calls_on_its_bill(tmp_path):
+    """No checkpoint was saved before the first measurement: the resumed run took itself for a new
+    one and emptied the start log, and the calls the killed process had paid for left the bill."""
+    store = tmp_path / "ledger"
+    child = subprocess.run([sys.executable, str(HERE / "resume_child.py"), str(store), "rollout", "3"],
+                           env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    made, seen = [], []
+
+    def run(rendered, task):
+        made.append(task.id)
+        return keyword_run(rendered, task)
+
+    resumed = evolve(keyword_tasks(), keyword_reward, **{**keyword_run_options(store), "run": run}, on_event=seen.append)
+    assert resumed.error is None
+    assert next(e for e in seen if isinstance(e, ev.RunStarted)).resumed_round is not None
+    usage, _ = RunFiles(store).bill()
+    assert usage.calls >= 3 + len(made)  # the killed process's three calls, and this one's

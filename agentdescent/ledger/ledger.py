@@ -22,6 +22,7 @@ import fcntl
 import os
 import pathlib
 import shutil
+import subprocess
 import tempfile
 import threading
 from collections.abc import Mapping
@@ -34,7 +35,6 @@ from agentdescent.governance import unsafe_key_reason
 from agentdescent.ledger.gitobjects import TREE_MODE, commit_bytes, format_message, parse_commit
 from agentdescent.ledger.objects import GitObjects
 from agentdescent.ledger.refs import DEV, NULL_SHA, STABLE, Refs
-from agentdescent.process import Killed, run_process
 
 __all__ = ["CommitRecord", "Ledger"]
 
@@ -149,14 +149,15 @@ def _create_aside(path: pathlib.Path) -> None:
 def _git_init(folder: pathlib.Path) -> None:
     """`git init --bare` in `folder`, with none of the variables that would point it at another
     repository (GitPython's `Repo.init` passes them on: inside a hook, it re-made the user's own
-    repository a bare one)."""
+    repository a bare one). Not through `process.run_process`, which counts the user's programs."""
     env = {name: value for name, value in os.environ.items() if name not in _REPOSITORY_VARIABLES} | _NO_HOOKS
     try:
-        done = run_process(["git", "init", "--quiet", "--bare", "--initial-branch=dev", str(folder)], timeout=60, env=env)
+        done = subprocess.run(["git", "init", "--quiet", "--bare", "--initial-branch=dev", str(folder)], env=env,
+                              capture_output=True, text=True, errors="replace", timeout=60, stdin=subprocess.DEVNULL)
     except FileNotFoundError:
         raise git.exc.GitCommandNotFound("git", "not on PATH") from None
-    except Killed as exc:
-        raise LedgerError(f"git init did not finish in {folder}: {exc}") from None
+    except subprocess.TimeoutExpired:
+        raise LedgerError(f"git init did not finish in 60 s in {folder}") from None
     if done.returncode != 0:
         raise LedgerError(f"git init failed in {folder}: {done.stderr.strip()[-500:]}")
 

@@ -186,9 +186,11 @@ class Loop:
         )
 
     def _begin(self) -> None:
-        """Measure where the run starts, and checkpoint that, so a kill from here on resumes. When
-        every rollout of it failed, the run stops (`NothingWorked`) unmeasured: a resume measures
-        again (failed rollouts are never journalled, so they run anew)."""
+        """Measure where the run starts, checkpointed before and after: a kill during it resumes
+        this run (its rollouts journalled, its calls on its bill), not a new one that forgets them.
+        When every rollout of it failed, the run stops (`NothingWorked`) unmeasured: a resume
+        measures again (failed rollouts are never journalled, so they run anew)."""
+        self._save(finished=False)
         start = self._initial[0]
         self.failing.watch(self.evaluator.usage)
         self.validator.calibrate(self._state(start))
