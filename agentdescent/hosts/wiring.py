@@ -122,7 +122,8 @@ def put_in(wiring: Wiring, *, force: bool = False) -> Changed:
         placed = kept + [Placed(path=str(p), sha256=sha256(b)) for p, b in writes.items()]
         manifest = Manifest(host=wiring.host, config=str(wiring.config),
                             config_created=text is None or bool(old and old.config_created),
-                            block_sha256=sha256(marked.body(new or "") or ""),
+                            # a block kept as the user edited it is still told from the one install wrote
+                            block_sha256=old.block_sha256 if old and edited and not force else sha256(marked.body(new or "") or ""),
                             files=[p.model_copy(update={"replaced": replaced.get(p.path)}) for p in placed],
                             folders=sorted({*folders, *(f for f in (old.folders if old else []) if Path(f).is_dir())}))
         atomic.write_text(record, manifest.model_dump_json(indent=1) + "\n")
