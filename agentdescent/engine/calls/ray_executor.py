@@ -11,12 +11,13 @@ What crosses is a unit of `units` with the user's callables (cloudpickled, so cl
 `check_serializable` names one that does not; each goes to the object store once) and the plain
 record it returns, usage included; each call's future completes as its result lands, so results
 come back in the order they finish. An actor that dies mid-batch (its node lost, its process
-killed) is restarted by Ray, and the calls of its batch still unanswered are sent again.
+killed) is restarted by Ray, and the calls of its batch still unanswered are sent again, one at
+a time: the call that killed it (a crash in the user's code) must not take the others with it.
 
 `ray.init` joins the cluster `RAY_ADDRESS` names, and starts a local one otherwise; a cluster
 this executor started is shut down with it, one the caller started is left running, and so are
 the actors of an executor that shut down cleanly: the next executor of this process on that
-cluster takes them back warm (`_Idle`), since a new actor waits 0.4 to 1 s for a Ray worker
+cluster takes them back warm (`ray_idle`), since a new actor waits 0.4 to 1 s for a Ray worker
 process to start, a tenth of a short run.
 """
 
@@ -28,10 +29,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout  # not the builtin one before Python 3.11
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agentdescent.engine.calls.executors import Outstanding, left_running, settle
+from agentdescent.engine.calls.ray_idle import IDLE
 from agentdescent.engine.calls.units import crashed
 from agentdescent.errors import UserError
 from agentdescent.quoting import text_of
@@ -131,44 +134,6 @@ def _portable(exc: BaseException) -> BaseException:
         return RuntimeError(f"{type(exc).__name__}: {text_of(exc)}")
 
 
-class _Idle:
-    """Actors of executors that shut down cleanly, by their size, for the next executor of this
-    process on the same cluster (a cluster started again is another job: its actors are gone).
-    Each holds a worker process, so only the sizes last given back are kept: three, the pools of
-    a pipelined run."""
-
-    SIZES = 3
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._job: str | None = None
-        self._actors: dict[int, list[Any]] = {}  # oldest size first
-
-    def take(self, job: str, threads: int, most: int) -> list[Any]:
-        with self._lock:
-            if job != self._job:
-                self._job, self._actors = job, {}
-            kept = self._actors.pop(threads, [])
-            if kept[most:]:
-                self._actors[threads] = kept[most:]
-            return kept[:most]
-
-    def give(self, job: str, threads: int, actors: list[Any]) -> list[Any]:
-        """Keep `actors`; the ones no longer kept (another job's, or of a size given back longest
-        ago), for the caller to kill."""
-        with self._lock:
-            if job != self._job:
-                return list(actors)
-            self._actors[threads] = self._actors.pop(threads, []) + list(actors)
-            dropped = []
-            while len(self._actors) > self.SIZES:
-                dropped += self._actors.pop(next(iter(self._actors)))
-            return dropped
-
-
-_IDLE = _Idle()
-
-
 @dataclass(eq=False)
 class _Call:
     future: Future
@@ -201,12 +166,13 @@ class RayExecutor:
         # an actor's threads hold its batches (each waits on its calls); its calls run on a pool of per_actor
         runner = ray.remote(num_cpus=0, max_concurrency=2 * per_actor + 8, max_restarts=-1, max_task_retries=0,
                             scheduling_strategy="SPREAD")(_Runner)
-        kept = [] if self._started else _IDLE.take(self._job, per_actor, actors)
+        kept = [] if self._started else IDLE.take(self._job, per_actor, actors)
         self._actors = kept + [runner.remote(per_actor) for _ in range(actors - len(kept))]
         self._retries = retries
         self._on_start = on_start  # called as each call is sent to an actor (`Executor`)
         self._next = 0  # the actor the next batch starts from
         self._lock = threading.Lock()  # the stored callables
+        self._alone = threading.Lock()  # held while a call whose actor died is sent again on its own
         self._wake = threading.Condition()  # the calls waiting to be sent, the sender
         self._waiting: list[_Call] = []
         self._sender: threading.Thread | None = None
@@ -316,8 +282,10 @@ class RayExecutor:
             settle(call.future, error=exc)
 
     def _send_when_back(self, calls: list[_Call]) -> None:
-        """Wait (up to `RESTART_WAIT_S`) until every actor answers: one Ray is restarting refuses
-        what is sent to it meanwhile, and a refusal would cost the calls a try each."""
+        """Wait (up to `RESTART_WAIT_S`) until every actor answers (one Ray is restarting refuses
+        what is sent to it meanwhile, and a refusal would cost the calls a try each), then send the
+        calls again one at a time: any of them may be the one that killed the actor, and sent
+        together, the one that kills it every time would fail the others with it."""
         deadline = time.monotonic() + RESTART_WAIT_S
         while not self._closed and time.monotonic() < deadline:
             try:
@@ -325,7 +293,32 @@ class RayExecutor:
                 break
             except Exception:  # still restarting
                 time.sleep(RESTART_POLL_S)
-        self._send_later(calls)
+        with self._alone:  # and one at a time across every actor death
+            for call in calls:
+                if not self._closed and not call.future.done():
+                    self._send_alone(call)
+
+    def _send_alone(self, call: _Call) -> None:
+        """Send `call` on its own and wait until it lands (at most `RESTART_WAIT_S`: one that hangs
+        lets the others go on)."""
+        call.sent += 1
+        if self._on_start is not None:
+            self._on_start()
+        actor, self._next = self._actors[self._next % len(self._actors)], self._next + 1
+        try:
+            landed = actor.one.remote(call.fn, call.args).future()
+        except Exception as exc:  # the cluster is gone
+            settle(call.future, error=exc)
+            return
+        try:
+            _, returned, value = landed.result(timeout=RESTART_WAIT_S)
+        except FutureTimeout:
+            landed.add_done_callback(lambda done: self._landed([call], done))
+            return
+        except Exception as exc:  # its actor died again
+            self._again([call], exc)
+            return
+        self._finish(call, returned, value)
 
     def _finish(self, call: _Call, returned: bool, value: Any) -> None:
         if call.future.done():  # abandoned meanwhile
@@ -358,7 +351,7 @@ class RayExecutor:
 
     def _stop(self, *, keep: bool) -> None:
         """Stop sending. Actors with nothing left running on a cluster the caller keeps go to
-        `_IDLE`; the others (a call may still hold their threads) are killed."""
+        `ray_idle.IDLE`; the others (a call may still hold their threads) are killed."""
         with self._wake:
             if self._closed:
                 return
@@ -373,7 +366,7 @@ class RayExecutor:
                     actor.forget.remote()
             except Exception:  # its cluster is gone: no one will take it back anyway
                 return
-            doomed = _IDLE.give(self._job, self._per_actor, self._actors)
+            doomed = IDLE.give(self._job, self._per_actor, self._actors)
         for actor in doomed:
             try:
                 self._ray.kill(actor)
