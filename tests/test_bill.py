@@ -110,3 +110,23 @@ def test_a_contract_broken_mid_run_leaves_the_calls_it_started_on_the_bill():
     returned = result.usage.as_record()
     time.sleep(0.2)
     assert result.usage.as_record() == returned  # the calls left running change nothing once it has returned
+
+
+def test_a_run_killed_after_it_ended_and_before_its_result_was_recorded_is_recorded_on_resume(service, tmp_path,
+                                                                                               monkeypatch):
+    """Its checkpoint said it had ended: the resume started a new run on its ledger, which took the
+    bill and the history for another run's (489 calls became 50) and paid for the start again."""
+    calls = tmp_path / "calls"
+    monkeypatch.setenv("KEYWORD_CALLS", str(calls))
+    run_id = service.start(counted_spec(tmp_path, rounds=3)).run_id
+    done = wait(service, run_id)
+    assert done.state == "finished"
+    run, paid = service.store.get(run_id), real_calls(calls)
+    run.file("result.json").unlink()  # as a SIGKILL between the checkpoint and the result leaves it
+    run.write_status(done.model_copy(update={"state": "interrupted", "calls": 0, "outcomes": {}}))
+    service.resume(run_id)
+    again = wait(service, run_id)
+    assert again.state == "finished" and real_calls(calls) == paid  # nothing ran again
+    assert again.calls == done.calls and again.outcomes == done.outcomes
+    assert again.best_reward == done.best_reward and again.initial_reward == done.initial_reward
+    assert run.file("result.json").exists()

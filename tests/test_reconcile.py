@@ -180,3 +180,13 @@ def test_a_target_moved_away_while_the_run_goes_is_not_made_anew_by_its_accept(s
     (tmp_path / "skill-moved").rename(target)
     done = service.accept(started.run_id)
     assert done.written and (target / "hooks/pre.sh").is_file()
+
+
+def test_a_file_merged_by_hand_after_a_refused_write_back_stands():
+    """Accept said to merge by hand and accept again; the hand-merged file conflicted again, for ever."""
+    base, ours = {"f": b"a\nb\n"}, {"f": b"a\nRULE1\nRULE2\nb\n"}
+    merged_by_hand = {"f": b"a\nRULE2\nMINE\nRULE1\nb\n"}
+    done = reconcile(base, ours, merged_by_hand)
+    assert done.kept == ("f",) and done.conflicts == () and done.contents == merged_by_hand
+    assert reconcile(base, ours, {"f": b"a\nMINE\nb\n"}).conflicts == ("f",)  # without the run's lines: still both
+    assert reconcile({"f": b"a\nb\nc\n"}, {"f": b"a\nc\n"}, {"f": b"a\nb\nX\nc\n"}).conflicts == ("f",)  # b kept

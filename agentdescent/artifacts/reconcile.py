@@ -4,8 +4,10 @@ Three versions of every file meet: `base` (what the target held when the run sta
 (what the run learned) and the disk now (`theirs`). A file only the run changed takes the run's
 version; a file only the user changed keeps the user's; a file both changed is merged three-way
 by git (`step.textmerge.merge_text`) when the edits do not overlap, and is a conflict when they
-do, as is a file the run deletes that the user changed, and a file the user deleted that the run
-changed (deleting it was the user's edit; written back, it would come back unasked).
+do, unless the disk's file already holds the run's change (the user merged the two by hand after a
+write-back refused them: it stands), as is a file the run deletes that the user changed, and a
+file the user deleted that the run changed (deleting it was the user's edit; written back, it
+would come back unasked).
 
     reconcile({"f": b"a\\nb\\nc\\n"}, {"f": b"A\\nb\\nc\\n"}, {"f": b"a\\nb\\nC\\n"}).contents == {"f": b"A\\nb\\nC\\n"}
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,12 +57,27 @@ def reconcile(base: Files, ours: Files, theirs: Files) -> Reconciled:
             kept.append(path)
             continue
         both = _merged(b, o, t)  # None where the user deleted what the run changed
-        if both is None:
+        if both is None and _holds_the_change(b, o, t):  # merged by hand, after a write-back refused the overlap
+            contents[path] = t
+            kept.append(path)
+        elif both is None:
             conflicts.append(path)
         else:
             contents[path] = both
             merged.append(path)
     return Reconciled(contents=contents, merged=tuple(merged), kept=tuple(kept), conflicts=tuple(conflicts))
+
+
+def _holds_the_change(base: bytes | None, ours: bytes | None, theirs: bytes | None) -> bool:
+    """Whether the file on disk already holds the run's change to it, lines counted: every line the
+    run added is there as often, and no line it removed is left beyond what the run kept."""
+    if base is None or ours is None or theirs is None:
+        return False
+    try:
+        b, o, t = (Counter(data.decode("utf-8").splitlines()) for data in (base, ours, theirs))
+    except UnicodeDecodeError:
+        return False
+    return all(t[line] >= count for line, count in (o - b).items()) and all(t[line] <= o[line] for line in b - o)
 
 
 def _merged(base: bytes | None, ours: bytes | None, theirs: bytes | None) -> bytes | None:

@@ -31,6 +31,7 @@ from agentdescent.commands import command
 from agentdescent.engine.calls import units
 from agentdescent.engine.calls.cancel import CancelToken
 from agentdescent.engine.evolve import evolve
+from agentdescent.engine.persist.resume import finished_result
 from agentdescent.errors import AgentDescentError, Cancelled
 from agentdescent.quoting import bounded, described
 from agentdescent.result import EvolveResult
@@ -133,6 +134,9 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
     spec, tasks = run.spec(), run.tasks()
     content = run.json("target.json")
     parts = build.assemble(spec, tasks, content, run.assets())
+    ended = finished_result(run.ledger, parts.strategy, spec.artifact_id) if run.ledger.is_dir() else None
+    if ended is not None:  # killed after the run ended, before its result was recorded: nothing runs again
+        return ended
     reward = build.reward(spec)  # the user's code: imported here only
     mailbox = Mailbox(run.file("mailbox"))
     mailbox.clear()  # requests of an earlier process of this run: nobody waits for them now

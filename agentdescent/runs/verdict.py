@@ -134,7 +134,8 @@ def _after_dry_run(run_id: str, target: str, plan: WritePlan, overwrite: bool) -
 
 
 def _dry_run_message(plan: WritePlan, overwrite: bool) -> str:
-    said = [f"{len(plan.written)} file(s) would be written", f"{len(plan.deleted)} deleted"]
+    settled = " once the files below that both changed are settled" if plan.conflicts and not overwrite else ""
+    said = [f"{len(plan.written)} file(s) would be written", f"{len(plan.deleted)} deleted{settled}"]
     if plan.merged:
         said.append(f"{len(plan.merged)} of them merged with what changed on disk since the run started "
                     f"({', '.join(plan.merged[:5])})")

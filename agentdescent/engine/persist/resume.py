@@ -17,14 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from agentdescent.artifacts.strategies import Strategy
 from agentdescent.engine.calls.evaluation import Evaluator
 from agentdescent.engine.persist.checkpoint import Checkpoint, RunFiles
 from agentdescent.errors import BudgetSpent, HeadMoved
 from agentdescent.ledger import Ledger
-from agentdescent.result import StepRecord
+from agentdescent.result import EvolveResult, StepRecord
 from agentdescent.types import Outcome, Task
+from agentdescent.usage import Usage
 
 
 @dataclass(kw_only=True)
@@ -119,3 +121,23 @@ def seed_artifact(ledger: Ledger, artifact_id: str, strategy: Strategy) -> int:
     if not ledger.has_artifact(artifact_id, stable):
         ledger.promote(next(v for v in range(stable + 1, head + 1) if ledger.has_artifact(artifact_id, v)))
     return head
+
+
+def finished_result(ledger_path: Path, strategy: Strategy, artifact_id: str) -> EvolveResult | None:
+    """The result of the run on this ledger when its checkpoint says it ended (its process was
+    killed after that and before the result was recorded), read from the checkpoint and the ledger
+    with nothing run again; None when it did not end. A run of the store resumed then records this
+    instead of starting a new run, which would take the bill and the history for another run's."""
+    saved = RunFiles(ledger_path).load(strict=True)
+    if saved is None or not saved.finished:
+        return None
+    with Ledger(ledger_path) as ledger:
+        stable = ledger.stable()
+        state, initial = ledger.snapshot(artifact_id, stable), ledger.snapshot(artifact_id, saved.initial_version)
+    return EvolveResult(
+        rendered=strategy.render(state), state=state, final_reward=saved.best, initial_reward=saved.initial_reward,
+        history=saved.history, ledger_path=Path(ledger_path), outcome_list=saved.outcomes,
+        usage=Usage.from_record(saved.usage), stop_reason=saved.stop_reason or "finished", error=None, version=stable,
+        initial_version=saved.initial_version, initial_state=initial, initial_rendered=strategy.render(initial),
+        frozen=tuple(strategy.frozen), warnings=list(saved.warnings))
+
