@@ -134,9 +134,6 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
     spec, tasks = run.spec(), run.tasks()
     content = run.json("target.json")
     parts = build.assemble(spec, tasks, content, run.assets())
-    ended = finished_result(run.ledger, parts.strategy, spec.artifact_id) if run.ledger.is_dir() else None
-    if ended is not None:  # killed after the run ended, before its result was recorded: nothing runs again
-        return ended
     reward = build.reward(spec)  # the user's code: imported here only
     mailbox = Mailbox(run.file("mailbox"))
     mailbox.clear()  # requests of an earlier process of this run: nobody waits for them now
@@ -153,6 +150,9 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
 
     workspaces = run.file("workspaces")
     shutil.rmtree(workspaces, ignore_errors=True)  # an earlier process's, killed before it removed them
+    ended = finished_result(run.ledger, parts.strategy, spec.artifact_id) if run.ledger.is_dir() else None
+    if ended is not None:  # killed after the run ended, before its result was recorded: nothing runs again
+        return ended
     workspaces.mkdir(exist_ok=True)
     run_fn, propose = wiring.callables(spec, parts, make_agent=make_agent, workdir=workspaces)
     events = run.appending("events.jsonl")
