@@ -148,6 +148,7 @@ def test_a_task_given_in_the_spec_has_a_one_line_id_too(tmp_path):
     ({"tmeout": 3}, r"agent: options: tmeout is not an option the openai client takes; it takes .*timeout"),
     ({"backoff": [-1, -1]}, r"agent: backoff must be two numbers of seconds >= 0"),
     ({"max_retries": "3"}, r"agent: max_retries must be a whole number >= 0"),
+    ({"api_key_env": 5}, r"agent: api_key_env must name an environment variable"),
 ])
 def test_plan_refuses_agent_options_the_client_refuses(service, tmp_path, options, said):
     """They used to pass plan and fail the run at its first call or first retry."""
@@ -159,3 +160,9 @@ def test_plan_refuses_agent_options_the_client_refuses(service, tmp_path, option
 def test_plan_refuses_an_artifact_id_the_ledger_cannot_hold(service, tmp_path):
     with pytest.raises(SpecError, match=r"artifact_id: 'a b/c' is not one folder name"):
         service.plan({**domain.spec(tmp_path), "artifact_id": "a b/c"})
+
+
+def test_plan_refuses_a_cli_agent_executable_that_is_no_name(service, tmp_path):
+    spec = {**domain.spec(tmp_path), "agent": {"kind": "claude_code", "options": {"executable": 5}}}
+    with pytest.raises(SpecError, match=r"agent: options.executable must be a program's name or path"):
+        service.plan(spec)

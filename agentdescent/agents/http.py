@@ -149,6 +149,8 @@ class HTTPModel:
                  max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS, max_retries: int = 4, max_concurrency: int = 8,
                  backoff: tuple[float, float] = (0.5, 20.0)) -> None:
         _check_counts(max_retries, max_concurrency)
+        if api_key_env is not None and (not isinstance(api_key_env, str) or not api_key_env):
+            raise UserError(f"api_key_env must name an environment variable, such as 'OPENAI_API_KEY'; got {api_key_env!r}")
         self.name, self.usage, self.api_key_env = name, ModelUsage(), api_key_env
         register(api_key_env)
         self.timeout, self.max_reply_chars = _check_timeout(timeout), check_max_reply_chars(max_reply_chars)

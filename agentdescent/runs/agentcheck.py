@@ -24,6 +24,9 @@ def agent_problems(agent: AgentSpec) -> list[str]:
         return []
     if agent.kind in CLI_KINDS:
         executable = agent.options.get("executable", PROVIDERS[agent.kind].program)
+        if not isinstance(executable, str) or not executable:
+            return [f"options.executable must be a program's name or path, such as {PROVIDERS[agent.kind].program!r}; "
+                    f"got {executable!r}"]
         if shutil.which(executable) is None:
             where = ("is not an executable file" if os.sep in str(executable) else "is not on PATH")
             return [f"{executable!r} {where}: install it, or use the host as the agent (agent: host)"]
@@ -49,7 +52,7 @@ def missing_keys(spec: RunSpec) -> list[str]:
         provider = PROVIDERS.get(agent.kind)
         key = agent.options.get("api_key_env", provider.key_variable if provider else None)
         base = provider.base_url_variable if provider else None
-        if key and not os.environ.get(key) and not os.environ.get(base or ""):
+        if isinstance(key, str) and key and not os.environ.get(key) and not os.environ.get(base or ""):
             said.append(f"{agent.label}: {key} is not set in this environment; the run will fail unless it is set "
                         "where the run starts")
     return said
