@@ -146,7 +146,7 @@ def test_restore_undoes_an_accept_and_a_second_restore_undoes_the_restore(servic
     assert f"restored {target} from {tmp_path / '.prompt.md.bak-1' / 'prompt.md'}" in undone.stdout
     assert f"run {run} is now restored" in undone.stdout and f"next: agentdescent restore {target} undoes" in undone.stdout
     status = agentdescent("status", run)
-    assert f"run {run} (restored): {target} holds again what it held before this run's write-back" in status.stdout
+    assert f"run {run} (restored): {target} no longer holds this run's version (a restore put" in status.stdout
     assert f"next: agentdescent restore {target} puts the run's version back" in status.stdout
     assert agentdescent("report", run).returncode == 0
     assert "restored: " in service.store.get(run).file("report.html").read_text(encoding="utf-8")  # state: message

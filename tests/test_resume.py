@@ -244,3 +244,17 @@ def test_a_run_killed_while_it_measures_where_it_starts_resumes_with_those_calls
     assert next(e for e in seen if isinstance(e, ev.RunStarted)).resumed_round is not None
     usage, _ = RunFiles(store).bill()
     assert usage.calls >= 3 + len(made)  # the killed process's three calls, and this one's
+
+
+def test_a_run_cancelled_just_after_a_commit_resumes_without_counting_that_commit_twice(tmp_path):
+    """Its checkpoint held the round's outcomes but not the round as done: the resume read the commit
+    back from the ledger and counted it again (7 committed on a ledger of 6)."""
+    store, token = tmp_path / "ledger", CancelToken()
+    stopped = evolve(keyword_tasks(), keyword_reward, **keyword_run_options(store), stop=[token],
+                     on_event=cancel_at(token, ev.Committed, 1))
+    assert stopped.error == "cancelled"
+    resumed = evolve(keyword_tasks(), keyword_reward, **keyword_run_options(store))
+    assert resumed.error is None
+    ids = [o.diff_id for o in resumed.outcome_list]
+    assert len(ids) == len(set(ids))
+    assert resumed.outcomes()["committed"] == len(commits(store)) == RULES

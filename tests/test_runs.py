@@ -459,3 +459,28 @@ def test_a_restore_racing_an_accept_waits_for_its_status_and_then_undoes_it(serv
     assert racing[1].runs == {run_id: "restored"}
     assert (tmp_path / "prompt.md").read_text(encoding="utf-8") == LEAD
     assert service.status(run_id).state == "restored"
+
+
+def test_a_runs_state_follows_whether_the_target_holds_its_version(service, tmp_path):
+    """`restore --backup N`, and a second run's accept over the first's, left a run `accepted` whose
+    version the target no longer held."""
+    target = tmp_path / "prompt.md"
+    first = service.start(domain.spec(tmp_path, rounds=2)).run_id
+    wait(service, first)
+    service.accept(first)
+    service.restore(target)
+    service.restore(target)  # the run's version back: accepted again
+    assert service.status(first).state == "accepted"
+    oldest = service.restore(target, 1)  # what the target held before the run
+    assert oldest.runs == {first: "restored"} and target.read_text(encoding="utf-8") == LEAD
+    assert service.status(first).state == "restored" and "no longer holds" in service.status(first).message
+
+    service.accept(first)
+    target.write_text("Answer with the code, briefly.\n", encoding="utf-8")  # the next run starts from an edit
+    second = service.start(domain.spec(tmp_path, rounds=2)).run_id
+    wait(service, second)
+    service.accept(second)
+    assert service.status(first).state == "restored"  # the second run's write replaced it
+    assert f"run {second}'s write-back replaced it" in service.status(first).message
+    back = service.restore(target)  # the newest backup: what the target held before the second accept
+    assert back.runs.get(second) == "restored"

@@ -14,6 +14,7 @@ Left out: which backup qualifies and how paths are put back (`artifacts.backups`
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -68,11 +69,12 @@ def restore(store: RunStore, path: str | Path, number: int | None = None, *, ove
 
 
 def _follow(store: RunStore, target: Path, done: Restored) -> dict[str, str]:
-    """Flip the state of each run on `target` whose backup the restore put back; their new states."""
-    changed = {}
-    for run in _runs_on(store, target):
+    """Flip the state of each run on `target` whose version the restore put back or took away; their new states."""
+    backup = None if done.backup is None else str(done.backup)
+    changed = follow(store, target, f"a restore put {done.source} back", backup=backup)
+    for run in _runs_on(store, target):  # runs accepted before their status said what they wrote: by backup
         status = run.status()
-        if status.state not in ("accepted", "restored") or status.backup != str(done.source):
+        if status.wrote or status.state not in ("accepted", "restored") or status.backup != str(done.source):
             continue
         if status.state == "accepted" and done.backup is None:  # the run's version was gone: deleted since
             update = {"state": "restored", "message": f"{target} holds again what it held before this run's write-back "
@@ -87,9 +89,41 @@ def _follow(store: RunStore, target: Path, done: Restored) -> dict[str, str]:
         else:
             update = {"state": "accepted", "message": f"written back to {target} again by a restore from {done.source}",
                       "next": f"{command('restore', target)} puts the previous content back"}
-        run.write_status(status.model_copy(update={**update, "backup": None if done.backup is None else str(done.backup)}))
+        run.write_status(status.model_copy(update={**update, "backup": backup}))
         changed[run.id] = update["state"]
     return changed
+
+
+def follow(store: RunStore, target: Path, why: str, *, backup: str | None, besides: str = "") -> dict[str, str]:
+    """Bring each run on `target` (but `besides`) that recorded what its write-back wrote up to
+    date with what the target holds now: accepted while it holds the run's version, restored once
+    it does not (`why` says what changed it; `backup` is the copy just taken of what it held).
+    The caller holds the target's lock. Their new states, for the runs that changed."""
+    changed = {}
+    for run in _runs_on(store, target):
+        status = run.status()
+        if run.id == besides or not status.wrote or status.state not in ("accepted", "restored"):
+            continue
+        now = "accepted" if on_disk(target, status.kind, status.wrote) == status.wrote else "restored"
+        if now == status.state:
+            continue
+        if now == "restored" and backup:
+            update = {"message": f"{target} no longer holds this run's version ({why}); it is in {backup}",
+                      "next": f"{command('restore', target)} puts the run's version back"}
+        elif now == "restored":
+            update = {"message": f"{target} no longer holds this run's version ({why})",
+                      "next": f"{command('accept', run.id)} writes the run's version again"}
+        else:
+            update = {"message": f"{target} holds this run's version again ({why})",
+                      "next": f"{command('restore', target)} puts the previous content back"}
+        run.write_status(status.model_copy(update={**update, "state": now, "backup": backup}))
+        changed[run.id] = now
+    return changed
+
+
+def on_disk(target: Path, kind: str, names: Iterable[str]) -> dict[str, str]:
+    """What `target` holds at each of `names` (`registry.seen`); a text target's one file goes by its own name."""
+    return {name: registry.seen(target if kind == "text" else target / name) for name in names}
 
 
 def _runs_on(store: RunStore, target: Path) -> list[RunDir]:

@@ -21,7 +21,7 @@ from agentdescent.artifacts.writeback import WritePlan, target_path
 from agentdescent.commands import command
 from agentdescent.errors import UserError
 from agentdescent.result import EvolveResult
-from agentdescent.runs import keys, review
+from agentdescent.runs import keys, restoring, review
 from agentdescent.runs.host import APPROVAL
 from agentdescent.runs.mailbox import Mailbox
 from agentdescent.runs.status import LIVE
@@ -79,10 +79,13 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
         if dry_run:
             return done.model_copy(update={"message": _dry_run_message(plan, overwrite),
                                            "next": _after_dry_run(run.id, status.target, plan, overwrite)})
+        written = target_path(status.target)
         run.write_status(status.model_copy(update={
             "state": "accepted", "backup": done.backup,
+            "wrote": restoring.on_disk(written, status.kind, [*plan.written, *plan.deleted]),
             "message": f"written back to {status.target}: {len(plan.written)} written, {len(plan.deleted)} deleted",
             "next": f"{command('restore', status.target)} puts the backup back" if done.backup else ""}))
+        restoring.follow(store, written, f"run {run.id}'s write-back replaced it", backup=done.backup, besides=run.id)
     backup = f"; the previous content is in {done.backup}" if done.backup else "; nothing needed changing"
     yours = (f"; merged with what changed on disk since the run started: {', '.join(done.merged)}" if done.merged
              else "") + (f"; kept as they changed on disk since the run started: {', '.join(done.kept)}" if done.kept else "")

@@ -49,7 +49,11 @@ def take_up(files: RunFiles, saved: Checkpoint, *, evaluator: Evaluator, tasks: 
     except BudgetSpent:
         pass  # the rounds stop at once on the same budget, and say so
     recovered = Recovered(next_round=saved.next_round)
+    known = {outcome.diff_id for outcome in saved.outcomes}
     for round_, (version, diff_ids) in sorted(committed_rounds(ledger, saved.next_round).items()):
+        if set(diff_ids) <= known:  # a run stopped just after this commit saved its outcomes, not the round as done
+            recovered.next_round = round_ + 1
+            continue
         outcomes = [Outcome(diff_id=diff_id, kind="committed", step=round_, version=version,
                             reason=f"landed in version {version} before the run was interrupted (read back from "
                                    f"the ledger)") for diff_id in diff_ids]
