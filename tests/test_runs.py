@@ -484,3 +484,20 @@ def test_a_runs_state_follows_whether_the_target_holds_its_version(service, tmp_
     assert f"run {second}'s write-back replaced it" in service.status(first).message
     back = service.restore(target)  # the newest backup: what the target held before the second accept
     assert back.runs.get(second) == "restored"
+
+
+def test_an_accept_killed_after_its_write_is_recorded_by_the_next_and_a_restore_follows_it(service, tmp_path):
+    """The next accept found nothing to write and recorded no file of the run's, so that a restore
+    of the killed accept's backup left the run `accepted` on a target without its version."""
+    from agentdescent.result import EvolveResult
+
+    target = tmp_path / "prompt.md"
+    run_id = service.start(domain.spec(tmp_path, rounds=2)).run_id
+    wait(service, run_id)
+    run = service.store.get(run_id)
+    result = EvolveResult.from_json(run.file("result.json").read_text(encoding="utf-8"))
+    result.write_to(target, base=LEAD)  # the killed accept's write, whose status was never recorded
+    again = service.accept(run_id)
+    assert "nothing needed changing" in again.message and service.status(run_id).state == "accepted"
+    back = service.restore(target)
+    assert target.read_text(encoding="utf-8") == LEAD and back.runs == {run_id: "restored"}

@@ -100,7 +100,7 @@ def show(store: RunStore, run_id: str, *, rejected: int | None = SHOWN_REJECTED)
     diffs = _diff_views(run, named=_names_keys(run, before), file=name if isinstance(before, str) else None)
     committed = [d for d in diffs if d.outcome in LANDED]
     refused = [d for d in diffs if d.outcome not in LANDED and d.outcome != "duplicate"]
-    changed = _changed(before, after, name)
+    files_changed = changed(before, after, name)
     pending = _pending(run, after)
     if status.state in LIVE:
         nxt = "the run is still going: this is its best version so far" + (
@@ -110,7 +110,7 @@ def show(store: RunStore, run_id: str, *, rejected: int | None = SHOWN_REJECTED)
     else:
         nxt = status.next
     return Shown(run_id=run.id, state=status.state, target=status.target, diff=patch(before, after, name=name),
-                 files_changed=changed, initial_reward=status.initial_reward, final_reward=final, version=version,
+                 files_changed=files_changed, initial_reward=status.initial_reward, final_reward=final, version=version,
                  committed=committed, committed_total=len(committed), rejected=refused[:rejected],
                  rejected_total=len(refused), worst_rollouts=_worst(run, after, state), pending_approval=pending, next=nxt,
                  report=f"{command('report', run.id)} writes {run.file(REPORT_FILE)}")
@@ -228,7 +228,8 @@ def _worst(run: RunDir, rendered: Any, state: dict[str, str] | None, limit: int 
                         prompt=r.task.prompt[:TEXT_CAP], output=str(r.output)[:TEXT_CAP]) for r in worst[:limit]]
 
 
-def _changed(before: str | dict[str, str], after: str | dict[str, str], name: str) -> list[str]:
+def changed(before: str | dict[str, str], after: str | dict[str, str], name: str) -> list[str]:
+    """The files that differ between two versions of a target (a text target's one file by `name`)."""
     if isinstance(before, str) or isinstance(after, str):
         return [name] if before != after else []
     return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))

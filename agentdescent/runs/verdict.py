@@ -82,7 +82,9 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
         written = target_path(status.target)
         run.write_status(status.model_copy(update={
             "state": "accepted", "backup": done.backup,
-            "wrote": restoring.on_disk(written, status.kind, [*plan.written, *plan.deleted]),
+            # every file the run's change is in, written now or already so (an accept killed before this status)
+            "wrote": restoring.on_disk(written, status.kind, {*plan.written, *plan.deleted, *review.changed(
+                base, result.rendered, written.name)}),
             "message": f"written back to {status.target}: {len(plan.written)} written, {len(plan.deleted)} deleted",
             "next": f"{command('restore', status.target)} puts the backup back" if done.backup else ""}))
         restoring.follow(store, written, f"run {run.id}'s write-back replaced it", backup=done.backup, besides=run.id)
