@@ -543,3 +543,16 @@ def test_restore_settles_an_interrupted_write_it_finds(tmp_path):
     (folder / "SKILL.md").write_text("half written\n", encoding="utf-8")
     restore(folder)  # it said there was no backup to restore
     assert (folder / "SKILL.md").read_text() == SKILL["SKILL.md"] and backups.interrupted(folder) is None
+
+
+def test_a_restore_after_a_killed_restore_says_it_settled_it_and_puts_back_the_backup_asked_for(tmp_path):
+    """It rolled the killed restore back, then took that rolled-back copy (what the target held
+    again) for the newest backup: "already matches; nothing changed", the write-back never undone."""
+    folder = make(tmp_path / "skill", SKILL)
+    write_back(folder, {**SKILL, "SKILL.md": "evolved\n"}, initial=SKILL)  # an accept: backup 1 holds SKILL
+    with targetlock.locked(folder):  # a restore of backup 1, killed half way
+        backups.take(folder, made_by="restore", paths=["SKILL.md"])
+    (folder / "SKILL.md").write_text(SKILL["SKILL.md"], encoding="utf-8")
+    done = restore(folder)
+    assert done.settled and (folder / "SKILL.md").read_text() == SKILL["SKILL.md"]
+    assert done.source == tmp_path / ".skill.bak-1" / "skill" and done.changed == ("SKILL.md",)

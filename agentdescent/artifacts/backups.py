@@ -173,18 +173,20 @@ def backups(target: Path) -> list[Backup]:
     return survey(target).backups
 
 
-def restorable(target: Path, number: int | None = None) -> tuple[Backup | None, list[Refusal]]:
+def restorable(target: Path, number: int | None = None, *, rolled_back: bool = False) -> tuple[Backup | None, list[Refusal]]:
     """The backup `restore` puts back, and every folder refused on the way, by number: backup
     `number` when one is asked for, else the newest whose write ended (a write-back's, or a
-    restore's own, so that restoring again undoes a restore). Only a complete copy that still has
-    its recorded digest qualifies; a newer one that does not is refused, and an older one is used."""
+    restore's own, so that restoring again undoes a restore) and was not rolled back (its copy is
+    what the target holds again), unless `rolled_back`. Only a complete copy that still has its recorded digest
+    qualifies; a newer one that does not is refused, and an older one is used."""
     seen = survey(target)
     refused = list(seen.refused)
     chosen = None
     for backup in reversed(seen.backups):
         record = backup.record
-        if (number is not None and backup.number != number) or not record.existed or record.phase in ("copying",
-                                                                                                      "applying"):
+        unasked = number is None and record.phase == "rolled back" and not rolled_back
+        if (number is not None and backup.number != number) or not record.existed or unasked or record.phase in (
+                "copying", "applying"):
             continue
         if backup.intact():
             chosen = backup

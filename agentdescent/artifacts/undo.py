@@ -39,6 +39,7 @@ class Restored:
     refused: tuple[str, ...] = ()  # `.<name>.bak-N` folders passed over, each with why
     numbers: tuple[int, ...] = ()
     left: tuple[str, ...] = ()  # files that differ from the backup but whose names a key cannot hold: left as they are
+    settled: tuple[str, ...] = ()  # backups a write a killed process left half done was rolled back from first
 
 
 def _untouched(target: Path, before: dict[str, str], rel: str) -> None:
@@ -73,14 +74,17 @@ def restore(path: str | os.PathLike, number: int | None = None, *, overwrite: bo
     if source is None and backups.interrupted(target) is None:
         raise _no_backup(target, refused, number)  # before taking the lock, which would leave a lock file beside it
     with targetlock.locked(target):
-        backups.recover(target)
+        settled = tuple(str(b.folder) for b in backups.recover(target)[0])
         source, refused = backups.restorable(target, number)
+        if source is None and settled:  # the write just rolled back was all there was to undo
+            source, refused = backups.restorable(target, number, rolled_back=True)
         if source is None:
             raise _no_backup(target, refused, number)
         paths, left = _differences(source.copy, target)
         said = tuple(map(str, refused))
         if not paths:
-            return Restored(source=source.copy, backup=None, changed=(), refused=said, numbers=_numbers(target))
+            return Restored(source=source.copy, backup=None, changed=(), refused=said, numbers=_numbers(target),
+                            settled=settled)
         edited = [] if overwrite else edited_since(target, paths)
         if edited:
             raise _edits_in_the_way(target, edited)
@@ -92,7 +96,7 @@ def restore(path: str | os.PathLike, number: int | None = None, *, overwrite: bo
                   check=partial(_untouched, target, before))
         backups.finish(backup, after={rel: registry.seen(target / rel) for rel in paths})
     return Restored(source=source.copy, backup=backup.copy if os.path.lexists(backup.copy) else None,
-                    changed=tuple(paths), refused=said, numbers=_numbers(target), left=left)
+                    changed=tuple(paths), refused=said, numbers=_numbers(target), left=left, settled=settled)
 
 
 def edited_since(target: Path, paths: list[str]) -> list[str]:

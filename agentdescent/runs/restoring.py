@@ -61,6 +61,8 @@ def restore(store: RunStore, path: str | Path, number: int | None = None, *, ove
     left = ", ".join(repr(name) if UNPRINTABLE.search(name) else name for name in done.left[:10])
     more = f" and {len(done.left) - 10} more" if len(done.left) > 10 else ""
     said += [f"left as they are, with names a run never writes: {left}{more}"] if done.left else []
+    said = [f"first rolled back the write a killed process left half done, from {', '.join(done.settled)}",
+            *said] if done.settled else said
     said += [f"run {run} is now {state}" for run, state in runs.items()]
     return Restoration(target=str(target), source=str(done.source), backup=None if done.backup is None else str(done.backup),
                        changed=list(done.changed), refused=list(done.refused), numbers=list(done.numbers), runs=runs,
