@@ -166,6 +166,12 @@ def test_empty_rows_and_duplicate_ids():
     ([{"long": "a long request about a parcel", "short": "shipping"}], ("long", "short", None)),
     ([{"only": "text"}], ("only", None, None)),
     ([], (None, None, None)),
+    # a word of the name tells, and a short column with a value on every row of its own is an id, not the answer
+    ([{"ticket": f"T-{i}", "Customer Message": f"my parcel {i} is late", "Expected Team": "shipping"} for i in range(4)],
+     ("Customer Message", "Expected Team", "ticket")),
+    ([{"ticket": f"T-{i}", "msg": f"my parcel {i} is late", "team": ("billing", "shipping")[i % 2]} for i in range(4)],
+     ("msg", "team", "ticket")),
+    ([{"note": f"say {i} in words", "Expected Text": str(i % 2)} for i in range(4)], ("note", "Expected Text", None)),
 ])
 def test_guess_columns_tells_the_prompt_the_gold_and_the_id_apart(rows, expected):
     guess = guess_columns(rows)

@@ -138,3 +138,19 @@ def test_a_skill_is_laid_out_where_its_agent_looks_for_skills(tmp_path, agent, l
     tree = load_tree(target, binary={})
     assert build.assemble(spec, [], tree).layout == layout
     assert build.assemble(spec.model_copy(update={"layout": "root"}), [], tree).layout == "root"
+
+
+def test_plan_refuses_a_tasks_file_inside_the_target_and_warns_of_an_editable_glob_matching_nothing(service, tmp_path):
+    """The gold answers went into every rollout's workspace; `editable: [route/*]` with the files in
+    routing/ refused every change, and the run spent its budget for nothing."""
+    target = a_skill_with_a_logo(tmp_path)
+    inside = target / "evals.jsonl"
+    shutil.copy(ROOT / "examples/specs/support-router-tasks.jsonl", inside)
+    spec = spec_of(target, tasks={"file": str(inside), "prompt": "request", "gold": "team"})
+    with pytest.raises(SpecError) as refused:
+        service.plan(spec)
+    [problem] = refused.value.problems
+    assert problem.field == "tasks.file" and "add 'evals.jsonl' to exclude" in problem.message
+    assert service.plan({**spec, "exclude": ["evals.jsonl"]}).files == len(load_tree(ROOT / "examples/skills/support-router"))
+    warned = service.plan(spec_of(target, editable=["route/*"])).warnings
+    assert any(w.startswith("editable[0] 'route/*' matches no file of") for w in warned)

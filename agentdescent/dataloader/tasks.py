@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 import string
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -65,21 +66,36 @@ class Columns:
 
 def guess_columns(rows: Sequence[Mapping]) -> Columns:
     """The columns of `rows[0]` that look like the prompt, the gold answer and the id: by name
-    first, else the prompt is the column with the longest text and the gold the one with the
-    shortest. guess_columns([{"id": "r1", "request": "my invoice is wrong", "team": "billing"}])
-    == Columns(prompt="request", gold="team", id="id")"""
+    first (a word of it: "Expected Team" is a gold), else the prompt is the column with the
+    longest text and the gold the one with the shortest of those whose values repeat (a value on
+    every row of its own is an id's, not an answer's). guess_columns([{"id": "r1", "request": "my
+    invoice is wrong", "team": "billing"}]) == Columns(prompt="request", gold="team", id="id")"""
     names = [str(c) for c in rows[0]] if rows and isinstance(rows[0], Mapping) else []
     key = _named(names, ID_NAMES)
     rest = [c for c in names if c != key]
-    prompt = _named(rest, PROMPT_NAMES) or _by_length(rows, rest, longest=True)
+    prompt = _named(rest, PROMPT_NAMES, unless=GOLD_NAMES) or _by_length(rows, rest, longest=True)
     rest = [c for c in rest if c != prompt]
-    gold = _named(rest, GOLD_NAMES) or _by_length(rows, rest, longest=False)
+    repeating = [c for c in rest if not _all_distinct(rows, c)]
+    gold = _named(rest, GOLD_NAMES, unless=PROMPT_NAMES) or _by_length(rows, repeating or rest, longest=False)
+    if key is None:
+        key = next((c for c in rest if c != gold and _all_distinct(rows, c)), None)
     return Columns(prompt=prompt, gold=gold, id=key)
 
 
-def _named(columns: Sequence[str], wanted: Sequence[str]) -> str | None:
+def _named(columns: Sequence[str], wanted: Sequence[str], unless: Sequence[str] = ()) -> str | None:
+    """The first column named as one of `wanted` is, else whose name has such a word in it and
+    none of `unless` ("Expected Text" is no prompt)."""
     lowered = {c.lower(): c for c in columns}
-    return next((lowered[name] for name in wanted if name in lowered), None)
+    found = next((lowered[name] for name in wanted if name in lowered), None)
+    words = {c: set(re.findall(r"[a-z0-9]+", c.lower())) for c in columns}
+    return found or next((c for name in wanted for c in columns if name in words[c] and not words[c] & set(unless)),
+                         None)
+
+
+def _all_distinct(rows: Sequence[Mapping], column: str) -> bool:
+    """Whether the first rows hold a different value of `column` each (more than two of them)."""
+    values = [str(row.get(column)) for row in rows[:SAMPLED_ROWS] if isinstance(row, Mapping)]
+    return len(values) > 2 and len(set(values)) == len(values)
 
 
 def _by_length(rows: Sequence[Mapping], columns: Sequence[str], *, longest: bool) -> str | None:

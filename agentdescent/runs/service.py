@@ -24,7 +24,7 @@ from agentdescent.artifacts.writeback import target_path
 from agentdescent.commands import command
 from agentdescent.engine.evolve import split_tasks, too_few_to_train
 from agentdescent.errors import UserError
-from agentdescent.governance import Governance
+from agentdescent.governance import Governance, matching
 from agentdescent.runs import build, detach, hostwork, keys, leftovers, restoring, review, verdict
 from agentdescent.runs.agentcheck import missing_keys
 from agentdescent.runs.doctor import DoctorReport, doctor
@@ -320,6 +320,9 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
         editable = {path: parts.tree[path] for path in Governance.of(parts.strategy).changeable(parts.tree)}
         warnings += whole_file_warnings(editable, reply_limit=_reply_limit(spec.reflector_spec),
                                         reflector=spec.reflector_spec.label)
+        warnings += [f"editable[{i}] {glob!r} matches no file of {spec.target} (a typo?): it lets a change add files "
+                     "there, and no more" for i, glob in enumerate(spec.editable)
+                     if not any(matching(path, [glob]) for path in parts.tree)]
     warnings += budget_warnings(cost=cost, max_tokens=spec.budget.max_tokens, held_out=len(held_out), workers=spec.n_workers,
                                 rounds=spec.rounds)
     money = f", ${cost.cost_low_usd:g}-{cost.cost_high_usd:g}" if cost.cost_low_usd is not None else ""
