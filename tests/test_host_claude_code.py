@@ -401,3 +401,24 @@ def test_a_disabled_plugin_is_reported_with_the_command_that_enables_it(tmp_path
     (tmp_path / "claude" / "settings.json").write_text(json.dumps({"enabledPlugins": {"agentdescent@agentdescent": False}}))
     report = claude_code.report()
     assert not report.wired and "claude plugin enable agentdescent@agentdescent" in report.how
+
+
+def test_uninstall_installs_again_the_plugins_of_the_users_marketplace_that_install_force_replaced(
+        claude, env, tmp_path):
+    """Replacing the marketplace uninstalled its plugins, and uninstall put back only the marketplace."""
+    mine = tmp_path / "mine"
+    (mine / "plugins" / "mytool" / ".claude-plugin").mkdir(parents=True)
+    (mine / "plugins" / "mytool" / ".claude-plugin" / "plugin.json").write_text(json.dumps(
+        {"name": "mytool", "version": "1.0.0", "description": "mine"}), encoding="utf-8")
+    (mine / ".claude-plugin").mkdir()
+    (mine / ".claude-plugin" / "marketplace.json").write_text(json.dumps(
+        {"name": "agentdescent", "owner": {"name": "me"},
+         "plugins": [{"name": "mytool", "source": "./plugins/mytool", "description": "mine"}]}), encoding="utf-8")
+    ok([str(claude), "plugin", "marketplace", "add", str(mine)], env, cwd=tmp_path)
+    ok([str(claude), "plugin", "install", "mytool@agentdescent"], env, cwd=tmp_path)
+    claude_code.install(force=True)
+    gone = claude_code.uninstall()
+    assert "installed again its plugins mytool@agentdescent" in gone.message
+    assert gone.commands[-1] == "claude plugin install mytool@agentdescent"
+    installed = json.loads((claude_code.config_dir() / "plugins" / "installed_plugins.json").read_text(encoding="utf-8"))
+    assert "mytool@agentdescent" in installed["plugins"]

@@ -104,7 +104,9 @@ def _install(claude: str, target: Path, *, force: bool) -> Changed:
                         "claude-code --force` points it at the copy this package ships")
     had = _plugin_installed()
     if theirs and before is not None:  # the user's own marketplace, replaced on purpose: uninstall re-adds it
-        claude_replaced.keep(target, before)
+        installed = _read(config_dir() / "plugins" / "installed_plugins.json").get("plugins")
+        claude_replaced.keep(target, before, sorted(p for p in (installed if isinstance(installed, dict) else {})
+                                                    if p.endswith(f"@{MARKETPLACE}") and p != PLUGIN))
     written = _materialise(target, rewrite=force)
     if not force and not written and ours and had:
         return Changed(host=HOST, action="install", message=f"Claude Code already has the plugin {PLUGIN} "
@@ -179,10 +181,24 @@ def _uninstall(target: Path) -> Changed:
             then = "add your marketplace again as that says, then "
         else:
             said += (f"; re-added your own marketplace {MARKETPLACE!r} from {claude_replaced.shown(theirs)}, which "
-                     f"install --force had replaced (`claude plugin install {PLUGIN}` installs its plugin again)")
+                     f"install --force had replaced{_reinstalled(claude, claude_replaced.plugins(target), commands)}")
     claude_replaced.record(target).unlink(missing_ok=True)
     changed = _forget(target, said)
     return changed.model_copy(update={"commands": commands, "next": f"{then}start a new Claude Code session"})
+
+
+def _reinstalled(claude: str, plugins: list[str], commands: list[str]) -> str:
+    """Install again the user's `plugins` that replacing their marketplace uninstalled; what to say of it."""
+    done, failed = [], []
+    for plugin in plugins:
+        typed, failure = _attempt(claude, "plugin", "install", plugin)
+        if failure:
+            failed.append(f"`{typed}` {failure}")
+        else:
+            done.append(plugin)
+            commands.append(typed)
+    return (f", and installed again its plugins {', '.join(done)}" if done else "") + (
+        f"; not installed again: {'; '.join(failed)}" if failed else "")
 
 
 def _put_back(claude: str, source: dict[str, Any], commands: list[str]) -> str | None:

@@ -24,9 +24,19 @@ def record(folder: Path) -> Path:
     return folder.parent / "claude-code-replaced.json"
 
 
-def keep(folder: Path, source: dict[str, Any]) -> None:
-    """Record `source` as the user's marketplace that ours in `folder` replaced."""
-    atomic.write_text(record(folder), json.dumps({"source": source}))
+def keep(folder: Path, source: dict[str, Any], plugins: list[str]) -> None:
+    """Record `source` as the user's marketplace that ours in `folder` replaced, and the `plugins`
+    installed from it (replacing it uninstalls them)."""
+    atomic.write_text(record(folder), json.dumps({"source": source, "plugins": plugins}))
+
+
+def plugins(folder: Path) -> list[str]:
+    """The plugins that were installed from the user's marketplace when ours replaced it."""
+    try:
+        found = json.loads(record(folder).read_text(encoding="utf-8")).get("plugins")
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [p for p in found if isinstance(p, str)] if isinstance(found, list) else []
 
 
 def replaced(folder: Path) -> dict[str, Any] | None:
@@ -42,7 +52,7 @@ def move(old: Path, folder: Path) -> None:
     """Carry the record from our folder under another home (`old`) to `folder`."""
     theirs = replaced(old)
     if theirs is not None:
-        keep(folder, theirs)
+        keep(folder, theirs, plugins(old))
     record(old).unlink(missing_ok=True)
 
 
