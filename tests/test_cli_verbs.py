@@ -88,6 +88,8 @@ def test_evolve_watch_status_show_and_accept_the_walkthrough(service, tmp_path):
     page = service.store.get(run).file("report.html")
     assert f"report: agentdescent report {run} writes {page}" in shown.stdout
     assert "+rule k0." in json.loads(agentdescent("show", run, "--json").stdout)["diff"]
+    latest = agentdescent("show")  # `agentdescent show > change.txt`: which run it is goes to stderr, not the file
+    assert f"run {run} (the latest" in latest.stderr and "(the latest" not in latest.stdout
     printed = shown.stdout[shown.stdout.index("diff --git"):shown.stdout.index(f"committed diffs ({domain.RULES}):")]
     (tmp_path / "printed.patch").write_text(printed, encoding="utf-8")  # piped, the diff is printed as it is
     applies = subprocess.run(["git", "apply", "--check", "printed.patch"], cwd=tmp_path, capture_output=True, text=True)

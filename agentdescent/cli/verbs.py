@@ -182,7 +182,7 @@ def _failures(status: RunStatus) -> list[str]:
 
 def run_show(args: argparse.Namespace, console: Console) -> int:
     service = Service()
-    shown = service.show(_pick(service, args.run, console, quiet=args.json), rejected=None if args.all else SHOWN_REJECTED)
+    shown = service.show(_pick(service, args.run, console, quiet=True), rejected=None if args.all else SHOWN_REJECTED)
     if args.json:
         return _json(console, shown)
     say(console, f"run {shown.run_id} ({shown.state}): {shown.target}",
