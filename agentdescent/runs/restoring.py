@@ -3,10 +3,11 @@ whose write-back that undoes (or redoes).
 
 A restore is an undo: it puts back the newest backup of PATH (`artifacts.undo.restore`),
 after backing up what PATH held, so the next restore puts that back in turn; `number` picks an
-older backup instead. The runs follow the backups: a run whose status names as its `backup` the
-copy a restore put back is the run that restore undid (accepted becomes restored) or redid
-(restored becomes accepted), and its `backup` then names the copy the restore just took, which
-holds the other side. Runs whose backup was not the one put back are left as they are.
+older backup instead. The runs follow the target (`follow`): a run's accept records what it
+wrote, and after a restore, or another run's accept, each run on the target is `accepted` while
+the target holds its version and `restored` once it does not, its `backup` then naming the copy
+just taken. A run accepted before its status recorded what it wrote follows the backups instead:
+the run whose `backup` is the copy put back flips.
 
 Left out: which backup qualifies and how paths are put back (`artifacts.backups`,
 `artifacts.undo`); a restore with nothing to change touches no run.

@@ -144,4 +144,3 @@ def finished_result(ledger_path: Path, strategy: Strategy, artifact_id: str) -> 
         usage=Usage.from_record(saved.usage), stop_reason=saved.stop_reason or "finished", error=None, version=stable,
         initial_version=saved.initial_version, initial_state=initial, initial_rendered=strategy.render(initial),
         frozen=tuple(strategy.frozen), warnings=list(saved.warnings))
-
