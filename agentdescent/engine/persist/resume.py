@@ -4,7 +4,9 @@
 `resumable` says whether the checkpoint on the store is this run's (the same fingerprint, not
 finished); `take_up` restores what the files hold into the run's parts (the bill, the evaluation
 cache, the rollouts left in flight, run first) and reads back the rounds that committed after the
-checkpoint; `position` is what the loop writes in a checkpoint after every round.
+checkpoint; `position` is what the loop writes in a checkpoint after every round;
+`finished_result` is the result of a run whose checkpoint says it ended, for one killed before it
+recorded that result.
 
     saved, notes = resumable(files, kind, fingerprint)
     recovered = take_up(files, saved, evaluator=..., tasks=..., ledger=...)   # a resumed run
