@@ -116,3 +116,11 @@ def test_a_store_behind_a_file_is_an_error_not_an_empty_list(tmp_path):
     (tmp_path / "home").write_text("", encoding="utf-8")
     with pytest.raises(UserError, match=r"home is a file, not a folder; set AGENTDESCENT_HOME to a folder"):
         RunStore(tmp_path / "home" / "runs").all()
+
+
+def test_a_prefix_matching_many_runs_says_how_many_it_did_not_list(service):
+    for i in range(7):
+        (service.store.root / f"prompt-{i:06x}").mkdir(parents=True)
+        (service.store.root / f"prompt-{i:06x}" / "status.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(UserError, match=r"'prompt' matches 7 runs \(prompt-000000, .*, prompt-000004 and 2 more\)"):
+        service.store.get("prompt")

@@ -292,7 +292,9 @@ class RunStore:
             return found[0]
         known = ", ".join(r.id for r in runs[-10:]) or "none yet"
         if found:
-            raise UserError(f"{run_id!r} matches {len(found)} runs ({', '.join(r.id for r in found[:5])}); give more of the id")
+            more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+            raise UserError(f"{run_id!r} matches {len(found)} runs ({', '.join(r.id for r in found[:5])}{more}); give more "
+                            "of the id")
         raise UserError(f"no run {run_id!r} in {self.root}; the latest runs: {known}")
 
     def all(self) -> list[RunDir]:
