@@ -556,3 +556,12 @@ def test_a_restore_after_a_killed_restore_says_it_settled_it_and_puts_back_the_b
     done = restore(folder)
     assert done.settled and (folder / "SKILL.md").read_text() == SKILL["SKILL.md"]
     assert done.source == tmp_path / ".skill.bak-1" / "skill" and done.changed == ("SKILL.md",)
+
+
+def test_a_write_after_a_killed_write_says_it_rolled_that_one_back(tmp_path):
+    folder = make(tmp_path / "skill", SKILL)
+    with targetlock.locked(folder):  # a write-back killed half way
+        backups.take(folder, made_by="write_to", paths=["SKILL.md"])
+    (folder / "SKILL.md").write_text("half written\n", encoding="utf-8")
+    plan = write_back(folder, {**SKILL, "SKILL.md": "evolved\n"}, initial=SKILL)
+    assert plan.settled == (str(tmp_path / ".skill.bak-1"),) and (folder / "SKILL.md").read_text() == "evolved\n"

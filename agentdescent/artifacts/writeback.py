@@ -62,6 +62,7 @@ class WritePlan:
     conflicts: tuple[str, ...] = ()  # changed by both, beyond a clean merge: refused (written only with overwrite)
     backup: Path | None = None
     refused: tuple[str, ...] = ()  # `.<name>.bak-N` folders beside the target left alone, each with why
+    settled: tuple[str, ...] = ()  # backups a write a killed process left half done was rolled back from first
     seen: Mapping[str, str] = field(default_factory=dict, repr=False)  # each written or deleted key's `registry.seen`, planned
 
     @property
@@ -92,11 +93,12 @@ def write_back(path: str | os.PathLike, rendered: str | Mapping[str, str], *, in
         return _named(replace(plan, refused=refused))
     target.parent.mkdir(parents=True, exist_ok=True)
     with targetlock.locked(target):
-        refused = tuple(map(str, backups.recover(target)[1]))
+        rolled_back, refusals = backups.recover(target)
+        settled = tuple(str(backup.folder) for backup in rolled_back)
         plan, contents = _plan(target, contents, initial, frozen, prune, base_files, overwrite=overwrite)
-        plan = replace(plan, refused=refused)
+        plan = replace(plan, refused=tuple(map(str, refusals)), settled=settled)
         if plan.conflicts and not overwrite:
-            raise _conflicting(target, plan.conflicts)
+            raise _conflicting(target, plan.conflicts, settled)
         if not plan.changes:
             return _named(plan)
         writes = {**dict.fromkeys(plan.deleted, "absent"),
@@ -189,10 +191,12 @@ def _plan(target: Path, contents: dict[str, bytes], initial: dict[str, str], fro
     return plan, contents
 
 
-def _conflicting(target: Path, paths: tuple[str, ...]) -> UserError:
+def _conflicting(target: Path, paths: tuple[str, ...], settled: tuple[str, ...]) -> UserError:
     names = ", ".join(p or target.name for p in paths[:10]) + (f" and {len(paths) - 10} more" if len(paths) > 10 else "")
+    changed = (f"nothing else was changed (a write a killed process left half done was rolled back first, from "
+               f"{', '.join(settled)})" if settled else "nothing was changed")
     return UserError(f"refusing to write {target}: {len(paths)} file(s) changed on disk since the run started and were "
-                     f"changed by the run too, beyond what a merge can join ({names}); nothing was changed. Merge them by "
+                     f"changed by the run too, beyond what a merge can join ({names}); {changed}. Merge them by "
                      "hand, or replace your edits with the run's version on purpose (overwrite=True; "
                      "`agentdescent accept --overwrite`): the backup taken first keeps yours")
 

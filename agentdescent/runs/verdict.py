@@ -92,7 +92,9 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
     yours = (f"; merged with what changed on disk since the run started: {', '.join(done.merged)}" if done.merged
              else "") + (f"; kept as they changed on disk since the run started: {', '.join(done.kept)}" if done.kept else "")
     passed_over = "".join(f"; {why}" for why in done.refused)
-    return done.model_copy(update={"message": f"wrote {status.target}{backup}{yours}{passed_over}",
+    settled = (f"first rolled back the write a killed process left half done, from {', '.join(plan.settled)}; "
+               if plan.settled else "")
+    return done.model_copy(update={"message": f"{settled}wrote {status.target}{backup}{yours}{passed_over}",
                                    "next": f"{command('restore', status.target)} puts it back" if done.backup else ""})
 
 
