@@ -45,7 +45,7 @@ from agentdescent.agents.base import ModelUsage, metered_call
 from agentdescent.agents.deadline import Deadline, bound_every_socket
 from agentdescent.agents.endpoint import public, read_key
 from agentdescent.agents.redact import guard_logging, redact, register
-from agentdescent.agents.replies import body_snippet, inflated, or_estimate, reply_byte_cap, snippet
+from agentdescent.agents.replies import body_snippet, inflated, inflater_for, or_estimate, reply_byte_cap, snippet
 from agentdescent.errors import AgentError, BadReply, UserError
 from agentdescent.governance.text import with_lone_surrogates_replaced
 
@@ -282,11 +282,12 @@ class HTTPModel:
         not to (one gzip or deflate layer at most), inflated a block at a time: an `AgentError` as
         soon as they pass the byte cap or the deadline, however small the compressed body."""
         limit, size, chunks = reply_byte_cap(self.max_reply_chars), 0, []
-        coding = response.headers.get("content-encoding", "").strip().lower()
-        if coding not in ("", "identity", "gzip", "x-gzip", "deflate"):  # several layers, or br, zstd, ...
+        coding = response.headers.get("content-encoding", "")
+        try:
+            inflater = inflater_for(coding)
+        except ValueError:  # several layers, or br, zstd, ...
             raise AgentError(self._failure(call, f"the reply is {snippet(coding)}-encoded, which is not read (asked "
-                                                 "for no encoding: a proxy in between?); not retried"))
-        inflater = zlib.decompressobj(32 + zlib.MAX_WBITS) if coding not in ("", "identity") else None
+                                                 "for no encoding: a proxy in between?); not retried")) from None
         try:
             for chunk in inflated(response.iter_raw(), inflater):
                 size += len(chunk)

@@ -8,6 +8,7 @@ Left out: the request, its retries and its deadline (`http`).
 from __future__ import annotations
 
 import reprlib
+import zlib
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,17 @@ def snippet(text: str) -> str:
     """The start of a server's answer for a message, as a quote (`quoting.quoted`: keys redacted
     before the cut, whitespace collapsed, at most `SNIPPET_CHARS` characters)."""
     return quoted(text, SNIPPET_CHARS) if text.strip() else "(empty body)"
+
+
+def inflater_for(coding: str) -> Any | None:
+    """A zlib inflater for a body sent in Content-Encoding `coding` (gzip or deflate, one layer),
+    None for one not compressed; `ValueError` for any other (several layers, br, zstd: not read)."""
+    coding = coding.strip().lower()
+    if coding in ("", "identity"):
+        return None
+    if coding not in ("gzip", "x-gzip", "deflate"):
+        raise ValueError(coding)
+    return zlib.decompressobj(32 + zlib.MAX_WBITS)
 
 
 def inflated(raw: Iterable[bytes], inflater: Any) -> Iterator[bytes]:

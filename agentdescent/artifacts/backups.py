@@ -249,9 +249,9 @@ def rollback(target: Path, backup: Backup, paths: list[str] | None = None) -> li
     return left
 
 
-def recover(target: Path) -> tuple[list[Backup], list[Refusal]]:
+def recover(target: Path) -> tuple[list[Path], list[Refusal]]:
     """Settle the writes a killed process left on `target` (the caller holds the lock); returns
-    the backups whose writes were rolled back, and the folders refused (left alone)."""
+    the folders of the backups whose writes were rolled back, and the folders refused (left alone)."""
     seen = survey(target)
     rolled_back, settled = [], {r.number for r in seen.gone}
     for backup in seen.backups:
@@ -265,7 +265,7 @@ def recover(target: Path) -> tuple[list[Backup], list[Refusal]]:
             except OSError as exc:
                 raise UserError(f"a write-back to {target} was interrupted, and putting it back from {backup.folder} "
                                 f"failed: {exc}; fix the cause (permissions, disk space) and try again") from exc
-            rolled_back.append(backup)
+            rolled_back.append(backup.folder)
         elif not record.existed:
             shutil.rmtree(backup.folder)
             settled.add(backup.number)

@@ -150,6 +150,11 @@ def seen(path: Path) -> str:
     return f"file {file_digest(path)}"
 
 
+def seen_bytes(data: bytes) -> str:
+    """What `seen` says of a file that holds `data`."""
+    return f"file {hashlib.sha256(data).hexdigest()}"
+
+
 def saved_since(target: Path, source: Path | None, rel: str, written: str | None) -> bool:
     """Whether `rel` under `target` holds neither what a write put there (`written`, as `seen` says
     it) nor what it held before (under `source`, the write's backup copy; absent where None):

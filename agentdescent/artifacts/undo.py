@@ -56,7 +56,7 @@ def recover(path: str | os.PathLike) -> list[Path]:
     if not backups.backups(target):
         return []  # nothing to settle, and no lock file left behind for nothing
     with targetlock.locked(target):
-        return [b.folder for b in backups.recover(target)[0]]
+        return backups.recover(target)[0]
 
 
 def restore(path: str | os.PathLike, number: int | None = None, *, overwrite: bool = False) -> Restored:
@@ -74,7 +74,7 @@ def restore(path: str | os.PathLike, number: int | None = None, *, overwrite: bo
     if source is None and backups.interrupted(target) is None:
         raise _no_backup(target, refused, number)  # before taking the lock, which would leave a lock file beside it
     with targetlock.locked(target):
-        settled = tuple(str(b.folder) for b in backups.recover(target)[0])
+        settled = tuple(map(str, backups.recover(target)[0]))
         source, refused = backups.restorable(target, number)
         if source is None and settled:  # the write just rolled back was all there was to undo
             source, refused = backups.restorable(target, number, rolled_back=True)

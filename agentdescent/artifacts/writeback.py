@@ -27,7 +27,6 @@ Files a key cannot name (`.git` and the like) are never listed, deleted or prune
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 from collections.abc import Callable, Iterable, Mapping
@@ -94,7 +93,7 @@ def write_back(path: str | os.PathLike, rendered: str | Mapping[str, str], *, in
     target.parent.mkdir(parents=True, exist_ok=True)
     with targetlock.locked(target):
         rolled_back, refusals = backups.recover(target)
-        settled = tuple(str(backup.folder) for backup in rolled_back)
+        settled = tuple(map(str, rolled_back))
         plan, contents = _plan(target, contents, initial, frozen, prune, base_files, overwrite=overwrite)
         plan = replace(plan, refused=tuple(map(str, refusals)), settled=settled)
         if plan.conflicts and not overwrite:
@@ -102,7 +101,7 @@ def write_back(path: str | os.PathLike, rendered: str | Mapping[str, str], *, in
         if not plan.changes:
             return _named(plan)
         writes = {**dict.fromkeys(plan.deleted, "absent"),
-                  **{key: f"file {hashlib.sha256(contents[key]).hexdigest()}" for key in plan.written}}
+                  **{key: registry.seen_bytes(contents[key]) for key in plan.written}}
         backup = backups.take(target, made_by="write_to", paths=[*plan.deleted, *plan.written], writes=writes)
         _apply(target, plan, contents, backup)
         backups.finish(backup, after={key: registry.seen(target / key) for key in (*plan.deleted, *plan.written)})

@@ -26,7 +26,7 @@ from agentdescent import atomic
 from agentdescent.agents.deadline import Deadline, bound_every_socket
 from agentdescent.agents.http import retry_after_seconds
 from agentdescent.agents.redact import guard_logging, redact
-from agentdescent.agents.replies import inflated
+from agentdescent.agents.replies import inflated, inflater_for
 from agentdescent.dataloader.local import MAX_FILE_BYTES, unwrap_row
 from agentdescent.errors import AgentDescentError, UserError
 
@@ -245,11 +245,12 @@ class _Hub:
     def _read(self, response: Any) -> bytes:
         """The answer's bytes, inflated a block at a time where compressed; an error once the
         answers together pass the byte cap."""
-        coding = response.headers.get("content-encoding", "").strip().lower()
-        if coding not in ("", "identity", "gzip", "x-gzip", "deflate"):
+        coding = response.headers.get("content-encoding", "")
+        try:
+            inflater = inflater_for(coding)
+        except ValueError:
             raise AgentDescentError(f"{self.base} sent its answer {coding[:40]!r}-encoded, which is not read (asked for "
-                                    "gzip or deflate); the endpoint must speak the datasets-server API")
-        inflater = zlib.decompressobj(32 + zlib.MAX_WBITS) if coding not in ("", "identity") else None
+                                    "gzip or deflate); the endpoint must speak the datasets-server API") from None
         chunks = []
         try:
             for chunk in inflated(response.iter_raw(), inflater):

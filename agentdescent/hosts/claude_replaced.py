@@ -32,20 +32,23 @@ def keep(folder: Path, source: dict[str, Any], plugins: list[str]) -> None:
 
 def plugins(folder: Path) -> list[str]:
     """The plugins that were installed from the user's marketplace when ours replaced it."""
-    try:
-        found = json.loads(record(folder).read_text(encoding="utf-8")).get("plugins")
-    except (OSError, ValueError, AttributeError):
-        return []
+    found = _recorded(folder).get("plugins")
     return [p for p in found if isinstance(p, str)] if isinstance(found, list) else []
 
 
 def replaced(folder: Path) -> dict[str, Any] | None:
     """The source of the user's marketplace that ours in `folder` replaced, if one did."""
-    try:
-        found = json.loads(record(folder).read_text(encoding="utf-8")).get("source")
-    except (OSError, ValueError, AttributeError):
-        return None
+    found = _recorded(folder).get("source")
     return found if isinstance(found, dict) else None
+
+
+def _recorded(folder: Path) -> dict[str, Any]:
+    """The record beside `folder`; empty when there is none, or it cannot be read."""
+    try:
+        found = json.loads(record(folder).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def move(old: Path, folder: Path) -> None:

@@ -56,15 +56,15 @@ def report() -> HostReport:
     """How Codex stands here; never raises, and runs at most `codex --version`."""
     codex = shutil.which(PROGRAM)
     config = codex_home() / "config.toml"
-    problem = None
+    text, read, problem = "", {}, None
     try:
         text = read_text(config) or ""
-        _toml(text)
+        read = _toml(text)
     except UserError as exc:
         text, problem = "", str(exc)
     except tomllib.TOMLDecodeError as exc:
         text, problem = "", f"{config} is not valid TOML ({exc}), so Codex cannot read it: fix it"
-    wired = _wires_us(text)
+    wired = _names_us(read)
     how = wired_in(HOST, config, marked.present(text)) if wired else to_wire(
         HOST, found=codex is not None, product="Codex", package="@openai/codex")
     return HostReport(host=HOST, installed=codex is not None, version=version(codex) if codex else None,
@@ -100,8 +100,7 @@ def _check_toml(user: str, new: str, config: Path) -> None:
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{config} is not valid TOML ({exc}): fix it (Codex cannot read it either), then install "
                         "again") from None
-    servers = mine.get("mcp_servers")
-    if isinstance(servers, dict) and SERVER in servers:
+    if _names_us(mine):
         raise UserError(f"{config} already has an [mcp_servers.{SERVER}] of its own, so Codex is wired already; to "
                         "have `agentdescent install codex` manage it instead, delete that table and install again")
     ours = tomllib.loads(bundle.files(HOST)["config.toml"])["mcp_servers"][SERVER]
@@ -126,9 +125,14 @@ def _toml(text: str) -> dict:
 
 def _wires_us(text: str) -> bool:
     try:
-        servers = _toml(text).get("mcp_servers")
+        return _names_us(_toml(text))
     except tomllib.TOMLDecodeError:
         return False
+
+
+def _names_us(config: dict) -> bool:
+    """Whether a config, as read, has our server."""
+    servers = config.get("mcp_servers")
     return isinstance(servers, dict) and SERVER in servers
 
 

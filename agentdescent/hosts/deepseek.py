@@ -107,8 +107,7 @@ def _wiring() -> wiring.Wiring:
     files = bundle.files(HOST)
     return wiring.Wiring(host=HOST, config=dsh_home() / "cordis.patch.yml", block=files["cordis.patch.yml"],
                         check=_check_yaml, parses=_parses_yaml, wired=_wires_us,
-                        unwire=f"take the rows that start agentdescent-mcp out of {dsh_home() / 'cordis.patch.yml'} "
-                               "by hand",
+                        unwire=f"take the rows that start {ENTRY_POINT} out of {dsh_home() / 'cordis.patch.yml'} by hand",
                         files={dsh_home() / "skills" / "agentdescent" / "SKILL.md": files[SKILL]})
 
 

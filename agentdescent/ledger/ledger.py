@@ -117,9 +117,15 @@ def _open_repo(path: pathlib.Path) -> git.Repo:
     if not path.exists() or not any(path.iterdir()):
         _create_aside(path)
     try:
-        repo = git.Repo(path)  # a path given: GitPython points its git at it, whatever GIT_DIR says
+        return _repo(path)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         raise UserError(f"store={path} is a non-empty directory, not a git ledger; {_FIX}") from None
+
+
+def _repo(path: pathlib.Path) -> git.Repo:
+    """The repository at `path`, its git commands run with no hook. A path given, GitPython points
+    its git at it, whatever GIT_DIR says."""
+    repo = git.Repo(path)
     repo.git.update_environment(**_NO_HOOKS)
     return repo
 
@@ -132,8 +138,7 @@ def _create_aside(path: pathlib.Path) -> None:
     aside = pathlib.Path(tempfile.mkdtemp(prefix=f".{path.name}.creating-", dir=path.parent))
     try:
         _git_init(aside)
-        repo = git.Repo(aside)
-        repo.git.update_environment(**_NO_HOOKS)
+        repo = _repo(aside)
         try:
             _write_root(GitObjects(repo, aside), Refs(repo, aside))
         finally:

@@ -224,9 +224,8 @@ def _target_problems(spec: RunSpec, assets: dict[str, bytes]) -> tuple[list[Prob
     found = [Problem(field=f"frozen[{i}]", message=f"{glob!r} matches no file of {spec.target}; "
                                                     f"its files are {', '.join(sorted(content)[:8])}")
              for i, glob in enumerate(spec.frozen) if not any(matching(path, [glob]) for path in content)]
-    tasks = Path(spec.tasks.file).resolve() if spec.tasks.file else None
-    inside = tasks.relative_to(Path(spec.target).resolve()).as_posix() if tasks and tasks.is_relative_to(
-        Path(spec.target).resolve()) else None
+    root, tasks = Path(spec.target).resolve(), Path(spec.tasks.file).resolve() if spec.tasks.file else None
+    inside = tasks.relative_to(root).as_posix() if tasks and tasks.is_relative_to(root) else None
     if inside in content:  # its gold answers in every rollout's workspace, and a change may edit them
         found.append(Problem(field="tasks.file", message=f"{spec.tasks.file} is inside the target, so its gold answers "
                              f"would reach every rollout and a change could edit them: move it out of {spec.target}, or "

@@ -64,7 +64,8 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
         raise UserError(_not_final(run, status.state, status.next))
     if not os.path.lexists(status.target):
         raise UserError(_gone(run, status.target))
-    writing = contextlib.nullcontext() if dry_run else targetlock.locked(target_path(status.target))
+    target = target_path(status.target)
+    writing = contextlib.nullcontext() if dry_run else targetlock.locked(target)
     # the status is recorded under the target's lock, so that a restore sees the run it undoes
     with run.holding("accept.lock", f"another accept of run {run.id} is writing right now; wait for it"), writing:
         if run.status().state == "accepted":  # the other accept finished while we waited for the lock
@@ -79,15 +80,14 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
         if dry_run:
             return done.model_copy(update={"message": _dry_run_message(plan, overwrite),
                                            "next": _after_dry_run(run.id, status.target, plan, overwrite)})
-        written = target_path(status.target)
         run.write_status(status.model_copy(update={
             "state": "accepted", "backup": done.backup,
             # every file the run's change is in, written now or already so (an accept killed before this status)
-            "wrote": restoring.on_disk(written, status.kind, {*plan.written, *plan.deleted, *review.changed(
-                base, result.rendered, written.name)}),
+            "wrote": restoring.on_disk(target, status.kind, {*plan.written, *plan.deleted, *review.changed(
+                base, result.rendered, target.name)}),
             "message": f"written back to {status.target}: {len(plan.written)} written, {len(plan.deleted)} deleted",
             "next": f"{command('restore', status.target)} puts the backup back" if done.backup else ""}))
-        restoring.follow(store, written, f"run {run.id}'s write-back replaced it", backup=done.backup, besides=run.id)
+        restoring.follow(store, target, f"run {run.id}'s write-back replaced it", backup=done.backup, besides=run.id)
     backup = f"; the previous content is in {done.backup}" if done.backup else "; nothing needed changing"
     yours = (f"; merged with what changed on disk since the run started: {', '.join(done.merged)}" if done.merged
              else "") + (f"; kept as they changed on disk since the run started: {', '.join(done.kept)}" if done.kept else "")
