@@ -144,11 +144,29 @@ def test_missing_column_message():
     with pytest.raises(UserError) as info:
         tasks_from(rows, prompt="question", gold="answer")
     message = str(info.value)
-    assert "'answer'" in message and "row 3 (counting rows from 1" in message
-    assert "question" in message and "id" in message  # the columns that do exist
+    assert "1 of 3 rows cannot be made tasks: row 3: the gold column 'answer' is missing" in message
+    assert "(counting rows from 1" in message and "row 3's columns: question, id" in message  # the columns it has
     for spec in ("{quest}", lambda r: r["quest"]):
-        with pytest.raises(UserError, match=r"'quest'.*row 1 .*question"):
+        with pytest.raises(UserError, match=r"none of the 2 rows.*rows 1 and 2: the prompt column 'quest'.*question"):
             tasks_from(ROWS, prompt=spec)
+
+
+def test_every_unusable_row_is_told_at_once_grouped_by_its_problem():
+    rows = [{"q": f"q{i}", "a": "x"} for i in range(40)]
+    for index in (3, 9, 11, 20, 25, 30, 33):
+        del rows[index]["a"]
+    rows[5] = ["not", "a", "row"]
+    rows[7]["q"] = None
+    rows[8] = {f"c{i}": i for i in range(100)}
+    with pytest.raises(UserError) as info:
+        tasks_from(rows, prompt="q", gold="a")
+    message = str(info.value)
+    assert message.startswith("10 of 40 rows cannot be made tasks: rows 4, 10, 12, 21, 26 and 2 more: the gold "
+                              "column 'a' is missing; row 6: is a list, not a mapping of columns; row 8: the prompt "
+                              "is None; row 9: the prompt column 'q' is missing (counting rows from 1")
+    assert message.endswith("row 4's columns: q")
+    with pytest.raises(UserError, match=r"^the one row cannot be .*row 1's columns: c0, .*, c19 and 80 more$"):
+        tasks_from([rows[8]], prompt="q")
     with pytest.raises(UserError, match="'nope'"):
         tasks_from(ROWS, prompt="question", meta=["nope"])
 

@@ -47,9 +47,23 @@ def test_a_misspelt_field_is_still_named_and_a_flood_of_them_is_capped(tmp_path)
                     "".join(f"extra_{i}: 1\n" for i in range(50)), encoding="utf-8")
     with pytest.raises(SpecError) as caught:
         read_spec(path)
-    named = [p.field for p in caught.value.problems if "check its spelling" in p.message]
-    assert named[0] == "rouds" and len(named) == NAMED_UNKNOWN
+    named = [p for p in caught.value.problems if "is not a field of a run spec" in p.message]
+    assert named[0].field == "rouds" and "did you mean 'rounds'?" in named[0].message and len(named) == NAMED_UNKNOWN
     assert any(p.field == "spec" and f"holds {51 - NAMED_UNKNOWN} entries" in p.message for p in caught.value.problems)
+
+
+def test_a_misspelt_field_is_answered_with_the_field_it_is_close_to_where_it_stands(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("target: p.md\ntasks: {file: t.jsonl, promt: request}\nagent: {kind: python, reff: m:f}\n"
+                    "n_worker: 2\nbudget: {max_call: 9}\nparallelism: {executer: thread}\nscorer: {name: exact, "
+                    "zzz: 1}\n", encoding="utf-8")
+    with pytest.raises(SpecError) as caught:
+        read_spec(path)
+    said = {p.field: p.message for p in caught.value.problems}
+    assert said["tasks.promt"].endswith("did you mean 'prompt'?") and said["agent.reff"].endswith("did you mean 'ref'?")
+    assert said["n_worker"].endswith("did you mean 'n_workers'?") and said["budget.max_call"].endswith("'max_calls'?")
+    assert said["parallelism.executer"].endswith("did you mean 'executor'?")
+    assert said["scorer.zzz"] == "is not a field of a run spec (check its spelling)"
 
 
 def test_a_parse_error_gives_the_position_and_kind_not_the_text(tmp_path, monkeypatch):

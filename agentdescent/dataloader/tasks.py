@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import string
 from collections import Counter
@@ -32,27 +33,83 @@ def tasks_from(rows: Iterable[Mapping], *, prompt: ColumnSpec, gold: ColumnSpec 
     to `row-<index>`; prompt and id become str; gold becomes str unless it is None (or not
     given). `meta` names columns copied as-is into `Task.meta` (a single string is one column).
 
-    Raises UserError for no rows, a non-mapping row, a missing column (naming it, the row's number
-    and the columns that exist) and duplicate ids (naming them)."""
+    Raises UserError for no rows, rows that cannot be tasks (every one, grouped by what is wrong:
+    a row that is not a mapping, a missing column, a prompt that is None; naming the columns that
+    exist) and duplicate ids (naming them)."""
     rows = list(rows)
     if not rows:
         raise UserError("no rows to make tasks from: the loader returned nothing "
                         "(check the dataset, split, path or limit)")
     columns = [meta] if isinstance(meta, str) else list(meta or [])
-    tasks = []
+    tasks, unusable = [], _Unusable()
     for index, row in enumerate(rows):
-        if not isinstance(row, Mapping):
-            raise UserError(f"{_row(index)} is a {type(row).__name__}, not a mapping of columns")
-        text = _field(prompt, row, index, "prompt")
-        if text is None:
-            raise UserError(f"{_row(index)}: the prompt is None; columns: {list(row)}")
-        answer = _field(gold, row, index, "gold") if gold is not None else None
-        key = _field(id, row, index, "id") if id is not None else f"row-{index}"
-        extra = {c: _column(row, c, index, "meta") for c in columns}
-        tasks.append(Task(id=str(key), prompt=str(text),
-                          gold=None if answer is None else str(answer), meta=extra))
+        try:
+            tasks.append(_task(row, index, prompt=prompt, gold=gold, id=id, meta=columns))
+        except _RowProblem as problem:
+            unusable.add(problem, index, row)
+    unusable.raise_if_any(len(rows))
     check_ids(tasks)
     return tasks
+
+
+def _task(row: Any, index: int, *, prompt: ColumnSpec, gold: ColumnSpec | None, id: ColumnSpec | None,
+          meta: list[str]) -> Task:
+    if not isinstance(row, Mapping):
+        raise _RowProblem(f"is a {type(row).__name__}, not a mapping of columns")
+    text = _field(prompt, row, "prompt")
+    if text is None:
+        raise _RowProblem("the prompt is None")
+    answer = _field(gold, row, "gold") if gold is not None else None
+    key = _field(id, row, "id") if id is not None else f"row-{index}"
+    extra = {c: _column(row, c, "meta") for c in meta}
+    return Task(id=str(key), prompt=str(text), gold=None if answer is None else str(answer), meta=extra)
+
+
+class _RowProblem(Exception):
+    """What makes one row no task, said without the row's number (rows with one problem are named together)."""
+
+
+class _Unusable:
+    """The rows that cannot be tasks, by problem: a file with a column missing from 300 rows is one
+    line naming a few of them, and a file with three different slips is told all three at once."""
+
+    SHOWN_PROBLEMS, SHOWN_ROWS, SHOWN_COLUMNS = 4, 5, 20
+
+    def __init__(self) -> None:
+        self.rows: dict[str, list[int]] = {}
+        self.columns: str | None = None
+
+    def add(self, problem: _RowProblem, index: int, row: Any) -> None:
+        self.rows.setdefault(str(problem), []).append(index + 1)
+        if self.columns is None and isinstance(row, Mapping):
+            names = [str(name) for name in itertools.islice(row, self.SHOWN_COLUMNS + 1)]
+            more = f" and {len(row) - self.SHOWN_COLUMNS} more" if len(names) > self.SHOWN_COLUMNS else ""
+            self.columns = f"row {index + 1}'s columns: {', '.join(names[:self.SHOWN_COLUMNS]) or 'none'}{more}"
+
+    def raise_if_any(self, total: int) -> None:
+        if not self.rows:
+            return
+        bad = sum(len(numbers) for numbers in self.rows.values())
+        said = [f"{_rows(numbers, self.SHOWN_ROWS)}: {problem}"
+                for problem, numbers in list(self.rows.items())[:self.SHOWN_PROBLEMS]]
+        if len(self.rows) > self.SHOWN_PROBLEMS:
+            said.append(f"and {len(self.rows) - self.SHOWN_PROBLEMS} other problems")
+        which = ("the one row cannot be made a task" if total == 1 else f"{bad} of {total} rows cannot be made tasks"
+                 if bad < total else f"none of the {total} rows can be made tasks")
+        raise UserError(f"{which}: {'; '.join(said)} (counting rows from 1; blank lines "
+                        f"are not rows){'; ' + self.columns if self.columns else ''}")
+
+
+def _rows(numbers: list[int], shown: int) -> str:
+    """"row 4", "rows 4, 9 and 12", "rows 4, 9, 12, 20, 31 and 7 more"."""
+    if len(numbers) == 1:
+        return f"row {numbers[0]}"
+    listed = ", ".join(map(str, numbers[:shown]))
+    rest = len(numbers) - shown
+    if rest > 0:
+        return f"rows {listed} and {rest} more"
+    head, _, last = listed.rpartition(", ")
+    return f"rows {head} and {last}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,21 +164,21 @@ def _by_length(rows: Sequence[Mapping], columns: Sequence[str], *, longest: bool
     return (max if longest else min)(columns, key=lambda c: length[c])
 
 
-def _field(spec: ColumnSpec, row: Mapping, index: int, role: str) -> Any:
+def _field(spec: ColumnSpec, row: Mapping, role: str) -> Any:
     if callable(spec):
         try:
             return spec(row)
         except KeyError as exc:
-            raise _missing(exc.args[0] if exc.args else "?", row, index, role) from None
+            raise _missing(exc.args[0] if exc.args else "?", role) from None
     if not isinstance(spec, str):
         raise UserError(f"{role} must be a column name, a format string or a callable, "
                         f"not {type(spec).__name__}")
     if "{" not in spec:
-        return _column(row, spec, index, role)
-    return "".join(_filled(spec, row, index, role))
+        return _column(row, spec, role)
+    return "".join(_filled(spec, row, role))
 
 
-def _filled(template: str, row: Mapping, index: int, role: str) -> Iterable[str]:
+def _filled(template: str, row: Mapping, role: str) -> Iterable[str]:
     """The template's text with each {column} as the row holds it. Nothing else a format string
     can do is done: a width ({c:>400000000}) would make a row as long as it says, and an
     attribute ({c.__class__}) would read past the row."""
@@ -138,18 +195,17 @@ def _filled(template: str, row: Mapping, index: int, role: str) -> Iterable[str]
             raise UserError(f"{role} format {template!r}: {{{name}{'!' + conversion if conversion else ''}"
                             f"{':' + spec if spec else ''}}} is not a column; name columns as {{column}}, "
                             "with nothing after the name, and write literal braces as {{ }}")
-        yield str(_column(row, name, index, role))
+        yield str(_column(row, name, role))
 
 
-def _column(row: Mapping, name: str, index: int, role: str) -> Any:
+def _column(row: Mapping, name: str, role: str) -> Any:
     if name not in row:
-        raise _missing(name, row, index, role)
+        raise _missing(name, role)
     return row[name]
 
 
-def _missing(name: Any, row: Mapping, index: int, role: str) -> UserError:
-    return UserError(f"{role}: column {name!r} is missing from {_row(index)}; "
-                     f"columns: {', '.join(map(str, row))}")
+def _missing(name: Any, role: str) -> _RowProblem:
+    return _RowProblem(f"the {role} column {name!r} is missing")
 
 
 def _row(index: int) -> str:

@@ -27,8 +27,11 @@ Keys never go in a spec: options that would hold one are refused, the clients re
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import os
 import re
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -53,6 +56,7 @@ LISTED_PROBLEMS = 30  # a SpecError's message lists this many, then counts the r
 _SECRET_NAME = re.compile(r"(key|token|secret|password|credential)$", re.IGNORECASE)
 _STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
 _UNKNOWN = "is not a field of a run spec (check its spelling)"
+_CLOSE = 0.75  # how alike a field's name and an unknown one must be for the message to suggest it
 _PATH_PART = re.compile(r"[\w.\-/*?\[\]',]{1,60}")
 MOVED = {  # a field's earlier name -> (the object it moved into, or None, and its name now)
     "workers": (None, "n_workers"), "max_calls": ("budget", "max_calls"), "max_tokens": ("budget", "max_tokens"),
@@ -327,7 +331,9 @@ def _problems(errors: list) -> list[Problem]:
             continue
         name = error["loc"][-1] if error["loc"] else ""
         if reading.looks_like_a_name(name) and named < NAMED_UNKNOWN:
-            found.append(Problem(field=_where(error["loc"]), message=_UNKNOWN))
+            close = difflib.get_close_matches(name, _field_names(error["loc"][:-1]), n=1, cutoff=_CLOSE)
+            message = f"is not a field of a run spec; did you mean {close[0]!r}?" if close else _UNKNOWN
+            found.append(Problem(field=_where(error["loc"]), message=message))
             named += 1
         else:
             parent = _where(error["loc"][:-1])
@@ -338,6 +344,24 @@ def _problems(errors: list) -> list[Problem]:
                                                    f"like a field's are, the first {NAMED_UNKNOWN}); check that this "
                                                    "file is a run spec and how its fields are spelled"))
     return found
+
+
+def _field_names(loc: tuple) -> list[str]:
+    """The fields of the object at `loc` in a spec (`()`: the spec's own, `("budget",)`: a budget's);
+    none where the path leads to no object of fields."""
+    shape: Any = RunSpec
+    for part in (*loc, None):
+        if isinstance(shape, type) and issubclass(shape, BaseModel):
+            fields = {name: field.annotation for name, field in shape.model_fields.items()}
+        elif dataclasses.is_dataclass(shape):
+            fields = {field.name: field.type for field in dataclasses.fields(shape)}
+        else:
+            return []
+        if part is None:
+            return list(fields)
+        shape = next((arg for arg in (typing.get_args(fields.get(part)) or (fields.get(part),))
+                      if isinstance(arg, type)), None)
+    return []
 
 
 def _problem(error: dict) -> Problem:
