@@ -83,6 +83,21 @@ def test_csv_with_bom_and_delimiter(tmp_path):
     assert csv_rows(tsv, delimiter="\t") == [{"q": "x", "a": "y"}]
 
 
+@pytest.mark.parametrize("text, rows", [
+    ("id;request;team\nr1;my invoice, again;billing\n", [{"id": "r1", "request": "my invoice, again", "team": "billing"}]),
+    ("q\ta\nx, y\tz\n", [{"q": "x, y", "a": "z"}]),
+    ("q|a\nx;y|z\n", [{"q": "x;y", "a": "z"}]),
+    ('"a;b",c\n1;2,3\n', [{"a;b": "1;2", "c": "3"}]),
+    ("question\nwhat is 2+2; and why?\n", [{"question": "what is 2+2; and why?"}]),
+])
+def test_csv_delimiter_is_the_one_its_header_is_split_by(tmp_path, text, rows):
+    """A spreadsheet saving CSV in a European locale separates with semicolons: read as one column,
+    every mapped column was 'missing'."""
+    path = tmp_path / "rows.csv"
+    path.write_text(text, encoding="utf-8")
+    assert csv_rows(path) == rows
+
+
 def test_json_lines_and_json_saved_with_a_byte_order_mark_and_crlf_are_read(tmp_path):
     """Windows tools (PowerShell 5's Out-File, Notepad's "UTF-8 with BOM") start a file with one."""
     rows = [{"q": "what is 2+2", "a": "4"}, {"q": "x", "a": "y"}]

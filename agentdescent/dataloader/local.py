@@ -20,6 +20,7 @@ from agentdescent.errors import UserError
 __all__ = ["csv_rows", "json_rows", "jsonl_rows"]
 
 ROW_KEYS = ("rows", "data", "records", "examples", "items")  # json_rows: where a wrapped list lives
+CSV_DELIMITERS = ",;\t|"  # what a CSV file's header may be split by
 MAX_FILE_BYTES = 64_000_000  # a tasks file past this is refused unless max_bytes says more
 
 
@@ -76,14 +77,18 @@ def json_rows(path: str | os.PathLike, *, limit: int | None = None, max_bytes: i
     return rows
 
 
-def csv_rows(path: str | os.PathLike, *, limit: int | None = None, delimiter: str = ",",
+def csv_rows(path: str | os.PathLike, *, limit: int | None = None, delimiter: str | None = None,
              max_bytes: int = MAX_FILE_BYTES) -> list[dict]:
     """The rows of a CSV file with a header line, as `{column: text}` (csv.DictReader, UTF-8, a
-    byte-order mark ignored), at most `limit`. Raises UserError for a file `reading` refuses, or
-    naming the file and line of a row whose field count differs from the header or that cannot be
-    parsed."""
+    byte-order mark ignored), at most `limit`. The `delimiter` is, unless given, the one of
+    `CSV_DELIMITERS` the header line is split by (a spreadsheet in a European locale saves with
+    ";"), a comma when it holds none. Raises UserError for a file `reading` refuses, or naming the
+    file and line of a row whose field count differs from the header or that cannot be parsed."""
     rows: list[dict] = []
     with _open(path, max_bytes, newline="") as handle:
+        if delimiter is None:
+            delimiter = _delimiter(handle.readline())
+            handle.seek(0)
         reader = csv.DictReader(handle, delimiter=delimiter, strict=True)
         try:
             for row in reader:
@@ -96,6 +101,13 @@ def csv_rows(path: str | os.PathLike, *, limit: int | None = None, delimiter: st
         except csv.Error as exc:
             raise UserError(f"{path}: line {reader.line_num} is not valid CSV ({exc})") from None
     return rows
+
+
+def _delimiter(header: str) -> str:
+    try:
+        return csv.Sniffer().sniff(header, delimiters=CSV_DELIMITERS).delimiter
+    except csv.Error:  # one column, or a header no delimiter splits
+        return ","
 
 
 def _open(path: str | os.PathLike, max_bytes: int, newline: str | None = None) -> io.StringIO:
