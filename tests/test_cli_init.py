@@ -176,10 +176,10 @@ def test_init_of_a_folder_holding_its_tasks_keeps_them_out_of_the_rollouts_and_n
 
 def test_init_warns_of_too_few_rows_and_of_no_gold_column(tmp_path):
     a_skill_and_its_tasks(tmp_path)
-    (tmp_path / "two.csv").write_text("id;request;team\nr1;my invoice;billing\nr2;a bug;technical\n", encoding="utf-8")
+    (tmp_path / "two.csv").write_text("id;request\nr1;my invoice\nr2;a bug\n", encoding="utf-8")
     done = agentdescent("init", "my-skill", "two.csv", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "warning: two.csv holds 2 row(s): a run holds some out and needs at least 4 to train on" in done.stdout
+    assert "warning: two.csv holds 2 row(s): a run needs at least 6 (some held out, enough left" in done.stdout
     assert "warning: no column of the tasks reads as the expected answer (gold)" in done.stdout
 
 

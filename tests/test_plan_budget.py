@@ -104,8 +104,10 @@ def test_a_task_set_too_small_for_the_run_is_a_warning_with_the_way_out(service,
                in w for w in plan.warnings), plan.warnings
     assert any(w.startswith("4 workers share 4 train tasks") and "n_workers: 1, or more tasks" in w
                for w in plan.warnings), plan.warnings
-    with pytest.raises(SpecError, match="3 train tasks .* are fewer than the 4 the acceptance test judges a change on"):
-        service.plan(domain.spec(tmp_path, tasks=many_tasks(5)))  # no change could ever be committed
+    with pytest.raises(SpecError, match="5 tasks; a run needs at least 6 .some held out, enough left to judge a change"):
+        service.plan(domain.spec(tmp_path, tasks=many_tasks(5)))  # 3 to train on: no change could ever be committed
+    with pytest.raises(SpecError, match="7 tasks; a run needs at least 8"):
+        service.plan(domain.spec(tmp_path, tasks=many_tasks(7), held_out_frac=0.5))
     one = service.plan(domain.spec(tmp_path, tasks=many_tasks(6), n_workers=1))
     assert not any("train task" in w for w in one.warnings), one.warnings
     (tmp_path / "big").mkdir()

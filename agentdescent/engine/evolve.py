@@ -45,6 +45,8 @@ from agentdescent.types import Task
 from agentdescent.usage import Usage
 
 TEMPORARY_LEDGER_PREFIX = "agentdescent-ledger-"  # a run without store= keeps its ledger in such a temp folder
+FEWEST_TASKS = 4  # a run's least: some to train on, some held out
+GOOD_START = "8-20"  # tasks to start from, as the messages advise
 FINISH_GRACE_S = 10.0  # how long a finished run waits for calls still running (see `_wind_down`)
 
 
@@ -267,8 +269,18 @@ def too_few_to_train(train: int, tasks: int, held_out_frac: float, acceptance: o
     if train >= least:
         return ""
     return (f"{train} train tasks ({tasks} tasks, held_out_frac={held_out_frac:g}) are fewer than the {least} the "
-            "acceptance test judges a change on, so no change could ever be committed; give more tasks, or a "
-            "smaller held_out_frac")
+            "acceptance test judges a change on, so no change could ever be committed; give at least "
+            f"{fewest_tasks(held_out_frac, acceptance)} tasks ({GOOD_START} is a good start), or a smaller held_out_frac")
+
+
+def fewest_tasks(held_out_frac: float, acceptance: object) -> int:
+    """The fewest tasks a run can commit a change with: some held out (`held_out_count`), at least
+    `acceptance.min_tasks` left to train on, and never under `FEWEST_TASKS`.
+    fewest_tasks(0.3, BetaAcceptance()) == 6"""
+    least, total = getattr(acceptance, "min_tasks", 0), FEWEST_TASKS
+    while held_out_frac > 0 and total - held_out_count(total, held_out_frac) < least:
+        total += 1
+    return total
 
 
 def _checked_tasks(tasks: Sequence[Task]) -> list[Task]:
@@ -276,8 +288,8 @@ def _checked_tasks(tasks: Sequence[Task]) -> list[Task]:
     wrong = [t for t in tasks if not isinstance(t, Task)]
     if wrong:
         raise UserError(f"tasks must be Task objects; got {type(wrong[0]).__name__}. Build them with Task(id=..., prompt=...)")
-    if len(tasks) < 4:
-        raise UserError(f"evolve needs at least 4 tasks (some to train on, some held out); got {len(tasks)}")
+    if len(tasks) < FEWEST_TASKS:
+        raise UserError(f"evolve needs at least {FEWEST_TASKS} tasks (some to train on, some held out); got {len(tasks)}")
     seen: set[str] = set()
     dupes = sorted({t.id for t in tasks if t.id in seen or seen.add(t.id)})
     if dupes:

@@ -28,6 +28,7 @@ from agentdescent.artifacts import AppendRules, FileTree, SingleSlot, Strategy, 
 from agentdescent.artifacts.workspace import skill_name
 from agentdescent.dataloader import csv_rows, hf_rows, json_rows, jsonl_rows, tasks_from
 from agentdescent.dataloader.tasks import check_ids, guess_columns
+from agentdescent.engine.evolve import GOOD_START, fewest_tasks
 from agentdescent.errors import AgentDescentError, UserError
 from agentdescent.governance import BLAST_RADII, HARNESS_BLAST_RADIUS, PLUGIN_BLAST_RADIUS, SKILL_BLAST_RADIUS, Layer, matching
 from agentdescent.runs import containment
@@ -36,7 +37,6 @@ from agentdescent.runs.spec import Problem, RunSpec, SpecError, TasksSpec
 from agentdescent.scoring import scorer
 from agentdescent.types import Task
 
-MIN_TASKS = 4
 TEXT_TARGET_BYTES = 1_000_000  # as load_tree's max_file_bytes for each file of a folder target
 LAYOUT_OF_KIND = {"skill_dir": "claude_skill", "agent_dir": "claude_agents", "plugin": "plugin"}
 LAYOUT_OF_AGENT = {("skill_dir", "codex"): "agents_skill"}  # where that agent looks, where it differs from the kind's
@@ -242,9 +242,10 @@ def _task_problems(spec: RunSpec) -> tuple[list[Problem], list[Task]]:
         tasks = load_tasks(spec, rows)
     except AgentDescentError as exc:
         return [Problem(field=where, message=(rows and mapping_fix(spec.tasks, rows)) or str(exc))], []
-    if len(tasks) < MIN_TASKS:
-        return [Problem(field=where, message=f"{len(tasks)} tasks; a run needs at least {MIN_TASKS} (some to train on, "
-                                             "some held out), and 8-20 is a good start")], tasks
+    fewest = fewest_tasks(spec.held_out_frac, spec.policies.build().acceptance)
+    if len(tasks) < fewest:
+        return [Problem(field=where, message=f"{len(tasks)} tasks; a run needs at least {fewest} (some held out, "
+                                             f"enough left to judge a change on), and {GOOD_START} is a good start")], tasks
     return [], tasks
 
 

@@ -35,18 +35,18 @@ from agentdescent.artifacts.workspace import skill_name
 from agentdescent.commands import command
 from agentdescent.config import DEFAULTS
 from agentdescent.dataloader.tasks import Columns, guess_columns
-from agentdescent.engine.evolve import held_out_count
+from agentdescent.engine.evolve import GOOD_START, fewest_tasks, held_out_count
 from agentdescent.errors import UserError
 from agentdescent.reading import read_text
 from agentdescent.runs import containment
-from agentdescent.runs.build import MIN_TASKS, TEXT_TARGET_BYTES, rows_of_file
+from agentdescent.runs.build import TEXT_TARGET_BYTES, rows_of_file
 from agentdescent.runs.quote import MINIBATCH, low_end
 
 SUFFIX = ".agentdescent.yaml"
 MODELS = {"claude": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}  # a provider's model to start from, when it has no default
 LEAST_BUDGET = 400  # max_calls a drafted spec gives at least
 SHOWN_COLUMNS = 12
-ENOUGH_ROWS = 8  # tasks to start from: some held out, enough left to judge a change on
+ENOUGH_ROWS = 8  # fewer tasks than this are warned of
 
 
 class Draft(BaseModel):
@@ -105,8 +105,7 @@ def draft(target: str | os.PathLike, tasks: str | os.PathLike | None = None, *, 
     atomic.write_text(path, "\n".join(lines) + "\n")
     todo = "" if tasks is not None else f"write the tasks in {folder / named} (one JSON object a line), then "
     shown = str(target) if target.name not in ("", ".", "..") else os.path.abspath(target)
-    warnings = [f"{tasks} holds {len(rows)} row(s): a run holds some out and needs at least {MIN_TASKS} to train on, so "
-                f"add rows before plan ({ENOUGH_ROWS} or more to start)"] if 0 < len(rows) < ENOUGH_ROWS else []
+    warnings = [_few_rows(tasks, len(rows))] if 0 < len(rows) < ENOUGH_ROWS else []
     if guess is not None and guess.gold is None:
         warnings.append("no column of the tasks reads as the expected answer (gold): name one in the spec's tasks: "
                         "(gold: COLUMN), or score with a grader (scorer: {command: [...]}) instead of exact")
@@ -163,6 +162,14 @@ def cheaper_than_host(agent: str, reflector: str) -> list[str]:
 
 def _held_out(rows: int) -> int:
     return held_out_count(rows, DEFAULTS.held_out_frac) if rows > 2 else 1
+
+
+def _few_rows(tasks: object, rows: int) -> str:
+    fewest = fewest_tasks(DEFAULTS.held_out_frac, DEFAULTS.policies.build().acceptance)
+    if rows < fewest:
+        return (f"{tasks} holds {rows} row(s): a run needs at least {fewest} (some held out, enough left to judge a "
+                f"change on), and {GOOD_START} is a good start; add rows before plan")
+    return f"{tasks} holds {rows} rows: enough to start, few to learn from ({GOOD_START} is a good start)"
 
 
 def _workers(rows: int) -> int:
