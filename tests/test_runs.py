@@ -80,7 +80,7 @@ def test_a_detached_run_is_followed_shown_and_accepted_with_a_backup(service, tm
     applies = subprocess.run(["git", "apply", "--check", "change.patch"], cwd=tmp_path, capture_output=True, text=True)
     assert applies.returncode == 0, applies.stderr  # the file's own name, every line ended
     assert len(shown.committed) == domain.RULES and all(d.evidence_tasks for d in shown.committed)
-    assert shown.final_reward == 1.0 and shown.worst_rollouts
+    assert shown.final_reward == 1.0 and all(r.reward < 1 for r in shown.worst_rollouts)  # none of a full reward
     assert (tmp_path / "prompt.md").read_text(encoding="utf-8") == LEAD  # nothing written yet
 
     dry = service.accept(started.run_id, dry_run=True)
@@ -93,6 +93,14 @@ def test_a_detached_run_is_followed_shown_and_accepted_with_a_backup(service, tm
     assert service.status(started.run_id).state == "accepted"
     with pytest.raises(UserError, match="already accepted"):
         service.accept(started.run_id)
+
+
+def test_show_lists_the_rollouts_that_fell_short_lowest_first_and_none_that_did_not(service, tmp_path):
+    started = service.start(domain.spec(tmp_path, rounds=1, n_workers=1))
+    assert wait(service, started.run_id).state == "finished"
+    worst = service.show(started.run_id).worst_rollouts
+    assert worst and all(r.reward < 1 for r in worst), worst  # one round learns a rule or two of the domain's
+    assert [r.reward for r in worst] == sorted(r.reward for r in worst)
 
 
 def test_two_accepts_at_once_write_once(service, tmp_path):

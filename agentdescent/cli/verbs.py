@@ -237,7 +237,7 @@ def _diff_list(console: Console, title: str, diffs: list[DiffView]) -> None:
 def _worst(console: Console, shown: Shown) -> None:
     if not shown.worst_rollouts:
         return
-    say(console, f"the lowest-reward rollouts of version {shown.version}:")
+    say(console, f"the rollouts of version {shown.version} that scored below 1, lowest first:")
     for r in shown.worst_rollouts:
         say(console, f"  {r.task_id} ({'held out' if r.held_out else 'train'}) reward {r.reward:.2f}: "
                      f"{_clip(r.prompt)} -> {_clip(r.output)}")
