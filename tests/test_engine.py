@@ -77,6 +77,24 @@ def test_a_budget_is_a_cap_that_stops_inside_a_round(asynchronous):
         assert all(o.kind == "dropped_stale" for o in unjudged)
 
 
+@pytest.mark.parametrize("n_workers, max_calls", [(8, 19), (2, 22), (1, 30)])
+def test_a_budget_that_ends_an_asynchronous_run_leaves_no_paid_proposal_without_an_outcome(n_workers, max_calls):
+    """Turns still in flight when the budget ran out made diffs the run paid for: each is told."""
+    made = []
+    tasks = [Task(id=f"t{i:02d}", prompt=f"task {i}", gold=f"w{i % 4}") for i in range(12)]
+
+    def propose(rendered, task, output, reward):
+        made.append(task.id)
+        return f"use {task.gold}"
+
+    told = []
+    result = evolve(tasks, lambda task, output: float(output == "ok"), propose=propose, rounds=10, n_workers=n_workers,
+                    run=lambda rendered, task: "ok" if task.gold in rendered else "no", on_event=told.append,
+                    parallelism=Parallelism(asynchronous=True), budget=Budget(max_calls=max_calls))
+    assert "call budget is spent" in result.stop_reason and made
+    assert len(result.outcome_list) == len(made) == sum(isinstance(e, events.DiffOutcome) for e in told)
+
+
 def test_a_budget_smaller_than_the_held_out_set_is_refused_before_any_call():
     tasks, reward, run, propose = year_program()  # 4 of 12 tasks held out
     with pytest.raises(UserError, match=r"max_calls=3 cannot cover measuring the artifact on its 4 held-out tasks"):

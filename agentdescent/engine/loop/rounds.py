@@ -155,8 +155,9 @@ class Loop:
             reason, error = "interrupted (Ctrl-C)", "interrupted"
         except Cancelled as exc:
             reason, error = _cancelled(exc), "cancelled"
-        except BudgetSpent as exc:  # a cap, not an error: keep what was committed
+        except BudgetSpent as exc:  # a cap, not an error: keep what was committed, and tell what turns in flight made
             reason = f"stopped: {exc}; every commit so far is kept"
+            self._abandon(self._next_round, reason)
         except (OSError, LedgerError) as exc:  # the disk is full or read-only, or git refuses commits: stop, keep the ledger
             reason, error = unwritable(exc)
         self.measured.settle(wait=error != "interrupted")  # Ctrl-C does not wait: the pools' shutdown cancels it
@@ -295,12 +296,9 @@ class Loop:
         """The run is stopping: turns still in flight finish, and their diffs get an outcome."""
         if self.pipeline is not None:
             self.pipeline.close()
-        for report in self.dispatcher.drain():
-            for diff in report.diffs:
-                outcome = Outcome(diff_id=diff.id, kind="dropped_stale", step=round_, author=diff.author,
-                                  reason=f"the run stopped before this diff was aggregated: {reason}")
-                self.outcomes.append(outcome)
-                self.emit(ev.DiffOutcome(round=round_, outcome=outcome, diff=diff))
+        reports = self.dispatcher.drain()
+        self._unjudged(round_, [o.model_copy(update={"step": round_}) for r in reports for o in r.outcomes],
+                       [d for r in reports for d in r.diffs], f"the run stopped before this diff was aggregated: {reason}")
 
     def _step(self, round_: int, reports: list[WorkerReport]) -> None:
         for state in {id(r.turn.state): r.turn.state for r in reports}.values():
