@@ -13,6 +13,7 @@ import pytest
 
 from agentdescent import Parallelism, Task, UserError, evolve
 from agentdescent.engine.calls.processes import ProcessExecutor
+from agentdescent.engine.persist.journal import StartLog
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,6 +88,26 @@ def test_the_process_pool_rebuilds_once_per_break_and_gives_up_after_its_retries
         assert pool.submit(abs, -2).result(timeout=60) == 2  # the rebuilt pool serves on
     finally:
         pool.shutdown()
+
+
+def test_a_call_is_on_the_start_log_when_a_process_takes_it_not_when_it_is_queued(tmp_path):
+    """A cancelled run's calls queued behind busy processes never started: they are on no bill."""
+    starts = StartLog(tmp_path / "run" / "starts")
+    pool = ProcessExecutor(1, on_start=starts.mark)
+    try:
+        release = tmp_path / "release"
+        first = pool.submit(wait_for_file, str(release), 0)
+        queued = [pool.submit(abs, -i) for i in range(1, 8)]
+        deadline = time.monotonic() + 60
+        while starts.count() < 1 and time.monotonic() < deadline:  # the process took the first
+            time.sleep(0.01)
+        assert starts.count() == 1
+        release.touch()
+        assert first.result(timeout=60) == 0 and [f.result(timeout=60) for f in queued] == list(range(1, 8))
+        assert starts.count() == 8
+    finally:
+        pool.shutdown()
+        starts.close()
 
 
 def test_a_rollout_whose_process_dies_every_time_is_a_failed_rollout_and_the_run_goes_on():

@@ -54,9 +54,9 @@ class Executor(Protocol):
     records (the driver's usage) is there when a waiter wakes. What goes to the call pool is a unit
     of `units` (plain data in and out), so that an executor may run `fn` in another process.
 
-    An executor made with `on_start` calls it in this process as each call starts: on the call's
-    own thread, or as the call is handed to a worker process or actor (again when it is handed over
-    again). A pool of model calls writes the run's start log there (`checkpoint.StartLog`): work
+    An executor made with `on_start` calls it as each call starts: on the call's own thread, in
+    the worker process that takes it (so it must pickle), or as it is handed to an actor (again
+    when it starts again). A pool of model calls writes the run's start log there (`checkpoint.StartLog`): work
     queued and never started is not on the bill.
 
     `width` is how many calls it runs at once; more wait their turn (`stragglers` judges a call

@@ -60,7 +60,7 @@ class ProcessExecutor:
         methods = multiprocessing.get_all_start_methods()
         self._context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
         self._retries = retries
-        self._on_start = on_start  # called as each call is handed to the pool (`Executor`)
+        self._on_start = on_start  # called in the worker process as it takes each call (`Executor`): it must pickle
         self._lock = threading.Lock()  # the pool and its generation
         self._pool = self._new_pool()
         self._generation = 0  # which pool a call went to: one break rebuilds the pool once
@@ -101,15 +101,14 @@ class ProcessExecutor:
         with self._lock:
             pool, generation = self._pool, self._generation
         try:
-            inner = pool.submit(call.fn, *call.args)
+            inner = pool.submit(call.fn, *call.args) if self._on_start is None else \
+                pool.submit(_started, self._on_start, call.fn, *call.args)
         except BrokenProcessPool:
             self._rebuild(generation)
             return self._send(call)
         except RuntimeError as exc:  # shut down meanwhile
             settle(call.future, error=self._outstanding.closed or exc)
             return
-        if self._on_start is not None:  # queued in the pool: a worker process takes it next
-            self._on_start()
         inner.add_done_callback(lambda done: self._returned(call, done, generation))
 
     def _returned(self, call: _Call, inner: Future, generation: int) -> None:
@@ -144,6 +143,13 @@ class ProcessExecutor:
             self._generation += 1
             self.restarts += 1
         broken.shutdown(wait=False, cancel_futures=True)
+
+
+def _started(on_start: Callable[[], None], fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` in a worker process, `on_start` first: a call queued and cancelled before any
+    process took it (a cancelled run's) never started, and is on no bill."""
+    on_start()
+    return fn(*args)
 
 
 def _processes_of(pool: ProcessPoolExecutor) -> list:

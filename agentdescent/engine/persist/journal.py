@@ -129,9 +129,11 @@ class StartLog:
     def mark(self) -> None:
         with self._lock:
             if self._fd is None:
-                self.path.parent.mkdir(exist_ok=True)
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                self._fd = _opened(self.path)
             os.write(self._fd, b".")
+
+    def __reduce__(self) -> tuple:  # sent to a worker process, which marks the calls it takes there
+        return _StartLogCopy, (self.path.absolute(),)
 
     def count(self) -> int:
         try:
@@ -148,3 +150,23 @@ class StartLog:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
+
+
+class _StartLogCopy:
+    """A `StartLog` in a worker process: each mark opens the file, appends and closes it (a pool's
+    process has no moment to close a descriptor it would keep)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def mark(self) -> None:
+        fd = _opened(self.path)
+        try:
+            os.write(fd, b".")
+        finally:
+            os.close(fd)
+
+
+def _opened(path: Path) -> int:
+    path.parent.mkdir(exist_ok=True)
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
