@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from agentdescent import Parallelism, Task, UserError, evolve
+from agentdescent.engine.calls.executors import ThreadExecutor
 from agentdescent.engine.calls.processes import ProcessExecutor
 from agentdescent.engine.persist.journal import StartLog
 
@@ -108,6 +109,27 @@ def test_a_call_is_on_the_start_log_when_a_process_takes_it_not_when_it_is_queue
     finally:
         pool.shutdown()
         starts.close()
+
+
+def test_calls_abandoned_while_they_waited_are_dropped_quietly(tmp_path, caplog):
+    """A cancelled run abandons its thread pool: the calls still queued are skipped, not started
+    on a finished future (concurrent.futures logs CRITICAL 'in unexpected state' to the user's stderr)."""
+    pool = ThreadExecutor(1)
+    release = tmp_path / "release"
+    first = pool.submit(wait_for_file, str(release), 0)
+    queued = [pool.submit(abs, -i) for i in range(1, 6)]
+    pool.abandon(RuntimeError("cancelled"))
+    release.touch()
+    with pytest.raises(RuntimeError, match="cancelled"):
+        first.result(timeout=60)
+    assert all(isinstance(f.exception(timeout=60), RuntimeError) for f in queued)
+    with pytest.raises(RuntimeError, match="cancelled"):  # new work is refused
+        pool.submit(abs, -1)
+    deadline = time.monotonic() + 60
+    while not pool._work.empty() and time.monotonic() < deadline:  # its thread went through the queue
+        time.sleep(0.01)
+    pool.shutdown(timeout=60)
+    assert not [r for r in caplog.records if r.name == "concurrent.futures"], caplog.records
 
 
 def test_a_rollout_whose_process_dies_every_time_is_a_failed_rollout_and_the_run_goes_on():

@@ -183,10 +183,12 @@ class _Item:
     on_start: Callable[[], None] | None
 
     def run(self) -> None:
+        if self.future.done():  # its pool was abandoned while it waited (asked to run, concurrent.futures logs CRITICAL)
+            return
         try:
             if not self.future.set_running_or_notify_cancel():
                 return
-        except RuntimeError:  # already completed: its pool was abandoned
+        except RuntimeError:  # abandoned just now
             return
         try:
             if self.on_start is not None:
