@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from agentdescent.runs import read_spec
-from agentdescent.runs.spec import MESSAGE_CHARS, NAMED_UNKNOWN, Problem, SpecError
+from agentdescent.runs.spec_problems import MESSAGE_CHARS, NAMED_UNKNOWN, Problem, SpecError
 from tests import keyword_domain as domain
 from tests.mcp_support import REPO
 

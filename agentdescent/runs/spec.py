@@ -7,9 +7,7 @@ the frozen globs match files, the agents exist). Every problem is listed by fiel
 `SpecError`. Relative paths are read against the spec file's folder (or the caller's `base`),
 and a checked spec holds only absolute ones, so the run store can keep it as it is.
 
-A spec file is bounded data (`spec_file`). A problem never repeats the file: a field that is not
-a spec's is named only when it looks like a field name, and every message is redacted and cut to
-`MESSAGE_CHARS`.
+A spec file is bounded data (`spec_file`); its problems are worded by `spec_problems`.
 
     target: my-skill/                    # a folder (skill_dir, agent_dir) or a text file (text)
     tasks: {file: tasks.jsonl, prompt: request, gold: expected}
@@ -27,69 +25,32 @@ Keys never go in a spec: options that would hold one are refused, the clients re
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
 import os
 import re
-import typing
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agentdescent import reading
 from agentdescent.agents.providers import MODEL_KINDS, PROVIDER_KINDS, PROVIDERS
-from agentdescent.agents.redact import redact
 from agentdescent.artifacts.workspace import LAYOUTS
 from agentdescent.config import Settings
 from agentdescent.errors import UserError
 from agentdescent.governance import BLAST_RADII, Layer, not_layers, unsafe_key_reason
 from agentdescent.runs.spec_file import read_spec_file
+from agentdescent.runs.spec_problems import Problem, SpecError, schema_problems
 from agentdescent.scoring import SCORER_NAMES
 from agentdescent.types import Task
 
 AgentKind = Literal[(*PROVIDER_KINDS, "host", "python")]  # every provider's (agents/providers.py), the host, your own
 TargetKind = Literal["text", "skill_dir", "agent_dir", "plugin"]
-NAMED_UNKNOWN = 8  # fields that are not a spec's, named one by one; the rest are counted
-MESSAGE_CHARS, FIELD_CHARS = 400, 80  # a problem's message and field, cut here
-LISTED_PROBLEMS = 30  # a SpecError's message lists this many, then counts the rest
 _SECRET_NAME = re.compile(r"(key|token|secret|password|credential)$", re.IGNORECASE)
 _STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
-_UNKNOWN = "is not a field of a run spec (check its spelling)"
-_CLOSE = 0.75  # how alike a field's name and an unknown one must be for the message to suggest it
-_PATH_PART = re.compile(r"[\w.\-/*?\[\]',]{1,60}")
 MOVED = {  # a field's earlier name -> (the object it moved into, or None, and its name now)
     "workers": (None, "n_workers"), "max_calls": ("budget", "max_calls"), "max_tokens": ("budget", "max_tokens"),
     "rollout_timeout": ("budget", "rollout_timeout"),
 }
-
-
-class Problem(BaseModel):
-    """One thing wrong with a spec: the field (dotted, as written in the spec) and what to do. Both
-    are redacted (a key from the environment becomes a marker) and cut to a bounded length, since
-    a message may quote what a file or a program said."""
-
-    field: str
-    message: str
-
-    @field_validator("field", "message")
-    @classmethod
-    def _bounded(cls, value: str, info: ValidationInfo) -> str:
-        cap = MESSAGE_CHARS if info.field_name == "message" else FIELD_CHARS
-        value = redact(value)
-        return value if len(value) <= cap else value[: cap - 1] + "…"
-
-
-class SpecError(UserError):
-    """A spec that cannot run; `problems` lists every one, by field."""
-
-    def __init__(self, problems: list[Problem]) -> None:
-        self.problems = problems
-        lines = "\n".join(f"  {p.field}: {p.message}" for p in problems[:LISTED_PROBLEMS])
-        if len(problems) > LISTED_PROBLEMS:
-            lines += f"\n  ... and {len(problems) - LISTED_PROBLEMS} more"
-        noun = "problem" if len(problems) == 1 else "problems"
-        super().__init__(f"the run spec has {len(problems)} {noun}:\n{lines}")
 
 
 class AgentSpec(BaseModel):
@@ -314,72 +275,8 @@ def read_spec(source: str | os.PathLike | dict[str, Any], *, base: str | os.Path
     try:
         spec = RunSpec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(_problems(exc.errors())) from None
+        raise SpecError(schema_problems(exc.errors(), RunSpec)) from None
     return _absolute(spec, folder)
-
-
-def _problems(errors: list) -> list[Problem]:
-    """The schema's errors as problems. A field that is not a spec's is named only when its name looks
-    like a field name, and only the first few; the rest are counted, never quoted (a file that is not
-    a spec, such as a list of accounts or keys, would otherwise be repeated line by line)."""
-    found: list[Problem] = []
-    unnamed: dict[str, int] = {}
-    named = 0
-    for error in errors:
-        if error["type"] not in ("extra_forbidden", "unexpected_keyword_argument"):
-            found.append(_problem(error))
-            continue
-        name = error["loc"][-1] if error["loc"] else ""
-        if reading.looks_like_a_name(name) and named < NAMED_UNKNOWN:
-            close = difflib.get_close_matches(name, _field_names(error["loc"][:-1]), n=1, cutoff=_CLOSE)
-            message = f"is not a field of a run spec; did you mean {close[0]!r}?" if close else _UNKNOWN
-            found.append(Problem(field=_where(error["loc"]), message=message))
-            named += 1
-        else:
-            parent = _where(error["loc"][:-1])
-            unnamed[parent] = unnamed.get(parent, 0) + 1
-    for parent, count in unnamed.items():
-        entries = "1 entry that is not a field" if count == 1 else f"{count} entries that are not fields"
-        found.append(Problem(field=parent, message=f"holds {entries} of a run spec (not quoted: only names shaped "
-                                                   f"like a field's are, the first {NAMED_UNKNOWN}); check that this "
-                                                   "file is a run spec and how its fields are spelled"))
-    return found
-
-
-def _field_names(loc: tuple) -> list[str]:
-    """The fields of the object at `loc` in a spec (`()`: the spec's own, `("budget",)`: a budget's);
-    none where the path leads to no object of fields."""
-    shape: Any = RunSpec
-    for part in (*loc, None):
-        if isinstance(shape, type) and issubclass(shape, BaseModel):
-            fields = {name: field.annotation for name, field in shape.model_fields.items()}
-        elif dataclasses.is_dataclass(shape):
-            fields = {field.name: field.type for field in dataclasses.fields(shape)}
-        else:
-            return []
-        if part is None:
-            return list(fields)
-        shape = next((arg for arg in (typing.get_args(fields.get(part)) or (fields.get(part),))
-                      if isinstance(arg, type)), None)
-    return []
-
-
-def _problem(error: dict) -> Problem:
-    message = error["msg"].removeprefix("Value error, ").replace("Input should be", "must be", 1)
-    if error["type"] == "missing":
-        message = "is required"
-    elif error["type"] in ("dataclass_type", "model_type", "model_attributes_type"):  # a number where fields go
-        given = error["input"]
-        what = ("true or false" if isinstance(given, bool) else "a number" if isinstance(given, (int, float)) else
-                "a list" if isinstance(given, list) else f"a {type(given).__name__}")
-        message = f"is {what}, where a mapping of its fields goes (docs/runs.md, \"A run spec\", lists them)"
-    return Problem(field=_where(error["loc"]), message=message)
-
-
-def _where(loc: tuple) -> str:
-    """A dotted field path; a part that does not look like a field name or a glob is not repeated."""
-    parts = [str(part) for part in loc if not str(part).startswith(("function-", "tagged-"))]
-    return ".".join(part if _PATH_PART.fullmatch(part) else "<entry>" for part in parts) or "spec"
 
 
 def _absolute(spec: RunSpec, folder: Path) -> RunSpec:
