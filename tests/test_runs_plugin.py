@@ -50,5 +50,27 @@ def test_a_plugin_s_hooks_settings_server_and_lockfiles_are_l0_and_the_rest_l1()
     for key in ("hooks/hooks.json", ".mcp.json", "settings.json", ".claude/settings.local.json", "package-lock.json",
                 "uv.lock", "pnpm-lock.yaml"):
         assert rules.layer(key) == "L0", key
-    for key in ("skills/agentdescent/SKILL.md", "commands/evolve.md", ".claude-plugin/plugin.json"):
+    assert rules.layer(".claude-plugin/plugin.json") == "L0"  # it may declare hooks and servers inline
+    for key in ("skills/agentdescent/SKILL.md", "commands/evolve.md", "scripts/helper.py"):
         assert rules.layer(key) == "L1", key
+
+
+HOOKS = {"hooks": {"SessionStart": [{"hooks": [{"type": "command",
+                                                "command": 'bash "${CLAUDE_PLUGIN_ROOT}/scripts/on-start.sh"'}]}],
+                   "Stop": [{"hooks": [{"type": "command", "command": "${CLAUDE_PLUGIN_ROOT}/bin/not-yet.sh"}]}]}}
+MANIFEST = {"name": "p", "mcpServers": {"s": {"command": "node", "args": ["server.js"]}}}
+
+
+def test_what_a_hook_or_a_server_starts_is_frozen_as_the_hook_is_whatever_the_blast_radius():
+    """A diff to the script a SessionStart hook runs, or one creating the script a hook names, would
+    run unjudged at the next rollout's start."""
+    content = {"hooks/hooks.json": json.dumps(HOOKS), ".claude-plugin/plugin.json": json.dumps(MANIFEST),
+               "scripts/on-start.sh": "echo hi\n", "scripts/lib.sh": "x=1\n", "server.js": "serve()\n",
+               "start.sh": "echo not started\n", "skills/s/SKILL.md": "---\nname: s\n---\n"}
+    for radius, rest in ((PLUGIN_BLAST_RADIUS, "L1"), ({"*": "L2"}, "L2")):
+        rules = Governance.of(FileTree(content), radius)
+        started = ("scripts/on-start.sh", "scripts/lib.sh", "server.js", "bin/not-yet.sh", "bin/other")
+        assert [rules.layer(key) for key in started] == ["L0"] * len(started)
+        assert rules.layer("start.sh") == rules.layer("skills/s/SKILL.md") == rest
+    assert "started by the folder's hooks or servers ('scripts/*')" in rules.rule("scripts/lib.sh")[1]
+    assert Governance.of(FileTree(content)).layer("scripts/on-start.sh") == "L2"  # no blast radius: no layers at all

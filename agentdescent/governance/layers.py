@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, get_args
 
 from agentdescent.errors import UserError
+from agentdescent.governance.launched import launched
 from agentdescent.governance.paths import fold, unsafe_key_reason
 from agentdescent.governance.text import CONTROL_CODES
 from agentdescent.types import Edit
@@ -47,6 +48,7 @@ SKILL_BLAST_RADIUS: dict[str, Layer] = {
 
 PLUGIN_BLAST_RADIUS: dict[str, Layer] = {  # a host plugin: what runs or connects is never changed by a diff
     "hooks/*": "L0",
+    ".claude-plugin/*": "L0",  # the manifest: it may declare hooks and servers of its own
     "*settings*.json": "L0",
     ".mcp.json": "L0",
     "*.mcp.json": "L0",
@@ -101,25 +103,31 @@ class Governance:
     editable: tuple[str, ...] = ("*",)
     max_keys_per_diff: int | None = None
     max_bytes_per_key: int = 200_000
+    started: tuple[str, ...] = ()  # the files the folder's hooks and servers start (`launched`): L0
 
     @classmethod
     def of(cls, strategy: Governed, blast_radius: Mapping[str, Layer] | None = None) -> Governance:
         """The rules for diffs of `strategy`'s artifact: its frozen and editable keys, its key cap,
-        and `blast_radius` (a mistyped layer is an error: taken as L2, it would free what it meant to guard)."""
+        and `blast_radius` (a mistyped layer is an error: taken as L2, it would free what it meant to
+        guard); with a blast radius, the files its hooks and servers start are frozen too."""
         wrong = not_layers(blast_radius)
         if wrong:
             raise UserError(f"blast_radius {wrong}: give a mapping of key patterns to layers, such as "
                             '{"hooks/*": "L0", "*.py": "L1", "*": "L2"} (L0 frozen, L1 gated, L2 free), or '
                             "agentdescent.governance.SKILL_BLAST_RADIUS")
+        state = strategy.initial_state() if blast_radius and hasattr(strategy, "initial_state") else {}
         return cls(blast_radius=dict(blast_radius or {}), frozen=tuple(strategy.frozen),
                    editable=tuple(getattr(strategy, "editable", ("*",))),
-                   max_keys_per_diff=strategy.max_keys_per_diff)
+                   max_keys_per_diff=strategy.max_keys_per_diff, started=tuple(launched(state)))
 
     def rule(self, key: str) -> tuple[Layer, str]:
         """The layer of `key` and the rule that puts it there, in words."""
         frozen = matching(key, self.frozen)
         if frozen is not None:
             return "L0", f"frozen {frozen!r}"
+        started = matching(key, self.started)
+        if started is not None:
+            return "L0", f"started by the folder's hooks or servers ({started!r}), frozen as they are"
         for pattern, layer in self.blast_radius.items():
             if matching(key, [pattern]) is not None:
                 return layer, f"blast radius {pattern!r} -> {layer}"
