@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from agentdescent.agents import cli_agents
 from agentdescent.agents.base import ModelUsage, metering
 from agentdescent.agents.cli_agents import claude_code, codex
 from agentdescent.errors import AgentError, UserError
@@ -26,6 +27,7 @@ def fake(monkeypatch, tmp_path):
     log = tmp_path / "fake.log"
     monkeypatch.setenv("FAKE_CLI_LOG", str(log))
     monkeypatch.delenv("FAKE_CLI_MODE", raising=False)
+    cli_agents._help_lists.cache_clear()  # each test's fake says anew which flags it knows
 
     class Fake:
         workspace = tmp_path / "workspace"
@@ -50,7 +52,7 @@ def test_claude_runs_in_the_workspace_and_returns_the_result(fake):
     reply = agent("summarise the skill", cwd=fake.workspace)
     assert reply == "[default] reply to: summarise the skill\nSKILL.md says: always cite the year"
     seen = fake.seen()
-    assert seen["argv"] == ["-p", "summarise the skill", "--output-format", "json"]
+    assert seen["argv"] == ["-p", "summarise the skill", "--output-format", "json", "--no-session-persistence"]
     assert Path(seen["cwd"]).resolve() == fake.workspace.resolve()
     assert seen["stdin"] == ""
 
@@ -74,10 +76,28 @@ def test_claude_accepts_the_older_cost_field(fake):
     assert agent.usage.cost_usd == pytest.approx(0.0125)
 
 
+@pytest.mark.parametrize("make, flag", [(claude_code, "--no-session-persistence"), (codex, "--ephemeral")])
+def test_a_cli_saves_no_session_in_the_users_home_when_it_knows_how_and_an_older_one_still_runs(
+        fake, make, flag, monkeypatch):
+    """A rollout's transcript (all the agent saw, keys an `env` printed included) stayed in
+    ~/.claude/projects or $CODEX_HOME/sessions, one per rollout, and Claude Code kept a memory
+    folder for each; an older CLI refuses a flag it does not know."""
+    monkeypatch.setenv("FAKE_CLI_SHOW_ENV", "CLAUDE_CODE_DISABLE_AUTO_MEMORY")
+    agent = make()
+    agent("go", cwd=fake.workspace)
+    agent("again", cwd=fake.workspace)
+    lines = [json.loads(line) for line in (fake.workspace.parent / "fake.log").read_text(encoding="utf-8").splitlines()]
+    assert len(lines) == 2 and all(flag in line["argv"] for line in lines)  # its help asked once, not logged
+    assert lines[0]["env"]["CLAUDE_CODE_DISABLE_AUTO_MEMORY"] == ("1" if make is claude_code else None)
+    cli_agents._help_lists.cache_clear()
+    fake.mode("old")
+    assert "reply to: go" in agent("go", cwd=fake.workspace) and flag not in fake.seen()["argv"]
+
+
 def test_claude_passes_model_and_extra_args(fake):
     agent = claude_code(model="sonnet", extra_args=["--max-turns", "5", "--allowedTools", "Read"])
     assert agent("go", cwd=fake.workspace).startswith("[sonnet] reply to: go")
-    assert fake.seen()["argv"] == ["-p", "go", "--output-format", "json", "--model", "sonnet",
+    assert fake.seen()["argv"] == ["-p", "go", "--output-format", "json", "--no-session-persistence", "--model", "sonnet",
                                    "--max-turns", "5", "--allowedTools", "Read"]
     assert agent.name == "claude_code:sonnet"
 
@@ -93,7 +113,7 @@ def test_claude_error_subtype_is_an_agent_error(fake):
 
 def test_claude_is_error_with_success_subtype_is_an_agent_error(fake):
     fake.mode("is_error")
-    with pytest.raises(AgentError, match=r"error result \(success\): Invalid API key"):
+    with pytest.raises(AgentError, match=r"claude_code: an error: Invalid API key"):
         claude_code()("go", cwd=fake.workspace)
 
 
@@ -119,7 +139,7 @@ def test_garbage_output_is_an_agent_error_quoting_it(fake):
 def test_wrong_arguments_make_the_fake_refuse(fake):
     """The fakes check their arguments, so the tests above prove the command lines are right."""
     agent = claude_code()
-    agent._argv = lambda prompt: ["-p", prompt]  # no --output-format json
+    agent._argv = lambda prompt, flags: ["-p", prompt]  # no --output-format json
     with pytest.raises(AgentError, match=r"(?s)failed \(exit code 2\).*expected `--output-format json`"):
         agent("go", cwd=fake.workspace)
 
@@ -232,7 +252,7 @@ def test_codex_runs_in_the_workspace_with_stdin_closed(fake):
     reply = agent("summarise the skill", cwd=fake.workspace)
     assert reply == "[default] reply to: summarise the skill\nSKILL.md says: always cite the year"
     seen = fake.seen()
-    assert seen["argv"] == ["exec", "--json", "--skip-git-repo-check", "summarise the skill"]
+    assert seen["argv"] == ["exec", "--json", "--skip-git-repo-check", "--ephemeral", "summarise the skill"]
     assert Path(seen["cwd"]).resolve() == fake.workspace.resolve() and seen["stdin"] == ""
     assert (agent.usage.calls, agent.usage.input_tokens, agent.usage.output_tokens) == (1, 120, 30)
     assert agent.usage.cost_usd == 0
@@ -241,7 +261,7 @@ def test_codex_runs_in_the_workspace_with_stdin_closed(fake):
 def test_codex_passes_model_and_extra_args_with_the_prompt_last(fake):
     agent = codex(model="gpt-5-codex", extra_args=["--sandbox", "workspace-write"])
     assert agent("go", cwd=fake.workspace).startswith("[gpt-5-codex] reply to: go")
-    assert fake.seen()["argv"] == ["exec", "--json", "--skip-git-repo-check", "--model", "gpt-5-codex",
+    assert fake.seen()["argv"] == ["exec", "--json", "--skip-git-repo-check", "--ephemeral", "--model", "gpt-5-codex",
                                    "--sandbox", "workspace-write", "go"]
 
 

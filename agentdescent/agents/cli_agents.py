@@ -4,9 +4,10 @@ agent in a working directory (a rollout's workspace) and return its final answer
     agent = claude_code(model="sonnet", extra_args=["--allowedTools", "Read,Edit"])
     answer = agent("fix the failing test", cwd=workspace)
 
-Each call starts one headless process (`claude -p ... --output-format json`, or
-`codex exec --json ...`) with stdin closed, in its own process group, and parses the machine
-output: Claude Code's single JSON result object, Codex's JSONL events. Calls, failures, tokens,
+Each call starts one headless process (`claude -p ... --output-format json`, or `codex exec
+--json ...`) with stdin closed, in its own process group, saving no session in the user's home
+where the CLI's help lists the flag for it, and parses the machine output: Claude Code's single
+JSON result object, Codex's JSONL events. Calls, failures, tokens,
 seconds and (for Claude Code) the reported cost are recorded on `agent.usage` and on every active
 meter. A failed call raises `AgentError` with the CLI's own account (error subtype, failed turn),
 the exit code and the stderr tail; a timeout kills the whole process group, and so does stdout
@@ -16,13 +17,14 @@ characters fails too. A missing executable or working directory is a `UserError`
 every error text pass through `agentdescent.agents.redact.redact` with the child's variables,
 before anything is cut short.
 
-Left out on purpose: retries (a failed rollout is an outcome, not something to hide), sessions
-and resuming, streaming progress, sandbox and permission flags (pass them in `extra_args`), and
-Windows process-group handling (there only the CLI itself is killed on timeout).
+Left out on purpose: retries (a failed rollout is an outcome, not something to hide), resuming,
+streaming progress, sandbox and permission flags (pass them in `extra_args`), and Windows
+process-group handling (there only the CLI itself is killed on timeout).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -36,12 +38,13 @@ from agentdescent.agents.http import DEFAULT_MAX_REPLY_CHARS, check_max_reply_ch
 from agentdescent.agents.redact import KEY_VARIABLES, guard_logging, redact
 from agentdescent.agents.replies import reply_byte_cap
 from agentdescent.errors import AgentError, UserError
-from agentdescent.process import Finished, OutputTooLarge, TimedOut, run_process
+from agentdescent.process import Finished, Killed, OutputTooLarge, TimedOut, run_process
 from agentdescent.quoting import quoted
 
 __all__ = ["CLIAgent", "ClaudeCode", "Codex", "claude_code", "codex"]
 
 _TAIL_LINES, _TAIL_CHARS, _HEAD_CHARS = 20, 2000, 300
+HELP_TIMEOUT_S = 30  # asking a CLI's help, once per version of its file
 
 
 @dataclass
@@ -67,6 +70,9 @@ class CLIAgent:
     install_hint = ""     # how to install it
     no_reply = "no reply in the output"
     own_key = ""          # the one provider key variable it may read; the other providers' are not passed
+    unsaved = ""          # the flag that keeps a call's session out of the user's home (its transcript holds all it saw)
+    quiet: Mapping[str, str] = {}  # variables that keep the CLI from writing memories of a call there
+    help_args = ("--help",)
 
     def __init__(self, *, extra_args: Sequence[str], timeout: float, executable: str, model: str | None,
                  env: Mapping[str, str] | None, name: str, max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS) -> None:
@@ -87,8 +93,10 @@ class CLIAgent:
         guard_logging()
         workdir = _workdir(cwd)
         others = set(KEY_VARIABLES) - {self.own_key}  # a key the agent has no use for is not its to read
-        env = {**{name: value for name, value in os.environ.items() if name not in others}, **self.env}
-        argv = [self._resolve(env), *self._argv(_as_argument(prompt))]
+        env = {**{name: value for name, value in os.environ.items() if name not in others}, **self.quiet, **self.env}
+        path = self._resolve(env)
+        unsaved = [self.unsaved] if _lists(path, self.unsaved, self.help_args) else []
+        argv = [path, *self._argv(_as_argument(prompt), unsaved)]
         with metered_call(self.usage) as counts:  # what a failed run reported still counts
             reply = self._finish(self._run(argv, cwd=workdir, env=env), env, counts)
             if "input_tokens" not in counts:  # the CLI reported none: estimate, as other clients do
@@ -139,7 +147,7 @@ class CLIAgent:
                             f"it with `{self.install_hint}`, or pass executable='/full/path/to/{self.program}'")
         return found
 
-    def _argv(self, prompt: str) -> list[str]:
+    def _argv(self, prompt: str, flags: list[str]) -> list[str]:
         raise NotImplementedError
 
     def _read(self, finished: Finished) -> _Reading:
@@ -159,10 +167,12 @@ class ClaudeCode(CLIAgent):
     install_hint = "npm install -g @anthropic-ai/claude-code"
     own_key = "ANTHROPIC_API_KEY"
     no_reply = "no JSON result object in the output"
+    unsaved = "--no-session-persistence"
+    quiet = {"CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1"}
 
-    def _argv(self, prompt: str) -> list[str]:
+    def _argv(self, prompt: str, flags: list[str]) -> list[str]:
         model = ["--model", self.model] if self.model else []
-        return ["-p", prompt, "--output-format", "json", *model, *self.extra_args]
+        return ["-p", prompt, "--output-format", "json", *flags, *model, *self.extra_args]
 
     def _read(self, finished: Finished) -> _Reading:
         result = _claude_result(finished.stdout)
@@ -172,8 +182,8 @@ class ClaudeCode(CLIAgent):
         subtype = result.get("subtype", "success")
         text = result.get("result")
         if result.get("is_error") or subtype != "success":
-            detail = f": {text}" if text else ""
-            return _Reading(error=f"error result ({subtype}){detail}", counts=counts)
+            what = "an error" if subtype == "success" else f"an error result ({subtype})"  # is_error with subtype success
+            return _Reading(error=f"{what}{': ' + text if text else ''}", counts=counts)
         return _Reading(text=text if isinstance(text, str) else None, counts=counts)
 
 
@@ -191,10 +201,12 @@ class Codex(CLIAgent):
     install_hint = "npm install -g @openai/codex"
     own_key = "OPENAI_API_KEY"
     no_reply = "no agent_message in the output"
+    unsaved = "--ephemeral"
+    help_args = ("exec", "--help")
 
-    def _argv(self, prompt: str) -> list[str]:
+    def _argv(self, prompt: str, flags: list[str]) -> list[str]:
         model = ["--model", self.model] if self.model else []
-        return ["exec", "--json", "--skip-git-repo-check", *model, *self.extra_args, prompt]
+        return ["exec", "--json", "--skip-git-repo-check", *flags, *model, *self.extra_args, prompt]
 
     def _read(self, finished: Finished) -> _Reading:
         reading, failed, last_error = _Reading(), None, None
@@ -217,6 +229,20 @@ class Codex(CLIAgent):
 
 
 _MESSAGE_ITEMS = ("agent_message", "assistant_message")  # the second is what early `codex exec --json` called it
+
+
+def _lists(path: str, flag: str, help_args: Sequence[str]) -> bool:
+    """Whether the CLI at `path` lists `flag` in its help (an older one refuses it); asked once a version."""
+    try:
+        stat = os.stat(path)
+        return bool(flag) and _help_lists(path, stat.st_mtime_ns, stat.st_size, tuple(help_args), flag)
+    except (OSError, Killed):
+        return False
+
+
+@functools.lru_cache(maxsize=16)
+def _help_lists(path: str, _mtime: int, _size: int, help_args: tuple[str, ...], flag: str) -> bool:
+    return flag in run_process([path, *help_args], timeout=HELP_TIMEOUT_S, env=dict(os.environ)).stdout
 
 
 def claude_code(*, extra_args: Sequence[str] = (), timeout: float = 600, executable: str = "claude",
@@ -303,11 +329,8 @@ def _add_codex_usage(counts: dict[str, float], usage: Any) -> None:
 def _json_objects(text: str) -> Iterator[dict[str, Any]]:
     """The lines of `text` that are JSON objects, parsed; other lines are skipped."""
     for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
         try:
-            obj = json.loads(line)
+            obj = json.loads(line) if line.lstrip().startswith("{") else None
         except ValueError:
             continue
         if isinstance(obj, dict):

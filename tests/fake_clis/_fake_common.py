@@ -2,7 +2,8 @@
 failure modes that do not depend on the CLI's output format.
 
 Environment variables (set by the tests):
-    FAKE_CLI_MODE       ok (default) or a failure mode; each fake lists the modes it knows
+    FAKE_CLI_MODE       ok (default) or a failure mode; each fake lists the modes it knows; "old"
+                        is a version whose help does not list the flag that saves no session
     FAKE_CLI_LOG        append one JSON line per run: {"program", "argv", "cwd", "stdin", "env"}
     FAKE_CLI_SHOW_ENV   comma-separated variable names whose values go into the log's "env"
     FAKE_CLI_PIDS       in "hang" mode, write {"fake": pid, "child": pid of its `sleep`} here
@@ -50,6 +51,14 @@ def dumps(value):
     if value is None or isinstance(value, bool):
         return {None: "null", True: "true", False: "false"}[value]
     return repr(value)
+
+
+def answer_help(argv, asked, flag):
+    """Print a help listing `flag` and exit when `argv` asks for help (`asked`); an "old" CLI's
+    help does not list it. Not logged: it is no call of an agent."""
+    if argv == asked:
+        print(f"Usage: fake [options]\n  {flag if mode() != 'old' else ''}  (the flag a call saves no session with)")
+        sys.exit(0)
 
 
 def read_stdin():
