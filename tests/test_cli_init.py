@@ -128,6 +128,23 @@ def test_plan_of_a_host_spec_names_the_cheaper_agent_this_machine_has(tmp_path):
             "the claude CLI is on PATH: agent: claude_code and reflector: claude_code cost none of them") in said, said
 
 
+def test_init_on_a_plugin_gives_its_rollouts_an_agent_plan_takes(tmp_path):
+    """A plugin's rollouts load it into Claude Code: init wrote codex (or a key's model) for them,
+    which plan then refused."""
+    shutil.copytree(ROOT / "plugins" / "claude-code", tmp_path / "my-plugin")
+    shutil.copy(TASKS, tmp_path / "tasks.jsonl")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "codex").symlink_to(FAKE_CLIS / "codex")
+    for path, said in ((f"{tmp_path / 'bin'}:/usr/bin:/bin", "agent: host, reflector: codex (the codex CLI is on "
+                        "PATH; a plugin's rollouts load it into Claude Code, so host does them)"),
+                       (f"{FAKE_CLIS}:/usr/bin:/bin", "agent and reflector: claude_code (the claude CLI is on PATH)")):
+        done = agentdescent("init", "my-plugin", "tasks.jsonl", "--force", cwd=tmp_path, path=path)
+        assert said in done.stdout, done.stdout + done.stderr
+        planned = agentdescent("plan", "my-plugin.agentdescent.yaml", cwd=tmp_path, path=path)
+        assert planned.returncode == 0, planned.stderr
+        assert "costs this conversation's requests" not in planned.stdout  # the host's rollouts have no other way
+
+
 def test_init_without_tasks_names_the_file_to_write(tmp_path):
     (tmp_path / "prompt.md").write_text("Answer briefly.\n", encoding="utf-8")
     done = agentdescent("init", "prompt.md", cwd=tmp_path)

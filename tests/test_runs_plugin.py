@@ -10,6 +10,7 @@ from pathlib import Path
 
 from agentdescent.artifacts import FileTree
 from agentdescent.governance import PLUGIN_BLAST_RADIUS, Governance
+from agentdescent.runs.agentcheck import CLAUDE_CREDENTIALS
 from tests.runs_support import wait
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +23,8 @@ def test_a_plugin_run_loads_each_candidate_in_a_throwaway_home_and_never_rewires
     shutil.copytree(ROOT / "plugins" / "claude-code", plugin)
     log = tmp_path / "claude.log"
     monkeypatch.setenv("FAKE_CLI_LOG", str(log))
-    monkeypatch.setenv("FAKE_CLI_SHOW_ENV", "HOME,AGENTDESCENT_RUN")
+    monkeypatch.setenv("FAKE_CLI_SHOW_ENV", "HOME,AGENTDESCENT_RUN,CLAUDE_CONFIG_DIR")
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "users-claude"))  # the user's own: its hooks would run
     spec = {"target": str(plugin), "tasks": [{"id": f"t{i}", "prompt": f"task {i}", "gold": "done"} for i in range(6)],
             "agent": {"kind": "claude_code", "options": {"executable": str(FAKE_CLAUDE)}},
             "reflector": "python:tests.plugin_domain:rewire", "n_workers": 1, "rounds": 1}
@@ -39,11 +41,28 @@ def test_a_plugin_run_loads_each_candidate_in_a_throwaway_home_and_never_rewires
         plugin_dir = call["argv"][call["argv"].index("--plugin-dir") + 1]
         assert plugin_dir == str(Path(call["cwd"], "plugin"))  # the candidate, in the rollout's workspace
         assert call["env"]["HOME"] == str(Path(call["cwd"], ".home"))  # a home of its own
+        assert call["env"]["CLAUDE_CONFIG_DIR"] == str(Path(call["cwd"], ".home", ".claude"))
         assert call["env"]["AGENTDESCENT_RUN"] == run  # the recursion guard's marker
     refused = [d for d in service.show(run).rejected if d.outcome == "refused_by_governance"]
     assert refused and all(".mcp.json" in d.reason for d in refused)
     assert (plugin / ".mcp.json").read_text(encoding="utf-8") == (ROOT / "plugins/claude-code/.mcp.json").read_text(
         encoding="utf-8")
+
+
+def test_plan_warns_that_a_plugins_rollouts_need_a_credential_in_the_environment(service, tmp_path, monkeypatch):
+    """They run Claude Code in a home of their own, where the user's login is not: every rollout
+    failed 'Not logged in · Please run /login', and plan had said nothing."""
+    plugin = tmp_path / "agentdescent-plugin"
+    shutil.copytree(ROOT / "plugins" / "claude-code", plugin)
+    spec = {"target": str(plugin), "tasks": [{"id": f"t{i}", "prompt": f"task {i}", "gold": "done"} for i in range(6)],
+            "agent": {"kind": "claude_code", "options": {"executable": str(FAKE_CLAUDE)}},
+            "reflector": "python:tests.plugin_domain:rewire"}
+    for name in CLAUDE_CREDENTIALS:
+        monkeypatch.delenv(name, raising=False)
+    assert any(w.startswith("a plugin's rollouts run Claude Code in a home of their own") for w in
+               service.plan(spec).warnings)
+    monkeypatch.setenv("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-" + "x" * 40)
+    assert not any("home of their own" in w for w in service.plan(spec).warnings)
 
 
 def test_a_plugin_s_hooks_settings_server_and_lockfiles_are_l0_and_the_rest_l1():

@@ -1,6 +1,6 @@
 """What `plan` says of a spec's agents before a run is paid for: a CLI agent that is not
 installed, options its client refuses (a misspelt name, a negative backoff), and, as warnings, a
-key variable not set here.
+key variable not set here, and a plugin's rollouts with no Claude credential.
 
 A provider's client is built to check its options (nothing is sent: the clients read keys and
 URLs at call time); a `python:` agent is not, since that runs the user's code (`refcheck` imports
@@ -16,6 +16,10 @@ import shutil
 from agentdescent.agents.providers import CLI_KINDS, PROVIDERS
 from agentdescent.errors import UserError
 from agentdescent.runs.spec import AgentSpec, RunSpec
+
+# What lets Claude Code call a model with no login of its own: a key, a token, a cloud's credentials.
+CLAUDE_CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK",
+                      "CLAUDE_CODE_USE_VERTEX")
 
 
 def agent_problems(agent: AgentSpec) -> list[str]:
@@ -45,9 +49,15 @@ def agent_problems(agent: AgentSpec) -> list[str]:
     return []
 
 
-def missing_keys(spec: RunSpec) -> list[str]:
-    """Warnings, not problems: a model whose key variable is not set here (a local server may need none)."""
+def missing_keys(spec: RunSpec, kind: str) -> list[str]:
+    """Warnings, not problems: a model whose key variable is not set here (a local server may need
+    none), and a plugin's Claude Code rollouts with no credential in the environment (`kind`: the
+    target's), since they run in a home of their own where the user's login is not."""
     said = []
+    if kind == "plugin" and spec.agent.kind == "claude_code" and not any(map(os.environ.get, CLAUDE_CREDENTIALS)):
+        said.append("a plugin's rollouts run Claude Code in a home of their own, where your Claude login is not: set "
+                    "ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN, from `claude setup-token`) where the run starts, "
+                    "or every rollout fails 'Not logged in'")
     for agent in {spec.agent.label: spec.agent, spec.reflector_spec.label: spec.reflector_spec}.values():
         provider = PROVIDERS.get(agent.kind)
         key = agent.options.get("api_key_env", provider.key_variable if provider else None)

@@ -39,7 +39,7 @@ from agentdescent.engine.evolve import GOOD_START, fewest_tasks, held_out_count
 from agentdescent.errors import UserError
 from agentdescent.reading import read_text
 from agentdescent.runs import containment
-from agentdescent.runs.build import TEXT_TARGET_BYTES, rows_of_file
+from agentdescent.runs.build import PLUGIN_AGENTS, TEXT_TARGET_BYTES, rows_of_file
 from agentdescent.runs.quote import MINIBATCH, low_end
 
 SUFFIX = ".agentdescent.yaml"
@@ -61,6 +61,7 @@ class Draft(BaseModel):
     gold: str | None
     id: str | None
     agent: str
+    reflector: str = ""  # "" where it is the agent
     why: str  # why that agent
     next: str
     warnings: list[str] = Field(default_factory=list)  # what plan would refuse or the user should know, said now
@@ -97,7 +98,7 @@ def draft(target: str | os.PathLike, tasks: str | os.PathLike | None = None, *, 
     columns = [str(c) for c in rows[0]] if rows and isinstance(rows[0], dict) else []
     guess = guess_columns(rows) if rows else None
     named = os.path.relpath(Path(tasks).absolute(), folder) if tasks is not None else f"{_name(target)}.tasks.jsonl"
-    agent, reflector, why = choose_agent()
+    agent, reflector, why = choose_agent(plugin=(target / ".claude-plugin" / "plugin.json").is_file())
     workers = _workers(len(rows)) if rows else DEFAULTS.n_workers
     budget = _budget(len(rows), workers) if rows else LEAST_BUDGET
     lines = _spec_lines(target, folder, named, columns, guess, agent, reflector, why, workers, budget,
@@ -112,7 +113,8 @@ def draft(target: str | os.PathLike, tasks: str | os.PathLike | None = None, *, 
     return Draft(path=str(path), target=shown, tasks=named if tasks is not None else None,
                  rows=len(rows) if tasks is not None else None, columns=columns,
                  prompt=guess.prompt if guess else None, gold=guess.gold if guess else None,
-                 id=guess.id if guess else None, agent=agent, why=why, warnings=warnings,
+                 id=guess.id if guess else None, agent=agent, reflector="" if reflector == agent else reflector,
+                 why=why, warnings=warnings,
                  next=f"{todo}{command('plan', path)} checks it and quotes the run")
 
 
@@ -130,9 +132,18 @@ def _inside(tasks: str | os.PathLike | None, target: Path) -> str | None:
     return None if inner.startswith("..") else Path(inner).as_posix()
 
 
-def choose_agent() -> tuple[str, str, str]:
+def choose_agent(*, plugin: bool = False) -> tuple[str, str, str]:
     """(agent, reflector, why): a CLI agent on the PATH, else a model whose key or endpoint is set,
-    else the host, as `doctor` would find them."""
+    else the host, as `doctor` would find them; a `plugin`'s rollouts load it into Claude Code, so
+    they are claude_code's where its CLI is on PATH, else the host's."""
+    agent, reflector, why = _first_found()
+    if plugin and agent not in PLUGIN_AGENTS:
+        agent = "claude_code" if shutil.which(PROVIDERS["claude_code"].program or "claude") else "host"
+        why += f"; a plugin's rollouts load it into Claude Code, so {agent} does them"
+    return agent, reflector, why
+
+
+def _first_found() -> tuple[str, str, str]:
     for kind in CLI_KINDS:
         program = PROVIDERS[kind].program or kind
         if shutil.which(program):
@@ -148,16 +159,18 @@ def choose_agent() -> tuple[str, str, str]:
                             "does the rollouts through the MCP tools")
 
 
-def cheaper_than_host(agent: str, reflector: str) -> list[str]:
+def cheaper_than_host(agent: str, reflector: str, *, plugin: bool = False) -> list[str]:
     """A warning when the host is to do the rollouts or reflections (`host`) while this machine has
     a path that spends none of the host's requests: an agent CLI, or a model whose key is set."""
-    doing = [what for what, kind in (("rollouts", agent), ("reflections", reflector)) if kind == "host"]
-    found, found_reflector, why = choose_agent()
-    if not doing or found == "host":
+    found, found_reflector, why = choose_agent(plugin=plugin)
+    movable = [(what, role, instead) for what, role, kind, instead in (("rollouts", "agent", agent, found),
+               ("reflections", "reflector", reflector, found_reflector)) if kind == "host" and instead != "host"]
+    if not movable:
         return []
-    return [f"the host is to do the {' and '.join(doing)}, which costs this conversation's requests and context, but "
-            f"{why}: agent: {found} and reflector: {found_reflector} cost none of them and run each rollout blind "
-            "to the tasks' answers"]
+    blind = " and run each rollout blind to the tasks' answers" if movable[0][0] == "rollouts" else ""
+    return [f"the host is to do the {' and '.join(what for what, _, _ in movable)}, which costs this conversation's "
+            f"requests and context, but {why}: {' and '.join(f'{role}: {instead}' for _, role, instead in movable)} "
+            f"cost{'s' if len(movable) == 1 else ''} none of them{blind}"]
 
 
 def _held_out(rows: int) -> int:

@@ -306,7 +306,8 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
     cost = quote(train=len(train), held_out=len(held_out), workers=spec.n_workers, rounds=spec.rounds,
                  artifact_chars=chars, prompt_chars=prompt_chars, max_calls=spec.budget.max_calls,
                  price_per_call=spec.price_per_call, price_per_1k_tokens=spec.price_per_1k_tokens)
-    warnings = missing_keys(spec) + cheaper_than_host(spec.agent.label, spec.reflector_spec.label)
+    warnings = missing_keys(spec, parts.kind) + cheaper_than_host(spec.agent.label, spec.reflector_spec.label,
+                                                                    plugin=parts.kind == "plugin")
     if spec.budget.max_calls is None:
         warnings.append("no budget.max_calls: only rounds bound the bill; set budget: {max_calls: N} to cap it")
     own = [name for name, used in (("agent", spec.agent.kind == "python"), ("scorer", spec.scorer.ref is not None))

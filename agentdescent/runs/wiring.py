@@ -84,7 +84,7 @@ class PluginHost:
         home.mkdir(exist_ok=True)
         options = dict(self.spec.options)
         extra = [*options.pop("extra_args", ()), "--plugin-dir", str(Path(cwd, self.folder))]
-        env = {**options.pop("env", {}), "HOME": str(home)}
+        env = {**options.pop("env", {}), "HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude")}  # a user's own would win over HOME
         agent = claude_code(model=self.spec.model, extra_args=extra, env=env, **options)
         agent.usage = self.usage
         return agent(prompt, cwd=cwd)
