@@ -3,6 +3,7 @@ own: plan, evolve, watch, status, show, accept, reject, cancel, resume, runs, do
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -263,11 +264,22 @@ def test_runs_lists_the_runs_and_prune_removes_only_old_temporary_ledgers(servic
     for folder in (not_a_ledger, other):
         folder.mkdir()
         os.utime(folder, (time.time() - 3600,) * 2)
-    pruned = agentdescent("runs", "--prune", env={"TMPDIR": str(temp)})
+    stopped, live, new = (temp / f"agentdescent-rollouts-{name}-abcd1234" for name in ("stopped-1", "live-2", "new-3"))
+    for folder in (stopped, live, new):
+        (folder / "agentdescent-ws-x").mkdir(parents=True)
+        os.utime(folder, (time.time() - (0 if folder is new else 3600),) * 2)
+    held = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(held, fcntl.LOCK_SH)  # as a live run's process holds its rollout folder
+    try:
+        pruned = agentdescent("runs", "--prune", env={"TMPDIR": str(temp)})
+    finally:
+        os.close(held)
     assert pruned.returncode == 0, pruned.stderr
     assert "removed 1 temporary ledger older than 10 minutes" in pruned.stdout and "freeing 4." in pruned.stdout
     assert "left 1 folder named like one that another user owns or that is not a ledger" in pruned.stdout
     assert not old.exists() and fresh.exists() and not_a_ledger.exists() and other.exists()
+    assert "removed 1 rollout folder that stopped runs left there; kept 2 a run may still work in" in pruned.stdout
+    assert not stopped.exists() and live.exists() and new.exists()
     assert [r.id for r in service.runs()] == [run]  # the run store is not touched
 
 

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ from agentdescent.cli.watch import next_step
 from agentdescent.errors import UserError
 from agentdescent.runs.hostwork import Answer, whole_prompt
 from agentdescent.runs.mailbox import Claim
+from agentdescent.runs.rolloutdir import ROLLOUTS_PREFIX
 from agentdescent.runs.spec import SpecError, read_spec
 from agentdescent.runs.status import LIVE, RunStatus, StatusTracker
 from tests import keyword_domain as domain
@@ -37,7 +39,7 @@ def test_a_bad_spec_lists_every_problem_by_field(service, tmp_path):
                       "agent": "codex", "reflector": "python:no_such_module:fn"}, base=tmp_path)
     fields = {p.field: p.message for p in caught.value.problems}
     assert set(fields) == {"frozen[0]", "tasks", "agent", "reflector"}
-    assert "matches no file" in fields["frozen[0]"] and "at least 4" in fields["tasks"]
+    assert "matches no file" in fields["frozen[0]"] and "at least 6" in fields["tasks"]
     assert "not on PATH" in fields["agent"] and "no_such_module" in fields["reflector"]
     with pytest.raises(SpecError, match="target: .* does not exist"):
         service.plan({**domain.spec(tmp_path), "target": "missing.md"}, base=tmp_path)
@@ -405,7 +407,7 @@ def test_a_reflection_by_an_agent_that_works_in_a_folder_gets_an_empty_one_of_it
 def test_a_resumed_run_clears_the_workspaces_its_killed_process_left(service, tmp_path):
     run_id = service.start(domain.spec(tmp_path, rounds=1)).run_id
     wait(service, run_id)
-    left = service.store.get(run_id).file("workspaces") / "agentdescent-ws-left"
+    left = Path(tempfile.gettempdir()) / f"{ROLLOUTS_PREFIX}{run_id}-left0000" / "agentdescent-ws-left"
     left.mkdir(parents=True)
     service.store.get(run_id).write_status(service.status(run_id).model_copy(update={"state": "cancelled"}))
     service.resume(run_id)

@@ -1,5 +1,6 @@
 """`agentdescent runs --prune`: remove the temporary ledgers that runs without a store left in the
-temp folder (`evolve()` with no `store=`, the demo).
+temp folder (`evolve()` with no `store=`, the demo), and the rollout folders stored runs killed
+mid-run left there (`runs.rolloutdir.clear`: those no live run holds).
 
 The temp folder is shared by every user of the machine, so a folder is removed only when all of
 this holds: its name starts with `agentdescent-ledger-`, it is a real folder (not a symlink), the
@@ -23,6 +24,7 @@ from agentdescent.cli.views import plural
 from agentdescent.cli.watch import FAILURE, say
 from agentdescent.engine.evolve import TEMPORARY_LEDGER_PREFIX
 from agentdescent.ledger import in_use, looks_like_ledger
+from agentdescent.runs.rolloutdir import clear
 
 PRUNE_AFTER_SECONDS = 600.0  # a temporary ledger nothing has written to for this long belongs to no live run
 
@@ -56,8 +58,10 @@ def prune(console: Console, now: float | None = None) -> int:
         removed, freed = removed + 1, freed + size
     left = (f"; left {plural(others, 'folder')} named like one that another user owns or that is not a ledger"
             if others else "")
+    rollouts, working = clear(idle_for=PRUNE_AFTER_SECONDS)
     say(console, f"removed {plural(removed, 'temporary ledger')} older than 10 minutes from {folder}, "
                  f"freeing {human_size(freed)}; kept {kept} newer (a run may still be writing it){left}",
+        f"removed {plural(rollouts, 'rollout folder')} that stopped runs left there; kept {working} a run may still work in",
         *(f"could not remove {f}" for f in failed),
         "the run store was not touched; next: agentdescent runs lists its runs")
     return FAILURE if failed else 0

@@ -17,7 +17,6 @@ import io
 import json
 import logging
 import os
-import shutil
 import signal
 import sys
 import traceback
@@ -39,6 +38,7 @@ from agentdescent.runs import build, leftovers, wiring
 from agentdescent.runs.host import PROPOSAL, ROLLOUT, Approver, HostAgent
 from agentdescent.runs.hostwork import waiting_on
 from agentdescent.runs.mailbox import Mailbox
+from agentdescent.runs.rolloutdir import clear, rollout_folder
 from agentdescent.runs.spec import AgentSpec
 from agentdescent.runs.status import StatusTracker
 from agentdescent.runs.store import RUN_ENV, RunDir
@@ -148,35 +148,33 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
                              template=spec.prompt if kind == ROLLOUT else None)
         return wiring.make_client(agent)
 
-    workspaces = run.file("workspaces")
-    shutil.rmtree(workspaces, ignore_errors=True)  # an earlier process's, killed before it removed them
     ended = finished_result(run.ledger, parts.strategy, spec.artifact_id) if run.ledger.is_dir() else None
     if ended is not None:  # killed after the run ended, before its result was recorded: nothing runs again
+        clear(run.id)  # the workspaces that process left
         return ended
-    workspaces.mkdir(exist_ok=True)
-    run_fn, propose = wiring.callables(spec, parts, make_agent=make_agent, workdir=workspaces)
-    events = run.appending("events.jsonl")
-    try:
-        if events.tell() and not _ends_a_line(run.file("events.jsonl")):
-            events.write("\n")  # a line an earlier process was killed in the middle of ends here
+    with rollout_folder(run.id) as workspaces:  # away from the run's tasks and the user's home (rolloutdir)
+        run_fn, propose = wiring.callables(spec, parts, make_agent=make_agent, workdir=workspaces)
+        events = run.appending("events.jsonl")
+        try:
+            if events.tell() and not _ends_a_line(run.file("events.jsonl")):
+                events.write("\n")  # a line an earlier process was killed in the middle of ends here
 
-        def on_event(event: ev.Event) -> None:
-            try:
-                events.write(redact(json.dumps(ev.to_json(event), ensure_ascii=False)) + "\n")
-                events.flush()
-                tracker.on_event(event)
-            except OSError as exc:  # a full or read-only disk: stop cleanly, keep what was committed
-                token.cancel(f"cannot write the run's files in {run.path} ({exc.strerror or exc}); "
-                             f"free some space, then: {command('resume', run.id)}")
+            def on_event(event: ev.Event) -> None:
+                try:
+                    events.write(redact(json.dumps(ev.to_json(event), ensure_ascii=False)) + "\n")
+                    events.flush()
+                    tracker.on_event(event)
+                except OSError as exc:  # a full or read-only disk: stop cleanly, keep what was committed
+                    token.cancel(f"cannot write the run's files in {run.path} ({exc.strerror or exc}); "
+                                 f"free some space, then: {command('resume', run.id)}")
 
-        approver = Approver(mailbox, timeout=spec.host_timeout, gone=lambda: token.cancelled, changed=waits)
-        return evolve(parts.tasks, reward, run=run_fn, propose=propose, strategy=parts.strategy,
-                      blast_radius=parts.blast_radius, stop=[token], store=run.ledger, on_event=on_event,
-                      **spec.evolve_options(approve=approver))
-    finally:
-        with contextlib.suppress(OSError):  # on a full disk the line a failed write left in the buffer is lost
-            events.close()
-        shutil.rmtree(workspaces, ignore_errors=True)  # the idle ones: this process ends without finalizers
+            approver = Approver(mailbox, timeout=spec.host_timeout, gone=lambda: token.cancelled, changed=waits)
+            return evolve(parts.tasks, reward, run=run_fn, propose=propose, strategy=parts.strategy,
+                          blast_radius=parts.blast_radius, stop=[token], store=run.ledger, on_event=on_event,
+                          **spec.evolve_options(approve=approver))
+        finally:
+            with contextlib.suppress(OSError):  # on a full disk the line a failed write left in the buffer is lost
+                events.close()
 
 
 def _finish(run: RunDir, tracker: StatusTracker, result: EvolveResult, token: CancelToken) -> None:

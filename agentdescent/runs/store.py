@@ -11,12 +11,12 @@
     <id>/run.log         what the run's process printed
     <id>/lock            locked (flock) by the run's process for as long as it lives
     <id>/mailbox/        host-driven rollouts, reflections and approvals waiting for an answer
-    <id>/workspaces/     the rollout workspaces of folder runs
     <id>/accept.lock     held while `accept` writes back, so that two accepts never interleave
 
 A lock the kernel holds for a live process is the one liveness test that survives a SIGKILL and a
 reboot alike: a run whose status says running but whose lock is free is `interrupted`. Runs never
-share a file, so two runs in one store never interfere. Left out: what runs do (the runner).
+share a file, so two runs in one store never interfere. Left out: what runs do (the runner), and
+where their rollouts work (`rolloutdir`: away from this folder, whose tasks hold the answers).
 """
 
 from __future__ import annotations
