@@ -2,8 +2,9 @@
 prints too much.
 
 Used by the CLI agents and by external grader programs. A program runs in its own process group
-so that a timeout kills its children too, and its stdin is either the given text or closed, so
-it can never sit waiting for input. What it prints is read as it comes, with a bound: past
+so that a timeout kills its children too, and when it ends, what it left running in a session of
+its own is killed too (found by a mark in their environment, `procscan`); its stdin is either
+the given text or closed, so it can never sit waiting for input. What it prints is read as it comes, with a bound: past
 `max_output` bytes on stdout the whole group is killed; stderr keeps its last `max_output`
 bytes. Every program still running is known here, so that a run being cancelled can kill them
 all at once (`kill_all`). Left out: retries, streaming output to the caller, and what the
@@ -13,6 +14,7 @@ output means.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import threading
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from agentdescent.errors import Killed, OutputTooLarge, Stopping, TimedOut
+from agentdescent.procscan import kill_carrying
 
 __all__ = ["DEFAULT_MAX_OUTPUT", "Finished", "Killed", "OutputTooLarge", "Stopping", "TimedOut", "kill_all",
            "run_process", "started"]
@@ -31,6 +34,7 @@ _CHUNK = 2**16
 _REAP_SECONDS = 5.0  # how long a killed group is given to let go of the pipes
 _LINGER_SECONDS = 2.0  # how long what a program started may hold its pipes once it ended
 _REAPED_SECONDS = 0.5  # and, its group killed, how long the pipes may take to close
+CALL_ENV = "AGENTDESCENT_CALL"  # in a program's environment: the call it belongs to
 
 _running: set[subprocess.Popen[bytes]] = set()
 _running_lock = threading.Lock()
@@ -59,8 +63,9 @@ def run_process(
     with _running_lock:
         if _stopping:
             raise Stopping(f"not starting {argv[0]}: this process is stopping")
+    call = secrets.token_hex(8)  # marks what the program starts, wherever it goes (`procscan`)
     proc = subprocess.Popen(
-        list(argv), cwd=cwd, env=None if env is None else dict(env),
+        list(argv), cwd=cwd, env={**(os.environ if env is None else env), CALL_ENV: call},
         stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, start_new_session=True,
     )
@@ -79,6 +84,7 @@ def run_process(
     finally:
         with _running_lock:
             _running.discard(proc)
+        kill_carrying(CALL_ENV, call)  # what it left running in a session of its own (a shell tool's commands)
 
 
 def started() -> int:

@@ -199,6 +199,24 @@ def test_a_hang_past_the_timeout_kills_the_fake_and_its_child(fake, monkeypatch,
     assert gone(started["fake"]) and gone(started["child"])
 
 
+@pytest.mark.parametrize("make", [claude_code, codex], ids=["claude", "codex"])
+@pytest.mark.parametrize("mode", ["leave_child", "hang_leaving_child"])
+def test_what_the_agent_left_running_in_a_session_of_its_own_goes_with_its_call(fake, monkeypatch, tmp_path, make, mode):
+    """A shell tool's `cmd >/dev/null 2>&1 &` runs in a session of its own, out of the process
+    group's reach: it outlived evolve(), a dev server or a `sleep 400` per rollout."""
+    fake.mode(mode)
+    pids = tmp_path / "pids.json"
+    monkeypatch.setenv("FAKE_CLI_PIDS", str(pids))
+    agent = make(timeout=2)
+    if mode == "leave_child":
+        assert "reply to: go" in agent("go", cwd=fake.workspace)
+    else:
+        with pytest.raises(AgentError, match="timed out after 2 s"):
+            agent("go", cwd=fake.workspace)
+    started = json.loads(pids.read_text(encoding="utf-8"))
+    assert gone(started["child"]) and gone(started["fake"])
+
+
 # --- the reply cap ----------------------------------------------------------------------------
 
 FLOOD = """\

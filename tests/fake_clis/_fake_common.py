@@ -6,7 +6,8 @@ Environment variables (set by the tests):
                         is a version whose help does not list the flag that saves no session
     FAKE_CLI_LOG        append one JSON line per run: {"program", "argv", "cwd", "stdin", "env"}
     FAKE_CLI_SHOW_ENV   comma-separated variable names whose values go into the log's "env"
-    FAKE_CLI_PIDS       in "hang" mode, write {"fake": pid, "child": pid of its `sleep`} here
+    FAKE_CLI_PIDS       in "hang" mode, write {"fake": pid, "child": pid of its `sleep`} here; in
+                        "leave_child" and "hang_leaving_child" the `sleep` is in a session of its own
     FAKE_CLI_ECHO_ENV   in "echo_env" mode, the variable whose value is printed to stderr
 
 The fakes start as `python3 -S` (their shebang): they need only the standard library, and the
@@ -100,6 +101,18 @@ def common_modes(program):
         print(f"{program}: thinking very hard", file=sys.stderr, flush=True)
         time.sleep(60)
         sys.exit(0)
+    if current in ("leave_child", "hang_leaving_child"):  # as a shell tool's `cmd &` in a session of its own
+        import json
+        import subprocess
+        import time
+
+        child = subprocess.Popen(["sleep", "300"], start_new_session=True, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(os.environ["FAKE_CLI_PIDS"], "w", encoding="utf-8") as file:
+            json.dump({"fake": os.getpid(), "child": child.pid}, file)
+        if current == "hang_leaving_child":
+            time.sleep(60)
+        return
     if current == "echo_env":
         name = os.environ["FAKE_CLI_ECHO_ENV"]
         print(f"{program}: auth failed for key {os.environ.get(name)}", file=sys.stderr)
