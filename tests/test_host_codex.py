@@ -511,6 +511,21 @@ def test_a_dangling_link_for_the_config_is_refused(home, tmp_path):
     assert not (tmp_path / "dotfiles").exists()
 
 
+def test_a_config_that_is_a_fifo_or_a_device_is_refused_at_once_by_doctor_and_install(home):
+    """doctor and install waited on a FIFO for good, and read /dev/zero until memory ran out."""
+    from agentdescent.runs.doctor import doctor
+
+    home.mkdir()
+    os.mkfifo(home / "config.toml")
+    assert any("codex: " in p and "is a FIFO, not a regular file" in p for p in doctor().problems)
+    with pytest.raises(UserError, match="is a FIFO, not a regular file"):
+        codex.install()
+    (home / "config.toml").unlink()
+    (home / "config.toml").symlink_to("/dev/zero")
+    with pytest.raises(UserError, match="is under /dev"):
+        codex.install()
+
+
 def test_doctor_names_a_broken_config_and_a_server_the_host_cannot_start(home, monkeypatch):
     from agentdescent.runs.doctor import doctor
 

@@ -30,10 +30,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agentdescent import atomic, filelock
+from agentdescent import atomic, filelock, reading
 from agentdescent.errors import UserError
 from agentdescent.home import home
-from agentdescent.hosts import bundle, claude_replaced
+from agentdescent.hosts import bundle, claude_replaced, wiring
 from agentdescent.hosts.base import Changed, HostReport, to_wire, version
 from agentdescent.process import Killed, run_process
 
@@ -298,9 +298,11 @@ def _tail(text: str, lines: int = 5) -> str:
 
 
 def _read(path: Path) -> dict[str, Any]:
+    """A JSON file of Claude Code's as a mapping; {} for one missing, unreadable or not a mapping
+    (read as bounded data: a FIFO there is never waited on)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(reading.read_text(path, what="Claude Code file", limit=wiring.CONFIG_BYTES))
+    except (UserError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -26,12 +26,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from agentdescent import atomic
+from agentdescent import atomic, reading
 from agentdescent.errors import UserError
 from agentdescent.home import home
 from agentdescent.hosts import marked
 from agentdescent.hosts.base import Changed
 
+CONFIG_BYTES = 16 << 20  # a host's configuration file: far past what one holds
 KEPT_SUFFIX = ".before-agentdescent"  # beside a file of the user's that `install --force` replaced
 Check = Callable[[str, str, Path], None]  # (the user's text, the text to write, its path): raise UserError if wrong
 
@@ -221,13 +222,16 @@ def take_out(wiring: Wiring) -> Changed:
 
 
 def read_text(path: Path) -> str | None:
-    """The file's text exactly (no newline translation), or None when there is no file."""
+    """The file's text exactly (no newline translation), or None when there is no file. Read as
+    bounded data (`reading`): a FIFO or a device there is refused at once, never waited on or read
+    without end."""
     try:
-        data = path.read_bytes()
+        os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc}") from None
+    except OSError:
+        pass  # reading says what it is
+    data = reading.read_bytes(path, what="host configuration", limit=CONFIG_BYTES)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
