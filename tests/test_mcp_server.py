@@ -16,7 +16,9 @@ from agentdescent_mcp.server import server
 from mcp import StdioServerParameters
 
 from agentdescent.runs import Service
-from agentdescent.runs.status import LIVE
+from agentdescent.runs.hostwork import PAGE_BYTES
+from agentdescent.runs.spec import read_spec
+from agentdescent.runs.status import LIVE, RunStatus
 from tests.mcp_support import ENDED, REPO, call, demo_spec, fails, program_env, stdio_server, text_spec, wait_for
 
 TOOLS = {"plan", "evolve", "status", "show", "accept", "reject", "cancel", "resume", "runs", "doctor",
@@ -255,6 +257,35 @@ def test_errors_say_what_to_do(home, tmp_path, mode):
         assert (await call(client, "runs"))["runs"]  # and the server goes on serving
 
     connected(body, mode)
+
+
+def test_the_runs_list_and_a_long_error_fit_one_page_and_the_rest_is_paged(home, tmp_path):
+    """Hosts cut a tool result past ~8 KB anywhere: 40 runs with long paths were 12 KB, a spec's 30
+    problems 9 KB."""
+    target = tmp_path / ("a-long-folder-name-" * 8) / "prompt.md"
+    target.parent.mkdir()
+    target.write_text("Answer.\n", encoding="utf-8")
+    spec, store = read_spec(text_spec(target, agent="host", reflector="host")), Service().store
+    made = [store.create(spec, [], "Answer.\n", RunStatus(state="cancelled", target=str(target), message="x" * 2_000)).id
+            for _ in range(45)]
+
+    async def body(client):
+        seen, skip = [], 0
+        while skip is not None:
+            result = await client.call_tool("runs", {"newest": 40, "skip": skip})
+            assert len(result.content[0].text.encode()) <= PAGE_BYTES and not result.is_error
+            page = result.structured_content
+            assert page["runs"] and all(len(r["message"]) <= 300 for r in page["runs"])
+            seen, skip = [r["id"] for r in page["runs"]] + seen, page["next_skip"]
+        assert sorted(seen) == sorted(made) and len(set(seen)) == 45  # each once, newest pages first
+        (tmp_path / "skill").mkdir()
+        (tmp_path / "skill" / "SKILL.md").write_text("# a skill\n", encoding="utf-8")
+        frozen = {**text_spec(tmp_path / "skill", agent="host", reflector="host"),
+                  "frozen": [f"missing-{i:02d}-{'y' * 300}/*" for i in range(30)]}
+        said = await fails(client, "plan", spec=frozen)
+        assert len(said.encode()) <= PAGE_BYTES and said.endswith("more lines: fix these, then try again")
+
+    connected(body)
 
 
 def test_the_installed_program_serves_over_stdio(home, tmp_path):

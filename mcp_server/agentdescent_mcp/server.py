@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from importlib import metadata
 from typing import Annotated, Any, Literal
 
+import pydantic_core
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import Tool as MCPTool
@@ -32,7 +33,7 @@ from agentdescent.reading import name_or_count
 from agentdescent.runs import Service
 from agentdescent.runs.doctor import DoctorReport
 from agentdescent.runs.host import PROPOSAL, ROLLOUT
-from agentdescent.runs.hostwork import Answer, HostWork, Page, Submitted
+from agentdescent.runs.hostwork import PAGE_BYTES, Answer, HostWork, Page, Submitted, cut_to
 from agentdescent.runs.mailbox import Claim
 from agentdescent.runs.review import Shown
 from agentdescent.runs.service import Plan, RunSummary, Started
@@ -65,6 +66,8 @@ RunId = Annotated[str, Field(max_length=64, description="the run's id as evolve 
 RequestId = Annotated[str, Field(max_length=64, description="a request id host_next gave")]
 Offset = Annotated[int, Field(ge=0, description="characters of the prompt already read")]
 Newest = Annotated[int, Field(ge=1, le=40, description="how many of the newest runs to list")]
+Skip = Annotated[int, Field(ge=0, description="how many of the newest runs to pass over: the next page is skip "
+                                             "plus the runs listed")]
 Fresh = Annotated[bool, Field(description="true on a helper's first call: every candidate comes whole, "
                                           "though this conversation met it before")]
 Kind = Annotated[Literal["rollout", "proposal"] | None, Field(description="rollout, proposal, or none for both")]
@@ -72,6 +75,7 @@ Wait = Annotated[float, Field(ge=0, le=45, allow_inf_nan=False,
                                description="seconds to wait for requests when none is open yet")]
 Answers = Annotated[list[Answer], Field(min_length=1, max_length=64,
                                         description="one {request_id, answer} for each request answered")]
+MESSAGE_BYTES = 300  # of a run's message in the runs list
 HOLDER = Claim(holder=secrets.token_hex(6), pid=os.getpid())  # this server is one host conversation's: its claims
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
@@ -97,7 +101,8 @@ class Runs(BaseModel):
     """The newest runs in the store, oldest first."""
 
     runs: list[RunSummary]
-    older: int = 0  # runs left out, older than these
+    older: int = 0  # runs left out, older than these: ask again with skip=next_skip
+    next_skip: int | None = None
     store: str
 
 
@@ -196,7 +201,22 @@ def service() -> Iterator[Service]:
     try:
         yield _Redacted(Service())  # type: ignore[misc]
     except AgentDescentError as exc:
-        raise ToolError(redact(str(exc))) from None
+        raise ToolError(_one_page(redact(str(exc)))) from None
+
+
+def _one_page(message: str, room: int = PAGE_BYTES - 200) -> str:
+    """`message` whole when it fits a page, else its first lines that do and a count of the rest: a
+    spec's 30 problems run past what a host shows whole, and it cuts anywhere."""
+    if len(message) <= room:
+        return message
+    lines, kept = message.splitlines(), []
+    for line in lines:
+        if len("\n".join([*kept, line])) > room:
+            break
+        kept.append(line)
+    if not kept:  # one line past a page: its start
+        return message[:room] + "..."
+    return "\n".join([*kept, f"  ... and {len(lines) - len(kept)} more lines: fix these, then try again"])
 
 
 @server.tool(annotations=READ_ONLY)
@@ -300,13 +320,21 @@ def resume(run_id: RunId) -> Started:
 
 
 @server.tool(annotations=READ_ONLY)
-def runs(newest: Newest = 15) -> Runs:
-    """The `newest` runs in the store, oldest first: id, state, target, rounds, rewards and a
-    one-line message (`older`: how many older runs are left out). Call it to find a run id the user
+def runs(newest: Newest = 15, skip: Skip = 0) -> Runs:
+    """The `newest` runs in the store past the `skip` newest, oldest first: id, state, target,
+    rounds, rewards and a one-line message; as many as fit one page (`older`: how many older runs
+    are left out, listed by asking again with skip=next_skip). Call it to find a run id the user
     refers to, or to see whether a run is still going."""
     with service() as s:
         found = s.runs()
-        return Runs(runs=found[-newest:], older=max(0, len(found) - newest), store=str(s.store.root))
+        end = max(0, len(found) - skip)
+        listed = [r.model_copy(update={"message": cut_to(r.message, MESSAGE_BYTES)}) for r in found[max(0, end - newest):end]]
+        while True:  # the oldest of the page go first: a host cuts an answer past its limit anywhere
+            page = Runs(runs=listed, older=end - len(listed), store=str(s.store.root))
+            page.next_skip = skip + len(listed) if page.older else None
+            if len(listed) <= 1 or len(pydantic_core.to_json(page, indent=2)) <= PAGE_BYTES:
+                return page
+            listed = listed[1:]
 
 
 @server.tool(annotations=HOST_WORK, meta=ALWAYS_LOADED)
