@@ -306,6 +306,27 @@ def test_prune_leaves_the_ledgers_of_other_users_alone(service, tmp_path):
     assert "left 1 folder named like one that another user owns" in pruned.stdout and (theirs / "HEAD").is_file()
 
 
+@pytest.mark.parametrize("script, mode, said", [
+    ("#!/bin/sh\nprintf '\\377\\376 garbage out'\n", 0o755, "claude: found, version unknown"),
+    ("#!/bin/sh\necho hi\n", 0o644, "/claude is on PATH but not executable: chmod +x it, or reinstall it"),
+    ("#!/nonexistent/interp\necho hi\n", 0o755,
+     "/claude cannot start: the interpreter its first line names is not there ('#!/nonexistent/interp')"),
+])
+def test_doctor_and_plan_say_what_is_wrong_with_a_broken_agent_cli(service, tmp_path, script, mode, said):
+    """A claude that is not executable read as 'not on PATH', one whose interpreter is gone as
+    'version unknown' (and plan passed it), and one printing garbage had it shown as its version."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "claude").write_text(script, encoding="utf-8")
+    (tmp_path / "bin" / "claude").chmod(mode)
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
+    assert said in agentdescent("doctor", env=env).stdout
+    planned = agentdescent("plan", spec_file(tmp_path, agent="claude_code"), env=env)
+    if mode == 0o755 and "garbage" in script:
+        assert planned.returncode == 0, planned.stderr
+    else:
+        assert planned.returncode == 2 and said in planned.stderr, planned.stderr
+
+
 def test_doctor_names_git_and_exits_0_when_the_demo_can_run(service):
     done = agentdescent("doctor")
     assert done.returncode == 0, done.stdout + done.stderr

@@ -314,6 +314,8 @@ def run_doctor(args: argparse.Namespace, console: Console) -> int:
         return 0 if report.demo_ok else FAILURE
 
     def program(p) -> str:
+        if p.problem:
+            return f"{p.name}: {p.problem}"
         return f"{p.name}: found, {p.version or 'version unknown'} ({p.path})" if p.found else f"{p.name}: not found"
 
     say(console, f"agentdescent {report.agentdescent} on Python {report.python}", program(report.git),

@@ -7,6 +7,7 @@ Left out: the table of hosts (`agentdescent.hosts.HOSTS`) and the ways of wiring
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import shutil
@@ -88,24 +89,58 @@ class Changed(BaseModel):
 
 
 def version(program: str) -> str | None:
-    """The first line `PROGRAM --version` prints, or None when it fails or takes over 10 s; asked
-    once per program file (a CLI that hangs costs `doctor` 10 s, not 10 s a question)."""
+    """The first line `PROGRAM --version` prints, when it reads as a version (printable, with a
+    digit); None when it fails, prints something else or takes over 10 s. Asked once per program
+    file (a CLI that hangs costs `doctor` 10 s, not 10 s a question)."""
+    return _asked(program)[0]
+
+
+def cannot_start(program: str) -> str | None:
+    """Why `program`, found by that name or path, cannot start at all; None when it starts (however
+    its `--version` then went). An executable text file whose `#!` interpreter is missing fails
+    with "No such file or directory", which would read as the file itself missing."""
+    return _asked(program)[1]
+
+
+def not_executable(name: str) -> str | None:
+    """A file named `name` on PATH that is not executable (which `shutil.which` passes over), or None."""
+    folders = os.environ.get("PATH", os.defpath).split(os.pathsep)
+    return next((str(Path(f, name)) for f in folders if f and Path(f, name).is_file()
+                 and not os.access(Path(f, name), os.X_OK)), None)
+
+
+def _asked(program: str) -> tuple[str | None, str | None]:
     path = shutil.which(program) or program
     try:
         changed = os.stat(path).st_mtime_ns
     except OSError:
-        return None
+        return None, None
     return _version(path, changed)
 
 
 @functools.lru_cache(maxsize=64)
-def _version(path: str, changed: int) -> str | None:
+def _version(path: str, changed: int) -> tuple[str | None, str | None]:
     try:
         done = run_process([path, "--version"], timeout=10)
-    except (OSError, Killed):
-        return None
+    except OSError as exc:
+        return None, _why_not(path, exc)
+    except Killed:
+        return None, None
     first = (done.stdout or done.stderr).strip().splitlines()
-    return first[0][:80] if done.returncode == 0 and first else None
+    line = first[0][:80] if done.returncode == 0 and first else ""
+    readable = line.isprintable() and "\ufffd" not in line and any(c.isdigit() for c in line)
+    return (line if readable else None), None
+
+
+def _why_not(path: str, exc: OSError) -> str:
+    if exc.errno == errno.ENOENT and os.path.isfile(path):
+        with open(path, "rb") as file:
+            head = file.read(128).split(b"\n")[0].decode("utf-8", "replace")
+        return (f"{path} cannot start: the interpreter its first line names is not there "
+                f"({head[:80]!r}); reinstall it")
+    if exc.errno in (errno.EACCES, errno.ENOEXEC):
+        return f"{path} cannot start ({exc.strerror}): it is not a program this system can run; reinstall it"
+    return f"{path} cannot start: {exc.strerror or exc}"
 
 
 def to_wire(host: str, *, found: bool, product: str, package: str) -> str:

@@ -15,6 +15,7 @@ import shutil
 
 from agentdescent.agents.providers import CLI_KINDS, PROVIDERS
 from agentdescent.errors import UserError
+from agentdescent.hosts.base import cannot_start, not_executable
 from agentdescent.runs.spec import AgentSpec, RunSpec
 
 # What lets Claude Code call a model with no login of its own: a key, a token, a cloud's credentials.
@@ -31,9 +32,15 @@ def agent_problems(agent: AgentSpec) -> list[str]:
         if not isinstance(executable, str) or not executable:
             return [f"options.executable must be a program's name or path, such as {PROVIDERS[agent.kind].program!r}; "
                     f"got {executable!r}"]
-        if shutil.which(executable) is None:
+        found = shutil.which(executable)
+        if found is None:
+            unrunnable = None if os.sep in executable else not_executable(executable)
+            if unrunnable:
+                return [f"{unrunnable} is on PATH but not executable: chmod +x it, or reinstall it"]
             where = ("is not an executable file" if os.sep in str(executable) else "is not on PATH")
             return [f"{executable!r} {where}: install it, or use the host as the agent (agent: host)"]
+        if (why := cannot_start(found)) is not None:
+            return [why]
     row = PROVIDERS[agent.kind]
     try:
         row.client(agent.model, **agent.options)

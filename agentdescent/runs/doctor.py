@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from agentdescent.agents.providers import BASE_URL_VARIABLES, KEY_VARIABLES, PROVIDERS
 from agentdescent.hosts import HOSTS, HostReport, module
-from agentdescent.hosts.base import scripts_not_on_path, version
+from agentdescent.hosts.base import cannot_start, not_executable, scripts_not_on_path, version
 from agentdescent.runs.store import home
 
 KEYS = KEY_VARIABLES  # the providers' table's (agents.providers), and HF_TOKEN
@@ -32,6 +32,7 @@ class Program(BaseModel):
     found: bool
     version: str | None = None
     path: str | None = None
+    problem: str | None = None  # found but it cannot start, or a file of its name that is not executable
 
 
 class DoctorReport(BaseModel):
@@ -68,6 +69,7 @@ def doctor() -> DoctorReport:
     demo_ok = git.found and _writable(Path(tempfile.gettempdir()))
     reports = [host.report() for host in hosts]
     problems += [f"{r.host}: {r.problem}" for r in reports if r.problem]
+    problems += [f"{p.name}: {p.problem}" for p in (git, *agents) if p.problem]
     unstartable = scripts_not_on_path()
     if unstartable and any(r.wired for r in reports):
         problems.append(f"{', '.join(r.host for r in reports if r.wired)} wired, but {unstartable}")
@@ -84,8 +86,10 @@ def doctor() -> DoctorReport:
 def _program(name: str) -> Program:
     path = shutil.which(name)
     if path is None:
-        return Program(name=name, found=False)
-    return Program(name=name, found=True, version=version(path), path=path)
+        unrunnable = not_executable(name)
+        return Program(name=name, found=False, problem=unrunnable and f"{unrunnable} is on PATH but not executable: "
+                                                                     f"chmod +x it, or reinstall it")
+    return Program(name=name, found=True, version=version(path), path=path, problem=cannot_start(path))
 
 
 def _version() -> str:

@@ -55,10 +55,13 @@ def dumps(value):
 
 
 def answer_help(argv, asked, flag):
-    """Print a help listing `flag` and exit when `argv` asks for help (`asked`); an "old" CLI's
-    help does not list it. Not logged: it is no call of an agent."""
+    """Print a help listing `flag` and exit when `argv` asks for help (`asked`), or a version for
+    --version; an "old" CLI's help does not list the flag. Not logged: neither is a call of an agent."""
     if argv == asked:
         print(f"Usage: fake [options]\n  {flag if mode() != 'old' else ''}  (the flag a call saves no session with)")
+        sys.exit(0)
+    if argv == ["--version"]:  # what doctor and plan ask
+        print("0.0.1 (a stand-in)")
         sys.exit(0)
 
 
