@@ -122,7 +122,8 @@ class EvolveResult:
         `overwrite`. The whole target is backed up first (`.<name>.bak-N` beside it, recorded in
         `$AGENTDESCENT_HOME/backups`; no backup when nothing changes), and a failure or a killed
         process is rolled back from it; `.bak-N` folders there is no record of are left alone and
-        listed in `plan.refused`. `dry_run` returns the plan and touches nothing. See
+        listed in `plan.refused`; the oldest backups past the newest 10 are removed once the
+        write ends (`plan.removed`). `dry_run` returns the plan and touches nothing. See
         `agentdescent.artifacts.writeback`."""
         return write_back(path, self.rendered, initial=self.initial_state, frozen=self.frozen, dry_run=dry_run,
                           prune=prune, overwrite=overwrite, base=self.initial_rendered if base is None else base)

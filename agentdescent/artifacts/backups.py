@@ -20,25 +20,29 @@ before its copy is read, the copy still has the digest recorded when it was comp
 deleted, and named in what the user is told.
 
 The record says who took the backup (`write_to` or `restore`), the phase of the write
-(`copying`, `applying`, `done`, `rolled back`), whether the target existed, and every path the
-write changes, each checked to lie inside the target. The record changes first and the journal,
-a copy for a person to read, just after; after a kill it may lag one phase behind. `recover`
-settles what a killed writer left: a backup still `copying` is removed (nothing was changed yet);
-a write still `applying` is rolled back, each of its paths put back exactly as in the copy, and
-the temp files of its atomic writes removed. A folder whose target did not exist holds a journal
-only, and is removed once its write has ended. A record whose folder is gone is forgotten.
+(`copying`, `applying`, `done`, `rolled back`; `removing` once `remove` has begun deleting it),
+whether the target existed, and every path the write changes, each checked to lie inside the
+target. The record changes first and the journal, a copy for a person to read, just after; after
+a kill it may lag one phase behind. `recover` settles what a killed writer left: a backup still
+`copying` is removed (nothing was changed yet); a write still `applying` is rolled back, each of
+its paths put back exactly as in the copy, and the temp files of its atomic writes removed; a
+backup `removing` is removed the rest of the way (its journal may be gone with part of its copy).
+A folder whose target did not exist holds a journal only, and is removed once its write has
+ended. A record whose folder is gone is forgotten.
 
 `restorable` picks what `restore` puts back: the newest trusted backup, whoever took it, so that a
 restore (which backs the target up first) is undone by the next one; or the backup of a number
 asked for.
 
-Left out: what to write (`writeback`), how paths are put back (`putback`), power loss (nothing
+Left out: what to write (`writeback`), which backups are too old to keep (`pruning`), how paths
+are put back (`putback`), power loss (nothing
 is fsynced: a write survives the process dying, not the machine), Windows (fcntl), and writers
 that do not take the lock.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -61,6 +65,7 @@ NAME_MAX = 255  # bytes in one file name on ext4, xfs, btrfs, tmpfs, APFS
 JOURNAL = ".journal.json"
 PARTIAL = ".partial"
 _BEFORE: dict[str, str] = {"applying": "copying", "done": "applying", "rolled back": "applying"}
+ENDED = ("done", "rolled back")  # the phases of a write that is over: its backup is settled
 
 
 class Journal(BaseModel):
@@ -185,8 +190,8 @@ def restorable(target: Path, number: int | None = None, *, rolled_back: bool = F
     for backup in reversed(seen.backups):
         record = backup.record
         unasked = number is None and record.phase == "rolled back" and not rolled_back
-        if (number is not None and backup.number != number) or not record.existed or unasked or record.phase in (
-                "copying", "applying"):
+        if (number is not None and backup.number != number) or not record.existed or unasked or (
+                record.phase not in ENDED):
             continue
         if backup.intact():
             chosen = backup
@@ -231,6 +236,17 @@ def finish(backup: Backup, phase: Phase = "done", after: dict[str, str] | None =
         _forget(backup.target, {backup.number})
 
 
+def remove(backup: Backup) -> bool:
+    """Delete a settled backup and forget it (the caller holds the lock); whether it is gone. It is
+    marked `removing` first, so that a kill or a failure part-way leaves a record the next
+    `recover` finishes, not a half-deleted folder that no longer matches its record."""
+    backup = _store(backup, backup.record.model_copy(update={"phase": "removing"}))
+    if _delete(backup.folder):
+        _forget(backup.target, {backup.number})
+        return True
+    return False
+
+
 def rollback(target: Path, backup: Backup, paths: list[str] | None = None) -> list[str]:
     """Put `paths` (default: every path the record lists) back as in the copy (gone if the target
     did not exist), but for one that holds neither what the write put there nor what the copy
@@ -258,6 +274,8 @@ def recover(target: Path) -> tuple[list[Path], list[Refusal]]:
         record = backup.record
         if record.phase == "copying":
             shutil.rmtree(backup.folder)  # the target was not touched yet
+            settled.add(backup.number)
+        elif record.phase == "removing" and _delete(backup.folder):  # one that will not go yet is tried next time
             settled.add(backup.number)
         elif record.phase == "applying":
             try:
@@ -300,10 +318,11 @@ def _folders(target: Path) -> list[tuple[str, int]]:
 
 def _agrees(journal: Journal | None, record: Record) -> bool:
     """Whether the journal is the record's copy, or the copy one phase behind (a kill between them)."""
-    if journal is None:
-        return record.phase == "copying"  # killed before the first journal was written
+    if journal is None:  # killed before the first journal was written, or after `remove` deleted it
+        return record.phase in ("copying", "removing")
     same = (journal.made_by, journal.existed, journal.paths) == (record.made_by, record.existed, record.paths)
-    return same and journal.phase in (record.phase, _BEFORE.get(record.phase))
+    before = ENDED if record.phase == "removing" else (_BEFORE.get(record.phase),)
+    return same and journal.phase in (record.phase, *before)
 
 
 def _reserve(target: Path, planned: Record) -> Backup:
@@ -345,6 +364,20 @@ def _forget(target: Path, numbers: set[int]) -> None:
 def _write_journal(backup: Backup, record: Record) -> None:
     journal = Journal(made_by=record.made_by, phase=record.phase, existed=record.existed, paths=record.paths)
     atomic.write_text(backup.folder / JOURNAL, journal.model_dump_json())
+
+
+def _delete(folder: Path) -> bool:
+    """Remove `folder` (never through a symlink); whether it is gone. A copy keeps its folders'
+    modes, and a read-only one's entries cannot be unlinked until it is made writable again."""
+    shutil.rmtree(folder, ignore_errors=True)
+    for here, dirs, _ in os.walk(folder):
+        for name in (".", *dirs):
+            path = os.path.join(here, name)
+            if not os.path.islink(path):
+                with contextlib.suppress(OSError):
+                    os.chmod(path, stat.S_IMODE(os.lstat(path).st_mode) | stat.S_IRWXU)
+    shutil.rmtree(folder, ignore_errors=True)
+    return not os.path.lexists(folder)
 
 
 def _copy(target: Path, backup: Backup) -> None:

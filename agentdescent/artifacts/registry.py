@@ -29,7 +29,7 @@ from agentdescent.artifacts.putback import path_reason
 from agentdescent.errors import UserError
 from agentdescent.home import HOME_ENV, home
 
-Phase = Literal["copying", "applying", "done", "rolled back"]
+Phase = Literal["copying", "applying", "done", "rolled back", "removing"]
 MadeBy = Literal["write_to", "restore"]
 
 

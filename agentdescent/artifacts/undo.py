@@ -1,6 +1,8 @@
 """Putting a write-back's target back as it was: `restore` puts the newest recorded, intact backup
 back (or backup `number`), after backing the target up in turn, so that a second restore undoes
-the first; `recover` rolls back a write a killed process left half-done.
+the first; `recover` rolls back a write a killed process left half-done. A restore that changed
+the target then removes the oldest settled backups past the newest `pruning.KEEP` (`Restored.removed`);
+`restore` of a number removed so says so, with the numbers there are.
 
 Only backups this package recorded are restored from; any other `.<name>.bak-N` folder beside the
 target (one a cloned repository brought along, one whose copy or journal was changed since) is
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from agentdescent.artifacts import backups, registry, targetlock
+from agentdescent.artifacts import backups, pruning, registry, targetlock
 from agentdescent.artifacts.putback import lstat, path_reason, put_back, same
 from agentdescent.artifacts.writeback import check_kind, run_steps, target_path
 from agentdescent.errors import UserError
@@ -40,6 +42,7 @@ class Restored:
     numbers: tuple[int, ...] = ()
     left: tuple[str, ...] = ()  # files that differ from the backup but whose names a key cannot hold: left as they are
     settled: tuple[str, ...] = ()  # backups a write a killed process left half done was rolled back from first
+    removed: tuple[int, ...] = ()  # numbers of the oldest backups past `pruning.KEEP`, removed once the restore ended
 
 
 def _untouched(target: Path, before: dict[str, str], rel: str) -> None:
@@ -95,8 +98,10 @@ def restore(path: str | os.PathLike, number: int | None = None, *, overwrite: bo
         run_steps(target, backup, [(f"put {target} back from {source.copy}", paths, putting)],
                   check=partial(_untouched, target, before))
         backups.finish(backup, after={rel: registry.seen(target / rel) for rel in paths})
+        removed = pruning.prune(target)
     return Restored(source=source.copy, backup=backup.copy if os.path.lexists(backup.copy) else None,
-                    changed=tuple(paths), refused=said, numbers=_numbers(target), left=left, settled=settled)
+                    changed=tuple(paths), refused=said, numbers=_numbers(target), left=left, settled=settled,
+                    removed=removed)
 
 
 def edited_since(target: Path, paths: list[str]) -> list[str]:
@@ -133,7 +138,13 @@ def _numbers(target: Path) -> tuple[int, ...]:
 def _no_backup(target: Path, refused: list[backups.Refusal], number: int | None = None) -> UserError:
     found = "".join(f"; {r}" for r in refused)
     if number is not None:
-        there = ", ".join(map(str, _numbers(target))) or "none"
+        kept = _numbers(target)
+        there = ", ".join(map(str, kept)) or "none"
+        name = backups.folder_name(target, number)
+        if kept and 0 < number < kept[0] and not any(os.path.lexists(target.parent / n) for n in (name, name[1:])):
+            return UserError(f"backup {number} of {target} was removed: only the newest {pruning.KEEP} backups of a "
+                             f"target are kept, the older ones removed after each write-back or restore{found}; the "
+                             f"backups there are: {there} ({backups.pattern(target)})")
         return UserError(f"no backup number {number} of {target} to restore{found}; the backups there are: {there} "
                          f"({backups.pattern(target)})")
     return UserError(f"no backup of {target} to restore: write_to takes one ({backups.folder_name(target, 1)[:-1]}N "

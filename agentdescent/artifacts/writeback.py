@@ -11,7 +11,9 @@ something changes, it then holds the target's lock, settles a write a killed pro
 backs the whole target up (`.<name>.bak-N` beside it, recorded in `$AGENTDESCENT_HOME/backups`),
 deletes what goes and writes each changed file atomically with its mode kept, each checked just
 before it is touched: a file saved since the plan stops the write. A failure part-way puts every
-path it touched back from the backup and raises a `UserError` that names the file.
+path it touched back from the backup and raises a `UserError` that names the file. Once the
+write has ended, the oldest settled backups past the newest `pruning.KEEP` are removed, still
+under the lock, and named in `WritePlan.removed`.
 
 Only backups this package recorded are rolled back from; any other `.<name>.bak-N` folder beside
 the target is left alone and named in `WritePlan.refused`.
@@ -35,7 +37,7 @@ from functools import partial
 from pathlib import Path
 
 from agentdescent import atomic
-from agentdescent.artifacts import backups, reconcile, registry, targetlock
+from agentdescent.artifacts import backups, pruning, reconcile, registry, targetlock
 from agentdescent.commands import command
 from agentdescent.errors import UserError
 from agentdescent.governance import is_frozen, unsafe_key_reason
@@ -62,6 +64,7 @@ class WritePlan:
     backup: Path | None = None
     refused: tuple[str, ...] = ()  # `.<name>.bak-N` folders beside the target left alone, each with why
     settled: tuple[str, ...] = ()  # backups a write a killed process left half done was rolled back from first
+    removed: tuple[int, ...] = ()  # numbers of the oldest backups past `pruning.KEEP`, removed once the write ended
     seen: Mapping[str, str] = field(default_factory=dict, repr=False)  # each written or deleted key's `registry.seen`, planned
 
     @property
@@ -105,7 +108,8 @@ def write_back(path: str | os.PathLike, rendered: str | Mapping[str, str], *, in
         backup = backups.take(target, made_by="write_to", paths=[*plan.deleted, *plan.written], writes=writes)
         _apply(target, plan, contents, backup)
         backups.finish(backup, after={key: registry.seen(target / key) for key in (*plan.deleted, *plan.written)})
-    return _named(replace(plan, backup=backup.copy if os.path.lexists(backup.copy) else None))
+        removed = pruning.prune(target)
+    return _named(replace(plan, backup=backup.copy if os.path.lexists(backup.copy) else None, removed=removed))
 
 
 def target_path(path: str | os.PathLike) -> Path:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from agentdescent.artifacts.pruning import KEEP
 from agentdescent.cli import flags
 from agentdescent.cli.demo import run_reference
 from agentdescent.cli.guard import USAGE, Command, guarded
@@ -64,9 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
         "restore", help="undo the last write-back (accept, result.write_to) or restore of PATH from its backup",
         description="Put back the newest backup of PATH (.NAME.bak-N beside it): what PATH held before the last "
                     "write-back or restore. What PATH holds now is backed up first, so running restore again undoes "
-                    "the restore; --backup N puts an older backup back. Edits made since the last write-back or "
-                    "restore refuse it (--overwrite puts it back over them, backed up first). The run whose "
-                    "write-back this undoes says restored in its status.",
+                    f"the restore; --backup N puts an older backup back (the newest {KEEP} are kept). Edits made "
+                    "since the last write-back or restore refuse it (--overwrite puts it back over them, backed up "
+                    "first). The run whose write-back this undoes says restored in its status.",
         epilog="examples:\n  agentdescent restore skill/              # undo the accept\n"
                "  agentdescent restore skill/              # again: the accepted version is back\n"
                "  agentdescent restore skill/ --backup 1   # backup number 1, whatever came after",

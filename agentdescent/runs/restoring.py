@@ -7,7 +7,9 @@ older backup instead. The runs follow the target (`follow`): a run's accept reco
 wrote, and after a restore, or another run's accept, each run on the target is `accepted` while
 the target holds its version and `restored` once it does not, its `backup` then naming the copy
 just taken. A run accepted before its status recorded what it wrote follows the backups instead:
-the run whose `backup` is the copy put back flips.
+the run whose `backup` is the copy put back flips. A write-back or restore removes the oldest
+backups past `pruning.KEEP`; a run whose `backup` is gone stops naming it (`unbacked`), so that
+its status never sends the user to a folder that is not there.
 
 Left out: which backup qualifies and how paths are put back (`artifacts.backups`,
 `artifacts.undo`); a restore with nothing to change touches no run.
@@ -15,12 +17,13 @@ Left out: which backup qualifies and how paths are put back (`artifacts.backups`
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from agentdescent.artifacts import backups, registry, targetlock
+from agentdescent.artifacts import backups, pruning, registry, targetlock
 from agentdescent.artifacts.undo import Restored
 from agentdescent.artifacts.undo import restore as put_back
 from agentdescent.artifacts.writeback import target_path
@@ -40,6 +43,7 @@ class Restoration(BaseModel):
     refused: list[str] = Field(default_factory=list)  # folders beside the target that are not our backups
     numbers: list[int] = Field(default_factory=list)  # the trusted backups there are now, oldest first
     left: list[str] = Field(default_factory=list)  # files whose names a run never writes, left as they are
+    removed: list[int] = Field(default_factory=list)  # the oldest backups past `pruning.KEEP`, removed after it
     runs: dict[str, str] = Field(default_factory=dict)  # run id -> its state now, for each run whose state changed
     message: str
     next: str
@@ -52,6 +56,8 @@ def restore(store: RunStore, path: str | Path, number: int | None = None, *, ove
     with targetlock.locked(target):  # a run's status changes under the lock its write-back took
         done = put_back(target, number, overwrite=overwrite)
         runs = _follow(store, target, done) if done.changed else {}
+        if done.changed:
+            unbacked(store, target)
     if done.changed:
         said = [f"restored {target} from {done.source} ({len(done.changed)} paths put back)",
                 f"what it held before is in {done.backup}" if done.backup else "it was not there before"]
@@ -65,9 +71,10 @@ def restore(store: RunStore, path: str | Path, number: int | None = None, *, ove
     said = [f"first rolled back the write a killed process left half done, from {', '.join(done.settled)}",
             *said] if done.settled else said
     said += [f"run {run} is now {state}" for run, state in runs.items()]
+    said += [pruning.said(done.removed)] if done.removed else []
     return Restoration(target=str(target), source=str(done.source), backup=None if done.backup is None else str(done.backup),
                        changed=list(done.changed), refused=list(done.refused), numbers=list(done.numbers), runs=runs,
-                       left=list(done.left),
+                       left=list(done.left), removed=list(done.removed),
                        message="; ".join(said), next=nxt)
 
 
@@ -124,6 +131,21 @@ def follow(store: RunStore, target: Path, why: str, *, backup: str | None, besid
     return changed
 
 
+def unbacked(store: RunStore, target: Path) -> None:
+    """Each run on `target` whose `backup` is no longer there (removed as one of the oldest past
+    `pruning.KEEP`, by this write or by a `write_to` outside any run) stops naming it; a restored
+    run is written back again by accept, which needs no backup. The caller holds the target's lock."""
+    for run in _runs_on(store, target):
+        status = run.status()
+        if status.backup is None or os.path.lexists(status.backup):
+            continue
+        update = {"backup": None, "message": f"{status.message}; its backup {status.backup} is no longer there (only "
+                  f"the newest {pruning.KEEP} backups of a target are kept)"}
+        if status.state == "restored":
+            update["next"] = f"{command('accept', run.id)} writes the run's version again"
+        run.write_status(status.model_copy(update=update))
+
+
 def on_disk(target: Path, kind: str, names: Iterable[str]) -> dict[str, str]:
     """What `target` holds at each of `names` (`registry.seen`); a text target's one file goes by its own name."""
     return {name: registry.seen(target if kind == "text" else target / name) for name in names}
@@ -143,5 +165,10 @@ def _runs_on(store: RunStore, target: Path) -> list[RunDir]:
 
 
 def listing(target: Path, numbers: list[int]) -> str:
-    """The backups there are, for a person: listing(Path("a/skill"), [1, 2]) == "backups 1, 2 in a/.skill.bak-*" """
-    return f"backups {', '.join(map(str, numbers))} in {backups.pattern(target)}" if numbers else "no backups left"
+    """The backups there are, for a person, at most the newest `pruning.KEEP` (more are there only
+    until the next write-back or restore removes them): listing(Path("a/skill"), [1, 2]) == "backups 1, 2 in a/.skill.bak-*" """
+    if not numbers:
+        return "no backups left"
+    older = len(numbers) - pruning.KEEP
+    more = f" (and {older} older, removed by the next write-back or restore)" if older > 0 else ""
+    return f"backups {', '.join(map(str, numbers[-pruning.KEEP:]))}{more} in {backups.pattern(target)}"

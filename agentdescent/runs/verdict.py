@@ -5,7 +5,9 @@ approves its pending L1 change; `reject` records that nothing is to be written.
 An accept holds the run's accept lock, so two at once never interleave, and the target's lock
 (`targetlock`) across the write and the status that records it, so a restore that follows sees the
 run it undoes; a write killed half-way is rolled back by the next one (the write-back's own
-journal). Left out: what a run shows (`review`); putting a backup back (`restoring`).
+journal). The backups past `pruning.KEEP` that the write-back removed are named in its answer, and
+a run whose status named a backup now gone no longer does (`restoring.unbacked`). Left out: what a run
+shows (`review`); putting a backup back (`restoring`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import os
 
 from pydantic import BaseModel, Field
 
-from agentdescent.artifacts import targetlock
+from agentdescent.artifacts import pruning, targetlock
 from agentdescent.artifacts.writeback import WritePlan, target_path
 from agentdescent.commands import command
 from agentdescent.errors import UserError
@@ -43,6 +45,7 @@ class Accepted(BaseModel):
     conflicts: list[str] = Field(default_factory=list)  # edited by both beyond a merge: refused unless overwrite
     backup: str | None = None
     refused: list[str] = Field(default_factory=list)  # folders beside the target that are not our backups: left alone
+    removed: list[int] = Field(default_factory=list)  # the oldest backups past `pruning.KEEP`, removed after the write
     message: str
     next: str = ""
 
@@ -57,8 +60,9 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
     if status.state in LIVE:
         return _answer_approval(run, approved=True)
     if status.state == "accepted":
+        kept = status.backup or "no backup (nothing changed, or it was since removed as one of the oldest)"
         raise UserError(f"run {run.id} was already accepted: {status.target} was written back; its previous "
-                        f"content is in {status.backup or 'no backup (nothing changed)'}")
+                        f"content is in {kept}")
     result = review.result_of(run)
     if status.state not in WRITABLE or not _final(result):
         raise UserError(_not_final(run, status.state, status.next))
@@ -76,7 +80,7 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
                         deleted=list(plan.deleted), unchanged=len(plan.unchanged), merged=list(plan.merged),
                         kept=list(plan.kept), conflicts=list(plan.conflicts),
                         backup=None if plan.backup is None else str(plan.backup), refused=list(plan.refused),
-                        message="")
+                        removed=list(plan.removed), message="")
         if dry_run:
             return done.model_copy(update={"message": _dry_run_message(plan, overwrite),
                                            "next": _after_dry_run(run.id, status.target, plan, overwrite)})
@@ -88,13 +92,15 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
             "message": f"written back to {status.target}: {len(plan.written)} written, {len(plan.deleted)} deleted",
             "next": f"{command('restore', status.target)} puts the backup back" if done.backup else ""}))
         restoring.follow(store, target, f"run {run.id}'s write-back replaced it", backup=done.backup, besides=run.id)
+        restoring.unbacked(store, target)
     backup = f"; the previous content is in {done.backup}" if done.backup else "; nothing needed changing"
     yours = (f"; merged with what changed on disk since the run started: {', '.join(done.merged)}" if done.merged
              else "") + (f"; kept as they changed on disk since the run started: {', '.join(done.kept)}" if done.kept else "")
     passed_over = "".join(f"; {why}" for why in done.refused)
     settled = (f"first rolled back the write a killed process left half done, from {', '.join(plan.settled)}; "
                if plan.settled else "")
-    return done.model_copy(update={"message": f"{settled}wrote {status.target}{backup}{yours}{passed_over}",
+    removed = f"; {pruning.said(done.removed)}" if done.removed else ""
+    return done.model_copy(update={"message": f"{settled}wrote {status.target}{backup}{yours}{passed_over}{removed}",
                                    "next": f"{command('restore', status.target)} puts it back" if done.backup else ""})
 
 
