@@ -10,6 +10,9 @@ and what to give instead. The file is opened non-blocking, so a FIFO is never wa
     read_text("run.yaml", what="run spec", limit=1_000_000)  ==  "target: prompt.md\\n..."
 
 `read_text` decodes strictly (UTF-8, line endings as on disk, a NUL byte means binary).
+`nul_at` and `surrogate_at` find, in parsed data, text no file can hold: a NUL, and a lone surrogate
+(the JSON or YAML escape `\\ud800` with no pair), which no UTF-8 spells, so that it is refused where
+it is read rather than when the data is written again.
 `name_or_count` is how an error may mention a word taken from such a file: the word itself when
 it looks like a name, else only how long it is, so that an error never repeats a file's lines.
 
@@ -35,6 +38,9 @@ _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0
 _KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
           stat.S_IFBLK: "a block device", stat.S_IFDIR: "a folder", stat.S_IFLNK: "a symlink"}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]{0,39}")
+_SURROGATE = re.compile("[\ud800-\udfff]")  # in a str, any code point here is an unpaired surrogate
+SURROGATE_FIX = ("holds a lone surrogate (an escape such as \\ud800 with no pair), which no UTF-8 text can hold; "
+                 "write the character itself or remove it")
 
 
 def read_bytes(path: str | os.PathLike, *, what: str, limit: int, follow_symlinks: bool = True,
@@ -92,6 +98,24 @@ def nul_at(data: object, where: str = "") -> str | None:
         return (where or "value") if "\0" in data else None
     items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
     return next((found for key, value in items if (found := nul_at(value, f"{where}.{key}".strip("."))) is not None), None)
+
+
+def surrogate_at(data: object, where: str = "") -> tuple[str, bool] | None:
+    """Where a lone surrogate is in `data` (mappings, with their keys, and lists walked): the dotted
+    field name, and whether it is in a key of that field (the dotted name then is the mapping's,
+    "" at the top) rather than in its value; None when there is none.
+    surrogate_at({"prompt": "{task}\\ud800"}) == ("prompt", False)
+    surrogate_at({"tasks": {"\\ud800": 1}}) == ("tasks", True) """
+    if isinstance(data, str):
+        return ((where or "value"), False) if _SURROGATE.search(data) else None
+    if isinstance(data, dict):
+        if any(isinstance(key, str) and _SURROGATE.search(key) for key in data):
+            return where, True
+        items = data.items()
+    else:
+        items = enumerate(data) if isinstance(data, list) else ()
+    return next((found for key, value in items
+                 if (found := surrogate_at(value, f"{where}.{key}".strip("."))) is not None), None)
 
 
 def name_or_count(word: object) -> str:

@@ -43,6 +43,7 @@ def jsonl_rows(path: str | os.PathLike, *, limit: int | None = None, max_bytes: 
                 raise UserError(f"{path}: line {number} is nested too deeply to read") from None
             if not isinstance(row, dict):
                 raise UserError(f"{path}: line {number} is a {type(row).__name__}, not an object")
+            _refuse_surrogate(row, f"{path}: line {number}")
             rows.append(row)
     return rows
 
@@ -74,6 +75,7 @@ def json_rows(path: str | os.PathLike, *, limit: int | None = None, max_bytes: i
     for index, row in enumerate(rows):
         if not isinstance(row, dict):
             raise UserError(f"{path}: item {index} is a {type(row).__name__}, not a JSON object")
+        _refuse_surrogate(row, f"{path}: item {index}")
     return rows
 
 
@@ -118,6 +120,19 @@ def _open(path: str | os.PathLike, max_bytes: int, newline: str | None = None) -
     if newline is None:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     return io.StringIO(text, newline="" if newline == "" else "\n")
+
+
+def _refuse_surrogate(row: dict, place: str) -> None:
+    """Refuse a row holding a lone surrogate (JSON's escape \\ud800 with no pair): a task is
+    written again as UTF-8 (the run store's tasks.jsonl), which cannot hold one. Only a column
+    whose name looks like a name is named: the rest of the row is the file's own text."""
+    found = reading.surrogate_at(row)
+    if found is None:
+        return
+    column, in_key = found
+    where = ("a column name" if in_key else f"column {column!r}" if reading.looks_like_a_name(column)
+             else "a value")
+    raise UserError(f"{place}: {where} {reading.SURROGATE_FIX}")
 
 
 def _keys(data: dict) -> str:

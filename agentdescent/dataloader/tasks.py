@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentdescent import reading
 from agentdescent.errors import UserError
 from agentdescent.quoting import UNPRINTABLE, quoted
 from agentdescent.types import Task
@@ -62,7 +63,12 @@ def _task(row: Any, index: int, *, prompt: ColumnSpec, gold: ColumnSpec | None, 
     answer = _field(gold, row, "gold") if gold is not None else None
     key = _field(id, row, "id") if id is not None else f"row-{index}"
     extra = {c: _column(row, c, "meta") for c in meta}
-    return Task(id=str(key), prompt=str(text), gold=None if answer is None else str(answer), meta=extra)
+    task = Task(id=str(key), prompt=str(text), gold=None if answer is None else str(answer), meta=extra)
+    # rows from anywhere (a dataset's JSON, a program's own): a task is written again as UTF-8
+    found = reading.surrogate_at({"prompt": task.prompt, "gold": task.gold or "", "id": task.id, "meta": extra})
+    if found is not None:
+        raise _RowProblem(f"the {found[0].split('.')[0]} {reading.SURROGATE_FIX}")
+    return task
 
 
 class _RowProblem(Exception):

@@ -272,6 +272,10 @@ def read_spec(source: str | os.PathLike | dict[str, Any], *, base: str | os.Path
             raise SpecError([Problem(field="spec", message=str(exc))]) from None
     if (field := reading.nul_at({"base": os.fspath(base or ""), **data})) is not None:
         raise SpecError([Problem(field=field, message="holds a NUL character, which no path or name can hold; take it out")])
+    if (found := reading.surrogate_at(data)) is not None:  # a spec is written again as UTF-8 (the run store's)
+        field, in_key = found
+        said = f"a key of it {reading.SURROGATE_FIX}" if in_key else reading.SURROGATE_FIX
+        raise SpecError([Problem(field=field or "spec", message=said)])
     try:
         spec = RunSpec.model_validate(data)
     except ValidationError as exc:

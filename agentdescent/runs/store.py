@@ -29,6 +29,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import stat
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -279,9 +280,13 @@ class RunStore:
                 atomic.write_text(run.file(ASSETS), json.dumps({k: base64.b64encode(v).decode("ascii")
                                                                 for k, v in assets.items()}))
             run.write_status(status.model_copy(update={"id": run.id}))
-        except OSError as exc:
-            raise UserError(f"cannot write run {run.id} in {self.root}: {exc.strerror or exc}; free some space or "
-                            f"set {HOME_ENV} to a writable folder") from None
+        except BaseException as exc:
+            # a folder without its status is no run: nothing lists, resumes or prunes it
+            shutil.rmtree(path, ignore_errors=True)
+            if isinstance(exc, OSError):
+                raise UserError(f"cannot write run {run.id} in {self.root}: {exc.strerror or exc}; free some space or "
+                                f"set {HOME_ENV} to a writable folder") from None
+            raise
         return run
 
     def get(self, run_id: str) -> RunDir:

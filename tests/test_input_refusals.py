@@ -1,0 +1,86 @@
+"""Input no later step can take, refused where it is read with one line naming it and the fix:
+text no UTF-8 file can hold (a lone surrogate, from a JSON or YAML escape), in a spec or a tasks
+file. Run through the real readers and the real `agentdescent` command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentdescent.dataloader import json_rows, jsonl_rows, tasks_from
+from agentdescent.errors import UserError
+from agentdescent.runs import read_spec
+from agentdescent.runs.spec_problems import SpecError
+from agentdescent.runs.status import RunStatus
+from agentdescent.runs.store import RunStore
+from agentdescent.types import Task
+from tests import keyword_domain as domain
+from tests.test_cli_verbs import agentdescent, spec_file
+
+FIX = "write the character itself or remove it"
+
+
+def test_a_lone_surrogate_in_a_tasks_file_names_the_file_the_line_and_the_column(tmp_path):
+    lines = tmp_path / "tasks.jsonl"
+    lines.write_text('{"prompt": "p1", "gold": "g"}\n\n{"prompt": "\\ud800", "gold": "g"}\n', encoding="utf-8")
+    with pytest.raises(UserError) as caught:
+        jsonl_rows(lines)
+    assert f"{lines}: line 3: column 'prompt' holds a lone surrogate" in str(caught.value) and FIX in str(caught.value)
+    whole = tmp_path / "tasks.json"
+    whole.write_text('{"rows": [{"prompt": "p"}, {"prompt": "p", "\\udc80": 1}]}', encoding="utf-8")
+    with pytest.raises(UserError, match=r"tasks\.json: item 1: a column name holds a lone surrogate"):
+        json_rows(whole)
+    paired = tmp_path / "paired.jsonl"  # a pair is one character, which UTF-8 spells
+    paired.write_text('{"prompt": "\\ud83d\\ude00"}\n', encoding="utf-8")
+    assert jsonl_rows(paired) == [{"prompt": "\U0001f600"}]
+
+
+def test_rows_from_elsewhere_holding_a_lone_surrogate_are_no_tasks():
+    with pytest.raises(UserError) as caught:
+        tasks_from([{"p": "a", "g": "b"}, {"p": "a", "g": "b\ud800"}], prompt="p", gold="g")
+    assert "row 2: the gold holds a lone surrogate" in str(caught.value) and FIX in str(caught.value)
+
+
+@pytest.mark.parametrize("text, field", [
+    ('target: p.md\ntasks: t.jsonl\nagent: host\nprompt: "{task}\\ud800"\n', "prompt"),
+    ('target: p.md\ntasks: {file: t.jsonl, "\\udc80": 1}\nagent: host\n', "tasks"),
+])
+def test_a_lone_surrogate_in_a_spec_names_its_field(tmp_path, text, field):
+    path = tmp_path / "run.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(SpecError) as caught:
+        read_spec(path)
+    [problem] = caught.value.problems
+    assert problem.field == field and "lone surrogate" in problem.message and FIX in problem.message
+    top = tmp_path / "run.json"
+    top.write_text('{"target": "p.md", "tasks": "t.jsonl", "agent": "host", "\\ud800": 1}', encoding="utf-8")
+    with pytest.raises(SpecError) as caught:
+        read_spec(top)
+    assert caught.value.problems[0].field == "spec" and "a key of it holds a lone surrogate" in str(caught.value)
+
+
+def test_plan_and_evolve_refuse_a_lone_surrogate_and_leave_no_run_folder(tmp_path):
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(t) + "\n" for t in domain.tasks()) + '{"prompt": "\\ud800", "gold": "k0"}\n',
+                     encoding="utf-8")
+    done = agentdescent("plan", spec_file(tmp_path, tasks=str(tasks)))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "line 25: column 'prompt' holds a lone surrogate" in done.stderr
+    spec = Path(spec_file(tmp_path))
+    spec.write_text(spec.read_text(encoding="utf-8").replace('"n_workers"', '"prompt": "{task}\\ud800", "n_workers"'),
+                    encoding="utf-8")
+    done = agentdescent("evolve", str(spec), env={"AGENTDESCENT_HOME": str(tmp_path / "home")})
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "prompt: holds a lone surrogate" in done.stderr and FIX in done.stderr
+    runs = Path(tmp_path / "home" / "runs")
+    assert not runs.exists() or list(runs.iterdir()) == []
+
+
+def test_a_run_folder_whose_files_cannot_be_written_is_taken_away(tmp_path):
+    spec = read_spec(domain.spec(tmp_path))
+    store = RunStore(tmp_path / "runs")
+    with pytest.raises(Exception, match="surrogates not allowed"):  # a task no tasks_from made: the store's own care
+        store.create(spec, [Task(id="t", prompt="\ud800")], "text", RunStatus())
+    assert list((tmp_path / "runs").iterdir()) == []
