@@ -13,6 +13,8 @@ and what to give instead. The file is opened non-blocking, so a FIFO is never wa
 `nul_at` and `surrogate_at` find, in parsed data, text no file can hold: a NUL, and a lone surrogate
 (the JSON or YAML escape `\\ud800` with no pair), which no UTF-8 spells, so that it is refused where
 it is read rather than when the data is written again.
+`path_too_long` and `unusable_path` say when the system refuses a path for what it is (a name too
+long, a symlink loop) rather than for what the disk holds.
 `name_or_count` is how an error may mention a word taken from such a file: the word itself when
 it looks like a name, else only how long it is, so that an error never repeats a file's lines.
 
@@ -39,6 +41,7 @@ _KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a ch
           stat.S_IFBLK: "a block device", stat.S_IFDIR: "a folder", stat.S_IFLNK: "a symlink"}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]{0,39}")
 _SURROGATE = re.compile("[\ud800-\udfff]")  # in a str, any code point here is an unpaired surrogate
+NAME_MAX, PATH_MAX = 255, 4096  # bytes the system takes in one name of a path and in a whole path (Linux, macOS)
 SURROGATE_FIX = ("holds a lone surrogate (an escape such as \\ud800 with no pair), which no UTF-8 text can hold; "
                  "write the character itself or remove it")
 
@@ -116,6 +119,41 @@ def surrogate_at(data: object, where: str = "") -> tuple[str, bool] | None:
         items = enumerate(data) if isinstance(data, list) else ()
     return next((found for key, value in items
                  if (found := surrogate_at(value, f"{where}.{key}".strip("."))) is not None), None)
+
+
+def path_too_long(path: str | os.PathLike) -> str | None:
+    """Why the system would refuse `path` by its length alone (a name in it over `NAME_MAX` bytes,
+    or the whole over `PATH_MAX`), with the fix; None when it would not."""
+    data = os.fsencode(path)
+    if len(data) < PATH_MAX and all(len(name) <= NAME_MAX for name in data.split(b"/")):
+        return None
+    return _too_long(path)
+
+
+def unusable_path(exc: BaseException) -> str | None:
+    """`exc` worded with its fix when the system refused the path it names for what the path is: a
+    name too long (ENAMETOOLONG), a symlink loop or a symlink where none is followed (ELOOP); None
+    for any other error, whose cause is the disk or the file."""
+    if not isinstance(exc, OSError) or exc.errno not in (errno.ENAMETOOLONG, errno.ELOOP):
+        return None
+    path = exc.filename if exc.filename is not None else exc.filename2
+    if exc.errno == errno.ENAMETOOLONG:
+        return _too_long(path)
+    return (f"cannot follow the path {_shown_path(path)}: {exc.strerror or 'too many levels of symbolic links'}; "
+            "give a path through real folders, with no symlink that leads back to itself")
+
+
+def _too_long(path: object) -> str:
+    return (f"the path {_shown_path(path)} is too long for the system (a name in it over {NAME_MAX} bytes, or the "
+            f"whole over {PATH_MAX}); give a shorter path")
+
+
+def _shown_path(path: object) -> str:
+    """A path for one line of an error: quoted, its start and end when it is long."""
+    if path is None:
+        return "given"
+    text = os.fsdecode(path) if isinstance(path, bytes | os.PathLike) else str(path)
+    return repr(text if len(text) <= 160 else f"{text[:100]}...{text[-50:]}")
 
 
 def name_or_count(word: object) -> str:

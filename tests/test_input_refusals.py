@@ -84,3 +84,43 @@ def test_a_run_folder_whose_files_cannot_be_written_is_taken_away(tmp_path):
     with pytest.raises(Exception, match="surrogates not allowed"):  # a task no tasks_from made: the store's own care
         store.create(spec, [Task(id="t", prompt="\ud800")], "text", RunStatus())
     assert list((tmp_path / "runs").iterdir()) == []
+
+
+LONG = "x" * 256  # one name over the 255 bytes a name of a path may have
+
+
+@pytest.mark.parametrize("verb", [["init", LONG], ["report", LONG], ["plan", "long.yaml"]])
+def test_a_name_too_long_is_one_line_naming_the_path_not_a_traceback(tmp_path, verb):
+    (tmp_path / "long.yaml").write_text(f"target: {LONG}\ntasks: t.jsonl\nagent: host\n", encoding="utf-8")
+    done = agentdescent(*[str(tmp_path / arg) if arg == "long.yaml" else arg for arg in verb])
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "is too long for the system" in done.stderr and "give a shorter path" in done.stderr
+    assert "xxxxxxxxxx...xxxxxxxxxx" in done.stderr  # the path named, cut to a line
+
+
+def test_a_long_codex_home_and_a_symlink_loop_are_named_with_their_fix(tmp_path):
+    done = agentdescent("install", "codex", "--without-cli", env={"CODEX_HOME": str(tmp_path / LONG),
+                                                                   "HOME": str(tmp_path)})
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "give a shorter path" in done.stderr
+    (tmp_path / "loop").symlink_to("loop")
+    done = agentdescent("restore", str(tmp_path / "loop" / "x"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert f"cannot follow the path '{tmp_path / 'loop' / 'x'}'" in done.stderr and "symlink" in done.stderr
+
+
+def test_the_mcp_server_answers_a_path_too_long_as_a_tool_error(tmp_path, monkeypatch):
+    import anyio
+    import mcp
+    from agentdescent_mcp.server import server
+
+    monkeypatch.setenv("AGENTDESCENT_HOME", str(tmp_path / LONG))
+
+    async def main() -> None:
+        async with mcp.Client(server, mode="legacy") as client:
+            result = await client.call_tool("runs", {})
+            assert result.is_error and "is too long for the system" in result.content[0].text
+            result = await client.call_tool("plan", {"spec": {"target": str(tmp_path / LONG), "tasks": "t.jsonl",
+                                                              "agent": "host"}})
+            assert result.is_error and "target: the path" in result.content[0].text
+
+    anyio.run(main)

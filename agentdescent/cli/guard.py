@@ -22,6 +22,7 @@ from agentdescent.agents.redact import RedactingStream
 from agentdescent.cli.terminal import console_for
 from agentdescent.errors import AgentDescentError, UserError
 from agentdescent.home import HOME_ENV
+from agentdescent.reading import unusable_path
 
 Command = Callable[[argparse.Namespace, Console], int]
 USAGE, FAILURE, INTERRUPTED = 2, 1, 130
@@ -30,8 +31,9 @@ DISK_ERRORS = (errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPER
 
 def guarded(command: Command, args: argparse.Namespace, console: Console) -> int:
     """Run one verb and return its exit code. A `UserError` (the input is wrong) exits 2 and any
-    other `AgentDescentError` 1, each printed as `error: <message>` on stderr; so is a disk that is
-    full or read-only, or a file not writable (exit 1). The traceback is printed too with `--debug`.
+    other `AgentDescentError` 1, each printed as `error: <message>` on stderr; so is a path the system
+    refuses for what it is, a name too long or a symlink loop (exit 2), and a disk that is full or
+    read-only, or a file not writable (exit 1). The traceback is printed too with `--debug`.
     Anything else is a bug and keeps its traceback."""
     try:
         return command(args, console)
@@ -42,6 +44,12 @@ def guarded(command: Command, args: argparse.Namespace, console: Console) -> int
                                                         highlight=False)
         return USAGE if isinstance(exc, UserError) else FAILURE
     except OSError as exc:
+        said = unusable_path(exc)  # a path no system can look up (too long, a symlink loop): the input's
+        if said is not None:
+            if getattr(args, "debug", False):
+                traceback.print_exc(file=RedactingStream(sys.stderr))
+            console_for(sys.stderr).print(f"[red]error:[/red] {escape(said)}", soft_wrap=True, highlight=False)
+            return USAGE
         if exc.errno not in DISK_ERRORS:
             raise
         if getattr(args, "debug", False):

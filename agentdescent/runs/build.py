@@ -188,9 +188,12 @@ def _world(spec: RunSpec, assets: dict[str, bytes]) -> tuple[list[Problem], list
     found: list[Problem] = []
     content = None
     target = Path(spec.target)
-    kind = target_kind(spec)
-    refused = containment.refusal(target) if os.path.lexists(target) else None
-    if not os.path.lexists(target):
+    too_long = reading.path_too_long(target)  # before any look-up, which would raise it
+    kind = "text" if too_long else target_kind(spec)
+    refused = containment.refusal(target) if not too_long and os.path.lexists(target) else None
+    if too_long:
+        found.append(Problem(field="target", message=too_long))
+    elif not os.path.lexists(target):
         found.append(Problem(field="target", message=f"{target} does not exist; give a folder or a text file"))
     elif refused is not None:
         found.append(Problem(field="target", message=refused))

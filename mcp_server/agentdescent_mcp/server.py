@@ -3,7 +3,8 @@
 Each tool is one call on a new `Service` (so the run store is read from `$AGENTDESCENT_HOME` at
 that moment) and answers with the service's own pydantic record, which the client receives as
 `structuredContent` with an `outputSchema`. A `UserError` (or any error AgentDescent raises on
-purpose) becomes a tool error whose text is its message, which already says what to do next.
+purpose) becomes a tool error whose text is its message, which already says what to do next; so
+does a path the system refuses for what it is (a name too long, a symlink loop).
 Runs live in their own processes, so the server holds no state and may be restarted at any time.
 Left out: sampling and elicitation (hosts do not offer them; acceptance is an explicit tool call,
 and a host that has no model key does the run's work through the rollout and proposal tools).
@@ -29,7 +30,7 @@ from pydantic import BaseModel, Field, ValidationError, WithJsonSchema
 
 from agentdescent.agents.redact import redact
 from agentdescent.errors import AgentDescentError
-from agentdescent.reading import name_or_count
+from agentdescent.reading import name_or_count, unusable_path
 from agentdescent.runs import Service
 from agentdescent.runs.doctor import DoctorReport
 from agentdescent.runs.host import PROPOSAL, ROLLOUT
@@ -202,6 +203,11 @@ def service() -> Iterator[Service]:
         yield _Redacted(Service())  # type: ignore[misc]
     except AgentDescentError as exc:
         raise ToolError(_one_page(redact(str(exc)))) from None
+    except OSError as exc:  # a path no system can look up (too long, a symlink loop) is the caller's to fix
+        said = unusable_path(exc)
+        if said is None:
+            raise
+        raise ToolError(redact(said)) from None
 
 
 def _one_page(message: str, room: int = PAGE_BYTES - 200) -> str:
