@@ -1,14 +1,20 @@
 """Input no later step can take, refused where it is read with one line naming it and the fix:
 text no UTF-8 file can hold (a lone surrogate, from a JSON or YAML escape), in a spec or a tasks
-file. Run through the real readers and the real `agentdescent` command."""
+file; a path no system can look up (a name too long, a symlink loop); an empty PATH. Run through
+the real readers, the real `agentdescent` command and the MCP server."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from agentdescent.artifacts.undo import restore
 from agentdescent.dataloader import json_rows, jsonl_rows, tasks_from
 from agentdescent.errors import UserError
 from agentdescent.runs import read_spec
@@ -17,7 +23,9 @@ from agentdescent.runs.status import RunStatus
 from agentdescent.runs.store import RunStore
 from agentdescent.types import Task
 from tests import keyword_domain as domain
-from tests.test_cli_verbs import agentdescent, spec_file
+from tests.test_cli_verbs import ROOT, agentdescent, spec_file
+from tests.test_writeback import SKILL, make, snapshot
+from tests.writeback_child import result_of
 
 FIX = "write the character itself or remove it"
 
@@ -124,3 +132,24 @@ def test_the_mcp_server_answers_a_path_too_long_as_a_tool_error(tmp_path, monkey
             assert result.is_error and "target: the path" in result.content[0].text
 
     anyio.run(main)
+
+
+def test_restore_refuses_an_empty_path_and_takes_dot_for_the_current_folder(tmp_path):
+    folder = make(tmp_path / "skill", SKILL)
+    before = snapshot(folder)
+    result_of({"SKILL.md": "evolved\n"}, SKILL).write_to(folder)
+    env = {"PATH": "/usr/bin:/bin", "TMPDIR": tempfile.gettempdir(), "AGENTDESCENT_HOME": os.environ["AGENTDESCENT_HOME"],
+           "PYTHONPATH": str(ROOT)}  # the code under test, from outside its folder
+
+    def restore_from_inside(path: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "agentdescent", "restore", path], cwd=folder, capture_output=True,
+                              text=True, timeout=60, env=env)
+
+    done = restore_from_inside("")  # restore "$TARGET" with TARGET unset
+    assert done.returncode == 2 and "PATH is empty (a shell variable that is not set?)" in done.stderr, done.stderr
+    assert (folder / "SKILL.md").read_text(encoding="utf-8") == "evolved\n"
+    with pytest.raises(UserError, match="the path is empty"):
+        restore("")
+    done = restore_from_inside(".")
+    assert done.returncode == 0, done.stderr
+    assert snapshot(folder) == before

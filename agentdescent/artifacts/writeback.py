@@ -114,7 +114,11 @@ def write_back(path: str | os.PathLike, rendered: str | Mapping[str, str], *, in
 
 def target_path(path: str | os.PathLike) -> Path:
     """`path` as every write-back and restore names it: absolute, its folder's `..` and symlinks
-    resolved (the registry's name for it), so that `../skill` and `/abs/skill` are one target."""
+    resolved (the registry's name for it), so that `../skill` and `/abs/skill` are one target. An
+    empty `path` is refused, not taken for the current folder."""
+    if not os.fspath(path).strip():  # Path("") is the current folder: an unset variable would name it
+        raise UserError("the path is empty; give the file or folder's name (e.g. skill/ or prompt.md, "
+                        "or . for the current folder)")
     given = Path(path).absolute()
     if given.name in ("", ".", ".."):
         raise UserError(f"{path} does not name a file or folder; give its name (e.g. skill/ or prompt.md)")

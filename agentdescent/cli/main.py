@@ -27,6 +27,7 @@ from agentdescent.cli.terminal import console_for
 from agentdescent.cli.verbs import VERBS, add_verbs
 from agentdescent.cli.views import ProgressView, plural
 from agentdescent.cli.watch import say
+from agentdescent.errors import UserError
 from agentdescent.runs import Service
 from agentdescent.runs.restoring import listing
 from agentdescent.testing import STRATEGIES, demo_strategy
@@ -84,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run_restore(args: argparse.Namespace, console: Console) -> int:
+    if not args.path.strip():  # `restore "$TARGET"` with TARGET unset must not restore the current folder
+        raise UserError("PATH is empty (a shell variable that is not set?); give the file or folder to restore, "
+                        "or . for the current folder")
     done = Service().restore(args.path, args.backup, overwrite=args.overwrite)
     target = Path(done.target)
     say(console, done.message, *(f"not used: {why}" for why in done.refused), listing(target, done.numbers),
