@@ -153,3 +153,16 @@ def test_restore_refuses_an_empty_path_and_takes_dot_for_the_current_folder(tmp_
     done = restore_from_inside(".")
     assert done.returncode == 0, done.stderr
     assert snapshot(folder) == before
+
+
+@pytest.mark.parametrize("frozen", [[], ["hooks/*"]])
+def test_plan_refuses_an_exclude_that_leaves_out_every_file(tmp_path, frozen):
+    folder = make(tmp_path / "skill", SKILL)
+    spec = spec_file(tmp_path, target=str(folder), exclude=["*"], frozen=frozen)
+    done = agentdescent("plan", spec)
+    assert done.returncode == 2, done.stdout
+    assert f"exclude: it leaves out every file of {folder} (['*']), so a run would have nothing to evolve" in done.stderr
+    assert "frozen" not in done.stderr  # what follows from it is not told as a problem of its own
+    assert agentdescent("plan", spec_file(tmp_path, target=str(folder), exclude=["refs/*"], frozen=frozen)).returncode == 0
+    (tmp_path / "empty").mkdir()  # a folder with no file to leave out: a run may write its first files
+    assert agentdescent("plan", spec_file(tmp_path, target=str(tmp_path / "empty"), exclude=["*"])).returncode == 0

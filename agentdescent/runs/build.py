@@ -224,6 +224,9 @@ def _target_problems(spec: RunSpec, assets: dict[str, bytes]) -> tuple[list[Prob
         return [Problem(field="target", message=str(exc))], None
     if isinstance(content, str):
         return ([Problem(field="frozen", message="frozen globs are for folder targets")] if spec.frozen else []), content
+    if not content and not assets and spec.exclude and _has_files(spec.target):  # frozen's problems would follow from it
+        return [Problem(field="exclude", message=f"it leaves out every file of {spec.target} ({spec.exclude[:3]!r}), "
+                        "so a run would have nothing to evolve; exclude only what a run should not see")], content
     found = [Problem(field=f"frozen[{i}]", message=f"{glob!r} matches no file of {spec.target}; "
                                                     f"its files are {', '.join(sorted(content)[:8])}")
              for i, glob in enumerate(spec.frozen) if not any(matching(path, [glob]) for path in content)]
@@ -234,6 +237,12 @@ def _target_problems(spec: RunSpec, assets: dict[str, bytes]) -> tuple[list[Prob
                              f"would reach every rollout and a change could edit them: move it out of {spec.target}, or "
                              f"add {inside!r} to exclude"))
     return found, content
+
+
+def _has_files(folder: str) -> bool:
+    """Whether `folder` holds a file `load_tree` would read with nothing excluded (one is enough)."""
+    other: dict[str, bytes] = {}
+    return bool(load_tree(folder, binary=other, on_unreadable="skip", max_files=1) or other)
 
 
 def _task_problems(spec: RunSpec) -> tuple[list[Problem], list[Task]]:
