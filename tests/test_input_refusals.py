@@ -166,3 +166,12 @@ def test_plan_refuses_an_exclude_that_leaves_out_every_file(tmp_path, frozen):
     assert agentdescent("plan", spec_file(tmp_path, target=str(folder), exclude=["refs/*"], frozen=frozen)).returncode == 0
     (tmp_path / "empty").mkdir()  # a folder with no file to leave out: a run may write its first files
     assert agentdescent("plan", spec_file(tmp_path, target=str(tmp_path / "empty"), exclude=["*"])).returncode == 0
+
+
+@pytest.mark.parametrize("verb", ["status", "show", "accept"])
+def test_a_run_argument_is_echoed_bounded(verb):
+    done = agentdescent(verb, "x" * 5000)
+    assert done.returncode == 2 and done.stderr.startswith("error: no run «xxxx"), done.stderr
+    assert "...»" in done.stderr and len(done.stderr) < 400
+    said = agentdescent(verb, "line one\nline two").stderr
+    assert "no run «line one line two»" in said and len(said.splitlines()) == 1

@@ -36,11 +36,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TypeVar
 
-from agentdescent import atomic
+from agentdescent import atomic, reading
 from agentdescent.commands import command
 from agentdescent.engine.persist.checkpoint import RunFiles
 from agentdescent.errors import UserError
 from agentdescent.home import HOME_ENV, home
+from agentdescent.quoting import quoted
 from agentdescent.runs.spec import RunSpec
 from agentdescent.runs.status import RunStatus
 from agentdescent.types import Task
@@ -296,11 +297,13 @@ class RunStore:
         if len(found) == 1:
             return found[0]
         known = ", ".join(r.id for r in runs[-10:]) or "none yet"
+        # RUN as typed may be anything (a pasted page, a variable's text): only an id-like one is echoed as it is
+        shown = repr(run_id) if reading.looks_like_a_name(run_id) else quoted(run_id, 60)
         if found:
             more = f" and {len(found) - 5} more" if len(found) > 5 else ""
-            raise UserError(f"{run_id!r} matches {len(found)} runs ({', '.join(r.id for r in found[:5])}{more}); give more "
+            raise UserError(f"{shown} matches {len(found)} runs ({', '.join(r.id for r in found[:5])}{more}); give more "
                             "of the id")
-        raise UserError(f"no run {run_id!r} in {self.root}; the latest runs: {known}")
+        raise UserError(f"no run {shown} in {self.root}; the latest runs: {known}")
 
     def all(self) -> list[RunDir]:
         """Every run, oldest first; `UserError` when something that is not a folder stands on the way
