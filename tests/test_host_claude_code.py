@@ -78,7 +78,8 @@ def session(claude: Path, env: dict[str, str], model: ScriptedModel, prompt: str
     with LoopbackServer(model) as server:
         out = ok([str(claude), "-p", text, *plugin,
                   "--allowedTools", ",".join(PREFIX + tool for tool in tools), "--output-format", "stream-json",
-                  "--verbose"], {**env, "ANTHROPIC_BASE_URL": server.url, "MCP_CONNECTION_NONBLOCKING": "false"},
+                  "--verbose"], {**env, "ANTHROPIC_BASE_URL": server.url, "MCP_CONNECTION_NONBLOCKING": "false",
+                                   "MCP_TIMEOUT": "90000"},  # a loaded machine starts our server slowly
                  timeout=180)
         assert {r.headers.get("x-api-key") for r in server.requests} == {DUMMY_KEY}
     assert model.errors == [], model.errors

@@ -39,7 +39,8 @@ def home(tmp_path, claude, monkeypatch) -> dict[str, str]:
     env = {"HOME": str(tmp_path / "user"), "AGENTDESCENT_HOME": str(tmp_path / "store"), "LANG": "C.UTF-8",
            "PATH": os.pathsep.join([str(Path(sys.executable).parent), str(claude.parent), "/usr/bin", "/bin"]),
            "ANTHROPIC_API_KEY": "sk-ant-api03-offline-test-0000", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-           "MCP_CONNECTION_NONBLOCKING": "false", "TMPDIR": os.environ.get("TMPDIR", "/tmp")}
+           "MCP_CONNECTION_NONBLOCKING": "false", "MCP_TIMEOUT": "90000",  # a loaded machine starts our server slowly
+           "TMPDIR": os.environ.get("TMPDIR", "/tmp")}
     Path(env["HOME"]).mkdir()
     monkeypatch.setenv("AGENTDESCENT_HOME", env["AGENTDESCENT_HOME"])
     return env

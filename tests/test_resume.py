@@ -216,7 +216,7 @@ def test_ctrl_c_during_the_first_measurement_returns_an_interrupted_run_not_a_tr
                "tasks = [Task(id=f't{i}', prompt=str(i)) for i in range(12)]\n"
                "def run(rendered, task):\n    print('running', flush=True); time.sleep(30); return ''\n"
                "result = evolve(tasks, lambda t, o: 0.0, run=run, propose=lambda *a: None, rounds=5)\n"
-               "print('error', result.error, result.stop_reason)\n")
+               "print(f'error {result.error} {result.stop_reason}')\n")  # one write: a worker's line may fall around it
     child = subprocess.Popen([sys.executable, "-c", program], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     assert child.stdout.readline().startswith("running")  # the workers' lines may run together
