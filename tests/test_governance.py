@@ -139,6 +139,8 @@ def test_blast_radius_first_match_wins():
         ("install.sh", "L1"),
         ("SKILL.md", "L2"),
         ("references/api.md", "L2"),
+        (".mcp.json", "L0"),
+        (".claude/hooks/pre.sh", "L0"),
     ],
 )
 def test_skill_blast_radius(key, layer):
@@ -148,9 +150,14 @@ def test_skill_blast_radius(key, layer):
 @pytest.mark.parametrize(
     "key, layer",
     [("hooks/post.sh", "L0"), ("settings.local.json", "L0"), ("tests/test_x.py", "L0"), ("evaluate.py", "L0"),
-     ("agents/planner.md", "L1"), ("main.py", "L1"), ("README.md", "L2")],
+     (".claude/hooks/pre.sh", "L0"), (".mcp.json", "L0"), ("servers.mcp.json", "L0"),
+     ("agents/planner.md", "L1"), (".claude/agents/reviewer.md", "L1"), ("reviewer.md", "L1"), ("main.py", "L1"),
+     ("run.sh", "L1"), ("scripts/deploy.sh", "L1"), ("prompts/system.txt", "L2"), ("config.yaml", "L2")],
 )
 def test_harness_blast_radius(key, layer):
+    """A subagent definition's frontmatter says its tools and permissions (tools: Bash,
+    permissionMode: bypassPermissions): one at a definitions folder's root, .claude/agents/, a shell
+    script and a hook or server config were L2, committed at the normal bar with no approval."""
     assert Governance(blast_radius=HARNESS_BLAST_RADIUS).layer(key) == layer
 
 

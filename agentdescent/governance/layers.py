@@ -38,7 +38,9 @@ Layer = Literal["L0", "L1", "L2"]
 
 SKILL_BLAST_RADIUS: dict[str, Layer] = {
     "hooks/*": "L0",
+    "*/hooks/*": "L0",
     "*settings*.json": "L0",
+    ".mcp.json": "L0",
     "*.mcp.json": "L0",
     "scripts/*": "L1",
     "*.py": "L1",
@@ -58,13 +60,19 @@ PLUGIN_BLAST_RADIUS: dict[str, Layer] = {  # a host plugin: what runs or connect
     "*": "L1",  # every other change passes the strict bar, and the user's approval when there is an approver
 }
 
-HARNESS_BLAST_RADIUS: dict[str, Layer] = {
+HARNESS_BLAST_RADIUS: dict[str, Layer] = {  # an agent's harness, or a folder of subagent definitions
     "hooks/*": "L0",
+    "*/hooks/*": "L0",
     "*settings*.json": "L0",
+    ".mcp.json": "L0",
+    "*.mcp.json": "L0",
     "eval*": "L0",
     "tests/*": "L0",
-    "agents/*": "L1",
+    "*agents/*": "L1",  # agents/, .claude/agents/: a definition's frontmatter says its tools and permissions
+    "*.md": "L1",  # a folder of definitions holds them at its root (the claude_agents layout)
+    "scripts/*": "L1",
     "*.py": "L1",
+    "*.sh": "L1",
     "*": "L2",
 }
 
