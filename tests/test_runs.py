@@ -256,6 +256,9 @@ def test_an_l1_change_waits_for_the_users_approval(service, tmp_path, approve):
     assert waiting.waiting_on and "approval" in waiting.waiting_on, waiting
     pending = service.show(run).pending_approval
     assert pending.keys == ["scripts/answer.sh"] and "+echo yes" in pending.diff
+    dry = service.accept(run, dry_run=True)  # says what it would approve, and approves nothing
+    assert dry.dry_run and dry.approved is None and dry.message.startswith("would approve the pending L1 change")
+    assert service.show(run).pending_approval == pending
     answered = service.accept(run) if approve else service.reject(run)
     assert answered.approved is approve and "scripts/answer.sh" in answered.message
     if not approve:  # declined: the run goes on and proposes it again; decline that one too

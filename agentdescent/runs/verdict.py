@@ -58,7 +58,7 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
     run = store.get(run_id)
     status = run.status()
     if status.state in LIVE:
-        return _answer_approval(run, approved=True)
+        return _answer_approval(run, approved=True, dry_run=dry_run)
     if status.state == "accepted":
         kept = status.backup or "no backup (nothing changed, or it was since removed as one of the oldest)"
         raise UserError(f"run {run.id} was already accepted: {status.target} was written back; its previous "
@@ -179,7 +179,8 @@ def reject(store: RunStore, run_id: str) -> Accepted:
                     message=f"rejected run {run.id}: {status.target} was not touched", next=later)
 
 
-def _answer_approval(run: RunDir, *, approved: bool) -> Accepted:
+def _answer_approval(run: RunDir, *, approved: bool, dry_run: bool = False) -> Accepted:
+    """Answer the run's pending L1 change; a dry run only says what it is (it must never approve)."""
     mailbox = Mailbox(run.file("mailbox"))
     pending = mailbox.open(APPROVAL)
     status = run.status()
@@ -187,6 +188,11 @@ def _answer_approval(run: RunDir, *, approved: bool) -> Accepted:
         raise UserError(f"run {run.id} is still running (round {status.round} of {status.rounds}) and waits for no "
                         f"approval; accept it when it finishes ({command('watch', run.id)}), or cancel it")
     request, _ = pending[0]
+    keys = ", ".join(request.body.get("keys", []))
+    if dry_run:
+        return Accepted(run_id=run.id, dry_run=True, target=status.target,
+                        message=f"would approve the pending L1 change to {keys}; nothing was approved (a dry run)",
+                        next=f"{command('show', run.id)} shows it; {command('accept', run.id)} approves it")
     mailbox.answer(request.id, {"approved": approved})
     verb = "approved" if approved else "declined"
     return Accepted(run_id=run.id, dry_run=False, approved=approved, target=status.target,
