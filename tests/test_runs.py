@@ -138,6 +138,7 @@ def test_reject_writes_nothing_and_accept_refuses_runs_that_are_not_finished(ser
         service.accept(run)
     rejected = service.reject(run)
     assert "not touched" in rejected.message and service.status(run).state == "rejected"
+    assert "(it had not finished: it ends here, and cannot be resumed)" in rejected.message
     assert rejected.next == service.status(run).next == "agentdescent evolve SPEC starts a new run"
     with pytest.raises(UserError, match="rejected before it finished, so it has no final version"):
         service.accept(run)
@@ -243,8 +244,10 @@ def test_a_run_that_ends_while_its_status_is_read_is_not_called_interrupted(serv
     monkeypatch.setattr(type(folder), "alive", ends_meanwhile)
     assert folder.status().state == "finished"
     monkeypatch.setattr(type(folder), "alive", alive)
-    folder.write_status(finished.model_copy(update={"state": "running"}))  # and one that really died running
-    assert folder.status().state == "interrupted"
+    # and one that really died running, while it waited on the user's approval: nothing waits now
+    folder.write_status(finished.model_copy(update={"state": "running", "waiting_on": "your approval of an L1 change"}))
+    interrupted = folder.status()
+    assert interrupted.state == "interrupted" and interrupted.waiting_on is None and "resume" in interrupted.next
 
 
 @pytest.mark.parametrize("approve", [True, False])

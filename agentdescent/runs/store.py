@@ -171,7 +171,7 @@ class RunDir:
                "killed, crashed or the machine restarted")
         return status.model_copy(update={
             "state": "interrupted", "round": round_, "calls": max(status.calls, usage.calls),
-            "tokens": max(status.tokens, usage.tokens),
+            "tokens": max(status.tokens, usage.tokens), "waiting_on": None,  # nothing waits: a resume asks again
             "message": f"the run's process is gone ({why}) at round {round_} of {status.rounds}",
             "next": f"{command('resume', self.id)} continues it where it stopped",
         })

@@ -171,12 +171,14 @@ def reject(store: RunStore, run_id: str) -> Accepted:
         status = run.status()  # as an accept that held the lock left it
         if status.state not in ("finished", "cancelled", "failed", "interrupted"):
             raise UserError(f"run {run.id} is {status.state}; there is nothing to reject")
+        final = _final(review.result_of(run))
         later = (f"{command('accept', run.id)} still writes it back if you change your mind"
-                 if _final(review.result_of(run)) else "agentdescent evolve SPEC starts a new run")
+                 if final else "agentdescent evolve SPEC starts a new run")
         run.write_status(status.model_copy(update={"state": "rejected", "message": "rejected: nothing was written",
-                                                   "next": later}))
+                                                   "next": later, "waiting_on": None}))
+    ends = "" if final else " (it had not finished: it ends here, and cannot be resumed)"
     return Accepted(run_id=run.id, dry_run=False, target=status.target,
-                    message=f"rejected run {run.id}: {status.target} was not touched", next=later)
+                    message=f"rejected run {run.id}{ends}: {status.target} was not touched", next=later)
 
 
 def _answer_approval(run: RunDir, *, approved: bool, dry_run: bool = False) -> Accepted:
