@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, get_args
 
 from agentdescent.errors import UserError
+from agentdescent.governance import capabilities
 from agentdescent.governance.launched import launched
 from agentdescent.governance.paths import fold, unsafe_key_reason
 from agentdescent.governance.text import CONTROL_CODES
@@ -159,6 +160,11 @@ class Governance:
         if self.max_keys_per_diff is not None and len(keys) > self.max_keys_per_diff:
             return f"changes {len(keys)} keys; at most {self.max_keys_per_diff} per diff are allowed"
         return None
+
+    def capability_refusal(self, edits: Sequence[Edit]) -> str | None:
+        """Why no diff may make `edits` under layered governance (a blast radius): one changes what a
+        skill, agent or command may run or connect to (`capabilities`); None otherwise."""
+        return capabilities.refusal(edits) if self.blast_radius else None
 
     def changeable(self, keys: Iterable[str]) -> list[str]:
         """Those of `keys` a diff may change alone (not frozen, editable), in their order."""

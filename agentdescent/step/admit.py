@@ -13,5 +13,5 @@ def admit(diff: Diff, artifact_id: str, governance: Governance) -> tuple[Outcome
     invalid = governance.invalidity(diff.edits)
     if invalid:
         return "invalid", invalid
-    refused = governance.refusal(diff.keys)
+    refused = governance.refusal(diff.keys) or governance.capability_refusal(diff.edits)
     return ("refused_by_governance", refused) if refused else None
