@@ -8,6 +8,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from agentdescent.artifacts import FileTree
 from agentdescent.governance import PLUGIN_BLAST_RADIUS, Governance
 from agentdescent.runs.agentcheck import CLAUDE_CREDENTIALS
@@ -86,11 +88,36 @@ def test_what_a_hook_or_a_server_starts_is_frozen_as_the_hook_is_whatever_the_bl
     run unjudged at the next rollout's start."""
     content = {"hooks/hooks.json": json.dumps(HOOKS), ".claude-plugin/plugin.json": json.dumps(MANIFEST),
                "scripts/on-start.sh": "echo hi\n", "scripts/lib.sh": "x=1\n", "server.js": "serve()\n",
-               "start.sh": "echo not started\n", "skills/s/SKILL.md": "---\nname: s\n---\n"}
+               "start.sh": "echo not started\n", "skills/s/SKILL.md": "---\nname: s\n---\n", "other.js": "x\n",
+               "docs/notes.txt": "notes\n"}
     for radius, rest in ((PLUGIN_BLAST_RADIUS, "L1"), ({"*": "L2"}, "L2")):
         rules = Governance.of(FileTree(content), radius)
-        started = ("scripts/on-start.sh", "scripts/lib.sh", "server.js", "bin/not-yet.sh", "bin/other")
-        assert [rules.layer(key) for key in started] == ["L0"] * len(started)
-        assert rules.layer("start.sh") == rules.layer("skills/s/SKILL.md") == rest
-    assert "started by the folder's hooks or servers ('scripts/*')" in rules.rule("scripts/lib.sh")[1]
+        started = ("scripts/on-start.sh", "scripts/lib.sh", "server.js", "bin/not-yet.sh", "start.sh", "other.js")
+        assert [rules.layer(key) for key in started] == ["L0"] * len(started)  # start.sh: a script of the hooks' kind
+        assert rules.layer("skills/s/SKILL.md") == rules.layer("docs/notes.txt") == rest
+    assert "started by the folder's hooks or servers ('*.sh')" in rules.rule("scripts/lib.sh")[1]
     assert Governance.of(FileTree(content)).layer("scripts/on-start.sh") == "L2"  # no blast radius: no layers at all
+
+
+@pytest.mark.parametrize("command", [
+    'sh "${CLAUDE_PLUGIN_ROOT}"/scripts/on-start.sh', "sh ${CLAUDE_PLUGIN_ROOT}//scripts/on-start.sh",
+    '"$CLAUDE_PROJECT_DIR"/scripts/on-start.sh', "cd ${CLAUDE_PLUGIN_ROOT}/scripts && ./on-start.sh",
+    "D=$CLAUDE_PLUGIN_ROOT; sh $D/scripts/on-start.sh", "`${CLAUDE_PLUGIN_ROOT}/scripts/on-start.sh`",
+])
+def test_a_hook_script_is_frozen_however_its_command_spells_its_path(command):
+    """Quoting the variable alone, a doubled slash, another host's variable, a cd, a variable of
+    one's own: each spelling let a diff to the script run in the rollouts."""
+    hooks = {"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": command}]}]}}
+    content = {"hooks/hooks.json": json.dumps(hooks), "scripts/on-start.sh": "echo hi\n", "SKILL.md": "# s\n"}
+    rules = Governance.of(FileTree(content), PLUGIN_BLAST_RADIUS)
+    assert rules.layer("scripts/on-start.sh") == "L0" and rules.layer("SKILL.md") == "L1"
+
+
+def test_hooks_a_manifest_points_to_and_hooks_in_a_definitions_frontmatter_freeze_what_they_run():
+    content = {".claude-plugin/plugin.json": json.dumps({"name": "p", "hooks": "./config/hooks.json"}),
+               "config/hooks.json": json.dumps(HOOKS), "scripts/on-start.sh": "echo hi\n",
+               "agents/a.md": "---\nname: a\nhooks:\n  Stop:\n    - command: ${CLAUDE_PLUGIN_ROOT}/tools/stop.py\n---\nA.\n",
+               "tools/stop.py": "print()\n", "tools/notes.md": "notes\n"}
+    rules = Governance.of(FileTree(content), PLUGIN_BLAST_RADIUS)
+    assert [rules.layer(k) for k in ("config/hooks.json", "scripts/on-start.sh", "tools/stop.py")] == ["L0"] * 3
+    assert rules.layer("tools/notes.md") == "L1"

@@ -4,13 +4,19 @@ are frozen as the configuration naming them is (L0): a diff to such a script, or
 it, would run at the next rollout's session start, on this machine, before anyone judged it.
 
     launched({"hooks/hooks.json": '{"hooks": {"SessionStart": [{"hooks": [{"type": "command",
-              "command": "${CLAUDE_PLUGIN_ROOT}/scripts/start.sh"}]}]}}',
-              "scripts/lib.sh": "...", "SKILL.md": "..."}) == ["scripts/*"]
+              "command": "sh \\"${CLAUDE_PLUGIN_ROOT}\\"/scripts/start.sh"}]}]}}',
+              "scripts/lib.sh": "...", "SKILL.md": "..."}) == ["*.sh", "scripts/lib.sh", "scripts/start.sh"]
 
-A file is named under the folder's root as the host spells it, or by its own path where a
-command has it as a word. Its whole folder is frozen (what it starts, it imports or sources from
-beside it); a file at the folder's root is frozen alone. Left out: a path a command builds at
-run time; the configurations themselves are frozen by the blast radius (`layers`).
+A command is read as words, whatever its quoting: quotes dropped, `$VAR` and `${VAR}` read as the
+folder's root (each host names the root by a variable of its own), `//` as `/`, a word `a.b` also
+as the folder `a` (`python -m a.b`). A word naming a file of the folder, or a path in one of its
+folders, is launched, and so is a folder named alone (`cd .../scripts && ./run.sh`). Frozen with a
+launched file: its own path, the files beside and below it that are not Markdown (what it
+sources or imports), and every file of its kind (`*.sh`: what it may call by name); with a
+folder, the whole folder. A launched `.json` file is read as a configuration too (a manifest's
+`"hooks": "./config/hooks.json"`), and so are the hooks and servers of a Markdown file's
+frontmatter. Reading more than is launched only freezes more; a diff it refuses says which rule.
+Left out: a path a command builds from parts at run time.
 """
 
 from __future__ import annotations
@@ -26,32 +32,79 @@ __all__ = ["LAUNCH_CONFIGS", "launched"]
 
 # Where a folder says what the host starts: hooks, MCP and LSP servers, settings, a plugin's manifest.
 LAUNCH_CONFIGS = ("hooks/*.json", ".mcp.json", "*.mcp.json", ".lsp.json", "*settings*.json", ".claude-plugin/*.json")
-_END = r"(?:$|[\s\"';|&)])"  # what may follow a file a command names
-_ROOTED = re.compile(r"\$\{?CLAUDE_PLUGIN_ROOT\}?/([^\s\"';|&)]+)")  # a file under the root, existing or not
-_WORD = r"(?:^|[\s\"'=:(]|\./)"  # what may stand before a file named by its own path
+_VARIABLE = re.compile(r"\$\{[^}]*\}|\$[A-Za-z_]\w*")
+_QUOTES = re.compile(r"[\"'`]")
+_BETWEEN = re.compile(r"[\s;|&()<>=,]+")  # what stands between a command's words
+_KIND = re.compile(r"\.\w+$")  # a file's kind, by its suffix
+_FRONTMATTER_COMMANDS = re.compile(r"^(hooks|mcpServers)\s*:", re.IGNORECASE)
 
 
 def launched(tree: Mapping[str, object]) -> list[str]:
     """Patterns of the files of the folder `tree` (path -> text) that its launch configurations name, sorted."""
-    configs = [key for key in tree if _is_config(key)]
-    commands = [s for key in configs if isinstance(tree[key], str) for s in _strings(_parsed(tree[key]))]
-    named = {m.group(1) for command in commands for m in _ROOTED.finditer(command)}
-    named |= {key for key in tree if key not in configs and any(
-        key in command and re.search(_WORD + re.escape(key) + _END, command) for command in commands)}
-    return sorted({pattern for path in named if (pattern := _around(path))})
+    texts = {key: text for key, text in tree.items() if isinstance(text, str)}
+    folders = {posixpath.dirname(key) for key in texts} | {key.rsplit("/", i)[0] for key in texts
+                                                           for i in range(1, key.count("/") + 1)}
+    configs = {key for key in texts if any(fnmatch.fnmatchcase(key, p) for p in LAUNCH_CONFIGS)}
+    commands = [s for key in texts if key.lower().endswith(".md") for s in _frontmatter_commands(texts[key])]
+    files: set[str] = set()
+    named_folders: set[str] = set()
+    read: set[str] = set()
+    while True:  # a launched .json is a configuration too: read until none is new
+        for key in sorted(configs - read):
+            read.add(key)
+            commands += list(_strings(_parsed(texts[key])))
+        for path, slashed in {p for command in commands for p in _paths(command)}:
+            if path in folders and path not in texts:
+                if slashed:  # a folder named as a path, not a word that happens to be its name
+                    named_folders.add(path)
+            elif path not in configs:
+                files.add(path)
+                if path.endswith(".json") and path in texts:
+                    configs.add(path)
+        if not configs - read:
+            break
+    patterns = {f"{glob.escape(folder)}/*" for folder in named_folders if folder}
+    for path in files:
+        if path not in texts and not _KIND.search(path) and "/" not in path:
+            continue  # a word of the command (sh, node, -c), not a file of the folder
+        patterns.add(glob.escape(path))
+        folder = posixpath.dirname(path)
+        if path in texts or folder:  # what it sources or imports from beside it
+            patterns |= {glob.escape(key) for key in texts if not key.lower().endswith(".md") and key not in configs
+                         and (key.startswith(folder + "/") if folder else "/" not in key)}
+        kind = _KIND.search(path)
+        if kind and kind.group().lower() not in (".md", ".json"):
+            patterns.add(f"*{glob.escape(kind.group())}")
+    return sorted(patterns)
 
 
-def _is_config(key: str) -> bool:
-    return any(fnmatch.fnmatchcase(key, pattern) for pattern in LAUNCH_CONFIGS)
+def _paths(command: str) -> Iterator[tuple[str, bool]]:
+    """The paths a command may name in the folder, each with whether it was written as a path (with
+    a slash): its words, read as described above."""
+    flat = _VARIABLE.sub("/", _QUOTES.sub("", command))
+    for word in _BETWEEN.split(flat):
+        path = posixpath.normpath(re.sub(r"/+", "/", word).lstrip("/")) if word.strip("/.") else ""
+        if not path or path in (".", "..") or path.startswith("../") or path.startswith("-"):
+            continue
+        yield path, "/" in word
+        if "/" not in word and "." in path and not path.startswith("."):
+            yield path.split(".")[0], True  # a module `a.b`: the folder `a`
 
 
-def _around(path: str) -> str | None:
-    """The pattern that freezes `path` and its folder's files; None for a path outside the folder."""
-    path = posixpath.normpath(path)
-    if path in (".", "") or path.startswith(("../", "/")) or path == "..":
-        return None
-    folder = posixpath.dirname(path)
-    return f"{glob.escape(folder)}/*" if folder else glob.escape(path)
+def _frontmatter_commands(text: str) -> list[str]:
+    """The lines of a Markdown file's frontmatter `hooks` and `mcpServers` (and those under them)."""
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        return []
+    found, inside = [], False
+    for line in lines[1:]:
+        if line.strip() == "---":
+            break
+        if line[:1].strip():
+            inside = _FRONTMATTER_COMMANDS.match(line) is not None
+        if inside:
+            found.append(line)
+    return found
 
 
 def _parsed(text: str) -> object:
