@@ -4,12 +4,13 @@ subprocesses: arguments, working directory, replies, usage, and every way a call
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from agentdescent.agents import cli_agents
+from agentdescent.agents import traces
 from agentdescent.agents.base import ModelUsage, metering
 from agentdescent.agents.cli_agents import claude_code, codex
 from agentdescent.errors import AgentError, UserError
@@ -27,7 +28,7 @@ def fake(monkeypatch, tmp_path):
     log = tmp_path / "fake.log"
     monkeypatch.setenv("FAKE_CLI_LOG", str(log))
     monkeypatch.delenv("FAKE_CLI_MODE", raising=False)
-    cli_agents._help_lists.cache_clear()  # each test's fake says anew which flags it knows
+    traces._help_lists.cache_clear()  # each test's fake says anew which flags it knows
 
     class Fake:
         workspace = tmp_path / "workspace"
@@ -89,9 +90,25 @@ def test_a_cli_saves_no_session_in_the_users_home_when_it_knows_how_and_an_older
     lines = [json.loads(line) for line in (fake.workspace.parent / "fake.log").read_text(encoding="utf-8").splitlines()]
     assert len(lines) == 2 and all(flag in line["argv"] for line in lines)  # its help asked once, not logged
     assert lines[0]["env"]["CLAUDE_CODE_DISABLE_AUTO_MEMORY"] == ("1" if make is claude_code else None)
-    cli_agents._help_lists.cache_clear()
+    traces._help_lists.cache_clear()
     fake.mode("old")
     assert "reply to: go" in agent("go", cwd=fake.workspace) and flag not in fake.seen()["argv"]
+
+
+def test_a_rollout_workspace_in_the_shared_temp_folder_reads_no_claude_md_above_it(fake, monkeypatch, tmp_path):
+    """Claude Code reads the CLAUDE.md of every folder above its own, and any user may write one in
+    /tmp: every rollout read it. There a call reads only the workspace's own, and keeps its temp
+    files inside the workspace (they piled up in the temp folder, one folder a rollout)."""
+    monkeypatch.setenv("FAKE_CLI_SHOW_ENV", "TMPDIR,CLAUDE_CODE_DISABLE_CLAUDE_MDS")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the workspace lies in the temp folder
+    claude_code()("go", cwd=fake.workspace)
+    assert fake.seen()["env"] == {"TMPDIR": str(fake.workspace.resolve() / ".tmp"), "CLAUDE_CODE_DISABLE_CLAUDE_MDS": "1"}
+    (fake.workspace / "CLAUDE.md").write_text("the workspace's own\n", encoding="utf-8")
+    claude_code()("go", cwd=fake.workspace)
+    assert fake.seen()["env"]["CLAUDE_CODE_DISABLE_CLAUDE_MDS"] is None  # its own is read
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "elsewhere"))  # a folder of the user's: as they set it
+    claude_code()("go", cwd=fake.workspace)
+    assert fake.seen()["env"]["TMPDIR"] == os.environ.get("TMPDIR")
 
 
 def test_claude_passes_model_and_extra_args(fake):

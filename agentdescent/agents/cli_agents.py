@@ -24,7 +24,6 @@ process-group handling (there only the CLI itself is killed on timeout).
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os
@@ -33,18 +32,18 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentdescent.agents import traces
 from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
 from agentdescent.agents.http import DEFAULT_MAX_REPLY_CHARS, check_max_reply_chars, raise_hint
 from agentdescent.agents.redact import KEY_VARIABLES, guard_logging, redact
 from agentdescent.agents.replies import reply_byte_cap
 from agentdescent.errors import AgentError, UserError
-from agentdescent.process import Finished, Killed, OutputTooLarge, TimedOut, run_process
+from agentdescent.process import Finished, OutputTooLarge, TimedOut, run_process
 from agentdescent.quoting import quoted
 
 __all__ = ["CLIAgent", "ClaudeCode", "Codex", "claude_code", "codex"]
 
 _TAIL_LINES, _TAIL_CHARS, _HEAD_CHARS = 20, 2000, 300
-HELP_TIMEOUT_S = 30  # asking a CLI's help, once per version of its file
 
 
 @dataclass
@@ -93,9 +92,10 @@ class CLIAgent:
         guard_logging()
         workdir = _workdir(cwd)
         others = set(KEY_VARIABLES) - {self.own_key}  # a key the agent has no use for is not its to read
-        env = {**{name: value for name, value in os.environ.items() if name not in others}, **self.quiet, **self.env}
+        env = {**{name: value for name, value in os.environ.items() if name not in others}, **self.quiet,
+               **self._shared(workdir), **self.env}
         path = self._resolve(env)
-        unsaved = [self.unsaved] if _lists(path, self.unsaved, self.help_args) else []
+        unsaved = [self.unsaved] if traces.lists(path, self.unsaved, self.help_args) else []
         argv = [path, *self._argv(_as_argument(prompt), unsaved)]
         with metered_call(self.usage) as counts:  # what a failed run reported still counts
             reply = self._finish(self._run(argv, cwd=workdir, env=env), env, counts)
@@ -150,6 +150,10 @@ class CLIAgent:
     def _argv(self, prompt: str, flags: list[str]) -> list[str]:
         raise NotImplementedError
 
+    def _shared(self, workdir: str) -> dict[str, str]:
+        """Variables for a call in a shared folder (`traces.shared_env`); the CLI's own say."""
+        return {}
+
     def _read(self, finished: Finished) -> _Reading:
         raise NotImplementedError
 
@@ -169,6 +173,9 @@ class ClaudeCode(CLIAgent):
     no_reply = "no JSON result object in the output"
     unsaved = "--no-session-persistence"
     quiet = {"CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1"}
+
+    def _shared(self, workdir: str) -> dict[str, str]:
+        return traces.shared_env(workdir)
 
     def _argv(self, prompt: str, flags: list[str]) -> list[str]:
         model = ["--model", self.model] if self.model else []
@@ -229,20 +236,6 @@ class Codex(CLIAgent):
 
 
 _MESSAGE_ITEMS = ("agent_message", "assistant_message")  # the second is what early `codex exec --json` called it
-
-
-def _lists(path: str, flag: str, help_args: Sequence[str]) -> bool:
-    """Whether the CLI at `path` lists `flag` in its help (an older one refuses it); asked once a version."""
-    try:
-        stat = os.stat(path)
-        return bool(flag) and _help_lists(path, stat.st_mtime_ns, stat.st_size, tuple(help_args), flag)
-    except (OSError, Killed):
-        return False
-
-
-@functools.lru_cache(maxsize=16)
-def _help_lists(path: str, _mtime: int, _size: int, help_args: tuple[str, ...], flag: str) -> bool:
-    return flag in run_process([path, *help_args], timeout=HELP_TIMEOUT_S, env=dict(os.environ)).stdout
 
 
 def claude_code(*, extra_args: Sequence[str] = (), timeout: float = 600, executable: str = "claude",
