@@ -64,3 +64,17 @@ def test_a_missing_column_names_the_mapping_to_write(service, tmp_path, tasks, m
     assert problem.field == "tasks.file" and missing in problem.message
     assert "(their columns: id, request, team)" in problem.message
     assert problem.message.endswith("say which column is which: tasks: {file: ..., prompt: request, gold: team}")
+
+
+def test_a_column_only_the_first_row_lacks_names_that_row_not_the_mapping(service, tmp_path):
+    """The whole file was said to have no column 'team' when its first row alone lacked it."""
+    rows = [json.loads(line) for line in TASKS.read_text(encoding="utf-8").splitlines()]
+    del rows[0]["team"]
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    (tmp_path / "prompt.md").write_text("Route the request.\n", encoding="utf-8")
+    with pytest.raises(SpecError) as caught:
+        service.plan({"target": str(tmp_path / "prompt.md"), "agent": "host",
+                      "tasks": {"file": str(tasks), "prompt": "request", "gold": "team"}})
+    (problem,) = caught.value.problems
+    assert problem.message.startswith(f"1 of {len(rows)} rows cannot be made tasks: row 1: the gold column 'team'")

@@ -99,13 +99,15 @@ def rows_of_file(path: str | os.PathLike, *, limit: int | None = None) -> list[d
 
 
 def mapping_fix(source: TasksSpec, rows: list[dict]) -> str | None:
-    """When the first row lacks a column the spec names for the prompt, the gold or the id: that,
-    and the spec's `tasks:` with the columns the rows seem to hold, e.g. "...; say which column is
-    which: tasks: {file: ..., prompt: request, gold: team}". None when every named column is there."""
+    """When no row has a column the spec names for the prompt, the gold or the id: that, and the
+    spec's `tasks:` with the columns the rows seem to hold, e.g. "...; say which column is which:
+    tasks: {file: ..., prompt: request, gold: team}". None when every named column is in some row
+    (rows that lack one are named by `tasks_from`)."""
     if not rows or not isinstance(rows[0], dict):
         return None
     named = {"prompt": source.prompt, "gold": _column(source, "gold", rows), "id": _column(source, "id", rows)}
-    missing = [(role, name) for role, name in named.items() if name and "{" not in name and name not in rows[0]]
+    missing = [(role, name) for role, name in named.items() if name and "{" not in name
+               and not any(name in row for row in rows if isinstance(row, dict))]
     if not missing:
         return None
     guess = guess_columns(rows)
