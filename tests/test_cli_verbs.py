@@ -327,6 +327,16 @@ def test_doctor_and_plan_say_what_is_wrong_with_a_broken_agent_cli(service, tmp_
         assert planned.returncode == 2 and said in planned.stderr, planned.stderr
 
 
+def test_plan_warns_of_an_agent_cli_too_old_to_keep_its_sessions_out_of_the_home(service, tmp_path):
+    """Told no flag it does not know, such a CLI saves every call's session under the user's home."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "claude").write_text("#!/bin/sh\necho '0.2.9 (Claude Code)'\n", encoding="utf-8")
+    (tmp_path / "bin" / "claude").chmod(0o755)
+    planned = agentdescent("plan", spec_file(tmp_path, agent="claude_code"), env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"})
+    assert planned.returncode == 0, planned.stderr
+    assert "does not list --no-session-persistence in its help (an older version?)" in " ".join(planned.stdout.split())
+
+
 def test_doctor_names_git_and_exits_0_when_the_demo_can_run(service):
     done = agentdescent("doctor")
     assert done.returncode == 0, done.stdout + done.stderr

@@ -1,6 +1,7 @@
 """What `plan` says of a spec's agents before a run is paid for: a CLI agent that is not
 installed, options its client refuses (a misspelt name, a negative backoff), and, as warnings, a
-key variable not set here, and a plugin's rollouts with no Claude credential.
+key variable not set here, a plugin's rollouts with no Claude credential, and a CLI too old to
+keep its sessions out of the user's home.
 
 A provider's client is built to check its options (nothing is sent: the clients read keys and
 URLs at call time); a `python:` agent is not, since that runs the user's code (`refcheck` imports
@@ -13,6 +14,7 @@ import inspect
 import os
 import shutil
 
+from agentdescent.agents import traces
 from agentdescent.agents.providers import CLI_KINDS, PROVIDERS
 from agentdescent.errors import UserError
 from agentdescent.hosts.base import cannot_start, not_executable
@@ -72,4 +74,22 @@ def missing_keys(spec: RunSpec, kind: str) -> list[str]:
         if isinstance(key, str) and key and not os.environ.get(key) and not os.environ.get(base or ""):
             said.append(f"{agent.label}: {key} is not set in this environment; the run will fail unless it is set "
                         "where the run starts")
+    return said
+
+
+def unsaved_sessions(spec: RunSpec) -> list[str]:
+    """Warnings: a CLI agent too old to be told to save no session (`traces.lists`), so that each
+    call's transcript, all the agent saw, stays under the user's home."""
+    said = []
+    for agent in {spec.agent.label: spec.agent, spec.reflector_spec.label: spec.reflector_spec}.values():
+        if agent.kind not in CLI_KINDS:
+            continue
+        try:
+            client = PROVIDERS[agent.kind].client(agent.model, **agent.options)
+        except (UserError, TypeError):  # agent_problems says why
+            continue
+        path = shutil.which(client.executable)
+        if path and not traces.lists(path, client.unsaved, client.help_args):
+            said.append(f"{agent.label}: {path} does not list {client.unsaved} in its help (an older version?), so "
+                        "each call's session, all the agent saw, stays under your home; update it")
     return said

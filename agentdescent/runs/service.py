@@ -26,7 +26,7 @@ from agentdescent.engine.evolve import split_tasks, too_few_to_train
 from agentdescent.errors import UserError
 from agentdescent.governance import Governance, matching
 from agentdescent.runs import build, detach, hostwork, keys, leftovers, restoring, review, verdict
-from agentdescent.runs.agentcheck import missing_keys
+from agentdescent.runs.agentcheck import missing_keys, unsaved_sessions
 from agentdescent.runs.doctor import DoctorReport, doctor
 from agentdescent.runs.draft import cheaper_than_host
 from agentdescent.runs.mailbox import Claim, Mailbox
@@ -306,7 +306,7 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
     cost = quote(train=len(train), held_out=len(held_out), workers=spec.n_workers, rounds=spec.rounds,
                  artifact_chars=chars, prompt_chars=prompt_chars, max_calls=spec.budget.max_calls,
                  price_per_call=spec.price_per_call, price_per_1k_tokens=spec.price_per_1k_tokens)
-    warnings = missing_keys(spec, parts.kind) + cheaper_than_host(spec.agent.label, spec.reflector_spec.label,
+    warnings = missing_keys(spec, parts.kind) + unsaved_sessions(spec) + cheaper_than_host(spec.agent.label, spec.reflector_spec.label,
                                                                     plugin=parts.kind == "plugin")
     if spec.budget.max_calls is None:
         warnings.append("no budget.max_calls: only rounds bound the bill; set budget: {max_calls: N} to cap it")
