@@ -107,6 +107,34 @@ def test_evolve_watch_status_show_and_accept_the_walkthrough(service, tmp_path):
     assert service.status(run).state == "accepted"
 
 
+def test_a_second_accept_of_an_l1_change_never_approves_the_next_one(service, tmp_path):
+    """The user reviews a change in show and accepts it; the run posts the next within a second, and
+    the same accept again (a retry, a double submit) is refused, naming the change pending now."""
+    from tests import l1_domain
+
+    spec = tmp_path / "two.json"
+    spec.write_text(json.dumps(l1_domain.two_scripts(tmp_path)), encoding="utf-8")
+    run = evolve(str(spec))
+    wait(service, run, until=lambda s: bool(s.waiting_on) or s.state not in ("starting", "running"))
+    shown = agentdescent("show", run)
+    first = re.search(r"^L1 change (\w+) waits for your approval \(scripts/a\.sh\)", shown.stdout, re.M).group(1)
+    assert f"agentdescent accept {run} --change {first} approves it" in shown.stdout
+    assert f"waiting on your approval of L1 change {first}" in agentdescent("status", run).stdout
+    unnamed = agentdescent("accept", run)
+    assert unnamed.returncode == 2 and f"agentdescent accept {run} --change {first}" in unnamed.stderr
+    assert agentdescent("accept", run, "--change", first).returncode == 0
+    wait(service, run, until=lambda s: bool(s.waiting_on) and first not in s.waiting_on or s.state not in
+         ("starting", "running"))
+    again = agentdescent("accept", run, "--change", first)
+    second = service.show(run).pending_approval
+    assert again.returncode == 2 and second.keys == ["scripts/b.sh"], again
+    assert f"L1 change {first} is no longer pending" in again.stderr
+    assert f"the pending one now is L1 change {second.change} (to scripts/b.sh)" in again.stderr
+    assert f"agentdescent show {run} shows it; then agentdescent accept {run} --change {second.change}" in again.stderr
+    assert agentdescent("cancel", run).returncode == 0
+    assert "curl" not in service.show(run).diff
+
+
 def test_an_edit_of_yours_the_run_also_made_elsewhere_is_refused_with_both_ways_out(service, tmp_path):
     """You rewrote the prompt's first line while the run appended rules after it: git cannot join
     the two, so accept writes nothing, and every message names the two ways on: merge by hand,

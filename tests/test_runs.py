@@ -258,18 +258,60 @@ def test_an_l1_change_waits_for_the_users_approval(service, tmp_path, approve):
     waiting = wait(service, run, until=lambda s: s.waiting_on is not None or s.state not in ("starting", "running"))
     assert waiting.waiting_on and "approval" in waiting.waiting_on, waiting
     pending = service.show(run).pending_approval
-    assert pending.keys == ["scripts/answer.sh"] and "+echo yes" in pending.diff
+    assert pending.keys == ["scripts/answer.sh"] and "+echo yes" in pending.diff and pending.change in waiting.waiting_on
     dry = service.accept(run, dry_run=True)  # says what it would approve, and approves nothing
-    assert dry.dry_run and dry.approved is None and dry.message.startswith("would approve the pending L1 change")
+    assert dry.dry_run and dry.approved is None and dry.message.startswith(f"would approve L1 change {pending.change}")
     assert service.show(run).pending_approval == pending
-    answered = service.accept(run) if approve else service.reject(run)
+    with pytest.raises(UserError, match=f"names the change it answers: .*--change {pending.change}"):
+        service.accept(run) if approve else service.reject(run)  # which change is not said: refused
+    answered = service.accept(run, change=pending.change) if approve else service.reject(run, change=pending.change)
     assert answered.approved is approve and "scripts/answer.sh" in answered.message
     if not approve:  # declined: the run goes on and proposes it again; decline that one too
         while wait(service, run, until=lambda s: s.waiting_on or s.state not in ("starting", "running")).waiting_on:
-            service.reject(run)
+            service.reject(run, change=service.show(run).pending_approval.change)
     done = wait(service, run)
     landed = done.outcomes.get("committed", 0)
     assert (landed == 1 and done.best_reward == 1.0) if approve else (landed == 0 and done.best_reward == 0.0)
+
+
+def pending_change(service, run: str, *, besides: str | None = None):
+    """The L1 change the run waits on, once it waits on one other than `besides`."""
+    wait(service, run, until=lambda s: s.state not in LIVE or bool(
+        s.waiting_on and "approval" in s.waiting_on and (besides is None or besides not in s.waiting_on)))
+    pending = service.show(run).pending_approval
+    assert pending is not None and pending.change != besides, service.status(run)
+    return pending
+
+
+def test_accept_and_reject_answer_only_the_change_they_name(service, tmp_path):
+    """The run posts its next L1 change a moment after the first is approved: a second accept or
+    reject naming the first (a retry, a second client) is refused, naming the one pending now."""
+    from tests import l1_domain
+
+    run = service.start(l1_domain.two_scripts(tmp_path)).run_id
+    first = pending_change(service, run)
+    assert first.keys == ["scripts/a.sh"]
+    approved = service.accept(run, change=first.change)
+    assert approved.approved is True and f"approved L1 change {first.change} to scripts/a.sh" in approved.message
+    second = pending_change(service, run, besides=first.change)
+    assert second.keys == ["scripts/b.sh"] and "curl" in second.diff
+    for answer in (service.accept, service.reject):
+        with pytest.raises(UserError) as refused:
+            answer(run, change=first.change)
+        said = str(refused.value)
+        assert f"L1 change {first.change} is no longer pending" in said, said
+        assert f"the pending one now is L1 change {second.change} (to scripts/b.sh)" in said, said
+        assert f"agentdescent show {run} shows it; then agentdescent {answer.__name__} {run} --change {second.change}" in said
+    assert service.show(run).pending_approval.change == second.change  # neither answered it
+    assert service.reject(run, change=second.change).approved is False
+    while (status := wait(service, run, until=lambda s: s.waiting_on or s.state not in LIVE)).state in LIVE:
+        service.reject(run, change=service.show(run).pending_approval.change)  # proposed again: declined again
+    assert status.state == "finished", status
+    shown = service.show(run)
+    assert shown.files_changed == ["scripts/a.sh"] and "curl" not in shown.diff
+    with pytest.raises(UserError, match=f"{second.change} is no longer pending: run {run} is finished"):
+        service.reject(run, change=second.change)  # a late answer does not reject the whole run
+    assert service.status(run).state == "finished"
 
 
 def test_a_spec_with_a_model_reaches_it_over_http_from_the_runs_process(service, tmp_path, monkeypatch, no_provider_env):

@@ -66,8 +66,11 @@ def add_verbs(commands: argparse._SubParsersAction) -> None:
     accept.add_argument("--dry-run", action="store_true", help="say what would be written, write nothing")
     accept.add_argument("--overwrite", action="store_true",
                         help="write the run's version over files you edited since the run started that cannot be merged")
-    _verb(commands, "reject", "drop a run's change (nothing is written), or decline its pending L1 change",
-          "agentdescent reject my-skill-3f2a1c", run=True)
+    reject = _verb(commands, "reject", "drop a run's change (nothing is written), or decline its pending L1 change",
+                   "agentdescent reject my-skill-3f2a1c", run=True)
+    for parser in (accept, reject):
+        parser.add_argument("--change", metavar="ID", help="the pending L1 change to answer, by the id show gives "
+                            "(needed while a run waits for an approval: a change posted since is never answered)")
     _verb(commands, "cancel", "stop a running run; what it committed stays, and resume continues it",
           "agentdescent cancel", run=True)
     _verb(commands, "resume", "start a cancelled, interrupted or failed run again where it stopped",
@@ -205,7 +208,7 @@ def run_show(args: argparse.Namespace, console: Console) -> int:
     say(console, f"report: {shown.report}")
     if shown.pending_approval:
         p = shown.pending_approval
-        say(console, f"an L1 change waits for your approval ({', '.join(p.keys)}): {p.verdict}", f"  {p.rationale}")
+        say(console, f"L1 change {p.change} waits for your approval ({', '.join(p.keys)}): {p.verdict}", f"  {p.rationale}")
         console.print(coloured(p.diff), soft_wrap=True)
     say(console, f"next: {shown.next}")
     return 0
@@ -252,7 +255,8 @@ def coloured(diff: str) -> Text:
 
 def run_accept(args: argparse.Namespace, console: Console) -> int:
     service = Service()
-    done = service.accept(_pick(service, args.run, console), dry_run=args.dry_run, overwrite=args.overwrite)
+    done = service.accept(_pick(service, args.run, console), dry_run=args.dry_run, overwrite=args.overwrite,
+                          change=args.change)
     say(console, done.message)
     if done.approved is not None:
         say(console, f"next: {command('watch', done.run_id)} follows the run")
@@ -274,7 +278,7 @@ def run_accept(args: argparse.Namespace, console: Console) -> int:
 
 def run_reject(args: argparse.Namespace, console: Console) -> int:
     service = Service()
-    done = service.reject(_pick(service, args.run, console))
+    done = service.reject(_pick(service, args.run, console), change=args.change)
     after = f"{command('watch', done.run_id)} follows the run" if done.approved is not None else done.next
     say(console, done.message, f"next: {after}")
     return 0

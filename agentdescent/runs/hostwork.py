@@ -261,8 +261,9 @@ def waiting_on(run: RunDir, *, now: float | None = None) -> str | None:
         if mine:
             free = sum(1 for claimed in mine if claimed is None or claimed.void(LEASE_SECONDS, now))
             said.append(f"the host: {len(mine)} {kind}(s) open, {free} not yet taken (host_next)")
-    if any(request.kind == APPROVAL for request, _ in open_):
-        said.append("your approval of an L1 change (show it, then accept or reject)")
+    for request in [request for request, _ in open_ if request.kind == APPROVAL][:1]:
+        said.append(f"your approval of L1 change {request.id} (show it, then accept or reject it naming change "
+                    f"{request.id})")
     return "; ".join(said) or None
 
 

@@ -60,7 +60,7 @@ class RolloutView(BaseModel):
 
 
 class PendingApproval(BaseModel):
-    request_id: str
+    change: str  # its id: accept and reject take it (change, --change) and answer this change only
     keys: list[str]
     verdict: str
     rationale: str
@@ -104,7 +104,8 @@ def show(store: RunStore, run_id: str, *, rejected: int | None = SHOWN_REJECTED)
     pending = _pending(run, after)
     if status.state in LIVE:
         nxt = "the run is still going: this is its best version so far" + (
-            "; an L1 change waits for approval: accept approves it, reject declines it" if pending else "")
+            f"; L1 change {pending.change} waits for approval: {command('accept', run.id, '--change', pending.change)} "
+            f"approves it, {command('reject', run.id, '--change', pending.change)} declines it" if pending else "")
     elif status.state == "finished":
         nxt = f"{command('accept', run.id)} writes this back (backup first); {command('reject', run.id)} drops it"
     else:
@@ -244,5 +245,5 @@ def _pending(run: RunDir, after: Any) -> PendingApproval | None:
     body = request.body
     before = {k: v for k, v in (body.get("before") or {}).items() if v is not None}
     proposed = {k: v for k, v in (body.get("after") or {}).items() if v is not None}
-    return PendingApproval(request_id=request.id, keys=list(body.get("keys", [])), verdict=str(body.get("verdict", "")),
+    return PendingApproval(change=request.id, keys=list(body.get("keys", [])), verdict=str(body.get("verdict", "")),
                            rationale=str(body.get("rationale", ""))[:TEXT_CAP], diff=patch(before, proposed))

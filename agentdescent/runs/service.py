@@ -161,11 +161,14 @@ class Service:
         """The run's change; `rejected` caps the rejected diffs listed (None: all)."""
         return review.show(self.store, run_id, rejected=rejected)
 
-    def accept(self, run_id: str, *, dry_run: bool = False, overwrite: bool = False) -> verdict.Accepted:
-        return verdict.accept(self.store, run_id, dry_run=dry_run, overwrite=overwrite)
+    def accept(self, run_id: str, *, dry_run: bool = False, overwrite: bool = False,
+               change: str | None = None) -> verdict.Accepted:
+        """Write a finished run back; while it runs, approve its pending L1 change `change` (the id show gave)."""
+        return verdict.accept(self.store, run_id, dry_run=dry_run, overwrite=overwrite, change=change)
 
-    def reject(self, run_id: str) -> verdict.Accepted:
-        return verdict.reject(self.store, run_id)
+    def reject(self, run_id: str, *, change: str | None = None) -> verdict.Accepted:
+        """Drop a run's change; while it runs, decline its pending L1 change `change`."""
+        return verdict.reject(self.store, run_id, change=change)
 
     def restore(self, path: str | Path, number: int | None = None, *, overwrite: bool = False) -> restoring.Restoration:
         """Put a backup of `path` back (the newest, or backup `number`); the run it undoes or redoes says so."""

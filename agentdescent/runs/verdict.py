@@ -1,6 +1,8 @@
 """A person's verdict on a run's change: `accept` writes a finished run's best version back
 (backup first; the user's own edits since the run started kept or merged) or, while the run goes,
-approves its pending L1 change; `reject` records that nothing is to be written.
+approves its pending L1 change; `reject` records that nothing is to be written, or declines that
+change. A pending change is answered only by its id (the `change` that `show` and `status` give):
+another change posted since, which nobody was shown, is never approved or declined in its place.
 
 An accept holds the run's accept lock, so two at once never interleave, and the target's lock
 (`targetlock`) across the write and the status that records it, so a restore that follows sees the
@@ -22,10 +24,11 @@ from agentdescent.artifacts import pruning, targetlock
 from agentdescent.artifacts.writeback import WritePlan, target_path
 from agentdescent.commands import command
 from agentdescent.errors import UserError
+from agentdescent.quoting import quoted
 from agentdescent.result import EvolveResult
 from agentdescent.runs import keys, restoring, review
 from agentdescent.runs.host import APPROVAL
-from agentdescent.runs.mailbox import Mailbox
+from agentdescent.runs.mailbox import Mailbox, Request
 from agentdescent.runs.status import LIVE
 from agentdescent.runs.store import RunDir, RunStore
 
@@ -50,15 +53,17 @@ class Accepted(BaseModel):
     next: str = ""
 
 
-def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bool = False) -> Accepted:
+def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bool = False,
+           change: str | None = None) -> Accepted:
     """Write a finished run's best version back (backup first): a file the user edited since the
     run started is kept or merged, and edits that do not merge refuse the write unless `overwrite`;
-    while the run goes, approve its pending L1 change instead. A run that finished and was then
+    while the run goes, approve its pending L1 change `change` instead. A run that finished and was then
     rejected, or whose write-back a restore undid, is written back the same way."""
     run = store.get(run_id)
     status = run.status()
     if status.state in LIVE:
-        return _answer_approval(run, approved=True, dry_run=dry_run)
+        return _answer_approval(run, approved=True, change=change, dry_run=dry_run)
+    _no_change_pending(run, change, status.state)
     if status.state == "accepted":
         kept = status.backup or "no backup (nothing changed, or it was since removed as one of the oldest)"
         raise UserError(f"run {run.id} was already accepted: {status.target} was written back; its previous "
@@ -162,11 +167,12 @@ def _dry_run_message(plan: WritePlan, overwrite: bool) -> str:
     return "dry run: " + "; ".join(said + list(plan.refused)) + "; nothing was touched"
 
 
-def reject(store: RunStore, run_id: str) -> Accepted:
+def reject(store: RunStore, run_id: str, *, change: str | None = None) -> Accepted:
     run = store.get(run_id)
     status = run.status()
     if status.state in LIVE:
-        return _answer_approval(run, approved=False)
+        return _answer_approval(run, approved=False, change=change)
+    _no_change_pending(run, change, status.state)
     with run.holding("accept.lock", f"an accept of run {run.id} is writing right now; wait for it"):
         status = run.status()  # as an accept that held the lock left it
         if status.state not in ("finished", "cancelled", "failed", "interrupted"):
@@ -181,21 +187,66 @@ def reject(store: RunStore, run_id: str) -> Accepted:
                     message=f"rejected run {run.id}{ends}: {status.target} was not touched", next=later)
 
 
-def _answer_approval(run: RunDir, *, approved: bool, dry_run: bool = False) -> Accepted:
-    """Answer the run's pending L1 change; a dry run only says what it is (it must never approve)."""
+def _answer_approval(run: RunDir, *, approved: bool, change: str | None, dry_run: bool = False) -> Accepted:
+    """Answer the pending L1 change named `change`, and no other: one posted since it was shown is
+    refused, named, so that a second accept or reject (a retry, two clients at once) never answers it.
+    A dry run answers nothing: it says which change an answer would be for."""
+    verb = "accept" if approved else "reject"
     mailbox = Mailbox(run.file("mailbox"))
-    pending = mailbox.open(APPROVAL)
+    pending = [request for request, _ in mailbox.open(APPROVAL)]
     status = run.status()
-    if not pending:
+    asked = next((request for request in pending if request.id == change), None)
+    if dry_run and (asked or (change is None and pending)):
+        shown = asked or pending[0]
+        return Accepted(run_id=run.id, dry_run=True, target=status.target,
+                        message=f"would approve {_named(shown)}; nothing was approved (a dry run)",
+                        next=_show_then(run, verb, shown))
+    if asked is None and change is not None:
+        gone = (f"L1 change {_given(change)} is no longer pending in run {run.id} (it was answered, or withdrawn: "
+                "no answer came within host_timeout, or the run started again)")
+        if not pending:
+            raise UserError(f"{gone}, and the run waits for no approval now; {command('show', run.id)} shows what it "
+                            f"did with it, and {command('watch', run.id)} follows the run")
+        raise UserError(f"{gone}; the pending one now is {_named(pending[0])}, not yet answered: "
+                        f"{_show_then(run, verb, pending[0])}")
+    if asked is None and pending:
+        raise UserError(f"run {run.id} waits for your approval of {_named(pending[0])}; {verb} names the change it "
+                        f"answers: {_show_then(run, verb, pending[0])}")
+    if asked is None:
         raise UserError(f"run {run.id} is still running (round {status.round} of {status.rounds}) and waits for no "
                         f"approval; accept it when it finishes ({command('watch', run.id)}), or cancel it")
-    request, _ = pending[0]
-    keys = ", ".join(request.body.get("keys", []))
-    if dry_run:
-        return Accepted(run_id=run.id, dry_run=True, target=status.target,
-                        message=f"would approve the pending L1 change to {keys}; nothing was approved (a dry run)",
-                        next=f"{command('show', run.id)} shows it; {command('accept', run.id)} approves it")
-    mailbox.answer(request.id, {"approved": approved})
-    verb = "approved" if approved else "declined"
+    try:
+        mailbox.answer(asked.id, {"approved": approved})
+    except UserError:
+        raise UserError(f"L1 change {asked.id} of run {run.id} was answered or withdrawn just now; "
+                        f"{command('status', run.id)} says what the run waits on now") from None
+    said = "approved" if approved else "declined"
     return Accepted(run_id=run.id, dry_run=False, approved=approved, target=status.target,
-                    message=f"{verb} the pending L1 change to {', '.join(request.body.get('keys', []))}; the run goes on")
+                    message=f"{said} L1 change {asked.id} to {_keys(asked)}; the run goes on")
+
+
+def _no_change_pending(run: RunDir, change: str | None, state: str) -> None:
+    """Refuse a `change` named for a run that no longer runs: its pending change was withdrawn, and
+    the verdict on the whole run is another decision, made without naming a change."""
+    if change is not None:
+        raise UserError(f"L1 change {_given(change)} is no longer pending: run {run.id} is {state}, so nothing "
+                        f"waits for approval; {command('show', run.id)} shows its change, and accept or reject "
+                        "without a change decides on it")
+
+
+def _given(change: str) -> str:
+    """A change id as typed: as it is when it is one of ours in form, else quoted and bounded."""
+    return change if change.isascii() and change.isalnum() and len(change) <= 32 else quoted(change, 40)
+
+
+def _named(request: Request) -> str:
+    return f"L1 change {request.id} (to {_keys(request)})"
+
+
+def _keys(request: Request) -> str:
+    keys = request.body.get("keys")
+    return ", ".join(str(k) for k in keys) if isinstance(keys, list) and keys else "no file named"
+
+
+def _show_then(run: RunDir, verb: str, request: Request) -> str:
+    return f"{command('show', run.id)} shows it; then {command(verb, run.id, '--change', request.id)}"

@@ -65,6 +65,8 @@ BaseArg = Annotated[str | None, Field(description="the folder relative paths of 
                                                   "(default: the server's current folder)")]
 RunId = Annotated[str, Field(max_length=64, description="the run's id as evolve or runs gave it (a unique prefix is enough)")]
 RequestId = Annotated[str, Field(max_length=64, description="a request id host_next gave")]
+ChangeId = Annotated[str | None, Field(max_length=64, description="the pending L1 change to answer: show's "
+                                       "pending_approval.change; needed while the run waits for an approval")]
 Offset = Annotated[int, Field(ge=0, description="characters of the prompt already read")]
 Newest = Annotated[int, Field(ge=1, le=40, description="how many of the newest runs to list")]
 Skip = Annotated[int, Field(ge=0, description="how many of the newest runs to pass over: the next page is skip "
@@ -286,26 +288,26 @@ def show(run_id: RunId, offset: Offset = 0) -> Shown:
 
 
 @server.tool(annotations=WRITES_TARGET)
-def accept(run_id: RunId, dry_run: bool = False, overwrite: bool = False) -> Accepted:
+def accept(run_id: RunId, dry_run: bool = False, overwrite: bool = False, change: ChangeId = None) -> Accepted:
     """Write a finished run's best version back to its target, after backing the target up (the answer
     names the backup folder); dry_run=true only lists what would be written, deleted, merged with the
     user's own edits since the run started, kept as the user edited it, or refused as a conflict.
     Files the user and the run both changed beyond a merge refuse the whole write; overwrite=true
     replaces the user's edits in them, only when the user asks for that after seeing the conflicts.
-    While a run is going and shows a pending L1 change, accept approves that change instead. A run the
-    user rejected after it finished, or whose write-back was restored away, can still be accepted.
-    Only call it when the user has seen show's diff and said yes."""
+    While a run is going and shows a pending L1 change, accept with change (its id) approves that change
+    instead, and no other. A run the user rejected after it finished, or whose write-back was restored
+    away, can still be accepted. Only call it when the user has seen show's diff and said yes."""
     with service() as s:
-        return s.accept(run_id, dry_run=dry_run, overwrite=overwrite)
+        return s.accept(run_id, dry_run=dry_run, overwrite=overwrite, change=change)
 
 
 @server.tool(annotations=CHANGES_RUN)
-def reject(run_id: RunId) -> Accepted:
+def reject(run_id: RunId, change: ChangeId = None) -> Accepted:
     """Drop a run's change: nothing is written and the target stays as it is. While a run is going
-    and shows a pending L1 change, reject declines that change and the run goes on. Call it when
-    the user does not want the change."""
+    and shows a pending L1 change, reject with change (its id) declines that change and the run goes
+    on. Call it when the user does not want the change."""
     with service() as s:
-        return s.reject(run_id)
+        return s.reject(run_id, change=change)
 
 
 @server.tool(annotations=CHANGES_RUN)
