@@ -327,6 +327,19 @@ def test_a_gated_change_must_leave_no_oracle_task_worse(tmp_path):
     assert kinds(report) == {"clean": "committed"}
 
 
+@pytest.mark.parametrize("answer", [1, "yes", None])
+def test_an_approver_that_answers_neither_true_nor_false_stops_the_run_saying_so(answer):
+    """A broken approver is the caller's contract broken, as a reward that returns no number is:
+    the run stops with the error, and the change it was asked about does not land."""
+    from agentdescent import evolve
+    from agentdescent.testing import RouterReflector, route, route_reward, router_tasks
+
+    result = evolve(router_tasks(0, signals=1), route_reward, run=route, propose=RouterReflector(), rounds=2,
+                    blast_radius={"*": "L1"}, policies=Policies(approve=lambda change: answer))
+    assert f"({type(answer).__name__}), not True or False: it must return True to approve" in result.error
+    assert result.state == result.initial_state and not result.outcomes().get("committed")
+
+
 @pytest.mark.parametrize("answer, kind", [(True, "committed"), (False, "rejected_by_test"), (RuntimeError, "rejected_by_test")])
 def test_a_gated_change_lands_only_when_approved(tmp_path, answer, kind):
     asked = []

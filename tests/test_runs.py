@@ -314,6 +314,22 @@ def test_accept_and_reject_answer_only_the_change_they_name(service, tmp_path):
     assert service.status(run).state == "finished"
 
 
+@pytest.mark.parametrize("ending", ["timeout", "cancel"])
+def test_an_l1_change_nobody_answered_says_why_it_was_declined(service, tmp_path, ending):
+    from tests import l1_domain
+
+    run = service.start(l1_domain.spec(tmp_path, host_timeout=2 if ending == "timeout" else 60, rounds=1)).run_id
+    if ending == "cancel":
+        pending_change(service, run)
+        service.cancel(run)
+    wait(service, run)
+    [declined] = [d for d in service.show(run).rejected if "L1 gate" in d.reason]
+    said = ("no answer came within host_timeout=2 s" if ending == "timeout"
+            else "the run was cancelled while it waited for the approval")
+    assert f"not the L1 gate: {said}, so the L1 change is declined" in declined.reason, declined.reason
+    assert "the approver declined" not in declined.reason
+
+
 def test_a_spec_with_a_model_reaches_it_over_http_from_the_runs_process(service, tmp_path, monkeypatch, no_provider_env):
     """The agent and reflector are `openai:` models: the run's process calls a loopback server that
     speaks the chat-completions API, with the key and the address from the environment."""

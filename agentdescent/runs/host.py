@@ -25,7 +25,7 @@ from pathlib import Path
 from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
 from agentdescent.errors import AgentError
 from agentdescent.runs.mailbox import Mailbox
-from agentdescent.step.changes import GatedChange
+from agentdescent.step.changes import Declined, GatedChange
 
 ROLLOUT, PROPOSAL, APPROVAL = "rollout", "proposal", "approval"
 DIGEST_BYTES = 8_000_000  # a workspace larger than this is not compared with others: its requests go alone
@@ -65,7 +65,8 @@ class HostAgent:
 
 class Approver:
     """`approve(change)` for evolve: the person decides, through `accept` / `reject`; no answer
-    within `timeout` seconds declines the change."""
+    within `timeout` seconds declines the change, and so does the run's cancel while it waits, each
+    saying so (`Declined`)."""
 
     def __init__(self, mailbox: Mailbox, *, timeout: float, gone: Callable[[], bool],
                  changed: Callable[[], None] = lambda: None) -> None:
@@ -76,7 +77,8 @@ class Approver:
             answer = self._mailbox.ask(APPROVAL, change.model_dump(), timeout=self._timeout, gone=self._gone,
                                        posted=self._changed)
         except AgentError:
-            return False
+            raise Declined("the run was cancelled while it waited for the approval" if self._gone() else
+                           f"no answer came within host_timeout={self._timeout:g} s") from None
         finally:
             self._changed()
         return answer.get("approved") is True

@@ -1,5 +1,5 @@
 """What the stages of the optimizer step hand one another: a rebased change, components of them,
-and what the L1 gate hands an approver; and the type of the scorer the step is given."""
+and what the L1 gate hands an approver (or an approver's reason to decline); and the type of the scorer the step is given."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict
 
+from agentdescent.errors import AgentDescentError
 from agentdescent.step.staleness import StaleDecision
 from agentdescent.types import Diff, Task
 
@@ -54,3 +55,8 @@ class GatedChange(BaseModel):
 
 
 Approve = Callable[[GatedChange], bool]
+
+
+class Declined(AgentDescentError):
+    """An approver's no that is not a person's: raised with why (no answer came in time, the run was
+    cancelled while it waited), which the change's outcome then names."""

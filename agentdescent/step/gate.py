@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from agentdescent.artifacts.state import State, apply
-from agentdescent.quoting import described
-from agentdescent.step.changes import Approve, Component, GatedChange, Scorer
+from agentdescent.errors import UserError
+from agentdescent.quoting import described, quoted
+from agentdescent.step.changes import Approve, Component, Declined, GatedChange, Scorer
 from agentdescent.step.policies import Verdict
 from agentdescent.step.trial import Trial, unique
 from agentdescent.types import Task
@@ -37,14 +38,20 @@ def _worse(oracle: Sequence[Task], row: Sequence[float], head_row: Sequence[floa
 
 
 def approval(change: GatedChange, approve: Approve | None) -> str | None:
-    """Why the approver declined `change`, or None when it is approved (or nobody has to approve)."""
+    """Why the approver declined `change`, or None when it is approved (or nobody has to approve).
+    An answer that is neither True nor False is a broken approver: `UserError`, not a decline."""
     if approve is None:
         return None
     try:
         approved = approve(change)
+    except Declined as exc:
+        return f"{exc}, so the L1 change is declined"
     except Exception as exc:  # a broken hook declines; it does not end the run
         return f"the approver failed ({described(exc)}), so the L1 change is declined"
-    return None if approved is True else "the approver declined this L1 change"
+    if not isinstance(approved, bool):
+        raise UserError(f"the approver returned {quoted(approved, 40)} ({type(approved).__name__}), not True or False: "
+                        "it must return True to approve an L1 change and False to decline it")
+    return None if approved else "the approver declined this L1 change"
 
 
 def gated_test(trial: Trial, gated: list[Component], evidence: Mapping[Component, list[Task]]) -> list[Component]:
