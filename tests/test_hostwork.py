@@ -348,3 +348,25 @@ def test_show_comes_in_pages_a_host_shows_whole_and_the_patch_comes_back_whole()
     assert len(first.committed[0].rationale) <= 160 and len(first.worst_rollouts[0].output) <= 160
     assert len(first.diff) >= 1_000  # the patch starts on the first page, whatever the evidence
     assert not any(page.committed or page.worst_rollouts for page in pages[1:])
+
+
+def test_a_pending_l1_change_comes_whole_on_the_first_page_or_says_it_does_not():
+    """Its diff was cut to 640 characters: a host could ask for an approval of a change it showed
+    the user a quarter of."""
+    from agentdescent.runs.review import DiffView, PendingApproval, Shown
+    from agentdescent.runs.shown_page import paged
+
+    diffs = [DiffView(diff_id=f"d{i}", round=i, author="w0", outcome="committed", reason="r " * 50, keys=["a.md"],
+                      edits=["+ x"], evidence_tasks=["t"], evidence_rewards=[0.0], rationale="why " * 50)
+             for i in range(30)]
+    for size, whole in ((3_000, True), (20_000, False)):
+        change = "".join(f"+echo {i}\n" for i in range(size // 8))
+        pending = PendingApproval(change="abc123def456", keys=["scripts/a.sh"], verdict="passed", rationale="r",
+                                  diff=change)
+        shown = Shown(run_id="r", state="running", target="/t", diff="+x\n" * 2_000, files_changed=["a.md"],
+                      initial_reward=0.0, final_reward=None, version=3, committed=diffs, committed_total=30,
+                      rejected=[], rejected_total=0, next="", pending_approval=pending, worst_rollouts=[])
+        first = paged(shown)
+        assert len(json.dumps(first.model_dump(mode="json"))) <= hostwork.PAGE_BYTES
+        assert first.pending_approval.whole is whole and change.startswith(first.pending_approval.diff)
+        assert (first.pending_approval.diff == change) is whole

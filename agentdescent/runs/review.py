@@ -65,6 +65,7 @@ class PendingApproval(BaseModel):
     verdict: str
     rationale: str
     diff: str
+    whole: bool = True  # false on a page that holds only the start of `diff`: see the rest before approving
 
 
 class Shown(BaseModel):

@@ -3,7 +3,8 @@ longer tool result, and the part lost would be the diff or the evidence a person
 
 The first page keeps every field, its texts shortened (a rationale, a reason, an edit's line, a
 rollout's prompt and output) and its lists cut to what fits (`committed_total` and
-`rejected_total` count them all), then as much of the patch as the rest of the page holds. A page
+`rejected_total` count them all), a pending L1 change's diff first and whole where a page holds
+it (`whole` says whether it did), then as much of the patch as the rest of the page holds. A page
 from a later `offset` holds only the patch from there on. `diff_continues` says whether there is
 more; the next page starts at `diff_offset + len(diff)`.
 
@@ -36,12 +37,17 @@ def paged(shown: Shown, *, offset: int = 0, budget: int = PAGE_BYTES) -> Shown:
             "rejected": [_short(d) for d in shown.rejected[:LISTED]],
             "worst_rollouts": [_short_rollout(r) for r in shown.worst_rollouts],
             "pending_approval": shown.pending_approval and shown.pending_approval.model_copy(
-                update={"diff": _short_text(shown.pending_approval.diff, 4 * TEXT_CHARS),
-                        "rationale": _short_text(shown.pending_approval.rationale, TEXT_CHARS)}),
+                update={"diff": "", "rationale": _short_text(shown.pending_approval.rationale, TEXT_CHARS)}),
             "diff": ""})
-        while _size(page) > budget - LEAST_DIFF_BYTES and (page.committed or page.rejected or page.worst_rollouts):
+        pending = shown.pending_approval.diff if shown.pending_approval else ""
+        while _size(page) + len(json.dumps(pending)) > budget - LEAST_DIFF_BYTES and (
+                page.committed or page.rejected or page.worst_rollouts):  # what is to be approved comes first
             longest = max(("committed", "rejected", "worst_rollouts"), key=lambda name: len(getattr(page, name)))
             page = page.model_copy(update={longest: getattr(page, longest)[:-1]})
+        if page.pending_approval is not None:
+            cut = cut_to(pending, max(0, budget - _size(page) - LEAST_DIFF_BYTES // 2))
+            page = page.model_copy(update={"pending_approval": page.pending_approval.model_copy(
+                update={"diff": cut, "whole": len(cut) == len(pending)})})
     rest = shown.diff[offset:]
     diff = cut_to(rest, max(0, budget - _size(page) - 64))
     return page.model_copy(update={"diff": diff, "diff_offset": offset, "diff_continues": len(diff) < len(rest)})
