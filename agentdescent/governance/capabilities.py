@@ -26,6 +26,7 @@ __all__ = ["CAPABILITY_FIELDS", "refusal"]
 CAPABILITY_FIELDS = ("hooks", "mcpservers", "allowed-tools", "allowedtools", "tools", "disallowedtools",
                      "disallowed-tools", "permissionmode", "shell")  # compared lowercased
 _FIELD = re.compile(r"([A-Za-z_][\w-]*)\s*:")
+_NAMED = re.compile(r"(?<![\w-])(" + "|".join(CAPABILITY_FIELDS).replace("-", "[-_]?") + r")\s*:", re.IGNORECASE)
 _INLINE_SHELL = re.compile(r"!`[^`\n]*`|^```!.*$", re.MULTILINE)  # a command the host runs as it loads the file
 
 
@@ -49,7 +50,7 @@ def refusal(edits: Sequence[Edit]) -> str | None:
 
 def _fields(text: str) -> dict[str, list[str]]:
     """The capability fields of `text`'s frontmatter, each with its lines (its own and those indented under it)."""
-    lines = text.splitlines()
+    lines = text.removeprefix("\ufeff").splitlines()
     if not lines or lines[0].strip() != "---":
         return {}
     found: dict[str, list[str]] = {}
@@ -63,4 +64,6 @@ def _fields(text: str) -> dict[str, list[str]]:
             current = name if name in CAPABILITY_FIELDS else None
         if current is not None:
             found.setdefault(current, []).append(line.rstrip())
+        elif _NAMED.search(line):  # a field in a form the lines above do not read (flow style): kept whole
+            found.setdefault("fields written inline", []).append(line.rstrip())
     return found
