@@ -128,7 +128,7 @@ def test_a_second_accept_of_an_l1_change_never_approves_the_next_one(service, tm
     again = agentdescent("accept", run, "--change", first)
     second = service.show(run).pending_approval
     assert again.returncode == 2 and second.keys == ["scripts/b.sh"], again
-    assert f"L1 change {first} is no longer pending" in again.stderr
+    assert f"no L1 change {first} waits" in again.stderr
     assert f"the pending one now is L1 change {second.change} (to scripts/b.sh)" in again.stderr
     assert f"agentdescent show {run} shows it; then agentdescent accept {run} --change {second.change}" in again.stderr
     assert agentdescent("cancel", run).returncode == 0

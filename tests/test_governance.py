@@ -269,7 +269,10 @@ SKILL = "---\nname: router\ndescription: routes requests\nallowed-tools: Read\n-
     (SKILL.replace("allowed-tools: Read\n", "allowed-tools: Read\n  Bash\n"), "its frontmatter's allowed-tools"),
     ("\ufeff" + SKILL.replace("Read", "Bash"), "its frontmatter's allowed-tools"),  # a byte order mark first
     (SKILL.replace("\n", "\r\n").replace("allowed-tools: Read", "Allowed-Tools: Bash"), "allowed-tools"),
-    (SKILL.replace("name: router", "{name: router, permissionMode: bypassPermissions}"), "fields written inline"),
+    (SKILL.replace("name: router", "{name: router, permissionMode: bypassPermissions}"), "fields written another way"),
+    (SKILL.replace("name: router", 'name: router\n"allowed-tools": Bash'), "its frontmatter's allowed-tools"),
+    (SKILL.replace("name: router", "name: router\nx: &a {hooks: {}}\n<<: *a"), "fields written another way"),
+    (SKILL.replace("routes requests", "a guide to React hooks: useState"), None),  # a value's words are no field
     (SKILL.replace("routes requests", "routes requests; no tools needed"), None),  # the word in prose is no field
 ])
 def test_a_diff_never_changes_what_a_loaded_file_may_run_or_connect_to(after, refused):
@@ -280,7 +283,7 @@ def test_a_diff_never_changes_what_a_loaded_file_may_run_or_connect_to(after, re
     assert (said is None) if refused is None else (refused in said and said.startswith("changes what SKILL.md may run"))
     assert Governance().capability_refusal([Edit(key="SKILL.md", before=SKILL, after=after)]) is None  # no layers
     new = rules.capability_refusal([Edit(key="commands/new.md", before=None, after=after)])
-    widening = ("allowed-tools", "!`", "hooks", "mcpservers", "permissionmode")
+    widening = ("allowed-tools", "!`", "hooks:", "mcpservers", "permissionmode")
     assert (new is None) == (not any(word in after.lower() for word in widening))
 
 

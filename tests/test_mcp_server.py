@@ -237,7 +237,7 @@ def test_errors_say_what_to_do(home, tmp_path, mode):
         refused = await fails(client, "accept", run_id=run_id)
         assert "still running" in refused and "waits for no approval" in refused
         stale = await fails(client, "reject", run_id=run_id, change="0a1b2c3d4e5f")  # answered, or never posted
-        assert f"L1 change 0a1b2c3d4e5f is no longer pending in run {run_id}" in stale and "waits for no approval" in stale
+        assert f"no L1 change 0a1b2c3d4e5f waits in run {run_id}" in stale and "waits for no approval" in stale
         assert "already evolving" in await fails(client, "evolve", spec=text_spec(prompt, agent="host", reflector="host"))
         assert "wait" in await fails(client, "host_next", run_id=run_id, wait=600)  # the schema's bound: at most 45 s
         # a misspelt flag is refused, not dropped: accept with "dryRun" would otherwise write

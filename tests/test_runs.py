@@ -136,6 +136,8 @@ def test_reject_writes_nothing_and_accept_refuses_runs_that_are_not_finished(ser
     assert cancelled.state == "cancelled"
     with pytest.raises(UserError, match="cancelled, not finished"):
         service.accept(run)
+    with pytest.raises(UserError, match=r"no L1 change abc waits: run \S+ is cancelled.* resume \S+ goes on and asks again"):
+        service.accept(run, change="abc")  # the change it had pending: a resume asks again, not accept or reject
     rejected = service.reject(run)
     assert "not touched" in rejected.message and service.status(run).state == "rejected"
     assert "(it had not finished: it ends here, and cannot be resumed)" in rejected.message
@@ -299,7 +301,7 @@ def test_accept_and_reject_answer_only_the_change_they_name(service, tmp_path):
         with pytest.raises(UserError) as refused:
             answer(run, change=first.change)
         said = str(refused.value)
-        assert f"L1 change {first.change} is no longer pending" in said, said
+        assert f"no L1 change {first.change} waits" in said, said
         assert f"the pending one now is L1 change {second.change} (to scripts/b.sh)" in said, said
         assert f"agentdescent show {run} shows it; then agentdescent {answer.__name__} {run} --change {second.change}" in said
     assert service.show(run).pending_approval.change == second.change  # neither answered it
@@ -309,7 +311,7 @@ def test_accept_and_reject_answer_only_the_change_they_name(service, tmp_path):
     assert status.state == "finished", status
     shown = service.show(run)
     assert shown.files_changed == ["scripts/a.sh"] and "curl" not in shown.diff
-    with pytest.raises(UserError, match=f"{second.change} is no longer pending: run {run} is finished"):
+    with pytest.raises(UserError, match=f"no L1 change {second.change} waits: run {run} is finished"):
         service.reject(run, change=second.change)  # a late answer does not reject the whole run
     assert service.status(run).state == "finished"
 

@@ -25,8 +25,8 @@ __all__ = ["CAPABILITY_FIELDS", "refusal"]
 
 CAPABILITY_FIELDS = ("hooks", "mcpservers", "allowed-tools", "allowedtools", "tools", "disallowedtools",
                      "disallowed-tools", "permissionmode", "shell")  # compared lowercased
-_FIELD = re.compile(r"([A-Za-z_][\w-]*)\s*:")
-_NAMED = re.compile(r"(?<![\w-])(" + "|".join(CAPABILITY_FIELDS).replace("-", "[-_]?") + r")\s*:", re.IGNORECASE)
+_FIELD = re.compile(r"""["']?([A-Za-z_][\w-]*)["']?\s*:""")  # a top-level key, quoted or not
+_NAMED = re.compile(r"(?<![\w-])(" + "|".join(CAPABILITY_FIELDS).replace("-", "[-_]?") + r")(?![\w-])", re.IGNORECASE)
 _INLINE_SHELL = re.compile(r"!`[^`\n]*`|^```!.*$", re.MULTILINE)  # a command the host runs as it loads the file
 
 
@@ -58,12 +58,16 @@ def _fields(text: str) -> dict[str, list[str]]:
     for line in lines[1:]:
         if line.strip() == "---":
             break
+        if line[:1].isspace() or not line.strip():  # under the field above
+            if current is not None:
+                found.setdefault(current, []).append(line.rstrip())
+            continue
         top = _FIELD.match(line)
-        if top and not line[:1].isspace():
-            name = top.group(1).lower()
-            current = name if name in CAPABILITY_FIELDS else None
+        name = top.group(1).lower() if top else None
+        current = name if name in CAPABILITY_FIELDS else None
         if current is not None:
             found.setdefault(current, []).append(line.rstrip())
-        elif _NAMED.search(line):  # a field in a form the lines above do not read (flow style): kept whole
-            found.setdefault("fields written inline", []).append(line.rstrip())
+        elif top is None and (_NAMED.search(line) or line.startswith("<<")):  # flow style, a complex key, a merge
+            current = "fields written another way"
+            found.setdefault(current, []).append(line.rstrip())
     return found

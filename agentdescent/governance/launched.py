@@ -35,6 +35,7 @@ LAUNCH_CONFIGS = ("hooks/*.json", ".mcp.json", "*.mcp.json", ".lsp.json", "*sett
 _VARIABLE = re.compile(r"\$\{[^}]*\}|\$[A-Za-z_]\w*")
 _QUOTES = re.compile(r"[\"'`]")
 _BETWEEN = re.compile(r"[\s;|&()<>=,]+")  # what stands between a command's words
+RUNS = {"command", "args", "hooks", "mcpServers", "lspServers", "statusLine", "env", "cwd"}  # keys over what runs
 _KIND = re.compile(r"\.\w+$")  # a file's kind, by its suffix
 _FRONTMATTER_COMMANDS = re.compile(r"^(hooks|mcpServers)\s*:", re.IGNORECASE)
 
@@ -52,7 +53,8 @@ def launched(tree: Mapping[str, object]) -> list[str]:
     while True:  # a launched .json is a configuration too: read until none is new
         for key in sorted(configs - read):
             read.add(key)
-            commands += list(_strings(_parsed(texts[key])))
+            parsed = _parsed(texts[key])
+            commands += list(_commands(parsed, counted=isinstance(parsed, str)))  # a text not JSON: all of it
         for path, slashed in {p for command in commands for p in _paths(command)}:
             if path in folders and path not in texts:
                 if slashed:  # a folder named as a path, not a word that happens to be its name
@@ -114,14 +116,16 @@ def _parsed(text: str) -> object:
         return text
 
 
-def _strings(data: object) -> Iterator[str]:
-    """Every string value in `data`, however deep (a parsed JSON document: its depth is bounded)."""
-    stack = [data]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            yield item
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+def _commands(data: object, counted: bool = False) -> Iterator[str]:
+    """The strings of a parsed configuration that say what runs: those under a key of `RUNS`, however
+    deep (a manifest's `"skills": "./skills/"` is what the host loads, not what it runs); all of a
+    text that is not JSON."""
+    if isinstance(data, str):
+        if counted:
+            yield data
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            yield from _commands(value, counted or key in RUNS)
+    elif isinstance(data, list):
+        for value in data:
+            yield from _commands(value, counted)

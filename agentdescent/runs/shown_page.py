@@ -40,12 +40,13 @@ def paged(shown: Shown, *, offset: int = 0, budget: int = PAGE_BYTES) -> Shown:
                 update={"diff": "", "rationale": _short_text(shown.pending_approval.rationale, TEXT_CHARS)}),
             "diff": ""})
         pending = shown.pending_approval.diff if shown.pending_approval else ""
-        while _size(page) + len(json.dumps(pending)) > budget - LEAST_DIFF_BYTES and (
-                page.committed or page.rejected or page.worst_rollouts):  # what is to be approved comes first
+        room = 64 if pending else LEAST_DIFF_BYTES  # what is to be approved comes before the run's whole patch
+        while _size(page) + len(json.dumps(pending)) > budget - room and (
+                page.committed or page.rejected or page.worst_rollouts):
             longest = max(("committed", "rejected", "worst_rollouts"), key=lambda name: len(getattr(page, name)))
             page = page.model_copy(update={longest: getattr(page, longest)[:-1]})
         if page.pending_approval is not None:
-            cut = cut_to(pending, max(0, budget - _size(page) - LEAST_DIFF_BYTES // 2))
+            cut = cut_to(pending, max(0, budget - _size(page) - room))
             page = page.model_copy(update={"pending_approval": page.pending_approval.model_copy(
                 update={"diff": cut, "whole": len(cut) == len(pending)})})
     rest = shown.diff[offset:]

@@ -202,7 +202,7 @@ def _answer_approval(run: RunDir, *, approved: bool, change: str | None, dry_run
                         message=f"would approve {_named(shown)}; nothing was approved (a dry run)",
                         next=_show_then(run, verb, shown))
     if asked is None and change is not None:
-        gone = (f"L1 change {_given(change)} is no longer pending in run {run.id} (it was answered, or withdrawn: "
+        gone = (f"no L1 change {_given(change)} waits in run {run.id} (an id mistyped, or one answered or withdrawn: "
                 "no answer came within host_timeout, or the run started again)")
         if not pending:
             raise UserError(f"{gone}, and the run waits for no approval now; {command('show', run.id)} shows what it "
@@ -228,10 +228,14 @@ def _answer_approval(run: RunDir, *, approved: bool, change: str | None, dry_run
 def _no_change_pending(run: RunDir, change: str | None, state: str) -> None:
     """Refuse a `change` named for a run that no longer runs: its pending change was withdrawn, and
     the verdict on the whole run is another decision, made without naming a change."""
-    if change is not None:
-        raise UserError(f"L1 change {_given(change)} is no longer pending: run {run.id} is {state}, so nothing "
-                        f"waits for approval; {command('show', run.id)} shows its change, and accept or reject "
-                        "without a change decides on it")
+    if change is None:
+        return
+    if state in ("finished", "accepted", "rejected", "restored"):
+        then = f"{command('show', run.id)} shows its change, and accept or reject without a change decides on it"
+    else:  # cancelled, interrupted, failed: a resume asks again about the change it had pending
+        then = f"{command('resume', run.id)} goes on and asks again about the change it had pending"
+    raise UserError(f"no L1 change {_given(change)} waits: run {run.id} is {state}, so nothing waits for approval; "
+                    f"{then}")
 
 
 def _given(change: str) -> str:
