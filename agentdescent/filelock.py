@@ -1,5 +1,7 @@
 """An exclusive flock on a lock file, waited for a bounded time: what keeps two writers of one
-thing (a write-back's target, the Claude Code marketplace folder) from interleaving.
+thing (a write-back's target, the Claude Code marketplace folder) from interleaving. And a shared
+flock a process holds on a folder for as long as it uses it (`hold_shared`), which another tells
+from a folder nobody uses (`held`): a run's ledger, its rollout folder.
 
 The lock file is created when missing and left there (removing it races with the next holder);
 it holds the holder's process id, for the message of one that waits too long. Left out: Windows
@@ -47,3 +49,35 @@ def holding(lock: Path, *, wait: float, busy: str) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # which releases the lock
+
+
+def hold_shared(folder: Path) -> int:
+    """Open `folder` and hold a shared flock on it until the descriptor returned is closed."""
+    import fcntl
+
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def held(folder: Path, *, follow_symlinks: bool = True) -> bool | None:
+    """Whether some process holds a flock on `folder` now (`hold_shared`); None when it cannot be
+    opened (gone, not a folder, or a symlink where none is followed)."""
+    import fcntl
+
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (0 if follow_symlinks else os.O_NOFOLLOW)
+    try:
+        fd = os.open(folder, flags)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False

@@ -70,7 +70,6 @@ class CLIAgent:
     no_reply = "no reply in the output"
     own_key = ""          # the one provider key variable it may read; the other providers' are not passed
     unsaved = ""          # the flag that keeps a call's session out of the user's home (its transcript holds all it saw)
-    quiet: Mapping[str, str] = {}  # variables that keep the CLI from writing memories of a call there
     help_args = ("--help",)
 
     def __init__(self, *, extra_args: Sequence[str], timeout: float, executable: str, model: str | None,
@@ -92,8 +91,8 @@ class CLIAgent:
         guard_logging()
         workdir = _workdir(cwd)
         others = set(KEY_VARIABLES) - {self.own_key}  # a key the agent has no use for is not its to read
-        env = {**{name: value for name, value in os.environ.items() if name not in others}, **self.quiet,
-               **self._shared(workdir), **self.env}
+        env = {**{name: value for name, value in os.environ.items() if name not in others}, **self._kept(workdir),
+               **self.env}
         path = self._resolve(env)
         unsaved = [self.unsaved] if traces.lists(path, self.unsaved, self.help_args) else []
         argv = [path, *self._argv(_as_argument(prompt), unsaved)]
@@ -150,8 +149,9 @@ class CLIAgent:
     def _argv(self, prompt: str, flags: list[str]) -> list[str]:
         raise NotImplementedError
 
-    def _shared(self, workdir: str) -> dict[str, str]:
-        """Variables for a call in a shared folder (`traces.shared_env`); the CLI's own say."""
+    def _kept(self, workdir: str) -> dict[str, str]:
+        """The variables that keep a call in `workdir` from leaving traces where they do not belong
+        (`traces`); the CLI's own say which."""
         return {}
 
     def _read(self, finished: Finished) -> _Reading:
@@ -172,10 +172,9 @@ class ClaudeCode(CLIAgent):
     own_key = "ANTHROPIC_API_KEY"
     no_reply = "no JSON result object in the output"
     unsaved = "--no-session-persistence"
-    quiet = {"CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1"}
 
-    def _shared(self, workdir: str) -> dict[str, str]:
-        return traces.shared_env(workdir)
+    def _kept(self, workdir: str) -> dict[str, str]:  # no memory of the call in the user's home
+        return {"CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1", **traces.shared_env(workdir)}
 
     def _argv(self, prompt: str, flags: list[str]) -> list[str]:
         model = ["--model", self.model] if self.model else []

@@ -21,10 +21,11 @@ from collections.abc import Sequence
 
 from agentdescent.types import Edit
 
-__all__ = ["CAPABILITY_FIELDS", "refusal"]
+__all__ = ["CAPABILITY_FIELDS", "OTHERWISE", "frontmatter_fields", "refusal"]
 
 CAPABILITY_FIELDS = ("hooks", "mcpservers", "allowed-tools", "allowedtools", "tools", "disallowedtools",
                      "disallowed-tools", "permissionmode", "shell")  # compared lowercased
+OTHERWISE = "fields written another way"  # what `frontmatter_fields` files lines it cannot tell apart under
 _FIELD = re.compile(r"""["']?([A-Za-z_][\w-]*)["']?\s*:""")  # a top-level key, quoted or not
 _NAMED = re.compile(r"(?<![\w-])(" + "|".join(CAPABILITY_FIELDS).replace("-", "[-_]?") + r")(?![\w-])", re.IGNORECASE)
 _INLINE_SHELL = re.compile(r"!`[^`\n]*`|^```!.*$", re.MULTILINE)  # a command the host runs as it loads the file
@@ -37,7 +38,7 @@ def refusal(edits: Sequence[Edit]) -> str | None:
         if not edit.key.lower().endswith(".md"):
             continue
         before, after = edit.before or "", edit.after or ""
-        had, has = _fields(before), _fields(after)
+        had, has = frontmatter_fields(before), frontmatter_fields(after)
         fields = sorted(name for name in had.keys() | has.keys() if had.get(name) != has.get(name))
         added = sorted(set(_INLINE_SHELL.findall(after)) - set(_INLINE_SHELL.findall(before)))
         if fields or added:
@@ -48,7 +49,7 @@ def refusal(edits: Sequence[Edit]) -> str | None:
     return None
 
 
-def _fields(text: str) -> dict[str, list[str]]:
+def frontmatter_fields(text: str) -> dict[str, list[str]]:
     """The capability fields of `text`'s frontmatter, each with its lines (its own and those indented under it)."""
     lines = text.removeprefix("\ufeff").splitlines()
     if not lines or lines[0].strip() != "---":
@@ -68,6 +69,6 @@ def _fields(text: str) -> dict[str, list[str]]:
         if current is not None:
             found.setdefault(current, []).append(line.rstrip())
         elif top is None and (_NAMED.search(line) or line.startswith("<<")):  # flow style, a complex key, a merge
-            current = "fields written another way"
+            current = OTHERWISE
             found.setdefault(current, []).append(line.rstrip())
     return found

@@ -28,6 +28,8 @@ import posixpath
 import re
 from collections.abc import Iterator, Mapping
 
+from agentdescent.governance import capabilities
+
 __all__ = ["LAUNCH_CONFIGS", "launched"]
 
 # Where a folder says what the host starts: hooks, MCP and LSP servers, settings, a plugin's manifest.
@@ -37,25 +39,27 @@ _QUOTES = re.compile(r"[\"'`]")
 _BETWEEN = re.compile(r"[\s;|&()<>=,]+")  # what stands between a command's words
 RUNS = {"command", "args", "hooks", "mcpServers", "lspServers", "statusLine", "env", "cwd"}  # keys over what runs
 _KIND = re.compile(r"\.\w+$")  # a file's kind, by its suffix
-_FRONTMATTER_COMMANDS = re.compile(r"^(hooks|mcpServers)\s*:", re.IGNORECASE)
+_STARTS = ("hooks", "mcpservers", capabilities.OTHERWISE)  # a Markdown file's frontmatter fields that start things
 
 
 def launched(tree: Mapping[str, object]) -> list[str]:
     """Patterns of the files of the folder `tree` (path -> text) that its launch configurations name, sorted."""
     texts = {key: text for key, text in tree.items() if isinstance(text, str)}
-    folders = {posixpath.dirname(key) for key in texts} | {key.rsplit("/", i)[0] for key in texts
-                                                           for i in range(1, key.count("/") + 1)}
+    folders = {key.rsplit("/", i)[0] for key in texts for i in range(1, key.count("/") + 1)}
     configs = {key for key in texts if any(fnmatch.fnmatchcase(key, p) for p in LAUNCH_CONFIGS)}
-    commands = [s for key in texts if key.lower().endswith(".md") for s in _frontmatter_commands(texts[key])]
+    commands = [line for key in texts if key.lower().endswith(".md")
+                for name, lines in capabilities.frontmatter_fields(texts[key]).items() if name in _STARTS for line in lines]
     files: set[str] = set()
     named_folders: set[str] = set()
     read: set[str] = set()
+    seen = 0  # commands read for paths so far
     while True:  # a launched .json is a configuration too: read until none is new
         for key in sorted(configs - read):
             read.add(key)
             parsed = _parsed(texts[key])
             commands += list(_commands(parsed, counted=isinstance(parsed, str)))  # a text not JSON: all of it
-        for path, slashed in {p for command in commands for p in _paths(command)}:
+        new, seen = commands[seen:], len(commands)
+        for path, slashed in {p for command in new for p in _paths(command)}:
             if path in folders and path not in texts:
                 if slashed:  # a folder named as a path, not a word that happens to be its name
                     named_folders.add(path)
@@ -91,22 +95,6 @@ def _paths(command: str) -> Iterator[tuple[str, bool]]:
         yield path, "/" in word
         if "/" not in word and "." in path and not path.startswith("."):
             yield path.split(".")[0], True  # a module `a.b`: the folder `a`
-
-
-def _frontmatter_commands(text: str) -> list[str]:
-    """The lines of a Markdown file's frontmatter `hooks` and `mcpServers` (and those under them)."""
-    lines = text.splitlines()
-    if not lines or lines[0].strip() != "---":
-        return []
-    found, inside = [], False
-    for line in lines[1:]:
-        if line.strip() == "---":
-            break
-        if line[:1].strip():
-            inside = _FRONTMATTER_COMMANDS.match(line) is not None
-        if inside:
-            found.append(line)
-    return found
 
 
 def _parsed(text: str) -> object:

@@ -18,7 +18,6 @@ garbage collection, remotes, and any working tree.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import pathlib
 import shutil
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 
 import git
 
+from agentdescent import filelock
 from agentdescent.errors import HeadMoved, LedgerError, UserError
 from agentdescent.governance import unsafe_key_reason
 from agentdescent.ledger.gitobjects import TREE_MODE, commit_bytes, format_message, parse_commit
@@ -92,17 +92,7 @@ def looks_like_ledger(path: pathlib.Path) -> bool:
 
 def in_use(path: pathlib.Path) -> bool:
     """Whether a `Ledger` of some process has the ledger at `path` open now."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    return filelock.held(path) is True
 
 
 def _open_repo(path: pathlib.Path) -> git.Repo:
@@ -196,8 +186,7 @@ class Ledger:
             raise UserError("git is not on PATH, and the ledger is a git repository: install git (apt install git, "
                             "brew install git), then run again") from None
         self._repo = repo
-        self._open = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        fcntl.flock(self._open, fcntl.LOCK_SH)  # held while open: `in_use` (and so `runs --prune`) sees it
+        self._open = filelock.hold_shared(self.path)  # held while open: `in_use` (and so `runs --prune`) sees it
         self._objects = GitObjects(repo, self.path)
         self._refs = Refs(repo, self.path)
         self._by_version: dict[int, bytes] = {}  # version -> commit sha on dev

@@ -67,7 +67,7 @@ def missing_keys(spec: RunSpec, kind: str) -> list[str]:
         said.append("a plugin's rollouts run Claude Code in a home of their own, where your Claude login is not: set "
                     "ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN, from `claude setup-token`) where the run starts, "
                     "or every rollout fails 'Not logged in'")
-    for agent in {spec.agent.label: spec.agent, spec.reflector_spec.label: spec.reflector_spec}.values():
+    for agent in _agents(spec):
         provider = PROVIDERS.get(agent.kind)
         key = agent.options.get("api_key_env", provider.key_variable if provider else None)
         base = provider.base_url_variable if provider else None
@@ -81,7 +81,7 @@ def unsaved_sessions(spec: RunSpec) -> list[str]:
     """Warnings: a CLI agent too old to be told to save no session (`traces.lists`), so that each
     call's transcript, all the agent saw, stays under the user's home."""
     said = []
-    for agent in {spec.agent.label: spec.agent, spec.reflector_spec.label: spec.reflector_spec}.values():
+    for agent in _agents(spec):
         if agent.kind not in CLI_KINDS:
             continue
         try:
@@ -93,3 +93,8 @@ def unsaved_sessions(spec: RunSpec) -> list[str]:
             said.append(f"{agent.label}: {path} does not list {client.unsaved} in its help (an older version?), so "
                         "each call's session, all the agent saw, stays under your home; update it")
     return said
+
+
+def _agents(spec: RunSpec) -> list[AgentSpec]:
+    """The spec's agent and reflector, once where they are the same."""
+    return list({spec.agent.label: spec.agent, spec.reflector_spec.label: spec.reflector_spec}.values())

@@ -15,7 +15,6 @@ sandbox's work (`extra_args`).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import glob
 import os
 import shutil
@@ -23,6 +22,8 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from agentdescent import filelock
 
 __all__ = ["ROLLOUTS_PREFIX", "clear", "rollout_folder"]
 
@@ -35,9 +36,8 @@ def rollout_folder(run_id: str) -> Iterator[Path]:
     those its earlier processes left are removed first."""
     clear(run_id)
     path = Path(tempfile.mkdtemp(prefix=f"{ROLLOUTS_PREFIX}{run_id}-"))
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    fd = filelock.hold_shared(path)
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
@@ -52,7 +52,7 @@ def clear(run_id: str | None = None, *, idle_for: float = 0.0) -> tuple[int, int
     for path in Path(tempfile.gettempdir()).glob(pattern):
         if not _mine(path) or (run_id and _run_of(path) != run_id):
             continue
-        if _held(path) or time.time() - path.lstat().st_mtime < idle_for:
+        if filelock.held(path, follow_symlinks=False) is not False or time.time() - path.lstat().st_mtime < idle_for:
             kept += 1
             continue
         shutil.rmtree(path, ignore_errors=True)
@@ -66,20 +66,6 @@ def _mine(path: Path) -> bool:
         return not path.is_symlink() and path.is_dir() and path.lstat().st_uid == os.getuid()
     except OSError:  # gone meanwhile
         return False
-
-
-def _held(path: Path) -> bool:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return True  # not ours to judge
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 def _run_of(path: Path) -> str:
