@@ -20,7 +20,7 @@ import pytest
 from agentdescent.agents.anthropic import claude
 from agentdescent.agents.base import ModelUsage, estimate_tokens, metering
 from agentdescent.agents.endpoint import join_url
-from agentdescent.agents.http import retry_after_seconds
+from agentdescent.agents.limits import retry_after_seconds
 from agentdescent.agents.openai_compat import deepseek, openai_compatible
 from agentdescent.agents.redact import redact
 from agentdescent.errors import AgentError, UserError

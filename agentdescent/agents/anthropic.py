@@ -57,12 +57,15 @@ class Claude(HTTPModel):
         if not isinstance(blocks, list):
             raise BadReply(f"the reply has no content list: {glimpse(data)}")
         text = "".join(block["text"] for block in blocks if _is_text(block))
+        stop = data.get("stop_reason")
         if not text.strip():
-            raise BadReply(f"empty completion (stop_reason={data.get('stop_reason')!r}; "
-                           "if it is 'max_tokens', raise max_tokens)")
-        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-        cut = f"stop_reason 'max_tokens' (max_tokens={self.max_tokens})" if data.get("stop_reason") == "max_tokens" else None
-        return Reply(text=text, input_tokens=_input_tokens(usage), output_tokens=usage.get("output_tokens"), cut=cut)
+            raise BadReply(f"empty completion (stop_reason={stop!r}; if it is 'max_tokens', raise max_tokens)")
+        cut = f"stop_reason 'max_tokens' (max_tokens={self.max_tokens})" if stop == "max_tokens" else None
+        return Reply(text=text, cut=cut, stopped="stop_reason 'refusal': the model declined" if stop == "refusal" else None)
+
+    def _usage(self, data: Any) -> tuple[Any, Any]:
+        usage = data.get("usage") if isinstance(data, dict) and isinstance(data.get("usage"), dict) else {}
+        return _input_tokens(usage), usage.get("output_tokens")
 
     def _output_limit(self) -> int:
         return self.max_tokens

@@ -34,7 +34,7 @@ from typing import Any
 
 from agentdescent.agents import traces
 from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
-from agentdescent.agents.http import DEFAULT_MAX_REPLY_CHARS, check_max_reply_chars, raise_hint
+from agentdescent.agents.limits import DEFAULT_MAX_REPLY_CHARS, check_max_reply_chars, raise_hint
 from agentdescent.agents.redact import KEY_VARIABLES, guard_logging, redact
 from agentdescent.agents.replies import reply_byte_cap
 from agentdescent.errors import AgentError, UserError

@@ -5,6 +5,8 @@ key read from its variable at each call and checked before anything is sent.
     join_url("https://h/v1/", "/chat/completions") == "https://h/v1/chat/completions"
     public("https://proxy-user:pw@h/v1?api-key=x") == "https://h/v1"
 
+A server's text that quotes what `public` leaves out is redacted too (`url_secrets`).
+
 Left out: sending (`http`), and keys in anything but the environment.
 """
 
@@ -40,10 +42,32 @@ def join_url(base: str, path: str) -> str:
 
 
 def public(url: str) -> str:
-    """`url` without its user name and password, query and fragment: each may carry a secret."""
+    """`url` without its user name and password, query and fragment: each may carry a secret
+    (a URL that does not parse, a server's `Location` say, loses them all the same)."""
     import httpx
 
-    return str(httpx.URL(url).copy_with(userinfo=b"", query=None, fragment=None))
+    try:
+        return str(httpx.URL(url).copy_with(userinfo=b"", query=None, fragment=None))
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return _shown(url)
+
+
+def url_secrets(url: str) -> dict[str, str]:
+    """What `public` leaves out of `url` that may be secret, as variables `redact` hides (its
+    `env=`): the password and each query value. A server that echoes the request line quotes
+    them.
+
+    url_secrets("https://u:pw-123456@h/v1?key=k-abcdefgh") == {"BASE_URL_SECRET": "pw-123456", "BASE_URL_SECRET_2": "k-abcdefgh"}
+    """
+    import httpx
+
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return {}
+    values = [parsed.password or "", *(value for _, value in parsed.params.multi_items())]
+    values = [value for value in values if value]
+    return {"BASE_URL_SECRET" + (f"_{n}" if n > 1 else ""): value for n, value in enumerate(values, 1)}
 
 
 def read_key(env_var: str, client: str) -> str:

@@ -4,11 +4,13 @@
 the answer into text. Around that one request it does what every provider needs:
 
 - **keys** are read from the environment at each call, never stored, logged or put in a message:
-  every reply and error text goes through `redact` (a server may echo a key), httpx's DEBUG
-  lines stay off (`guard_logging`), and a missing variable is a `UserError` saying how to set it;
-- **a deadline**: `timeout` seconds bound the whole call, retries included, from when its first
-  attempt gets one of `max_concurrency` slots. Every socket wait is cut to the time left
-  (`deadline`), so a server trickling its headers or body fails at the deadline too;
+  every reply and error text goes through `redact` (a server may echo a key, or the base URL's
+  password and query), httpx's DEBUG lines stay off (`guard_logging`), and a missing variable
+  is a `UserError` saying how to set it;
+- **a deadline**: `timeout` seconds bound the whole call, retries included, from when it gets
+  one of `max_concurrency` slots: a call waiting for one is not yet made, so it is neither
+  billed nor logged as started. Every socket wait is cut to the time left (`deadline`), so a
+  server trickling its headers or body fails at the deadline too;
 - **a reply cap**: the body is read as a stream (asked for uncompressed; one compressed layer is
   inflated a block at a time) and cut off past `reply_byte_cap(max_reply_chars)` bytes, and a
   longer completion than `max_reply_chars` characters fails, neither retried;
@@ -20,16 +22,17 @@ the answer into text. Around that one request it does what every provider needs:
   key variable to check;
 - **usage**: one call on success (tokens from the server, else estimated), one call and one
   failure when it fails for good with an `AgentError` naming the model, the URL without its
-  query, what went wrong and the attempts.
+  query, what went wrong and the attempts. A call's tokens are those of every reply the server
+  counted for it: a reply cut at its output limit, or retried for an empty completion, is
+  billed by the provider though its text is not used.
 
-Providers subclass it and fill in four hooks: `_url`, `_headers`, `_payload` and `_parse`.
+Providers subclass it and fill in five hooks: `_url`, `_headers`, `_payload`, `_parse` and `_usage`.
 Left out: streaming to the caller, tool calls, async clients, and pickling a model into another
 process.
 """
 
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
 import math
@@ -38,67 +41,35 @@ import threading
 import time
 import zlib
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from agentdescent.agents.base import ModelUsage, metered_call
 from agentdescent.agents.deadline import Deadline, bound_every_socket
-from agentdescent.agents.endpoint import public, read_key
+from agentdescent.agents.endpoint import public, read_key, url_secrets
+from agentdescent.agents.limits import (
+    DEFAULT_MAX_REPLY_CHARS,
+    DEFAULT_TIMEOUT,
+    RETRY_STATUSES,
+    check_backoff,
+    check_counts,
+    check_max_reply_chars,
+    check_timeout,
+    raise_hint,
+    retry_after_seconds,
+)
 from agentdescent.agents.redact import guard_logging, redact, register
-from agentdescent.agents.replies import body_snippet, inflated, inflater_for, or_estimate, reply_byte_cap, snippet
+from agentdescent.agents.replies import body_snippet, inflated, inflater_for, or_estimate, plausible_tokens, reply_byte_cap, snippet
 from agentdescent.errors import AgentError, BadReply, UserError
 from agentdescent.governance.text import with_lone_surrogates_replaced
 
 if TYPE_CHECKING:  # imported where a request is made: a run of local agents never pays for it
     import httpx
 
-__all__ = ["DEFAULT_MAX_REPLY_CHARS", "DEFAULT_TIMEOUT", "RETRY_STATUSES", "BadReply", "HTTPModel", "Reply",
-           "check_max_reply_chars", "raise_hint", "retry_after_seconds"]
+__all__ = ["DEFAULT_MAX_REPLY_CHARS", "DEFAULT_TIMEOUT", "BadReply", "HTTPModel", "Reply"]
 
-DEFAULT_TIMEOUT = 300.0  # seconds for a whole model call, its retries included
-DEFAULT_MAX_REPLY_CHARS = 1_000_000
 DEFAULT_OUTPUT_LIMIT = 4096  # the limit a cut reply's hint doubles when the server's own was used
 CONNECT_TIMEOUT = 10.0  # one connection attempt; a server that does not answer is tried again
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
-RETRY_AFTER_CAP = 60.0
 log = logging.getLogger(__name__)
-
-
-def raise_hint(option: str, example: str) -> str:
-    """How to raise a client's limit, from Python and from a run spec.
-
-    raise_hint("timeout", "600") == "raise it with timeout=600 (in a run spec: the agent's options: {timeout: 600})"
-    """
-    return f"raise it with {option}={example} (in a run spec: the agent's options: {{{option}: {example}}})"
-
-
-def check_max_reply_chars(value: Any) -> int:
-    """`value` if it is a whole number of characters above 0; otherwise a `UserError` with the fix."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UserError(f"max_reply_chars must be a whole number of characters above 0, such as 200000; got {value!r}")
-    return value
-
-
-def _check_counts(max_retries: Any, max_concurrency: Any) -> None:
-    for name, value, least in (("max_retries", max_retries, 0), ("max_concurrency", max_concurrency, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise UserError(f"{name} must be a whole number >= {least}, such as {least + 3}; got {value!r}")
-
-
-def _check_backoff(value: Any) -> tuple[float, float]:
-    """`value` as (base, cap) seconds when it is two finite numbers >= 0; otherwise a `UserError`."""
-    pair = tuple(value) if isinstance(value, (list, tuple)) else ()
-    if len(pair) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
-                                 for v in pair):
-        raise UserError(f"backoff must be two numbers of seconds >= 0, the first retry's wait and the longest, such "
-                        f"as [0.5, 20]; got {value!r}")
-    return float(pair[0]), float(pair[1])
-
-
-def _check_timeout(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise UserError(f"timeout must be a positive number of seconds for the whole call, such as 300; got {value!r}")
-    return float(value)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,34 +77,42 @@ class Reply:
     """What a provider reads out of a 2xx body; tokens are None when the server reports none."""
 
     text: str
-    input_tokens: int | None = None
-    output_tokens: int | None = None
     cut: str | None = None  # where the server stopped it at its output limit: its stop reason and the limit
+    stopped: str | None = None  # why the server ended it short of its end otherwise (a content filter)
 
 
 class _Retry(Exception):
-    """One attempt failed in a way that may pass on another try."""
+    """One attempt failed in a way that may pass on another try (its detail is redacted where the
+    call's failure is told)."""
 
     def __init__(self, detail: str, *, retry_after: float | None = None, once: bool = False) -> None:
-        detail = redact(detail)
         super().__init__(detail)
         self.detail, self.retry_after, self.once = detail, retry_after, once
 
 
 @dataclass(kw_only=True)
 class _Call:
-    """One call's request, deadline and attempts; the key, in the headers, lives only while it runs."""
+    """One call's request, deadline, attempts and the tokens its rejected replies cost; the key (in
+    the headers) and the URL's secrets live only while it runs."""
 
     url: str
     headers: dict[str, str] = field(repr=False)
     payload: dict[str, Any]
+    prompt: str = field(repr=False)
     attempts: int = 0
     bad_replies: int = 0
-    deadline: float = math.inf  # time.monotonic() by which the call ends, set when it first gets a slot
+    deadline: float = math.inf  # time.monotonic() by which the call ends, set when it gets its first slot
+    holding: bool = False  # the slot taken before the call was billed, which its first attempt uses
     out_of_time: bool = False  # a retry was refused: its wait would outlast the deadline
+    rejected_tokens: tuple[int, int] = (0, 0)  # (input, output) of replies the server billed and we did not use
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
+
+    def redacted(self, text: str) -> str:
+        """`text` without the keys, nor the base URL's password and query values (a server may
+        echo the request line)."""
+        return redact(text, env=url_secrets(self.url))
 
 
 class HTTPModel:
@@ -148,13 +127,13 @@ class HTTPModel:
     def __init__(self, name: str, *, api_key_env: str | None, timeout: float = DEFAULT_TIMEOUT,
                  max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS, max_retries: int = 4, max_concurrency: int = 8,
                  backoff: tuple[float, float] = (0.5, 20.0)) -> None:
-        _check_counts(max_retries, max_concurrency)
+        check_counts(max_retries, max_concurrency)
         if api_key_env is not None and (not isinstance(api_key_env, str) or not api_key_env):
             raise UserError(f"api_key_env must name an environment variable, such as 'OPENAI_API_KEY'; got {api_key_env!r}")
         self.name, self.usage, self.api_key_env = name, ModelUsage(), api_key_env
         register(api_key_env)
-        self.timeout, self.max_reply_chars = _check_timeout(timeout), check_max_reply_chars(max_reply_chars)
-        self.max_retries, self.max_concurrency, self.backoff = max_retries, max_concurrency, _check_backoff(backoff)
+        self.timeout, self.max_reply_chars = check_timeout(timeout), check_max_reply_chars(max_reply_chars)
+        self.max_retries, self.max_concurrency, self.backoff = max_retries, max_concurrency, check_backoff(backoff)
         self._slots = threading.BoundedSemaphore(max_concurrency)
         self._client_lock = threading.Lock()
         self._client: httpx.Client | None = None
@@ -168,12 +147,22 @@ class HTTPModel:
         guard_logging()
         key = self._key()
         # a lone surrogate (from a reply quoted back, a task's JSON escape) has no UTF-8 to be sent in
-        call = _Call(url=self._url(), headers=self._headers(key), payload=self._payload(with_lone_surrogates_replaced(prompt)))
-        with metered_call(self.usage) as counts:
-            reply = self._with_retries(call)
-            counts.update(input_tokens=or_estimate(reply.input_tokens, prompt),
-                          output_tokens=or_estimate(reply.output_tokens, reply.text))
-        return redact(with_lone_surrogates_replaced(reply.text))  # a server's JSON may escape one
+        sent = with_lone_surrogates_replaced(prompt)
+        call = _Call(url=self._url(), headers=self._headers(key), payload=self._payload(sent), prompt=sent)
+        self._slots.acquire()  # before the bill: a call queued behind others (then cancelled) was never made
+        call.deadline, call.holding = time.monotonic() + self.timeout, True
+        try:
+            with metered_call(self.usage) as counts:
+                try:
+                    reply, tokens = self._with_retries(call)
+                finally:
+                    counts.update(input_tokens=call.rejected_tokens[0], output_tokens=call.rejected_tokens[1])
+                counts.update(input_tokens=counts["input_tokens"] + or_estimate(tokens[0], sent),
+                              output_tokens=counts["output_tokens"] + or_estimate(tokens[1], reply.text))
+        finally:
+            if call.holding:
+                self._slots.release()
+        return call.redacted(with_lone_surrogates_replaced(reply.text))  # a server's JSON may escape one
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, api_key_env={self.api_key_env!r})"
@@ -199,6 +188,9 @@ class HTTPModel:
     def _parse(self, data: Any) -> Reply:
         raise NotImplementedError
 
+    def _usage(self, data: Any) -> tuple[Any, Any]:  # (input, output) tokens as the reply reports them
+        raise NotImplementedError
+
     def _output_limit(self) -> int | None:  # the most tokens a reply may hold, as asked (None: the server's own)
         return None
 
@@ -214,21 +206,27 @@ class HTTPModel:
             if self._client is None:
                 limits = httpx.Limits(max_connections=self.max_concurrency,
                                       max_keepalive_connections=self.max_concurrency)
-                self._client = httpx.Client(timeout=_timeouts(self.timeout), limits=limits,
-                                            headers={"accept-encoding": "identity"})  # see `_body`
+                try:
+                    self._client = httpx.Client(timeout=_timeouts(self.timeout), limits=limits,
+                                                headers={"accept-encoding": "identity"})  # see `_body`
+                except (ImportError, ValueError) as exc:  # the environment's proxy: an unknown scheme, or SOCKS
+                    raise UserError(redact(f"{self.name}: the proxy the environment sets (HTTPS_PROXY, HTTP_PROXY, "
+                                           f"ALL_PROXY) cannot be used: {exc}; fix or unset it")) from None
                 bound_every_socket(self._client, self._clock)
             return self._client
 
-    def _with_retries(self, call: _Call) -> Reply:
+    def _with_retries(self, call: _Call) -> tuple[Reply, tuple[Any, Any]]:
         while True:
             try:
                 return self._attempt(call)
             except _Retry as exc:
                 wait = self._delay(exc, call)
                 if wait is None:
-                    late = f"; no time left to try again within {self._deadline()}" if call.out_of_time else ""
-                    raise AgentError(self._failure(call, exc.detail + late)) from exc
-                log.info("%s: attempt %d failed (%s); retrying in %.2f s", self.name, call.attempts, exc, wait)
+                    late = f"; no time left to try again within {self._deadline(call, exc.retry_after)}" \
+                        if call.out_of_time else ""
+                    raise AgentError(self._failure(call, exc.detail + late)) from None
+                log.info("%s: attempt %d failed (%s); retrying in %.2f s", self.name, call.attempts,
+                         call.redacted(exc.detail), wait)
                 time.sleep(wait)
 
     def _delay(self, exc: _Retry, call: _Call) -> float | None:
@@ -242,13 +240,12 @@ class HTTPModel:
         call.out_of_time = wait >= call.remaining()
         return None if call.out_of_time else wait
 
-    def _attempt(self, call: _Call) -> Reply:
-        """One exchange in one of the `max_concurrency` slots; the call's deadline starts when its
-        first attempt gets one, and bounds this thread's socket waits meanwhile."""
+    def _attempt(self, call: _Call) -> tuple[Reply, tuple[Any, Any]]:
+        """One exchange in one of the `max_concurrency` slots (the first attempt's was taken with
+        the call); the call's deadline bounds this thread's socket waits meanwhile."""
         call.attempts += 1
-        if call.deadline == math.inf:
-            self._slots.acquire()
-            call.deadline = time.monotonic() + self.timeout
+        if call.holding:
+            call.holding = False
         elif not self._slots.acquire(timeout=max(0.0, call.remaining())):
             raise self._past_deadline(call)
         self._clock.at = call.deadline
@@ -258,7 +255,7 @@ class HTTPModel:
             self._clock.at = None
             self._slots.release()
 
-    def _exchange(self, call: _Call) -> Reply:
+    def _exchange(self, call: _Call) -> tuple[Reply, tuple[Any, Any]]:
         """Send the request and read the whole reply within the deadline and the byte cap."""
         import httpx
 
@@ -304,76 +301,85 @@ class HTTPModel:
             raise _Retry(f"the {coding} body does not inflate ({exc})", once=True) from None
         return b"".join(chunks)
 
-    def _read(self, response: httpx.Response, body: bytes, call: _Call) -> Reply:
+    def _read(self, response: httpx.Response, body: bytes, call: _Call) -> tuple[Reply, tuple[Any, Any]]:
+        """The reply and the tokens the server reports for it; the tokens of a reply not used are
+        added to the call's `rejected_tokens` (the provider bills them all the same)."""
         status = response.status_code
         if status in RETRY_STATUSES:
             wait = retry_after_seconds(response.headers.get("retry-after"))
             raise _Retry(f"HTTP {status}: {body_snippet(response, body)}", retry_after=wait)
         if not 200 <= status < 300:
-            detail = f"HTTP {status} (not retried): {body_snippet(response, body)}{self._hint(status)}"
+            detail = f"HTTP {status} (not retried): {body_snippet(response, body)}{self._hint(status, response)}"
             raise AgentError(self._failure(call, detail))
         try:
-            reply = self._parse(json.loads(body))
+            data = json.loads(body)
         except (ValueError, RecursionError):  # RecursionError: nested past what the parser follows
-            detail = f"the body is not JSON: {body_snippet(response, body)}"
+            call.bad_replies += 1
+            raise _Retry(f"the body is not JSON: {body_snippet(response, body)}", once=True) from None
+        tokens = self._usage(data)
+        try:
+            reply = self._parse(data)
         except BadReply as exc:
-            detail = snippet(str(exc))
+            self._reject(call, tokens, None)
+            call.bad_replies += 1
+            raise _Retry(snippet(str(exc)), once=True) from None
+        failed = self._unused(reply)
+        if failed:
+            self._reject(call, tokens, reply.text)
+            raise AgentError(self._failure(call, failed))
+        return reply, tokens
+
+    def _unused(self, reply: Reply) -> str:
+        """Why a reply the server gave in full is not the answer (cut short, too long), or ""."""
+        if reply.cut is not None:
+            hint = raise_hint("max_tokens", str(2 * (self._output_limit() or DEFAULT_OUTPUT_LIMIT)))
+            return f"the reply stopped at the output limit, {reply.cut}; {hint}: it is not the whole answer, so it " \
+                   "is not used, and not retried"
+        if reply.stopped is not None:
+            return f"the server ended the reply short of its end ({reply.stopped}): it is not the whole answer, so " \
+                   "it is not used, and not retried"
+        if len(reply.text) > self.max_reply_chars:
+            return f"the completion has {len(reply.text):,} characters, over max_reply_chars={self.max_reply_chars:,}; " \
+                   f"not retried; {raise_hint('max_reply_chars', str(2 * len(reply.text)))}"
+        return ""
+
+    @staticmethod
+    def _reject(call: _Call, tokens: tuple[Any, Any], text: str | None) -> None:
+        """Count a reply's tokens on the call's bill: the server's counts, else, for a reply whose
+        text was read, an estimate (a reply without its answer and without counts adds nothing)."""
+        if text is None:
+            counts = [plausible_tokens(count) or 0 for count in tokens]
         else:
-            if reply.cut is not None:
-                hint = raise_hint("max_tokens", str(2 * (self._output_limit() or DEFAULT_OUTPUT_LIMIT)))
-                raise AgentError(self._failure(call, f"the reply stopped at the output limit, {reply.cut}; {hint}: it "
-                                                     "is not the whole answer, so it is not used, and not retried"))
-            if len(reply.text) > self.max_reply_chars:
-                raise AgentError(self._failure(call, (
-                    f"the completion has {len(reply.text):,} characters, over max_reply_chars="
-                    f"{self.max_reply_chars:,}; not retried; {raise_hint('max_reply_chars', str(2 * len(reply.text)))}")))
-            return reply
-        call.bad_replies += 1
-        raise _Retry(detail, once=True)
+            counts = [or_estimate(tokens[0], call.prompt), or_estimate(tokens[1], text)]
+        call.rejected_tokens = (call.rejected_tokens[0] + counts[0], call.rejected_tokens[1] + counts[1])
 
     def _past_deadline(self, call: _Call) -> AgentError:
-        return AgentError(self._failure(call, f"no complete reply within {self._deadline()}"))
+        return AgentError(self._failure(call, f"no complete reply within {self._deadline(call)}"))
 
-    def _deadline(self) -> str:
-        hint = raise_hint("timeout", f"{2 * self.timeout:g}")
+    def _deadline(self, call: _Call, wait: float | None = None) -> str:
+        """The deadline, and a timeout to raise it to that would hold the call so far and the
+        server's `Retry-After` wait besides."""
+        needed = self.timeout - call.remaining() + (wait or 0.0)
+        hint = raise_hint("timeout", f"{max(2 * self.timeout, math.ceil(2 * needed)):g}")
         return f"the call's deadline of {self.timeout:g} s (timeout, retries included); {hint}"
 
-    def _hint(self, status: int) -> str:
-        if status not in (401, 403):
-            return ""
-        if self.api_key_env is None:
-            return "; the server wants a key: pass api_key_env='NAME_OF_THE_KEY_VARIABLE'"
-        return f"; check {self.api_key_env} (read from the environment at each call)"
+    def _hint(self, status: int, response: httpx.Response | None = None) -> str:
+        if status in (401, 403):
+            if self.api_key_env is None:
+                return "; the server wants a key: pass api_key_env='NAME_OF_THE_KEY_VARIABLE'"
+            return f"; check {self.api_key_env} (read from the environment at each call)"
+        location = response.headers.get("location") if response is not None and 300 <= status < 400 else None
+        if location:  # redirects are not followed: the key would go with them
+            return f"; the server redirects to {snippet(public(location))}: set the base URL to that address " \
+                   "(https:// where http:// was given?)"
+        return ""
 
     def _failure(self, call: _Call, detail: str) -> str:
         plural = "" if call.attempts == 1 else "s"
-        return redact(f"{self.name}: POST {public(call.url)} failed after {call.attempts} attempt{plural}: {detail}")
+        return call.redacted(f"{self.name}: POST {public(call.url)} failed after {call.attempts} attempt{plural}: {detail}")
 
 
 def _timeouts(seconds: float) -> httpx.Timeout:
     import httpx
 
     return httpx.Timeout(seconds, connect=min(CONNECT_TIMEOUT, seconds))
-
-
-def retry_after_seconds(value: str | None, *, cap: float = RETRY_AFTER_CAP,
-                        now: datetime | None = None) -> float | None:
-    """The wait a `Retry-After` header asks for, in [0, cap]; None when absent or unreadable.
-
-    retry_after_seconds("2") == 2.0;  retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0 (past)
-    """
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, OverflowError):  # OverflowError: a year past what a date holds
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=timezone.utc)
-        seconds = (when - (now or datetime.now(timezone.utc))).total_seconds()
-    if math.isnan(seconds):
-        return None
-    return max(0.0, min(cap, seconds))

@@ -19,6 +19,7 @@ from typing import Any
 from agentdescent.agents.endpoint import base_url_from, join_url
 from agentdescent.agents.http import DEFAULT_MAX_REPLY_CHARS, DEFAULT_TIMEOUT, BadReply, HTTPModel, Reply
 from agentdescent.agents.replies import glimpse
+from agentdescent.quoting import quoted
 
 __all__ = ["OpenAICompatible", "deepseek", "openai_compatible"]
 
@@ -63,17 +64,22 @@ class OpenAICompatible(HTTPModel):
         if not isinstance(message, dict):
             raise BadReply(f"the reply has no choices[0].message: {glimpse(data)}")
         text = without_reasoning(_content_text(message.get("content")))
+        finish, refusal = choice.get("finish_reason"), message.get("refusal")
         if not text.strip():
-            raise BadReply(f"empty completion (finish_reason={choice.get('finish_reason')!r}; "
-                           "if it is 'length', raise max_tokens)")
-        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+            if isinstance(refusal, str) and refusal.strip():
+                raise BadReply(f"the model refused: {quoted(refusal, 200)}")
+            raise BadReply(f"empty completion (finish_reason={finish!r}; if it is 'length', raise max_tokens)")
         cut = None
-        if choice.get("finish_reason") == "length":
+        if finish == "length":
             asked = self._output_limit()
             limit = f"{asked} tokens" if asked else "the server's default limit"
             cut = f"finish_reason 'length' ({limit})"
-        return Reply(text=text, input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens"),
-                     cut=cut)
+        stopped = "finish_reason 'content_filter': the provider's filter" if finish == "content_filter" else None
+        return Reply(text=text, cut=cut, stopped=stopped)
+
+    def _usage(self, data: Any) -> tuple[Any, Any]:
+        usage = data.get("usage") if isinstance(data, dict) and isinstance(data.get("usage"), dict) else {}
+        return usage.get("prompt_tokens"), usage.get("completion_tokens")
 
     def _output_limit(self) -> int | None:
         asked = self.max_tokens or self.extra_body.get("max_completion_tokens")

@@ -23,7 +23,8 @@ characters disjoint from what follows or bounded, so matching stays linear in th
 **Output.** `RedactingStream` redacts every write to a stream (the CLI prints through one).
 
 **Logs.** `RedactingFilter` formats a record's message with its arguments, then redacts it, its
-traceback and its stack; `guard_logging()` puts it on this package's loggers and on httpx's and
+traceback and its stack (an HTTP library's record loses its URLs' user names, passwords and
+queries too); `guard_logging()` puts it on this package's loggers and on httpx's and
 httpcore's, and keeps httpx and httpcore at INFO or above (their DEBUG lines carry headers)
 unless `AGENTDESCENT_DEBUG_HTTP=1` is set.
 
@@ -199,6 +200,8 @@ class RedactingFilter(logging.Filter):
             message = record.getMessage()
         except (TypeError, ValueError):  # arguments that do not fit the format: keep both, redacted
             message = f"{record.msg} {record.args!r}"
+        if record.name.startswith(("httpx", "httpcore")):  # they log the URL whole, as sent
+            message = _URL.sub(_url_shown, message)
         record.msg, record.args = redact(message), None
         if record.exc_info and not record.exc_text:
             record.exc_text = self._formatter.formatException(record.exc_info)
@@ -207,6 +210,15 @@ class RedactingFilter(logging.Filter):
         if record.stack_info:
             record.stack_info = redact(record.stack_info)
         return True
+
+
+_URL = re.compile(r"\b(https?://)(?:[^\s/@\"'<>]*@)?([^\s?#\"'<>]*)([?#][^\s\"'<>]*)?")
+
+
+def _url_shown(match: re.Match[str]) -> str:
+    """A URL in an HTTP library's log line without its user name, password, query and fragment,
+    any of which may carry a secret (`?key=...`), and saying the query was there."""
+    return match.group(1) + match.group(2) + ("?[redacted query]" if match.group(3) else "")
 
 
 class RedactingStream:

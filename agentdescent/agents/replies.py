@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from agentdescent.agents.base import estimate_tokens
+from agentdescent.agents.redact import redact
 from agentdescent.quoting import quoted
 
 if TYPE_CHECKING:
@@ -66,17 +67,31 @@ def inflated(raw: Iterable[bytes], inflater: Any) -> Iterator[bytes]:
             chunk = inflater.unconsumed_tail
 
 
+class _Glimpse(reprlib.Repr):
+    """`reprlib.Repr` that redacts each string before cutting it: a key that straddles the cut
+    would otherwise show its start or its end, which no pattern finds."""
+
+    def repr_str(self, x: str, level: int) -> str:
+        return super().repr_str(redact(x), level)
+
+
 def glimpse(data: Any) -> str:
     """A look at a parsed reply for an error message, built bounded (a few levels and entries of
-    each, the start of each string: a reply of millions of tiny lists is not formatted whole), its
-    keys redacted."""
-    look = reprlib.Repr()
+    each, the start and end of each string: a reply of millions of tiny lists is not formatted
+    whole), its keys redacted."""
+    look = _Glimpse()
     look.maxlevel, look.maxdict, look.maxlist, look.maxstring, look.maxother = 3, 8, 4, 120, 60
     return snippet(look.repr(data))
 
 
-def or_estimate(tokens: int | None, text: str) -> int:
-    """The server's count when it is one a call can have, else an estimate from the text (a count
-    of 10**4000 would end the budget and make the run's status unreadable)."""
+def plausible_tokens(tokens: Any) -> int | None:
+    """A server's token count when it is one a call can have, else None (a count of 10**4000 would
+    end the budget and make the run's status unreadable)."""
     plausible = isinstance(tokens, int) and not isinstance(tokens, bool) and 0 <= tokens <= MAX_TOKENS_A_CALL
-    return tokens if plausible else estimate_tokens(text)
+    return tokens if plausible else None
+
+
+def or_estimate(tokens: Any, text: str) -> int:
+    """The server's count when plausible, else an estimate from the text."""
+    count = plausible_tokens(tokens)
+    return estimate_tokens(text) if count is None else count

@@ -24,7 +24,7 @@ from typing import Any
 
 from agentdescent import atomic
 from agentdescent.agents.deadline import Deadline, bound_every_socket
-from agentdescent.agents.http import retry_after_seconds
+from agentdescent.agents.limits import retry_after_seconds
 from agentdescent.agents.redact import guard_logging, redact
 from agentdescent.agents.replies import inflated, inflater_for
 from agentdescent.dataloader.local import MAX_FILE_BYTES, unwrap_row

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import re
+import urllib.parse
 from pathlib import Path
 from typing import Any, Literal
 
@@ -86,6 +87,12 @@ class AgentSpec(BaseModel):
             keys = ", ".join(PROVIDERS[kind].key_variable or "" for kind in MODEL_KINDS)
             raise ValueError(f"options.{secret} looks like a credential: keys never go in a spec. Set it in the "
                              f"environment (the clients read {keys}, or the variable named by options.api_key_env)")
+        carried = _secret_in_url(self.options.get("base_url"))
+        if carried:
+            variable = PROVIDERS[self.kind].base_url_variable if self.kind in MODEL_KINDS else None
+            where = f"{variable} (or the variable options.base_url_env names)" if variable else "the environment"
+            raise ValueError(f"options.base_url carries {carried}, and a spec is stored with the run: put the "
+                             f"whole URL in {where} instead, or take it out")
         return self
 
     @property
@@ -289,6 +296,18 @@ def _absolute(spec: RunSpec, folder: Path) -> RunSpec:
 
     tasks = spec.tasks.model_copy(update={"file": resolved(spec.tasks.file)}) if spec.tasks.file else spec.tasks
     return spec.model_copy(update={"target": resolved(spec.target), "tasks": tasks})
+
+
+def _secret_in_url(url: Any) -> str:
+    """What in a base URL looks secret: a user name or password, or a query parameter named like a
+    key (`?key=...`, `?api_token=...`); "" for none (an `api-version` is no secret)."""
+    if not isinstance(url, str):
+        return ""
+    parts = urllib.parse.urlsplit(url.strip())
+    if "@" in parts.netloc:
+        return "a user name or password (user:pw@host)"
+    named = [name for name, _ in urllib.parse.parse_qsl(parts.query, keep_blank_values=True) if _SECRET_NAME.search(name)]
+    return f"a query parameter named like a key ({named[0]!r})" if named else ""
 
 
 def _secret_option(options: dict[str, Any], prefix: str = "") -> str | None:

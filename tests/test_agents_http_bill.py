@@ -1,0 +1,176 @@
+"""What an HTTP call costs and says when its reply cannot be used: the tokens of every reply the
+server billed, a call waiting for a slot not yet on the bill, and the secrets a server may quote
+back (a key cut in half, the base URL's password and query) kept out of every message."""
+
+from __future__ import annotations
+
+import contextvars
+import re
+import threading
+import time
+
+import pytest
+
+from agentdescent.agents.anthropic import claude
+from agentdescent.agents.base import before_each_call
+from agentdescent.agents.openai_compat import openai_compatible
+from agentdescent.errors import AgentError, UserError
+from agentdescent.runs.spec import AgentSpec
+from tests.loopback import LoopbackServer, Response, anthropic_messages, openai_chat
+
+KEY = "sk-ant-api03-PROBESECRET0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJ"
+FAST = {"backoff": (0.001, 0.005)}
+
+pytestmark = pytest.mark.usefixtures("no_provider_env")
+
+
+@pytest.fixture
+def keyed(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+
+
+def gpt(server, **options):
+    return openai_compatible("gpt-test", base_url=server.url + "/v1", **{**FAST, **options})
+
+
+def chat_body(content, finish="stop", usage=None, **message):
+    body = {"choices": [{"index": 0, "finish_reason": finish,
+                         "message": {"role": "assistant", "content": content, **message}}]}
+    return body if usage is None else {**body, "usage": usage}
+
+
+def shows_part_of(text: str, secret: str, size: int = 12) -> bool:
+    return any(secret[i:i + size] in text for i in range(len(secret) - size + 1))
+
+
+# The bill.
+
+def test_a_reply_cut_at_its_output_limit_bills_the_tokens_the_server_counted(keyed):
+    cut = {"content": [{"type": "text", "text": "half a rule"}], "stop_reason": "max_tokens",
+           "usage": {"input_tokens": 1000, "output_tokens": 4096}}
+    with LoopbackServer(anthropic_messages(lambda prompt: Response(body=cut))) as server:
+        model = claude("claude-test", base_url=server.url, **FAST)
+        with pytest.raises(AgentError, match="output limit"):
+            model("hi")
+    assert (model.usage.calls, model.usage.failures) == (1, 1)
+    assert (model.usage.input_tokens, model.usage.output_tokens) == (1000, 4096)
+
+
+def test_an_empty_completion_tried_again_bills_both_replies(keyed):
+    empty = Response(body=chat_body("", usage={"prompt_tokens": 500, "completion_tokens": 0}))
+    with LoopbackServer(openai_chat(lambda prompt: empty)) as server:
+        model = gpt(server)
+        with pytest.raises(AgentError, match="empty completion"):
+            model("hi")
+    assert len(server.requests) == 2 and (model.usage.calls, model.usage.input_tokens) == (1, 1000)
+    replies = iter([empty, Response(body=chat_body("fine", usage={"prompt_tokens": 500, "completion_tokens": 3}))])
+    with LoopbackServer(openai_chat(lambda prompt: next(replies))) as server:
+        model = gpt(server)
+        assert model("hi") == "fine"
+    assert (model.usage.calls, model.usage.failures, model.usage.input_tokens, model.usage.output_tokens) == (1, 0, 1000, 3)
+
+
+def test_a_call_waiting_for_a_slot_is_not_on_the_bill_until_it_gets_one(keyed):
+    """The start log and the budget sit in `before_each_call`: a call queued behind
+    `max_concurrency` others, then abandoned with its run, was never made."""
+    release, started = threading.Event(), []
+
+    def held(prompt):
+        release.wait(10)
+        return "ok"
+
+    with LoopbackServer(openai_chat(held)) as server:
+        model = gpt(server, max_concurrency=1)
+
+        def call():
+            with before_each_call(lambda: started.append(time.monotonic())):
+                model("hi")
+
+        threads = [threading.Thread(target=contextvars.copy_context().run, args=(call,)) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 10
+        while not server.requests and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        assert len(started) == 1  # the other two wait for the one slot, not yet billed
+        release.set()
+        for thread in threads:
+            thread.join(10)
+    assert len(started) == 3 and model.usage.calls == 3 and len(server.requests) == 3
+
+
+# What a message says.
+
+def test_a_key_a_reply_quotes_is_redacted_before_the_quote_is_cut(keyed):
+    echoed = {"error": {"message": f"the api key you sent, {KEY}, is not valid for this model " + "x" * 200}}
+    with LoopbackServer(anthropic_messages(lambda prompt: Response(body=echoed))) as server:
+        with pytest.raises(AgentError, match="no content list") as raised:
+            claude("claude-test", base_url=server.url, **FAST)("hi")
+    message = str(raised.value)
+    assert "[redacted ANTHROPIC_API_KEY]" in message and not shows_part_of(message, KEY)
+
+
+def test_the_base_urls_password_and_query_a_server_echoes_are_redacted(keyed, caplog):
+    secret = "PROBE-SECRET-QUERY-777"
+
+    def echo(prompt):
+        return Response(status=502, body={"error": {"message": f"bad gateway for POST /v1/chat/completions?key={secret}"}})
+
+    with LoopbackServer(openai_chat(echo)) as server, caplog.at_level("INFO"):
+        model = openai_compatible("gpt-test", base_url=f"{server.url}/v1?key={secret}", max_retries=1, **FAST)
+        with pytest.raises(AgentError) as raised:
+            model("hi")
+    assert server.requests[0].query == {"key": [secret]}
+    assert "[redacted BASE_URL_SECRET]" in str(raised.value) and secret not in str(raised.value)
+    assert "attempt 1 failed" in caplog.text and secret not in caplog.text
+
+
+def test_a_proxy_the_client_cannot_use_is_a_user_error_naming_it(keyed, monkeypatch):
+    monkeypatch.setenv("ALL_PROXY", "ftp://someone:PROXYPW-1234567@127.0.0.1:1")
+    with LoopbackServer(openai_chat(lambda prompt: "never")) as server:
+        with pytest.raises(UserError, match="proxy .*ALL_PROXY.*cannot be used") as raised:
+            gpt(server)("hi")
+    assert not server.requests and "PROXYPW-1234567" not in str(raised.value)
+
+
+def test_a_retry_after_past_the_deadline_hints_a_timeout_that_covers_the_wait(keyed):
+    busy = Response(status=503, headers={"Retry-After": "30"}, body="busy")
+    with LoopbackServer(openai_chat(lambda prompt: busy)) as server:
+        with pytest.raises(AgentError, match="no time left to try again") as raised:
+            gpt(server, timeout=8)("hi")
+    hinted = float(re.search(r"raise it with timeout=([\d.]+)", str(raised.value)).group(1))
+    assert hinted >= 60 and len(server.requests) == 1
+
+
+def test_a_refusal_and_a_filtered_reply_are_named_and_not_taken_for_the_answer(keyed):
+    refused = Response(body=chat_body(None, refusal="I can't help with that."))
+    with LoopbackServer(openai_chat(lambda prompt: refused)) as server:
+        with pytest.raises(AgentError, match="the model refused: ‹I can't help with that.›"):
+            gpt(server)("hi")
+    filtered = Response(body=chat_body("The first half of a", finish="content_filter"))
+    with LoopbackServer(openai_chat(lambda prompt: filtered)) as server:
+        with pytest.raises(AgentError, match="content_filter.*not the whole answer"):
+            gpt(server)("hi")
+    assert len(server.requests) == 1  # not retried: the same prompt is filtered again
+    declined = {"content": [{"type": "text", "text": "I won't"}], "stop_reason": "refusal"}
+    with LoopbackServer(anthropic_messages(lambda prompt: Response(body=declined))) as server:
+        with pytest.raises(AgentError, match="stop_reason 'refusal'"):
+            claude("claude-test", base_url=server.url, **FAST)("hi")
+
+
+def test_a_redirect_says_where_it_points_without_its_query(keyed):
+    moved = Response(status=301, headers={"Location": "https://api.example.com/v1/chat/completions?sig=abc123456789"})
+    with LoopbackServer(openai_chat(lambda prompt: moved)) as server:
+        with pytest.raises(AgentError, match="redirects to «https://api.example.com/v1/chat/completions»") as raised:
+            gpt(server)("hi")
+    assert "abc123456789" not in str(raised.value) and len(server.requests) == 1
+
+
+@pytest.mark.parametrize("url, said", [("http://u:PW-SECRET-1@127.0.0.1:9/v1", "a user name or password"),
+                                       ("http://127.0.0.1:9/v1?api_key=QUERY-SECRET-2", "named like a key")])
+def test_a_spec_refuses_a_base_url_carrying_a_secret(url, said):
+    with pytest.raises(ValueError, match=said):
+        AgentSpec(kind="openai", model="m", options={"base_url": url})
+    assert AgentSpec(kind="openai", model="m", options={"base_url": "http://h/v1?api-version=2024-02-01"})
