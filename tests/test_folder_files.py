@@ -6,8 +6,11 @@ limits) are named at once, with the spec's way to leave them out (`exclude`)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -33,6 +36,15 @@ def sees_the_logo(prompt: str, cwd: str) -> str:
     if any((folder / "tasks.jsonl").exists() for folder in Path(cwd).parents):
         return "the run's tasks are within reach"
     return route_by_skill(prompt, cwd) if logo.is_file() and logo.read_bytes() == LOGO else "no logo"
+
+
+def runs_its_script(prompt: str, cwd: str) -> str:
+    """The support-router agent, which answers only where the skill's script runs as `./route.sh`
+    would: staged with its execute bit, as in the folder."""
+    script = Path(cwd, LOGO_PATH.parent.parent, "scripts", "route.sh")
+    if not os.access(script, os.X_OK):
+        raise PermissionError(f"{script}: Permission denied")
+    return route_by_skill(prompt, cwd)
 
 
 def spec_of(target: Path, **fields) -> dict:
@@ -160,3 +172,72 @@ def test_plan_refuses_a_tasks_file_inside_the_target_and_warns_of_an_editable_gl
     assert service.plan({**spec, "exclude": ["evals.jsonl"]}).files == len(load_tree(ROOT / "examples/skills/support-router"))
     warned = service.plan(spec_of(target, editable=["route/*"])).warnings
     assert any(w.startswith("editable[0] 'route/*' matches no file of") for w in warned)
+
+
+def test_what_the_run_did_not_read_no_change_may_write(tmp_path):
+    """A change creating an excluded file, the logo, or a file where load_tree never reads
+    committed, and accept then refused it as the user's own edit (or, told to overwrite, wrote over
+    the user's file)."""
+    from agentdescent.governance import Governance
+    from agentdescent.runs import build
+    from agentdescent.runs.spec import read_spec
+
+    target = a_skill_with_a_logo(tmp_path)
+    (target / "notes").mkdir()
+    (target / "notes" / "private.md").write_text("mine\n", encoding="utf-8")
+    spec = read_spec({**spec_of(target, exclude=["notes/*"]), "blast_radius": "skill"})
+    assets: dict[str, bytes] = {}
+    parts = build.assemble(spec, [], build.read_target(spec, assets), assets)
+    rules = Governance.of(parts.strategy, parts.blast_radius)
+    unread = ("notes/private.md", "assets/logo.png", "build/helper.py", "routing/node_modules/x.js", ".DS_Store")
+    assert [rules.rule(key)[0] for key in unread] == ["L0"] * len(unread)
+    assert rules.layer("SKILL.md") != "L0" and rules.layer("routing/new.md") != "L0"
+
+
+def test_plan_says_to_move_out_what_a_backup_cannot_copy_rather_than_to_exclude_it(service, tmp_path):
+    """The first plan said to exclude a FIFO; the second then said excluding it was not enough."""
+    target = a_skill_with_a_logo(tmp_path)
+    os.mkfifo(target / "assets" / "pipe")
+    with pytest.raises(SpecError) as refused:
+        service.plan(spec_of(target))
+    [problem] = refused.value.problems
+    assert "move it out of" in problem.message and "exclude" not in problem.message.split("(")[0]
+
+
+@pytest.mark.skipif(os.geteuid() == 0 and not shutil.which("setpriv"), reason="root reads every file without setpriv")
+def test_plan_refuses_a_file_no_backup_can_read_even_when_excluded(tmp_path):
+    """With the exclude plan suggested, the run was paid for and accept could not back the folder up."""
+    target = a_skill_with_a_logo(tmp_path)
+    draft = target / "references" / "draft.md"
+    draft.parent.mkdir(exist_ok=True)
+    draft.write_text("draft\n", encoding="utf-8")
+    draft.chmod(0)
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(spec_of(target, exclude=["references/draft.md"])), encoding="utf-8")
+    as_a_user = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
+    env = {**os.environ, "AGENTDESCENT_HOME": str(tmp_path / "home")}
+    try:
+        planned = subprocess.run([*as_a_user, sys.executable, "-m", "agentdescent", "plan", str(spec)], cwd=ROOT,
+                                 env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        draft.chmod(0o644)
+    assert planned.returncode == 2, planned.stdout + planned.stderr
+    assert "draft.md cannot be read, so a backup cannot copy it" in planned.stderr
+
+
+def test_a_script_the_folder_holds_executable_runs_in_every_rollout_and_a_resumed_one(service, tmp_path):
+    """Every rollout's workspace had written it 0644: `./scripts/route.sh` failed with Permission
+    denied in each, though it ran once written back."""
+    target = a_skill_with_a_logo(tmp_path)
+    (target / "scripts").mkdir()
+    (target / "scripts" / "route.sh").write_text("#!/bin/sh\necho route\n", encoding="utf-8")
+    (target / "scripts" / "route.sh").chmod(0o755)
+    spec = spec_of(target, agent="python:tests.test_folder_files:runs_its_script", target_reward=1.0)
+    done = wait(service, service.start(spec).run_id)
+    assert done.state == "finished" and done.outcomes.get("committed") and done.failures == 0, done
+    from agentdescent.runs import build
+    from agentdescent.runs.spec import read_spec
+
+    stored = service.store.get(done.id)
+    assert stored.executable() == {"scripts/route.sh"}  # a resumed run stages it so too
+    assert build.assemble(read_spec(spec), [], load_tree(target, binary={}), stored.assets(), stored.executable()).executable

@@ -565,3 +565,17 @@ def test_a_write_after_a_killed_write_says_it_rolled_that_one_back(tmp_path):
     (folder / "SKILL.md").write_text("half written\n", encoding="utf-8")
     plan = write_back(folder, {**SKILL, "SKILL.md": "evolved\n"}, initial=SKILL)
     assert plan.settled == (str(tmp_path / ".skill.bak-1"),) and (folder / "SKILL.md").read_text() == "evolved\n"
+
+
+def test_a_file_the_run_never_read_is_named_as_such_not_as_the_users_edit(tmp_path):
+    """A library run whose tree left out a file the folder holds, and whose result creates it."""
+    folder = tmp_path / "skill"
+    (folder / "notes").mkdir(parents=True)
+    (folder / "SKILL.md").write_text("# s\n", encoding="utf-8")
+    (folder / "notes" / "private.md").write_text("mine\n", encoding="utf-8")
+    with pytest.raises(UserError) as refused:
+        write_back(folder, {"SKILL.md": "# s\n", "notes/private.md": "the run's\n"}, initial={"SKILL.md": "# s\n"},
+                   base={"SKILL.md": "# s\n"})
+    said = str(refused.value)
+    assert "1 file(s) the run never read" in said and "(notes/private.md)" in said and "since the run started" not in said
+    assert (folder / "notes" / "private.md").read_text(encoding="utf-8") == "mine\n"

@@ -2,9 +2,10 @@
 run is paid for): a backup copies everything the target holds, the files a run left out too.
 
 A named pipe, a socket or a device cannot be copied (a character device such as /dev/zero reads
-without end); a copy larger than the free space beside the target, or than `MAX_BACKUP_BYTES` (a
-sparse file of 50 GB takes no room until copied), would fill the disk or take minutes. Each is
-found by one walk that follows no link, and named with its fix.
+without end), nor can a file that cannot be read or a folder that cannot be listed; a copy
+larger than the free space beside the target, or than `MAX_BACKUP_BYTES` (a sparse file of
+50 GB takes no room until copied), would fill the disk or take minutes. Each is found by one
+walk that follows no link, and named with its fix.
 
 Left out: the copy itself (`backups`) and what a run reads of the target (`tree`).
 """
@@ -26,18 +27,22 @@ _KINDS = {stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket", stat.S_IFCHR:
 
 def copy_problems(target: Path) -> list[str]:
     """What keeps `target` from being backed up whole, each with its fix; [] when nothing does."""
-    special, sizes = [], []
+    special, unreadable, sizes = [], [], []
     for path, info in _entries(target):
         kind = _KINDS.get(stat.S_IFMT(info.st_mode))
         if kind:
             special.append(f"{path.relative_to(target.parent)} ({kind})")
+        elif not _readable(path, info):
+            unreadable.append(f"{path.relative_to(target.parent)}")
         elif stat.S_ISREG(info.st_mode):
             sizes.append((info.st_size, path))
     problems = []
+    whole = "leaving it out of the run is not enough: the backup copies the whole folder"
     if special:
-        shown = ", ".join(special[:3]) + (f" and {len(special) - 3} more" if special[3:] else "")
-        problems.append(f"{shown} cannot be copied into a backup: move it out of {target.name} (leaving it out of "
-                        "the run is not enough: the backup copies the whole folder)")
+        problems.append(f"{_listed(special)} cannot be copied into a backup: move it out of {target.name} ({whole})")
+    if unreadable:
+        problems.append(f"{_listed(unreadable)} cannot be read, so a backup cannot copy it: make it readable "
+                        f"(chmod u+rX), or move it out of {target.name} ({whole})")
     total = sum(size for size, _ in sizes)
     free = _free(target.parent)
     if total > MAX_BACKUP_BYTES or (free is not None and total > free - _SPARE_BYTES):
@@ -46,6 +51,17 @@ def copy_problems(target: Path) -> list[str]:
         problems.append(f"a backup of {target.name} would copy {_gb(total)}{room}, past what a backup may take "
                         f"({_gb(MAX_BACKUP_BYTES)}, and the free space): move its largest files out of it ({largest})")
     return problems
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if names[3:] else "")
+
+
+def _readable(path: Path, info: os.stat_result) -> bool:
+    """Whether a copy can read the file, or list and enter the folder (a link is copied as a link)."""
+    if stat.S_ISDIR(info.st_mode):
+        return os.access(path, os.R_OK | os.X_OK, follow_symlinks=False)
+    return not stat.S_ISREG(info.st_mode) or os.access(path, os.R_OK, follow_symlinks=False)
 
 
 def _entries(target: Path):

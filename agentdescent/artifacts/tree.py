@@ -37,6 +37,10 @@ SKIPPED_FILES = (
     "*.swp", "*.swo", "*~", ".#*",                                  # editor swap, backup and lock files
     "*.bak-[0-9]*", ".*.tmp", ".*.lock",                            # write_to's backups, temp files, locks
 )
+# The same as globs a `FileTree` freezes (its `*` crosses "/"): a run may not write where
+# `load_tree` never reads, over a user's build output or into a folder the next run will not see.
+UNREAD_GLOBS = (*(glob for name in SKIPPED_FOLDERS for glob in (f"{name}/*", f"*/{name}/*")),
+                *(glob for name in SKIPPED_FILES for glob in (name, f"*/{name}")))
 _FOLDER_NAME = re.compile("|".join(fnmatch.translate(p) for p in SKIPPED_FOLDERS))
 _FILE_NAME = re.compile("|".join(fnmatch.translate(p) for p in SKIPPED_FILES))
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
@@ -52,6 +56,7 @@ def load_tree(
     on_unreadable: Literal["error", "skip"] = "error",
     skipped: list[tuple[str, str]] | None = None,
     binary: dict[str, bytes] | None = None,
+    executable: set[str] | None = None,
     max_file_bytes: int = 1_000_000,
     max_files: int = 2_000,
     max_total_bytes: int = 20_000_000,
@@ -86,6 +91,9 @@ def load_tree(
     - `binary`: a dict that receives the files that are not text (a NUL byte, not UTF-8), by key,
       as their bytes, rather than refusing them: an image or a template a skill ships, which a run
       carries into each rollout as it is and never changes (the limits count them too).
+    - `executable`: a set that receives the keys of the files loaded (text or binary) that have an
+      execute bit, for `tree_runner(executable=...)` to stage them so: a skill's `./scripts/x.sh`
+      runs in a rollout as it does once written back.
     - Raises `UserError` when `path` is missing, is not a folder or cannot be listed, whatever
       `on_unreadable` says, and for a bad argument.
 
@@ -95,11 +103,13 @@ def load_tree(
     walk = _Walk(root=root, include=_patterns("include", include), exclude=_patterns("exclude", exclude) or (),
                  skip=_skip_mode(on_unreadable), max_file_bytes=_limit("max_file_bytes", max_file_bytes),
                  max_files=_limit("max_files", max_files), max_total_bytes=_limit("max_total_bytes", max_total_bytes),
-                 binary=binary)
+                 binary=binary, executable=executable)
     if skipped is not None and not isinstance(skipped, list):
         raise UserError(f"skipped must be a list that receives (path, reason) pairs, not {type(skipped).__name__}")
     if binary is not None and not isinstance(binary, dict):
         raise UserError(f"binary must be a dict that receives {{path: bytes}}, not {type(binary).__name__}")
+    if executable is not None and not isinstance(executable, set):
+        raise UserError(f"executable must be a set that receives paths, not {type(executable).__name__}")
     tree = walk.read(walk.files())
     if skipped is not None:
         skipped.extend(sorted(walk.refused))
@@ -153,12 +163,15 @@ class _Walk:
     max_files: int
     max_total_bytes: int
     binary: dict[str, bytes] | None = None  # receives the files that are not text, where given
+    executable: set[str] | None = None  # receives the keys of the files read that have an execute bit, where given
     refused: list[tuple[str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.real = Path(os.path.realpath(self.root))  # the folder named may be a link; nothing below it is followed
 
     def refuse(self, key: str, reason: str, fix: str) -> None:
+        if self.executable is not None:
+            self.executable.discard(key)
         if not self.skip:
             raise UserError(f"cannot load {str(self.root / key)!r}: {reason}; {fix}, "
                             "or pass on_unreadable='skip' to leave out what cannot be loaded")
@@ -277,6 +290,8 @@ class _Walk:
             info = os.fstat(handle.fileno())
             if not stat.S_ISREG(info.st_mode):
                 return self.refuse(key, "it stopped being a regular file while the folder was read", "load it again")
+            if self.executable is not None and info.st_mode & 0o111:
+                self.executable.add(key)  # `refuse` takes it back
             data = handle.read(min(info.st_size, self.max_file_bytes) + 1)
             if len(data) > info.st_size:  # it grew since: read on to the limit, not to its end
                 data += handle.read(self.max_file_bytes + 1 - len(data))

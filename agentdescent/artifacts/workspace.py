@@ -38,7 +38,7 @@ import stat
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,7 +74,7 @@ class AgentOutput(str):
 
 
 def tree_runner(agent: Agent, *, layout: str, name: str | None = None, overlay: Mapping[str, str] | None = None,
-                assets: Mapping[str, bytes] | None = None,
+                assets: Mapping[str, bytes] | None = None, executable: Iterable[str] = (),
                 fixtures: Mapping[str, str] | None = None, keep_failed: bool = False, max_workspaces: int = 32,
                 workdir: str | os.PathLike[str] | None = None,
                 prompt: Callable[[Task], str] | None = None) -> TreeRunner:
@@ -85,11 +85,16 @@ def tree_runner(agent: Agent, *, layout: str, name: str | None = None, overlay: 
     tree goes (see the module docstring); `name` is the skill's folder name for the skill layouts.
     `overlay` ({path in the tree: text}, usually `strategy.frozen_files(tree)`) is written over the
     candidate. `assets` ({path in the tree: bytes}: the folder's files that are not text, which
-    `load_tree(binary=...)` collects) go beside it as they are. `fixtures` ({path in the
+    `load_tree(binary=...)` collects) go beside it as they are. `executable` names the paths in
+    the tree (candidate, overlay or assets) written with execute bits, as they are in the target
+    (`load_tree(executable=...)` collects them); a file a diff creates is not. `fixtures` ({path in the
     workspace: text}) and a task's `meta["files"]` (the same shape) are staged for every rollout
     and for that task. Workspaces live under `workdir` (default: the system's temporary folder)."""
     folder = _folder(layout, name)
+    if isinstance(executable, str):
+        raise UserError(f"executable must be a list or set of paths in the tree, not the string {executable!r}")
     return TreeRunner(agent=agent, folder=folder, overlay=_checked(overlay, "overlay"),
+                      executable=frozenset(f"{folder}/{k}" if folder else k for k in executable),
                       assets={f"{folder}/{k}" if folder else k: v for k, v in _checked(assets, "assets", bytes).items()},
                       fixtures=_checked(fixtures, "fixtures"), keep_failed=keep_failed,
                       slots=_slots(max_workspaces), workdir=workdir, prompt=prompt or (lambda task: task.prompt),
@@ -111,12 +116,14 @@ class TreeRunner:
 
     def __init__(self, *, agent: Agent, folder: str, overlay: dict[str, str], fixtures: dict[str, str],
                  keep_failed: bool, slots: threading.BoundedSemaphore, workdir: str | os.PathLike[str] | None,
-                 prompt: Callable[[Task], str], max_idle: int = 32, assets: dict[str, bytes] | None = None) -> None:
+                 prompt: Callable[[Task], str], max_idle: int = 32, assets: dict[str, bytes] | None = None,
+                 executable: frozenset[str] = frozenset()) -> None:
         if not accepts_keyword(agent, "cwd", unknown=True):  # cannot tell: let the call say
             raise UserError("tree_runner needs an agent that takes cwd=, such as claude_code(), codex() or "
                             "scripted(lambda prompt, cwd: ...); got one that takes only a prompt")
         self.agent, self.folder, self.overlay, self.fixtures = agent, folder, overlay, fixtures
         self.assets = dict(assets or {})  # by path in the workspace
+        self.executable = executable  # by path in the workspace
         self.keep_failed, self.workdir, self.prompt = keep_failed, workdir, prompt
         self._slots = slots
         self._idle = _Idle(max_idle)
@@ -134,7 +141,8 @@ class TreeRunner:
                 _remove(workspace.path)  # changed while it waited (by what an agent left running): not clean
                 workspace = None
             workspace = workspace or _stage(
-                Path(tempfile.mkdtemp(prefix="agentdescent-ws-", dir=self.workdir)), {**self.assets, **base})
+                Path(tempfile.mkdtemp(prefix="agentdescent-ws-", dir=self.workdir)), {**self.assets, **base},
+                self.executable)
             outcome = "remove"
             try:
                 staged = {**workspace.files, **_write(workspace.path, task_files)}
@@ -215,12 +223,13 @@ class _Idle:
             _remove(workspace.path)
 
 
-def _stage(path: Path, files: Mapping[str, str | bytes]) -> _Workspace:
-    return _Workspace(path=path, files=_write(path, files), folders=_folders_of(files))
+def _stage(path: Path, files: Mapping[str, str | bytes], executable: frozenset[str] = frozenset()) -> _Workspace:
+    return _Workspace(path=path, files=_write(path, files, executable), folders=_folders_of(files))
 
 
-def _write(root: Path, files: Mapping[str, str | bytes]) -> Stats:
-    """Write `files` (texts, or bytes as they are) under `root`; return what is there now: {path: (size, mtime)}."""
+def _write(root: Path, files: Mapping[str, str | bytes], executable: frozenset[str] = frozenset()) -> Stats:
+    """Write `files` (texts, or bytes as they are) under `root`, those in `executable` with execute
+    bits where they have read bits; return what is there now: {path: (size, mtime, ...)}."""
     written = {}
     for path, text in files.items():
         target = root / path
@@ -229,6 +238,9 @@ def _write(root: Path, files: Mapping[str, str | bytes]) -> Stats:
             target.write_bytes(text)
         else:
             target.write_text(text, encoding="utf-8", newline="")
+        if path in executable:
+            mode = stat.S_IMODE(os.lstat(target).st_mode)
+            os.chmod(target, mode | (mode & 0o444) >> 2)
         written[path] = _stats(os.lstat(target))
     return written
 

@@ -100,7 +100,8 @@ def write_back(path: str | os.PathLike, rendered: str | Mapping[str, str], *, in
         plan, contents = _plan(target, contents, initial, frozen, prune, base_files, overwrite=overwrite)
         plan = replace(plan, refused=tuple(map(str, refusals)), settled=settled)
         if plan.conflicts and not overwrite:
-            raise _conflicting(target, plan.conflicts, settled)
+            unread = {k for k in plan.conflicts if k not in initial and (base_files or {}).get(k) is None}
+            raise _conflicting(target, plan.conflicts, settled, unread)
         if not plan.changes:
             return _named(plan)
         writes = {**dict.fromkeys(plan.deleted, "absent"),
@@ -198,14 +199,26 @@ def _plan(target: Path, contents: dict[str, bytes], initial: dict[str, str], fro
     return plan, contents
 
 
-def _conflicting(target: Path, paths: tuple[str, ...], settled: tuple[str, ...]) -> UserError:
-    names = ", ".join(p or target.name for p in paths[:10]) + (f" and {len(paths) - 10} more" if len(paths) > 10 else "")
+def _conflicting(target: Path, paths: tuple[str, ...], settled: tuple[str, ...], unread: set[str]) -> UserError:
+    """The refusal of files both sides changed; `unread` were on disk but never in the run (left
+    out of it: excluded, not text, in a folder it skips), which its result would create over."""
+    def named(keys: list[str]) -> str:
+        return ", ".join(p or target.name for p in keys[:10]) + (f" and {len(keys) - 10} more" if keys[10:] else "")
+
     changed = (f"nothing else was changed (a write a killed process left half done was rolled back first, from "
                f"{', '.join(settled)})" if settled else "nothing was changed")
-    return UserError(f"refusing to write {target}: {len(paths)} file(s) changed on disk since the run started and were "
-                     f"changed by the run too, beyond what a merge can join ({names}); {changed}. Merge them by "
-                     "hand, or replace your edits with the run's version on purpose (overwrite=True; "
-                     "`agentdescent accept --overwrite`): the backup taken first keeps yours")
+    edited = [p for p in paths if p not in unread]
+    said = []
+    if edited:
+        said.append(f"{len(edited)} file(s) changed on disk since the run started and were changed by the run too, "
+                    f"beyond what a merge can join ({named(edited)})")
+    if unread:
+        said.append(f"{len(unread)} file(s) the run never read (left out of it: excluded, not text, or in a folder it "
+                    f"skips) would be written over by files it created ({named(sorted(unread))}); freeze them for "
+                    "the next run (frozen=...)")
+    return UserError(f"refusing to write {target}: {'; and '.join(said)}; {changed}. Merge them by hand, or replace "
+                     "what is on disk with the run's version on purpose (overwrite=True; `agentdescent accept "
+                     "--overwrite`): the backup taken first keeps yours")
 
 
 def _refuse_path(target: Path, key: str, deleted: set[str], *, may_be_link: bool) -> None:

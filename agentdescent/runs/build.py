@@ -10,21 +10,19 @@ keeps its files (the store).
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import importlib
-import json
 import os
-import re
 import sys
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agentdescent import reading, refcheck
-from agentdescent.artifacts import AppendRules, FileTree, SingleSlot, Strategy, load_tree
+from agentdescent.artifacts import AppendRules, FileTree, SingleSlot, Strategy
+from agentdescent.artifacts.copyable import copy_problems
+from agentdescent.artifacts.tree import UNREAD_GLOBS
 from agentdescent.artifacts.workspace import skill_name
 from agentdescent.dataloader import csv_rows, hf_rows, json_rows, jsonl_rows, tasks_from
 from agentdescent.dataloader.tasks import check_ids, guess_columns
@@ -34,6 +32,7 @@ from agentdescent.governance import BLAST_RADII, HARNESS_BLAST_RADIUS, PLUGIN_BL
 from agentdescent.runs import containment
 from agentdescent.runs.agentcheck import agent_problems
 from agentdescent.runs.spec import Problem, RunSpec, SpecError, TasksSpec
+from agentdescent.runs.targetread import has_files, literal_glob, read_folder
 from agentdescent.scoring import scorer
 from agentdescent.types import Task
 
@@ -42,7 +41,6 @@ LAYOUT_OF_KIND = {"skill_dir": "claude_skill", "agent_dir": "claude_agents", "pl
 LAYOUT_OF_AGENT = {("skill_dir", "codex"): "agents_skill"}  # where that agent looks, where it differs from the kind's
 RADIUS_OF_KIND = {"skill_dir": SKILL_BLAST_RADIUS, "agent_dir": HARNESS_BLAST_RADIUS, "plugin": PLUGIN_BLAST_RADIUS}
 PLUGIN_AGENTS = ("claude_code", "host", "python")  # the agents a plugin's rollouts can load it into
-SHOWN_GLOBS = 10  # exclude globs a refusal suggests, at most
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,6 +57,7 @@ class Materials:
     layout: str | None
     name: str | None
     assets: Mapping[str, bytes] = field(default_factory=dict)  # a folder's files that are not text, carried as they are
+    executable: frozenset[str] = frozenset()  # a folder's files with an execute bit, staged so in each rollout
 
 
 def target_kind(spec: RunSpec) -> str:
@@ -134,14 +133,15 @@ def materials(spec: RunSpec) -> Materials:
     raises `SpecError` with every problem found. Runs none of the user's code here (refs are
     checked, and a `python:` scorer tried, in a child process)."""
     assets: dict[str, bytes] = {}
-    found, tasks, content = _world(spec, assets)
+    executable: set[str] = set()
+    found, tasks, content = _world(spec, assets, executable)
     if found:
         raise SpecError(found)
     found = scorer_problems(spec, tasks[0]) + _gold_problems(tasks)
     if found:
         raise SpecError(found)
     assert content is not None  # read, or a problem above says why not
-    return assemble(spec, tasks, content, assets)
+    return assemble(spec, tasks, content, assets, executable)
 
 
 def scorer_problems(spec: RunSpec, task: Task) -> list[Problem]:
@@ -184,9 +184,11 @@ def problems(spec: RunSpec) -> list[Problem]:
     return _world(spec, {})[0]
 
 
-def _world(spec: RunSpec, assets: dict[str, bytes]) -> tuple[list[Problem], list[Task], str | dict[str, str] | None]:
+def _world(spec: RunSpec, assets: dict[str, bytes], executable: set[str] | None = None,
+           ) -> tuple[list[Problem], list[Task], str | dict[str, str] | None]:
     """`problems(spec)`, and the tasks and the target as it read them, each read once (none when
-    they would not load); a folder's files that are not text go in `assets`."""
+    they would not load); a folder's files that are not text go in `assets`, the keys of those
+    with an execute bit in `executable`."""
     found: list[Problem] = []
     content = None
     target = Path(spec.target)
@@ -204,7 +206,7 @@ def _world(spec: RunSpec, assets: dict[str, bytes]) -> tuple[list[Problem], list
     elif kind != "text" and not target.is_dir():
         found.append(Problem(field="target", message=f"{target} is a file; a {kind} target is a folder"))
     else:
-        target_problems, content = _target_problems(spec, assets)
+        target_problems, content = _target_problems(spec, assets, executable)
         found += target_problems
     task_problems, tasks = _task_problems(spec)
     found += task_problems
@@ -218,15 +220,22 @@ def _world(spec: RunSpec, assets: dict[str, bytes]) -> tuple[list[Problem], list
     return found + _ref_problems(spec), tasks, content
 
 
-def _target_problems(spec: RunSpec, assets: dict[str, bytes]) -> tuple[list[Problem], str | dict[str, str] | None]:
-    """What is wrong with the target, and its content as read (None when it would not read)."""
+def _target_problems(spec: RunSpec, assets: dict[str, bytes], executable: set[str] | None = None,
+                     ) -> tuple[list[Problem], str | dict[str, str] | None]:
+    """What is wrong with the target, and its content as read (None when it would not read). What
+    keeps a backup from copying the target comes first: leaving such a file out of the run (the
+    way out a file the run cannot read is shown) would not let `accept` write the result back."""
+    uncopyable = copy_problems(Path(spec.target))
+    if uncopyable:
+        return [Problem(field="target", message=f"accept could not write the result back: {problem}")
+                for problem in uncopyable], None
     try:
-        content = read_target(spec, assets)
+        content = read_target(spec, assets, executable)
     except UserError as exc:
         return [Problem(field="target", message=str(exc))], None
     if isinstance(content, str):
         return ([Problem(field="frozen", message="frozen globs are for folder targets")] if spec.frozen else []), content
-    if not content and not assets and spec.exclude and _has_files(spec.target):  # frozen's problems would follow from it
+    if not content and not assets and spec.exclude and has_files(spec.target):  # frozen's problems would follow from it
         return [Problem(field="exclude", message=f"it leaves out every file of {spec.target} ({spec.exclude[:3]!r}), "
                         "so a run would have nothing to evolve; exclude only what a run should not see")], content
     found = [Problem(field=f"frozen[{i}]", message=f"{glob!r} matches no file of {spec.target}; "
@@ -239,12 +248,6 @@ def _target_problems(spec: RunSpec, assets: dict[str, bytes]) -> tuple[list[Prob
                              f"would reach every rollout and a change could edit them: move it out of {spec.target}, or "
                              f"add {inside!r} to exclude"))
     return found, content
-
-
-def _has_files(folder: str) -> bool:
-    """Whether `folder` holds a file `load_tree` would read with nothing excluded (one is enough)."""
-    other: dict[str, bytes] = {}
-    return bool(load_tree(folder, binary=other, on_unreadable="skip", max_files=1) or other)
 
 
 def _task_problems(spec: RunSpec) -> tuple[list[Problem], list[Task]]:
@@ -291,84 +294,18 @@ def resolve_ref(ref: str) -> Any:
                         "from the folder the run starts in") from None
 
 
-def read_target(spec: RunSpec, assets: dict[str, bytes] | None = None) -> str | dict[str, str]:
+def read_target(spec: RunSpec, assets: dict[str, bytes] | None = None,
+                executable: set[str] | None = None) -> str | dict[str, str]:
     """The target as it is now: a text file's text exactly as on disk (strict UTF-8, line endings
     kept, at most `TEXT_TARGET_BYTES`, never through a symlink), or a folder as {relative path: text},
     its files that are not text put in `assets` (an image, a template: carried, never changed)."""
     if target_kind(spec) == "text":
         return reading.read_text(spec.target, what="text target", limit=TEXT_TARGET_BYTES, follow_symlinks=False)
-    return read_folder(spec, {} if assets is None else assets)
-
-
-def read_folder(spec: RunSpec, assets: dict[str, bytes]) -> dict[str, str]:
-    """The folder target's text files (those of `spec.exclude` left out), its others put in
-    `assets`; `UserError` naming each file that cannot be read (a symlink, a file over the
-    limits) and the spec's way to leave it out."""
-    refused: list[tuple[str, str]] = []
-    tree = load_tree(spec.target, exclude=spec.exclude, binary=assets, on_unreadable="skip", skipped=refused)
-    if not refused:
-        return tree
-    past = [(path, why) for path, why in refused if why.startswith("it is past max_")]
-    if past:  # the folder is too big as a whole: the files past the cut are no more to blame than the rest
-        bulk = _bulk(spec.target, [*tree, *assets, *(path for path, _ in refused)], [path for path, _ in past],
-                     by_bytes="bytes" in past[0][1])
-        limit = past[0][1].removeprefix("it is past ")
-        way = (f"leave out what the run does not need with exclude: [{', '.join(json.dumps(g) for g in bulk)}] in the "
-               "spec" if bulk else "point target at a smaller folder, or list what to leave out in exclude:")
-        raise UserError(f"holds more than a run reads ({limit}): {way}, then plan again")
-    named = "; ".join(f"{json.dumps(path)}: {why}" for path, why in refused[:3]) + (f"; and {len(refused) - 3} more"
-                                                                        if len(refused) > 3 else "")
-    every = _globs([path for path, _ in refused], kept=[*tree, *assets])
-    globs = ", ".join(json.dumps(glob) for glob in every[:SHOWN_GLOBS]) + (", ..." if len(every) > SHOWN_GLOBS else "")
-    them = "it" if len(refused) == 1 else "them"
-    raise UserError(f"cannot read {len(refused)} of its files: leave {them} out of the run with exclude: [{globs}] in "
-                    f"the spec, or fix {them} ({named})")  # the way out first: a problem's message is cut to a length
-
-
-def _bulk(root: str, paths: list[str], past: list[str], *, by_bytes: bool) -> list[str]:
-    """The fewest globs, largest first, whose files outweigh those of `past` (by count, or by
-    bytes): each a top folder ("data/*"), or a kind of top-level file ("*.csv"). None that would
-    leave out SKILL.md; [] when no such globs are enough."""
-    weight = (lambda path: _size(Path(root) / path)) if by_bytes else (lambda path: 1)  # noqa: E731
-    groups: Counter[str] = Counter()
-    for path in paths:
-        top, _, rest = path.partition("/")
-        groups[f"{_literal(top)}/*" if rest else f"*{_literal(Path(path).suffix)}" if Path(path).suffix else
-               _literal(path)] += weight(path)
-    needed, chosen = sum(weight(path) for path in past), []
-    for glob, held in groups.most_common():
-        if needed <= 0:
-            break
-        if not fnmatch.fnmatchcase("SKILL.md", glob):
-            chosen.append(glob)
-            needed -= held
-    return chosen if needed <= 0 else []
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.lstat().st_size
-    except OSError:
-        return 0
-
-
-def _literal(text: str) -> str:
-    """`text` as a glob that matches only itself."""
-    return re.sub(r"([*?[])", r"[\1]", text)
-
-
-def _globs(paths: list[str], kept: Iterable[str] = ()) -> list[str]:
-    """Globs that name `paths` and none of `kept`, most first: a top folder holding several, and
-    nothing kept, as "folder/*", the others literally.
-    _globs(["a/x", "a/y", "b[1].md"]) == ["a/*", "b[[]1].md"]"""
-    held = {path.split("/")[0] for path in kept if "/" in path}
-    folders = Counter(top for path in paths if "/" in path and (top := path.split("/")[0]) not in held)
-    shared = [f"{_literal(folder)}/*" for folder, count in folders.most_common() if count > 1]
-    return shared + [_literal(p) for p in paths if "/" not in p or folders[p.split("/")[0]] < 2]
+    return read_folder(spec.target, spec.exclude, {} if assets is None else assets, executable)
 
 
 def assemble(spec: RunSpec, tasks: list[Task], content: str | dict[str, str],
-             assets: Mapping[str, bytes] | None = None) -> Materials:
+             assets: Mapping[str, bytes] | None = None, executable: Iterable[str] = ()) -> Materials:
     """The materials of a run from its spec, its tasks and its target's content (and a folder's
     files that are not text), all as stored when the run was made (so a resumed run is the same
     run, whatever the disk holds now)."""
@@ -377,13 +314,17 @@ def assemble(spec: RunSpec, tasks: list[Task], content: str | dict[str, str],
         strategy: Strategy = SingleSlot(content) if spec.strategy == "single" else AppendRules.under(content)
         return Materials(kind="text", content=content, tasks=tasks, strategy=strategy,
                          blast_radius=None, tree=None, layout=None, name=None)
-    strategy = FileTree(content, max_files_per_diff=spec.max_files_per_diff, editable=spec.editable, frozen=spec.frozen)
+    # what the run did not read is not its to write: an excluded file, one not text, a skipped folder
+    unread = (*spec.exclude, *(literal_glob(key) for key in assets or {}), *UNREAD_GLOBS)
+    strategy = FileTree(content, max_files_per_diff=spec.max_files_per_diff, editable=spec.editable,
+                        frozen=(*spec.frozen, *unread))
     radius = spec.blast_radius
     blast = BLAST_RADII[radius] if isinstance(radius, str) else radius if radius is not None else RADIUS_OF_KIND[kind]
     return Materials(kind=kind, content=content, tasks=tasks, strategy=strategy, blast_radius=blast,
                      tree=dict(content),
                      layout=spec.layout or LAYOUT_OF_AGENT.get((kind, spec.agent.kind), LAYOUT_OF_KIND[kind]),
-                     name=spec.name or skill_name(content.get("SKILL.md"), Path(spec.target).name), assets=assets or {})
+                     name=spec.name or skill_name(content.get("SKILL.md"), Path(spec.target).name), assets=assets or {},
+                     executable=frozenset(executable))
 
 
 def reward(spec: RunSpec) -> Callable[[Task, str], float]:

@@ -133,7 +133,7 @@ def _enter_origin(run: RunDir) -> None:
 def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveResult:
     spec, tasks = run.spec(), run.tasks()
     content = run.json("target.json")
-    parts = build.assemble(spec, tasks, content, run.assets())
+    parts = build.assemble(spec, tasks, content, run.assets(), run.executable())
     reward = build.reward(spec)  # the user's code: imported here only
     mailbox = Mailbox(run.file("mailbox"))
     mailbox.clear()  # requests of an earlier process of this run: nobody waits for them now

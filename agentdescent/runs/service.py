@@ -19,7 +19,6 @@ from pydantic import BaseModel, Field
 
 from agentdescent.agents.providers import PROVIDERS
 from agentdescent.artifacts import backups
-from agentdescent.artifacts.copyable import copy_problems
 from agentdescent.artifacts.writeback import target_path
 from agentdescent.commands import command
 from agentdescent.engine.evolve import split_tasks, too_few_to_train
@@ -103,7 +102,7 @@ class Service:
                 self._refuse_second_run(checked.target)
             status = RunStatus(state="starting", target=checked.target, kind=parts.kind, rounds=checked.rounds,
                                max_calls=checked.budget.max_calls, message="starting")
-            run = self.store.create(checked, tasks, content, status, parts.assets)
+            run = self.store.create(checked, tasks, content, status, parts.assets, parts.executable)
             self._launch(run)
         return self._started(run, "started")
 
@@ -249,8 +248,6 @@ def _materials(spec: RunSpec) -> build.Materials:
     parts = build.materials(spec)
     found = keys.problems(spec.keys_in_target, parts.content, parts.tasks, name=Path(spec.target).name)
     found += keys.asset_problems(parts.assets)
-    found += [Problem(field="target", message=f"accept could not write the result back: {problem}")
-              for problem in copy_problems(Path(spec.target))]
     if backups.interrupted(target_path(spec.target)) is not None:  # a run would start from a half-written target
         found.append(Problem(field="target", message=f"a write-back to it was interrupted and is half done; "
                                                      f"{command('restore', spec.target)} settles it, then plan again"))

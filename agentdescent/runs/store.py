@@ -4,6 +4,7 @@
     <id>/tasks.jsonl     the tasks as they were when the run was started (a resumed run reads these)
     <id>/target.json     the target's content when the run was started (a resumed run reads it)
     <id>/assets.json     a folder target's files that are not text, base64 by path (where it has any)
+    <id>/executable.json a folder target's files with an execute bit, by path (where it has any)
     <id>/status.json     where the run is, rewritten atomically as it goes
     <id>/events.jsonl    every progress event, one JSON object a line
     <id>/ledger/         the git ledger, with the run's checkpoint and rollout journal inside
@@ -31,7 +32,7 @@ import re
 import secrets
 import shutil
 import stat
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TypeVar
@@ -49,6 +50,7 @@ from agentdescent.types import Task
 __all__ = ["HOME_ENV", "RUN_ENV", "RunDir", "RunStore", "home"]
 
 ASSETS = "assets.json"  # a folder target's files that are not text, base64 by path
+EXECUTABLE = "executable.json"  # a folder target's files with an execute bit, by path
 FILE_BYTES = 4 << 20  # a run's status, spec, lock or origin: far past what one holds
 DATA_BYTES = 256 << 20  # a run's tasks, target, assets, result or events
 T = TypeVar("T")
@@ -145,6 +147,14 @@ class RunDir:
                                DATA_BYTES)
         except FileNotFoundError:
             return {}
+
+    def executable(self) -> frozenset[str]:
+        """The target folder's files with an execute bit, as the run read them (none for most runs)."""
+        try:
+            paths = self.json(EXECUTABLE)
+        except FileNotFoundError:
+            return frozenset()
+        return frozenset(path for path in paths if isinstance(path, str)) if isinstance(paths, list) else frozenset()
 
     def json(self, name: str, limit: int = DATA_BYTES) -> object:
         """The run's file `name` read as JSON (`parsed`)."""
@@ -258,9 +268,9 @@ class RunStore:
             raise _unwritable_store(self.root, exc) from None
 
     def create(self, spec: RunSpec, tasks: list[Task], content: str | dict[str, str], status: RunStatus,
-               assets: Mapping[str, bytes] | None = None) -> RunDir:
+               assets: Mapping[str, bytes] | None = None, executable: Iterable[str] = ()) -> RunDir:
         """A new run's folder with its spec, its tasks, its target's content (and the files of a
-        folder that are not text, `assets`) and its first status."""
+        folder that are not text, `assets`, and those with an execute bit) and its first status."""
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             while True:
@@ -280,6 +290,8 @@ class RunStore:
             if assets:
                 atomic.write_text(run.file(ASSETS), json.dumps({k: base64.b64encode(v).decode("ascii")
                                                                 for k, v in assets.items()}))
+            if executable:
+                atomic.write_text(run.file(EXECUTABLE), json.dumps(sorted(executable), ensure_ascii=False))
             run.write_status(status.model_copy(update={"id": run.id}))
         except BaseException as exc:
             # a folder without its status is no run: nothing lists, resumes or prunes it

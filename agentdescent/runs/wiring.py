@@ -58,6 +58,7 @@ def callables(spec: RunSpec, parts: Materials, *, make_agent: AgentFactory, work
     if parts.kind == "plugin" and spec.agent.kind == "claude_code":
         agent = PluginHost(spec.agent, parts.layout or "plugin")
     run = tree_runner(agent, layout=parts.layout or "root", name=parts.name, overlay=overlay, assets=parts.assets,
+                      executable=parts.executable,
                       workdir=workdir,
                       prompt=lambda task: filled(ask, task.prompt),
                       max_workspaces=max(max_workspaces, BATCHED_WAVE) if spec.parallelism.batched else max_workspaces)
