@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from agentdescent.errors import UserError
@@ -51,12 +51,21 @@ def holding(lock: Path, *, wait: float, busy: str) -> Iterator[None]:
         os.close(fd)  # which releases the lock
 
 
-def hold_shared(folder: Path) -> int:
-    """Open `folder` and hold a shared flock on it until the descriptor returned is closed."""
+def hold_shared(folder: Path, alone: Callable[[], object] | None = None) -> int:
+    """Open `folder` and hold a shared flock on it until the descriptor returned is closed. When no
+    other process holds one, `alone()` runs first, under an exclusive flock: what a killed holder
+    left half done can be settled with nobody else inside."""
     import fcntl
 
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
+        if alone is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pass
+            else:
+                alone()
         fcntl.flock(fd, fcntl.LOCK_SH)
     except BaseException:
         os.close(fd)

@@ -5,7 +5,7 @@ import threading
 import git
 import pytest
 
-from agentdescent.errors import HeadMoved, UserError
+from agentdescent.errors import HeadMoved, LedgerError, UserError
 from agentdescent.ledger import CommitRecord, Ledger
 
 STATE = {
@@ -335,3 +335,34 @@ def test_an_empty_dev_ref_is_a_user_error_not_an_assertion(tmp_path):
     (tmp_path / "ledger" / "refs" / "heads" / "dev").write_text("")
     with pytest.raises(UserError, match="refs/heads/dev is missing or unreadable"):
         Ledger(tmp_path / "ledger")
+
+
+def test_git_locks_a_killed_commit_left_are_cleared_by_the_next_opener_alone(tmp_path):
+    """A SIGKILL inside `git update-ref` left refs/heads/dev.lock and HEAD.lock: every later
+    commit failed with "cannot lock ref", and each `resume` paid for a round before failing."""
+    path = tmp_path / "ledger"
+    with Ledger(path) as first:
+        first.commit("a", STATE, expected_version=0, message="first")
+    left = [path / "refs" / "heads" / "dev.lock", path / "HEAD.lock"]
+    for lock in left:
+        lock.write_text("0" * 40 + "\n", encoding="ascii")
+    with Ledger(path) as reopened:
+        assert not any(lock.exists() for lock in left)
+        in_use = path / "refs" / "heads" / "dev.lock"
+        in_use.write_text("0" * 40 + "\n", encoding="ascii")  # another's commit under way, as far as a second opener knows
+        with Ledger(path) as second:
+            assert in_use.exists()  # someone has the ledger open: nothing is removed under them
+            in_use.unlink()
+            assert second.head() == 1
+        assert reopened.commit("a", {"k": "v2"}, expected_version=1, message="second") == 2
+
+
+def test_a_git_failure_is_told_in_one_bounded_line(tmp_path):
+    """git's stderr spans lines ("Another git process seems to be running..."); a run's status line
+    and the `runs` table broke on it."""
+    with Ledger(tmp_path / "ledger") as ledger:
+        (tmp_path / "ledger" / "refs" / "heads" / "dev.lock").write_text("x\n", encoding="ascii")
+        with pytest.raises(LedgerError) as failed:
+            ledger.commit("a", STATE, expected_version=0, message="first")
+    said = str(failed.value)
+    assert "\n" not in said and "git update-ref failed in" in said and "«" in said and "dev.lock" in said

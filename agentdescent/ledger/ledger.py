@@ -34,7 +34,7 @@ from agentdescent.errors import HeadMoved, LedgerError, UserError
 from agentdescent.governance import unsafe_key_reason
 from agentdescent.ledger.gitobjects import TREE_MODE, commit_bytes, format_message, parse_commit
 from agentdescent.ledger.objects import GitObjects
-from agentdescent.ledger.refs import DEV, NULL_SHA, STABLE, Refs
+from agentdescent.ledger.refs import DEV, NULL_SHA, STABLE, Refs, git_failure
 
 __all__ = ["CommitRecord", "Ledger"]
 
@@ -88,6 +88,22 @@ def _check_state(state: object) -> None:
 def looks_like_ledger(path: pathlib.Path) -> bool:
     """A ledger is a bare git repository: HEAD, objects/ and refs/ at its top (read, not opened)."""
     return (path / "HEAD").is_file() and (path / "objects").is_dir() and (path / "refs").is_dir()
+
+
+def clear_stale_locks(path: pathlib.Path) -> list[str]:
+    """Remove the `*.lock` files git leaves in a bare repository when it is killed mid-write
+    (`HEAD.lock`, `refs/heads/dev.lock`, `packed-refs.lock`, ...); only for a caller that knows no
+    git command runs there now. The paths removed, relative to `path`."""
+    found = [*path.glob("*.lock"), *(path / "refs").rglob("*.lock")]
+    removed = []
+    for lock in found:
+        try:
+            if lock.is_file() and not lock.is_symlink():
+                lock.unlink()
+                removed.append(lock.relative_to(path).as_posix())
+        except OSError:
+            continue  # one that cannot go is named by the git command it fails
+    return removed
 
 
 def in_use(path: pathlib.Path) -> bool:
@@ -154,7 +170,7 @@ def _git_init(folder: pathlib.Path) -> None:
     except subprocess.TimeoutExpired:
         raise LedgerError(f"git init did not finish in 60 s in {folder}") from None
     if done.returncode != 0:
-        raise LedgerError(f"git init failed in {folder}: {done.stderr.strip()[-500:]}")
+        raise git_failure("git init", folder, done.stderr)
 
 
 def _write_root(objects: GitObjects, refs: Refs) -> None:
@@ -186,7 +202,9 @@ class Ledger:
             raise UserError("git is not on PATH, and the ledger is a git repository: install git (apt install git, "
                             "brew install git), then run again") from None
         self._repo = repo
-        self._open = filelock.hold_shared(self.path)  # held while open: `in_use` (and so `runs --prune`) sees it
+        # held while open: `in_use` (and so `runs --prune`) sees it; opened by nobody else, git's
+        # lock files a killed commit left are cleared first (each would fail every later commit)
+        self._open = filelock.hold_shared(self.path, alone=lambda: clear_stale_locks(self.path))
         self._objects = GitObjects(repo, self.path)
         self._refs = Refs(repo, self.path)
         self._by_version: dict[int, bytes] = {}  # version -> commit sha on dev

@@ -8,13 +8,28 @@ the only subprocess a commit costs. Left out: what the commits they point at mea
 from __future__ import annotations
 
 import pathlib
+import shutil
 
 import git
 
 from agentdescent.errors import LedgerError
+from agentdescent.quoting import quoted
 
 DEV, STABLE = "refs/heads/dev", "refs/heads/stable"
 NULL_SHA = b"\0" * 20  # as the old value: the ref must not exist yet
+LOW_SPACE = 1 << 20  # bytes free below which a failed write is put down to a full disk
+
+
+def git_failure(what: str, path: pathlib.Path, stderr: str) -> LedgerError:
+    """A git command's failure in the ledger at `path`: its stderr as one bounded quote (a run's
+    status line holds it), and a full disk named as such (git says only "couldn't write")."""
+    try:
+        free = shutil.disk_usage(path if path.exists() else path.parent).free
+    except OSError:
+        free = None
+    full = f"; the disk holding it has {free // 1024} KB free: free some space, then resume" \
+        if free is not None and free < LOW_SPACE else ""
+    return LedgerError(f"{what} failed in {path}: {quoted(stderr.strip()[-500:], 500)}{full}")
 
 
 class Refs:
@@ -47,4 +62,4 @@ class Refs:
         try:
             self._repo.git.update_ref(*args)
         except git.GitCommandError as exc:
-            raise LedgerError(f"git update-ref failed in {self._path}: {exc.stderr.strip()}") from None
+            raise git_failure("git update-ref", self._path, str(exc.stderr)) from None
