@@ -293,6 +293,22 @@ def test_what_a_backup_cannot_copy_is_refused_before_anything_is_copied(tmp_path
     (folder / "pipe").unlink()
     with open(folder / "sparse.bin", "wb") as sparse:
         sparse.truncate(copyable.MAX_BACKUP_BYTES + 1)
-    with pytest.raises(UserError, match=r"would copy 4.0 GB .* move its largest files out of it \(skill/sparse.bin"):
+    too_big = r"would copy 4.0 GB, past what a backup may take .* move its largest files out of it \(skill/sparse.bin"
+    with pytest.raises(UserError, match=too_big):
         backups.take(folder, made_by="write_to", paths=["SKILL.md"])
     assert not [p for p in tmp_path.iterdir() if ".bak-" in p.name]
+
+
+def test_a_nearly_full_disk_is_named_with_what_a_backup_needs(tmp_path, monkeypatch):
+    """A 3 MB disk was told its 2 KB skill "would copy 0.0 MB, past what a backup may take" and to
+    move its largest files out, which could not help."""
+    import collections
+
+    from agentdescent.artifacts import copyable
+
+    skill, _ = sandbox(tmp_path)
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(copyable.shutil, "disk_usage", lambda path: usage(3 << 20, 0, 3 << 20))
+    [problem] = copyable.copy_problems(skill)
+    assert "needs 0.0 MB and 64.0 MB left free after it, and the disk beside it has 3.0 MB free" in problem
+    assert problem.endswith("free some space there")

@@ -296,6 +296,12 @@ def test_runs_lists_the_runs_and_prune_removes_only_old_temporary_ledgers(servic
     for folder in (stopped, live, new):
         (folder / "agentdescent-ws-x").mkdir(parents=True)
         os.utime(folder, (time.time() - (0 if folder is new else 3600),) * 2)
+    left, checking = temp / "agentdescent-refcheck-k1ll3d", temp / "agentdescent-merge-now"
+    for folder in (left, checking):
+        (folder / "m.py").parent.mkdir(parents=True)
+        (folder / "m.py").write_text("x = 1\n", encoding="utf-8")
+    for path in (left / "m.py", left):
+        os.utime(path, (time.time() - 3600,) * 2)  # a killed plan's check of its refs
     held = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
     fcntl.flock(held, fcntl.LOCK_SH)  # as a live run's process holds its rollout folder
     try:
@@ -308,6 +314,8 @@ def test_runs_lists_the_runs_and_prune_removes_only_old_temporary_ledgers(servic
     assert not old.exists() and fresh.exists() and not_a_ledger.exists() and other.exists()
     assert "removed 1 rollout folder that stopped runs left there; kept 2 a run may still work in" in pruned.stdout
     assert not stopped.exists() and live.exists() and new.exists()
+    assert "removed 1 scratch folder killed commands left there" in pruned.stdout
+    assert not left.exists() and checking.exists()
     assert [r.id for r in service.runs()] == [run]  # the run store is not touched
 
 

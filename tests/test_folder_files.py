@@ -140,7 +140,7 @@ def test_a_folder_accept_could_not_back_up_is_refused_before_the_run_is_paid_for
     """Leaving a named pipe out of the run passes the run's reading, not the backup accept takes."""
     target = a_skill_with_a_logo(tmp_path)
     os.mkfifo(target / "assets" / "pipe")
-    with pytest.raises(SpecError, match="accept could not write the result back: .*pipe \\(a named pipe\\)"):
+    with pytest.raises(SpecError, match="accept would not be able to write a result back: .*pipe \\(a named pipe\\)"):
         service.plan(spec_of(target, exclude=["assets/pipe"]))
 
 

@@ -562,6 +562,30 @@ def test_a_runs_state_follows_whether_the_target_holds_its_version(service, tmp_
     assert back.runs.get(second) == "restored"
 
 
+def test_a_restore_cut_short_is_told_by_status_and_accept_and_settled_by_the_next_restore(service, tmp_path):
+    """A restore SIGKILLed half-way left the target a mix; status still said "accepted", and accept
+    refused as "already accepted"."""
+    from agentdescent.artifacts import backups
+
+    target = tmp_path / "prompt.md"
+    run_id = service.start(domain.spec(tmp_path, rounds=2)).run_id
+    wait(service, run_id)
+    service.accept(run_id)
+    evolved = target.read_text(encoding="utf-8")
+    backups.take(target, made_by="restore", paths=[""], writes={})  # a restore killed before its write
+    target.write_text("half of one, half of the other\n", encoding="utf-8")
+    told = service.status(run_id)
+    assert told.state == "accepted" and "cut short and left it half done" in told.message
+    assert told.next.startswith("agentdescent restore ") and f"agentdescent accept {run_id}" in told.next
+    with pytest.raises(UserError, match="cut short and left it half done: agentdescent restore"):
+        service.accept(run_id)
+    service.restore(target)  # rolls the cut-short restore back first, then restores
+    assert backups.interrupted(target) is None
+    assert target.read_text(encoding="utf-8") == LEAD and service.status(run_id).state == "restored"
+    service.accept(run_id)
+    assert target.read_text(encoding="utf-8") == evolved
+
+
 def test_an_accept_killed_after_its_write_is_recorded_by_the_next_and_a_restore_follows_it(service, tmp_path):
     """The next accept found nothing to write and recorded no file of the run's, so that a restore
     of the killed accept's backup left the run `accepted` on a target without its version."""

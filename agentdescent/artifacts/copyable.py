@@ -45,11 +45,14 @@ def copy_problems(target: Path) -> list[str]:
                         f"(chmod u+rX), or move it out of {target.name} ({whole})")
     total = sum(size for size, _ in sizes)
     free = _free(target.parent)
-    if total > MAX_BACKUP_BYTES or (free is not None and total > free - _SPARE_BYTES):
-        largest = ", ".join(f"{p.relative_to(target.parent)} ({_gb(s)})" for s, p in sorted(sizes, reverse=True)[:3])
-        room = f" ({_gb(free)} free beside it)" if free is not None else ""
-        problems.append(f"a backup of {target.name} would copy {_gb(total)}{room}, past what a backup may take "
-                        f"({_gb(MAX_BACKUP_BYTES)}, and the free space): move its largest files out of it ({largest})")
+    largest = ", ".join(f"{p.relative_to(target.parent)} ({_gb(s)})" for s, p in sorted(sizes, reverse=True)[:3])
+    if total > MAX_BACKUP_BYTES:
+        problems.append(f"a backup of {target.name} would copy {_gb(total)}, past what a backup may take "
+                        f"({_gb(MAX_BACKUP_BYTES)}): move its largest files out of it ({largest})")
+    elif free is not None and total > free - _SPARE_BYTES:
+        problems.append(f"a backup of {target.name} needs {_gb(total)} and {_gb(_SPARE_BYTES)} left free after it, and "
+                        f"the disk beside it has {_gb(free)} free: free some space there"
+                        + (f" (its largest files: {largest})" if total > _SPARE_BYTES else ""))
     return problems
 
 

@@ -1,6 +1,7 @@
 """`agentdescent runs --prune`: remove the temporary ledgers that runs without a store left in the
-temp folder (`evolve()` with no `store=`, the demo), and the rollout folders stored runs killed
-mid-run left there (`runs.rolloutdir.clear`: those no live run holds).
+temp folder (`evolve()` with no `store=`, the demo), the rollout folders stored runs killed
+mid-run left there (`runs.rolloutdir.clear`: those no live run holds), and the scratch folders a
+killed command left (`SCRATCH_PREFIXES`: a check of a spec's refs, a merge; each lives seconds).
 
 The temp folder is shared by every user of the machine, so a folder is removed only when all of
 this holds: its name starts with `agentdescent-ledger-`, it is a real folder (not a symlink), the
@@ -27,6 +28,7 @@ from agentdescent.ledger import in_use, looks_like_ledger
 from agentdescent.runs.rolloutdir import clear
 
 PRUNE_AFTER_SECONDS = 600.0  # a temporary ledger nothing has written to for this long belongs to no live run
+SCRATCH_PREFIXES = ("agentdescent-refcheck-", "agentdescent-merge-")  # folders a process removes within seconds
 
 
 def prune(console: Console, now: float | None = None) -> int:
@@ -59,12 +61,32 @@ def prune(console: Console, now: float | None = None) -> int:
     left = (f"; left {plural(others, 'folder')} named like one that another user owns or that is not a ledger"
             if others else "")
     rollouts, working = clear(idle_for=PRUNE_AFTER_SECONDS)
+    scratch = _scratch(folder, now, failed)
     say(console, f"removed {plural(removed, 'temporary ledger')} older than 10 minutes from {folder}, "
                  f"freeing {human_size(freed)}; kept {kept} newer (a run may still be writing it){left}",
         f"removed {plural(rollouts, 'rollout folder')} that stopped runs left there; kept {working} a run may still work in",
+        *([f"removed {plural(scratch, 'scratch folder')} killed commands left there"] if scratch else []),
         *(f"could not remove {f}" for f in failed),
         "the run store was not touched; next: agentdescent runs lists its runs")
     return FAILURE if failed else 0
+
+
+def _scratch(folder: Path, now: float, failed: list[str]) -> int:
+    """Remove this user's scratch folders (`SCRATCH_PREFIXES`) nothing has written to for
+    PRUNE_AFTER_SECONDS; how many went (a failure is added to `failed`)."""
+    removed = 0
+    for path in sorted(p for prefix in SCRATCH_PREFIXES for p in folder.glob(f"{prefix}*")):
+        if path.is_symlink() or not path.is_dir() or path.lstat().st_uid != os.getuid():
+            continue
+        if now - _size_and_newest(path)[1] < PRUNE_AFTER_SECONDS:
+            continue
+        try:
+            shutil.rmtree(path)
+        except OSError as exc:
+            failed.append(f"{path} ({exc.strerror or exc})")
+            continue
+        removed += 1
+    return removed
 
 
 def _size_and_newest(folder: Path) -> tuple[int, float]:

@@ -78,9 +78,9 @@ def add_verbs(commands: argparse._SubParsersAction) -> None:
     runs = _verb(commands, "runs", "list the runs in the run store ($AGENTDESCENT_HOME/runs)", "agentdescent runs",
                  as_json=True)
     runs.add_argument("--prune", action="store_true",
-                      help=f"instead, remove your {TEMPORARY_LEDGER_PREFIX}* ledgers in {tempfile.gettempdir()} (left "
-                           "by runs without a store) older than 10 minutes; other users' folders and the run store "
-                           "are never touched")
+                      help=f"instead, remove from {tempfile.gettempdir()} what is yours and 10 minutes old: the "
+                           f"{TEMPORARY_LEDGER_PREFIX}* ledgers of runs without a store, stopped runs' rollout folders, "
+                           "killed commands' scratch; other users' folders and the run store are never touched")
     _verb(commands, "doctor", "what this machine has: git, the agent CLIs, provider keys, the hosts and the run "
           "store; exits 0 when the demo can run", "agentdescent doctor", as_json=True)
     _verb(commands, "mcp", "serve the run verbs as MCP tools on stdio (what a host such as Claude Code starts)",

@@ -227,7 +227,7 @@ def _target_problems(spec: RunSpec, assets: dict[str, bytes], executable: set[st
     way out a file the run cannot read is shown) would not let `accept` write the result back."""
     uncopyable = copy_problems(Path(spec.target))
     if uncopyable:
-        return [Problem(field="target", message=f"accept could not write the result back: {problem}")
+        return [Problem(field="target", message=f"accept would not be able to write a result back: {problem}")
                 for problem in uncopyable], None
     try:
         content = read_target(spec, assets, executable)

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 from agentdescent import atomic, reading
+from agentdescent.artifacts import backups
 from agentdescent.commands import command
 from agentdescent.engine.persist.checkpoint import RunFiles
 from agentdescent.errors import UserError
@@ -54,6 +55,7 @@ EXECUTABLE = "executable.json"  # a folder target's files with an execute bit, b
 FILE_BYTES = 4 << 20  # a run's status, spec, lock or origin: far past what one holds
 DATA_BYTES = 256 << 20  # a run's tasks, target, assets, result or events
 T = TypeVar("T")
+WRITTEN = ("accepted", "restored")  # the states of a run whose version was written back, or undone since
 RUN_ENV = "AGENTDESCENT_RUN"  # set in a run's process, and so in every agent it starts: the run's id
 
 
@@ -161,7 +163,8 @@ class RunDir:
         return self.parsed(name, json.loads, limit)
 
     def status(self) -> RunStatus:
-        """The status as last written, with `interrupted` for a run whose process is gone."""
+        """The status as last written, with `interrupted` for a run whose process is gone, and a
+        write-back or restore of its target said to be under way or cut short (half done)."""
         status = self._read_status()
         if status.state in ("starting", "running") and not self.alive():
             # The process writes its last status before it lets go of the lock: read again, or a
@@ -169,6 +172,12 @@ class RunDir:
             status = self._read_status()
             if status.state in ("starting", "running") and not self.alive():
                 status = self._interrupted(status)
+        if status.state in WRITTEN and status.target and backups.interrupted(Path(status.target)) is not None:
+            return status.model_copy(update={
+                "message": f"{status.message}; but a write-back or restore of {status.target} is under way, or was "
+                           "cut short and left it half done",
+                "next": f"{command('restore', status.target)} settles a half-done one (and puts the backup back); "
+                        f"{command('accept', self.id)} after it writes this run's version again"})
         return status
 
     def _interrupted(self, status: RunStatus) -> RunStatus:

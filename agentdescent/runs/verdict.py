@@ -20,7 +20,7 @@ import os
 
 from pydantic import BaseModel, Field
 
-from agentdescent.artifacts import pruning, targetlock
+from agentdescent.artifacts import backups, pruning, targetlock
 from agentdescent.artifacts.writeback import WritePlan, target_path
 from agentdescent.commands import command
 from agentdescent.errors import UserError
@@ -64,6 +64,9 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
     if status.state in LIVE:
         return _answer_approval(run, approved=True, change=change, dry_run=dry_run)
     _no_change_pending(run, change, status.state)
+    if status.state == "accepted" and backups.interrupted(target_path(status.target)) is not None:
+        raise UserError(f"run {run.id} was accepted, but a write-back or restore of {status.target} is under way, "
+                        f"or was cut short and left it half done: {status.next}")
     if status.state == "accepted":
         kept = status.backup or "no backup (nothing changed, or it was since removed as one of the oldest)"
         raise UserError(f"run {run.id} was already accepted: {status.target} was written back; its previous "
