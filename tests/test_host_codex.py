@@ -220,6 +220,8 @@ def test_install_refuses_without_codex_and_uninstall_with_another_home_takes_eve
     wired = cli("install", "codex", "--without-cli", home="first", tmp_path=tmp_path)
     assert wired.returncode == 0, wired.stderr
     assert "warning: agentdescent-mcp and agentdescent-hook are not on PATH" in wired.stdout  # /usr/bin:/bin has neither
+    again = cli("install", "codex", home="first", tmp_path=tmp_path).stderr.replace("\n", " ")
+    assert "nothing was changed, and none needs to be: wired in" in again and "nothing was wired" not in again
     assert skill(home).exists() and any((tmp_path / "first" / "hosts").glob("codex-*.json"))
     named = marked.recorded((home / "config.toml").read_text(encoding="utf-8"))
     assert named == str(next((tmp_path / "first" / "hosts").glob("codex-*.json")))

@@ -49,7 +49,7 @@ def test_text_write_back_backs_up_first(tmp_path):
     assert result.write_to(target).backup is None  # nothing to back up yet
     assert target.read_text(encoding="utf-8") == "- state the year"
     target.write_text("my own edits", encoding="utf-8")
-    with pytest.raises(UserError, match="changed on disk since the run started.*prompt.md"):
+    with pytest.raises(UserError, match="hold other text than the run started from.*prompt.md"):
         result.write_to(target)  # the user's edit and the run's change do not merge: nothing is lost
     assert target.read_text(encoding="utf-8") == "my own edits"
     backup = result.write_to(target, overwrite=True).backup

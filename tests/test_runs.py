@@ -586,6 +586,17 @@ def test_a_restore_cut_short_is_told_by_status_and_accept_and_settled_by_the_nex
     assert target.read_text(encoding="utf-8") == evolved
 
 
+def test_an_accepted_runs_backup_removed_by_hand_is_not_offered_to_restore(service, tmp_path):
+    import shutil
+
+    run_id = service.start(domain.spec(tmp_path, rounds=2)).run_id
+    wait(service, run_id)
+    backup = Path(service.accept(run_id).backup)
+    shutil.rmtree(backup.parent)
+    told = service.status(run_id)
+    assert f"its backup {backup} is no longer there" in told.message and "restore" not in told.next
+
+
 def test_an_accept_killed_after_its_write_is_recorded_by_the_next_and_a_restore_follows_it(service, tmp_path):
     """The next accept found nothing to write and recorded no file of the run's, so that a restore
     of the killed accept's backup left the run `accepted` on a target without its version."""

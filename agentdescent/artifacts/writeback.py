@@ -210,8 +210,9 @@ def _conflicting(target: Path, paths: tuple[str, ...], settled: tuple[str, ...],
     edited = [p for p in paths if p not in unread]
     said = []
     if edited:
-        said.append(f"{len(edited)} file(s) changed on disk since the run started and were changed by the run too, "
-                    f"beyond what a merge can join ({named(edited)})")
+        said.append(f"{len(edited)} file(s) on disk hold other text than the run started from (edited since it "
+                    f"started, or never its starting point), and the run changed them too, beyond what a merge can "
+                    f"join ({named(edited)})")
     if unread:
         said.append(f"{len(unread)} file(s) the run never read (left out of it: excluded, not text, or in a folder it "
                     f"skips) would be written over by files it created ({named(sorted(unread))}); freeze them for "

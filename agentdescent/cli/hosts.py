@@ -47,9 +47,15 @@ def add_host_verbs(commands: argparse._SubParsersAction) -> None:
 def run_install(args: argparse.Namespace, console: Console) -> int:
     host = module(args.host)
     if shutil.which(host.PROGRAM) is None and not (args.without_cli and args.host != "claude-code"):
+        report = host.report()
+        later = args.host != "claude-code"  # Claude Code's plugin goes in through its CLI
+        if report.wired:  # `how` says where, not what to do
+            update = f"; to bring it up to date all the same: agentdescent install {args.host} --without-cli" if later else ""
+            raise UserError(f"`{host.PROGRAM}` is not on PATH, so nothing was changed, and none needs to be: "
+                            f"{report.how}{update}")
         anyway = (f"; or wire it now for a {host.PROGRAM} you install later: agentdescent install {args.host} "
-                  "--without-cli" if args.host != "claude-code" else "")
-        raise UserError(f"`{host.PROGRAM}` is not on PATH, so nothing was wired. To fix: {host.report().how}{anyway}")
+                  "--without-cli" if later else "")
+        raise UserError(f"`{host.PROGRAM}` is not on PATH, so nothing was wired. To fix: {report.how}{anyway}")
     code = _report(console, host.install(force=args.force))
     missing = scripts_not_on_path()
     if missing:

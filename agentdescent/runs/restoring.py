@@ -139,11 +139,15 @@ def unbacked(store: RunStore, target: Path) -> None:
         status = run.status()
         if status.backup is None or os.path.lexists(status.backup):
             continue
-        update = {"backup": None, "message": f"{status.message}; its backup {status.backup} is no longer there (only "
-                  f"the newest {pruning.KEEP} backups of a target are kept)"}
+        update = {"backup": None, "message": f"{status.message}; {gone_backup(status.backup)}"}
         if status.state == "restored":
             update["next"] = f"{command('accept', run.id)} writes the run's version again"
         run.write_status(status.model_copy(update=update))
+
+
+def gone_backup(backup: str) -> str:
+    return (f"its backup {backup} is no longer there (removed by hand, or as one of the oldest past the newest "
+            f"{pruning.KEEP} a target keeps)")
 
 
 def on_disk(target: Path, kind: str, names: Iterable[str]) -> dict[str, str]:

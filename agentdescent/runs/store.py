@@ -172,6 +172,9 @@ class RunDir:
             status = self._read_status()
             if status.state in ("starting", "running") and not self.alive():
                 status = self._interrupted(status)
+        if status.state == "accepted" and status.backup and not os.path.lexists(status.backup):
+            status = status.model_copy(update={  # removed by hand: no restore can put it back
+                "message": f"{status.message}; its backup {status.backup} is no longer there", "next": ""})
         if status.state in WRITTEN and status.target and backups.interrupted(Path(status.target)) is not None:
             return status.model_copy(update={
                 "message": f"{status.message}; but a write-back or restore of {status.target} is under way, or was "
