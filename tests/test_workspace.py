@@ -190,3 +190,19 @@ def test_a_workspace_the_agent_made_unwritable_is_removed_all_the_same(tmp_path)
 
     tree_runner(scripted(agent), layout="root", workdir=tmp_path)(TREE, TASK)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_evolve_removes_the_idle_workspaces_of_its_tree_runner_when_it_returns(tmp_path):
+    """A notebook running evolve again and again kept up to 32 staged copies of the artifact a run
+    in the temp folder, until the process ended."""
+    from agentdescent import FileTree, evolve
+
+    def answers(prompt, cwd):
+        return "yes" if "be brief" in Path(cwd, "SKILL.md").read_text(encoding="utf-8") else "no"
+
+    run = tree_runner(scripted(answers), layout="root", workdir=tmp_path)
+    tasks = [Task(id=f"t{i}", prompt=f"p{i}", gold="yes") for i in range(8)]
+    result = evolve(tasks, lambda task, output: float(output == task.gold), run=run, propose=lambda *args: None,
+                    strategy=FileTree(TREE), rounds=1, n_workers=2)
+    assert result.usage.rollouts > 0 and list(tmp_path.iterdir()) == []
+    assert run(TREE, TASK) == "yes"  # the runner stays usable

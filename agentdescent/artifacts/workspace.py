@@ -10,7 +10,8 @@ again when it is taken (something the agent left running may have changed it); a
 (kept when the agent failed and `keep_failed` is set). Staging a candidate once rather than
 once a rollout is what keeps a wave of hundreds of rollouts from being bound by file-system
 work. At most `max_workspaces` are in use at once, rollouts past that wait; at most as many
-again stay idle, and `close()` (or the runner's end) removes them.
+again stay idle, and `close()` (or the runner's end, or the end of the `evolve` it was given to)
+removes them.
 
 What the agent wrote comes back with its answer: the output is an `AgentOutput`, a `str` (the
 answer, which is what a reward, the reflector and the ledger see) whose `files` maps each file

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from agentdescent import events as ev
 from agentdescent.artifacts.strategies import AppendRules, Strategy
+from agentdescent.artifacts.workspace import TreeRunner
 from agentdescent.config import BATCHED_WAVE, DEFAULTS, Budget, Parallelism, Policies, Settings
 from agentdescent.engine.calls.budget import Allowance
 from agentdescent.engine.calls.evaluation import Evaluator, RewardFn, RunFn
@@ -216,6 +217,8 @@ def evolve(
         for forgotten in forget:
             if callable(forgotten):
                 forgotten()
+        if isinstance(run, TreeRunner):  # its idle workspaces, kept for the run's next rollouts, go with it
+            run.close()
     if finished and left and result is not None:  # a stopped run leaves its calls by design
         result.warnings.append(
             f"{left} call{'s were' if left > 1 else ' was'} still running {FINISH_GRACE_S:g} s after the run ended "
