@@ -572,10 +572,16 @@ def test_a_stop_rule_that_raises_or_answers_a_number_ends_the_run_with_its_resul
 
 
 def test_a_ledger_that_refuses_every_commit_stops_the_run_at_once(tmp_path):
-    """A lock file a killed git left: each commit failed as one diff's error, and the run paid on to its end."""
-    router(rounds=1, n_workers=4, store=tmp_path / "ledger")
-    (tmp_path / "ledger" / "refs" / "heads" / "dev.lock").write_text("")
-    result = router(rounds=12, n_workers=4, store=tmp_path / "ledger")
+    """A lock file git's commit cannot take (another writer's, a full disk): each commit failed as one
+    diff's error, and the run paid on to its end. (One a killed git left is cleared when the ledger
+    is opened: tests/test_ledger.py.)"""
+    lock = tmp_path / "ledger" / "refs" / "heads" / "dev.lock"
+
+    def locked_once_open(event):
+        if isinstance(event, events.RunStarted):
+            lock.write_text("")
+
+    result = router(rounds=12, n_workers=4, store=tmp_path / "ledger", on_event=locked_once_open)
     assert result.error.startswith("the ledger refused a commit") and "dev.lock" in result.error
     assert result.history == [] and result.outcomes().get("error", 0) == 0  # no round past the first
 
