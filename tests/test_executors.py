@@ -267,7 +267,7 @@ def test_a_rollout_whose_actor_dies_every_time_is_a_failed_rollout_not_a_ray_tra
     result = evolve(year_tasks(), reward, run=run_that_dies_on_q3, propose=propose, rounds=2, n_workers=2,
                     parallelism=Parallelism(executor="ray", reissue_after=None))
     assert result.error is None and result.usage.errors
-    assert all("the Ray actor running it died" in text and "q3" in text for text in result.usage.errors)
+    assert all("the Ray actor running it died" in text and "q3" in text for text in result.usage.errors), result.usage.errors
 
 def test_the_next_executor_on_the_callers_cluster_takes_a_clean_ones_actor_back_warm(local_ray):
     from agentdescent.engine.calls.ray_executor import RayExecutor

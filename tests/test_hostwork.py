@@ -282,8 +282,13 @@ def test_a_rollout_helper_and_a_reflection_helper_of_one_conversation_each_get_t
     [rollouts] = hostwork.take(run, ME, ("rollout",)).work
     [proposals] = hostwork.take(run, ME, ("proposal",)).work
     assert rollouts.candidate == proposals.candidate and rollouts.context == proposals.context == "RULES A"
-    assert hostwork.release(run, ME) == 3
+    post(run, {"prompt": "task 3", "context": "RULES A"})
+    while len(Mailbox(run.file("mailbox")).open()) < 4:
+        time.sleep(0.01)
     assert hostwork.take(run, ME, ("rollout",)).work[0].context is None  # met before: its id alone
+    assert hostwork.release(run, ME) == 4
+    # given back, lost: the holder lost what it was sent with them (a result cut, a helper ended)
+    assert hostwork.take(run, ME, ("rollout",)).work[0].context == "RULES A"
     hostwork.release(run, ME)
     assert hostwork.take(run, ME, ("rollout",), fresh=True).work[0].context == "RULES A"  # a helper just started
 
@@ -307,6 +312,25 @@ def test_reading_and_answering_keep_a_holder_s_other_requests_held(run, monkeypa
     clock[0] += hostwork.LEASE_SECONDS - 1  # past the first lease: held by the read's renewal
     other = Claim(holder="other", pid=os.getpid())
     assert hostwork.take(run, other).work == []
+
+
+def test_answering_a_proposal_keeps_only_the_holders_proposals_held(run, monkeypatch):
+    """Every claim of the holder was renewed: rollouts a dead rollout helper held stayed held for
+    as long as its reflection helper answered."""
+    post(run, {"prompt": "improve it", "context": "R"}, {"prompt": "and again", "context": "R"}, kind="proposal")
+    post(run, {"prompt": "task 1", "context": "R"})
+    while len(Mailbox(run.file("mailbox")).open()) < 3:
+        time.sleep(0.01)
+    [rollout] = hostwork.take(run, ME, ("rollout",)).work[0].requests
+    proposals = hostwork.take(run, ME, ("proposal",)).work[0].requests
+    clock = [time.time() + hostwork.LEASE_SECONDS - 1]
+    monkeypatch.setattr(mailbox_module.time, "time", lambda: clock[0])
+    hostwork.submit(run, [Answer(request_id=proposals[0].request_id, answer="<rule>R2</rule>")], ME)
+    clock[0] += 2  # past the rollout's lease; the other proposal's was renewed by the answer
+    other = Claim(holder="other", pid=os.getpid())
+    assert [r.request_id for group in hostwork.take(run, other, ("rollout",)).work for r in group.requests] == \
+        [rollout.request_id]
+    assert hostwork.take(run, other, ("proposal",)).work == []
 
 
 def test_a_batch_answering_a_request_twice_keeps_the_first(run):
@@ -370,3 +394,70 @@ def test_a_pending_l1_change_comes_whole_on_the_first_page_or_says_it_does_not()
         assert len(json.dumps(first.model_dump(mode="json"))) <= hostwork.PAGE_BYTES
         assert first.pending_approval.whole is whole and change.startswith(first.pending_approval.diff)
         assert (first.pending_approval.diff == change) is whole
+
+
+def test_a_helper_cannot_answer_a_persons_approval(run):
+    """host_submit answered the L1 approval `show` names, and the change was recorded as declined by
+    the person, whose accept of it was then refused."""
+    box, asked = Mailbox(run.file("mailbox")), {}
+
+    def approval():
+        try:
+            asked["answer"] = box.ask("approval", {"change": "c1"}, timeout=30, gone=STOPPING.is_set)
+        except AgentError:
+            pass
+    thread = threading.Thread(target=approval, daemon=True)
+    ASKERS.append(thread)
+    thread.start()
+    while not box.open():
+        time.sleep(0.01)
+    [(request, _)] = box.open()
+    done = hostwork.submit(run, [Answer(request_id=request.id, answer="yes")], ME)
+    assert done.received == [] and "a person answers an approval" in done.refused[request.id]
+    assert box.open() and "answer" not in asked  # still waiting for the person
+
+
+def test_a_page_hands_out_no_more_requests_than_one_submit_takes(run):
+    post(run, *({"prompt": f"t{i}", "context": "R"} for i in range(hostwork.PAGE_REQUESTS + 6)))
+    work = hostwork.take(run, ME, budget=10**7)
+    assert sum(len(group.requests) for group in work.work) == hostwork.PAGE_REQUESTS and work.waiting == 6
+
+
+def test_of_two_takers_of_work_whose_claim_went_void_one_gets_each_request(run):
+    """A void claim was replaced by an unlink and a link: a second taker could unlink the first's
+    new claim, and both were handed the request (the race is tried three times over 120)."""
+    box = Mailbox(run.file("mailbox"))
+    post(run, *({"prompt": f"t{i}"} for i in range(120)))
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = Claim(holder="gone", pid=int(ended.stdout))  # a killed MCP server's: void at once
+    takers = [Claim(holder=name, pid=os.getpid()) for name in ("a", "b")]
+    switching = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the two threads interleave every few bytecodes, as two processes would
+    try:
+        for _ in range(3):
+            for taker in takers:
+                box.release(taker)
+            assert all(box.claim(request.id, holder=dead, lease=60) for request, _ in box.open())
+            won: dict[str, list[str]] = {"a": [], "b": []}
+            start = threading.Barrier(2)
+
+            def take(taker):
+                start.wait()
+                won[taker.holder] += [request.id for request, _ in box.open()
+                                      if box.claim(request.id, holder=taker, lease=60)]
+
+            racers = [threading.Thread(target=take, args=(taker,)) for taker in takers]
+            for racer in racers:
+                racer.start()
+            for racer in racers:
+                racer.join(60)
+            assert not set(won["a"]) & set(won["b"]) and len(won["a"]) + len(won["b"]) == 120
+    finally:
+        sys.setswitchinterval(switching)
+
+
+def test_a_rollout_nobody_takes_says_how_the_host_takes_it(run):
+    """It said to fix the agent or the scorer, neither of which a host run has to fix."""
+    agent = HostAgent(Mailbox(run.file("mailbox")), "rollout", timeout=0.3, gone=lambda: False)
+    with pytest.raises(AgentError, match="no answer to rollout request .* within 0.3 s .*host_next .*host_timeout"):
+        agent("task 1", context="R")

@@ -48,11 +48,12 @@ _TAIL_LINES, _TAIL_CHARS, _HEAD_CHARS = 20, 2000, 300
 
 @dataclass
 class _Reading:
-    """What the CLI's machine output says: its reply, its own account of a failure (whole: it is
-    redacted, then cut, in `_agent_error`), its usage."""
+    """What the CLI's machine output says: its reply, a failure in our words (`error`) and the
+    CLI's own account of it (`said`: whole, for `_finish` to redact, then quote), its usage."""
 
     text: str | None = None
     error: str | None = None
+    said: object = None
     counts: dict[str, float] = field(default_factory=dict)
 
 
@@ -125,8 +126,9 @@ class CLIAgent:
         """The reply of a finished process, or the `AgentError` that explains why there is none."""
         reading = self._read(finished)
         counts.update(reading.counts)
-        if reading.error is not None:
-            raise _agent_error(self.name, reading.error, finished.stderr, env, finished.returncode)
+        if reading.error is not None:  # the CLI's words quoted: it may print what a model or a task wrote
+            said = f": {quoted(redact(str(reading.said), env), _TAIL_CHARS)}" if reading.said else ""
+            raise _agent_error(self.name, reading.error + said, finished.stderr, env, finished.returncode)
         if finished.returncode != 0:
             raise _agent_error(self.name, "failed", finished.stderr, env, finished.returncode)
         if reading.text is None:
@@ -189,7 +191,7 @@ class ClaudeCode(CLIAgent):
         text = result.get("result")
         if result.get("is_error") or subtype != "success":
             what = "an error" if subtype == "success" else f"an error result ({subtype})"  # is_error with subtype success
-            return _Reading(error=f"{what}{': ' + text if text else ''}", counts=counts)
+            return _Reading(error=what, said=text, counts=counts)
         return _Reading(text=text if isinstance(text, str) else None, counts=counts)
 
 
@@ -228,9 +230,9 @@ class Codex(CLIAgent):
             elif kind == "error":
                 last_error = _message(event)
         if failed is not None:
-            reading.error = f"turn failed: {failed}"
+            reading.error, reading.said = "turn failed", failed
         elif last_error is not None and (reading.text is None or finished.returncode != 0):
-            reading.error = f"error: {last_error}"
+            reading.error, reading.said = "error", last_error
         return reading
 
 

@@ -54,6 +54,11 @@ class HostAgent:
             try:
                 answer = self._mailbox.ask(self._kind, body, timeout=self._timeout, gone=self._gone,
                                            posted=self._changed)
+            except AgentError as exc:
+                if self._gone():
+                    raise
+                raise AgentError(f"{exc} (host_timeout): nobody answered; the host's helpers take this work with "
+                                 "host_next (the skill starts them), or raise host_timeout in the spec") from None
             finally:
                 self._changed()
             text = answer.get("answer")

@@ -40,6 +40,7 @@ from agentdescent.runs.store import RunDir
 
 LEASE_SECONDS = 60.0  # a request taken and not answered goes back to the queue this long after its holder's last call
 PAGE_BYTES = 7_000  # one answer's JSON: under the ~8 KB some hosts show whole
+PAGE_REQUESTS = 64  # requests one answer hands out: as many as one host_submit takes
 SETTLE_S, GATHER_S, POLL_S = 0.5, 4.0, 0.1  # a wave is in once nothing new came for SETTLE_S; GATHER_S at most
 MAX_ANSWER_CHARS = MAX_TREE_PROPOSAL_CHARS  # an answer: at most what a reflection on a folder may hold
 KINDS = (ROLLOUT, PROPOSAL)
@@ -134,7 +135,8 @@ def _take(run: RunDir, holder: Claim, kinds: tuple[str, ...], *, budget: int = P
             if not groups:  # the page's first group goes whole into it, or as much of it as can
                 fitted(group, run, left - min(len(json.dumps(text)), 300) - 130)
         size = len(json.dumps(text)) + 50 + (0 if key in groups else len(group.model_dump_json()) + 80)
-        if size > left and groups or not mailbox.claim(request.id, holder=holder, lease=LEASE_SECONDS):
+        full = size > left and groups or sum(len(g.requests) for g in groups.values()) >= PAGE_REQUESTS
+        if full or not mailbox.claim(request.id, holder=holder, lease=LEASE_SECONDS):
             waiting += mailbox.holder_of(request.id) != holder.holder  # not: a call of its own, at once, took it
             continue
         if key not in groups:
@@ -202,6 +204,8 @@ def submit(run: RunDir, answers: list[Answer], holder: Claim | None = None) -> S
     mailbox = Mailbox(run.file("mailbox"))
     received, refused = [], {}
     state = run.status().state
+    asked = _asked(run, KINDS)  # a run that asks the host for nothing has nothing a helper may answer
+    listing = mailbox.open()  # before the answers: an answered request leaves it
     for given in answers:
         try:
             if state not in LIVE:
@@ -209,13 +213,12 @@ def submit(run: RunDir, answers: list[Answer], holder: Claim | None = None) -> S
                                 "if it is resumed, take its requests again")
             if given.request_id in received or given.request_id in refused:
                 raise UserError("this batch answers it twice; the first answer is the one taken")
-            mailbox.answer(given.request_id, {"answer": given.answer})
+            mailbox.answer(given.request_id, {"answer": given.answer}, kinds=asked)
             received.append(given.request_id)
         except UserError as exc:
             refused.setdefault(given.request_id, str(exc))
     if holder is not None and received:
-        listing = mailbox.open()
-        answered = {request.kind for request, _ in listing if request.id in received} or set(KINDS)
+        answered = {request.kind for request, _ in listing if request.id in received}
         mailbox.renew(holder, [(request, claimed) for request, claimed in listing if request.kind in answered])
     first = {}
     for request_id, why in refused.items():
@@ -231,8 +234,13 @@ def submit(run: RunDir, answers: list[Answer], holder: Claim | None = None) -> S
 
 
 def release(run: RunDir, holder: Claim) -> int:
-    """Give back every request `holder` took and did not answer."""
-    return Mailbox(run.file("mailbox")).release(holder)
+    """Give back every request `holder` took and did not answer, and forget what it was sent: a
+    holder whose work was lost (a helper ended, a result was cut) lost the candidates with it, so
+    its next take sends them whole."""
+    released = Mailbox(run.file("mailbox")).release(holder)
+    for kind in KINDS:
+        Seen(run, holder, kind, forget=True).save()
+    return released
 
 
 def read(run: RunDir, request_id: str, offset: int, *, budget: int = PAGE_BYTES, holder: Claim | None = None) -> Page:

@@ -14,11 +14,13 @@ use. Left out: what the bodies mean (`host`), and who may answer (anyone who can
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -100,15 +102,17 @@ class Mailbox:
     def claim(self, request_id: str, *, holder: Claim, lease: float) -> bool:
         """Take a request for `holder`; False when a claim on it still holds, the holder's own
         included: two calls of one conversation at once must not both be handed it. A claim whose
-        lease ran out, or whose process is gone, is void: the request goes back to the queue."""
+        lease ran out, or whose process is gone, is void: the request goes back to the queue, and
+        of two takers at once one gets it (a void claim is replaced under the claims' lock)."""
         path = self._path(request_id, "claim")
-        claimed, now = self._claimed(request_id), time.time()
-        if claimed is not None and not claimed.void(lease, now):
-            return False
-        if claimed is not None:
-            path.unlink(missing_ok=True)
-        if not self._link(path, holder.model_copy(update={"time": now}).model_dump_json()):
-            return False
+        with self._claims_locked():
+            claimed, now = self._claimed(request_id), time.time()
+            if claimed is not None and not claimed.void(lease, now):
+                return False
+            if claimed is not None:
+                path.unlink(missing_ok=True)
+            if not self._link(path, holder.model_copy(update={"time": now}).model_dump_json()):
+                return False
         if not self._path(request_id, "request.json").exists() or self._path(request_id, "answer.json").exists():
             path.unlink(missing_ok=True)  # answered and withdrawn between the listing and the claim
             return False
@@ -118,28 +122,61 @@ class Mailbox:
         """Hold every claim of `holder` for a new lease (it is still at work); how many. `listing`:
         what `open()` just returned, so that a caller who read it does not read it again."""
         held = self._held(holder, self.open() if listing is None else listing)
-        for request, claimed in held:
-            atomic.write_text(self._path(request.id, "claim"), claimed.model_copy(update={"time": time.time()}).model_dump_json())
-        return len(held)
+        renewed = 0
+        with self._claims_locked():
+            for request, _ in held:
+                claimed = self._claimed(request.id)  # still its own: another may have taken it since it went void
+                if claimed is not None and claimed.holder == holder.holder:
+                    atomic.write_text(self._path(request.id, "claim"),
+                                      claimed.model_copy(update={"time": time.time()}).model_dump_json())
+                    renewed += 1
+        return renewed
 
     def release(self, holder: Claim) -> int:
         """Give back every request `holder` took and did not answer; how many."""
         held = self._held(holder, self.open())
-        for request, _ in held:
-            self._path(request.id, "claim").unlink(missing_ok=True)
-        return len(held)
+        released = 0
+        with self._claims_locked():
+            for request, _ in held:
+                claimed = self._claimed(request.id)
+                if claimed is not None and claimed.holder == holder.holder:
+                    self._path(request.id, "claim").unlink(missing_ok=True)
+                    released += 1
+        return released
 
     @staticmethod
     def _held(holder: Claim, listing: list[tuple[Request, Claim | None]]) -> list[tuple[Request, Claim]]:
         return [(request, claimed) for request, claimed in listing if claimed is not None and claimed.holder == holder.holder]
 
-    def answer(self, request_id: str, body: dict[str, Any]) -> None:
-        """Answer a request once; `UserError` for an unknown or withdrawn one, or a second answer."""
-        if not _safe_id(request_id) or not self._path(request_id, "request.json").exists():
+    def answer(self, request_id: str, body: dict[str, Any], *, kinds: tuple[str, ...] | None = None) -> None:
+        """Answer a request once; `UserError` for an unknown or withdrawn one, a second answer, or
+        (with `kinds`) one of another kind (an approval is a person's to answer, not a helper's)."""
+        request = self._request(request_id) if _safe_id(request_id) else None
+        if request is None:
             raise UserError("there is no such open request (it was answered, withdrawn when the run stopped, or "
                             "never existed); ask for the open ones again")
+        if kinds is not None and request.kind not in kinds:
+            raise UserError(f"it is a request of kind {request.kind!r}, not one a helper answers "
+                            f"({', '.join(kinds)}): a person answers an approval, with accept or reject and its change id")
         if not self._link(self._path(request_id, "answer.json"), json.dumps(body)):
             raise UserError("the request was already answered; each is answered once")
+
+    def _request(self, request_id: str) -> Request | None:
+        try:
+            return Request.model_validate_json(self._path(request_id, "request.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError, ValidationError):
+            return None
+
+    @contextlib.contextmanager
+    def _claims_locked(self) -> Iterator[None]:
+        """Held while a claim is read and replaced: processes taking work at once take turns."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.folder / ".claims.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     def _link(self, final: Path, text: str) -> bool:
         """Write `final` whole unless it is there already (False): a reader never sees it half written."""

@@ -34,7 +34,7 @@ from agentdescent.reading import name_or_count, unusable_path
 from agentdescent.runs import Service
 from agentdescent.runs.doctor import DoctorReport
 from agentdescent.runs.host import PROPOSAL, ROLLOUT
-from agentdescent.runs.hostwork import PAGE_BYTES, Answer, HostWork, Page, Submitted, cut_to
+from agentdescent.runs.hostwork import PAGE_BYTES, PAGE_REQUESTS, Answer, HostWork, Page, Submitted, cut_to
 from agentdescent.runs.mailbox import Claim
 from agentdescent.runs.review import Shown
 from agentdescent.runs.service import Plan, RunSummary, Started
@@ -76,7 +76,7 @@ Fresh = Annotated[bool, Field(description="true on a helper's first call: every 
 Kind = Annotated[Literal["rollout", "proposal"] | None, Field(description="rollout, proposal, or none for both")]
 Wait = Annotated[float, Field(ge=0, le=45, allow_inf_nan=False,
                                description="seconds to wait for requests when none is open yet")]
-Answers = Annotated[list[Answer], Field(min_length=1, max_length=64,
+Answers = Annotated[list[Answer], Field(min_length=1, max_length=PAGE_REQUESTS,
                                         description="one {request_id, answer} for each request answered")]
 MESSAGE_BYTES = 300  # of a run's message in the runs list
 HOLDER = Claim(holder=secrets.token_hex(6), pid=os.getpid())  # this server is one host conversation's: its claims
