@@ -144,32 +144,54 @@ def test_a_retry_after_past_the_deadline_hints_a_timeout_that_covers_the_wait(ke
     assert hinted >= 60 and len(server.requests) == 1
 
 
-def test_a_refusal_and_a_filtered_reply_are_named_and_not_taken_for_the_answer(keyed):
-    refused = Response(body=chat_body(None, refusal="I can't help with that."))
-    with LoopbackServer(openai_chat(lambda prompt: refused)) as server:
-        with pytest.raises(AgentError, match="the model refused: ‹I can't help with that.›"):
+@pytest.mark.parametrize("body, said", [
+    (chat_body(None, refusal="I can't help with that."), "the model refused: «I can't help with that.»"),
+    (chat_body("The first half of a", finish="content_filter"), "content_filter.*ended it part-way"),
+])
+def test_a_refusal_and_a_filtered_reply_are_named_and_neither_taken_nor_tried_again(keyed, body, said):
+    with LoopbackServer(openai_chat(lambda prompt: Response(body=body))) as server:
+        with pytest.raises(AgentError, match=f"{said}.*not retried"):
             gpt(server)("hi")
-    filtered = Response(body=chat_body("The first half of a", finish="content_filter"))
-    with LoopbackServer(openai_chat(lambda prompt: filtered)) as server:
-        with pytest.raises(AgentError, match="content_filter.*not the whole answer"):
-            gpt(server)("hi")
-    assert len(server.requests) == 1  # not retried: the same prompt is filtered again
-    declined = {"content": [{"type": "text", "text": "I won't"}], "stop_reason": "refusal"}
+    assert len(server.requests) == 1  # the same prompt is refused, or filtered, again
+
+
+@pytest.mark.parametrize("content", [[], [{"type": "text", "text": "I won't"}]])
+def test_a_claude_refusal_is_named_and_not_tried_again(keyed, content):
+    declined = {"content": content, "stop_reason": "refusal", "usage": {"input_tokens": 7, "output_tokens": 2}}
     with LoopbackServer(anthropic_messages(lambda prompt: Response(body=declined))) as server:
-        with pytest.raises(AgentError, match="stop_reason 'refusal'"):
-            claude("claude-test", base_url=server.url, **FAST)("hi")
+        model = claude("claude-test", base_url=server.url, **FAST)
+        with pytest.raises(AgentError, match="stop_reason 'refusal': the model declined"):
+            model("hi")
+    assert len(server.requests) == 1 and (model.usage.input_tokens, model.usage.output_tokens) == (7, 2)
+
+
+def test_a_base_url_query_that_is_no_secret_is_left_in_replies_and_messages(keyed):
+    """Every 8-character query value was redacted: `?api-version=2024-10-21` turned each date in
+    a reply, and so in a proposal written back, into a marker."""
+    said = "Use api-version 2024-10-21; dates after 2024-10-21 are fine."
+    with LoopbackServer(openai_chat(lambda prompt: said)) as server:
+        model = openai_compatible("gpt-test", base_url=f"{server.url}/v1?api-version=2024-10-21", **FAST)
+        assert model("hi") == said
 
 
 def test_a_redirect_says_where_it_points_without_its_query(keyed):
+    """The hint named the whole endpoint as the base URL: followed, the path came twice."""
     moved = Response(status=301, headers={"Location": "https://api.example.com/v1/chat/completions?sig=abc123456789"})
     with LoopbackServer(openai_chat(lambda prompt: moved)) as server:
-        with pytest.raises(AgentError, match="redirects to «https://api.example.com/v1/chat/completions»") as raised:
+        with pytest.raises(AgentError, match="redirects to «https://api.example.com/v1/chat/completions»: point the "
+                                             "base URL at «https://api.example.com», with the path") as raised:
             gpt(server)("hi")
     assert "abc123456789" not in str(raised.value) and len(server.requests) == 1
+    here = Response(status=307, headers={"Location": "/v1/messages2"})
+    with LoopbackServer(openai_chat(lambda prompt: here)) as server:
+        with pytest.raises(AgentError, match="redirects to «/v1/messages2», on its own host: check the base URL's path"):
+            gpt(server)("hi")
 
 
 @pytest.mark.parametrize("url, said", [("http://u:PW-SECRET-1@127.0.0.1:9/v1", "a user name or password"),
-                                       ("http://127.0.0.1:9/v1?api_key=QUERY-SECRET-2", "named like a key")])
+                                       ("http://127.0.0.1:9/v1?api_key=QUERY-SECRET-2", "named like a credential"),
+                                       ("http://127.0.0.1:9/v1?auth=QUERY-SECRET-3", "named like a credential"),
+                                       ("http://127.0.0.1:9/v1?sig=QUERY-SECRET-4", "named like a credential")])
 def test_a_spec_refuses_a_base_url_carrying_a_secret(url, said):
     with pytest.raises(ValueError, match=said):
         AgentSpec(kind="openai", model="m", options={"base_url": url})

@@ -191,7 +191,13 @@ def test_what_the_run_did_not_read_no_change_may_write(tmp_path):
     rules = Governance.of(parts.strategy, parts.blast_radius)
     unread = ("notes/private.md", "assets/logo.png", "build/helper.py", "routing/node_modules/x.js", ".DS_Store")
     assert [rules.rule(key)[0] for key in unread] == ["L0"] * len(unread)
-    assert rules.layer("SKILL.md") != "L0" and rules.layer("routing/new.md") != "L0"
+    # what load_tree reads, as it matches names (case and all; a `*` in a skipped name stays in it)
+    read = ("SKILL.md", "routing/new.md", "Build/steps.md", "Notes/private.md", ".github/notes.tmp", "scripts/uv.lock")
+    assert [key for key in read if rules.layer(key) == "L0"] == []
+    for key in read:
+        (target / key).parent.mkdir(parents=True, exist_ok=True)
+        (target / key).write_text("x\n", encoding="utf-8")
+    assert set(read) <= set(load_tree(target, exclude=["notes/*"], binary={}))
 
 
 def test_plan_says_to_move_out_what_a_backup_cannot_copy_rather_than_to_exclude_it(service, tmp_path):

@@ -597,6 +597,28 @@ def test_an_accepted_runs_backup_removed_by_hand_is_not_offered_to_restore(servi
     assert f"its backup {backup} is no longer there" in told.message and "restore" not in told.next
 
 
+@pytest.mark.skipif(os.geteuid() == 0 and not __import__("shutil").which("setpriv"),
+                    reason="root lists every folder without setpriv")
+def test_status_of_a_run_whose_targets_folder_cannot_be_listed_is_still_told(service, tmp_path):
+    """Its backups could not be listed, and `status` and every `runs` listing failed."""
+    import sys
+
+    project = tmp_path / "project"
+    project.mkdir()
+    run_id = service.start(domain.spec(project, rounds=2)).run_id
+    wait(service, run_id)
+    service.accept(run_id)
+    project.chmod(0o311)  # enter and write, but not list
+    as_a_user = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
+    try:
+        told = [subprocess.run([*as_a_user, sys.executable, "-m", "agentdescent", *verb], capture_output=True, text=True,
+                               timeout=120, env={**os.environ}) for verb in (("status", run_id), ("runs",))]
+    finally:
+        project.chmod(0o755)
+    assert [done.returncode for done in told] == [0, 0], [done.stderr for done in told]
+    assert f"run {run_id} (accepted)" in told[0].stdout
+
+
 def test_an_accept_killed_after_its_write_is_recorded_by_the_next_and_a_restore_follows_it(service, tmp_path):
     """The next accept found nothing to write and recorded no file of the run's, so that a restore
     of the killed accept's backup left the run `accepted` on a target without its version."""

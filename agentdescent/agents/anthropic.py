@@ -58,10 +58,12 @@ class Claude(HTTPModel):
             raise BadReply(f"the reply has no content list: {glimpse(data)}")
         text = "".join(block["text"] for block in blocks if _is_text(block))
         stop = data.get("stop_reason")
+        if stop == "refusal":
+            return Reply(text=text, stopped="stop_reason 'refusal': the model declined")
         if not text.strip():
             raise BadReply(f"empty completion (stop_reason={stop!r}; if it is 'max_tokens', raise max_tokens)")
         cut = f"stop_reason 'max_tokens' (max_tokens={self.max_tokens})" if stop == "max_tokens" else None
-        return Reply(text=text, cut=cut, stopped="stop_reason 'refusal': the model declined" if stop == "refusal" else None)
+        return Reply(text=text, cut=cut)
 
     def _usage(self, data: Any) -> tuple[Any, Any]:
         usage = data.get("usage") if isinstance(data, dict) and isinstance(data.get("usage"), dict) else {}

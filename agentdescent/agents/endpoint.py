@@ -52,10 +52,23 @@ def public(url: str) -> str:
         return _shown(url)
 
 
+def secret_param(name: str) -> bool:
+    """Whether a URL's query parameter `name` looks like it carries a credential: a word of it is
+    one (key, token, secret, auth, sig, code, ...) or ends as one does (apikey).
+    secret_param("api-key") is True;  secret_param("api-version") is False"""
+    words = re.split(r"[^a-z0-9]+", name.lower())
+    return any(word in _SECRET_WORDS or word.endswith(("key", "token", "secret")) for word in words if word)
+
+
+_SECRET_WORDS = frozenset({"auth", "authorization", "code", "credential", "credentials", "pass", "passwd", "password",
+                           "pwd", "sig", "signature", "secret", "token"})
+
+
 def url_secrets(url: str) -> dict[str, str]:
-    """What `public` leaves out of `url` that may be secret, as variables `redact` hides (its
-    `env=`): the password and each query value. A server that echoes the request line quotes
-    them.
+    """What `public` leaves out of `url` that is secret, as variables `redact` hides (its `env=`):
+    the password, and each query value whose parameter looks like a credential (`secret_param`;
+    an `api-version` is no secret, and hiding it would rewrite every date a reply holds). A
+    server that echoes the request line quotes them.
 
     url_secrets("https://u:pw-123456@h/v1?key=k-abcdefgh") == {"BASE_URL_SECRET": "pw-123456", "BASE_URL_SECRET_2": "k-abcdefgh"}
     """
@@ -65,7 +78,7 @@ def url_secrets(url: str) -> dict[str, str]:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, TypeError, ValueError):
         return {}
-    values = [parsed.password or "", *(value for _, value in parsed.params.multi_items())]
+    values = [parsed.password or "", *(value for name, value in parsed.params.multi_items() if secret_param(name))]
     values = [value for value in values if value]
     return {"BASE_URL_SECRET" + (f"_{n}" if n > 1 else ""): value for n, value in enumerate(values, 1)}
 

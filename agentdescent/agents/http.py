@@ -37,6 +37,7 @@ import json
 import logging
 import math
 import random
+import re
 import threading
 import time
 import zlib
@@ -78,7 +79,7 @@ class Reply:
 
     text: str
     cut: str | None = None  # where the server stopped it at its output limit: its stop reason and the limit
-    stopped: str | None = None  # why the server ended it short of its end otherwise (a content filter)
+    stopped: str | None = None  # why it is no answer otherwise (a refusal, a content filter), in words
 
 
 class _Retry(Exception):
@@ -162,7 +163,7 @@ class HTTPModel:
         finally:
             if call.holding:
                 self._slots.release()
-        return call.redacted(with_lone_surrogates_replaced(reply.text))  # a server's JSON may escape one
+        return redact(with_lone_surrogates_replaced(reply.text))  # a server's JSON may escape one
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, api_key_env={self.api_key_env!r})"
@@ -336,8 +337,7 @@ class HTTPModel:
             return f"the reply stopped at the output limit, {reply.cut}; {hint}: it is not the whole answer, so it " \
                    "is not used, and not retried"
         if reply.stopped is not None:
-            return f"the server ended the reply short of its end ({reply.stopped}): it is not the whole answer, so " \
-                   "it is not used, and not retried"
+            return f"{reply.stopped}: it is not an answer to use, and not retried (the same prompt is answered so again)"
         if len(reply.text) > self.max_reply_chars:
             return f"the completion has {len(reply.text):,} characters, over max_reply_chars={self.max_reply_chars:,}; " \
                    f"not retried; {raise_hint('max_reply_chars', str(2 * len(reply.text)))}"
@@ -369,10 +369,14 @@ class HTTPModel:
                 return "; the server wants a key: pass api_key_env='NAME_OF_THE_KEY_VARIABLE'"
             return f"; check {self.api_key_env} (read from the environment at each call)"
         location = response.headers.get("location") if response is not None and 300 <= status < 400 else None
-        if location:  # redirects are not followed: the key would go with them
-            return f"; the server redirects to {snippet(public(location))}: set the base URL to that address " \
-                   "(https:// where http:// was given?)"
-        return ""
+        if not location:
+            return ""
+        where = snippet(public(location))  # redirects are not followed: the key would go with them
+        origin = re.match(r"(?i)(https?://[^/?#\s]+)", location)
+        if origin is None:
+            return f"; the server redirects to {where}, on its own host: check the base URL's path"
+        return f"; the server redirects to {where}: point the base URL at {snippet(public(origin.group(1)))}, " \
+               "with the path your server wants (https:// where http:// was given?)"
 
     def _failure(self, call: _Call, detail: str) -> str:
         plural = "" if call.attempts == 1 else "s"

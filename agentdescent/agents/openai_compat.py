@@ -65,16 +65,17 @@ class OpenAICompatible(HTTPModel):
             raise BadReply(f"the reply has no choices[0].message: {glimpse(data)}")
         text = without_reasoning(_content_text(message.get("content")))
         finish, refusal = choice.get("finish_reason"), message.get("refusal")
+        if isinstance(refusal, str) and refusal.strip() and not text.strip():
+            return Reply(text="", stopped=f"the model refused: {quoted(refusal, 200)}")
         if not text.strip():
-            if isinstance(refusal, str) and refusal.strip():
-                raise BadReply(f"the model refused: {quoted(refusal, 200)}")
             raise BadReply(f"empty completion (finish_reason={finish!r}; if it is 'length', raise max_tokens)")
         cut = None
         if finish == "length":
             asked = self._output_limit()
             limit = f"{asked} tokens" if asked else "the server's default limit"
             cut = f"finish_reason 'length' ({limit})"
-        stopped = "finish_reason 'content_filter': the provider's filter" if finish == "content_filter" else None
+        stopped = "finish_reason 'content_filter': the provider's filter ended it part-way" \
+            if finish == "content_filter" else None
         return Reply(text=text, cut=cut, stopped=stopped)
 
     def _usage(self, data: Any) -> tuple[Any, Any]:

@@ -25,6 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from agentdescent.artifacts.state import State
 from agentdescent.artifacts.textform import edged, final_break, matching
+from agentdescent.artifacts.tree import left_out as tree_left_out
 from agentdescent.artifacts.workspace import LAYOUTS
 from agentdescent.errors import InvalidProposal, UserError
 from agentdescent.governance import clashes, is_frozen, unsafe_key_reason
@@ -320,8 +321,10 @@ class FileTree:
     folders): frozen (matches `frozen`: never changed, and frozen beats editable), editable
     (matches `editable`), or read-only context (neither: the agent and the reflector see it, no
     diff may change it). A diff may create, replace or delete editable files, at most
-    `max_files_per_diff` of them (None: no cap). The render is the `{path: text}` mapping itself;
-    `tree_runner` writes it into a workspace for a real agent, and `load_tree` reads one from disk.
+    `max_files_per_diff` of them (None: no cap). `left_out`, for a tree `load_tree` read with those
+    `exclude` globs (and the literal keys of the files it carried as not text), makes a key it
+    leaves out frozen too: a run may not write what it never read (`tree.left_out`). The render is
+    the `{path: text}` mapping itself; `tree_runner` writes it into a workspace for a real agent.
     """
 
     kind = "FileTree"
@@ -335,6 +338,7 @@ class FileTree:
         max_files_per_diff: int | None = 2,
         editable: Iterable[str] = ("**",),
         frozen: Iterable[str] = (),
+        left_out: Iterable[str] | None = None,
     ) -> None:
         if max_files_per_diff is not None and (not isinstance(max_files_per_diff, int) or max_files_per_diff < 1):
             raise UserError("max_files_per_diff must be a positive integer (or None for no cap)")
@@ -346,6 +350,11 @@ class FileTree:
         self.max_keys_per_diff = max_files_per_diff
         self.editable = tuple(editable)
         self.frozen = tuple(frozen)
+        self.left_out = None if left_out is None else tuple(left_out)
+
+    def is_left_out(self, key: str) -> bool:
+        """Whether `key` is where the `load_tree` that read this tree does not read (never, without `left_out`)."""
+        return self.left_out is not None and tree_left_out(key, self.left_out)
 
     def initial_state(self) -> State:
         return dict(self.tree)

@@ -37,10 +37,6 @@ SKIPPED_FILES = (
     "*.swp", "*.swo", "*~", ".#*",                                  # editor swap, backup and lock files
     "*.bak-[0-9]*", ".*.tmp", ".*.lock",                            # write_to's backups, temp files, locks
 )
-# The same as globs a `FileTree` freezes (its `*` crosses "/"): a run may not write where
-# `load_tree` never reads, over a user's build output or into a folder the next run will not see.
-UNREAD_GLOBS = (*(glob for name in SKIPPED_FOLDERS for glob in (f"{name}/*", f"*/{name}/*")),
-                *(glob for name in SKIPPED_FILES for glob in (name, f"*/{name}")))
 _FOLDER_NAME = re.compile("|".join(fnmatch.translate(p) for p in SKIPPED_FOLDERS))
 _FILE_NAME = re.compile("|".join(fnmatch.translate(p) for p in SKIPPED_FILES))
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
@@ -114,6 +110,20 @@ def load_tree(
     if skipped is not None:
         skipped.extend(sorted(walk.refused))
     return tree
+
+
+def left_out(key: str, exclude: Sequence[str] = ()) -> bool:
+    """Whether `load_tree(..., exclude=exclude)` leaves out the file at `key` (a relative posix
+    path): a folder on its way is one it always skips, or its name is, or an `exclude` glob names
+    it or a folder on its way; names matched as `load_tree` matches them, case and all.
+
+    left_out("build/x.js") is True;  left_out("Build/steps.md") is False;  left_out("notes/a.md", ["notes/*"]) is True
+    """
+    parts = key.split("/")
+    folders = ["/".join(parts[: i + 1]) for i in range(len(parts) - 1)]
+    if any(_FOLDER_NAME.match(part) for part in parts[:-1]) or _FILE_NAME.match(parts[-1]):
+        return True
+    return any(_matches(path, exclude) for path in (*folders, key))
 
 
 def _checked_root(path: str | os.PathLike) -> Path:

@@ -17,7 +17,7 @@ Left out: whether a key is a safe path at all (`paths`), and the test a gated ch
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, get_args
 
@@ -113,6 +113,7 @@ class Governance:
     max_keys_per_diff: int | None = None
     max_bytes_per_key: int = 200_000
     started: tuple[str, ...] = ()  # the files the folder's hooks and servers start (`launched`): L0
+    left_out: Callable[[str], bool] | None = None  # a key the run did not read (`FileTree.is_left_out`): L0
 
     @classmethod
     def of(cls, strategy: Governed, blast_radius: Mapping[str, Layer] | None = None) -> Governance:
@@ -127,13 +128,16 @@ class Governance:
         state = strategy.initial_state() if blast_radius and hasattr(strategy, "initial_state") else {}
         return cls(blast_radius=dict(blast_radius or {}), frozen=tuple(strategy.frozen),
                    editable=tuple(getattr(strategy, "editable", ("*",))),
-                   max_keys_per_diff=strategy.max_keys_per_diff, started=tuple(launched(state)))
+                   max_keys_per_diff=strategy.max_keys_per_diff, started=tuple(launched(state)),
+                   left_out=getattr(strategy, "is_left_out", None))
 
     def rule(self, key: str) -> tuple[Layer, str]:
         """The layer of `key` and the rule that puts it there, in words."""
         frozen = matching(key, self.frozen)
         if frozen is not None:
             return "L0", f"frozen {frozen!r}"
+        if self.left_out is not None and self.left_out(key):
+            return "L0", "left out of the run (excluded, not text, or where load_tree never reads), so not its to write"
         started = matching(key, self.started)
         if started is not None:
             return "L0", f"started by the folder's hooks or servers ({started!r}), frozen as they are"

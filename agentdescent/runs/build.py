@@ -22,7 +22,6 @@ from typing import Any
 from agentdescent import reading, refcheck
 from agentdescent.artifacts import AppendRules, FileTree, SingleSlot, Strategy
 from agentdescent.artifacts.copyable import copy_problems
-from agentdescent.artifacts.tree import UNREAD_GLOBS
 from agentdescent.artifacts.workspace import skill_name
 from agentdescent.dataloader import csv_rows, hf_rows, json_rows, jsonl_rows, tasks_from
 from agentdescent.dataloader.tasks import check_ids, guess_columns
@@ -315,9 +314,8 @@ def assemble(spec: RunSpec, tasks: list[Task], content: str | dict[str, str],
         return Materials(kind="text", content=content, tasks=tasks, strategy=strategy,
                          blast_radius=None, tree=None, layout=None, name=None)
     # what the run did not read is not its to write: an excluded file, one not text, a skipped folder
-    unread = (*spec.exclude, *(literal_glob(key) for key in assets or {}), *UNREAD_GLOBS)
-    strategy = FileTree(content, max_files_per_diff=spec.max_files_per_diff, editable=spec.editable,
-                        frozen=(*spec.frozen, *unread))
+    strategy = FileTree(content, max_files_per_diff=spec.max_files_per_diff, editable=spec.editable, frozen=spec.frozen,
+                        left_out=(*spec.exclude, *(literal_glob(key) for key in assets or {})))
     radius = spec.blast_radius
     blast = BLAST_RADII[radius] if isinstance(radius, str) else radius if radius is not None else RADIUS_OF_KIND[kind]
     return Materials(kind=kind, content=content, tasks=tasks, strategy=strategy, blast_radius=blast,

@@ -34,6 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agentdescent import reading
+from agentdescent.agents.endpoint import secret_param
 from agentdescent.agents.providers import MODEL_KINDS, PROVIDER_KINDS, PROVIDERS
 from agentdescent.artifacts.workspace import LAYOUTS
 from agentdescent.config import Settings
@@ -300,14 +301,15 @@ def _absolute(spec: RunSpec, folder: Path) -> RunSpec:
 
 def _secret_in_url(url: Any) -> str:
     """What in a base URL looks secret: a user name or password, or a query parameter named like a
-    key (`?key=...`, `?api_token=...`); "" for none (an `api-version` is no secret)."""
+    credential (`?key=...`, `?auth=...`, `?sig=...`: `secret_param`); "" for none (an
+    `api-version` is no secret)."""
     if not isinstance(url, str):
         return ""
     parts = urllib.parse.urlsplit(url.strip())
     if "@" in parts.netloc:
         return "a user name or password (user:pw@host)"
-    named = [name for name, _ in urllib.parse.parse_qsl(parts.query, keep_blank_values=True) if _SECRET_NAME.search(name)]
-    return f"a query parameter named like a key ({named[0]!r})" if named else ""
+    named = [name for name, _ in urllib.parse.parse_qsl(parts.query, keep_blank_values=True) if secret_param(name)]
+    return f"a query parameter named like a credential ({named[0]!r})" if named else ""
 
 
 def _secret_option(options: dict[str, Any], prefix: str = "") -> str | None:

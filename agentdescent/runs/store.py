@@ -175,7 +175,7 @@ class RunDir:
         if status.state == "accepted" and status.backup and not os.path.lexists(status.backup):
             status = status.model_copy(update={  # removed by hand: no restore can put it back
                 "message": f"{status.message}; its backup {status.backup} is no longer there", "next": ""})
-        if status.state in WRITTEN and status.target and backups.interrupted(Path(status.target)) is not None:
+        if status.state in WRITTEN and status.target and _half_written(Path(status.target)):
             return status.model_copy(update={
                 "message": f"{status.message}; but a write-back or restore of {status.target} is under way, or was "
                            "cut short and left it half done",
@@ -344,6 +344,15 @@ class RunStore:
 
 
 _RUN_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")  # what `create` names a run's folder; any other folder is not a run
+
+
+def _half_written(target: Path) -> bool:
+    """Whether a write-back or restore of `target` is under way or was cut short; not when its
+    backups cannot be listed (a folder made unreadable since: no status fails for it)."""
+    try:
+        return backups.interrupted(target) is not None
+    except OSError:
+        return False
 
 
 def _slug(name: str) -> str:
