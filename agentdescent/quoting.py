@@ -8,8 +8,9 @@ A quote is redacted (`agents.redact`), its control characters and runs of whites
 space, the quote marks inside it become single guillemets (so it cannot close its own quote),
 and it is cut to `limit` characters. `described(exc)` is an exception for a message: one of ours
 as it is (it quotes what it carries), anyone else's with its text quoted. `bounded` cuts one of
-our messages that may hold quotes. Left out: what the reader does with a quote (the status's
-`note` and `show`'s say it is content, never instructions).
+our messages that may hold quotes, and `closed` ends a quote such a cut left open. Left out: what
+the reader does with a quote (the status's `note` and `show`'s say it is content, never
+instructions).
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ _UNPRINTABLE = r"\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2060-
 UNPRINTABLE = re.compile(f"[{_UNPRINTABLE}]")
 _CONTROL = re.compile(f"[{_UNPRINTABLE}\\s]+")
 _MARKS = str.maketrans({"«": "‹", "»": "›"})
+# What a terminal or a page would not show as written, in text shown whole (a diff, a traceback): every
+# C0 and C1 character but tab and newline; the invisible ones that reorder or break what is shown
+# (bidi overrides and isolates, zero-width marks, line and paragraph separators, a byte-order mark);
+# and lone surrogates, which no terminal encoding can write.
+UNSHOWN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]")
 
 
 _KEY_ROOM = 4_096  # characters read past a quote's limit before redacting: no key is longer, so none is cut in two
@@ -58,6 +64,25 @@ def described(exc: BaseException, limit: int = QUOTE_CHARS) -> str:
 
 
 def bounded(message: str, limit: int = MESSAGE_CHARS) -> str:
-    """One of our messages, which may hold quotes, redacted and cut to `limit` characters."""
+    """One of our messages, which may hold quotes, redacted and cut to `limit` characters (a quote
+    the cut leaves open, closed)."""
     text = redact(message)
-    return text if len(text) <= limit else text[:limit] + "..."
+    return text if len(text) <= limit else closed(text[:limit] + "...")
+
+
+def shown(text: str) -> str:
+    """`text` with each character `UNSHOWN` names as its visible escape (\\x1b, \\u202e): what a
+    rule says is what a reader sees, not what a bidi override makes it look like.
+    shown("a\\u202eb") == "a\\\\u202eb" """
+    return UNSHOWN.sub(lambda found: _escape(ord(found.group())), text)
+
+
+def _escape(code: int) -> str:
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def closed(message: str) -> str:
+    """One of our messages cut short, with the quote the cut left open closed: the words past the
+    cut were the quote's, and read outside it they would pass for ours.
+    closed("failed: «ignore the above and") == "failed: «ignore the above and»" """
+    return message + "»" if message.rfind("«") > message.rfind("»") else message

@@ -33,6 +33,7 @@ from typing import Any
 from agentdescent.agents.base import Model
 from agentdescent.errors import AgentError, UserError
 from agentdescent.process import OutputTooLarge, TimedOut, run_process
+from agentdescent.quoting import quoted
 from agentdescent.reflect import templates
 from agentdescent.types import Task
 
@@ -170,11 +171,11 @@ class _Command:
         stdout, stderr, code = _run(self.argv, json.dumps(payload, ensure_ascii=False, default=str), self.timeout)
         where = f"grader {' '.join(self.argv)!r} on task {task.id!r}"
         if code != 0:
-            raise AgentError(f"{where} exited with code {code}; stderr ends: {stderr[-500:]!r}")
+            raise AgentError(f"{where} exited with code {code}; stderr ends: {quoted(stderr[-500:], 500)}")
         value = _read_grade(stdout)
         if value is None:
             raise AgentError(f"{where} printed no number on its last line (want 0.7 or {{\"reward\": 0.7}}); "
-                             f"stdout ends: {stdout[-300:]!r}; stderr ends: {stderr[-300:]!r}")
+                             f"stdout ends: {quoted(stdout[-300:], 300)}; stderr ends: {quoted(stderr[-300:], 300)}")
         if not 0.0 <= value <= 1.0:
             raise AgentError(f"{where} printed {value}, outside [0, 1]")
         return value
@@ -313,7 +314,7 @@ class Judge:
                 self.unparseable += 1
             if retry:
                 reply = str(self.model(prompt + _REMINDER.format(scale=self.scale)))
-        raise AgentError(f"judge gave no readable score for task {task.id!r}, twice; last reply ends: {reply[-300:]!r}")
+        raise AgentError(f"judge gave no readable score for task {task.id!r}, twice; last reply ends: {quoted(reply[-300:], 300)}")
 
 
 def llm_judge(model: Model, rubric: str, *, scale: int = 10, template: str | None = None) -> Judge:

@@ -121,6 +121,18 @@ def test_a_terminal_gets_a_bar_of_rounds_done_out_of_the_most():
     assert "1/1 round " in text_of(screen) and "round 1 of" not in text_of(screen)
 
 
+def test_a_stop_reason_quoting_outside_text_is_shown_as_written_not_read_as_markup():
+    """A server's error body holding "[/bold]" ended `evolve --watch` in a MarkupError, and a
+    "[link=...]" in an agent's error became a hyperlink whose text was not its target."""
+    screen = Console(file=io.StringIO(), width=200, force_terminal=True, color_system="truecolor")
+    reason = "every rollout failed: «HTTP 400 [/bold] see [link=https://evil.example/fix]docs[/link]»"
+    with ProgressView(screen) as view:
+        view.on_event(started(rounds=1))
+        view.on_event(ev.RunEnded(reason=reason, final_reward=0.0))
+    shown = text_of(screen)
+    assert "[/bold]" in shown and "[link=https://evil.example/fix]docs[/link]" in shown and "\x1b]8;" not in shown
+
+
 def test_the_view_keeps_each_diff_by_id():
     assert seen_run().diffs == {d.id: d for d, _ in RUN}
 

@@ -336,7 +336,7 @@ def test_a_name_counts_as_secret_by_its_words_not_by_a_word_holding_auth(monkeyp
 
 def test_a_tool_s_answer_stays_valid_when_a_secret_s_value_is_one_of_its_own_words(monkeypatch):
     """A variable that looks secret and holds "finished" masks free text, not the record's state."""
-    from agentdescent_mcp.server import _redacted
+    from agentdescent_mcp.redacted import _redacted
 
     from agentdescent.runs.status import RunStatus
 

@@ -85,6 +85,15 @@ def test_the_default_page_goes_into_the_ledger_and_text_from_the_run_is_escaped(
 
 
 
+def test_a_rule_turned_around_by_a_bidi_override_reads_on_the_page_as_it_is_written(tmp_path):
+    """Three raw U+202E made a browser show a rule as the opposite of what its characters say."""
+    rule = "Never \u202eyrotsih tnuocca eht esolcsid\u202c to anyone."
+    result = evolve(numbered_tasks(6), lambda task, output: float("anyone" in output), run=echo,
+                    propose=lambda *a: rule, rounds=1, n_workers=2, store=tmp_path / "ledger")
+    page = write_report(str(result.ledger_path)).read_text(encoding="utf-8")
+    assert "\u202e" not in page and "Never \\u202eyrotsih" in page
+
+
 def test_a_key_the_run_s_texts_quote_is_not_on_the_page(tmp_path, monkeypatch):
     key = "canary-9f8e7d6c5b4a3f2e"  # not set while the run went, so the run's texts keep it
     result = evolve(numbered_tasks(6), lambda task, output: float("year" in output), run=echo,

@@ -18,10 +18,11 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.markup import escape
 
-from agentdescent.agents.redact import RedactingStream
+from agentdescent.agents.redact import redact
 from agentdescent.cli.terminal import console_for
 from agentdescent.errors import AgentDescentError, UserError
 from agentdescent.home import HOME_ENV
+from agentdescent.quoting import shown
 from agentdescent.reading import unusable_path
 
 Command = Callable[[argparse.Namespace, Console], int]
@@ -39,7 +40,7 @@ def guarded(command: Command, args: argparse.Namespace, console: Console) -> int
         return command(args, console)
     except AgentDescentError as exc:
         if getattr(args, "debug", False):
-            traceback.print_exc(file=RedactingStream(sys.stderr))
+            _trace()
         console_for(sys.stderr).print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True,
                                                         highlight=False)
         return USAGE if isinstance(exc, UserError) else FAILURE
@@ -47,13 +48,13 @@ def guarded(command: Command, args: argparse.Namespace, console: Console) -> int
         said = unusable_path(exc)  # a path no system can look up (too long, a symlink loop): the input's
         if said is not None:
             if getattr(args, "debug", False):
-                traceback.print_exc(file=RedactingStream(sys.stderr))
+                _trace()
             console_for(sys.stderr).print(f"[red]error:[/red] {escape(said)}", soft_wrap=True, highlight=False)
             return USAGE
         if exc.errno not in DISK_ERRORS:
             raise
         if getattr(args, "debug", False):
-            traceback.print_exc(file=RedactingStream(sys.stderr))
+            _trace()
         where = f" {exc.filename}" if exc.filename else ""
         console_for(sys.stderr).print(
             f"[red]error:[/red] cannot write{escape(where)}: {escape(exc.strerror or str(exc))}; free some space or make it "
@@ -62,6 +63,12 @@ def guarded(command: Command, args: argparse.Namespace, console: Console) -> int
     except KeyboardInterrupt:
         console_for(sys.stderr).print("interrupted", highlight=False)
         return INTERRUPTED
+
+
+def _trace() -> None:
+    """The traceback being handled, on stderr with keys redacted and control characters shown as
+    escapes: an error's text may quote a file or a reply that carries terminal sequences."""
+    sys.stderr.write(shown(redact(traceback.format_exc())))
 
 
 def script(body: Callable[[], object]) -> None:

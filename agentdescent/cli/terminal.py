@@ -15,7 +15,6 @@ progress bar's cursor moves are left as they are.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
 from typing import TextIO
 
@@ -23,11 +22,7 @@ from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderableT
 from rich.segment import Segment
 
 from agentdescent.agents.redact import RedactingStream
-
-# Every C0 and C1 character but tab and newline; the invisible ones that reorder or break what is
-# shown (bidi overrides and isolates, zero-width marks, line and paragraph separators, a byte-order
-# mark); and lone surrogates, which no terminal encoding can write.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]")
+from agentdescent.quoting import UNSHOWN, shown
 
 
 def console_for(stream: TextIO | None, **options: object) -> Console:
@@ -40,21 +35,11 @@ def console_for(stream: TextIO | None, **options: object) -> Console:
     return console
 
 
-def shown(text: str) -> str:
-    """`text` with each control character but tab and newline as its visible escape (\\x1b,
-    \\u202e)."""
-    return _CONTROL.sub(lambda found: _escape(ord(found.group())), text)
-
-
 def lines(text: str) -> list[str]:
     """`text`'s lines, broken at newlines only: str.splitlines also breaks at U+2028, U+0085 and
     the like, and a line of a diff broken there reads as a line of its own, a forged one too."""
     found = text.split("\n")
     return found[:-1] if found and found[-1] == "" else found
-
-
-def _escape(code: int) -> str:
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 class _ShownControls(RenderHook):
@@ -70,7 +55,7 @@ class _Shown:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Segment]:
         for segment in console.render(self.inner, options):
-            if segment.control or not _CONTROL.search(segment.text):
+            if segment.control or not UNSHOWN.search(segment.text):
                 yield segment
             else:
                 yield Segment(shown(segment.text), segment.style)

@@ -57,7 +57,9 @@ class ProgressView:
         self.lines = not console.is_terminal
         self._progress = Progress(
             TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(), TextColumn("{task.fields[unit]}"),
-            TimeElapsedColumn(), TextColumn("{task.fields[spent]}"), TextColumn("{task.fields[status]}"), console=console,
+            TimeElapsedColumn(), TextColumn("{task.fields[spent]}"),
+            TextColumn("{task.fields[status]}", markup=False),  # a stop reason may quote outside text: never markup
+            console=console,
             transient=False,
         )
         self._task: TaskID | None = None

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import base64
 import difflib
+import html
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from html import escape
 
+from agentdescent.quoting import shown
 from agentdescent.report.data import ReportData
 from agentdescent.report.plots import per_round
 from agentdescent.types import OUTCOME_MEANINGS as MEANINGS
@@ -31,6 +32,12 @@ pre { background: #f8f9fa; padding: .6em; overflow-x: auto; font-size: 12.5px; }
 code, .mono { font-family: ui-monospace, monospace; }
 img { max-width: 100%; }
 """
+
+
+def escape(text: str) -> str:
+    """`text` for the page: HTML-escaped, and what a browser would not show as written (a bidi
+    override turning a rule's words around, a zero-width mark) as its visible escape."""
+    return html.escape(shown(text))
 
 
 def page(data: ReportData, images: dict[str, bytes | str]) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -28,6 +29,7 @@ from agentdescent.dataloader.tasks import check_ids, guess_columns
 from agentdescent.engine.evolve import GOOD_START, fewest_tasks
 from agentdescent.errors import AgentDescentError, UserError
 from agentdescent.governance import BLAST_RADII, HARNESS_BLAST_RADIUS, PLUGIN_BLAST_RADIUS, SKILL_BLAST_RADIUS, Layer, matching
+from agentdescent.quoting import quoted
 from agentdescent.runs import containment
 from agentdescent.runs.agentcheck import agent_problems
 from agentdescent.runs.spec import Problem, RunSpec, SpecError, TasksSpec
@@ -108,14 +110,22 @@ def mapping_fix(source: TasksSpec, rows: list[dict]) -> str | None:
                and not any(name in row for row in rows if isinstance(row, dict))]
     if not missing:
         return None
-    guess = guess_columns(rows)
-    shown = ", ".join(str(c)[:40] for c in list(rows[0])[:12]) + (", ..." if len(rows[0]) > 12 else "")
-    parts = [f"prompt: {guess.prompt or 'COLUMN'}", f"gold: {guess.gold or 'COLUMN'}"]
-    parts += [f"id: {guess.id}"] if guess.id not in (None, "id") else []
+    guess = guess_columns(rows)  # the file's column names are outside text: quoted, or written as YAML strings
+    shown = quoted(", ".join(str(c)[:40] for c in list(rows[0])[:12]) + (", ..." if len(rows[0]) > 12 else ""), 600)
+    parts = [f"prompt: {_as_yaml(guess.prompt)}", f"gold: {_as_yaml(guess.gold)}"]
+    parts += [f"id: {_as_yaml(guess.id)}"] if guess.id not in (None, "id") else []
     where = "file" if source.file is not None else "hf"
     role, name = missing[0]
     return (f"the tasks have no column {name!r} for the {role} (their columns: {shown}); say which column is "
             f"which: tasks: {{{where}: ..., {', '.join(parts)}}}")
+
+
+def _as_yaml(column: str | None) -> str:
+    """A column name as a spec's YAML takes it: bare when it is a plain name, else a quoted string
+    with every control character escaped; COLUMN where none was guessed."""
+    if column is None:
+        return "COLUMN"
+    return column if reading.looks_like_a_name(column) else json.dumps(column[:60])
 
 
 def _column(source: TasksSpec, name: str, rows: list[dict]) -> str | None:

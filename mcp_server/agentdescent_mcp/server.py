@@ -13,7 +13,6 @@ and a host that has no model key does the run's work through the rollout and pro
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import secrets
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from pydantic import BaseModel, Field, ValidationError, WithJsonSchema
 
 from agentdescent.agents.redact import redact
 from agentdescent.errors import AgentDescentError
+from agentdescent.quoting import closed
 from agentdescent.reading import name_or_count, unusable_path
 from agentdescent.runs import Service
 from agentdescent.runs.doctor import DoctorReport
@@ -42,6 +42,7 @@ from agentdescent.runs.shown_page import paged
 from agentdescent.runs.spec_schema import spec_schema
 from agentdescent.runs.status import RunStatus
 from agentdescent.runs.verdict import Accepted
+from agentdescent_mcp.redacted import Redacted
 
 INSTRUCTIONS = """\
 AgentDescent improves a prompt file, a skill folder or an agent folder: parallel workers try it on \
@@ -107,6 +108,7 @@ class Runs(BaseModel):
     older: int = 0  # runs left out, older than these: ask again with skip=next_skip
     next_skip: int | None = None
     store: str
+    note: str = RunStatus.model_fields["note"].default  # a message quotes outside text too
 
 
 def _version() -> str:
@@ -155,54 +157,12 @@ server = _StrictServer("agentdescent", title="AgentDescent", instructions=INSTRU
                        log_level="WARNING")
 
 
-class _Redacted:
-    """A `Service` whose answers are redacted (`agents.redact`) before they reach the host: a key
-    in the environment never appears in a tool result, whatever a run, a model or a file put there."""
-
-    def __init__(self, service: Service) -> None:
-        self._service = service
-
-    def __getattr__(self, name: str) -> Any:
-        found = getattr(self._service, name)
-        if not callable(found):
-            return found
-        return lambda *args, **kwargs: _redacted(found(*args, **kwargs))
-
-
-def _redacted(answer: Any) -> Any:
-    if isinstance(answer, list):
-        return [_redacted(item) for item in answer]
-    if isinstance(answer, BaseModel):
-        masked = json.loads(redact(answer.model_dump_json()))
-        try:
-            return type(answer).model_validate(masked)
-        except ValidationError as exc:  # a word of our own a variable happens to hold ("finished"): no key
-            kept = answer.model_dump(mode="json")
-            for error in exc.errors():
-                _put(masked, kept, error["loc"])
-            return type(answer).model_validate(masked)
-    return answer
-
-
-def _put(masked: Any, kept: Any, loc: tuple[int | str, ...]) -> None:
-    """Give `masked` the value `kept` holds at `loc` (the deepest place both hold)."""
-    for step in loc[:-1]:
-        try:
-            masked, kept = masked[step], kept[step]
-        except (KeyError, IndexError, TypeError):
-            return
-    try:
-        masked[loc[-1]] = kept[loc[-1]]
-    except (KeyError, IndexError, TypeError):
-        return
-
-
 @contextmanager
 def service() -> Iterator[Service]:
     """A `Service` on the store as the environment says now, its answers redacted; its refusals
     become tool errors, redacted too."""
     try:
-        yield _Redacted(Service())  # type: ignore[misc]
+        yield Redacted(Service())  # type: ignore[misc]
     except AgentDescentError as exc:
         raise ToolError(_one_page(redact(str(exc)))) from None
     except OSError as exc:  # a path no system can look up (too long, a symlink loop) is the caller's to fix
@@ -336,7 +296,8 @@ def runs(newest: Newest = 15, skip: Skip = 0) -> Runs:
     with service() as s:
         found = s.runs()
         end = max(0, len(found) - skip)
-        listed = [r.model_copy(update={"message": cut_to(r.message, MESSAGE_BYTES)}) for r in found[max(0, end - newest):end]]
+        listed = [r.model_copy(update={"message": closed(cut_to(r.message, MESSAGE_BYTES))})
+                  for r in found[max(0, end - newest):end]]
         while True:  # the oldest of the page go first: a host cuts an answer past its limit anywhere
             page = Runs(runs=listed, older=end - len(listed), store=str(s.store.root))
             page.next_skip = skip + len(listed) if page.older else None

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A grader that fails in the way GRADER_MODE names: garbage, exit3, too_big, hang, json, meta."""
+"""A grader that fails in the way GRADER_MODE names: garbage, exit3, too_big, hang, json, meta, echo."""
 import json
 import os
 import sys
@@ -9,6 +9,8 @@ payload = json.load(sys.stdin)
 mode = os.environ.get("GRADER_MODE", "")
 if mode == "garbage":
     print("the answer looks fine to me")
+elif mode == "echo":  # what the model wrote, back on stdout: it may forge our words
+    print(f"model said: {payload['output']}")
 elif mode == "exit3":
     print("grader crashed: no rubric file", file=sys.stderr)
     sys.exit(3)
