@@ -307,7 +307,7 @@ def test_codex_ignores_noise_returns_the_last_message_and_sums_usage(fake):
     assert (agent.usage.input_tokens, agent.usage.output_tokens, agent.usage.failures) == (1120, 80, 0)
 
 
-@pytest.mark.parametrize("mode, reason", [("turn_failed", "turn failed: «model overloaded»"),
+@pytest.mark.parametrize("mode, reason", [("turn_failed", "turn failed: «model overloaded, try later»"),
                                           ("error_event", "error: «stream disconnected before completion»"),
                                           ("no_message", "no agent_message in the output"),
                                           ("garbage", "no agent_message.*502 Bad Gateway")])
