@@ -130,7 +130,7 @@ def test_claude_error_subtype_is_an_agent_error(fake):
 
 def test_claude_is_error_with_success_subtype_is_an_agent_error(fake):
     fake.mode("is_error")
-    with pytest.raises(AgentError, match=r"claude_code: an error: Invalid API key"):
+    with pytest.raises(AgentError, match=r"claude_code: an error: «Invalid API key"):
         claude_code()("go", cwd=fake.workspace)
 
 
