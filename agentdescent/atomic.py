@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import os
 import re
 import secrets
@@ -28,8 +29,28 @@ _TEMP_TAIL = re.compile(r"[0-9a-f]{8}\.tmp")  # after the prefix: `.SKILL.md.` +
 
 
 def write_text(path: str | os.PathLike, text: str, *, mode: int | None = None) -> None:
-    """Write `text` (utf-8, no newline translation) to `path` atomically; see `write_bytes`."""
-    write_bytes(path, text.encode("utf-8"), mode=mode)
+    """Write `text` (utf-8, no newline translation) to `path` atomically; see `write_bytes`. A long
+    text is encoded a block at a time, never held twice over (as text and as its bytes)."""
+    write_bytes(path, text.encode("utf-8") if len(text) <= _TEXT_BLOCK else _Encoded(text), mode=mode)
+
+
+_TEXT_BLOCK = 1 << 20  # characters encoded at a time
+
+
+class _Encoded(io.RawIOBase):
+    """`text` as a stream of its UTF-8 bytes, for `shutil.copyfileobj`."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.at = text, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        size = len(self.text) if size is None or size < 0 else max(size // 4, 1)  # up to 4 bytes a character
+        block = self.text[self.at:self.at + size]
+        self.at += len(block)
+        return block.encode("utf-8")
 
 
 def write_bytes(path: str | os.PathLike, data: bytes | BinaryIO, *, mode: int | None = None) -> None:

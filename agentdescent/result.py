@@ -93,20 +93,31 @@ class EvolveResult:
         return dict(Counter(o.kind for o in self.outcome_list))
 
     def to_json(self) -> str:
-        """The whole result as JSON (versioned); `EvolveResult.from_json` reads it back."""
+        """The whole result as JSON (versioned); `EvolveResult.from_json` reads it back. A rendering
+        that is its state (a folder's) is kept once, not twice over."""
+        same = [name for name, rendered, state in (("rendered", self.rendered, self.state),
+                                                   ("initial_rendered", self.initial_rendered, self.initial_state))
+                if isinstance(rendered, dict) and rendered == state]
         return _Stored(
-            rendered=self.rendered, state=self.state, final_reward=self.final_reward, initial_reward=self.initial_reward,
-            history=self.history, ledger_path=str(self.ledger_path), outcome_list=self.outcome_list,
-            usage=self.usage.as_record(), stop_reason=self.stop_reason, error=self.error, version=self.version,
+            same_as_state=same, rendered=None if "rendered" in same else self.rendered, state=self.state,
+            final_reward=self.final_reward, initial_reward=self.initial_reward, history=self.history,
+            ledger_path=str(self.ledger_path), outcome_list=self.outcome_list, usage=self.usage.as_record(),
+            stop_reason=self.stop_reason, error=self.error, version=self.version,
             initial_version=self.initial_version, initial_state=self.initial_state,
-            initial_rendered=self.initial_rendered, frozen=list(self.frozen), warnings=self.warnings,
-            final_margin=self.final_margin,
+            initial_rendered=None if "initial_rendered" in same else self.initial_rendered, frozen=list(self.frozen),
+            warnings=self.warnings, final_margin=self.final_margin,
         ).model_dump_json(indent=1)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> EvolveResult:
         stored = _Stored.model_validate_json(text)
-        fields = stored.model_dump(exclude={"format"})
+        fields = stored.model_dump(exclude={"format", "same_as_state"})
+        if "rendered" in stored.same_as_state:
+            fields["rendered"] = dict(fields["state"])
+        if "initial_rendered" in stored.same_as_state:
+            fields["initial_rendered"] = dict(fields["initial_state"])
+        if fields["rendered"] is None:
+            raise ValueError("rendered is missing")
         return cls(**{**fields, "history": stored.history, "outcome_list": stored.outcome_list,
                       "ledger_path": Path(stored.ledger_path), "usage": Usage.from_record(stored.usage),
                       "frozen": tuple(stored.frozen)})
@@ -133,7 +144,8 @@ class _Stored(BaseModel):
     """The stored form of an `EvolveResult`."""
 
     format: int = 1
-    rendered: str | dict[str, str]
+    same_as_state: list[str] = Field(default_factory=list)  # "rendered", "initial_rendered": kept as their state
+    rendered: str | dict[str, str] | None
     state: dict[str, str]
     final_reward: float | None
     initial_reward: float | None

@@ -23,6 +23,15 @@ def apply(state: Mapping[str, str], after: Mapping[str, str | None]) -> State:
 def state_hash(state: Mapping[str, str]) -> str:
     """A name for a state that is the same in every process and for any key order; the evaluation
     cache keys rollouts by it. state_hash({"a": "x", "b": ""}) == state_hash({"b": "", "a": "x"})"""
+    digest = hashlib.sha256()
     # surrogatepass: a proposal may carry a lone surrogate; it is refused at admission, not here
-    blob = json.dumps(state, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass")
-    return hashlib.sha256(blob).hexdigest()[:16]
+    if sum(len(key) + len(text) for key, text in state.items()) <= WHOLE_CHARS:
+        digest.update(json.dumps(state, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    else:  # the same bytes a JSON token at a time: a large folder is not held twice more (its JSON, its UTF-8)
+        for chunk in _ENCODER.iterencode(state):
+            digest.update(chunk.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()[:16]
+
+
+WHOLE_CHARS = 1 << 20  # a state up to this size is hashed whole, which is faster than a token at a time
+_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False)

@@ -13,6 +13,7 @@ the status says `cancelled`. Left out: starting this process (`detach`) and read
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import io
 import json
 import logging
@@ -238,7 +239,25 @@ class _Capped(io.TextIOBase):
         return True
 
 
+def _give_back_freed_blocks() -> None:
+    """Have glibc map each block of 128 KB or more on its own, so that it goes back to the system
+    once freed. By default glibc raises that threshold to the largest block freed so far (up to
+    32 MB), and then keeps a freed block of a large target's size (its JSON, a reflection's prompt)
+    in the arena of the thread that freed it: with a pool of threads the process holds several
+    times what it uses. Not glibc (macOS, musl): nothing to do."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    mallopt(_M_MMAP_THRESHOLD, 128 << 10)
+
+
+_M_MMAP_THRESHOLD = -3  # malloc.h
+
+
 if __name__ == "__main__":
+    _give_back_freed_blocks()
     sys.stdout = sys.stderr = _Capped(sys.stderr)
     logging.basicConfig(level=logging.WARNING)
     code = main(sys.argv)
