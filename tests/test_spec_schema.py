@@ -13,6 +13,7 @@ import mcp
 import pytest
 from agentdescent_mcp.server import server
 
+from agentdescent.errors import UserError
 from agentdescent.runs.spec import RunSpec, SpecError
 from agentdescent.runs.spec_schema import DESCRIPTIONS, spec_schema
 
@@ -101,3 +102,16 @@ def test_a_column_only_the_first_row_lacks_names_that_row_not_the_mapping(servic
                       "tasks": {"file": str(tasks), "prompt": "request", "gold": "team"}})
     (problem,) = caught.value.problems
     assert problem.message.startswith(f"1 of {len(rows)} rows cannot be made tasks: row 1: the gold column 'team'")
+
+
+def test_an_id_column_the_first_row_lacks_is_still_the_id_column(tmp_path):
+    """The spec's default `id` was checked against the first row alone: the ids of every other row
+    were dropped for row-N."""
+    from agentdescent.runs import build
+    from agentdescent.runs.spec import read_spec
+
+    rows = [{"prompt": "q0", "gold": "a"}] + [{"id": f"case-{i}", "prompt": f"q{i}", "gold": "a"} for i in range(1, 8)]
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    spec = read_spec({"target": str(tmp_path / "p.md"), "tasks": str(tmp_path / "t.jsonl"), "agent": "host"})
+    with pytest.raises(UserError, match="row 1: the id column 'id' is missing"):  # named, not the column dropped
+        build.load_tasks(spec)

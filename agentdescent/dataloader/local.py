@@ -16,11 +16,13 @@ from typing import Any
 
 from agentdescent import reading
 from agentdescent.errors import UserError
+from agentdescent.quoting import quoted
 
 __all__ = ["csv_rows", "json_rows", "jsonl_rows"]
 
 ROW_KEYS = ("rows", "data", "records", "examples", "items")  # json_rows: where a wrapped list lives
 CSV_DELIMITERS = ",;\t|"  # what a CSV file's header may be split by
+_SNIFF_CHARS = 64 * 1024  # of a CSV file's start, read to tell its delimiter
 MAX_FILE_BYTES = 64_000_000  # a tasks file past this is refused unless max_bytes says more
 
 
@@ -83,16 +85,18 @@ def csv_rows(path: str | os.PathLike, *, limit: int | None = None, delimiter: st
              max_bytes: int = MAX_FILE_BYTES) -> list[dict]:
     """The rows of a CSV file with a header line, as `{column: text}` (csv.DictReader, UTF-8, a
     byte-order mark ignored), at most `limit`. The `delimiter` is, unless given, the one of
-    `CSV_DELIMITERS` the header line is split by (a spreadsheet in a European locale saves with
-    ";"), a comma when it holds none. Raises UserError for a file `reading` refuses, or naming the
-    file and line of a row whose field count differs from the header or that cannot be parsed."""
+    `CSV_DELIMITERS` that splits the header and the first lines alike (a spreadsheet in a European
+    locale saves with ";"), a comma when none does. Raises UserError for a file `reading` refuses,
+    a header naming a column twice, or naming the file and line of a row whose field count differs
+    from the header or that cannot be parsed."""
     rows: list[dict] = []
     with _open(path, max_bytes, newline="") as handle:
         if delimiter is None:
-            delimiter = _delimiter(handle.readline())
+            delimiter = _delimiter(handle.read(_SNIFF_CHARS))
             handle.seek(0)
         reader = csv.DictReader(handle, delimiter=delimiter, strict=True)
         try:
+            _refuse_repeated(path, reader.fieldnames or [])
             for row in reader:
                 if limit is not None and len(rows) >= limit:
                     break
@@ -105,11 +109,31 @@ def csv_rows(path: str | os.PathLike, *, limit: int | None = None, delimiter: st
     return rows
 
 
-def _delimiter(header: str) -> str:
+def _delimiter(start: str) -> str:
+    """The delimiter of `CSV_DELIMITERS` that splits the header and the lines after it alike (a
+    column named "answer (short, one word)" in a ";" file has a comma of its own), else the one the
+    header alone suggests; a comma when none splits it."""
+    lines = [line for line in start.splitlines()[:20] if line.strip()]
+    if len(lines) > 2:
+        lines = lines[:-1]  # the last may be cut short by the sample's end
+    agreed = [d for d in CSV_DELIMITERS if lines and lines[0].count(d) and
+              len({len(row) for row in csv.reader(lines, delimiter=d)}) == 1]
+    if len(agreed) == 1:
+        return agreed[0]
     try:
-        return csv.Sniffer().sniff(header, delimiters=CSV_DELIMITERS).delimiter
+        return csv.Sniffer().sniff(lines[0] if lines else "", delimiters=CSV_DELIMITERS).delimiter
     except csv.Error:  # one column, or a header no delimiter splits
         return ","
+
+
+def _refuse_repeated(path: str | os.PathLike, header: list[str]) -> None:
+    """A header naming one column twice: a row would keep only the last column of the name."""
+    seen = set()
+    for name in header:
+        if name in seen:
+            raise UserError(f"{path}: the header names the column {quoted(name, 60)} twice, and a row keeps only one "
+                            "of them: rename one of the two")
+        seen.add(name)
 
 
 def _open(path: str | os.PathLike, max_bytes: int, newline: str | None = None) -> io.StringIO:

@@ -134,7 +134,7 @@ def _column(source: TasksSpec, name: str, rows: list[dict]) -> str | None:
     value = getattr(source, name)
     if value is None or name in source.model_fields_set or "{" in value:
         return value
-    return value if rows and value in rows[0] else None
+    return value if any(isinstance(row, dict) and value in row for row in rows) else None  # not the first row's alone
 
 
 def materials(spec: RunSpec) -> Materials:
