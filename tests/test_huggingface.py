@@ -222,7 +222,7 @@ def test_a_corrupt_cache_file_is_fetched_again(hub, tmp_path):
     (page,) = (tmp_path / "cache").glob("rows-*.json")
     page.write_text("{not json")
     assert load(hub, tmp_path, split="test", config="default") == first
-    assert len(hub.requests) == 2 and json.loads(page.read_text())["num_rows_total"] == 7
+    assert len(hub.requests) == 2 and json.loads(page.read_text())["answer"]["num_rows_total"] == 7
 
 
 def test_401_says_gated_and_hf_token(hub, tmp_path, monkeypatch):
@@ -269,8 +269,11 @@ def test_a_server_sending_a_byte_now_and_then_is_cut_off_at_the_timeout(tmp_path
 
 
 def test_rows_that_never_end_stop_at_the_byte_cap(tmp_path):
-    page = {"rows": [{"row_idx": 0, "row": {"q": "x" * 1000}}] * 100}  # and no num_rows_total
-    with LoopbackServer(lambda request: Response(body=page)) as server, \
+    def page(request):  # new rows on every page, and no num_rows_total
+        start = int(request.query["offset"][0])
+        return Response(body={"rows": [{"row_idx": start + i, "row": {"q": "x" * 1000}} for i in range(100)]})
+
+    with LoopbackServer(page) as server, \
             pytest.raises(UserError, match=r"passed 1,000,000 bytes.*tasks.limit in a spec"):
         hf_rows("acme/qa", config="default", endpoint=server.url, cache=False, max_bytes=1_000_000)
     assert len(server.requests) <= 11

@@ -4,8 +4,9 @@
 (at most 100 rows a request), with retries on 429, 5xx and network failures, and keeps every
 page in an on-disk cache so that a second call makes no request. The server is hostile until
 checked, as a tasks file is: each request ends within its timeout however the server sends
-(a byte now and then does not keep it going), and the answers together are read up to the
-tasks file's byte cap, compressed or not. Left out: the `datasets`
+(a byte now and then does not keep it going), the answers together are read up to the
+tasks file's byte cap, compressed or not, each answer's shape is checked before it is used or
+cached (`hf_answers`), and pages that never end are stopped. Left out: the `datasets`
 library and Parquet/Arrow downloads (the rows API needs only `httpx`), streaming, and
 image/audio cells (they arrive as whatever JSON the server sends).
 """
@@ -16,23 +17,26 @@ import hashlib
 import json
 import os
 import time
-import warnings
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentdescent import atomic
 from agentdescent.agents.deadline import Deadline, bound_every_socket
+from agentdescent.agents.endpoint import join_url, public, read_key, url_secrets
 from agentdescent.agents.limits import retry_after_seconds
 from agentdescent.agents.redact import guard_logging, redact
 from agentdescent.agents.replies import inflated, inflater_for
+from agentdescent.dataloader.hf_answers import problem, read_cached, redacted, write_cached
 from agentdescent.dataloader.local import MAX_FILE_BYTES, unwrap_row
 from agentdescent.errors import AgentDescentError, UserError
 
 DEFAULT_ENDPOINT = "https://datasets-server.huggingface.co"
 PAGE_SIZE = 100  # the most rows the datasets-server /rows endpoint returns per request
 _MAX_WAIT = 60.0  # never sleep longer than this on one Retry-After
+# Bytes a full page of the smallest rows the API sends (`{"row_idx":N,"row":{},"truncated_cells":[]}` a
+# hundred times) passes: the byte cap over it bounds the pages a server that never ends may make us ask for.
+_PAGE_FLOOR = 4_000
 
 
 def hf_rows(dataset: str, split: str = "train", *, config: str | None = None,
@@ -47,8 +51,10 @@ def hf_rows(dataset: str, split: str = "train", *, config: str | None = None,
     listed). The server is `endpoint`, else env `HF_ENDPOINT` (read at call time), else
     https://datasets-server.huggingface.co; it must speak the datasets-server API (`/splits`,
     `/rows`), e.g. a mirror or proxy of it. Unlike in `huggingface_hub`, HF_ENDPOINT here is
-    not the Hub. Env `HF_TOKEN` (read at call time) goes out as `Authorization: Bearer ...` and
-    never into errors or cache files: what a server answers reaches a message only through
+    not the Hub. A user name or password in the endpoint is refused; a key in its query is sent
+    but never shown (messages show the endpoint as `agents.endpoint.public` does). Env `HF_TOKEN`
+    (read at call time, stripped) goes out as `Authorization: Bearer ...` and never into errors
+    or cache files: what a server answers reaches a message or the cache only through
     `agentdescent.agents.redact.redact`.
 
     Every page and the `/splits` answer are cached as JSON under `cache_dir` (default
@@ -56,19 +62,21 @@ def hf_rows(dataset: str, split: str = "train", *, config: str | None = None,
     dataset, config, split, offset and length: a repeated call makes no request. `cache=False`
     skips the cache. 429, 5xx and network failures are retried `retries` times after
     Retry-After seconds when sent, else `backoff * 2**attempt`. Each request ends within
-    `timeout` seconds, its whole answer read; the answers together, cached ones too, may hold
-    at most `max_bytes` bytes (a tasks file's cap: past it, ask for fewer rows with `limit`).
+    `timeout` seconds, its whole answer read; the answers together, cached ones too (counted as
+    the bytes the server sent), may hold at most `max_bytes` bytes (a tasks file's cap: past it,
+    ask for fewer rows with `limit`).
 
-    Raises UserError for an unknown dataset, config or split (listing what exists) or a 401/403
-    (gated: set HF_TOKEN); AgentDescentError when the server stays down or unreachable, or does
-    not speak the API.
+    Raises UserError for an unknown dataset, config or split (listing what exists), a 401/403
+    (gated: set HF_TOKEN), a bad endpoint, or an HF_TOKEN no header can carry; AgentDescentError
+    when the server stays down or unreachable, or does not speak the API (an answer of the wrong
+    shape, a redirect loop, a page of rows already sent, more pages than the byte cap holds).
     """
     if (limit is not None and limit < 0) or offset < 0:
         raise UserError(f"hf_rows: limit and offset must be >= 0 (limit={limit}, offset={offset})")
     base, source = _endpoint(endpoint)
     folder = Path(cache_dir) if cache_dir is not None else _default_cache_dir()
     guard_logging()
-    token = os.environ.get("HF_TOKEN")
+    token = _token()
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     import httpx  # here, not at the top: a run that loads no dataset never pays for it
 
@@ -76,18 +84,47 @@ def hf_rows(dataset: str, split: str = "train", *, config: str | None = None,
     with httpx.Client(headers=headers, timeout=timeout, follow_redirects=True) as client:
         clock = Deadline()
         bound_every_socket(client, clock)
-        hub = _Hub(client, base, source, dataset, folder if cache else None, retries, backoff, clock, timeout, max_bytes)
-        if config is None:
-            config = _pick_config(hub.splits(), dataset, split)
-        return _paginate(hub, config, split, offset, limit)
+        hub = _Hub(client, base, source, dataset, folder if cache else None, retries, backoff, clock, timeout,
+                   max_bytes, token is not None)
+        try:
+            if config is None:
+                config = _pick_config(hub.splits(), dataset, split)
+            return _paginate(hub, config, split, offset, limit)
+        except AgentDescentError as exc:  # the endpoint's password or key, quoted back by a server, stays out
+            clean = redact(str(exc), hub.secrets)
+            if clean == str(exc):
+                raise
+            raise type(exc)(clean) from None
 
 
 def _endpoint(endpoint: str | None) -> tuple[str, str]:
-    if endpoint:
-        return endpoint.rstrip("/"), "endpoint="
-    if os.environ.get("HF_ENDPOINT"):
-        return os.environ["HF_ENDPOINT"].rstrip("/"), "HF_ENDPOINT"
-    return DEFAULT_ENDPOINT, "default"
+    """The endpoint to use, checked, and where it came from (for messages). A user name or password
+    in it is refused: httpx would send them as Basic auth in place of HF_TOKEN."""
+    import httpx
+
+    given, source = (endpoint, "endpoint=") if endpoint else (os.environ.get("HF_ENDPOINT", ""), "HF_ENDPOINT")
+    text = given.strip()
+    if not text:
+        return DEFAULT_ENDPOINT, "default"
+    try:
+        url = httpx.URL(text)
+    except httpx.InvalidURL as exc:
+        raise UserError(redact(f"{source} {public(text)!r} is no URL ({exc}); it looks like {DEFAULT_ENDPOINT}",
+                               url_secrets(text))) from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise UserError(f"{source} {public(text)!r} needs http:// or https:// and a host, like {DEFAULT_ENDPOINT}")
+    if url.userinfo:
+        raise UserError(f"{source} {public(text)!r} carries a user name or password (user:pw@host), which would "
+                        "be sent in place of HF_TOKEN: take them out (a proxy's go in HTTPS_PROXY)")
+    return text.rstrip("/") if not url.query else text, source
+
+
+def _token() -> str | None:
+    """HF_TOKEN now, stripped (a token read from a file ends in a newline); None when unset. One
+    holding what no header can carry is refused (`read_key`): sent, it would fail every attempt."""
+    if not os.environ.get("HF_TOKEN", "").strip():
+        return None
+    return read_key("HF_TOKEN", "hf_rows")
 
 
 def _default_cache_dir() -> Path:
@@ -97,7 +134,7 @@ def _default_cache_dir() -> Path:
 
 def _pick_config(entries: list[dict], dataset: str, split: str) -> str:
     for entry in entries:
-        if entry.get("split") == split:
+        if entry["split"] == split:
             return entry["config"]
     if not entries:
         return "default"
@@ -105,19 +142,33 @@ def _pick_config(entries: list[dict], dataset: str, split: str) -> str:
 
 
 def _listing(entries: list[dict]) -> str:
-    return ", ".join(f"{e.get('split')} (config {e.get('config')!r})" for e in entries)
+    return ", ".join(f"{e['split']} (config {e['config']!r})" for e in entries)
 
 
 def _paginate(hub: _Hub, config: str, split: str, offset: int, limit: int | None) -> list[dict]:
+    """The rows from `offset`, page by page, until `limit`, `num_rows_total` or an empty page. A
+    server whose pages never end is stopped: a page must bring a row index not seen before, and
+    there are at most as many pages as the byte cap holds full pages of the smallest rows."""
     rows: list[dict] = []
+    seen: set[int] = set()
+    pages = 0
     while limit is None or len(rows) < limit:
+        pages += 1
+        if pages > max(1, hub.cap // _PAGE_FLOOR):
+            raise hub.not_the_api(f"more than {pages - 1:,} pages for {hub.cap:,} bytes, each of a few rows")
         length = PAGE_SIZE if limit is None else min(PAGE_SIZE, limit - len(rows))
         page = hub.rows(config, split, offset, length)
-        got = [unwrap_row(item) for item in page.get("rows") or []]
-        rows.extend(got)
-        offset += len(got)
+        items = page["rows"]
+        if not items:
+            break
+        indexes = {item["row_idx"] for item in items if "row_idx" in item}
+        if indexes and indexes <= seen:
+            raise hub.not_the_api(f"the page at offset {offset:,} repeats rows already sent (row_idx {min(indexes):,})")
+        seen |= indexes
+        rows.extend(unwrap_row(item) for item in items)
+        offset += len(items)
         total = page.get("num_rows_total")
-        if not got or (total is not None and offset >= total):
+        if total is not None and offset >= total:
             break
     return rows
 
@@ -144,17 +195,21 @@ class _Hub:
     clock: Deadline  # bounds each request's socket waits to its `timeout`
     timeout: float
     cap: int  # bytes the answers may hold together
+    token: bool  # whether HF_TOKEN was sent
+    left: int = field(init=False)  # bytes they may still hold
+    shown: str = field(init=False)  # the endpoint as messages show it: no password, no query
+    secrets: dict[str, str] = field(init=False)  # what of the endpoint `redact` hides (its `env=`)
 
     def __post_init__(self) -> None:
-        self.left = self.cap  # bytes they may still hold
+        self.left, self.shown, self.secrets = self.cap, public(self.base), url_secrets(self.base)
 
     def splits(self) -> list[dict]:
         """The `/splits` entries; an unknown dataset raises UserError."""
         try:
-            return self.get("splits", {"dataset": self.dataset}).get("splits") or []
+            return self.get("splits", {"dataset": self.dataset})["splits"]
         except _Refused as refused:
             raise UserError(
-                f"dataset {self.dataset!r} not found at {self.base} (HTTP {refused.status}: "
+                f"dataset {self.dataset!r} not found at {self.shown} (HTTP {refused.status}: "
                 f"{refused}); check the name at https://huggingface.co/datasets/{self.dataset} "
                 "(a private or gated dataset also needs HF_TOKEN)") from None
 
@@ -166,35 +221,46 @@ class _Hub:
             return self.get("rows", params)
         except _Refused as refused:
             entries = self.splits()
-            configs = sorted({str(e.get("config")) for e in entries})
+            configs = sorted({e["config"] for e in entries})
             if entries and config not in configs:
                 raise UserError(f"dataset {self.dataset!r} has no config {config!r}; "
                                 f"available configs: {', '.join(configs)}") from None
-            splits = {e.get("split") for e in entries if e.get("config") == config}
+            splits = {e["split"] for e in entries if e["config"] == config}
             if entries and split not in splits:
                 raise UserError(f"dataset {self.dataset!r} config {config!r} has no split "
                                 f"{split!r}; available: {_listing(entries)}") from None
-            raise UserError(f"{self.base}/rows refused {params} (HTTP {refused.status}): "
+            raise UserError(f"{self.shown}/rows refused {params} (HTTP {refused.status}): "
                             f"{refused}") from None
 
     def get(self, route: str, params: dict) -> dict:
-        """The JSON answer of `route`, from the cache when it holds it, else fetched and cached."""
+        """The JSON answer of `route`, from the cache when it holds it, else fetched, checked and cached."""
         key = json.dumps([self.base, route, sorted(params.items())], default=str)
         name = f"{route}-{hashlib.sha256(key.encode()).hexdigest()[:40]}.json"
         path = self.cache_dir / name if self.cache_dir else None
-        cached, size = _read_json_file(path, self.left) if path else (None, 0)
-        if isinstance(cached, dict):
-            self.left -= size
-            return cached
-        body = self._decode(*self._send(f"{self.base}/{route}", params))
+        cached = read_cached(path, route, params, self.cap) if path else None
+        if cached is not None:
+            self._count(cached[1])  # what the server sent for it, as when it was fetched
+            return cached[0]
+        response, content = self._send(join_url(self.base, route), params)
+        body = self._decode(response, content)
+        wrong = problem(route, params, body)
+        if wrong is not None:
+            raise self.not_the_api(f"in its /{route} answer, {wrong}")
+        body, text = redacted(body, self.secrets)
         if path:
-            _write_atomic(path, body)
+            write_cached(path, text, len(content))
         return body
 
+    def not_the_api(self, what: str) -> AgentDescentError:
+        """The error for an answer no datasets-server sends: `what` it did, by its JSON types alone."""
+        return AgentDescentError(
+            f"the endpoint {self.shown} (from {self.source}) does not answer as the Hugging Face datasets-server "
+            f"API does: {what}; set endpoint= / HF_ENDPOINT to {DEFAULT_ENDPOINT} or a mirror or proxy of it")
+
     def _decode(self, response: Any, content: bytes) -> dict:
-        url = response.request.url.copy_with(query=None)
+        url = public(str(response.request.url))
         if response.status_code in (401, 403):
-            token = "HF_TOKEN (now set but refused)" if os.environ.get("HF_TOKEN") else "HF_TOKEN"
+            token = "HF_TOKEN (now set but refused)" if self.token else "HF_TOKEN"
             raise UserError(
                 f"{url} refused dataset {self.dataset!r} (HTTP {response.status_code}): it may be "
                 f"gated or private; accept its terms at https://huggingface.co/datasets/"
@@ -204,39 +270,47 @@ class _Hub:
         except (ValueError, RecursionError):
             raise AgentDescentError(
                 f"{url} answered HTTP {response.status_code} without JSON; the endpoint "
-                f"{self.base} (from {self.source}) must speak the Hugging Face datasets-server API "
+                f"{self.shown} (from {self.source}) must speak the Hugging Face datasets-server API "
                 f"(/splits, /rows), e.g. {DEFAULT_ENDPOINT} or a mirror or proxy of it") from None
         if response.status_code >= 400 or not isinstance(body, dict) or "error" in body:
             message = body.get("error") if isinstance(body, dict) else None
-            raise _Refused(response.status_code, redact(str(message or body))[:300])
+            raise _Refused(response.status_code, redact(str(message or body), self.secrets)[:300])
+        if response.status_code >= 300:  # a redirect httpx could not follow: it named no place
+            raise self.not_the_api(f"{url} answered HTTP {response.status_code} with no Location")
         return body
 
     def _send(self, url: str, params: dict) -> tuple[Any, bytes]:
-        """GET with retries on 429, 5xx and network failures; any other answer is returned, with its body."""
+        """GET `url` with `params` added to its query (a key the endpoint carries stays), with retries
+        on 429, 5xx and network failures; any other answer is returned, with its body."""
         import httpx
+
+        full = httpx.URL(url).copy_merge_params(params)  # httpx's `params=` would replace the endpoint's query
 
         for attempt in range(self.retries + 1):
             wait, last = self.backoff * 2**attempt, attempt == self.retries
             self.clock.at = time.monotonic() + self.timeout
             try:
-                with self.client.stream("GET", url, params=params) as response:
+                with self.client.stream("GET", full) as response:
                     content = self._read(response)
             except httpx.TransportError as exc:  # a timeout too: the request's time ran out
                 if last:
                     raise AgentDescentError(
-                        redact(f"could not reach {self.base} (from {self.source}) after {attempt + 1} "
+                        redact(f"could not reach {self.shown} (from {self.source}) after {attempt + 1} "
                                f"attempts: {type(exc).__name__}: {exc}; check the network, or set "
-                               "endpoint= / HF_ENDPOINT to a datasets-server API")) from None
+                               "endpoint= / HF_ENDPOINT to a datasets-server API", self.secrets)) from None
                 time.sleep(wait)
                 continue
+            except (httpx.TooManyRedirects, httpx.InvalidURL) as exc:  # the server's doing: retrying changes nothing
+                raise self.not_the_api(redact(f"its redirects went wrong ({type(exc).__name__}: {exc})",
+                                              self.secrets)) from None
             finally:
                 self.clock.at = None
             if response.status_code != 429 and response.status_code < 500:
                 return response, content
             if last:
-                said = redact(content[:2000].decode("utf-8", "replace"))[:200]
+                said = redact(content[:2000].decode("utf-8", "replace"), self.secrets)[:200]
                 raise AgentDescentError(
-                    f"{url} still answered HTTP {response.status_code} after {attempt + 1} "
+                    f"{public(url)} still answered HTTP {response.status_code} after {attempt + 1} "
                     f"attempts ({said!r}); the server is busy or down, try later")
             asked = retry_after_seconds(response.headers.get("Retry-After"), cap=_MAX_WAIT)
             time.sleep(wait if asked is None else asked)
@@ -249,34 +323,21 @@ class _Hub:
         try:
             inflater = inflater_for(coding)
         except ValueError:
-            raise AgentDescentError(f"{self.base} sent its answer {coding[:40]!r}-encoded, which is not read (asked for "
-                                    "gzip or deflate); the endpoint must speak the datasets-server API") from None
+            raise AgentDescentError(f"{self.shown} sent its answer {coding[:40]!r}-encoded, which is not read (asked "
+                                    "for gzip or deflate); the endpoint must speak the datasets-server API") from None
         chunks = []
         try:
             for chunk in inflated(response.iter_raw(), inflater):
-                self.left -= len(chunk)
-                if self.left < 0:
-                    raise UserError(f"dataset {self.dataset!r} from {self.base} passed {self.cap:,} bytes, the most "
-                                    "read of a dataset (as of a tasks file); ask for fewer rows (tasks.limit in a "
-                                    "spec, limit= to hf_rows), or pass max_bytes= to hf_rows for more")
+                self._count(len(chunk))
                 chunks.append(chunk)
         except zlib.error as exc:
-            raise AgentDescentError(f"{self.base} sent a {coding} answer that does not inflate ({exc})") from None
+            raise AgentDescentError(f"{self.shown} sent a {coding} answer that does not inflate ({exc})") from None
         return b"".join(chunks)
 
-
-def _read_json_file(path: Path, limit: int) -> tuple[Any, int]:
-    """The cached answer at `path` and its size; None when absent, corrupt or past `limit` bytes: fetch it again."""
-    try:
-        with open(path, "rb") as file:
-            data = file.read(limit + 1)
-        return (None, 0) if len(data) > limit else (json.loads(data), len(data))
-    except (OSError, ValueError, RecursionError):
-        return None, 0
-
-
-def _write_atomic(path: Path, body: dict) -> None:
-    try:
-        atomic.write_text(path, json.dumps(body))
-    except OSError as exc:  # a cache that cannot be written must not lose the rows
-        warnings.warn(f"hf_rows: could not write cache file {path}: {exc}", stacklevel=3)
+    def _count(self, size: int) -> None:
+        """Take `size` bytes of an answer off what the answers may still hold; an error past the cap."""
+        self.left -= size
+        if self.left < 0:
+            raise UserError(f"dataset {self.dataset!r} from {self.shown} passed {self.cap:,} bytes, the most "
+                            "read of a dataset (as of a tasks file); ask for fewer rows (tasks.limit in a "
+                            "spec, limit= to hf_rows), or pass max_bytes= to hf_rows for more")
