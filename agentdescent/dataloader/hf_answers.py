@@ -1,14 +1,13 @@
 """The datasets-server answers `hf_rows` uses: their shape checked, and kept in its on-disk cache.
 
-`problem(route, params, answer)` says what in a `/splits` or `/rows` answer is not as the API sends it
-(a `rows` that is no list, a count that is a string, a split without its config, a row index outside
-the page asked for), or None: an answer
-is checked before it is cached or used, so a malformed one neither crashes the caller nor stays on
-disk. A cache file holds the answer with its keys replaced (`agents.redact`: a mirror may echo the
-request's headers) and the number of bytes the server sent for it, which is what a cached read
-counts against the byte cap, however the file spells the text. Cache files are read as
-`reading.read_bytes` reads any file: never through a symlink, never waiting on a FIFO; any file
-that cannot be used is fetched again.
+`problem(route, params, answer)` says what in a `/splits` or `/rows` answer is not as the API
+sends it (a `rows` that is no list, a count that is a string, a split without its config, a row
+index outside the page asked for), or None: an answer is checked before it is cached or used, so
+a malformed one neither crashes the caller nor stays on disk. A cache file holds the answer with
+its keys replaced (`agents.redact`: a mirror may echo the request's headers) and the number of
+bytes the server sent for it, which is what a cached read counts against the byte cap, however
+the file spells the text. Cache files are read as `reading.read_bytes` reads any file: never
+through a symlink, never waiting on a FIFO; any file that cannot be used is fetched again.
 
     problem("rows", {"offset": 0, "length": 100}, {"rows": 5}) == "'rows' is an integer, not a list"
 
