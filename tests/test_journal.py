@@ -131,3 +131,26 @@ def test_a_rollout_that_lands_while_a_checkpoint_is_taken_is_counted_once_by_the
     files.flush()
     on_disk = RunFiles(tmp_path).rollouts(TASKS)
     assert saved["rollouts"] + len(on_disk[counted:]) == usage.rollouts == 4  # what `Loop._resume` adds up
+
+
+def test_a_run_file_that_is_no_file_of_its_own_is_damage_not_a_hang_nor_a_write_elsewhere(tmp_path):
+    """A FIFO journal hung `runs` for the whole store, and a start log linked outside was written
+    through (a byte a call) and counted as the bill."""
+    import os
+
+    from agentdescent.errors import UserError
+
+    files = RunFiles(tmp_path / "ledger")
+    files.folder.mkdir(parents=True)
+    os.mkfifo(files.rollouts_path)
+    start = time.monotonic()
+    with pytest.raises(UserError, match="journal .* is not what the run wrote"):
+        files.bill()
+    assert time.monotonic() - start < 10
+    outside = tmp_path / "precious.txt"
+    outside.write_text("precious data\n", encoding="utf-8")
+    files.starts.path.symlink_to(outside)
+    assert files.starts.count() == 0
+    with pytest.raises(UserError, match="start log .* is not a regular file"):
+        files.starts.mark()
+    assert outside.read_text(encoding="utf-8") == "precious data\n"

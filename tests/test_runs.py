@@ -634,3 +634,21 @@ def test_an_accept_killed_after_its_write_is_recorded_by_the_next_and_a_restore_
     assert "nothing needed changing" in again.message and service.status(run_id).state == "accepted"
     back = service.restore(target)
     assert target.read_text(encoding="utf-8") == LEAD and back.runs == {run_id: "restored"}
+
+
+def test_a_run_whose_spec_or_tasks_were_edited_since_it_started_is_not_resumed_as_another(service, tmp_path):
+    """Resumed, it became a new run on the old one's ledger: its bill began again at 0, and the
+    agent received 262 calls under max_calls=150."""
+    run_id = service.start(domain.spec(tmp_path, rounds=2)).run_id
+    wait(service, run_id)
+    run = service.store.get(run_id)
+    status = run.status()
+    run.write_status(status.model_copy(update={"state": "cancelled"}))
+    made = run.file("spec.json").read_text(encoding="utf-8")
+    run.file("spec.json").write_text(json.dumps({**json.loads(made), "seed": 7}), encoding="utf-8")
+    with pytest.raises(UserError, match="its spec.json is not as the run was made"):
+        service.resume(run_id)
+    run.file("spec.json").write_text(made, encoding="utf-8")
+    (run.file("tasks.jsonl")).write_text("", encoding="utf-8")
+    with pytest.raises(UserError, match="its tasks.jsonl is not as the run was made"):
+        service.resume(run_id)

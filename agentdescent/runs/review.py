@@ -127,7 +127,7 @@ def result_of(run: RunDir) -> EvolveResult | None:
 
 
 def initial(run: RunDir) -> str | dict[str, str]:
-    content = run.json("target.json")
+    content = run.needed("target.json", json.loads, DATA_BYTES)
     if not isinstance(content, str) and not (isinstance(content, dict) and all(
             isinstance(k, str) and isinstance(v, str) for k, v in content.items())):
         raise run.damaged("target.json", "not a text or a {path: text} mapping")
@@ -143,12 +143,13 @@ def _best(run: RunDir, before: str | dict[str, str]) -> tuple[Any, dict[str, str
     status = run.status()
     if not (run.ledger / "HEAD").exists():
         return before, None, None, None
-    strategy = build.assemble(run.spec(), run.tasks(), before).strategy
+    spec = run.spec()
+    strategy = build.assemble(spec, run.tasks(), before).strategy
     with Ledger(run.ledger) as ledger:
         stable = ledger.stable()
-        if not ledger.has_artifact("artifact", stable):
+        if not ledger.has_artifact(spec.artifact_id, stable):  # the spec may name it: not always "artifact"
             return before, None, None, None
-        state = ledger.snapshot("artifact", stable)
+        state = ledger.snapshot(spec.artifact_id, stable)
     return strategy.render(state), state, stable, status.best_reward
 
 

@@ -148,6 +148,7 @@ class Service:
             why = "was rejected" if status.state == "rejected" else f"is {status.state}: it got to its end"
             raise UserError(f"run {run.id} {why}, so there is nothing to resume; "
                             f"{status.next or 'agentdescent evolve SPEC starts a new run'}")
+        run.check_sealed()  # edited since, it would be another run on this one's ledger, its bill begun again
         with self._target_lock(status.target):
             self._refuse_second_run(status.target)
             Mailbox(run.file("mailbox")).clear()  # the old process's requests: an answer to one now would be lost

@@ -5,6 +5,8 @@
     <id>/target.json     the target's content when the run was started (a resumed run reads it)
     <id>/assets.json     a folder target's files that are not text, base64 by path (where it has any)
     <id>/executable.json a folder target's files with an execute bit, by path (where it has any)
+    <id>/sealed.json     a digest of each of the files above as the run was made: a resume of a
+                         run whose spec, tasks or target changed since would be another run
     <id>/status.json     where the run is, rewritten atomically as it goes
     <id>/events.jsonl    every progress event, one JSON object a line
     <id>/ledger/         the git ledger, with the run's checkpoint and rollout journal inside
@@ -26,6 +28,7 @@ import base64
 import binascii
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -52,6 +55,8 @@ __all__ = ["HOME_ENV", "RUN_ENV", "RunDir", "RunStore", "home"]
 
 ASSETS = "assets.json"  # a folder target's files that are not text, base64 by path
 EXECUTABLE = "executable.json"  # a folder target's files with an execute bit, by path
+SEALED = "sealed.json"  # a digest of each of the run's own files, as it was made
+SEALED_FILES = ("spec.json", "tasks.jsonl", "target.json", ASSETS, EXECUTABLE)
 FILE_BYTES = 4 << 20  # a run's status, spec, lock or origin: far past what one holds
 DATA_BYTES = 256 << 20  # a run's tasks, target, assets, result or events
 T = TypeVar("T")
@@ -136,11 +141,18 @@ class RunDir:
                          f"something else changed {self.path}: move that folder out of the store to go on")
 
     def spec(self) -> RunSpec:
-        return self.parsed("spec.json", RunSpec.model_validate_json)
+        return self.needed("spec.json", RunSpec.model_validate_json)
 
     def tasks(self) -> list[Task]:
-        return self.parsed("tasks.jsonl", lambda text: [Task.model_validate_json(line) for line in text.split("\n")
+        return self.needed("tasks.jsonl", lambda text: [Task.model_validate_json(line) for line in text.split("\n")
                                                         if line.strip()], DATA_BYTES)
+
+    def needed(self, name: str, parse: Callable[[str], T], limit: int = FILE_BYTES) -> T:
+        """`parsed`, for a file every run has: one not there is damage too (`UserError`)."""
+        try:
+            return self.parsed(name, parse, limit)
+        except FileNotFoundError:
+            raise self.damaged(name, "missing") from None
 
     def assets(self) -> dict[str, bytes]:
         """The target folder's files that are not text, as the run read them (none for most runs)."""
@@ -149,6 +161,30 @@ class RunDir:
                                DATA_BYTES)
         except FileNotFoundError:
             return {}
+
+    def digests(self) -> dict[str, str]:
+        """A digest of each of the run's own files (`SEALED_FILES`) there is."""
+        found = {}
+        for name in SEALED_FILES:
+            try:
+                found[name] = hashlib.sha256(reading.read_bytes(self.file(name), what=name, limit=DATA_BYTES,
+                                                                follow_symlinks=False)).hexdigest()
+            except UserError:
+                continue  # missing, or no file of ours: `check_sealed` names it
+        return found
+
+    def check_sealed(self) -> None:
+        """`UserError` when one of the run's own files is not as the run was made: resumed, it would
+        be another run on this run's ledger, its bill started again at 0. A run made before the
+        seal has nothing to check."""
+        try:
+            sealed = self.json(SEALED, FILE_BYTES)
+        except FileNotFoundError:
+            return
+        now = self.digests()
+        changed = [name for name in SEALED_FILES if isinstance(sealed, dict) and sealed.get(name) != now.get(name)]
+        if not isinstance(sealed, dict) or changed:
+            raise self.damaged(changed[0] if changed else SEALED, "not as the run was made (edited since it started)")
 
     def executable(self) -> frozenset[str]:
         """The target folder's files with an execute bit, as the run read them (none for most runs)."""
@@ -304,6 +340,7 @@ class RunStore:
                                                                 for k, v in assets.items()}))
             if executable:
                 atomic.write_text(run.file(EXECUTABLE), json.dumps(sorted(executable), ensure_ascii=False))
+            atomic.write_text(run.file(SEALED), json.dumps(run.digests()))
             run.write_status(status.model_copy(update={"id": run.id}))
         except BaseException as exc:
             # a folder without its status is no run: nothing lists, resumes or prunes it

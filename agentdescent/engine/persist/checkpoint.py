@@ -54,6 +54,7 @@ from agentdescent.usage import Usage
 
 FOLDER = "agentdescent"
 CHECKPOINT_BYTES = 256 << 20  # a checkpoint holds every outcome of the run: far less than this
+JOURNAL_BYTES = 1 << 30  # a journal of every rollout of a long run, and room to spare
 
 
 class Checkpoint(BaseModel):
@@ -150,8 +151,9 @@ class RunFiles:
     def take_queue(self) -> ResumeQueue:
         """The resume queue, emptied: its rollouts are the resumed run's to run."""
         try:
-            queue = ResumeQueue.model_validate_json(self.queue_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, ValidationError):
+            queue = ResumeQueue.model_validate_json(reading.read_bytes(
+                self.queue_path, what="resume queue", limit=CHECKPOINT_BYTES, follow_symlinks=False))
+        except (UserError, ValueError, ValidationError):  # missing, or no file of ours: nothing to run first
             queue = ResumeQueue()
         self.queue_path.unlink(missing_ok=True)
         return queue
@@ -297,8 +299,14 @@ _BILLED = Task(id="billed", prompt="")  # the task a rollout counted only for it
 
 def _lines(path: Path) -> list[str]:
     """The lines of one of the run's own journals (none when it is missing); bytes that are not
-    UTF-8 are replaced, so such a line fails to parse and is dropped as a cut-short one would be."""
-    try:
-        return path.read_text(encoding="utf-8", errors="replace").split("\n")  # U+2028 ends no line of JSON
-    except OSError:
+    UTF-8 are replaced, so such a line fails to parse and is dropped as a cut-short one would be.
+    One that is no regular file of the run's own (a symlink, a FIFO) or is past `JOURNAL_BYTES`
+    is damage, named: read, it could hang every status of the store, or bill another file's lines."""
+    if not os.path.lexists(path):
         return []
+    try:
+        data = reading.read_bytes(path, what="journal", limit=JOURNAL_BYTES, follow_symlinks=False)
+    except UserError as exc:
+        raise UserError(f"the run's journal {path} is not what the run wrote ({exc}); move this run's folder out "
+                        "of the store to go on") from None
+    return data.decode("utf-8", "replace").split("\n")  # U+2028 ends no line of JSON

@@ -14,14 +14,18 @@ starts, so that what a killed process started is still on the run's bill.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import queue
+import stat
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from agentdescent.errors import UserError
 
 FLUSH_S = 0.1  # the longest an entry waits in memory before it is written
 
@@ -136,10 +140,12 @@ class StartLog:
         return _StartLogCopy, (self.path.absolute(),)
 
     def count(self) -> int:
+        """The calls started: the file's size, where it is a regular file (a link is not followed)."""
         try:
-            return self.path.stat().st_size
+            info = os.lstat(self.path)
         except OSError:
             return 0
+        return info.st_size if stat.S_ISREG(info.st_mode) else 0
 
     def reset(self) -> None:
         self.close()
@@ -168,5 +174,18 @@ class _StartLogCopy:
 
 
 def _opened(path: Path) -> int:
+    """The start log opened to append; `UserError` for anything but a regular file of its own (a
+    link would be written through, a FIFO waited on)."""
     path.parent.mkdir(exist_ok=True)
-    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENXIO):
+            raise
+        fd = -1
+    if fd < 0 or not stat.S_ISREG(os.fstat(fd).st_mode):
+        if fd >= 0:
+            os.close(fd)
+        raise UserError(f"the run's start log {path} is not a regular file of its own (a link, a FIFO); move this "
+                        "run's folder out of the store to go on")
+    return fd
