@@ -652,3 +652,20 @@ def test_a_run_whose_spec_or_tasks_were_edited_since_it_started_is_not_resumed_a
     (run.file("tasks.jsonl")).write_text("", encoding="utf-8")
     with pytest.raises(UserError, match="its tasks.jsonl is not as the run was made"):
         service.resume(run_id)
+
+
+def test_a_run_whose_status_was_deleted_is_listed_as_damaged_not_hidden(service, tmp_path):
+    run_id = service.start(domain.spec(tmp_path, rounds=1)).run_id
+    wait(service, run_id)
+    service.store.get(run_id).file("status.json").unlink()
+    [listed] = service.runs()
+    assert (listed.id, listed.state) == (run_id, "damaged") and "status.json is missing" in listed.message
+
+
+def test_a_python_agent_whose_module_raises_as_it_is_imported_is_named(tmp_path, monkeypatch):
+    from agentdescent.runs.build import resolve_ref
+
+    (tmp_path / "broken_agent_module.py").write_text("raise RuntimeError('no config file')\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match="cannot load 'broken_agent_module:answer': importing it raised .*no config file"):
+        resolve_ref("broken_agent_module:answer")

@@ -29,7 +29,7 @@ from agentdescent.dataloader.tasks import check_ids, guess_columns
 from agentdescent.engine.evolve import GOOD_START, fewest_tasks
 from agentdescent.errors import AgentDescentError, UserError
 from agentdescent.governance import BLAST_RADII, HARNESS_BLAST_RADIUS, PLUGIN_BLAST_RADIUS, SKILL_BLAST_RADIUS, Layer, matching
-from agentdescent.quoting import quoted
+from agentdescent.quoting import described, quoted
 from agentdescent.runs import containment
 from agentdescent.runs.agentcheck import agent_problems
 from agentdescent.runs.spec import Problem, RunSpec, SpecError, TasksSpec
@@ -301,6 +301,9 @@ def resolve_ref(ref: str) -> Any:
     except (ImportError, AttributeError, ValueError) as exc:
         raise UserError(f"cannot load {ref!r}: {type(exc).__name__}: {exc}; check the module is importable "
                         "from the folder the run starts in") from None
+    except Exception as exc:  # noqa: BLE001 -- the module's own code raised as it was imported
+        raise UserError(f"cannot load {ref!r}: importing it raised {described(exc)}; fix the module (plan checks "
+                        "it loads)") from None
 
 
 def read_target(spec: RunSpec, assets: dict[str, bytes] | None = None,

@@ -375,8 +375,9 @@ class RunStore:
                 raise UserError(f"the run store {self.root} cannot be: {blocked} is a file, not a folder; set "
                                 f"{HOME_ENV} to a folder")
             return []
-        runs = [RunDir(p) for p in self.root.iterdir()
-                if _RUN_ID.fullmatch(p.name) and not p.is_symlink() and p.is_dir() and os.path.lexists(p / "status.json")]
+        # a folder with a status, or a ledger (its status lost: listed as damaged, never hidden with its commits)
+        runs = [RunDir(p) for p in self.root.iterdir() if _RUN_ID.fullmatch(p.name) and not p.is_symlink() and p.is_dir()
+                and (os.path.lexists(p / "status.json") or os.path.lexists(p / "ledger"))]
         return sorted(runs, key=lambda r: (r.file("spec.json").stat().st_mtime if r.file("spec.json").exists() else 0, r.id))
 
 
