@@ -669,3 +669,30 @@ def test_a_python_agent_whose_module_raises_as_it_is_imported_is_named(tmp_path,
     monkeypatch.chdir(tmp_path)
     with pytest.raises(UserError, match="cannot load 'broken_agent_module:answer': importing it raised .*no config file"):
         resolve_ref("broken_agent_module:answer")
+
+
+def test_a_copy_of_a_run_folder_never_claims_the_originals_programs(service, tmp_path):
+    """Programs were known by the run's id alone: `cancel` of a copy of a live run's folder in
+    another store killed the original's agents."""
+    import shutil
+    import sys
+
+    from agentdescent.runs import leftovers
+    from agentdescent.runs.store import RUN_ENV, RUN_FOLDER_ENV, RunDir
+
+    run_id = service.start(domain.spec(tmp_path, rounds=1)).run_id
+    wait(service, run_id)
+    original = service.store.get(run_id)
+    copy = RunDir(tmp_path / "elsewhere" / "runs" / run_id)
+    shutil.copytree(original.path, copy.path)
+    agent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                             env={**os.environ, RUN_ENV: run_id, RUN_FOLDER_ENV: leftovers.mark(original)})
+    try:
+        deadline = time.monotonic() + 10
+        while agent.pid not in leftovers.left_running(original) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert leftovers.left_running(copy) == [] and agent.pid in leftovers.left_running(original)
+        assert leftovers.stop_left(copy) == 0 and agent.poll() is None
+    finally:
+        agent.kill()
+        agent.wait()

@@ -62,7 +62,7 @@ def stop(run: RunDir, pid: int | None, *, grace: float = STOP_GRACE_SECONDS) -> 
     _signal(-pid, signal.SIGKILL)  # the runner leads its own group, but its agents each have their own
     while run.alive() and time.monotonic() < deadline + 5:
         time.sleep(0.05)
-    leftovers.stop_left(run.id)
+    leftovers.stop_left(run)
     return False
 
 

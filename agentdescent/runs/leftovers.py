@@ -2,26 +2,34 @@
 
 A run's process that is killed outright (SIGKILL, the kernel's out-of-memory killer, `cancel`
 giving up waiting) cannot stop what it started, and a model CLI left running goes on spending.
-Every program a run starts inherits the run's id in its environment (`RUN_ENV`), so they are found
-by it (`procscan`), whoever their parent is now. `stop_left` is called where no process of the
+Every program a run starts inherits the run's folder in its environment (`RUN_FOLDER_ENV`; the id
+alone would be shared by a copy of the folder in another store), so they are found by it
+(`procscan`), whoever their parent is now. `stop_left` is called where no process of the
 run can be alive or still needs them: when its process starts (an earlier one's), when it ends,
 and by `cancel`.
 """
 
 from __future__ import annotations
 
+import os
+
 from agentdescent.procscan import carrying, kill_carrying
-from agentdescent.runs.store import RUN_ENV
+from agentdescent.runs.store import RUN_FOLDER_ENV, RunDir
 
-__all__ = ["left_running", "stop_left"]
+__all__ = ["left_running", "mark", "stop_left"]
 
 
-def left_running(run_id: str) -> list[int]:
-    """The pids of the processes whose environment names run `run_id`, but for this process and
+def mark(run: RunDir) -> str:
+    """What `RUN_FOLDER_ENV` holds in `run`'s programs: its folder's real path, however reached."""
+    return os.path.realpath(run.path)
+
+
+def left_running(run: RunDir) -> list[int]:
+    """The pids of the processes whose environment names `run`'s folder, but for this process and
     the ones it descends from."""
-    return carrying(RUN_ENV, run_id)
+    return carrying(RUN_FOLDER_ENV, mark(run))
 
 
-def stop_left(run_id: str) -> int:
+def stop_left(run: RunDir) -> int:
     """Kill what `left_running` finds; how many there were."""
-    return kill_carrying(RUN_ENV, run_id)
+    return kill_carrying(RUN_FOLDER_ENV, mark(run))

@@ -42,7 +42,7 @@ from agentdescent.runs.mailbox import Mailbox
 from agentdescent.runs.rolloutdir import clear, rollout_folder
 from agentdescent.runs.spec import AgentSpec
 from agentdescent.runs.status import StatusTracker
-from agentdescent.runs.store import RUN_ENV, RunDir
+from agentdescent.runs.store import RUN_ENV, RUN_FOLDER_ENV, RunDir
 
 ALREADY_RUNNING = 3
 USER_CANCEL = "cancelled by the user"  # what SIGTERM (agentdescent cancel) and SIGINT say
@@ -58,7 +58,7 @@ def main(argv: list[str]) -> int:
         print(f"agentdescent runner: {exc}", file=sys.stderr)
         return ALREADY_RUNNING
     try:
-        left = leftovers.stop_left(run.id)
+        left = leftovers.stop_left(run)
         if left:
             print(f"agentdescent runner: stopped {left} program(s) an earlier process of this run left running",
                   file=sys.stderr, flush=True)
@@ -68,12 +68,12 @@ def main(argv: list[str]) -> int:
         # up on spin on (each hogs the interpreter, and the look would take minutes) unless it
         # started programs itself.
         if process.started() or not units.abandoned():
-            leftovers.stop_left(run.id)
+            leftovers.stop_left(run)
         os.close(fd)
 
 
 def _live(run: RunDir) -> int:
-    os.environ[RUN_ENV] = run.id
+    os.environ[RUN_ENV], os.environ[RUN_FOLDER_ENV] = run.id, leftovers.mark(run)
     _enter_origin(run)
     status = run.status()
     tracker = StatusTracker(status.model_copy(update={"state": "starting", "pid": os.getpid(), "error": None,

@@ -109,7 +109,7 @@ class Service:
     def status(self, run_id: str) -> RunStatus:
         run = self.store.get(run_id)
         status = run.status()
-        if status.state == "interrupted" and (left := len(leftovers.left_running(run.id))):
+        if status.state == "interrupted" and (left := len(leftovers.left_running(run))):
             return status.model_copy(update={
                 "message": f"{status.message}; {left} program(s) it started still run",
                 "next": f"{command('cancel', run.id)} stops them; {status.next}"})
@@ -120,7 +120,7 @@ class Service:
         A run whose process is gone has the programs it left running stopped."""
         run = self.store.get(run_id)
         status = run.status()
-        if status.state == "interrupted" and (left := leftovers.stop_left(run.id)):
+        if status.state == "interrupted" and (left := leftovers.stop_left(run)):
             after = status.model_copy(update={
                 "state": "cancelled", "message": f"cancelled at round {status.round}: its process was gone, and "
                                                  f"{left} program(s) it had started were still running (now stopped)"})

@@ -51,7 +51,7 @@ from agentdescent.runs.spec import RunSpec
 from agentdescent.runs.status import RunStatus
 from agentdescent.types import Task
 
-__all__ = ["HOME_ENV", "RUN_ENV", "RunDir", "RunStore", "home"]
+__all__ = ["HOME_ENV", "RUN_ENV", "RUN_FOLDER_ENV", "RunDir", "RunStore", "home"]
 
 ASSETS = "assets.json"  # a folder target's files that are not text, base64 by path
 EXECUTABLE = "executable.json"  # a folder target's files with an execute bit, by path
@@ -62,6 +62,8 @@ DATA_BYTES = 256 << 20  # a run's tasks, target, assets, result or events
 T = TypeVar("T")
 WRITTEN = ("accepted", "restored")  # the states of a run whose version was written back, or undone since
 RUN_ENV = "AGENTDESCENT_RUN"  # set in a run's process, and so in every agent it starts: the run's id
+# and the run's folder, which marks a program as this run's: an id alone is shared by a copy of the folder
+RUN_FOLDER_ENV = "AGENTDESCENT_RUN_FOLDER"
 
 
 class RunDir:
