@@ -11,6 +11,8 @@ from html import escape
 
 import git
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentdescent import evolve
 from agentdescent.cli.main import main
@@ -192,3 +194,12 @@ def test_a_damaged_ledger_is_a_usage_error_naming_it(routed, tmp_path, capsys, d
     code, _, err = report(capsys, str(ledger), "--out", str(tmp_path / "page.html"))
     assert code == 2 and "Traceback" not in err
     assert "ledger" in err and ("damaged" in err or "not an AgentDescent ledger" in err)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs")), min_size=1), max_size=5))
+def test_a_commits_keys_read_back_from_its_trailer_as_written(keys):
+    """A file named "notes, draft.md" was read back from the `Keys` trailer as two keys."""
+    from agentdescent.step.commit import keys_trailer, trailer_keys
+
+    assert trailer_keys(keys_trailer(keys)) == keys and "\n" not in keys_trailer(keys)

@@ -27,6 +27,7 @@ from agentdescent.result import EvolveResult, StepRecord
 from agentdescent.runs.review import LANDED, REPORT_FILE
 from agentdescent.runs.status import LIVE, RunStatus
 from agentdescent.runs.store import RunDir, RunStore
+from agentdescent.step.commit import trailer_keys
 from agentdescent.types import Outcome
 from agentdescent.usage import Usage
 
@@ -276,7 +277,7 @@ def commit_view(record: CommitRecord, outcomes: list[Outcome]) -> CommitView:
              if o.version == record.version and o.kind in LANDED and o.diff_id not in ids]
     return CommitView(version=record.version, sha=record.sha, message=record.message,
                       round=record.trailers.get("Round", ""), diffs=refs,
-                      keys=[k for k in record.trailers.get("Keys", "").split(",") if k])
+                      keys=trailer_keys(record.trailers.get("Keys", "")))
 
 
 def _author(authors: list[str], i: int, outcome: Outcome | None) -> str:

@@ -26,11 +26,22 @@ def commit_message(step: int, acceptance: Acceptance) -> tuple[str, dict[str, st
         "Staleness": ",".join(str(c.staleness) for c in changes),
         "Staleness-Decisions": ",".join(c.decision for c in changes),
         "Eta": ",".join(f"{c.eta:g}" for c in changes),
-        "Keys": ",".join(keys),
+        "Keys": keys_trailer(keys),
         "Reward-Head": f"{acceptance.head_reward:.4f}" if acceptance.head_reward is not None else "-",
         "Reward-Candidate": f"{acceptance.candidate_reward:.4f}" if acceptance.candidate_reward is not None else "-",
     }
     return subject, trailers
+
+
+def keys_trailer(keys: list[str]) -> str:
+    """The `Keys` trailer: the keys joined by ",", a comma or a percent sign in one escaped (a
+    file may be named "notes, draft.md"). keys_trailer(["a,b", "c"]) == "a%2Cb,c" """
+    return ",".join(key.replace("%", "%25").replace(",", "%2C") for key in keys)
+
+
+def trailer_keys(text: str) -> list[str]:
+    """The keys a `Keys` trailer names. trailer_keys("a%2Cb,c") == ["a,b", "c"]"""
+    return [part.replace("%2C", ",").replace("%25", "%") for part in text.split(",") if part]
 
 
 def _count(n: int, noun: str) -> str:
