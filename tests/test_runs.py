@@ -648,9 +648,14 @@ def test_a_run_whose_spec_or_tasks_were_edited_since_it_started_is_not_resumed_a
     run.file("spec.json").write_text(json.dumps({**json.loads(made), "seed": 7}), encoding="utf-8")
     with pytest.raises(UserError, match="its spec.json is not as the run was made"):
         service.resume(run_id)
+    told = service.status(run_id)  # status says so too, rather than advise the resume it refuses
+    assert "spec.json is not as the run was made" in told.error and "agentdescent resume" not in told.next
     run.file("spec.json").write_text(made, encoding="utf-8")
     (run.file("tasks.jsonl")).write_text("", encoding="utf-8")
     with pytest.raises(UserError, match="its tasks.jsonl is not as the run was made"):
+        service.resume(run_id)
+    run.file("tasks.jsonl").unlink()
+    with pytest.raises(UserError, match="its tasks.jsonl is missing"):
         service.resume(run_id)
 
 

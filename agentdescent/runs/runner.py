@@ -35,7 +35,7 @@ from agentdescent.engine.persist.resume import finished_result
 from agentdescent.errors import AgentDescentError, Cancelled
 from agentdescent.quoting import bounded, described
 from agentdescent.result import EvolveResult
-from agentdescent.runs import build, leftovers, review, wiring
+from agentdescent.runs import build, leftovers, review, sealed, wiring
 from agentdescent.runs.host import PROPOSAL, ROLLOUT, Approver, HostAgent
 from agentdescent.runs.hostwork import waiting_on
 from agentdescent.runs.mailbox import Mailbox
@@ -132,7 +132,7 @@ def _enter_origin(run: RunDir) -> None:
 
 
 def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveResult:
-    run.check_sealed()
+    sealed.check(run)
     spec, tasks = run.spec(), run.tasks()
     content = review.initial(run)
     parts = build.assemble(spec, tasks, content, run.assets(), run.executable())

@@ -24,7 +24,7 @@ from agentdescent.commands import command
 from agentdescent.engine.evolve import split_tasks, too_few_to_train
 from agentdescent.errors import UserError
 from agentdescent.governance import Governance, matching
-from agentdescent.runs import build, detach, hostwork, keys, leftovers, restoring, review, verdict
+from agentdescent.runs import build, detach, hostwork, keys, leftovers, restoring, review, sealed, verdict
 from agentdescent.runs.agentcheck import missing_keys, unsaved_sessions
 from agentdescent.runs.doctor import DoctorReport, doctor
 from agentdescent.runs.draft import cheaper_than_host
@@ -148,7 +148,7 @@ class Service:
             why = "was rejected" if status.state == "rejected" else f"is {status.state}: it got to its end"
             raise UserError(f"run {run.id} {why}, so there is nothing to resume; "
                             f"{status.next or 'agentdescent evolve SPEC starts a new run'}")
-        run.check_sealed()  # edited since, it would be another run on this one's ledger, its bill begun again
+        sealed.check(run)  # edited since, it would be another run on this one's ledger, its bill begun again
         with self._target_lock(status.target):
             self._refuse_second_run(status.target)
             Mailbox(run.file("mailbox")).clear()  # the old process's requests: an answer to one now would be lost

@@ -28,7 +28,6 @@ import base64
 import binascii
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -47,6 +46,7 @@ from agentdescent.engine.persist.checkpoint import RunFiles
 from agentdescent.errors import UserError
 from agentdescent.home import HOME_ENV, home
 from agentdescent.quoting import quoted
+from agentdescent.runs import sealed
 from agentdescent.runs.spec import RunSpec
 from agentdescent.runs.status import RunStatus
 from agentdescent.types import Task
@@ -55,11 +55,10 @@ __all__ = ["HOME_ENV", "RUN_ENV", "RUN_FOLDER_ENV", "RunDir", "RunStore", "home"
 
 ASSETS = "assets.json"  # a folder target's files that are not text, base64 by path
 EXECUTABLE = "executable.json"  # a folder target's files with an execute bit, by path
-SEALED = "sealed.json"  # a digest of each of the run's own files, as it was made
-SEALED_FILES = ("spec.json", "tasks.jsonl", "target.json", ASSETS, EXECUTABLE)
 FILE_BYTES = 4 << 20  # a run's status, spec, lock or origin: far past what one holds
 DATA_BYTES = 256 << 20  # a run's tasks, target, assets, result or events
 T = TypeVar("T")
+RESUMABLE = ("interrupted", "cancelled", "failed")  # the states `resume` takes up
 WRITTEN = ("accepted", "restored")  # the states of a run whose version was written back, or undone since
 RUN_ENV = "AGENTDESCENT_RUN"  # set in a run's process, and so in every agent it starts: the run's id
 # and the run's folder, which marks a program as this run's: an id alone is shared by a copy of the folder
@@ -164,30 +163,6 @@ class RunDir:
         except FileNotFoundError:
             return {}
 
-    def digests(self) -> dict[str, str]:
-        """A digest of each of the run's own files (`SEALED_FILES`) there is."""
-        found = {}
-        for name in SEALED_FILES:
-            try:
-                found[name] = hashlib.sha256(reading.read_bytes(self.file(name), what=name, limit=DATA_BYTES,
-                                                                follow_symlinks=False)).hexdigest()
-            except UserError:
-                continue  # missing, or no file of ours: `check_sealed` names it
-        return found
-
-    def check_sealed(self) -> None:
-        """`UserError` when one of the run's own files is not as the run was made: resumed, it would
-        be another run on this run's ledger, its bill started again at 0. A run made before the
-        seal has nothing to check."""
-        try:
-            sealed = self.json(SEALED, FILE_BYTES)
-        except FileNotFoundError:
-            return
-        now = self.digests()
-        changed = [name for name in SEALED_FILES if isinstance(sealed, dict) and sealed.get(name) != now.get(name)]
-        if not isinstance(sealed, dict) or changed:
-            raise self.damaged(changed[0] if changed else SEALED, "not as the run was made (edited since it started)")
-
     def executable(self) -> frozenset[str]:
         """The target folder's files with an execute bit, as the run read them (none for most runs)."""
         try:
@@ -210,6 +185,12 @@ class RunDir:
             status = self._read_status()
             if status.state in ("starting", "running") and not self.alive():
                 status = self._interrupted(status)
+        if status.state in RESUMABLE:  # a resume would refuse it: say so now, not after `next` advised one
+            try:
+                sealed.check(self)
+            except UserError as exc:
+                return status.model_copy(update={"error": str(exc), "next": "it cannot be resumed: start a new run "
+                                                 "with agentdescent evolve SPEC"})
         if status.state == "accepted" and status.backup and not os.path.lexists(status.backup):
             status = status.model_copy(update={  # removed by hand: no restore can put it back
                 "message": f"{status.message}; its backup {status.backup} is no longer there", "next": ""})
@@ -342,7 +323,7 @@ class RunStore:
                                                                 for k, v in assets.items()}))
             if executable:
                 atomic.write_text(run.file(EXECUTABLE), json.dumps(sorted(executable), ensure_ascii=False))
-            atomic.write_text(run.file(SEALED), json.dumps(run.digests()))
+            sealed.seal(run)
             run.write_status(status.model_copy(update={"id": run.id}))
         except BaseException as exc:
             # a folder without its status is no run: nothing lists, resumes or prunes it
