@@ -17,9 +17,9 @@ from agentdescent.agents.openai_compat import openai_compatible
 from agentdescent.errors import AgentError, UserError
 from agentdescent.runs.spec import AgentSpec
 from tests.loopback import LoopbackServer, Response, anthropic_messages, openai_chat
+from tests.test_agents_http import FAST, gpt
 
-KEY = "sk-ant-api03-PROBESECRET0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJ"
-FAST = {"backoff": (0.001, 0.005)}
+KEY = "sk-ant-api03-PROBESECRET0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJ"  # long: a quote's cut falls inside it
 
 pytestmark = pytest.mark.usefixtures("no_provider_env")
 
@@ -28,10 +28,6 @@ pytestmark = pytest.mark.usefixtures("no_provider_env")
 def keyed(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
-
-
-def gpt(server, **options):
-    return openai_compatible("gpt-test", base_url=server.url + "/v1", **{**FAST, **options})
 
 
 def chat_body(content, finish="stop", usage=None, **message):

@@ -52,12 +52,8 @@ def prune(console: Console, now: float | None = None) -> int:
         if in_use(path):  # a run still has it open, however long since it last wrote (a slow agent)
             kept += 1
             continue
-        try:
-            shutil.rmtree(path)
-        except OSError as exc:
-            failed.append(f"{path} ({exc.strerror or exc})")
-            continue
-        removed, freed = removed + 1, freed + size
+        if _removed(path, failed):
+            removed, freed = removed + 1, freed + size
     left = (f"; left {plural(others, 'folder')} named like one that another user owns or that is not a ledger"
             if others else "")
     rollouts, working = clear(idle_for=PRUNE_AFTER_SECONDS)
@@ -78,15 +74,19 @@ def _scratch(folder: Path, now: float, failed: list[str]) -> int:
     for path in sorted(p for prefix in SCRATCH_PREFIXES for p in folder.glob(f"{prefix}*")):
         if path.is_symlink() or not path.is_dir() or path.lstat().st_uid != os.getuid():
             continue
-        if now - _size_and_newest(path)[1] < PRUNE_AFTER_SECONDS:
-            continue
-        try:
-            shutil.rmtree(path)
-        except OSError as exc:
-            failed.append(f"{path} ({exc.strerror or exc})")
-            continue
-        removed += 1
+        if now - _size_and_newest(path)[1] >= PRUNE_AFTER_SECONDS:
+            removed += _removed(path, failed)
     return removed
+
+
+def _removed(path: Path, failed: list[str]) -> bool:
+    """Remove the folder `path`; a failure is added to `failed`."""
+    try:
+        shutil.rmtree(path)
+    except OSError as exc:
+        failed.append(f"{path} ({exc.strerror or exc})")
+        return False
+    return True
 
 
 def _size_and_newest(folder: Path) -> tuple[int, float]:

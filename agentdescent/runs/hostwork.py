@@ -205,7 +205,7 @@ def submit(run: RunDir, answers: list[Answer], holder: Claim | None = None) -> S
     received, refused = [], {}
     state = run.status().state
     asked = _asked(run, KINDS)  # a run that asks the host for nothing has nothing a helper may answer
-    listing = mailbox.open()  # before the answers: an answered request leaves it
+    listing = mailbox.open() if holder is not None else []  # before the answers: an answered one leaves it
     for given in answers:
         try:
             if state not in LIVE:
