@@ -21,6 +21,10 @@ DATASETS = {  # dataset -> config -> split -> rows
         "train": [{"q": f"question {i}", "a": i, "topic": f"t{i % 3}"} for i in range(250)],
         "test": [{"q": f"test {i}", "a": -i, "topic": "x"} for i in range(7)],
     }},
+    "acme/long": {"default": {  # two cells too long for a page of several rows, one too long for any answer
+        "train": [{"q": "short"}, {"q": "d" * 300}, {"q": "short too"}, {"q": "e" * 300}],
+        "test": [{"q": "short"}, {"q": "f" * 6_000}],
+    }},
     "acme/multi": {
         "small": {"validation": [{"q": "s"}]},
         "large": {"train": [{"q": "L"}], "validation": [{"q": "LV"}]},
@@ -66,13 +70,20 @@ class FakeDatasetsServer:
         offset, length = int(query["offset"]), int(query["length"])
         if length > 100:
             return 422, {}, {"error": "length must be <= 100"}
-        page = [{"row_idx": offset + i, "row": row, "truncated_cells": []}
-                for i, row in enumerate(rows[offset:offset + length])]
+        page = [_fitted(offset + i, row, alone=length == 1) for i, row in enumerate(rows[offset:offset + length])]
         return 200, {}, {"features": [], "rows": page, "num_rows_total": len(rows),
                          "num_rows_per_page": 100, "partial": False}
 
     def rows_requests(self) -> list[dict]:
         return [r["query"] for r in self.requests if r["path"] == "/rows"]
+
+
+def _fitted(index: int, row: dict, *, alone: bool) -> dict:
+    """A row as the datasets-server fits it into an answer: a cell too long for a page (or, alone,
+    for any answer) becomes its first 100 characters, named in `truncated_cells`."""
+    cut = [column for column, cell in row.items() if isinstance(cell, str) and len(cell) > (5_000 if alone else 200)]
+    return {"row_idx": index, "row": {column: cell[:100] if column in cut else cell for column, cell in row.items()},
+            "truncated_cells": cut}
 
 
 @pytest.fixture(scope="module")
@@ -248,6 +259,26 @@ def test_bad_limit_is_a_user_error(hub, tmp_path):
     with pytest.raises(UserError, match="limit"):
         load(hub, tmp_path, limit=-1)
     assert hub.requests == []
+
+
+def test_a_row_cut_short_to_fit_its_page_is_asked_for_again_alone(hub, tmp_path):
+    """The server cuts a long cell to 100 characters to fit a page of rows; a task made of that
+    would hold the wrong prompt or gold answer."""
+    rows = load(hub, tmp_path, dataset="acme/long", config="default")
+    assert rows == DATASETS["acme/long"]["default"]["train"]
+    assert [(int(q["offset"]), int(q["length"])) for q in hub.rows_requests()] == [(0, 100), (1, 1), (3, 1)]
+
+
+def test_a_row_cut_short_even_alone_is_refused_with_the_way_out(hub, tmp_path):
+    with pytest.raises(UserError, match=r"row 1 of 'acme/long' \(default/test\).*cells «q» cut short.*jsonl_rows"):
+        load(hub, tmp_path, dataset="acme/long", config="default", split="test")
+
+
+def test_truncated_cells_that_are_no_list_of_names_is_not_the_api(hub, tmp_path):
+    page = {"rows": [{"row_idx": 0, "row": {"q": "x"}, "truncated_cells": "q"}], "num_rows_total": 1}
+    hub.forced.append((200, {}, page))
+    with pytest.raises(AgentDescentError, match="a string for 'truncated_cells', not a list of column names"):
+        load(hub, tmp_path, config="default", cache=False)
 
 
 def test_end_to_end_hf_rows_to_tasks(hub, tmp_path):

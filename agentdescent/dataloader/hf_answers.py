@@ -63,6 +63,9 @@ def _rows_problem(answer: dict, params: dict) -> str | None:
             return f"rows[{n}] is {_kind(item)}, not an object"
         if "row_idx" in item and not (_count(item["row_idx"]) and isinstance(item.get("row"), dict)):
             return f"rows[{n}] has {_kind(item['row_idx'])} for 'row_idx' and {_kind(item.get('row'))} for 'row'"
+        cut = item.get("truncated_cells", [])
+        if not (isinstance(cut, list) and all(isinstance(c, str) for c in cut)):
+            return f"rows[{n}] has {_kind(cut)} for 'truncated_cells', not a list of column names"
     return _outside(items, int(params["offset"]), int(params["length"]))
 
 

@@ -6,7 +6,8 @@ page in an on-disk cache so that a second call makes no request. The server is h
 checked, as a tasks file is: each request ends within its timeout however the server sends
 (a byte now and then does not keep it going), the answers together are read up to the
 tasks file's byte cap, compressed or not, each answer's shape is checked before it is used or
-cached (`hf_answers`), and pages that never end are stopped. Left out: the `datasets`
+cached (`hf_answers`), and pages that never end are stopped. A row whose cells the server cut short
+to fit a page (`truncated_cells`) is asked for again alone, and refused if it is still cut. Left out: the `datasets`
 library and Parquet/Arrow downloads (the rows API needs only `httpx`), streaming, and
 image/audio cells (they arrive as whatever JSON the server sends).
 """
@@ -30,6 +31,7 @@ from agentdescent.agents.replies import inflated, inflater_for
 from agentdescent.dataloader.hf_answers import problem, read_cached, redacted, write_cached
 from agentdescent.dataloader.local import MAX_FILE_BYTES, unwrap_row
 from agentdescent.errors import AgentDescentError, UserError
+from agentdescent.quoting import quoted
 
 DEFAULT_ENDPOINT = "https://datasets-server.huggingface.co"
 PAGE_SIZE = 100  # the most rows the datasets-server /rows endpoint returns per request
@@ -67,7 +69,8 @@ def hf_rows(dataset: str, split: str = "train", *, config: str | None = None,
     ask for fewer rows with `limit`).
 
     Raises UserError for an unknown dataset, config or split (listing what exists), a 401/403
-    (gated: set HF_TOKEN), a bad endpoint, or an HF_TOKEN no header can carry; AgentDescentError
+    (gated: set HF_TOKEN), a bad endpoint, an HF_TOKEN no header can carry, or a row the server
+    cuts short even when it is asked for alone (`truncated_cells`); AgentDescentError
     when the server stays down or unreachable, or does not speak the API (an answer of the wrong
     shape, a redirect loop, a page of rows already sent, more pages than the byte cap holds).
     """
@@ -165,12 +168,33 @@ def _paginate(hub: _Hub, config: str, split: str, offset: int, limit: int | None
         if indexes and indexes <= seen:
             raise hub.not_the_api(f"the page at offset {offset:,} repeats rows already sent (row_idx {min(indexes):,})")
         seen |= indexes
-        rows.extend(unwrap_row(item) for item in items)
+        rows.extend(_whole(hub, config, split, item) for item in items)
         offset += len(items)
         total = page.get("num_rows_total")
         if total is not None and offset >= total:
             break
     return rows
+
+
+def _whole(hub: _Hub, config: str, split: str, item: dict) -> dict:
+    """`item`'s row, asked for again alone where the server cut cells of it short to fit its page
+    into the answer's size (it names them in `truncated_cells`: each became a string of a few
+    bytes); a row still cut short alone is refused, since a task made of it would be wrong."""
+    cut = item.get("truncated_cells")
+    if not cut:
+        return unwrap_row(item)
+    index = item.get("row_idx")
+    if index is not None:
+        alone = hub.rows(config, split, index, 1)["rows"]
+        if alone and not alone[0].get("truncated_cells"):
+            return unwrap_row(alone[0])
+        cut = alone[0].get("truncated_cells") if alone else cut
+    where = f"row {index:,}" if index is not None else "a row"
+    raise UserError(f"{where} of {hub.dataset!r} ({config}/{split}) comes from {hub.shown} with the cells "
+                    f"{', '.join(quoted(c, 80) for c in cut[:5])} cut short, even asked for alone (the datasets-server "
+                    "cuts the cells of a row too large for one answer): a task made of it would hold a few bytes "
+                    "of them. Read the split from its file instead (download it, then jsonl_rows or a tasks file), "
+                    "or pass offset= and limit= that leave this row out")
 
 
 class _Refused(Exception):
