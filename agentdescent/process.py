@@ -2,7 +2,8 @@
 prints too much.
 
 Used by the CLI agents and by external grader programs. A program runs in its own process group
-so that a timeout kills its children too, and when it ends, what it left running in a session of
+so that a timeout kills its children too (asked to stop first, `_GRACE_SECONDS` before they are
+killed: a CLI agent removes what it keeps of a live session in the user's home), and when it ends, what it left running in a session of
 its own is killed too (found by a mark in their environment, `procscan`); its stdin is either
 the given text or closed, so it can never sit waiting for input. What it prints is read as it comes, with a bound: past
 `max_output` bytes on stdout the whole group is killed; stderr keeps its last `max_output`
@@ -13,6 +14,7 @@ output means.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -32,6 +34,7 @@ __all__ = ["DEFAULT_MAX_OUTPUT", "Finished", "Killed", "OutputTooLarge", "Stoppi
 DEFAULT_MAX_OUTPUT = 16 * 2**20  # bytes of stdout (and of stderr's tail) kept: ample for a grader
 _CHUNK = 2**16
 _REAP_SECONDS = 5.0  # how long a killed group is given to let go of the pipes
+_GRACE_SECONDS = 2.0  # how long a group asked to stop (SIGTERM) has to tidy up before it is killed
 _LINGER_SECONDS = 2.0  # how long what a program started may hold its pipes once it ended
 _REAPED_SECONDS = 0.5  # and, its group killed, how long the pipes may take to close
 CALL_ENV = "AGENTDESCENT_CALL"  # in a program's environment: the call it belongs to
@@ -75,7 +78,7 @@ def run_process(
         _started += 1
         stopped = _stopping  # kill_all ran while it started: it missed this one
     if stopped:
-        _signal_group(proc)
+        _end_group(proc)
     try:
         return _outcome(proc, stdin, timeout, max_output)
     except BaseException:  # interrupted (Ctrl-C, cancellation): leave nothing running
@@ -101,7 +104,7 @@ def kill_all() -> int:
         _stopping = True
         procs = list(_running)
     for proc in procs:
-        _signal_group(proc)
+        _end_group(proc)
     return len(procs)
 
 
@@ -137,7 +140,7 @@ class _Reader(threading.Thread):
 def _outcome(proc: subprocess.Popen[bytes], stdin: str | None, timeout: float, max_output: int) -> Finished:
     """Feed stdin, read both outputs, and wait for the process and its pipes, within `timeout`."""
     deadline = time.monotonic() + timeout
-    out = _Reader(proc.stdout, max_output, overflow=lambda: _signal_group(proc))
+    out = _Reader(proc.stdout, max_output, overflow=lambda: _end_group(proc))
     err = _Reader(proc.stderr, max_output)
     out.start()
     err.start()
@@ -181,23 +184,34 @@ def _feed(pipe: IO[bytes], data: bytes) -> None:
             pass
 
 
-def _signal_group(proc: subprocess.Popen[bytes]) -> None:
+def _signal_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
     try:
         if hasattr(os, "killpg"):
-            os.killpg(proc.pid, signal.SIGKILL)
+            os.killpg(proc.pid, sig)
         else:  # pragma: no cover - Windows has no process groups to kill
             proc.kill()
     except (ProcessLookupError, PermissionError):
         pass
 
 
+def _end_group(proc: subprocess.Popen[bytes]) -> None:
+    """Ask the process's group to stop, and kill it `_GRACE_SECONDS` later whatever it did (on a
+    timer: the caller does not wait)."""
+    _signal_group(proc, signal.SIGTERM)
+    timer = threading.Timer(_GRACE_SECONDS, _signal_group, (proc,))
+    timer.daemon = True
+    timer.start()
+
+
 def _kill(proc: subprocess.Popen[bytes]) -> None:
-    """Kill the process and its whole group, and reap it."""
-    _signal_group(proc)
-    try:
+    """Ask the process and its whole group to stop, kill them once it ended or the grace ran out,
+    and reap it."""
+    _signal_group(proc, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=_GRACE_SECONDS)
+    _signal_group(proc)  # what it started, however the program itself ended
+    with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL not yet delivered (a process stuck in the kernel)
         proc.wait(timeout=_REAP_SECONDS)
-    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL not yet delivered (a process stuck in the kernel)
-        pass
 
 
 def _stop(proc: subprocess.Popen[bytes], err: _Reader) -> str:

@@ -39,6 +39,28 @@ def test_a_timeout_kills_the_program_and_what_it_started(tmp_path):
     assert gone(int(pid_file.read_text()))
 
 
+def test_a_timed_out_program_is_asked_to_stop_before_it_is_killed(tmp_path):
+    """A CLI agent told to stop (SIGTERM) removes the session files it keeps in the user's home;
+    killed outright, it leaves them there for good."""
+    tidied = tmp_path / "tidied"
+    script = ("import pathlib, signal, sys, time\n"
+              f"signal.signal(signal.SIGTERM, lambda *_: (pathlib.Path({str(tidied)!r}).write_text('yes'), sys.exit(0)))\n"
+              "print('ready', file=sys.stderr, flush=True); time.sleep(60)\n")
+    with pytest.raises(TimedOut):
+        run_process([sys.executable, "-c", script], timeout=2)
+    assert tidied.read_text() == "yes"
+
+
+def test_a_program_that_ignores_the_request_to_stop_is_killed_after_the_grace(tmp_path):
+    pid_file = tmp_path / "pid"
+    script = ("import os, signal, time\n"
+              f"signal.signal(signal.SIGTERM, signal.SIG_IGN); open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+              "time.sleep(60)\n")
+    with pytest.raises(TimedOut):
+        run_process([sys.executable, "-c", script], timeout=2)
+    assert gone(int(pid_file.read_text()))
+
+
 def test_kill_all_ends_every_running_program_and_starts_no_more(monkeypatch):
     """What a cancelled run's process does: the agents it started are killed at once, and a rollout
     that was about to start one starts none."""
@@ -57,7 +79,7 @@ def test_kill_all_ends_every_running_program_and_starts_no_more(monkeypatch):
     assert process.kill_all() == 3
     for thread in threads:
         thread.join(10)
-    assert [f.returncode for f in ended] == [-9, -9, -9]
+    assert [f.returncode for f in ended] == [-signal.SIGTERM] * 3
     with pytest.raises(process.Stopping, match="stopping"):
         process.run_process(["true"], timeout=5)
 
