@@ -95,6 +95,24 @@ def test_a_cli_saves_no_session_in_the_users_home_when_it_knows_how_and_an_older
     assert "reply to: go" in agent("go", cwd=fake.workspace) and flag not in fake.seen()["argv"]
 
 
+def test_a_cli_whose_help_never_answers_is_asked_once_not_at_every_call(fake, monkeypatch):
+    """The help was asked again at each call, and waited for each time (30 s a call, past its timeout)."""
+    monkeypatch.setattr(traces, "HELP_TIMEOUT_S", 1)
+    fake.mode("help_hangs")
+    agent = claude_code()
+    for prompt in ("go", "again"):
+        assert "reply to" in agent(prompt, cwd=fake.workspace) and "--no-session-persistence" not in fake.seen()["argv"]
+    assert (fake.workspace.parent / "fake.log.help").read_text(encoding="utf-8").splitlines() == ["asked"]
+
+
+def test_a_relative_executable_is_the_one_beside_the_caller_not_one_in_the_workspace(fake, monkeypatch, tmp_path):
+    """`executable: bin/claude` passed plan, then every call failed: it was looked for from the workspace."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "claude").symlink_to(FAKES / "claude")
+    monkeypatch.chdir(tmp_path)
+    assert "reply to: go" in claude_code(executable="bin/claude")("go", cwd=fake.workspace)
+
+
 def test_a_rollout_workspace_in_the_shared_temp_folder_reads_no_claude_md_above_it(fake, monkeypatch, tmp_path):
     """Claude Code reads the CLAUDE.md of every folder above its own, and any user may write one in
     /tmp: every rollout read it. There a call reads only the workspace's own, and keeps its temp
@@ -103,9 +121,12 @@ def test_a_rollout_workspace_in_the_shared_temp_folder_reads_no_claude_md_above_
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the workspace lies in the temp folder
     claude_code()("go", cwd=fake.workspace)
     assert fake.seen()["env"] == {"TMPDIR": str(fake.workspace.resolve() / ".tmp"), "CLAUDE_CODE_DISABLE_CLAUDE_MDS": "1"}
+    assert "--settings" not in fake.seen()["argv"]
     (fake.workspace / "CLAUDE.md").write_text("the workspace's own\n", encoding="utf-8")
     claude_code()("go", cwd=fake.workspace)
-    assert fake.seen()["env"]["CLAUDE_CODE_DISABLE_CLAUDE_MDS"] is None  # its own is read
+    assert fake.seen()["env"]["CLAUDE_CODE_DISABLE_CLAUDE_MDS"] is None  # its own is read, and only its own
+    argv = fake.seen()["argv"]
+    assert json.loads(argv[argv.index("--settings") + 1]) == {"claudeMdExcludes": [f"!{fake.workspace.resolve()}/**"]}
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "elsewhere"))  # a folder of the user's: as they set it
     claude_code()("go", cwd=fake.workspace)
     assert fake.seen()["env"]["TMPDIR"] == os.environ.get("TMPDIR")

@@ -112,6 +112,28 @@ def test_a_clean_workspace_serves_its_candidate_again_and_a_changed_one_never_do
     assert list(tmp_path.iterdir()) == []
 
 
+def test_what_a_cli_keeps_in_a_workspace_on_its_own_account_is_no_work_and_no_change(tmp_path):
+    """Claude Code's temp files (`.tmp`) and a plugin host's home (`.home`) came back as files the
+    agent made, and kept every workspace from serving its candidate again."""
+    seen = []
+
+    def agent(prompt, cwd):
+        seen.append((cwd, sorted(str(p.relative_to(cwd)) for p in Path(cwd).rglob("*") if p.is_file())))
+        for kept in (".tmp/claude-0/probe", ".home/.claude.json"):
+            Path(cwd, kept).parent.mkdir(parents=True, exist_ok=True)
+            Path(cwd, kept).write_text("the CLI's own\n", encoding="utf-8")
+        if prompt == "work":
+            Path(cwd, "answer.txt").write_text("42\n", encoding="utf-8")
+        return "ok"
+
+    run = tree_runner(scripted(agent), layout="root", workdir=tmp_path)
+    assert run({"SKILL.md": "x\n"}, Task(id="a", prompt="read")).files == {}
+    assert run({"SKILL.md": "x\n"}, Task(id="b", prompt="work")).files == {"answer.txt": "42\n"}
+    (first, _), (second, second_files) = seen
+    assert second == first and second_files == ["SKILL.md"]  # served again, without the first call's own files
+    run.close()
+
+
 def test_a_real_cli_agent_runs_in_the_workspace(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ.get('PATH', '')}")
     monkeypatch.delenv("FAKE_CLI_MODE", raising=False)

@@ -96,7 +96,7 @@ class CLIAgent:
                **self.env}
         path = self._resolve(env)
         unsaved = [self.unsaved] if traces.lists(path, self.unsaved, self.help_args) else []
-        argv = [path, *self._argv(_as_argument(prompt), unsaved)]
+        argv = [path, *self._argv(_as_argument(prompt), [*unsaved, *self._kept_flags(workdir)])]
         with metered_call(self.usage) as counts:  # what a failed run reported still counts
             reply = self._finish(self._run(argv, cwd=workdir, env=env), env, counts)
             if "input_tokens" not in counts:  # the CLI reported none: estimate, as other clients do
@@ -146,7 +146,7 @@ class CLIAgent:
         if found is None:
             raise UserError(f"{self.name}: the executable {self.executable!r} was not found on PATH; install "
                             f"it with `{self.install_hint}`, or pass executable='/full/path/to/{self.program}'")
-        return found
+        return os.path.abspath(found)  # a relative one means from here, not from the workspace the call runs in
 
     def _argv(self, prompt: str, flags: list[str]) -> list[str]:
         raise NotImplementedError
@@ -155,6 +155,9 @@ class CLIAgent:
         """The variables that keep a call in `workdir` from leaving traces where they do not belong
         (`traces`); the CLI's own say which."""
         return {}
+
+    def _kept_flags(self, workdir: str) -> list[str]:  # those that keep it from reading what it should not
+        return []
 
     def _read(self, finished: Finished) -> _Reading:
         raise NotImplementedError
@@ -177,6 +180,9 @@ class ClaudeCode(CLIAgent):
 
     def _kept(self, workdir: str) -> dict[str, str]:  # no memory of the call in the user's home
         return {"CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1", **traces.shared_env(workdir)}
+
+    def _kept_flags(self, workdir: str) -> list[str]:
+        return traces.own_instructions_only(workdir)
 
     def _argv(self, prompt: str, flags: list[str]) -> list[str]:
         model = ["--model", self.model] if self.model else []

@@ -4,8 +4,9 @@
 workspace of its own: the candidate tree written where the host reads it (the layout), the
 pristine frozen files written over it (the overlay: no rollout ever sees a changed frozen file),
 the fixtures staged, and the agent run with that folder as its working directory. A workspace
-the agent left exactly as staged (the same files, sizes, times, inodes and modes, no new folder)
-is kept for the next rollout of the same candidate, less the task's own fixtures, and checked so
+the agent left exactly as staged (the same files, sizes, times, inodes and modes, no new folder;
+what a CLI keeps there on its own account, `traces.HOST_FOLDERS`, is not looked at) is kept for
+the next rollout of the same candidate, less the task's own fixtures and those folders, and checked so
 again when it is taken (something the agent left running may have changed it); any other is removed
 (kept when the agent failed and `keep_failed` is set). Staging a candidate once rather than
 once a rollout is what keeps a wave of hundreds of rollouts from being bound by file-system
@@ -34,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import stat
 import tempfile
 import threading
@@ -46,10 +46,12 @@ from typing import Any
 
 from agentdescent import atomic
 from agentdescent.agents.base import accepts_keyword
+from agentdescent.agents.traces import HOST_FOLDERS
 from agentdescent.artifacts.state import state_hash
 from agentdescent.artifacts.textform import BOM
 from agentdescent.errors import AgentError, UserError
 from agentdescent.governance import unsafe_key_reason
+from agentdescent.removal import remove_tree
 from agentdescent.types import Task
 
 LAYOUTS = {"claude_skill": ".claude/skills/{name}", "claude_agents": ".claude/agents",
@@ -251,22 +253,16 @@ def _stats(info: os.stat_result) -> tuple[int, ...]:
 
 
 def _remove(path: Path) -> None:
-    """Remove a workspace, a folder the agent made unwritable or unreadable too (its bits put back
-    first, as the owner may)."""
-    def writable_then_again(function: Callable[..., object], failed: str, _: object) -> None:
-        for folder in {os.path.dirname(failed), failed}:
-            with contextlib.suppress(OSError):
-                os.chmod(folder, 0o700, follow_symlinks=False)
-        with contextlib.suppress(OSError):
-            function(failed)
-
-    shutil.rmtree(path, onerror=writable_then_again)
-    if os.path.lexists(path):
-        shutil.rmtree(path, ignore_errors=True)
+    """Remove a workspace, a folder the agent made unwritable or unreadable too."""
+    remove_tree(path)
 
 
 def _unstage(workspace: _Workspace, task_files: Mapping[str, str]) -> None:
-    """Take a task's own fixtures (and the folders only they needed) out of a clean workspace."""
+    """Take a task's own fixtures (and the folders only they needed) out of a clean workspace, and
+    what a CLI kept there on its own account (its temp files, its home: no rollout sees another's)."""
+    for name in HOST_FOLDERS:
+        if (workspace.path / name).is_dir() and name not in workspace.folders:
+            _remove(workspace.path / name)
     for path in task_files:
         if path not in workspace.files:
             (workspace.path / path).unlink(missing_ok=True)
@@ -282,13 +278,15 @@ def _folders_of(files: Mapping[str, object]) -> set[str]:
 
 
 def _scan(root: Path) -> tuple[Stats, set[str]]:
-    """Every file under `root` with its `_stats`, and every folder, by relative posix path; one
-    gone while it is walked is left out."""
+    """Every file under `root` with its `_stats`, and every folder, by relative posix path, but
+    those in a CLI's own folders (`HOST_FOLDERS`); one gone while it is walked is left out."""
     files: Stats = {}
     folders: set[str] = set()
     for folder, subfolders, names in os.walk(root):
         base = Path(folder).relative_to(root).as_posix()
         prefix = "" if base == "." else base + "/"
+        if not prefix:  # what a CLI keeps there on its own account is neither the agent's work nor a change
+            subfolders[:] = [name for name in subfolders if name not in HOST_FOLDERS]
         folders.update(prefix + name for name in subfolders)
         for name in names:
             with contextlib.suppress(OSError):

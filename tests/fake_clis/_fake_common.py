@@ -17,6 +17,7 @@ site packages' start-up (the editable install's import finder) was half of each 
 import os
 import select
 import sys
+import time
 
 
 def mode():
@@ -56,7 +57,12 @@ def dumps(value):
 
 def answer_help(argv, asked, flag):
     """Print a help listing `flag` and exit when `argv` asks for help (`asked`), or a version for
-    --version; an "old" CLI's help does not list the flag. Not logged: neither is a call of an agent."""
+    --version; an "old" CLI's help does not list the flag, and a "help_hangs" one never answers. Not
+    logged: neither is a call of an agent."""
+    if argv == asked and mode() == "help_hangs":  # noted beside the log, then never answered
+        with open(os.environ["FAKE_CLI_LOG"] + ".help", "a", encoding="utf-8") as noted:
+            noted.write("asked\n")
+        time.sleep(120)
     if argv == asked:
         print(f"Usage: fake [options]\n  {flag if mode() != 'old' else ''}  (the flag a call saves no session with)")
         sys.exit(0)

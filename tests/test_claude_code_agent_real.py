@@ -1,0 +1,70 @@
+"""`claude_code(...)` as a rollout agent, driving the real Claude Code (the pinned 2.1.332) against a
+scripted model on loopback, in a throwaway HOME: what a call reads and what it leaves behind."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from agentdescent.agents import claude_code
+from agentdescent.errors import AgentError
+from tests.anthropic_stream import Chat, ScriptedModel, ToolUse
+from tests.host_clis import host_bin
+from tests.loopback import LoopbackServer
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    """A user's home with instructions of their own in ~/.claude/CLAUDE.md, and a temp folder in
+    which another user planted a CLAUDE.md above every rollout's workspace."""
+    user = tmp_path / "user"
+    (user / ".claude").mkdir(parents=True)
+    (user / ".claude" / "CLAUDE.md").write_text("FROM_THE_USERS_HOME\n", encoding="utf-8")
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    (shared / "CLAUDE.md").write_text("PLANTED_ABOVE_THE_WORKSPACE\n", encoding="utf-8")
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    for name, value in {"HOME": str(user), "TMPDIR": str(shared), "ANTHROPIC_API_KEY": "sk-ant-test-0000",
+                        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    return user
+
+
+def _call(model: ScriptedModel, workspace: Path, monkeypatch, **options) -> str:
+    with LoopbackServer(model) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        return claude_code(executable=str(host_bin("claude")), **options)("Answer the task.", cwd=workspace)
+
+
+@pytest.mark.parametrize("own", [False, True])
+def test_a_rollout_in_the_temp_folder_reads_only_its_workspaces_own_claude_md(home, monkeypatch, own):
+    """A CLAUDE.md of the workspace's own (a skill's) switched every other back on: the one any
+    user may plant in /tmp, and the user's own instructions."""
+    workspace = Path(tempfile.mkdtemp(prefix="workspace-"))
+    if own:
+        (workspace / "CLAUDE.md").write_text("THE_WORKSPACES_OWN\n", encoding="utf-8")
+    model = ScriptedModel(lambda chat: "done")
+    assert _call(model, workspace, monkeypatch) == "done"
+    seen = json.dumps([chat.body for chat in model.chats])
+    assert ("THE_WORKSPACES_OWN" in seen, "PLANTED_ABOVE_THE_WORKSPACE" in seen, "FROM_THE_USERS_HOME" in seen) == (
+        own, False, False)
+
+
+def test_a_timed_out_call_leaves_nothing_in_the_users_claude_folder(home, monkeypatch):
+    """Killed outright, Claude Code left its live session's files (a peer token among them) and a
+    snapshot of the user's shell in ~/.claude; asked to stop first, it removes them."""
+    def script(chat: Chat):
+        waits = ToolUse("Bash", {"command": "python3 -c 'import time; time.sleep(600)'", "description": "wait"})
+        return waits if not chat.history else "done"
+
+    workspace = Path(tempfile.mkdtemp(prefix="workspace-"))
+    assert _call(ScriptedModel(lambda chat: "done"), workspace, monkeypatch) == "done"  # what any call leaves
+    before = {p for p in (home / ".claude").rglob("*") if p.is_file()}
+    with pytest.raises(AgentError, match="timed out after 8 s"):
+        _call(ScriptedModel(script), workspace, monkeypatch, timeout=8, extra_args=["--allowedTools", "Bash"])
+    left = {p for p in (home / ".claude").rglob("*") if p.is_file()} - before
+    assert sorted(str(p.relative_to(home)) for p in left if {"sessions", "shell-snapshots"} & set(p.parts)) == []
