@@ -17,13 +17,13 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from agentdescent import filelock
+from agentdescent.removal import remove_tree
 
 __all__ = ["ROLLOUTS_PREFIX", "clear", "rollout_folder"]
 
@@ -40,7 +40,7 @@ def rollout_folder(run_id: str) -> Iterator[Path]:
     try:
         yield path
     finally:
-        shutil.rmtree(path, ignore_errors=True)
+        remove_tree(path)
         os.close(fd)
 
 
@@ -55,8 +55,10 @@ def clear(run_id: str | None = None, *, idle_for: float = 0.0) -> tuple[int, int
         if filelock.held(path, follow_symlinks=False) is not False or time.time() - path.lstat().st_mtime < idle_for:
             kept += 1
             continue
-        shutil.rmtree(path, ignore_errors=True)
-        removed += 1
+        if remove_tree(path):
+            removed += 1
+        else:  # what another user made inside it, say: not ours to change
+            kept += 1
     return removed, kept
 
 

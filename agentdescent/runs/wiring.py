@@ -14,12 +14,11 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from agentdescent.agents import claude_code, scripted
+from agentdescent.agents import claude_code, scripted, traces
 from agentdescent.agents.base import Model, ModelUsage
 from agentdescent.agents.providers import CLI_KINDS, PROVIDERS
 from agentdescent.agents.redact import redact
@@ -29,6 +28,7 @@ from agentdescent.config import BATCHED_WAVE
 from agentdescent.errors import UserError
 from agentdescent.reflect import reflector, tree_reflector
 from agentdescent.reflect.tree_reflector import format_files
+from agentdescent.removal import remove_tree
 from agentdescent.runs.build import Materials, resolve_ref
 from agentdescent.runs.spec import AgentSpec, RunSpec
 
@@ -81,7 +81,7 @@ class PluginHost:
         self.name, self.usage = "claude_code", ModelUsage()
 
     def __call__(self, prompt: str, *, cwd: str | os.PathLike[str]) -> str:
-        home = Path(cwd, ".home")
+        home = Path(cwd, traces.HOME_IN_WORKSPACE)
         home.mkdir(exist_ok=True)
         options = dict(self.spec.options)
         extra = [*options.pop("extra_args", ()), "--plugin-dir", str(Path(cwd, self.folder))]
@@ -128,5 +128,5 @@ def _as_model(agent: Callable[..., str], spec: AgentSpec, workdir: Path) -> Mode
         try:
             return agent(prompt, cwd=scratch)
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            remove_tree(scratch)  # a folder a tool made read-only in it too
     return in_a_folder_of_its_own
