@@ -270,7 +270,11 @@ def test_an_l1_change_waits_for_the_users_approval(service, tmp_path, approve):
     assert answered.approved is approve and "scripts/answer.sh" in answered.message
     if not approve:  # declined: the run goes on and proposes it again; decline that one too
         while wait(service, run, until=lambda s: s.waiting_on or s.state not in ("starting", "running")).waiting_on:
-            service.reject(run, change=service.show(run).pending_approval.change)
+            again = service.show(run).pending_approval
+            if again is None:  # the answer is being taken up, and the status not yet written again
+                time.sleep(0.05)
+                continue
+            service.reject(run, change=again.change)
     done = wait(service, run)
     landed = done.outcomes.get("committed", 0)
     assert (landed == 1 and done.best_reward == 1.0) if approve else (landed == 0 and done.best_reward == 0.0)
