@@ -230,7 +230,7 @@ def test_a_hang_past_the_timeout_kills_the_fake_and_its_child(fake, monkeypatch,
     pids = tmp_path / "pids.json"
     monkeypatch.setenv("FAKE_CLI_PIDS", str(pids))
     agent = make(timeout=1)
-    with pytest.raises(AgentError, match=r"(?s)timed out after 1 s.*thinking very hard"):
+    with pytest.raises(AgentError, match=r"(?s)timed out after 1 s; raise it with timeout=2 .*options: \{timeout: 2\}.*thinking very hard"):
         agent("go", cwd=fake.workspace)
     assert agent.usage.failures == 1
     started = json.loads(pids.read_text(encoding="utf-8"))

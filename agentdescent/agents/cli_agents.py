@@ -120,7 +120,7 @@ class CLIAgent:
                       f"{raise_hint('max_reply_chars', str(2 * self.max_reply_chars))}")
             raise _agent_error(self.name, reason, exc.stderr, env) from None
         except TimedOut as exc:
-            raise _agent_error(self.name, str(exc), exc.stderr, env) from None
+            raise _agent_error(self.name, f"{exc}; {raise_hint('timeout', f'{2 * self.timeout:g}')}", exc.stderr, env) from None
 
     def _finish(self, finished: Finished, env: Mapping[str, str], counts: dict[str, float]) -> str:
         """The reply of a finished process, or the `AgentError` that explains why there is none."""
