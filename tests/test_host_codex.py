@@ -227,7 +227,8 @@ def test_install_refuses_without_codex_and_uninstall_with_another_home_takes_eve
     assert named == str(next((tmp_path / "first" / "hosts").glob("codex-*.json")))
     gone = cli("uninstall", "codex", home="second", tmp_path=tmp_path)  # another AGENTDESCENT_HOME
     assert gone.returncode == 0, gone.stderr
-    assert not home.exists() and not (tmp_path / "first" / "hosts").exists()  # the config install made, the skill, the record
+    assert not home.exists()  # the config install made, the skill
+    assert [p.suffix for p in (tmp_path / "first" / "hosts").iterdir()] == [".lock"]  # the record gone, its lock left
 
 
 def test_with_no_record_anywhere_uninstall_takes_out_the_block_and_the_skill_as_shipped(home, tmp_path):

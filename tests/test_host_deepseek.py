@@ -168,4 +168,5 @@ def test_install_refuses_without_dsh_and_uninstall_with_another_home_takes_every
     gone = cli("uninstall", "deepseek", home="second", tmp_path=tmp_path)  # another AGENTDESCENT_HOME
     assert gone.returncode == 0, gone.stderr
     assert patch.read_text(encoding="utf-8") == USER_PATCH
-    assert not (home / "skills").exists() and not (tmp_path / "first" / "hosts").exists()
+    assert not (home / "skills").exists()
+    assert [p.suffix for p in (tmp_path / "first" / "hosts").iterdir()] == [".lock"]  # the record gone, its lock left

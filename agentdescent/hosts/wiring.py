@@ -6,7 +6,9 @@ uninstall takes out exactly what install put in: Codex (config.toml) and DeepSee
 that fails undoes those before it; a block the user edited since install stays unless `force`),
 and records them in `$AGENTDESCENT_HOME/hosts/<host>.json` (the file the block is in and whether install created
 it, each file written with its sha256, the folders it made); the block's first line names that
-record. `take_out` removes the block (every other byte of the user's file stays), each file only
+record; a file already there exactly as this package ships it is recorded as ours too (the record
+that named it may have gone with its home). Installs and uninstalls of one file take turns (an
+flock beside its record). `take_out` removes the block (every other byte of the user's file stays), each file only
 while it is unchanged since install (an edited one stays, and the answer says so), and the folders
 once empty. It reads the record of this home, else the one the block names when it is a record of this very
 file (an install made with another AGENTDESCENT_HOME; a block copied from another file names
@@ -17,22 +19,24 @@ checked (the host modules).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from agentdescent import atomic, reading
+from agentdescent import atomic, filelock, reading
 from agentdescent.errors import UserError
 from agentdescent.home import home
 from agentdescent.hosts import marked
 from agentdescent.hosts.base import Changed
 
 CONFIG_BYTES = 16 << 20  # a host's configuration file: far past what one holds
+LOCK_WAIT = 60.0  # seconds an install or uninstall waits for another one of the same file
 KEPT_SUFFIX = ".before-agentdescent"  # beside a file of the user's that `install --force` replaced
 Check = Callable[[str, str, Path], None]  # (the user's text, the text to write, its path): raise UserError if wrong
 
@@ -82,6 +86,11 @@ def _legacy_manifest_path(host: str) -> Path:
 def put_in(wiring: Wiring, *, force: bool = False) -> Changed:
     """Write the block and the files after every check has passed, and record them; a write that
     fails undoes those before it, so that a failed install changes nothing."""
+    with _locked(wiring, create=True):
+        return _put_in(wiring, force=force)
+
+
+def _put_in(wiring: Wiring, *, force: bool) -> Changed:
     target = _real(wiring.config)
     if wiring.config.is_symlink() and not target.exists():
         raise UserError(f"{wiring.config} is a link to {target}, which does not exist; create that file (an empty one "
@@ -118,21 +127,22 @@ def put_in(wiring: Wiring, *, force: bool = False) -> Changed:
             undo.append(functools.partial(_put_back, target, text))
             atomic.write_text(target, new)
             written.insert(0, str(wiring.config))
-        kept = [Placed(path=str(p), sha256=sha256(b)) for p, b in wiring.files.items()
-                if p not in writes and str(p) in recorded]  # ours, and already as this package ships it
+        # a file not written is there already exactly as this package ships it: ours, as with no record
+        # (`_shipped`), whether or not a record says so (the one that did may have gone with its home)
+        kept = [Placed(path=str(p), sha256=sha256(b)) for p, b in wiring.files.items() if p not in writes]
+        claimed = [str(Path(p.path).parent) for p in kept if p.path not in recorded]  # taken out once empty
         placed = kept + [Placed(path=str(p), sha256=sha256(b)) for p, b in writes.items()]
         manifest = Manifest(host=wiring.host, config=str(wiring.config),
-                            config_created=text is None or bool(old and old.config_created),
+                            # with no record, a file that holds nothing but our block is one install made
+                            config_created=text is None or (old.config_created if old else bool(text) and not user),
                             # a block kept as the user edited it is still told from the one install wrote
                             block_sha256=old.block_sha256 if old and edited and not force else sha256(marked.body(new or "") or ""),
                             files=[p.model_copy(update={"replaced": replaced.get(p.path)}) for p in placed],
-                            folders=sorted({*folders, *(f for f in (old.folders if old else []) if Path(f).is_dir())}))
+                            folders=sorted({*folders, *claimed, *(f for f in (old.folders if old else []) if Path(f).is_dir())}))
         atomic.write_text(record, manifest.model_dump_json(indent=1) + "\n")
     except OSError as exc:
         _undo(undo, folders)
-        raise UserError(f"could not install for {wiring.host}: {exc.strerror or exc} ({exc.filename}); nothing was "
-                        "changed: fix that (a file where a folder should be? a folder you cannot write?), then "
-                        "install again") from None
+        raise _not_installed(wiring.host, exc) from None
     if old_path is not None and old_path != record:
         _forget(old_path)  # the block now names this home's record
     left = ([f"left our block in {wiring.config} as you edited it; `agentdescent install {wiring.host} --force` "
@@ -144,6 +154,30 @@ def put_in(wiring: Wiring, *, force: bool = False) -> Changed:
     done = [f"wired our MCP server into {wiring.config}"] if str(wiring.config) in written else []
     done += [f"wrote {path}" for path in writes] + kept_aside + left
     return Changed(host=wiring.host, action="install", paths=written, message="; ".join(done))
+
+
+@contextlib.contextmanager
+def _locked(wiring: Wiring, *, create: bool) -> Iterator[None]:
+    """Hold an flock beside this install's record for the block: two installs at once would each
+    record what the other wrote as not theirs. Without `create`, a home with no `hosts` folder has
+    no install of its own to guard."""
+    lock = manifest_path(wiring.host, wiring.config).with_suffix(".lock")
+    if not create and not lock.parent.is_dir():
+        yield
+        return
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _not_installed(wiring.host, exc) from None
+    with filelock.holding(lock, wait=LOCK_WAIT, busy=f"another `agentdescent install` or `uninstall {wiring.host}` "
+                          f"(process {{holder}}) has held {lock} for {LOCK_WAIT:g} s; wait for it to end (or stop it), "
+                          "then try again"):
+        yield
+
+
+def _not_installed(host: str, exc: OSError) -> UserError:
+    return UserError(f"could not install for {host}: {exc.strerror or exc} ({exc.filename}); nothing was changed: fix "
+                     "that (a file where a folder should be? a folder you cannot write?), then install again")
 
 
 def _edited_block(old: Manifest | None, text: str | None) -> bool:
@@ -173,6 +207,11 @@ def _undo(steps: list[Callable[[], None]], folders: list[str]) -> None:
 
 def take_out(wiring: Wiring) -> Changed:
     """Remove our block, the files still as install wrote them and the folders it made, once empty."""
+    with _locked(wiring, create=False):
+        return _take_out(wiring)
+
+
+def _take_out(wiring: Wiring) -> Changed:
     manifest, found_at = _find(wiring.host, wiring.config, read_text(_real(wiring.config)))
     config = wiring.config
     target = _real(config)

@@ -1,0 +1,67 @@
+"""What `hosts.wiring` does for Codex and DeepSeek Harness alike, against the user's files as they
+find them: an install made again (after its home went, or at the same time as another) still
+records everything it has there; uninstall never takes the user's own for ours; a file it cannot
+read, write or compare is refused with the fix, nothing changed."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentdescent.hosts import codex, deepseek, wiring
+from tests.mcp_support import REPO
+
+USER_CONFIG = '# mine\nmodel = "o3"\n'
+
+
+@pytest.fixture
+def homes(tmp_path, monkeypatch) -> Path:
+    """CODEX_HOME and DSH_HOME (not created yet), HOME and the run store, all the test's own."""
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex"))
+    monkeypatch.setenv("DSH_HOME", str(tmp_path / "dsh"))
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    monkeypatch.setenv("AGENTDESCENT_HOME", str(tmp_path / "agentdescent"))
+    return tmp_path
+
+
+HOSTS = {"codex": (codex, "codex", "config.toml"), "deepseek": (deepseek, "dsh", "cordis.patch.yml")}
+
+
+@pytest.mark.parametrize("name", HOSTS)
+def test_an_install_again_after_its_home_was_removed_records_the_skill_and_the_file_it_made(homes, name):
+    host, folder, config = HOSTS[name]
+    skill = homes / folder / "skills" / "agentdescent" / "SKILL.md"
+    host.install()
+    shutil.rmtree(wiring.home())  # the user resets the run store, and the record goes with it
+    assert "nothing changed" in host.install().message
+    assert f"removed {skill}" in host.uninstall().message
+    assert not skill.parent.exists() and not (homes / folder / config).exists()  # install made it: only our block
+
+
+def test_a_second_install_at_once_waits_for_the_first_and_uninstall_then_takes_everything_out(homes, monkeypatch):
+    config = homes / "codex" / "config.toml"
+    config.parent.mkdir()
+    config.write_text(USER_CONFIG, encoding="utf-8")
+    written, second = wiring.atomic.write_text, []
+
+    def slow_write(path, text):  # the first install pauses as it writes its record, the skill and block in place
+        if Path(path).suffix == ".json" and not second:
+            second.append(subprocess.Popen([sys.executable, "-m", "agentdescent", "install", "codex", "--without-cli"],
+                                           cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                second[0].wait(timeout=5)
+            assert second[0].poll() is None, f"the second install did not wait for the first: {second[0].stdout.read()}"
+        written(path, text)
+
+    monkeypatch.setattr(wiring.atomic, "write_text", slow_write)
+    codex.install()
+    out, _ = second[0].communicate(timeout=120)
+    assert second[0].returncode == 0 and "already installed for codex" in out, out
+    monkeypatch.setattr(wiring.atomic, "write_text", written)
+    codex.uninstall()
+    assert config.read_text(encoding="utf-8") == USER_CONFIG and not (homes / "codex" / "skills").exists()
