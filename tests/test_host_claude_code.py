@@ -423,3 +423,25 @@ def test_uninstall_installs_again_the_plugins_of_the_users_marketplace_that_inst
     assert gone.commands[-1] == "claude plugin install mytool@agentdescent"
     installed = json.loads((claude_code.config_dir() / "plugins" / "installed_plugins.json").read_text(encoding="utf-8"))
     assert "mytool@agentdescent" in installed["plugins"]
+
+
+def test_uninstall_installs_again_the_users_own_plugin_of_our_name_that_install_force_replaced(claude, env, tmp_path):
+    """The user's clone of this repository, added as their marketplace, with its plugin installed."""
+    mine = tmp_path / "mine"
+    (mine / "plugins" / "claude-code" / ".claude-plugin").mkdir(parents=True)
+    (mine / "plugins" / "claude-code" / ".claude-plugin" / "plugin.json").write_text(json.dumps(
+        {"name": "agentdescent", "version": "9.9.9", "description": "my build"}), encoding="utf-8")
+    (mine / ".claude-plugin").mkdir()
+    (mine / ".claude-plugin" / "marketplace.json").write_text(json.dumps(
+        {"name": "agentdescent", "owner": {"name": "me"},
+         "plugins": [{"name": "agentdescent", "source": "./plugins/claude-code", "description": "my build"}]}),
+        encoding="utf-8")
+    ok([str(claude), "plugin", "marketplace", "add", str(mine)], env, cwd=tmp_path)
+    ok([str(claude), "plugin", "install", "agentdescent@agentdescent"], env, cwd=tmp_path)
+    claude_code.install(force=True)
+    gone = claude_code.uninstall()
+    assert "installed again its plugins agentdescent@agentdescent" in gone.message, gone.message
+    assert gone.commands[-1] == "claude plugin install agentdescent@agentdescent"
+    installed = json.loads((claude_code.config_dir() / "plugins" / "installed_plugins.json").read_text(encoding="utf-8"))
+    assert [entry["version"] for entry in installed["plugins"]["agentdescent@agentdescent"]] == ["9.9.9"]
+    assert known() == {"agentdescent": {"source": "directory", "path": str(mine)}}

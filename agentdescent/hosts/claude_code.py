@@ -104,9 +104,10 @@ def _install(claude: str, target: Path, *, force: bool) -> Changed:
                         "claude-code --force` points it at the copy this package ships")
     had = _plugin_installed()
     if theirs and before is not None:  # the user's own marketplace, replaced on purpose: uninstall re-adds it
+        # and installs again what was installed from it, our plugin's name too (uninstall takes out ours)
         installed = _read(config_dir() / "plugins" / "installed_plugins.json").get("plugins")
         claude_replaced.keep(target, before, sorted(p for p in (installed if isinstance(installed, dict) else {})
-                                                    if p.endswith(f"@{MARKETPLACE}") and p != PLUGIN))
+                                                    if p.endswith(f"@{MARKETPLACE}")))
     written = _materialise(target, rewrite=force)
     if not force and not written and ours and had:
         return Changed(host=HOST, action="install", message=f"Claude Code already has the plugin {PLUGIN} "

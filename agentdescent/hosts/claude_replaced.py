@@ -26,7 +26,7 @@ def record(folder: Path) -> Path:
 
 def keep(folder: Path, source: dict[str, Any], plugins: list[str]) -> None:
     """Record `source` as the user's marketplace that ours in `folder` replaced, and the `plugins`
-    installed from it (replacing it uninstalls them)."""
+    installed from it: replacing it uninstalls them, and uninstall takes out ours, which may share a name with one."""
     atomic.write_text(record(folder), json.dumps({"source": source, "plugins": plugins}))
 
 
