@@ -104,7 +104,11 @@ def test_without_a_patch_file_install_creates_one_and_uninstall_removes_it(home)
     ("[]\n", "flow list"),
     ("plugins: {}\n", "not a YAML list"),
     ("- insert: [\n", "not valid YAML"),
-], ids=["own id", "own server name", "flow list", "mapping", "broken file"])
+    ("- insert: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(  # 700 bytes that read as 9 ** 7 values
+        f"- insert: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 7)), "aliases .* past 100000"),
+    ("- &me [*me]\n", "aliases .* without end"),
+    ("- " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper than it can be read"),
+], ids=["own id", "own server name", "flow list", "mapping", "broken file", "alias bomb", "alias loop", "deep"])
 def test_a_patch_our_row_cannot_join_is_refused_unchanged(home, text, says):
     patch = patch_with(home, text)
     for force in (False, True):

@@ -5,7 +5,8 @@ defaults to `~/.dsh`) is the user's own layer, a top-level YAML list of operatio
 the operation the package ships (plugins/deepseek/cordis.patch.yml: an `- insert:` of one
 `@deepseek-ai/dsh-mcp-client` row that starts `agentdescent-mcp` over stdio) between marker lines
 (`marked`), after checking that the file then loads, reads exactly as before plus our operation,
-and has one row that starts the entry point. It loads with `TolerantLoader`, a SafeLoader that
+and has one row that starts the entry point (a file whose aliases expand it past `VALUES` values
+is refused first: comparing what it reads as would walk every copy). It loads with `TolerantLoader`, a SafeLoader that
 reads a value under a tag it does not know (the harness's `!!js process.cwd()`) as the plain value.
 It refuses, changing nothing, when the user's layer has a row or server named `agentdescent` of its
 own, or is not a block list our operation can join (a flow list `[...]`, a mapping); `force` only
@@ -46,6 +47,7 @@ SERVER = "agentdescent"
 CLIENT = "@deepseek-ai/dsh-mcp-client"
 ENTRY_POINT = "agentdescent-mcp"
 SKILL = ".agents/skills/agentdescent/SKILL.md"  # in the bundle; installed as $DSH_HOME/skills/agentdescent/SKILL.md
+VALUES = 100_000  # values a patch file may read as, its aliases expanded: far past any layer a person writes
 
 
 class TolerantLoader(yaml.SafeLoader):
@@ -66,7 +68,15 @@ TolerantLoader.add_multi_constructor("", _untagged)  # exact constructors (the s
 
 def load(text: str) -> Any:
     """A patch file's operations as plain data (None for a file of only comments)."""
-    return yaml.load(text, Loader=TolerantLoader)  # a SafeLoader subclass: plain data only
+    return _nested(yaml.load, text)  # a SafeLoader subclass: plain data only
+
+
+def _nested(read: Any, text: str) -> Any:
+    """`read(text, Loader=TolerantLoader)`, a file nested past Python's recursion limit a YAMLError."""
+    try:
+        return read(text, Loader=TolerantLoader)
+    except RecursionError:
+        raise yaml.YAMLError("it is nested deeper than it can be read") from None
 
 
 def dsh_home() -> Path:
@@ -115,9 +125,14 @@ def _check_yaml(user: str, new: str, patch: Path) -> None:
     """Refuse unless `new` loads as `user`'s operations plus ours, with one row starting the entry point."""
     try:
         mine = load(user)
+        expanded = _expanded(user)
     except yaml.YAMLError as exc:
         raise UserError(f"{patch} is not valid YAML ({_short(exc)}): fix it (the harness cannot read it either), "
                         "then install again") from None
+    if expanded > VALUES:  # comparing what it reads as would walk every copy
+        raise UserError(f"{patch} has aliases (`*name`) that repeat its values past {VALUES} once expanded (or without "
+                        "end), which the harness would expand too: write those operations out without such aliases, "
+                        f"or add the {CLIENT} row by hand")
     if mine is not None and not isinstance(mine, list):
         raise UserError(f"{patch} is not a YAML list of operations (`- insert:` ...); fix it, then install again")
     if _rows(mine, _named_us):
@@ -135,6 +150,23 @@ def _check_yaml(user: str, new: str, patch: Path) -> None:
                         f"{CLIENT} row by hand")
     if len(_rows(result, _starts_us)) != 1:
         raise UserError(f"{patch} would not have exactly one {CLIENT} row starting {ENTRY_POINT}; add it by hand")
+
+
+def _expanded(text: str) -> int:
+    """How many values `text` reads as once its aliases are expanded, past VALUES for one that refers
+    to itself; each node is counted once, so a file of nested aliases costs what its lines do."""
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node) -> int:
+        if id(node) not in sizes:
+            sizes[id(node)] = VALUES + 1  # while its children are counted: met again, it holds itself
+            children = ([part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode) else
+                        node.value if isinstance(node, yaml.SequenceNode) else [])
+            sizes[id(node)] = min(1 + sum(size(child) for child in children), VALUES + 1)
+        return sizes[id(node)]
+
+    root = _nested(yaml.compose, text)
+    return 0 if root is None else size(root)
 
 
 def _wires_us(text: str) -> bool:
