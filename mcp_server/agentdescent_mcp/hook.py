@@ -5,7 +5,13 @@ A host runs it at the start of every session, so it must be fast and quiet: it r
 costs most of a second), prints nothing when no run is active, and never fails the session (a
 store it cannot read is no runs). A run is active while its status says starting or running and
 its process holds the run's lock; the rules are those of `agentdescent.runs.store`, and a test
-keeps the two in step.
+keeps the two in step: a run is a folder named as the store names one, and the fields printed are
+checked as `RunStatus` checks them (a live run whose status fails is named damaged).
+
+What it prints reaches the host's model as the session's context, so nothing of a status is
+printed as it is: the run is named by its folder, the target and what it waits on are quoted as
+`agentdescent.quoting` quotes (one line, control characters gone, cut short; not redacted, which
+needs the package), each line is cut to LINE_CHARS and at most RUNS runs are named.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shlex
 import stat
 import sys
@@ -20,30 +27,74 @@ from pathlib import Path
 
 LIVE = ("starting", "running")
 STATUS_BYTES = 4 << 20  # as `agentdescent.runs.store.FILE_BYTES`
+RUN_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")  # as `agentdescent.runs.store._RUN_ID`
+RUNS = 10  # runs named; the rest counted
+LINE_CHARS = 600
+QUOTE_CHARS = 200
+_READ_PAST = 4_096  # as `agentdescent.quoting._KEY_ROOM`: a quote reads this far past its limit
+# as `agentdescent.quoting`: what a line cannot show as it is, and the quote marks inside a quote
+_UNPRINTABLE = r"\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff"
+_CONTROL = re.compile(f"[{_UNPRINTABLE}\\s]+")
+_MARKS = str.maketrans({"«": "‹", "»": "›"})
 
 
 def active_runs(store: Path) -> list[dict]:
-    """The status of every run in `store` whose process is alive, oldest first."""
+    """The status of every run in `store` whose process is alive, oldest first: its checked fields,
+    or {"id": folder, "damaged": True} for one that does not read as a run's status."""
     found = []
     try:
-        folders = sorted(p for p in store.iterdir() if p.is_dir())
+        folders = sorted(p for p in store.iterdir() if RUN_ID.fullmatch(p.name) and not p.is_symlink() and p.is_dir())
     except OSError:
         return []
     for folder in folders:
-        try:
-            status = json.loads(_small_file(folder / "status.json"))
-        except (OSError, ValueError, RecursionError):
-            continue
-        if isinstance(status, dict) and status.get("state") in LIVE and _alive(folder / "lock"):
-            found.append(status)
-    return sorted(found, key=lambda s: s.get("created") or 0)
+        status = _status(folder)
+        if (status is None or status["state"] in LIVE) and _alive(folder / "lock"):
+            found.append(status or {"id": folder.name, "damaged": True, "created": 0.0})
+    return sorted(found, key=lambda s: s["created"])
+
+
+def _status(folder: Path) -> dict | None:
+    """The fields the hook reads of `folder`'s status, checked as `RunStatus` checks them; None when it
+    cannot be read or one of them fails."""
+    try:
+        status = json.loads(_small_file(folder / "status.json"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(status, dict):
+        return None
+    fields = {"id": str, "state": str, "target": str, "round": int, "rounds": int, "created": (int, float),
+              "waiting_on": (str, type(None))}
+    defaults = {"id": "", "state": "starting", "target": "", "round": 0, "rounds": 0, "created": 0.0, "waiting_on": None}
+    checked = {name: status.get(name, defaults[name]) for name in fields}
+    if any(not isinstance(value, fields[name]) for name, value in checked.items()):
+        return None
+    return {**checked, "id": folder.name}  # `status RUN` finds a run by its folder
 
 
 def line(status: dict) -> str:
-    waiting = f"; waiting on {status['waiting_on']}" if status.get("waiting_on") else ""
-    return (f"agentdescent: run {status.get('id')} is {status.get('state')} on {status.get('target')} "
-            f"(round {status.get('round', 0)} of {status.get('rounds', '?')}){waiting}; "
-            f"the status tool (or {command('status', str(status.get('id')))}) tells more")
+    """What the hook says of one run of `active_runs`, at most LINE_CHARS characters."""
+    run = status["id"]
+    if status.get("damaged"):
+        said = f"agentdescent: run {run} is live, but its status.json is damaged; {command('status', run)} says more"
+    else:
+        waiting = f"; waiting on {quoted(status['waiting_on'])}" if status.get("waiting_on") else ""
+        said = (f"agentdescent: run {run} is {status.get('state')} on {quoted(status.get('target', ''))} (round "
+                f"{status.get('round', 0)} of {status.get('rounds', '?')}){waiting}; the status tool (or "
+                f"{command('status', run)}) tells more")
+    return said if len(said) <= LINE_CHARS else said[:LINE_CHARS] + "..."
+
+
+def quoted(text: str) -> str:
+    """`text` quoted as `agentdescent.quoting.quoted` quotes it, but for redaction: «one line, cut...»."""
+    flat = _CONTROL.sub(" ", text[: QUOTE_CHARS + _READ_PAST]).strip().translate(_MARKS)
+    return f"«{flat[:QUOTE_CHARS]}{'...' if len(flat) > QUOTE_CHARS or len(text) > QUOTE_CHARS + _READ_PAST else ''}»"
+
+
+def lines(runs: list[dict]) -> list[str]:
+    """A line for each of the first RUNS runs, and one that counts the rest."""
+    more = len(runs) - RUNS
+    rest = [f"agentdescent: ... and {more} more active runs; the runs tool (or {command('runs')}) lists them"]
+    return [line(status) for status in runs[:RUNS]] + (rest if more > 0 else [])
 
 
 def command(*args: str) -> str:
@@ -90,8 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     if args != ["session-start"]:
         print("usage: agentdescent-hook session-start", file=sys.stderr)
         return 2
-    for status in active_runs(_store()):
-        print(line(status))
+    for said in lines(active_runs(_store())):
+        # a lone surrogate (JSON may hold one) cannot be written as UTF-8: it is replaced, never a failure
+        sys.stdout.buffer.write((said + "\n").encode("utf-8", "replace"))
+    sys.stdout.flush()
     return 0
 
 
