@@ -129,7 +129,9 @@ def test_a_second_install_changes_nothing_and_a_newer_block_replaces_only_ours(h
     (USER_CONFIG + '\n\n[mcp_servers.agentdescent]\ncommand = "my-own-build"\n', "of its own"),
     ('model = "o3"\nmcp_servers = { other = { command = "other-server" } }\n', "inline"),
     ('model = "o3\n', "not valid TOML"),
-], ids=["own table", "inline table", "broken file"])
+    ('[[mcp_servers]]\nname = "x"\n', r"mcp_servers as an array of tables \(\[\[mcp_servers\]\]\), not the table"),
+    ('mcp_servers = "none"\n', "mcp_servers as a string, not the table of servers Codex reads"),
+], ids=["own table", "inline table", "broken file", "array of tables", "string"])
 def test_a_config_our_table_cannot_join_is_refused_unchanged(home, text, says):
     config = config_with(home, text)
     for force in (False, True):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from agentdescent.errors import UserError
 from agentdescent.hosts import codex, deepseek, wiring
 from tests.mcp_support import REPO
 
@@ -65,3 +66,16 @@ def test_a_second_install_at_once_waits_for_the_first_and_uninstall_then_takes_e
     monkeypatch.setattr(wiring.atomic, "write_text", written)
     codex.uninstall()
     assert config.read_text(encoding="utf-8") == USER_CONFIG and not (homes / "codex" / "skills").exists()
+
+
+@pytest.mark.parametrize("name", HOSTS)
+def test_a_config_that_is_a_symlink_loop_is_refused_and_reported_as_one(homes, name):
+    host, folder, config = HOSTS[name]
+    (homes / folder).mkdir()
+    (homes / folder / config).symlink_to(config)
+    for verb in (host.install, host.uninstall):
+        with pytest.raises(UserError, match="is a symlink that leads back to itself .*remove the link"):
+            verb()
+    report = host.report()
+    assert "leads back to itself" in report.problem and report.how.startswith(f"fix {homes / folder / config} first")
+    assert not (homes / folder / "skills").exists()

@@ -67,6 +67,8 @@ def report() -> HostReport:
     wired = _names_us(read)
     how = wired_in(HOST, config, marked.present(text)) if wired else to_wire(
         HOST, found=codex is not None, product="Codex", package="@openai/codex")
+    if problem:
+        how = f"fix {config} first (its problem is below), then {how}"
     return HostReport(host=HOST, installed=codex is not None, version=version(codex) if codex else None,
                       wired=wired, how=how, config=str(config), problem=problem)
 
@@ -103,6 +105,9 @@ def _check_toml(user: str, new: str, config: Path) -> None:
     if _names_us(mine):
         raise UserError(f"{config} already has an [mcp_servers.{SERVER}] of its own, so Codex is wired already; to "
                         "have `agentdescent install codex` manage it instead, delete that table and install again")
+    if not isinstance(mine.get("mcp_servers", {}), dict):  # `[[mcp_servers]]`: our table would go inside its last
+        raise UserError(f"{config} has mcp_servers as {_kind(mine['mcp_servers'])}, not the table of servers Codex "
+                        "reads: write each server as an [mcp_servers.NAME] table, then install again")
     ours = tomllib.loads(bundle.files(HOST)["config.toml"])["mcp_servers"][SERVER]
     try:
         result = _toml(new)
@@ -121,6 +126,13 @@ def _check_toml(user: str, new: str, config: Path) -> None:
 def _toml(text: str) -> dict:
     """`text` as TOML, as Codex reads it: a byte order mark before it is not TOML's, and Codex skips it."""
     return tomllib.loads(text.removeprefix("\ufeff"))
+
+
+def _kind(value: object) -> str:
+    """What a TOML value is, in the words of the file: _kind([{}]) == "an array of tables ([[mcp_servers]])" """
+    if isinstance(value, list):
+        return "an array of tables ([[mcp_servers]])" if all(isinstance(v, dict) for v in value) else "an array"
+    return {str: "a string", bool: "a boolean", int: "an integer", float: "a float"}.get(type(value), "a date or time")
 
 
 def _wires_us(text: str) -> bool:

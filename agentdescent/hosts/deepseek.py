@@ -87,15 +87,18 @@ def report() -> HostReport:
     """How the harness stands here; never raises, and runs at most `dsh --version`."""
     dsh = shutil.which(PROGRAM)
     patch = dsh_home() / "cordis.patch.yml"
+    problem = None
     try:
         text = wiring.read_text(patch) or ""
-    except UserError:
-        text = ""
+    except UserError as exc:
+        text, problem = "", str(exc)
     wired = _wires_us(text)
     how = wired_in(HOST, patch, marked.present(text)) if wired else to_wire(
         HOST, found=dsh is not None, product="DeepSeek Harness", package="@deepseek-ai/dsh")
+    if problem:
+        how = f"fix {patch} first (its problem is below), then {how}"
     return HostReport(host=HOST, installed=dsh is not None, version=version(dsh) if dsh else None,
-                      wired=wired, how=how, config=str(patch))
+                      wired=wired, how=how, config=str(patch), problem=problem)
 
 
 def install(*, force: bool = False) -> Changed:

@@ -20,6 +20,7 @@ checked (the host modules).
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import os
@@ -268,8 +269,10 @@ def read_text(path: Path) -> str | None:
         os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    except OSError:
-        pass  # reading says what it is
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _loop(path) from None
+        # reading says what else it is
     data = reading.read_bytes(path, what="host configuration", limit=CONFIG_BYTES)
     try:
         return data.decode("utf-8")
@@ -311,7 +314,17 @@ def _remove_if_empty(folder: Path) -> None:
 
 def _real(path: Path) -> Path:
     """The file a symlinked config points to: writing through the link keeps the user's link."""
-    return path.resolve() if path.is_symlink() else path
+    if not path.is_symlink():
+        return path
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):  # a loop: RuntimeError up to Python 3.12, OSError (ELOOP) since
+        raise _loop(path) from None
+
+
+def _loop(path: Path) -> UserError:
+    return UserError(f"{path} is a symlink that leads back to itself (a loop), so neither the host nor AgentDescent "
+                     "can read it: remove the link (or point it at a real file), then run the command again")
 
 
 def _find(host: str, config: Path, text: str | None) -> tuple[Manifest | None, Path | None]:
