@@ -79,3 +79,17 @@ def test_a_config_that_is_a_symlink_loop_is_refused_and_reported_as_one(homes, n
     report = host.report()
     assert "leads back to itself" in report.problem and report.how.startswith(f"fix {homes / folder / config} first")
     assert not (homes / folder / "skills").exists()
+
+
+OWN = {"codex": '[mcp_servers.agentdescent]\ncommand = "/opt/my-build/agentdescent-mcp"\n',
+       "deepseek": "- insert:\n    - id: agentdescent\n      name: my-own-build\n"}
+
+
+@pytest.mark.parametrize("name", HOSTS)
+def test_uninstall_leaves_a_server_of_the_users_own_named_agentdescent_and_says_whose_it_is(homes, name):
+    host, folder, config = HOSTS[name]
+    (homes / folder).mkdir()
+    (homes / folder / config).write_text(OWN[name], encoding="utf-8")
+    said = host.uninstall().message
+    assert "named agentdescent in" in said and "is your own" in said and "still wires our" not in said, said
+    assert (homes / folder / config).read_text(encoding="utf-8") == OWN[name]

@@ -230,9 +230,12 @@ def _take_out(wiring: Wiring) -> Changed:
         removed.append(str(config))
     elif manifest:
         notes.append(f"our block was not in {config} any more")
-    if rest is not None and wiring.wired(rest):  # the host rewrote the file, and our markers with it
+    if rest is not None and wiring.wired(rest) and (manifest or rest != text):  # the host rewrote our markers away
         notes.append(f"{config} still wires our MCP server outside our markers (the host rewrote the file?): "
                      f"{wiring.unwire}")
+    elif rest is not None and wiring.wired(rest):  # no block, no record: nothing says install wrote it
+        notes.append(f"the MCP server named agentdescent in {config} is your own (no block of ours is there, "
+                     "and no record of an install), so it stays as it is")
     placed_files = manifest.files if manifest else _shipped(wiring)
     for placed in placed_files:
         path, current = Path(placed.path), read_text(Path(placed.path))
