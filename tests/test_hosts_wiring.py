@@ -93,3 +93,24 @@ def test_uninstall_leaves_a_server_of_the_users_own_named_agentdescent_and_says_
     said = host.uninstall().message
     assert "named agentdescent in" in said and "is your own" in said and "still wires our" not in said, said
     assert (homes / folder / config).read_text(encoding="utf-8") == OWN[name]
+
+
+@pytest.mark.parametrize("name", HOSTS)
+def test_a_read_only_config_is_neither_wired_nor_unwired_and_the_message_says_how(homes, name):
+    host, folder, config = HOSTS[name]
+    path = homes / folder / config
+    path.parent.mkdir()
+    path.write_text(USER_CONFIG if name == "codex" else "# mine\n", encoding="utf-8")
+    before = path.read_bytes()
+    path.chmod(0o444)
+    with pytest.raises(UserError, match=r"is read-only \(mode 444\), so `agentdescent install .*` changed nothing: "
+                                        "make it writable .*or add our lines to it by hand"):
+        host.install()
+    assert path.read_bytes() == before and not (homes / folder / "skills").exists()
+    path.chmod(0o644)
+    host.install()
+    wired = path.read_bytes()
+    path.chmod(0o444)
+    with pytest.raises(UserError, match=r"is read-only .*`agentdescent uninstall .*` changed nothing.* markers out by hand"):
+        host.uninstall()
+    assert path.read_bytes() == wired and (homes / folder / "skills" / "agentdescent" / "SKILL.md").exists()

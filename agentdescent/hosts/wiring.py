@@ -3,7 +3,8 @@ uninstall takes out exactly what install put in: Codex (config.toml) and DeepSee
 (cordis.patch.yml) are wired this way.
 
 `put_in` writes the marked block (`marked`) and the files after every check has passed (a write
-that fails undoes those before it; a block the user edited since install stays unless `force`),
+that fails undoes those before it; a block the user edited since install stays unless `force`;
+a file the user made read-only is refused, by `take_out` too),
 and records them in `$AGENTDESCENT_HOME/hosts/<host>.json` (the file the block is in and whether install created
 it, each file written with its sha256, the folders it made); the block's first line names that
 record; a file already there exactly as this package ships it is recorded as ours too (the record
@@ -24,6 +25,7 @@ import errno
 import functools
 import hashlib
 import os
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,6 +108,8 @@ def _put_in(wiring: Wiring, *, force: bool) -> Changed:
     else:
         new = marked.insert(user, wiring.block, wiring.host, record=str(record))
         wiring.check(user, new, wiring.config)
+    if text is not None and new != text:
+        _writable(target, wiring, "install", "add our lines to it by hand (docs/hosts.md says which)")
     recorded = {p.path: p.sha256 for p in old.files} if old else {}
     writes = {path: body for path, body in wiring.files.items() if _needs_write(path, body, recorded, force)}
     folders = sorted({str(f) for path in [wiring.config, *writes] for f in _missing_folders(path.parent)})
@@ -176,6 +180,16 @@ def _locked(wiring: Wiring, *, create: bool) -> Iterator[None]:
         yield
 
 
+def _writable(target: Path, wiring: Wiring, verb: str, by_hand: str) -> None:
+    """Refuse to change a file its owner made read-only (a write through a temp file and a rename
+    would replace it all the same, its mode kept), or that this user may not write."""
+    mode = stat.S_IMODE(os.stat(target).st_mode)
+    if mode & 0o222 and os.access(target, os.W_OK):
+        return
+    raise UserError(f"{wiring.config} is read-only (mode {mode:o}), so `agentdescent {verb} {wiring.host}` changed "
+                    f"nothing: make it writable (chmod u+w {target}) and run it again, or {by_hand}")
+
+
 def _not_installed(host: str, exc: OSError) -> UserError:
     return UserError(f"could not install for {host}: {exc.strerror or exc} ({exc.filename}); nothing was changed: fix "
                      "that (a file where a folder should be? a folder you cannot write?), then install again")
@@ -223,6 +237,8 @@ def _take_out(wiring: Wiring) -> Changed:
                         "take the lines between the `# >>> agentdescent` and `# <<< agentdescent` markers out by hand")
     removed, notes = [], []
     if rest is not None and rest != text:
+        _writable(target, wiring, "uninstall", "take the lines between the `# >>> agentdescent` and "
+                  "`# <<< agentdescent` markers out by hand")
         if rest == "" and manifest and manifest.config_created:
             target.unlink()
         else:
