@@ -445,3 +445,18 @@ def test_uninstall_installs_again_the_users_own_plugin_of_our_name_that_install_
     installed = json.loads((claude_code.config_dir() / "plugins" / "installed_plugins.json").read_text(encoding="utf-8"))
     assert [entry["version"] for entry in installed["plugins"]["agentdescent@agentdescent"]] == ["9.9.9"]
     assert known() == {"agentdescent": {"source": "directory", "path": str(mine)}}
+
+
+def test_uninstall_keeps_the_values_of_the_users_settings_and_its_help_says_their_file_is_rewritten(claude, env):
+    settings = claude_code.config_dir() / "settings.json"
+    settings.parent.mkdir(parents=True)
+    mine = '{\n    "theme": "dark",\n    "alwaysThinkingEnabled": false,\n  "permissions": {"allow": ["Bash(ls:*)"]}\n}\n'
+    settings.write_text(mine, encoding="utf-8")
+    claude_code.install()
+    claude_code.uninstall()
+    after = json.loads(settings.read_text(encoding="utf-8"))
+    assert {key: after[key] for key in json.loads(mine)} == json.loads(mine)  # the values, not the layout
+    assert {key: value for key, value in after.items() if key not in json.loads(mine)} in (
+        {}, {"enabledPlugins": {}, "extraKnownMarketplaces": {}}, {"extraKnownMarketplaces": {}})
+    said = " ".join(ok([sys.executable, "-m", "agentdescent", "uninstall", "--help"], env).split())
+    assert "stay as they are" not in said and "rewrite its settings.json" in said

@@ -29,7 +29,9 @@ def add_host_verbs(commands: argparse._SubParsersAction) -> None:
     for verb, summary, example in (
         ("install", "wire AgentDescent into a host: its MCP server, the skill, and for Claude Code the plugin",
          "agentdescent install claude-code"),
-        ("uninstall", "take out of a host exactly what install put in (the host's other settings stay as they are)",
+        ("uninstall", "take out of a host exactly what install put in (Codex's and DeepSeek's other settings stay byte "
+         "for byte; Claude Code's own `claude plugin` commands rewrite its settings.json, your settings keeping their "
+         "values but not the file's layout)",
          "agentdescent uninstall codex"),
     ):
         parser = commands.add_parser(verb, help=summary, description=summary[0].upper() + summary[1:] + ".",

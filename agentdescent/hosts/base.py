@@ -51,7 +51,8 @@ class Host(Protocol):
     `install(force=False)` wires the server and the skill; run again, it changes nothing or
     brings them up to date. Without `force` it refuses to replace anything it did not write; what
     `force` may replace, the host module's docstring says. `uninstall()` takes out what install
-    put in and nothing else: the host's other settings stay as they are. What install keeps for
+    put in and nothing else: the host's other settings keep their values (byte for byte where we edit the
+    file; a host whose own commands do the work may rewrite the file's layout). What install keeps for
     itself (a record of what it wrote, a marketplace folder) goes in `home() / "hosts"`
     (`agentdescent.home`), and uninstall finds it there or, when it runs with another home, from
     what the host's own configuration says of it. Both raise `UserError`, with the fix, when they cannot do what was
