@@ -12,7 +12,8 @@ What crosses is a unit of `units` with the user's callables (cloudpickled, so cl
 record it returns, usage included; each call's future completes as its result lands, so results
 come back in the order they finish. An actor that dies mid-batch (its node lost, its process
 killed) is restarted by Ray, and the calls of its batch still unanswered are sent again, one at
-a time: the call that killed it (a crash in the user's code) must not take the others with it.
+a time, to an actor of their own that nothing else is sent to: the call that killed it (a crash in
+the user's code) must not take the others with it, there or on the actors the run goes on with.
 
 `ray.init` joins the cluster `RAY_ADDRESS` names, and starts a local one otherwise; a cluster
 this executor started is shut down with it, one the caller started is left running, and so are
@@ -168,6 +169,8 @@ class RayExecutor:
                             scheduling_strategy="SPREAD")(_Runner)
         kept = [] if self._started else IDLE.take(self._job, per_actor, actors)
         self._actors = kept + [runner.remote(per_actor) for _ in range(actors - len(kept))]
+        self._runner = runner
+        self._apart: Any = None  # the actor calls sent again run on, one at a time (made at the first)
         self._retries = retries
         self._on_start = on_start  # called as each call is sent to an actor (`Executor`)
         self._next = 0  # the actor the next batch starts from
@@ -289,7 +292,8 @@ class RayExecutor:
         deadline = time.monotonic() + RESTART_WAIT_S
         while not self._closed and time.monotonic() < deadline:
             try:
-                self._ray.get([actor.__ray_ready__.remote() for actor in self._actors], timeout=RESTART_WAIT_S)
+                actors = [*self._actors, *([self._apart] if self._apart is not None else [])]
+                self._ray.get([actor.__ray_ready__.remote() for actor in actors], timeout=RESTART_WAIT_S)
                 break
             except Exception:  # still restarting
                 time.sleep(RESTART_POLL_S)
@@ -304,9 +308,10 @@ class RayExecutor:
         call.sent += 1
         if self._on_start is not None:
             self._on_start()
-        actor, self._next = self._actors[self._next % len(self._actors)], self._next + 1
         try:
-            landed = actor.one.remote(call.fn, call.args).future()
+            if self._apart is None:  # restarted by Ray after each death, as the others are
+                self._apart = self._runner.remote(1)
+            landed = self._apart.one.remote(call.fn, call.args).future()
         except Exception as exc:  # the cluster is gone
             settle(call.future, error=exc)
             return
@@ -360,6 +365,8 @@ class RayExecutor:
         if not self._started and not self._ray.is_initialized():
             return  # the executor that started the cluster shut it down: a call to an actor would start another
         doomed = self._actors
+        if self._apart is not None:  # it met a call that killed its actor: never kept warm
+            self._kill([self._apart])
         if keep and not self._started:
             try:
                 for actor in self._actors:
@@ -367,14 +374,17 @@ class RayExecutor:
             except Exception:  # its cluster is gone: no one will take it back anyway
                 return
             doomed = IDLE.give(self._job, self._per_actor, self._actors)
-        for actor in doomed:
+        self._kill(doomed)
+        if self._started:
+            self._ray.shutdown()
+            self._started = False
+
+    def _kill(self, actors: Sequence[Any]) -> None:
+        for actor in actors:
             try:
                 self._ray.kill(actor)
             except Exception:  # already gone with its cluster
                 pass
-        if self._started:
-            self._ray.shutdown()
-            self._started = False
 
 
 def _cause(exc: BaseException) -> BaseException:
