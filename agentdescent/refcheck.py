@@ -7,17 +7,20 @@ process for good. So `check_refs` imports each ref in a child process instead:
     check_refs(["tests.keyword_domain:answer", "this:s"])
     == {"tests.keyword_domain:answer": None, "this:s": "'s' is a value of type str, not a function ...; it printed: ..."}
 
-Each ref's child is `python -m agentdescent.refcheck ORIGIN RESULT_FILE REF`, started in a
-folder of its own so that a module planted in the user's folder (a `json.py`) cannot stand in for
-one the check itself needs; once those are imported it moves to `cwd` (default the current
-folder) and puts it first on `sys.path`, as the run's own process does. Its stdin is /dev/null;
-it runs in its own process group, killed with the group after `timeout` seconds. Its verdict is
-the JSON file it writes after the import, so nothing the user's module prints can pass for one;
+Each ref's child is `python -m agentdescent.refcheck PARENT_PID ORIGIN RESULT_FILE REF` (this copy
+of the package first on its PYTHONPATH, so that it speaks the same arguments), started in a folder
+of its own so that a module planted in the user's folder (a `json.py`) cannot stand in for one the
+check itself needs; once those are imported it moves to `cwd` (default the current folder) and puts
+it first on `sys.path`, as the run's own process does. Its stdin is /dev/null; it runs in its own
+process group, killed with the group after `timeout` seconds. A check never outlives the process
+that asked for it, however that one ended (SIGTERM, SIGHUP, SIGKILL): the child watches its parent
+and, once it is gone, removes the scratch folder and kills its own group (`_orphaned`). Its verdict
+is the JSON file it writes after the import, so nothing the user's module prints can pass for one;
 what it printed (stdout and stderr, the last `OUTPUT_BYTES` kept) is quoted, redacted, in a
-failure. This module lives outside `agentdescent.runs` so that the child imports next to nothing
-of ours. `check_call` goes one step further for a reward: its child calls the ref once, as
-`ref(task, output)`, and says what it raised or returned that is not a number. Left out: calling
-an agent or a reflector (only the run's own process does).
+failure. This module lives outside `agentdescent.runs` so that the child imports next to nothing of
+ours. `check_call` goes one step further for a reward: its child calls the ref once, as
+`ref(task, output)`, and says what it raised or returned that is not a number. Left out: calling an
+agent or a reflector (only the run's own process does).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import importlib
 import json
 import numbers
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -43,6 +47,8 @@ CHILD_MODULE = "agentdescent.refcheck"
 REF_CHECK_SECONDS = 30.0
 OUTPUT_BYTES = 16_000  # the tail of what the child printed, kept for a failure's message
 QUOTED_CHARS = 120  # of that tail, quoted in a failure
+SCRATCH_PREFIX = "agentdescent-refcheck-"  # the checks' scratch folders in the temp folder (runs --prune knows it)
+PARENT_POLL_SECONDS = 0.2  # how often the child looks whether its parent is still there
 _REASON_CHARS = 200
 
 
@@ -52,7 +58,7 @@ def check_call(ref: str, task: dict, output: str, *, cwd: str | os.PathLike | No
     `ref(Task(**task), output)`, returns a real number (any number: its range is the run's to
     check), or is a model judge (`scoring.Judge`, not called: that would be a model call); else
     why not (what it raised, then a redacted excerpt of what it printed)."""
-    with tempfile.TemporaryDirectory(prefix="agentdescent-refcheck-") as folder:
+    with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX) as folder:
         call = Path(folder, "call.json")
         call.write_text(json.dumps({"task": task, "output": output}), encoding="utf-8")
         child = _Child(ref, Path(folder, "result.json"), Path(cwd or os.getcwd()), call)
@@ -66,7 +72,7 @@ def check_refs(refs: Sequence[str], *, cwd: str | os.PathLike | None = None,
     what it printed). Each ref has a child of its own, all started at once and given `timeout`
     seconds in all; raises nothing for a bad ref."""
     refs = list(dict.fromkeys(refs))
-    with tempfile.TemporaryDirectory(prefix="agentdescent-refcheck-") as folder:
+    with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX) as folder:
         origin = Path(cwd or os.getcwd())
         children = {ref: _Child(ref, Path(folder, f"{i}.json"), origin) for i, ref in enumerate(refs)}
         until = time.monotonic() + timeout
@@ -78,9 +84,10 @@ class _Child:
 
     def __init__(self, ref: str, result: Path, origin: Path, call: Path | None = None) -> None:
         self.result, self.kept, self.unstarted = result, bytearray(), None
-        argv = [sys.executable, "-m", CHILD_MODULE, str(origin), str(result), ref, *([str(call)] if call else [])]
+        argv = [sys.executable, "-m", CHILD_MODULE, str(os.getpid()), str(origin), str(result), ref,
+                *([str(call)] if call else [])]
         try:
-            self.proc = subprocess.Popen(argv, cwd=result.parent,
+            self.proc = subprocess.Popen(argv, cwd=result.parent, env=_our_package_first(),
                                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                          start_new_session=True)
         except OSError as exc:  # too many processes, a cwd gone: this ref cannot be checked, say why
@@ -107,6 +114,14 @@ class _Child:
         if said is None:
             said = _how(code, timeout)
         return None if said == "" else _with_output(said, _excerpt(bytes(self.kept)))
+
+
+def _our_package_first() -> dict[str, str]:
+    """This environment with the folder this package was loaded from first on PYTHONPATH: the child
+    runs this very copy of the check (one run from a checkout too, or beside another installed
+    copy), which speaks the same arguments."""
+    ours = str(Path(__file__).resolve().parents[1])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [ours, os.environ.get("PYTHONPATH")]))}
 
 
 def _drain(stream, kept: bytearray) -> None:
@@ -157,9 +172,11 @@ def _with_output(reason: str, said: str) -> str:
 
 
 def main(argv: list[str]) -> NoReturn:
-    """`refcheck ORIGIN RESULT_FILE REF [CALL_FILE]`: import the ref from ORIGIN (and call it on
-    CALL_FILE's task and output), write {"error": None or why not} to RESULT_FILE, and exit 0 at once."""
-    origin, result, ref, *call = argv
+    """`refcheck PARENT_PID ORIGIN RESULT_FILE REF [CALL_FILE]`: import the ref from ORIGIN (and call
+    it on CALL_FILE's task and output), write {"error": None or why not} to RESULT_FILE, and exit 0
+    at once; or, should PARENT_PID stop being this process's parent first, end as `_orphaned` says."""
+    parent, origin, result, ref, *call = argv
+    _orphaned(int(parent), Path(result).parent)
     from agentdescent.scoring import Judge  # noqa: F401 - imported before ORIGIN is on the path: ours, not a planted copy
     from agentdescent.types import Task  # noqa: F401
 
@@ -177,6 +194,20 @@ def main(argv: list[str]) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # not the user's atexit handlers or threads: the verdict is written, nothing else is owed
+
+
+def _orphaned(parent: int, scratch: Path) -> None:
+    """Watch, on a thread of its own, for `parent` to be gone (this process handed to another): then
+    remove `scratch`, the folder the parent would have removed, and kill this process's group, the
+    user's module and whatever it started. The user's module may import for ever; the check may not."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_SECONDS)
+        if scratch.name.startswith(SCRATCH_PREFIX):  # only a folder the parent made for its checks
+            shutil.rmtree(scratch, ignore_errors=True)
+        os.killpg(0, signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True, name="agentdescent-refcheck-parent").start()
 
 
 def _load(ref: str) -> str | None:

@@ -4,13 +4,17 @@ and the user's code runs only in the run's own process."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import anyio
 import mcp
+import pytest
 
 from agentdescent.refcheck import check_refs
 from tests import keyword_domain as domain
@@ -101,3 +105,47 @@ def test_a_module_that_prints_leaves_the_mcp_stream_clean(service, tmp_path):
                 assert (await call(client, "runs"))["runs"] == []  # every reply parsed: the stream is clean
 
     anyio.run(main)
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs: a zombie nobody reaped yet (its parent gone) counts as gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def _until(condition, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"still {what} after {timeout} s"
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM], ids=lambda sig: sig.name)
+def test_a_check_ends_with_the_command_that_asked_for_it(tmp_path, sig):
+    """`plan` ended by a signal while a `python:` agent imports for ever: the child importing it, and
+    its scratch folder in the temp folder, go with it rather than live on in a session of their own."""
+    marker, scratch = tmp_path / "importing", tmp_path / "tmp"
+    scratch.mkdir()
+    _modules(tmp_path, hangs=f"import os, time\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\n"
+                             "while True:\n    time.sleep(1)\n")
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(domain.spec(tmp_path, agent="python:hangs:agent")), encoding="utf-8")
+    env = {**os.environ, "TMPDIR": str(scratch), "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "mcp_server")])}
+    plan = subprocess.Popen([sys.executable, "-m", "agentdescent", "plan", str(spec)], cwd=tmp_path, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = None
+    try:
+        _until(lambda: marker.exists() and marker.read_text(), "waiting for the check to import the agent")
+        child = int(marker.read_text())
+        assert [p.name for p in scratch.iterdir() if p.name.startswith("agentdescent-refcheck-")]
+        plan.send_signal(sig)
+        assert plan.wait(timeout=60) == -sig
+        _until(lambda: not _alive(child), "running, the check of a command that ended")
+        _until(lambda: not any(scratch.glob("agentdescent-refcheck-*")), "there, the check's scratch folder")
+    finally:
+        plan.kill()
+        plan.wait()
+        if child is not None and _alive(child):  # the test failed: what it started goes all the same
+            os.killpg(child, signal.SIGKILL)
