@@ -68,6 +68,19 @@ def test_an_earlier_name_of_a_field_is_read_into_its_place_and_said(tmp_path):
     assert spec.moved == ["workers: n_workers", "max_calls: budget.max_calls"]
 
 
+def test_an_earlier_name_beside_the_field_s_name_now_is_refused_naming_both(tmp_path):
+    """Read into its place, the earlier one was dropped for the other while plan said it was read."""
+    with pytest.raises(SpecError) as caught:
+        read_spec({"target": "p.md", "tasks": "t.jsonl", "agent": "host", "max_calls": 100,
+                   "budget": {"max_calls": 5000}, "workers": 1, "n_workers": 4}, base=tmp_path)
+    said = str(caught.value)
+    assert "max_calls and budget.max_calls are both given" in said and "keep budget.max_calls and remove max_calls" in said
+    assert "workers and n_workers are both given" in said
+    spec = read_spec({"target": "p.md", "tasks": "t.jsonl", "agent": "host", "max_calls": 100,
+                      "budget": {"max_tokens": 5000}}, base=tmp_path)
+    assert (spec.budget.max_calls, spec.budget.max_tokens) == (100, 5000)
+
+
 def test_the_objects_refuse_what_cannot_run_where_they_are_made():
     with pytest.raises(ValueError, match="reissue_after"):
         Parallelism(reissue_after=0.5)

@@ -82,7 +82,9 @@ def test_a_parse_error_gives_the_position_and_kind_not_the_text(tmp_path, monkey
     ("run.yaml", "target: p.md\nrounds: 2\ntasks: t.jsonl\nrounds: 50\n", "'rounds' is given twice (lines 2 and 4)"),
     ("run.yaml", "target: p.md\nbudget: {max_calls: 10, max_calls: 9000}\n", "'max_calls' is given twice (lines 2 and 2)"),
     ("run.yaml", f"target: p.md\n{KEY}: 1\n{KEY}: 2\n", "is given twice (lines 2 and 3)"),
-    ("run.json", '{"target": "p.md", "agent": "host", "agent": "claude_code"}', "'agent' is given twice in one object")])
+    ("run.json", '{"target": "p.md", "agent": "host", "agent": "claude_code"}', "'agent' is given twice in one object"),
+    ("run.yaml", "target: p.md\nbudget:\n  <<: {max_calls: 100}\n  <<: {max_calls: 9000}\n",
+     "the merge key << is given twice (lines 3 and 4)")])
 def test_a_key_given_twice_is_refused_not_read_as_the_last(tmp_path, monkeypatch, name, text, said):
     """A spec could show a harmless budget or agent near its top and set another further down."""
     monkeypatch.setenv("OPENAI_API_KEY", KEY)

@@ -55,6 +55,18 @@ MOVED = {  # a field's earlier name -> (the object it moved into, or None, and i
 }
 
 
+def _moved_names(value: dict) -> list[tuple[str, str]]:
+    """The earlier names `value` uses, each with its field's dotted name now: [("workers", "n_workers")]."""
+    return [(name, f"{parent}.{field}" if parent else field) for name, (parent, field) in MOVED.items() if name in value]
+
+
+def _has(value: dict, dotted: str) -> bool:
+    """Whether the mapping `value` gives the field at `dotted` ("budget.max_calls")."""
+    parent, _, field = dotted.rpartition(".")
+    holder = value.get(parent) if parent else value
+    return isinstance(holder, dict) and field in holder
+
+
 class AgentSpec(BaseModel):
     """A model, a CLI agent, the host (the coding agent that called us does the work), or a Python
     callable of your own. A string is a shorthand: `openai:gpt-4o-mini`, `claude_code`, `host`,
@@ -200,16 +212,21 @@ class RunSpec(Settings):
     @classmethod
     def _earlier_names(cls, value: Any) -> Any:
         """A spec written with an earlier name of a field (`workers`, a top-level `max_calls`) is read
-        into its place, and `moved` says so, for `plan` to warn about."""
+        into its place, and `moved` says so, for `plan` to warn about. A spec that gives both names
+        is refused: which of the two values it means is not for us to guess."""
         if not isinstance(value, dict) or not any(name in value for name in MOVED):
             return value
+        twice = [f"{name} and {now} are both given ({name} is the earlier name of {now}); keep {now} and remove "
+                 f"{name}" for name, now in _moved_names(value) if _has(value, now)]
+        if twice:
+            raise ValueError("; ".join(twice))
         value, moved = dict(value), []
         for name, (parent, field) in MOVED.items():
             if name not in value:
                 continue
             given = value.pop(name)
             if parent is None:
-                value.setdefault(field, given)
+                value[field] = given
             elif isinstance(value.get(parent, {}), dict):
                 value[parent] = {field: given, **value.get(parent, {})}
             moved.append(f"{name}: {parent + '.' if parent else ''}{field}")

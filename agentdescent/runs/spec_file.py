@@ -1,9 +1,9 @@
 """A run spec's file, read as bounded data: a regular file of at most `SPEC_BYTES` (`reading`),
 parsed as JSON (`.json`) or YAML (anything else) into a mapping of at most `SPEC_VALUES` values.
 
-A mapping that names one key twice is refused: the parsers would keep the last silently, so a spec
-could show one budget or agent near its top and set another further down. A parse error gives its
-position and kind, never the text around it.
+A mapping that names one key twice (the merge key `<<` too) is refused: the parsers would keep the
+last silently, so a spec could show one budget or agent near its top and set another further down.
+A parse error gives its position and kind, never the text around it.
 
     read_spec_file(Path("run.yaml"))  ->  {"target": "my-skill", "tasks": {...}, ...}
 
@@ -32,11 +32,17 @@ class _OnceEach(yaml.SafeLoader):
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
+        merged: int | None = None
         for key_node, _ in node.value:
+            line = key_node.start_mark.line + 1
             if key_node.tag == "tag:yaml.org,2002:merge":  # <<: *defaults, whose keys the mapping's own override
+                if merged is not None:  # the parser would merge both, the last one's values winning, unsaid
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"the merge key << is given twice (lines {merged} and {line}); keep one "
+                        "(<<: [*first, *second] merges several, the first one's values winning)", key_node.start_mark)
+                merged = line
                 continue
             key = self.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
             if isinstance(key, str | int | float | bool) and key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"{reading.name_or_count(key)} is given twice (lines {seen[key]} and {line}); keep one",
