@@ -62,8 +62,8 @@ def read_bytes(path: str | os.PathLike, *, what: str, limit: int, follow_symlink
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            kind = _KINDS.get(stat.S_IFMT(info.st_mode), "a special file")
-            raise UserError(f"{shown} is {kind}, not a regular file; give the path of a file that holds the {what}")
+            raise UserError(f"{shown} is {kind(info.st_mode)}, not a regular file; give the path of a file that holds "
+                            f"the {what}")
         _refuse_system(_real_path_of(fd, path), shown)  # what was opened, whatever the path meant a moment ago
         if info.st_size > limit:
             raise UserError(_too_big(shown, what, limit, f"{info.st_size:,} bytes"))
@@ -89,6 +89,11 @@ def read_text(path: str | os.PathLike, *, what: str, limit: int, follow_symlinks
     except UnicodeDecodeError as exc:
         raise UserError(f"{shown} is not valid UTF-8 (byte {data[exc.start]:#04x} at offset {exc.start:,}); "
                         "save it as UTF-8") from None
+
+
+def kind(mode: int) -> str:
+    """What a file of `mode` (`os.stat`'s `st_mode`) is, in words: kind(stat.S_IFIFO) == "a FIFO"."""
+    return "a regular file" if stat.S_ISREG(mode) else _KINDS.get(stat.S_IFMT(mode), "a special file")
 
 
 def system_folder(path: str | os.PathLike) -> str | None:

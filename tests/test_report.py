@@ -4,8 +4,10 @@ outcome, every commit's diffs and authors, the final change and the files it cha
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import stat
 import sys
 from html import escape
 
@@ -179,6 +181,18 @@ def test_each_round_s_tokens_and_cost_are_shown_beside_its_calls():
     rounds = rows(html.page(data, {"rewards": "no plot", "calls": "no plot"}), "2")
     cells = [re.findall(r"<td>(.*?)</td>", row) for row in rounds]
     assert [c[-4:] for c in cells if c] == [["100", "100", "5000", "$0.2500"], ["60", "160", "3000", "$0.1500"]]
+
+
+def test_out_that_is_a_fifo_a_device_or_a_folder_is_refused_and_left_as_it_is(routed, tmp_path, capsys):
+    """The page's atomic write would put a regular file in the place of a FIFO or of `/dev/full`."""
+    fifo, device, folder = tmp_path / "pipe", tmp_path / "null", tmp_path / "folder"
+    os.mkfifo(fifo)
+    device.symlink_to(os.devnull)  # the device the link leads to is what a write there would reach
+    folder.mkdir()
+    for out, kind in ((fifo, "a FIFO"), (device, "a character device"), (folder, "a folder")):
+        code, said, err = report(capsys, str(routed.ledger_path), "--out", str(out))
+        assert code == 2 and f"{out} is {kind}, not a regular file; give the report (--out)" in err and not said
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and device.is_symlink() and list(folder.iterdir()) == []
 
 
 @pytest.mark.parametrize("damage", ["empty dev", "dev on a missing commit", "garbage HEAD"])

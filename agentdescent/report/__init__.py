@@ -12,9 +12,10 @@ as a diff and the files it changed. `data` gathers it from the ledger and the ru
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
-from agentdescent import atomic
+from agentdescent import atomic, reading
 from agentdescent.agents.redact import redact
 from agentdescent.errors import UserError
 from agentdescent.report import html, plots
@@ -29,10 +30,9 @@ def write_report(ref: str, *, out: str | os.PathLike | None = None, store: RunSt
     to `out` (default: `report.html` in the run's folder, or `<ledger>/agentdescent/report.html`)
     and return its path. `UserError` when `ref` names no run or ledger, or `out` cannot be written."""
     source = locate(ref, store or RunStore())
-    data = gather(source)
     target = Path(out).expanduser().absolute() if out is not None else source.default_out
-    if target.is_dir():
-        raise UserError(f"{target} is a folder; give the report (--out) the path of an .html file to write")
+    _writable_as_a_file(target)
+    data = gather(source)
     try:
         # the page is made to be passed around: a key in this shell's environment that the run's
         # texts quote (it was not set while the run went, so the store holds it) is not on it
@@ -40,3 +40,15 @@ def write_report(ref: str, *, out: str | os.PathLike | None = None, store: RunSt
     except OSError as exc:
         raise UserError(f"cannot write the report to {target}: {exc.strerror or exc}; give the report (--out) another path") from None
     return target
+
+
+def _writable_as_a_file(target: Path) -> None:
+    """Refuse a `target` that is there and is not a regular file: a folder, or a FIFO or a device
+    node (`/dev/full`), which the page's atomic write would replace with a file of its own."""
+    try:
+        mode = target.stat().st_mode
+    except OSError:  # nothing there (or nothing this can look at): the write says what is wrong
+        return
+    if not stat.S_ISREG(mode):
+        raise UserError(f"{target} is {reading.kind(mode)}, not a regular file; give the report (--out) the path of "
+                        "an .html file to write")
