@@ -11,16 +11,15 @@ run and says which. Left out: following a run live (`agentdescent.cli.watch`) an
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import BaseModel
 from rich.console import Console
 from rich.text import Text
 
+from agentdescent.cli import plain
 from agentdescent.cli.prune import prune
 from agentdescent.cli.terminal import console_for, lines
 from agentdescent.cli.views import plural
@@ -108,10 +107,10 @@ def run_plan(args: argparse.Namespace, console: Console) -> int:
         plan = Service().plan(_spec_file(args.spec))
     except SpecError as exc:
         if args.json:  # a script reads stdout: the problems go there too, by field
-            print(json.dumps({"problems": [p.model_dump() for p in exc.problems]}, indent=2), file=console.file)
+            plain.problems(console, exc)
         raise
     if args.json:
-        return _json(console, plan)
+        return plain.model(console, plan)
     q = plan.quote
     files = f", {plural(plan.files, 'file')}" if plan.files is not None else ""
     cap = f"capped at {q.calls_cap} by max_calls" if q.calls_cap is not None else "no cap (max_calls sets one)"
@@ -161,7 +160,7 @@ def run_status(args: argparse.Namespace, console: Console) -> int:
     service = Service()
     status = service.status(_pick(service, args.run, console, quiet=args.json))
     if args.json:
-        return _json(console, status)
+        return plain.model(console, status)
     cap = f" of at most {status.max_calls}" if status.max_calls else ""
     outcomes = ", ".join(f"{kind} {n}" for kind, n in sorted(status.outcomes.items(), key=lambda kv: -kv[1]))
     last = f" (last measured {status.last_held_out:.3f})" if status.last_held_out is not None else ""
@@ -187,7 +186,7 @@ def run_show(args: argparse.Namespace, console: Console) -> int:
     service = Service()
     shown = service.show(_pick(service, args.run, console, quiet=True), rejected=None if args.all else SHOWN_REJECTED)
     if args.json:
-        return _json(console, shown)
+        return plain.model(console, shown)
     say(console, f"run {shown.run_id} ({shown.state}): {shown.target}",
         f"held-out reward: {_rewards(shown.initial_reward, shown.final_reward)}"
         + (f" (version {shown.version})" if shown.version is not None else ""))
@@ -196,8 +195,7 @@ def run_show(args: argparse.Namespace, console: Console) -> int:
         if console.is_terminal:
             console.print(coloured(shown.diff), soft_wrap=True)
         else:  # to a file or a pipe as it is, tabs and carriage returns too, so that `git apply` or `patch` takes it
-            console.file.write(shown.diff)
-            console.file.flush()
+            plain.write(console, shown.diff)
     else:
         say(console, "no change: the best version is the target as it was")
     _diff_list(console, f"committed diffs ({len(shown.committed)})", shown.committed)
@@ -296,8 +294,7 @@ def run_runs(args: argparse.Namespace, console: Console) -> int:
     service = Service()
     runs = service.runs()
     if args.json:
-        print(json.dumps([r.model_dump(mode="json") for r in runs], indent=2), file=console.file)
-        return 0
+        return plain.record(console, [r.model_dump(mode="json") for r in runs])
     if not runs:
         say(console, f"no runs in {service.store.root} yet", "next: agentdescent evolve SPEC starts one")
         return 0
@@ -314,7 +311,7 @@ def run_runs(args: argparse.Namespace, console: Console) -> int:
 def run_doctor(args: argparse.Namespace, console: Console) -> int:
     report = Service().doctor()
     if args.json:
-        _json(console, report)
+        plain.model(console, report)
         return 0 if report.demo_ok else FAILURE
 
     def program(p) -> str:
@@ -371,13 +368,6 @@ def _spec_file(spec: str) -> str:
         raise UserError(f"{spec} is not a run spec (a .yaml, .yml or .json file); write a spec first: "
                         f"{command('init', spec)} [TASKS]")
     return spec
-
-
-def _json(console: Console, record: BaseModel) -> int:
-    """The record as JSON in ASCII: valid in any terminal's encoding, a lone surrogate a model
-    wrote included (escaped, as JSON allows)."""
-    print(json.dumps(record.model_dump(mode="json"), indent=2, ensure_ascii=True), file=console.file)
-    return 0
 
 
 def _rewards(before: float | None, after: float | None) -> str:
