@@ -32,3 +32,16 @@ def test_a_reader_that_closes_early_ends_the_command_quietly(service, tmp_path, 
     given = {"SPEC": spec_file(tmp_path), "BAD": str(bad)}
     done = _into_a_closed_pipe(*(given.get(arg, arg) for arg in verb))
     assert done.returncode == 1 and done.stderr == ""
+
+
+def test_plan_json_lists_the_first_problems_and_counts_them_all(service, tmp_path):
+    """As the error message does: a spec of 190,000 frozen globs was 53 MB of JSON."""
+    skill = tmp_path / "skill"
+    skill.mkdir()
+    (skill / "SKILL.md").write_text("---\nname: skill\ndescription: answers\n---\nAnswer.\n", encoding="utf-8")
+    many = spec_file(tmp_path, target=str(skill), frozen=["a"] * 500)  # each glob matches no file: a problem each
+    done = subprocess.run([sys.executable, "-m", "agentdescent", "plan", many, "--json"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    said = json.loads(done.stdout)
+    assert done.returncode == 2 and len(said["problems"]) == 30 and said["problems_total"] >= 500
+    assert f"the run spec has {said['problems_total']} problems" in done.stderr

@@ -2,7 +2,10 @@
 problems for `plan --json`, and a patch `git apply` takes (`show` into a pipe).
 
 A reader that closes the pipe early (`agentdescent runs --json | head -1`) ends the command quietly
-with exit code 1, as rich ends the text verbs.
+with exit code 1, as rich ends the text verbs; the problems of a spec are capped as its error
+message caps them, with their count beside:
+
+    problems(console, exc)   # {"problems": [the first 30], "problems_total": 190000}
 
 Left out: the verbs' lines of text (`watch.say`).
 """
@@ -14,7 +17,7 @@ import json
 from pydantic import BaseModel
 from rich.console import Console
 
-from agentdescent.runs.spec_problems import SpecError
+from agentdescent.runs.spec_problems import LISTED_PROBLEMS, SpecError
 
 
 def write(console: Console, text: str) -> None:
@@ -39,5 +42,7 @@ def model(console: Console, found: BaseModel) -> int:
 
 
 def problems(console: Console, exc: SpecError) -> None:
-    """A spec's problems, by field, for a script reading stdout."""
-    record(console, {"problems": [p.model_dump() for p in exc.problems]})
+    """A spec's problems, by field, for a script reading stdout: the first `LISTED_PROBLEMS`, and
+    in `problems_total` how many there are."""
+    listed = [p.model_dump() for p in exc.problems[:LISTED_PROBLEMS]]
+    record(console, {"problems": listed, "problems_total": len(exc.problems)})
