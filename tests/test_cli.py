@@ -206,6 +206,14 @@ def test_a_terminal_that_is_not_utf_8_or_a_closed_stdout_gets_output_not_a_trace
     assert closed.returncode == 0 and b"Traceback" not in closed.stderr
 
 
+def test_columns_0_gets_the_default_width_not_silence(tmp_path):
+    """Rich takes COLUMNS=0 for a width of nothing and printed nothing at all, errors included."""
+    missing = agentdescent("report", str(tmp_path / "missing"), columns=0)
+    assert missing.returncode == 2 and missing.stderr.startswith("error: ") and "there is no folder" in missing.stderr
+    helped = agentdescent("demo", "--rounds", "2", "--store", str(tmp_path / "ledger"), columns=0)
+    assert helped.returncode == 0 and "AgentDescent demo" in helped.stdout
+
+
 def test_what_would_reorder_or_break_a_printed_line_is_shown_escaped():
     from agentdescent.cli.terminal import console_for
     from agentdescent.cli.verbs import coloured

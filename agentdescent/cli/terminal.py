@@ -24,13 +24,17 @@ from rich.segment import Segment
 from agentdescent.agents.redact import RedactingStream
 from agentdescent.quoting import UNSHOWN, shown
 
+DEFAULT_WIDTH = 80  # rich's own width where it cannot ask a terminal
+
 
 def console_for(stream: TextIO | None, **options: object) -> Console:
     """A console on `stream` that redacts keys and shows control characters as text; None (a
-    closed stdout, `>&-`) prints nothing."""
+    closed stdout, `>&-`) prints nothing. A width of 0 (`COLUMNS=0`) is taken as `DEFAULT_WIDTH`."""
     if stream is None:
         stream = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - it lives as long as the console
     console = Console(file=RedactingStream(stream), **options)
+    if console.width < 1:  # COLUMNS=0, which rich takes as a width of nothing and prints nothing, errors too
+        console.width = DEFAULT_WIDTH
     console.push_render_hook(_ShownControls())
     return console
 
