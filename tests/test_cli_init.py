@@ -26,10 +26,11 @@ FAKE_CLIS = ROOT / "tests/fake_clis"
 
 
 def agentdescent(*args: str, cwd: Path, path: str = "/usr/bin:/bin", **env: str) -> subprocess.CompletedProcess:
-    """The command in `cwd`, with a PATH of `path` and no provider key unless `env` sets one."""
+    """This checkout's command in `cwd`, with a PATH of `path` and no provider key unless `env` sets one."""
     return subprocess.run([sys.executable, "-m", "agentdescent", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=120, env={"PATH": path, "COLUMNS": "200", "TMPDIR": tempfile.gettempdir(),
-                                            "AGENTDESCENT_HOME": os.environ["AGENTDESCENT_HOME"], **env})
+                                            "AGENTDESCENT_HOME": os.environ["AGENTDESCENT_HOME"],
+                                            "PYTHONPATH": str(ROOT), **env})
 
 
 def a_skill_and_its_tasks(folder: Path) -> None:
@@ -198,6 +199,29 @@ def test_init_warns_of_too_few_rows_and_of_no_gold_column(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "warning: two.csv holds 2 row(s): a run needs at least 6 (some held out, enough left" in done.stdout
     assert "warning: no column of the tasks reads as the expected answer (gold)" in done.stdout
+
+
+def test_init_refuses_a_target_whose_name_is_not_utf_8(tmp_path):
+    """No spec can hold the name, and plan refused the lone surrogate init wrote for it."""
+    a_skill_and_its_tasks(tmp_path)
+    odd = os.fsdecode(b"sk\xff")
+    (tmp_path / "my-skill").rename(tmp_path / odd)
+    done = agentdescent("init", odd, "tasks.jsonl", cwd=tmp_path)
+    assert done.returncode == 2 and "error: the folder «sk\\udcff» holds a name that is not UTF-8 text" in done.stderr
+    assert "rename the folder or file of that name to UTF-8 text, then init again" in done.stderr
+    assert not list(tmp_path.glob("*.agentdescent.yaml"))
+
+
+def test_init_names_a_column_with_braces_so_that_plan_reads_that_column(tmp_path):
+    """Written as it is, `the {question}` read as a format string of a column `question`."""
+    a_skill_and_its_tasks(tmp_path)
+    rows = [{"the {question}": f"my invoice {i} is wrong", "team": "billing"} for i in range(12)]
+    (tmp_path / "brace.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    done = agentdescent("init", "my-skill", "brace.jsonl", cwd=tmp_path)
+    assert done.returncode == 0 and "prompt from column 'the {question}'" in done.stdout, done.stderr
+    assert read_spec(tmp_path / "my-skill.agentdescent.yaml").tasks.prompt == "the {{question}}"
+    planned = agentdescent("plan", "my-skill.agentdescent.yaml", cwd=tmp_path)
+    assert planned.returncode == 0 and "tasks: 12 (" in planned.stdout, planned.stderr
 
 
 def test_plan_on_a_tasks_file_says_to_write_a_spec_for_what_it_evolves(tmp_path):

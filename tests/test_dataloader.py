@@ -154,6 +154,13 @@ def test_a_format_string_names_columns_and_does_nothing_else():
         tasks_from(ROWS, prompt="{question.__class__}")
     assert tasks_from([{"q.a": "x"}], prompt="{q.a} {{braces}}")[0].prompt == "x {braces}"
 
+
+def test_braces_but_no_field_name_the_column_they_spell():
+    """No format string can name a column `the {question}`: its braces doubled, the name does."""
+    rows = [{"the {question}": "q1", "a}": "b"}]
+    assert tasks_from(rows, prompt="the {{question}}", gold="a}")[0].model_dump(include={"prompt", "gold"}) == {
+        "prompt": "q1", "gold": "b"}
+
 def test_missing_column_message():
     rows = [*ROWS, {"question": "q3", "id": "c"}]
     with pytest.raises(UserError) as info:

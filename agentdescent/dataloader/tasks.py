@@ -30,7 +30,9 @@ SAMPLED_ROWS = 50  # rows read to tell a long-text column from a short-answer on
 def tasks_from(rows: Iterable[Mapping], *, prompt: ColumnSpec, gold: ColumnSpec | None = None,
                id: ColumnSpec | None = None, meta: Sequence[str] | None = None) -> list[Task]:
     """One `Task` per row. `prompt`, `gold` and `id` are each a column name, a format string
-    with `{column}` fields (any string containing "{"), or a callable on the row. `id` defaults
+    with `{column}` fields (any string containing "{"), or a callable on the row; a string with
+    braces but no field names the column it spells, its braces doubled ("the {{question}}": the
+    column `the {question}`), as no format string could. `id` defaults
     to `row-<index>`; prompt and id become str; gold becomes str unless it is None (or not
     given). `meta` names columns copied as-is into `Task.meta` (a single string is one column).
 
@@ -181,18 +183,24 @@ def _field(spec: ColumnSpec, row: Mapping, role: str) -> Any:
                         f"not {type(spec).__name__}")
     if "{" not in spec:
         return _column(row, spec, role)
-    return "".join(_filled(spec, row, role))
+    parts = _parsed(spec, role)
+    if all(name is None for _, name, _, _ in parts):  # no {column}: a column whose name has braces, as {{ }}
+        return _column(row, "".join(literal for literal, *_ in parts), role)
+    return "".join(_filled(spec, parts, row, role))
 
 
-def _filled(template: str, row: Mapping, role: str) -> Iterable[str]:
-    """The template's text with each {column} as the row holds it. Nothing else a format string
-    can do is done: a width ({c:>400000000}) would make a row as long as it says, and an
-    attribute ({c.__class__}) would read past the row."""
+def _parsed(template: str, role: str) -> list[tuple[str, str | None, str | None, str | None]]:
     try:
-        parts = list(string.Formatter().parse(template))
+        return list(string.Formatter().parse(template))
     except ValueError as exc:
         raise UserError(f"{role} format {template!r} is not usable ({exc}); name columns as "
                         "{column} and write literal braces as {{ }}") from None
+
+
+def _filled(template: str, parts: list, row: Mapping, role: str) -> Iterable[str]:
+    """The template's text with each {column} as the row holds it. Nothing else a format string
+    can do is done: a width ({c:>400000000}) would make a row as long as it says, and an
+    attribute ({c.__class__}) would read past the row."""
     for literal, name, spec, conversion in parts:
         yield literal
         if name is None:

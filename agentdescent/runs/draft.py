@@ -29,7 +29,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, Field
 
-from agentdescent import atomic
+from agentdescent import atomic, quoting, reading
 from agentdescent.agents.providers import CLI_KINDS, MODEL_KINDS, PROVIDERS
 from agentdescent.artifacts.workspace import skill_name
 from agentdescent.commands import command
@@ -84,6 +84,7 @@ def draft(target: str | os.PathLike, tasks: str | os.PathLike | None = None, *, 
     refused = containment.refusal(target)  # what plan would refuse, before a spec is written for it
     if refused:
         raise UserError(refused)
+    _utf8(_name(target), "folder" if target.is_dir() else "file")
     path = spec_path(target)
     if path.exists() and not path.is_file():
         raise UserError(f"{path}, where the spec of {_name(target)} goes, is a folder (or another thing that is not a "
@@ -98,6 +99,7 @@ def draft(target: str | os.PathLike, tasks: str | os.PathLike | None = None, *, 
     columns = [str(c) for c in rows[0]] if rows and isinstance(rows[0], dict) else []
     guess = guess_columns(rows) if rows else None
     named = os.path.relpath(Path(tasks).absolute(), folder) if tasks is not None else f"{_name(target)}.tasks.jsonl"
+    _utf8(named, "tasks file")
     agent, reflector, why = choose_agent(plugin=(target / ".claude-plugin" / "plugin.json").is_file())
     workers = _workers(len(rows)) if rows else DEFAULTS.n_workers
     budget = _budget(len(rows), workers) if rows else LEAST_BUDGET
@@ -116,6 +118,15 @@ def draft(target: str | os.PathLike, tasks: str | os.PathLike | None = None, *, 
                  id=guess.id if guess else None, agent=agent, reflector="" if reflector == agent else reflector,
                  why=why, warnings=warnings,
                  next=f"{todo}{command('plan', path)} checks it and quotes the run")
+
+
+def _utf8(name: str, what: str) -> None:
+    """Refuse a `name` the system gave in bytes that are not UTF-8 (held as lone surrogates): no
+    spec can hold it, and the plan command init suggests could not be pasted."""
+    if reading.surrogate_at(name) is not None:
+        raise UserError(f"the {what} {quoting.quoted(name)} holds a name that is not UTF-8 text (its odd bytes shown "
+                        "escaped), which a run spec cannot hold; rename the folder or file of that name to UTF-8 text, "
+                        "then init again")
 
 
 def _name(target: Path) -> str:
@@ -202,6 +213,12 @@ def quoted(value: str) -> str:
     return yaml.safe_dump(value, default_style='"', width=10**9, allow_unicode=False).removesuffix("\n")
 
 
+def _as_column(name: str) -> str:
+    """A column's name as the tasks mapping reads it: a name with a `{` would read as a format
+    string, so its braces are doubled (`dataloader.tasks_from`): _as_column("the {q}") == "the {{q}}" """
+    return name.replace("{", "{{").replace("}", "}}") if "{" in name else name
+
+
 def _skill_name(folder: Path) -> str:
     """The skill's name in its SKILL.md (`artifacts.workspace.skill_name`), the folder's where none is readable."""
     try:
@@ -219,8 +236,9 @@ def _spec_lines(target: Path, folder: Path, tasks: str, columns: list[str], gues
     skill = target.is_dir() and (target / "SKILL.md").is_file()
     mapping = [f"file: {q(tasks)}"]
     if guess is not None:
-        mapping += [f"prompt: {q(guess.prompt or 'prompt')}", f"gold: {q(guess.gold) if guess.gold else 'null'}"]
-        mapping += [f"id: {q(guess.id)}"] if guess.id else []
+        mapping += [f"prompt: {q(_as_column(guess.prompt or 'prompt'))}",
+                    f"gold: {q(_as_column(guess.gold)) if guess.gold else 'null'}"]
+        mapping += [f"id: {q(_as_column(guess.id))}"] if guess.id else []
     shown = ", ".join(q(c) for c in columns[:SHOWN_COLUMNS]) + (", ..." if len(columns) > SHOWN_COLUMNS else "")
     frozen = [glob for glob in ("hooks/*",) if target.is_dir() and any(target.glob(glob))]
     ask = f"Use the {_skill_name(target)} skill.\n\n{{task}}" if skill else "{task}"
