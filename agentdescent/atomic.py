@@ -231,3 +231,5 @@ def _create_temp(path: Path) -> tuple[Path, int]:
             return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _NEW_FILE_MODE)
         except FileExistsError:
             continue
+        except OSError as exc:  # a folder not writable, a disk full: named by the file meant, not its temp
+            raise type(exc)(exc.errno, exc.strerror, str(path)) from None

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from agentdescent import atomic
 from agentdescent.cli.guard import guarded
 from agentdescent.errors import LedgerError, UserError
 from agentdescent.ledger import Ledger
@@ -144,7 +145,7 @@ def test_no_command_prints_help():
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
 
 
-def test_guarded_turns_errors_into_exit_codes(capsys):
+def test_guarded_turns_errors_into_exit_codes(capsys, monkeypatch):
     def failing(error: Exception):
         def command(args: argparse.Namespace, console: Console) -> int:
             raise error
@@ -158,13 +159,31 @@ def test_guarded_turns_errors_into_exit_codes(capsys):
     assert said.err.splitlines() == ["error: --flag is wrong; use --flag 3", "error: git failed"]
     assert guarded(failing(UserError("bad")), argparse.Namespace(debug=True), Console()) == 2
     assert "Traceback" in capsys.readouterr().err
+    monkeypatch.setenv("AGENTDESCENT_HOME", "/store")
     read_only = OSError(errno.EROFS, "Read-only file system", "/store/runs/r-1/status.json")
     assert guarded(failing(read_only), quiet, Console()) == 1  # the machine's trouble, not a bug: one line
     assert capsys.readouterr().err.splitlines() == [
-        "error: cannot write /store/runs/r-1/status.json: Read-only file system; free some space or make it writable "
-        "(or set AGENTDESCENT_HOME to a folder that is) and try again"]
+        "error: cannot write /store/runs/r-1/status.json in the folder /store/runs/r-1: Read-only file system; free "
+        "some space or make the folder writable (or set AGENTDESCENT_HOME to a folder that is) and try again"]
+    not_home = PermissionError(errno.EPERM, "Operation not permitted", "/work/ro/sk.agentdescent.yaml")
+    assert guarded(failing(not_home), quiet, Console()) == 1  # AGENTDESCENT_HOME moves nothing there: not named
+    assert capsys.readouterr().err.splitlines() == [
+        "error: cannot write /work/ro/sk.agentdescent.yaml in the folder /work/ro: Operation not permitted; free some "
+        "space or make the folder writable and try again"]
     with pytest.raises(OSError):  # any other OSError is a bug: its traceback stays
         guarded(failing(OSError(errno.EBADF, "Bad file descriptor")), quiet, Console())
+
+
+@pytest.mark.skipif(not Path("/sys/kernel").is_dir(), reason="needs sysfs, where no one may make a file")
+def test_a_file_its_folder_refuses_is_named_not_the_temp_file_of_its_atomic_write(capsys):
+    def write(args: argparse.Namespace, console: Console) -> int:
+        atomic.write_text("/sys/kernel/run.agentdescent.yaml", "x")
+        return 0
+
+    assert guarded(write, argparse.Namespace(debug=False), Console()) == 1
+    said = capsys.readouterr().err
+    assert said.startswith("error: cannot write /sys/kernel/run.agentdescent.yaml in the folder /sys/kernel: ")
+    assert ".tmp" not in said and "AGENTDESCENT_HOME" not in said
 
 
 def test_a_machine_without_git_gets_one_line_saying_so(tmp_path):

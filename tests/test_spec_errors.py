@@ -26,6 +26,17 @@ def _said(path) -> str:
     return str(caught.value)
 
 
+@pytest.mark.parametrize("name, text, said", [
+    ("run.yaml", "target: p.md\nrounds: %s\n", "run.yaml holds a number too long to read (over 4,300 digits) at line 2, column 9"),
+    ("run.json", '{"target": "p.md",\n "rounds": %s}',
+     "run.json holds a number too long to read (over 4,300 digits) at line 2, column 12")])
+def test_a_number_too_long_to_read_is_named_so_with_where_it_stands(tmp_path, name, text, said):
+    """Python reads at most 4,300 digits as an int, and its ValueError says nothing of where."""
+    path = tmp_path / name
+    path.write_text(text % ("9" * 5000), encoding="utf-8")
+    assert f"{said}; write a shorter one and plan again" in _said(path)
+
+
 @pytest.mark.parametrize("name, content", [("shadow", SHADOW), ("credentials.yaml", CREDENTIALS)])
 def test_a_foreign_file_is_counted_not_quoted(tmp_path, monkeypatch, name, content):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import errno
+import os
 import sys
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
@@ -21,7 +23,7 @@ from rich.markup import escape
 from agentdescent.agents.redact import redact
 from agentdescent.cli.terminal import console_for
 from agentdescent.errors import AgentDescentError, UserError
-from agentdescent.home import HOME_ENV
+from agentdescent.home import HOME_ENV, home
 from agentdescent.quoting import shown
 from agentdescent.reading import unusable_path
 
@@ -55,14 +57,24 @@ def guarded(command: Command, args: argparse.Namespace, console: Console) -> int
             raise
         if getattr(args, "debug", False):
             _trace()
-        where = f" {exc.filename}" if exc.filename else ""
-        console_for(sys.stderr).print(
-            f"[red]error:[/red] cannot write{escape(where)}: {escape(exc.strerror or str(exc))}; free some space or make it "
-            f"writable (or set {HOME_ENV} to a folder that is) and try again", soft_wrap=True, highlight=False)
+        console_for(sys.stderr).print(f"[red]error:[/red] {escape(_unwritable(exc))}", soft_wrap=True, highlight=False)
         return FAILURE
     except KeyboardInterrupt:
         console_for(sys.stderr).print("interrupted", highlight=False)
         return INTERRUPTED
+
+
+def _unwritable(exc: OSError) -> str:
+    """A disk error in words: the file and its folder, and the fix; `AGENTDESCENT_HOME` named only
+    for a file under it (the run store, the backups' record), which is all it moves."""
+    if not exc.filename:
+        return (f"cannot write: {exc.strerror or exc}; free some space or make it writable (or set {HOME_ENV} to a "
+                "folder that is) and try again")
+    file = os.fsdecode(exc.filename)
+    folder = os.path.dirname(os.path.abspath(file))
+    elsewhere = f" (or set {HOME_ENV} to a folder that is)" if Path(folder).is_relative_to(home()) else ""
+    return (f"cannot write {file} in the folder {folder}: {exc.strerror or exc}; free some space or make the folder "
+            f"writable{elsewhere} and try again")
 
 
 def _trace() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,32 @@ class _OnceEach(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+class _TooLong(ValueError):
+    """A whole number with more digits than Python reads (`sys.get_int_max_str_digits`), and where."""
+
+    def __init__(self, line: int, column: int) -> None:
+        super().__init__(f"a number too long to read (over {sys.get_int_max_str_digits():,} digits) at line {line}, "
+                         f"column {column}")
+
+
+def _yaml_number(loader: _OnceEach, node: yaml.ScalarNode) -> int:
+    try:
+        return loader.construct_yaml_int(node)
+    except ValueError:  # Python's own says nothing of where
+        raise _TooLong(node.start_mark.line + 1, node.start_mark.column + 1) from None
+
+
+_OnceEach.add_constructor("tag:yaml.org,2002:int", _yaml_number)
+
+
+def _json_number(digits: str, text: str) -> int:
+    try:
+        return int(digits)
+    except ValueError:  # Python's own says nothing of where: the first place these digits stand
+        before = text[:text.find(digits)]
+        raise _TooLong(before.count("\n") + 1, len(before) - before.rfind("\n")) from None
+
+
 def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object's pairs as a mapping, refusing a key given twice."""
     keys = [key for key, _ in pairs]
@@ -66,7 +93,10 @@ def read_spec_file(path: Path) -> dict[str, Any]:
     text = reading.read_text(path, what="run spec", limit=SPEC_BYTES, encoding="utf-8-sig")
     language = "JSON" if path.suffix == ".json" else "YAML"
     try:
-        data = json.loads(text, object_pairs_hook=_once_each) if language == "JSON" else yaml.load(text, Loader=_OnceEach)
+        data = (json.loads(text, object_pairs_hook=_once_each, parse_int=lambda digits: _json_number(digits, text))
+                if language == "JSON" else yaml.load(text, Loader=_OnceEach))
+    except _TooLong as exc:
+        raise UserError(f"{path} holds {exc}; write a shorter one and plan again") from None
     except (ValueError, yaml.YAMLError, RecursionError) as exc:  # a ValueError of ours: a key given twice
         raise UserError(f"{path} is not valid {language}: {_parse_error(exc)}; fix it there and plan again") from None
     if not isinstance(data, dict):
