@@ -240,3 +240,36 @@ def test_what_would_reorder_or_break_a_printed_line_is_shown_escaped():
     out = io.StringIO()
     console_for(out, width=200).print(coloured("+rule \u202eabc\u202c\n+first\u2028sep\n+lone \ud83d\n"), soft_wrap=True)
     assert out.getvalue() == "+rule \\u202eabc\\u202c\n+first\\u2028sep\n+lone \\ud83d\n"
+
+
+INTERRUPTED_WHILE_IMPORTING = """\
+import os, signal, sys
+from importlib.abc import MetaPathFinder
+
+class Interrupt(MetaPathFinder):  # Ctrl-C as the verbs are imported, as a user's lands in the first 0.3 s
+    def find_spec(self, name, path=None, target=None):
+        if name == "agentdescent.cli.verbs":
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, Interrupt())
+from agentdescent.cli import main
+sys.exit(main(["runs"]))
+"""
+
+
+def test_ctrl_c_while_the_verbs_import_ends_quietly_with_130():
+    done = subprocess.run([sys.executable, "-c", INTERRUPTED_WHILE_IMPORTING], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (130, "interrupted\n")
+
+
+@pytest.mark.parametrize("closed", ["stdin", "stdout"])
+def test_the_mcp_server_with_stdin_or_stdout_closed_says_so(closed):
+    redirect = "<&-" if closed == "stdin" else "</dev/null >&-"
+    for program, code in (("-m agentdescent mcp", 2), ("-c 'from agentdescent_mcp.server import main; main()'", 1)):
+        done = subprocess.run(f"{sys.executable} {program} {redirect}", shell=True, cwd=ROOT, capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'mcp_server'}"})
+        assert done.returncode == code and done.stderr.startswith(
+            f"error: the MCP server talks over stdin and stdout, and this process was started with its {closed} closed; "
+            "start it with both open"), done.stderr

@@ -1,18 +1,27 @@
 """The `agentdescent` command line: the verbs, what they show, and the offline demo's run.
 
-`main` is imported when first used (`agentdescent._exports`): a process that imports
-`agentdescent.cli.demo` for the reference domain's old names does not import every verb, the run
-service and rich with them.
+`main` imports the verbs when it is called, not when this package is imported: a process that
+imports `agentdescent.cli.demo` for the reference domain's old names does not import every verb,
+the run service and rich with them; and a Ctrl-C while they import ends the command as one during
+a verb does, with exit code 130 and no traceback.
 """
 
-# ruff: noqa: F401 - the import under TYPE_CHECKING is there to be read, not used
-from typing import TYPE_CHECKING
+from __future__ import annotations
 
-from agentdescent._exports import lazy
+import sys
+from collections.abc import Sequence
 
-if TYPE_CHECKING:
-    from agentdescent.cli.main import main
+INTERRUPTED = 130  # as `cli.guard` ends a verb the user interrupted
 
-_WHERE = {"main": "agentdescent.cli.main"}
 __all__ = ["main"]
-__getattr__, __dir__ = lazy(__name__, _WHERE)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The `agentdescent` command (`agentdescent.cli.main.main`), its exit code."""
+    try:
+        from agentdescent.cli.main import main as command
+
+        return command(argv)
+    except KeyboardInterrupt:  # before `guarded` runs the verb, which says it for itself
+        sys.stderr.write("interrupted\n")
+        return INTERRUPTED

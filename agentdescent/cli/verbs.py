@@ -333,12 +333,16 @@ def run_doctor(args: argparse.Namespace, console: Console) -> int:
 
 def run_mcp(args: argparse.Namespace, console: Console) -> int:
     try:
+        from agentdescent_mcp.server import closed_stdio
         from agentdescent_mcp.server import main as serve
     except ModuleNotFoundError as exc:
         if not (exc.name or "").startswith("agentdescent_mcp"):
             raise
         raise UserError("the MCP server's package (agentdescent_mcp) is not installed here; reinstall AgentDescent "
                         "from its repository (pip install -e .), which installs it too") from None
+    closed = closed_stdio()
+    if closed:
+        raise UserError(closed)
     serve()  # stdout is the protocol: what this says goes to stderr
     console_for(sys.stderr).print("the MCP server stopped: its client closed the connection", highlight=False)
     return 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import os
 import secrets
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import metadata
@@ -358,4 +359,16 @@ def host_release(run_id: RunId) -> Released:
 
 def main() -> None:
     """`agentdescent-mcp`: serve the tools over stdio until the client closes the connection."""
+    closed = closed_stdio()
+    if closed:
+        sys.exit(f"error: {closed}")
     server.run("stdio")
+
+
+def closed_stdio() -> str | None:
+    """Why the server cannot talk (this process's stdin or stdout closed), or None."""
+    closed = [name for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout)) if stream is None]
+    if not closed:
+        return None
+    return (f"the MCP server talks over stdin and stdout, and this process was started with its {' and '.join(closed)} "
+            "closed; start it with both open, as a host does (claude mcp add agentdescent -- agentdescent mcp)")
