@@ -117,11 +117,14 @@ class _Child:
 
 
 def _our_package_first() -> dict[str, str]:
-    """This environment with the folder this package was loaded from first on PYTHONPATH: the child
-    runs this very copy of the check (one run from a checkout too, or beside another installed
-    copy), which speaks the same arguments."""
-    ours = str(Path(__file__).resolve().parents[1])
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [ours, os.environ.get("PYTHONPATH")]))}
+    """This environment with the folder this package was loaded from first on PYTHONPATH, where it
+    is a checkout: the child runs this very copy of the check, which speaks the same arguments. An
+    installed copy's folder (site-packages) is left where it is: put before the standard library,
+    a backport installed there would stand in for the module it backports."""
+    ours = Path(__file__).resolve().parents[1]
+    if ours.name in ("site-packages", "dist-packages"):
+        return dict(os.environ)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ours), os.environ.get("PYTHONPATH")]))}
 
 
 def _drain(stream, kept: bytearray) -> None:

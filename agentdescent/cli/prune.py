@@ -21,14 +21,16 @@ from pathlib import Path
 
 from rich.console import Console
 
+from agentdescent import refcheck
 from agentdescent.cli.views import plural
 from agentdescent.cli.watch import FAILURE, say
 from agentdescent.engine.evolve import TEMPORARY_LEDGER_PREFIX
 from agentdescent.ledger import in_use, looks_like_ledger
 from agentdescent.runs.rolloutdir import clear
+from agentdescent.step import textmerge
 
 PRUNE_AFTER_SECONDS = 600.0  # a temporary ledger nothing has written to for this long belongs to no live run
-SCRATCH_PREFIXES = ("agentdescent-refcheck-", "agentdescent-merge-")  # folders a process removes within seconds
+SCRATCH_PREFIXES = (refcheck.SCRATCH_PREFIX, textmerge.SCRATCH_PREFIX)  # folders a process removes within seconds
 
 
 def prune(console: Console, now: float | None = None) -> int:

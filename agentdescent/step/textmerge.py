@@ -23,6 +23,7 @@ from agentdescent.errors import LedgerError
 
 __all__ = ["merge_text", "stack_insertions", "stacked_onto"]
 
+SCRATCH_PREFIX = "agentdescent-merge-"  # its scratch folders in the temp folder (runs --prune knows it)
 _MAX_CONFLICTS = 127  # git merge-file exits with the conflict count, capped at 127; errors are negative
 
 
@@ -32,7 +33,7 @@ def merge_text(base: str, ours: str, theirs: str) -> str | None:
     encoded = [_as_text(text) for text in (ours, base, theirs)]
     if None in encoded:
         return None
-    with tempfile.TemporaryDirectory(prefix="agentdescent-merge-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX) as tmp:
         paths = []
         for name, data in zip(("ours", "base", "theirs"), encoded):
             path = pathlib.Path(tmp, name)
