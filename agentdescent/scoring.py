@@ -252,7 +252,7 @@ def scorer(name: str | None = None, *, command: Sequence[str] | None = None, pat
 
 # --- LLM judge ------------------------------------------------------------------------------
 
-_NUM = r"[-+]?\d+(?:\.\d+)?"
+_NUM = r"(?<![\d.])[-+]?\d+(?:\.\d+)?"  # never inside a longer number: a digit run is read once
 _DEN = r"\s*(?:/|out\s+of)\s*(?P<{}>\d+(?:\.\d+)?)"
 _FILLER = r"[\s:=*\"'`-]*?"  # what may stand between "score" and its number: ": ", " = ", "\": ", ":** "
 _KEYWORD = re.compile(  # Score: 7, score = 9.5 out of 10, "score": 7, Final score is **8**, Score: 85%
@@ -265,19 +265,45 @@ _REMINDER = ("\n\nYour previous reply did not end with a score I could read. Rep
 _NO_GOLD = "(none given: grade by the rubric alone)"
 
 
+_TAIL = 4000  # the score ends a reply; what comes before it is not read
+_SPACE = re.compile(r"\s")
+
+
 def parse_score(reply: str, scale: int) -> float | None:
     """The judge's score as a fraction of 1, or None. parse_score("Score: 7/10", 10) == 0.7
 
     The last "score ..." phrase wins; without one, the last "N/M", "N out of M" or **N**; without
     those, a last line that is only a number. A denominator in the reply overrides `scale`; the
-    result is clamped to [0, 1].
+    result is clamped to [0, 1]. Only the reply's last 4,000 characters are read (a word the cut
+    splits is left out), so a long reply costs no more than a short one.
     """
-    last_line = next((line for line in reversed(reply.splitlines()) if line.strip()), "")
-    bare = _BARE.fullmatch(last_line.strip().strip("*#`").rstrip(".").strip())
-    for match in (_last(_KEYWORD, reply), _last(_RATIO, reply), bare):
+    text = _tail(reply)
+    for read in (_last_keyword, _last_ratio, _bare_last_line):
+        match = read(text)
         if match is not None:
             return _fraction(match, scale)
     return None
+
+
+def _tail(reply: str) -> str:
+    if len(reply) <= _TAIL:
+        return reply
+    tail = reply[-_TAIL:]
+    space = _SPACE.search(tail)
+    return "" if space is None else tail[space.start():]
+
+
+def _last_keyword(text: str) -> re.Match[str] | None:
+    return _last(_KEYWORD, text)
+
+
+def _last_ratio(text: str) -> re.Match[str] | None:
+    return _last(_RATIO, text)
+
+
+def _bare_last_line(text: str) -> re.Match[str] | None:
+    last_line = next((line for line in reversed(text.splitlines()) if line.strip()), "")
+    return _BARE.fullmatch(last_line.strip().strip("*#`").rstrip(".").strip())
 
 
 def _fraction(match: re.Match[str], scale: int) -> float:

@@ -228,6 +228,15 @@ def test_parse_score(reply, expected):
     assert parse_score(reply, 10) == (None if expected is None else pytest.approx(expected))
 
 
+def test_a_reply_holding_a_megabyte_of_digits_is_read_in_one_pass():
+    # Each pattern starts a number only where no digit precedes it, and only the reply's end is
+    # read: a number that could start at every digit would cost the square of the run's length.
+    digits = "7" * 1_000_000
+    assert parse_score(f"The answer printed: {digits}\nScore: 7", 10) == pytest.approx(0.7)
+    assert parse_score(f"The answer printed: {digits}\n7/10", 10) == pytest.approx(0.7)
+    assert parse_score(f"{digits} 3 out of 10. {digits}", 10) is None  # only the end is read
+
+
 def test_judge_prompt_holds_task_gold_output_and_rubric():
     seen = []
     model = scripted(lambda prompt: seen.append(prompt) or "Good.\nScore: 7/10")
