@@ -41,6 +41,7 @@ __all__ = ["SCORER_NAMES", "Judge", "last_number", "llm_judge", "normalize", "pa
 
 Reward = Callable[[Task, str], float]
 SCORER_NAMES = ("exact", "contains", "f1", "numeric", "regex")
+GRADER_TIMEOUT = 30.0  # seconds a grader command may run, unless its timeout says otherwise
 
 # --- text -----------------------------------------------------------------------------------
 
@@ -206,7 +207,9 @@ def _run(argv: Sequence[str], stdin: str, timeout: float) -> tuple[str, str, int
         raise AgentError(f"grader {' '.join(argv)!r} {exc}; only its last line is read, so make it print "
                          "less") from None
     except TimedOut:
-        raise AgentError(f"grader {' '.join(argv)!r} did not finish within {timeout}s and was killed") from None
+        raise AgentError(f"grader {' '.join(argv)!r} did not finish within {timeout}s and was killed; if it needs "
+                         "longer, raise its timeout (a spec: scorer: {command: [...], timeout: SECONDS}; Python: "
+                         "scorer(command=[...], timeout=SECONDS))") from None
     return finished.stdout, finished.stderr, finished.returncode
 
 
@@ -223,7 +226,7 @@ def _command(command: Sequence[str], timeout: float) -> _Command:
 
 
 def scorer(name: str | None = None, *, command: Sequence[str] | None = None, pattern: str | None = None,
-           tolerance: float = 1e-6, relative: bool = False, timeout: float = 30) -> Reward:
+           tolerance: float = 1e-6, relative: bool = False, timeout: float = GRADER_TIMEOUT) -> Reward:
     """A reward function by name (one of SCORER_NAMES) or an external grader `command`.
 
     Exactly one of `name` and `command`. `pattern` is for "regex" only; `tolerance` (absolute, or a

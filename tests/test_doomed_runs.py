@@ -6,6 +6,7 @@ raised), or every reflection of the first round did, the run ends with `result.e
 from __future__ import annotations
 
 import random
+import sys
 
 import pytest
 
@@ -134,6 +135,20 @@ def test_plan_tries_a_grader_command_and_a_built_in_scorer(service, tmp_path):
         service.plan(domain.spec(tmp_path, scorer={"name": "regex", "pattern": "(unclosed"}))
     assert [p.field for p in caught.value.problems] == ["scorer"] and "pattern" in str(caught.value)
     assert service.plan(domain.spec(tmp_path, scorer={"command": ["echo", "0.5"]})).tasks == 24
+
+
+def test_a_grader_command_is_held_to_the_spec_s_timeout_and_told_how_to_raise_it(service, tmp_path):
+    hang = [sys.executable, "-c", "import time; time.sleep(120)"]
+    with pytest.raises(SpecError) as caught:
+        service.plan(domain.spec(tmp_path, scorer={"command": hang, "timeout": 0.5}))
+    (problem,) = caught.value.problems
+    assert problem.field == "scorer" and "within 0.5s and was killed" in problem.message
+    assert "scorer: {command: [...], timeout: SECONDS}" in problem.message
+    slow = [sys.executable, "-c", "import time; time.sleep(0.5); print(1)"]
+    assert service.plan(domain.spec(tmp_path, scorer={"command": slow, "timeout": 60})).tasks == 24
+    with pytest.raises(SpecError) as caught:
+        service.plan(domain.spec(tmp_path, scorer={"name": "exact", "timeout": 60}))
+    assert "timeout is for a grader command" in str(caught.value)
 
 
 def test_a_run_whose_scorer_spins_past_its_timeout_ends_and_its_process_with_it(service, tmp_path):

@@ -34,7 +34,7 @@ from agentdescent.runs import containment
 from agentdescent.runs.agentcheck import agent_problems
 from agentdescent.runs.spec import Problem, RunSpec, SpecError, TasksSpec
 from agentdescent.runs.targetread import has_files, literal_glob, read_folder
-from agentdescent.scoring import scorer
+from agentdescent.scoring import GRADER_TIMEOUT, scorer
 from agentdescent.types import Task
 
 TEXT_TARGET_BYTES = 1_000_000  # as load_tree's max_file_bytes for each file of a folder target
@@ -345,5 +345,5 @@ def reward(spec: RunSpec) -> Callable[[Task, str], float]:
     if chosen.ref is not None:
         return resolve_ref(chosen.ref)
     if chosen.command is not None:
-        return scorer(command=chosen.command)
+        return scorer(command=chosen.command, timeout=GRADER_TIMEOUT if chosen.timeout is None else chosen.timeout)
     return scorer(chosen.name, pattern=chosen.pattern, tolerance=chosen.tolerance)

@@ -157,6 +157,7 @@ class ScorerSpec(BaseModel):
     pattern: str | None = None  # for "regex"
     tolerance: float = 1e-6  # for "numeric"
     command: list[str] | None = None
+    timeout: float | None = Field(default=None, gt=0)  # seconds a grader command may run (None: GRADER_TIMEOUT)
     ref: str | None = None
 
     @model_validator(mode="before")
@@ -177,6 +178,9 @@ class ScorerSpec(BaseModel):
                              f"ref 'module:function'; got {', '.join(given) or 'none'}")
         if self.name is not None and self.name not in SCORER_NAMES:
             raise ValueError(f"unknown scorer {reading.name_or_count(self.name)}; choose one of {', '.join(SCORER_NAMES)}")
+        if self.timeout is not None and self.command is None:
+            raise ValueError("timeout is for a grader command (scorer: {command: [...], timeout: SECONDS}); "
+                             "take it out, or bound the whole rollout with budget.rollout_timeout")
         return self
 
 

@@ -32,6 +32,7 @@ DESCRIPTIONS: dict[str, str] = {
     "scorer": "exact, contains, f1, numeric or regex; python:module:fn (called fn(task, output) -> number in "
               "[0, 1]); or {command: [argv]} for a grader program",
     "scorer.command": "a grader program: the task and output as JSON on stdin, a number on stdout",
+    "scorer.timeout": "seconds a grader command may run before it is killed (default 30)",
     "agent": "who does each rollout: claude_code, codex, host (you, through the host tools), claude:MODEL, "
              "openai:MODEL, deepseek, python:module:fn; or {kind, model, ref, options}",
     "agent.options": "the client's keyword arguments (timeout, max_reply_chars, ...); never a key",
