@@ -48,6 +48,7 @@ class Usage(Tally):
     repeated: int = 0  # rollouts drawn again on a task the same artifact was already measured on
     disagreed: int = 0  # ... whose reward differed from the first: the rewards are samples, not the truth
     errors: list[str] = field(default_factory=list)
+    last_error: str | None = field(default=None, repr=False, compare=False)  # the newest, once `errors` is full
     model: ModelUsage = field(default_factory=ModelUsage)
     settled: bool = field(default=False, repr=False, compare=False)  # the run returned: nothing more is counted
 
@@ -123,6 +124,7 @@ class Usage(Tally):
 
     def _error(self, message: str) -> None:
         self.failures += 1
+        self.last_error = message
         if len(self.errors) < 20:
             self.errors.append(message)
 

@@ -1,16 +1,19 @@
 """A run that cannot learn stops before it spends its budget: when every rollout of the held-out
-measurement at the start, or of the first round, failed with an error (the agent or the scorer
-raised), or every reflection of the first round did, the run ends with `result.error` naming the first error, and a detached run as
-`failed`. Rollouts that ran and scored 0 are no such failure. `plan` tries the scorer first."""
+measurement at the start, of the first round, of a later round or of a later held-out measurement
+failed with an error (the agent or the scorer raised), or every reflection of the first round did,
+the run ends with `result.error` naming the first error, and a detached run as `failed`. Rollouts
+that ran and scored 0 are no such failure. `plan` tries the scorer first."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import sys
 
 import pytest
 
 from agentdescent import BetaAcceptance, Task, events, evolve
+from agentdescent.config import Parallelism
 from agentdescent.engine.evolve import split_tasks
 from agentdescent.runs import runner
 from agentdescent.runs.spec import SpecError
@@ -76,6 +79,40 @@ def test_a_first_round_that_only_fails_stops_the_run_after_that_round():
     assert "every rollout of the first round failed" in result.error and "grader down for" in result.error
     assert len(result.history) == 1 and result.usage.calls == result.history[0].calls  # nothing after round 0
     assert result.initial_reward == 0.0
+
+
+def test_a_scorer_that_goes_down_after_the_first_round_stops_the_run_at_the_round_that_only_failed():
+    tasks = [Task(id=f"t{i}", prompt=f"item {i}") for i in range(40)]
+    _, reward, run, propose = year_program()
+    graded = itertools.count(1)
+    worked = start_calls(tasks) + 4 * 4  # the start's measurement and the first round of 4 workers
+
+    def goes_down(task, output):
+        if next(graded) > worked:
+            raise ConnectionError("grading service unreachable")
+        return reward(task, output)
+
+    result = evolve(tasks, goes_down, run=run, propose=propose, rounds=20, n_workers=4)
+    assert result.error.startswith("every rollout of round 2 failed") and "grading service unreachable" in result.error
+    assert len(result.history) == 2 and result.initial_reward == 0.0
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_held_out_measurement_whose_every_rollout_failed_stops_the_run_and_is_no_reward(asynchronous):
+    tasks, reward, run, propose = year_program()
+    held_out, graded = held_out_ids(tasks), itertools.count(1)
+
+    def held_out_goes_down(task, output):  # the train tasks still score: no round is all failures
+        if task.id in held_out and next(graded) > start_calls(tasks):
+            raise ConnectionError("grading service unreachable")
+        return reward(task, output)
+
+    result = evolve(tasks, held_out_goes_down, run=run, propose=propose, rounds=4, n_workers=2,
+                    parallelism=Parallelism(asynchronous=asynchronous))
+    assert result.error.startswith("every rollout of a held-out measurement failed")
+    assert "grading service unreachable" in result.error
+    assert [r.held_out for r in result.history if r.held_out is not None] == []
+    assert result.initial_reward == result.final_reward == 0.0  # the start's, measured before the outage
 
 
 def test_an_agent_that_always_raises_stops_the_run_too():

@@ -199,6 +199,16 @@ class Evaluator:
         return {task_id: (rewards[task_id] + sum(extra.get(task_id, ()))) / (1 + len(extra.get(task_id, ())))
                 for task_id in row if task_id in rewards}  # in the order they started
 
+    def errors(self, state: Mapping[str, str], tasks: Sequence[Task]) -> list[str]:
+        """The errors of `state`'s first rollouts on `tasks` that are back and failed, without
+        running or counting anything."""
+        key, _ = self.view(state)
+        with self._lock:
+            row = self._cache.get(key, {})
+            futures = [row[t.id] for t in tasks if t.id in row]
+        rollouts = [f.result() for f in futures if f.done() and not f.cancelled() and f.exception() is None]
+        return [r.error for r in rollouts if r.error is not None]
+
     def view(self, state: Mapping[str, str]) -> tuple[str, Any]:
         """The cache key naming what a rollout on `state` sees, and that (the rendered artifact)."""
         with self._lock:

@@ -82,7 +82,7 @@ class Loop:
     outcomes: list[Outcome] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     progress: Progress = field(default_factory=Progress)
-    failing: FailureWatch = field(default_factory=FailureWatch)  # the held-out start and the first round must not all fail
+    failing: FailureWatch = field(default_factory=FailureWatch)  # no round, nor the held-out start, may all fail
 
     def __post_init__(self) -> None:
         self.emit = serialized(self.emit, self.warnings.append)  # the heartbeat's thread sends events too
@@ -255,8 +255,7 @@ class Loop:
                 self._abandon(round_, stop)
                 return stop
             self.emit(ev.RoundStarted(round=round_, version=self.ledger.head()))
-            if round_ == first:
-                self.failing.watch(usage)
+            self.failing.watch(usage)
             if round_ == first or not asynchronous:
                 self.dispatcher.dispatch(range(self.shape.n_workers))
             last = round_ == rounds - 1
@@ -273,10 +272,9 @@ class Loop:
             self._next_round = round_ + 1
             self._save(finished=False)
             self.emit(ev.RoundEnded(round=round_, calls=usage.calls))
-            if round_ == first:  # the round is recorded as done; a resume goes on from the next one
-                stretch = "the first round" if first == 0 else f"round {first + 1}, the first after the resume"
-                self.failing.check(usage, stretch)
-                self.failing.check_reflections([o for o in self.outcomes if o.step == round_], stretch)
+            self.failing.check_round(usage, round_, first)  # the round is recorded as done; a resume goes on from the next one
+            if round_ == first:
+                self.failing.check_reflections([o for o in self.outcomes if o.step == round_], FailureWatch.named(round_, first))
         return stop_reason(self.stop_rules, self.progress, usage) or f"ran all {rounds} rounds"
 
     def _turns(self, slots: Sequence[int], first: int) -> list[Turn]:

@@ -118,16 +118,28 @@ def _named(rule: object) -> str:
 
 
 class NothingWorked(UserError):
-    """Every rollout of a stretch the run cannot do without failed with an error (the agent or the
-    scorer raised each time): the run stops as failed, naming the first error, instead of spending
-    its budget on rollouts that teach nothing."""
+    """Every rollout of a stretch of the run (a round, a held-out measurement) failed with an error
+    (the agent or the scorer raised each time): the run stops as failed, naming the first error,
+    instead of spending its budget on rollouts that teach nothing or reporting their zeros as a
+    reward."""
+
+
+FEWEST_LATER = 4  # a later round that ran fewer rollouts says too little to stop a run that has worked
+
+
+def nothing_worked(stretch: str, failed: int, error: str | None, which: str = "first") -> NothingWorked:
+    """The error that stops a run whose `failed` rollouts of `stretch` all failed, naming the
+    `which` (first or last) of their errors."""
+    return NothingWorked(f"every rollout of {stretch} failed ({failed} of {failed}), so the run cannot learn "
+                         f"anything; the {which} error: {error or 'not kept'}. Fix the agent or the scorer "
+                         "(plan checks the scorer), then resume the run or start it again")
 
 
 @dataclass
 class FailureWatch:
     """Counts the rollouts that ran (and how many of them failed with an error) from `watch` on;
-    `check` raises `NothingWorked` when there were some and every one failed. Rollouts served
-    from the cache or a journal are not counted: only what ran says how the agent and the
+    `check` raises `NothingWorked` when at least `fewest` ran and every one failed. Rollouts
+    served from the cache or a journal are not counted: only what ran says how the agent and the
     scorer behave now. A rollout that ran and scored 0 is no failure."""
 
     rollouts: int = 0
@@ -137,14 +149,26 @@ class FailureWatch:
     def watch(self, usage: Usage) -> None:
         self.rollouts, self.failures, self.said = usage.rollouts, usage.failures, len(usage.errors)
 
-    def check(self, usage: Usage, stretch: str) -> None:
+    def check(self, usage: Usage, stretch: str, fewest: int = 1) -> None:
         ran, failed = usage.rollouts - self.rollouts, usage.failures - self.failures
-        if not ran or failed < ran:
+        if ran < fewest or failed < ran:
             return
-        errors = usage.errors[self.said:] or usage.errors[-1:]  # usage keeps the first few errors only
-        raise NothingWorked(f"every rollout of {stretch} failed ({failed} of {ran}), so the run cannot learn "
-                            f"anything; the first error: {errors[0] if errors else 'not kept'}. Fix the agent or "
-                            "the scorer (plan checks the scorer), then resume the run or start it again")
+        errors = usage.errors[self.said:]  # usage keeps the first few errors, and the newest
+        if errors:
+            raise nothing_worked(stretch, failed, errors[0])
+        raise nothing_worked(stretch, failed, usage.last_error, "last")
+
+    def check_round(self, usage: Usage, round_: int, first: int) -> None:
+        """`check` for a round of a run (or a resume) that began at round `first`: past that one,
+        only a round that ran at least `FEWEST_LATER` rollouts."""
+        self.check(usage, self.named(round_, first), 1 if round_ == first else FEWEST_LATER)
+
+    @staticmethod
+    def named(round_: int, first: int) -> str:
+        """A round as the stop message names it: named(0, 0) == "the first round" """
+        if round_ != first:
+            return f"round {round_ + 1}"
+        return "the first round" if first == 0 else f"round {first + 1}, the first after the resume"
 
     @staticmethod
     def check_reflections(outcomes: Sequence[Outcome], stretch: str) -> None:

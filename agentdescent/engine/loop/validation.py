@@ -24,7 +24,7 @@ from agentdescent import events as ev
 from agentdescent.engine.calls.evaluation import Evaluator
 from agentdescent.engine.calls.executors import ThreadExecutor
 from agentdescent.engine.loop.decisions import PromotionPolicy, ValidationPolicy
-from agentdescent.engine.loop.stopping import Progress
+from agentdescent.engine.loop.stopping import Progress, nothing_worked
 from agentdescent.result import StepRecord
 from agentdescent.types import Task
 
@@ -97,7 +97,16 @@ class Validator:
         if len(first) < n and not self.promotion(best, ceiling) and (self.target is None or ceiling < self.target):
             return ceiling, False
         rest = self.held_out[len(first):]
-        return (total + sum(self.evaluator.score([(state, rest)], "validate")[0])) / n, True
+        reward = (total + sum(self.evaluator.score([(state, rest)], "validate")[0])) / n
+        self._check(state)
+        return reward, True
+
+    def _check(self, state: Mapping[str, str]) -> None:
+        """`NothingWorked` when every rollout of `state`'s held-out measurement failed: their zeros
+        are no reward, and a run whose agent or scorer fails on every call cannot learn."""
+        errors = self.evaluator.errors(state, self.held_out)
+        if self.held_out and len(errors) == len(self.held_out):
+            raise nothing_worked("a held-out measurement", len(errors), errors[0])
 
 
 @dataclass(kw_only=True)
