@@ -276,15 +276,17 @@ def parse_score(reply: str, scale: int) -> float | None:
     """The judge's score as a fraction of 1, or None. parse_score("Score: 7/10", 10) == 0.7
 
     The last "score ..." phrase wins; without one, the last "N/M", "N out of M" or **N**; without
-    those, a last line that is only a number. A denominator in the reply overrides `scale`; the
-    result is clamped to [0, 1]. Only the reply's last 4,000 characters are read (a word the cut
-    splits is left out), so a long reply costs no more than a short one.
+    those, a last line that is only a number. A denominator in the reply overrides `scale`, and a
+    score past `scale` takes the one the reply gives the same number elsewhere ("30 out of 100 ...
+    Score: 30" is 0.3). A score that is still outside [0, 1] is unreadable (None), never clamped:
+    parse_score("Score: 85", 10) is None. Only the reply's last 4,000 characters are read (a word
+    the cut splits is left out), so a long reply costs no more than a short one.
     """
     text = _tail(reply)
     for read in (_last_keyword, _last_ratio, _bare_last_line):
         match = read(text)
         if match is not None:
-            return _fraction(match, scale)
+            return _fraction(match, scale, text)
     return None
 
 
@@ -309,14 +311,30 @@ def _bare_last_line(text: str) -> re.Match[str] | None:
     return _BARE.fullmatch(last_line.strip().strip("*#`").rstrip(".").strip())
 
 
-def _fraction(match: re.Match[str], scale: int) -> float:
+def _fraction(match: re.Match[str], scale: int, text: str) -> float | None:
     groups = match.groupdict()
-    den: float = scale
-    if groups.get("d") and float(groups["d"]) > 0:
-        den = float(groups["d"])
-    elif groups.get("pct"):
-        den = 100
-    return min(1.0, max(0.0, float(groups.get("n") or groups["b"]) / den))
+    number = float(groups.get("n") or groups["b"])
+    den = _denominator(groups)
+    if den is None and not 0 <= number <= scale:
+        den = _stated(text, number)
+    value = number / (scale if den is None else den)
+    return value if 0.0 <= value <= 1.0 else None
+
+
+def _denominator(groups: dict[str, str | None]) -> float | None:
+    """The denominator a match states: N/M, N out of M, N%."""
+    den = groups.get("d")
+    if den and float(den) > 0:
+        return float(den)
+    return 100.0 if groups.get("pct") else None
+
+
+def _stated(text: str, number: float) -> float | None:
+    """The denominator of the last "N/M" or "N out of M" in `text` whose N is `number`."""
+    for match in reversed(list(_RATIO.finditer(text))):
+        if match["n"] is not None and float(match["n"]) == number:
+            return _denominator(match.groupdict())
+    return None
 
 
 class Judge:
@@ -351,9 +369,10 @@ def llm_judge(model: Model, rubric: str, *, scale: int = 10, template: str | Non
     the rubric, and answers with a score from 0 to `scale`; the reward is score / scale.
 
     `template` replaces `prompts/judge.txt`; it may use the fields {rubric} {prompt} {gold}
-    {output} {scale} and must use {output}. A reply without a readable score (see `parse_score`)
-    gets one retry with a reminder; a second one raises `AgentError`, so the rollout fails
-    visibly instead of passing for a zero. `judge.unparseable` counts such replies.
+    {output} {scale} and must use {output}. A reply without a readable score (see `parse_score`:
+    a score outside 0 to `scale` is unreadable, unless the reply states its denominator) gets one
+    retry with a reminder; a second one raises `AgentError`, so the rollout fails visibly instead
+    of passing for a zero or a full mark. `judge.unparseable` counts such replies.
     """
     if not callable(model):
         raise UserError(f"llm_judge needs a model: a callable prompt -> text; got {model!r}")

@@ -217,8 +217,13 @@ def test_a_missing_grader_executable_is_a_user_error():
     ("Not a 1/10 answer at all. Score: 8", 0.8),  # the "score" phrase beats a bare ratio
     ("Score: 3. On reflection, Score: 6", 0.6),  # the last score wins
     ("Score: 4/5", 0.8),  # the reply's own denominator
-    ("Score: 14", 1.0),  # clamped
-    ("Score: -2", 0.0),
+    ("Score: 14", None),  # out of range: unreadable, not clamped to a full mark
+    ("Score: 85", None),
+    ("Score: -2", None),
+    ("Score: 12/10", None),
+    ("Score: 150%", None),
+    ("I rate this 30 out of 100.\nScore: 30", 0.3),  # the denominator the reply gave that number
+    ("7/10 for style, 40 out of 100 overall. Score: 40", 0.4),
     ("Score: 85%", 0.85),
     ("It mentions 3 things.\n9.", 0.9),  # a last line that is only a number
     ("Looks good to me", None),
@@ -278,6 +283,14 @@ def test_judge_retries_once_then_raises_and_counts_unparseable_replies():
     with pytest.raises(AgentError, match="'t1'.*still like it"):
         judge(task("g"), "out")
     assert judge.unparseable == 2 and stubborn.usage.calls == 2
+
+
+def test_an_out_of_range_score_is_retried_then_a_failure_not_a_full_mark():
+    model = scripted(["Score: 85", "Score: 8"])
+    judge = llm_judge(model, "be right")
+    assert judge(task("g"), "out") == pytest.approx(0.8) and judge.unparseable == 1
+    with pytest.raises(AgentError, match="no readable score"):
+        llm_judge(scripted(["Score: 85", "Score: 85"]), "be right")(task("g"), "out")
 
 
 def test_the_retry_carries_a_reminder():
