@@ -49,6 +49,10 @@ def propose(rendered: str, task: Task, output: str, value: float) -> str | None:
     return "always state the year" if value < 1.0 else None
 
 
+def popping_reward(task: Task, output: str) -> float:
+    return float(output == task.meta.pop("expected"))  # a common slip: pop where get was meant
+
+
 def year_tasks(n: int = 12, die_once: Path | None = None) -> list[Task]:
     meta = {"die_once": str(die_once)} if die_once else {}
     return [Task(id=f"q{i}", prompt=f"when is event {i}?", gold="2026", meta=meta if i == 5 else {})
@@ -153,6 +157,15 @@ def test_a_cancelled_run_on_processes_stops_its_calls_and_lets_the_program_exit(
                           timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0 and "cancelled (enough)" in done.stdout, done.stderr
     assert time.monotonic() - started < 30  # not the 60 s each hanging call sleeps: their processes were stopped
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_a_reward_that_changes_its_task_changes_no_other_rollout_nor_the_caller_s_tasks(executor):
+    tasks = [Task(id=f"q{i}", prompt=f"when is event {i}?", meta={"expected": "2026"}) for i in range(12)]
+    result = evolve(tasks, popping_reward, run=run, propose=propose, rounds=3, n_workers=2,
+                    parallelism=Parallelism(executor=executor, reissue_after=None))
+    assert result.error is None and result.usage.failures == 0 and result.final_reward == 1.0
+    assert all(task.meta == {"expected": "2026"} for task in tasks)
 
 
 def test_a_callable_that_cannot_be_pickled_is_named_before_the_run_starts():

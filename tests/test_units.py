@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import pickle
+import threading
 from concurrent.futures import Future, ProcessPoolExecutor
 
 import pytest
@@ -12,7 +13,8 @@ from agentdescent.artifacts.state import state_hash
 from agentdescent.artifacts.strategies import AppendRules
 from agentdescent.engine.calls.evaluation import Evaluator
 from agentdescent.engine.calls.units import reflect, roll_out
-from agentdescent.types import Rollout
+from agentdescent.errors import UserError
+from agentdescent.types import Rollout, Task
 from agentdescent.usage import Usage
 from tests.doubles import asking_propose, asking_run, judging_reward, numbered_tasks
 
@@ -83,3 +85,16 @@ def test_usage_can_be_pickled_and_keeps_counting():
     copy.add(rollouts=1)
     copy.model.add(calls=1)
     assert (copy.rollouts, copy.model.calls, usage.rollouts, usage.model.calls) == (3, 4, 2, 3)
+
+
+def test_a_rollout_hands_run_and_reward_a_copy_of_its_task():
+    task = Task(id="t", prompt="p", meta={"expected": "ok", "notes": ["kept"]})
+
+    def reward(task, output):
+        task.meta["notes"].append("changed")
+        return float(output == task.meta.pop("expected"))
+
+    assert [roll_out(lambda rendered, task: "ok", reward, "", task).reward for _ in range(2)] == [1.0, 1.0]
+    assert task.meta == {"expected": "ok", "notes": ["kept"]}
+    with pytest.raises(UserError, match="the meta of task «u» cannot be copied .*plain data"):
+        roll_out(lambda rendered, task: "ok", reward, "", Task(id="u", prompt="p", meta={"lock": threading.Lock()}))

@@ -9,6 +9,7 @@ where the results arrive (`Evaluator`, `Worker`).
 
 from __future__ import annotations
 
+import copy
 import inspect
 import math
 import threading
@@ -81,6 +82,7 @@ def within(timeout: float | None, work: Callable[[], T], too_late: Callable[[], 
 def _roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], float], rendered: Any,
               task: Task) -> tuple[str, float, str | None]:
     """(output, reward, why it failed)."""
+    task = _own_copy(task)
     try:  # a tree is handed over as a copy, so that one rollout cannot change another's
         output = run(dict(rendered) if isinstance(rendered, dict) else rendered, task)
     except UserError:
@@ -112,6 +114,20 @@ def _roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], flo
     except (SystemExit, GeneratorExit) as exc:
         raise _exited("reward", exc, task) from None
     return kept(output), check_reward(value, task), None
+
+
+def _own_copy(task: Task) -> Task:
+    """The task a rollout's run and reward share: a copy, its meta copied deep, so that what they
+    change (a `meta.pop`, say) reaches no other rollout nor the caller's tasks, with threads as
+    with processes (which get a copy anyway)."""
+    if not task.meta:
+        return task.model_copy()
+    try:
+        meta = copy.deepcopy(task.meta)
+    except Exception as exc:  # noqa: BLE001 -- an object of the caller's in meta that cannot be copied
+        raise UserError(f"the meta of task {quoted(task.id, 80)} cannot be copied for a rollout ({described(exc)}); "
+                        "give meta plain data (text, numbers, lists, dicts)") from None
+    return task.model_copy(update={"meta": meta})
 
 
 def _exited(who: str, exc: SystemExit | GeneratorExit, task: Task) -> UserError:
