@@ -489,6 +489,12 @@ def test_a_call_of_the_user_s_that_exits_is_a_contract_error_not_the_end_of_the_
     for role in ("run", "reward", "propose"):
         assert re.match(rf"{role} raised GeneratorExit on task .*, which ends a generator", said(**{role: ends_a_generator}))
 
+    def interrupts(*args):
+        raise KeyboardInterrupt  # on a worker thread, where a real Ctrl-C never lands
+
+    for role in ("run", "reward", "propose"):
+        assert re.match(rf"{role} raised KeyboardInterrupt on task .*, on a worker thread", said(**{role: interrupts}))
+
 
 def test_a_runaway_output_is_scored_whole_and_kept_cut(tmp_path):
     tasks, _, _, propose = year_program()

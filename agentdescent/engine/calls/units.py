@@ -89,7 +89,7 @@ def _roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], flo
         raise  # misconfiguration (a missing key, say) fails every rollout alike: stop and say so
     except Exception as exc:  # a failing rollout is data, not a crash of the run
         return "", 0.0, f"run failed on task {quoted(task.id, 80)}: {described(exc)}"
-    except (SystemExit, GeneratorExit) as exc:
+    except (SystemExit, GeneratorExit, KeyboardInterrupt) as exc:
         raise _exited("run", exc, task) from None
     if inspect.isawaitable(output) or inspect.isgenerator(output):
         getattr(output, "close", lambda: None)()  # never run: no "never awaited" warning either
@@ -111,7 +111,7 @@ def _roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], flo
         raise
     except Exception as exc:  # a judge, a grader or a reward that could not score: a failed rollout too
         return kept(output), 0.0, f"scoring failed on task {quoted(task.id, 80)}: {described(exc)}"
-    except (SystemExit, GeneratorExit) as exc:
+    except (SystemExit, GeneratorExit, KeyboardInterrupt) as exc:
         raise _exited("reward", exc, task) from None
     return kept(output), check_reward(value, task), None
 
@@ -130,9 +130,16 @@ def _own_copy(task: Task) -> Task:
     return task.model_copy(update={"meta": meta})
 
 
-def _exited(who: str, exc: SystemExit | GeneratorExit, task: Task) -> UserError:
+def _exited(who: str, exc: SystemExit | GeneratorExit | KeyboardInterrupt, task: Task) -> BaseException:
     """A call of the user's that tried to end the process (a command's main() called in-process, say)
-    or raised what only ends a generator: neither is a failed call, and each would end the run's."""
+    or raised what only ends a generator: neither is a failed call, and each would end the run's.
+    A KeyboardInterrupt on the main thread may be the user's Ctrl-C, and stays one; on any other
+    thread it is the call's own (Python delivers SIGINT to the main thread only)."""
+    if isinstance(exc, KeyboardInterrupt):
+        if threading.current_thread() is threading.main_thread():
+            return exc
+        return UserError(f"{who} raised KeyboardInterrupt on task {quoted(task.id, 80)}, on a worker thread where no "
+                         "Ctrl-C lands: it must return its value, or raise an Exception for a call that failed")
     if isinstance(exc, SystemExit):
         return UserError(f"{who} called sys.exit({exc.code!r}) on task {quoted(task.id, 80)}: it must return, not end "
                          "the process (a command's main() called in-process? run the command as a subprocess)")
@@ -218,7 +225,7 @@ def _reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence
             proposal = propose(rendered, rollout.task, rollout.output, rollout.reward, **told)
     except UserError:
         raise  # misconfiguration: every proposal would fail alike
-    except (SystemExit, GeneratorExit) as exc:
+    except (SystemExit, GeneratorExit, KeyboardInterrupt) as exc:
         raise _exited("propose", exc, chosen[0].task) from None
     except InvalidProposal as exc:
         return Reflection(failed="invalid", reason=f"the proposal is unusable: {bounded(str(exc))}")
