@@ -7,6 +7,7 @@ that ran and scored 0 are no such failure. `plan` tries the scorer first."""
 from __future__ import annotations
 
 import itertools
+import json
 import random
 import sys
 
@@ -16,7 +17,7 @@ from agentdescent import BetaAcceptance, Task, events, evolve
 from agentdescent.config import Parallelism
 from agentdescent.engine.evolve import split_tasks
 from agentdescent.runs import runner
-from agentdescent.runs.spec import SpecError
+from agentdescent.runs.spec import SpecError, read_spec
 from agentdescent.runs.status import LIVE
 from tests import keyword_domain as domain
 from tests.doubles import year_program
@@ -186,6 +187,21 @@ def test_a_grader_command_is_held_to_the_spec_s_timeout_and_told_how_to_raise_it
     with pytest.raises(SpecError) as caught:
         service.plan(domain.spec(tmp_path, scorer={"name": "exact", "timeout": 60}))
     assert "timeout is for a grader command" in str(caught.value)
+
+
+def test_a_grader_command_s_relative_paths_are_read_from_the_spec_s_folder(service, tmp_path):
+    folder = tmp_path / "specs"  # the service plans from the repository's root, another folder
+    (folder / "g").mkdir(parents=True)
+    (folder / "g" / "grade.py").write_text("import sys\nsys.stdin.read()\nprint(open(sys.argv[1]).read())\n", encoding="utf-8")
+    (folder / "half.txt").write_text("0.5\n", encoding="utf-8")
+    (folder / "g" / "grade.sh").write_text("#!/bin/sh\ncat >/dev/null\necho 1\n", encoding="utf-8")
+    (folder / "g" / "grade.sh").chmod(0o755)
+    for command, read in [([sys.executable, "g/grade.py", "half.txt", "-v", "no-such-file"],
+                           [sys.executable, str(folder / "g/grade.py"), str(folder / "half.txt"), "-v", "no-such-file"]),
+                          (["./g/grade.sh"], [str(folder / "g/grade.sh")])]:
+        (folder / "run.json").write_text(json.dumps(domain.spec(tmp_path, scorer={"command": command})), encoding="utf-8")
+        assert service.plan(folder / "run.json").tasks == 24
+        assert read_spec(folder / "run.json").scorer.command == read
 
 
 def test_a_run_whose_scorer_spins_past_its_timeout_ends_and_its_process_with_it(service, tmp_path):

@@ -317,7 +317,28 @@ def _absolute(spec: RunSpec, folder: Path) -> RunSpec:
         return os.path.normpath((folder / os.path.expanduser(path)).absolute())
 
     tasks = spec.tasks.model_copy(update={"file": resolved(spec.tasks.file)}) if spec.tasks.file else spec.tasks
-    return spec.model_copy(update={"target": resolved(spec.target), "tasks": tasks})
+    scorer = spec.scorer
+    if scorer.command:
+        scorer = scorer.model_copy(update={"command": _command_paths(scorer.command, folder)})
+    return spec.model_copy(update={"target": resolved(spec.target), "tasks": tasks, "scorer": scorer})
+
+
+def _command_paths(argv: list[str], folder: Path) -> list[str]:
+    """A grader command with its relative paths read from `folder` (the spec's): the program when
+    it names a path (it holds a /; a bare name is found on PATH), and each other argument that
+    names a file or folder there (an option, -x, stays as it is).
+    _command_paths(["python", "g/ok.py"], Path("/s")) == ["python", "/s/g/ok.py"] when /s/g/ok.py exists"""
+    def rebased(arg: str) -> str:
+        return os.path.normpath(folder / arg)
+
+    program, *rest = argv
+    if "/" in program and not os.path.isabs(program):
+        program = rebased(program)
+    return [program, *(rebased(arg) if _there(arg, folder) else arg for arg in rest)]
+
+
+def _there(arg: str, folder: Path) -> bool:
+    return bool(arg) and not arg.startswith("-") and not os.path.isabs(arg) and os.path.exists(folder / arg)
 
 
 def _secret_in_url(url: Any) -> str:
