@@ -17,10 +17,11 @@ that asked for it, however that one ended (SIGTERM, SIGHUP, SIGKILL): the child 
 and, once it is gone, removes the scratch folder and kills its own group (`_orphaned`). Its verdict
 is the JSON file it writes after the import, so nothing the user's module prints can pass for one;
 what it printed (stdout and stderr, the last `OUTPUT_BYTES` kept) is quoted, redacted, in a
-failure. This module lives outside `agentdescent.runs` so that the child imports next to nothing of
-ours. `check_call` goes one step further for a reward: its child calls the ref once, as
-`ref(task, output)`, and says what it raised or returned that is not a number. Left out: calling an
-agent or a reflector (only the run's own process does).
+failure. This module lives outside `agentdescent.runs` so that the child imports next to nothing
+of ours. `check_call` goes one step further for a reward: its child calls the ref once, as
+`ref(task, output)`, and says what it raised or returned that is not a number in [0, 1], in the
+words the run would stop with (`reward_problem`). Left out: calling an agent or a reflector
+(only the run's own process does).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import decimal
 import functools
 import importlib
 import json
+import math
 import numbers
 import os
 import shutil
@@ -55,9 +57,9 @@ _REASON_CHARS = 200
 def check_call(ref: str, task: dict, output: str, *, cwd: str | os.PathLike | None = None,
                timeout: float = REF_CHECK_SECONDS) -> str | None:
     """None when the reward `ref` names, imported in a child process and called once as
-    `ref(Task(**task), output)`, returns a real number (any number: its range is the run's to
-    check), or is a model judge (`scoring.Judge`, not called: that would be a model call); else
-    why not (what it raised, then a redacted excerpt of what it printed)."""
+    `ref(Task(**task), output)`, returns a number in [0, 1] (what the run takes), or is a model
+    judge (`scoring.Judge`, not called: that would be a model call); else why not (what it raised
+    or returned, in the run's words, then a redacted excerpt of what it printed)."""
     with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX) as folder:
         call = Path(folder, "call.json")
         call.write_text(json.dumps({"task": task, "output": output}), encoding="utf-8")
@@ -240,9 +242,32 @@ def _call(ref: str, call_file: str) -> str | None:
         value = found(Task(**call["task"]), call["output"])
     except BaseException as exc:  # noqa: BLE001 - whatever the user's reward raises is the verdict
         return f"calling it as {attribute}(task, output) raised {type(exc).__name__}: {exc}"
+    return reward_problem(value, call["task"]["id"])
+
+
+def reward_problem(value: object, task_id: str) -> str | None:
+    """Why `value` is no reward, in the words the run (`units.check_reward`) and plan both use;
+    None for a number in [0, 1]. reward_problem(2.0, "t1") names 2.0 and [0, 1]"""
     if isinstance(value, (str, bytes)) or not is_number(value):
-        return f"{attribute}(task, output) returned {type(value).__name__}, not a number in [0, 1]"
+        return f"reward returned {value!r} ({type(value).__name__}) for task {task_id!r}; it must return a number in [0, 1]"
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except OverflowError:  # an int past any float
+        return (f"reward returned an int of {value.bit_length()} bits for task {task_id!r}; "  # type: ignore[union-attr]
+                "it must be in [0, 1] (scale or clip it)")
+    except Exception:  # noqa: BLE001 -- a number-like that is not one number: a numpy array of several, say
+        return (f"reward returned {_shown(value)} ({type(value).__name__}) for task {task_id!r}; it must return one "
+                "number in [0, 1] (for a one-element array, its item())")
+    if math.isnan(number) or not 0.0 <= number <= 1.0:
+        return f"reward returned {value} for task {task_id!r}; it must be in [0, 1] (scale or clip it)"
     return None
+
+
+def _shown(value: object) -> str:
+    try:
+        return str(value)[:80]
+    except Exception:  # noqa: BLE001 -- its __str__ raises too
+        return "a value that cannot be shown"
 
 
 def is_number(value: object) -> bool:

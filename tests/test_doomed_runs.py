@@ -15,10 +15,13 @@ import pytest
 
 from agentdescent import BetaAcceptance, Task, events, evolve
 from agentdescent.config import Parallelism
+from agentdescent.engine.calls.units import check_reward
 from agentdescent.engine.evolve import split_tasks
+from agentdescent.errors import UserError
 from agentdescent.runs import runner
 from agentdescent.runs.spec import SpecError, read_spec
 from agentdescent.runs.status import LIVE
+from tests import failing_scorers
 from tests import keyword_domain as domain
 from tests.doubles import year_program
 from tests.procutil import gone
@@ -157,12 +160,24 @@ def test_a_detached_run_whose_scorer_fails_every_rollout_ends_failed_naming_it(s
     assert status.failures == status.calls and "cannot score" in status.failure  # what `status` shows
 
 
-@pytest.mark.parametrize("name, said", [("swapped", "AttributeError"), ("word", "returned str, not a number")])
+@pytest.mark.parametrize("name, said", [("swapped", "AttributeError"), ("word", "reward returned 'yes' (str) for task 't00'")])
 def test_plan_tries_a_python_scorer_and_names_the_scorer_field(service, tmp_path, name, said):
     with pytest.raises(SpecError) as caught:
         service.plan(domain.spec(tmp_path, scorer=f"python:tests.failing_scorers:{name}"))
     (problem,) = caught.value.problems
     assert problem.field == "scorer" and said in problem.message and "the first task" in problem.message
+
+
+@pytest.mark.parametrize("name, value", [("nan", "nan"), ("inf", "-inf"), ("minus_one", "-1"), ("two", "2.0"),
+                                         ("huge", "an int of 1329 bits")])
+def test_plan_refuses_a_python_scorer_that_returns_a_number_outside_0_1_in_the_run_s_words(service, tmp_path, name, value):
+    with pytest.raises(SpecError) as caught:
+        service.plan(domain.spec(tmp_path, scorer=f"python:tests.failing_scorers:{name}"))
+    (problem,) = caught.value.problems
+    with pytest.raises(UserError) as run_said:  # what the run would stop with at its first rollout
+        check_reward(getattr(failing_scorers, name)(None, ""), Task(id="t00", prompt=""))
+    assert problem.field == "scorer" and f"reward returned {value} for task 't00'" in problem.message
+    assert str(run_said.value) in problem.message
 
 
 def test_plan_tries_a_grader_command_and_a_built_in_scorer(service, tmp_path):

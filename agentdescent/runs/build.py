@@ -155,7 +155,8 @@ def materials(spec: RunSpec) -> Materials:
 
 def scorer_problems(spec: RunSpec, task: Task) -> list[Problem]:
     """The scorer tried once, on `task` with its gold answer as the output (empty when it has
-    none): one that raises would fail every rollout of the run. Any number it returns is fine.
+    none): one that raises would fail every rollout of the run, one that returns anything but a
+    number in [0, 1] would stop it at its first rollout (any number in range is fine).
     A `python:` scorer is called in a child process (`refcheck.check_call`), never here; a
     built-in one or a grader command is called here (a grader is a process of its own anyway)."""
     output, chosen = task.gold or "", spec.scorer

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import math
 import threading
 import time
 import weakref
@@ -22,7 +21,7 @@ from agentdescent.agents.base import ModelUsage, accepts_keyword, metering
 from agentdescent.artifacts.strategies import InvalidProposal
 from agentdescent.errors import UserError
 from agentdescent.quoting import bounded, described, quoted
-from agentdescent.refcheck import is_number
+from agentdescent.refcheck import reward_problem
 from agentdescent.types import Reflection, Rollout, Task, Tried
 
 T = TypeVar("T")
@@ -170,30 +169,12 @@ def kept(output: str) -> str:
 
 def check_reward(value: object, task: Task) -> float:
     """`value` as a float in [0, 1]: any real number (bool, int, float, Fraction, Decimal, a numpy
-    scalar); a str, None, NaN or a number outside [0, 1] is a `UserError` that says so."""
-    if isinstance(value, (str, bytes)) or not is_number(value):
-        raise UserError(
-            f"reward returned {value!r} ({type(value).__name__}) for task {task.id!r}; "
-            "it must return a number in [0, 1]"
-        )
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except OverflowError:  # an int past any float
-        raise UserError(f"reward returned an int of {value.bit_length()} bits for task {task.id!r}; "  # type: ignore[union-attr]
-                        "it must be in [0, 1] (scale or clip it)") from None
-    except Exception:  # a number-like that is not one number: a numpy array of several, say
-        raise UserError(f"reward returned {_shown(value)} ({type(value).__name__}) for task {task.id!r}; it must "
-                        "return one number in [0, 1] (for a one-element array, its item())") from None
-    if math.isnan(number) or not 0.0 <= number <= 1.0:
-        raise UserError(f"reward returned {value} for task {task.id!r}; it must be in [0, 1] (scale or clip it)")
-    return number
-
-
-def _shown(value: object) -> str:
-    try:
-        return str(value)[:80]
-    except Exception:  # its __str__ raises too
-        return "a value that cannot be shown"
+    scalar); a str, None, NaN or a number outside [0, 1] is a `UserError` that says so (in the
+    words plan uses for a scorer it tries: `refcheck.reward_problem`)."""
+    problem = reward_problem(value, task.id)
+    if problem is not None:
+        raise UserError(problem)
+    return float(value)  # type: ignore[arg-type]
 
 
 def reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence[Rollout],
