@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent import futures
 from pathlib import Path
 
 import pytest
@@ -134,6 +135,20 @@ def test_calls_abandoned_while_they_waited_are_dropped_quietly(tmp_path, caplog)
         time.sleep(0.01)
     pool.shutdown(timeout=60)
     assert not [r for r in caplog.records if r.name == "concurrent.futures"], caplog.records
+
+
+def test_calls_dropped_by_a_shutdown_count_as_done_for_those_who_wait_on_them(tmp_path):
+    """A shutdown waits with `futures.wait`, which took a queued call cancelled by it for one still
+    to come: a run stopped by its budget waited out the whole grace for calls that would never run."""
+    pool = ThreadExecutor(1)
+    release = tmp_path / "release"
+    first = pool.submit(wait_for_file, str(release), 0)
+    queued = [pool.submit(abs, -i) for i in range(1, 4)]
+    pool.shutdown(wait=False)
+    assert futures.wait(queued, timeout=0).not_done == set()
+    assert all(f.cancelled() for f in queued)
+    release.touch()
+    assert first.result(timeout=60) == 0
 
 
 def test_a_rollout_whose_process_dies_every_time_is_a_failed_rollout_and_the_run_goes_on():

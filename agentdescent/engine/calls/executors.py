@@ -154,8 +154,8 @@ class ThreadExecutor:
                 item = self._work.get_nowait()
             except queue.Empty:
                 break
-            if item is not None:
-                item.future.cancel()
+            if item is not None and item.future.cancel():
+                item.future.set_running_or_notify_cancel()  # `futures.wait` counts only a notified cancel as done
         for _ in threads:
             self._work.put(None)
         return left_running(unfinished, wait=wait, timeout=timeout)
