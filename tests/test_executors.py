@@ -6,13 +6,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from concurrent import futures
 from pathlib import Path
 
 import pytest
 
-from agentdescent import Parallelism, Task, UserError, evolve
+from agentdescent import Budget, Parallelism, Task, UserError, evolve, scripted
 from agentdescent.engine.calls.executors import ThreadExecutor
 from agentdescent.engine.calls.processes import ProcessExecutor
 from agentdescent.engine.persist.journal import StartLog
@@ -65,6 +66,59 @@ def converge(executor: str, tasks: list[Task]):
     # twice, and the executors are compared here on the rollouts a run asks for
     return evolve(tasks, reward, run=run, propose=propose, rounds=4, n_workers=2, max_concurrency=4,
                   parallelism=Parallelism(executor=executor, reissue_after=None), target_reward=1.0, seed=3)
+
+
+def answer(prompt: str) -> str:
+    return "ok"
+
+
+MODEL = scripted(answer)  # metered: each unit brings back how many times it was asked
+
+
+def run_asking_three_times(rendered: str, task: Task) -> str:
+    """An agent that asks its model three times a rollout: a unit of three calls."""
+    for _ in range(3):
+        MODEL(task.prompt)
+    return run(rendered, task)
+
+
+def propose_asking_once(rendered: str, task: Task, output: str, value: float) -> str | None:
+    MODEL("reflect")
+    return f"always state the year ({task.id})" if value < 1.0 else None
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_max_calls_is_passed_only_by_the_units_running_when_it_is_reached(executor):
+    """Each unit asks the budget as it starts, not as it is queued: a whole wave was let through
+    before the first unit's real cost was known, and a cap of 60 ended at 112 calls."""
+    spend_sixty_calls(executor)
+
+
+def spend_sixty_calls(executor: str) -> None:
+    width = 2
+    result = evolve(year_tasks(16), reward, run=run_asking_three_times, propose=propose_asking_once, rounds=8,
+                    n_workers=2, max_concurrency=width, budget=Budget(max_calls=60),
+                    parallelism=Parallelism(executor=executor, reissue_after=None), seed=3)
+    assert "call budget is spent" in result.stop_reason and result.error is None
+    assert result.usage.calls <= 60 + width * (3 - 1), result.usage.as_record()  # each running unit, past its first
+    assert result.usage.model.calls == result.usage.calls  # what the model was asked is what was billed
+
+
+def test_a_run_stopped_by_its_budget_counts_only_the_units_that_started():
+    """The calls queued behind busy ones when the cap was reached never ran: the stop reason
+    counted them (30 of max_calls=30, where 26 ran)."""
+    ran = []
+
+    def counted(rendered: str, task: Task) -> str:
+        ran.append(task.id)
+        time.sleep(0.05)  # long enough that a wave waits its turn behind the one call running
+        return run(rendered, task)
+
+    result = evolve(year_tasks(16), reward, run=counted, propose=propose_asking_once, rounds=8, n_workers=2,
+                    max_concurrency=1, budget=Budget(max_calls=30), parallelism=Parallelism(reissue_after=None), seed=3)
+    assert f"({result.usage.calls} of max_calls=30)" in result.stop_reason
+    assert result.usage.calls == result.usage.rollouts + result.usage.proposals == 30
+    assert len(ran) == result.usage.rollouts
 
 
 # -- processes ---------------------------------------------------------------------------------
@@ -215,6 +269,10 @@ def test_a_run_on_ray_learns_what_it_learns_on_threads(local_ray):
     assert local_ray.is_initialized()  # a cluster the caller started is left running
 
 
+def test_on_ray_too_max_calls_is_passed_only_by_the_units_running_when_it_is_reached(local_ray):
+    spend_sixty_calls("ray")
+
+
 def test_a_ray_actor_killed_mid_rollout_is_restarted_and_its_rollout_run_again(local_ray, tmp_path):
     marker = tmp_path / "died"
     result = converge("ray", year_tasks(die_once=marker))
@@ -314,10 +372,11 @@ def test_the_next_executor_on_the_callers_cluster_takes_a_clean_ones_actor_back_
 def test_an_executor_whose_calls_may_still_run_hands_no_actor_on(local_ray):
     from agentdescent.engine.calls.ray_executor import RayExecutor
 
-    pids = []
-    pool = RayExecutor(5)
+    pids, started = [], threading.Semaphore(0)
+    pool = RayExecutor(5, on_start=started.release)
     pids.append(pool.submit(os.getpid).result(timeout=60))
     pool.submit(wait_then, 30, 0)
+    assert started.acquire(timeout=60) and started.acquire(timeout=60)  # sent to its actor, not waiting here
     assert pool.shutdown(wait=True, timeout=0.2) == 1  # one call still holds a thread of its actor: killed
     pool = RayExecutor(5)
     pids.append(pool.submit(os.getpid).result(timeout=120))
@@ -347,9 +406,9 @@ def test_idle_actors_are_kept_for_the_last_three_sizes_and_one_cluster_only():
 
 
 def test_an_actor_taken_back_lets_go_of_the_last_executors_callables(local_ray):
-    from agentdescent.engine.calls.ray_executor import _Runner
+    from agentdescent.engine.calls.ray_runner import Runner
 
-    runner = _Runner(2)
+    runner = Runner(2)
     ref = local_ray.put(abs)
     assert [a for batch in runner.run([(lambda fn, x: fn(x), (ref, -3))]) for a in batch] == [(0, True, 3)]
     assert list(runner._objects) == [ref]
@@ -358,8 +417,6 @@ def test_an_actor_taken_back_lets_go_of_the_last_executors_callables(local_ray):
 
 
 def test_ray_takes_closures_but_names_a_callable_it_cannot_send(local_ray):
-    import threading
-
     lock = threading.Lock()
 
     def holds_a_lock(rendered, task):

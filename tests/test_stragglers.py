@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent import futures
 
 import pytest
 
 from agentdescent import Parallelism, evolve
 from agentdescent.engine.calls.executors import ThreadExecutor
 from agentdescent.engine.calls.stragglers import Durations, Hedger
-from agentdescent.errors import UserError
+from agentdescent.errors import BudgetSpent, UserError
 from agentdescent.testing import RouterReflector, route, route_reward, router_tasks
 from agentdescent.types import Rollout, Task
 
@@ -92,6 +93,33 @@ def test_a_straggler_is_not_run_again_past_the_budget_or_when_the_pool_is_full(w
         future = h.submit("t", attempts, "fast")
         time.sleep(0.2)
         assert not future.done() and counts["reissued"] == 0 and attempts.calls == 1
+    finally:
+        attempts.release.set()
+        h.close()
+        pool.shutdown()
+
+
+def test_a_second_run_the_budget_refuses_as_it_starts_leaves_the_first_to_answer():
+    """The pool asks the budget as each call starts: a refused second run never ran, and must not
+    fail a rollout whose first run is still under way."""
+    starts = []
+
+    def within_budget() -> None:
+        starts.append(len(starts))
+        if len(starts) > 1:
+            raise BudgetSpent("the call budget is spent")
+
+    pool, attempts = ThreadExecutor(2, on_start=within_budget), Attempts()  # one thread for the first run, one free
+    h, counts = hedger(pool, warmed())
+    try:
+        future = h.submit("t", attempts, "fast")
+        deadline = time.monotonic() + 5
+        while len(starts) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        futures.wait([pool.submit(abs, -1)], timeout=5)  # after the refused run, on the same free thread
+        assert counts["reissued"] == 1 and not future.done()
+        attempts.release.set()
+        assert future.result(timeout=5).output == "slow" and attempts.calls == 1
     finally:
         attempts.release.set()
         h.close()

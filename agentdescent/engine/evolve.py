@@ -132,7 +132,10 @@ def evolve(
     concurrency = max_concurrency or (BATCHED_WAVE if parallelism.batched else min(128, max(32, 4 * n_workers)))
     executor = parallelism.executor
     rollouts = method.rollouts if isinstance(method, PipelineParallel) and method.rollouts else concurrency
-    calls = make_executor(executor, rollouts, name="agentdescent-call", on_start=files.starts.mark)
+    def start() -> None:  # each unit, as a pool starts it: within the budget, and on the start log
+        _start_call(allowance, files)
+
+    calls = make_executor(executor, rollouts, name="agentdescent-call", on_start=start)
     hedger = None if parallelism.reissue_after is None else Hedger(
         calls, factor=parallelism.reissue_after, capacity=calls.width, may_start=allowance.may_start,
         on_reissue=lambda: usage.add(reissued=1), on_discard=lambda: usage.add(discarded=1))
@@ -143,9 +146,9 @@ def evolve(
     stages: list[Executor] = []
     if isinstance(method, PipelineParallel):  # reflections and verification on pools of their own
         reflections = make_executor(executor, method.reflections or n_workers, name="agentdescent-reflect",
-                                    on_start=files.starts.mark)
+                                    on_start=start)
         stage_pools["verify"] = make_executor(executor, method.verification or concurrency, name="agentdescent-verify",
-                                              on_start=files.starts.mark)
+                                              on_start=start)
         stages = [ThreadExecutor(n_workers, name=f"agentdescent-{stage}") for stage in Pipeline.STAGES]
         pools += [reflections, stage_pools["verify"], *stages]
     forget = []  # a rule that can fire inside a round (a CancelToken) abandons the calls in flight, till the run ends
@@ -160,7 +163,7 @@ def evolve(
             return rewards_noisy(policies.acceptance, usage.repeated, usage.disagreed)
 
         evaluator = Evaluator(strategy=strategy, run=run, reward=reward, pool=calls, usage=usage, timeout=timeout,
-                              journal=files.record, allowance=allowance, hedger=hedger, pools=stage_pools)
+                              journal=files.record, hedger=hedger, pools=stage_pools)
         # The step measures every diff on its own failures in its first wave, beside the fusion's
         # first probes, so workers need not first: a turn is a wave shorter, and an asynchronous
         # diff is mostly stale by its step, its worker's measure of no use there. A pipeline keeps
@@ -180,7 +183,7 @@ def evolve(
             strategy=strategy, propose=propose, evaluator=evaluator, calls=reflections, proposal=policies.proposal,
             config=WorkerConfig(artifact_id=artifact_id, self_verify=workers_verify, cheap_eval_tasks=cheap_eval_tasks,
                                 timeout=timeout),
-            allowance=allowance, shards=shards, journal=files.record_answer, answers=files.replay,
+            shards=shards, journal=files.record_answer, answers=files.replay,
             noisy=noisy,
         )
         pipeline = Pipeline(worker, stages=stages, depth=method.depth) if isinstance(method, PipelineParallel) else None
@@ -201,7 +204,7 @@ def evolve(
             stop_rules=[*stop_rules(target_reward=target_reward, patience=patience, max_calls=budget.max_calls,
                                     max_tokens=budget.max_tokens), *stop],
             emit=on_event or (lambda event: None), files=files, temporary=store is None,
-            before_step_call=lambda: _start_step_call(allowance, files),
+            before_step_call=start,
             pipeline=pipeline, shards=shards,
             fingerprint=fingerprint(artifact_id=artifact_id, strategy=strategy, seed=seed, train=train, held_out=held_out),
         )
@@ -228,8 +231,9 @@ def evolve(
     return result
 
 
-def _start_step_call(allowance: Allowance, files: RunFiles) -> None:
-    """A model call the step makes itself: within the budget, and in the start log before it starts."""
+def _start_call(allowance: Allowance, files: RunFiles) -> None:
+    """A unit of work, or a model call the step makes itself, as it starts: within the budget (or
+    `BudgetSpent`, and it does not start), and in the start log before it runs."""
     allowance.take()
     files.starts.mark()
 

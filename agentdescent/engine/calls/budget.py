@@ -1,14 +1,18 @@
 """The run's budgets as caps: no rollout or proposal starts once `max_calls` or `max_tokens` is spent.
 
-Every unit of work (a rollout that is not in the cache, a reflection) asks the allowance before
-it starts. Units count as one call each the moment they start; a unit whose model client reports
-more calls (an agent that calls its model three times, say) is counted at that size once it is
-back. So with plain functions `max_calls` is exact, and with metered clients only a unit already
-running can pass it. A resumed run starts from what every earlier process of the run spent, the
-calls its killed processes started included (`checkpoint.RunFiles.bill`), so the cap holds across
-kills. Tokens are known only after a call, so `max_tokens` stops the next start.
-When the allowance refuses, `BudgetSpent` is raised where the unit was asked for; the loop keeps
-what was committed and ends the run with the reason.
+Every unit of work (a rollout that is not in the cache, a reflection) asks the allowance as it
+really starts, not when it is queued: the call pools ask it through their `on_start`, so a unit
+waiting its turn behind busy ones is neither counted nor let through early. A unit running is
+counted as one call until it is back, then at the size its model clients report (an agent that
+calls its model three times is three). So with plain functions `max_calls` is exact, and with
+metered clients only the units already running when it was reached can pass it, each by the
+calls it makes past its first: at most the call pools' width (`max_concurrency`) of them run at
+once. A resumed run starts from what every earlier process of the run spent, the calls its
+killed processes started included (`checkpoint.RunFiles.bill`), so the cap holds across kills.
+Tokens are known only after a call, so `max_tokens` stops the next start.
+When the allowance refuses, `BudgetSpent` is raised where the unit was to start: its future
+fails with it, and the caller waiting for it hears it; the loop keeps what was committed and ends
+the run with the reason.
 """
 
 from __future__ import annotations
@@ -25,27 +29,39 @@ class Allowance:
         self._max_calls = max_calls
         self._max_tokens = max_tokens
         self._started: int | None = None  # units started, counted from what `usage` held at the first ask
+        self._lost_before = 0  # the units earlier processes of the run started and never recorded
         self._lock = threading.Lock()
         self.spent: str | None = None  # why the allowance refused, once it has
 
     def take(self) -> None:
         """Let one unit of work start, or raise `BudgetSpent`."""
         with self._lock:
-            if self._started is None:  # a resumed run's usage is loaded by then
-                self._started = self._usage.units + self._usage.abandoned
-            calls = max(self._started, self._usage.calls)
-            if self._max_calls is not None and calls >= self._max_calls:
-                self.spent = f"the call budget is spent ({calls} of max_calls={self._max_calls})"
-            elif self._max_tokens is not None and self._usage.tokens >= self._max_tokens:
-                self.spent = f"the token budget is spent ({self._usage.tokens} of max_tokens={self._max_tokens})"
-            if self.spent is not None:
-                raise BudgetSpent(self.spent)
-            self._started += 1
+            refused = self.spent or self._refusal()
+            if refused:
+                self.spent = refused
+                raise BudgetSpent(refused)
+            self._started = self._count() + 1
 
     def may_start(self) -> bool:
-        """`take`, as a question: an optional unit (a straggler's second run) starts only if True."""
-        try:
-            self.take()
-        except BudgetSpent:
-            return False
-        return True
+        """Whether `take` would let one more unit start now, without counting it: an optional unit
+        (a straggler's second run) is sent only if True, and counted as it starts."""
+        with self._lock:
+            return not (self.spent or self._refusal())
+
+    def _count(self) -> int:
+        """Callers hold the lock."""
+        if self._started is None:  # a resumed run's usage is loaded by then
+            self._lost_before = self._usage.abandoned
+            self._started = self._usage.units + self._lost_before
+        return self._started
+
+    def _refusal(self) -> str:
+        """Why one more unit may not start now, or "". The calls spent are those paid for, and one
+        for each unit started and not yet back. Callers hold the lock."""
+        running = max(0, self._count() - self._usage.units - self._lost_before)
+        calls = self._usage.calls + running
+        if self._max_calls is not None and calls >= self._max_calls:
+            return f"the call budget is spent ({calls} of max_calls={self._max_calls})"
+        if self._max_tokens is not None and self._usage.tokens >= self._max_tokens:
+            return f"the token budget is spent ({self._usage.tokens} of max_tokens={self._max_tokens})"
+        return ""

@@ -9,7 +9,8 @@ candidate that lands is already measured as the next head. A reward is a sample,
 them), and from then on a state's reward on a task is the mean of its samples; each draw again
 is counted as `repeated`, and as `disagreed` when its reward differs from the first one, which
 is how a run learns that its rewards are noisy. Each rollout that runs is counted
-under what it was for (`PURPOSES`), and asks the run's allowance before it starts. The cache and the usage stay here,
+under what it was for (`PURPOSES`); the call pool asks the run's allowance as it starts one, and
+a rollout the allowance refused fails with `BudgetSpent` and is forgotten. The cache and the usage stay here,
 with the driver; what goes to the call pool is `units.roll_out`, plain data in and out, and the
 usage each rollout brings back is added as it arrives. A rollout whose `run` raises is data
 (reward 0, the error kept); a `reward` that returns something outside [0, 1] is the caller's bug
@@ -30,10 +31,10 @@ from pydantic import BaseModel
 
 from agentdescent.artifacts.state import state_hash
 from agentdescent.artifacts.strategies import Strategy
-from agentdescent.engine.calls.budget import Allowance
 from agentdescent.engine.calls.executors import Executor, result_of
 from agentdescent.engine.calls.stragglers import Hedger
 from agentdescent.engine.calls.units import roll_out
+from agentdescent.errors import BudgetSpent
 from agentdescent.step.stats import mean_reward
 from agentdescent.types import Rollout, Task
 from agentdescent.usage import Usage
@@ -78,14 +79,13 @@ class Evaluator:
     def __init__(
         self, *, strategy: Strategy, run: RunFn, reward: RewardFn, pool: Executor, usage: Usage,
         timeout: float | None = None, journal: Callable[[str, Rollout], None] | None = None,
-        allowance: Allowance | None = None, hedger: Hedger | None = None,
+        hedger: Hedger | None = None,
         pools: Mapping[str, Executor] | None = None,
     ) -> None:
         self._hedger = hedger  # re-issues stragglers (None: every rollout runs once)
         self._pools = dict(pools or {})  # purpose -> a pool of its own (a pipeline's verification stage)
         self._timeout = timeout  # seconds a rollout may take before it is a failure (None: no limit)
         self._journal = journal  # hears of every rollout that ran, with its view's key (a resumable run keeps it)
-        self._allowance = allowance  # asked before each rollout starts (None: no budget)
         self._strategy = strategy
         self._run = run
         self._reward = reward
@@ -123,12 +123,7 @@ class Evaluator:
         drawn: list[list[Future[Rollout]]] = []
         for state, tasks in jobs:
             key, rendered = self.view(state)
-            row = []
-            for task in tasks:
-                if self._allowance is not None:
-                    self._allowance.take()
-                row.append(self._start(key, rendered, task, purpose))
-            drawn.append(row)
+            drawn.append([self._start(key, rendered, task, purpose) for task in tasks])
         out = []
         for (state, tasks), first, row in zip(jobs, firsts, drawn):
             key, _ = self.view(state)
@@ -233,8 +228,6 @@ class Evaluator:
                 for task in tasks:
                     future = row.get(task.id)
                     if future is None:
-                        if self._allowance is not None:
-                            self._allowance.take()  # raises BudgetSpent: nothing past the budget starts
                         future = self._start(key, rendered, task, purpose)
                         row[task.id] = future
                         self._pending[future] = (key, state, task.id, purpose)
@@ -261,11 +254,15 @@ class Evaluator:
         return self._hedger.submit(task.id, *args, then=then)
 
     def _returned(self, future: Future[Rollout]) -> None:
-        """A rollout is back; one that ended in an exception (a cancelled run's) stays pending."""
-        if future.cancelled() or future.exception() is None:
+        """A rollout is back; one that ended in an exception (a cancelled run's) stays pending, and
+        one the budget refused never started: it is neither in flight nor cached."""
+        refused = not future.cancelled() and isinstance(future.exception(), BudgetSpent)
+        if future.cancelled() or refused or future.exception() is None:
             with self._lock:
-                key = self._pending.pop(future, (None,))[0]
-                if key is not None and not future.cancelled():
+                key, _, task_id, _ = self._pending.pop(future, (None, None, None, None))
+                if key is not None and refused and self._cache.get(key, {}).get(task_id) is future:
+                    del self._cache[key][task_id]
+                elif key is not None and not future.cancelled():
                     rollout = future.result()
                     self._rewards.setdefault(key, {})[rollout.task.id] = rollout.reward
 

@@ -54,10 +54,12 @@ class Executor(Protocol):
     records (the driver's usage) is there when a waiter wakes. What goes to the call pool is a unit
     of `units` (plain data in and out), so that an executor may run `fn` in another process.
 
-    An executor made with `on_start` calls it as each call starts: on the call's own thread, in
-    the worker process that takes it (so it must pickle), or as it is handed to an actor (again
-    when it starts again). A pool of model calls writes the run's start log there (`checkpoint.StartLog`): work
-    queued and never started is not on the bill.
+    An executor made with `on_start` calls it in this process as each call starts (again when it
+    starts again): on the call's own thread, or as it is handed to a worker process or an actor's
+    thread that is free for it (calls wait their turn here, not inside the pool). If it raises, the
+    call does not start and its future fails with that. A pool of model calls asks the run's
+    budget there (`budget.Allowance`) and writes its start log (`checkpoint.StartLog`): work queued
+    and never started is neither let through early nor on the bill.
 
     `width` is how many calls it runs at once; more wait their turn (`stragglers` judges a call
     late only while none waits)."""

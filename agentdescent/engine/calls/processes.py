@@ -15,6 +15,7 @@ import multiprocessing
 import os
 import pickle
 import threading
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -52,7 +53,11 @@ class _Call:
 
 class ProcessExecutor:
     """At most `max_workers` processes (no more than the machine's CPUs), started by forkserver
-    where there is one (the driver has threads, which fork would copy mid-lock), else spawn."""
+    where there is one (the driver has threads, which fork would copy mid-lock), else spawn.
+
+    Calls wait their turn here, with the driver, and are handed to the pool only while a process
+    is free for each, so a call handed over starts at once: that is where `on_start` is called (on
+    the driver), and what is still queued at a shutdown never starts."""
 
     def __init__(self, max_workers: int, *, name: str = "agentdescent", retries: int = 2,
                  on_start: Callable[[], None] | None = None) -> None:
@@ -60,24 +65,32 @@ class ProcessExecutor:
         methods = multiprocessing.get_all_start_methods()
         self._context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
         self._retries = retries
-        self._on_start = on_start  # called in the worker process as it takes each call (`Executor`): it must pickle
-        self._lock = threading.Lock()  # the pool and its generation
+        self._on_start = on_start
+        self._lock = threading.Lock()  # the pool, its generation, the queue and the count of calls handed over
         self._pool = self._new_pool()
         self._generation = 0  # which pool a call went to: one break rebuilds the pool once
+        self._queue: deque[_Call] = deque()  # submitted, not yet handed to a process
+        self._busy = 0  # calls handed to the pool and not back: at most `width`
         self._outstanding = Outstanding()
         self.restarts = 0
 
     def submit(self, fn: Callable[..., T], *args: Any, then: Callable[[T], R] | None = None) -> Future[R]:
         future: Future[R] = self._outstanding.new()
-        future.set_running_or_notify_cancel()
-        self._send(_Call(future, fn, args, then))
+        with self._lock:
+            self._queue.append(_Call(future, fn, args, then))
+        self._hand_over()
         return future
 
     def shutdown(self, *, wait: bool = True, timeout: float | None = None) -> int:
         """See `Executor`; the calls still running past `timeout` are stopped with their processes."""
         unfinished = self._outstanding.close()
         with self._lock:
-            pool = self._pool
+            pool, queued, self._queue = self._pool, list(self._queue), deque()
+        for call in queued:  # never started
+            if call.future.cancel():
+                call.future.set_running_or_notify_cancel()  # `futures.wait` counts only a notified cancel as done
+            else:  # one sent again after its process died
+                settle(call.future, error=self._outstanding.closed)
         left = left_running(unfinished, wait=wait, timeout=timeout)
         processes = _processes_of(pool)  # before the shutdown, which lets go of them
         pool.shutdown(wait=wait and not left, cancel_futures=True)
@@ -89,7 +102,7 @@ class ProcessExecutor:
         """Fail every call not yet done with `error`, refuse new ones, and stop the processes."""
         self._outstanding.abandon(error)
         with self._lock:
-            pool = self._pool
+            pool, self._queue = self._pool, deque()
         processes = _processes_of(pool)
         pool.shutdown(wait=False, cancel_futures=True)
         _terminate(processes)
@@ -97,28 +110,68 @@ class ProcessExecutor:
     def _new_pool(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(self._max, mp_context=self._context)
 
+    def _hand_over(self) -> None:
+        """Hand queued calls to the pool while a process is free for each."""
+        while True:
+            with self._lock:
+                if not self._queue or self._busy >= self._max or self._outstanding.closed is not None:
+                    return
+                call = self._queue.popleft()
+                self._busy += 1
+            if self._start(call):
+                self._send(call)
+            else:
+                with self._lock:
+                    self._busy -= 1
+
+    def _start(self, call: _Call) -> bool:
+        """Whether `call` starts: not abandoned or cancelled meanwhile, and let by `on_start` (a
+        refusal, the budget's, fails it with what `on_start` raised)."""
+        try:
+            if call.future.done() or (call.tries == 0 and not call.future.set_running_or_notify_cancel()):
+                return False
+        except RuntimeError:  # abandoned just now
+            return False
+        try:
+            if self._on_start is not None:
+                self._on_start()
+        except BaseException as exc:
+            settle(call.future, error=exc)
+            return False
+        return True
+
     def _send(self, call: _Call) -> None:
         with self._lock:
             pool, generation = self._pool, self._generation
         try:
-            inner = pool.submit(call.fn, *call.args) if self._on_start is None else \
-                pool.submit(_started, self._on_start, call.fn, *call.args)
+            inner = pool.submit(call.fn, *call.args)
         except BrokenProcessPool:
             self._rebuild(generation)
             return self._send(call)
         except RuntimeError as exc:  # shut down meanwhile
+            with self._lock:
+                self._busy -= 1
             settle(call.future, error=self._outstanding.closed or exc)
             return
         inner.add_done_callback(lambda done: self._returned(call, done, generation))
 
     def _returned(self, call: _Call, inner: Future, generation: int) -> None:
+        with self._lock:
+            self._busy -= 1
+        try:
+            self._settle(call, inner, generation)
+        finally:
+            self._hand_over()
+
+    def _settle(self, call: _Call, inner: Future, generation: int) -> None:
         if call.future.done():  # abandoned meanwhile
             return
         error = RuntimeError("the call was cancelled") if inner.cancelled() else inner.exception()
         if isinstance(error, BrokenProcessPool) and call.tries < self._retries and self._outstanding.closed is None:
             call.tries += 1
             self._rebuild(generation)
-            self._send(call)
+            with self._lock:
+                self._queue.appendleft(call)
             return
         fallback = None if not isinstance(error, BrokenProcessPool) else crashed(
             call.fn, call.args, f"the worker process running it died, {call.tries + 1} times (killed, out of memory, "
@@ -143,13 +196,6 @@ class ProcessExecutor:
             self._generation += 1
             self.restarts += 1
         broken.shutdown(wait=False, cancel_futures=True)
-
-
-def _started(on_start: Callable[[], None], fn: Callable[..., T], *args: Any) -> T:
-    """`fn(*args)` in a worker process, `on_start` first: a call queued and cancelled before any
-    process took it (a cancelled run's) never started, and is on no bill."""
-    on_start()
-    return fn(*args)
 
 
 def _processes_of(pool: ProcessPoolExecutor) -> list:

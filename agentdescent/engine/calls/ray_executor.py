@@ -1,9 +1,11 @@
 """The Ray executor: rollouts and reflections on a Ray cluster, the ledger and the aggregator here.
 
 Calls go to threaded actors (one a node), in batches: whatever was submitted while the last
-batch was being sent goes out as one call per actor, and the actor streams the results back,
-each message carrying the calls that finished since its last one (a batch of one is a plain
-call: a stream costs Ray more). Each message is a hop through Ray, so a wave sent in batches
+batch was being sent goes out as one call per actor, as far as the actors have threads free for
+it, and the actor (`ray_runner`) streams the results back, each message carrying the calls that
+finished since its last one (a batch of one is a plain call: a stream costs Ray more). The rest
+waits here, with the driver, so a call sent to an actor starts at once: that is where `on_start`
+is called, and what still waits at a shutdown never starts. Each message is a hop through Ray, so a wave sent in batches
 answers far sooner than one sent call by call (`bench/ray_overhead.py` measures both). No CPU is
 reserved: a call mostly waits on a model, and a plain Ray task would hold a whole CPU while it waits.
 
@@ -12,8 +14,7 @@ What crosses is a unit of `units` with the user's callables (cloudpickled, so cl
 record it returns, usage included; each call's future completes as its result lands, so results
 come back in the order they finish. An actor that dies mid-batch (its node lost, its process
 killed) is restarted by Ray, and the calls of its batch still unanswered are sent again, one at
-a time, to an actor of their own that nothing else is sent to: the call that killed it (a crash in
-the user's code) must not take the others with it, there or on the actors the run goes on with.
+a time: the call that killed it (a crash in the user's code) must not take the others with it.
 
 `ray.init` joins the cluster `RAY_ADDRESS` names, and starts a local one otherwise; a cluster
 this executor started is shut down with it, one the caller started is left running, and so are
@@ -25,20 +26,19 @@ process to start, a tenth of a short run.
 from __future__ import annotations
 
 import os
-import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout  # not the builtin one before Python 3.11
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agentdescent.engine.calls.executors import Outstanding, left_running, settle
 from agentdescent.engine.calls.ray_idle import IDLE
+from agentdescent.engine.calls.ray_runner import Runner
 from agentdescent.engine.calls.units import crashed
 from agentdescent.errors import UserError
-from agentdescent.quoting import text_of
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -66,73 +66,8 @@ def check_serializable(**callables: object) -> None:
                             f"client cannot travel: create those inside it, or use executor='thread'") from None
 
 
-# Answers that come in within this long of the first one go back as one message: each message is
-# a hop through Ray, and calls sent together mostly finish together.
-GATHER_S = 0.002
 RESTART_POLL_S = 0.2  # how often the actors are asked whether they are back, after one died
 RESTART_WAIT_S = 60.0  # how long calls wait for a dead actor to be back before they go again anyway
-Answer = tuple[int, bool, Any]  # (the call's place in its batch, whether it returned, what it returned or raised)
-
-
-class _Runner:
-    """The actor: runs a batch's calls on its own threads (at most `threads` at once, over all its
-    batches) and yields, as they finish, the answers that are in (those that come within `GATHER_S` of
-    the first, together)."""
-
-    def __init__(self, threads: int) -> None:
-        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="agentdescent-ray-call")
-        self._objects: dict[Any, Any] = {}  # an object-store ref -> what it holds (the user's callables)
-
-    def run(self, calls: Sequence[tuple[Callable[..., Any], tuple]]) -> Iterator[list[Answer]]:
-        answers: queue.SimpleQueue[Answer] = queue.SimpleQueue()
-        for index, (fn, args) in enumerate(calls):
-            self._pool.submit(self._one, index, fn, args).add_done_callback(lambda done: answers.put(done.result()))
-        left = len(calls)
-        while left:
-            batch = [answers.get()]
-            until = time.monotonic() + GATHER_S
-            while len(batch) < left:
-                try:
-                    batch.append(answers.get(timeout=max(0.0, until - time.monotonic())))
-                except queue.Empty:
-                    break
-            left -= len(batch)
-            yield batch
-
-    def one(self, fn: Callable[..., Any], args: tuple) -> Answer:
-        """A batch of one, answered as a plain call: a stream costs Ray a millisecond more."""
-        return self._one(0, fn, args)
-
-    def _one(self, index: int, fn: Callable[..., Any], args: tuple) -> Answer:
-        try:
-            return index, True, fn(*(self._resolve(a) for a in args))
-        except BaseException as exc:  # the call's own failure (SystemExit too): an answer, not the batch's end
-            return index, False, _portable(exc)
-
-    def forget(self) -> None:
-        """Let go of the callables kept so far: the executor that sent them is done."""
-        self._objects = {}
-
-    def _resolve(self, value: Any) -> Any:
-        import ray
-
-        if not isinstance(value, ray.ObjectRef):
-            return value
-        objects = self._objects  # one dict, though `forget` swaps it meanwhile
-        if value not in objects:
-            objects[value] = ray.get(value)
-        return objects[value]
-
-
-def _portable(exc: BaseException) -> BaseException:
-    """`exc`, or a RuntimeError saying what it was when it cannot travel back."""
-    import ray
-
-    try:
-        ray.cloudpickle.dumps(exc)
-        return exc
-    except Exception:
-        return RuntimeError(f"{type(exc).__name__}: {text_of(exc)}")
 
 
 @dataclass(eq=False)
@@ -142,6 +77,7 @@ class _Call:
     args: tuple
     then: Callable[[Any], Any] | None
     sent: int = 0  # how many times it went out (again after its actor died)
+    actor: int | None = None  # the actor whose thread it holds, while it does
 
 
 class RayExecutor:
@@ -166,18 +102,17 @@ class RayExecutor:
         self._job = ray.get_runtime_context().get_job_id()
         # an actor's threads hold its batches (each waits on its calls); its calls run on a pool of per_actor
         runner = ray.remote(num_cpus=0, max_concurrency=2 * per_actor + 8, max_restarts=-1, max_task_retries=0,
-                            scheduling_strategy="SPREAD")(_Runner)
+                            scheduling_strategy="SPREAD")(Runner)
         kept = [] if self._started else IDLE.take(self._job, per_actor, actors)
         self._actors = kept + [runner.remote(per_actor) for _ in range(actors - len(kept))]
-        self._runner = runner
-        self._apart: Any = None  # the actor calls sent again run on, one at a time (made at the first)
         self._retries = retries
-        self._on_start = on_start  # called as each call is sent to an actor (`Executor`)
+        self._on_start = on_start  # called as each call is handed to an actor thread that is free for it
         self._next = 0  # the actor the next batch starts from
         self._lock = threading.Lock()  # the stored callables
         self._alone = threading.Lock()  # held while a call whose actor died is sent again on its own
-        self._wake = threading.Condition()  # the calls waiting to be sent, the sender
+        self._wake = threading.Condition()  # the calls waiting to be sent, the actors' free threads, the sender
         self._waiting: list[_Call] = []
+        self._free = [per_actor] * actors  # each actor's threads that hold no call: a call sent to one starts at once
         self._sender: threading.Thread | None = None
         self._closed = False
         self._outstanding = Outstanding()
@@ -185,7 +120,6 @@ class RayExecutor:
 
     def submit(self, fn: Callable[..., T], *args: Any, then: Callable[[T], R] | None = None) -> Future[R]:
         future: Future[R] = self._outstanding.new()
-        future.set_running_or_notify_cancel()
         sent = tuple(self._store(a) if callable(a) else a for a in args)
         self._send_later([_Call(future=future, fn=fn, args=sent, then=then)])
         return future
@@ -199,32 +133,71 @@ class RayExecutor:
             self._wake.notify()
 
     def _send_loop(self) -> None:
-        """Send what is waiting, all of it at once: what arrives meanwhile is the next batch."""
+        """Send what is waiting, as much of it as the actors have free threads for, at once: what
+        arrives meanwhile is the next batch."""
         while True:
             with self._wake:
-                while not self._waiting and not self._closed:
+                while not self._closed and not (self._waiting and any(self._free)):
                     self._wake.wait()
                 if self._closed:
                     return
-                calls, self._waiting = self._waiting, []
+                calls = self._place(self._waiting)
+                self._waiting = self._waiting[len(calls):]
             try:
                 self._send(calls)
             except BaseException as exc:  # no thread to receive with, say: these calls fail, the sender goes on
                 for call in calls:
+                    self._release(call)
                     settle(call.future, error=exc)
 
+    def _place(self, calls: list[_Call]) -> list[_Call]:
+        """The first of `calls`, each given a free thread of an actor, round the actors; callers
+        hold `_wake`."""
+        placed, n = [], len(self._actors)
+        for call in calls:
+            actor = next((k % n for k in range(self._next, self._next + n) if self._free[k % n]), None)
+            if actor is None:
+                break
+            self._free[actor] -= 1
+            call.actor, self._next = actor, actor + 1
+            placed.append(call)
+        return placed
+
+    def _release(self, call: _Call) -> None:
+        """`call` no longer holds its actor's thread."""
+        with self._wake:
+            if call.actor is not None:
+                self._free[call.actor] += 1
+                call.actor = None
+                self._wake.notify_all()
+
+    def _start(self, call: _Call) -> bool:
+        """Whether `call` starts: not abandoned or cancelled meanwhile, and let by `on_start` (a
+        refusal, the budget's, fails it with what `on_start` raised)."""
+        try:
+            if call.future.done() or (call.sent == 0 and not call.future.set_running_or_notify_cancel()):
+                return False
+        except RuntimeError:  # abandoned just now
+            return False
+        try:
+            if self._on_start is not None:
+                self._on_start()
+        except BaseException as exc:
+            settle(call.future, error=exc)
+            return False
+        call.sent += 1
+        return True
+
     def _send(self, calls: list[_Call]) -> None:
-        n = len(self._actors)
-        first, self._next = self._next, self._next + 1  # single calls go round the actors
-        for k in range(n):
-            chunk = calls[k::n]
-            if not chunk:
-                continue
-            for call in chunk:
-                call.sent += 1
-                if self._on_start is not None:
-                    self._on_start()
-            actor = self._actors[(first + k) % n]
+        by_actor: dict[int, list[_Call]] = {}
+        for call in calls:
+            actor = call.actor
+            if actor is not None and self._start(call):
+                by_actor.setdefault(actor, []).append(call)
+            else:
+                self._release(call)
+        for index, chunk in by_actor.items():
+            actor = self._actors[index]
             try:
                 if len(chunk) == 1:
                     landed = actor.one.remote(chunk[0].fn, chunk[0].args).future()
@@ -233,6 +206,7 @@ class RayExecutor:
                 stream = actor.run.options(num_returns="streaming").remote([(c.fn, c.args) for c in chunk])
             except Exception as exc:  # the cluster is gone
                 for call in chunk:
+                    self._release(call)
                     settle(call.future, error=exc)
                 continue
             threading.Thread(target=self._receive, args=(stream, chunk), name="agentdescent-ray-receiver",
@@ -244,11 +218,16 @@ class RayExecutor:
             for ref in stream:
                 for index, returned, value in self._ray.get(ref):
                     answered.add(index)
+                    self._release(chunk[index])
                     self._finish(chunk[index], returned, value)
         except Exception as exc:  # the actor died mid-batch: what it had not answered goes again
-            self._again([c for i, c in enumerate(chunk) if i not in answered], exc)
+            owed = [c for i, c in enumerate(chunk) if i not in answered]
+            for call in owed:
+                self._release(call)
+            self._again(owed, exc)
 
     def _landed(self, chunk: list[_Call], landed: Future) -> None:
+        self._release(chunk[0])
         try:
             _, returned, value = landed.result()
         except Exception as exc:  # the actor died mid-call
@@ -292,8 +271,7 @@ class RayExecutor:
         deadline = time.monotonic() + RESTART_WAIT_S
         while not self._closed and time.monotonic() < deadline:
             try:
-                actors = [*self._actors, *([self._apart] if self._apart is not None else [])]
-                self._ray.get([actor.__ray_ready__.remote() for actor in actors], timeout=RESTART_WAIT_S)
+                self._ray.get([actor.__ray_ready__.remote() for actor in self._actors], timeout=RESTART_WAIT_S)
                 break
             except Exception:  # still restarting
                 time.sleep(RESTART_POLL_S)
@@ -303,16 +281,20 @@ class RayExecutor:
                     self._send_alone(call)
 
     def _send_alone(self, call: _Call) -> None:
-        """Send `call` on its own and wait until it lands (at most `RESTART_WAIT_S`: one that hangs
-        lets the others go on)."""
-        call.sent += 1
-        if self._on_start is not None:
-            self._on_start()
+        """Send `call` on its own, once an actor has a free thread, and wait until it lands (at most
+        `RESTART_WAIT_S`: one that hangs lets the others go on)."""
+        with self._wake:
+            while not self._closed and not any(self._free):
+                self._wake.wait()
+            if self._closed or not self._place([call]):
+                return
+        if not self._start(call):
+            self._release(call)
+            return
         try:
-            if self._apart is None:  # restarted by Ray after each death, as the others are
-                self._apart = self._runner.remote(1)
-            landed = self._apart.one.remote(call.fn, call.args).future()
+            landed = self._actors[call.actor].one.remote(call.fn, call.args).future()
         except Exception as exc:  # the cluster is gone
+            self._release(call)
             settle(call.future, error=exc)
             return
         try:
@@ -321,8 +303,10 @@ class RayExecutor:
             landed.add_done_callback(lambda done: self._landed([call], done))
             return
         except Exception as exc:  # its actor died again
+            self._release(call)
             self._again([call], exc)
             return
+        self._release(call)
         self._finish(call, returned, value)
 
     def _finish(self, call: _Call, returned: bool, value: Any) -> None:
@@ -346,7 +330,13 @@ class RayExecutor:
 
     def shutdown(self, *, wait: bool = True, timeout: float | None = None) -> int:
         """See `Executor`; the calls still running past `timeout` go with the actors."""
-        left = left_running(self._outstanding.close(), wait=wait, timeout=timeout)
+        unfinished = self._outstanding.close()
+        with self._wake:
+            queued, self._waiting = self._waiting, []
+        for call in queued:  # never started
+            if call.future.cancel():
+                call.future.set_running_or_notify_cancel()  # `futures.wait` counts only a notified cancel as done
+        left = left_running(unfinished, wait=wait, timeout=timeout)
         self._stop(keep=not left)
         return left
 
@@ -361,12 +351,10 @@ class RayExecutor:
             if self._closed:
                 return
             self._closed = True
-            self._wake.notify()
+            self._wake.notify_all()
         if not self._started and not self._ray.is_initialized():
             return  # the executor that started the cluster shut it down: a call to an actor would start another
         doomed = self._actors
-        if self._apart is not None:  # it met a call that killed its actor: never kept warm
-            self._kill([self._apart])
         if keep and not self._started:
             try:
                 for actor in self._actors:
@@ -374,17 +362,14 @@ class RayExecutor:
             except Exception:  # its cluster is gone: no one will take it back anyway
                 return
             doomed = IDLE.give(self._job, self._per_actor, self._actors)
-        self._kill(doomed)
-        if self._started:
-            self._ray.shutdown()
-            self._started = False
-
-    def _kill(self, actors: Sequence[Any]) -> None:
-        for actor in actors:
+        for actor in doomed:
             try:
                 self._ray.kill(actor)
             except Exception:  # already gone with its cluster
                 pass
+        if self._started:
+            self._ray.shutdown()
+            self._started = False
 
 
 def _cause(exc: BaseException) -> BaseException:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentdescent.engine.calls.executors import Executor
+from agentdescent.errors import BudgetSpent
 from agentdescent.types import Rollout
 
 
@@ -61,6 +62,7 @@ class _Race:
     args: tuple[Any, ...]
     then: Callable[[Any], Any] | None
     settled: bool = False  # an attempt has answered for it
+    running: int = 0  # its attempts not yet back
 
 
 class Hedger:
@@ -70,7 +72,9 @@ class Hedger:
     width: past it, attempts wait in its queue, where a deadline counted from their submission
     would take waiting for running late, and fresh work would wait behind a second attempt), only
     past `floor` seconds (re-running a call that takes milliseconds buys nothing), and only when
-    `may_start()` says the budget allows another call. `on_reissue` and `on_discard` hear of each re-issue and each answer thrown away."""
+    `may_start()` says the budget allows another call (the pool's `on_start` counts it as it starts;
+    a second run refused there leaves the first to answer). `on_reissue` and `on_discard` hear of
+    each re-issue and each answer thrown away."""
 
     def __init__(self, pool: Executor, *, factor: float, capacity: int, durations: Durations | None = None,
                  may_start: Callable[[], bool] = lambda: True, on_reissue: Callable[[], None] = lambda: None,
@@ -110,18 +114,21 @@ class Hedger:
     def _attempt(self, race: _Race) -> None:
         with self._wake:
             self._running += 1
+            race.running += 1
         attempt = self._pool.submit(race.fn, *race.args, then=race.then)
         attempt.add_done_callback(lambda done: self._finished(race, done))
 
     def _finished(self, race: _Race, attempt: Future) -> None:
-        with self._wake:
-            self._running -= 1
         error = attempt.exception() if not attempt.cancelled() else None
         if attempt.cancelled():
             error = RuntimeError("the rollout was cancelled before it started")
         if error is None:
             self.durations.observe(race.task_id, attempt.result().seconds)
         with self._wake:  # one lock for both attempts, so exactly one settles the race
+            self._running -= 1
+            race.running -= 1
+            if isinstance(error, BudgetSpent) and race.running:  # never started: the other attempt answers
+                return
             first, race.settled = not race.settled, True
         if not first:
             if error is None:

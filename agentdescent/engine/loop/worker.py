@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from agentdescent.artifacts.state import apply
 from agentdescent.artifacts.strategies import InvalidProposal, State, Strategy
-from agentdescent.engine.calls.budget import Allowance, BudgetSpent
+from agentdescent.engine.calls.budget import BudgetSpent
 from agentdescent.engine.calls.evaluation import Evaluator
 from agentdescent.engine.calls.executors import Executor
 from agentdescent.engine.calls.units import reflect
@@ -108,7 +108,6 @@ class Worker:
     calls: Executor  # where reflections run
     proposal: ProposalPolicy  # which failures a turn reflects on
     config: WorkerConfig
-    allowance: Allowance | None = None  # asked before each reflection starts
     shards: Shards | None = None  # a tensor-parallel run: a turn's diffs may change only its worker's keys
     journal: Callable[[str, Reflection], None] | None = None  # the run's answer journal: (what was asked, answer)
     answers: Answers = field(default_factory=Answers)  # a resumed run's: what a killed process was answered
@@ -157,21 +156,18 @@ class Worker:
         tried = self.memory.recent(noisy=self.noisy())
         pending: list[tuple[str, Future[Reflection] | Reflection]] = []
         why = None
-        try:
-            for group in groups:
-                key = asked(view, group)
-                again = self.answers.take(key)
-                if not isinstance(again, Reflection):
-                    if self.allowance is not None:
-                        self.allowance.take()
-                    pending.append((key, self.calls.submit(reflect, self.propose, rendered, group, self.config.timeout,
-                                                           tried)))
-                else:
-                    pending.append((key, again))
-        except BudgetSpent as spent:  # what was sent is paid for: its answers are still taken
-            why = str(spent)
+        for group in groups:
+            key = asked(view, group)
+            again = self.answers.take(key)
+            if not isinstance(again, Reflection):
+                again = self.calls.submit(reflect, self.propose, rendered, group, self.config.timeout, tried)
+            pending.append((key, again))
         for group, (key, waiting) in zip(groups, pending):
-            reflection = self._answer(key, waiting)
+            try:
+                reflection = self._answer(key, waiting)
+            except BudgetSpent as spent:  # refused as it was to start: what did start is paid for, and taken
+                why = str(spent)
+                continue
             diff_id = f"d{turn.rng.getrandbits(40):010x}"
             made = self._diff(diff_id, turn, group, reflection)
             if isinstance(made, Diff):
