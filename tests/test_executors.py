@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from concurrent import futures
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import pytest
@@ -150,6 +151,21 @@ def test_the_process_pool_rebuilds_once_per_break_and_gives_up_after_its_retries
         pool.shutdown()
 
 
+def test_a_call_that_kills_its_process_every_time_fails_alone(tmp_path):
+    """The call in the pool beside it when it broke is sent again alone, and answers: sent again
+    together, it was in the pool each time the other killed it, and failed with it."""
+    pool = ProcessExecutor(2, retries=1)
+    try:
+        killer = pool.submit(os._exit, 3)
+        beside = pool.submit(wait_for_file, str(tmp_path / "killer gone"), 7, 10.0)  # or 10 s, if alone first
+        with pytest.raises(BrokenProcessPool):
+            killer.result(timeout=120)
+        (tmp_path / "killer gone").touch()
+        assert beside.result(timeout=120) == 7
+    finally:
+        pool.shutdown()
+
+
 def test_a_call_is_on_the_start_log_when_a_process_takes_it_not_when_it_is_queued(tmp_path):
     """A cancelled run's calls queued behind busy processes never started: they are on no bill."""
     starts = StartLog(tmp_path / "run" / "starts")
@@ -206,10 +222,13 @@ def test_calls_dropped_by_a_shutdown_count_as_done_for_those_who_wait_on_them(tm
 
 
 def test_a_rollout_whose_process_dies_every_time_is_a_failed_rollout_and_the_run_goes_on():
+    """Only that rollout: the calls lost with it are sent again one at a time, each alone in the
+    pool (sent again together, each break cost each of them a try, and other tasks failed too)."""
     result = evolve(year_tasks(), reward, run=run_that_dies_on_q3, propose=propose, rounds=3, n_workers=2,
-                    parallelism=Parallelism(executor="process", reissue_after=None))
+                    max_concurrency=2, parallelism=Parallelism(executor="process", reissue_after=None))
     assert result.error is None and result.final_reward > 0
     assert any("the worker process running it died, 3 times" in error for error in result.usage.errors)
+    assert all("q3" in error for error in result.usage.errors), result.usage.errors
 
 
 def test_a_cancelled_run_on_processes_stops_its_calls_and_lets_the_program_exit(tmp_path):
@@ -284,8 +303,8 @@ def wait_then(seconds: float, value: int) -> int:
     return value
 
 
-def wait_for_file(path: str, value: int) -> int:
-    deadline = time.monotonic() + 60
+def wait_for_file(path: str, value: int, most: float = 60.0) -> int:
+    deadline = time.monotonic() + most
     while not Path(path).exists() and time.monotonic() < deadline:
         time.sleep(0.01)
     return value

@@ -5,8 +5,11 @@ of `units` with the user's callables and plain data (they must pickle: `check_pi
 which does not), and the record it returns; the driver's `then` runs here, on the result's way
 back. A worker process that dies mid-call (killed, out of memory) breaks the whole pool in
 `concurrent.futures`, so the pool is rebuilt and the calls it lost are sent again, up to
-`retries` times each; `restarts` counts the rebuilds. A unit lost that many times ends as a unit
-that failed does (`units.crashed`): a failed rollout, an `error` reflection.
+`retries` times each; `restarts` counts the rebuilds. They go again one at a time, each alone in
+the pool: any of them may be the one that killed it (a crash in the user's code), and sent
+together, the one that kills it every time would take the others with it each time. A unit lost
+that many times ends as a unit that failed does (`units.crashed`): a failed rollout, an `error`
+reflection.
 """
 
 from __future__ import annotations
@@ -70,6 +73,8 @@ class ProcessExecutor:
         self._pool = self._new_pool()
         self._generation = 0  # which pool a call went to: one break rebuilds the pool once
         self._queue: deque[_Call] = deque()  # submitted, not yet handed to a process
+        self._lost: deque[_Call] = deque()  # lost in a break, to be sent again alone, before any other
+        self._alone: _Call | None = None  # the lost call in the pool, alone
         self._busy = 0  # calls handed to the pool and not back: at most `width`
         self._outstanding = Outstanding()
         self.restarts = 0
@@ -85,7 +90,8 @@ class ProcessExecutor:
         """See `Executor`; the calls still running past `timeout` are stopped with their processes."""
         unfinished = self._outstanding.close()
         with self._lock:
-            pool, queued, self._queue = self._pool, list(self._queue), deque()
+            pool, queued, self._queue = self._pool, [*self._lost, *self._queue], deque()
+            self._lost = deque()
         for call in queued:  # never started
             if call.future.cancel():
                 call.future.set_running_or_notify_cancel()  # `futures.wait` counts only a notified cancel as done
@@ -102,7 +108,7 @@ class ProcessExecutor:
         """Fail every call not yet done with `error`, refuse new ones, and stop the processes."""
         self._outstanding.abandon(error)
         with self._lock:
-            pool, self._queue = self._pool, deque()
+            pool, self._queue, self._lost = self._pool, deque(), deque()
         processes = _processes_of(pool)
         pool.shutdown(wait=False, cancel_futures=True)
         _terminate(processes)
@@ -111,18 +117,29 @@ class ProcessExecutor:
         return ProcessPoolExecutor(self._max, mp_context=self._context)
 
     def _hand_over(self) -> None:
-        """Hand queued calls to the pool while a process is free for each."""
+        """Hand queued calls to the pool while a process is free for each; a call lost in a break
+        goes first, alone: into an empty pool, and nothing else until it is back."""
         while True:
             with self._lock:
-                if not self._queue or self._busy >= self._max or self._outstanding.closed is not None:
+                call = self._next()
+                if call is None:
                     return
-                call = self._queue.popleft()
                 self._busy += 1
             if self._start(call):
                 self._send(call)
             else:
-                with self._lock:
-                    self._busy -= 1
+                self._left(call)
+
+    def _next(self) -> _Call | None:
+        """The call to hand over now, if any; callers hold the lock."""
+        if self._outstanding.closed is not None or self._alone is not None:
+            return None
+        if self._lost:
+            if self._busy:
+                return None
+            self._alone = self._lost.popleft()
+            return self._alone
+        return self._queue.popleft() if self._queue and self._busy < self._max else None
 
     def _start(self, call: _Call) -> bool:
         """Whether `call` starts: not abandoned or cancelled meanwhile, and let by `on_start` (a
@@ -149,15 +166,20 @@ class ProcessExecutor:
             self._rebuild(generation)
             return self._send(call)
         except RuntimeError as exc:  # shut down meanwhile
-            with self._lock:
-                self._busy -= 1
+            self._left(call)
             settle(call.future, error=self._outstanding.closed or exc)
             return
         inner.add_done_callback(lambda done: self._returned(call, done, generation))
 
-    def _returned(self, call: _Call, inner: Future, generation: int) -> None:
+    def _left(self, call: _Call) -> None:
+        """`call` no longer holds a process."""
         with self._lock:
             self._busy -= 1
+            if self._alone is call:
+                self._alone = None
+
+    def _returned(self, call: _Call, inner: Future, generation: int) -> None:
+        self._left(call)
         try:
             self._settle(call, inner, generation)
         finally:
@@ -171,7 +193,7 @@ class ProcessExecutor:
             call.tries += 1
             self._rebuild(generation)
             with self._lock:
-                self._queue.appendleft(call)
+                self._lost.append(call)
             return
         fallback = None if not isinstance(error, BrokenProcessPool) else crashed(
             call.fn, call.args, f"the worker process running it died, {call.tries + 1} times (killed, out of memory, "
