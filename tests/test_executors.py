@@ -261,6 +261,17 @@ def test_a_callable_that_cannot_be_pickled_is_named_before_the_run_starts():
         evolve(year_tasks(), reward, run=run, propose=lambda *a: None, parallelism=Parallelism(executor="process"))
 
 
+@pytest.mark.parametrize("executor", ["process", "ray"])
+def test_a_task_that_cannot_be_sent_is_named_with_its_field_before_the_run_starts(executor):
+    """A lock in a task's meta ended the run in a raw pickling traceback."""
+    if executor == "ray":
+        pytest.importorskip("ray", reason='the Ray executor needs pip install "agentdescent[ray]"')
+    tasks = year_tasks()
+    tasks[4] = tasks[4].model_copy(update={"meta": {"guard": threading.Lock()}})
+    with pytest.raises(UserError, match=r"task «q4» cannot be sent: its meta\['guard'\] holds a lock object"):
+        evolve(tasks, reward, run=run, propose=propose, parallelism=Parallelism(executor=executor))
+
+
 def test_an_unknown_executor_is_refused():
     with pytest.raises(UserError, match="choose one of thread, process, ray"):
         Parallelism(executor="gpu")

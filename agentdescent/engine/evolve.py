@@ -116,7 +116,7 @@ def evolve(
     too_few = too_few_to_train(len(train), len(train) + len(held_out), held_out_frac, policies.acceptance)
     if too_few:
         raise UserError(too_few)
-    _check_executor(parallelism.executor, run=run, reward=reward, propose=propose)
+    _check_executor(parallelism.executor, [*train, *held_out], run=run, reward=reward, propose=propose)
     governance = Governance.of(strategy, blast_radius)
     shards = Shards.of(strategy, strategy.initial_state(), governance, n_workers, method.route) \
         if isinstance(method, TensorParallel) else None
@@ -304,14 +304,18 @@ def _checked_tasks(tasks: Sequence[Task]) -> list[Task]:
     return tasks
 
 
-def _check_executor(executor: str, **callables: object) -> None:
-    """The callables a process or Ray executor sends away must travel: say which does not, up front."""
+def _check_executor(executor: str, tasks: Sequence[Task], **callables: object) -> None:
+    """The callables and tasks a process or Ray executor sends away must travel: say which does
+    not, up front."""
     if executor == "process":
-        from agentdescent.engine.calls.processes import check_picklable
+        from agentdescent.engine.calls.processes import check_picklable, check_tasks
         check_picklable(**callables)
+        check_tasks(tasks)
     elif executor == "ray":
-        from agentdescent.engine.calls.ray_executor import check_serializable
+        from agentdescent.engine.calls.processes import check_tasks
+        from agentdescent.engine.calls.ray_executor import _ray, check_serializable
         check_serializable(**callables)
+        check_tasks(tasks, executor="ray", dumps=_ray().cloudpickle.dumps)
 
 
 def _check_objects(*, strategy: object, policies: object, on_event: object, store: object) -> None:

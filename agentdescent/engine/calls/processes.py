@@ -19,7 +19,7 @@ import os
 import pickle
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -28,6 +28,8 @@ from typing import Any, TypeVar
 from agentdescent.engine.calls.executors import Outstanding, left_running, settle
 from agentdescent.engine.calls.units import crashed
 from agentdescent.errors import UserError
+from agentdescent.quoting import described, quoted
+from agentdescent.types import Task
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -43,6 +45,34 @@ def check_picklable(**callables: object) -> None:
                 f"executor='process' sends {name} to other processes, and it cannot be pickled ({type(exc).__name__}: "
                 f"{exc}); define it at module level (not a lambda, a nested function or an object holding a lock "
                 f"or a client), or use executor='thread'") from None
+
+
+def check_tasks(tasks: Sequence[Task], *, executor: str = "process",
+                dumps: Callable[[object], bytes] = pickle.dumps) -> None:
+    """Raise a `UserError` naming the first task, and the field of it, that `dumps` cannot send to
+    another process (a lock, an open file or, for pickle, a lambda in its `meta`)."""
+    for task in tasks:
+        try:
+            dumps(task)
+        except Exception:
+            fields = {**{name: getattr(task, name) for name in ("id", "prompt", "gold")},
+                      **{f"meta[{key!r}]": value for key, value in task.meta.items()}}
+            name, exc = next(((name, error) for name, value in fields.items()
+                              if (error := _unsendable(value, dumps)) is not None), ("meta", None))
+            why = f" ({described(exc)})" if exc is not None else ""
+            raise UserError(
+                f"executor={executor!r} sends each task to other processes, and task {quoted(task.id, 80)} cannot be "
+                f"sent: its {name} holds a {type(fields.get(name)).__name__} object{why}; keep plain data in a task (text, "
+                "numbers, lists, dicts of those), open files, locks and clients inside run or reward, or use "
+                "executor='thread'") from None
+
+
+def _unsendable(value: object, dumps: Callable[[object], bytes]) -> BaseException | None:
+    try:
+        dumps(value)
+    except Exception as exc:
+        return exc
+    return None
 
 
 @dataclass(eq=False)
