@@ -350,6 +350,38 @@ def test_ray_sends_a_wave_in_batches_and_each_call_is_answered_as_it_finishes(lo
         pool.shutdown()
 
 
+def test_ray_bills_a_call_as_it_starts_not_as_its_batch_is_handed_over(local_ray, tmp_path):
+    """A batch went to the actor whole, though it runs two calls at once, and `on_start` billed each
+    at once: an interrupted run was billed for calls that never ran."""
+    from agentdescent.engine.calls.ray_executor import RayExecutor
+
+    lock, counts = threading.Lock(), {"started": 0, "back": 0, "most": 0}
+
+    def started() -> None:
+        with lock:
+            counts["started"] += 1
+            counts["most"] = max(counts["most"], counts["started"] - counts["back"])
+
+    def back(_: object) -> None:
+        with lock:
+            counts["back"] += 1
+
+    release = tmp_path / "release"
+    pool = RayExecutor(2, actors=1, on_start=started)
+    try:
+        waiting = [pool.submit(wait_for_file, str(release), i) for i in range(6)]
+        for future in waiting:
+            future.add_done_callback(back)
+        deadline = time.monotonic() + 60
+        while counts["started"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        release.touch()
+        assert [f.result(timeout=120) for f in waiting] == list(range(6))
+        assert counts["started"] == 6 and counts["most"] == pool.width == 2
+    finally:
+        pool.shutdown()
+
+
 def test_an_actor_killed_mid_batch_is_restarted_and_the_calls_it_owed_are_sent_again(local_ray, tmp_path):
     from agentdescent.engine.calls.ray_executor import RayExecutor
 

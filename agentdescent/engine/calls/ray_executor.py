@@ -218,8 +218,8 @@ class RayExecutor:
             for ref in stream:
                 for index, returned, value in self._ray.get(ref):
                     answered.add(index)
-                    self._release(chunk[index])
                     self._finish(chunk[index], returned, value)
+                    self._release(chunk[index])
         except Exception as exc:  # the actor died mid-batch: what it had not answered goes again
             owed = [c for i, c in enumerate(chunk) if i not in answered]
             for call in owed:
@@ -227,13 +227,14 @@ class RayExecutor:
             self._again(owed, exc)
 
     def _landed(self, chunk: list[_Call], landed: Future) -> None:
-        self._release(chunk[0])
         try:
             _, returned, value = landed.result()
         except Exception as exc:  # the actor died mid-call
+            self._release(chunk[0])
             self._again(chunk, exc)
             return
         self._finish(chunk[0], returned, value)
+        self._release(chunk[0])
 
     def _again(self, calls: list[_Call], error: BaseException) -> None:
         """Send `calls` again, whose actor died before it answered them, once Ray has it back;
@@ -306,8 +307,8 @@ class RayExecutor:
             self._release(call)
             self._again([call], exc)
             return
-        self._release(call)
         self._finish(call, returned, value)
+        self._release(call)
 
     def _finish(self, call: _Call, returned: bool, value: Any) -> None:
         if call.future.done():  # abandoned meanwhile
