@@ -382,6 +382,19 @@ def test_ray_bills_a_call_as_it_starts_not_as_its_batch_is_handed_over(local_ray
         pool.shutdown()
 
 
+def test_a_ray_actor_runs_at_most_its_bound_of_calls_at_once(local_ray):
+    """Ray starts all of an actor's threads with it: max_concurrency=30000 asked for an actor of
+    60008 threads, which never came up, and the run hung without a word."""
+    from agentdescent.engine.calls.ray_executor import ACTOR_THREADS, RayExecutor
+
+    pool = RayExecutor(ACTOR_THREADS + 1, actors=1)
+    try:
+        assert pool.width == ACTOR_THREADS
+        assert pool.submit(abs, -5).result(timeout=120) == 5
+    finally:
+        pool.shutdown()
+
+
 def test_an_actor_killed_mid_batch_is_restarted_and_the_calls_it_owed_are_sent_again(local_ray, tmp_path):
     from agentdescent.engine.calls.ray_executor import RayExecutor
 

@@ -66,6 +66,9 @@ def check_serializable(**callables: object) -> None:
                             f"client cannot travel: create those inside it, or use executor='thread'") from None
 
 
+# The most calls one actor runs at once: Ray starts all of an actor's threads as it starts the
+# actor, and one asked for tens of thousands never came up. Past it, calls wait with the driver.
+ACTOR_THREADS = 1024
 RESTART_POLL_S = 0.2  # how often the actors are asked whether they are back, after one died
 RESTART_WAIT_S = 60.0  # how long calls wait for a dead actor to be back before they go again anyway
 
@@ -84,8 +87,9 @@ class RayExecutor:
     def __init__(self, max_workers: int, *, name: str = "agentdescent", actors: int | None = None,
                  retries: int = 2, on_start: Callable[[], None] | None = None) -> None:
         """`actors`: how many (default: one a node of the cluster, spread over them; on a small
-        machine a second actor costs more than it brings). `retries`: how often a call whose actor
-        died is sent again."""
+        machine a second actor costs more than it brings); each runs at most `ACTOR_THREADS` calls
+        at once, so `width` is at most that many times `actors`. `retries`: how often a call whose
+        actor died is sent again."""
         ray = self._ray = _ray()
         self._started = not ray.is_initialized()
         if self._started:  # RAY_ADDRESS (read by ray.init) joins a cluster; none starts a local one
@@ -97,11 +101,12 @@ class RayExecutor:
                 raise
         if actors is None:
             actors = max(1, sum(1 for node in ray.nodes() if node.get("Alive")))
-        per_actor = self._per_actor = max(1, -(-max_workers // actors))
+        per_actor = self._per_actor = max(1, min(ACTOR_THREADS, -(-max_workers // actors)))
         self.width = per_actor * actors
         self._job = ray.get_runtime_context().get_job_id()
-        # an actor's threads hold its batches (each waits on its calls); its calls run on a pool of per_actor
-        runner = ray.remote(num_cpus=0, max_concurrency=2 * per_actor + 8, max_restarts=-1, max_task_retries=0,
+        # each batch or single call holds one of an actor's threads (at most per_actor), and a few spare
+        # answer `__ray_ready__` and `forget`; a batch's calls run on the actor's own pool of per_actor
+        runner = ray.remote(num_cpus=0, max_concurrency=per_actor + 8, max_restarts=-1, max_task_retries=0,
                             scheduling_strategy="SPREAD")(Runner)
         kept = [] if self._started else IDLE.take(self._job, per_actor, actors)
         self._actors = kept + [runner.remote(per_actor) for _ in range(actors - len(kept))]
