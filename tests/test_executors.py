@@ -502,6 +502,19 @@ def test_ray_takes_closures_but_names_a_callable_it_cannot_send(local_ray):
         evolve(year_tasks(), reward, run=holds_a_lock, propose=propose, parallelism=Parallelism(executor="ray"))
 
 
+def test_code_only_this_process_can_import_is_named_with_the_way_to_give_it_to_ray(local_ray, tmp_path, monkeypatch):
+    """A scorer beside the script, on its sys.path only, ended the run in Ray's 47-line traceback."""
+    (tmp_path / "scorer_beside_the_script.py").write_text(
+        "def run(rendered, task):\n    return 'soon'\n\n\ndef reward(task, output):\n    return 0.0\n",
+        encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import scorer_beside_the_script as beside
+
+    with pytest.raises(UserError, match=r"Ray's workers cannot import «scorer_beside_the_script».*'py_modules'"):
+        evolve(year_tasks(), beside.reward, run=beside.run, propose=propose, rounds=1,
+               parallelism=Parallelism(executor="ray", reissue_after=None))
+
+
 def test_without_ray_installed_the_error_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
     with pytest.raises(UserError, match=r'pip install "agentdescent\[ray\]"'):

@@ -6,12 +6,14 @@ streams their answers back as they finish. Left out: what is sent to it, and whe
 from __future__ import annotations
 
 import queue
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from agentdescent.quoting import text_of
+from agentdescent.errors import UserError
+from agentdescent.quoting import quoted, text_of
 
 # Answers that come in within this long of the first one go back as one message: each message is
 # a hop through Ray, and calls sent together mostly finish together.
@@ -50,7 +52,11 @@ class Runner:
 
     def _one(self, index: int, fn: Callable[..., Any], args: tuple) -> Answer:
         try:
-            return index, True, fn(*(self._resolve(a) for a in args))
+            resolved = tuple(self._resolve(a) for a in args)
+        except Exception as exc:  # the user's callables cannot be loaded here: no call of them can run
+            return index, False, unloadable(exc)
+        try:
+            return index, True, fn(*resolved)
         except BaseException as exc:  # the call's own failure (SystemExit too): an answer, not the batch's end
             return index, False, _portable(exc)
 
@@ -67,6 +73,20 @@ class Runner:
         if value not in objects:
             objects[value] = ray.get(value)
         return objects[value]
+
+
+def unloadable(exc: BaseException) -> BaseException:
+    """What a call whose callables this worker cannot load fails with: where the cause is a
+    module it cannot import, a `UserError` naming it and how to give it to Ray's workers."""
+    found = re.search(r"No module named '([\w.]+)'", text_of(exc))
+    if found is None:
+        return _portable(exc)
+    module = found.group(1).split(".")[0]
+    return UserError(
+        f"executor='ray': Ray's workers cannot import {quoted(module, 80)}, where this run's run, reward or propose "
+        "is defined (this process finds it on its own sys.path, Ray's workers do not); install it where Ray runs "
+        f"(pip install it on every node), or hand it to Ray before evolve: ray.init(runtime_env={{'py_modules': "
+        f"[{module}]}}) or runtime_env={{'working_dir': '.'}}; or use executor='thread'")
 
 
 def _portable(exc: BaseException) -> BaseException:
