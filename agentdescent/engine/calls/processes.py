@@ -191,6 +191,8 @@ class ProcessExecutor:
         with self._lock:
             pool, generation = self._pool, self._generation
         try:
+            if self._outstanding.closed is not None:  # a broken pool is not rebuilt then
+                raise RuntimeError("the pool is shut down")
             inner = pool.submit(call.fn, *call.args)
         except BrokenProcessPool:
             self._rebuild(generation)
