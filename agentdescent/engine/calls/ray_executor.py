@@ -14,7 +14,8 @@ What crosses is a unit of `units` with the user's callables (cloudpickled, so cl
 record it returns, usage included; each call's future completes as its result lands, so results
 come back in the order they finish. An actor that dies mid-batch (its node lost, its process
 killed) is restarted by Ray, and the calls of its batch still unanswered are sent again, one at
-a time: the call that killed it (a crash in the user's code) must not take the others with it.
+a time, to an actor of their own that nothing else is sent to: the call that killed it (a crash
+in the user's code) must not take the others with it, there or on the actors the run goes on with.
 
 `ray.init` joins the cluster `RAY_ADDRESS` names, and starts a local one otherwise; a cluster
 this executor started is shut down with it, one the caller started is left running, and so are
@@ -28,7 +29,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout  # not the builtin one before Python 3.11
 from dataclasses import dataclass
@@ -110,6 +111,8 @@ class RayExecutor:
                             scheduling_strategy="SPREAD")(Runner)
         kept = [] if self._started else IDLE.take(self._job, per_actor, actors)
         self._actors = kept + [runner.remote(per_actor) for _ in range(actors - len(kept))]
+        self._runner = runner
+        self._apart: Any = None  # the actor calls sent again run on, one at a time (made for the first)
         self._retries = retries
         self._on_start = on_start  # called as each call is handed to an actor thread that is free for it
         self._next = 0  # the actor the next batch starts from
@@ -270,37 +273,28 @@ class RayExecutor:
             settle(call.future, error=exc)
 
     def _send_when_back(self, calls: list[_Call]) -> None:
-        """Wait (up to `RESTART_WAIT_S`) until every actor answers (one Ray is restarting refuses
-        what is sent to it meanwhile, and a refusal would cost the calls a try each), then send the
-        calls again one at a time: any of them may be the one that killed the actor, and sent
-        together, the one that kills it every time would fail the others with it."""
-        deadline = time.monotonic() + RESTART_WAIT_S
-        while not self._closed and time.monotonic() < deadline:
-            try:
-                self._ray.get([actor.__ray_ready__.remote() for actor in self._actors], timeout=RESTART_WAIT_S)
-                break
-            except Exception:  # still restarting
-                time.sleep(RESTART_POLL_S)
-        with self._alone:  # and one at a time across every actor death
+        """Send `calls` again one at a time, each once the actor kept apart for them is back (one Ray
+        is restarting refuses what is sent to it meanwhile, and a refusal would cost a call a try):
+        any of them may be the one that killed its actor, and sent with others, the one that kills
+        it every time would fail them with it."""
+        with self._alone:  # one at a time across every actor death
             for call in calls:
                 if not self._closed and not call.future.done():
                     self._send_alone(call)
 
     def _send_alone(self, call: _Call) -> None:
-        """Send `call` on its own, once an actor has a free thread, and wait until it lands (at most
+        """Send `call` on its own to the actor apart, and wait until it lands (at most
         `RESTART_WAIT_S`: one that hangs lets the others go on)."""
-        with self._wake:
-            while not self._closed and not any(self._free):
-                self._wake.wait()
-            if self._closed or not self._place([call]):
-                return
-        if not self._start(call):
-            self._release(call)
+        try:
+            apart = self._apart_when_back()
+        except Exception as exc:  # the cluster is gone
+            settle(call.future, error=exc)
+            return
+        if self._closed or not self._start(call):
             return
         try:
-            landed = self._actors[call.actor].one.remote(call.fn, call.args).future()
+            landed = apart.one.remote(call.fn, call.args).future()
         except Exception as exc:  # the cluster is gone
-            self._release(call)
             settle(call.future, error=exc)
             return
         try:
@@ -308,12 +302,24 @@ class RayExecutor:
         except FutureTimeout:
             landed.add_done_callback(lambda done: self._landed([call], done))
             return
-        except Exception as exc:  # its actor died again
-            self._release(call)
+        except Exception as exc:  # it died again
             self._again([call], exc)
             return
         self._finish(call, returned, value)
-        self._release(call)
+
+    def _apart_when_back(self) -> Any:
+        """The actor apart (made the first time, restarted by Ray after each death as the others
+        are), once it answers, or after `RESTART_WAIT_S` of waiting for it."""
+        if self._apart is None:
+            self._apart = self._runner.remote(1)
+        deadline = time.monotonic() + RESTART_WAIT_S
+        while not self._closed and time.monotonic() < deadline:
+            try:
+                self._ray.get(self._apart.__ray_ready__.remote(), timeout=RESTART_WAIT_S)
+                break
+            except Exception:  # still restarting
+                time.sleep(RESTART_POLL_S)
+        return self._apart
 
     def _finish(self, call: _Call, returned: bool, value: Any) -> None:
         if call.future.done():  # abandoned meanwhile
@@ -361,6 +367,8 @@ class RayExecutor:
         if not self._started and not self._ray.is_initialized():
             return  # the executor that started the cluster shut it down: a call to an actor would start another
         doomed = self._actors
+        if self._apart is not None:  # it met a call that killed its actor: never kept warm
+            self._kill([self._apart])
         if keep and not self._started:
             try:
                 for actor in self._actors:
@@ -368,14 +376,17 @@ class RayExecutor:
             except Exception:  # its cluster is gone: no one will take it back anyway
                 return
             doomed = IDLE.give(self._job, self._per_actor, self._actors)
-        for actor in doomed:
+        self._kill(doomed)
+        if self._started:
+            self._ray.shutdown()
+            self._started = False
+
+    def _kill(self, actors: Sequence[Any]) -> None:
+        for actor in actors:
             try:
                 self._ray.kill(actor)
             except Exception:  # already gone with its cluster
                 pass
-        if self._started:
-            self._ray.shutdown()
-            self._started = False
 
 
 def _cause(exc: BaseException) -> BaseException:
