@@ -98,3 +98,14 @@ def test_a_rollout_hands_run_and_reward_a_copy_of_its_task():
     assert task.meta == {"expected": "ok", "notes": ["kept"]}
     with pytest.raises(UserError, match="the meta of task «u» cannot be copied .*plain data"):
         roll_out(lambda rendered, task: "ok", reward, "", Task(id="u", prompt="p", meta={"lock": threading.Lock()}))
+
+
+def test_a_reflection_hands_propose_a_copy_of_its_task():
+    task = Task(id="t", prompt="p", meta={"expected": "ok"})
+
+    def propose(rendered, task, output, value):
+        return f"say {task.meta.pop('expected')}"
+
+    failed = Rollout(task=task, output="no", reward=0.0)
+    assert [reflect(propose, "", [failed]).proposal for _ in range(2)] == ["say ok", "say ok"]
+    assert task.meta == {"expected": "ok"}

@@ -195,6 +195,7 @@ def reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence[
 
 def _reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence[Rollout],
              tried: Sequence[Tried]) -> Reflection:
+    chosen = [rollout.model_copy(update={"task": _own_copy(rollout.task)}) for rollout in chosen]  # as a rollout's
     batch = getattr(propose, "batch", None)
     try:
         if callable(batch):
