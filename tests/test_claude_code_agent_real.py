@@ -40,11 +40,11 @@ def _call(model: ScriptedModel, workspace: Path, monkeypatch, **options) -> str:
         return claude_code(executable=str(host_bin("claude")), **options)("Answer the task.", cwd=workspace)
 
 
-@pytest.mark.parametrize("own", [False, True])
-def test_a_rollout_in_the_temp_folder_reads_only_its_workspaces_own_claude_md(home, monkeypatch, own):
+@pytest.mark.parametrize("own, prefix", [(False, "workspace-"), (True, "workspace-"), (True, "work[space](1)*-")])
+def test_a_rollout_in_the_temp_folder_reads_only_its_workspaces_own_claude_md(home, monkeypatch, own, prefix):
     """A CLAUDE.md of the workspace's own (a skill's) switched every other back on: the one any
-    user may plant in /tmp, and the user's own instructions."""
-    workspace = Path(tempfile.mkdtemp(prefix="workspace-"))
+    user may plant in /tmp, and the user's own instructions (a path holding a glob's characters too)."""
+    workspace = Path(tempfile.mkdtemp(prefix=prefix))
     if own:
         (workspace / "CLAUDE.md").write_text("THE_WORKSPACES_OWN\n", encoding="utf-8")
     model = ScriptedModel(lambda chat: "done")

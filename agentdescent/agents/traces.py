@@ -74,7 +74,9 @@ def own_instructions_only(workdir: str) -> list[str]:
     here = _shared(workdir)
     if here is None or not _has_own(here):
         return []
-    outside = "!" + re.sub(r"([][\\*?(){}!+@|^$])", r"\\\1", str(here)) + "/**"
+    # each of a glob's own characters in the path matched by `?` (Claude Code takes no escape): the
+    # pattern may match a sibling's name too, never a folder above the workspace
+    outside = "!" + re.sub(r"[][\\*?(){}!+@|^$]", "?", str(here)) + "/**"
     return ["--settings", json.dumps({"claudeMdExcludes": [outside]})]
 
 
