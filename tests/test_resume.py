@@ -226,6 +226,22 @@ def test_ctrl_c_during_the_first_measurement_returns_an_interrupted_run_not_a_tr
     assert "error interrupted interrupted (Ctrl-C) before the first round" in out
 
 
+def test_a_ctrl_c_whose_interrupt_a_finalizer_swallowed_still_stops_the_run(tmp_path):
+    """Python raises KeyboardInterrupt wherever the main thread is; in a git object's `__del__` it was
+    printed and dropped, and the run went on to its end. The handler is called here where its
+    interrupt is lost, as there."""
+    program = ("import signal, threading, time\nfrom agentdescent import Task, evolve\n"
+               "tasks = [Task(id=f't{i}', prompt=str(i)) for i in range(12)]\nonce = threading.Lock()\n"
+               "def run(rendered, task):\n    if once.acquire(blocking=False):\n        try:\n"
+               "            signal.getsignal(signal.SIGINT)(signal.SIGINT, None)\n"
+               "        except KeyboardInterrupt:\n            pass\n    time.sleep(30); return ''\n"
+               "result = evolve(tasks, lambda t, o: 0.0, run=run, propose=lambda *a: None, rounds=5)\n"
+               "print(f'error {result.error} {result.stop_reason}')\n")
+    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "Traceback" not in done.stderr
+    assert "error interrupted interrupted (Ctrl-C) before the first round" in done.stdout
+
+
 def test_a_run_killed_while_it_measures_where_it_starts_resumes_with_those_calls_on_its_bill(tmp_path):
     """No checkpoint was saved before the first measurement: the resumed run took itself for a new
     one and emptied the start log, and the calls the killed process had paid for left the bill."""

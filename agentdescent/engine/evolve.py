@@ -21,7 +21,9 @@ from agentdescent import events as ev
 from agentdescent.artifacts.strategies import AppendRules, Strategy
 from agentdescent.artifacts.workspace import TreeRunner
 from agentdescent.config import BATCHED_WAVE, DEFAULTS, Budget, Parallelism, Policies, Settings
+from agentdescent.engine import ctrl_c
 from agentdescent.engine.calls.budget import Allowance
+from agentdescent.engine.calls.cancel import CancelToken
 from agentdescent.engine.calls.evaluation import Evaluator, RewardFn, RunFn
 from agentdescent.engine.calls.executors import Executor, ThreadExecutor
 from agentdescent.engine.calls.pools import make_executor
@@ -151,6 +153,8 @@ def evolve(
                                               on_start=start)
         stages = [ThreadExecutor(n_workers, name=f"agentdescent-{stage}") for stage in Pipeline.STAGES]
         pools += [reflections, stage_pools["verify"], *stages]
+    interrupt = CancelToken()  # what a Ctrl-C cancels too (`ctrl_c`)
+    stop = [*stop, interrupt]
     forget = []  # a rule that can fire inside a round (a CancelToken) abandons the calls in flight, till the run ends
     for rule in stop:
         if callable(getattr(rule, "on_cancel", None)):
@@ -208,7 +212,8 @@ def evolve(
             pipeline=pipeline, shards=shards,
             fingerprint=fingerprint(artifact_id=artifact_id, strategy=strategy, seed=seed, train=train, held_out=held_out),
         )
-        result = loop.run()
+        with ctrl_c.caught(interrupt):
+            result = loop.run()
     finally:
         finished = result is not None and result.error is None
         if hedger is not None:

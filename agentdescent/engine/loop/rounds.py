@@ -26,6 +26,7 @@ from agentdescent.artifacts.strategies import Strategy, kind_of
 from agentdescent.engine.calls.budget import BudgetSpent
 from agentdescent.engine.calls.evaluation import Evaluator
 from agentdescent.engine.calls.executors import Executor
+from agentdescent.engine.ctrl_c import CTRL_C
 from agentdescent.engine.loop.dispatch import Dispatcher
 from agentdescent.engine.loop.heartbeat import Heartbeat, serialized
 from agentdescent.engine.loop.pipeline import Pipeline
@@ -133,7 +134,7 @@ class Loop:
             self.emit(ev.Evaluated(round=-1, version=start, held_out_reward=initial, promoted=False,
                                    best_reward=self.progress.best))
         except Cancelled as exc:
-            return self._result(_cancelled(exc), "cancelled")
+            return self._result(*_cancelled(exc, " before the first round"))
         except BudgetSpent as exc:
             return self._result(f"stopped before the first round: {exc}", None)
         except NothingWorked as exc:
@@ -154,7 +155,7 @@ class Loop:
         except KeyboardInterrupt:
             reason, error = "interrupted (Ctrl-C)", "interrupted"
         except Cancelled as exc:
-            reason, error = _cancelled(exc), "cancelled"
+            reason, error = _cancelled(exc)
         except BudgetSpent as exc:  # a cap, not an error: keep what was committed, and tell what turns in flight made
             reason = f"stopped: {exc}; every commit so far is kept"
             self._abandon(self._next_round, reason)
@@ -391,5 +392,8 @@ class Loop:
         return self.ledger.snapshot(self.artifact_id, version)
 
 
-def _cancelled(exc: Cancelled) -> str:
-    return "cancelled" if str(exc) in ("", "cancelled") else f"cancelled ({exc})"
+def _cancelled(exc: Cancelled, when: str = "") -> tuple[str, str]:
+    """(reason, error) of a run a cancel stopped; a Ctrl-C's (`ctrl_c`) is an interrupt."""
+    if str(exc) == CTRL_C:
+        return f"{CTRL_C}{when}", "interrupted"
+    return ("cancelled" if str(exc) in ("", "cancelled") else f"cancelled ({exc})"), "cancelled"
