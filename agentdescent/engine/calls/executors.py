@@ -185,16 +185,9 @@ class _Item:
     on_start: Callable[[], None] | None
 
     def run(self) -> None:
-        if self.future.done():  # its pool was abandoned while it waited (asked to run, concurrent.futures logs CRITICAL)
+        if not starts(self.future, self.on_start, first=True):  # not one its abandoned pool completed while it waited
             return
         try:
-            if not self.future.set_running_or_notify_cancel():
-                return
-        except RuntimeError:  # abandoned just now
-            return
-        try:
-            if self.on_start is not None:
-                self.on_start()
             result = self.fn(*self.args)
             if self.then is not None:  # in the same call: a chained second future doubled a rollout's cost
                 result = self.then(result)
@@ -202,6 +195,24 @@ class _Item:
             settle(self.future, error=exc)
         else:
             settle(self.future, result=result)
+
+
+def starts(future: Future, on_start: Callable[[], None] | None, *, first: bool) -> bool:
+    """Whether the call `future` waits on starts now: not abandoned or cancelled meanwhile (`first`:
+    its first start, which marks `future` running), and let by `on_start` (a refusal, the budget's,
+    fails `future` with what `on_start` raised)."""
+    try:
+        if future.done() or (first and not future.set_running_or_notify_cancel()):
+            return False
+    except RuntimeError:  # abandoned just now
+        return False
+    try:
+        if on_start is not None:
+            on_start()
+    except BaseException as exc:
+        settle(future, error=exc)
+        return False
+    return True
 
 
 def settle(future: Future, *, result: Any = None, error: BaseException | None = None) -> None:

@@ -25,7 +25,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from agentdescent.engine.calls.executors import Outstanding, left_running, settle
+from agentdescent.engine.calls.executors import Outstanding, left_running, settle, starts
 from agentdescent.engine.calls.units import crashed
 from agentdescent.errors import UserError
 from agentdescent.quoting import described, quoted
@@ -172,20 +172,8 @@ class ProcessExecutor:
         return self._queue.popleft() if self._queue and self._busy < self._max else None
 
     def _start(self, call: _Call) -> bool:
-        """Whether `call` starts: not abandoned or cancelled meanwhile, and let by `on_start` (a
-        refusal, the budget's, fails it with what `on_start` raised)."""
-        try:
-            if call.future.done() or (call.tries == 0 and not call.future.set_running_or_notify_cancel()):
-                return False
-        except RuntimeError:  # abandoned just now
-            return False
-        try:
-            if self._on_start is not None:
-                self._on_start()
-        except BaseException as exc:
-            settle(call.future, error=exc)
-            return False
-        return True
+        """Whether `call` starts (`executors.starts`)."""
+        return starts(call.future, self._on_start, first=call.tries == 0)
 
     def _send(self, call: _Call) -> None:
         with self._lock:

@@ -35,7 +35,7 @@ from concurrent.futures import TimeoutError as FutureTimeout  # not the builtin 
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from agentdescent.engine.calls.executors import Outstanding, left_running, settle
+from agentdescent.engine.calls.executors import Outstanding, left_running, settle, starts
 from agentdescent.engine.calls.ray_idle import IDLE
 from agentdescent.engine.calls.ray_runner import Runner
 from agentdescent.engine.calls.units import crashed
@@ -180,18 +180,8 @@ class RayExecutor:
                 self._wake.notify_all()
 
     def _start(self, call: _Call) -> bool:
-        """Whether `call` starts: not abandoned or cancelled meanwhile, and let by `on_start` (a
-        refusal, the budget's, fails it with what `on_start` raised)."""
-        try:
-            if call.future.done() or (call.sent == 0 and not call.future.set_running_or_notify_cancel()):
-                return False
-        except RuntimeError:  # abandoned just now
-            return False
-        try:
-            if self._on_start is not None:
-                self._on_start()
-        except BaseException as exc:
-            settle(call.future, error=exc)
+        """Whether `call` starts (`executors.starts`)."""
+        if not starts(call.future, self._on_start, first=call.sent == 0):
             return False
         call.sent += 1
         return True
