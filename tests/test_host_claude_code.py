@@ -161,11 +161,19 @@ def known() -> dict[str, dict]:
     return {name: entry["source"] for name, entry in listed.items()}
 
 
-def own_marketplace(claude: Path, env: dict[str, str], where: Path) -> Path:
-    """A marketplace of the user's own named agentdescent, added as they would add it."""
+def own_marketplace(claude: Path, env: dict[str, str], where: Path, *, plugin: str | None = None,
+                    folder: str = "", version: str = "1.0.0") -> Path:
+    """A marketplace of the user's own named agentdescent, added as they would add it; holding
+    `plugin` (in plugins/`folder`) where one is named."""
+    listed = []
+    if plugin is not None:
+        (where / "plugins" / folder / ".claude-plugin").mkdir(parents=True)
+        (where / "plugins" / folder / ".claude-plugin" / "plugin.json").write_text(json.dumps(
+            {"name": plugin, "version": version, "description": "mine"}), encoding="utf-8")
+        listed = [{"name": plugin, "source": f"./plugins/{folder}", "description": "mine"}]
     (where / ".claude-plugin").mkdir(parents=True)
     (where / ".claude-plugin" / "marketplace.json").write_text(json.dumps(
-        {"name": "agentdescent", "owner": {"name": "me"}, "plugins": []}), encoding="utf-8")
+        {"name": "agentdescent", "owner": {"name": "me"}, "plugins": listed}), encoding="utf-8")
     ok([str(claude), "plugin", "marketplace", "add", str(where)], env, cwd=where)
     return where
 
@@ -407,15 +415,7 @@ def test_a_disabled_plugin_is_reported_with_the_command_that_enables_it(tmp_path
 def test_uninstall_installs_again_the_plugins_of_the_users_marketplace_that_install_force_replaced(
         claude, env, tmp_path):
     """Replacing the marketplace uninstalled its plugins, and uninstall put back only the marketplace."""
-    mine = tmp_path / "mine"
-    (mine / "plugins" / "mytool" / ".claude-plugin").mkdir(parents=True)
-    (mine / "plugins" / "mytool" / ".claude-plugin" / "plugin.json").write_text(json.dumps(
-        {"name": "mytool", "version": "1.0.0", "description": "mine"}), encoding="utf-8")
-    (mine / ".claude-plugin").mkdir()
-    (mine / ".claude-plugin" / "marketplace.json").write_text(json.dumps(
-        {"name": "agentdescent", "owner": {"name": "me"},
-         "plugins": [{"name": "mytool", "source": "./plugins/mytool", "description": "mine"}]}), encoding="utf-8")
-    ok([str(claude), "plugin", "marketplace", "add", str(mine)], env, cwd=tmp_path)
+    own_marketplace(claude, env, tmp_path / "mine", plugin="mytool", folder="mytool")
     ok([str(claude), "plugin", "install", "mytool@agentdescent"], env, cwd=tmp_path)
     claude_code.install(force=True)
     gone = claude_code.uninstall()
@@ -427,16 +427,7 @@ def test_uninstall_installs_again_the_plugins_of_the_users_marketplace_that_inst
 
 def test_uninstall_installs_again_the_users_own_plugin_of_our_name_that_install_force_replaced(claude, env, tmp_path):
     """The user's clone of this repository, added as their marketplace, with its plugin installed."""
-    mine = tmp_path / "mine"
-    (mine / "plugins" / "claude-code" / ".claude-plugin").mkdir(parents=True)
-    (mine / "plugins" / "claude-code" / ".claude-plugin" / "plugin.json").write_text(json.dumps(
-        {"name": "agentdescent", "version": "9.9.9", "description": "my build"}), encoding="utf-8")
-    (mine / ".claude-plugin").mkdir()
-    (mine / ".claude-plugin" / "marketplace.json").write_text(json.dumps(
-        {"name": "agentdescent", "owner": {"name": "me"},
-         "plugins": [{"name": "agentdescent", "source": "./plugins/claude-code", "description": "my build"}]}),
-        encoding="utf-8")
-    ok([str(claude), "plugin", "marketplace", "add", str(mine)], env, cwd=tmp_path)
+    mine = own_marketplace(claude, env, tmp_path / "mine", plugin="agentdescent", folder="claude-code", version="9.9.9")
     ok([str(claude), "plugin", "install", "agentdescent@agentdescent"], env, cwd=tmp_path)
     claude_code.install(force=True)
     gone = claude_code.uninstall()
