@@ -117,6 +117,7 @@ OutcomeKind = Literal[
     "rejected_by_test",  # the acceptance test did not find it an improvement
     "conflict_lost",  # overlapped another diff's edit and lost under the conflict policy
     "dropped_stale",  # its base was older than the lag budget allows
+    "unjudged",  # the run stopped (a budget, a cancel) before the step judged it
     "refused_by_governance",  # touched a frozen key, or more keys than allowed
     "invalid",  # malformed: unknown key, bad path, oversize, unparseable proposal
     "error",  # an exception while handling it; the reason holds the message
@@ -128,7 +129,8 @@ OUTCOME_MEANINGS = {  # each kind in a reader's words, in the order views list t
     "rejected_by_test": "the acceptance test did not find it an improvement",
     "conflict_lost": "overlapped another diff's edit and lost",
     "duplicate": "said nothing the artifact, or another diff of its round, did not already say",
-    "dropped_stale": "its base version was too old, or the run stopped before it was judged",
+    "dropped_stale": "its base version was older than the lag budget allows",
+    "unjudged": "the run stopped before it was judged",
     "refused_by_governance": "touched a frozen key, or more keys than a diff may",
     "invalid": "the proposal could not be read as a change",
     "error": "handling it failed; the reason holds the message",

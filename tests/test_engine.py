@@ -14,7 +14,7 @@ import pytest
 from agentdescent import AppendRules, Budget, CancelToken, KeyedRules, Parallelism, Policies, Task, UserError, events, evolve
 from agentdescent.engine.calls.units import KEPT_OUTPUT_CHARS, check_reward
 from agentdescent.engine.evolve import split_tasks
-from agentdescent.testing import route, router_tasks
+from agentdescent.testing import RouterReflector, route, route_reward, router_tasks
 from tests.doubles import InFlight, echo, fast_and_slow, numbered_tasks, router, year_program
 
 
@@ -74,7 +74,23 @@ def test_a_budget_is_a_cap_that_stops_inside_a_round(asynchronous):
         if "budget" in result.stop_reason:
             assert result.error is None and f"max_calls={budget}" in result.stop_reason
         unjudged = [o for o in result.outcome_list if "before this diff was judged" in o.reason]
-        assert all(o.kind == "dropped_stale" for o in unjudged)
+        assert all(o.kind == "unjudged" for o in unjudged)
+
+
+def test_a_round_whose_commit_landed_is_in_the_history_when_the_budget_ends_the_run_as_it_is_measured():
+    """The budget ran out while the round's commit was measured on the held-out set: the history had
+    no record of the round, while its outcomes said it landed."""
+    result = evolve(router_tasks(0, signals=1), route_reward, run=route, propose=RouterReflector(), rounds=20, n_workers=3,
+                    budget=Budget(max_calls=120))
+    assert "call budget is spent" in result.stop_reason
+    landed = {o.step for o in result.outcome_list if o.kind in ("committed", "fused")}
+    assert landed and landed <= {h.round for h in result.history}
+
+
+def test_the_demo_reflector_asked_about_an_output_no_rule_gave_proposes_as_for_any_failure():
+    task = next(t for t in router_tasks(0, signals=1) if t.gold != "general")
+    rendered = "- When a request mentions 'zzz', route it to billing."
+    assert RouterReflector()(rendered, task, "not a team", 0.0) is not None
 
 
 @pytest.mark.parametrize("n_workers, max_calls", [(8, 19), (2, 22), (1, 30)])
@@ -199,6 +215,19 @@ def test_too_few_or_repeated_tasks_are_refused():
         evolve([Task(id=f"t{i % 3}", prompt="x") for i in range(6)], reward, run=run, propose=propose)
     with pytest.raises(UserError, match="Task"):
         evolve([{"id": "a"}] * 5, reward, run=run, propose=propose)
+
+
+@pytest.mark.parametrize("given, fix", [
+    ("set", r"pass sorted\(tasks, key=lambda t: t.id\)"), ("dict", r"pass list\(tasks.values\(\)\)"),
+    ("one", r"got Task: pass \[task\]"), ("none", "got NoneType: pass a list"),
+])
+def test_tasks_in_no_order_of_the_caller_s_or_not_a_collection_are_refused_with_the_fix(given, fix):
+    """A set's order changes from one process to the next, and the seed splits the tasks in their
+    order: the same seed gave another split, and a resume in a new process a run of other tasks."""
+    tasks, reward, run, propose = year_program()
+    value = {"set": set(tasks), "dict": {t.id: t for t in tasks}, "one": tasks[0], "none": None}[given]
+    with pytest.raises(UserError, match=f"tasks must be a list of Task objects.*{fix}"):
+        evolve(value, reward, run=run, propose=propose, rounds=1)
 
 
 @pytest.mark.parametrize("bad", ["yes", None, 1.5, -0.1, float("nan"), float("inf"), 0.5j])
@@ -466,6 +495,21 @@ def test_a_run_that_returns_none_is_told_to_return_text():
     tasks, reward, _, propose = year_program()
     with pytest.raises(UserError, match=r"run returned None for task .* it must return its answer as text \(a return missing\?\)"):
         evolve(tasks, reward, run=lambda rendered, task: None, propose=propose, rounds=1)
+
+
+def test_a_run_that_returns_a_reply_object_not_its_text_is_told_so():
+    """str() of an object with no text of its own is '<Reply object at 0x...>': every rollout scored
+    0, and the run ended as if it had learnt nothing, no error naming the cause."""
+    class Reply:
+        def __init__(self, text: str) -> None:
+            self.text = text
+
+    tasks, reward, run, propose = year_program()
+    with pytest.raises(UserError, match=r"run returned a Reply object for task .* its \.text or \.content"):
+        evolve(tasks, reward, run=lambda rendered, task: Reply(run(rendered, task)), propose=propose, rounds=1)
+    numbers = evolve(tasks, lambda task, output: float(output == "7"), run=lambda rendered, task: 7, propose=propose,
+                     rounds=1)
+    assert numbers.error is None and numbers.final_reward == 1.0  # a number is its text
 
 
 def test_a_call_of_the_user_s_that_exits_is_a_contract_error_not_the_end_of_the_process():

@@ -3,21 +3,25 @@ same rounds, same commits, nothing paid for twice."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from agentdescent import AppendRules, Parallelism, Task, evolve
+from agentdescent import AppendRules, EvolveResult, Parallelism, Task, evolve
 from agentdescent import events as ev
 from agentdescent.engine.calls.cancel import CancelToken
 from agentdescent.engine.persist.checkpoint import RunFiles
 from agentdescent.ledger import Ledger
+from agentdescent.testing import FILLERS, SIGNALS, route, route_reward, router_tasks, rule_text
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent
@@ -274,3 +278,71 @@ def test_a_run_cancelled_just_after_a_commit_resumes_without_counting_that_commi
     ids = [o.diff_id for o in resumed.outcome_list]
     assert len(ids) == len(set(ids))
     assert resumed.outcomes()["committed"] == len(commits(store)) == RULES
+
+
+def _router_propose(rendered, task, output, reward):
+    """The right rule for a failure's team, or now and then a filler word's (a harmful rule): a
+    function of its arguments alone, so that a run and its resumption ask the same."""
+    if task.gold == "general":
+        return None
+    words = set(re.findall(r"\w+", task.prompt.lower()))
+    word = next((w for w in SIGNALS[task.gold] if w in words), None)
+    if word is None or int(hashlib.sha256((task.id + rendered).encode()).hexdigest(), 16) % 4 == 0:
+        word = next((w for w in FILLERS if w in words), "order")
+    return rule_text(word, task.gold)
+
+
+def _router_run(store: Path, **options) -> EvolveResult:
+    return evolve(router_tasks(0, signals=2), route_reward, propose=_router_propose, seed=2, store=store,
+                  parallelism=Parallelism(reissue_after=None), **{"run": route, "rounds": 5, "n_workers": 1, **options})
+
+
+@pytest.mark.parametrize("rollouts", [0, 2])
+def test_a_run_cancelled_in_a_round_resumes_to_the_commits_of_the_run_left_alone(tmp_path, rollouts):
+    """The checkpoint saved at the cancel held the sampler's position of the round it cut short (its
+    turn dealt, its leads taken), and the rollouts that round ran were known when it was dealt
+    again: the round was dealt otherwise, and the resumed run learnt another rule than the run left
+    alone. Cancelled as the last round starts, and after two of its rollouts."""
+    alone = _router_run(tmp_path / "alone")
+    token, last, ran = CancelToken(), threading.Event(), []
+
+    def run(rendered, task):
+        if last.is_set():
+            ran.append(task.id)
+            if len(ran) > rollouts:
+                token.cancel("the test asked")
+        return route(rendered, task)
+
+    def on_event(event):
+        if isinstance(event, ev.RoundStarted) and event.round == 4:
+            last.set()
+            if not rollouts:
+                token.cancel("the test asked")
+    stopped = _router_run(tmp_path / "cut", stop=[token], on_event=on_event, run=run)
+    assert stopped.error == "cancelled" and len(stopped.history) == 4
+    resumed = _router_run(tmp_path / "cut")
+    assert resumed.error is None and resumed.state == alone.state
+    assert commits(tmp_path / "cut") == commits(tmp_path / "alone")
+
+
+def test_a_ctrl_c_while_a_round_s_outcomes_are_told_resumes_with_each_diff_once(tmp_path):
+    """The round's commit had landed and some of its outcomes were saved: the resume read every diff
+    of the commit back again (one diff listed twice), and kept the rejected diff of a round that
+    has no record in the history."""
+    told = []
+
+    def ctrl_c_at_the_second_outcome(event):
+        if isinstance(event, ev.DiffOutcome):
+            told.append(event)
+            if len(told) == 2:
+                raise KeyboardInterrupt
+
+    store = tmp_path / "ledger"
+    stopped = _router_run(store, rounds=4, n_workers=2, on_event=ctrl_c_at_the_second_outcome)
+    assert stopped.error == "interrupted" and not stopped.history
+    resumed = _router_run(store, rounds=4, n_workers=2)
+    ids = [o.diff_id for o in resumed.outcome_list]
+    assert len(ids) == len(set(ids))
+    assert resumed.outcomes() == dict(sum((Counter(h.outcomes) for h in resumed.history), Counter()))
+    landed = sorted(d for _, diffs in commits(store) for d in diffs.split(",") if d)
+    assert sorted(o.diff_id for o in resumed.outcome_list if o.kind in ("committed", "fused")) == landed

@@ -11,7 +11,7 @@ import os
 import random
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -296,6 +296,13 @@ def fewest_tasks(held_out_frac: float, acceptance: object) -> int:
 
 
 def _checked_tasks(tasks: Sequence[Task]) -> list[Task]:
+    """The tasks as a list, or a `UserError`: the seed splits them by their order, so it must be theirs."""
+    fix = ("[task]" if isinstance(tasks, Task) else "list(tasks.values())" if isinstance(tasks, Mapping)
+           else "sorted(tasks, key=lambda t: t.id)" if isinstance(tasks, (set, frozenset))
+           else "a list" if isinstance(tasks, (str, bytes)) or not isinstance(tasks, Iterable) else None)
+    if fix is not None:
+        raise UserError(f"tasks must be a list of Task objects (in an order of yours: the seed splits them by it); got "
+                        f"{type(tasks).__name__}: pass {fix}")
     tasks = list(tasks)
     wrong = [t for t in tasks if not isinstance(t, Task)]
     if wrong:

@@ -157,7 +157,9 @@ class RouterReflector:
         if output == DEFAULT_HANDLER or self.kind == "single":
             return None
         words = set(re.findall(r"\w+", task.prompt.lower()))
-        keyword = next(k for k, h in routing_rules(rendered) if k in words)
+        keyword = next((k for k, h in routing_rules(rendered) if k in words), None)
+        if keyword is None:  # no rule sent it there: an output of another run's making
+            return None
         if self.kind == "append":
             return f"remove: {rule_text(keyword, output)}"
         kept = [k for k, h in routing_rules(rendered) if h == output and k != keyword]

@@ -96,6 +96,9 @@ class Evaluator:
         # of a view takes that future's lock, thousands of times a step in a large run)
         self._rewards: dict[str, dict[str, float]] = {}
         self._extra: dict[str, dict[str, list[float]]] = {}  # view key -> task id -> rewards drawn again (`again`)
+        # (view key, task id) of rollouts an earlier process ran in a round it did not finish: served
+        # from the cache, but not `known` until this process asks for them, so the round is dealt as then
+        self._unseen: dict[str, set[str]] = {}  # view key -> task ids
         self._pending: dict[Future[Rollout], tuple[str, Mapping[str, str], str, str]] = {}  # not yet back
         # The states viewed last, by identity (each kept, so that its id is not reused): head is
         # viewed for every row and turn of a step, and rendering a large artifact is a run's
@@ -166,11 +169,12 @@ class Evaluator:
         """Start every state on every task (cached ones are not re-run) without waiting."""
         return [self._submit_row(state, tasks, purpose) for state in states]
 
-    def preload(self, rollouts: Sequence[tuple[str, Rollout]]) -> None:
+    def preload(self, rollouts: Sequence[tuple[str, Rollout]], *, unseen_from: int | None = None) -> None:
         """Put rollouts an earlier process of this run measured (view key, rollout) in the cache; a
-        second one of the same view and task is a draw again."""
+        second one of the same view and task is a draw again. Those from index `unseen_from` on
+        were run in a round that process did not finish: `known` leaves them out until asked for."""
         with self._lock:
-            for key, rollout in rollouts:
+            for at, (key, rollout) in enumerate(rollouts):
                 if rollout.task.id in self._rewards.get(key, {}):
                     self._extra.setdefault(key, {}).setdefault(rollout.task.id, []).append(rollout.reward)
                     continue
@@ -178,6 +182,8 @@ class Evaluator:
                 future.set_result(rollout)
                 self._cache.setdefault(key, {})[rollout.task.id] = future
                 self._rewards.setdefault(key, {})[rollout.task.id] = rollout.reward
+                if unseen_from is not None and at >= unseen_from:
+                    self._unseen.setdefault(key, set()).add(rollout.task.id)
 
     def known(self, state: Mapping[str, str]) -> dict[str, float]:
         """The rewards of `state` measured so far (each the mean of its samples), by task id,
@@ -188,11 +194,12 @@ class Evaluator:
             extra = dict(self._extra.get(key, {}))
             # back, but not yet through `_returned` (a waiter may wake before the callbacks run)
             landing = [(f, task_id) for f, (k, _, task_id, _) in self._pending.items() if k == key and f.done()]
+            unseen = set(self._unseen.get(key, ()))
         for future, task_id in landing:
             if not future.cancelled() and future.exception() is None:
                 rewards[task_id] = future.result().reward
         return {task_id: (rewards[task_id] + sum(extra.get(task_id, ()))) / (1 + len(extra.get(task_id, ())))
-                for task_id in row if task_id in rewards}  # in the order they started
+                for task_id in row if task_id in rewards and task_id not in unseen}  # in the order they started
 
     def errors(self, state: Mapping[str, str], tasks: Sequence[Task]) -> list[str]:
         """The errors of `state`'s first rollouts on `tasks` that are back and failed, without
@@ -234,6 +241,7 @@ class Evaluator:
                         started.append(future)
                     else:
                         hits += 1
+                        self._unseen.get(key, set()).discard(task.id)
                     futures.append(future)
         finally:
             if hits:
@@ -276,14 +284,20 @@ class Evaluator:
             queue.rollouts.append((key, task_id, purpose))
         return queue
 
-    def run_queue(self, queue: ResumeQueue, tasks: Mapping[str, Task]) -> int:
-        """Run what a stopped process left in flight, first; how many rollouts that was."""
+    def run_queue(self, queue: ResumeQueue, tasks: Mapping[str, Task], *, unseen: bool = False) -> int:
+        """Run what a stopped process left in flight, first; how many rollouts that was. `unseen`:
+        it was in flight in a round that process did not finish (see `preload`)."""
         jobs: dict[tuple[str, str], list[Task]] = {}
         for key, task_id, purpose in queue.rollouts:
             if key in queue.states and task_id in tasks:
                 jobs.setdefault((key, purpose), []).append(tasks[task_id])
         for (key, purpose), ts in jobs.items():
+            with self._lock:  # run, not asked for: what was unseen stays so
+                hidden = [t.id for t in ts if t.id not in self._cache.get(key, {}) or t.id in self._unseen.get(key, ())]
             self.score([(queue.states[key], ts)], purpose)
+            if unseen:
+                with self._lock:
+                    self._unseen.setdefault(key, set()).update(hidden)
         count = sum(len(ts) for ts in jobs.values())
         self.usage.add(resumed=count)
         return count

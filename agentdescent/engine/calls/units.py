@@ -98,6 +98,10 @@ def _roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], flo
         raise UserError(f"run returned {'None' if output is None else 'bytes'} for task {quoted(task.id, 80)}; it must "
                         "return its answer as text" + (" (a return missing?)" if output is None else
                                                        " (decode it: output.decode())"))
+    if not isinstance(output, str) and type(output).__str__ is object.__str__ and type(output).__repr__ is object.__repr__:
+        raise UserError(f"run returned a {type(output).__name__} object for task {quoted(task.id, 80)}, which has no text "
+                        "of its own (its str() is '<... object at 0x...>'); return the answer's text (a client's reply "
+                        "object: its .text or .content, say)")
     if not isinstance(output, str):
         try:
             output = str(output)

@@ -26,7 +26,7 @@ from agentdescent.artifacts.strategies import Strategy, kind_of
 from agentdescent.engine.calls.budget import BudgetSpent
 from agentdescent.engine.calls.evaluation import Evaluator
 from agentdescent.engine.calls.executors import Executor
-from agentdescent.engine.ctrl_c import CTRL_C
+from agentdescent.engine.loop import stopping
 from agentdescent.engine.loop.dispatch import Dispatcher
 from agentdescent.engine.loop.heartbeat import Heartbeat, serialized
 from agentdescent.engine.loop.pipeline import Pipeline
@@ -96,6 +96,7 @@ class Loop:
         self._restart = self.pipeline.collected if self.pipeline is not None else self.dispatcher.dispatch
         self._initial: tuple[int, float | None] = (0, None)  # (version, held-out reward: None until measured) the run started from
         self._next_round = 0  # the first round not yet done: where a resumed run goes on
+        self._dealt: dict = {"turns": 0, "leads": [], "routes": {}}  # where it is dealt from (`_round_done`)
         self.measured = Measurements(validator=self.validator, state_of=self._state, promote=self.ledger.promote,
                                      emit=self.emit, progress=self.progress)
 
@@ -134,7 +135,7 @@ class Loop:
             self.emit(ev.Evaluated(round=-1, version=start, held_out_reward=initial, promoted=False,
                                    best_reward=self.progress.best))
         except Cancelled as exc:
-            return self._result(*_cancelled(exc, " before the first round"))
+            return self._result(*stopping.cancelled(exc, " before the first round"))
         except BudgetSpent as exc:
             return self._result(f"stopped before the first round: {exc}", None)
         except NothingWorked as exc:
@@ -155,7 +156,7 @@ class Loop:
         except KeyboardInterrupt:
             reason, error = "interrupted (Ctrl-C)", "interrupted"
         except Cancelled as exc:
-            reason, error = _cancelled(exc)
+            reason, error = stopping.cancelled(exc)
         except BudgetSpent as exc:  # a cap, not an error: keep what was committed, and tell what turns in flight made
             reason = f"stopped: {exc}; every commit so far is kept"
             self._abandon(self._next_round, reason)
@@ -200,6 +201,7 @@ class Loop:
         self.failing.check(self.evaluator.usage, "the held-out measurement at the start")
         self._initial = (start, reward)
         self.progress.best, self.measured.validated = self._initial[1], start
+        self._round_done(self.files.journalled)
         self._save(finished=False)
 
     def _resume(self, saved: Checkpoint) -> list[Outcome]:
@@ -213,19 +215,25 @@ class Loop:
         tasks = {t.id: t for t in [*self.sampler.train, *self.held_out]}
         recovered = take_up(self.files, saved, evaluator=self.evaluator, tasks=tasks, ledger=self.ledger)
         self.history = [*saved.history, *recovered.history]
-        self.outcomes, self.warnings = [*saved.outcomes, *recovered.outcomes], list(saved.warnings)
+        self.outcomes, self.warnings = [*recovered.kept, *recovered.outcomes], list(saved.warnings)
         self.dispatcher.skip(saved.turns + recovered.rounds * self.shape.n_workers)  # what those rounds dispatched
         self._next_round = recovered.next_round
+        self._round_done(self.files.journalled if recovered.rounds else saved.dealt_after)
         return recovered.outcomes
+
+    def _round_done(self, dealt_after: int | None) -> None:
+        """Keep where the next round is dealt from (the sampler's position, the rollouts journalled before
+        it): what a checkpoint saved inside that round holds, so that a resumed run deals it as it was."""
+        self._dealt = {"turns": self.dispatcher.turns, "leads": self.sampler.leads, "dealt_after": dealt_after,
+                       "routes": self.shards.routes if self.shards is not None else {}}
 
     def _save(self, *, finished: bool, stop_reason: str | None = None) -> None:
         start, initial = self._initial
         self.files.save(position(
             self.files, self.evaluator, fingerprint=self.fingerprint, strategy=kind_of(self.strategy),
-            finished=finished, stop_reason=stop_reason, next_round=self._next_round, turns=self.dispatcher.turns,
-            leads=self.sampler.leads, routes=self.shards.routes if self.shards is not None else {},
-            best=self.progress.best, since_gain=self.progress.since_gain, initial_reward=initial,
-            initial_version=start, history=self.history, outcomes=self.outcomes, warnings=self.warnings))
+            finished=finished, stop_reason=stop_reason, next_round=self._next_round, **self._dealt,
+            best=self.progress.best, since_gain=self.progress.since_gain, initial_reward=initial, initial_version=start,
+            history=self.history, outcomes=self.outcomes, warnings=self.warnings))
         self.files.save_queue(self.evaluator.in_flight())
 
     def _warn(self, message: str) -> None:
@@ -233,13 +241,9 @@ class Loop:
         self.emit(ev.Warned(message=message))
 
     def _warn_if_all_failed(self) -> None:
-        """Say so, once, when every rollout so far has failed: a run that can learn nothing."""
-        usage = self.evaluator.usage
-        if usage.rollouts and usage.failures >= usage.rollouts and not any(
-                w.startswith("every rollout") for w in self.warnings):
-            first = usage.errors[0] if usage.errors else "unknown"
-            self._warn(f"every rollout so far failed ({usage.failures} of {usage.rollouts}), so nothing can be "
-                       f"learned; the first error: {first}")
+        warning = stopping.all_failed(self.evaluator.usage, self.warnings)
+        if warning:
+            self._warn(warning)
 
     def _rounds(self, first: int) -> str:
         """Synchronous: every round dispatches all workers and waits for all of them.
@@ -271,6 +275,7 @@ class Loop:
                 self._restart(slots)  # after: a shard's keys change only by its own worker's diffs
             self._warn_if_all_failed()
             self._next_round = round_ + 1
+            self._round_done(self.files.journalled)
             self._save(finished=False)
             self.emit(ev.RoundEnded(round=round_, calls=usage.calls))
             self.failing.check_round(usage, round_, first)  # the round is recorded as done; a resume goes on from the next one
@@ -333,15 +338,17 @@ class Loop:
                 self.shards.learn_from([by_id[d] for d in landed if d in by_id])
         head = self.ledger.head()
         due = head != self.measured.validated and not self.measured.busy
-        if due and self.validator.due(self._state(head), leads=len(self.sampler.leads)):
-            if self.shape.asynchronous or self.shape.batched:
-                self.measured.later(head, round_)
+        try:  # the step is recorded even when the run stops while measuring it
+            if due and self.validator.due(self._state(head), leads=len(self.sampler.leads)):
+                if self.shape.asynchronous or self.shape.batched:
+                    self.measured.later(head, round_)
+                else:
+                    held_out, promoted = self.measured.now(head, round_)
             else:
-                held_out, promoted = self.measured.now(head, round_)
-        else:
-            self.progress.since_gain += 1
-        self.history.append(StepRecord.of(report, round_=round_, outcomes=early + report.outcomes, diffs=diffs,
-                                          held_out=held_out, promoted=promoted, usage=self.evaluator.usage))
+                self.progress.since_gain += 1
+        finally:
+            self.history.append(StepRecord.of(report, round_=round_, outcomes=early + report.outcomes, diffs=diffs,
+                                              held_out=held_out, promoted=promoted, usage=self.evaluator.usage))
 
     def _stop_reason(self, round_: int) -> str | None:
         """Why the run stops before `round_`; patience is asked only once dev's last commits are measured."""
@@ -371,7 +378,7 @@ class Loop:
             self.outcomes.append(outcome)
             self.emit(ev.DiffOutcome(round=round_, outcome=outcome))
         for diff in diffs:
-            outcome = Outcome(diff_id=diff.id, kind="dropped_stale", step=round_, author=diff.author, reason=reason)
+            outcome = Outcome(diff_id=diff.id, kind="unjudged", step=round_, author=diff.author, reason=reason)
             self.outcomes.append(outcome)
             self.emit(ev.DiffOutcome(round=round_, outcome=outcome, diff=diff))
 
@@ -391,9 +398,3 @@ class Loop:
     def _state(self, version: int) -> State:
         return self.ledger.snapshot(self.artifact_id, version)
 
-
-def _cancelled(exc: Cancelled, when: str = "") -> tuple[str, str]:
-    """(reason, error) of a run a cancel stopped; a Ctrl-C's (`ctrl_c`) is an interrupt."""
-    if str(exc) == CTRL_C:
-        return f"{CTRL_C}{when}", "interrupted"
-    return ("cancelled" if str(exc) in ("", "cancelled") else f"cancelled ({exc})"), "cancelled"

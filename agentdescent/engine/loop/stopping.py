@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from agentdescent.errors import AgentDescentError, LedgerError, UserError
+from agentdescent.engine.ctrl_c import CTRL_C
+from agentdescent.errors import AgentDescentError, Cancelled, LedgerError, UserError
 from agentdescent.quoting import described
 from agentdescent.types import Outcome
 from agentdescent.usage import Usage
@@ -190,3 +191,20 @@ def unwritable(exc: OSError | LedgerError) -> tuple[str, str]:
     return (f"stopped: cannot write the run's files ({said}); free some space, then run again",
             f"cannot write the run's files: {said}")
 
+
+
+def cancelled(exc: Cancelled, when: str = "") -> tuple[str, str]:
+    """(reason, error) of a run a cancel stopped; a Ctrl-C's (`ctrl_c`) is an interrupt."""
+    if str(exc) == CTRL_C:
+        return f"{CTRL_C}{when}", "interrupted"
+    return ("cancelled" if str(exc) in ("", "cancelled") else f"cancelled ({exc})"), "cancelled"
+
+
+def all_failed(usage: Usage, warnings: Sequence[str]) -> str | None:
+    """The warning for a run every rollout of which has failed so far (it can learn nothing), unless
+    `warnings` already hold it."""
+    if not usage.rollouts or usage.failures < usage.rollouts or any(w.startswith("every rollout") for w in warnings):
+        return None
+    first = usage.errors[0] if usage.errors else "unknown"
+    return (f"every rollout so far failed ({usage.failures} of {usage.rollouts}), so nothing can be learned; the "
+            f"first error: {first}")

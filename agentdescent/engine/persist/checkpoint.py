@@ -76,6 +76,10 @@ class Checkpoint(BaseModel):
     usage: dict = Field(default_factory=dict)
     rollouts_counted: int = Field(default=0, ge=0)  # lines of rollouts.jsonl that `usage` already counts
     answers_counted: int = Field(default=0, ge=0)  # lines of answers.jsonl that `usage` already counts
+    # Lines of rollouts.jsonl written before the next round was dealt (None: all of them). A run
+    # stopped mid-round serves the later ones again, but deals that round as if they were not yet
+    # measured, as the run that was not stopped did.
+    dealt_after: int | None = Field(default=None, ge=0)
     history: list[StepRecord] = Field(default_factory=list)
     outcomes: list[Outcome] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
@@ -110,6 +114,11 @@ class RunFiles:
         record, (rollouts, answers) = usage.read(lambda: (self._journal.added, self._answers.added))
         self.flush()
         return record, rollouts, answers
+
+    @property
+    def journalled(self) -> int:
+        """Lines of the rollout journal so far, written or waiting to be."""
+        return self._journal.added
 
     def load(self, *, strict: bool = False) -> Checkpoint | None:
         """The saved checkpoint; None when there is none. One that cannot be read is None too, or,

@@ -17,6 +17,7 @@ Left out: the files themselves (`checkpoint`) and the loop's own state (the loop
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,8 +34,11 @@ from agentdescent.usage import Usage
 
 @dataclass(kw_only=True)
 class Recovered:
-    """The rounds that committed after the checkpoint: done, their diffs' outcomes read off the commits."""
+    """Where an interrupted run goes on: the outcomes of the rounds it finished (`kept`), and the
+    rounds that committed after the checkpoint, done, with their diffs' outcomes (those the
+    checkpoint holds, and the rest read off the commits)."""
 
+    kept: list[Outcome] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
     history: list[StepRecord] = field(default_factory=list)
     next_round: int = 0
@@ -44,24 +48,31 @@ class Recovered:
 def take_up(files: RunFiles, saved: Checkpoint, *, evaluator: Evaluator, tasks: Mapping[str, Task],
             ledger: Ledger) -> Recovered:
     """Restore the run's bill and cache from its files, run what was left in flight, and read back
-    the rounds that committed after the checkpoint."""
-    evaluator.preload(files.restore(saved, evaluator.usage, tasks))
-    try:
-        evaluator.run_queue(files.take_queue(), tasks)  # what was in flight when the last process stopped: first
+    the rounds that committed after the checkpoint. The outcomes a round left unfinished had
+    (the run stopped while it told them) go with it: it runs again, or its commit is read back."""
+    committed = sorted(committed_rounds(ledger, saved.next_round).items())
+    hidden = None if committed else saved.dealt_after  # a round read back is done: all it ran is known
+    evaluator.preload(files.restore(saved, evaluator.usage, tasks), unseen_from=hidden)
+    try:  # what was in flight when the last process stopped: first
+        evaluator.run_queue(files.take_queue(), tasks, unseen=hidden is not None)
     except BudgetSpent:
         pass  # the rounds stop at once on the same budget, and say so
-    recovered = Recovered(next_round=saved.next_round)
-    known = {outcome.diff_id for outcome in saved.outcomes}
-    for round_, (version, diff_ids) in sorted(committed_rounds(ledger, saved.next_round).items()):
-        if set(diff_ids) <= known:  # a run stopped just after this commit saved its outcomes, not the round as done
-            recovered.next_round = round_ + 1
-            continue
-        outcomes = [Outcome(diff_id=diff_id, kind="committed", step=round_, version=version,
-                            reason=f"landed in version {version} before the run was interrupted (read back from "
-                                   f"the ledger)") for diff_id in diff_ids]
+    recovered, unfinished = Recovered(next_round=saved.next_round), []
+    for outcome in saved.outcomes:
+        late = outcome.step is not None and outcome.step >= saved.next_round
+        (unfinished if late else recovered.kept).append(outcome)
+    recorded = {record.round for record in saved.history}
+    for round_, (version, diff_ids) in committed:
+        told = [o for o in unfinished if o.step == round_]
+        said = {o.diff_id for o in told}
+        outcomes = told + [Outcome(diff_id=diff_id, kind="committed", step=round_, version=version,
+                                   reason=f"landed in version {version} before the run was interrupted (read back "
+                                          f"from the ledger)") for diff_id in diff_ids if diff_id not in said]
         recovered.outcomes += outcomes
-        recovered.history.append(StepRecord(round=round_, base_version=version - 1, version=version, diffs=diff_ids,
-                                            outcomes={"committed": len(diff_ids)}, calls=evaluator.usage.calls))
+        if round_ not in recorded:
+            recovered.history.append(StepRecord(round=round_, base_version=version - 1, version=version,
+                                                diffs=diff_ids, outcomes=dict(Counter(o.kind for o in outcomes)),
+                                                calls=evaluator.usage.calls))
         recovered.next_round, recovered.rounds = round_ + 1, recovered.rounds + 1
     return recovered
 
