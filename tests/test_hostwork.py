@@ -108,18 +108,33 @@ def test_one_answer_stays_under_the_page_and_a_long_prompt_is_read_on(run):
         if not work.work:
             break
         pages += 1
-        assert len(work.model_dump_json()) < hostwork.PAGE_BYTES + 500
+        assert hostfiles.sent_bytes(work) <= hostwork.PAGE_BYTES
         taken += [r for g in work.work for r in g.requests]
     assert pages > 1 and len(taken) == 11
     long = next(r for r in taken if r.prompt.startswith("long"))
     assert long.continues
     text, offset = long.prompt, len(long.prompt)
-    while True:
+    while offset is not None:  # each page says where the next starts: a host need not count characters
         page = hostwork.read(run, long.request_id, offset)
-        text, offset = text + page.text, offset + len(page.text)
-        if not page.continues:
-            break
+        assert hostfiles.sent_bytes(page) <= hostwork.PAGE_BYTES
+        assert page.next_offset == (offset + len(page.text) if page.continues else None)
+        text, offset = text + page.text, page.next_offset
     assert text == "long " + "y" * 20_000
+
+
+@pytest.mark.parametrize("chars", [1, 60, 400])
+def test_many_short_requests_stay_under_the_page_as_the_host_receives_it(run, chars):
+    """The page was measured as compact JSON and sent indented by 2 (as the MCP SDK sends a tool's
+    result): 55 requests of 60 characters made 8,495 bytes, past the 7,000 a page promises."""
+    asked = hostwork.PAGE_REQUESTS + 20
+    post(run, *({"prompt": f"{i} " + "x" * chars, "context": "RULES"} for i in range(asked)))
+    while len(Mailbox(run.file("mailbox")).open()) < asked:  # a loaded machine starts the askers slowly
+        time.sleep(0.05)
+    taken = 0
+    while (page := hostwork.take(run, ME)).work:
+        assert hostfiles.sent_bytes(page) <= hostwork.PAGE_BYTES
+        taken += sum(len(g.requests) for g in page.work)
+    assert taken == asked
 
 
 def test_a_batch_is_answered_once_each_and_the_askers_get_their_answers(run):
@@ -258,7 +273,7 @@ def test_a_candidate_too_large_for_a_page_sends_what_fits_and_names_the_rest(run
     post(run, {"prompt": "task 1", "cwd": folder})
     work = hostwork.take(run, ME)
     [met] = work.work
-    assert len(work.model_dump_json()) < hostwork.PAGE_BYTES
+    assert hostfiles.sent_bytes(work) <= hostwork.PAGE_BYTES
     assert met.files == {"SKILL.md": "# Skill\n"} and met.unsent == ["a.md", "b.md"] and len(met.requests) == 1
 
     text, template = "RULE " * 20_000, "You follow the rules. " * 2_000 + "{task}"
@@ -268,7 +283,7 @@ def test_a_candidate_too_large_for_a_page_sends_what_fits_and_names_the_rest(run
         time.sleep(0.01)
     work = hostwork.take(run, ME)
     [met] = work.work
-    assert len(work.model_dump_json()) < hostwork.PAGE_BYTES and met.context is None and met.template is None
+    assert hostfiles.sent_bytes(work) <= hostwork.PAGE_BYTES and met.context is None and met.template is None
     assert open(met.context_file, encoding="utf-8").read() == text
     assert open(met.template_file, encoding="utf-8").read() == template
 
@@ -364,8 +379,9 @@ def test_show_comes_in_pages_a_host_shows_whole_and_the_patch_comes_back_whole()
                   worst_rollouts=[RolloutView(task_id="t", held_out=True, reward=0.0, prompt="p" * 5_000, output="o" * 5_000)])
     pages = [paged(shown)]
     while pages[-1].diff_continues:
-        pages.append(paged(shown, offset=pages[-1].diff_offset + len(pages[-1].diff)))
-    assert all(len(json.dumps(page.model_dump(mode="json"))) <= hostwork.PAGE_BYTES for page in pages)
+        assert pages[-1].next_offset == pages[-1].diff_offset + len(pages[-1].diff)
+        pages.append(paged(shown, offset=pages[-1].next_offset))
+    assert all(hostfiles.sent_bytes(page) <= hostwork.PAGE_BYTES for page in pages) and pages[-1].next_offset is None
     assert "".join(page.diff for page in pages) == patch and len(pages) > 3
     first = pages[0]
     assert first.committed and first.committed_total == 30 and first.rejected_total == 45
@@ -391,7 +407,7 @@ def test_a_pending_l1_change_comes_whole_on_the_first_page_or_says_it_does_not()
                       initial_reward=0.0, final_reward=None, version=3, committed=diffs, committed_total=30,
                       rejected=[], rejected_total=0, next="", pending_approval=pending, worst_rollouts=[])
         first = paged(shown)
-        assert len(json.dumps(first.model_dump(mode="json"))) <= hostwork.PAGE_BYTES
+        assert hostfiles.sent_bytes(first) <= hostwork.PAGE_BYTES
         assert first.pending_approval.whole is whole and change.startswith(first.pending_approval.diff)
         assert (first.pending_approval.diff == change) is whole
 

@@ -15,13 +15,15 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
+
+import pydantic_core
 
 from agentdescent import atomic
 from agentdescent.runs.mailbox import Claim
 from agentdescent.runs.store import RunDir
 
-__all__ = ["FILE_BYTES", "SKILL_FOLDERS", "Seen", "fitted", "workspace_files"]
+__all__ = ["FILE_BYTES", "SKILL_FOLDERS", "Seen", "fitted", "sent_bytes", "workspace_files"]
 
 FILE_BYTES = 200_000  # a workspace file past this is read by the host itself, not sent
 SKILL_FOLDERS = (".claude", ".agents", ".codex")  # hidden folders a host reads skills from
@@ -39,24 +41,30 @@ class Group(Protocol):
     template: str | None
     template_file: str | None
 
-    def model_dump_json(self) -> str: ...
+
+def sent_bytes(answer: Any, depth: int = 0) -> int:
+    """The bytes of `answer` as a host receives it, nested `depth` levels deep in a tool's result:
+    the MCP SDK sends a result as JSON indented by 2, each level 2 more spaces a line."""
+    text = pydantic_core.to_json(answer, indent=2)
+    return len(text) + 2 * depth * text.count(b"\n")
 
 
-def fitted(group: Group, run: RunDir, room: int) -> Group:
-    """`group` (changed in place) with its JSON within `room` bytes where moving its parts out
-    can do it: its largest files first, then its context, then its template."""
-    size = len(group.model_dump_json())
+def fitted(group: Group, run: RunDir, room: int, depth: int = 2) -> Group:
+    """`group` (changed in place) with its JSON, as sent `depth` levels deep, within `room` bytes
+    where moving its parts out can do it: its largest files first, then its context, then its template."""
+    size = sent_bytes(group, depth)
+    line = 2 * (depth + 2) + 2  # a file's line in `files` or `unsent`: its indent, a newline and a comma
     sent = sorted((group.files or {}).items(), key=lambda item: len(item[1]))
     while size > room and sent:
         path, text = sent.pop()
-        size -= len(json.dumps(path)) + len(json.dumps(text)) + 2
+        size -= sent_bytes(path) + sent_bytes(text) + 2 + line
         group.unsent = sorted([*(group.unsent or []), path])
-        size += len(json.dumps(path)) + 2
+        size += sent_bytes(path) + line
     if group.files is not None:
         group.files = dict(sent) if sent or not group.files else None
     if size > room and group.context:
         group.context_file, group.context = _spilled(run, f"context-{group.candidate}", group.context), None
-        size = len(group.model_dump_json())
+        size = sent_bytes(group, depth)
     if size > room and group.template:
         group.template_file, group.template = _spilled(run, f"template-{_digest(group.template)}", group.template), None
     return group

@@ -33,7 +33,7 @@ from agentdescent.artifacts.strategies import MAX_TREE_PROPOSAL_CHARS
 from agentdescent.errors import UserError
 from agentdescent.reflect.reflector import APART
 from agentdescent.runs.host import APPROVAL, PROPOSAL, ROLLOUT
-from agentdescent.runs.hostfiles import Seen, fitted, workspace_files
+from agentdescent.runs.hostfiles import Seen, fitted, sent_bytes, workspace_files
 from agentdescent.runs.mailbox import Claim, Mailbox, Request
 from agentdescent.runs.status import LIVE
 from agentdescent.runs.store import RunDir
@@ -105,6 +105,7 @@ class Page(BaseModel):
     text: str
     offset: int
     continues: bool
+    next_offset: int | None = None  # where the next page starts (while `continues`): host_read's offset then
 
 
 def take(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS, *, budget: int = PAGE_BYTES,
@@ -134,7 +135,7 @@ def _take(run: RunDir, holder: Claim, kinds: tuple[str, ...], *, budget: int = P
             group, files = _opened(request, seen[request.kind])
             if not groups:  # the page's first group goes whole into it, or as much of it as can
                 fitted(group, run, left - min(len(json.dumps(text)), 300) - 130)
-        size = len(json.dumps(text)) + 50 + (0 if key in groups else len(group.model_dump_json()) + 80)
+        size = len(json.dumps(text)) + _request_bytes(request.id) + (0 if key in groups else sent_bytes(group, 2) + 16)
         full = size > left and groups or sum(len(g.requests) for g in groups.values()) >= PAGE_REQUESTS
         if full or not mailbox.claim(request.id, holder=holder, lease=LEASE_SECONDS):
             waiting += mailbox.holder_of(request.id) != holder.holder  # not: a call of its own, at once, took it
@@ -187,7 +188,7 @@ def gather(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS, *, wait: 
     settled, until = time.monotonic() + SETTLE_S, time.monotonic() + GATHER_S
     while work.work and not work.waiting and time.monotonic() < min(settled, until):
         time.sleep(POLL_S)
-        more = _take(run, holder, kinds, budget=PAGE_BYTES - len(work.model_dump_json()))
+        more = _take(run, holder, kinds, budget=PAGE_BYTES - sent_bytes(work))
         if more.work:
             work = _merged(work, more)
             settled = time.monotonic() + SETTLE_S
@@ -255,8 +256,9 @@ def read(run: RunDir, request_id: str, offset: int, *, budget: int = PAGE_BYTES,
         mailbox.renew(holder, [(request, claimed) for request, claimed in listing if request.kind == found.kind])
     text = _text(found)
     page = cut_to(text[max(0, offset):], budget - 300)
-    return Page(run_id=run.id, request_id=request_id, text=page, offset=offset,
-                continues=offset + len(page) < len(text))
+    continues = offset + len(page) < len(text)
+    return Page(run_id=run.id, request_id=request_id, text=page, offset=offset, continues=continues,
+                next_offset=offset + len(page) if continues else None)
 
 
 def waiting_on(run: RunDir, *, now: float | None = None) -> str | None:
@@ -328,6 +330,11 @@ def _merged(work: HostWork, more: HostWork) -> HostWork:
         else:
             groups[_group_of(group)] = group
     return work.model_copy(update={"work": list(groups.values()), "waiting": more.waiting})
+
+
+def _request_bytes(request_id: str) -> int:
+    """What a request adds to a page as sent, but its prompt's text: its fields, indent and separator."""
+    return sent_bytes(HostRequest(request_id=request_id, prompt="", continues=True), 4) + 12
 
 
 def cut_to(text: str, room: int) -> str:

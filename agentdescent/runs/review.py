@@ -85,6 +85,7 @@ class Shown(BaseModel):
     committed_total: int = 0  # the committed diffs, where a page lists only the first few
     diff_offset: int = 0  # where `diff` starts in the whole patch, on a page (`shown_page`)
     diff_continues: bool = False  # a page's `diff` stops before the patch's end: ask again from where it stops
+    next_offset: int | None = None  # where the patch's next page starts (while `diff_continues`): show's offset then
     worst_rollouts: list[RolloutView]  # the final version's that scored below 1, lowest first
     pending_approval: PendingApproval | None
     report: str = ""  # the command that writes the run's report page (plots, every diff, every commit) and where

@@ -231,11 +231,12 @@ class Service:
                 if other.alive():
                     raise UserError(f"run {other.id} is running but its status cannot be read, so whether it evolves "
                                     f"{target} is unknown; cancel it ({command('cancel', other.id)}) or ask for a "
-                                    "second run on purpose (--allow-concurrent)") from None
+                                    "second run on purpose (--allow-concurrent; evolve's allow_concurrent from a host)") from None
                 continue
             if status.state in LIVE and os.path.realpath(status.target) == real:
                 raise UserError(f"run {other.id} is already evolving {target}; wait for it ({command('watch', other.id)}"
-                                f"), cancel it, or ask for a second run on purpose (--allow-concurrent)")
+                                "), cancel it, or ask for a second run on purpose (--allow-concurrent; evolve's "
+                                "allow_concurrent from a host)")
 
     def _target_lock(self, target: str):
         """Held while one target's runs are checked and started, so that two starts cannot both pass."""

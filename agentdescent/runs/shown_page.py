@@ -6,10 +6,11 @@ rollout's prompt and output) and its lists cut to what fits (`committed_total` a
 `rejected_total` count them all), a pending L1 change's diff first and whole where a page holds
 it (`whole` says whether it did), then as much of the patch as the rest of the page holds. A page
 from a later `offset` holds only the patch from there on. `diff_continues` says whether there is
-more; the next page starts at `diff_offset + len(diff)`.
+more; the next page starts at its `next_offset` (`diff_offset + len(diff)`: a model asked to count
+the characters of a long page gets it wrong, and a wrong offset loses or repeats part of the patch).
 
-    first = paged(shown)                          # everything, shortened, and the patch's start
-    more = paged(shown, offset=len(first.diff))   # the patch's next part
+    first = paged(shown)                               # everything, shortened, and the patch's start
+    more = paged(shown, offset=first.next_offset)      # the patch's next part
 
 Left out: what a run shows (`review.show`); the command line prints the whole of it.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 
+from agentdescent.runs.hostfiles import sent_bytes
 from agentdescent.runs.hostwork import PAGE_BYTES, cut_to
 from agentdescent.runs.review import DiffView, RolloutView, Shown
 
@@ -51,11 +53,13 @@ def paged(shown: Shown, *, offset: int = 0, budget: int = PAGE_BYTES) -> Shown:
                 update={"diff": cut, "whole": len(cut) == len(pending)})})
     rest = shown.diff[offset:]
     diff = cut_to(rest, max(0, budget - _size(page) - 64))
-    return page.model_copy(update={"diff": diff, "diff_offset": offset, "diff_continues": len(diff) < len(rest)})
+    continues = len(diff) < len(rest)
+    return page.model_copy(update={"diff": diff, "diff_offset": offset, "diff_continues": continues,
+                                   "next_offset": offset + len(diff) if continues else None})
 
 
 def _size(shown: Shown) -> int:
-    return len(json.dumps(shown.model_dump(mode="json")))
+    return sent_bytes(shown) + 40  # and its next_offset, set last
 
 
 def _short(diff: DiffView) -> DiffView:
