@@ -1,7 +1,8 @@
 """Input no later step can take, refused where it is read with one line naming it and the fix:
 text no UTF-8 file can hold (a lone surrogate, from a JSON or YAML escape), in a spec or a tasks
-file; a path no system can look up (a name too long, a symlink loop); an empty PATH. Run through
-the real readers, the real `agentdescent` command and the MCP server."""
+file; a NUL, which no command line passes, in a task; a prompt longer than a command-line
+argument, for a CLI agent; a path no system can look up (a name too long, a symlink loop); an
+empty PATH. Run through the real readers, the real `agentdescent` command and the MCP server."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from agentdescent.artifacts.undo import restore
 from agentdescent.dataloader import json_rows, jsonl_rows, tasks_from
 from agentdescent.errors import UserError
 from agentdescent.runs import read_spec
+from agentdescent.runs.build import problems
 from agentdescent.runs.spec_problems import SpecError
 from agentdescent.runs.status import RunStatus
 from agentdescent.runs.store import RunStore
@@ -175,3 +177,29 @@ def test_a_run_argument_is_echoed_bounded(verb):
     assert "...»" in done.stderr and len(done.stderr) < 400
     said = agentdescent(verb, "line one\nline two").stderr
     assert "no run «line one line two»" in said and len(said.splitlines()) == 1
+
+
+def test_a_nul_in_a_task_is_refused_where_the_tasks_load_naming_the_row_and_the_column(tmp_path):
+    with pytest.raises(UserError) as caught:
+        tasks_from([{"q": "a", "a": "1"}, {"q": "b\0", "a": "2"}], prompt="q", gold="a")
+    said = str(caught.value)
+    assert "row 2: the prompt (column «q») holds a NUL character" in said and "remove it from the file" in said
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(t) + "\n" for t in domain.tasks()[:-1]) + '{"id": "x", "prompt": "p", "gold": "k\\u0000"}\n',
+                     encoding="utf-8")
+    done = agentdescent("plan", spec_file(tmp_path, tasks=str(tasks), agent="claude_code"))
+    assert done.returncode == 2 and "row 24: the gold (column «gold») holds a NUL character" in done.stderr, done.stderr
+
+
+def test_plan_refuses_a_prompt_longer_than_one_command_line_argument_for_a_cli_agent(tmp_path):
+    rows = domain.tasks()
+    rows[3]["prompt"] += " context" * 20_000
+    spec = read_spec(domain.spec(tmp_path, tasks=rows, agent="claude_code"), base=tmp_path)
+    found = [p.message for p in problems(spec) if p.field == "tasks"]
+    assert len(found) == 1 and found[0].startswith("task «t03»: the target's text and the task's prompt come to 1")
+    assert "Linux caps at 131,072 bytes" in found[0] and "Argument list too long" in found[0]
+    rows[3]["prompt"] = rows[3]["prompt"][:100_000]  # under the cap, and any agent takes a long prompt
+    assert not [p for p in problems(read_spec(domain.spec(tmp_path, tasks=rows, agent="claude_code"), base=tmp_path))
+                if p.field == "tasks"]
+    long = [{**row, "prompt": row["prompt"] + " context" * 20_000} for row in rows]
+    assert not [p for p in problems(read_spec(domain.spec(tmp_path, tasks=long), base=tmp_path)) if p.field == "tasks"]

@@ -67,10 +67,23 @@ def _task(row: Any, index: int, *, prompt: ColumnSpec, gold: ColumnSpec | None, 
     extra = {c: _column(row, c, "meta") for c in meta}
     task = Task(id=str(key), prompt=str(text), gold=None if answer is None else str(answer), meta=extra)
     # rows from anywhere (a dataset's JSON, a program's own): a task is written again as UTF-8
-    found = reading.surrogate_at({"prompt": task.prompt, "gold": task.gold or "", "id": task.id, "meta": extra})
+    fields = {"prompt": task.prompt, "gold": task.gold or "", "id": task.id, "meta": extra}
+    found = reading.surrogate_at(fields)
     if found is not None:
         raise _RowProblem(f"the {found[0].split('.')[0]} {reading.SURROGATE_FIX}")
+    if (place := reading.nul_at(fields)) is not None:
+        raise _RowProblem(_nul(place, {"prompt": prompt, "gold": gold, "id": id}))
     return task
+
+
+def _nul(place: str, specs: Mapping[str, ColumnSpec | None]) -> str:
+    """A NUL in a task: a CLI agent is given its prompt on a command line, which cannot hold one,
+    and a judge is given its gold; said with the column it came from when a column name says it."""
+    role, _, column = place.partition(".")
+    spec = column.split(".")[0] or specs.get(role)
+    named = f" (column {quoted(spec, 60)})" if isinstance(spec, str) and "{" not in spec else ""
+    return (f"the {role}{named} holds a NUL character (\\u0000 in JSON), which no command line can pass to an agent; "
+            "remove it from the file")
 
 
 class _RowProblem(Exception):
