@@ -228,3 +228,17 @@ def test_evolve_removes_the_idle_workspaces_of_its_tree_runner_when_it_returns(t
                     strategy=FileTree(TREE), rounds=1, n_workers=2)
     assert result.usage.rollouts > 0 and list(tmp_path.iterdir()) == []
     assert run(TREE, TASK) == "yes"  # the runner stays usable
+
+
+def test_a_folder_chain_an_agent_made_a_thousand_deep_is_walked_and_removed(tmp_path):
+    def agent(prompt, cwd):
+        deep = Path(cwd)
+        for _ in range(1_000):  # a level at a time: os.makedirs recurses
+            deep = deep / "a"
+            deep.mkdir()
+        (deep / "x.md").write_text("deep\n", encoding="utf-8")
+        return "ok"
+
+    output = tree_runner(scripted(agent), layout="root", workdir=tmp_path)(TREE, TASK)
+    assert output.files == {"/".join(["a"] * 1_000 + ["x.md"]): "deep\n"}
+    assert list(tmp_path.iterdir()) == []

@@ -4,8 +4,10 @@ run is paid for): a backup copies everything the target holds, the files a run l
 A named pipe, a socket or a device cannot be copied (a character device such as /dev/zero reads
 without end), nor can a file that cannot be read or a folder that cannot be listed; a copy
 larger than the free space beside the target, or than `MAX_BACKUP_BYTES` (a sparse file of
-50 GB takes no room until copied), would fill the disk or take minutes. Each is found by one
-walk that follows no link, and named with its fix.
+50 GB takes no room until copied), would fill the disk or take minutes; a folder chain deeper than
+`MAX_BACKUP_DEPTH` would stop the copy (`shutil.copytree` calls itself once a level) with a
+`RecursionError`. Each is found by one walk that follows no link and calls nothing once a level,
+and named with its fix.
 
 Left out: the copy itself (`backups`) and what a run reads of the target (`tree`).
 """
@@ -18,9 +20,12 @@ import shutil
 import stat
 from pathlib import Path
 
-__all__ = ["MAX_BACKUP_BYTES", "copy_problems", "why_not_copied"]
+from agentdescent.walking import walk
+
+__all__ = ["MAX_BACKUP_BYTES", "MAX_BACKUP_DEPTH", "copy_problems", "why_not_copied"]
 
 MAX_BACKUP_BYTES = 4 << 30  # a skill or prompt folder is far smaller; past this the backup is refused
+MAX_BACKUP_DEPTH = 200  # folders inside folders a backup copies, well within the copy's recursion
 _SPARE_BYTES = 64 << 20  # left free beside the target after the copy
 _KINDS = {stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device"}
 
@@ -28,7 +33,10 @@ _KINDS = {stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket", stat.S_IFCHR:
 def copy_problems(target: Path) -> list[str]:
     """What keeps `target` from being backed up whole, each with its fix; [] when nothing does."""
     special, unreadable, sizes = [], [], []
+    deepest = target
     for path, info in _entries(target):
+        if stat.S_ISDIR(info.st_mode) and len(path.parts) > len(deepest.parts):
+            deepest = path
         kind = _KINDS.get(stat.S_IFMT(info.st_mode))
         if kind:
             special.append(f"{path.relative_to(target.parent)} ({kind})")
@@ -43,6 +51,10 @@ def copy_problems(target: Path) -> list[str]:
     if unreadable:
         problems.append(f"{_listed(unreadable)} cannot be read, so a backup cannot copy it: make it readable "
                         f"(chmod u+rX), or move it out of {target.name} ({whole})")
+    deep = _chain(target, deepest)
+    if deep is not None:
+        problems.append(f"{deep} cannot be copied into a backup, which takes folders at most {MAX_BACKUP_DEPTH} deep: "
+                        f"move it out of {target.name} ({whole})")
     total = sum(size for size, _ in sizes)
     free = _free(target.parent)
     largest = ", ".join(f"{p.relative_to(target.parent)} ({_gb(s)})" for s, p in sorted(sizes, reverse=True)[:3])
@@ -75,13 +87,22 @@ def _entries(target: Path):
         return
     if not stat.S_ISDIR(os.lstat(target).st_mode):
         return
-    for folder, dirs, files in os.walk(target):
+    for folder, dirs, files in walk(target):
         for name in [*dirs, *files]:
             path = Path(folder, name)
             try:
                 yield path, os.lstat(path)
             except OSError:  # gone since the listing
                 continue
+
+
+def _chain(target: Path, deepest: Path) -> str | None:
+    """The folder chain down to `deepest` when it is past `MAX_BACKUP_DEPTH`, said with its depth
+    and the start of its path (the whole may be thousands of characters); None when it is not."""
+    levels = deepest.relative_to(target).parts
+    if len(levels) <= MAX_BACKUP_DEPTH:
+        return None
+    return f"the folder chain {Path(target.name, *levels[:3])}{os.sep}... ({len(levels):,} folders deep)"
 
 
 def _free(folder: Path) -> int | None:

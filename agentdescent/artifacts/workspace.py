@@ -53,6 +53,7 @@ from agentdescent.errors import AgentError, UserError
 from agentdescent.governance import unsafe_key_reason
 from agentdescent.removal import remove_tree
 from agentdescent.types import Task
+from agentdescent.walking import walk
 
 LAYOUTS = {"claude_skill": ".claude/skills/{name}", "claude_agents": ".claude/agents",
            "agents_skill": ".agents/skills/{name}", "plugin": "plugin", "root": ""}
@@ -282,7 +283,7 @@ def _scan(root: Path) -> tuple[Stats, set[str]]:
     those in a CLI's own folders (`HOST_FOLDERS`); one gone while it is walked is left out."""
     files: Stats = {}
     folders: set[str] = set()
-    for folder, subfolders, names in os.walk(root):
+    for folder, subfolders, names in walk(root):
         base = Path(folder).relative_to(root).as_posix()
         prefix = "" if base == "." else base + "/"
         if not prefix:  # what a CLI keeps there on its own account is neither the agent's work nor a change

@@ -28,6 +28,7 @@ from agentdescent.engine.evolve import TEMPORARY_LEDGER_PREFIX
 from agentdescent.ledger import in_use, looks_like_ledger
 from agentdescent.runs.rolloutdir import clear
 from agentdescent.step import textmerge
+from agentdescent.walking import walk
 
 PRUNE_AFTER_SECONDS = 600.0  # a temporary ledger nothing has written to for this long belongs to no live run
 SCRATCH_PREFIXES = (refcheck.SCRATCH_PREFIX, textmerge.SCRATCH_PREFIX)  # folders a process removes within seconds
@@ -94,7 +95,7 @@ def _removed(path: Path, failed: list[str]) -> bool:
 def _size_and_newest(folder: Path) -> tuple[int, float]:
     """The bytes of the files under `folder` and the newest modification time in it."""
     size, newest = 0, folder.lstat().st_mtime
-    for root, dirs, files in os.walk(folder):
+    for root, dirs, files in walk(folder):
         for name in dirs + files:
             try:
                 info = os.lstat(os.path.join(root, name))

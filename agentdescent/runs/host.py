@@ -26,6 +26,7 @@ from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
 from agentdescent.errors import AgentError
 from agentdescent.runs.mailbox import Mailbox
 from agentdescent.step.changes import Declined, GatedChange
+from agentdescent.walking import entries
 
 ROLLOUT, PROPOSAL, APPROVAL = "rollout", "proposal", "approval"
 DIGEST_BYTES = 8_000_000  # a workspace larger than this is not compared with others: its requests go alone
@@ -124,7 +125,7 @@ def _candidate(workspace: str | None, context: str | None) -> str | None:
         return None
     root, read = Path(workspace), 0
     try:
-        for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
+        for path in sorted(p for p in entries(root) if p.is_file() and not p.is_symlink()):
             data = path.read_bytes()
             read += len(data)
             if read > DIGEST_BYTES:

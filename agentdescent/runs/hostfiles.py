@@ -22,6 +22,7 @@ import pydantic_core
 from agentdescent import atomic
 from agentdescent.runs.mailbox import Claim
 from agentdescent.runs.store import RunDir
+from agentdescent.walking import entries
 
 __all__ = ["FILE_BYTES", "SKILL_FOLDERS", "Seen", "fitted", "sent_bytes", "workspace_files"]
 
@@ -87,7 +88,7 @@ def workspace_files(workspace: object) -> tuple[dict[str, str], list[str]]:
         return {}, []
     root, found, unsent = Path(workspace), {}, []
     try:
-        for path in sorted(root.rglob("*")):
+        for path in sorted(entries(root)):
             relative = path.relative_to(root)
             hidden = [part for part in relative.parts[:-1] if part.startswith(".")]
             if not path.is_file() or path.is_symlink() or any(p not in SKILL_FOLDERS for p in hidden[:1]):
