@@ -203,3 +203,23 @@ def test_plan_refuses_a_prompt_longer_than_one_command_line_argument_for_a_cli_a
                 if p.field == "tasks"]
     long = [{**row, "prompt": row["prompt"] + " context" * 20_000} for row in rows]
     assert not [p for p in problems(read_spec(domain.spec(tmp_path, tasks=long), base=tmp_path)) if p.field == "tasks"]
+
+
+def test_tasks_larger_as_a_run_keeps_them_than_its_files_may_hold_are_refused_by_plan(tmp_path, monkeypatch):
+    """A control character is one byte in a CSV file and six in the run's tasks.jsonl: plan says
+    so, and no run is stored that would read back as damaged."""
+    from agentdescent.runs import store as store_module
+
+    monkeypatch.setattr(store_module, "DATA_BYTES", 50_000)
+    rows = [{**row, "prompt": row["prompt"] + "\x01" * 400} for row in domain.tasks()]
+    csv_file = tmp_path / "tasks.csv"
+    csv_file.write_text("id,prompt,gold\n" + "".join(f"{r['id']},{r['prompt']},{r['gold']}\n" for r in rows),
+                        encoding="utf-8")
+    assert csv_file.stat().st_size < 50_000
+    spec = read_spec(domain.spec(tmp_path, tasks={"file": str(csv_file), "id": "id"}), base=tmp_path)
+    [said] = [p.message for p in problems(spec) if p.field == "tasks.file"]
+    assert said.startswith("the 24 tasks come to ") and "over the 50,000 a run's file may hold" in said
+    with pytest.raises(UserError, match="over the 50,000 a run's file may hold"):
+        RunStore(tmp_path / "runs").create(spec, tasks_from(rows, prompt="prompt", gold="gold", id="id"), "x",
+                                           RunStatus(state="starting", target=spec.target))
+    assert list((tmp_path / "runs").iterdir()) == []

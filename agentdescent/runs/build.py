@@ -33,6 +33,7 @@ from agentdescent.quoting import described, quoted
 from agentdescent.runs import containment
 from agentdescent.runs.agentcheck import agent_problems, argument_problems
 from agentdescent.runs.spec import Problem, RunSpec, SpecError, TasksSpec
+from agentdescent.runs.store import stored_tasks
 from agentdescent.runs.targetread import has_files, literal_glob, read_folder
 from agentdescent.scoring import GRADER_TIMEOUT, scorer
 from agentdescent.types import Task
@@ -269,6 +270,10 @@ def _task_problems(spec: RunSpec) -> tuple[list[Problem], list[Task]]:
         tasks = load_tasks(spec, rows)
     except AgentDescentError as exc:
         return [Problem(field=where, message=(rows and mapping_fix(spec.tasks, rows)) or str(exc))], []
+    try:
+        stored_tasks(tasks)
+    except UserError as exc:
+        return [Problem(field=where, message=str(exc))], tasks
     fewest = fewest_tasks(spec.held_out_frac, spec.policies.build().acceptance)
     if len(tasks) < fewest:
         return [Problem(field=where, message=f"{len(tasks)} tasks; a run needs at least {fewest} (some held out, "

@@ -275,6 +275,18 @@ class RunDir:
             os.close(fd)
 
 
+def stored_tasks(tasks: list[Task]) -> str:
+    """The tasks as a run keeps them (its tasks.jsonl); `UserError` when that passes `DATA_BYTES`,
+    which a run reads back no more than (JSON spells a control character in six bytes)."""
+    text = "".join(task.model_dump_json() + "\n" for task in tasks)
+    size = len(text.encode("utf-8"))
+    if size > DATA_BYTES:
+        raise UserError(f"the {len(tasks):,} tasks come to {size:,} bytes as a run keeps them (JSON, where a control "
+                        f"character takes six bytes), over the {DATA_BYTES:,} a run's file may hold; use fewer or shorter "
+                        "tasks (tasks: {limit: N} keeps the first N), or take the control characters out of them")
+    return text
+
+
 def _unwritable_store(root: Path, exc: OSError) -> UserError:
     if exc.errno == errno.ENOTDIR:  # the home, or its runs folder, is a file
         return UserError(f"cannot create a run in {root}: a file stands where a folder must be ({exc.filename}); "
@@ -316,7 +328,7 @@ class RunStore:
         run = RunDir(path)
         try:
             atomic.write_text(run.file("spec.json"), spec.model_dump_json(indent=1))
-            atomic.write_text(run.file("tasks.jsonl"), "".join(t.model_dump_json() + "\n" for t in tasks))
+            atomic.write_text(run.file("tasks.jsonl"), stored_tasks(tasks))
             atomic.write_text(run.file("target.json"), json.dumps(content, ensure_ascii=False))
             if assets:
                 atomic.write_text(run.file(ASSETS), json.dumps({k: base64.b64encode(v).decode("ascii")
