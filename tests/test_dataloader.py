@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -256,3 +257,30 @@ def test_a_utf16_tasks_file_is_named_as_such(tmp_path):
     path.write_text("question,answer\nwhat?,yes\n", encoding="utf-16")
     with pytest.raises(UserError, match="is UTF-16 .* save it as UTF-8"):
         csv_rows(path)
+
+
+def test_a_number_in_a_json_file_keeps_its_spelling_so_exact_scores_the_files_own_answer(tmp_path):
+    lines = tmp_path / "t.jsonl"
+    lines.write_text('{"id": "a", "q": "price?", "a": 2.50, "n": 1}\n{"id": "b", "q": "{x}", "a": 1e3, "n": 1}\n'
+                     '{"id": "c", "q": "c", "a": 12345678901234567890.0, "n": 1E-7}\n{"id": 4, "q": "d", "a": true, "n": 1}\n',
+                     encoding="utf-8")
+    tasks = tasks_from(jsonl_rows(lines), prompt="{q} {a}", gold="a", id="id", meta="n")
+    assert [t.gold for t in tasks] == ["2.50", "1e3", "12345678901234567890.0", "true"]
+    assert tasks[1].prompt == "{x} 1e3" and tasks[3].id == "4" and tasks[2].meta == {"n": 1e-7}
+    whole = tmp_path / "t.json"
+    whole.write_text('[{"q": "p", "a": 0.10}]', encoding="utf-8")
+    assert [t.gold for t in tasks_from(json_rows(whole), prompt="q", gold="a")] == ["0.10"]
+    from agentdescent import scorer
+    assert scorer("exact")(tasks[0], "2.50") == 1.0
+
+
+@pytest.mark.parametrize("row, said", [
+    ('{"id": "a", "q": "p", "a": NaN}', "row 2: the gold is nan (NaN or Infinity in JSON)"),
+    ('{"id": "a", "q": -Infinity, "a": "g"}', "row 2: the prompt is -inf (NaN or Infinity in JSON)"),
+    ('{"id": null, "q": "p", "a": "g"}', "row 2: the id is null; give each row an id"),
+])
+def test_nan_infinity_and_a_null_id_are_no_task(tmp_path, row, said):
+    lines = tmp_path / "t.jsonl"
+    lines.write_text('{"id": "z", "q": "p", "a": "g"}\n' + row + "\n", encoding="utf-8")
+    with pytest.raises(UserError, match=re.escape(said)):
+        tasks_from(jsonl_rows(lines), prompt="q", gold="a", id="id")

@@ -3,6 +3,9 @@
 A tasks file is read whole as bounded data (`agentdescent.reading`): a regular file of at most
 `MAX_FILE_BYTES` (64 MB; pass `max_bytes=` for more), strict UTF-8, never a FIFO, a device or a
 file under /proc, /sys or /dev. `limit` keeps the first rows; the file is still read to its end.
+A JSON number with a fraction or an exponent is read as a `SourceFloat`: a float whose `str()` is
+the number as the file spells it ("2.50", "1e3"), so that a gold answer made of it is the file's
+own, not Python's spelling ("2.5", "1000.0").
 Left out: streaming, shuffling and splitting (the engine holds out its own validation set).
 """
 
@@ -18,7 +21,7 @@ from agentdescent import reading
 from agentdescent.errors import UserError
 from agentdescent.quoting import quoted
 
-__all__ = ["csv_rows", "json_rows", "jsonl_rows"]
+__all__ = ["SourceFloat", "csv_rows", "json_rows", "jsonl_rows"]
 
 ROW_KEYS = ("rows", "data", "records", "examples", "items")  # json_rows: where a wrapped list lives
 CSV_DELIMITERS = ",;\t|"  # what a CSV file's header may be split by
@@ -38,7 +41,7 @@ def jsonl_rows(path: str | os.PathLike, *, limit: int | None = None, max_bytes: 
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = json.loads(line, parse_float=SourceFloat)
             except ValueError as exc:
                 raise UserError(f"{path}: line {number} is not valid JSON ({exc})") from None
             except RecursionError:
@@ -58,7 +61,7 @@ def json_rows(path: str | os.PathLike, *, limit: int | None = None, max_bytes: i
     an error names the file's keys only when they look like names."""
     with _open(path, max_bytes) as handle:
         try:
-            data = json.load(handle)
+            data = json.load(handle, parse_float=SourceFloat)
         except json.JSONDecodeError as exc:
             raise UserError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
         except ValueError as exc:  # a number past the digits Python converts
@@ -107,6 +110,23 @@ def csv_rows(path: str | os.PathLike, *, limit: int | None = None, delimiter: st
         except csv.Error as exc:
             raise UserError(f"{path}: line {reader.line_num} is not valid CSV ({exc})") from None
     return rows
+
+
+class SourceFloat(float):
+    """A JSON number as its file spells it: SourceFloat("2.50") == 2.5 and str(SourceFloat("2.50")) == "2.50"."""
+
+    text: str
+
+    def __new__(cls, text: str) -> SourceFloat:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __reduce__(self) -> tuple:  # a task's meta crosses processes: it comes back spelt as it was
+        return SourceFloat, (self.text,)
 
 
 def _delimiter(start: str) -> str:

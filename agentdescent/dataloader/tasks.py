@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import string
 from collections import Counter
@@ -64,8 +65,14 @@ def _task(row: Any, index: int, *, prompt: ColumnSpec, gold: ColumnSpec | None, 
         raise _RowProblem("the prompt is None")
     answer = _field(gold, row, "gold") if gold is not None else None
     key = _field(id, row, "id") if id is not None else f"row-{index}"
+    if key is None:
+        raise _RowProblem("the id is null; give each row an id, or leave id out to number the rows")
+    for role, value in (("prompt", text), ("gold", answer), ("id", key)):
+        if isinstance(value, float) and not math.isfinite(value) and str(value) in ("nan", "inf", "-inf"):
+            raise _RowProblem(f"the {role} is {value!r} (NaN or Infinity in JSON), which is no answer nor text; "
+                              "write the value itself, as text")
     extra = {c: _column(row, c, "meta") for c in meta}
-    task = Task(id=str(key), prompt=str(text), gold=None if answer is None else str(answer), meta=extra)
+    task = Task(id=_text(key), prompt=_text(text), gold=None if answer is None else _text(answer), meta=extra)
     # rows from anywhere (a dataset's JSON, a program's own): a task is written again as UTF-8
     fields = {"prompt": task.prompt, "gold": task.gold or "", "id": task.id, "meta": extra}
     found = reading.surrogate_at(fields)
@@ -84,6 +91,12 @@ def _nul(place: str, specs: Mapping[str, ColumnSpec | None]) -> str:
     named = f" (column {quoted(spec, 60)})" if isinstance(spec, str) and "{" not in spec else ""
     return (f"the {role}{named} holds a NUL character (\\u0000 in JSON), which no command line can pass to an agent; "
             "remove it from the file")
+
+
+def _text(value: Any) -> str:
+    """A cell as text, as a JSON file spells it where Python would not: _text(True) == "true"
+    (a number read from a JSON file keeps its own spelling: `local.SourceFloat`)."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
 class _RowProblem(Exception):
@@ -222,7 +235,7 @@ def _filled(template: str, parts: list, row: Mapping, role: str) -> Iterable[str
             raise UserError(f"{role} format {template!r}: {{{name}{'!' + conversion if conversion else ''}"
                             f"{':' + spec if spec else ''}}} is not a column; name columns as {{column}}, "
                             "with nothing after the name, and write literal braces as {{ }}")
-        yield str(_column(row, name, role))
+        yield _text(_column(row, name, role))
 
 
 def _column(row: Mapping, name: str, role: str) -> Any:
