@@ -9,7 +9,8 @@ and what to give instead. The file is opened non-blocking, so a FIFO is never wa
 
     read_text("run.yaml", what="run spec", limit=1_000_000)  ==  "target: prompt.md\\n..."
 
-`read_text` decodes strictly (UTF-8, line endings as on disk, a NUL byte means binary).
+`read_text` decodes strictly (UTF-8, line endings as on disk, a NUL byte means binary);
+`not_text` says why some bytes are not UTF-8 text, naming the encoding they look saved in.
 `nul_at` and `surrogate_at` find, in parsed data, text no file can hold: a NUL, and a lone surrogate
 (the JSON or YAML escape `\\ud800` with no pair), which no UTF-8 spells, so that it is refused where
 it is read rather than when the data is written again.
@@ -43,6 +44,8 @@ _KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a ch
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]{0,39}")
 _SURROGATE = re.compile("[\ud800-\udfff]")  # in a str, any code point here is an unpaired surrogate
 NAME_MAX, PATH_MAX = 255, 4096  # bytes the system takes in one name of a path and in a whole path (Linux, macOS)
+_MARKS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+          (b"\xfe\xff", "UTF-16"))  # byte-order marks, the longer first: UTF-32's starts as UTF-16's does
 SURROGATE_FIX = ("holds a lone surrogate (an escape such as \\ud800 with no pair), which no UTF-8 text can hold; "
                  "write the character itself or remove it")
 
@@ -78,17 +81,27 @@ def read_text(path: str | os.PathLike, *, what: str, limit: int, follow_symlinks
     is utf-8 or utf-8-sig (a byte-order mark dropped). Also raises `UserError` for a file with a
     NUL byte (binary) or that is not valid in `encoding`."""
     data = read_bytes(path, what=what, limit=limit, follow_symlinks=follow_symlinks, deadline=deadline)
-    shown = f"the {what} {str(path)!r}"
-    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):  # Excel's "Unicode Text", PowerShell's Out-File
-        raise UserError(f"{shown} is UTF-16 (it starts with the byte-order mark {data[0]:02X} {data[1]:02X}); "
-                        "save it as UTF-8")
+    why = not_text(data.removeprefix(b"\xef\xbb\xbf") if encoding == "utf-8-sig" else data)
+    if why is not None:
+        fix = f"the {what} must be a text file" if why.startswith("binary") else "save it as UTF-8"
+        raise UserError(f"the {what} {str(path)!r} is {why}; {fix}")
+    return data.decode(encoding)
+
+
+def not_text(data: bytes) -> str | None:
+    """Why `data` is not UTF-8 text, naming what it looks saved as; None when it is UTF-8 text.
+    not_text(b"\xff\xfeh\x00") == "UTF-16 (it starts with the byte-order mark FF FE)" """
+    for mark, name in _MARKS:  # Excel's "Unicode Text", PowerShell's Out-File, Notepad's "Unicode"
+        if data.startswith(mark):
+            return f"{name} (it starts with the byte-order mark {mark.hex(' ').upper()})"
     if b"\0" in data:
-        raise UserError(f"{shown} is binary (a NUL byte at offset {data.index(0):,}); the {what} must be a text file")
+        return f"binary (a NUL byte at offset {data.index(0):,})"
     try:
-        return data.decode(encoding)
+        data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UserError(f"{shown} is not valid UTF-8 (byte {data[exc.start]:#04x} at offset {exc.start:,}); "
-                        "save it as UTF-8") from None
+        return (f"not valid UTF-8 (byte {data[exc.start]:#04x} at offset {exc.start:,}; Latin-1 or Windows-1252, as "
+                "older editors save)")
+    return None
 
 
 def kind(mode: int) -> str:

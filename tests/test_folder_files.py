@@ -247,3 +247,26 @@ def test_a_script_the_folder_holds_executable_runs_in_every_rollout_and_a_resume
     stored = service.store.get(done.id)
     assert stored.executable() == {"scripts/route.sh"}  # a resumed run stages it so too
     assert build.assemble(read_spec(spec), [], load_tree(target, binary={}), stored.assets(), stored.executable()).executable
+
+
+def test_a_text_file_saved_in_another_encoding_is_named_with_it_and_a_skill_md_is_refused(service, tmp_path):
+    """Notepad's "Unicode" (UTF-16), UTF-32 and Latin-1 files are not text a run can change: plan
+    says which encoding each is in and to save it as UTF-8, rather than carrying it unexplained."""
+    target = a_skill_with_a_logo(tmp_path)
+    (target / "notes.md").write_bytes("# Notes\nbe brief\n".encode("utf-16"))
+    (target / "old.txt").write_bytes("café\n".encode("latin-1"))
+    plan = service.plan(spec_of(target))
+    [said] = [w for w in plan.warnings if "notes.md" in w]
+    assert said.startswith("notes.md (UTF-16 (it starts with the byte-order mark FF FE)); old.txt (not valid UTF-8 "
+                           "(byte 0xe9 at offset 3; Latin-1")
+    assert "save them as UTF-8 for the run to change them" in said and "assets/logo.png" not in said
+    (target / "SKILL.md").write_bytes((target / "SKILL.md").read_text(encoding="utf-8").encode("utf-32"))
+    with pytest.raises(SpecError, match=r"its SKILL.md is UTF-32 \(it starts with the byte-order mark FF FE 00 00\), "
+                                        r"and a skill's SKILL.md is the text a run changes: save it as UTF-8"):
+        service.plan(spec_of(target))
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    (folder / "helper.md").write_bytes("Réponds.\n".encode("latin-1"))
+    with pytest.raises(SpecError, match=r"none of its 1 files is UTF-8 text, so a run would have nothing to change: "
+                                        r"helper.md \(not valid UTF-8"):
+        service.plan(spec_of(folder))

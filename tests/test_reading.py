@@ -122,3 +122,15 @@ def test_the_mcp_server_refuses_dev_zero_as_a_spec(service, tmp_path):
             assert (await client.list_tools()).tools  # the server goes on serving
 
     anyio.run(main)
+
+
+@pytest.mark.parametrize("encoding, said", [
+    ("utf-32", "is UTF-32 (it starts with the byte-order mark FF FE 00 00); save it as UTF-8"),
+    ("utf-16", "is UTF-16 (it starts with the byte-order mark FF FE); save it as UTF-8"),
+    ("latin-1", "is not valid UTF-8 (byte 0xe9 at offset 3; Latin-1 or Windows-1252, as older editors save); save it"),
+])
+def test_a_text_file_in_another_encoding_is_named_with_it(tmp_path, encoding, said):
+    (tmp_path / "p.md").write_bytes("café\n".encode(encoding))
+    with pytest.raises(UserError) as caught:
+        reading.read_text(tmp_path / "p.md", what="text target", limit=100)
+    assert said in str(caught.value)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from agentdescent import atomic
+from agentdescent import atomic, reading
 from agentdescent.errors import UserError
 from agentdescent.governance import clashes, unsafe_key_reason
 
@@ -311,19 +311,16 @@ class _Walk:
 
     def decoded(self, key: str, data: bytes) -> str | None:
         """`data` as text: strict UTF-8, nothing normalised; a NUL byte marks a binary file. One that
-        is not text goes to `binary` where that is given, else is refused."""
-        if b"\0" in data:
-            why = f"it is binary (a NUL byte at offset {data.index(0):,})"
-        else:
-            try:
-                return data.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                why = f"it is not valid UTF-8 (byte {data[exc.start]:#04x} at offset {exc.start:,})"
+        is not text goes to `binary` where that is given, else is refused naming what it looks saved as."""
+        said = reading.not_text(data)
+        if said is None:
+            return data.decode("utf-8")
+        why = f"it is {said}"
         if self.binary is not None:
             self.binary[key] = data
             return None
         fix = f"a tree holds text files only: {_exclude(key)}"
-        return self.refuse(key, why, fix if b"\0" in data else f"save it as UTF-8, or {fix}")
+        return self.refuse(key, why, fix if said.startswith("binary") else f"save it as UTF-8, or {fix}")
 
 
 def _over(size: int, limit_name: str, limit: int) -> str:

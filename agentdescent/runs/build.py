@@ -34,7 +34,7 @@ from agentdescent.runs import containment
 from agentdescent.runs.agentcheck import agent_problems, argument_problems
 from agentdescent.runs.spec import Problem, RunSpec, SpecError, TasksSpec
 from agentdescent.runs.store import stored_tasks
-from agentdescent.runs.targetread import has_files, literal_glob, read_folder
+from agentdescent.runs.targetread import has_files, literal_glob, read_folder, unsaved_text
 from agentdescent.scoring import GRADER_TIMEOUT, scorer
 from agentdescent.types import Task
 
@@ -317,9 +317,19 @@ def read_target(spec: RunSpec, assets: dict[str, bytes] | None = None,
     """The target as it is now: a text file's text exactly as on disk (strict UTF-8, line endings
     kept, at most `TEXT_TARGET_BYTES`, never through a symlink), or a folder as {relative path: text},
     its files that are not text put in `assets` (an image, a template: carried, never changed)."""
-    if target_kind(spec) == "text":
+    kind = target_kind(spec)
+    if kind == "text":
         return reading.read_text(spec.target, what="text target", limit=TEXT_TARGET_BYTES, follow_symlinks=False)
-    return read_folder(spec.target, spec.exclude, {} if assets is None else assets, executable)
+    assets = {} if assets is None else assets
+    content = read_folder(spec.target, spec.exclude, assets, executable)
+    if kind == "skill_dir" and "SKILL.md" in assets:
+        raise UserError(f"its SKILL.md is {reading.not_text(assets['SKILL.md'])}, and a skill's SKILL.md is the text a "
+                        "run changes: save it as UTF-8")
+    if not content and assets:
+        said = unsaved_text(assets)
+        raise UserError(f"none of its {len(assets)} files is UTF-8 text, so a run would have nothing to change"
+                        f"{': ' + said[0] if said else '; give a folder of text files'}")
+    return content
 
 
 def assemble(spec: RunSpec, tasks: list[Task], content: str | dict[str, str],

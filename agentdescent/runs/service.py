@@ -33,6 +33,7 @@ from agentdescent.runs.quote import Quote, budget_warnings, quote, refusal, size
 from agentdescent.runs.spec import AgentSpec, Problem, RunSpec, SpecError, read_spec
 from agentdescent.runs.status import LIVE, RunStatus
 from agentdescent.runs.store import RUN_ENV, RunDir, RunStore
+from agentdescent.runs.targetread import unsaved_text
 from agentdescent.types import Task
 
 SHOWN_CARRIED = 20  # a plan's carried files named: a page, not a folder's listing
@@ -319,6 +320,7 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
                         "for good; set budget: {rollout_timeout: SECONDS}")
     warnings += [f"{moved} (the spec uses an earlier name of the field; it is read as such for now)" for moved in spec.moved]
     warnings += size_warnings(train=len(train), held_out=len(held_out), workers=spec.n_workers, artifact_chars=chars)
+    warnings += unsaved_text(parts.assets)
     if parts.tree is not None:
         editable = {path: parts.tree[path] for path in Governance.of(parts.strategy).changeable(parts.tree)}
         warnings += whole_file_warnings(editable, reply_limit=_reply_limit(spec.reflector_spec),

@@ -2,6 +2,9 @@
 when some cannot be read, the spec's way out named (the `exclude` globs that leave them out,
 fewest first).
 
+A file whose name says text (`TEXT_SUFFIXES`) that is not UTF-8 text is carried as it is, never
+changed, like an image; `unsaved_text` names each with the encoding it looks saved in, for `plan`.
+
 Left out: a text target (one file: `reading`), whether a backup can copy the folder
 (`artifacts.copyable`), and what else a spec's target must be (`build`).
 """
@@ -15,10 +18,13 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from agentdescent import reading
 from agentdescent.artifacts import load_tree
 from agentdescent.errors import UserError
 
 SHOWN_GLOBS = 10  # exclude globs a refusal suggests, at most
+TEXT_SUFFIXES = frozenset(".md .markdown .txt .rst .py .sh .bash .js .mjs .ts .json .jsonl .yaml .yml .toml .cfg .ini "
+                          ".csv .tsv .html .xml .sql .rb .go .rs .java .c .h .cpp".split())  # names a text file has
 
 
 def has_files(folder: str) -> bool:
@@ -51,6 +57,18 @@ def read_folder(target: str, exclude: Sequence[str], assets: dict[str, bytes],
     them = "it" if len(refused) == 1 else "them"
     raise UserError(f"cannot read {len(refused)} of its files: leave {them} out of the run with exclude: [{globs}] in "
                     f"the spec, or fix {them} ({named})")  # the way out first: a problem's message is cut to a length
+
+
+def unsaved_text(assets: dict[str, bytes], shown: int = 3) -> list[str]:
+    """The files of `assets` whose name says text, each with what it looks saved as; one line
+    naming the first `shown` of them and the fix, or none."""
+    found = [f"{path} ({reading.not_text(data)})" for path, data in sorted(assets.items())
+             if Path(path).suffix.lower() in TEXT_SUFFIXES and reading.not_text(data) is not None]
+    if not found:
+        return []
+    more = f" and {len(found) - shown} more" if len(found) > shown else ""
+    return [f"{'; '.join(found[:shown])}{more}: not UTF-8 text, so carried as they are and never changed by the run; "
+            "save them as UTF-8 for the run to change them"]
 
 
 def _bulk(root: str, paths: list[str], past: list[str], *, by_bytes: bool) -> list[str]:
