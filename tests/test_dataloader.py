@@ -117,6 +117,26 @@ def test_csv_ragged_row_names_the_line(tmp_path):
         csv_rows(path)
 
 
+@pytest.mark.parametrize("text, line", [
+    ('id,q\nt1,a\nt2,b\nt3,"c "d\nt4,e\n', 4),  # a stray quote on line 4
+    ('id,q\nt1,"two\nlines"\nt2,"b"c\n', 4),  # after a cell of two lines
+])
+def test_invalid_csv_names_the_line_it_is_on(tmp_path, text, line):
+    path = tmp_path / "t.csv"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(UserError, match=rf"t\.csv: line {line} is not valid CSV"):
+        csv_rows(path)
+
+
+def test_a_csv_cell_past_the_csv_modules_own_cap_is_read_and_the_cap_is_put_back(tmp_path):
+    import csv
+
+    path = tmp_path / "long.csv"
+    path.write_text(f'id,q\nt1,"{"x" * 140_000}"\n', encoding="utf-8")
+    before = csv.field_size_limit()
+    assert len(csv_rows(path)[0]["q"]) == 140_000 and csv.field_size_limit() == before
+
+
 # ---------------------------------------------------------------- tasks_from
 
 ROWS = [

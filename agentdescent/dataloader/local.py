@@ -11,10 +11,12 @@ Left out: streaming, shuffling and splitting (the engine holds out its own valid
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from agentdescent import reading
@@ -93,7 +95,7 @@ def csv_rows(path: str | os.PathLike, *, limit: int | None = None, delimiter: st
     a header naming a column twice, or naming the file and line of a row whose field count differs
     from the header or that cannot be parsed."""
     rows: list[dict] = []
-    with _open(path, max_bytes, newline="") as handle:
+    with _open(path, max_bytes, newline="") as handle, _cells_up_to(max_bytes):
         if delimiter is None:
             delimiter = _delimiter(handle.read(_SNIFF_CHARS))
             handle.seek(0)
@@ -107,9 +109,22 @@ def csv_rows(path: str | os.PathLike, *, limit: int | None = None, delimiter: st
                     raise UserError(f"{path}: line {reader.line_num} has a different number of "
                                     f"fields than the header ({len(reader.fieldnames or [])})")
                 rows.append(row)
-        except csv.Error as exc:
-            raise UserError(f"{path}: line {reader.line_num} is not valid CSV ({exc})") from None
+        except csv.Error as exc:  # the line being read: DictReader's own line_num is the last row's
+            raise UserError(f"{path}: line {reader.reader.line_num} is not valid CSV ({exc})") from None
     return rows
+
+
+@contextlib.contextmanager
+def _cells_up_to(size: int) -> Iterator[None]:
+    """The csv module's cap on one cell (131,072 characters unless raised) at least `size` while
+    a file is read: a cell is bounded by the file's own cap. The cap is the process's, so the one
+    found is put back after."""
+    before = csv.field_size_limit()
+    csv.field_size_limit(max(before, size))
+    try:
+        yield
+    finally:
+        csv.field_size_limit(before)
 
 
 class SourceFloat(float):
