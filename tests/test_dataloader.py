@@ -304,3 +304,25 @@ def test_nan_infinity_and_a_null_id_are_no_task(tmp_path, row, said):
     lines.write_text('{"id": "z", "q": "p", "a": "g"}\n' + row + "\n", encoding="utf-8")
     with pytest.raises(UserError, match=re.escape(said)):
         tasks_from(jsonl_rows(lines), prompt="q", gold="a", id="id")
+
+
+def test_a_key_named_twice_in_a_json_object_is_refused_as_a_repeated_csv_column_is(tmp_path):
+    lines = tmp_path / "t.jsonl"
+    lines.write_text('{"q": "a"}\n\n{"q": "first", "q": "second"}\n', encoding="utf-8")
+    with pytest.raises(UserError, match=r"t\.jsonl: line 3: an object names the key 'q' twice, and only its last"):
+        jsonl_rows(lines)
+    whole = tmp_path / "t.json"
+    whole.write_text('[{"q": "a", "meta": {"k": 1, "k": 2}}]', encoding="utf-8")
+    with pytest.raises(UserError, match=r"t\.json: an object names the key 'k' twice"):
+        json_rows(whole)
+
+
+@pytest.mark.parametrize("limit", [-1, "3", 2.0, True])
+def test_every_reader_refuses_a_limit_that_is_no_count_of_rows(tmp_path, limit):
+    (tmp_path / "t.jsonl").write_text('{"q": "a"}\n', encoding="utf-8")
+    (tmp_path / "t.json").write_text('[{"q": "a"}]', encoding="utf-8")
+    (tmp_path / "t.csv").write_text("q\na\n", encoding="utf-8")
+    for read, name in ((jsonl_rows, "t.jsonl"), (json_rows, "t.json"), (csv_rows, "t.csv")):
+        with pytest.raises(UserError, match="limit must be a whole number of rows, 0 or more"):
+            read(tmp_path / name, limit=limit)
+        assert read(tmp_path / name, limit=0) == []

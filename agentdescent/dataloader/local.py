@@ -2,7 +2,9 @@
 
 A tasks file is read whole as bounded data (`agentdescent.reading`): a regular file of at most
 `MAX_FILE_BYTES` (64 MB; pass `max_bytes=` for more), strict UTF-8, never a FIFO, a device or a
-file under /proc, /sys or /dev. `limit` keeps the first rows; the file is still read to its end.
+file under /proc, /sys or /dev. `limit` (None, or a count of rows, 0 or more) keeps the first rows;
+the file is still read to its end. A key named twice in one JSON object is refused, as a CSV
+header naming a column twice is: the row would keep only one of the two.
 A JSON number with a fraction or an exponent is read as a `SourceFloat`: a float whose `str()` is
 the number as the file spells it ("2.50", "1e3"), so that a gold answer made of it is the file's
 own, not Python's spelling ("2.5", "1000.0").
@@ -36,6 +38,7 @@ def jsonl_rows(path: str | os.PathLike, *, limit: int | None = None, max_bytes: 
     Raises UserError for a file `reading` refuses (missing, not a regular file, over `max_bytes`,
     not UTF-8), or naming the file and line of a line that is not a JSON object."""
     rows: list[dict] = []
+    _check_limit(limit)
     with _open(path, max_bytes) as handle:
         for number, line in enumerate(handle, start=1):
             if limit is not None and len(rows) >= limit:
@@ -43,7 +46,9 @@ def jsonl_rows(path: str | os.PathLike, *, limit: int | None = None, max_bytes: 
             if not line.strip():
                 continue
             try:
-                row = json.loads(line, parse_float=SourceFloat)
+                row = json.loads(line, parse_float=SourceFloat, object_pairs_hook=_object)
+            except _Repeated as exc:
+                raise UserError(f"{path}: line {number}: {exc}") from None
             except ValueError as exc:
                 raise UserError(f"{path}: line {number} is not valid JSON ({exc})") from None
             except RecursionError:
@@ -61,9 +66,12 @@ def json_rows(path: str | os.PathLike, *, limit: int | None = None, max_bytes: i
     the datasets-server shape `{"row_idx", "row": {...}}` become their `row`. At most `limit`.
     Raises UserError for a file `reading` refuses, invalid JSON (with its line) or a non-object item;
     an error names the file's keys only when they look like names."""
+    _check_limit(limit)
     with _open(path, max_bytes) as handle:
         try:
-            data = json.load(handle, parse_float=SourceFloat)
+            data = json.load(handle, parse_float=SourceFloat, object_pairs_hook=_object)
+        except _Repeated as exc:
+            raise UserError(f"{path}: {exc}") from None
         except json.JSONDecodeError as exc:
             raise UserError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
         except ValueError as exc:  # a number past the digits Python converts
@@ -95,6 +103,7 @@ def csv_rows(path: str | os.PathLike, *, limit: int | None = None, delimiter: st
     a header naming a column twice, or naming the file and line of a row whose field count differs
     from the header or that cannot be parsed."""
     rows: list[dict] = []
+    _check_limit(limit)
     with _open(path, max_bytes, newline="") as handle, _cells_up_to(max_bytes):
         if delimiter is None:
             delimiter = _delimiter(handle.read(_SNIFF_CHARS))
@@ -125,6 +134,31 @@ def _cells_up_to(size: int) -> Iterator[None]:
         yield
     finally:
         csv.field_size_limit(before)
+
+
+class _Repeated(ValueError):
+    """A JSON object naming one key twice, said without the file's name and line."""
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict:
+    """A JSON object as a dict, refusing a key named twice: the dict would keep only the last value
+    (as a CSV header naming a column twice is refused)."""
+    row = dict(pairs)
+    if len(row) == len(pairs):
+        return row
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise _Repeated(f"an object names the key {reading.name_or_count(key)} twice, and only its last value "
+                            "would be kept: rename or remove one of the two")
+        seen.add(key)
+    return row
+
+
+def _check_limit(limit: object) -> None:
+    """`limit` is None (every row) or a count of rows, 0 or more: the same for each reader."""
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+        raise UserError(f"limit must be a whole number of rows, 0 or more (or None for every row), not {limit!r:.40}")
 
 
 class SourceFloat(float):
