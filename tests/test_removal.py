@@ -72,3 +72,20 @@ def test_a_reflection_in_a_folder_of_its_own_leaves_nothing_behind(tmp_path):
     print(json.dumps({"answer": answer, "left": sorted(p.name for p in work.iterdir())}))
     """, tmp_path)
     assert found == {"answer": "none", "left": []}
+
+
+def test_a_read_only_folder_holding_a_symlink_is_removed(tmp_path):
+    """Making a link itself writable is no call Linux has: os.chmod raised NotImplementedError, not
+    the OSError let pass, and the removal stopped there with it (a package cache's `.bin` links)."""
+    found = as_a_user("""
+    import json, os, tempfile
+    from pathlib import Path
+    from agentdescent.removal import remove_tree
+    folder = Path(tempfile.mkdtemp())
+    bin = folder / "node_modules" / ".bin"
+    bin.mkdir(parents=True)
+    (bin / "tool").symlink_to("../tool/cli.js")
+    os.chmod(bin, 0o555)
+    print(json.dumps({"gone": remove_tree(folder), "left": folder.exists()}))
+    """, tmp_path)
+    assert found == {"gone": True, "left": False}
