@@ -201,8 +201,7 @@ class Loop:
         self.failing.check(self.evaluator.usage, "the held-out measurement at the start")
         self._initial = (start, reward)
         self.progress.best, self.measured.validated = self._initial[1], start
-        self._round_done(self.files.journalled)
-        self._save(finished=False)
+        self._done(-1)
 
     def _resume(self, saved: Checkpoint) -> list[Outcome]:
         """Take up an interrupted run where its checkpoint left it (`resume.take_up`); the outcomes
@@ -221,9 +220,13 @@ class Loop:
         self._round_done(self.files.journalled if recovered.rounds else saved.dealt_after)
         return recovered.outcomes
 
+    def _done(self, round_: int) -> None:
+        self._next_round = round_ + 1
+        self._round_done(self.files.journalled)
+        self._save(finished=False)
+
     def _round_done(self, dealt_after: int | None) -> None:
-        """Keep where the next round is dealt from (the sampler's position, the rollouts journalled before
-        it): what a checkpoint saved inside that round holds, so that a resumed run deals it as it was."""
+        """Keep where the next round is dealt from: what a checkpoint saved in it holds, to deal it again as it was."""
         self._dealt = {"turns": self.dispatcher.turns, "leads": self.sampler.leads, "dealt_after": dealt_after,
                        "routes": self.shards.routes if self.shards is not None else {}}
 
@@ -274,9 +277,7 @@ class Loop:
             if slots and self.shards is not None:
                 self._restart(slots)  # after: a shard's keys change only by its own worker's diffs
             self._warn_if_all_failed()
-            self._next_round = round_ + 1
-            self._round_done(self.files.journalled)
-            self._save(finished=False)
+            self._done(round_)
             self.emit(ev.RoundEnded(round=round_, calls=usage.calls))
             self.failing.check_round(usage, round_, first)  # the round is recorded as done; a resume goes on from the next one
             if round_ == first:
@@ -324,31 +325,30 @@ class Loop:
             raise
         finally:
             self.evaluator.usage.count_step(meter.spent())
-        by_id = {d.id: d for d in diffs}
-        for outcome in early + report.outcomes:
-            self.outcomes.append(outcome)
+        by_id, told = {d.id: d for d in diffs}, early + report.outcomes
+        self.outcomes += told
+        landed = tuple(o.diff_id for o in report.outcomes if o.version is not None)
+        if self.shards is not None:  # what fixed a task is where it goes next
+            self.shards.learn_from([by_id[d] for d in landed if d in by_id])
+        record = StepRecord.of(report, round_=round_, outcomes=told, diffs=diffs, held_out=None, promoted=False,
+                               usage=self.evaluator.usage)
+        self.history.append(record)
+        self._done(round_)  # once its commit is in, the round is done: saved before anything else
+        for outcome in told:
             self.emit(ev.DiffOutcome(round=round_, outcome=outcome, diff=by_id.get(outcome.diff_id)))
             if outcome.kind == "rejected_by_test" and outcome.diff_id in by_id:  # told to later reflections
                 self.worker.memory.refused(by_id[outcome.diff_id].evidence.rationale, outcome.reason)
-        held_out, promoted = None, False
         if report.version is not None:
-            landed = tuple(o.diff_id for o in report.outcomes if o.version is not None)
             self.emit(ev.Committed(round=round_, version=report.version, diff_ids=landed))
-            if self.shards is not None:  # what fixed a task is where it goes next
-                self.shards.learn_from([by_id[d] for d in landed if d in by_id])
         head = self.ledger.head()
-        due = head != self.measured.validated and not self.measured.busy
-        try:  # the step is recorded even when the run stops while measuring it
-            if due and self.validator.due(self._state(head), leads=len(self.sampler.leads)):
-                if self.shape.asynchronous or self.shape.batched:
-                    self.measured.later(head, round_)
-                else:
-                    held_out, promoted = self.measured.now(head, round_)
+        if head != self.measured.validated and not self.measured.busy and self.validator.due(
+                self._state(head), leads=len(self.sampler.leads)):
+            if self.shape.asynchronous or self.shape.batched:
+                self.measured.later(head, round_)
             else:
-                self.progress.since_gain += 1
-        finally:
-            self.history.append(StepRecord.of(report, round_=round_, outcomes=early + report.outcomes, diffs=diffs,
-                                              held_out=held_out, promoted=promoted, usage=self.evaluator.usage))
+                record.held_out, record.promoted = self.measured.now(head, round_)
+        else:
+            self.progress.since_gain += 1
 
     def _stop_reason(self, round_: int) -> str | None:
         """Why the run stops before `round_`; patience is asked only once dev's last commits are measured."""
