@@ -312,3 +312,25 @@ def test_a_nearly_full_disk_is_named_with_what_a_backup_needs(tmp_path, monkeypa
     [problem] = copyable.copy_problems(skill)
     assert "needs 0.0 MB and 64.0 MB left free after it, and the disk beside it has 3.0 MB free" in problem
     assert problem.endswith("free some space there")
+
+
+def git_in(folder: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(folder), "-c", "user.name=u", "-c", "user.email=u@x", *args],
+                          capture_output=True, text=True, check=True, timeout=60).stdout
+
+
+def test_a_backup_inside_a_git_checkout_is_never_committed_and_never_put_back(tmp_path):
+    """The copy holds what the repository ignores (a key in `.env`): a `git add -A` after a
+    write-back committed it from the backup folder."""
+    git_in(tmp_path, "init", "-q")
+    skill = make(tmp_path / "my-skill", {"SKILL.md": "mine\n", ".env": "STRIPE_KEY=sk_live_1\n"})
+    (tmp_path / ".gitignore").write_text("my-skill/.env\n", encoding="utf-8")
+    git_in(tmp_path, "add", "-A")
+    git_in(tmp_path, "commit", "-qm", "skill")
+    result_of({"SKILL.md": "evolved\n"}).write_to(skill)
+    assert (tmp_path / ".my-skill.bak-1" / "my-skill" / ".env").is_file()
+    assert git_in(tmp_path, "status", "--porcelain", "-uall").splitlines() == [" M my-skill/SKILL.md"]
+    done = restore(skill)
+    assert files_of(skill) == {"SKILL.md": b"mine\n", ".env": b"STRIPE_KEY=sk_live_1\n"}  # no .gitignore brought in
+    assert done.changed == ("SKILL.md",) and done.numbers == (1, 2)
+    assert git_in(tmp_path, "status", "--porcelain", "-uall") == ""

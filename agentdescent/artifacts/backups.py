@@ -4,13 +4,17 @@ Beside a target `skill` (a folder; a file such as `prompt.md` works the same way
 else: every writer of `skill` holds its lock (`targetlock`), so two never interleave.
 
     .skill.bak-1/          a backup; its number is recorded, then taken by os.mkdir (exclusive:
-      .journal.json        anything already at that name, a dangling symlink too, moves it on)
+                           anything already at that name, a dangling symlink too, moves it on)
+      .gitignore           `*`: git leaves the whole folder out
+      .journal.json        the record's copy, for a person to read
       skill                the copy, complete once it carries this name: it is copied as
                            `.partial` (symlinks as links, never followed), then renamed
 
 A backup's folder name starts with a dot because hosts scan the folders skills live in (Codex
 reads every SKILL.md under `.agents/skills`, however deep, and skips hidden folders): a visible
-copy of a skill beside it would be listed as a second skill.
+copy of a skill beside it would be listed as a second skill. Its `.gitignore` keeps it out of the
+user's commits: the copy holds what their repository ignores (a key in `.env`, a large data
+file); it lies beside the copy, so nothing that puts the copy back ever reads it.
 
 What is a backup is decided by the registry in the user's home (`registry`), never by what lies
 beside the target, where a cloned repository can put anything. A folder is acted on only when
@@ -35,9 +39,8 @@ restore (which backs the target up first) is undone by the next one; or the back
 asked for.
 
 Left out: what to write (`writeback`), which backups are too old to keep (`pruning`), how paths
-are put back (`putback`), power loss (nothing
-is fsynced: a write survives the process dying, not the machine), Windows (fcntl), and writers
-that do not take the lock.
+are put back (`putback`), power loss (nothing is fsynced: a write survives the process dying, not
+the machine), Windows (fcntl), and writers that do not take the lock.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ from agentdescent.errors import UserError
 NAME_MAX = 255  # bytes in one file name on ext4, xfs, btrfs, tmpfs, APFS
 JOURNAL = ".journal.json"
 PARTIAL = ".partial"
+IGNORED = ".gitignore"
 _BEFORE: dict[str, str] = {"applying": "copying", "done": "applying", "rolled back": "applying"}
 ENDED = ("done", "rolled back")  # the phases of a write that is over: its backup is settled
 
@@ -214,6 +218,8 @@ def take(target: Path, *, made_by: MadeBy, paths: list[str], writes: dict[str, s
         raise UserError(f"cannot back up {target}: {'; '.join(problems)}; nothing was changed")
     backup = _reserve(target, planned)
     try:
+        if backup.name != IGNORED:  # a target named so has its copy there, read by git in its stead
+            atomic.write_text(backup.folder / IGNORED, "*\n")
         _write_journal(backup, backup.record)
         if planned.existed:
             _copy(target, backup)
