@@ -109,6 +109,25 @@ def test_a_file_the_run_deletes_and_the_user_edited_is_a_conflict(tmp_path):
     assert (folder / "old.md").read_text(encoding="utf-8") == "gone? no, I rewrote it\n"
 
 
+
+@pytest.mark.parametrize("replaced", ["symlink", "folder"])
+def test_a_file_the_run_deletes_and_the_user_replaced_is_a_conflict_and_stays(tmp_path, replaced):
+    """A file the user turned into a link (or a folder) was left out of the comparison, and deleted."""
+    folder = tmp_path / "skill"
+    base = a_skill(folder)
+    (folder / "old.md").unlink()
+    if replaced == "symlink":
+        (folder / "old.md").symlink_to("routing/billing.md")
+    else:
+        (folder / "old.md").mkdir()
+        (folder / "old.md" / "mine.md").write_text("mine\n", encoding="utf-8")
+    learned = {k: v for k, v in base.items() if k != "old.md"}
+    assert write_back(folder, learned, initial=base, base=base, dry_run=True).conflicts == ("old.md",)
+    with pytest.raises(UserError, match="old.md"):
+        write_back(folder, learned, initial=base, base=base)
+    assert os.path.islink(folder / "old.md") if replaced == "symlink" else (folder / "old.md" / "mine.md").is_file()
+    assert (folder / "routing/billing.md").read_text(encoding="utf-8") == base["routing/billing.md"]
+
 def test_a_text_target_edited_since_the_start_merges(tmp_path):
     target = tmp_path / "prompt.md"
     target.write_text("Added by me.\nAnswer with the code.\n\nSay please.\n", encoding="utf-8")

@@ -21,7 +21,7 @@ import os
 import stat
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from agentdescent.step.textmerge import merge_text
@@ -96,16 +96,20 @@ def _merged(base: bytes | None, ours: bytes | None, theirs: bytes | None) -> byt
 def against_disk(target: Path, contents: dict[str, bytes], initial: dict[str, str], base: dict[str, bytes] | None,
                  frozen_keys: set[str]) -> Reconciled:
     """`reconcile` of the run's files (`contents`, and the `initial` ones it deleted) with `base` and
-    the folder or file `target` as it is now, over its regular files and absent paths (anything
-    else is left to the write-back's path checks); nothing to reconcile without a `base`, or when
-    the target is not there at all."""
+    the folder or file `target` as it is now, over its regular files and absent paths. Anything
+    else where a file of the run's was (a symlink, a folder, a path through a link) is the user's
+    change: a conflict where the run deletes the file, and otherwise left to the write-back's path
+    checks. Nothing to reconcile without a `base`, or when the target is not there at all."""
     if base is None or _lstat(target) is None:
         return Reconciled()
     paths = {*base, *contents, *initial} - frozen_keys
     theirs = {k: _regular_bytes(target, k) for k in paths}
-    paths = {k for k in paths if theirs[k] is not _NOT_A_FILE}
+    odd = {k for k in paths if theirs[k] is _NOT_A_FILE}
+    paths -= odd
     ours = {k: contents.get(k) for k in paths}
-    return reconcile({k: base.get(k) for k in paths}, ours, {k: theirs[k] for k in paths})
+    done = reconcile({k: base.get(k) for k in paths}, ours, {k: theirs[k] for k in paths})
+    replaced = {k for k in odd if k not in contents}  # deleting it would delete what the user put there
+    return replace(done, conflicts=tuple(sorted({*done.conflicts, *replaced})))
 
 
 _NOT_A_FILE = object()  # a folder, a symlink or a special file where a file of the artifact is
