@@ -334,3 +334,51 @@ def test_a_backup_inside_a_git_checkout_is_never_committed_and_never_put_back(tm
     assert files_of(skill) == {"SKILL.md": b"mine\n", ".env": b"STRIPE_KEY=sk_live_1\n"}  # no .gitignore brought in
     assert done.changed == ("SKILL.md",) and done.numbers == (1, 2)
     assert git_in(tmp_path, "status", "--porcelain", "-uall") == ""
+
+
+def test_a_file_or_folder_that_cannot_be_read_is_named_with_its_fix_by_a_plan_and_a_restore(tmp_path):
+    """An unreadable file made a dry-run accept end in a bare PermissionError (and the CLI say the
+    disk could not be written)."""
+    from tests.test_removal import as_a_user
+
+    said = as_a_user("""
+    import json, os, tempfile
+    from pathlib import Path
+    from agentdescent.artifacts.undo import restore
+    from agentdescent.artifacts.writeback import write_back
+    from agentdescent.cli.guard import _unwritable
+    from agentdescent.errors import UserError
+
+    skill = Path(tempfile.mkdtemp()) / "skill"
+    (skill / "refs").mkdir(parents=True)
+    base = {"SKILL.md": "a\\n", "refs/teams.md": "t\\n"}
+    for key, text in base.items():
+        (skill / key).write_text(text)
+    said = {}
+
+    def attempt(name, call):
+        try:
+            call()
+        except UserError as exc:
+            said[name] = str(exc).replace(str(skill), "SKILL")
+
+    write_back(skill, {**base, "SKILL.md": "b\\n"}, initial=base, base=base)
+    os.chmod(skill / "refs/teams.md", 0)
+    attempt("plan", lambda: write_back(skill, {**base, "SKILL.md": "c\\n"}, initial=base, base=base, dry_run=True))
+    attempt("restore", lambda: restore(skill))
+    said["cli"] = _unwritable(PermissionError(13, "Permission denied", str(skill / "refs/teams.md")))
+    os.chmod(skill / "refs/teams.md", 0o644)
+    os.chmod(skill / "refs", 0)
+    attempt("folder", lambda: write_back(skill, {**base, "SKILL.md": "c\\n"}, initial=base, base=base, dry_run=True))
+    os.chmod(skill / "refs", 0o755)
+    said["cli"] = said["cli"].replace(str(skill), "SKILL")
+    print(json.dumps(said))
+    """, tmp_path)
+    fix = "nothing was changed: make it readable (chmod u+rX SKILL/{0}) and try again"
+    assert said["plan"] == ("cannot read SKILL/refs/teams.md (Permission denied) to compare skill with the run's "
+                            "version before writing it; " + fix.format("refs/teams.md"))
+    assert said["restore"] == ("cannot read SKILL/refs/teams.md (Permission denied) to compare skill with its backup "
+                               "before restoring it; " + fix.format("refs/teams.md"))
+    assert said["folder"].startswith("cannot read SKILL/refs (Permission denied)") and fix.format("refs") in said["folder"]
+    assert said["cli"] == ("cannot read SKILL/refs/teams.md: Permission denied; make it readable (chmod u+rX "
+                           "SKILL/refs/teams.md) and try again")

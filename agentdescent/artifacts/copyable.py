@@ -9,20 +9,28 @@ larger than the free space beside the target, or than `MAX_BACKUP_BYTES` (a spar
 `RecursionError`. Each is found by one walk that follows no link and calls nothing once a level,
 and named with its fix.
 
+A write-back's plan and a restore read the target too, to compare it: `readable` names what they
+could not read the same way, rather than let a bare PermissionError out (or a CLI tell of a disk
+that cannot be written).
+
 Left out: the copy itself (`backups`) and what a run reads of the target (`tree`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shlex
 import shutil
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
+from agentdescent.errors import UserError
 from agentdescent.walking import walk
 
-__all__ = ["MAX_BACKUP_BYTES", "MAX_BACKUP_DEPTH", "copy_problems", "why_not_copied"]
+__all__ = ["MAX_BACKUP_BYTES", "MAX_BACKUP_DEPTH", "copy_problems", "readable", "why_not_copied"]
 
 MAX_BACKUP_BYTES = 4 << 30  # a skill or prompt folder is far smaller; past this the backup is refused
 MAX_BACKUP_DEPTH = 200  # folders inside folders a backup copies, well within the copy's recursion
@@ -129,3 +137,32 @@ def why_not_copied(target: Path, exc: OSError) -> str:
 def _cause(why: str) -> str:
     """"[Errno 13] Permission denied: '/a/b'" -> "Permission denied" """
     return re.sub(r"^\[Errno \d+\] ", "", re.sub(r": '.*'$", "", why))
+
+
+@contextlib.contextmanager
+def readable(target: Path, doing: str) -> Iterator[None]:
+    """Turn a file or folder under `target` that cannot be read while `doing` ("compare skill with
+    its backup before restoring it") into a `UserError` naming it (the folder that blocks the way,
+    when one does) and the fix. Only reading happens inside, so nothing was changed."""
+    try:
+        yield
+    except PermissionError as exc:
+        if exc.filename is None:
+            raise
+        path = _blocking(target, Path(os.fsdecode(exc.filename)))
+        raise UserError(f"cannot read {path} ({exc.strerror}) to {doing}; nothing was changed: make it readable "
+                        f"(chmod u+rX {shlex.quote(str(path))}) and try again") from exc
+
+
+def _blocking(target: Path, path: Path) -> Path:
+    """The first folder from `target` down to `path` that cannot be listed or entered, else `path`."""
+    if not path.is_relative_to(target):
+        return path
+    for here in [target, *(target / p for p in reversed(path.relative_to(target).parents[:-1]))]:
+        try:
+            folder = stat.S_ISDIR(os.lstat(here).st_mode)
+        except OSError:
+            return path
+        if folder and not os.access(here, os.R_OK | os.X_OK, follow_symlinks=False):
+            return here
+    return path

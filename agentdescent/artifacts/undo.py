@@ -23,6 +23,7 @@ from functools import partial
 from pathlib import Path
 
 from agentdescent.artifacts import backups, pruning, registry, targetlock
+from agentdescent.artifacts.copyable import readable
 from agentdescent.artifacts.putback import lstat, path_reason, put_back, same
 from agentdescent.artifacts.writeback import check_kind, run_steps, target_path
 from agentdescent.errors import UserError
@@ -83,15 +84,16 @@ def restore(path: str | os.PathLike, number: int | None = None, *, overwrite: bo
             source, refused = backups.restorable(target, number, rolled_back=True)
         if source is None:
             raise _no_backup(target, refused, number)
-        paths, left = _differences(source.copy, target)
+        with readable(target, f"compare {target.name} with its backup before restoring it"):
+            paths, left = _differences(source.copy, target)
+            edited = [] if overwrite else edited_since(target, paths)
+            before = {rel: registry.seen(target / rel) for rel in paths}
         said = tuple(map(str, refused))
         if not paths:
             return Restored(source=source.copy, backup=None, changed=(), refused=said, numbers=_numbers(target),
                             settled=settled)
-        edited = [] if overwrite else edited_since(target, paths)
         if edited:
             raise _edits_in_the_way(target, edited)
-        before = {rel: registry.seen(target / rel) for rel in paths}
         backup = backups.take(target, made_by="restore", paths=paths,
                               writes={rel: registry.seen(source.copy / rel) for rel in paths})
         putting = partial(put_back, target, source.copy, paths, temps=False)

@@ -38,11 +38,13 @@ from pathlib import Path
 
 from agentdescent import atomic
 from agentdescent.artifacts import backups, pruning, reconcile, registry, targetlock
+from agentdescent.artifacts.copyable import readable
 from agentdescent.commands import command
 from agentdescent.errors import UserError
 from agentdescent.governance import is_frozen, unsafe_key_reason
 
 PATH_MAX = 4096  # bytes in a whole path on Linux
+_COMPARING = "compare {} with the run's version before writing it"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,13 +93,15 @@ def write_back(path: str | os.PathLike, rendered: str | Mapping[str, str], *, in
     if dry_run:
         _refuse_interrupted(target)
         refused = tuple(map(str, backups.survey(target).refused))
-        plan = _plan(target, contents, initial, frozen, prune, base_files, overwrite=overwrite)[0]
+        with readable(target, _COMPARING.format(target.name)):
+            plan = _plan(target, contents, initial, frozen, prune, base_files, overwrite=overwrite)[0]
         return _named(replace(plan, refused=refused))
     target.parent.mkdir(parents=True, exist_ok=True)
     with targetlock.locked(target):
         rolled_back, refusals = backups.recover(target)
         settled = tuple(map(str, rolled_back))
-        plan, contents = _plan(target, contents, initial, frozen, prune, base_files, overwrite=overwrite)
+        with readable(target, _COMPARING.format(target.name)):
+            plan, contents = _plan(target, contents, initial, frozen, prune, base_files, overwrite=overwrite)
         plan = replace(plan, refused=tuple(map(str, refusals)), settled=settled)
         if plan.conflicts and not overwrite:
             unread = {k for k in plan.conflicts if k not in initial and (base_files or {}).get(k) is None}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import shlex
 import sys
 import traceback
 from collections.abc import Callable
@@ -36,7 +37,7 @@ def guarded(command: Command, args: argparse.Namespace, console: Console) -> int
     """Run one verb and return its exit code. A `UserError` (the input is wrong) exits 2 and any
     other `AgentDescentError` 1, each printed as `error: <message>` on stderr; so is a path the system
     refuses for what it is, a name too long or a symlink loop (exit 2), and a disk that is full or
-    read-only, or a file not writable (exit 1). The traceback is printed too with `--debug`.
+    read-only, or a file not writable or not readable (exit 1). The traceback is printed too with `--debug`.
     Anything else is a bug and keeps its traceback."""
     try:
         return command(args, console)
@@ -66,15 +67,27 @@ def guarded(command: Command, args: argparse.Namespace, console: Console) -> int
 
 def _unwritable(exc: OSError) -> str:
     """A disk error in words: the file and its folder, and the fix; `AGENTDESCENT_HOME` named only
-    for a file under it (the run store, the backups' record), which is all it moves."""
+    for a file under it (the run store, the backups' record), which is all it moves. A file there
+    that this process cannot read is named as such: making its folder writable would not help."""
     if not exc.filename:
         return (f"cannot write: {exc.strerror or exc}; free some space or make it writable (or set {HOME_ENV} to a "
                 "folder that is) and try again")
     file = os.fsdecode(exc.filename)
+    if exc.errno in (errno.EACCES, errno.EPERM) and _unreadable(file):
+        return (f"cannot read {file}: {exc.strerror or exc}; make it readable (chmod u+rX {shlex.quote(file)}) and "
+                "try again")
     folder = os.path.dirname(os.path.abspath(file))
     elsewhere = f" (or set {HOME_ENV} to a folder that is)" if Path(folder).is_relative_to(home()) else ""
     return (f"cannot write {file} in the folder {folder}: {exc.strerror or exc}; free some space or make the folder "
             f"writable{elsewhere} and try again")
+
+
+def _unreadable(file: str) -> bool:
+    """Whether `file` is there but this process cannot read it (a folder: list and enter it)."""
+    if not os.path.lexists(file) or os.path.islink(file):
+        return False
+    wanted = os.R_OK | os.X_OK if os.path.isdir(file) else os.R_OK
+    return not os.access(file, wanted)
 
 
 def _trace() -> None:
