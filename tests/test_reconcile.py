@@ -128,6 +128,50 @@ def test_a_file_the_run_deletes_and_the_user_replaced_is_a_conflict_and_stays(tm
     assert os.path.islink(folder / "old.md") if replaced == "symlink" else (folder / "old.md" / "mine.md").is_file()
     assert (folder / "routing/billing.md").read_text(encoding="utf-8") == base["routing/billing.md"]
 
+
+def test_links_the_user_made_where_the_run_changes_nothing_are_kept_and_the_write_goes_on(tmp_path):
+    """A file or folder the run left as it was, made a link by the user, refused the whole accept
+    with a fix (freeze it in the spec) that a run already made cannot take."""
+    folder, elsewhere = tmp_path / "skill", tmp_path / "elsewhere"
+    base = a_skill(folder)
+    (folder / "routing" / "faq.md").write_text("faq\n", encoding="utf-8")
+    base["routing/faq.md"] = "faq\n"
+    (folder / "notes").mkdir()
+    (folder / "SKILL.md").rename(folder / "notes" / "SKILL-real.md")
+    (folder / "SKILL.md").symlink_to("notes/SKILL-real.md")
+    learned = {**base, "old.md": "changed by the run\n"}
+    plan = write_back(folder, learned, initial=base, base=base)
+    assert plan.written == ("old.md",) and plan.kept == ("SKILL.md",)
+    assert os.readlink(folder / "SKILL.md") == "notes/SKILL-real.md"
+    shutil.move(folder / "routing", elsewhere)
+    (folder / "routing").symlink_to(elsewhere)
+    plan = write_back(folder, {**learned, "old.md": "again\n"}, initial=base, base=learned)
+    assert plan.written == ("old.md",) and plan.kept == ("SKILL.md", "routing/billing.md", "routing/faq.md")
+    assert os.readlink(folder / "routing") == str(elsewhere)
+    changes_under_the_link = {**learned, "old.md": "again\n", "routing/faq.md": "FAQ\n"}
+    with pytest.raises(UserError, match=r"routing is a symlink, and the run changes routing/faq\.md .*put the folder "
+                                        r"itself where the link is"):
+        write_back(folder, changes_under_the_link, initial=base, base={**learned, "old.md": "again\n"})
+    assert (elsewhere / "faq.md").read_text(encoding="utf-8") == "faq\n"
+
+
+def test_a_file_the_run_changes_and_the_user_made_a_link_is_a_conflict_overwritten_only_when_told(tmp_path):
+    folder, outside = tmp_path / "skill", tmp_path / "outside.md"
+    base = a_skill(folder)
+    outside.write_text("one\ntwo\nthree\n", encoding="utf-8")
+    (folder / "routing/billing.md").unlink()
+    (folder / "routing/billing.md").symlink_to(outside)
+    learned = {**base, "routing/billing.md": "ONE\ntwo\nthree\n"}
+    with pytest.raises(UserError, match="routing/billing.md"):
+        write_back(folder, learned, initial=base, base=base)
+    assert os.readlink(folder / "routing/billing.md") == str(outside)
+    plan = write_back(folder, learned, initial=base, base=base, overwrite=True)
+    assert plan.conflicts == ("routing/billing.md",) and "routing/billing.md" in plan.written
+    assert not os.path.islink(folder / "routing/billing.md")
+    assert (folder / "routing/billing.md").read_text(encoding="utf-8") == "ONE\ntwo\nthree\n"
+    assert outside.read_text(encoding="utf-8") == "one\ntwo\nthree\n"  # the link was replaced, never written through
+    assert os.readlink(plan.backup / "routing/billing.md") == str(outside)
+
 def test_a_text_target_edited_since_the_start_merges(tmp_path):
     target = tmp_path / "prompt.md"
     target.write_text("Added by me.\nAnswer with the code.\n\nSay please.\n", encoding="utf-8")

@@ -81,16 +81,19 @@ def test_frozen_files_are_refused_as_diffs(tmp_path):
     assert result.state["hooks/pre.sh"] == "exit 0\n"
 
 
-def test_tree_write_back_refuses_to_follow_a_symlink_out(tmp_path):
+def test_tree_write_back_never_follows_a_symlink_out(tmp_path):
+    """A folder the user linked elsewhere holds a file the run left as it was: kept, never written
+    through (a link over a file the run changes is refused: tests/test_reconcile.py)."""
     result = tree_result(tmp_path, {"SKILL.md": "old\n", "refs/a.md": "a\n"})
     outside = tmp_path / "outside"
     outside.mkdir()
     folder = tmp_path / "skill"
     folder.mkdir()
+    (folder / "SKILL.md").write_text("old\n", encoding="utf-8")
     (folder / "refs").symlink_to(outside, target_is_directory=True)
-    with pytest.raises(UserError, match="symlink"):
-        result.write_to(folder)
-    assert not list(outside.iterdir())
+    plan = result.write_to(folder)
+    assert plan.written == ("SKILL.md",) and plan.kept == ("refs/a.md",)
+    assert os.path.islink(folder / "refs") and not list(outside.iterdir())
 
 
 def test_tree_cannot_be_written_over_a_file(tmp_path):

@@ -98,8 +98,10 @@ def against_disk(target: Path, contents: dict[str, bytes], initial: dict[str, st
     """`reconcile` of the run's files (`contents`, and the `initial` ones it deleted) with `base` and
     the folder or file `target` as it is now, over its regular files and absent paths. Anything
     else where a file of the run's was (a symlink, a folder, a path through a link) is the user's
-    change: a conflict where the run deletes the file, and otherwise left to the write-back's path
-    checks. Nothing to reconcile without a `base`, or when the target is not there at all."""
+    change: kept where the run leaves the file as it was (it is not written, so nothing goes
+    through a link), a conflict where the run deletes it or writes it over a link of the user's,
+    and otherwise (a folder, a path through a link) left to the write-back's path checks. Nothing
+    to reconcile without a `base`, or when the target is not there at all."""
     if base is None or _lstat(target) is None:
         return Reconciled()
     paths = {*base, *contents, *initial} - frozen_keys
@@ -108,8 +110,10 @@ def against_disk(target: Path, contents: dict[str, bytes], initial: dict[str, st
     paths -= odd
     ours = {k: contents.get(k) for k in paths}
     done = reconcile({k: base.get(k) for k in paths}, ours, {k: theirs[k] for k in paths})
-    replaced = {k for k in odd if k not in contents}  # deleting it would delete what the user put there
-    return replace(done, conflicts=tuple(sorted({*done.conflicts, *replaced})))
+    left = {k for k in odd if k in contents and contents[k] == base.get(k)}
+    replaced = {k for k in odd - left if k not in contents or os.path.islink(target / k)}
+    return replace(done, kept=tuple(sorted({*done.kept, *left})),
+                   conflicts=tuple(sorted({*done.conflicts, *replaced})))
 
 
 _NOT_A_FILE = object()  # a folder, a symlink or a special file where a file of the artifact is

@@ -191,8 +191,8 @@ def _plan(target: Path, contents: dict[str, bytes], initial: dict[str, str], fro
     extra = on_disk - contents.keys() - initial.keys() - frozen_keys - leave
     deleted = (gone | extra) if prune else gone
     kept = sorted(k for k in contents if k not in frozen_keys)
-    for key in kept:
-        _refuse_path(target, key, deleted, may_be_link=False)
+    for key in kept:  # a link the user made where the run writes is written over only as a conflict overwritten
+        _refuse_path(target, key, deleted, may_be_link=key in merge.conflicts)
     for key in deleted:
         _refuse_path(target, key, deleted, may_be_link=True)
     written = tuple(k for k in kept if _bytes(target / k) != contents[k])
@@ -246,8 +246,8 @@ def _refuse_path(target: Path, key: str, deleted: set[str], *, may_be_link: bool
 def _path_problem(info: os.stat_result, rel: str, key: str, *, last: bool, may_be_link: bool) -> str | None:
     kind = stat.S_IFMT(info.st_mode)
     if kind == stat.S_IFLNK and not (last and may_be_link):
-        return (f"{rel} is a symlink (a write-back never writes through one): replace it with the file itself, or "
-                f"leave it out of the run (frozen: [{key!r}] in its spec)")
+        return (f"{rel} is a symlink, and the run changes {key} (a write-back never writes through a link): put the "
+                f"{'file' if last else 'folder'} itself where the link is (a copy of what it points to) and try again")
     if not last and kind != stat.S_IFDIR:
         return f"{rel} is a file where {key!r} needs a folder: move it away"
     if last and kind == stat.S_IFDIR:
@@ -343,10 +343,9 @@ def _named(plan: WritePlan) -> WritePlan:
 
 
 def _bytes(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
+    """The bytes of the regular file at `path`; None for anything else (a link is never followed)."""
+    info = _lstat(path)
+    return path.read_bytes() if info is not None and stat.S_ISREG(info.st_mode) else None
 
 
 def _lstat(path: Path) -> os.stat_result | None:
