@@ -365,6 +365,25 @@ def test_a_restore_refuses_to_undo_edits_made_after_the_write_back_unless_told(t
     assert restore(folder).changed and (folder / "SKILL.md").read_text() == "evolved\n"  # a restore undone by the next
 
 
+
+@pytest.mark.parametrize("made_by", ["write-back", "restore"])
+def test_a_mode_changed_since_the_last_write_refuses_a_restore_whether_it_wrote_the_file_or_not(tmp_path, made_by):
+    """`chmod +x` on a file the write-back wrote was undone silently, and on one it left refused."""
+    folder = make(tmp_path / "skill", SKILL)
+    result_of({**SKILL, "SKILL.md": "evolved\n"}, SKILL).write_to(folder)
+    if made_by == "restore":
+        restore(folder)
+        restore(folder)  # the last write is now a restore's, which wrote SKILL.md back as evolved
+    for rel in ("SKILL.md", "refs/a.md"):  # written by the last write, and left by it
+        (folder / rel).chmod(0o755)
+        with pytest.raises(UserError, match=rf"1 path\(s\) changed since the last write-back or restore \({rel}\)"):
+            restore(folder)
+        assert (folder / "SKILL.md").read_text() == "evolved\n"
+        (folder / rel).chmod(0o644)
+    (folder / "SKILL.md").chmod(0o755)
+    restore(folder, overwrite=True)
+    assert files_of(folder) == {key: text.encode() for key, text in SKILL.items()}
+
 def test_a_journal_left_applying_is_rolled_back_before_the_next_write(tmp_path):
     folder = make(tmp_path / "skill", {"SKILL.md": "mine\n"})
     before = snapshot(folder)

@@ -234,9 +234,10 @@ def take(target: Path, *, made_by: MadeBy, paths: list[str], writes: dict[str, s
 
 
 def finish(backup: Backup, phase: Phase = "done", after: dict[str, str] | None = None) -> None:
-    """Mark the write ended, with what its paths hold now (`after`, see `Record`); a folder with
-    no copy in it has nothing to restore and goes."""
-    backup = _store(backup, backup.record.model_copy(update={"phase": phase, "after": after}))
+    """Mark the write ended, with what its paths hold now (`after` and their modes, see `Record`); a
+    folder with no copy in it has nothing to restore and goes."""
+    modes = None if after is None else registry.file_modes(backup.target, backup.record.paths)
+    backup = _store(backup, backup.record.model_copy(update={"phase": phase, "after": after, "modes": modes}))
     if not backup.record.existed:
         shutil.rmtree(backup.folder)
         _forget(backup.target, {backup.number})

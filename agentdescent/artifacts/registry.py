@@ -44,6 +44,7 @@ class Record(BaseModel):
     paths: list[str] = []  # every path the write changes, relative posix; "" is the target itself
     digest: str | None = None  # of the complete copy (see `digest`); None while copying or with no copy
     after: dict[str, str] | None = None  # what each of `paths` held once the write ended (`seen`); None: unknown
+    modes: dict[str, int] | None = None  # the mode bits of each of `paths` that was a file then; None: unknown
 
     @field_validator("paths")
     @classmethod
@@ -148,6 +149,19 @@ def seen(path: Path) -> str:
     if not stat.S_ISREG(info.st_mode):
         return f"kind {stat.S_IFMT(info.st_mode)}"
     return f"file {file_digest(path)}"
+
+
+def file_modes(target: Path, paths: list[str]) -> dict[str, int]:
+    """The mode bits of each of `paths` under `target` that is a regular file (`seen` tells bytes only)."""
+    infos = {rel: _lstat(target / rel) for rel in paths}
+    return {rel: stat.S_IMODE(info.st_mode) for rel, info in infos.items() if info and stat.S_ISREG(info.st_mode)}
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
 
 
 def seen_bytes(data: bytes) -> str:

@@ -108,16 +108,21 @@ def restore(path: str | os.PathLike, number: int | None = None, *, overwrite: bo
 
 def edited_since(target: Path, paths: list[str]) -> list[str]:
     """Those of `paths` that hold what the user changed since the last write-back or restore
-    ended: a path it wrote that no longer holds what it wrote, or one it left that no longer holds
-    what its backup does. A path gone is none (putting it back loses nothing); none are known
-    where the last write was recorded without what it wrote."""
+    ended: a path it wrote that no longer holds what it wrote (its bytes or its mode), or one it
+    left that no longer holds what its backup does. A path gone is none (putting it back loses
+    nothing); none are known where the last write was recorded without what it wrote."""
     ended = [b for b in backups.backups(target) if b.record.phase == "done" and b.record.existed]
     if not ended or ended[-1].record.after is None:
         return []
     last, edited = ended[-1], []
+    modes = last.record.modes or {}
     for rel in paths:
         now = registry.seen(target / rel)
-        changed = now != last.record.after[rel] if rel in last.record.after else not same(last.copy, target, rel)
+        if rel not in last.record.after:
+            changed = not same(last.copy, target, rel)
+        else:
+            mode = registry.file_modes(target, [rel]).get(rel)
+            changed = now != last.record.after[rel] or (mode is not None and mode != modes.get(rel, mode))
         if changed and now != "absent" and not now.startswith(f"kind {stat.S_IFDIR}"):
             edited.append(rel)
     return edited
