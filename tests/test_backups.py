@@ -383,3 +383,24 @@ def test_a_file_or_folder_that_cannot_be_read_is_named_with_its_fix_by_a_plan_an
     assert said["folder"].startswith("cannot read SKILL/refs (Permission denied)") and fix.format("refs") in said["folder"]
     assert said["cli"] == ("cannot read SKILL/refs/teams.md: Permission denied; make it readable (chmod u+rX "
                            "SKILL/refs/teams.md) and try again")
+
+
+def test_git_s_own_repository_is_left_out_of_a_backup_its_size_check_and_a_restore(tmp_path):
+    """A skill folder that is a repository with a long history was refused as too large to back
+    up (told to move `.git/objects/pack/...` out), and a worktree's `.git` file was copied into the
+    backup, where it pointed at the live worktree."""
+    from agentdescent.artifacts import copyable
+
+    skill = make(tmp_path / "my-skill", {"SKILL.md": "mine\n", "vendored/lib.md": "lib\n"})
+    git_in(skill, "init", "-q")
+    git_in(skill, "add", "-A")
+    git_in(skill, "commit", "-qm", "skill")
+    with open(skill / ".git" / "objects" / "history.pack", "wb") as sparse:
+        sparse.truncate(copyable.MAX_BACKUP_BYTES + 1)
+    (skill / "vendored" / ".git").write_text("gitdir: ../.git/modules/vendored\n", encoding="utf-8")
+    assert copyable.copy_problems(skill) == []
+    plan = result_of({"SKILL.md": "evolved\n", "vendored/lib.md": "lib\n"}).write_to(skill)
+    assert files_of(plan.backup) == {"SKILL.md": b"mine\n", "vendored/lib.md": b"lib\n"}
+    done = restore(skill)
+    assert done.changed == ("SKILL.md",) and done.left == ()
+    assert (skill / "vendored" / ".git").is_file() and git_in(skill, "status", "--porcelain") == ""

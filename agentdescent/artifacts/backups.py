@@ -8,7 +8,7 @@ else: every writer of `skill` holds its lock (`targetlock`), so two never interl
       .gitignore           `*`: git leaves the whole folder out
       .journal.json        the record's copy, for a person to read
       skill                the copy, complete once it carries this name: it is copied as
-                           `.partial` (symlinks as links, never followed), then renamed
+                           `.partial` (symlinks as links, never followed; no `.git`), then renamed
 
 A backup's folder name starts with a dot because hosts scan the folders skills live in (Codex
 reads every SKILL.md under `.agents/skills`, however deep, and skips hidden folders): a visible
@@ -59,7 +59,7 @@ from pydantic import BaseModel
 
 from agentdescent import atomic
 from agentdescent.artifacts import registry
-from agentdescent.artifacts.copyable import copy_problems, why_not_copied
+from agentdescent.artifacts.copyable import copy, copy_problems, why_not_copied
 from agentdescent.artifacts.putback import check_paths, lstat, put_back
 from agentdescent.artifacts.registry import MadeBy, Phase, Record
 from agentdescent.errors import UserError
@@ -388,12 +388,8 @@ def _delete(folder: Path) -> bool:
 
 
 def _copy(target: Path, backup: Backup) -> None:
-    partial = backup.folder / PARTIAL
-    if stat.S_ISDIR(os.lstat(target).st_mode):
-        shutil.copytree(target, partial, symlinks=True)
-    else:
-        shutil.copy2(target, partial, follow_symlinks=False)
-    os.rename(partial, backup.copy)
+    copy(target, backup.folder / PARTIAL)
+    os.rename(backup.folder / PARTIAL, backup.copy)
 
 
 def _number(name: str) -> int:

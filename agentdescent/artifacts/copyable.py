@@ -1,5 +1,8 @@
 """Whether a target can be backed up whole, asked before the copy starts (and by `plan`, before a
-run is paid for): a backup copies everything the target holds, the files a run left out too.
+run is paid for), and the copy: a backup copies everything the target holds, the files a run left
+out too, but for git's own repository (`.git`, a folder or a worktree's file, at any depth): a
+restore never puts one back, a copy of a worktree's `.git` file would point at the live worktree
+from inside the backup, and a long history would fill the disk.
 
 A named pipe, a socket or a device cannot be copied (a character device such as /dev/zero reads
 without end), nor can a file that cannot be read or a folder that cannot be listed; a copy
@@ -13,7 +16,7 @@ A write-back's plan and a restore read the target too, to compare it: `readable`
 could not read the same way, rather than let a bare PermissionError out (or a CLI tell of a disk
 that cannot be written).
 
-Left out: the copy itself (`backups`) and what a run reads of the target (`tree`).
+Left out: the backup's folder and record (`backups`) and what a run reads of the target (`tree`).
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from agentdescent.errors import UserError
+from agentdescent.governance.paths import is_git_repository
 from agentdescent.walking import walk
 
-__all__ = ["MAX_BACKUP_BYTES", "MAX_BACKUP_DEPTH", "copy_problems", "readable", "why_not_copied"]
+__all__ = ["MAX_BACKUP_BYTES", "MAX_BACKUP_DEPTH", "copy", "copy_problems", "readable", "why_not_copied"]
 
 MAX_BACKUP_BYTES = 4 << 30  # a skill or prompt folder is far smaller; past this the backup is refused
 MAX_BACKUP_DEPTH = 200  # folders inside folders a backup copies, well within the copy's recursion
@@ -87,8 +91,16 @@ def _readable(path: Path, info: os.stat_result) -> bool:
     return not stat.S_ISREG(info.st_mode) or os.access(path, os.R_OK, follow_symlinks=False)
 
 
+def copy(target: Path, to: Path) -> None:
+    """Copy `target` (a file or a folder) to `to`, links as links, but for git's own repositories."""
+    if stat.S_ISDIR(os.lstat(target).st_mode):
+        shutil.copytree(target, to, symlinks=True, ignore=lambda _, names: {n for n in names if is_git_repository(n)})
+    else:
+        shutil.copy2(target, to, follow_symlinks=False)
+
+
 def _entries(target: Path):
-    """(path, lstat) of `target` and everything under it, following no link."""
+    """(path, lstat) of `target` and everything under it that a backup copies, following no link."""
     try:
         yield target, os.lstat(target)
     except OSError:
@@ -96,7 +108,10 @@ def _entries(target: Path):
     if not stat.S_ISDIR(os.lstat(target).st_mode):
         return
     for folder, dirs, files in walk(target):
+        dirs[:] = [d for d in dirs if not is_git_repository(d)]
         for name in [*dirs, *files]:
+            if is_git_repository(name):
+                continue
             path = Path(folder, name)
             try:
                 yield path, os.lstat(path)

@@ -27,6 +27,7 @@ from agentdescent.artifacts.copyable import readable
 from agentdescent.artifacts.putback import lstat, path_reason, put_back, same
 from agentdescent.artifacts.writeback import check_kind, run_steps, target_path
 from agentdescent.errors import UserError
+from agentdescent.governance.paths import is_git_repository
 from agentdescent.home import HOME_ENV
 
 
@@ -171,8 +172,9 @@ def _differences(source: Path, target: Path) -> tuple[list[str], tuple[str, ...]
 
 def _entries(root: Path) -> tuple[set[str], set[str]]:
     """The root itself ("") and every path under it that a key can name, found without following
-    links; and the files whose own names a key cannot hold. Folders a key cannot name (`.git` and
-    the like) are not entered, so nothing in them is ever put back or listed."""
+    links; and the files whose own names a key cannot hold, but for a worktree's `.git` file (a
+    backup leaves it out). Folders a key cannot name (`.git` and the like) are not entered, so
+    nothing in them is ever put back or listed."""
     info = lstat(root)
     if info is None:
         return set(), set()
@@ -183,5 +185,5 @@ def _entries(root: Path) -> tuple[set[str], set[str]]:
         rel = Path(folder).relative_to(root)
         dirs[:] = [d for d in dirs if path_reason((rel / d).as_posix()) is None]
         found |= {key for name in (*dirs, *files) if path_reason(key := (rel / name).as_posix()) is None}
-        unnamed |= {key for name in files if path_reason(key := (rel / name).as_posix()) is not None}
+        unnamed |= {key for name in files if path_reason(key := (rel / name).as_posix()) and not is_git_repository(name)}
     return found, unnamed

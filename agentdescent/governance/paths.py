@@ -78,6 +78,12 @@ def _segment_reason(key: str, part: str) -> str | None:
     return None
 
 
+def is_git_repository(name: str) -> bool:
+    """Whether a folder's entry named `name` is git's own repository there: a `.git` folder, or the
+    `.git` file of a worktree or a submodule. is_git_repository(".git") is True"""
+    return fold(name) == ".git"
+
+
 @functools.lru_cache(maxsize=65536)  # the same keys are folded at every step
 def fold(text: str) -> str:
     """The spelling two names share on a case-insensitive, normalising reader, look-alike letters
