@@ -172,6 +172,28 @@ def test_a_file_the_run_changes_and_the_user_made_a_link_is_a_conflict_overwritt
     assert outside.read_text(encoding="utf-8") == "one\ntwo\nthree\n"  # the link was replaced, never written through
     assert os.readlink(plan.backup / "routing/billing.md") == str(outside)
 
+
+def test_a_conflict_says_how_the_disk_differs_line_endings_a_file_gone_or_replaced(tmp_path):
+    """Line endings alone, or a file deleted or renamed, were told as text edited since the start."""
+    folder = tmp_path / "skill"
+    base = a_skill(folder)
+    (folder / "notes.md").write_text("a\nb\n", encoding="utf-8")
+    base["notes.md"] = "a\nb\n"
+    (folder / "routing/billing.md").write_bytes(b"one\r\ntwo\r\nthree\r\n")
+    (folder / "SKILL.md").rename(folder / "SKILL-renamed.md")
+    (folder / "notes.md").unlink()
+    (folder / "notes.md").symlink_to("SKILL-renamed.md")
+    learned = {"SKILL.md": "# skill\nroute all requests\n", "routing/billing.md": "ONE\ntwo\nthree\n",
+               "old.md": "gone\n", "notes.md": "a\nB\n"}
+    with pytest.raises(UserError) as refused:
+        write_back(folder, learned, initial=base, base=base)
+    said = str(refused.value)
+    assert "1 file(s) on disk differ from what the run started from only in their line endings (CRLF for LF) or a " \
+           "byte-order mark" in said and "(routing/billing.md); convert them back (dos2unix)" in said
+    assert "1 file(s) the run changed are gone from disk, deleted or renamed since it started (SKILL.md)" in said
+    assert "no longer the regular file it started from: a symlink or a folder is there now (notes.md)" in said
+    assert "hold other text" not in said
+
 def test_a_text_target_edited_since_the_start_merges(tmp_path):
     target = tmp_path / "prompt.md"
     target.write_text("Added by me.\nAnswer with the code.\n\nSay please.\n", encoding="utf-8")

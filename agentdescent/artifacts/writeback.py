@@ -104,8 +104,7 @@ def write_back(path: str | os.PathLike, rendered: str | Mapping[str, str], *, in
             plan, contents = _plan(target, contents, initial, frozen, prune, base_files, overwrite=overwrite)
         plan = replace(plan, refused=tuple(map(str, refusals)), settled=settled)
         if plan.conflicts and not overwrite:
-            unread = {k for k in plan.conflicts if k not in initial and (base_files or {}).get(k) is None}
-            raise _conflicting(target, plan.conflicts, settled, unread)
+            raise _conflicting(target, {k: _difference(target, k, initial, base_files) for k in plan.conflicts}, settled)
         if not plan.changes:
             return _named(plan)
         writes = {**dict.fromkeys(plan.deleted, "absent"),
@@ -203,25 +202,52 @@ def _plan(target: Path, contents: dict[str, bytes], initial: dict[str, str], fro
     return plan, contents
 
 
-def _conflicting(target: Path, paths: tuple[str, ...], settled: tuple[str, ...], unread: set[str]) -> UserError:
-    """The refusal of files both sides changed; `unread` were on disk but never in the run (left
-    out of it: excluded, not text, in a folder it skips), which its result would create over."""
+def _difference(target: Path, key: str, initial: Mapping[str, str], base: Mapping[str, bytes] | None) -> str:
+    """How the disk's `key` differs from what the run started from: "unread" (never in the run: left
+    out of it, which a file it created would write over), "gone", "replaced" (a link or a folder
+    now), "line endings" (CRLF for LF, or a byte-order mark, and nothing else) or "edited"."""
+    was = (base or {}).get(key)
+    if key not in initial and was is None:
+        return "unread"
+    info = _lstat(target / key)
+    if info is None:
+        return "gone"
+    if not stat.S_ISREG(info.st_mode):
+        return "replaced"
+    now = (target / key).read_bytes()
+    return "line endings" if was is not None and _plain(now) == _plain(was) else "edited"
+
+
+def _plain(data: bytes) -> bytes:
+    """_plain(b"\\xef\\xbb\\xbfa\\r\\n") == b"a\\n" """
+    return data.removeprefix(b"\xef\xbb\xbf").replace(b"\r\n", b"\n")
+
+
+_SAID = {
+    "edited": "{} file(s) on disk hold other text than the run started from (edited since it started, or never its "
+              "starting point), and the run changed them too, beyond what a merge can join ({})",
+    "line endings": "{} file(s) on disk differ from what the run started from only in their line endings (CRLF for "
+                    "LF) or a byte-order mark, which every line of a merge then conflicts on, and the run changed them "
+                    "({}); convert them back (dos2unix) and accept again",
+    "gone": "{} file(s) the run changed are gone from disk, deleted or renamed since it started ({}); put them back "
+            "to have the run's change merged in",
+    "replaced": "{} file(s) the run changes or deletes are no longer the regular file it started from: a symlink or "
+                "a folder is there now ({})",
+    "unread": "{} file(s) the run never read (left out of it: excluded, not text, or in a folder it skips) would be "
+              "written over by files it created ({}); freeze them for the next run (frozen=...)",
+}
+
+
+def _conflicting(target: Path, kinds: dict[str, str], settled: tuple[str, ...]) -> UserError:
+    """The refusal of files both sides changed, told by how the disk's differs (`_difference`)."""
     def named(keys: list[str]) -> str:
         return ", ".join(p or target.name for p in keys[:10]) + (f" and {len(keys) - 10} more" if keys[10:] else "")
 
     changed = (f"nothing else was changed (a write a killed process left half done was rolled back first, from "
                f"{', '.join(settled)})" if settled else "nothing was changed")
-    edited = [p for p in paths if p not in unread]
-    said = []
-    if edited:
-        said.append(f"{len(edited)} file(s) on disk hold other text than the run started from (edited since it "
-                    f"started, or never its starting point), and the run changed them too, beyond what a merge can "
-                    f"join ({named(edited)})")
-    if unread:
-        said.append(f"{len(unread)} file(s) the run never read (left out of it: excluded, not text, or in a folder it "
-                    f"skips) would be written over by files it created ({named(sorted(unread))}); freeze them for "
-                    "the next run (frozen=...)")
-    return UserError(f"refusing to write {target}: {'; and '.join(said)}; {changed}. Merge them by hand, or replace "
+    said = [_SAID[kind].format(len(keys), named(keys)) for kind in _SAID
+            if (keys := sorted(k for k, v in kinds.items() if v == kind))]
+    return UserError(f"refusing to write {target}: {'; and '.join(said)}; {changed}. Settle them by hand, or replace "
                      "what is on disk with the run's version on purpose (overwrite=True; `agentdescent accept "
                      "--overwrite`): the backup taken first keeps yours")
 
