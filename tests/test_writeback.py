@@ -384,6 +384,18 @@ def test_a_mode_changed_since_the_last_write_refuses_a_restore_whether_it_wrote_
     restore(folder, overwrite=True)
     assert files_of(folder) == {key: text.encode() for key, text in SKILL.items()}
 
+
+def test_editor_and_cache_litter_neither_refuses_a_restore_nor_is_deleted_by_it(tmp_path):
+    """A .DS_Store or a `file~` refused a restore as an edit, and --overwrite then deleted them, a
+    live vim swap file included."""
+    folder = make(tmp_path / "skill", SKILL)
+    result_of({**SKILL, "SKILL.md": "evolved\n"}, SKILL).write_to(folder)
+    litter = {".DS_Store": "finder\n", "__pycache__/x.pyc": "c\n", ".SKILL.md.swp": "vim\n", "SKILL.md~": "evolved\n"}
+    make(folder, litter)
+    done = restore(folder)
+    assert done.changed == ("SKILL.md",) and done.left == ()
+    assert files_of(folder) == {key: text.encode() for key, text in {**SKILL, **litter}.items()}
+
 def test_a_journal_left_applying_is_rolled_back_before_the_next_write(tmp_path):
     folder = make(tmp_path / "skill", {"SKILL.md": "mine\n"})
     before = snapshot(folder)

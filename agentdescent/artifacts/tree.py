@@ -222,7 +222,7 @@ class _Walk:
         """Sort one entry: left out, refused, a folder to walk, or a file to read. Nothing is followed:
         the type comes from the entry itself (lstat), never from what a link points to."""
         is_dir, is_link = entry.is_dir(follow_symlinks=False), entry.is_symlink()
-        if _skipped_name(entry.name, is_dir, is_link) or _matches(key, self.exclude):
+        if is_skipped(entry.name, is_dir, is_link) or _matches(key, self.exclude):
             return
         if is_link:
             return self.refuse(key, f"it is a symlink (to {_link_target(entry)!r}), and symlinks are never followed",
@@ -328,8 +328,9 @@ def _over(size: int, limit_name: str, limit: int) -> str:
     return f"it holds {size:,} bytes, over {limit_name}={limit:,}"
 
 
-def _skipped_name(name: str, is_dir: bool, is_link: bool) -> bool:
-    """Whether an entry is always left out: _skipped_name(".venv", False, True) is True (a linked venv)"""
+def is_skipped(name: str, is_dir: bool, is_link: bool) -> bool:
+    """Whether an entry is always left out (by `load_tree`, and by a restore, which leaves editor
+    and cache litter as it is): is_skipped(".venv", False, True) is True (a linked venv)"""
     if (is_dir or is_link) and _FOLDER_NAME.match(name):
         return True
     return not is_dir and _FILE_NAME.match(name) is not None

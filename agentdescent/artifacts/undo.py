@@ -25,6 +25,7 @@ from pathlib import Path
 from agentdescent.artifacts import backups, pruning, registry, targetlock
 from agentdescent.artifacts.copyable import readable
 from agentdescent.artifacts.putback import lstat, path_reason, put_back, same
+from agentdescent.artifacts.tree import is_skipped
 from agentdescent.artifacts.writeback import check_kind, run_steps, target_path
 from agentdescent.errors import UserError
 from agentdescent.governance.paths import is_git_repository
@@ -67,8 +68,9 @@ def recover(path: str | os.PathLike) -> list[Path]:
 def restore(path: str | os.PathLike, number: int | None = None, *, overwrite: bool = False) -> Restored:
     """Put a recorded, intact backup of `path` back: backup `number`, or the newest whose write
     ended. A folder ends as the backup (files added since are removed; paths a key cannot name,
-    `.git` and the like, are left as they are), a file as it was. An interrupted write is recovered
-    first, and the current target is backed up first, so that the next restore undoes this one.
+    `.git` and the like, and editor or cache litter are left as they are), a file as it was. An
+    interrupted write is recovered first, and the current target is backed up first, so that the
+    next restore undoes this one.
     A path edited since the last write-back or restore (`edited_since`) refuses the restore,
     unless `overwrite`: the restore is an undo of that write, not of the user's work after it.
     Folders beside it that are not recorded backups, or no longer match their record, are passed
@@ -174,7 +176,7 @@ def _entries(root: Path) -> tuple[set[str], set[str]]:
     """The root itself ("") and every path under it that a key can name, found without following
     links; and the files whose own names a key cannot hold, but for a worktree's `.git` file (a
     backup leaves it out). Folders a key cannot name (`.git` and the like) are not entered, so
-    nothing in them is ever put back or listed."""
+    nothing in them is ever put back or listed; nor is the litter no run reads (`_litter`)."""
     info = lstat(root)
     if info is None:
         return set(), set()
@@ -183,7 +185,17 @@ def _entries(root: Path) -> tuple[set[str], set[str]]:
     found, unnamed = {""}, set()
     for folder, dirs, files in os.walk(root):
         rel = Path(folder).relative_to(root)
-        dirs[:] = [d for d in dirs if path_reason((rel / d).as_posix()) is None]
+        dirs[:] = [d for d in dirs if path_reason((rel / d).as_posix()) is None and not _litter(root / rel / d)]
+        files = [f for f in files if not _litter(root / rel / f)]
         found |= {key for name in (*dirs, *files) if path_reason(key := (rel / name).as_posix()) is None}
         unnamed |= {key for name in files if path_reason(key := (rel / name).as_posix()) and not is_git_repository(name)}
     return found, unnamed
+
+
+def _litter(path: Path) -> bool:
+    """Whether `path` is editor or cache litter `load_tree` always leaves out (`.DS_Store`, a vim
+    swap file, `file~`, `__pycache__/`): no run wrote it, so a restore neither counts it as an edit
+    in its way nor deletes it (a live swap file included). Git's own files are not litter: they are
+    named as left (`_entries`)."""
+    return path_reason(path.name) is None and is_skipped(path.name, path.is_dir() and not path.is_symlink(),
+                                                         path.is_symlink())
