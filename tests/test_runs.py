@@ -311,7 +311,8 @@ def test_accept_and_reject_answer_only_the_change_they_name(service, tmp_path):
     assert service.show(run).pending_approval.change == second.change  # neither answered it
     assert service.reject(run, change=second.change).approved is False
     while (status := wait(service, run, until=lambda s: s.waiting_on or s.state not in LIVE)).state in LIVE:
-        service.reject(run, change=service.show(run).pending_approval.change)  # proposed again: declined again
+        if (pending := service.show(run).pending_approval) is not None:  # it may have been withdrawn meanwhile
+            service.reject(run, change=pending.change)  # proposed again: declined again
     assert status.state == "finished", status
     shown = service.show(run)
     assert shown.files_changed == ["scripts/a.sh"] and "curl" not in shown.diff

@@ -63,6 +63,7 @@ from agentdescent.artifacts.copyable import copy, copy_problems, why_not_copied
 from agentdescent.artifacts.putback import check_paths, lstat, put_back
 from agentdescent.artifacts.registry import MadeBy, Phase, Record
 from agentdescent.errors import UserError
+from agentdescent.walking import walk
 
 NAME_MAX = 255  # bytes in one file name on ext4, xfs, btrfs, tmpfs, APFS
 JOURNAL = ".journal.json"
@@ -377,7 +378,7 @@ def _delete(folder: Path) -> bool:
     """Remove `folder` (never through a symlink); whether it is gone. A copy keeps its folders'
     modes, and a read-only one's entries cannot be unlinked until it is made writable again."""
     shutil.rmtree(folder, ignore_errors=True)
-    for here, dirs, _ in os.walk(folder):
+    for here, dirs, _ in walk(folder):
         for name in (".", *dirs):
             path = os.path.join(here, name)
             if not os.path.islink(path):

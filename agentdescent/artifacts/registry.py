@@ -28,6 +28,7 @@ from agentdescent import atomic
 from agentdescent.artifacts.putback import path_reason
 from agentdescent.errors import UserError
 from agentdescent.home import HOME_ENV, home
+from agentdescent.walking import walk
 
 Phase = Literal["copying", "applying", "done", "rolled back", "removing"]
 MadeBy = Literal["write_to", "restore"]
@@ -191,7 +192,7 @@ def _walk(root: Path) -> list[tuple[str, os.stat_result]]:
     found = [("", info)]
     if not stat.S_ISDIR(info.st_mode):
         return found
-    for here, dirs, files in os.walk(root):  # os.walk lists a symlink to a folder but never enters it
+    for here, dirs, files in walk(root):  # os.walk lists a symlink to a folder but never enters it
         rel = os.path.relpath(here, root)
         for name in (*dirs, *files):
             path = name if rel == "." else f"{rel}/{name}"

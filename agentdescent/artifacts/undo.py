@@ -30,6 +30,7 @@ from agentdescent.artifacts.writeback import check_kind, run_steps, target_path
 from agentdescent.errors import UserError
 from agentdescent.governance.paths import is_git_repository
 from agentdescent.home import HOME_ENV
+from agentdescent.walking import walk
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,7 +184,7 @@ def _entries(root: Path) -> tuple[set[str], set[str]]:
     if not stat.S_ISDIR(info.st_mode):
         return {""}, set()
     found, unnamed = {""}, set()
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, files in walk(root):
         rel = Path(folder).relative_to(root)
         dirs[:] = [d for d in dirs if path_reason((rel / d).as_posix()) is None and not _litter(root / rel / d)]
         files = [f for f in files if not _litter(root / rel / f)]

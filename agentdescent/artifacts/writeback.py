@@ -42,6 +42,7 @@ from agentdescent.artifacts.copyable import readable
 from agentdescent.commands import command
 from agentdescent.errors import UserError
 from agentdescent.governance import is_frozen, unsafe_key_reason
+from agentdescent.walking import walk
 
 PATH_MAX = 4096  # bytes in a whole path on Linux
 _COMPARING = "compare {} with the run's version before writing it"
@@ -352,7 +353,7 @@ def _files_on_disk(target: Path) -> set[str]:
     """Files and symlinks under the folder `target` whose paths are safe keys, found without
     following links; folders a key cannot name (`.git` and the like) are not entered."""
     found = set()
-    for folder, dirs, files in os.walk(target):
+    for folder, dirs, files in walk(target):
         rel = Path(folder).relative_to(target)
         links = [d for d in dirs if os.path.islink(os.path.join(folder, d))]
         dirs[:] = [d for d in dirs if d not in links and unsafe_key_reason((rel / d).as_posix()) is None]
