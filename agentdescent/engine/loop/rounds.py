@@ -201,7 +201,7 @@ class Loop:
         self.failing.check(self.evaluator.usage, "the held-out measurement at the start")
         self._initial = (start, reward)
         self.progress.best, self.measured.validated = self._initial[1], start
-        self._done(-1)
+        self._done(-1)  # the start, before round 0
 
     def _resume(self, saved: Checkpoint) -> list[Outcome]:
         """Take up an interrupted run where its checkpoint left it (`resume.take_up`); the outcomes
@@ -333,7 +333,7 @@ class Loop:
         record = StepRecord.of(report, round_=round_, outcomes=told, diffs=diffs, held_out=None, promoted=False,
                                usage=self.evaluator.usage)
         self.history.append(record)
-        self._done(round_)  # once its commit is in, the round is done: saved before anything else
+        self._done(round_)  # the step is over, its commit (if any) in: the round is done, saved before anything else
         for outcome in told:
             self.emit(ev.DiffOutcome(round=round_, outcome=outcome, diff=by_id.get(outcome.diff_id)))
             if outcome.kind == "rejected_by_test" and outcome.diff_id in by_id:  # told to later reflections
