@@ -68,3 +68,14 @@ def test_a_timed_out_call_leaves_nothing_in_the_users_claude_folder(home, monkey
         _call(ScriptedModel(script), workspace, monkeypatch, timeout=8, extra_args=["--allowedTools", "Bash"])
     left = {p for p in (home / ".claude").rglob("*") if p.is_file()} - before
     assert sorted(str(p.relative_to(home)) for p in left if {"sessions", "shell-snapshots"} & set(p.parts)) == []
+
+
+def test_a_prompt_past_what_one_command_line_argument_holds_reaches_the_model_whole(home, monkeypatch):
+    """A reflection's prompt holds the whole folder: past Linux's 128 KiB an argument, the real CLI
+    could not even start ('Argument list too long'); it reads such a prompt on stdin."""
+    prompt = "Answer the task. " + "".join(f"line {i} of a large skill folder\n" for i in range(8_000))
+    model = ScriptedModel(lambda chat: "done")
+    with LoopbackServer(model) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        assert claude_code(executable=str(host_bin("claude")))(prompt, cwd=tempfile.mkdtemp()) == "done"
+    assert "line 7999 of a large skill folder" in json.dumps(model.chats[0].body)

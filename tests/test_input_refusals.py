@@ -191,20 +191,6 @@ def test_a_nul_in_a_task_is_refused_where_the_tasks_load_naming_the_row_and_the_
     assert done.returncode == 2 and "row 24: the gold (column «gold») holds a NUL character" in done.stderr, done.stderr
 
 
-def test_plan_refuses_a_prompt_longer_than_one_command_line_argument_for_a_cli_agent(tmp_path):
-    rows = domain.tasks()
-    rows[3]["prompt"] += " context" * 20_000
-    spec = read_spec(domain.spec(tmp_path, tasks=rows, agent="claude_code"), base=tmp_path)
-    found = [p.message for p in problems(spec) if p.field == "tasks"]
-    assert len(found) == 1 and found[0].startswith("task «t03»: the target's text and the task's prompt come to 1")
-    assert "Linux caps at 131,072 bytes" in found[0] and "Argument list too long" in found[0]
-    rows[3]["prompt"] = rows[3]["prompt"][:100_000]  # under the cap, and any agent takes a long prompt
-    assert not [p for p in problems(read_spec(domain.spec(tmp_path, tasks=rows, agent="claude_code"), base=tmp_path))
-                if p.field == "tasks"]
-    long = [{**row, "prompt": row["prompt"] + " context" * 20_000} for row in rows]
-    assert not [p for p in problems(read_spec(domain.spec(tmp_path, tasks=long), base=tmp_path)) if p.field == "tasks"]
-
-
 def test_tasks_larger_as_a_run_keeps_them_than_its_files_may_hold_are_refused_by_plan(tmp_path, monkeypatch):
     """A control character is one byte in a CSV file and six in the run's tasks.jsonl: plan says
     so, and no run is stored that would read back as damaged."""

@@ -5,7 +5,7 @@ agent in a working directory (a rollout's workspace) and return its final answer
     answer = agent("fix the failing test", cwd=workspace)
 
 Each call starts one headless process (`claude -p ... --output-format json`, or `codex exec
---json ...`) with stdin closed, in its own process group, saving no session in the user's home
+--json ...`) with stdin closed but for a long prompt (`cli_args.given`), in its own process group, saving no session in the user's home
 where the CLI's help lists the flag for it, and parses the machine output: Claude Code's single
 JSON result object, Codex's JSONL events. Calls, failures, tokens,
 seconds and (for Claude Code) the reported cost are recorded on `agent.usage` and on every active
@@ -32,6 +32,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentdescent.agents import cli_args as args
 from agentdescent.agents import traces
 from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
 from agentdescent.agents.limits import DEFAULT_MAX_REPLY_CHARS, check_max_reply_chars, raise_hint
@@ -75,12 +76,12 @@ class CLIAgent:
 
     def __init__(self, *, extra_args: Sequence[str], timeout: float, executable: str, model: str | None,
                  env: Mapping[str, str] | None, name: str, max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS) -> None:
-        self.extra_args = _strings(extra_args, "extra_args")
-        self.timeout = _positive(timeout, "timeout")
+        self.extra_args = args.strings(extra_args, "extra_args")
+        self.timeout = args.positive(timeout, "timeout")
         self.max_reply_chars = check_max_reply_chars(max_reply_chars)
-        self.executable = _nonempty(executable, "executable")
-        self.model = None if model is None else _nonempty(model, "model")
-        self.env = dict(_env_overrides(env))
+        self.executable = args.nonempty(executable, "executable")
+        self.model = None if model is None else args.nonempty(model, "model")
+        self.env = dict(args.env_overrides(env))
         self.name = name if model is None else f"{name}:{model}"
         self.usage = ModelUsage()
 
@@ -88,17 +89,18 @@ class CLIAgent:
         """Run the agent on `prompt` in `cwd` (default: the current directory) and return its final
         answer, any key in it redacted. Every call that starts is recorded on `usage`, failed ones
         also as failures."""
-        _check_prompt(prompt)
+        args.check_prompt(prompt)
         guard_logging()
-        workdir = _workdir(cwd)
+        workdir = args.workdir(cwd)
         others = set(KEY_VARIABLES) - {self.own_key}  # a key the agent has no use for is not its to read
         env = {**{name: value for name, value in os.environ.items() if name not in others}, **self._kept(workdir),
                **self.env}
         path = self._resolve(env)
         unsaved = [self.unsaved] if traces.lists(path, self.unsaved, self.help_args) else []
-        argv = [path, *self._argv(_as_argument(prompt), [*unsaved, *self._kept_flags(workdir)])]
+        argument, stdin = args.given(prompt)
+        argv = [path, *self._argv(argument, [*unsaved, *self._kept_flags(workdir)])]
         with metered_call(self.usage) as counts:  # what a failed run reported still counts
-            reply = self._finish(self._run(argv, cwd=workdir, env=env), env, counts)
+            reply = self._finish(self._run(argv, cwd=workdir, env=env, stdin=stdin), env, counts)
             if "input_tokens" not in counts:  # the CLI reported none: estimate, as other clients do
                 counts.update(input_tokens=estimate_tokens(prompt), output_tokens=estimate_tokens(reply))
         return reply
@@ -106,12 +108,12 @@ class CLIAgent:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, executable={self.executable!r}, timeout={self.timeout:g})"
 
-    def _run(self, argv: list[str], *, cwd: str, env: Mapping[str, str]) -> Finished:
-        """Run `argv` in `cwd` with stdin closed; raise `AgentError` if it cannot start, times out
-        or prints past the reply cap."""
+    def _run(self, argv: list[str], *, cwd: str, env: Mapping[str, str], stdin: str | None = None) -> Finished:
+        """Run `argv` in `cwd`, `stdin` its input (else closed); raise `AgentError` if it cannot start,
+        times out or prints past the reply cap."""
         cap = reply_byte_cap(self.max_reply_chars)
         try:
-            return run_process(argv, timeout=self.timeout, cwd=cwd, env=env, max_output=cap)
+            return run_process(argv, timeout=self.timeout, stdin=stdin, cwd=cwd, env=env, max_output=cap)
         except OSError as exc:
             raise _agent_error(self.name, f"could not start {argv[0]}: {exc.strerror or exc}", "", env) from None
         except OutputTooLarge as exc:
@@ -148,7 +150,7 @@ class CLIAgent:
                             f"it with `{self.install_hint}`, or pass executable='/full/path/to/{self.program}'")
         return os.path.abspath(found)  # a relative one means from here, not from the workspace the call runs in
 
-    def _argv(self, prompt: str, flags: list[str]) -> list[str]:
+    def _argv(self, prompt: str | None, flags: list[str]) -> list[str]:  # None: the prompt comes on stdin
         raise NotImplementedError
 
     def _kept(self, workdir: str) -> dict[str, str]:
@@ -184,9 +186,9 @@ class ClaudeCode(CLIAgent):
     def _kept_flags(self, workdir: str) -> list[str]:
         return traces.own_instructions_only(workdir)
 
-    def _argv(self, prompt: str, flags: list[str]) -> list[str]:
+    def _argv(self, prompt: str | None, flags: list[str]) -> list[str]:
         model = ["--model", self.model] if self.model else []
-        return ["-p", prompt, "--output-format", "json", *flags, *model, *self.extra_args]
+        return ["-p", *([] if prompt is None else [prompt]), "--output-format", "json", *flags, *model, *self.extra_args]
 
     def _read(self, finished: Finished) -> _Reading:
         result = _claude_result(finished.stdout)
@@ -218,9 +220,9 @@ class Codex(CLIAgent):
     unsaved = "--ephemeral"
     help_args = ("exec", "--help")
 
-    def _argv(self, prompt: str, flags: list[str]) -> list[str]:
+    def _argv(self, prompt: str | None, flags: list[str]) -> list[str]:
         model = ["--model", self.model] if self.model else []
-        return ["exec", "--json", "--skip-git-repo-check", *flags, *model, *self.extra_args, prompt]
+        return ["exec", "--json", "--skip-git-repo-check", *flags, *model, *self.extra_args, "-" if prompt is None else prompt]
 
     def _read(self, finished: Finished) -> _Reading:
         reading, failed, last_error = _Reading(), None, None
@@ -345,56 +347,3 @@ def _message(obj: Any) -> str:
 
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-# --- checking arguments -----------------------------------------------------------------------
-
-
-def _check_prompt(prompt: Any) -> None:
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise UserError(f"a CLI agent needs a non-empty prompt string, got {type(prompt).__name__} {prompt!r:.40}")
-    if "\0" in prompt:
-        raise UserError("the prompt contains a NUL character, which cannot be passed on a command line")
-
-
-def _as_argument(prompt: str) -> str:
-    """The prompt as a command-line argument: one leading space if it starts with '-', so the CLI
-    does not take it for an option."""
-    return " " + prompt if prompt.startswith("-") else prompt
-
-
-def _workdir(cwd: str | os.PathLike[str] | None) -> str:
-    if cwd is None:
-        return os.getcwd()
-    path = os.fspath(cwd)
-    if not os.path.isdir(path):
-        raise UserError(f"the working directory {path!r} does not exist or is not a directory; create it "
-                        "or pass cwd= an existing directory")
-    return path
-
-
-def _positive(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise UserError(f"{what} must be a positive number of seconds, got {value!r}")
-    return float(value)
-
-
-def _nonempty(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise UserError(f"{what} must be a non-empty string, got {value!r}")
-    return value
-
-
-def _strings(values: Any, what: str) -> tuple[str, ...]:
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) \
-            or not all(isinstance(value, str) for value in values):
-        raise UserError(f"{what} must be a list of strings such as ['--max-turns', '5'], got {values!r}")
-    return tuple(values)
-
-
-def _env_overrides(env: Any) -> Mapping[str, str]:
-    if env is None:
-        return {}
-    if not isinstance(env, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
-        raise UserError("env must map variable names to string values")  # values unquoted: they may be secret
-    return env

@@ -1,8 +1,7 @@
 """What `plan` says of a spec's agents before a run is paid for: a CLI agent that is not
 installed, options its client refuses (a misspelt name, a negative backoff), and, as warnings, a
 key variable not set here, a plugin's rollouts with no Claude credential, and a CLI too old to
-keep its sessions out of the user's home; and a task whose prompt is longer than a CLI agent, given
-it as one command-line argument, can be given on Linux.
+keep its sessions out of the user's home.
 
 A provider's client is built to check its options (nothing is sent: the clients read keys and
 URLs at call time); a `python:` agent is not, since that runs the user's code (`refcheck` imports
@@ -14,21 +13,16 @@ from __future__ import annotations
 import inspect
 import os
 import shutil
-import sys
 
 from agentdescent.agents import traces
 from agentdescent.agents.providers import CLI_KINDS, PROVIDERS
 from agentdescent.errors import UserError
 from agentdescent.hosts.base import cannot_start, not_executable
-from agentdescent.quoting import quoted
 from agentdescent.runs.spec import AgentSpec, RunSpec
-from agentdescent.types import Task
 
 # What lets Claude Code call a model with no login of its own: a key, a token, a cloud's credentials.
 CLAUDE_CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK",
                       "CLAUDE_CODE_USE_VERTEX")
-
-ARGUMENT_BYTES = 128 * 1024  # Linux's MAX_ARG_STRLEN: one command-line argument, its closing NUL byte included
 
 
 def agent_problems(agent: AgentSpec) -> list[str]:
@@ -104,25 +98,3 @@ def unsaved_sessions(spec: RunSpec) -> list[str]:
 def _agents(spec: RunSpec) -> list[AgentSpec]:
     """The spec's agent and reflector, once where they are the same."""
     return list({spec.agent.label: spec.agent, spec.reflector_spec.label: spec.reflector_spec}.values())
-
-
-def argument_problems(spec: RunSpec, tasks: list[Task], content: object) -> list[str]:
-    """The tasks whose rollout prompt (the spec's prompt around the task's, after a text target's
-    text) is too long for one command-line argument, which is how a CLI agent is given it: each of
-    their rollouts would fail with "Argument list too long"."""
-    if spec.agent.kind not in CLI_KINDS or not sys.platform.startswith("linux"):
-        return []
-    before = f"{content}\n\n" if isinstance(content, str) else ""
-    ask = spec.prompt or "{task}"
-    room = ARGUMENT_BYTES - 2  # the NUL that ends it, and a space put before a prompt that starts with "-"
-    sizes = [(len((before + ask.replace("{task}", task.prompt)).encode("utf-8")), task.id) for task in tasks]
-    over = [(size, key) for size, key in sizes if size > room]
-    if not over:
-        return []
-    size, key = max(over)
-    what = "the target's text and the task's prompt" if before else "the prompt"
-    more = f" (and {len(over) - 1} more tasks)" if len(over) > 1 else ""
-    return [f"task {quoted(key, 60)}{more}: {what} come to {size:,} bytes, and {spec.agent.kind} is given a rollout's "
-            f"prompt as one command-line argument, which Linux caps at {ARGUMENT_BYTES:,} bytes (MAX_ARG_STRLEN), so "
-            "those rollouts would fail with \"Argument list too long\"; shorten those prompts or leave those rows out"
-            + (", or make the target shorter" if before else "")]

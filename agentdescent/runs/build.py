@@ -31,7 +31,7 @@ from agentdescent.errors import AgentDescentError, UserError
 from agentdescent.governance import BLAST_RADII, HARNESS_BLAST_RADIUS, PLUGIN_BLAST_RADIUS, SKILL_BLAST_RADIUS, Layer, matching
 from agentdescent.quoting import described, quoted
 from agentdescent.runs import containment
-from agentdescent.runs.agentcheck import agent_problems, argument_problems
+from agentdescent.runs.agentcheck import agent_problems
 from agentdescent.runs.spec import Problem, RunSpec, SpecError, TasksSpec
 from agentdescent.runs.store import stored_tasks
 from agentdescent.runs.targetread import has_files, literal_glob, read_folder, unsaved_text
@@ -220,7 +220,7 @@ def _world(spec: RunSpec, assets: dict[str, bytes], executable: set[str] | None 
         target_problems, content = _target_problems(spec, assets, executable)
         found += target_problems
     task_problems, tasks = _task_problems(spec)
-    found += task_problems + [Problem(field="tasks", message=m) for m in argument_problems(spec, tasks, content)]
+    found += task_problems
     for which, agent in (("agent", spec.agent), ("reflector", spec.reflector)):
         if agent is not None:
             found += [Problem(field=which, message=m) for m in agent_problems(agent)]
