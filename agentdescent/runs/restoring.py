@@ -18,7 +18,6 @@ Left out: which backup qualifies and how paths are put back (`artifacts.backups`
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -30,6 +29,7 @@ from agentdescent.artifacts.writeback import target_path
 from agentdescent.commands import command
 from agentdescent.errors import UserError
 from agentdescent.quoting import UNPRINTABLE
+from agentdescent.runs.ontarget import on_disk
 from agentdescent.runs.store import RunDir, RunStore
 
 
@@ -54,6 +54,7 @@ def restore(store: RunStore, path: str | Path, number: int | None = None, *, ove
     redoes up to date; edits made since the last write-back refuse it unless `overwrite`."""
     target = target_path(path)
     with targetlock.locked(target):  # a run's status changes under the lock its write-back took
+        # a restore or accept killed before it told the runs left their statuses behind the target: caught up first
         done = put_back(target, number, overwrite=overwrite)
         runs = _follow(store, target, done) if done.changed else {}
         if done.changed:
@@ -83,7 +84,7 @@ def _follow(store: RunStore, target: Path, done: Restored) -> dict[str, str]:
     backup = None if done.backup is None else str(done.backup)
     changed = follow(store, target, f"a restore put {done.source} back", backup=backup)
     for run in _runs_on(store, target):  # runs accepted before their status said what they wrote: by backup
-        status = run.status()
+        status = run.recorded()
         if status.wrote or status.state not in ("accepted", "restored") or status.backup != str(done.source):
             continue
         if status.state == "accepted" and done.backup is None:  # the run's version was gone: deleted since
@@ -111,7 +112,7 @@ def follow(store: RunStore, target: Path, why: str, *, backup: str | None, besid
     The caller holds the target's lock. Their new states, for the runs that changed."""
     changed = {}
     for run in _runs_on(store, target):
-        status = run.status()
+        status = run.recorded()
         if run.id == besides or not status.wrote or status.state not in ("accepted", "restored"):
             continue
         now = "accepted" if on_disk(target, status.kind, status.wrote) == status.wrote else "restored"
@@ -136,7 +137,7 @@ def unbacked(store: RunStore, target: Path) -> None:
     `pruning.KEEP`, by this write or by a `write_to` outside any run) stops naming it; a restored
     run is written back again by accept, which needs no backup. The caller holds the target's lock."""
     for run in _runs_on(store, target):
-        status = run.status()
+        status = run.recorded()
         if status.backup is None or os.path.lexists(status.backup):
             continue
         update = {"backup": None, "message": f"{status.message}; {gone_backup(status.backup)}"}
@@ -150,17 +151,12 @@ def gone_backup(backup: str) -> str:
             f"{pruning.KEEP} a target keeps)")
 
 
-def on_disk(target: Path, kind: str, names: Iterable[str]) -> dict[str, str]:
-    """What `target` holds at each of `names` (`registry.seen`); a text target's one file goes by its own name."""
-    return {name: registry.seen(target if kind == "text" else target / name) for name in names}
-
-
 def _runs_on(store: RunStore, target: Path) -> list[RunDir]:
     """The runs of the store whose target is `target` (by the path the backups' record uses)."""
     key, found = registry.key(target), []
     for run in store.all():
         try:
-            status = run.status()
+            status = run.recorded()
         except UserError:
             continue
         if status.target and registry.key(Path(status.target)) == key:

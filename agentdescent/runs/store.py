@@ -40,13 +40,12 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 from agentdescent import atomic, reading
-from agentdescent.artifacts import backups
 from agentdescent.commands import command
 from agentdescent.engine.persist.checkpoint import RunFiles
 from agentdescent.errors import UserError
 from agentdescent.home import HOME_ENV, home
 from agentdescent.quoting import quoted
-from agentdescent.runs import sealed
+from agentdescent.runs import ontarget, sealed
 from agentdescent.runs.spec import RunSpec
 from agentdescent.runs.status import RunStatus
 from agentdescent.types import Task
@@ -59,7 +58,6 @@ FILE_BYTES = 4 << 20  # a run's status, spec, lock or origin: far past what one 
 DATA_BYTES = 256 << 20  # a run's tasks, target, assets, result or events
 T = TypeVar("T")
 RESUMABLE = ("interrupted", "cancelled", "failed")  # the states `resume` takes up
-WRITTEN = ("accepted", "restored")  # the states of a run whose version was written back, or undone since
 RUN_ENV = "AGENTDESCENT_RUN"  # set in a run's process, and so in every agent it starts: the run's id
 # and the run's folder, which marks a program as this run's: an id alone is shared by a copy of the folder
 RUN_FOLDER_ENV = "AGENTDESCENT_RUN_FOLDER"
@@ -176,8 +174,14 @@ class RunDir:
         return self.parsed(name, json.loads, limit)
 
     def status(self) -> RunStatus:
-        """The status as last written, with `interrupted` for a run whose process is gone, and a
-        write-back or restore of its target said to be under way or cut short (half done)."""
+        """The status as last written (`recorded`), with what its target holds now said
+        (`ontarget`): a write-back or restore under way or cut short, a version taken away or put
+        back since."""
+        return ontarget.as_on_target(self.id, self.recorded())
+
+    def recorded(self) -> RunStatus:
+        """The status as last written, with `interrupted` for a run whose process is gone: what a
+        writer of the status builds on, never a reading of the target."""
         status = self._read_status()
         if status.state in ("starting", "running") and not self.alive():
             # The process writes its last status before it lets go of the lock: read again, or a
@@ -191,15 +195,6 @@ class RunDir:
             except UserError as exc:
                 return status.model_copy(update={"error": str(exc), "next": "it cannot be resumed: start a new run "
                                                  "with agentdescent evolve SPEC"})
-        if status.state == "accepted" and status.backup and not os.path.lexists(status.backup):
-            status = status.model_copy(update={  # removed by hand: no restore can put it back
-                "message": f"{status.message}; its backup {status.backup} is no longer there", "next": ""})
-        if status.state in WRITTEN and status.target and _half_written(Path(status.target)):
-            return status.model_copy(update={
-                "message": f"{status.message}; but a write-back or restore of {status.target} is under way, or was "
-                           "cut short and left it half done",
-                "next": f"{command('restore', status.target)} settles a half-done one (and puts the backup back); "
-                        f"{command('accept', self.id)} after it writes this run's version again"})
         return status
 
     def _interrupted(self, status: RunStatus) -> RunStatus:
@@ -377,15 +372,6 @@ class RunStore:
 
 
 _RUN_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")  # what `create` names a run's folder; any other folder is not a run
-
-
-def _half_written(target: Path) -> bool:
-    """Whether a write-back or restore of `target` is under way or was cut short; not when its
-    backups cannot be listed (a folder made unreadable since: no status fails for it)."""
-    try:
-        return backups.interrupted(target) is not None
-    except OSError:
-        return False
 
 
 def _slug(name: str) -> str:

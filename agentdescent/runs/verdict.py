@@ -26,7 +26,7 @@ from agentdescent.commands import command
 from agentdescent.errors import UserError
 from agentdescent.quoting import quoted
 from agentdescent.result import EvolveResult
-from agentdescent.runs import keys, restoring, review
+from agentdescent.runs import keys, ontarget, restoring, review
 from agentdescent.runs.host import APPROVAL
 from agentdescent.runs.mailbox import Mailbox, Request
 from agentdescent.runs.status import LIVE
@@ -183,9 +183,16 @@ def reject(store: RunStore, run_id: str, *, change: str | None = None) -> Accept
         final = _final(review.result_of(run))
         later = (f"{command('accept', run.id)} still writes it back if you change your mind"
                  if final else "agentdescent evolve SPEC starts a new run")
-        run.write_status(status.model_copy(update={"state": "rejected", "message": "rejected: nothing was written",
-                                                   "next": later, "waiting_on": None}))
+        cut = bool(status.target) and ontarget.half_written(target_path(status.target))
+        run.write_status(status.model_copy(update={
+            "state": "rejected", "message": "rejected: its version is not to be written back" if cut else
+            "rejected: nothing was written", "next": later, "waiting_on": None}))
     ends = "" if final else " (it had not finished: it ends here, and cannot be resumed)"
+    if cut:  # an accept killed mid-write (this run's or another's) left some files changed: say so, and the cure
+        return Accepted(run_id=run.id, dry_run=False, target=status.target,
+                        message=f"rejected run {run.id}{ends}; but {status.target} holds a write-back or restore that "
+                                "was cut short and left it half done (some files as they were, some changed)",
+                        next=ontarget.settles(run.id, status.target, final=final))
     return Accepted(run_id=run.id, dry_run=False, target=status.target,
                     message=f"rejected run {run.id}{ends}: {status.target} was not touched", next=later)
 

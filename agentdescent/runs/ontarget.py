@@ -1,0 +1,68 @@
+"""A run's status as its target stands now, read from the disk: what `status` says of a run whose
+target changed since the status was written.
+
+A write-back or restore of the target still under way, or cut short by a kill (some files old,
+some new), is said in every state but a live run's, with what settles it. Nothing is written
+here, so a read-only store is read.
+
+Left out: the states a run's own process writes (`status`), and how a backup is put back
+(`restoring`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from agentdescent.artifacts import backups, registry
+from agentdescent.commands import command
+from agentdescent.runs.status import LIVE, RunStatus
+
+WRITTEN = ("accepted", "restored")  # the states of a run whose version was written back, or undone since
+
+
+def as_on_target(run_id: str, status: RunStatus) -> RunStatus:
+    """`status` with what its target holds now said: a write-back cut short, a backup gone."""
+    if status.state in LIVE or not status.target:
+        return status
+    target = Path(status.target)
+    if status.state == "accepted" and status.backup and not os.path.lexists(status.backup):
+        status = status.model_copy(update={  # removed by hand: no restore can put it back
+            "message": f"{status.message}; its backup {status.backup} is no longer there", "next": ""})
+    if half_written(target):
+        return _half_written(run_id, status)
+    return status
+
+
+def half_written(target: Path) -> bool:
+    """Whether a write-back or restore of `target` is under way or was cut short; not when its
+    backups cannot be listed (a folder made unreadable since: no status fails for it)."""
+    try:
+        return backups.interrupted(target) is not None
+    except OSError:
+        return False
+
+
+def settles(run_id: str, target: str, *, final: bool) -> str:
+    """What settles a target a write-back or restore left half done: a restore rolls it back, and
+    for a run with a final version, its accept rolls it back and writes that version whole."""
+    back = f"{command('restore', target)} rolls it back, putting back what it held before"
+    return f"{command('accept', run_id)} finishes it with this run's version; {back}" if final else back
+
+
+def on_disk(target: Path, kind: str, names: Iterable[str]) -> dict[str, str]:
+    """What `target` holds at each of `names` (`registry.seen`); a text target's one file goes by its own name."""
+    return {name: registry.seen(target if kind == "text" else target / name) for name in names}
+
+
+def _half_written(run_id: str, status: RunStatus) -> RunStatus:
+    cut = (f"{status.message}; but a write-back or restore of {status.target} is under way, or was cut short and "
+           "left it half done (some files as they were, some changed)")
+    if status.state in WRITTEN:
+        nxt = (f"{command('restore', status.target)} settles a half-done one (and puts the backup back); "
+               f"{command('accept', run_id)} after it writes this run's version again")
+    else:  # a run that finished, or was rejected after it did, can still be written back whole
+        final = status.state == "finished" or status.next.startswith(command("accept", run_id))
+        nxt = settles(run_id, status.target, final=final)
+    return status.model_copy(update={"message": cut, "next": nxt})
