@@ -2,8 +2,12 @@
 target changed since the status was written.
 
 A write-back or restore of the target still under way, or cut short by a kill (some files old,
-some new), is said in every state but a live run's, with what settles it. Nothing is written
-here, so a read-only store is read.
+some new), is said in every state but a live run's, with what settles it. A run recorded
+`accepted` whose version the target no longer holds (a restore killed after it put the backup
+back but before it told the runs, an edit by hand) is shown `restored`, and one recorded
+`restored` whose version the target holds again is shown `accepted`, so that no status sends the
+user to a restore that would undo what they asked for. Nothing is written here: the next accept
+or restore records what the target holds (`restoring.follow`), and a read-only store is read.
 
 Left out: the states a run's own process writes (`status`), and how a backup is put back
 (`restoring`).
@@ -23,7 +27,8 @@ WRITTEN = ("accepted", "restored")  # the states of a run whose version was writ
 
 
 def as_on_target(run_id: str, status: RunStatus) -> RunStatus:
-    """`status` with what its target holds now said: a write-back cut short, a backup gone."""
+    """`status` with what its target holds now said: a write-back cut short, a backup gone, a
+    version taken away or put back since the status was written."""
     if status.state in LIVE or not status.target:
         return status
     target = Path(status.target)
@@ -32,6 +37,8 @@ def as_on_target(run_id: str, status: RunStatus) -> RunStatus:
             "message": f"{status.message}; its backup {status.backup} is no longer there", "next": ""})
     if half_written(target):
         return _half_written(run_id, status)
+    if status.state in WRITTEN and status.wrote:
+        return _followed(run_id, status, target)
     return status
 
 
@@ -66,3 +73,23 @@ def _half_written(run_id: str, status: RunStatus) -> RunStatus:
         final = status.state == "finished" or status.next.startswith(command("accept", run_id))
         nxt = settles(run_id, status.target, final=final)
     return status.model_copy(update={"message": cut, "next": nxt})
+
+
+def _followed(run_id: str, status: RunStatus, target: Path) -> RunStatus:
+    """An accepted or restored run shown in the state the target's files say it is in."""
+    try:
+        holds = on_disk(target, status.kind, status.wrote) == status.wrote
+    except OSError:  # a file made unreadable since: the status as it was written
+        return status
+    if holds == (status.state == "accepted"):
+        return status
+    if holds:
+        return status.model_copy(update={
+            "state": "accepted", "backup": None, "message": f"{status.target} holds this run's version again (written back or put "
+                                            "back since this status was recorded)",
+            "next": f"{command('restore', status.target)} puts the previous content back"})
+    return status.model_copy(update={
+        "state": "restored", "backup": None,
+        "message": f"{status.target} no longer holds this run's version (a restore, another write-back or an edit "
+                   "changed it after this status was recorded)",
+        "next": f"{command('accept', run_id)} writes the run's version again"})

@@ -6,7 +6,9 @@ after backing up what PATH held, so the next restore puts that back in turn; `nu
 older backup instead. The runs follow the target (`follow`): a run's accept records what it
 wrote, and after a restore, or another run's accept, each run on the target is `accepted` while
 the target holds its version and `restored` once it does not, its `backup` then naming the copy
-just taken. A run accepted before its status recorded what it wrote follows the backups instead:
+just taken; a restore first brings them up to date with what the target holds, which a restore
+or accept killed before it told them left behind (`status` reads the target: `ontarget`). A run
+accepted before its status recorded what it wrote follows the backups instead:
 the run whose `backup` is the copy put back flips. A write-back or restore removes the oldest
 backups past `pruning.KEEP`; a run whose `backup` is gone stops naming it (`unbacked`), so that
 its status never sends the user to a folder that is not there.
@@ -29,6 +31,7 @@ from agentdescent.artifacts.writeback import target_path
 from agentdescent.commands import command
 from agentdescent.errors import UserError
 from agentdescent.quoting import UNPRINTABLE
+from agentdescent.runs import ontarget
 from agentdescent.runs.ontarget import on_disk
 from agentdescent.runs.store import RunDir, RunStore
 
@@ -55,8 +58,10 @@ def restore(store: RunStore, path: str | Path, number: int | None = None, *, ove
     target = target_path(path)
     with targetlock.locked(target):  # a run's status changes under the lock its write-back took
         # a restore or accept killed before it told the runs left their statuses behind the target: caught up first
+        runs = {} if ontarget.half_written(target) else follow(
+            store, target, "it changed after the run's status was recorded", backup=None)
         done = put_back(target, number, overwrite=overwrite)
-        runs = _follow(store, target, done) if done.changed else {}
+        runs |= _follow(store, target, done) if done.changed else {}
         if done.changed:
             unbacked(store, target)
     if done.changed:
