@@ -635,8 +635,12 @@ def test_an_accept_killed_after_its_write_is_recorded_by_the_next_and_a_restore_
     run = service.store.get(run_id)
     result = EvolveResult.from_json(run.file("result.json").read_text(encoding="utf-8"))
     result.write_to(target, base=LEAD)  # the killed accept's write, whose status was never recorded
-    again = service.accept(run_id)
-    assert "nothing needed changing" in again.message and service.status(run_id).state == "accepted"
+    backup = str(target.parent / ".prompt.md.bak-1" / "prompt.md")
+    again = service.accept(run_id)  # named the killed accept's backup, where it said "nothing needed changing"
+    assert again.backup == backup and again.written == ["prompt.md"] and "was written already" in again.message
+    assert again.next == f"agentdescent restore {target} puts it back"
+    told = service.status(run_id)
+    assert told.state == "accepted" and told.backup == backup and told.next.startswith("agentdescent restore")
     back = service.restore(target)
     assert target.read_text(encoding="utf-8") == LEAD and back.runs == {run_id: "restored"}
 

@@ -7,7 +7,8 @@ another change posted since, which nobody was shown, is never approved or declin
 An accept holds the run's accept lock, so two at once never interleave, and the target's lock
 (`targetlock`) across the write and the status that records it, so a restore that follows sees the
 run it undoes; a write killed half-way is rolled back by the next one (the write-back's own
-journal). The backups past `pruning.KEEP` that the write-back removed are named in its answer, and
+journal), and one killed after its write ended but before the status recorded it is recorded by
+the next, with that write's backup. The backups past `pruning.KEEP` that the write-back removed are named in its answer, and
 a run whose status named a backup now gone no longer does (`restoring.unbacked`). Left out: what a run
 shows (`review`); putting a backup back (`restoring`).
 """
@@ -17,10 +18,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from agentdescent.artifacts import backups, pruning, targetlock
+from agentdescent.artifacts import backups, pruning, registry, targetlock
 from agentdescent.artifacts.writeback import WritePlan, target_path
 from agentdescent.commands import command
 from agentdescent.errors import UserError
@@ -92,12 +94,14 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
         if dry_run:
             return done.model_copy(update={"message": _dry_run_message(plan, overwrite),
                                            "next": _after_dry_run(run.id, status.target, plan, overwrite)})
+        # every file the run's change is in, written now or already so (an accept killed before this status)
+        files = {*plan.written, *plan.deleted, *review.changed(base, result.rendered, target.name)}
+        earlier = None if plan.changes else _ended_write(target, files)
+        if earlier is not None:
+            done = done.model_copy(update=_written_by(earlier))
         run.write_status(status.model_copy(update={
-            "state": "accepted", "backup": done.backup,
-            # every file the run's change is in, written now or already so (an accept killed before this status)
-            "wrote": restoring.on_disk(target, status.kind, {*plan.written, *plan.deleted, *review.changed(
-                base, result.rendered, target.name)}),
-            "message": f"written back to {status.target}: {len(plan.written)} written, {len(plan.deleted)} deleted",
+            "state": "accepted", "backup": done.backup, "wrote": restoring.on_disk(target, status.kind, files),
+            "message": f"written back to {status.target}: {len(done.written)} written, {len(done.deleted)} deleted",
             "next": f"{command('restore', status.target)} puts the backup back" if done.backup else ""}))
         restoring.follow(store, target, f"run {run.id}'s write-back replaced it", backup=done.backup, besides=run.id)
         restoring.unbacked(store, target)
@@ -108,8 +112,44 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
     settled = (f"first rolled back the write a killed process left half done, from {', '.join(plan.settled)}; "
                if plan.settled else "")
     removed = f"; {pruning.said(done.removed)}" if done.removed else ""
-    return done.model_copy(update={"message": f"{settled}wrote {status.target}{backup}{yours}{passed_over}{removed}",
+    wrote = (f"wrote {status.target}" if earlier is None else f"{status.target} was written already, by an accept "
+             f"cut short after its write-back and before it recorded it ({_files(done)})")
+    return done.model_copy(update={"message": f"{settled}{wrote}{backup}{yours}{passed_over}{removed}",
                                    "next": f"{command('restore', status.target)} puts it back" if done.backup else ""})
+
+
+def _ended_write(target: Path, files: set[str]) -> backups.Backup | None:
+    """The backup of an accept of this run killed after its write-back ended and before its
+    status recorded it: the newest backup, taken by a write-back that ended, whose paths are all
+    files of the run's change and still hold what that write left there. None when there is none."""
+    try:
+        ended = [b for b in backups.backups(target) if b.record.phase in backups.ENDED]
+    except OSError:
+        return None
+    if not ended:
+        return None
+    newest, record = ended[-1], ended[-1].record
+    if record.made_by != "write_to" or record.phase != "done" or not record.existed or not record.after:
+        return None
+    mine = all((path or target.name) in files for path in record.paths)
+    if not mine or not os.path.lexists(newest.copy):
+        return None
+    return newest if all(registry.seen(target / path) == record.after.get(path) for path in record.paths) else None
+
+
+def _written_by(backup: backups.Backup) -> dict[str, object]:
+    """An answer's fields for what a write-back that ended wrote, from its backup's record."""
+    after, name = backup.record.after or {}, backup.target.name
+    return {"written": sorted(p or name for p in backup.record.paths if after.get(p) != "absent"),
+            "deleted": sorted(p or name for p in backup.record.paths if after.get(p) == "absent"),
+            "backup": str(backup.copy)}
+
+
+def _files(done: Accepted) -> str:
+    """The files an answer says were written and deleted: _files(...) == "2 written: a.md, b.md; 1 deleted: c.md" """
+    said = [f"{len(names)} {verb}: {', '.join(names[:10])}{' and more' if names[10:] else ''}"
+            for verb, names in (("written", done.written), ("deleted", done.deleted)) if names]
+    return "; ".join(said) or "no file"
 
 
 def _final(result: EvolveResult | None) -> bool:
