@@ -22,6 +22,7 @@ Left out: the backup's folder and record (`backups`) and what a run reads of the
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import shlex
@@ -39,6 +40,7 @@ __all__ = ["MAX_BACKUP_BYTES", "MAX_BACKUP_DEPTH", "copy", "copy_problems", "rea
 MAX_BACKUP_BYTES = 4 << 30  # a skill or prompt folder is far smaller; past this the backup is refused
 MAX_BACKUP_DEPTH = 200  # folders inside folders a backup copies, well within the copy's recursion
 _SPARE_BYTES = 64 << 20  # left free beside the target after the copy
+_FULL = (errno.ENOSPC, errno.EDQUOT)  # a disk that filled up, a quota spent: space is the fix, not permissions
 _KINDS = {stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device"}
 
 
@@ -140,13 +142,27 @@ def _gb(size: int) -> str:
 
 
 def why_not_copied(target: Path, exc: OSError) -> str:
-    """What stopped a copy, and its fix: each entry a folder's copy failed on (`shutil.Error`,
-    with the cause, "Permission denied"), or the error."""
+    """What stopped a copy, and its fix: a disk or quota that filled up; each entry a folder's copy
+    failed on (`shutil.Error`, with the cause, "Permission denied"), or the error."""
+    full = _full(exc)
+    if full:
+        return f"{full} while the backup was copied; free some space beside the target (in {target.parent}) and try again"
     if not isinstance(exc, shutil.Error) or not exc.args or not isinstance(exc.args[0], list):
         return f"{exc.strerror or exc}; make the folder beside it writable (and the target readable) and try again"
     failed = [(os.path.relpath(str(source), target), _cause(str(why))) for source, _, why in exc.args[0]]
     shown = "; ".join(f"{path}: {why}" for path, why in failed[:3]) + ("; ..." if failed[3:] else "")
     return f"{len(failed)} of its entries cannot be copied ({shown}); make them readable, or move them out, and try again"
+
+
+def _full(exc: OSError) -> str:
+    """The words of a full disk or an exhausted quota, if that is what stopped the copy ("" if not):
+    a folder's copy (`shutil.Error`) keeps only the text of each entry's error."""
+    if exc.errno in _FULL:
+        return exc.strerror or os.strerror(exc.errno)
+    if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list):
+        causes = {_cause(str(entry[2])) for entry in exc.args[0] if len(entry) == 3}
+        return next((os.strerror(code) for code in _FULL if os.strerror(code) in causes), "")
+    return ""
 
 
 def _cause(why: str) -> str:
