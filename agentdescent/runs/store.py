@@ -251,8 +251,7 @@ class RunDir:
         try:
             fd = self._open(name, os.O_RDWR | os.O_CREAT)
         except OSError as exc:
-            raise UserError(f"cannot take run {self.id}'s {name} in {self.path}: {exc.strerror or exc}; make the "
-                            f"store writable, or set {HOME_ENV} to a writable folder") from None
+            raise _unwritable_store(self.path.parent, exc, f"take the lock {self.file(name)}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -282,11 +281,19 @@ def stored_tasks(tasks: list[Task]) -> str:
     return text
 
 
-def _unwritable_store(root: Path, exc: OSError) -> UserError:
+def _unwritable_store(root: Path, exc: OSError, doing: str = "") -> UserError:
+    """Why the store at `root` cannot be written, and the fix; `doing` is what was refused (default: a new run)."""
+    doing = doing or f"create a run in {root}"
     if exc.errno == errno.ENOTDIR:  # the home, or its runs folder, is a file
-        return UserError(f"cannot create a run in {root}: a file stands where a folder must be ({exc.filename}); "
+        return UserError(f"cannot {doing}: a file stands where a folder must be ({exc.filename}); "
                          f"set {HOME_ENV} to a folder, or move that file away")
-    return UserError(f"cannot create a run in {root}: {exc.strerror or exc}; free some space or set {HOME_ENV} to a "
+    if exc.errno == errno.EROFS:
+        return UserError(f"cannot {doing}: the run store {root} is on a read-only file system; mount it writable, "
+                         f"or set {HOME_ENV} to a writable folder")
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return UserError(f"cannot {doing}: {exc.strerror}; free some space on the disk of {root}, or set {HOME_ENV} "
+                         "to a folder on another")
+    return UserError(f"cannot {doing}: {exc.strerror or exc}; make {root} writable, or set {HOME_ENV} to a "
                      "writable folder")
 
 

@@ -81,7 +81,10 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
     target = target_path(status.target)
     writing = contextlib.nullcontext() if dry_run else targetlock.locked(target)
     # the status is recorded under the target's lock, so that a restore sees the run it undoes
-    with run.holding("accept.lock", f"another accept of run {run.id} is writing right now; wait for it"), writing:
+    # a dry run writes nothing, so it goes without the accept's lock: a read-only store is read
+    holding = contextlib.nullcontext() if dry_run else run.holding(
+        "accept.lock", f"another accept of run {run.id} is writing right now; wait for it")
+    with holding, writing:
         if run.status().state == "accepted":  # the other accept finished while we waited for the lock
             raise UserError(f"run {run.id} was already accepted just now")
         result, base = _to_write(run, result)

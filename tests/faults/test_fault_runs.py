@@ -122,6 +122,27 @@ def test_a_store_on_a_read_only_disk_is_a_clear_error(tmp_path, monkeypatch):
             Service().start(domain.spec(tmp_path))
 
 
+def test_a_store_made_read_only_is_named_so_and_still_answers_a_dry_run(tmp_path, monkeypatch):
+    """Start and resume said "cannot take run .targets's <hash>.lock" (no run is named .targets),
+    and accept --dry-run, which writes nothing, was refused for the accept's lock."""
+    with _tmpfs(tmp_path / "store", options="size=64m") as folder:
+        monkeypatch.setenv("AGENTDESCENT_HOME", str(folder / "home"))
+        monkeypatch.chdir(ROOT)
+        made = Service()
+        run = made.start(domain.spec(tmp_path, rounds=2)).run_id
+        assert wait(made, run).state == "finished"
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        with pytest.raises(UserError, match="read-only file system") as started:
+            made.start(domain.spec(tmp_path, rounds=2))
+        said = str(started.value)
+        assert f"the run store {folder / 'home' / 'runs'} is on a read-only file system; mount it writable" in said
+        assert ".targets's" not in said
+        dry = made.accept(run, dry_run=True)
+        assert dry.written == ["prompt.md"] and "nothing was touched" in dry.message
+        with pytest.raises(UserError, match="accept.lock: the run store .* is on a read-only file system"):
+            made.accept(run)
+
+
 def test_a_store_on_a_full_disk_stops_the_run_cleanly_and_it_resumes_once_there_is_room(tmp_path, monkeypatch):
     with _tmpfs(tmp_path / "disk", options="size=16m") as folder:
         monkeypatch.setenv("AGENTDESCENT_HOME", str(folder / "home"))
