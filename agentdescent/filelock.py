@@ -44,8 +44,11 @@ def holding(lock: Path, *, wait: float, busy: str) -> Iterator[None]:
                     holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "another process"
                     raise UserError(busy.format(holder=holder)) from None
                 time.sleep(0.1)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
+        except OSError as exc:  # a full disk: the error of a descriptor names no file, so it is named here
+            raise OSError(exc.errno, exc.strerror, str(lock)) from exc
         yield
     finally:
         os.close(fd)  # which releases the lock

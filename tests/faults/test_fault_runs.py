@@ -143,6 +143,26 @@ def test_a_store_made_read_only_is_named_so_and_still_answers_a_dry_run(tmp_path
             made.accept(run)
 
 
+def test_accept_on_a_full_store_names_the_file_it_could_not_write(tmp_path, monkeypatch):
+    """The target's lock took the writer's pid through its descriptor, whose error names no file:
+    accept said only 'cannot write: No space left on device'."""
+    with _tmpfs(tmp_path / "disk", options="size=16m") as folder:
+        monkeypatch.setenv("AGENTDESCENT_HOME", str(folder / "home"))
+        monkeypatch.chdir(ROOT)
+        made = Service()
+        (tmp_path / "work").mkdir()
+        run = made.start(domain.spec(tmp_path / "work", rounds=2)).run_id
+        assert wait(made, run).state == "finished"
+        with contextlib.suppress(OSError), (folder / "filler").open("wb") as handle:
+            while True:
+                handle.write(b"\0" * 65536)
+        told = subprocess.run([sys.executable, "-m", "agentdescent", "accept", run], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120, env={**os.environ})
+        assert told.returncode != 0 and "No space left on device" in told.stderr
+        assert f"cannot write {folder / 'home' / 'backups'}/" in told.stderr, told.stderr
+        assert (tmp_path / "work" / "prompt.md").read_text(encoding="utf-8") == "Answer with the code.\n"
+
+
 def test_a_store_on_a_full_disk_stops_the_run_cleanly_and_it_resumes_once_there_is_room(tmp_path, monkeypatch):
     with _tmpfs(tmp_path / "disk", options="size=16m") as folder:
         monkeypatch.setenv("AGENTDESCENT_HOME", str(folder / "home"))
