@@ -589,6 +589,20 @@ def test_a_restore_after_a_killed_restore_says_it_settled_it_and_puts_back_the_b
     assert done.source == tmp_path / ".skill.bak-1" / "skill" and done.changed == ("SKILL.md",)
 
 
+def test_a_restore_after_a_killed_write_back_undoes_that_one_only(tmp_path):
+    """It rolled the cut-short write-back back, then went on to put back the backup of the accept
+    before it: what status told the user would roll the half-done write back undid their accept too."""
+    folder = make(tmp_path / "skill", SKILL)
+    write_back(folder, {**SKILL, "SKILL.md": "accepted\n"}, initial=SKILL)  # an accept the user keeps
+    with targetlock.locked(folder):  # a second write-back, killed half way
+        backups.take(folder, made_by="write_to", paths=["SKILL.md"])
+    (folder / "SKILL.md").write_text("half written\n", encoding="utf-8")
+    done = restore(folder)
+    assert done.settled and done.changed == () and (folder / "SKILL.md").read_text() == "accepted\n"
+    restore(folder)  # the next restore undoes the accept before it
+    assert (folder / "SKILL.md").read_text() == SKILL["SKILL.md"]
+
+
 def test_a_write_after_a_killed_write_says_it_rolled_that_one_back(tmp_path):
     folder = make(tmp_path / "skill", SKILL)
     with targetlock.locked(folder):  # a write-back killed half way

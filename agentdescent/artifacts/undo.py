@@ -70,8 +70,9 @@ def restore(path: str | os.PathLike, number: int | None = None, *, overwrite: bo
     """Put a recorded, intact backup of `path` back: backup `number`, or the newest whose write
     ended. A folder ends as the backup (files added since are removed; paths a key cannot name,
     `.git` and the like, and editor or cache litter are left as they are), a file as it was. An
-    interrupted write is recovered first, and the current target is backed up first, so that the
-    next restore undoes this one.
+    interrupted write is recovered first (a write-back cut short is undone by that alone: an earlier
+    one is the next restore's), and the current target is backed up first, so that the next
+    restore undoes this one.
     A path edited since the last write-back or restore (`edited_since`) refuses the restore,
     unless `overwrite`: the restore is an undo of that write, not of the user's work after it.
     Folders beside it that are not recorded backups, or no longer match their record, are passed
@@ -82,9 +83,12 @@ def restore(path: str | os.PathLike, number: int | None = None, *, overwrite: bo
     if source is None and backups.interrupted(target) is None:
         raise _no_backup(target, refused, number)  # before taking the lock, which would leave a lock file beside it
     with targetlock.locked(target):
+        cut = backups.interrupted(target)
         settled = tuple(map(str, backups.recover(target)[0]))
         source, refused = backups.restorable(target, number)
-        if source is None and settled:  # the write just rolled back was all there was to undo
+        # the write just rolled back was all there was to undo, or it was a write-back: its rollback
+        # undid it, and a write before it is the next restore's (a cut-short restore goes on)
+        if settled and (source is None or number is None and cut is not None and cut.record.made_by == "write_to"):
             source, refused = backups.restorable(target, number, rolled_back=True)
         if source is None:
             raise _no_backup(target, refused, number)
