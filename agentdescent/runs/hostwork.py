@@ -124,7 +124,7 @@ def _take(run: RunDir, holder: Claim, kinds: tuple[str, ...], *, budget: int = P
     held = mailbox.renew(holder, listing)
     seen = {kind: Seen(run, holder, kind, forget=fresh) for kind in kinds}
     groups: dict[tuple, CandidateWork] = {}
-    left, waiting = budget - 400, 0  # room for the answer's own fields
+    left, waiting = budget - 400 - len(_lost(held)), 0  # room for the answer's own fields, its message at its longest
     for request, claimed in listing:
         if claimed is not None and claimed.holder == holder.holder:
             continue  # taken before: the holder has it
@@ -348,10 +348,14 @@ def cut_to(text: str, room: int) -> str:
     return text[:low]
 
 
+def _lost(held: int) -> str:
+    """What the answer says of the requests its holder took before and has not answered."""
+    return (f"this conversation holds {held} request(s) it took before and has not answered: answer them, or if they "
+            "are lost (a helper ended, a result was cut), host_release gives them back to take again" if held else "")
+
+
 def _said(work: list[CandidateWork], waiting: int, running: bool, state: str, held: int) -> str:
-    taken = sum(len(group.requests) for group in work)
-    lost = (f"this conversation holds {held} request(s) it took before and has not answered: answer them, or if "
-            "they are lost (a helper ended, a result was cut), host_release gives them back to take again" if held else "")
+    taken, lost = sum(len(group.requests) for group in work), _lost(held)
     if taken:
         more = f"; {waiting} more open: take them once these are answered" if waiting else ""
         return (f"{taken} request(s) on {len(work)} candidate(s): read each candidate once, do each task from its "
