@@ -8,9 +8,9 @@ An accept holds the run's accept lock, so two at once never interleave, and the 
 (`targetlock`) across the write and the status that records it, so a restore that follows sees the
 run it undoes; a write killed half-way is rolled back by the next one (the write-back's own
 journal), and one killed after its write ended but before the status recorded it is recorded by
-the next, with that write's backup. The backups past `pruning.KEEP` that the write-back removed are named in its answer, and
-a run whose status named a backup now gone no longer does (`restoring.unbacked`). Left out: what a run
-shows (`review`); putting a backup back (`restoring`).
+the next, with that write's backup. The backups past `pruning.KEEP` that the write-back removed
+are named in its answer, and a run whose status named a backup now gone no longer does
+(`restoring.unbacked`). Left out: what a run shows (`review`); putting a backup back (`restoring`).
 """
 
 from __future__ import annotations
