@@ -624,3 +624,35 @@ def test_a_file_the_run_never_read_is_named_as_such_not_as_the_users_edit(tmp_pa
     said = str(refused.value)
     assert "1 file(s) the run never read" in said and "(notes/private.md)" in said and "since the run started" not in said
     assert (folder / "notes" / "private.md").read_text(encoding="utf-8") == "mine\n"
+
+
+def test_a_rollback_that_puts_the_files_back_but_cannot_record_it_says_so(tmp_path):
+    """The backup's journal could not be written (a full disk, here a folder made read-only): the
+    error said putting the files back had failed and the journal still said 'applying', while
+    the target was whole again and its record said 'rolled back'."""
+    from tests.test_removal import as_a_user
+
+    found = as_a_user("""
+    import json, os, tempfile
+    from pathlib import Path
+    os.environ["AGENTDESCENT_HOME"] = tempfile.mkdtemp()
+    from agentdescent.artifacts import backups, targetlock
+    from agentdescent.artifacts.undo import restore
+    from agentdescent.errors import UserError
+    folder = Path(tempfile.mkdtemp()) / "skill"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text("be brief\\n")
+    with targetlock.locked(folder):  # a write-back killed half way
+        backup = backups.take(folder, made_by="write_to", paths=["SKILL.md"])
+    (folder / "SKILL.md").write_text("half written\\n")
+    os.chmod(backup.folder, 0o555)
+    try:
+        restore(folder)
+        said = ""
+    except UserError as exc:
+        said = str(exc)
+    print(json.dumps({"said": said, "now": (folder / "SKILL.md").read_text(),
+                      "phase": backups.backups(folder)[0].record.phase}))
+    """, tmp_path)
+    assert found["now"] == "be brief\n" and found["phase"] == "rolled back"
+    assert "was put back from" in found["said"] and "recording that failed (Permission denied)" in found["said"]

@@ -222,8 +222,9 @@ def take(target: Path, *, made_by: MadeBy, paths: list[str], writes: dict[str, s
         if backup.name != IGNORED:  # a target named so has its copy there, read by git in its stead
             atomic.write_text(backup.folder / IGNORED, "*\n")
         _write_journal(backup, backup.record)
-        if planned.existed:
-            _copy(target, backup)
+        if planned.existed:  # copied whole under a name of its own, then named the copy: complete once so named
+            copy(target, backup.folder / PARTIAL)
+            os.rename(backup.folder / PARTIAL, backup.copy)
         digest = registry.digest(backup.copy) if planned.existed else None
         backup = _store(backup, backup.record.model_copy(update={"phase": "applying", "digest": digest, "after": writes}))
     except OSError as exc:
@@ -269,7 +270,11 @@ def rollback(target: Path, backup: Backup, paths: list[str] | None = None) -> li
     wanted = record.paths if paths is None else paths
     left = [] if record.after is None else [p for p in wanted if registry.saved_since(target, source, p, record.after.get(p))]
     put_back(target, source, [p for p in wanted if p not in left])
-    finish(backup, "rolled back")
+    try:
+        finish(backup, "rolled back")
+    except OSError as exc:  # put back, not recorded: what recovers the record finds the target as it was
+        raise UserError(f"{target} was put back from {backup.folder}, but recording that failed ({exc.strerror or exc}): "
+                        "free some space or make it writable; the next write-back or restore records it") from exc
     return left
 
 
@@ -386,11 +391,6 @@ def _delete(folder: Path) -> bool:
                     os.chmod(path, stat.S_IMODE(os.lstat(path).st_mode) | stat.S_IRWXU)
     shutil.rmtree(folder, ignore_errors=True)
     return not os.path.lexists(folder)
-
-
-def _copy(target: Path, backup: Backup) -> None:
-    copy(target, backup.folder / PARTIAL)
-    os.rename(backup.folder / PARTIAL, backup.copy)
 
 
 def _number(name: str) -> int:

@@ -312,11 +312,15 @@ def run_steps(target: Path, backup: backups.Backup, steps: list[tuple[str, list[
             begun += paths
             action()
     except BaseException as exc:
-        left = _undo(target, backup, begun)
+        cause = (f"{exc.strerror} ({exc.filename})" if exc.strerror and exc.filename else exc.strerror or str(exc)
+                 ) if isinstance(exc, OSError) else str(exc)
+        try:
+            left = _undo(target, backup, begun)
+        except UserError as undone:  # put back, or not, and said so: with what stopped the write
+            raise UserError(f"could not {doing}: {cause}; {undone}") from exc
         but = (f" (but for {', '.join(left[:5])}: saved again after this write had written it, and left as saved)"
                if left else "")
         if isinstance(exc, OSError):
-            cause = f"{exc.strerror} ({exc.filename})" if exc.strerror and exc.filename else exc.strerror or str(exc)
             raise UserError(f"could not {doing}: {cause}; every change was undone{but} and {target} is as it was "
                             f"(backup in {backup.folder}): fix the cause and try again") from exc
         if left and isinstance(exc, UserError):
@@ -329,9 +333,9 @@ def _undo(target: Path, backup: backups.Backup, paths: list[str]) -> list[str]:
     try:
         return backups.rollback(target, backup, paths)
     except OSError as failed:
-        raise UserError(f"a write to {target} failed, and putting it back from {backup.folder} failed too "
-                        f"({failed}); fix the cause, then `{command('restore', target)}` or the next "
-                        "write_to rolls it back (its journal still says 'applying')") from failed
+        raise UserError(f"putting it back from {backup.folder} failed too ({failed}); fix the cause, then "
+                        f"`{command('restore', target)}` or the next write_to rolls it back (its record still says "
+                        "'applying')") from failed
 
 
 def _delete(target: Path, key: str) -> None:
