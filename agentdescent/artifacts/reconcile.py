@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from agentdescent.artifacts.putback import lstat
 from agentdescent.step.textmerge import merge_text
 
 Files = Mapping[str, bytes | None]  # relative path -> bytes, None where the file is absent
@@ -102,7 +103,7 @@ def against_disk(target: Path, contents: dict[str, bytes], initial: dict[str, st
     through a link), a conflict where the run deletes it or writes it over a link of the user's,
     and otherwise (a folder, a path through a link) left to the write-back's path checks. Nothing
     to reconcile without a `base`, or when the target is not there at all."""
-    if base is None or _lstat(target) is None:
+    if base is None or lstat(target) is None:
         return Reconciled()
     paths = {*base, *contents, *initial} - frozen_keys
     theirs = {k: _regular_bytes(target, k) for k in paths}
@@ -124,19 +125,13 @@ def _regular_bytes(target: Path, key: str) -> bytes | None | object:
     anything else, a path through a symlink included (nothing is followed)."""
     parts = key.split("/") if key else []
     for depth in range(len(parts)):
-        info = _lstat(target.joinpath(*parts[:depth]))
+        info = lstat(target.joinpath(*parts[:depth]))
         if info is None:
             return None
         if not stat.S_ISDIR(info.st_mode):
             return _NOT_A_FILE
-    info = _lstat(target / key)
+    info = lstat(target / key)
     if info is None:
         return None
     return (target / key).read_bytes() if stat.S_ISREG(info.st_mode) else _NOT_A_FILE
 
-
-def _lstat(path: Path) -> os.stat_result | None:
-    try:
-        return os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None

@@ -25,7 +25,7 @@ from typing import Literal
 from pydantic import BaseModel, ValidationError, field_validator
 
 from agentdescent import atomic
-from agentdescent.artifacts.putback import path_reason
+from agentdescent.artifacts.putback import lstat, path_reason
 from agentdescent.errors import UserError
 from agentdescent.home import HOME_ENV, home
 from agentdescent.walking import walk
@@ -154,15 +154,9 @@ def seen(path: Path) -> str:
 
 def file_modes(target: Path, paths: list[str]) -> dict[str, int]:
     """The mode bits of each of `paths` under `target` that is a regular file (`seen` tells bytes only)."""
-    infos = {rel: _lstat(target / rel) for rel in paths}
+    infos = {rel: lstat(target / rel) for rel in paths}
     return {rel: stat.S_IMODE(info.st_mode) for rel, info in infos.items() if info and stat.S_ISREG(info.st_mode)}
 
-
-def _lstat(path: Path) -> os.stat_result | None:
-    try:
-        return os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
 
 
 def seen_bytes(data: bytes) -> str:

@@ -39,6 +39,7 @@ from pathlib import Path
 from agentdescent import atomic
 from agentdescent.artifacts import backups, pruning, reconcile, registry, targetlock
 from agentdescent.artifacts.copyable import readable
+from agentdescent.artifacts.putback import lstat
 from agentdescent.commands import command
 from agentdescent.errors import UserError
 from agentdescent.governance import is_frozen, unsafe_key_reason
@@ -135,7 +136,7 @@ def target_path(path: str | os.PathLike) -> Path:
 
 
 def check_kind(target: Path, *, folder: bool | None) -> None:
-    info = _lstat(target)
+    info = lstat(target)
     if info is None:
         return
     if stat.S_ISLNK(info.st_mode):
@@ -210,7 +211,7 @@ def _difference(target: Path, key: str, initial: Mapping[str, str], base: Mappin
     was = (base or {}).get(key)
     if key not in initial and was is None:
         return "unread"
-    info = _lstat(target / key)
+    info = lstat(target / key)
     if info is None:
         return "gone"
     if not stat.S_ISREG(info.st_mode):
@@ -262,7 +263,7 @@ def _refuse_path(target: Path, key: str, deleted: set[str], *, may_be_link: bool
     parts = key.split("/") if key else []
     for depth in range(1, len(parts) + 1):
         rel, last = "/".join(parts[:depth]), depth == len(parts)
-        info = _lstat(target / rel)
+        info = lstat(target / rel)
         if info is None or (not last and rel in deleted):
             return
         problem = _path_problem(info, rel, key, last=last, may_be_link=may_be_link)
@@ -375,12 +376,6 @@ def _named(plan: WritePlan) -> WritePlan:
 
 def _bytes(path: Path) -> bytes | None:
     """The bytes of the regular file at `path`; None for anything else (a link is never followed)."""
-    info = _lstat(path)
+    info = lstat(path)
     return path.read_bytes() if info is not None and stat.S_ISREG(info.st_mode) else None
 
-
-def _lstat(path: Path) -> os.stat_result | None:
-    try:
-        return os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None

@@ -62,8 +62,8 @@ def read_folder(target: str, exclude: Sequence[str], assets: dict[str, bytes],
 def unsaved_text(assets: dict[str, bytes], shown: int = 3) -> list[str]:
     """The files of `assets` whose name says text, each with what it looks saved as; one line
     naming the first `shown` of them and the fix, or none."""
-    found = [f"{path} ({reading.not_text(data)})" for path, data in sorted(assets.items())
-             if Path(path).suffix.lower() in TEXT_SUFFIXES and reading.not_text(data) is not None]
+    found = [f"{path} ({why})" for path, data in sorted(assets.items())
+             if Path(path).suffix.lower() in TEXT_SUFFIXES and (why := reading.not_text(data)) is not None]
     if not found:
         return []
     more = f" and {len(found) - shown} more" if len(found) > shown else ""
