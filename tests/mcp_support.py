@@ -3,6 +3,7 @@ structured answer or its error, waiting on a run's state, and the specs the test
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -12,6 +13,8 @@ from typing import Any
 import anyio
 import mcp
 from mcp import StdioServerParameters
+
+from agentdescent.runs.hostfiles import sent_bytes
 
 REPO = Path(__file__).resolve().parent.parent
 ENDED = ("finished", "failed", "cancelled", "interrupted", "accepted", "rejected")
@@ -39,6 +42,8 @@ async def call(client: mcp.Client, tool: str, **arguments: Any) -> dict[str, Any
     result = await client.call_tool(tool, arguments)
     assert not result.is_error, f"{tool} failed: {result.content[0].text}"
     assert result.structured_content is not None, f"{tool} gave no structured content"
+    text = result.content[0].text  # what a host's model reads: the pages are measured in it (hostfiles.sent_bytes)
+    assert json.loads(text) == result.structured_content and len(text.encode()) == sent_bytes(result.structured_content)
     return result.structured_content
 
 

@@ -124,8 +124,8 @@ def test_one_answer_stays_under_the_page_and_a_long_prompt_is_read_on(run):
 
 @pytest.mark.parametrize("chars", [1, 60, 400])
 def test_many_short_requests_stay_under_the_page_as_the_host_receives_it(run, chars):
-    """The page was measured as compact JSON and sent indented by 2 (as the MCP SDK sends a tool's
-    result): 55 requests of 60 characters made 8,495 bytes, past the 7,000 a page promises."""
+    """The page is measured as the MCP server sends it (compact JSON): measured as one form and sent
+    as another (indented by 2), 55 requests of 60 characters made 8,495 bytes, past the 7,000 a page promises."""
     asked = hostwork.PAGE_REQUESTS + 20
     post(run, *({"prompt": f"{i} " + "x" * chars, "context": "RULES"} for i in range(asked)))
     while len(Mailbox(run.file("mailbox")).open()) < asked:  # a loaded machine starts the askers slowly

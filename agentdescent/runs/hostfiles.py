@@ -24,7 +24,7 @@ from agentdescent.runs.mailbox import Claim
 from agentdescent.runs.store import RunDir
 from agentdescent.walking import entries
 
-__all__ = ["FILE_BYTES", "SKILL_FOLDERS", "Seen", "fitted", "sent_bytes", "workspace_files"]
+__all__ = ["FILE_BYTES", "SKILL_FOLDERS", "Seen", "fitted", "sent_bytes", "sent_text", "workspace_files"]
 
 FILE_BYTES = 200_000  # a workspace file past this is read by the host itself, not sent
 SKILL_FOLDERS = (".claude", ".agents", ".codex")  # hidden folders a host reads skills from
@@ -43,29 +43,32 @@ class Group(Protocol):
     template_file: str | None
 
 
-def sent_bytes(answer: Any, depth: int = 0) -> int:
-    """The bytes of `answer` as a host receives it, nested `depth` levels deep in a tool's result:
-    the MCP SDK sends a result as JSON indented by 2, each level 2 more spaces a line."""
-    text = pydantic_core.to_json(answer, indent=2)
-    return len(text) + 2 * depth * text.count(b"\n")
+def sent_text(answer: Any) -> str:
+    """`answer` as a host receives it in a tool's result: compact JSON (the MCP server sends every
+    result so, and pages are measured in it)."""
+    return pydantic_core.to_json(answer).decode()
 
 
-def fitted(group: Group, run: RunDir, room: int, depth: int = 2) -> Group:
-    """`group` (changed in place) with its JSON, as sent `depth` levels deep, within `room` bytes
-    where moving its parts out can do it: its largest files first, then its context, then its template."""
-    size = sent_bytes(group, depth)
-    line = 2 * (depth + 2) + 2  # a file's line in `files` or `unsent`: its indent, a newline and a comma
+def sent_bytes(answer: Any) -> int:
+    """The UTF-8 bytes of `sent_text(answer)`."""
+    return len(pydantic_core.to_json(answer))
+
+
+def fitted(group: Group, run: RunDir, room: int) -> Group:
+    """`group` (changed in place) with its JSON within `room` bytes where moving its parts out can
+    do it: its largest files first, then its context, then its template."""
+    size = sent_bytes(group)
     sent = sorted((group.files or {}).items(), key=lambda item: len(item[1]))
     while size > room and sent:
         path, text = sent.pop()
-        size -= sent_bytes(path) + sent_bytes(text) + 2 + line
+        size -= sent_bytes(path) + sent_bytes(text) + 2  # "path":"text",
         group.unsent = sorted([*(group.unsent or []), path])
-        size += sent_bytes(path) + line
+        size += sent_bytes(path) + 1  # "path",
     if group.files is not None:
         group.files = dict(sent) if sent or not group.files else None
     if size > room and group.context:
         group.context_file, group.context = _spilled(run, f"context-{group.candidate}", group.context), None
-        size = sent_bytes(group, depth)
+        size = sent_bytes(group)
     if size > room and group.template:
         group.template_file, group.template = _spilled(run, f"template-{_digest(group.template)}", group.template), None
     return group

@@ -135,7 +135,7 @@ def _take(run: RunDir, holder: Claim, kinds: tuple[str, ...], *, budget: int = P
             group, files = _opened(request, seen[request.kind])
             if not groups:  # the page's first group goes whole into it, or as much of it as can
                 fitted(group, run, left - min(len(json.dumps(text)), 300) - 130)
-        size = len(json.dumps(text)) + _request_bytes(request.id) + (0 if key in groups else sent_bytes(group, 2) + 16)
+        size = len(json.dumps(text)) + _request_bytes(request.id) + (0 if key in groups else sent_bytes(group) + 1)
         full = size > left and groups or sum(len(g.requests) for g in groups.values()) >= PAGE_REQUESTS
         if full or not mailbox.claim(request.id, holder=holder, lease=LEASE_SECONDS):
             waiting += mailbox.holder_of(request.id) != holder.holder  # not: a call of its own, at once, took it
@@ -333,8 +333,8 @@ def _merged(work: HostWork, more: HostWork) -> HostWork:
 
 
 def _request_bytes(request_id: str) -> int:
-    """What a request adds to a page as sent, but its prompt's text: its fields, indent and separator."""
-    return sent_bytes(HostRequest(request_id=request_id, prompt="", continues=True), 4) + 12
+    """What a request adds to a page as sent, but its prompt's text: its fields and a comma."""
+    return sent_bytes(HostRequest(request_id=request_id, prompt="", continues=True)) + 1
 
 
 def cut_to(text: str, room: int) -> str:

@@ -2,7 +2,8 @@
 
 Each tool is one call on a new `Service` (so the run store is read from `$AGENTDESCENT_HOME` at
 that moment) and answers with the service's own pydantic record, which the client receives as
-`structuredContent` with an `outputSchema`. A `UserError` (or any error AgentDescent raises on
+`structuredContent` with an `outputSchema`, and as its text in compact JSON (the SDK would indent
+it: whitespace that a host pays for in tokens and in the size it shows whole). A `UserError` (or any error AgentDescent raises on
 purpose) becomes a tool error whose text is its message, which already says what to do next; so
 does a path the system refuses for what it is (a name too long, a symlink loop).
 Runs live in their own processes, so the server holds no state and may be restarted at any time.
@@ -21,11 +22,10 @@ from contextlib import contextmanager
 from importlib import metadata
 from typing import Annotated, Any, Literal
 
-import pydantic_core
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp.types import Tool as MCPTool
-from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError, WithJsonSchema
 
 from agentdescent.agents.redact import redact
@@ -35,6 +35,7 @@ from agentdescent.reading import name_or_count, unusable_path
 from agentdescent.runs import Service
 from agentdescent.runs.doctor import DoctorReport
 from agentdescent.runs.host import PROPOSAL, ROLLOUT
+from agentdescent.runs.hostfiles import sent_bytes, sent_text
 from agentdescent.runs.hostwork import PAGE_BYTES, PAGE_REQUESTS, Answer, HostWork, Page, Submitted, cut_to
 from agentdescent.runs.mailbox import Claim
 from agentdescent.runs.review import Shown
@@ -139,13 +140,20 @@ class _StrictServer(MCPServer):
             raise ToolError(f"{name} has no argument {said}" + (f" (did you mean {', '.join(near)}?)" if near else "")
                             + f"; its arguments: {', '.join(known) or 'none'}")
         try:
-            return await super().call_tool(name, arguments, context)
+            return _compact(await super().call_tool(name, arguments, context))
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError):
                 nothing = "; nothing was done: fix these and call it again" if name == "host_submit" else ""
                 raise ToolError(f"{name}: " + "; ".join(_field_problem(e) for e in exc.__cause__.errors()[:10])
                                 + nothing) from None
             raise
+
+
+def _compact(result: Any) -> Any:
+    """`result` with its record's text as compact JSON, which the pages are measured in (`sent_bytes`)."""
+    if not isinstance(result, CallToolResult) or result.structured_content is None or result.is_error:
+        return result
+    return result.model_copy(update={"content": [TextContent(type="text", text=sent_text(result.structured_content))]})
 
 
 def _field_problem(error: Any) -> str:
@@ -303,7 +311,7 @@ def runs(newest: Newest = 15, skip: Skip = 0) -> Runs:
         while True:  # the oldest of the page go first: a host cuts an answer past its limit anywhere
             page = Runs(runs=listed, older=end - len(listed), store=str(s.store.root))
             page.next_skip = skip + len(listed) if page.older else None
-            if len(listed) <= 1 or len(pydantic_core.to_json(page, indent=2)) <= PAGE_BYTES:
+            if len(listed) <= 1 or sent_bytes(page) <= PAGE_BYTES:
                 return page
             listed = listed[1:]
 
