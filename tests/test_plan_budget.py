@@ -77,6 +77,13 @@ def test_a_budget_just_at_the_smallest_run_is_quoted_and_its_run_ends_well(servi
     assert done.outcomes, done  # its round ran: the start did not spend what the round needed
 
 
+def test_the_quote_counts_the_reflections_the_spec_s_proposal_policy_takes(service, tmp_path):
+    quoted = {n: service.plan({**domain.spec(tmp_path), "policies": {"proposal": {"max_proposals": n}}}).quote
+              for n in (2, 3)}
+    assert "up to 2 reflections" in quoted[2].basis and "up to 3 reflections" in quoted[3].basis
+    assert quoted[3].calls_high > quoted[2].calls_high and quoted[3].calls_low == quoted[2].calls_low
+
+
 def test_a_budget_that_affords_only_some_rounds_is_quoted_with_a_warning(service, tmp_path):
     rounds = domain.spec(tmp_path)["rounds"]
     full = LEAST + (rounds - 1) * WORKERS * 5  # the quote's low end, uncapped

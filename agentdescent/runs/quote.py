@@ -3,12 +3,12 @@ money when the spec gives a price.
 
 The estimate follows the loop's shape with the shipped policies: the held-out set measured at the
 start and at the end; per round each worker's minibatch (4 tasks, up to 4 more scouted when
-none fails), up to 2 reflections a worker, each diff verified on the failure it came from, the
-round's fusion and head probed on up to 32 train tasks, and, when a probe breaks, bisection (two
-questions a level, for at most one wave of 16 broken probes); held-out evaluation on the way
-takes at most a fifth of the calls (`Amortized`). The low end is a run where little is proposed;
-the high end one where every round proposes everything and breaks a whole wave. `max_calls`
-caps what a run starts, so it bounds the high end; the smallest run (`smallest_run`: both
+none fails), up to `max_proposals` reflections a worker (2 unless the spec says otherwise), each
+diff verified on the failure it came from, the round's fusion and head probed on up to 32 train
+tasks, and, when a probe breaks, bisection (two questions a level, for at most one wave of 16
+broken probes); held-out evaluation on the way takes at most a fifth of the calls (`Amortized`).
+The low end is a run where little is proposed; the high end one where every round proposes
+everything and breaks a whole wave. `max_calls` caps what a run starts, so it bounds the high end; the smallest run (`smallest_run`: both
 held-out measurements and one round at the low end) bounds it from below, and a `max_calls` under
 it is refused (`refusal`), since such a run stops before it can learn anything. Left out: the
 tokens of a CLI agent's session, which its own tool use decides (the per-token price, and
@@ -123,11 +123,12 @@ def budget_warnings(*, cost: Quote, max_tokens: int | None, held_out: int, worke
 
 
 def quote(*, train: int, held_out: int, workers: int, rounds: int, artifact_chars: int, prompt_chars: int,
-          max_calls: int | None, price_per_call: float | None, price_per_1k_tokens: float | None) -> Quote:
-    """The range of calls a run takes, and its cost when a price is given."""
+          max_calls: int | None, price_per_call: float | None, price_per_1k_tokens: float | None,
+          reflections: int = REFLECTIONS) -> Quote:
+    """The range of calls a run takes, and its cost when a price is given; `reflections`: at most a worker's."""
     sample = min(SAMPLE, train)
-    levels = math.ceil(math.log2(max(2, workers * REFLECTIONS)))
-    high_round = workers * (MINIBATCH + SCOUTED + 2 * REFLECTIONS) + 2 * sample + min(WAVE, sample) * 2 * levels
+    levels = math.ceil(math.log2(max(2, workers * reflections)))
+    high_round = workers * (MINIBATCH + SCOUTED + 2 * reflections) + 2 * sample + min(WAVE, sample) * 2 * levels
     least = smallest_run(held_out=held_out, workers=workers)
     low = low_end(held_out=held_out, workers=workers, rounds=rounds)
     high = math.ceil((2 * held_out + rounds * high_round) / (1 - SHARE))
@@ -143,7 +144,7 @@ def quote(*, train: int, held_out: int, workers: int, rounds: int, artifact_char
         return None
 
     basis = (f"{held_out} held-out rollouts at the start and {held_out} at the end; per round {workers} workers x "
-             f"({MINIBATCH} rollouts, up to {SCOUTED} scouted, up to {REFLECTIONS} reflections, each verified on its "
+             f"({MINIBATCH} rollouts, up to {SCOUTED} scouted, up to {reflections} reflections, each verified on its "
              f"failure), the fusion and head on up to {sample} probes, bisection of up to {min(WAVE, sample)} broken "
              f"probes; held-out evaluation on the way at most {SHARE:.0%} of the calls; {rounds} rounds (the smallest "
              f"run, both held-out measurements and one round at the low end: {least} calls)"

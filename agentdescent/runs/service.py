@@ -308,7 +308,8 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
     prompt_chars = sum(len(t.prompt) for t in parts.tasks) // max(1, len(parts.tasks))
     cost = quote(train=len(train), held_out=len(held_out), workers=spec.n_workers, rounds=spec.rounds,
                  artifact_chars=chars, prompt_chars=prompt_chars, max_calls=spec.budget.max_calls,
-                 price_per_call=spec.price_per_call, price_per_1k_tokens=spec.price_per_1k_tokens)
+                 price_per_call=spec.price_per_call, price_per_1k_tokens=spec.price_per_1k_tokens,
+                 reflections=spec.policies.proposal.max_proposals)
     warnings = missing_keys(spec, parts.kind) + unsaved_sessions(spec) + cheaper_than_host(spec.agent.label, spec.reflector_spec.label,
                                                                     plugin=parts.kind == "plugin")
     if spec.budget.max_calls is None:

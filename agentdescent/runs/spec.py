@@ -55,6 +55,14 @@ MOVED = {  # a field's earlier name -> (the object it moved into, or None, and i
 }
 
 
+HOST_REFLECTIONS = 3  # failures a worker reflects on when the host reflects (see RunSpec._more_reflections_for_host)
+
+
+def _kind(agent: Any) -> Any:
+    """The kind an agent field names, as given: `host`, `{kind: host, ...}`."""
+    return agent.get("kind") if isinstance(agent, dict) else agent
+
+
 def _moved_names(value: dict) -> list[tuple[str, str]]:
     """The earlier names `value` uses, each with its field's dotted name now: [("workers", "n_workers")]."""
     return [(name, f"{parent}.{field}" if parent else field) for name, (parent, field) in MOVED.items() if name in value]
@@ -240,11 +248,26 @@ class RunSpec(Settings):
     @classmethod
     def _batched_for_host(cls, value: Any) -> Any:
         """A run the host answers is batched (`config.Parallelism`) unless the spec says otherwise."""
-        host = any((a.get("kind") if isinstance(a, dict) else a) == "host" for a in
-                   ((value.get("agent"), value.get("reflector")) if isinstance(value, dict) else ()))
+        host = any(_kind(a) == "host" for a in ((value.get("agent"), value.get("reflector")) if isinstance(value, dict) else ()))
         parallelism = value.get("parallelism", {}) if host else None
         batched = isinstance(parallelism, dict) and "batched" not in parallelism
         return {**value, "parallelism": {**parallelism, "batched": True}} if batched else value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _more_reflections_for_host(cls, value: Any) -> Any:
+        """A run the host reflects for takes `HOST_REFLECTIONS` failures a worker (`WorstFirst`)
+        unless the spec says otherwise: a round's reflections reach the host as one wave, answered
+        in one request however many they are, so a third costs the host nothing while a run of few
+        rounds learns more in each."""
+        if not isinstance(value, dict):
+            return value
+        reflector = value.get("reflector") or value.get("agent")
+        policies = value.get("policies", {})
+        proposal = policies.get("proposal", {}) if isinstance(policies, dict) else None
+        if _kind(reflector) != "host" or not isinstance(proposal, dict) or "max_proposals" in proposal:
+            return value
+        return {**value, "policies": {**policies, "proposal": {**proposal, "max_proposals": HOST_REFLECTIONS}}}
 
     @field_validator("prompt")
     @classmethod
