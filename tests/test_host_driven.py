@@ -1,7 +1,7 @@
 """A host-driven run through the real Claude Code (the pinned CLI), offline: the command's text as
 the model receives it, the two helpers SKILL.md starts doing the run's work within the hosts'
-limits and blind to the tasks' answers, the permission setting a headless run of it needs, and work
-a conversation took when it ended going back to the queue at once. The scripted model is
+limits, blind to the tasks' answers and within the cost target, the permission setting a headless
+run of it needs, and work a conversation took when it ended going back to the queue at once. The scripted model is
 `bench/host_cost.py`'s, which follows SKILL.md."""
 
 from __future__ import annotations
