@@ -83,7 +83,8 @@ def evolve(
     A round is `n_workers` worker turns: each rolls out a minibatch with `run`, scores it with
     `reward`, reflects on failures with `propose`, and hands back diffs. The aggregator admits,
     rebases, resolves, tests and commits them into a git ledger at `store` (a new temporary folder
-    when None; an existing ledger continues from its head, and an interrupted run on it resumes).
+    when None; an existing ledger continues from its head, and an interrupted run on it resumes; a
+    store another run uses now is refused).
     `dev` takes every accepted step; `stable` only held-out gains, and the result is `stable`.
 
     The run stops after `rounds`, at `target_reward` (held-out), after `patience` rounds without a
@@ -129,6 +130,11 @@ def evolve(
     stats.load()  # here, on the caller's thread, where a Ctrl-C can be held off it (see stats)
     ledger = Ledger(store if store is not None else tempfile.mkdtemp(prefix=TEMPORARY_LEDGER_PREFIX))
     files = RunFiles(ledger.path)
+    try:
+        files.claim()  # the store is this run's alone until it returns
+    except BaseException:
+        ledger.close()
+        raise
     usage = Usage()
     allowance = Allowance(usage, max_calls=budget.max_calls, max_tokens=budget.max_tokens)
     concurrency = max_concurrency or (BATCHED_WAVE if parallelism.batched else min(128, max(32, 4 * n_workers)))

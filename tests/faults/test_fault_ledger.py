@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
+import re
 import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import git
+import pytest
 
-from agentdescent import evolve
+from agentdescent import UserError, evolve
+from agentdescent import events as ev
 from agentdescent.ledger import Ledger
 from tests.doubles import year_program
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def fsck(path) -> None:
@@ -57,6 +65,8 @@ def _start(store, barrier, results):
     barrier.wait()
     try:
         results.put(("ok", run_on(store, rounds=1).final_reward))
+    except UserError as exc:  # another starter's run held the store: refused, as it must be
+        results.put(("refused" if "another run uses the store" in str(exc) else "error", str(exc)))
     except Exception as exc:  # reported to the parent, which fails the test with it
         results.put(("error", f"{type(exc).__name__}: {exc}"))
 
@@ -72,7 +82,8 @@ def test_processes_starting_together_on_one_empty_store_agree_on_one_ledger(tmp_
         for p in starters:
             p.join(60)
         outcomes = [results.get(timeout=5) for _ in starters]
-        assert all(kind == "ok" for kind, _ in outcomes), outcomes
+        kinds = [kind for kind, _ in outcomes]
+        assert "ok" in kinds and set(kinds) <= {"ok", "refused"}, outcomes
         fsck(store)
         with Ledger(store) as ledger:
             seeds = [r for r in ledger.log() if r.trailers.get("Round") == "seed"]
@@ -95,17 +106,66 @@ def test_stable_only_moves_forward_whoever_promotes(tmp_path):
             other.close()
 
 
-def test_two_runs_on_one_store_at_once_both_finish_and_lose_nothing(tmp_path):
+def test_a_second_run_on_a_store_in_use_is_refused_at_once_and_runs_once_the_first_returned(tmp_path):
+    """Two runs on one store would share its checkpoint and start log, each billed for the other's calls."""
+    store, started, release = tmp_path / "ledger", threading.Event(), threading.Event()
+
+    def hold(event) -> None:  # the first run waits at its start, the store held, till the second has tried
+        if isinstance(event, ev.RunStarted):
+            started.set()
+            release.wait(60)
+
+    tasks, reward, run, propose = year_program()
+    results = []
+    first = threading.Thread(target=lambda: results.append(
+        evolve(tasks, reward, run=run, propose=propose, rounds=2, n_workers=2, store=store, on_event=hold)))
+    first.start()
+    try:
+        assert started.wait(60)
+        with pytest.raises(UserError, match=f"another run uses the store {re.escape(str(store))} now .*store of its own"):
+            run_on(store)
+    finally:
+        release.set()
+        first.join(120)
+    assert results[0].error is None and results[0].usage.abandoned == 0
+    again = run_on(store)  # the first returned: the store is free, and the run continues from it
+    assert again.error is None and again.initial_version == results[0].version
+
+
+def test_a_run_that_raised_lets_go_of_its_store(tmp_path):
     store = tmp_path / "ledger"
     Ledger(store).close()
-    results = []
-    threads = [threading.Thread(target=lambda: results.append(run_on(store, rounds=3))) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert len(results) == 2 and all(r.error is None for r in results)
-    fsck(store)
-    with Ledger(store) as ledger:
-        versions = [r.version for r in ledger.log()]
-        assert versions == list(range(ledger.head(), -1, -1))  # one unbroken history
+    (store / "agentdescent").mkdir()
+    (store / "agentdescent" / "checkpoint.json").write_text("not json", encoding="utf-8")
+    for _ in range(2):  # the same refusal twice: the first run's claim went with its error
+        with pytest.raises(UserError, match="checkpoint .* cannot be read"):
+            run_on(store)
+
+
+HOLDER = """
+import sys
+from agentdescent import evolve, events
+from tests.doubles import year_program
+tasks, reward, run, propose = year_program()
+def hold(event):
+    if isinstance(event, events.RunStarted):
+        print("started", flush=True)
+        sys.stdin.read()
+evolve(tasks, reward, run=run, propose=propose, rounds=2, n_workers=2, store=sys.argv[1], on_event=hold)
+"""
+
+
+def test_a_run_in_another_process_holds_its_store_until_that_process_dies(tmp_path):
+    store = tmp_path / "ledger"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(store)], cwd=ROOT, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert holder.stdout.readline() == "started\n"
+        with pytest.raises(UserError, match=f"another run uses the store .* now \\(process {holder.pid}\\)"):
+            run_on(store)
+    finally:
+        holder.kill()
+        holder.wait(60)
+        holder.stdout.close()
+        holder.stdin.close()
+    assert run_on(store).error is None  # a killed holder let go with its process

@@ -5,6 +5,7 @@
     <ledger>/agentdescent/answers.jsonl     every reflection, and every fusion a model made, appended as it lands (keys redacted)
     <ledger>/agentdescent/starts            one byte for each call (a rollout, a reflection, a step's model call), before it starts
     <ledger>/agentdescent/resume-queue.json the rollouts in flight at the last checkpoint or when the run stopped
+    <ledger>/agentdescent/run.lock          held by the run using these files: a second run on the store is refused
 
 A run on a store whose checkpoint is unfinished and was made with the same settings (the same
 artifact, strategy, seed and train / held-out split: the fingerprint) resumes from it: the next
@@ -32,6 +33,7 @@ Left out: the ledger itself, and taking a run up from these files (`resume`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -41,7 +43,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from agentdescent import atomic, reading
+from agentdescent import atomic, filelock, reading
 from agentdescent.agents.redact import redact
 from agentdescent.artifacts.strategies import kind_of
 from agentdescent.engine.calls.evaluation import ResumeQueue
@@ -105,6 +107,18 @@ class RunFiles:
         self._answers = Journal(self.answers_path, _answer_line)
         self.starts = StartLog(self.folder / "starts")
         self.replay = Answers()  # what a killed process of this run was answered, for the resumed run
+        self._claim = contextlib.ExitStack()
+
+    def claim(self) -> None:
+        """Hold these files for one run until `close`, or a `UserError` at once when another run
+        (a thread or a process) holds them: two runs on them would share one checkpoint and one
+        start log, each billed for the other's calls. A process that dies lets go with it."""
+        store = str(self.folder.parent).replace("{", "{{").replace("}", "}}")
+        self._claim.enter_context(filelock.holding(
+            self.folder / "run.lock", wait=0,
+            busy=f"another run uses the store {store} now (process {{holder}}): two runs on one store would share "
+                 "its checkpoint and its bill; give this run a store of its own (store=...), or wait for that run "
+                 "to end, then call again to continue from it"))
 
     def counted(self, usage: Usage) -> tuple[dict, int, int]:
         """The run's usage and how many lines of each journal (rollouts, answers) it counts, read
@@ -266,6 +280,7 @@ class RunFiles:
         self._journal.close()
         self._answers.close()
         self.starts.close()
+        self._claim.close()
 
 
 def _journal_line(entry: tuple[str, Rollout]) -> dict:
