@@ -14,6 +14,7 @@ import pytest
 from agentdescent import AppendRules, Budget, CancelToken, KeyedRules, Parallelism, Policies, Task, UserError, events, evolve
 from agentdescent.engine.calls.units import KEPT_OUTPUT_CHARS, check_reward
 from agentdescent.engine.evolve import split_tasks
+from agentdescent.errors import Cancelled
 from agentdescent.testing import RouterReflector, route, route_reward, router_tasks
 from tests.doubles import InFlight, echo, fast_and_slow, numbered_tasks, router, year_program
 
@@ -568,6 +569,65 @@ def test_an_on_event_that_raises_is_sent_no_more_events_and_the_run_keeps_its_re
     assert result.error is None and result.final_reward == 1.0 and heard[-1] == "Committed"
     assert result.warnings == ["on_event raised RuntimeError: «the progress bar broke» on Committed; it was sent no "
                                "more events, and the run went on"]
+
+
+@pytest.mark.parametrize("kind", [events.RunStarted, events.RoundEnded, events.RunEnded])
+def test_an_on_event_that_raises_an_error_of_ours_is_warned_of_and_the_run_keeps_its_result(kind):
+    """A UserError or a model client's AgentError met inside the callback is the callback's failure, not the run's."""
+    tasks, reward, run, propose = year_program()
+
+    def display(event):
+        if isinstance(event, kind):
+            raise UserError("the summary could not be posted")
+
+    result = evolve(tasks, reward, run=run, propose=propose, rounds=2, n_workers=2, on_event=display)
+    assert result.error is None and result.final_reward == 1.0 and len(result.history) == 2
+    assert result.warnings == [f"on_event raised UserError: the summary could not be posted on {kind.__name__}; it "
+                               "was sent no more events, and the run went on"]
+
+
+def _told_spent_from_the_heartbeat(raised: Exception):
+    """A run whose calls after the first wait until a `Spent` comes from the heartbeat's thread, and
+    an `on_event` that raises `raised` there; the run's threads that `Spent` came on."""
+    beat, threads, done = threading.Event(), set(), []
+
+    def run(rendered, task):
+        if done:
+            assert beat.wait(60), "no Spent came from the heartbeat"
+        done.append(task.id)
+        return year_program()[2](rendered, task)
+
+    def on_event(event):
+        if isinstance(event, events.Spent) and threading.current_thread() is not threading.main_thread():
+            threads.add(threading.current_thread().name)
+            beat.set()
+            raise raised
+
+    tasks, reward, _, propose = year_program()
+    return evolve(tasks, reward, run=run, propose=propose, rounds=3, n_workers=2, max_concurrency=2,
+                  on_event=on_event), threads
+
+
+def test_an_on_event_that_raises_on_the_heartbeat_s_thread_is_warned_of_there_too():
+    result, threads = _told_spent_from_the_heartbeat(UserError("stop from callback"))
+    assert threads == {"agentdescent-heartbeat"}
+    assert result.error is None and result.final_reward == 1.0 and len(result.history) == 3
+    assert result.warnings == ["on_event raised UserError: stop from callback on Spent; it was sent no more events, "
+                               "and the run went on"]
+
+
+def test_a_cancelled_raised_by_on_event_stops_the_run_as_cancelled_from_any_thread():
+    result, threads = _told_spent_from_the_heartbeat(Cancelled("enough"))
+    assert threads == {"agentdescent-heartbeat"}
+    assert result.error == "cancelled" and result.stop_reason.startswith("cancelled (enough)")
+    assert len(result.history) < 3 and result.warnings == []
+    token = CancelToken()
+    token.cancel("seen enough")
+    tasks, reward, run, propose = year_program()
+    at_first_round = lambda event: isinstance(event, events.RoundEnded) and token.check()  # noqa: E731
+    result = evolve(tasks, reward, run=run, propose=propose, rounds=3, n_workers=2, on_event=at_first_round)
+    assert result.error == "cancelled" and result.stop_reason == "cancelled (seen enough)"
+    assert len(result.history) == 1
 
 
 @pytest.mark.parametrize("options, said", [

@@ -159,7 +159,7 @@ def evolve(
                                               on_start=start)
         stages = [ThreadExecutor(n_workers, name=f"agentdescent-{stage}") for stage in Pipeline.STAGES]
         pools += [reflections, stage_pools["verify"], *stages]
-    interrupt = CancelToken()  # what a Ctrl-C cancels too (`ctrl_c`)
+    interrupt = CancelToken()  # what a Ctrl-C cancels too (`ctrl_c`), and a `Cancelled` on_event raised
     stop = [*stop, interrupt]
     forget = []  # a rule that can fire inside a round (a CancelToken) abandons the calls in flight, till the run ends
     for rule in stop:
@@ -214,7 +214,7 @@ def evolve(
             stop_rules=[*stop_rules(target_reward=target_reward, patience=patience, max_calls=budget.max_calls,
                                     max_tokens=budget.max_tokens), *stop],
             emit=on_event or (lambda event: None), files=files, temporary=store is None,
-            before_step_call=start,
+            before_step_call=start, cancel=interrupt.cancel,
             pipeline=pipeline, shards=shards,
             fingerprint=fingerprint(artifact_id=artifact_id, strategy=strategy, seed=seed, train=train, held_out=held_out),
         )

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 
 from agentdescent import events as ev
-from agentdescent.errors import AgentDescentError
+from agentdescent.errors import Cancelled
 from agentdescent.quoting import described
 from agentdescent.usage import Usage
 
@@ -25,10 +25,12 @@ BEAT_S = 1.0  # seconds between two looks at the bill
 
 
 def serialized(emit: Callable[[ev.Event], None], warn: Callable[[str], None] = lambda said: None,
-               ) -> Callable[[ev.Event], None]:
-    """`emit`, called by one thread at a time. When it raises (the caller's `on_event`, broken),
-    `warn` is told once and `emit` is called no more: a progress display that fails does not take
-    the run, and its result, with it. Our own errors (a cancel) go through."""
+               cancel: Callable[[str], None] = lambda reason: None) -> Callable[[ev.Event], None]:
+    """`emit`, called by one thread at a time. When it raises `Cancelled` (a `CancelToken`'s
+    `check()` in the caller's `on_event`, or its own, to stop the run), `cancel` is told its reason:
+    the run stops as cancelled, whichever thread sent the event. When it raises anything else (the
+    callback broken, an error of ours it met inside included), `warn` is told once and `emit` is
+    called no more: a progress display that fails does not take the run, and its result, with it."""
     lock = threading.Lock()
     broken: list[Exception] = []  # the error that broke it, once it has
 
@@ -39,10 +41,14 @@ def serialized(emit: Callable[[ev.Event], None], warn: Callable[[str], None] = l
             try:
                 emit(event)
                 return
-            except AgentDescentError:
-                raise
+            except Cancelled as exc:
+                stop = str(exc)
             except Exception as exc:  # noqa: BLE001 -- the caller's callback: any error of theirs
                 broken.append(exc)
+                stop = None
+        if stop is not None:
+            cancel(stop)
+            return
         warn(f"on_event raised {described(broken[0])} on {type(event).__name__}; it was sent no more events, and "
              "the run went on")
 

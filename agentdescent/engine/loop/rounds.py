@@ -79,6 +79,7 @@ class Loop:
     shards: Shards | None = None  # parallel="tp": each worker's keys, and where tasks go
     temporary: bool = False  # the ledger is a temporary folder of this run's own
     before_step_call: Callable[[], None] = lambda: None  # asked before each model call the step makes itself
+    cancel: Callable[[str], None] = lambda reason: None  # stops the run at once, from any thread: its own CancelToken's
     history: list[StepRecord] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -86,7 +87,7 @@ class Loop:
     failing: FailureWatch = field(default_factory=FailureWatch)  # no round, nor the held-out start, may all fail
 
     def __post_init__(self) -> None:
-        self.emit = serialized(self.emit, self.warnings.append)  # the heartbeat's thread sends events too
+        self.emit = serialized(self.emit, self.warnings.append, self.cancel)  # the heartbeat's thread sends events too
         self._heartbeat = Heartbeat(self.evaluator.usage, self.emit)  # the bill, told while a round goes
         start = self.pipeline.start if self.pipeline is not None else (lambda turn: self.pool.submit(self.worker.work, turn))
         self.dispatcher = Dispatcher(start=start, make_turns=self._turns)
@@ -115,8 +116,7 @@ class Loop:
             held_out=len(self.held_out), version=head, ledger=str(self.ledger.path), temporary=self.temporary,
             continued_from=head if existed and saved is None else None,
             resumed_round=self._next_round if saved is not None else None, outcomes=dict(kept),
-            calls=usage.calls, tokens=usage.tokens,
-        ))
+            calls=usage.calls, tokens=usage.tokens))
         for note in notes:
             self._warn(note)
         for outcome in recovered:
