@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from agentdescent.artifacts.writeback import WritePlan, write_back
-from agentdescent.ledger import Ledger
+from agentdescent.errors import UserError
+from agentdescent.ledger import Ledger, looks_like_ledger
 from agentdescent.types import Diff, Outcome
 from agentdescent.usage import Usage
 
@@ -85,7 +86,13 @@ class EvolveResult:
     @property
     def ledger(self) -> Ledger:
         """The run's git ledger, opened now: `with result.ledger as ledger: ...` closes its git
-        processes when done."""
+        processes when done. A `UserError` when it is gone: never a new empty one in its place."""
+        if not looks_like_ledger(Path(self.ledger_path)):
+            raise UserError(f"the run's ledger is no longer at {self.ledger_path}: it was removed or moved since the run "
+                            "(`agentdescent runs --prune` removes old temporary ledgers, and temp folders get cleaned). "
+                            "result.state, result.rendered and result.write_to(...) still work without it; a ledger "
+                            "moved elsewhere opens with agentdescent.ledger.Ledger(its new path); give evolve a store= "
+                            "of your own to keep the next")
         return Ledger(self.ledger_path)
 
     def outcomes(self) -> dict[str, int]:

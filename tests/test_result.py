@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
+import shutil
 
 import pytest
 
@@ -25,6 +27,15 @@ def tree_result(tmp_path, tree) -> EvolveResult:
     proposal = '<file path="SKILL.md">be concise\n</file>'
     return evolve(tasks, lambda t, o: float("concise" in o), run=lambda r, t: r.get("SKILL.md", ""),
                   propose=lambda *a: proposal, strategy=strategy, rounds=2, n_workers=2, store=tmp_path / "ledger")
+
+
+def test_a_result_whose_ledger_is_gone_says_so_and_makes_no_new_one(tmp_path):
+    result = EvolveResult.from_json(text_result(tmp_path).to_json())
+    shutil.rmtree(result.ledger_path)  # `runs --prune`, or a cleaned temp folder
+    with pytest.raises(UserError, match=f"ledger is no longer at {re.escape(str(result.ledger_path))}: .*result.state"):
+        result.ledger
+    assert not result.ledger_path.exists()
+    assert "state the year" in result.write_to(tmp_path / "rules.md").target.read_text(encoding="utf-8")
 
 
 def test_outcomes_count_each_kind(tmp_path):
