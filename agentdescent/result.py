@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from pydantic import BaseModel, Field
 from agentdescent.artifacts.writeback import WritePlan, write_back
 from agentdescent.errors import UserError
 from agentdescent.ledger import Ledger, looks_like_ledger
+from agentdescent.quoting import quoted
 from agentdescent.types import Diff, Outcome
 from agentdescent.usage import Usage
 
@@ -101,10 +103,13 @@ class EvolveResult:
 
     def to_json(self) -> str:
         """The whole result as JSON (versioned); `EvolveResult.from_json` reads it back. A rendering
-        that is its state (a folder's) is kept once, not twice over."""
+        that is its state (a folder's) is kept once, not twice over; one that JSON cannot give back
+        as it is (a custom strategy's object, a tuple) is a `UserError`."""
         same = [name for name, rendered, state in (("rendered", self.rendered, self.state),
                                                    ("initial_rendered", self.initial_rendered, self.initial_state))
                 if isinstance(rendered, dict) and rendered == state]
+        for name in {"rendered", "initial_rendered"} - set(same):
+            _check_storable(name, getattr(self, name))
         return _Stored(
             same_as_state=same, rendered=None if "rendered" in same else self.rendered, state=self.state,
             final_reward=self.final_reward, initial_reward=self.initial_reward, history=self.history,
@@ -117,14 +122,17 @@ class EvolveResult:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> EvolveResult:
+        """The result `to_json` stored; a `UserError` for a format this version does not read."""
+        written = _Format.model_validate_json(text).format
+        if type(written) is not int or written != FORMAT:
+            raise UserError(f"this result is stored in format {quoted(written)}, and this version of agentdescent reads "
+                            f"format {FORMAT} only: read it with the version that wrote it")
         stored = _Stored.model_validate_json(text)
         fields = stored.model_dump(exclude={"format", "same_as_state"})
         if "rendered" in stored.same_as_state:
             fields["rendered"] = dict(fields["state"])
         if "initial_rendered" in stored.same_as_state:
             fields["initial_rendered"] = dict(fields["initial_state"])
-        if fields["rendered"] is None:
-            raise ValueError("rendered is missing")
         return cls(**{**fields, "history": stored.history, "outcome_list": stored.outcome_list,
                       "ledger_path": Path(stored.ledger_path), "usage": Usage.from_record(stored.usage),
                       "frozen": tuple(stored.frozen)})
@@ -147,12 +155,35 @@ class EvolveResult:
                           prune=prune, overwrite=overwrite, base=self.initial_rendered if base is None else base)
 
 
+def _check_storable(name: str, rendered: Any) -> None:
+    """A `UserError` unless JSON gives `rendered` back as it is: text, numbers, true, false, null,
+    and lists and dicts of them with text keys (a tuple comes back a list, a key 1 comes back "1")."""
+    try:
+        same = json.loads(json.dumps(rendered, allow_nan=False)) == rendered
+    except (TypeError, ValueError, RecursionError):  # an object of the caller's; inf or nan; a list that holds itself
+        same = False
+    if not same:
+        raise UserError(f"to_json cannot store result.{name}: the strategy's render returned a "
+                        f"{type(rendered).__name__}, which JSON does not give back as it is (it keeps text, numbers, "
+                        "true, false, null, and lists and dicts of them with text keys); make render return such "
+                        "data, or keep result.state, which the strategy renders again")
+
+
+FORMAT = 1  # what to_json writes; from_json reads no other
+
+
+class _Format(BaseModel):
+    """The one field every stored form keeps, read before the rest."""
+
+    format: Any = FORMAT
+
+
 class _Stored(BaseModel):
     """The stored form of an `EvolveResult`."""
 
-    format: int = 1
+    format: int = FORMAT
     same_as_state: list[str] = Field(default_factory=list)  # "rendered", "initial_rendered": kept as their state
-    rendered: str | dict[str, str] | None
+    rendered: Any  # JSON data (`_check_storable`); None where it is its state
     state: dict[str, str]
     final_reward: float | None
     initial_reward: float | None
@@ -166,6 +197,6 @@ class _Stored(BaseModel):
     version: int
     initial_version: int
     initial_state: dict[str, str] = Field(default_factory=dict)
-    initial_rendered: str | dict[str, str] | None = None
+    initial_rendered: Any = None
     frozen: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)

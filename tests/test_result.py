@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import re
 import shutil
+from dataclasses import replace
 
 import pytest
 
@@ -36,6 +38,28 @@ def test_a_result_whose_ledger_is_gone_says_so_and_makes_no_new_one(tmp_path):
         result.ledger
     assert not result.ledger_path.exists()
     assert "state the year" in result.write_to(tmp_path / "rules.md").target.read_text(encoding="utf-8")
+
+
+def test_a_rendering_json_gives_back_is_stored_and_any_other_is_refused_by_name(tmp_path):
+    """A custom strategy's render may return anything (the docs' Bullets returns a list)."""
+    result = text_result(tmp_path)
+    listed = replace(result, rendered=["- state the year"], initial_rendered=[])
+    again = EvolveResult.from_json(listed.to_json())
+    assert again == listed and again.rendered == ["- state the year"]
+    for name, value, kind in [("rendered", object(), "object"), ("rendered", ("- a",), "tuple"),
+                              ("initial_rendered", {1: "a"}, "dict")]:
+        with pytest.raises(UserError, match=f"to_json cannot store result.{name}: the strategy's render returned a "
+                                            f"{kind}, which JSON does not give back as it is"):
+            replace(result, **{name: value}).to_json()
+
+
+def test_from_json_refuses_a_format_it_does_not_read(tmp_path):
+    stored = json.loads(text_result(tmp_path).to_json())
+    assert stored["format"] == 1
+    for written in (2, "1"):
+        with pytest.raises(UserError, match=f"stored in format «{written}», and this version of agentdescent reads "
+                                            "format 1 only"):
+            EvolveResult.from_json(json.dumps({**stored, "format": written}))
 
 
 def test_outcomes_count_each_kind(tmp_path):

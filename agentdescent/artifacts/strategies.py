@@ -40,6 +40,8 @@ class Strategy(Protocol):
 
     - `initial_state()` is the state before any change (a fresh dict each call).
     - `render(state)` is what `run` receives: a `str`, or for `FileTree` a `{path: text}` mapping.
+      A custom one may return other data; `EvolveResult.to_json` keeps only what JSON gives back
+      as it is (lists, numbers, dicts with text keys).
     - `edits_for(state, proposal)` turns one proposal (the text `propose` returned) into edits of
       `state`. It raises `InvalidProposal` with a reason when the proposal is unusable; it may
       return edits that change nothing (the aggregator records those as duplicates).
