@@ -18,13 +18,13 @@ every reader here runs in time linear in the proposal.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from agentdescent.artifacts.playbook import Page, rule_key
 from agentdescent.artifacts.state import State
-from agentdescent.artifacts.textform import edged, final_break, matching
+from agentdescent.artifacts.textform import edged, matching
 from agentdescent.artifacts.tree import left_out as tree_left_out
 from agentdescent.artifacts.workspace import LAYOUTS
 from agentdescent.errors import InvalidProposal, UserError
@@ -117,14 +117,8 @@ class SingleSlot:
         return [Edit(key=self.key, before=before, after=edged(after, before))]
 
 
-def rule_key(rule: str) -> str:
-    """The key of a rule: its normalised content hash. rule_key("Be brief.") == rule_key("be  brief")"""
-    normal = " ".join(re.sub(r"[^\w\s]", " ", rule.lower()).split())
-    return "rule-" + hashlib.sha256(normal.encode("utf-8")).hexdigest()[:10]
-
-
 class AppendRules:
-    """A playbook of independent rules, rendered as a bulleted list under an optional header.
+    """A playbook of independent rules, rendered as a bulleted list after an optional header's text.
 
     A proposal is a rule to add, "remove: <rule>" to drop an existing one, or
     "replace: <rule> => <new rule>" to reword one (a rule too broad, narrowed)."""
@@ -137,21 +131,21 @@ class AppendRules:
     max_keys_per_diff: int | None = None
 
     def __init__(self, initial_rules: Iterable[str] = (), *, header: str = "", tail: str = "") -> None:
-        """`tail` ends the rendering (a file's last line break, kept as the file had it)."""
+        """`header` then `tail` are the page the rules are kept in, given back byte for byte (`playbook.Page`)."""
         self.initial_rules = [r.strip() for r in initial_rules if r.strip()]
         self.header, self.tail = header, tail
+        self.page = Page(header + tail)
 
     @classmethod
     def under(cls, text: str) -> AppendRules:
-        """A playbook kept below `text` (a prompt file), whose last line break it ends with."""
-        return cls(header=text.rstrip(), tail=final_break(text))
+        """A playbook kept in `text` (a prompt file), which a rendering changes only by the rules a run added."""
+        return cls(header=text)
 
     def initial_state(self) -> State:
         return {rule_key(r): r for r in self.initial_rules}
 
     def render(self, state: Mapping[str, str]) -> str:
-        lines = [f"- {state[k]}" for k in sorted(state)]
-        return matching("\n".join(([self.header] if self.header else []) + lines), self.header + self.tail) + self.tail
+        return self.page.render(state)
 
     def key_space(self, state: Mapping[str, str]) -> None:
         """Unknown in advance: a rule's key is the hash of a rule not yet written."""

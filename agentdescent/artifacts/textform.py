@@ -9,11 +9,16 @@ byte-order mark, which a model leaves out, and each line the model gave back unc
 the blanks it ended with, as the file held it (`edged`, by aligning the lines: in Markdown two
 trailing spaces break a line, and a line that changes nothing must not show as changed). A last line
 break a model adds to a file that had none stays: without it, every line appended later would
-change the last one, and two such changes could not stack.
+change the last one, and two such changes could not stack. A line is what ends at a newline
+(`lines_of`): str.splitlines also breaks at a form feed, U+0085, U+2028 and others a line may hold.
+Lines added to a text go after its last line of text, so that its trailing blank lines stay last
+(`inserted`, `text_end`).
 
     line_ending("a\\r\\nb\\r\\n") == "\\r\\n";  line_ending("a\\nb") == "\\n";  line_ending("a") is None
     matching("a\\nb\\n", like="x\\r\\n") == "a\\r\\nb\\r\\n"
     edged("a\\nb\\n", like="\\ufeffx") == "\\ufeffa\\nb\\n"
+    lines_of("a\\r\\nb\\u2028c") == ["a\\r\\n", "b\\u2028c"]
+    inserted(["a\\r\\n", "\\r\\n"], 1, ["b"]) == ["a\\r\\n", "b\\r\\n", "\\r\\n"]
 
 Left out: a lone CR (no platform writes one now), and the encoding (the folder's readers decode UTF-8).
 """
@@ -21,6 +26,7 @@ Left out: a lone CR (no platform writes one now), and the encoding (the folder's
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 
 BOM = "\ufeff"
 
@@ -68,3 +74,29 @@ def _kept(old: str, new: str) -> str:
     """A line the file held, given back: as the file held it, with a line break where the new one
     has one and the file's, its last, had none."""
     return old if final_break(old) or not final_break(new) else old + final_break(new)
+
+
+def lines_of(text: str) -> list[str]:
+    """`text`'s lines, each with its line break, broken at newlines only."""
+    found = [line + "\n" for line in text.split("\n")]
+    found[-1] = found[-1][:-1]
+    return found if found[-1] else found[:-1]
+
+
+def text_end(lines: Sequence[str]) -> int:
+    """The index after the last of `lines` that holds more than blanks; 0 when none does."""
+    return next((at + 1 for at in range(len(lines) - 1, -1, -1) if lines[at].strip()), 0)
+
+
+def inserted(lines: Sequence[str], at: int, new: Sequence[str]) -> list[str]:
+    """`lines` with the lines `new` before `lines[at]`, each ended with the line break of the
+    nearest line before them that has one (after them where none before has one; else "\\n"),
+    which the line before them gets too where it had none: nothing else of `lines` changes."""
+    if not new:
+        return list(lines)
+    near = [*reversed(lines[:at]), *lines[at:]]
+    end = next((final_break(line) for line in near if final_break(line)), "\n")
+    before = [*lines[:at]]
+    if before and not final_break(before[-1]):
+        before[-1] += end
+    return before + [line.replace("\r\n", "\n").replace("\n", end) + end for line in new] + [*lines[at:]]
