@@ -2,6 +2,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agentdescent import evolve
 from agentdescent.artifacts.strategies import (
     MAX_PROPOSAL_CHARS,
     MAX_TREE_PROPOSAL_CHARS,
@@ -15,6 +16,7 @@ from agentdescent.artifacts.strategies import (
     rule_key,
 )
 from agentdescent.errors import UserError
+from tests.doubles import echo, numbered_tasks
 
 
 def all_strategies():
@@ -117,6 +119,27 @@ def test_single_slot_substring_of_existing_line_is_still_appended():
     s = SingleSlot("Be brief and kind.")
     [edit] = s.edits_for(s.initial_state(), "Be brief")
     assert "Be brief" in edit.after.splitlines()
+
+
+@pytest.mark.parametrize(("text", "stacked"), [
+    ("Be helpful.\u2028Be kind.\n", "Be helpful.\u2028Be kind.\nBe brief.\nBe exact.\n"),
+    ("Be helpful.\x0cBe kind.\n", "Be helpful.\x0cBe kind.\nBe brief.\nBe exact.\n"),
+    ("Be helpful.\nBe kind.\n\n", "Be helpful.\nBe kind.\nBe brief.\nBe exact.\n\n"),  # its blank line stays last
+    ("Be helpful.\r\nBe kind.", "Be helpful.\r\nBe kind.\r\nBe brief.\r\nBe exact.\r\n"),
+])
+def test_single_slot_lines_appended_at_once_stack_whatever_the_file_s_shape(text, stacked):
+    replies = iter(["Be brief.", "Be exact."])
+    result = evolve(numbered_tasks(12), lambda t, o: float("Be brief." in o) * 0.5 + float("Be exact." in o) * 0.5,
+                    run=echo, propose=lambda *a: next(replies, None), strategy=SingleSlot(text), rounds=1, n_workers=2)
+    assert result.outcomes() == {"committed": 2}
+    either_order = stacked.replace("Be brief.", "\0").replace("Be exact.", "Be brief.").replace("\0", "Be exact.")
+    assert result.rendered in (stacked, either_order)
+
+
+def test_single_slot_inserts_its_line_above_the_trailing_blank_lines_only():
+    s = SingleSlot("Hello  \n\n\n")
+    [edit] = s.edits_for(s.initial_state(), "Be kind.")
+    assert edit.after == "Hello  \nBe kind.\n\n\n"
 
 
 # --- AppendRules ------------------------------------------------------------------------------

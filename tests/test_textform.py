@@ -64,6 +64,11 @@ def test_a_line_given_back_without_its_trailing_blanks_gets_them_back():
     assert stack_insertions(before, [ours, theirs]) is not None  # both only insert lines, as in the file
 
 
+def test_only_a_line_s_end_gets_its_blanks_back_not_a_place_str_splitlines_breaks_at():
+    assert edged("Be helpful.\u2028Be kind.\n", like="Be helpful.  \u2028Be kind.\n") == "Be helpful.\u2028Be kind.\n"
+    assert edged("a\x0cb\nc\n", like="a\x0cb  \n") == "a\x0cb  \nc\n"  # at its end, they come back
+
+
 @given(st.lists(st.sampled_from(["a", "a ", "a  ", "b", "", "  ", "c\t"]), max_size=8),
        st.lists(st.sampled_from(["a", "a ", "b", "", "  ", "c"]), max_size=8))
 def test_giving_back_trailing_blanks_changes_no_line_s_words(new, old):

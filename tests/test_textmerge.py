@@ -58,6 +58,18 @@ def test_lines_appended_after_a_last_line_with_no_newline_stack():
     assert stack_insertions("Route.", ["Route.\n", "Route."]) == "Route.\n"
 
 
+@pytest.mark.parametrize("inside", ["\x0c", "\x0b", "\x1e", "\x85", "\u2028", "\u2029"])
+def test_a_line_holding_what_str_splitlines_breaks_at_is_one_line(inside):
+    base = f"Be helpful.{inside}Be kind.\n"
+    assert stack_insertions(base, [base + "A\n", base + "B\n"]) == base + "A\nB\n"
+    assert stack_insertions(base, [f"Be helpful.{inside}X\nBe kind.\n"]) is None  # a changed line is no insertion
+
+
+def test_lines_appended_to_a_crlf_text_with_no_last_line_break_stack_with_crlf():
+    base = "Be helpful.\r\nBe kind."
+    assert stack_insertions(base, [base + "\r\nA\r\n", base + "\r\nB\r\n"]) == "Be helpful.\r\nBe kind.\r\nA\r\nB\r\n"
+
+
 def test_a_line_with_no_newline_never_runs_into_the_next():
     assert stack_insertions("", ["tracking", "help"]) is None  # not "trackinghelp"
     assert stack_insertions("a\n", ["a\nb", "a\nc"]) is None

@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from agentdescent.artifacts.playbook import Page, rule_key
 from agentdescent.artifacts.state import State
-from agentdescent.artifacts.textform import edged, matching
+from agentdescent.artifacts.textform import appended, edged, lines_of, matching
 from agentdescent.artifacts.tree import left_out as tree_left_out
 from agentdescent.artifacts.workspace import LAYOUTS
 from agentdescent.errors import InvalidProposal, UserError
@@ -86,7 +86,7 @@ def _clean(proposal: str, *, cap: int = MAX_PROPOSAL_CHARS, controls: re.Pattern
 
 
 class SingleSlot:
-    """One block of text (a system prompt). A proposal is a line appended to it."""
+    """One block of text (a system prompt). A proposal is a line appended to it, above its trailing blank lines."""
 
     kind = "SingleSlot"
     folder = False
@@ -109,12 +109,13 @@ class SingleSlot:
         return [self.key]
 
     def edits_for(self, state: Mapping[str, str], proposal: str) -> list[Edit]:
+        """The line goes after the text's last line of text (`textform.appended`), so that it only
+        inserts: lines appended at once stack (`step.textmerge.stack_insertions`)."""
         line = _clean(proposal)
         before = state.get(self.key, "")
-        if line in (existing.strip() for existing in before.splitlines()):
+        if line in (existing.strip() for existing in lines_of(before)):
             return [Edit(key=self.key, before=before, after=before)]
-        after = f"{before.rstrip()}\n{line}\n" if before.strip() else f"{line}\n"
-        return [Edit(key=self.key, before=before, after=edged(after, before))]
+        return [Edit(key=self.key, before=before, after=appended(before, [line]))]
 
 
 class AppendRules:

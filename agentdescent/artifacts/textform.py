@@ -12,13 +12,13 @@ break a model adds to a file that had none stays: without it, every line appende
 change the last one, and two such changes could not stack. A line is what ends at a newline
 (`lines_of`): str.splitlines also breaks at a form feed, U+0085, U+2028 and others a line may hold.
 Lines added to a text go after its last line of text, so that its trailing blank lines stay last
-(`inserted`, `text_end`).
+(`appended`, `inserted`).
 
     line_ending("a\\r\\nb\\r\\n") == "\\r\\n";  line_ending("a\\nb") == "\\n";  line_ending("a") is None
     matching("a\\nb\\n", like="x\\r\\n") == "a\\r\\nb\\r\\n"
     edged("a\\nb\\n", like="\\ufeffx") == "\\ufeffa\\nb\\n"
     lines_of("a\\r\\nb\\u2028c") == ["a\\r\\n", "b\\u2028c"]
-    inserted(["a\\r\\n", "\\r\\n"], 1, ["b"]) == ["a\\r\\n", "b\\r\\n", "\\r\\n"]
+    appended("a\\r\\n\\r\\n", ["b"]) == "a\\r\\nb\\r\\n\\r\\n"
 
 Left out: a lone CR (no platform writes one now), and the encoding (the folder's readers decode UTF-8).
 """
@@ -60,7 +60,7 @@ def edged(text: str, like: str) -> str:
     lines it kept from `like` (the same but for the blanks they end with) as `like` holds them."""
     text = matching(text, like)
     text = BOM + text if like.startswith(BOM) and not text.startswith(BOM) else text
-    old, new = like.splitlines(keepends=True), text.splitlines(keepends=True)
+    old, new = lines_of(like), lines_of(text)
     held, bare = set(old), {line.rstrip() for line in old}
     if not any(line not in held and line.rstrip() in bare for line in new):  # nothing to give back: no matching
         return text
@@ -100,3 +100,9 @@ def inserted(lines: Sequence[str], at: int, new: Sequence[str]) -> list[str]:
     if before and not final_break(before[-1]):
         before[-1] += end
     return before + [line.replace("\r\n", "\n").replace("\n", end) + end for line in new] + [*lines[at:]]
+
+
+def appended(text: str, new: Sequence[str]) -> str:
+    """`text` with the lines `new` after its last line of text (`inserted`): its blank lines stay last."""
+    lines = lines_of(text)
+    return "".join(inserted(lines, text_end(lines), new))

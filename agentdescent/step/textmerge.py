@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import git
 
+from agentdescent.artifacts.textform import lines_of
 from agentdescent.errors import LedgerError
 
 __all__ = ["merge_text", "stack_insertions", "stacked_onto"]
@@ -65,23 +66,28 @@ def stack_insertions(base: str, sides: Sequence[str]) -> str | None:
     lines a side inserts where an earlier side inserted the same block is there once), or None
     when a side does more than insert. stack_insertions("a\\n", ["a\\nb\\n", "a\\nc\\n"]) == "a\\nb\\nc\\n"
 
+    A line is what ends at a newline (`textform.lines_of`: a form feed or U+2028 is inside one).
     Appending after a last line with no newline ends that line (stack_insertions("a", ["a\\nb\\n"])
-    is "a\\nb\\n"), but a line with no newline never runs into the next one: one side's "b" and
-    another's "c" inserted in one place are a conflict (None), not "bc".
+    is "a\\nb\\n"; with "\\r\\n" where a side ends it so), but a line with no newline never runs
+    into the next one: one side's "b" and another's "c" inserted in one place are a conflict (None),
+    not "bc".
 
     Linear in the text: a side only inserts when base's lines are a subsequence of its lines, and
     matching each base line at its earliest place finds that and where the inserted lines go."""
-    lines = base.splitlines(keepends=True)
+    lines = lines_of(base)
     blocks: dict[int, list[list[str]]] = {}
+    ends: list[str] = []
     for side in sides:
-        found = _inserted(lines, side.splitlines(keepends=True))
-        if found is None:
+        inserted = _inserted(lines, lines_of(side))
+        if inserted is None:
             return None
+        found, end = inserted
+        ends.append(end)
         for at, block in found.items():
             if block not in blocks.setdefault(at, []):
                 blocks[at].append(block)
     if lines and len(lines) in blocks and not lines[-1].endswith("\n"):
-        lines[-1] += "\n"
+        lines[-1] += next(filter(None, ends), "\n")
     out: list[str] = []
     for at in range(len(lines) + 1):
         out += [line for block in blocks.get(at, []) for line in block]
@@ -99,17 +105,19 @@ def stacked_onto(base: str, earlier: str | None, text: str | None) -> str | None
     return stack_insertions(base, [earlier, text])
 
 
-def _inserted(base: list[str], side: list[str]) -> dict[int, list[str]] | None:
-    """The lines `side` inserts into `base`, by the index of the base line they go before; None
-    when `side` does not hold every line of `base` in order (it changes or removes one)."""
+def _inserted(base: list[str], side: list[str]) -> tuple[dict[int, list[str]], str] | None:
+    """The lines `side` inserts into `base`, by the index of the base line they go before, and the
+    line break it ends base's last line with where that had none ("" if it does not); None when
+    `side` does not hold every line of `base` in order (it changes or removes one)."""
     found: dict[int, list[str]] = {}
-    at = 0
+    at, end = 0, ""
     for line in side:
         if at < len(base) and line == base[at]:
             at += 1
-        elif at == len(base) - 1 and line == base[at] + "\n":  # it ends base's last line
+        elif at == len(base) - 1 and line.startswith(base[at]) and line[len(base[at]):] in ("\n", "\r\n"):
+            end = line[len(base[at]):]  # it ends base's last line
             at += 1
             found[at] = []
         else:
             found.setdefault(at, []).append(line)
-    return found if at == len(base) else None
+    return (found, end) if at == len(base) else None
