@@ -275,3 +275,11 @@ def test_a_file_merged_by_hand_after_a_refused_write_back_stands():
     assert done.kept == ("f",) and done.conflicts == () and done.contents == merged_by_hand
     assert reconcile(base, ours, {"f": b"a\nMINE\nb\n"}).conflicts == ("f",)  # without the run's lines: still both
     assert reconcile({"f": b"a\nb\nc\n"}, {"f": b"a\nc\n"}, {"f": b"a\nb\nX\nc\n"}).conflicts == ("f",)  # b kept
+
+
+def test_a_line_split_where_str_splitlines_breaks_does_not_pass_for_the_run_s_change():
+    """The run swapped the two halves of a line held together by U+2028, the user edited that line:
+    the disk holds both halves, but not the run's line, so it is a conflict, not a hand merge."""
+    base, ours = {"f": "A.\u2028B.\n".encode()}, {"f": "B.\u2028A.\n".encode()}
+    done = reconcile(base, ours, {"f": "A.\u2028B!\nB.\n".encode()})
+    assert done.conflicts == ("f",) and done.kept == ()

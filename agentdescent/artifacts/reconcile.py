@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from agentdescent.artifacts.putback import lstat
+from agentdescent.artifacts.textform import lines_of
 from agentdescent.step.textmerge import merge_text
 
 Files = Mapping[str, bytes | None]  # relative path -> bytes, None where the file is absent
@@ -75,7 +76,7 @@ def _holds_the_change(base: bytes | None, ours: bytes | None, theirs: bytes | No
     if base is None or ours is None or theirs is None:
         return False
     try:
-        b, o, t = (Counter(data.decode("utf-8").splitlines()) for data in (base, ours, theirs))
+        b, o, t = (Counter(line.rstrip("\r\n") for line in lines_of(data.decode("utf-8"))) for data in (base, ours, theirs))
     except UnicodeDecodeError:
         return False
     return all(t[line] >= count for line, count in (o - b).items()) and all(t[line] <= o[line] for line in b - o)
