@@ -119,7 +119,8 @@ class SingleSlot:
 
 
 class AppendRules:
-    """A playbook of independent rules, rendered as a bulleted list after an optional header's text.
+    """A playbook of independent rules, rendered as a bulleted list in an optional header's text
+    (whose own bullets are rules too).
 
     A proposal is a rule to add, "remove: <rule>" to drop an existing one, or
     "replace: <rule> => <new rule>" to reword one (a rule too broad, narrowed)."""
@@ -132,18 +133,23 @@ class AppendRules:
     max_keys_per_diff: int | None = None
 
     def __init__(self, initial_rules: Iterable[str] = (), *, header: str = "", tail: str = "") -> None:
-        """`header` then `tail` are the page the rules are kept in, given back byte for byte (`playbook.Page`)."""
-        self.initial_rules = [r.strip() for r in initial_rules if r.strip()]
+        """`header` then `tail` are the page the rules are kept in, given back byte for byte but
+        where a rule changed; its own bullets are rules too, before `initial_rules` (`playbook.Page`)."""
         self.header, self.tail = header, tail
         self.page = Page(header + tail)
+        self.initial_rules = [*self.page.rules, *(r.strip() for r in initial_rules if r.strip())]
 
     @classmethod
     def under(cls, text: str) -> AppendRules:
-        """A playbook kept in `text` (a prompt file), which a rendering changes only by the rules a run added."""
+        """A playbook kept in `text` (a prompt file), whose bullets are its first rules, which a
+        rendering changes only where a run added, removed or reworded a rule."""
         return cls(header=text)
 
     def initial_state(self) -> State:
-        return {rule_key(r): r for r in self.initial_rules}
+        state: State = {}
+        for rule in self.initial_rules:
+            state.setdefault(rule_key(rule), rule)  # the page's own wording of a rule wins
+        return state
 
     def render(self, state: Mapping[str, str]) -> str:
         return self.page.render(state)
