@@ -2,9 +2,10 @@ import re
 
 import pytest
 
-from agentdescent import FileTree, InvalidProposal, UserError
+from agentdescent import FileTree, InvalidProposal, SingleSlot, UserError
 from agentdescent.governance import (
     HARNESS_BLAST_RADIUS,
+    MAX_FILE_BYTES,
     SKILL_BLAST_RADIUS,
     Governance,
     clashes,
@@ -224,6 +225,13 @@ def test_a_control_character_the_file_already_holds_may_stay_and_a_new_one_may_n
     adds = [Edit(key="run.sh", before=coloured, after=coloured + "printf '\x07'\n")]
     assert "holds the control character U+0007" in Governance().invalidity(adds)
     assert "U+001B" in Governance().invalidity([Edit(key="new.sh", before=None, after=coloured)])
+
+def test_an_oversize_change_names_the_file_the_strategy_says_the_key_is():
+    rules = Governance.of(SingleSlot("Be brief.\n", name="prompt.md"))
+    reason = rules.invalidity([Edit(key="prompt", before="Be brief.\n", after="x" * (MAX_FILE_BYTES + 1))])
+    assert reason == "'prompt.md' would hold 1,000,001 bytes, over the 1,000,000 one file may hold"
+    assert "'prompt'" in Governance.of(SingleSlot()).invalidity([Edit(key="prompt", before="", after="\x07")])
+
 
 def test_deletion_is_never_oversize():
     assert Governance(max_bytes_per_key=1).invalidity(diff(("a.md", None)).edits) is None

@@ -125,7 +125,7 @@ def test_tree_reflector_returns_clean_validated_blocks():
     ("I would change the skill to be more precise.", "no <file"),
     ('<file path="SKILL.md">\n# Skill\nAnswer que', "block of SKILL.md has no </file>: the reply was cut off"),
     ('<file path="notes.md">\nn\n</file>\n<file path="SKILL.md">\n# Sk', "only part of the change; none of it is used"),
-    ('<file path="SKILL.md">' + "x" * 200_001 + "</file>", "more than 200000 bytes"),  # admission's own size cap
+    ('<file path="SKILL.md">' + "x" * 1_000_001 + "</file>", "over the 1,000,000 one file may hold"),  # admission's cap
     ('<file path="SKILL.md">' + "x" * 2_000_000 + "</file>", "at most 2,000,000 are read"),  # the reply's cap
     ('<file path="SKILL.md">a\ud800\n</file>', "not valid Unicode"),
     ('<file path="SKILL.md">a\x00\n</file>', "U\\+0000"),

@@ -29,7 +29,7 @@ from agentdescent.artifacts.tree import left_out as tree_left_out
 from agentdescent.artifacts.workspace import LAYOUTS
 from agentdescent.errors import InvalidProposal, UserError
 from agentdescent.governance import clashes, is_frozen, unsafe_key_reason
-from agentdescent.governance.text import CONTROL_CODES, NUL_ONLY, text_refusal
+from agentdescent.governance.text import CONTROL_CODES, MAX_FILE_BYTES, NUL_ONLY, text_refusal
 from agentdescent.quoting import quoted
 from agentdescent.types import Edit
 
@@ -73,7 +73,7 @@ class Strategy(Protocol):
 _LAYOUT_PREFIX = re.compile("|".join(re.escape(folder).replace(re.escape("{name}"), r"(?!\.\.(?:/|$))[^/]+")
                                      for folder in LAYOUTS.values() if folder))  # a name, never ".."
 MAX_PROPOSAL_CHARS = 20_000  # a rule, a line or a category's entry: 20x the longest rule a reflector keeps
-MAX_TREE_PROPOSAL_CHARS = 2_000_000  # whole files, a few of them: 10x what governance lets one file hold
+MAX_TREE_PROPOSAL_CHARS = 2 * MAX_FILE_BYTES  # whole files: twice what one file may hold
 def _clean(proposal: str, *, cap: int = MAX_PROPOSAL_CHARS, controls: re.Pattern[str] = CONTROL_CODES) -> str:
     """The proposal, stripped, once it passed the door; InvalidProposal with the reason if not."""
     reason = text_refusal(proposal, cap=cap, controls=controls)
@@ -86,7 +86,8 @@ def _clean(proposal: str, *, cap: int = MAX_PROPOSAL_CHARS, controls: re.Pattern
 
 
 class SingleSlot:
-    """One block of text (a system prompt). A proposal is a line appended to it, above its trailing blank lines."""
+    """One block of text (a system prompt). A proposal is a line appended to it, above its trailing
+    blank lines. `name`, when the text is a file's, is what messages call the key (prompt.md, not "prompt")."""
 
     kind = "SingleSlot"
     folder = False
@@ -95,9 +96,10 @@ class SingleSlot:
     editable: tuple[str, ...] = ("*",)
     max_keys_per_diff: int | None = 1
 
-    def __init__(self, initial_value: str = "", *, key: str = "prompt") -> None:
+    def __init__(self, initial_value: str = "", *, key: str = "prompt", name: str | None = None) -> None:
         self.initial_value = initial_value
         self.key = key
+        self.names = {key: name} if name else {}
 
     def initial_state(self) -> State:
         return {self.key: self.initial_value}

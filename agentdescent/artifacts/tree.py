@@ -23,7 +23,7 @@ from typing import Literal
 
 from agentdescent import atomic, reading
 from agentdescent.errors import UserError
-from agentdescent.governance import clashes, unsafe_key_reason
+from agentdescent.governance import MAX_FILE_BYTES, clashes, unsafe_key_reason
 
 SKIPPED_FOLDERS = (
     ".git", ".hg", ".svn", ".bzr",                                  # version control
@@ -53,7 +53,7 @@ def load_tree(
     skipped: list[tuple[str, str]] | None = None,
     binary: dict[str, bytes] | None = None,
     executable: set[str] | None = None,
-    max_file_bytes: int = 1_000_000,
+    max_file_bytes: int = MAX_FILE_BYTES,
     max_files: int = 2_000,
     max_total_bytes: int = 20_000_000,
 ) -> dict[str, str]:
@@ -93,7 +93,9 @@ def load_tree(
     - Raises `UserError` when `path` is missing, is not a folder or cannot be listed, whatever
       `on_unreadable` says, and for a bad argument.
 
-    The defaults (1 MB a file, 2,000 files, 20 MB in all) are far above any skill folder.
+    The defaults (1 MB a file, 2,000 files, 20 MB in all) are far above any skill folder; the
+    first is `MAX_FILE_BYTES`, the most a change may make one file hold, so that every file a
+    run reads can be changed: a larger `max_file_bytes` reads files a run may not change.
     """
     root = _checked_root(path)
     walk = _Walk(root=root, include=_patterns("include", include), exclude=_patterns("exclude", exclude) or (),

@@ -121,6 +121,7 @@ def evolve(
         raise UserError(too_few)
     _check_executor(parallelism.executor, [*train, *held_out], run=run, reward=reward, propose=propose)
     governance = Governance.of(strategy, blast_radius)
+    _check_sizes(strategy, governance)
     shards = Shards.of(strategy, strategy.initial_state(), governance, n_workers, method.route) \
         if isinstance(method, TensorParallel) else None
     if budget.max_calls is not None and budget.max_calls < len(held_out):
@@ -334,6 +335,22 @@ def _check_executor(executor: str, tasks: Sequence[Task], **callables: object) -
         from agentdescent.engine.calls.ray_executor import _ray, check_serializable
         check_serializable(**callables)
         check_tasks(tasks, executor="ray", dumps=_ray().cloudpickle.dumps)
+
+
+def _check_sizes(strategy: Strategy, governance: Governance) -> None:
+    """A `UserError` naming the files (or keys) a run may change that hold more than a change may
+    leave in one, with the fix: every diff to one would be invalid, and the run spend its budget."""
+    too_big = governance.too_big(strategy.initial_state())
+    if not too_big:
+        return
+    named = ", ".join(f"{governance.named(key)} ({size:,} bytes)" for key, size in too_big[:3])
+    named += f" and {len(too_big) - 3} more" if len(too_big) > 3 else ""
+    them = "it" if len(too_big) == 1 else "them"
+    fix = (f"leave {them} out of the run (load_tree(..., exclude=[...])), freeze {them} (FileTree(..., frozen=[...])) "
+           f"or make {them} smaller" if strategy.folder else "start from a smaller text, or keep the text whole and "
+           "learn rules below it with strategy=AppendRules.under(text)")
+    raise UserError(f"no change could be made to {named}: over the {governance.max_bytes_per_key:,} bytes one file "
+                    f"may hold (agentdescent.governance.MAX_FILE_BYTES); {fix}")
 
 
 def _check_objects(*, strategy: object, policies: object, on_event: object, store: object) -> None:

@@ -13,10 +13,12 @@ from agentdescent.governance.layers import (
     not_layers,
 )
 from agentdescent.governance.paths import clashes, fold, unsafe_key_reason
+from agentdescent.governance.text import MAX_FILE_BYTES
 
 __all__ = [
     "BLAST_RADII",
     "HARNESS_BLAST_RADIUS",
+    "MAX_FILE_BYTES",
     "PLUGIN_BLAST_RADIUS",
     "SKILL_BLAST_RADIUS",
     "Governance",

@@ -25,7 +25,7 @@ from agentdescent.errors import UserError
 from agentdescent.governance import capabilities
 from agentdescent.governance.launched import launched
 from agentdescent.governance.paths import fold, unsafe_key_reason
-from agentdescent.governance.text import CONTROL_CODES
+from agentdescent.governance.text import CONTROL_CODES, MAX_FILE_BYTES
 from agentdescent.types import Edit
 
 
@@ -111,7 +111,8 @@ class Governance:
     frozen: tuple[str, ...] = ()
     editable: tuple[str, ...] = ("*",)
     max_keys_per_diff: int | None = None
-    max_bytes_per_key: int = 200_000
+    max_bytes_per_key: int = MAX_FILE_BYTES
+    names: Mapping[str, str] = field(default_factory=dict)  # a key by the file it is (SingleSlot's "prompt": prompt.md)
     started: tuple[str, ...] = ()  # the files the folder's hooks and servers start (`launched`): L0
     left_out: Callable[[str], bool] | None = None  # a key the run did not read (`FileTree.is_left_out`): L0
 
@@ -129,7 +130,7 @@ class Governance:
         return cls(blast_radius=dict(blast_radius or {}), frozen=tuple(strategy.frozen),
                    editable=tuple(getattr(strategy, "editable", ("*",))),
                    max_keys_per_diff=strategy.max_keys_per_diff, started=tuple(launched(state)),
-                   left_out=getattr(strategy, "is_left_out", None))
+                   left_out=getattr(strategy, "is_left_out", None), names=dict(getattr(strategy, "names", {})))
 
     def rule(self, key: str) -> tuple[Layer, str]:
         """The layer of `key` and the rule that puts it there, in words."""
@@ -174,6 +175,17 @@ class Governance:
         """Those of `keys` a diff may change alone (not frozen, editable), in their order."""
         return [k for k in keys if self.refusal([k]) is None]
 
+    def named(self, key: str) -> str:
+        """`key` as messages name it: the file it is, where the strategy says (`names`), quoted.
+        Governance(names={"prompt": "prompt.md"}).named("prompt") == "'prompt.md'" """
+        return repr(self.names.get(key, key))
+
+    def too_big(self, state: Mapping[str, str]) -> list[tuple[str, int]]:
+        """The keys of `state` a diff may change that already hold more than `max_bytes_per_key`
+        (no change to them could be admitted), each with its size in bytes, in key order."""
+        sizes = {key: len(text.encode("utf-8", "surrogatepass")) for key, text in state.items()}
+        return [(key, sizes[key]) for key in self.changeable(sorted(state)) if sizes[key] > self.max_bytes_per_key]
+
     def invalidity(self, edits: Sequence[Edit]) -> str | None:
         """Why a diff of `edits` is malformed (no edit, unsafe key, repeated key, text that is not
         valid Unicode or is oversize), or None."""
@@ -191,12 +203,13 @@ class Governance:
             try:
                 size = len(edit.after.encode("utf-8"))
             except UnicodeEncodeError:
-                return f"the new text of {edit.key!r} is not valid Unicode (it holds a lone surrogate)"
+                return f"the new text of {self.named(edit.key)} is not valid Unicode (it holds a lone surrogate)"
             had = set(CONTROL_CODES.findall(edit.before or ""))  # a file that holds one already (a page break,
             control = next((c for c in CONTROL_CODES.findall(edit.after) if c not in had), None)  # colours) may keep it
             if control:
-                return (f"the new text of {edit.key!r} holds the control character U+{ord(control):04X}; "
+                return (f"the new text of {self.named(edit.key)} holds the control character U+{ord(control):04X}; "
                         "text may hold tabs and line breaks, not terminal or binary control codes")
             if size > self.max_bytes_per_key:
-                return f"key {edit.key!r} would hold more than {self.max_bytes_per_key} bytes"
+                return (f"{self.named(edit.key)} would hold {size:,} bytes, over the {self.max_bytes_per_key:,} "
+                        "one file may hold")
         return None

@@ -3,13 +3,17 @@
 Text may hold tab, newline and carriage return, and no other C0 control code nor DEL
 (`CONTROL_CODES`); a container of texts (a model's reply, file blocks in prose) is held only to
 no NUL (`NUL_ONLY`), since the texts read out of it meet `CONTROL_CODES` at admission. No text
-may hold a lone surrogate: no UTF-8 spells it. Left out: what the text means.
+may hold a lone surrogate: no UTF-8 spells it. One file, or one key of an artifact, holds at most
+`MAX_FILE_BYTES` of UTF-8: what a run reads of a text target and of each file of a folder, and
+what admission lets a change's new text hold, so that whatever a run starts from, a change to it
+can be made. Left out: what the text means.
 """
 
 from __future__ import annotations
 
 import re
 
+MAX_FILE_BYTES = 1_000_000  # one file or key, in bytes of UTF-8
 CONTROL_CODES = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 NUL_ONLY = re.compile("\x00")
 _SURROGATE = re.compile("[\ud800-\udfff]")  # in a str, any code point here is an unpaired surrogate

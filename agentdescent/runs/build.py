@@ -28,7 +28,15 @@ from agentdescent.dataloader import csv_rows, hf_rows, json_rows, jsonl_rows, ta
 from agentdescent.dataloader.tasks import check_ids, guess_columns
 from agentdescent.engine.evolve import GOOD_START, fewest_tasks
 from agentdescent.errors import AgentDescentError, UserError
-from agentdescent.governance import BLAST_RADII, HARNESS_BLAST_RADIUS, PLUGIN_BLAST_RADIUS, SKILL_BLAST_RADIUS, Layer, matching
+from agentdescent.governance import (
+    BLAST_RADII,
+    HARNESS_BLAST_RADIUS,
+    MAX_FILE_BYTES,
+    PLUGIN_BLAST_RADIUS,
+    SKILL_BLAST_RADIUS,
+    Layer,
+    matching,
+)
 from agentdescent.quoting import described, quoted
 from agentdescent.runs import containment
 from agentdescent.runs.agentcheck import agent_problems
@@ -38,7 +46,6 @@ from agentdescent.runs.targetread import has_files, literal_glob, read_folder, u
 from agentdescent.scoring import GRADER_TIMEOUT, scorer
 from agentdescent.types import Task
 
-TEXT_TARGET_BYTES = 1_000_000  # as load_tree's max_file_bytes for each file of a folder target
 LAYOUT_OF_KIND = {"skill_dir": "claude_skill", "agent_dir": "claude_agents", "plugin": "plugin"}
 LAYOUT_OF_AGENT = {("skill_dir", "codex"): "agents_skill"}  # where that agent looks, where it differs from the kind's
 RADIUS_OF_KIND = {"skill_dir": SKILL_BLAST_RADIUS, "agent_dir": HARNESS_BLAST_RADIUS, "plugin": PLUGIN_BLAST_RADIUS}
@@ -315,11 +322,11 @@ def resolve_ref(ref: str) -> Any:
 def read_target(spec: RunSpec, assets: dict[str, bytes] | None = None,
                 executable: set[str] | None = None) -> str | dict[str, str]:
     """The target as it is now: a text file's text exactly as on disk (strict UTF-8, line endings
-    kept, at most `TEXT_TARGET_BYTES`, never through a symlink), or a folder as {relative path: text},
+    kept, at most `MAX_FILE_BYTES`, never through a symlink), or a folder as {relative path: text},
     its files that are not text put in `assets` (an image, a template: carried, never changed)."""
     kind = target_kind(spec)
     if kind == "text":
-        return reading.read_text(spec.target, what="text target", limit=TEXT_TARGET_BYTES, follow_symlinks=False)
+        return reading.read_text(spec.target, what="text target", limit=MAX_FILE_BYTES, follow_symlinks=False)
     assets = {} if assets is None else assets
     content = read_folder(spec.target, spec.exclude, assets, executable)
     if kind == "skill_dir" and "SKILL.md" in assets:
@@ -339,7 +346,8 @@ def assemble(spec: RunSpec, tasks: list[Task], content: str | dict[str, str],
     run, whatever the disk holds now)."""
     kind = target_kind(spec)
     if isinstance(content, str):
-        strategy: Strategy = SingleSlot(content) if spec.strategy == "single" else AppendRules.under(content)
+        strategy: Strategy = (SingleSlot(content, name=Path(spec.target).name) if spec.strategy == "single"
+                              else AppendRules.under(content))
         return Materials(kind="text", content=content, tasks=tasks, strategy=strategy,
                          blast_radius=None, tree=None, layout=None, name=None)
     # what the run did not read is not its to write: an excluded file, one not text, a skipped folder

@@ -37,9 +37,10 @@ from agentdescent.config import DEFAULTS
 from agentdescent.dataloader.tasks import Columns, guess_columns
 from agentdescent.engine.evolve import GOOD_START, fewest_tasks, held_out_count
 from agentdescent.errors import UserError
+from agentdescent.governance import MAX_FILE_BYTES
 from agentdescent.reading import read_text
 from agentdescent.runs import containment
-from agentdescent.runs.build import PLUGIN_AGENTS, TEXT_TARGET_BYTES, rows_of_file
+from agentdescent.runs.build import PLUGIN_AGENTS, rows_of_file
 from agentdescent.runs.quote import MINIBATCH, low_end
 
 SUFFIX = ".agentdescent.yaml"
@@ -222,7 +223,7 @@ def _as_column(name: str) -> str:
 def _skill_name(folder: Path) -> str:
     """The skill's name in its SKILL.md (`artifacts.workspace.skill_name`), the folder's where none is readable."""
     try:
-        text = read_text(folder / "SKILL.md", what="skill file", limit=TEXT_TARGET_BYTES,  # a run reads it so too
+        text = read_text(folder / "SKILL.md", what="skill file", limit=MAX_FILE_BYTES,  # a run reads it so too
                          follow_symlinks=False)  # a link may point anywhere: the run will refuse it
     except UserError:
         return folder.name
