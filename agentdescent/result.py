@@ -144,8 +144,9 @@ class EvolveResult:
         kept); files the run deleted are deleted, frozen files never touched, extra files left
         alone unless `prune`. A file edited on disk since the run started (against `base`, what
         the target held then; default the initial artifact rendered) is kept when the run did not
-        change it and merged when both did; edits that do not merge refuse the write unless
-        `overwrite`. The whole target is backed up first (`.<name>.bak-N` beside it, recorded in
+        change it and merged when both did (a file whose line endings or byte-order mark alone are
+        not the base's, read with `Path.read_text` say, takes the change in them); edits that do
+        not merge refuse the write unless `overwrite`. The whole target is backed up first (`.<name>.bak-N` beside it, recorded in
         `$AGENTDESCENT_HOME/backups`; no backup when nothing changes), and a failure or a killed
         process is rolled back from it; `.bak-N` folders there is no record of are left alone and
         listed in `plan.refused`; the oldest backups past the newest 10 are removed once the

@@ -179,7 +179,7 @@ def test_a_conflict_says_how_the_disk_differs_line_endings_a_file_gone_or_replac
     base = a_skill(folder)
     (folder / "notes.md").write_text("a\nb\n", encoding="utf-8")
     base["notes.md"] = "a\nb\n"
-    (folder / "routing/billing.md").write_bytes(b"one\r\ntwo\r\nthree\r\n")
+    (folder / "routing/billing.md").write_bytes(b"one\r\ntwo\nthree\r\n")
     (folder / "SKILL.md").rename(folder / "SKILL-renamed.md")
     (folder / "notes.md").unlink()
     (folder / "notes.md").symlink_to("SKILL-renamed.md")
@@ -188,11 +188,47 @@ def test_a_conflict_says_how_the_disk_differs_line_endings_a_file_gone_or_replac
     with pytest.raises(UserError) as refused:
         write_back(folder, learned, initial=base, base=base)
     said = str(refused.value)
-    assert "1 file(s) on disk differ from what the run started from only in their line endings (CRLF for LF) or a " \
-           "byte-order mark" in said and "(routing/billing.md); convert them back (dos2unix)" in said
+    assert "1 file(s) on disk differ from what the run started from only in their line endings, now a mix of CRLF " \
+           "and LF, which the run's change cannot be written in, and the run changed them (routing/billing.md)" in said
+    assert "dos2unix" not in said and "accept again" not in said  # the file is the user's: never told to convert it
     assert "1 file(s) the run changed are gone from disk, deleted or renamed since it started (SKILL.md)" in said
     assert "no longer the regular file it started from: a symlink or a folder is there now (notes.md)" in said
     assert "hold other text" not in said
+
+def test_a_file_whose_line_endings_or_mark_alone_are_not_the_base_s_takes_the_run_s_change_in_them(tmp_path):
+    """Converted to CRLF or given a byte-order mark after the run read it, a file is no conflict:
+    the run's change is written in the file's form, and an edit of the user's beside it merges."""
+    folder = tmp_path / "skill"
+    base = a_skill(folder)
+    (folder / "routing/billing.md").write_bytes(b"one\r\ntwo\r\nthree\r\n")
+    (folder / "SKILL.md").write_bytes(b"\xef\xbb\xbf# skill\nroute requests\n")
+    base["notes.md"] = "a\nb\nc\n"
+    (folder / "notes.md").write_bytes(b"a\r\nb\r\nc\r\nmine\r\n")
+    learned = {"SKILL.md": "# skill\nroute all requests\n", "routing/billing.md": "ONE\ntwo\nthree\n",
+               "old.md": "gone\n", "notes.md": "A\nb\nc\n"}
+    plan = write_back(folder, learned, initial=base, base=base)
+    assert (folder / "routing/billing.md").read_bytes() == b"ONE\r\ntwo\r\nthree\r\n"
+    assert (folder / "SKILL.md").read_bytes() == b"\xef\xbb\xbf# skill\nroute all requests\n"
+    assert (folder / "notes.md").read_bytes() == b"A\r\nb\r\nc\r\nmine\r\n"
+    assert plan.merged == ("SKILL.md", "notes.md", "routing/billing.md") and plan.conflicts == ()
+    assert reconcile({"f": b"a\n"}, {"f": b"A\n"}, {"f": b"A\r\n"}).contents == {"f": b"A\r\n"}  # made it already
+
+
+def test_a_crlf_file_read_the_ordinary_python_way_is_written_back_with_the_change_in_crlf(tmp_path):
+    """`Path.read_text` gives the run the file with LF: the file is not the run's base, yet the
+    user never edited it."""
+    from agentdescent import SingleSlot, evolve
+    from tests.doubles import year_program
+
+    tasks, reward, run, propose = year_program()
+    prompt = tmp_path / "system_prompt.md"
+    prompt.write_bytes(b"Line one.\r\nLine two.\r\n")
+    result = evolve(tasks, reward, run=run, propose=propose, strategy=SingleSlot(prompt.read_text(encoding="utf-8")),
+                    rounds=1, n_workers=1)
+    plan = result.write_to(prompt)
+    assert prompt.read_bytes() == b"Line one.\r\nLine two.\r\nalways state the year\r\n"
+    assert plan.written == ("system_prompt.md",) and plan.conflicts == ()
+
 
 def test_a_text_target_edited_since_the_start_merges(tmp_path):
     target = tmp_path / "prompt.md"
@@ -231,6 +267,22 @@ def test_edits_made_while_a_run_goes_survive_its_accept(service, tmp_path):
     assert billing.read_text(encoding="utf-8").startswith("A line I put on top.\n")
     assert billing.read_text(encoding="utf-8") != "A line I put on top.\n" + (
         REPO / "examples/skills/support-router/routing/billing.md").read_text(encoding="utf-8")  # the run's edit is in
+
+
+def test_files_converted_to_crlf_while_a_run_goes_take_its_change_in_crlf_on_accept(service, tmp_path):
+    target = tmp_path / "skill"
+    shutil.copytree(REPO / "examples/skills/support-router", target)
+    started = service.start(demo_spec(target))
+    assert wait(service, started.run_id).state == "finished"
+    changed = service.show(started.run_id).files_changed
+    for path in changed:
+        (target / path).write_bytes((target / path).read_bytes().replace(b"\n", b"\r\n"))
+    done = service.accept(started.run_id)
+    assert set(done.written) == set(changed) and not done.conflicts
+    run_s = {path: (Path(done.backup) / path).read_bytes() for path in changed}  # the backup: the user's CRLF files
+    for path in changed:
+        now = (target / path).read_bytes()
+        assert now.count(b"\r\n") == now.count(b"\n") and now != run_s[path], path
 
 
 def test_an_edit_that_cannot_merge_stops_the_accept_until_overwrite(service, tmp_path):

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentdescent.artifacts.strategies import AppendRules, FileTree, SingleSlot
-from agentdescent.artifacts.textform import BOM, edged, final_break, line_ending, matching
+from agentdescent.artifacts.textform import BOM, edged, final_break, in_form_of, line_ending, matching
 from agentdescent.runs import build
 from agentdescent.runs.spec import RunSpec
 from agentdescent.step.textmerge import stack_insertions
@@ -93,3 +93,9 @@ def test_text_targets_keep_their_endings_and_their_last_line_break():
     for content, rendered in expected.items():
         rules = build.assemble(spec, [], content).strategy
         assert isinstance(rules, AppendRules) and rules.render({"rule-1": "Cite the year."}) == rendered
+
+
+def test_a_text_in_the_form_of_a_file_takes_its_endings_and_its_mark_or_its_lack_of_one():
+    assert in_form_of("a\nb\n", like=BOM + "x\r\n") == BOM + "a\r\nb\r\n"
+    assert in_form_of(BOM + "a\r\nb\r\n", like="x\n") == "a\nb\n"
+    assert in_form_of("a\nb\n", like="x\r\ny\n") == "a\nb\n"  # a file of mixed endings gives none of them

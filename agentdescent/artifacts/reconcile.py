@@ -7,7 +7,10 @@ by git (`step.textmerge.merge_text`) when the edits do not overlap, and is a con
 do, unless the disk's file already holds the run's change (the user merged the two by hand after a
 write-back refused them: it stands), as is a file the run deletes that the user changed, and a
 file the user deleted that the run changed (deleting it was the user's edit; written back, it
-would come back unasked).
+would come back unasked). A file whose line endings or byte-order mark are not the base's (converted
+since the run read it, or read through Python's newline translation) is reconciled with the base
+and the run's text in its form (`textform.in_form_of`): a file that differs in nothing else takes
+the run's change in its own endings and mark.
 
     reconcile({"f": b"a\\nb\\nc\\n"}, {"f": b"A\\nb\\nc\\n"}, {"f": b"a\\nb\\nC\\n"}).contents == {"f": b"A\\nb\\nC\\n"}
 
@@ -25,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from agentdescent.artifacts.putback import lstat
-from agentdescent.artifacts.textform import lines_of
+from agentdescent.artifacts.textform import in_form_of, lines_of
 from agentdescent.step.textmerge import merge_text
 
 Files = Mapping[str, bytes | None]  # relative path -> bytes, None where the file is absent
@@ -54,6 +57,13 @@ def reconcile(base: Files, ours: Files, theirs: Files) -> Reconciled:
         contents[path] = o
         if t == b or t == o:
             continue  # the user did not touch it, or made the very change the run made
+        b, o = _in_form(b, t), _in_form(o, t)
+        contents[path] = o
+        if t == o:
+            continue
+        if t == b:  # only its form is not the base's: the run's change, in the disk's form
+            merged.append(path)
+            continue
         if o == b:
             contents[path] = t  # only the user changed it (or deleted it): theirs stands
             kept.append(path)
@@ -68,6 +78,16 @@ def reconcile(base: Files, ours: Files, theirs: Files) -> Reconciled:
             contents[path] = both
             merged.append(path)
     return Reconciled(contents=contents, merged=tuple(merged), kept=tuple(kept), conflicts=tuple(conflicts))
+
+
+def _in_form(data: bytes | None, disk: bytes | None) -> bytes | None:
+    """`data` in the line endings and byte-order mark of the `disk` file, where both are text."""
+    if data is None or disk is None:
+        return data
+    try:
+        return in_form_of(data.decode("utf-8"), disk.decode("utf-8")).encode("utf-8")
+    except UnicodeDecodeError:
+        return data
 
 
 def _holds_the_change(base: bytes | None, ours: bytes | None, theirs: bytes | None) -> bool:

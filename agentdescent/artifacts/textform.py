@@ -19,6 +19,10 @@ Lines added to a text go after its last line of text, so that its trailing blank
     edged("a\\nb\\n", like="\\ufeffx") == "\\ufeffa\\nb\\n"
     lines_of("a\\r\\nb\\u2028c") == ["a\\r\\n", "b\\u2028c"]
     appended("a\\r\\n\\r\\n", ["b"]) == "a\\r\\nb\\r\\n\\r\\n"
+    in_form_of("\\ufeffa\\nb\\n", like="x\\r\\n") == "a\\r\\nb\\r\\n"
+
+A file whose line endings or mark the user changed after a run read it (or that Python's
+`read_text` gave the run with LF for CRLF) takes the run's text in the file's form (`in_form_of`).
 
 Left out: a lone CR (no platform writes one now), and the encoding (the folder's readers decode UTF-8).
 """
@@ -53,6 +57,13 @@ def matching(text: str, like: str | None) -> str:
         return text
     lf = text.replace("\r\n", "\n")
     return lf if ending == "\n" else lf.replace("\n", "\r\n")
+
+
+def in_form_of(text: str, like: str) -> str:
+    """`text` with the line endings of `like` (where it uses one kind) and with a byte-order mark
+    exactly when `like` has one: what the disk's file `like` holds, `text` written in its form."""
+    bare = matching(text, like).removeprefix(BOM)
+    return BOM + bare if like.startswith(BOM) else bare
 
 
 def edged(text: str, like: str) -> str:

@@ -5,8 +5,9 @@
 started and gone from it now; with `prune`, also the files it does not know), the extra files
 it leaves alone, and the frozen files it never touches. Given `base`, what the target held when
 the run started, a file the user changed since is never lost: it is kept when the run did not
-change it, merged three-way when both did and git can merge the two, and otherwise a conflict
-that refuses the whole write unless `overwrite` (`reconcile`). Unless it is a dry run, and only when
+change it, merged three-way when both did and git can merge the two (in the disk's line endings
+and byte-order mark, where only those are not the base's), and otherwise a conflict that refuses
+the whole write unless `overwrite` (`reconcile`). Unless it is a dry run, and only when
 something changes, it then holds the target's lock, settles a write a killed process left,
 backs the whole target up (`.<name>.bak-N` beside it, recorded in `$AGENTDESCENT_HOME/backups`),
 deletes what goes and writes each changed file atomically with its mode kept, each checked just
@@ -207,7 +208,8 @@ def _plan(target: Path, contents: dict[str, bytes], initial: dict[str, str], fro
 def _difference(target: Path, key: str, initial: Mapping[str, str], base: Mapping[str, bytes] | None) -> str:
     """How the disk's `key` differs from what the run started from: "unread" (never in the run: left
     out of it, which a file it created would write over), "gone", "replaced" (a link or a folder
-    now), "line endings" (CRLF for LF, or a byte-order mark, and nothing else) or "edited"."""
+    now), "line endings" (and nothing else: a mix of CRLF and LF, since a file of one kind throughout takes the run's
+    change in it, `reconcile`) or "edited"."""
     was = (base or {}).get(key)
     if key not in initial and was is None:
         return "unread"
@@ -228,9 +230,8 @@ def _plain(data: bytes) -> bytes:
 _SAID = {
     "edited": "{} file(s) on disk hold other text than the run started from (edited since it started, or never its "
               "starting point), and the run changed them too, beyond what a merge can join ({})",
-    "line endings": "{} file(s) on disk differ from what the run started from only in their line endings (CRLF for "
-                    "LF) or a byte-order mark, which every line of a merge then conflicts on, and the run changed them "
-                    "({}); convert them back (dos2unix) and accept again",
+    "line endings": "{} file(s) on disk differ from what the run started from only in their line endings, now a mix "
+                    "of CRLF and LF, which the run's change cannot be written in, and the run changed them ({})",
     "gone": "{} file(s) the run changed are gone from disk, deleted or renamed since it started ({}); put them back "
             "to have the run's change merged in",
     "replaced": "{} file(s) the run changes or deletes are no longer the regular file it started from: a symlink or "
