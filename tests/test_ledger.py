@@ -366,3 +366,21 @@ def test_a_git_failure_is_told_in_one_bounded_line(tmp_path):
             ledger.commit("a", STATE, expected_version=0, message="first")
     said = str(failed.value)
     assert "\n" not in said and "git update-ref failed in" in said and "«" in said and "dev.lock" in said
+
+
+def test_a_ledger_under_a_folder_whose_name_holds_a_dollar_is_the_one_at_that_path(tmp_path, monkeypatch):
+    """GitPython expanded `$HOME` in the path it was given, and in its git commands' working
+    folder: a store under a folder named `cost$HOME` was made elsewhere, and every run failed."""
+    from agentdescent.report.data import artifact_ids
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    path = tmp_path / "cost$HOME" / "ledger"
+    with Ledger(path) as led:
+        led.commit("a", {"k": "one"}, expected_version=0, message="one")
+    _git(path, "gc", "-q")  # packed: read through `git cat-file`, run in the repository's folder
+    with Ledger(path) as led:
+        assert led.snapshot("a", 1) == {"k": "one"}
+        assert led.commit("a", {"k": "two"}, expected_version=1, message="two") == 2  # `git update-ref` there too
+    assert artifact_ids(path) == ["a"]
+    assert _git(path, "log", "--format=%s", "dev").split() == ["two", "one", "ledger", "created"]
+    assert not (tmp_path / "cost").exists()  # where the expanded path would be

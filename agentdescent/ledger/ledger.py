@@ -35,6 +35,7 @@ from agentdescent.governance import unsafe_key_reason
 from agentdescent.ledger.gitobjects import TREE_MODE, commit_bytes, format_message, parse_commit
 from agentdescent.ledger.objects import GitObjects
 from agentdescent.ledger.refs import DEV, NULL_SHA, STABLE, Refs, git_failure
+from agentdescent.ledger.repository import NO_HOOKS, repository
 
 __all__ = ["CommitRecord", "Ledger"]
 
@@ -48,8 +49,6 @@ _REPOSITORY_VARIABLES = ("GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CONFIG", "GIT_
                          "GIT_INTERNAL_SUPER_PREFIX", "GIT_SHALLOW_FILE", "GIT_COMMON_DIR")
 # Of those, the ones GitPython follows too, so that the ledger's objects or refs would go there.
 _REFUSED_VARIABLES = ("GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR")
-# The ledger's git runs no hook: a global core.hooksPath would run on every ref update it makes.
-_NO_HOOKS = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.hooksPath", "GIT_CONFIG_VALUE_0": os.devnull}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,17 +122,9 @@ def _open_repo(path: pathlib.Path) -> git.Repo:
     if not path.exists() or not any(path.iterdir()):
         _create_aside(path)
     try:
-        return _repo(path)
+        return repository(path)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         raise UserError(f"store={path} is a non-empty directory, not a git ledger; {_FIX}") from None
-
-
-def _repo(path: pathlib.Path) -> git.Repo:
-    """The repository at `path`, its git commands run with no hook. A path given, GitPython points
-    its git at it, whatever GIT_DIR says."""
-    repo = git.Repo(path)
-    repo.git.update_environment(**_NO_HOOKS)
-    return repo
 
 
 def _create_aside(path: pathlib.Path) -> None:
@@ -144,7 +135,7 @@ def _create_aside(path: pathlib.Path) -> None:
     aside = pathlib.Path(tempfile.mkdtemp(prefix=f".{path.name}.creating-", dir=path.parent))
     try:
         _git_init(aside)
-        repo = _repo(aside)
+        repo = repository(aside)
         try:
             _write_root(GitObjects(repo, aside), Refs(repo, aside))
         finally:
@@ -161,7 +152,7 @@ def _git_init(folder: pathlib.Path) -> None:
     """`git init --bare` in `folder`, with none of the variables that would point it at another
     repository (GitPython's `Repo.init` passes them on: inside a hook, it re-made the user's own
     repository a bare one). Not through `process.run_process`, which counts the user's programs."""
-    env = {name: value for name, value in os.environ.items() if name not in _REPOSITORY_VARIABLES} | _NO_HOOKS
+    env = {name: value for name, value in os.environ.items() if name not in _REPOSITORY_VARIABLES} | NO_HOOKS
     try:
         done = subprocess.run(["git", "init", "--quiet", "--bare", "--initial-branch=dev", str(folder)], env=env,
                               capture_output=True, text=True, errors="replace", timeout=60, stdin=subprocess.DEVNULL)

@@ -22,6 +22,7 @@ from agentdescent.artifacts.strategies import STRATEGIES
 from agentdescent.engine.persist.checkpoint import FOLDER, Checkpoint, RunFiles
 from agentdescent.errors import UserError
 from agentdescent.ledger import CommitRecord, Ledger, looks_like_ledger
+from agentdescent.ledger.repository import repository
 from agentdescent.quoting import quoted
 from agentdescent.result import EvolveResult, StepRecord
 from agentdescent.runs.review import LANDED, REPORT_FILE
@@ -251,7 +252,7 @@ def artifact_ids(path: Path) -> list[str] | None:
     """The artifacts `dev`'s head holds (folders under artifacts/), by name; None when the
     repository has no `dev` branch (it is not a ledger)."""
     try:
-        repo = git.Repo(path)
+        repo = repository(path)
         try:
             if "dev" not in {head.name for head in repo.heads}:
                 return None
