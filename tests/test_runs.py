@@ -173,6 +173,29 @@ def test_a_second_run_on_one_target_is_refused_unless_asked_and_runs_do_not_inte
     assert len({service.store.get(r).ledger for r in (first, second, third)}) == 3
 
 
+def test_a_run_started_beside_another_on_purpose_resumes_beside_it(service, tmp_path, monkeypatch):
+    """Resumed, it was refused while the other ran, and told to ask with --allow-concurrent, which
+    resume does not take."""
+    def stopped(**options) -> str:  # a run ended, then marked cancelled: one resume takes up
+        run_id = service.start(domain.spec(tmp_path, rounds=1), **options).run_id
+        wait(service, run_id)
+        run = service.store.get(run_id)
+        run.write_status(run.status().model_copy(update={"state": "cancelled"}))
+        return run_id
+
+    alone = stopped()
+    monkeypatch.setenv("KEYWORD_DELAY", "0.2")
+    going = service.start(domain.spec(tmp_path, rounds=40, target_reward=None)).run_id
+    monkeypatch.delenv("KEYWORD_DELAY")
+    beside = stopped(allow_concurrent=True)
+    with pytest.raises(UserError, match=f"run {going} is already evolving .*then resume this one, which was started "
+                                        "alone$") as refused:
+        service.resume(alone)
+    assert "--allow-concurrent" not in str(refused.value)
+    service.resume(beside)
+    assert wait(service, beside).state == "finished" and service.status(going).state in LIVE
+
+
 def test_the_host_does_the_rollouts_and_the_reflections(service, tmp_path):
     """No model: the host (here, the test) takes what the run posts, grouped by candidate, and
     answers it in batches; the text artifact comes once per candidate, beside the tasks."""

@@ -36,6 +36,7 @@ from agentdescent.runs.store import RUN_ENV, RunDir, RunStore
 from agentdescent.runs.targetread import unsaved_text
 from agentdescent.types import Task
 
+ASK_CONCURRENT = "or ask for a second run on purpose (--allow-concurrent; evolve's allow_concurrent from a host)"
 SHOWN_CARRIED = 20  # a plan's carried files named: a page, not a folder's listing
 
 
@@ -100,9 +101,9 @@ class Service:
             parts.content, parts.tasks)
         with self._target_lock(checked.target):
             if not allow_concurrent:
-                self._refuse_second_run(checked.target)
+                self._refuse_second_run(checked.target, ASK_CONCURRENT)
             status = RunStatus(state="starting", target=checked.target, kind=parts.kind, rounds=checked.rounds,
-                               max_calls=checked.budget.max_calls, message="starting")
+                               max_calls=checked.budget.max_calls, allow_concurrent=allow_concurrent, message="starting")
             run = self.store.create(checked, tasks, content, status, parts.assets, parts.executable)
             self._launch(run)
         return self._started(run, "started")
@@ -139,7 +140,8 @@ class Service:
         return after
 
     def resume(self, run_id: str) -> Started:
-        """Start an interrupted, cancelled or failed run's process again; it continues where it stopped."""
+        """Start an interrupted, cancelled or failed run's process again; it continues where it stopped. A
+        run started beside the target's other runs on purpose (`allow_concurrent`) resumes so too."""
         _refuse_nested()
         run = self.store.get(run_id)
         status = run.status()
@@ -151,7 +153,8 @@ class Service:
                             f"{status.next or 'agentdescent evolve SPEC starts a new run'}")
         sealed.check(run)  # edited since, it would be another run on this one's ledger, its bill begun again
         with self._target_lock(status.target):
-            self._refuse_second_run(status.target)
+            if not status.allow_concurrent:
+                self._refuse_second_run(status.target, "then resume this one, which was started alone")
             Mailbox(run.file("mailbox")).clear()  # the old process's requests: an answer to one now would be lost
             run.write_status(status.model_copy(update={"state": "starting", "message": "resuming", "error": None,
                                                        "pid": None}))  # the new process writes its own
@@ -221,9 +224,10 @@ class Service:
                        message=f"{how} run {run.id}: it runs in its own process, detached",
                        next=f"{command('watch', run.id)} follows it")
 
-    def _refuse_second_run(self, target: str) -> None:
+    def _refuse_second_run(self, target: str, way: str) -> None:
         """A live run on `target`, however either names it (a symlink, ..) refuses a second; so does
-        a run whose status cannot be read while its process lives."""
+        a run whose status cannot be read while its process lives. `way` ends the refusal: what the
+        caller's own command can do besides waiting or cancelling."""
         real = os.path.realpath(target)
         for other in self.store.all():
             try:
@@ -231,13 +235,11 @@ class Service:
             except UserError:
                 if other.alive():
                     raise UserError(f"run {other.id} is running but its status cannot be read, so whether it evolves "
-                                    f"{target} is unknown; cancel it ({command('cancel', other.id)}) or ask for a "
-                                    "second run on purpose (--allow-concurrent; evolve's allow_concurrent from a host)") from None
+                                    f"{target} is unknown; cancel it ({command('cancel', other.id)}), {way}") from None
                 continue
             if status.state in LIVE and os.path.realpath(status.target) == real:
                 raise UserError(f"run {other.id} is already evolving {target}; wait for it ({command('watch', other.id)}"
-                                "), cancel it, or ask for a second run on purpose (--allow-concurrent; evolve's "
-                                "allow_concurrent from a host)")
+                                f") or cancel it, {way}")
 
     def _target_lock(self, target: str):
         """Held while one target's runs are checked and started, so that two starts cannot both pass."""

@@ -51,6 +51,7 @@ class RunStatus(BaseModel):
     failures: int = 0  # calls that failed (an agent's error, a timeout): each a rollout scored 0
     failure: str | None = None  # the first one's reason
     max_calls: int | None = None
+    allow_concurrent: bool = False  # started beside the target's other runs on purpose: resumed so too
     outcomes: dict[str, int] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)
     waiting_on: str | None = None  # what the run waits for (the host, an approval), written as requests come and go

@@ -292,7 +292,8 @@ def cancel(run_id: RunId) -> RunStatus:
 @server.tool(annotations=STARTS_RUN)
 def resume(run_id: RunId) -> Started:
     """Start an interrupted, cancelled or failed run again; it continues from its last checkpoint with
-    the same commits. Returns at once, like evolve; then follow it with status."""
+    the same commits. A run started with allow_concurrent resumes beside the target's other runs; one
+    started alone waits for them. Returns at once, like evolve; then follow it with status."""
     with service() as s:
         return s.resume(run_id)
 
