@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,8 +26,8 @@ from tests.runs_support import wait
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def finished_run(service, folder: Path) -> str:
-    run = service.start(domain.spec(folder)).run_id
+def finished_run(service, folder: Path, **fields) -> str:
+    run = service.start(domain.spec(folder, **fields)).run_id
     wait(service, run)
     return run
 
@@ -124,3 +125,75 @@ def test_a_prefix_matching_many_runs_says_how_many_it_did_not_list(service):
         (service.store.root / f"prompt-{i:06x}" / "status.json").write_text("{}", encoding="utf-8")
     with pytest.raises(UserError, match=r"'prompt' matches 7 runs \(prompt-000000, .*, prompt-000004 and 2 more\)"):
         service.store.get("prompt")
+
+
+def stopped_run(service, folder: Path):
+    """A run that committed rounds, then marked cancelled: one `resume` takes up."""
+    run = service.store.get(finished_run(service, folder, rounds=3, target_reward=None))
+    run.write_status(run.status().model_copy(update={"state": "cancelled"}))
+    return run
+
+
+def dev_log(ledger: Path) -> list[str]:
+    return subprocess.run(["git", "-C", str(ledger), "log", "--format=%s", "dev"], capture_output=True, text=True,
+                          check=True).stdout.splitlines()
+
+
+def rounds(log: list[str]) -> list[str]:
+    """The rounds of a ledger's commits, newest first: "round 3: 1 diff on 1 key, ..." is round 3."""
+    return [subject.split(":")[0] for subject in log if subject.startswith("round ")]
+
+
+@pytest.mark.parametrize("lost", ["checkpoint", "folder", "ledger"])
+def test_a_run_that_lost_its_checkpoint_is_refused_a_resume_not_started_over(service, tmp_path, lost):
+    """Resumed, it started over: its rounds were committed again and its bill began again at 0, past
+    max_calls, while it said it resumed from its last checkpoint."""
+    run = stopped_run(service, tmp_path)
+    files = RunFiles(run.ledger)
+    if lost == "checkpoint":
+        files.checkpoint_path.unlink()
+    else:
+        shutil.rmtree(files.folder if lost == "folder" else run.ledger)
+    told = service.status(run.id)
+    assert "had begun" in told.error and "agentdescent resume" not in told.next
+    assert f"start a new run from its spec, agentdescent evolve {run.file('spec.json')}" in told.next
+    missing = "its ledger" if lost == "ledger" else "its checkpoint"
+    with pytest.raises(UserError, match=rf"^run {run.id} had begun \(its status counts 3 rounds done and \d+ calls\) "
+                                        rf"but {missing} .* is missing: resumed, it would start over"):
+        service.resume(run.id)
+
+
+def test_the_run_s_own_process_reads_dev_for_a_round_s_commit_when_nothing_else_shows_it_had_begun(service, tmp_path):
+    run = stopped_run(service, tmp_path)
+    made = dev_log(run.ledger)
+    shutil.rmtree(RunFiles(run.ledger).folder)
+    run.write_status(run.status().model_copy(update={"round": 0, "calls": 0}))
+    service.resume(run.id)
+    ended = wait(service, run.id)
+    assert ended.state == "failed" and f"dev holds the commits of {len(rounds(made))} rounds" in ended.error
+    assert "agentdescent resume" not in ended.next and dev_log(run.ledger) == made  # nothing committed again
+
+
+def test_a_run_stopped_before_its_first_checkpoint_starts_as_a_new_one(service, tmp_path):
+    run = stopped_run(service, tmp_path)
+    shutil.rmtree(run.ledger)  # what such a run has: no ledger or a seeded one, and nothing spent
+    run.write_status(run.status().model_copy(update={"round": 0, "calls": 0}))
+    service.resume(run.id)
+    assert wait(service, run.id).state == "finished"
+    made = dev_log(run.ledger)
+    assert made[-2:] == ["seed artifact", "ledger created"] and len(set(rounds(made))) == len(rounds(made))
+
+
+def test_a_ledger_whose_run_had_begun_and_lost_its_checkpoint_is_not_started_over(tmp_path):
+    tasks = [Task(id=f"t{i}", prompt=str(i)) for i in range(12)]
+    reward = lambda task, output: float("year" in output)  # noqa: E731
+    options = {"run": lambda rendered, task: rendered, "rounds": 2, "store": tmp_path / "ledger"}
+    first = evolve(tasks, reward, propose=lambda *a: None, **options)
+    files = RunFiles(tmp_path / "ledger")
+    files.checkpoint_path.unlink()
+    with pytest.raises(UserError, match=rf"had begun \(its start log counts {first.usage.calls} calls\) but its "
+                                        r"checkpoint .* is missing; nothing was reset"):
+        evolve(tasks, reward, propose=lambda *a: None, **options)
+    assert files.starts.count() == first.usage.calls
+    shutil.rmtree(files.folder)  # what the refusal says to do to start anew
+    assert evolve(tasks, reward, propose=lambda *a: None, **options).usage.calls < first.usage.calls + 1

@@ -3,11 +3,12 @@
 It holds the run's lock for its whole life (so the store can tell it is alive), builds the run
 from what the run's folder keeps (the spec, the tasks, the target as it was), and runs `evolve`
 on the run's own ledger, which resumes from the ledger's checkpoint when there is one: a first
-start and a resume are the same code. Every event goes to `events.jsonl` and into `status.json`;
-the result goes to `result.json` at the end. SIGTERM or SIGINT (what `cancel` sends) cancels the
-run: waits wake, the agents' and graders' processes are killed, what was committed stays, and
-the status says `cancelled`. Left out: starting this process (`detach`) and reading its files
-(the service).
+start and a resume are the same code. A run that had begun and lost its checkpoint is refused
+(`checkpointed`), saying what to do instead. Every event goes to `events.jsonl` and into
+`status.json`; the result goes to `result.json` at the end. SIGTERM or SIGINT (what `cancel`
+sends) cancels the run: waits wake, the agents' and graders' processes are killed, what was
+committed stays, and the status says `cancelled`. Left out: starting this process (`detach`)
+and reading its files (the service).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from agentdescent.engine.persist.resume import finished_result
 from agentdescent.errors import AgentDescentError, Cancelled
 from agentdescent.quoting import bounded, described
 from agentdescent.result import EvolveResult
-from agentdescent.runs import build, leftovers, review, sealed, wiring
+from agentdescent.runs import build, checkpointed, leftovers, review, sealed, wiring
 from agentdescent.runs.host import PROPOSAL, ROLLOUT, Approver, HostAgent
 from agentdescent.runs.hostwork import waiting_on
 from agentdescent.runs.mailbox import Mailbox
@@ -84,6 +85,11 @@ def _live(run: RunDir) -> int:
         signal.signal(sig, lambda *_: token.cancel(USER_CANCEL))
     token.on_cancel(process.kill_all)
     try:
+        lost = checkpointed.lost(run, status, read_ledger=True)
+        if lost:  # a resume would start it over and bill its calls again
+            tracker.update(state="failed", error=lost, message=f"not resumed: {bounded(lost, 200)}",
+                           next=f"it cannot be resumed: {checkpointed.instead(run)}")
+            return 1
         result = _evolve(run, tracker, token)
     except AgentDescentError as exc:  # refused before the rounds (the spec, the world): say so, plainly
         if isinstance(exc, Cancelled) and token.reason == USER_CANCEL:  # cancelled while it was starting

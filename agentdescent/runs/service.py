@@ -24,7 +24,7 @@ from agentdescent.commands import command
 from agentdescent.engine.evolve import split_tasks, too_few_to_train
 from agentdescent.errors import UserError
 from agentdescent.governance import Governance, matching
-from agentdescent.runs import build, detach, hostwork, keys, leftovers, restoring, review, sealed, verdict
+from agentdescent.runs import build, checkpointed, detach, hostwork, keys, leftovers, restoring, review, sealed, verdict
 from agentdescent.runs.agentcheck import missing_keys, unsaved_sessions
 from agentdescent.runs.doctor import DoctorReport, doctor
 from agentdescent.runs.draft import cheaper_than_host
@@ -152,6 +152,9 @@ class Service:
             raise UserError(f"run {run.id} {why}, so there is nothing to resume; "
                             f"{status.next or 'agentdescent evolve SPEC starts a new run'}")
         sealed.check(run)  # edited since, it would be another run on this one's ledger, its bill begun again
+        lost = checkpointed.lost(run, status)
+        if lost:
+            raise UserError(f"{lost}; it cannot be resumed: {checkpointed.instead(run)}")
         with self._target_lock(status.target):
             if not status.allow_concurrent:
                 self._refuse_second_run(status.target, "then resume this one, which was started alone")

@@ -45,7 +45,7 @@ from agentdescent.engine.persist.checkpoint import RunFiles
 from agentdescent.errors import UserError
 from agentdescent.home import HOME_ENV, home
 from agentdescent.quoting import quoted
-from agentdescent.runs import ontarget, sealed
+from agentdescent.runs import checkpointed, ontarget, sealed
 from agentdescent.runs.spec import RunSpec
 from agentdescent.runs.status import RunStatus
 from agentdescent.types import Task
@@ -195,6 +195,9 @@ class RunDir:
             except UserError as exc:
                 return status.model_copy(update={"error": str(exc), "next": "it cannot be resumed: start a new run "
                                                  "with agentdescent evolve SPEC"})
+            lost = checkpointed.lost(self, status)
+            if lost:
+                return status.model_copy(update={"error": lost, "next": f"it cannot be resumed: {checkpointed.instead(self)}"})
         return status
 
     def _interrupted(self, status: RunStatus) -> RunStatus:

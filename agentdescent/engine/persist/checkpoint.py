@@ -151,8 +151,17 @@ class RunFiles:
                 return None
             why = str(exc).splitlines()[0][:200]
         raise UserError(f"the run's checkpoint {self.checkpoint_path} cannot be read ({why}); nothing was reset. Put "
-                        "it back as it was, or move it away to start the run on this ledger anew (its journals "
-                        "are then cleared)")
+                        f"it back as it was, or move the folder {self.folder} away to start a run on this ledger anew "
+                        "(its bill then starts again)")
+
+    def begun(self) -> str | None:
+        """What these files hold of a run that had begun (calls started, answers journalled); None
+        when they hold nothing, as before a run's first checkpoint, which is saved before its first call."""
+        calls = self.starts.count()
+        if calls:
+            return f"its start log counts {calls} calls"
+        journals = [path.name for path in (self.rollouts_path, self.answers_path) if _size(path)]
+        return f"its {' and '.join(journals)} hold what its calls answered" if journals else None
 
     def flush(self) -> None:
         """Put the journals' queued lines on disk (before a checkpoint counts them)."""
@@ -319,6 +328,14 @@ def _count_answer(usage: Usage, answer: Reflection | Fused) -> None:
 
 
 _BILLED = Task(id="billed", prompt="")  # the task a rollout counted only for its spend stands on
+
+
+def _size(path: Path) -> int:
+    """The size of one of the run's files, 0 when it is not there (a link is not followed)."""
+    try:
+        return os.lstat(path).st_size
+    except OSError:
+        return 0
 
 
 def _lines(path: Path) -> list[str]:

@@ -25,7 +25,7 @@ from pathlib import Path
 from agentdescent.artifacts.strategies import Strategy
 from agentdescent.engine.calls.evaluation import Evaluator
 from agentdescent.engine.persist.checkpoint import Checkpoint, RunFiles
-from agentdescent.errors import BudgetSpent, HeadMoved
+from agentdescent.errors import BudgetSpent, HeadMoved, UserError
 from agentdescent.ledger import Ledger
 from agentdescent.result import EvolveResult, StepRecord
 from agentdescent.types import Outcome, Task
@@ -86,9 +86,15 @@ def position(files: RunFiles, evaluator: Evaluator, **fields: object) -> Checkpo
 
 def resumable(files: RunFiles, strategy: str, fingerprint: str) -> tuple[Checkpoint | None, list[str]]:
     """The checkpoint a run with this strategy (its `kind`) and fingerprint resumes from
-    (None: it starts anew), and what the user should hear about it."""
+    (None: it starts anew), and what the user should hear about it. A run whose files show it had
+    begun but whose checkpoint is gone is refused: started anew, it would forget its bill."""
     saved = files.load(strict=True)
     if saved is None:
+        begun = files.begun()
+        if begun:
+            raise UserError(f"the run on this ledger had begun ({begun}) but its checkpoint {files.checkpoint_path} "
+                            f"is missing; nothing was reset. Put it back, or move the folder {files.folder} away to "
+                            "start a run on this ledger anew (its bill then starts again)")
         return None, []
     notes = []
     if saved.strategy != strategy:
