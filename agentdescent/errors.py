@@ -12,6 +12,7 @@
     ├── BudgetSpent              a budget ran out: nothing more may start (the run ends, keeping its commits)
     ├── Cancelled                the run was cancelled (`CancelToken.cancel`) while this waited
     └── LedgerError              the git ledger could not be read or written
+        ├── LedgerDamaged        ... for what something else did to it: a ref that names no commit, an object gone
         └── HeadMoved            a compare-and-swap lost: another writer moved `dev` first
 
 A single failed rollout or proposal is not an exception: it becomes an `Outcome` with a reason.
@@ -19,6 +20,8 @@ A single failed rollout or proposal is not an exception: it becomes an `Outcome`
 """
 
 from __future__ import annotations
+
+import shlex
 
 
 class AgentDescentError(Exception):
@@ -83,6 +86,18 @@ class Cancelled(AgentDescentError):
 
 class LedgerError(AgentDescentError):
     """The ledger repository is missing, corrupt, or a git command failed."""
+
+
+class LedgerDamaged(LedgerError):
+    """The ledger holds what AgentDescent never writes: `what` names it (a ref, an object) and
+    `ref` is the ref it is about, if one is. Going on from it would build on what is lost."""
+
+    def __init__(self, path: object, what: str, *, ref: str | None = None) -> None:
+        super().__init__(f"the ledger {path} is damaged ({what}): something other than AgentDescent changed it; put "
+                         f"back what it lost (git -C {shlex.quote(str(path))} fsck names it), or give store= a new "
+                         "folder to start anew")
+        self.what = what
+        self.ref = ref
 
 
 class HeadMoved(LedgerError):

@@ -1,11 +1,12 @@
 import multiprocessing
+import shutil
 import subprocess
 import threading
 
 import git
 import pytest
 
-from agentdescent.errors import HeadMoved, LedgerError, UserError
+from agentdescent.errors import HeadMoved, LedgerDamaged, LedgerError, UserError
 from agentdescent.ledger import CommitRecord, Ledger
 
 STATE = {
@@ -206,7 +207,19 @@ def test_bad_paths(tmp_path):
 
 def test_corrupt_dev_ref(ledger):
     (ledger.path / "refs" / "heads" / "dev").write_text("1" * 40 + "\n")
-    with pytest.raises(UserError, match="not a ledger"):
+    with pytest.raises(LedgerDamaged, match=f"is damaged \\(its object {'1' * 40} is missing\\)"):
+        Ledger(ledger.path)
+
+
+@pytest.mark.parametrize("damage", ["dev removed", "objects removed"])
+def test_a_ledger_something_else_took_part_of_is_damaged_not_another_repository(ledger, damage):
+    if damage == "dev removed":
+        (ledger.path / "refs" / "heads" / "dev").unlink()
+        named = "its ref refs/heads/dev is missing"
+    else:
+        shutil.rmtree(ledger.path / "objects")
+        named = "it is no git repository any more"
+    with pytest.raises(LedgerDamaged, match=f"is damaged \\({named}.*something other than AgentDescent changed it"):
         Ledger(ledger.path)
 
 
@@ -330,11 +343,12 @@ def test_a_global_hooks_path_never_runs_on_the_ledgers_ref_updates(tmp_path, mon
     assert not (tmp_path / "ran").exists()
 
 
-def test_an_empty_dev_ref_is_a_user_error_not_an_assertion(tmp_path):
+def test_an_empty_dev_ref_is_damage_named_not_an_assertion(tmp_path):
     Ledger(tmp_path / "ledger").close()
     (tmp_path / "ledger" / "refs" / "heads" / "dev").write_text("")
-    with pytest.raises(UserError, match="refs/heads/dev is missing or unreadable"):
+    with pytest.raises(LedgerDamaged, match="its ref refs/heads/dev names no commit: «the file is empty»") as damaged:
         Ledger(tmp_path / "ledger")
+    assert damaged.value.ref == "refs/heads/dev"
 
 
 def test_git_locks_a_killed_commit_left_are_cleared_by_the_next_opener_alone(tmp_path):

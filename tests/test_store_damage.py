@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -197,3 +198,42 @@ def test_a_ledger_whose_run_had_begun_and_lost_its_checkpoint_is_not_started_ove
     assert files.starts.count() == first.usage.calls
     shutil.rmtree(files.folder)  # what the refusal says to do to start anew
     assert evolve(tasks, reward, propose=lambda *a: None, **options).usage.calls < first.usage.calls + 1
+
+
+@pytest.mark.parametrize("damage", ["ref", "object"])
+def test_a_run_whose_ledger_something_else_damaged_names_the_damage_and_advises_no_resume(service, tmp_path, damage):
+    """It failed in the words of evolve(store=...) ("choose an empty or new directory for store="),
+    and its next step was the same resume, which failed again."""
+    run = stopped_run(service, tmp_path)
+    head = git_out(run.ledger, "rev-parse", "dev")
+    if damage == "ref":
+        (run.ledger / "refs" / "heads" / "dev").write_text("oops\n", encoding="utf-8")
+        named = "its ref refs/heads/dev names no commit"
+    else:
+        (run.ledger / "objects" / head[:2] / head[2:]).unlink()
+        named = f"its object {head} is missing"
+    service.resume(run.id)
+    ended = wait(service, run.id)
+    assert ended.state == "failed" and ended.error.startswith(f"run {run.id}'s ledger is damaged: {named}")
+    assert "store=" not in ended.error and "agentdescent resume" not in ended.next
+    assert ended.next == (f"it cannot be resumed: start a new run from its spec, agentdescent evolve "
+                          f"{run.file('spec.json')}; agentdescent show {run.id} still shows what it did")
+
+
+def test_a_ref_git_s_reflog_kept_is_named_and_once_put_back_the_run_resumes(service, tmp_path):
+    run = stopped_run(service, tmp_path)
+    head = git_out(run.ledger, "rev-parse", "dev")
+    for sha in (f"{head}~1", head):  # a reflog, as git keeps one where core.logAllRefUpdates says so
+        git_out(run.ledger, "-c", "core.logAllRefUpdates=always", "update-ref", "refs/heads/dev", sha)
+    (run.ledger / "refs" / "heads" / "dev").write_text("oops\n", encoding="utf-8")
+    service.resume(run.id)
+    ended = wait(service, run.id)
+    assert f"git's reflog says refs/heads/dev was last at {head}: put it back (" in ended.next
+    put_back = re.search(r"put it back \((.*?)\), then: agentdescent resume ", ended.next).group(1)
+    subprocess.run(put_back, shell=True, check=True, capture_output=True, timeout=60)  # as told
+    service.resume(run.id)
+    assert wait(service, run.id).state == "finished"
+
+
+def git_out(ledger: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(ledger), *args], capture_output=True, text=True, check=True).stdout.strip()

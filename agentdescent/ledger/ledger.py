@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import git
 
 from agentdescent import filelock
-from agentdescent.errors import HeadMoved, LedgerError, UserError
+from agentdescent.errors import HeadMoved, LedgerDamaged, LedgerError, UserError
 from agentdescent.governance import unsafe_key_reason
 from agentdescent.ledger.gitobjects import TREE_MODE, commit_bytes, format_message, parse_commit
 from agentdescent.ledger.objects import GitObjects
@@ -124,6 +124,8 @@ def _open_repo(path: pathlib.Path) -> git.Repo:
     try:
         return repository(path)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        if (path / "HEAD").is_file() or (path / "agentdescent").is_dir():  # a ledger once: what made it one is gone
+            raise LedgerDamaged(path, "it is no git repository any more: its HEAD, objects/ or refs/ is gone") from None
         raise UserError(f"store={path} is a non-empty directory, not a git ledger; {_FIX}") from None
 
 
@@ -202,7 +204,11 @@ class Ledger:
         self._settle_refs()
         try:
             self.head()
+        except LedgerDamaged:
+            raise  # a ledger something else changed: it names what
         except (LedgerError, ValueError, KeyError) as exc:
+            if not self._refs.stored(DEV) and self._refs.stored(STABLE):  # a ledger's `dev` was taken away
+                raise LedgerDamaged(self.path, f"its ref {DEV} is missing", ref=DEV) from None
             raise UserError(f"store={self.path} is a git repository but not a ledger "
                             f"(refs/heads/dev is missing or unreadable: {exc}); {_FIX}") from None
 
@@ -363,5 +369,7 @@ class Ledger:
             return
         try:
             self._refs.read(STABLE)
+        except LedgerDamaged:
+            raise
         except LedgerError:
             self._refs.update(STABLE, self._at(0), NULL_SHA)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import io
 import pathlib
+import zlib
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -20,8 +21,9 @@ import git
 from git.objects.fun import tree_entries_from_data
 from gitdb import IStream
 from gitdb.db.loose import LooseObjectDB
+from gitdb.exc import BadObject
 
-from agentdescent.errors import LedgerError
+from agentdescent.errors import LedgerDamaged, LedgerError
 from agentdescent.ledger.gitobjects import BLOB_MODE, TREE_MODE, CommitInfo, nest, parse_commit, tree_bytes
 
 T = TypeVar("T")
@@ -107,8 +109,10 @@ class GitObjects:
                 self._repo.git.clear_cache()
             if not isinstance(exc, Exception):
                 raise
-            # BadObject, GitCommandError, ValueError from cat-file; zlib.error from a damaged file
-            raise LedgerError(f"cannot read object {binsha.hex()} in {self._path}: {exc}") from None
+            if isinstance(exc, (ValueError, BadObject, zlib.error)):  # cat-file's "missing"; a garbled loose file
+                said = "garbled" if isinstance(exc, zlib.error) else "missing"
+                raise LedgerDamaged(self._path, f"its object {binsha.hex()} is {said}") from None
+            raise LedgerError(f"cannot read object {binsha.hex()} in {self._path}: {exc}") from None  # git itself failed
         if stream.type != kind:
             raise LedgerError(f"object {binsha.hex()} in {self._path} is a {stream.type.decode()}, "
                               f"expected a {kind.decode()}")

@@ -7,12 +7,13 @@ the only subprocess a commit costs. Left out: what the commits they point at mea
 
 from __future__ import annotations
 
+import os
 import pathlib
 import shutil
 
 import git
 
-from agentdescent.errors import LedgerError
+from agentdescent.errors import LedgerDamaged, LedgerError
 from agentdescent.quoting import quoted
 
 DEV, STABLE = "refs/heads/dev", "refs/heads/stable"
@@ -54,7 +55,20 @@ class Refs:
         try:
             return bytes.fromhex(git.SymbolicReference.dereference_recursive(self._repo, ref))
         except (ValueError, AssertionError) as exc:  # AssertionError: GitPython's answer to an empty ref file
-            raise LedgerError(f"cannot read {ref} in {self._path}: {exc or 'the file is empty'}") from None
+            said = str(exc) or "the file is empty"
+            if self.stored(ref):
+                raise LedgerDamaged(self._path, f"its ref {ref} names no commit: {quoted(said, 200)}", ref=ref) from None
+            raise LedgerError(f"cannot read {ref} in {self._path}: {said}") from None
+
+    def stored(self, ref: str) -> bool:
+        """Whether the repository holds `ref`, loose or packed, whatever it says."""
+        if os.path.lexists(self._path / ref):
+            return True
+        try:
+            packed = (self._path / "packed-refs").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return False
+        return any(line.split(" ")[-1] == ref for line in packed.splitlines() if not line.startswith(("#", "^")))
 
     def update(self, ref: str, new: bytes, old: bytes | None = None) -> None:
         """Point `ref` at `new`; with `old`, only if it points at `old` now (NULL_SHA: if it does not exist)."""

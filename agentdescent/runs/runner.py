@@ -4,11 +4,12 @@ It holds the run's lock for its whole life (so the store can tell it is alive), 
 from what the run's folder keeps (the spec, the tasks, the target as it was), and runs `evolve`
 on the run's own ledger, which resumes from the ledger's checkpoint when there is one: a first
 start and a resume are the same code. A run that had begun and lost its checkpoint is refused
-(`checkpointed`), saying what to do instead. Every event goes to `events.jsonl` and into
-`status.json`; the result goes to `result.json` at the end. SIGTERM or SIGINT (what `cancel`
-sends) cancels the run: waits wake, the agents' and graders' processes are killed, what was
-committed stays, and the status says `cancelled`. Left out: starting this process (`detach`)
-and reading its files (the service).
+(`checkpointed`), and so is one whose ledger something else damaged (`LedgerDamaged`), each
+saying what to do instead. Every event goes to `events.jsonl` and into `status.json`; the
+result goes to `result.json` at the end. SIGTERM or SIGINT (what `cancel` sends) cancels the
+run: waits wake, the agents' and graders' processes are killed, what was committed stays, and
+the status says `cancelled`. Left out: starting this process (`detach`) and reading its files
+(the service).
 """
 
 from __future__ import annotations
@@ -19,13 +20,15 @@ import io
 import json
 import logging
 import os
+import re
+import shlex
 import signal
 import sys
 import traceback
 from pathlib import Path
 from typing import TextIO
 
-from agentdescent import atomic, process
+from agentdescent import atomic, process, reading
 from agentdescent import events as ev
 from agentdescent.agents.redact import redact
 from agentdescent.commands import command
@@ -33,7 +36,7 @@ from agentdescent.engine.calls import units
 from agentdescent.engine.calls.cancel import CancelToken
 from agentdescent.engine.evolve import evolve
 from agentdescent.engine.persist.resume import finished_result
-from agentdescent.errors import AgentDescentError, Cancelled
+from agentdescent.errors import AgentDescentError, Cancelled, LedgerDamaged, UserError
 from agentdescent.quoting import bounded, described
 from agentdescent.result import EvolveResult
 from agentdescent.runs import build, checkpointed, leftovers, review, sealed, wiring
@@ -91,6 +94,11 @@ def _live(run: RunDir) -> int:
                            next=f"it cannot be resumed: {checkpointed.instead(run)}")
             return 1
         result = _evolve(run, tracker, token)
+    except LedgerDamaged as exc:  # something else changed its ledger: going on would build on what is lost
+        tracker.update(state="failed", error=f"run {run.id}'s ledger is damaged: {exc.what}; something other than "
+                                             f"AgentDescent changed {run.ledger}",
+                       message=f"stopped: its ledger is damaged ({bounded(exc.what, 200)})", next=_mend(run, exc))
+        return 1
     except AgentDescentError as exc:  # refused before the rounds (the spec, the world): say so, plainly
         if isinstance(exc, Cancelled) and token.reason == USER_CANCEL:  # cancelled while it was starting
             when = f"while it resumed at round {status.round}" if status.round else "before its first round"
@@ -116,6 +124,31 @@ def _live(run: RunDir) -> int:
         return 1
     _finish(run, tracker, result, token)
     return 0 if result.error is None else 1
+
+
+def _mend(run: RunDir, damage: LedgerDamaged) -> str:
+    """What to do about a run whose ledger is damaged: a ref put back where git's reflog says it
+    last was (git itself refuses to move a ref it cannot read: its file goes first), or a new run."""
+    was = _last_logged(run.ledger, damage.ref) if damage.ref is not None else None
+    if was is None:
+        return f"it cannot be resumed: {checkpointed.instead(run)}"
+    broken = run.ledger / damage.ref
+    put_back = f"git -C {shlex.quote(str(run.ledger))} update-ref {damage.ref} {was}"
+    if os.path.lexists(broken):
+        put_back = f"rm {shlex.quote(str(broken))} && {put_back}"
+    return (f"git's reflog says {damage.ref} was last at {was}: put it back ({put_back}), then: "
+            f"{command('resume', run.id)}; or {checkpointed.instead(run)}")
+
+
+def _last_logged(ledger: Path, ref: str) -> str | None:
+    """The commit git's reflog of `ref` says it last pointed at; None without one (git keeps none for
+    a ledger unless core.logAllRefUpdates says so)."""
+    try:
+        lines = reading.read_text(ledger / "logs" / ref, what="reflog", limit=16 << 20, follow_symlinks=False)
+    except UserError:
+        return None
+    fields = lines.strip().rsplit("\n", 1)[-1].split(" ")
+    return fields[1] if len(fields) > 1 and re.fullmatch("[0-9a-f]{40}", fields[1]) else None
 
 
 def _ends_a_line(path: Path) -> bool:
