@@ -725,7 +725,7 @@ def test_an_answer_whose_text_cannot_be_read_stops_the_run_saying_why():
 
     tasks, reward, _, propose = year_program()
     with pytest.raises(UserError, match=r"run returned Answer for task .*, and its str\(\) raised RuntimeError: «boom»; "
-                                        "return the answer as text"):
+                                        "it must return its answer as text"):
         evolve(tasks, reward, run=lambda rendered, task: Answer(), propose=propose, rounds=2)
 
 

@@ -47,7 +47,7 @@ LAYERS = [
     {"errors", "types", "atomic", "filelock", "procscan", "reading", "removal", "walking", "home", "commands", "_exports",
      "events"},  # the records and rules
     {"agents", "quoting", "governance", "artifacts", "ledger", "reflect", "dataloader", "scoring", "process",
-     "refcheck", "usage", "step"},  # the parts, and the optimizer step
+     "refcheck", "returned", "usage", "step"},  # the parts, and the optimizer step
     {"result"},
     {"engine", "config"},  # the loop, the calls, persistence, and the one description of a run
     {"testing"},

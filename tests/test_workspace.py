@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import os
+import re
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -163,6 +166,47 @@ def test_an_agent_without_a_working_folder_and_bad_fixtures_are_refused(tmp_path
     escaping = Task(id="t4", prompt="p", meta={"files": {"../../etc/x": "y"}})
     with pytest.raises(UserError, match="'..'"):
         run(TREE, escaping)
+
+
+class _Reply:
+    """A client's reply object, whose text is an attribute."""
+
+    def __init__(self) -> None:
+        self.text = "ok"
+
+
+async def _async_agent(prompt, *, cwd):
+    return "ok"
+
+
+def _generator_agent(prompt, *, cwd):
+    yield "ok"
+
+
+@pytest.mark.parametrize("agent, says", [
+    (_async_agent, "tree_runner's agent returned coroutine for task «t1», not its answer: an async or generator "
+                   "function (or a callable object with one) was given; give a plain function"),
+    (_generator_agent, "tree_runner's agent returned generator for task «t1», not its answer"),
+    (lambda prompt, cwd: None, "tree_runner's agent returned None for task «t1»; it must return its answer as text"),
+    (lambda prompt, cwd: _Reply(), "tree_runner's agent returned a _Reply object for task «t1», which has no text of "
+                                   "its own"),
+])
+def test_an_agent_that_returns_no_text_stops_the_run_saying_so(tmp_path, agent, says):
+    """Its str() was taken for the answer ('<coroutine object ...>', 'None'): every rollout scored 0
+    and the run ended as if it had learnt nothing, with no error."""
+    from agentdescent import FileTree, evolve
+
+    run = tree_runner(agent, layout="root", workdir=tmp_path)
+    with warnings.catch_warnings(record=True) as heard:
+        warnings.simplefilter("always")
+        with pytest.raises(UserError, match=re.escape(says)):
+            run(TREE, TASK)
+        gc.collect()
+    assert [w for w in heard if "never awaited" in str(w.message)] == []  # closed, not left to the collector
+    assert list(tmp_path.iterdir()) == []
+    tasks = [Task(id=f"t{i}", prompt=f"p{i}") for i in range(8)]
+    with pytest.raises(UserError, match="tree_runner's agent returned"):
+        evolve(tasks, lambda task, output: 0.0, run=run, propose=lambda *args: None, strategy=FileTree(TREE), rounds=1)
 
 
 def test_an_idle_workspace_changed_while_it_waited_is_not_handed_to_the_next_rollout(tmp_path):

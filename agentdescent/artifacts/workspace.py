@@ -51,7 +51,9 @@ from agentdescent.artifacts.state import state_hash
 from agentdescent.artifacts.textform import BOM
 from agentdescent.errors import AgentError, UserError
 from agentdescent.governance import unsafe_key_reason
+from agentdescent.quoting import quoted
 from agentdescent.removal import remove_tree
+from agentdescent.returned import as_text
 from agentdescent.types import Task
 from agentdescent.walking import walk
 
@@ -150,7 +152,8 @@ class TreeRunner:
             outcome = "remove"
             try:
                 staged = {**workspace.files, **_write(workspace.path, task_files)}
-                answer = self.agent(self.prompt(task), cwd=workspace.path)
+                answer = as_text(self.agent(self.prompt(task), cwd=workspace.path), "tree_runner's agent",
+                                 f" for task {quoted(task.id, 80)}")
                 files, folders = _scan(workspace.path)
                 if files == staged and folders <= workspace.folders | _folders_of(task_files):
                     outcome = "reuse"

@@ -10,7 +10,6 @@ where the results arrive (`Evaluator`, `Worker`).
 from __future__ import annotations
 
 import copy
-import inspect
 import threading
 import time
 import weakref
@@ -22,6 +21,7 @@ from agentdescent.artifacts.strategies import InvalidProposal
 from agentdescent.errors import UserError
 from agentdescent.quoting import bounded, described, quoted
 from agentdescent.refcheck import reward_problem
+from agentdescent.returned import as_text
 from agentdescent.types import Reflection, Rollout, Task, Tried
 
 T = TypeVar("T")
@@ -90,24 +90,7 @@ def _roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], flo
         return "", 0.0, f"run failed on task {quoted(task.id, 80)}: {described(exc)}"
     except (SystemExit, GeneratorExit, KeyboardInterrupt) as exc:
         raise _exited("run", exc, task) from None
-    if inspect.isawaitable(output) or inspect.isgenerator(output):
-        getattr(output, "close", lambda: None)()  # never run: no "never awaited" warning either
-        raise UserError(f"run returned {type(output).__name__} for task {quoted(task.id, 80)}, not its answer: an async "
-                        "or generator function (or a callable object with one) was given; give a plain function")
-    if output is None or isinstance(output, (bytes, bytearray)):
-        raise UserError(f"run returned {'None' if output is None else 'bytes'} for task {quoted(task.id, 80)}; it must "
-                        "return its answer as text" + (" (a return missing?)" if output is None else
-                                                       " (decode it: output.decode())"))
-    if not isinstance(output, str) and type(output).__str__ is object.__str__ and type(output).__repr__ is object.__repr__:
-        raise UserError(f"run returned a {type(output).__name__} object for task {quoted(task.id, 80)}, which has no text "
-                        "of its own (its str() is '<... object at 0x...>'); return the answer's text (a client's reply "
-                        "object: its .text or .content, say)")
-    if not isinstance(output, str):
-        try:
-            output = str(output)
-        except Exception as exc:  # noqa: BLE001 -- the object's own __str__
-            raise UserError(f"run returned {type(output).__name__} for task {quoted(task.id, 80)}, and its str() raised "
-                            f"{described(exc)}; return the answer as text") from None
+    output = as_text(output, "run", f" for task {quoted(task.id, 80)}")
     try:
         value = reward(task, output)
     except UserError:
