@@ -45,6 +45,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from agentdescent.returned import ASYNC_GIVEN, unfinished
+
 CHILD_MODULE = "agentdescent.refcheck"
 REF_CHECK_SECONDS = 30.0
 OUTPUT_BYTES = 16_000  # the tail of what the child printed, kept for a failure's message
@@ -247,7 +249,10 @@ def _call(ref: str, call_file: str) -> str | None:
 
 def reward_problem(value: object, task_id: str) -> str | None:
     """Why `value` is no reward, in the words the run (`units.check_reward`) and plan both use;
-    None for a number in [0, 1]. reward_problem(2.0, "t1") names 2.0 and [0, 1]"""
+    None for a number in [0, 1]; a coroutine or a generator is closed. reward_problem(2.0, "t1") names 2.0 and [0, 1]"""
+    kind = unfinished(value)
+    if kind is not None:
+        return f"reward returned {kind} for task {task_id!r}, not its score: {ASYNC_GIVEN}"
     if isinstance(value, (str, bytes)) or not is_number(value):
         return f"reward returned {value!r} ({type(value).__name__}) for task {task_id!r}; it must return a number in [0, 1]"
     try:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import inspect
 
 from agentdescent.errors import UserError
-from agentdescent.quoting import described
 
 ASYNC_GIVEN = ("an async or generator function (or a callable object with one) was given; give a plain function "
                "(for an async one, a function that returns asyncio.run(...) of it)")
@@ -66,5 +65,7 @@ def as_text(value: object, who: str, where: str = "", *, what: str = "its answer
     try:
         return str(value)
     except Exception as exc:  # noqa: BLE001 -- the object's own __str__
+        from agentdescent.quoting import described  # here, not at the top: refcheck imports this module, and little else
+
         raise UserError(f"{who} returned {type(value).__name__}{where}, and its str() raised {described(exc)}; it "
                         f"must return {what} as text") from None

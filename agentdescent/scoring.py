@@ -35,6 +35,7 @@ from agentdescent.errors import AgentError, UserError
 from agentdescent.process import OutputTooLarge, TimedOut, run_process
 from agentdescent.quoting import quoted
 from agentdescent.reflect import templates
+from agentdescent.returned import as_text
 from agentdescent.types import Task
 
 __all__ = ["SCORER_NAMES", "Judge", "last_number", "llm_judge", "normalize", "parse_score", "scorer"]
@@ -352,15 +353,13 @@ class Judge:
 
     def __call__(self, task: Task, output: str) -> float:
         prompt = self.prompt(task, output)
-        reply = str(self.model(prompt))
-        for retry in (True, False):
+        for asked in (prompt, prompt + _REMINDER.format(scale=self.scale)):  # one retry, with a reminder
+            reply = as_text(self.model(asked), "the model given to llm_judge()", what="the reply", strict=True)
             score = parse_score(reply, self.scale)
             if score is not None:
                 return score
             with self._lock:
                 self.unparseable += 1
-            if retry:
-                reply = str(self.model(prompt + _REMINDER.format(scale=self.scale)))
         raise AgentError(f"judge gave no readable score for task {task.id!r}, twice; last reply ends: {quoted(reply[-300:], 300)}")
 
 
@@ -372,7 +371,8 @@ def llm_judge(model: Model, rubric: str, *, scale: int = 10, template: str | Non
     {output} {scale} and must use {output}. A reply without a readable score (see `parse_score`:
     a score outside 0 to `scale` is unreadable, unless the reply states its denominator) gets one
     retry with a reminder; a second one raises `AgentError`, so the rollout fails visibly instead
-    of passing for a zero or a full mark. `judge.unparseable` counts such replies.
+    of passing for a zero or a full mark. `judge.unparseable` counts such replies. A reply that is
+    not a str (an async model's coroutine, None, a reply object) raises `UserError` at once.
     """
     if not callable(model):
         raise UserError(f"llm_judge needs a model: a callable prompt -> text; got {model!r}")

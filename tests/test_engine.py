@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import random
 import re
 import threading
 import time
+import warnings
 from decimal import Decimal
 from fractions import Fraction
 
@@ -664,6 +666,31 @@ def test_an_async_or_generator_run_is_refused_not_scored_as_its_repr():
                       (AsyncCallable(), "run returned coroutine for task")]:
         with pytest.raises(UserError, match=re.escape(said)):
             evolve(tasks, reward, run=run, propose=propose, rounds=1)
+
+
+def test_a_reward_or_propose_that_returns_a_coroutine_is_told_to_be_a_plain_function():
+    """A lambda around an async function passes the front door's check; its coroutine was named with
+    no word of async ("reward returned <coroutine ...> (coroutine)"), and never closed."""
+    tasks, reward, run, propose = year_program()
+
+    async def later(*args):
+        return 1.0
+
+    def said(**calls) -> str:
+        try:
+            return evolve(tasks, **{"reward": reward, "run": run, "propose": propose, **calls}, rounds=1).error
+        except UserError as exc:
+            return str(exc)
+
+    with warnings.catch_warnings(record=True) as heard:
+        warnings.simplefilter("always")
+        scored = said(reward=lambda task, output: later())
+        proposed = said(propose=lambda *args: later())
+        gc.collect()
+    assert re.match(r"reward returned coroutine for task '\w+', not its score: an async or generator function", scored)
+    assert re.match(r"propose returned coroutine for task «\w+», not the proposed change .*: an async or generator "
+                    "function", proposed)
+    assert [w for w in heard if "never awaited" in str(w.message)] == []
 
 
 def test_a_stop_rule_that_raises_or_answers_a_number_ends_the_run_with_its_result():

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import gc
+import warnings
+
 import pytest
 
 from agentdescent import FileTree, Policies, SingleSlot, Task, evolve
 from agentdescent.agents import claude, scripted
 from agentdescent.artifacts.strategies import InvalidProposal
+from agentdescent.errors import UserError
 from agentdescent.reflect import llm_fusion, parse_rule, reflector, tree_reflector, unwrap
 from agentdescent.types import Rollout
 from tests.doubles import echo, numbered_tasks
@@ -243,3 +247,63 @@ def test_a_rule_cut_at_the_reflector_s_output_limit_is_not_proposed(monkeypatch)
     assert reasons and all("stop_reason 'max_tokens' (max_tokens=3)" in r and "raise it with max_tokens=6" in r
                            for r in reasons)
     assert whole.final_reward == 1.0 and "Say ok, and only ok" in whole.state["prompt"]
+
+
+class _Reply:
+    """A client's reply object, whose text is an attribute."""
+
+    def __init__(self) -> None:
+        self.content = "<rule>Give only the number.</rule>"
+
+
+async def _async_model(prompt, **options):
+    return "<rule>Give only the number.</rule>"
+
+
+class _AsyncCallable:
+    async def __call__(self, prompt, **options):
+        return "<rule>Give only the number.</rule>"
+
+
+def _asked(make, model):
+    """What asking `model` through the wrapper `make` names raises, with the warnings it left."""
+    propose = {"reflector()": lambda: reflector(model),
+               "tree_reflector()": lambda: tree_reflector(model, strategy=FileTree({"a.md": "x\n"})),
+               "llm_fusion()": lambda: llm_fusion(model)}[make]()
+    with warnings.catch_warnings(record=True) as heard:
+        warnings.simplefilter("always")
+        with pytest.raises(UserError) as raised:
+            if make == "llm_fusion()":
+                propose("x\n", "y\n", "z\n")
+            else:
+                propose({"a.md": "x\n"} if make == "tree_reflector()" else "Be brief.", TASK, "41", 0.0)
+        message = str(raised.value)
+        del raised  # its traceback holds the reply: a coroutine left open warns once it is collected
+        gc.collect()
+    return message, [str(w.message) for w in heard]
+
+
+@pytest.mark.parametrize("make", ["reflector()", "tree_reflector()", "llm_fusion()"])
+@pytest.mark.parametrize("returns, said", [
+    (None, "returned None; it must return the reply as text (a return missing?)"),
+    ({"content": [{"text": "<rule>Be brief.</rule>"}]}, "returned dict; it must return the reply as a str (a client's raw "
+                                                       "response: the text inside it)"),
+    (b"<rule>Be brief.</rule>", "returned bytes; it must return the reply as text (decode it with .decode())"),
+    (_Reply(), "returned a _Reply object, which has no text of its own (its str() is '<... object at 0x...>'); it must "
+               "return the reply as text (a client's reply object: its .text or .content, say)"),
+    (5, "returned int; it must return the reply as a str"),
+])
+def test_a_model_reply_that_is_not_text_is_named_with_the_fix(make, returns, said):
+    """It failed deep in the parser ("object of type 'Reply' has no len()"), as if the reflector had
+    a bug; the judge and fusion took its str() for the reply."""
+    message, _ = _asked(make, lambda prompt, **options: returns)
+    assert message == f"the model given to {make} {said}"
+
+
+@pytest.mark.parametrize("make", ["reflector()", "tree_reflector()", "llm_fusion()"])
+@pytest.mark.parametrize("model", [_async_model, _AsyncCallable()])
+def test_an_async_model_is_told_to_be_a_plain_function_and_its_coroutine_is_closed(make, model):
+    message, heard = _asked(make, model)
+    assert message.startswith(f"the model given to {make} returned coroutine, not the reply: an async or generator "
+                              "function (or a callable object with one) was given; give a plain function")
+    assert [m for m in heard if "never awaited" in m] == []

@@ -1,7 +1,9 @@
 """Scorers by name, external grader programs run as real subprocesses, and the LLM judge on a scripted model."""
 
+import gc
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -283,6 +285,31 @@ def test_judge_retries_once_then_raises_and_counts_unparseable_replies():
     with pytest.raises(AgentError, match="'t1'.*still like it"):
         judge(task("g"), "out")
     assert judge.unparseable == 2 and stubborn.usage.calls == 2
+
+
+def test_a_judge_model_that_returns_no_text_stops_at_its_first_reply_saying_why():
+    """Its str() was read for a score ('<coroutine object ...>'), retried, and the rollout failed
+    as if the judge had been vague; the coroutines were never closed."""
+    calls = []
+
+    async def answer(prompt):
+        return "Score: 7"
+
+    def async_model(prompt):
+        calls.append(prompt)
+        return answer(prompt)
+
+    with warnings.catch_warnings(record=True) as heard:
+        warnings.simplefilter("always")
+        with pytest.raises(UserError) as raised:
+            llm_judge(async_model, "be right")(task("g"), "out")
+        message = str(raised.value)
+        del raised  # its traceback holds the reply: a coroutine left open warns once it is collected
+        gc.collect()
+    assert message.startswith("the model given to llm_judge() returned coroutine, not the reply: an async")
+    assert len(calls) == 1 and [w for w in heard if "never awaited" in str(w.message)] == []
+    with pytest.raises(UserError, match=r"llm_judge\(\) returned None; it must return the reply as text"):
+        llm_judge(lambda prompt: None, "be right")(task("g"), "out")
 
 
 def test_an_out_of_range_score_is_retried_then_a_failure_not_a_full_mark():

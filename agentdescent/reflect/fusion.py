@@ -15,6 +15,7 @@ from agentdescent.agents.base import Model
 from agentdescent.governance.text import NUL_ONLY, text_refusal
 from agentdescent.reflect.reflector import tagged
 from agentdescent.reflect.templates import fill, template
+from agentdescent.returned import as_text
 from agentdescent.step.policies import ThreeWayMerge
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,8 @@ class LLMFusion:
         merged = self._merge(base, ours, theirs)
         if merged is not False or ours is None or theirs is None:
             return merged
-        reply = self.model(fill(template("fusion"), base=base or "", ours=ours, theirs=theirs))
+        reply = as_text(self.model(fill(template("fusion"), base=base or "", ours=ours, theirs=theirs)),
+                        "the model given to llm_fusion()", what="the reply", strict=True)
         text = self._read(reply)
         self.stats["merged" if text else "unreadable"] += 1
         if not text:

@@ -25,6 +25,7 @@ from agentdescent.agents.base import Model
 from agentdescent.artifacts.strategies import InvalidProposal
 from agentdescent.governance.text import NUL_ONLY, text_refusal
 from agentdescent.reflect.templates import fill, template
+from agentdescent.returned import as_text
 from agentdescent.types import Rollout, Task, Tried
 
 NONE_REPLY = re.compile(r"^\W*(none|no rule|no change|n/?a|nothing)\W*$", re.IGNORECASE)
@@ -133,6 +134,8 @@ def describe_tried(tried: Sequence[Tried], *, chars: int = MAX_RULE_CHARS) -> st
 class Reflector:
     """A `propose` callable backed by a model; `stats` counts rules, NONEs and unreadable replies."""
 
+    made_by = "reflector()"  # what the model was given to, in a message about its reply
+
     def __init__(self, model: Model, *, batch: bool = False, instructions: str | None = None,
                  apart: bool = False) -> None:
         self.model = model
@@ -169,10 +172,13 @@ class Reflector:
 
     def _asked(self, field: str, artifact: str, **fields: str) -> str:
         """The model's reply to the template filled in; with `apart`, the artifact (`field`) goes
-        beside the prompt as the call's `context`, the same for every prompt on one candidate."""
+        beside the prompt as the call's `context`, the same for every prompt on one candidate. A
+        reply that is not text (a coroutine, None, a client's reply object) is a `UserError`."""
         if not self.apart:
-            return self.model(fill(self._template, **{field: artifact}, **fields))
-        return self.model(fill(self._template, **{field: APART}, **fields), context=artifact)  # type: ignore[call-arg]
+            reply = self.model(fill(self._template, **{field: artifact}, **fields))
+        else:
+            reply = self.model(fill(self._template, **{field: APART}, **fields), context=artifact)  # type: ignore[call-arg]
+        return as_text(reply, f"the model given to {self.made_by}", what="the reply", strict=True)
 
     def _count(self, what: str) -> None:
         with self._lock:

@@ -38,6 +38,8 @@ _ELISION = re.compile(r"(?:\.\.\.|…)|(?:(?:\.\.\.|…)\s*)?(?:the\s+)?(?:rest|
 class TreeReflector(Reflector):
     """A `propose` for a `FileTree`: file blocks in, validated against the strategy."""
 
+    made_by = "tree_reflector()"
+
     def __init__(self, model: Model, strategy: FileTree, *, batch: bool = False, instructions: str | None = None,
                  apart: bool = False) -> None:
         super().__init__(model, batch=batch, instructions=instructions or template("tree_reflect"), apart=apart)

@@ -21,7 +21,7 @@ from agentdescent.artifacts.strategies import InvalidProposal
 from agentdescent.errors import UserError
 from agentdescent.quoting import bounded, described, quoted
 from agentdescent.refcheck import reward_problem
-from agentdescent.returned import as_text
+from agentdescent.returned import as_text, problem
 from agentdescent.types import Reflection, Rollout, Task, Tried
 
 T = TypeVar("T")
@@ -201,10 +201,8 @@ def _reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence
     except Exception as exc:  # one failed reflection is an outcome, not the end of the run
         return Reflection(failed="error", reason=f"propose raised {described(exc)}")
     if proposal is not None and not isinstance(proposal, str):
-        raise UserError(
-            f"propose returned {type(proposal).__name__} for task {chosen[0].task.id!r}; "
-            "it must return a str (the proposed change) or None (no proposal)"
-        )
+        raise UserError(problem(proposal, "propose", f" for task {quoted(chosen[0].task.id, 80)}",
+                                what="the proposed change (or None: no proposal)", strict=True))
     return Reflection(proposal=proposal)
 
 
