@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import random
 import re
@@ -541,6 +542,21 @@ def test_a_call_of_the_user_s_that_exits_is_a_contract_error_not_the_end_of_the_
 
     for role in ("run", "reward", "propose"):
         assert re.match(rf"{role} raised KeyboardInterrupt on task .*, on a worker thread", said(**{role: interrupts}))
+
+    def cancelled(*args):
+        raise asyncio.CancelledError  # a task inside asyncio.run(...) was cancelled: no Exception either
+
+    class Halt(BaseException):
+        pass
+
+    def halts(*args):
+        raise Halt("my own")
+
+    for role in ("run", "reward", "propose"):
+        assert re.match(rf"{role} raised CancelledError on task .*: an asyncio task it ran was cancelled",
+                        said(**{role: cancelled}))
+        assert re.match(rf"{role} raised Halt: «my own» on task .*, a BaseException that is no Exception",
+                        said(**{role: halts}))
 
 
 def test_a_runaway_output_is_scored_whole_and_kept_cut(tmp_path):

@@ -88,7 +88,7 @@ def _roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], flo
         raise  # misconfiguration (a missing key, say) fails every rollout alike: stop and say so
     except Exception as exc:  # a failing rollout is data, not a crash of the run
         return "", 0.0, f"run failed on task {quoted(task.id, 80)}: {described(exc)}"
-    except (SystemExit, GeneratorExit, KeyboardInterrupt) as exc:
+    except BaseException as exc:
         raise _exited("run", exc, task) from None
     output = as_text(output, "run", f" for task {quoted(task.id, 80)}")
     try:
@@ -97,7 +97,7 @@ def _roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], flo
         raise
     except Exception as exc:  # a judge, a grader or a reward that could not score: a failed rollout too
         return kept(output), 0.0, f"scoring failed on task {quoted(task.id, 80)}: {described(exc)}"
-    except (SystemExit, GeneratorExit, KeyboardInterrupt) as exc:
+    except BaseException as exc:
         raise _exited("reward", exc, task) from None
     return kept(output), check_reward(value, task), None
 
@@ -116,21 +116,32 @@ def _own_copy(task: Task) -> Task:
     return task.model_copy(update={"meta": meta})
 
 
-def _exited(who: str, exc: SystemExit | GeneratorExit | KeyboardInterrupt, task: Task) -> BaseException:
-    """A call of the user's that tried to end the process (a command's main() called in-process, say)
-    or raised what only ends a generator: neither is a failed call, and each would end the run's.
-    A KeyboardInterrupt on the main thread may be the user's Ctrl-C, and stays one; on any other
-    thread it is the call's own (Python delivers SIGINT to the main thread only)."""
+def _exited(who: str, exc: BaseException, task: Task) -> BaseException:
+    """A call of the user's that raised what is not an Exception, and would end the run's process:
+    sys.exit (a command's main() called in-process, say), what only ends a generator, an asyncio
+    task's cancellation; each is a `UserError`, not a failed call. A KeyboardInterrupt on the main
+    thread may be the user's Ctrl-C, and stays one; on any other thread it is the call's own
+    (Python delivers SIGINT to the main thread only)."""
+    import asyncio  # here: only a call that raised past Exception needs it
+
+    where = f"on task {quoted(task.id, 80)}"
     if isinstance(exc, KeyboardInterrupt):
         if threading.current_thread() is threading.main_thread():
             return exc
-        return UserError(f"{who} raised KeyboardInterrupt on task {quoted(task.id, 80)}, on a worker thread where no "
-                         "Ctrl-C lands: it must return its value, or raise an Exception for a call that failed")
+        return UserError(f"{who} raised KeyboardInterrupt {where}, on a worker thread where no Ctrl-C lands: it must "
+                         "return its value, or raise an Exception for a call that failed")
     if isinstance(exc, SystemExit):
-        return UserError(f"{who} called sys.exit({exc.code!r}) on task {quoted(task.id, 80)}: it must return, not end "
-                         "the process (a command's main() called in-process? run the command as a subprocess)")
-    return UserError(f"{who} raised {type(exc).__name__} on task {quoted(task.id, 80)}, which ends a generator, not a "
-                     "call: it must return its value, or raise an Exception")
+        return UserError(f"{who} called sys.exit({exc.code!r}) {where}: it must return, not end the process (a "
+                         "command's main() called in-process? run the command as a subprocess)")
+    if isinstance(exc, GeneratorExit):
+        return UserError(f"{who} raised GeneratorExit {where}, which ends a generator, not a call: it must return its "
+                         "value, or raise an Exception")
+    if isinstance(exc, asyncio.CancelledError):
+        return UserError(f"{who} raised CancelledError {where}: an asyncio task it ran was cancelled, and that is no "
+                         "Exception, so it would end the run; catch it there and return a value, or raise an "
+                         "Exception for a call that failed")
+    return UserError(f"{who} raised {described(exc)} {where}, a BaseException that is no Exception, so it would end the "
+                     "run: it must return its value, or raise an Exception for a call that failed")
 
 
 def crashed(unit: Callable[..., Any], args: tuple[Any, ...], why: str) -> Rollout | Reflection | None:
@@ -194,12 +205,12 @@ def _reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence
             proposal = propose(rendered, rollout.task, rollout.output, rollout.reward, **told)
     except UserError:
         raise  # misconfiguration: every proposal would fail alike
-    except (SystemExit, GeneratorExit, KeyboardInterrupt) as exc:
-        raise _exited("propose", exc, chosen[0].task) from None
     except InvalidProposal as exc:
         return Reflection(failed="invalid", reason=f"the proposal is unusable: {bounded(str(exc))}")
     except Exception as exc:  # one failed reflection is an outcome, not the end of the run
         return Reflection(failed="error", reason=f"propose raised {described(exc)}")
+    except BaseException as exc:
+        raise _exited("propose", exc, chosen[0].task) from None
     if proposal is not None and not isinstance(proposal, str):
         raise UserError(problem(proposal, "propose", f" for task {quoted(chosen[0].task.id, 80)}",
                                 what="the proposed change (or None: no proposal)", strict=True))
