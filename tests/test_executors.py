@@ -3,7 +3,9 @@ up front, and a worker killed mid-rollout whose call is run again while the run 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -44,6 +46,16 @@ def run_that_dies_on_q3(rendered: str, task: Task) -> str:
 
 
 def run_that_hangs(rendered: str, task: Task) -> str:
+    time.sleep(60)
+    return "soon"
+
+
+def run_that_interrupts(rendered: str, task: Task) -> str:
+    raise KeyboardInterrupt  # the call's own: no Ctrl-C behind it
+
+
+def run_that_says_it_runs(rendered: str, task: Task) -> str:
+    print("running", flush=True)
     time.sleep(60)
     return "soon"
 
@@ -245,6 +257,39 @@ def test_a_cancelled_run_on_processes_stops_its_calls_and_lets_the_program_exit(
                           timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0 and "cancelled (enough)" in done.stdout, done.stderr
     assert time.monotonic() - started < 30  # not the 60 s each hanging call sleeps: their processes were stopped
+
+
+def test_a_keyboard_interrupt_a_run_raises_in_a_worker_process_is_its_error_not_a_ctrl_c():
+    """It was taken for the user's Ctrl-C ("interrupted (Ctrl-C) before the first round", no task
+    named), where on threads the same run is told what it did wrong."""
+    with pytest.raises(UserError, match=r"run raised KeyboardInterrupt on task «q\d+», in a worker process no Ctrl-C "
+                                        "reached: it must return its value"):
+        evolve(year_tasks(), reward, run=run_that_interrupts, propose=propose, rounds=1,
+               parallelism=Parallelism(executor="process"))
+
+
+def test_a_ctrl_c_to_the_process_group_stops_a_run_on_processes_as_a_ctrl_c(tmp_path):
+    """The terminal sends SIGINT to the driver and its worker processes alike: the workers' calls
+    are interrupted too, and that is the user's Ctrl-C, not a call's error."""
+    program = ("from agentdescent import Parallelism, evolve\n"
+               "from tests.test_executors import propose, reward, run_that_says_it_runs, year_tasks\n"
+               "if __name__ == '__main__':\n"
+               "    result = evolve(year_tasks(), reward, run=run_that_says_it_runs, propose=propose,\n"
+               "                    parallelism=Parallelism(executor='process'))\n"
+               "    print(f'error {result.error} {result.stop_reason}', flush=True)\n")
+    (tmp_path / "interrupt_it.py").write_text(program, encoding="utf-8")
+    child = subprocess.Popen([sys.executable, str(tmp_path / "interrupt_it.py")], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                             start_new_session=True)
+    try:
+        assert child.stdout.readline().startswith("running")  # a worker process is in its call
+        os.killpg(child.pid, signal.SIGINT)
+        out, err = child.communicate(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+    assert child.returncode == 0, err
+    assert "error interrupted interrupted (Ctrl-C) before the first round" in out, err
 
 
 @pytest.mark.parametrize("executor", ["thread", "process"])

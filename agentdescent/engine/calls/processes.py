@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agentdescent.engine.calls.executors import Outstanding, left_running, settle, starts
-from agentdescent.engine.calls.units import crashed
+from agentdescent.engine.calls.units import crashed, heed_sigint
 from agentdescent.errors import UserError
 from agentdescent.quoting import described, quoted
 from agentdescent.types import Task
@@ -144,7 +144,7 @@ class ProcessExecutor:
         _terminate(processes)
 
     def _new_pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(self._max, mp_context=self._context)
+        return ProcessPoolExecutor(self._max, mp_context=self._context, initializer=heed_sigint)
 
     def _hand_over(self) -> None:
         """Hand queued calls to the pool while a process is free for each; a call lost in a break

@@ -10,6 +10,7 @@ where the results arrive (`Evaluator`, `Worker`).
 from __future__ import annotations
 
 import copy
+import signal
 import threading
 import time
 import weakref
@@ -27,6 +28,7 @@ from agentdescent.types import Reflection, Rollout, Task, Tried
 T = TypeVar("T")
 KEPT_OUTPUT_CHARS = 100_000  # of a rollout's output, kept once it is scored (the reward saw all of it)
 _ABANDONED: weakref.WeakSet[threading.Thread] = weakref.WeakSet()  # threads of calls `within` gave up on
+_SIGINT_SEEN: threading.Event | None = None  # in a worker process (`heed_sigint`): set once a SIGINT reached it
 
 
 def roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], float], rendered: Any,
@@ -121,15 +123,19 @@ def _exited(who: str, exc: BaseException, task: Task) -> BaseException:
     sys.exit (a command's main() called in-process, say), what only ends a generator, an asyncio
     task's cancellation; each is a `UserError`, not a failed call. A KeyboardInterrupt on the main
     thread may be the user's Ctrl-C, and stays one; on any other thread it is the call's own
-    (Python delivers SIGINT to the main thread only)."""
+    (Python delivers SIGINT to the main thread only), as it is in a worker process that no SIGINT
+    reached (`heed_sigint`)."""
     import asyncio  # here: only a call that raised past Exception needs it
 
     where = f"on task {quoted(task.id, 80)}"
     if isinstance(exc, KeyboardInterrupt):
-        if threading.current_thread() is threading.main_thread():
-            return exc
-        return UserError(f"{who} raised KeyboardInterrupt {where}, on a worker thread where no Ctrl-C lands: it must "
-                         "return its value, or raise an Exception for a call that failed")
+        if threading.current_thread() is not threading.main_thread():
+            return UserError(f"{who} raised KeyboardInterrupt {where}, on a worker thread where no Ctrl-C lands: it "
+                             "must return its value, or raise an Exception for a call that failed")
+        if _SIGINT_SEEN is not None and not _SIGINT_SEEN.is_set():
+            return UserError(f"{who} raised KeyboardInterrupt {where}, in a worker process no Ctrl-C reached: it must "
+                             "return its value, or raise an Exception for a call that failed")
+        return exc
     if isinstance(exc, SystemExit):
         return UserError(f"{who} called sys.exit({exc.code!r}) {where}: it must return, not end the process (a "
                          "command's main() called in-process? run the command as a subprocess)")
@@ -142,6 +148,20 @@ def _exited(who: str, exc: BaseException, task: Task) -> BaseException:
                          "Exception for a call that failed")
     return UserError(f"{who} raised {described(exc)} {where}, a BaseException that is no Exception, so it would end the "
                      "run: it must return its value, or raise an Exception for a call that failed")
+
+
+def heed_sigint() -> None:
+    """Where a worker process starts: a SIGINT is noted as it raises KeyboardInterrupt, so that a
+    Ctrl-C (it reaches the worker processes, in the terminal's process group) stays one, and a
+    KeyboardInterrupt a call raised itself is that call's error, as it is on a worker thread."""
+    global _SIGINT_SEEN
+    seen = _SIGINT_SEEN = threading.Event()
+
+    def interrupted(signum: int, frame: object) -> None:
+        seen.set()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupted)
 
 
 def crashed(unit: Callable[..., Any], args: tuple[Any, ...], why: str) -> Rollout | Reflection | None:
