@@ -124,9 +124,10 @@ def test_an_unknown_scorer_from_a_foreign_value_is_not_quoted():
 
 def test_every_problem_is_redacted_and_cut(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    problem = Problem(field="agent", message=f"it printed {KEY} " + "x" * 2000)
+    problem = Problem(field="agent", message=f"it printed {KEY} " + "x" * 2000 + " give the real path, /p/q")
     assert KEY not in problem.message and "[redacted OPENAI_API_KEY]" in problem.message
-    assert len(problem.message) == MESSAGE_CHARS
+    assert len(problem.message) == MESSAGE_CHARS and "…" in problem.message  # cut in its middle: the fix stays
+    assert problem.message.startswith("it printed [redacted") and problem.message.endswith("x give the real path, /p/q")
 
 
 @pytest.mark.parametrize("given, said", [

@@ -3,7 +3,8 @@ problem of a spec at once) and `schema_problems`, the schema's errors as problem
 
 A problem never repeats the file it was read from: a field that is not a spec's is named only when
 it looks like a field name, and then with the field it is close to (`n_worker`: did you mean
-'n_workers'?); every message is redacted and cut to `MESSAGE_CHARS`.
+'n_workers'?); every message is redacted and cut to `MESSAGE_CHARS` in its middle, since its
+end says what to do (a long path named twice must not cut off the path to give).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from agentdescent.agents.redact import redact
 from agentdescent.errors import UserError
 
 NAMED_UNKNOWN = 8  # fields that are not a spec's, named one by one; the rest are counted
-MESSAGE_CHARS, FIELD_CHARS = 400, 80  # a problem's message and field, cut here
+MESSAGE_CHARS, FIELD_CHARS = 1_000, 80  # a problem's message and field, cut here
 LISTED_PROBLEMS = 30  # a SpecError's message lists this many, then counts the rest
 _UNKNOWN = "is not a field of a run spec (check its spelling)"
 _CLOSE = 0.75  # how alike a field's name and an unknown one must be for the message to suggest it
@@ -41,7 +42,11 @@ class Problem(BaseModel):
     def _bounded(cls, value: str, info: ValidationInfo) -> str:
         cap = MESSAGE_CHARS if info.field_name == "message" else FIELD_CHARS
         value = redact(value)
-        return value if len(value) <= cap else value[: cap - 1] + "…"
+        if len(value) <= cap:
+            return value
+        if info.field_name != "message":
+            return value[: cap - 1] + "…"
+        return value[: cap // 2] + "…" + value[len(value) - (cap - cap // 2 - 1):]
 
 
 class SpecError(UserError):
