@@ -37,9 +37,9 @@ def run(tmp_path):
     folder = tmp_path / "run-1"
     folder.mkdir()
     made = RunDir(folder)
-    made.write_status(RunStatus(id=made.id, state="running"))
     spec = RunSpec.model_validate({"target": "prompt.md", "tasks": [{"id": "t", "prompt": "p"}], "agent": "host"})
     made.file("spec.json").write_text(spec.model_dump_json(), encoding="utf-8")
+    made.write_status(RunStatus(id=made.id, state="running", target=spec.target))
     lock = made.lock()
     STOPPING.clear()
     yield made
@@ -357,7 +357,7 @@ def test_a_batch_answering_a_request_twice_keeps_the_first(run):
 
 
 def test_asking_for_work_a_run_does_not_give_the_host_is_refused(run):
-    spec = RunSpec.model_validate({"target": "p.md", "tasks": [{"id": "t", "prompt": "p"}], "agent": "host",
+    spec = RunSpec.model_validate({"target": "prompt.md", "tasks": [{"id": "t", "prompt": "p"}], "agent": "host",
                                    "reflector": "python:tests.keyword_domain:next_rule"})
     run.file("spec.json").write_text(spec.model_dump_json(), encoding="utf-8")
     with pytest.raises(UserError, match="asks the host for no proposal: its reflector is python, not host"):

@@ -58,6 +58,32 @@ def test_a_damaged_status_is_named_at_once_and_the_run_is_still_listed(service, 
     assert time.monotonic() - started < 20
 
 
+def test_a_status_that_is_not_the_runs_own_is_damage_and_accept_writes_no_other_target(service, tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a, b = (service.store.get(finished_run(service, tmp_path / name)) for name in ("a", "b"))
+    held = (tmp_path / "a" / "prompt.md").read_bytes()
+    theirs = json.loads(a.file("status.json").read_text(encoding="utf-8"))
+    own = json.loads(b.file("status.json").read_text(encoding="utf-8"))
+    copied, retargeted = theirs, {**own, "target": theirs["target"]}
+    for status, said in ((copied, f"the status of another run \\('{a.id}'\\)"), (retargeted, "a status for «.*/a/prompt.md»")):
+        b.file("status.json").write_text(json.dumps(status), encoding="utf-8")
+        damage = rf"^run {b.id} is damaged: its status.json is {said}"
+        with pytest.raises(UserError, match=damage):
+            service.status(b.id)
+        with pytest.raises(UserError, match=damage):
+            service.accept(b.id)
+        assert [run.state for run in service.runs()] == ["finished", "damaged"]
+    # the spec and the status edited alike to name the other target: the seal refuses the accept
+    b.file("status.json").write_text(json.dumps(retargeted), encoding="utf-8")
+    spec = json.loads(b.file("spec.json").read_text(encoding="utf-8"))
+    b.file("spec.json").write_text(json.dumps({**spec, "target": theirs["target"]}), encoding="utf-8")
+    with pytest.raises(UserError, match=rf"^run {b.id} is damaged: its spec.json is not as the run was made"):
+        service.accept(b.id)
+    assert (tmp_path / "a" / "prompt.md").read_bytes() == held
+    assert not list(tmp_path.glob("a/.prompt.md.bak-*"))
+
+
 def test_files_a_run_appends_to_are_never_written_through_a_symlink(service, tmp_path):
     run = service.store.get(finished_run(service, tmp_path))
     outside = tmp_path / "outside.txt"

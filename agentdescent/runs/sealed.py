@@ -1,6 +1,8 @@
 """A stored run's own files sealed as it was made: a digest of each (`sealed.json`), checked before
-a resume. A run whose spec, tasks or target changed since would be another run on this run's
-ledger, its bill begun again at 0; it is damage, named. Left out: what the files hold (`store`).
+a resume and an accept. A run whose spec, tasks or target changed since would be another run on
+this run's ledger, its bill begun again at 0, or write its version into another target; it is
+damage, named. So is a status that is not the run's own (`own`: another run's id or target), read
+each time the store reads a status. Left out: what the files hold (`store`).
 """
 
 from __future__ import annotations
@@ -12,14 +14,20 @@ from typing import Protocol
 
 from agentdescent import atomic, reading
 from agentdescent.errors import UserError
+from agentdescent.quoting import quoted
+from agentdescent.runs.spec import RunSpec
+from agentdescent.runs.status import RunStatus
 
 
 class RunDir(Protocol):
     """What of `store.RunDir` a seal uses (the store imports this module)."""
 
+    id: str
+
     def file(self, name: str) -> Path: ...
     def json(self, name: str, limit: int = ...) -> object: ...
     def damaged(self, name: str, why: str) -> UserError: ...
+    def spec(self) -> RunSpec: ...
 
 SEALED = "sealed.json"
 FILES = ("spec.json", "tasks.jsonl", "target.json", "assets.json", "executable.json")
@@ -56,3 +64,15 @@ def check(run: RunDir) -> None:
         name = changed[0] if changed else SEALED
         raise run.damaged(name, "missing" if name != SEALED and name not in now else
                           "not as the run was made (edited since it started)")
+
+
+def own(run: RunDir, status: RunStatus) -> None:
+    """`UserError` unless `status` is `run`'s: its id is the folder's name and its target the one
+    the spec (sealed) names, so that a status copied in from another run never sends an accept to
+    that run's target."""
+    if status.id != run.id:
+        shown = repr(status.id) if reading.looks_like_a_name(status.id) else quoted(status.id, 60)
+        raise run.damaged("status.json", f"the status of another run ({shown})")
+    target = run.spec().target
+    if status.target != target:
+        raise run.damaged("status.json", f"a status for {quoted(status.target, 200)}, not for the run's target {target}")

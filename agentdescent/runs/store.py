@@ -7,7 +7,8 @@
     <id>/executable.json a folder target's files with an execute bit, by path (where it has any)
     <id>/sealed.json     a digest of each of the files above as the run was made: a resume of a
                          run whose spec, tasks or target changed since would be another run
-    <id>/status.json     where the run is, rewritten atomically as it goes
+    <id>/status.json     where the run is, rewritten atomically as it goes; a status whose id is
+                         not the folder's name, or whose target is not the spec's, is damage
     <id>/events.jsonl    every progress event, one JSON object a line
     <id>/ledger/         the git ledger, with the run's checkpoint and rollout journal inside
     <id>/result.json     the result, once the run has ended
@@ -217,9 +218,11 @@ class RunDir:
 
     def _read_status(self) -> RunStatus:
         try:
-            return self.parsed("status.json", RunStatus.model_validate_json)
+            status = self.parsed("status.json", RunStatus.model_validate_json)
         except FileNotFoundError:
             raise self.damaged("status.json", "missing") from None
+        sealed.own(self, status)
+        return status
 
     def write_status(self, status: RunStatus) -> None:
         """Atomically; on a full disk, where a new file cannot be made, over the old one in place

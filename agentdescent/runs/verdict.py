@@ -28,7 +28,7 @@ from agentdescent.commands import command
 from agentdescent.errors import UserError
 from agentdescent.quoting import quoted
 from agentdescent.result import EvolveResult
-from agentdescent.runs import keys, ontarget, restoring, review
+from agentdescent.runs import keys, ontarget, restoring, review, sealed
 from agentdescent.runs.host import APPROVAL
 from agentdescent.runs.mailbox import Mailbox, Request
 from agentdescent.runs.status import LIVE
@@ -76,6 +76,7 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
     result = review.result_of(run)
     if status.state not in WRITABLE or not _final(result):
         raise UserError(_not_final(run, status.state, status.next))
+    sealed.check(run)  # its sealed spec names the target (the status agrees, `store`): edited, it would name another
     if not os.path.lexists(status.target):
         raise UserError(_gone(run, status.target))
     target = target_path(status.target)
