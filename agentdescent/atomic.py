@@ -155,6 +155,12 @@ def _open_folder(fd: int | None, name: str, shown: Path) -> int:
         raise
 
 
+def write_text_in(root: Path, rel: str, text: str, *, mode: int | None = None) -> None:
+    """`write_text` of `root/rel`, reached as `write_bytes_in` reaches a file: `root` is never
+    made (`FileNotFoundError` when it is not there)."""
+    write_bytes_in(root, rel, text.encode("utf-8") if len(text) <= _TEXT_BLOCK else _Encoded(text), mode=mode)
+
+
 def write_symlink_in(root: Path, rel: str, points_to: str) -> None:
     """`write_symlink` of `root/rel`, reached as `write_bytes_in` reaches a file."""
     with parent_of(root, rel, create=True) as (folder, name):

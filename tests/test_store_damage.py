@@ -21,7 +21,10 @@ from agentdescent import Task, UserError, evolve
 from agentdescent.cli.prune import prune
 from agentdescent.engine.persist.checkpoint import RunFiles
 from agentdescent.ledger import Ledger
+from agentdescent.runs.status import LIVE
+from agentdescent.runs.store import RunStore
 from tests import keyword_domain as domain
+from tests.procutil import gone
 from tests.runs_support import wait
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,6 +85,36 @@ def test_a_status_that_is_not_the_runs_own_is_damage_and_accept_writes_no_other_
         service.accept(b.id)
     assert (tmp_path / "a" / "prompt.md").read_bytes() == held
     assert not list(tmp_path.glob("a/.prompt.md.bak-*"))
+
+
+@pytest.mark.parametrize("how", ["deleted", "moved"])
+def test_a_run_folder_deleted_or_moved_while_it_runs_is_not_made_again_and_its_process_stops(service, tmp_path,
+                                                                                           monkeypatch, how):
+    """The run's process wrote its status through a write that made the folder: a deleted run came
+    back as a run of a status alone, listed as failed, and a moved one left that ghost behind."""
+    left = tmp_path / "left"
+    left.mkdir()
+    monkeypatch.setenv("KEYWORD_LEAVE", str(left))  # each agent call starts a program that outlives it
+    monkeypatch.setenv("KEYWORD_DELAY", "0.2")
+    (tmp_path / "target").mkdir()
+    run_id = service.start(domain.spec(tmp_path / "target", rounds=40, target_reward=None)).run_id
+    status = wait(service, run_id, until=lambda s: s.state == "running" or s.state not in LIVE)
+    while not any(left.iterdir()):
+        time.sleep(0.05)
+    run = service.store.get(run_id)
+    elsewhere = tmp_path / "elsewhere" / "runs"
+    elsewhere.mkdir(parents=True)
+    run.path.rename(elsewhere / run_id)  # whole at once, as a move is; a deletion is that, then the removal
+    if how == "deleted":
+        shutil.rmtree(elsewhere / run_id)
+    deadline = time.monotonic() + 60
+    while not gone(status.pid) and time.monotonic() < deadline:
+        pass  # gone() polls for ~2 s
+    assert gone(status.pid) and not os.path.lexists(run.path) and service.runs() == []
+    assert all(gone(int(p.name)) for p in left.iterdir())  # the programs its agents started stopped with it
+    if how == "moved":  # the run is where it was moved to, and goes on from there
+        moved = RunStore(elsewhere).get(run_id).status()
+        assert moved.state == "interrupted" and f"agentdescent resume {run_id}" in moved.next
 
 
 def test_files_a_run_appends_to_are_never_written_through_a_symlink(service, tmp_path):

@@ -63,7 +63,7 @@ class Mailbox:
         """Post a request (then call `posted`) and wait for its answer; `AgentError` after `timeout`
         seconds, or as soon as `gone()` says nobody will answer any more (a cancelled run)."""
         request = Request(id=secrets.token_hex(6), kind=kind, created=time.time(), body=body)
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.folder.mkdir(exist_ok=True)  # inside its run's folder, never made here: a deleted run stays deleted
         atomic.write_text(self._path(request.id, "request.json"), request.model_dump_json())
         posted()
         deadline = time.monotonic() + timeout
@@ -170,7 +170,7 @@ class Mailbox:
     @contextlib.contextmanager
     def _claims_locked(self) -> Iterator[None]:
         """Held while a claim is read and replaced: processes taking work at once take turns."""
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.folder.mkdir(exist_ok=True)  # inside its run's folder, never made here: a deleted run stays deleted
         fd = os.open(self.folder / ".claims.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)

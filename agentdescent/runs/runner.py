@@ -8,8 +8,9 @@ start and a resume are the same code. A run that had begun and lost its checkpoi
 saying what to do instead. Every event goes to `events.jsonl` and into `status.json`; the
 result goes to `result.json` at the end. SIGTERM or SIGINT (what `cancel` sends) cancels the
 run: waits wake, the agents' and graders' processes are killed, what was committed stays, and
-the status says `cancelled`. Left out: starting this process (`detach`) and reading its files
-(the service).
+the status says `cancelled`. The run's folder deleted or moved away stops it the same way, and
+nothing is written to make that folder again. Left out: starting this process (`detach`) and
+reading its files (the service).
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ import shlex
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from agentdescent import atomic, process, reading
 from agentdescent import events as ev
+from agentdescent import process, reading
 from agentdescent.agents.redact import redact
 from agentdescent.commands import command
 from agentdescent.engine.calls import units
@@ -45,7 +47,7 @@ from agentdescent.runs.hostwork import waiting_on
 from agentdescent.runs.mailbox import Mailbox
 from agentdescent.runs.rolloutdir import clear, rollout_folder
 from agentdescent.runs.spec import AgentSpec
-from agentdescent.runs.status import StatusTracker
+from agentdescent.runs.status import RunStatus, StatusTracker
 from agentdescent.runs.store import RUN_ENV, RUN_FOLDER_ENV, RunDir
 
 ALREADY_RUNNING = 3
@@ -80,10 +82,10 @@ def _live(run: RunDir) -> int:
     os.environ[RUN_ENV], os.environ[RUN_FOLDER_ENV] = run.id, leftovers.mark(run)
     _enter_origin(run)
     status = run.status()
-    tracker = StatusTracker(status.model_copy(update={"state": "starting", "pid": os.getpid(), "error": None,
-                                                      "stop_reason": None, "next": ""}), run.write_status)
-    tracker.update(message="starting")
     token = CancelToken()
+    tracker = StatusTracker(status.model_copy(update={"state": "starting", "pid": os.getpid(), "error": None,
+                                                      "stop_reason": None, "next": ""}), _status_writer(run, token))
+    tracker.update(message="starting")
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: token.cancel(USER_CANCEL))
     token.on_cancel(process.kill_all)
@@ -149,6 +151,25 @@ def _last_logged(ledger: Path, ref: str) -> str | None:
         return None
     fields = lines.strip().rsplit("\n", 1)[-1].split(" ")
     return fields[1] if len(fields) > 1 and re.fullmatch("[0-9a-f]{40}", fields[1]) else None
+
+
+def _status_writer(run: RunDir, token: CancelToken) -> Callable[[RunStatus], None]:
+    """The run's status written; its folder gone (deleted, or moved out of the store) cancels the
+    run, and the programs it started with it, and the status is not written: only the store's
+    `create` makes a run's folder, so a deleted run stays deleted and a moved one is in one store."""
+
+    def write(status: RunStatus) -> None:
+        try:
+            run.write_status(status)
+        except FileNotFoundError:
+            if run.path.is_dir():
+                raise
+            if not token.cancelled:
+                print(f"agentdescent runner: the run's folder {run.path} is gone (deleted, or moved out of the store); "
+                      "the run stops, and writes nothing there again", file=sys.stderr, flush=True)
+            token.cancel(f"the run's folder {run.path} is gone (deleted, or moved out of the store)")
+
+    return write
 
 
 def _ends_a_line(path: Path) -> bool:
@@ -227,7 +248,7 @@ def _finish(run: RunDir, tracker: StatusTracker, result: EvolveResult, token: Ca
     try:
         # A key reaches the state only in a model's reply (a target holding one is refused or masked
         # before the run, runs.keys), so this redaction alters nothing the user wrote.
-        atomic.write_text(run.file("result.json"), redact(result.to_json()))
+        run.write("result.json", redact(result.to_json()))
     except OSError as exc:
         tracker.update(state="failed", **done, error=f"cannot write the result in {run.path}: {exc.strerror or exc}",
                        message=f"stopped ({result.stop_reason}) but the result could not be written",

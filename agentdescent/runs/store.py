@@ -19,7 +19,8 @@
 
 A lock the kernel holds for a live process is the one liveness test that survives a SIGKILL and a
 reboot alike: a run whose status says running but whose lock is free is `interrupted`. Runs never
-share a file, so two runs in one store never interfere. Left out: what runs do (the runner), and
+share a file, so two runs in one store never interfere. Only `create` makes a run's folder: a run's
+files are written into it (`write`), so a folder deleted or moved away is not made again. Left out: what runs do (the runner), and
 where their rollouts work (`rolloutdir`: away from this folder, whose tasks hold the answers).
 """
 
@@ -224,12 +225,19 @@ class RunDir:
         sealed.own(self, status)
         return status
 
+    def write(self, name: str, text: str) -> None:
+        """The run's file `name` written atomically in its folder, which only the store's `create`
+        makes: `FileNotFoundError` when the folder is gone (deleted, or moved out of the store)."""
+        atomic.write_text_in(self.path, name, text)
+
     def write_status(self, status: RunStatus) -> None:
-        """Atomically; on a full disk, where a new file cannot be made, over the old one in place
-        (its blocks are freed first), so that the run can still say why it stopped."""
+        """Atomically (`write`); on a full disk, where a new file cannot be made, over the old one
+        in place (its blocks are freed first), so that the run can still say why it stopped."""
         text = status.model_dump_json(indent=1)
         try:
-            atomic.write_text(self.file("status.json"), text)
+            self.write("status.json", text)
+        except FileNotFoundError:
+            raise
         except OSError:
             with self.file("status.json").open("r+", encoding="utf-8") as handle:
                 handle.truncate(0)
