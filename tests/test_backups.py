@@ -188,7 +188,7 @@ def test_the_record_holds_each_backup_with_its_phase_paths_and_digest(tmp_path):
     assert held["backups"] == [{"folder": ".skill.bak-1", "number": 1, "made_by": "write_to", "existed": True,
                                 "phase": "done", "paths": ["old.md", "SKILL.md"], "digest": registry.digest(plan.backup),
                                 "after": {"old.md": "absent", "SKILL.md": registry.seen(skill / "SKILL.md")},
-                                "modes": {"SKILL.md": 0o644}}]
+                                "modes": {"SKILL.md": 0o644}, "run": None}]
     restore(skill)  # restore's own backup is recorded too
     assert [(r.made_by, r.phase) for r in registry.load(skill)] == [("write_to", "done"), ("restore", "done")]
     (tmp_path / "link").symlink_to(tmp_path, target_is_directory=True)

@@ -544,20 +544,20 @@ def test_reject_while_an_accept_writes_is_refused_not_recorded_over_it(service, 
 
 def test_a_restore_racing_an_accept_waits_for_its_status_and_then_undoes_it(service, tmp_path, monkeypatch):
     """The restore must see the run as accepted, or it cannot say that it undid it."""
-    from agentdescent.result import EvolveResult
+    from agentdescent.runs import verdict
 
     run_id = service.start(domain.spec(tmp_path, rounds=2)).run_id
     wait(service, run_id)
-    write_to, racing = EvolveResult.write_to, []
+    write_back, racing = verdict.write_back, []
 
-    def write_then_race(self, *args, **kwargs):
-        plan = write_to(self, *args, **kwargs)
+    def write_then_race(*args, **kwargs):
+        plan = write_back(*args, **kwargs)
         racing.append(threading.Thread(target=lambda: racing.append(service.restore(tmp_path / "prompt.md"))))
         racing[0].start()
         racing[0].join(0.5)  # a restore that does not wait for the accept's status ends here
         return plan
 
-    monkeypatch.setattr(EvolveResult, "write_to", write_then_race)
+    monkeypatch.setattr(verdict, "write_back", write_then_race)
     service.accept(run_id)
     racing[0].join(30)
     assert racing[1].runs == {run_id: "restored"}
@@ -650,6 +650,7 @@ def test_status_of_a_run_whose_targets_folder_cannot_be_listed_is_still_told(ser
 def test_an_accept_killed_after_its_write_is_recorded_by_the_next_and_a_restore_follows_it(service, tmp_path):
     """The next accept found nothing to write and recorded no file of the run's, so that a restore
     of the killed accept's backup left the run `accepted` on a target without its version."""
+    from agentdescent.artifacts.writeback import write_back
     from agentdescent.result import EvolveResult
 
     target = tmp_path / "prompt.md"
@@ -657,7 +658,7 @@ def test_an_accept_killed_after_its_write_is_recorded_by_the_next_and_a_restore_
     wait(service, run_id)
     run = service.store.get(run_id)
     result = EvolveResult.from_json(run.file("result.json").read_text(encoding="utf-8"))
-    result.write_to(target, base=LEAD)  # the killed accept's write, whose status was never recorded
+    write_back(target, result.rendered, base=LEAD, run=run_id)  # the killed accept's write, its status never recorded
     backup = str(target.parent / ".prompt.md.bak-1" / "prompt.md")
     again = service.accept(run_id)  # named the killed accept's backup, where it said "nothing needed changing"
     assert again.backup == backup and again.written == ["prompt.md"] and "was written already" in again.message
@@ -666,6 +667,25 @@ def test_an_accept_killed_after_its_write_is_recorded_by_the_next_and_a_restore_
     assert told.state == "accepted" and told.backup == backup and told.next.startswith("agentdescent restore")
     back = service.restore(target)
     assert target.read_text(encoding="utf-8") == LEAD and back.runs == {run_id: "restored"}
+
+
+def test_an_accept_finding_its_version_written_by_another_runs_accept_claims_none_of_it(service, tmp_path):
+    """Two runs on one target that ended with the same version: the second accept said its own accept
+    had been cut short after writing, and took the first run's backup as its own."""
+    first, second = (service.start(domain.spec(tmp_path), allow_concurrent=True).run_id for _ in range(2))
+    wait(service, first)
+    wait(service, second)
+    made = [service.store.get(run).file("result.json").read_text(encoding="utf-8") for run in (first, second)]
+    assert json.loads(made[0])["rendered"] == json.loads(made[1])["rendered"]  # the domain learns its rules in order
+    backup = service.accept(first).backup
+    again = service.accept(second)
+    assert again.message == f"{tmp_path / 'prompt.md'} already holds this run's version, written by run {first}'s " \
+                            "accept; nothing was written"
+    assert (again.backup, again.written, again.next) == (None, [], "")
+    told = service.status(second)
+    assert told.state == "accepted" and told.backup is None and f"written by run {first}'s accept" in told.message
+    assert service.status(first).backup == backup
+    assert service.restore(tmp_path / "prompt.md").runs == {first: "restored", second: "restored"}
 
 
 def test_a_run_whose_spec_or_tasks_were_edited_since_it_started_is_not_resumed_as_another(service, tmp_path):

@@ -23,10 +23,10 @@ before its copy is read, the copy still has the digest recorded when it was comp
 `<name>.bak-N` or `.<name>.bak-N` folder is a `Refusal`: never rolled back from, restored from or
 deleted, and named in what the user is told.
 
-The record says who took the backup (`write_to` or `restore`), the phase of the write
-(`copying`, `applying`, `done`, `rolled back`; `removing` once `remove` has begun deleting it),
-whether the target existed, and every path the write changes, each checked to lie inside the
-target. The record changes first and the journal, a copy for a person to read, just after; after
+The record says who took the backup (`write_to` or `restore`; for an accept, which run), the
+phase of the write (`copying`, `applying`, `done`, `rolled back`; `removing` once `remove` has
+begun deleting it), whether the target existed, and every path the write changes, each checked
+to lie inside the target. The record changes first and the journal, a copy for a person to read, just after; after
 a kill it may lag one phase behind. `recover` settles what a killed writer left: a backup still
 `copying` is removed (nothing was changed yet); a write still `applying` is rolled back, each of
 its paths put back exactly as in the copy, and the temp files of its atomic writes removed; a
@@ -206,15 +206,16 @@ def restorable(target: Path, number: int | None = None, *, rolled_back: bool = F
     return chosen, sorted(refused, key=lambda r: _number(r.folder.name))
 
 
-def take(target: Path, *, made_by: MadeBy, paths: list[str], writes: dict[str, str] | None = None) -> Backup:
-    """Back up the whole of `target` into the next numbered folder, recorded, and mark the write
-    of `paths` (each inside `target`) `applying`, with what each will hold (`writes`, as
-    `registry.seen` says it: a rollback then leaves a path that holds neither that nor what the
-    copy holds). The caller holds the lock, then calls `finish` or `rollback`."""
+def take(target: Path, *, made_by: MadeBy, paths: list[str], writes: dict[str, str] | None = None,
+         run: str | None = None) -> Backup:
+    """Back up the whole of `target` into the next numbered folder, recorded (with the stored `run`
+    whose accept writes), and mark the write of `paths` (each inside `target`) `applying`, with what
+    each will hold (`writes`, as `registry.seen` says it: a rollback then leaves a path that holds
+    neither that nor what the copy holds). The caller holds the lock, then calls `finish` or `rollback`."""
     if target.name in (JOURNAL, PARTIAL):
         raise UserError(f"cannot back up {target}: its name is one the backup folder uses; rename it")
     planned = Record(folder="", number=0, made_by=made_by, existed=os.path.lexists(target), phase="copying",
-                     paths=check_paths(target, paths))
+                     paths=check_paths(target, paths), run=run)
     if planned.existed and (problems := copy_problems(target)):
         raise UserError(f"cannot back up {target}: {'; '.join(problems)}; nothing was changed")
     backup = _reserve(target, planned)

@@ -5,7 +5,7 @@ One file for each target, `$AGENTDESCENT_HOME/backups/<hash of the target's path
 
     {"format": 1, "target": "/home/me/skills/my-skill",
      "backups": [{"folder": "my-skill.bak-1", "number": 1, "made_by": "write_to", "existed": true,
-                  "phase": "done", "paths": ["SKILL.md"], "digest": "9f86d0..."}]}
+                  "phase": "done", "paths": ["SKILL.md"], "digest": "9f86d0...", "run": "my-skill-3f9a2c"}]}
 
 The target's path is absolute with its parent's symlinks resolved, so that two spellings of one
 folder share a record. The file is rewritten whole and atomically, by a caller holding the
@@ -46,6 +46,7 @@ class Record(BaseModel):
     digest: str | None = None  # of the complete copy (see `digest`); None while copying or with no copy
     after: dict[str, str] | None = None  # what each of `paths` held once the write ended (`seen`); None: unknown
     modes: dict[str, int] | None = None  # the mode bits of each of `paths` that was a file then; None: unknown
+    run: str | None = None  # the stored run whose accept took it; None: a restore, or a write-back outside a run
 
     @field_validator("paths")
     @classmethod

@@ -79,13 +79,14 @@ class WritePlan:
 
 def write_back(path: str | os.PathLike, rendered: str | Mapping[str, str], *, initial: Mapping[str, str] | None = None,
                base: str | Mapping[str, str] | None = None, frozen: Iterable[str] = (), dry_run: bool = False,
-               prune: bool = False, overwrite: bool = False) -> WritePlan:
+               prune: bool = False, overwrite: bool = False, run: str | None = None) -> WritePlan:
     """Write `rendered` to `path`: a str becomes one file, a {relative posix path: text} dict a
     folder. `initial` is the artifact when the run started (its keys gone from `rendered` are
     deleted); `base` is what the target held then, in the shape of `rendered` (None: the disk's
-    edits are not looked for); `frozen` holds fnmatch patterns of files never touched. `dry_run`
-    returns the plan and touches nothing. Raises `UserError` for a refused path, for files both
-    the user and the run changed beyond a clean merge (unless `overwrite`), or a failed write (undone)."""
+    edits are not looked for); `frozen` holds fnmatch patterns of files never touched; `run` is the
+    stored run whose accept this is, recorded with the backup. `dry_run` returns the plan and
+    touches nothing. Raises `UserError` for a refused path, for files both the user and the run
+    changed beyond a clean merge (unless `overwrite`), or a failed write (undone)."""
     target = target_path(path)
     tree = not isinstance(rendered, str)
     contents = _contents(rendered)
@@ -112,7 +113,7 @@ def write_back(path: str | os.PathLike, rendered: str | Mapping[str, str], *, in
             return _named(plan)
         writes = {**dict.fromkeys(plan.deleted, "absent"),
                   **{key: registry.seen_bytes(contents[key]) for key in plan.written}}
-        backup = backups.take(target, made_by="write_to", paths=[*plan.deleted, *plan.written], writes=writes)
+        backup = backups.take(target, made_by="write_to", paths=[*plan.deleted, *plan.written], writes=writes, run=run)
         _apply(target, plan, contents, backup)
         backups.finish(backup, after={key: registry.seen(target / key) for key in (*plan.deleted, *plan.written)})
         removed = pruning.prune(target)

@@ -8,9 +8,11 @@ An accept holds the run's accept lock, so two at once never interleave, and the 
 (`targetlock`) across the write and the status that records it, so a restore that follows sees the
 run it undoes; a write killed half-way is rolled back by the next one (the write-back's own
 journal), and one killed after its write ended but before the status recorded it is recorded by
-the next, with that write's backup. The backups past `pruning.KEEP` that the write-back removed
-are named in its answer, and a run whose status named a backup now gone no longer does
-(`restoring.unbacked`). Left out: what a run shows (`review`); putting a backup back (`restoring`).
+the next, with that write's backup (which names the run: another run's write of the same version
+is named as such, never taken for this run's). The backups past `pruning.KEEP` that the
+write-back removed are named in its answer, and a run whose status named a backup now gone no
+longer does (`restoring.unbacked`). Left out: what a run shows (`review`); putting a backup back
+(`restoring`).
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from agentdescent import reading
 from agentdescent.artifacts import backups, pruning, registry, targetlock
-from agentdescent.artifacts.writeback import WritePlan, target_path
+from agentdescent.artifacts.writeback import WritePlan, target_path, write_back
 from agentdescent.commands import command
 from agentdescent.errors import UserError
 from agentdescent.quoting import quoted
@@ -89,7 +92,8 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
         if run.status().state == "accepted":  # the other accept finished while we waited for the lock
             raise UserError(f"run {run.id} was already accepted just now")
         result, base = _to_write(run, result)
-        plan = result.write_to(status.target, dry_run=dry_run, overwrite=overwrite, base=base)
+        plan = write_back(status.target, result.rendered, initial=result.initial_state, frozen=result.frozen,
+                          dry_run=dry_run, overwrite=overwrite, base=base, run=run.id)
         done = Accepted(run_id=run.id, dry_run=dry_run, target=status.target, written=list(plan.written),
                         deleted=list(plan.deleted), unchanged=len(plan.unchanged), merged=list(plan.merged),
                         kept=list(plan.kept), conflicts=list(plan.conflicts),
@@ -101,31 +105,36 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
         # every file the run's change is in, written now or already so (an accept killed before this status)
         files = {*plan.written, *plan.deleted, *review.changed(base, result.rendered, target.name)}
         earlier = None if plan.changes else _ended_write(target, files)
-        if earlier is not None:
+        if earlier is not None and earlier.record.run == run.id:  # this run's accept, cut short before its status
             done = done.model_copy(update=_written_by(earlier))
+        by = "" if earlier is None or earlier.record.run == run.id else _by(earlier)  # its version, another's write
         run.write_status(status.model_copy(update={
             "state": "accepted", "backup": done.backup, "wrote": restoring.on_disk(target, status.kind, files),
-            "message": f"written back to {status.target}: {len(done.written)} written, {len(done.deleted)} deleted",
+            "message": f"{status.target} already held this run's version, written by {by}" if by else
+            f"written back to {status.target}: {len(done.written)} written, {len(done.deleted)} deleted",
             "next": f"{command('restore', status.target)} puts the backup back" if done.backup else ""}))
         restoring.follow(store, target, f"run {run.id}'s write-back replaced it", backup=done.backup, besides=run.id)
         restoring.unbacked(store, target)
-    backup = f"; the previous content is in {done.backup}" if done.backup else "; nothing needed changing"
+    backup = f"; the previous content is in {done.backup}" if done.backup else "" if by else "; nothing needed changing"
     yours = (f"; merged with what changed on disk since the run started: {', '.join(done.merged)}" if done.merged
              else "") + (f"; kept as they changed on disk since the run started: {', '.join(done.kept)}" if done.kept else "")
     passed_over = "".join(f"; {why}" for why in done.refused)
     settled = (f"first rolled back the write a killed process left half done, from {', '.join(plan.settled)}; "
                if plan.settled else "")
     removed = f"; {pruning.said(done.removed)}" if done.removed else ""
-    wrote = (f"wrote {status.target}" if earlier is None else f"{status.target} was written already, by an accept "
+    wrote = (f"{status.target} already holds this run's version, written by {by}; nothing was written" if by else
+             f"wrote {status.target}" if earlier is None else f"{status.target} was written already, by an accept "
              f"cut short after its write-back and before it recorded it ({_files(done)})")
     return done.model_copy(update={"message": f"{settled}{wrote}{backup}{yours}{passed_over}{removed}",
                                    "next": f"{command('restore', status.target)} puts it back" if done.backup else ""})
 
 
 def _ended_write(target: Path, files: set[str]) -> backups.Backup | None:
-    """The backup of an accept of this run killed after its write-back ended and before its
-    status recorded it: the newest backup, taken by a write-back that ended, whose paths are all
-    files of the run's change and still hold what that write left there. None when there is none."""
+    """The backup of the write-back that left the target holding this run's version: the newest
+    backup, taken by a write-back that ended, whose paths are all files of the run's change and
+    still hold what that write left there. None when there is none. Its record's `run` says whose
+    accept it was: this run's, killed before its status recorded it, or another run's that ended
+    with the same version."""
     try:
         ended = [b for b in backups.backups(target) if b.record.phase in backups.ENDED]
     except OSError:
@@ -139,6 +148,14 @@ def _ended_write(target: Path, files: set[str]) -> backups.Backup | None:
     if not mine or not os.path.lexists(newest.copy):
         return None
     return newest if all(registry.seen(target / path) == record.after.get(path) for path in record.paths) else None
+
+
+def _by(backup: backups.Backup) -> str:
+    """Whose write-back a backup was taken for, for a message: _by(...) == "run my-skill-3f9a2c's accept" """
+    run = backup.record.run
+    if run is None:
+        return "an earlier write-back that named no run"
+    return f"run {run if reading.looks_like_a_name(run) else quoted(run, 60)}'s accept"
 
 
 def _written_by(backup: backups.Backup) -> dict[str, object]:
