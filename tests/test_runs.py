@@ -158,6 +158,36 @@ def test_unknown_ids_list_the_known_ones_and_a_prefix_is_enough(service, tmp_pat
     wait(service, run)
 
 
+def test_a_run_resumed_twice_at_once_starts_once_and_the_other_is_told_it_is_this_run(service, tmp_path, monkeypatch):
+    """The second resume was told that another run was being started on the target."""
+    from agentdescent.runs.service import RESUME_LOCK
+
+    monkeypatch.setenv("KEYWORD_DELAY", "0.05")  # slow enough to be cancelled running
+    run_id = service.start(domain.spec(tmp_path)).run_id
+    wait(service, run_id, until=lambda s: s.state == "running")
+    service.cancel(run_id)
+    with service.store.get(run_id).holding(RESUME_LOCK, "held"):  # as a resume of this run holds it while it starts
+        with pytest.raises(UserError, match=rf"^run {run_id} is being resumed right now, by another command; "
+                                            rf"agentdescent watch {run_id} follows it$"):
+            service.resume(run_id)
+    answers: list = []
+    threads = [threading.Thread(target=lambda: answers.append(_tried(service.resume, run_id))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    refused = [str(a) for a in answers if isinstance(a, UserError)]
+    assert len(refused) == 3 and all(f"run {run_id} is" in said and "another run" not in said for said in refused)
+
+
+def _tried(call, *args):
+    """What `call(*args)` returned, or the `UserError` it raised."""
+    try:
+        return call(*args)
+    except UserError as exc:
+        return exc
+
+
 def test_a_second_run_on_one_target_is_refused_unless_asked_and_runs_do_not_interfere(service, tmp_path, monkeypatch):
     monkeypatch.setenv("KEYWORD_DELAY", "0.02")
     first = service.start(domain.spec(tmp_path)).run_id

@@ -38,6 +38,7 @@ from agentdescent.types import Task
 
 ASK_CONCURRENT = "or ask for a second run on purpose (--allow-concurrent; evolve's allow_concurrent from a host)"
 SHOWN_CARRIED = 20  # a plan's carried files named: a page, not a folder's listing
+RESUME_LOCK = "resume.lock"  # a run's file, held while a resume checks the run and starts its process
 
 
 class Plan(BaseModel):
@@ -144,24 +145,27 @@ class Service:
         run started beside the target's other runs on purpose (`allow_concurrent`) resumes so too."""
         _refuse_nested()
         run = self.store.get(run_id)
-        status = run.status()
-        if status.state in LIVE:
-            raise UserError(f"run {run.id} is still running; follow it with: {command('watch', run.id)}")
-        if status.state in ("finished", "accepted", "rejected", "restored"):
-            why = "was rejected" if status.state == "rejected" else f"is {status.state}: it got to its end"
-            raise UserError(f"run {run.id} {why}, so there is nothing to resume; "
-                            f"{status.next or 'agentdescent evolve SPEC starts a new run'}")
-        sealed.check(run)  # edited since, it would be another run on this one's ledger, its bill begun again
-        lost = checkpointed.lost(run, status)
-        if lost:
-            raise UserError(f"{lost}; it cannot be resumed: {checkpointed.instead(run)}")
-        with self._target_lock(status.target):
-            if not status.allow_concurrent:
-                self._refuse_second_run(status.target, "then resume this one, which was started alone")
-            Mailbox(run.file("mailbox")).clear()  # the old process's requests: an answer to one now would be lost
-            run.write_status(status.model_copy(update={"state": "starting", "message": "resuming", "error": None,
-                                                       "pid": None}))  # the new process writes its own
-            self._launch(run)
+        # one resume of a run at a time, so that a second is told it is this run, not another on its target
+        with run.holding(RESUME_LOCK, f"run {run.id} is being resumed right now, by another command; "
+                                      f"{command('watch', run.id)} follows it"):
+            status = run.status()  # as a resume that held the lock just now left it
+            if status.state in LIVE:
+                raise UserError(f"run {run.id} is still running; follow it with: {command('watch', run.id)}")
+            if status.state in ("finished", "accepted", "rejected", "restored"):
+                why = "was rejected" if status.state == "rejected" else f"is {status.state}: it got to its end"
+                raise UserError(f"run {run.id} {why}, so there is nothing to resume; "
+                                f"{status.next or 'agentdescent evolve SPEC starts a new run'}")
+            sealed.check(run)  # edited since, it would be another run on this one's ledger, its bill begun again
+            lost = checkpointed.lost(run, status)
+            if lost:
+                raise UserError(f"{lost}; it cannot be resumed: {checkpointed.instead(run)}")
+            with self._target_lock(status.target):
+                if not status.allow_concurrent:
+                    self._refuse_second_run(status.target, "then resume this one, which was started alone")
+                Mailbox(run.file("mailbox")).clear()  # the old process's requests: an answer to one now would be lost
+                run.write_status(status.model_copy(update={"state": "starting", "message": "resuming", "error": None,
+                                                           "pid": None}))  # the new process writes its own
+                self._launch(run)
         return self._started(run, "resumed")
 
     def show(self, run_id: str, *, rejected: int | None = review.SHOWN_REJECTED) -> review.Shown:

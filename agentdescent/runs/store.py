@@ -16,6 +16,7 @@
     <id>/lock            locked (flock) by the run's process for as long as it lives
     <id>/mailbox/        host-driven rollouts, reflections and approvals waiting for an answer
     <id>/accept.lock     held while `accept` writes back, so that two accepts never interleave
+    <id>/resume.lock     held while `resume` starts the run's process again, so that two never both do
 
 A lock the kernel holds for a live process is the one liveness test that survives a SIGKILL and a
 reboot alike: a run whose status says running but whose lock is free is `interrupted`. Runs never
