@@ -21,8 +21,9 @@
 A lock the kernel holds for a live process is the one liveness test that survives a SIGKILL and a
 reboot alike: a run whose status says running but whose lock is free is `interrupted`. Runs never
 share a file, so two runs in one store never interfere. Only `create` makes a run's folder: a run's
-files are written into it (`write`), so a folder deleted or moved away is not made again. Left out: what runs do (the runner), and
-where their rollouts work (`rolloutdir`: away from this folder, whose tasks hold the answers).
+files are written into it (`write`), so a folder deleted or moved away is not made again. Left
+out: what runs do (the runner), and where their rollouts work (`rolloutdir`: away from this
+folder, whose tasks hold the answers).
 """
 
 from __future__ import annotations
@@ -237,9 +238,7 @@ class RunDir:
         text = status.model_dump_json(indent=1)
         try:
             self.write("status.json", text)
-        except FileNotFoundError:
-            raise
-        except OSError:
+        except OSError:  # its folder gone, the file below is gone too: FileNotFoundError again
             with self.file("status.json").open("r+", encoding="utf-8") as handle:
                 handle.truncate(0)
                 handle.write(text)
