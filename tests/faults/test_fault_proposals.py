@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentdescent import FileTree, evolve
+from agentdescent.governance import MAX_FILE_BYTES
 from tests.doubles import numbered_tasks
 
 TREE = {"SKILL.md": "# Skill\n", "notes.md": "n\n", "hooks/pre.sh": "exit 0\n", "references/api.md": "api\n"}
@@ -41,7 +42,7 @@ def test_diffs_of_one_step_that_one_folder_cannot_hold_together_conflict(tmp_pat
     assert "cannot both be in one folder" in lost.reason
 
 
-HOSTILE_TEXT = ["nul\0byte\n", "escape \x1b[31mred\n", "lone \ud800 surrogate\n", "x" * 300_000, "bell\x07\n"]
+HOSTILE_TEXT = ["nul\0byte\n", "escape \x1b[31mred\n", "lone \ud800 surrogate\n", "x" * (MAX_FILE_BYTES + 1), "bell\x07\n"]
 
 
 @pytest.mark.parametrize("text", HOSTILE_TEXT, ids=["nul", "ansi-escape", "lone-surrogate", "oversize", "bell"])
