@@ -131,6 +131,9 @@ def test_a_store_made_read_only_is_named_so_and_still_answers_a_dry_run(tmp_path
         made = Service()
         run = made.start(domain.spec(tmp_path, rounds=2)).run_id
         assert wait(made, run).state == "finished"
+        deadline = time.monotonic() + 60  # the run's process, still exiting, holds files open for writing: EBUSY
+        while made.store.get(run).alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
         subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
         with pytest.raises(UserError, match="read-only file system") as started:
             made.start(domain.spec(tmp_path, rounds=2))
