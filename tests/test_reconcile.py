@@ -269,15 +269,20 @@ def test_edits_made_while_a_run_goes_survive_its_accept(service, tmp_path):
         REPO / "examples/skills/support-router/routing/billing.md").read_text(encoding="utf-8")  # the run's edit is in
 
 
-def test_files_converted_to_crlf_while_a_run_goes_take_its_change_in_crlf_on_accept(service, tmp_path):
+def finished_skill_run(service, tmp_path) -> tuple[Path, str, list[str]]:
+    """A copy of support-router evolved to its end: the copy, the run's id, the files it changes."""
     target = tmp_path / "skill"
     shutil.copytree(REPO / "examples/skills/support-router", target)
     started = service.start(demo_spec(target))
     assert wait(service, started.run_id).state == "finished"
-    changed = service.show(started.run_id).files_changed
+    return target, started.run_id, service.show(started.run_id).files_changed
+
+
+def test_files_converted_to_crlf_while_a_run_goes_take_its_change_in_crlf_on_accept(service, tmp_path):
+    target, run_id, changed = finished_skill_run(service, tmp_path)
     for path in changed:
         (target / path).write_bytes((target / path).read_bytes().replace(b"\n", b"\r\n"))
-    done = service.accept(started.run_id)
+    done = service.accept(run_id)
     assert set(done.written) == set(changed) and not done.conflicts
     run_s = {path: (Path(done.backup) / path).read_bytes() for path in changed}  # the backup: the user's CRLF files
     for path in changed:
@@ -286,19 +291,15 @@ def test_files_converted_to_crlf_while_a_run_goes_take_its_change_in_crlf_on_acc
 
 
 def test_an_edit_that_cannot_merge_stops_the_accept_until_overwrite(service, tmp_path):
-    target = tmp_path / "skill"
-    shutil.copytree(REPO / "examples/skills/support-router", target)
-    started = service.start(demo_spec(target))
-    assert wait(service, started.run_id).state == "finished"
-    changed = service.show(started.run_id).files_changed
+    target, run_id, changed = finished_skill_run(service, tmp_path)
     mine = {path: f"my own version of {path}\n" for path in changed}
     for path, text in mine.items():
         (target / path).write_text(text, encoding="utf-8")
     with pytest.raises(UserError, match="nothing was changed"):
-        service.accept(started.run_id)
+        service.accept(run_id)
     assert {path: (target / path).read_text(encoding="utf-8") for path in changed} == mine
-    assert service.status(started.run_id).state == "finished"
-    done = service.accept(started.run_id, overwrite=True)
+    assert service.status(run_id).state == "finished"
+    done = service.accept(run_id, overwrite=True)
     assert set(done.written) == set(changed)
     assert all((Path(done.backup) / path).read_text(encoding="utf-8") == mine[path] for path in changed)
 
