@@ -5,10 +5,8 @@
     <id>/target.json     the target's content when the run was started (a resumed run reads it)
     <id>/assets.json     a folder target's files that are not text, base64 by path (where it has any)
     <id>/executable.json a folder target's files with an execute bit, by path (where it has any)
-    <id>/sealed.json     a digest of each of the files above as the run was made: a resume of a
-                         run whose spec, tasks or target changed since would be another run
-    <id>/status.json     where the run is, rewritten atomically as it goes; a status whose id is
-                         not the folder's name, or whose target is not the spec's, is damage
+    <id>/sealed.json     a digest of each file above as the run was made (`sealed`: changed since, it is damage)
+    <id>/status.json     where the run is, rewritten atomically as it goes (another run's is damage)
     <id>/events.jsonl    every progress event, one JSON object a line
     <id>/ledger/         the git ledger, with the run's checkpoint and rollout journal inside
     <id>/result.json     the result, once the run has ended
@@ -20,10 +18,9 @@
 
 A lock the kernel holds for a live process is the one liveness test that survives a SIGKILL and a
 reboot alike: a run whose status says running but whose lock is free is `interrupted`. Runs never
-share a file, so two runs in one store never interfere. Only `create` makes a run's folder: a run's
-files are written into it (`write`), so a folder deleted or moved away is not made again. Left
-out: what runs do (the runner), and where their rollouts work (`rolloutdir`: away from this
-folder, whose tasks hold the answers).
+share a file, so two runs in one store never interfere. Only `create` makes a run's folder: a
+run's files are written into it (`write`), so a folder deleted or moved away is not made again.
+Left out: what runs do (the runner), and where their rollouts work (`rolloutdir`: away from the tasks' answers).
 """
 
 from __future__ import annotations
@@ -73,6 +70,7 @@ class RunDir:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.id = path.name
+        self._spec: RunSpec | None = None  # read once: written as the run is made, never again (sealed)
 
     def file(self, name: str) -> Path:
         return self.path / name
@@ -144,7 +142,9 @@ class RunDir:
                          f"something else changed {self.path}: move that folder out of the store to go on")
 
     def spec(self) -> RunSpec:
-        return self.needed("spec.json", RunSpec.model_validate_json)
+        if self._spec is None:
+            self._spec = self.needed("spec.json", RunSpec.model_validate_json)
+        return self._spec
 
     def tasks(self) -> list[Task]:
         return self.needed("tasks.jsonl", lambda text: [Task.model_validate_json(line) for line in text.split("\n")
