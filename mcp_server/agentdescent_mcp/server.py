@@ -4,8 +4,9 @@ Each tool is one call on a new `Service` (so the run store is read from `$AGENTD
 that moment) and answers with the service's own pydantic record, which the client receives as
 `structuredContent` with an `outputSchema`, and as its text in compact JSON (the SDK would indent
 it: whitespace that a host pays for in tokens and in the size it shows whole). A `UserError` (or
-any error AgentDescent raises on purpose) becomes a tool error whose text is its message, which already says what to do next; so
-does a path the system refuses for what it is (a name too long, a symlink loop).
+any error AgentDescent raises on purpose) becomes a tool error whose text is its message, which
+already says what to do next; so does a path the system refuses for what it is (a name too long,
+a symlink loop).
 Runs live in their own processes, so the server holds no state and may be restarted at any time.
 Left out: sampling and elicitation (hosts do not offer them; acceptance is an explicit tool call,
 and a host that has no model key does the run's work through the rollout and proposal tools).
