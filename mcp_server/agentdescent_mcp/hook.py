@@ -6,7 +6,8 @@ costs most of a second), prints nothing when no run is active, and never fails t
 store it cannot read is no runs). A run is active while its status says starting or running and
 its process holds the run's lock; the rules are those of `agentdescent.runs.store`, and a test
 keeps the two in step: a run is a folder named as the store names one, and the fields printed are
-checked as `RunStatus` checks them (a live run whose status fails is named damaged).
+checked as `RunStatus` checks them and as the run's own (its id the folder's name, its target the
+spec's): a live run whose status fails is named damaged.
 
 What it prints reaches the host's model as the session's context, so nothing of a status is
 printed as it is: the run is named by its folder, the target and what it waits on are quoted as
@@ -26,7 +27,7 @@ import sys
 from pathlib import Path
 
 LIVE = ("starting", "running")
-STATUS_BYTES = 4 << 20  # as `agentdescent.runs.store.FILE_BYTES`
+FILE_BYTES = 4 << 20  # as `agentdescent.runs.store.FILE_BYTES`
 RUN_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")  # as `agentdescent.runs.store._RUN_ID`
 RUNS = 10  # runs named; the rest counted
 LINE_CHARS = 600
@@ -68,7 +69,19 @@ def _status(folder: Path) -> dict | None:
     checked = {name: status.get(name, defaults[name]) for name in fields}
     if any(not isinstance(value, fields[name]) for name, value in checked.items()):
         return None
-    return {**checked, "id": folder.name}  # `status RUN` finds a run by its folder
+    if checked["id"] != folder.name or checked["target"] != _spec_target(folder):
+        return None  # another run's status, copied in: its target is not this run's
+    return checked
+
+
+def _spec_target(folder: Path) -> str | None:
+    """The target `folder`'s spec names, which its status must name too (as the store's `sealed.own`
+    checks); None when the spec cannot be read."""
+    try:
+        spec = json.loads(_small_file(folder / "spec.json"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return spec.get("target") if isinstance(spec, dict) else None
 
 
 def line(status: dict) -> str:
@@ -103,14 +116,14 @@ def command(*args: str) -> str:
 
 
 def _small_file(path: Path) -> bytes:
-    """A regular file of at most STATUS_BYTES, never through a symlink nor waited on (a FIFO put
+    """A regular file of at most FILE_BYTES, never through a symlink nor waited on (a FIFO put
     there must not stall the host's session); OSError otherwise."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > STATUS_BYTES:
+        if not stat.S_ISREG(info.st_mode) or info.st_size > FILE_BYTES:
             raise OSError(f"{path} is not a run's status")
-        return os.read(fd, STATUS_BYTES)
+        return os.read(fd, FILE_BYTES)
     finally:
         os.close(fd)
 
