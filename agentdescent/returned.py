@@ -21,6 +21,19 @@ ASYNC_GIVEN = ("an async or generator function (or a callable object with one) w
                "(for an async one, a function that returns asyncio.run(...) of it)")
 
 
+def plain_callable(fn: object, name: str) -> None:
+    """`UserError` unless `fn` is a callable that answers when called: an async or generator
+    function (or an object whose `__call__` is one) is refused where it is given, before a run
+    spends a call. plain_callable(print, "run") is None"""
+    if not callable(fn):
+        raise UserError(f"{name} must be a callable; got {type(fn).__name__}")
+    calls = (fn, getattr(type(fn), "__call__", None))
+    if any(inspect.iscoroutinefunction(c) or inspect.isasyncgenfunction(c) or inspect.isgeneratorfunction(c) for c in calls):
+        kind = "a generator function" if any(inspect.isgeneratorfunction(c) for c in calls) else "an async function"
+        raise UserError(f"{name} is {kind}; it is called from worker threads, which need the answer itself: give a plain "
+                        "function (for an async one, a function that returns asyncio.run(...) of it)")
+
+
 def unfinished(value: object) -> str | None:
     """The type's name of `value` when it is a coroutine, another awaitable or a generator, the
     value of a call that has not run, else None; a coroutine or a generator is closed, never to

@@ -35,7 +35,7 @@ from agentdescent.errors import AgentError, UserError
 from agentdescent.process import OutputTooLarge, TimedOut, run_process
 from agentdescent.quoting import quoted
 from agentdescent.reflect import templates
-from agentdescent.returned import as_text
+from agentdescent.returned import as_text, plain_callable
 from agentdescent.types import Task
 
 __all__ = ["SCORER_NAMES", "Judge", "last_number", "llm_judge", "normalize", "parse_score", "scorer"]
@@ -376,6 +376,7 @@ def llm_judge(model: Model, rubric: str, *, scale: int = 10, template: str | Non
     """
     if not callable(model):
         raise UserError(f"llm_judge needs a model: a callable prompt -> text; got {model!r}")
+    plain_callable(model, "llm_judge's model")
     if not isinstance(rubric, str) or not rubric.strip():
         raise UserError("llm_judge needs a rubric: say in words what a good output does")
     if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import random
 import re
@@ -679,7 +680,8 @@ def test_an_async_or_generator_run_is_refused_not_scored_as_its_repr():
             return "2026"
 
     for run, said in [(async_run, "run is an async function"), (generator_run, "run is a generator function"),
-                      (AsyncCallable(), "run returned coroutine for task")]:
+                      (AsyncCallable(), "run is an async function"),
+                      (functools.partial(async_run, "x"), "run is an async function")]:
         with pytest.raises(UserError, match=re.escape(said)):
             evolve(tasks, reward, run=run, propose=propose, rounds=1)
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import gc
+import re
 import warnings
 
 import pytest
 
-from agentdescent import FileTree, Policies, SingleSlot, Task, evolve
+from agentdescent import FileTree, Policies, SingleSlot, Task, evolve, llm_judge
 from agentdescent.agents import claude, scripted
 from agentdescent.artifacts.strategies import InvalidProposal
 from agentdescent.errors import UserError
@@ -269,7 +271,8 @@ def _asked(make, model):
     """What asking `model` through the wrapper `make` names raises, with the warnings it left."""
     propose = {"reflector()": lambda: reflector(model),
                "tree_reflector()": lambda: tree_reflector(model, strategy=FileTree({"a.md": "x\n"})),
-               "llm_fusion()": lambda: llm_fusion(model)}[make]()
+               "llm_fusion()": lambda: llm_fusion(model),
+               "llm_judge()": lambda: llm_judge(model, "says the year")}[make]()
     with warnings.catch_warnings(record=True) as heard:
         warnings.simplefilter("always")
         with pytest.raises(UserError) as raised:
@@ -300,10 +303,17 @@ def test_a_model_reply_that_is_not_text_is_named_with_the_fix(make, returns, sai
     assert message == f"the model given to {make} {said}"
 
 
+@pytest.mark.parametrize("make", ["reflector()", "tree_reflector()", "llm_fusion()", "llm_judge()"])
+@pytest.mark.parametrize("model", [_async_model, _AsyncCallable(), functools.partial(_async_model, context="")])
+def test_an_async_model_is_refused_where_it_is_given_before_any_run(make, model):
+    with pytest.raises(UserError, match=re.escape(f"{make[:-2]}'s model is an async function; it is called from worker "
+                                                  "threads, which need the answer itself: give a plain function")):
+        _asked(make, model)
+
+
 @pytest.mark.parametrize("make", ["reflector()", "tree_reflector()", "llm_fusion()"])
-@pytest.mark.parametrize("model", [_async_model, _AsyncCallable()])
-def test_an_async_model_is_told_to_be_a_plain_function_and_its_coroutine_is_closed(make, model):
-    message, heard = _asked(make, model)
+def test_an_async_model_behind_a_lambda_is_told_to_be_a_plain_function_and_its_coroutine_is_closed(make):
+    message, heard = _asked(make, lambda prompt, **options: _async_model(prompt, **options))
     assert message.startswith(f"the model given to {make} returned coroutine, not the reply: an async or generator "
                               "function (or a callable object with one) was given; give a plain function")
     assert [m for m in heard if "never awaited" in m] == []

@@ -6,7 +6,6 @@ optimizer step), where calls run (executors) and how results are stored (the led
 
 from __future__ import annotations
 
-import inspect
 import os
 import random
 import tempfile
@@ -42,6 +41,7 @@ from agentdescent.errors import Cancelled, UserError
 from agentdescent.governance import Governance, Layer
 from agentdescent.ledger import Ledger
 from agentdescent.result import EvolveResult
+from agentdescent.returned import plain_callable
 from agentdescent.step import Aggregator, stats
 from agentdescent.step.policies import rewards_noisy
 from agentdescent.types import Task
@@ -372,12 +372,7 @@ def _checked_settings(*, run: object, propose: object, reward: object, stop: Seq
                       **values: object) -> Settings:
     """`evolve`'s options as `Settings`, checked: a `UserError` naming each that is wrong."""
     for name, fn in (("run", run), ("propose", propose), ("reward", reward)):
-        if not callable(fn):
-            raise UserError(f"{name} must be a callable; got {type(fn).__name__}")
-        if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
-            kind = "a generator function" if inspect.isgeneratorfunction(fn) else "an async function"
-            raise UserError(f"{name} is {kind}; evolve calls it from its worker threads and needs the answer itself: "
-                            f"give a plain function (for an async one, def {name}(*args): return asyncio.run(...))")
+        plain_callable(fn, name)
     if callable(stop) or isinstance(stop, (str, bytes)) or not all(callable(rule) for rule in stop):
         raise UserError(f"stop must be a list of stop rules (callables of progress and usage), such as [token]; "
                         f"got {str(stop)[:80]}")

@@ -15,7 +15,7 @@ from agentdescent.agents.base import Model
 from agentdescent.governance.text import NUL_ONLY, text_refusal
 from agentdescent.reflect.reflector import tagged
 from agentdescent.reflect.templates import fill, template
-from agentdescent.returned import as_text
+from agentdescent.returned import as_text, plain_callable
 from agentdescent.step.policies import ThreeWayMerge
 
 log = logging.getLogger(__name__)
@@ -58,4 +58,5 @@ class LLMFusion:
 def llm_fusion(model: Model) -> LLMFusion:
     """`Policies(fusion=llm_fusion(model))`: overlapping same-key edits are merged by `model`
     instead of going to the conflict policy; a reply without a <merged> block leaves them in conflict."""
+    plain_callable(model, "llm_fusion's model")
     return LLMFusion(model)

@@ -25,7 +25,7 @@ from agentdescent.agents.base import Model
 from agentdescent.artifacts.strategies import InvalidProposal
 from agentdescent.governance.text import NUL_ONLY, text_refusal
 from agentdescent.reflect.templates import fill, template
-from agentdescent.returned import as_text
+from agentdescent.returned import as_text, plain_callable
 from agentdescent.types import Rollout, Task, Tried
 
 NONE_REPLY = re.compile(r"^\W*(none|no rule|no change|n/?a|nothing)\W*$", re.IGNORECASE)
@@ -190,4 +190,5 @@ def reflector(model: Model, *, batch: bool = False, instructions: str | None = N
     rule from all of a worker's chosen failures). `instructions` replaces the prompt template;
     it receives `{artifact}` and `{cases}`. With `apart=True` the artifact goes to the model as
     `context=`, beside the prompt (a host reads each candidate's once, however many prompts)."""
+    plain_callable(model, "reflector's model")
     return Reflector(model, batch=batch, instructions=instructions, apart=apart)

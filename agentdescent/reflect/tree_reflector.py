@@ -25,6 +25,7 @@ from agentdescent.governance import Governance
 from agentdescent.governance.text import NUL_ONLY, text_refusal
 from agentdescent.reflect.reflector import NONE_REPLY, Reflector, describe_cases, describe_tried, fenced, unwrap
 from agentdescent.reflect.templates import template
+from agentdescent.returned import plain_callable
 from agentdescent.types import Edit, Task, Tried
 
 TRIED_CHARS = 300  # of a refused change's file blocks, quoted to the next reflection
@@ -106,6 +107,7 @@ def tree_reflector(model: Model, *, strategy: FileTree, batch: bool = False, ins
     """A `propose` that asks `model` for whole-file edits of a `FileTree` artifact. A reply that
     edits a frozen file, more files than `max_files_per_diff`, or a path outside the folder raises
     `InvalidProposal` (an `invalid` outcome, with the reason). `apart` as for `reflector`."""
+    plain_callable(model, "tree_reflector's model")
     return TreeReflector(model, strategy, batch=batch, instructions=instructions, apart=apart)
 
 
