@@ -8,7 +8,9 @@ The mistakes named are those Python lets through: an async or generator function
 with an async `__call__`, given where a plain function is called (what it returns is a coroutine
 or a generator that never runs; it is closed here, so no "never awaited" warning follows); None
 (a `return` left out); bytes; a client's reply object whose str() is '<Reply object at 0x...>'.
-Each is a `UserError` naming who returned what, and the fix. Left out: whether the text is any good.
+Each is a `UserError` naming who returned what, and the fix. Where the callable itself shows it
+(`plain_callable`: an async or generator function, or a partial of one), it is refused where it is
+given, before a run begins. Left out: whether the text is any good.
 """
 
 from __future__ import annotations
