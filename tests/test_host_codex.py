@@ -343,6 +343,11 @@ def test_codex_app_server_lists_our_tools_and_skill_and_calls_plan(service, home
         runs = server.request("mcpServer/tool/call", {"server": "agentdescent", "threadId": thread, "tool": "runs",
                                                       "arguments": {}})
         assert runs["structuredContent"]["store"] == str(service.store.root)
+        # and CODEX_HOME, which is not ~/.codex here: the server sees Codex wired where this session reads it
+        doctor = server.request("mcpServer/tool/call", {"server": "agentdescent", "threadId": thread, "tool": "doctor",
+                                                        "arguments": {}})
+        [seen] = [h for h in doctor["structuredContent"]["hosts"] if h["host"] == "codex"]
+        assert seen["wired"] and seen["config"] == str(home / "config.toml"), seen
     finally:
         server.close()
 
