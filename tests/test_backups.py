@@ -107,6 +107,9 @@ def test_accept_of_a_finished_run_changes_nothing_outside_the_target(service, tm
     for path in (tmp_path / "victim.txt", tmp_path / "outside.txt", tmp_path / "a" / "outside.txt"):
         path.write_text("the user's own\n", encoding="utf-8")
     plant(target, 7, content={"": "attacker\n"})
+    dry = agentdescent("accept", run, "--dry-run")  # the terminal names every folder left alone on a line of its own
+    assert dry.returncode == 0, dry.stderr
+    assert "beside it: .prompt.md.bak-7 was not made by AgentDescent" in dry.stdout.replace("\n", "")
     before = {k: v for k, v in snapshot(tmp_path).items() if not k.startswith("home")}
     accepted = service.accept(run)
     after = {k: v for k, v in snapshot(tmp_path).items() if not k.startswith("home")}

@@ -390,6 +390,21 @@ def test_show_comes_in_pages_a_host_shows_whole_and_the_patch_comes_back_whole()
     assert not any(page.committed or page.worst_rollouts for page in pages[1:])
 
 
+def test_a_change_to_many_files_names_the_first_on_the_page_and_counts_them_all():
+    from agentdescent.runs.review import Shown
+    from agentdescent.runs.shown_page import paged
+
+    for files, length in ((400, 60), (20, 400)):  # many files, long names
+        names = [f"references/{i:04d}-" + "n" * length + ".md" for i in range(files)]
+        shown = Shown(run_id="r", state="finished", target="/t", diff="+x\n" * 2_000, files_changed=names,
+                      files_changed_total=files, initial_reward=0.0, final_reward=1.0, version=3, committed=[],
+                      rejected=[], rejected_total=0, next="", pending_approval=None, worst_rollouts=[])
+        first = paged(shown)
+        assert hostfiles.sent_bytes(first) <= hostwork.PAGE_BYTES and first.files_changed_total == files
+        assert 0 < len(first.files_changed) < files and first.files_changed == names[:len(first.files_changed)]
+        assert len(first.diff) >= 1_000  # room is kept for the patch, which names every file
+
+
 def test_a_pending_l1_change_comes_whole_on_the_first_page_or_says_it_does_not():
     """Its diff was cut to 640 characters: a host could ask for an approval of a change it showed
     the user a quarter of."""

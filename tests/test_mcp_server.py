@@ -16,7 +16,9 @@ from agentdescent_mcp.server import server
 from mcp import StdioServerParameters
 
 from agentdescent.runs import Service
+from agentdescent.runs.hostfiles import sent_bytes
 from agentdescent.runs.hostwork import PAGE_BYTES
+from agentdescent.runs.ontarget import on_disk
 from agentdescent.runs.spec import read_spec
 from agentdescent.runs.status import LIVE, RunStatus
 from tests.mcp_support import ENDED, REPO, call, demo_spec, fails, program_env, stdio_server, text_spec, wait_for
@@ -286,6 +288,48 @@ def test_the_runs_list_and_a_long_error_fit_one_page_and_the_rest_is_paged(home,
                   "frozen": [f"missing-{i:02d}-{'y' * 300}/*" for i in range(30)]}
         said = await fails(client, "plan", spec=frozen)
         assert len(said.encode()) <= PAGE_BYTES and said.endswith("more lines: fix these, then try again")
+
+    connected(body)
+
+
+def test_an_accept_over_a_folder_of_many_files_fits_one_page_and_counts_every_list(home, tmp_path):
+    """A skill with 400 notes the user edited while the run went: accept kept them all and named
+    every one, past the page; Codex cut the middle out of that answer, paths gone and the message
+    still counting them all. The answer names the first of each list, its total, and where the
+    whole list is; so does a status whose write-back wrote every file."""
+    target = tmp_path / "my-skill"
+    shutil.copytree(REPO / "examples/skills/support-router", target)
+    notes = [f"references/notes/customer-escalation-playbook-section-{i:04d}.md" for i in range(400)]
+    (target / "references/notes").mkdir(parents=True)
+    for name in notes:
+        (target / name).write_text(f"# {name}\n", encoding="utf-8")
+
+    async def body(client):
+        run_id = (await call(client, "evolve", spec=demo_spec(target)))["run_id"]
+        assert (await wait_for(client, run_id, ENDED))["state"] == "finished"
+        for name in notes:  # the user's formatter went over every note meanwhile
+            (target / name).write_text(f"# {name}\n\nReviewed.\n", encoding="utf-8")
+
+        dry = await call(client, "accept", run_id=run_id, dry_run=True)
+        assert sent_bytes(dry) <= PAGE_BYTES and dry["kept_total"] == 400 and dry["written"]
+        assert dry["kept"] == notes[:len(dry["kept"])] and 0 < len(dry["kept"]) < 400
+        assert "400 changed on disk" in dry["message"] and f"agentdescent accept --dry-run {run_id}" in dry["message"]
+        assert Service().accept(run_id, dry_run=True).kept == notes  # the terminal's answer names every one
+
+        done = await call(client, "accept", run_id=run_id)
+        assert sent_bytes(done) <= PAGE_BYTES and done["kept_total"] == 400 and len(done["kept"]) < 400
+        assert done["written_total"] == len(done["written"]) == len(dry["written"]) and done["backup"]
+        assert done["answer_file"] and done["answer_file"] in done["message"]
+        assert f"400 kept as they changed on disk since the run started: {notes[0]}" in done["message"]
+        assert "and 395 more" in done["message"]  # the message names a few, whoever reads it
+        assert json.loads(Path(done["answer_file"]).read_text(encoding="utf-8"))["kept"] == notes
+
+        run = Service().store.get(run_id)  # as the accept of a run that changed every file records it
+        everything = sorted(p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file())
+        run.write_status(run.status().model_copy(update={"wrote": on_disk(target, "skill_dir", everything)}))
+        status = await call(client, "status", run_id=run_id)
+        assert status["state"] == "accepted" and sent_bytes(status) <= PAGE_BYTES
+        assert status["wrote_total"] == len(everything) > len(status["wrote"]) > 0
 
     connected(body)
 

@@ -266,7 +266,8 @@ def run_accept(args: argparse.Namespace, console: Console) -> int:
         *(f"  {'would delete' if done.dry_run else 'deleted'}: {path}" for path in done.deleted),
         *(f"  kept as it changed on disk since the run started: {path}" for path in done.kept),
         *(f"  changed on disk and by the run, cannot merge: {path}" + (" (the run's version written over it)" if
-          args.overwrite and not done.dry_run else "") for path in done.conflicts))
+          args.overwrite and not done.dry_run else "") for path in done.conflicts),
+        *(f"  beside it: {why}" for why in done.refused))
     if done.backup:
         say(console, f"  backup: {done.backup}")
     if done.next:

@@ -76,6 +76,7 @@ class Shown(BaseModel):
     target: str
     diff: str  # the target as it was -> the run's best version, as a patch `git apply` takes (`patch`)
     files_changed: list[str]
+    files_changed_total: int = 0  # where a page names only the first few
     initial_reward: float | None
     final_reward: float | None
     version: int | None
@@ -113,8 +114,9 @@ def show(store: RunStore, run_id: str, *, rejected: int | None = SHOWN_REJECTED)
     else:
         nxt = status.next
     return Shown(run_id=run.id, state=status.state, target=status.target, diff=patch(before, after, name=name),
-                 files_changed=files_changed, initial_reward=status.initial_reward, final_reward=final, version=version,
-                 committed=committed, committed_total=len(committed), rejected=refused[:rejected],
+                 files_changed=files_changed, files_changed_total=len(files_changed), initial_reward=status.initial_reward,
+                 final_reward=final, version=version, committed=committed, committed_total=len(committed),
+                 rejected=refused[:rejected],
                  rejected_total=len(refused), worst_rollouts=_worst(run, after, state), pending_approval=pending, next=nxt,
                  report=f"{command('report', run.id)} writes {run.file(REPORT_FILE)}")
 

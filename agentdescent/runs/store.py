@@ -13,6 +13,7 @@
     <id>/run.log         what the run's process printed
     <id>/lock            locked (flock) by the run's process for as long as it lives
     <id>/mailbox/        host-driven rollouts, reflections and approvals waiting for an answer
+    <id>/accepted.json   the last write-back's answer, every list whole (`verdict`)
     <id>/accept.lock     held while `accept` writes back, so that two accepts never interleave
     <id>/resume.lock     held while `resume` starts the run's process again, so that two never both do
 
@@ -60,8 +61,7 @@ DATA_BYTES = 256 << 20  # a run's tasks, target, assets, result or events
 T = TypeVar("T")
 RESUMABLE = ("interrupted", "cancelled", "failed")  # the states `resume` takes up
 RUN_ENV = "AGENTDESCENT_RUN"  # set in a run's process, and so in every agent it starts: the run's id
-# and the run's folder, which marks a program as this run's: an id alone is shared by a copy of the folder
-RUN_FOLDER_ENV = "AGENTDESCENT_RUN_FOLDER"
+RUN_FOLDER_ENV = "AGENTDESCENT_RUN_FOLDER"  # and its folder, which marks a program as this run's: a copy shares the id
 
 
 class RunDir:

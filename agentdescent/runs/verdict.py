@@ -38,6 +38,8 @@ from agentdescent.runs.status import LIVE
 from agentdescent.runs.store import RunDir, RunStore
 
 WRITABLE = ("finished", "rejected", "restored")  # ended with a result that is not on the target: accept writes it
+LISTS = ("written", "deleted", "merged", "kept", "conflicts", "refused", "removed")  # an answer's lists, each with its total
+ANSWER_FILE = "accepted.json"  # in the run's folder: the last write-back's answer, every list whole
 
 
 class Accepted(BaseModel):
@@ -54,6 +56,15 @@ class Accepted(BaseModel):
     backup: str | None = None
     refused: list[str] = Field(default_factory=list)  # folders beside the target that are not our backups: left alone
     removed: list[int] = Field(default_factory=list)  # the oldest backups past `pruning.KEEP`, removed after the write
+    # how many each list holds: a host's page names only the first of each (`lists_page`)
+    written_total: int = 0
+    deleted_total: int = 0
+    merged_total: int = 0
+    kept_total: int = 0
+    conflicts_total: int = 0
+    refused_total: int = 0
+    removed_total: int = 0
+    answer_file: str | None = None  # a write-back's: this answer kept whole, every list in full
     message: str
     next: str = ""
 
@@ -100,33 +111,54 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
                         backup=None if plan.backup is None else str(plan.backup), refused=list(plan.refused),
                         removed=list(plan.removed), message="")
         if dry_run:
-            return done.model_copy(update={"message": _dry_run_message(plan, overwrite),
-                                           "next": _after_dry_run(run.id, status.target, plan, overwrite)})
+            return _counted(done.model_copy(update={"message": _dry_run_message(plan, overwrite),
+                                                    "next": _after_dry_run(run.id, status.target, plan, overwrite)}))
         # every file the run's change is in, written now or already so (an accept killed before this status)
         files = {*plan.written, *plan.deleted, *review.changed(base, result.rendered, target.name)}
         earlier = None if plan.changes else _ended_write(target, files)
         if earlier is not None and earlier.record.run == run.id:  # this run's accept, cut short before its status
             done = done.model_copy(update=_written_by(earlier))
         by = "" if earlier is None or earlier.record.run == run.id else _by(earlier)  # its version, another's write
+        done = _counted(done.model_copy(update={
+            "message": _wrote(done, plan, status.target, by=by, earlier=earlier is not None),
+            "next": f"{command('restore', status.target)} puts it back" if done.backup else "",
+            "answer_file": str(run.file(ANSWER_FILE))}))
+        run.write(ANSWER_FILE, done.model_dump_json(indent=1))  # before the status: a failed write is an accept cut short
         run.write_status(status.model_copy(update={
-            "state": "accepted", "backup": done.backup, "wrote": restoring.on_disk(target, status.kind, files),
+            "state": "accepted", "backup": done.backup, "wrote": restoring.on_disk(target, status.kind, sorted(files)),
+            "wrote_total": len(files),
             "message": f"{status.target} already held this run's version, written by {by}" if by else
             f"written back to {status.target}: {len(done.written)} written, {len(done.deleted)} deleted",
             "next": f"{command('restore', status.target)} puts the backup back" if done.backup else ""}))
         restoring.follow(store, target, f"run {run.id}'s write-back replaced it", backup=done.backup, besides=run.id)
         restoring.unbacked(store, target)
+    return done
+
+
+def _wrote(done: Accepted, plan: WritePlan, target: str, *, by: str, earlier: bool) -> str:
+    """What a write-back did, for its answer's message: each list by its count and first names."""
     backup = f"; the previous content is in {done.backup}" if done.backup else "" if by else "; nothing needed changing"
-    yours = (f"; merged with what changed on disk since the run started: {', '.join(done.merged)}" if done.merged
-             else "") + (f"; kept as they changed on disk since the run started: {', '.join(done.kept)}" if done.kept else "")
-    passed_over = "".join(f"; {why}" for why in done.refused)
+    yours = (f"; {len(done.merged)} merged with what changed on disk since the run started: {_first(done.merged)}"
+             if done.merged else "") + (f"; {len(done.kept)} kept as they changed on disk since the run started: "
+                                        f"{_first(done.kept)}" if done.kept else "")
+    passed_over = f"; {_first(done.refused, 3, sep='; ')}" if done.refused else ""
     settled = (f"first rolled back the write a killed process left half done, from {', '.join(plan.settled)}; "
                if plan.settled else "")
     removed = f"; {pruning.said(done.removed)}" if done.removed else ""
-    wrote = (f"{status.target} already holds this run's version, written by {by}; nothing was written" if by else
-             f"wrote {status.target}" if earlier is None else f"{status.target} was written already, by an accept "
+    wrote = (f"{target} already holds this run's version, written by {by}; nothing was written" if by else
+             f"wrote {target}" if not earlier else f"{target} was written already, by an accept "
              f"cut short after its write-back and before it recorded it ({_files(done)})")
-    return done.model_copy(update={"message": f"{settled}{wrote}{backup}{yours}{passed_over}{removed}",
-                                   "next": f"{command('restore', status.target)} puts it back" if done.backup else ""})
+    return f"{settled}{wrote}{backup}{yours}{passed_over}{removed}"
+
+
+def _counted(done: Accepted) -> Accepted:
+    """`done` with the total of each of its lists."""
+    return done.model_copy(update={f"{name}_total": len(getattr(done, name)) for name in LISTS})
+
+
+def _first(names: list[str] | tuple[str, ...], shown: int = 5, sep: str = ", ") -> str:
+    """The first `shown` of `names` and a count of the rest: _first(["a", "b", "c"], 2) == "a, b and 1 more" """
+    return sep.join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def _ended_write(target: Path, files: set[str]) -> backups.Backup | None:
@@ -168,8 +200,8 @@ def _written_by(backup: backups.Backup) -> dict[str, object]:
 
 def _files(done: Accepted) -> str:
     """The files an answer says were written and deleted: _files(...) == "2 written: a.md, b.md; 1 deleted: c.md" """
-    said = [f"{len(names)} {verb}: {', '.join(names[:10])}{' and more' if names[10:] else ''}"
-            for verb, names in (("written", done.written), ("deleted", done.deleted)) if names]
+    said = [f"{len(names)} {verb}: {_first(names, 10)}" for verb, names in (("written", done.written), ("deleted", done.deleted))
+            if names]
     return "; ".join(said) or "no file"
 
 
@@ -209,7 +241,7 @@ def _after_dry_run(run_id: str, target: str, plan: WritePlan, overwrite: bool) -
     """What to do after a dry run: accept, or, where edits of the user's and the run's do not
     merge, merge them by hand or overwrite them knowingly."""
     if plan.conflicts and not overwrite:
-        return (f"merge {', '.join(plan.conflicts[:5])} by hand (the run's change: {command('show', run_id)}) and "
+        return (f"merge {_first(plan.conflicts)} by hand (the run's change: {command('show', run_id)}) and "
                 f"accept again, or {command('accept', '--overwrite', run_id)} writes the run's version there; the "
                 "backup it takes first keeps yours")
     return f"{command('accept', *(['--overwrite'] if overwrite else []), run_id)} writes it (backing {target} up first)"
@@ -220,15 +252,16 @@ def _dry_run_message(plan: WritePlan, overwrite: bool) -> str:
     said = [f"{len(plan.written)} file(s) would be written", f"{len(plan.deleted)} deleted{settled}"]
     if plan.merged:
         said.append(f"{len(plan.merged)} of them merged with what changed on disk since the run started "
-                    f"({', '.join(plan.merged[:5])})")
+                    f"({_first(plan.merged)})")
     if plan.kept:
         said.append(f"{len(plan.kept)} changed on disk since the run started kept as they are")
     if plan.conflicts:  # on disk: by the user, or by a program (an agent that wrote outside its workspace)
         said.append(f"{len(plan.conflicts)} changed on disk since the run started and by the run, beyond a merge "
-                    f"({', '.join(plan.conflicts[:5])}): " + ("overwritten with the run's version" if overwrite else
+                    f"({_first(plan.conflicts)}): " + ("overwritten with the run's version" if overwrite else
                                                               "refused, so accept would write nothing; merge them by "
                                                               "hand or accept with overwrite"))
-    return "dry run: " + "; ".join(said + list(plan.refused)) + "; nothing was touched"
+    passed_over = [_first(plan.refused, 3, sep="; ")] if plan.refused else []
+    return "dry run: " + "; ".join(said + passed_over) + "; nothing was touched"
 
 
 def reject(store: RunStore, run_id: str, *, change: str | None = None) -> Accepted:

@@ -33,7 +33,7 @@ from agentdescent.agents.redact import redact
 from agentdescent.errors import AgentDescentError
 from agentdescent.quoting import closed
 from agentdescent.reading import name_or_count, unusable_path
-from agentdescent.runs import Service
+from agentdescent.runs import Service, lists_page
 from agentdescent.runs.doctor import DoctorReport
 from agentdescent.runs.host import PROPOSAL, ROLLOUT
 from agentdescent.runs.hostfiles import sent_bytes, sent_text
@@ -240,7 +240,7 @@ def status(run_id: RunId) -> RunStatus:
     rollouts or proposals) or for the user's approval.
     Poll sparingly, every 30 s or more; when it is finished, call show. `next` says what to do."""
     with service() as s:
-        return s.status(run_id)
+        return lists_page.status(s.status(run_id))
 
 
 @server.tool(annotations=READ_ONLY)
@@ -265,11 +265,12 @@ def accept(run_id: RunId, dry_run: bool = False, overwrite: bool = False, change
     user's own edits since the run started, kept as the user edited it, or refused as a conflict.
     Files the user and the run both changed beyond a merge refuse the whole write; overwrite=true
     replaces the user's edits in them, only when the user asks for that after seeing the conflicts.
+    Each list names at most its first 20 files and its _total counts them all; the message says where the rest are.
     While a run is going and shows a pending L1 change, accept with change (its id) approves that change
     instead, and no other. A run the user rejected after it finished, or whose write-back was restored
     away, can still be accepted. Only call it when the user has seen show's diff and said yes."""
     with service() as s:
-        return s.accept(run_id, dry_run=dry_run, overwrite=overwrite, change=change)
+        return lists_page.accepted(s.accept(run_id, dry_run=dry_run, overwrite=overwrite, change=change))
 
 
 @server.tool(annotations=CHANGES_RUN)
@@ -278,7 +279,7 @@ def reject(run_id: RunId, change: ChangeId = None) -> Accepted:
     and shows a pending L1 change, reject with change (its id) declines that change and the run goes
     on. Call it when the user does not want the change."""
     with service() as s:
-        return s.reject(run_id, change=change)
+        return lists_page.accepted(s.reject(run_id, change=change))
 
 
 @server.tool(annotations=CHANGES_RUN)
@@ -287,7 +288,7 @@ def cancel(run_id: RunId) -> RunStatus:
     committed so far stays, show shows it, and resume continues it later. Call it when the user
     asks to stop, or when a run is spending more than agreed."""
     with service() as s:
-        return s.cancel(run_id)
+        return lists_page.status(s.cancel(run_id))
 
 
 @server.tool(annotations=STARTS_RUN)
