@@ -59,6 +59,10 @@ class Committed:
 
 @dataclass(frozen=True, kw_only=True)
 class Evaluated:
+    """A held-out reward of `version`. The first after each RunStarted (round -1) is where the run
+    starts from: a resumed run sends it again from its checkpoint, with `best_reward` its best so
+    far, the start's figure rather than a new measurement (unless it stopped before taking it)."""
+
     round: int
     version: int
     held_out_reward: float  # partial: the most the held-out tasks not run could have brought it to

@@ -234,8 +234,7 @@ def test_columns_0_gets_the_default_width_not_silence(tmp_path):
 
 
 def test_what_would_reorder_or_break_a_printed_line_is_shown_escaped():
-    from agentdescent.cli.terminal import console_for
-    from agentdescent.cli.verbs import coloured
+    from agentdescent.cli.terminal import coloured, console_for
 
     out = io.StringIO()
     console_for(out, width=200).print(coloured("+rule \u202eabc\u202c\n+first\u2028sep\n+lone \ud83d\n"), soft_wrap=True)

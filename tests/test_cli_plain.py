@@ -1,5 +1,6 @@
-"""What the verbs write to stdout as it is (`agentdescent.cli.plain`): `--json` records into a pipe
-whose reader is gone end quietly, as the text verbs do, and a spec's problems are capped."""
+"""What the verbs write to stdout as it is (`agentdescent.cli.plain`): `--json` records (`evolve`'s
+too) into a pipe whose reader is gone end quietly, as the text verbs do, and a spec's problems are
+capped; and `--version`."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from importlib import metadata
 
 import pytest
 
@@ -45,3 +47,22 @@ def test_plan_json_lists_the_first_problems_and_counts_them_all(service, tmp_pat
     said = json.loads(done.stdout)
     assert done.returncode == 2 and len(said["problems"]) == 30 and said["problems_total"] >= 500
     assert f"the run spec has {said['problems_total']} problems" in done.stderr
+
+
+def test_evolve_json_prints_the_started_run_s_record_for_a_script(service, tmp_path):
+    """So that a script need not read the run's id out of "started run X"."""
+    done = subprocess.run([sys.executable, "-m", "agentdescent", "evolve", spec_file(tmp_path), "--json"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    started = json.loads(done.stdout)
+    assert started["state"] == "starting" and service.status(started["run_id"]).id == started["run_id"]
+    assert started["folder"] == str(service.store.get(started["run_id"]).path) and started["next"]
+    both = subprocess.run([sys.executable, "-m", "agentdescent", "resume", started["run_id"], "--json", "--watch"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert both.returncode == 2 and both.stdout == "" and "--json" in both.stderr and "--watch" in both.stderr
+
+
+def test_version_prints_the_package_s_version():
+    done = subprocess.run([sys.executable, "-m", "agentdescent", "--version"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert (done.returncode, done.stdout) == (0, f"agentdescent {metadata.version('agentdescent')}\n")

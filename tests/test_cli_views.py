@@ -1,10 +1,15 @@
-"""What the command shows, rendered into an 80-column console: the live view fed events by hand,
-and the end report of a result built by hand."""
+"""What the command shows, rendered into a console of a given width (80 columns unless a test
+says): the live view fed events by hand, and the end report of a result built by hand."""
 
 from __future__ import annotations
 
 import io
+import json
+import os
+import re
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from rich.console import Console
 from rich.text import Text
@@ -15,8 +20,9 @@ from agentdescent.cli.diffs import diff_outcomes, edit_text
 from agentdescent.cli.report import Timing, report
 from agentdescent.cli.terminal import console_for
 from agentdescent.cli.views import ProgressView, Seen, plural
-from agentdescent.cli.watch import say
+from agentdescent.cli.watch import follow, say
 from agentdescent.result import EvolveResult, StepRecord
+from agentdescent.runs.status import RunStatus
 from agentdescent.types import Diff, Edit, Outcome
 from agentdescent.usage import Usage
 
@@ -230,3 +236,92 @@ def test_status_says_how_many_calls_failed_and_the_first_reason():
     assert _failures(RunStatus(calls=187)) == []
     said = _failures(RunStatus(calls=187, failures=88, failure="claude_code failed (exit code 1): rate limited"))
     assert said == ["  failed calls: 88 of 187, each scored 0; the first: claude_code failed (exit code 1): rate limited"]
+
+
+def terminal(width: int) -> Console:
+    return Console(file=io.StringIO(), width=width, force_terminal=True, color_system=None)
+
+
+def screen_lines(screen: Console) -> list[str]:
+    """What a terminal shows at the end: each redraw of the bar overwrites the one before."""
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "\n", text_of(screen)).replace("\r", "\n")
+    return [line.rstrip() for line in shown.split("\n") if line.strip()]
+
+
+def test_at_80_columns_the_bar_keeps_rounds_time_and_calls_whole_and_the_stop_reason_goes_below_it():
+    """The probe's demo ended `evolving ━━━  4… rounds 0:… 570 calls reached target ...`."""
+    screen = terminal(80)
+    with ProgressView(screen) as view:
+        view.on_event(started(rounds=30))
+        view.on_event(ev.Evaluated(round=3, version=5, held_out_reward=1.0, promoted=True, best_reward=1.0))
+        view.on_event(ev.Spent(calls=12345, tokens=0))
+        for round_ in range(4):
+            view.on_event(ev.RoundEnded(round=round_, calls=12345))
+        view.on_event(ev.RunEnded(reason="reached target reward 1.0 (held-out 1.000)", final_reward=1.0))
+    shown = screen_lines(screen)
+    bar = [line for line in shown if line.startswith("evolving ")][-1]
+    assert re.search(r" 4/30 rounds 0:00:0\d 12345 calls ", bar) and len(bar) <= 80, bar
+    assert shown[-1] == "ended: reached target reward 1.0 (held-out 1.000)"  # whole, as a pipe gets it
+
+
+def measured(round_: int, version: int, reward: float, best: float, promoted: bool = False) -> ev.Evaluated:
+    return ev.Evaluated(round=round_, version=version, held_out_reward=reward, promoted=promoted, best_reward=best)
+
+
+RESUMED_RUN = [  # a run killed after its first promotion, then resumed: the engine sends the start's figure again
+    started(), measured(-1, 1, 0.32, 0.32), measured(1, 3, 0.52, 0.52, promoted=True),
+    started(resumed_round=2), measured(-1, 1, 0.32, 0.52),
+]
+
+
+def test_a_resumed_run_shows_its_start_as_the_start_not_as_a_reward_that_fell_back():
+    screen = console()
+    with ProgressView(screen) as view:
+        for event in [*RESUMED_RUN, measured(3, 5, 0.84, 0.84, promoted=True)]:
+            view.on_event(event)
+    lines = text_of(screen).splitlines()
+    resumed = next(i for i, line in enumerate(lines) if line.startswith("resuming"))
+    assert lines[resumed - 2:resumed] == ["held-out 0.320 at version 1", "held-out 0.520 at version 3 (promoted)"]
+    assert lines[resumed + 2:] == ["held-out at the start 0.320 (version 1); best so far 0.520",
+                                   "held-out 0.840 at version 5 (promoted)"]
+
+    screen = terminal(100)
+    with ProgressView(screen) as view:
+        for event in RESUMED_RUN:
+            view.on_event(event)
+    bar = [line for line in screen_lines(screen) if line.startswith("evolving ")][-1]
+    assert bar.endswith("held-out best 0.520") and "0.320" not in bar
+
+
+def test_the_clock_is_the_run_s_from_its_start_not_the_viewer_s():
+    """`watch` showed a finished 56 s run as 0:00:00, and a live run it joined as starting then."""
+    screen = terminal(100)
+    with ProgressView(screen, since=time.time() - 30) as view:  # a run that started 30 s before the watcher joined
+        view.on_event(started())
+    assert re.search(r" 0:00:3[01] ", [line for line in screen_lines(screen) if line.startswith("evolving ")][-1])
+
+
+def test_watch_shows_a_finished_run_s_duration(tmp_path):
+    """From the run's creation to its last event, however long after the watcher reads it."""
+    created = time.time() - 3600
+    events = tmp_path / "events.jsonl"
+    events.write_text("".join(json.dumps(ev.to_json(e)) + "\n" for e in (
+        started(rounds=2), ev.RoundEnded(round=0, calls=10), ev.RunEnded(reason="ran all 2 rounds", final_reward=1.0))),
+        encoding="utf-8")
+    os.utime(events, (created + 56, created + 56))
+    run = SimpleNamespace(id="r", file=tmp_path.joinpath)
+    service = SimpleNamespace(store=SimpleNamespace(get=lambda _: run),
+                              status=lambda _: RunStatus(id="r", state="finished", created=created))
+    screen = terminal(100)
+    assert follow(service, "r", screen).state == "finished"
+    assert " 1/2 rounds 0:00:56 " in [line for line in screen_lines(screen) if line.startswith("evolving ")][-1]
+
+
+def test_at_40_columns_the_report_cuts_nothing_and_its_diff_lines_keep_their_marks():
+    """A wrapped diff line lost its `+` (its rest read as context), `(P(improve…` lost the figure,
+    the table's headers read `befo…`."""
+    out = reported(limit=None, width=40)
+    lines = out.splitlines()
+    assert f"+- {ADDED}" in lines and f"-- {DROPPED}" in lines and f" - {KEPT}" in lines  # whole, as `show` prints them
+    assert "…" not in out and "before" in out and "rounds" in out
+    assert "P(improve)=0.91" in out.replace("\n", "").replace(" ", "")  # folded across lines, every character there

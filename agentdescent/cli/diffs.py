@@ -79,7 +79,7 @@ def _counts(groups: dict[str, list[Outcome]]) -> Table:
     table = Table(title="What became of each diff", box=box.SIMPLE_HEAD)
     table.add_column("outcome", no_wrap=True)
     table.add_column("diffs", justify="right")
-    table.add_column("what it means")
+    table.add_column("what it means", overflow="fold")  # a word too long for the column is broken, never cut
     for kind, outcomes in groups.items():
         table.add_row(kind, str(len(outcomes)), MEANINGS.get(kind, ""))
     return table
@@ -93,7 +93,7 @@ def _table(kind: str, outcomes: list[Outcome], shown: list[Outcome], seen: Seen,
     table.add_column("round", justify="right", no_wrap=True)
     table.add_column("diff", no_wrap=True)
     table.add_column("by", no_wrap=True)
-    table.add_column("the change, and the reason for its outcome", ratio=1)
+    table.add_column("the change, and the reason for its outcome", ratio=1, overflow="fold")  # "(P(improve)=0.91" whole
     for o in shown:
         table.add_row(str(_round(o)) if o.step is not None else "-", Text(o.diff_id), Text(o.author or "-"),
                       _change_and_reason(seen.diffs.get(o.diff_id), o, show_key))

@@ -1,7 +1,10 @@
-"""`agentdescent install HOST` and `agentdescent uninstall HOST`: wire AgentDescent's MCP server and
-skill into Claude Code (the plugin, through its marketplace), Codex (a block in config.toml and the
-skill) or DeepSeek Harness (a row in cordis.patch.yml and the skill); and take out exactly that.
-The work is the host modules' (`agentdescent.hosts`); this says what happened and what next.
+"""The verbs of this machine and the hosts on it. `agentdescent doctor` says what the machine has
+(git, the agent CLIs, keys, the hosts, the run store); `agentdescent mcp` serves the run verbs to a
+host as MCP tools; `agentdescent install HOST` and `agentdescent uninstall HOST` wire AgentDescent's
+MCP server and skill into Claude Code (the plugin, through its marketplace), Codex (a block in
+config.toml and the skill) or DeepSeek Harness (a row in cordis.patch.yml and the skill); and take
+out exactly that. The work is the host modules' (`agentdescent.hosts`) and the service's; this
+says what happened and what next.
 
 `install` refuses, wiring nothing, when the host's CLI is not on PATH (wiring a host that is not
 there is more often a typo or a missing step than a plan), and says how to install it;
@@ -13,19 +16,27 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 from collections.abc import Callable
 
 from rich.console import Console
 
-from agentdescent.cli.watch import say
+from agentdescent.cli import plain, verbs
+from agentdescent.cli.terminal import console_for
+from agentdescent.cli.watch import FAILURE, say
 from agentdescent.errors import UserError
 from agentdescent.hosts import HOSTS, module
 from agentdescent.hosts.base import scripts_not_on_path
+from agentdescent.runs import Service
 
 Command = Callable[[argparse.Namespace, Console], int]
 
 
 def add_host_verbs(commands: argparse._SubParsersAction) -> None:
+    verbs.verb(commands, "doctor", "what this machine has: git, the agent CLIs, provider keys, the hosts and the run "
+               "store; exits 0 when the demo can run", "agentdescent doctor", as_json=True)
+    verbs.verb(commands, "mcp", "serve the run verbs as MCP tools on stdio (what a host such as Claude Code starts)",
+               "claude mcp add agentdescent -- agentdescent mcp")
     for verb, summary, example in (
         ("install", "wire AgentDescent into a host: its MCP server, the skill, and for Claude Code the plugin",
          "agentdescent install claude-code"),
@@ -44,6 +55,46 @@ def add_host_verbs(commands: argparse._SubParsersAction) -> None:
                                 "puts it back)")
             parser.add_argument("--without-cli", action="store_true", help="wire it although the host's CLI is not "
                                 "on PATH, for one installed later (codex, deepseek)")
+
+
+def run_doctor(args: argparse.Namespace, console: Console) -> int:
+    report = Service().doctor()
+    if args.json:
+        plain.model(console, report)
+        return 0 if report.demo_ok else FAILURE
+
+    def program(p) -> str:
+        if p.problem:
+            return f"{p.name}: {p.problem}"
+        return f"{p.name}: found, {p.version or 'version unknown'} ({p.path})" if p.found else f"{p.name}: not found"
+
+    say(console, f"agentdescent {report.agentdescent} on Python {report.python}", program(report.git),
+        "agent CLIs:", *(f"  {program(a)}" for a in report.agents),
+        f"provider keys set: {', '.join(report.keys_set) or 'none'}; missing: {', '.join(report.keys_missing) or 'none'}",
+        *([f"endpoints set: {', '.join(report.endpoints_set)}"] if report.endpoints_set else []), "hosts:",
+        *(f"  {h.host}: {f'installed ({h.version})' if h.installed and h.version else 'installed' if h.installed else 'not installed'}, "
+          + ("wired" if h.wired else f"not wired; to wire it: {h.how}") for h in report.hosts),
+        f"run store: {report.store} ({'writable' if report.store_writable else 'NOT writable'}"
+        f"{'' if report.store_exists else '; not there yet: the first run makes it'})",
+        *(f"problem: {p}" for p in report.problems), f"next: {report.next}")
+    return 0 if report.demo_ok else FAILURE
+
+
+def run_mcp(args: argparse.Namespace, console: Console) -> int:
+    try:
+        from agentdescent_mcp.server import closed_stdio
+        from agentdescent_mcp.server import main as serve
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("agentdescent_mcp"):
+            raise
+        raise UserError("the MCP server's package (agentdescent_mcp) is not installed here; reinstall AgentDescent "
+                        "from its repository (pip install -e .), which installs it too") from None
+    closed = closed_stdio()
+    if closed:
+        raise UserError(closed)
+    serve()  # stdout is the protocol: what this says goes to stderr
+    console_for(sys.stderr).print("the MCP server stopped: its client closed the connection", highlight=False)
+    return 0
 
 
 def run_install(args: argparse.Namespace, console: Console) -> int:
@@ -75,4 +126,4 @@ def _report(console: Console, changed) -> int:  # noqa: ANN001 - a hosts.Changed
     return 0
 
 
-HOST_VERBS: dict[str, Command] = {"install": run_install, "uninstall": run_uninstall}
+HOST_VERBS: dict[str, Command] = {"doctor": run_doctor, "mcp": run_mcp, "install": run_install, "uninstall": run_uninstall}

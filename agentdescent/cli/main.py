@@ -29,6 +29,7 @@ from agentdescent.cli.views import ProgressView, plural
 from agentdescent.cli.watch import say
 from agentdescent.errors import UserError
 from agentdescent.runs import Service
+from agentdescent.runs.doctor import package_version
 from agentdescent.runs.restoring import listing
 from agentdescent.testing import STRATEGIES, demo_strategy
 
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentdescent", description=(__doc__ or "").split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    parser.add_argument("--version", action="version", version=f"agentdescent {package_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = commands.add_parser(
         "demo", help="evolve a keyword-router skill offline, no key needed",

@@ -3,24 +3,27 @@ change as a diff, what became of every diff (`agentdescent.cli.diffs`), why the 
 its warnings, and where the ledger is.
 
 Paths and commands are printed whole on one line (rich's `soft_wrap`), so that a copy of them
-works at any width, piped or not. What it leaves out: the live part (`agentdescent.cli.views`).
+works at any width, piped or not; so is each line of the learned change, which keeps its `+` or
+`-` first however the terminal folds it. What it leaves out: the live part (`agentdescent.cli.views`).
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+import sys
 import time
 from dataclasses import dataclass
 
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
 from agentdescent.artifacts.strategies import Strategy
 from agentdescent.cli.diffs import diff_outcomes
-from agentdescent.cli.terminal import lines
+from agentdescent.cli.terminal import coloured, lines
 from agentdescent.cli.views import Seen, plural
 from agentdescent.commands import command
 from agentdescent.result import EvolveResult
@@ -54,15 +57,13 @@ def report(console: Console, result: EvolveResult, strategy: Strategy, seen: See
 
 
 def scores(console: Console, result: EvolveResult, seen: Seen, timing: Timing) -> None:
-    table = Table(title="Held-out reward")
-    for column in ("before", "after", "rounds", "calls", "time"):
-        table.add_column(column)
-    table.add_row(
-        _measured(result.initial_reward), f"[bold green]{_measured(result.final_reward)}[/bold green]"
-        + (f" ± {result.final_margin:.2f}" if result.final_margin else ""),
-        str(len(result.history)), str(result.usage.calls), f"{timing.evolution:.2f} s",
-    )
-    console.print(table)
+    figures = {
+        "before": _measured(result.initial_reward),
+        "after": f"[bold green]{_measured(result.final_reward)}[/bold green]"
+                 + (f" ± {result.final_margin:.2f}" if result.final_margin else ""),
+        "rounds": str(len(result.history)), "calls": str(result.usage.calls), "time": f"{timing.evolution:.2f} s",
+    }
+    console.print(_figures_table(console, figures))
     held_out = f"the {seen.started.held_out} held-out tasks" if seen.started else "the held-out tasks"
     most = f" (at most {seen.started.rounds})" if seen.started else ""
     legend = [
@@ -75,6 +76,24 @@ def scores(console: Console, result: EvolveResult, seen: Seen, timing: Timing) -
     console.print("\n".join(legend), style="dim", highlight=False)
 
 
+def _figures_table(console: Console, figures: dict[str, str]) -> Table:
+    """The figures as one row under their names; where that row cannot fit (a narrow terminal
+    would cut the names to "befo…"), one figure a row beside its name."""
+    wide = Table(title="Held-out reward")
+    for name in figures:
+        wide.add_column(name)
+    wide.add_row(*figures.values())
+    unbounded = console.options.update_width(sys.maxsize)  # measured within the console's width, a table always fits
+    if Measurement.get(console, unbounded, wide).minimum <= console.options.max_width:
+        return wide
+    tall = Table(title="Held-out reward", show_header=False)
+    tall.add_column(no_wrap=True)
+    tall.add_column()
+    for name, value in figures.items():
+        tall.add_row(name, value)
+    return tall
+
+
 def learned_change(console: Console, result: EvolveResult, strategy: Strategy) -> None:
     """The final artifact against the one the run started from, as the agent reads both."""
     commits = [h.version for h in result.history if h.version is not None]
@@ -85,18 +104,11 @@ def learned_change(console: Console, result: EvolveResult, strategy: Strategy) -
         tofile=f"version {result.version} (after {plural(len(kept), 'commit')})",
     )
     console.print("[bold]The learned change[/bold] (as the agent reads it; the ledger holds one file per key):")
-    console.print(_coloured(list(change)) or Text("(no change)"))
+    console.print(coloured("\n".join(change)) or Text("(no change)"), soft_wrap=True)
     if len(kept) < len(commits):
         console.print(f"This run committed up to version {max(commits)}, but no version after "
                       f"{result.version} did better on the held-out tasks, so version {result.version} "
                       "is the result (the ledger's `stable`).", highlight=False)
-
-
-def _coloured(diff: list[str]) -> Text:
-    """A unified diff, its added lines green and removed lines red."""
-    styles = {"+++": "bold", "---": "bold", "@@": "cyan", "+": "green", "-": "red"}
-    lines = [Text(line, style=next((s for p, s in styles.items() if line.startswith(p)), "")) for line in diff]
-    return Text("\n").join(lines)
 
 
 def _lines(rendered: object) -> list[str]:

@@ -10,6 +10,9 @@ progress bar's cursor moves are left as they are.
 
     console = console_for(sys.stdout)
     console.print("rule: \\x1b[2J")   # an ESC there prints as the four characters \\x1b, then [2J
+
+A unified diff is printed through `coloured`, never wrapped: a line wrapped at the console's width
+would start its rest without its `+` or `-`, which reads as a line of context.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import TextIO
 
 from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderableType, RenderHook
 from rich.segment import Segment
+from rich.text import Text
 
 from agentdescent.agents.redact import RedactingStream
 from agentdescent.quoting import UNSHOWN, shown
@@ -44,6 +48,14 @@ def lines(text: str) -> list[str]:
     the like, and a line of a diff broken there reads as a line of its own, a forged one too."""
     found = text.split("\n")
     return found[:-1] if found and found[-1] == "" else found
+
+
+def coloured(diff: str) -> Text:
+    """A unified diff, its added lines green, removed ones red and hunk headers cyan; print it with
+    `soft_wrap=True`, so that each line stays one line (a terminal folds it, keeping its mark first)."""
+    styles = {"+++": "bold", "---": "bold", "@@": "cyan", "+": "green", "-": "red"}
+    styled = [Text(line, style=next((s for p, s in styles.items() if line.startswith(p)), "")) for line in lines(diff)]
+    return Text("\n", no_wrap=True, overflow="ignore").join(styled)
 
 
 class _ShownControls(RenderHook):

@@ -1,11 +1,11 @@
 """The verbs over the run service (`agentdescent.runs`): `plan` a run and read its quote, `evolve`
 (start it, detached), `status`, `watch` and `show` it, write its HTML `report`, `accept` or
-`reject` its change, `cancel` and `resume` it, list the `runs` (`--prune`: `agentdescent.cli.prune`),
-check the machine (`doctor`) and serve the tools over MCP (`mcp`).
+`reject` its change, `cancel` and `resume` it, list the `runs` (`--prune`: `agentdescent.cli.prune`).
 
 Each verb is one service call and a few lines saying what happened, then `next:` what to do;
 `--json` prints the service's record as it is, for scripts. A verb given no RUN takes the latest
-run and says which. Left out: following a run live (`agentdescent.cli.watch`) and the demo.
+run and says which. Left out: following a run live (`agentdescent.cli.watch`), the machine's verbs
+(`doctor`, `mcp`: `agentdescent.cli.hosts`) and the demo.
 """
 
 from __future__ import annotations
@@ -17,13 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
-from rich.text import Text
 
 from agentdescent.cli import plain
 from agentdescent.cli.prune import prune
-from agentdescent.cli.terminal import console_for, lines
+from agentdescent.cli.terminal import coloured, console_for
 from agentdescent.cli.views import plural
-from agentdescent.cli.watch import FAILURE, ending, say, watched
+from agentdescent.cli.watch import ending, say, watched
 from agentdescent.commands import command
 from agentdescent.engine.evolve import TEMPORARY_LEDGER_PREFIX
 from agentdescent.errors import UserError
@@ -40,57 +39,56 @@ CLIP = 100  # characters of a prompt or an output in a line of `show`
 
 def add_verbs(commands: argparse._SubParsersAction) -> None:
     """The verbs' parsers, each with an example in its --help."""
-    _verb(commands, "plan", "what a run of SPEC would do and cost; nothing starts, but the spec's scorer is tried once "
-                            "and its python: code imported (plan only specs you trust)",
-                 "agentdescent plan examples/specs/support-router.yaml", spec=True, as_json=True)
-    evolve = _verb(commands, "evolve", "start a run of SPEC in its own process, which goes on when this shell ends",
-                   "agentdescent evolve examples/specs/support-router.yaml --watch", spec=True)
+    verb(commands, "plan", "what a run of SPEC would do and cost; nothing starts, but the spec's scorer is tried once "
+                           "and its python: code imported (plan only specs you trust)",
+                "agentdescent plan examples/specs/support-router.yaml", spec=True, as_json=True)
+    evolve = verb(commands, "evolve", "start a run of SPEC in its own process, which goes on when this shell ends",
+                  "agentdescent evolve examples/specs/support-router.yaml --watch", spec=True)
     evolve.add_argument("--allow-concurrent", action="store_true",
                         help="start it although another run is evolving the same target")
-    _verb(commands, "status", "where a run is: state, round, rewards, calls, outcomes and what to do next",
-          "agentdescent status my-skill-3f2a1c", run=True, as_json=True)
-    _verb(commands, "watch", "follow a run's progress bar from any shell until it ends (Ctrl-C stops watching, "
-          "not the run); exits 0 when the run finished", "agentdescent watch", run=True)
-    show = _verb(commands, "show", "a run's change as a diff, with its rewards, the diffs it committed and their "
-                 "evidence, the ones it rejected and its worst rollouts", "agentdescent show --all", run=True, as_json=True)
+    verb(commands, "status", "where a run is: state, round, rewards, calls, outcomes and what to do next",
+         "agentdescent status my-skill-3f2a1c", run=True, as_json=True)
+    verb(commands, "watch", "follow a run's progress bar from any shell until it ends (Ctrl-C stops watching, "
+         "not the run); exits 0 when the run finished", "agentdescent watch", run=True)
+    show = verb(commands, "show", "a run's change as a diff, with its rewards, the diffs it committed and their "
+                "evidence, the ones it rejected and its worst rollouts", "agentdescent show --all", run=True, as_json=True)
     show.add_argument("--all", action="store_true", help=f"list every rejected diff, not the first {SHOWN_REJECTED}")
-    report = _verb(commands, "report", "write one HTML page of a run (its rewards plotted, every diff's outcome, every "
-                   "commit, the final change) and print its path", "agentdescent report my-skill-3f2a1c --out run.html")
+    report = verb(commands, "report", "write one HTML page of a run (its rewards plotted, every diff's outcome, every "
+                  "commit, the final change) and print its path", "agentdescent report my-skill-3f2a1c --out run.html")
     report.add_argument("run", metavar="RUN", nargs="?", help="a run id (or its first letters), or a ledger folder (what "
                         "evolve(store=...) or agentdescent demo wrote); default: the latest run")
     report.add_argument("--out", metavar="PATH", help="the file to write (default: report.html in the run's folder, "
                         "or agentdescent/report.html in the ledger folder)")
-    accept = _verb(commands, "accept", "write a finished run's change back to its target (backing it up first), "
-                   "or approve a running run's pending L1 change", "agentdescent accept --dry-run", run=True)
+    accept = verb(commands, "accept", "write a finished run's change back to its target (backing it up first), "
+                  "or approve a running run's pending L1 change", "agentdescent accept --dry-run", run=True)
     accept.add_argument("--dry-run", action="store_true", help="say what would be written, write nothing")
     accept.add_argument("--overwrite", action="store_true",
                         help="write the run's version over files you edited since the run started that cannot be merged")
-    reject = _verb(commands, "reject", "drop a run's change (nothing is written), or decline its pending L1 change",
-                   "agentdescent reject my-skill-3f2a1c", run=True)
+    reject = verb(commands, "reject", "drop a run's change (nothing is written), or decline its pending L1 change",
+                  "agentdescent reject my-skill-3f2a1c", run=True)
     for parser in (accept, reject):
         parser.add_argument("--change", metavar="ID", help="the pending L1 change to answer, by the id show gives "
                             "(needed while a run waits for an approval: a change posted since is never answered)")
-    _verb(commands, "cancel", "stop a running run; what it committed stays, and resume continues it",
-          "agentdescent cancel", run=True)
-    _verb(commands, "resume", "start a cancelled, interrupted or failed run again where it stopped",
-          "agentdescent resume --watch", run=True)
-    runs = _verb(commands, "runs", "list the runs in the run store ($AGENTDESCENT_HOME/runs)", "agentdescent runs",
-                 as_json=True)
+    verb(commands, "cancel", "stop a running run; what it committed stays, and resume continues it",
+         "agentdescent cancel", run=True)
+    verb(commands, "resume", "start a cancelled, interrupted or failed run again where it stopped",
+         "agentdescent resume --watch", run=True)
+    runs = verb(commands, "runs", "list the runs in the run store ($AGENTDESCENT_HOME/runs)", "agentdescent runs",
+                as_json=True)
     runs.add_argument("--prune", action="store_true",
                       help=f"instead, remove from {tempfile.gettempdir()} what is yours and 10 minutes old: the "
                            f"{TEMPORARY_LEDGER_PREFIX}* ledgers of runs without a store, stopped runs' rollout folders, "
                            "killed commands' scratch; other users' folders and the run store are never touched")
-    _verb(commands, "doctor", "what this machine has: git, the agent CLIs, provider keys, the hosts and the run "
-          "store; exits 0 when the demo can run", "agentdescent doctor", as_json=True)
-    _verb(commands, "mcp", "serve the run verbs as MCP tools on stdio (what a host such as Claude Code starts)",
-          "claude mcp add agentdescent -- agentdescent mcp")
     for name in ("evolve", "resume"):
         commands.choices[name].add_argument("--watch", action="store_true",
                                             help="follow it here until it ends, as watch does")
+        commands.choices[name].add_argument("--json", action="store_true", help="print the started run's record "
+                                            "as JSON (its run_id, state, folder, message and next); not with --watch")
 
 
-def _verb(commands: argparse._SubParsersAction, name: str, summary: str, example: str, *, spec: bool = False,
-          run: bool = False, as_json: bool = False) -> argparse.ArgumentParser:
+def verb(commands: argparse._SubParsersAction, name: str, summary: str, example: str, *, spec: bool = False,
+         run: bool = False, as_json: bool = False) -> argparse.ArgumentParser:
+    """A verb's parser: its summary, its example in --help, and the SPEC, RUN or --json it takes."""
     parser = commands.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".",
                                  epilog=f"example:\n  {example}", formatter_class=argparse.RawDescriptionHelpFormatter)
     if spec:
@@ -129,18 +127,35 @@ def run_plan(args: argparse.Namespace, console: Console) -> int:
 
 
 def run_evolve(args: argparse.Namespace, console: Console) -> int:
+    _one_way_out(args)
     service = Service()
-    started = service.start(_spec_file(args.spec), allow_concurrent=args.allow_concurrent)
+    try:
+        started = service.start(_spec_file(args.spec), allow_concurrent=args.allow_concurrent)
+    except SpecError as exc:
+        if args.json:  # a script reads stdout: the problems go there too, by field
+            plain.problems(console, exc)
+        raise
+    if args.json:
+        return plain.model(console, started)
     say(console, f"started run {started.run_id} in its own process: closing this shell does not stop it",
         f"  its folder: {started.folder}")
     return _after_start(service, started.run_id, args.watch, console)
 
 
 def run_resume(args: argparse.Namespace, console: Console) -> int:
+    _one_way_out(args)
     service = Service()
-    started = service.resume(_pick(service, args.run, console))
+    started = service.resume(_pick(service, args.run, console, quiet=args.json))
+    if args.json:
+        return plain.model(console, started)
     say(console, f"resumed run {started.run_id} in its own process, from its last checkpoint")
     return _after_start(service, started.run_id, args.watch, console)
+
+
+def _one_way_out(args: argparse.Namespace) -> None:
+    if args.json and args.watch:
+        raise UserError("--json and --watch both print to stdout: give one (with --json, follow the run after with "
+                        "agentdescent watch RUN_ID)")
 
 
 def _after_start(service: Service, run_id: str, watch: bool, console: Console) -> int:
@@ -244,13 +259,6 @@ def _worst(console: Console, shown: Shown) -> None:
                      f"{_clip(r.prompt)} -> {_clip(r.output)}")
 
 
-def coloured(diff: str) -> Text:
-    """A unified diff, its added lines green, removed ones red and hunk headers cyan."""
-    styles = {"+++": "bold", "---": "bold", "@@": "cyan", "+": "green", "-": "red"}
-    styled = [Text(line, style=next((s for p, s in styles.items() if line.startswith(p)), "")) for line in lines(diff)]
-    return Text("\n", no_wrap=True, overflow="ignore").join(styled)
-
-
 def run_accept(args: argparse.Namespace, console: Console) -> int:
     service = Service()
     done = service.accept(_pick(service, args.run, console), dry_run=args.dry_run, overwrite=args.overwrite,
@@ -309,46 +317,6 @@ def run_runs(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def run_doctor(args: argparse.Namespace, console: Console) -> int:
-    report = Service().doctor()
-    if args.json:
-        plain.model(console, report)
-        return 0 if report.demo_ok else FAILURE
-
-    def program(p) -> str:
-        if p.problem:
-            return f"{p.name}: {p.problem}"
-        return f"{p.name}: found, {p.version or 'version unknown'} ({p.path})" if p.found else f"{p.name}: not found"
-
-    say(console, f"agentdescent {report.agentdescent} on Python {report.python}", program(report.git),
-        "agent CLIs:", *(f"  {program(a)}" for a in report.agents),
-        f"provider keys set: {', '.join(report.keys_set) or 'none'}; missing: {', '.join(report.keys_missing) or 'none'}",
-        *([f"endpoints set: {', '.join(report.endpoints_set)}"] if report.endpoints_set else []), "hosts:",
-        *(f"  {h.host}: {f'installed ({h.version})' if h.installed and h.version else 'installed' if h.installed else 'not installed'}, "
-          + ("wired" if h.wired else f"not wired; to wire it: {h.how}") for h in report.hosts),
-        f"run store: {report.store} ({'writable' if report.store_writable else 'NOT writable'}"
-        f"{'' if report.store_exists else '; not there yet: the first run makes it'})",
-        *(f"problem: {p}" for p in report.problems), f"next: {report.next}")
-    return 0 if report.demo_ok else FAILURE
-
-
-def run_mcp(args: argparse.Namespace, console: Console) -> int:
-    try:
-        from agentdescent_mcp.server import closed_stdio
-        from agentdescent_mcp.server import main as serve
-    except ModuleNotFoundError as exc:
-        if not (exc.name or "").startswith("agentdescent_mcp"):
-            raise
-        raise UserError("the MCP server's package (agentdescent_mcp) is not installed here; reinstall AgentDescent "
-                        "from its repository (pip install -e .), which installs it too") from None
-    closed = closed_stdio()
-    if closed:
-        raise UserError(closed)
-    serve()  # stdout is the protocol: what this says goes to stderr
-    console_for(sys.stderr).print("the MCP server stopped: its client closed the connection", highlight=False)
-    return 0
-
-
 def _pick(service: Service, run: str | None, console: Console, *, quiet: bool = False) -> str:
     """RUN as given, or the latest run (said on stdout, or on stderr when stdout is JSON). An empty
     RUN is refused, not taken for the latest: `accept "$RUN"` with RUN unset must not accept another."""
@@ -390,5 +358,4 @@ def _clip(text: str) -> str:
 VERBS: dict[str, Command] = {
     "plan": run_plan, "evolve": run_evolve, "status": run_status, "watch": run_watch, "show": run_show, "report": run_report,
     "accept": run_accept, "reject": run_reject, "cancel": run_cancel, "resume": run_resume, "runs": run_runs,
-    "doctor": run_doctor, "mcp": run_mcp,
 }

@@ -6,18 +6,31 @@ started and the diffs themselves.
     view = ProgressView(Console())
     with view:
         result = evolve(..., on_event=view.on_event)
+
+The bar's counts, clock and bill stay whole at the widths terminals have: its status (the newest
+held-out reward) gives way first, then the bar itself; why the run stopped is a line of its own
+under it, as where there is no bar.
+The clock is the run's: a watcher that joins a run, or replays one that ended, says when it began
+(`since`) and, for an ended one, when it ended (`ended_at`).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TaskID, TextColumn
+from rich.table import Column
+from rich.text import Text
 
 from agentdescent import events as ev
 from agentdescent.types import Diff
+
+BAR = 12  # cells: the bar, its counts, clock, bill and a held-out status fit in 80 columns
 
 
 def plural(count: int, noun: str) -> str:
@@ -49,16 +62,22 @@ def ledger_line(started: ev.RunStarted) -> str:
 class ProgressView:
     """A rich progress bar fed by the run's events; lines the user must see (the ledger, warnings)
     are printed above it as they arrive. Where the console is not a terminal (a pipe, a log file,
-    CI) there is no bar to redraw: each round ends in a line of its own instead."""
+    CI) there is no bar to redraw: each round ends in a line of its own instead. `since`: when the
+    run began (a time.time() reading), for a view that joins it late; else when its RunStarted comes."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, *, since: float | None = None) -> None:
         self.console = console
         self.seen = Seen()
         self.lines = not console.is_terminal
+        self._since, self._until = since, None  # the run's clock: when it began, and when its RunEnded came
+        self._ended_at: float | None = None  # when the run ended, as the caller knows it: the clock stops there
+        self._start_figure = False  # the next Evaluated is where the run starts from (sent first after RunStarted)
+        self._ended: str | None = None  # why it stopped, said under the bar once the bar is done
+        whole = Column(no_wrap=True)  # never cut: the status gives way to a narrow terminal, then the bar
         self._progress = Progress(
-            TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(), TextColumn("{task.fields[unit]}"),
-            TimeElapsedColumn(), TextColumn("{task.fields[spent]}"),
-            TextColumn("{task.fields[status]}", markup=False),  # a stop reason may quote outside text: never markup
+            TextColumn("{task.description}"), BarColumn(bar_width=BAR),
+            MofNCompleteColumn(table_column=whole), TextColumn("{task.fields[unit]}"), _Clock(self.elapsed),
+            TextColumn("{task.fields[spent]}"), _Status(),
             console=console,
             transient=False,
         )
@@ -72,6 +91,18 @@ class ProgressView:
     def __exit__(self, *exc: object) -> None:
         if not self.lines:
             self._progress.__exit__(*exc)
+            self._say_ended()
+
+    def elapsed(self) -> float | None:
+        """Seconds the run has gone (or went, once ended); None before it started."""
+        if self._since is None:
+            return None
+        return (self._ended_at or self._until or time.time()) - self._since
+
+    def ended_at(self, when: float) -> None:
+        """The run ended at `when` (a time.time() reading): its clock stops there, whatever events
+        come (a watcher replaying an ended run's events gets them now, not when they happened)."""
+        self._ended_at = when
 
     def on_event(self, event: ev.Event) -> None:
         if isinstance(event, ev.RunStarted):
@@ -84,7 +115,10 @@ class ProgressView:
             self._advance(event)
 
     def _started(self, event: ev.RunStarted) -> None:
+        self._say_ended()  # an earlier process of the run ended before this one took it up
         self.seen.started = event
+        self._start_figure, self._until = True, None
+        self._since = self._since or time.time()
         self._say(escape(ledger_line(event)), soft_wrap=True)  # a path to copy: never broken across lines
         done = event.resumed_round or 0
         if self.lines:
@@ -100,35 +134,73 @@ class ProgressView:
         )
 
     def _advance(self, event: ev.Event) -> None:
-        if self.lines:
-            self._line(event)
-            return
-        assert self._task is not None
+        """The bar moved on, or, where there is no bar, its news as a line: a measurement, a round's end."""
+        started = self.seen.started
+        assert started is not None and (self.lines or self._task is not None)  # events reach here after RunStarted
         if isinstance(event, ev.Evaluated):
-            mark = " (promoted)" if event.promoted else ""
-            bound = "≤ " if event.partial else ""
-            self._progress.update(self._task, status=f"held-out {bound}{event.held_out_reward:.3f}{mark}")
-        elif isinstance(event, ev.Spent):
+            start, self._start_figure = self._start_figure and event.round == -1, False
+            line, status = held_out(event, resumed_start=start and started.resumed_round is not None)
+            if self.lines:
+                self._say(line, soft_wrap=True)
+            else:
+                self._progress.update(self._task, status=status)
+        elif isinstance(event, ev.Spent) and not self.lines:
             self._progress.update(self._task, spent=_calls(event.calls))
         elif isinstance(event, ev.RoundEnded):
-            self._progress.advance(self._task)
+            if self.lines:
+                self._say(f"round {event.round + 1} of {started.rounds} done: {_calls(event.calls) or 'no calls'}",
+                          soft_wrap=True)
+            else:
+                self._progress.advance(self._task)
         elif isinstance(event, ev.RunEnded):
-            self._progress.update(self._task, status=event.reason)
+            self._until = self._until or time.time()
+            self._ended = event.reason
+            if self.lines:  # no bar to wait for: said at once
+                self._say_ended()
 
-    def _line(self, event: ev.Event) -> None:
-        """The bar's news as a line: a round's end, and the run's."""
-        assert self.seen.started is not None  # events reach here only after RunStarted
-        if isinstance(event, ev.Evaluated):
-            self._say(f"held-out {'≤ ' if event.partial else ''}{event.held_out_reward:.3f} at version {event.version}"
-                      f"{' (promoted)' if event.promoted else ''}", soft_wrap=True)
-        elif isinstance(event, ev.RoundEnded):
-            self._say(f"round {event.round + 1} of {self.seen.started.rounds} done: {_calls(event.calls) or 'no calls'}", soft_wrap=True)
-        elif isinstance(event, ev.RunEnded):
-            self._say(escape(f"ended: {event.reason}"), soft_wrap=True)
+    def _say_ended(self) -> None:
+        if self._ended is not None:
+            self._say(escape(f"ended: {self._ended}"), soft_wrap=True)
+            self._ended = None
 
     def _say(self, markup: str, *, soft_wrap: bool) -> None:
         """One line above the live bar (the progress console prints there while it runs)."""
         self._progress.console.print(markup, soft_wrap=soft_wrap, highlight=False)
+
+
+def held_out(event: ev.Evaluated, *, resumed_start: bool) -> tuple[str, str]:
+    """A held-out measurement as a line of its own and as the bar's status. A resumed run sends
+    where it started from again (`resumed_start`): not a new measurement, so it reads as the
+    start, beside the best so far, which the bar shows."""
+    if resumed_start:
+        return (f"held-out at the start {event.held_out_reward:.3f} (version {event.version}); "
+                f"best so far {event.best_reward:.3f}", f"held-out best {event.best_reward:.3f}")
+    reward = f"{'≤ ' if event.partial else ''}{event.held_out_reward:.3f}"
+    mark = " (promoted)" if event.promoted else ""
+    return f"held-out {reward} at version {event.version}{mark}", f"held-out {reward}{mark}"
+
+
+class _Clock(ProgressColumn):
+    """The run's time, as rich's TimeElapsedColumn shows a task's: 0:01:05."""
+
+    def __init__(self, elapsed: Callable[[], float | None]) -> None:
+        self._elapsed = elapsed
+        super().__init__(table_column=Column(no_wrap=True))
+
+    def render(self, task: Task) -> Text:
+        seconds = self._elapsed()
+        return Text("-:--:--" if seconds is None else str(timedelta(seconds=max(0, int(seconds)))), style="progress.elapsed")
+
+
+class _Status(ProgressColumn):
+    """The bar's last column, on one line cut (…) to the room the others leave; plain text, never
+    read as markup."""
+
+    def __init__(self) -> None:
+        super().__init__(table_column=Column(no_wrap=False))  # may shrink: rich shrinks the wider of it and the bar first
+
+    def render(self, task: Task) -> Text:
+        return Text(task.fields["status"], no_wrap=True, overflow="ellipsis")
 
 
 def _calls(calls: int) -> str:

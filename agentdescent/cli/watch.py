@@ -1,6 +1,7 @@
 """Following a detached run from any shell: the run's events.jsonl, replayed from its start and
 then read as the run's process writes it, drives the progress bar `agentdescent demo` shows
-(`ProgressView`), until the run's status leaves starting/running.
+(`ProgressView`), until the run's status leaves starting/running. Its clock is the run's: from
+the status's `created`, and for a run that has ended, to its last event.
 
 The follower only reads the run's folder, so stopping it (Ctrl-C) leaves the run going. One file
 can hold the events of several processes (a run cancelled, then resumed): an earlier process's
@@ -46,6 +47,13 @@ class EventTail:
         *lines, self._partial = (self._partial + chunk).split(b"\n")
         return [event for event in map(_event, lines) if event is not None]
 
+    def written(self, otherwise: float) -> float:
+        """When the last event was written (the file's time), or `otherwise` where it has none."""
+        try:
+            return self.path.stat().st_mtime
+        except OSError:
+            return otherwise
+
 
 def _event(line: bytes) -> ev.Event | None:
     """The event on one line; a line a killed process cut short, which the next process's first
@@ -65,9 +73,11 @@ def follow(service: Service, run_id: str, console: Console) -> RunStatus:
     the events, so every event of a run seen ended has been shown when this returns."""
     tail = EventTail(service.store.get(run_id).file("events.jsonl"))
     waiting: str | None = None
-    with ProgressView(console) as view:
+    status = service.status(run_id)
+    with ProgressView(console, since=status.created) as view:
         while True:
-            status = service.status(run_id)
+            if status.state not in LIVE:  # every event is written: the last one's time is the run's end
+                view.ended_at(tail.written(status.updated))
             for event in tail.read():
                 view.on_event(event)
             if status.state not in LIVE:
@@ -76,6 +86,7 @@ def follow(service: Service, run_id: str, console: Console) -> RunStatus:
                 console.print(f"waiting on {status.waiting_on}", markup=False, soft_wrap=True, highlight=False)
             waiting = status.waiting_on
             time.sleep(POLL_SECONDS)
+            status = service.status(run_id)
 
 
 def watched(service: Service, run_id: str, console: Console) -> int:

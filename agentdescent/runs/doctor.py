@@ -75,7 +75,7 @@ def doctor() -> DoctorReport:
         problems.append(f"{', '.join(r.host for r in reports if r.wired)} wired, but {unstartable}")
     keys = [k for k in KEYS if os.environ.get(k)]
     return DoctorReport(
-        python=sys.version.split()[0], agentdescent=_version(), git=git, agents=agents, keys_set=keys,
+        python=sys.version.split()[0], agentdescent=package_version(), git=git, agents=agents, keys_set=keys,
         keys_missing=[k for k in KEYS if k not in keys], endpoints_set=[e for e in ENDPOINTS if os.environ.get(e)],
         hosts=reports, store=str(store), store_exists=store.is_dir(),
         store_writable=writable, demo_ok=demo_ok, problems=problems,
@@ -92,7 +92,8 @@ def _program(name: str) -> Program:
     return Program(name=name, found=True, version=version(path), path=path, problem=cannot_start(path))
 
 
-def _version() -> str:
+def package_version() -> str:
+    """The installed package's version, as `agentdescent --version` prints it."""
     try:
         return metadata.version("agentdescent")
     except metadata.PackageNotFoundError:

@@ -5,7 +5,7 @@ patch applies in the folder those names are relative to (the text target's folde
 folder itself). A file that does not end with a newline gets git's `\\ No newline at end of file`
 marker; a file made or removed whole gets git's `new file` / `deleted file` line.
 
-Left out: colouring it (`agentdescent.cli.verbs.coloured`) and applying it.
+Left out: colouring it (`agentdescent.cli.terminal.coloured`) and applying it.
 """
 
 from __future__ import annotations
