@@ -2,6 +2,7 @@
 
     AgentDescentError            anything this package raises on purpose
     ├── UserError                bad input or configuration: the message names the problem and the fix
+    │   └── OutOfRange           ... for a setting outside the range its reader can act on (the field and range named)
     ├── InvalidProposal          a proposal a strategy cannot turn into edits (a `propose` may raise it)
     ├── AgentError               a model or agent call failed after its retries: what it answered
     │   └── BadReply             a provider's 2xx body held no answer (retried once)
@@ -30,6 +31,22 @@ class AgentDescentError(Exception):
 
 class UserError(AgentDescentError, ValueError):
     """The caller passed something unusable; the message says how to fix it."""
+
+
+class OutOfRange(UserError):
+    """A setting of an object (a policy) outside the range the code that reads it can act on.
+    `field` is its name on the object, as a spec names it under the object's place
+    (`policies.proposal.scouts` is `scouts` of `WorstFirst`); `allowed` says the range."""
+
+    def __init__(self, owner: str, field: str, value: object, allowed: str) -> None:
+        super().__init__(f"{owner}({field}={value!r}): {allowed}")
+        self.owner = owner
+        self.field = field
+        self.value = value
+        self.allowed = allowed
+
+    def __reduce__(self) -> tuple:  # its arguments are not its message, so it travels between processes by them
+        return (type(self), (self.owner, self.field, self.value, self.allowed))
 
 
 class InvalidProposal(AgentDescentError, ValueError):

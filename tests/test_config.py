@@ -69,7 +69,7 @@ def test_a_bad_option_is_a_problem_named_by_its_field(tmp_path):
         read_spec({"target": "p.md", "tasks": "t.jsonl", "agent": "python:m:f", "budget": {"max_calls": 0},
                    "parallelism": {"executor": "gpu"}, "policies": {"acceptance": {"split": 1}}}, base=tmp_path)
     fields = {p.field: p.message for p in caught.value.problems}
-    assert set(fields) == {"budget", "parallelism", "policies.acceptance"}
+    assert set(fields) == {"budget", "parallelism", "policies.acceptance.split"}  # a policy's own check, at its field
     assert "max_calls" in fields["budget"] and "executor" in fields["parallelism"]
 
 

@@ -99,7 +99,7 @@ def test_a_split_as_wide_as_the_set_asks_each_member_alone_in_one_wave():
 
 
 def test_a_split_into_fewer_than_two_parts_is_refused():
-    with pytest.raises(UserError, match="at least 2 parts"):
+    with pytest.raises(UserError, match=r"split=1\): must be a whole number >= 2 \(parts a bisection"):
         BetaAcceptance(split=1)
 
 
@@ -150,7 +150,7 @@ def test_tracing_one_broken_probe_at_a_time_bisects_a_culprit_once_however_many_
 
 
 def test_tracing_at_once_is_at_least_one_broken_probe_or_all_of_them():
-    with pytest.raises(UserError, match=r"trace_at_once=0\): trace at least 1 broken probe"):
+    with pytest.raises(UserError, match=r"trace_at_once=0\): must be a whole number >= 1 \(broken probes bisected together; None"):
         BetaAcceptance(trace_at_once=0)
 
 

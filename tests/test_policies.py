@@ -141,7 +141,7 @@ def test_staleness_weight_decays():
 def test_staleness_refuses_an_unknown_policy_and_a_negative_decay():
     with pytest.raises(UserError, match="choose one of drop, rebase, discount"):
         Staleness("forget")
-    with pytest.raises(UserError, match="decay >= 0"):
+    with pytest.raises(UserError, match=r"decay=-1\): must be a number >= 0"):
         Staleness(decay=-1)
 
 

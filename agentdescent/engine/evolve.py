@@ -27,6 +27,7 @@ from agentdescent.engine.calls.evaluation import Evaluator, RewardFn, RunFn
 from agentdescent.engine.calls.executors import Executor, ThreadExecutor
 from agentdescent.engine.calls.pools import make_executor
 from agentdescent.engine.calls.stragglers import Hedger
+from agentdescent.engine.loop.decisions import check_scouts
 from agentdescent.engine.loop.parallel import PipelineParallel, TensorParallel
 from agentdescent.engine.loop.pipeline import Pipeline
 from agentdescent.engine.loop.rounds import Loop, Shape
@@ -361,6 +362,7 @@ def _check_objects(*, strategy: object, policies: object, on_event: object, stor
     if not isinstance(policies, Policies):
         raise UserError(f"policies must be Policies(...) (agentdescent.Policies, every decision with its default); got "
                         f"{type(policies).__name__}")
+    check_scouts(policies.proposal, getattr(policies.proposal, "scouts", None))  # a proposal policy of the caller's too
     if on_event is not None and not callable(on_event):
         raise UserError(f"on_event must be a callable that takes each event, or None; got {type(on_event).__name__}")
     if store is not None and (not isinstance(store, (str, os.PathLike)) or not os.fspath(store).strip()):
@@ -373,9 +375,10 @@ def _checked_settings(*, run: object, propose: object, reward: object, stop: Seq
     """`evolve`'s options as `Settings`, checked: a `UserError` naming each that is wrong."""
     for name, fn in (("run", run), ("propose", propose), ("reward", reward)):
         plain_callable(fn, name)
-    if callable(stop) or isinstance(stop, (str, bytes)) or not all(callable(rule) for rule in stop):
-        raise UserError(f"stop must be a list of stop rules (callables of progress and usage), such as [token]; "
-                        f"got {str(stop)[:80]}")
+    if (callable(stop) or isinstance(stop, (str, bytes)) or not isinstance(stop, Iterable)
+            or not all(callable(rule) for rule in stop)):
+        raise UserError(f"stop must be a list of stop rules (callables of progress and usage), such as [token], or () "
+                        f"for none (the default); got {str(stop)[:80]}")
     try:
         return Settings.model_validate(values)
     except ValidationError as exc:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationInfo, field_validator
 
 from agentdescent import reading
 from agentdescent.agents.redact import redact
-from agentdescent.errors import UserError
+from agentdescent.errors import OutOfRange, UserError
 
 NAMED_UNKNOWN = 8  # fields that are not a spec's, named one by one; the rest are counted
 MESSAGE_CHARS, FIELD_CHARS = 1_000, 80  # a problem's message and field, cut here
@@ -108,6 +108,9 @@ def _field_names(root: type[BaseModel], loc: tuple) -> list[str]:
 
 
 def _problem(error: dict) -> Problem:
+    cause = error.get("ctx", {}).get("error")
+    if isinstance(cause, OutOfRange):  # an object's own check of one of its fields: named at that field
+        return Problem(field=_where((*error["loc"], cause.field)), message=f"{cause.allowed}; got {cause.value!r}")
     message = error["msg"].removeprefix("Value error, ").replace("Input should be", "must be", 1)
     if error["type"] == "missing":
         message = "is required"

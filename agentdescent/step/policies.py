@@ -19,6 +19,7 @@ from typing import Literal, Protocol, get_args
 
 from agentdescent.errors import UserError
 from agentdescent.step import stats
+from agentdescent.step.ranges import number, whole
 from agentdescent.step.staleness import StalenessPolicy
 from agentdescent.step.textmerge import merge_text
 from agentdescent.types import Diff, Task
@@ -175,23 +176,31 @@ class BetaAcceptance:
 
     def __post_init__(self) -> None:
         for name in ("threshold", "gated_threshold", "max_harm", "confidence", "gated_confidence", "sampled_confidence"):
-            if not 0.0 < getattr(self, name) <= 1.0:
-                raise UserError(f"BetaAcceptance({name}={getattr(self, name)!r}): a probability above 0, at most 1")
-        for name in ("wave", "size", "min_tasks"):
-            if getattr(self, name) < 1:
-                raise UserError(f"BetaAcceptance({name}={getattr(self, name)!r}): at least 1")
-        if self.split < 2:  # a split into one part would ask the same question forever
-            raise UserError(f"BetaAcceptance(split={self.split}): a bisection needs at least 2 parts a level")
+            number(self, name, getattr(self, name), low=0, low_in=False, high=1, means="a probability")
+        for name, means in (("wave", "probe tasks added to a candidate's test at a time"),
+                            ("size", "the most probe tasks one candidate is scored on"),
+                            ("min_tasks", "the fewest tasks a candidate is judged on"),
+                            ("calibration", "draws again that all agree before rewards are taken as exact"),
+                            ("repeats", "the most pairs of draws a task a decision hinges on is given")):
+            whole(self, name, getattr(self, name), least=1, means=means)
+        whole(self, "fresh", self.fresh, least=0, most=self.wave, means=f"of each wave of {self.wave}, the probes "
+              "not yet measured on head")
+        whole(self, "split", self.split, least=2,
+              means="parts a bisection splits a set into, a level: into one it would ask the same question forever")
+        for name, means in (("min_decisive", "the reward a candidate must change to be judged; 0: no such bar"),
+                            ("ride", "how often the run's components fixed their failures before a lone component's "
+                                     "probes ride with its evidence; 0: always, above 1: never")):
+            number(self, name, getattr(self, name), low=0, means=means)
+        number(self, "prior", self.prior, low=0, low_in=False,
+               means="the Beta prior's count on each side: Beta(prior + wins, prior + losses) has none at 0")
+        number(self, "lead", self.lead, low=0, low_in=False, high=self.repeats,
+               means=f"the gain over head summed over a failure's pairs, at most repeats ({self.repeats}), that makes "
+                     "it fixed")
         if self.rewards not in get_args(Rewards):
             raise UserError(f"BetaAcceptance(rewards={self.rewards!r}): one of {', '.join(get_args(Rewards))}")
-        if self.calibration < 1 or self.repeats < 1:
-            raise UserError(f"BetaAcceptance(calibration={self.calibration}, repeats={self.repeats}): at least 1 each")
-        if not 0.0 < self.lead <= self.repeats:
-            raise UserError(f"BetaAcceptance(lead={self.lead!r}): above 0 and at most repeats ({self.repeats}), "
-                            "the most a failure's pairs can gain")
-        if self.trace_at_once is not None and self.trace_at_once < 1:
-            raise UserError(f"BetaAcceptance(trace_at_once={self.trace_at_once}): trace at least 1 broken probe "
-                            "at a time, or None to trace them all at once")
+        if self.trace_at_once is not None:
+            whole(self, "trace_at_once", self.trace_at_once, least=1,
+                  means="broken probes bisected together; None traces them all at once")
 
     def sample(self, train: Sequence[Task], rng: random.Random) -> list[Task]:
         return rng.sample(list(train), len(train))

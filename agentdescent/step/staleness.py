@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from agentdescent.errors import UserError
+from agentdescent.step.ranges import number
 
 StaleDecision = Literal["fresh", "admitted", "rebased", "discounted", "dropped"]
 
@@ -46,8 +47,8 @@ class Staleness:
     def __post_init__(self) -> None:
         if self.how not in HOW:
             raise UserError(f"Staleness(how={self.how!r}): choose one of {', '.join(HOW)}")
-        if self.decay < 0:
-            raise UserError(f"Staleness(decay={self.decay}): η(s) = 1 / (1 + decay·s) needs decay >= 0")
+        number(self, "decay", self.decay, low=0, means="η(s) = 1 / (1 + decay·s) weighs the evidence of a diff s "
+               "commits behind head; 0: no discount")
 
     def decide(self, staleness: int, lag_budget: int | None) -> StaleDecision:
         if staleness == 0:

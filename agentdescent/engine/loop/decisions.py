@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agentdescent.step import stats
+from agentdescent.step.ranges import number, whole
 from agentdescent.types import Rollout, Task
 
 
@@ -41,12 +42,20 @@ def _epoch_order(seed: int, epoch: int, n: int) -> tuple[int, ...]:
     return tuple(order)
 
 
+def _check_size(sampler: object) -> None:
+    whole(sampler, "size", sampler.size, least=1, means="the tasks of each worker's minibatch; with none a turn would "
+          "roll out nothing and the run learn nothing")
+
+
 @dataclass(frozen=True)
 class Epochs:
     """Walk the train set in a fresh shuffled order each epoch: every task is seen once before
     any is seen twice, so a rare failure is reached within an epoch rather than by luck."""
 
     size: int = 4
+
+    def __post_init__(self) -> None:
+        _check_size(self)
 
     def __call__(
         self, train: Sequence[Task], n_workers: int, first_turn: int, seed: int, known: Mapping[str, float]
@@ -68,6 +77,9 @@ class FailuresFirst:
     failing on an earlier snapshot)."""
 
     size: int = 4
+
+    def __post_init__(self) -> None:
+        _check_size(self)
 
     def __call__(
         self, train: Sequence[Task], n_workers: int, first_turn: int, seed: int, known: Mapping[str, float]
@@ -92,6 +104,9 @@ class RandomMinibatches:
     """Shuffle the whole train set for every call and deal it out; wrap only when it runs short."""
 
     size: int = 4
+
+    def __post_init__(self) -> None:
+        _check_size(self)
 
     def __call__(
         self, train: Sequence[Task], n_workers: int, first_turn: int, seed: int, known: Mapping[str, float]
@@ -122,10 +137,24 @@ class WorstFirst:
     below: float = 1.0
     scouts: int = 1  # one spare minibatch: more find failures a little sooner, for more calls
 
+    def __post_init__(self) -> None:
+        whole(self, "max_proposals", self.max_proposals, least=1,
+              means="the failures a worker reflects on in a turn; with none it would pay for rollouts and never reflect")
+        number(self, "below", self.below, low=0, low_in=False, high=1, means="a rollout whose reward is below it is "
+               "reflected on; rewards are in [0, 1], so at 0 none would be, and above 1 a passing one would")
+        check_scouts(self, self.scouts)
+
     def __call__(self, rollouts: Sequence[Rollout]) -> list[Rollout]:
         # once per task: a small train set can deal one task twice into a minibatch
         failed = {r.task.id: r for r in rollouts if r.reward < self.below}.values()
         return sorted(failed, key=lambda r: r.reward)[: self.max_proposals]
+
+
+def check_scouts(policy: object, scouts: object) -> None:
+    """A proposal policy's `scouts` (a shipped one's or the caller's own), which the sampler deals
+    a turn beside its minibatch."""
+    whole(policy, "scouts", scouts, least=0,
+          means="the spare minibatches a worker rolls out when its own holds no failure; 0: none")
 
 
 class ValidationPolicy(Protocol):
@@ -147,6 +176,13 @@ class Amortized:
     share: float = 0.2
     min_known: int = 8
 
+    def __post_init__(self) -> None:
+        number(self, "share", self.share, low=0, high=1, means="the most of the run's calls held-out evaluation "
+               "takes; 0: only when the target may be at hand, before patience ends the run and at its end; 1: after "
+               "every commit")
+        whole(self, "min_known", self.min_known, least=1,
+              means="dev's measured train rewards whose mean may call a validation at the target")
+
     def __call__(self, *, validated: int, calls: int, held_out: int, dev_train: Mapping[str, float], leads: int,
                  target: float | None) -> bool:
         if (target is not None and not leads and len(dev_train) >= self.min_known
@@ -164,6 +200,11 @@ class OnHeldOutGain:
     """Promote `dev` to `stable` when its held-out reward beats stable's by more than `min_gain`."""
 
     min_gain: float = 0.0
+
+    def __post_init__(self) -> None:
+        number(self, "min_gain", self.min_gain, low=0, high=1, high_in=False, means="how far dev's held-out reward "
+               "must beat stable's; rewards are in [0, 1], so below 0 a worse dev would replace stable, and from 1 "
+               "none could")
 
     def __call__(self, stable_reward: float, dev_reward: float) -> bool:
         return dev_reward > stable_reward + self.min_gain
