@@ -43,8 +43,7 @@ REFUSED = [  # (the spec's slot, the policy, its field, a value no one could mea
     ("promotion", OnHeldOutGain, "min_gain", 1, "number in [0, 1)"),
     ("staleness", Staleness, "decay", -1, "number >= 0, finite"),
     ("staleness", Staleness, "decay", NAN, "number >= 0, finite"),
-    ("acceptance", BetaAcceptance, "fresh", 17, "whole number from 0 to 16"),
-    ("acceptance", BetaAcceptance, "fresh", -1, "whole number from 0 to 16"),
+    ("acceptance", BetaAcceptance, "fresh", -1, "whole number >= 0"),
     ("acceptance", BetaAcceptance, "prior", 0, "number above 0, finite"),
     ("acceptance", BetaAcceptance, "ride", -0.5, "number >= 0, finite"),
     ("acceptance", BetaAcceptance, "min_decisive", -1, "number >= 0, finite"),
@@ -73,7 +72,7 @@ def test_a_spec_names_the_setting_at_its_path_with_its_range(tmp_path, slot, pol
     lambda: WorstFirst(scouts=0, max_proposals=1, below=1.0), lambda: WorstFirst(below=0.5, scouts=3),
     lambda: Amortized(share=0), lambda: Amortized(share=1, min_known=1), lambda: OnHeldOutGain(min_gain=0.5),
     lambda: Staleness(decay=0), lambda: Staleness(decay=9), lambda: FailuresFirst(size=1), lambda: Epochs(100),
-    lambda: BetaAcceptance(fresh=0), lambda: BetaAcceptance(fresh=16), lambda: BetaAcceptance(ride=1.5),
+    lambda: BetaAcceptance(fresh=0), lambda: BetaAcceptance(fresh=17), lambda: BetaAcceptance(wave=1), lambda: BetaAcceptance(ride=1.5),
     lambda: BetaAcceptance(ride=0, min_decisive=0, prior=0.5)])
 def test_a_setting_at_the_edge_of_its_range_is_taken(made):
     made()

@@ -183,8 +183,8 @@ class BetaAcceptance:
                             ("calibration", "draws again that all agree before rewards are taken as exact"),
                             ("repeats", "the most pairs of draws a task a decision hinges on is given")):
             whole(self, name, getattr(self, name), least=1, means=means)
-        whole(self, "fresh", self.fresh, least=0, most=self.wave, means=f"of each wave of {self.wave}, the probes "
-              "not yet measured on head")
+        whole(self, "fresh", self.fresh, least=0, means="of each wave, the probes not yet measured on head; past "
+              "the wave, the whole wave is")
         whole(self, "split", self.split, least=2,
               means="parts a bisection splits a set into, a level: into one it would ask the same question forever")
         for name, means in (("min_decisive", "the reward a candidate must change to be judged; 0: no such bar"),
