@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from agentdescent import events
 from agentdescent.cli.watch import next_step
 from agentdescent.errors import UserError
 from agentdescent.runs.hostwork import Answer, whole_prompt
@@ -470,6 +471,23 @@ def test_a_field_asked_for_again_and_again_is_worked_out_once_a_write():
         time.sleep(0.05)
     time.sleep(0.5)
     assert asked[-1] == 49 and len(asked) <= 2 and written[-1].waiting_on == "the host: 50 open"  # not 50 times
+
+
+def test_a_resumed_runs_start_sent_again_is_not_taken_for_its_last_measurement():
+    """The start's held-out reward, sent again by a resumed run, read as the newest: status said
+    the reward fell back (last measured 0.320 after 0.520) until the next measurement."""
+    written = []
+    tracker = StatusTracker(RunStatus(id="r", state="running"), written.append)
+    started = dict(rounds=5, n_workers=2, train=10, held_out=5, ledger="/l")
+    tracker.on_event(events.RunStarted(**started, version=1))
+    tracker.on_event(events.Evaluated(round=-1, version=1, held_out_reward=0.32, promoted=False, best_reward=0.32))
+    tracker.on_event(events.Evaluated(round=1, version=3, held_out_reward=0.52, promoted=True, best_reward=0.52))
+    tracker.on_event(events.RunStarted(**started, version=3, resumed_round=2))
+    tracker.on_event(events.Evaluated(round=-1, version=1, held_out_reward=0.32, promoted=False, best_reward=0.52))
+    status = tracker.status
+    assert (status.initial_reward, status.last_held_out, status.best_reward, status.stable_version) == (0.32, 0.52, 0.52, 3)
+    tracker.on_event(events.Evaluated(round=2, version=4, held_out_reward=0.84, promoted=True, best_reward=0.84))
+    assert (tracker.status.last_held_out, tracker.status.stable_version) == (0.84, 4)
 
 
 def test_programs_a_killed_run_left_running_are_named_by_status_and_stopped_by_cancel(service, tmp_path, monkeypatch):
