@@ -4,12 +4,14 @@ outcome, every commit's diffs and authors, the final change and the files it cha
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import stat
 import sys
 from html import escape
+from pathlib import Path
 
 import git
 import pytest
@@ -19,8 +21,9 @@ from hypothesis import strategies as st
 from agentdescent import evolve
 from agentdescent.cli.main import main
 from agentdescent.engine.persist.checkpoint import FOLDER
-from agentdescent.report import write_report
+from agentdescent.report import html, write_report
 from agentdescent.report.plots import INSTALL_HINT
+from agentdescent.runs.draft import spec_path
 from tests import keyword_domain as domain
 from tests.doubles import echo, numbered_tasks, router
 from tests.mcp_support import REPO, demo_spec
@@ -106,6 +109,23 @@ def test_a_key_the_run_s_texts_quote_is_not_on_the_page(tmp_path, monkeypatch):
     page = write_report(str(result.ledger_path)).read_text(encoding="utf-8")
     assert key not in page and "[redacted CANARY_API_KEY]" in page
 
+
+SPECIAL = {"AMP": "Sup3r&Secret01", "QUOT": 'Sup3r"Secret02', "LT": "Sup3r<Secret03", "GT": "Sup3r>Secret04",
+           "APOS": "Sup3r'Secret05"}  # each escaped on the page (&amp; &quot; &lt; &gt; &#x27;)
+
+
+def test_a_key_holding_a_character_html_escapes_is_not_on_the_page_in_any_form(tmp_path, monkeypatch):
+    """The page was redacted after escaping, and `&amp;` or `&quot;` inside a key hid it from redact."""
+    said = " ".join(f"db {name}: {key}." for name, key in SPECIAL.items())
+    result = evolve(numbered_tasks(6), lambda task, output: float("year" in output), run=echo,
+                    propose=lambda *a: f"Say the year; {said}", rounds=1, n_workers=2, store=tmp_path / "ledger")
+    for name, key in SPECIAL.items():  # not set while the run went, so the run's texts keep them
+        monkeypatch.setenv(f"DB_{name}_PASSWORD", key)
+    page = write_report(str(result.ledger_path)).read_text(encoding="utf-8")
+    for name, key in SPECIAL.items():
+        assert f"db {name}: [redacted DB_{name}_PASSWORD]." in page
+        assert all(form not in page for form in (key, escape(key), escape(key, quote=False), "Secret0")), name
+
 def test_without_matplotlib_the_tables_stay_and_the_plots_say_how_to_get_them(routed, tmp_path, monkeypatch):
     for name in [n for n in sys.modules if n.startswith("matplotlib.")] + ["matplotlib"]:
         monkeypatch.setitem(sys.modules, name, None)  # `import matplotlib...` now fails, as where it is not installed
@@ -140,6 +160,11 @@ def test_a_folder_run_of_the_store_by_id_lists_its_changed_files(service, tmp_pa
     for name in shown.files_changed:
         assert f"<tr><td>modified</td><td class=mono>{escape(name)}</td></tr>" in page
     assert escape(str(target)) in page and "finished" in page
+    for out in (target / "SKILL.md", target / "routing" / "page.html"):  # a file of the target, or a new one in it
+        before = out.read_bytes() if out.exists() else None
+        code, _, err = report(capsys, run_id, "--out", str(out), "--force")
+        assert code == 2 and "in the target folder of run" in err and "never written there" in err, err
+        assert (out.read_bytes() if out.exists() else None) == before
 
 
 def test_an_unknown_run_or_a_folder_that_is_no_ledger_is_a_usage_error(service, tmp_path, capsys):
@@ -170,7 +195,6 @@ def test_a_run_still_going_is_reported_as_it_stands(service, tmp_path, monkeypat
 
 
 def test_each_round_s_tokens_and_cost_are_shown_beside_its_calls():
-    from agentdescent.report import html
     from agentdescent.report.data import ReportData
     from agentdescent.result import StepRecord
 
@@ -193,6 +217,53 @@ def test_out_that_is_a_fifo_a_device_or_a_folder_is_refused_and_left_as_it_is(ro
         code, said, err = report(capsys, str(routed.ledger_path), "--out", str(out))
         assert code == 2 and f"{out} is {kind}, not a regular file; give the report (--out)" in err and not said
     assert stat.S_ISFIFO(fifo.lstat().st_mode) and device.is_symlink() and list(folder.iterdir()) == []
+
+
+def test_out_over_a_file_that_is_not_a_report_is_refused_unless_forced(routed, tmp_path, capsys):
+    """Any file at --out was replaced by the page, a user's notes included, with no copy kept."""
+    notes, page = tmp_path / "notes.md", tmp_path / "deep" / "er" / "run.html"
+    notes.write_text("my precious notes\n", encoding="utf-8")
+    code, said, err = report(capsys, str(routed.ledger_path), "--out", str(notes))
+    assert code == 2 and not said and err.count("\n") == 1
+    assert f"{notes} is already there and is not an AgentDescent report" in err and "--force" in err
+    assert notes.read_text(encoding="utf-8") == "my precious notes\n"
+
+    assert report(capsys, str(routed.ledger_path), "--out", str(page))[0] == 0  # its missing folders are made
+    assert report(capsys, str(routed.ledger_path), "--out", str(page))[0] == 0  # an earlier report is replaced
+    untagged = tmp_path / "untagged.html"  # a page written before reports carried their generator tag
+    untagged.write_text(page.read_text(encoding="utf-8").replace(html.GENERATOR, ""), encoding="utf-8")
+    empty = tmp_path / "empty.html"  # `mktemp`'s, say: nothing in it to lose
+    empty.touch()
+    for out in (untagged, empty):
+        assert report(capsys, str(routed.ledger_path), "--out", str(out))[0] == 0
+        assert html.GENERATOR in out.read_text(encoding="utf-8")
+
+    assert report(capsys, str(routed.ledger_path), "--out", str(notes), "--force")[0] == 0
+    assert html.written_here(notes.read_bytes()[:html.HEAD_BYTES])
+
+
+def test_the_runs_own_files_are_never_replaced_even_with_force(service, tmp_path, capsys):
+    """The run's target, its tasks and its spec were replaced by the page as readily as any file."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(t) + "\n" for t in domain.tasks()), encoding="utf-8")
+    spec = domain.spec(tmp_path, tasks={"file": str(tasks)}, rounds=2)
+    target = Path(spec["target"])
+    beside = spec_path(target)
+    beside.write_text("target: prompt.md\n", encoding="utf-8")
+    run_id = service.start(spec).run_id
+    wait(service, run_id)
+    run = service.store.get(run_id)
+    link = tmp_path / "link.md"
+    link.symlink_to(target)
+    owned = {target: "the target of run", Path(os.path.relpath(target)): "the target of run", link: "the target of run",
+             tasks: "the tasks file of run", beside: "the spec beside the target", run.file("spec.json"): "in the folder of run",
+             run.ledger / "HEAD": "in the ledger"}
+    for out, what in owned.items():
+        before = {p: p.read_bytes() for p in (target, tasks, beside, run.file("spec.json"), run.ledger / "HEAD")}
+        code, said, err = report(capsys, run_id, "--out", str(out), "--force")
+        assert code == 2 and not said and what in err and "a report is never written there, with --force or without" in err, (out, err)
+        assert before == {p: p.read_bytes() for p in before} and link.is_symlink()
+    assert report(capsys, run_id)[0] == 0 and run.file("report.html").is_file()  # its own page, in its folder
 
 
 @pytest.mark.parametrize("damage", ["empty dev", "dev on a missing commit", "garbage HEAD"])

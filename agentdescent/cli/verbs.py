@@ -57,8 +57,11 @@ def add_verbs(commands: argparse._SubParsersAction) -> None:
                   "commit, the final change) and print its path", "agentdescent report my-skill-3f2a1c --out run.html")
     report.add_argument("run", metavar="RUN", nargs="?", help="a run id (or its first letters), or a ledger folder (what "
                         "evolve(store=...) or agentdescent demo wrote); default: the latest run")
-    report.add_argument("--out", metavar="PATH", help="the file to write (default: report.html in the run's folder, "
-                        "or agentdescent/report.html in the ledger folder)")
+    report.add_argument("--out", metavar="PATH", help="the file to write, its missing folders made (default: report.html "
+                        "in the run's folder, or agentdescent/report.html in the ledger folder); an earlier report there "
+                        "is replaced, any other file only with --force")
+    report.add_argument("--force", action="store_true", help="write over a file at --out that is not an earlier report "
+                        "(never over the run's target, its tasks or spec, its folder or its ledger)")
     accept = verb(commands, "accept", "write a finished run's change back to its target (backing it up first), "
                   "or approve a running run's pending L1 change", "agentdescent accept --dry-run", run=True)
     accept.add_argument("--dry-run", action="store_true", help="say what would be written, write nothing")
@@ -231,7 +234,7 @@ def run_report(args: argparse.Namespace, console: Console) -> int:
     from agentdescent.report import write_report  # here: it reads the outcomes' meanings from agentdescent.cli
 
     service = Service()
-    path = write_report(args.run or _pick(service, None, console), out=args.out, store=service.store)
+    path = write_report(args.run or _pick(service, None, console), out=args.out, store=service.store, force=args.force)
     say(console, f"wrote the report: {path}", "next: open it in a browser; it is one file and needs no network")
     return 0
 

@@ -2,8 +2,9 @@
 no script and nothing fetched from anywhere.
 
 Every text that comes from the ledger or the run (targets, commit messages, reasons, keys, file
-content) is untrusted: it goes through `html.escape` on its way in, and nothing is inserted raw
-but the page's own markup. Each part opens with a plain-language caption, so that someone who has
+content) is untrusted: it goes through `escape` on its way in (which redacts the keys of this
+shell's environment in it, then HTML-escapes it), and nothing is inserted raw but the page's own
+markup. Each part opens with a plain-language caption, so that someone who has
 never seen a run can read it. Left out: gathering the data (`data`) and drawing (`plots`).
 """
 
@@ -15,6 +16,7 @@ import html
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from agentdescent.agents.redact import redact
 from agentdescent.quoting import shown
 from agentdescent.report.data import ReportData
 from agentdescent.report.plots import per_round
@@ -34,22 +36,38 @@ img { max-width: 100%; }
 """
 
 
+OPENING = '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+GENERATOR = '<meta name="generator" content="AgentDescent report">'  # how a later report knows the file is one
+TITLE = "AgentDescent report: "
+HEAD_BYTES = 512  # the part of a file `written_here` reads
+
+
 def escape(text: str) -> str:
-    """`text` for the page: HTML-escaped, and what a browser would not show as written (a bidi
-    override turning a rule's words around, a zero-width mark) as its visible escape."""
-    return html.escape(shown(text))
+    """`text` for the page: each key in it redacted, what a browser would not show as written (a
+    bidi override turning a rule's words around, a zero-width mark) as its visible escape, then
+    HTML-escaped. Redacting comes first: `redact` does not read a named reference, so a key holding
+    `&` or `"` is no longer found once escaped (`&amp;`, `&quot;`)."""
+    return html.escape(shown(redact(text)))
 
 
 def page(data: ReportData, images: dict[str, bytes | str]) -> str:
     """The whole page for `data`; `images` holds each plot's PNG bytes, or the text to show instead."""
-    title = f"AgentDescent report: {data.target}"
+    title = f"{TITLE}{data.target}"
     parts = [
         f"<h1>{escape(title)}</h1>", _intro(data), _summary(data), _notes(data.notes),
         _rewards(data, images["rewards"]), _calls(data, images["calls"]), _outcomes(data), _lineage(data),
         _change(data), _changed_keys(data),
     ]
-    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+    return (f'{OPENING}{GENERATOR}<title>{escape(title)}</title>'
             f"<style>{STYLE}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n")
+
+
+def written_here(head: bytes) -> bool:
+    """Whether a file starting with `head` (its first `HEAD_BYTES`) is a page `page` wrote, which a
+    new report may replace: the opening, then the generator tag, or the report's title (a page of
+    a version that wrote no tag)."""
+    opening = OPENING.encode()
+    return head.startswith(opening) and head[len(opening):].startswith((GENERATOR.encode(), f"<title>{TITLE}".encode()))
 
 
 def _intro(data: ReportData) -> str:
@@ -160,7 +178,7 @@ def _change(data: ReportData) -> str:
         lines = difflib.unified_diff((a or "").splitlines(), (b or "").splitlines(), lineterm="",
                                      fromfile=f"a/{change.key}" if a is not None else "/dev/null",
                                      tofile=f"b/{change.key}" if b is not None else "/dev/null")
-        sections.append(f"<h3 class=\"mono\">{escape(change.key)} ({change.change})</h3><pre>{_diff_lines(lines)}</pre>")
+        sections.append(f"<h3 class=\"mono\">{escape(f'{change.key} ({change.change})')}</h3><pre>{_diff_lines(lines)}</pre>")
     return head + ("".join(sections) or _caption("No change: the result is the artifact as it started."))
 
 
