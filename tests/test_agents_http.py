@@ -217,9 +217,9 @@ def test_a_malformed_body_once_then_a_good_one_succeeds(keyed):
 
 @pytest.mark.parametrize("content", [None, ""])
 def test_an_empty_completion_fails(keyed, content):
-    empty = {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "length"}]}
+    empty = {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]}
     with LoopbackServer(openai_chat(lambda prompt: Response(body=empty))) as server, \
-            pytest.raises(AgentError, match="empty completion.*'length'"):
+            pytest.raises(AgentError, match="empty completion.*'stop'"):
         gpt(server)("hi")
 
 

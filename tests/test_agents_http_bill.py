@@ -12,7 +12,7 @@ import time
 import pytest
 
 from agentdescent.agents.anthropic import claude
-from agentdescent.agents.base import before_each_call
+from agentdescent.agents.base import before_each_call, estimate_tokens
 from agentdescent.agents.openai_compat import openai_compatible
 from agentdescent.errors import AgentError, UserError
 from agentdescent.runs.spec import AgentSpec
@@ -65,6 +65,92 @@ def test_an_empty_completion_tried_again_bills_both_replies(keyed):
         model = gpt(server)
         assert model("hi") == "fine"
     assert (model.usage.calls, model.usage.failures, model.usage.input_tokens, model.usage.output_tokens) == (1, 0, 1000, 3)
+
+
+THOUGHT = "Let me think about this. " * 300
+SPENT = {"prompt_tokens": 100, "completion_tokens": 1000, "completion_tokens_details": {"reasoning_tokens": 1000}}
+
+
+@pytest.mark.parametrize("kind, body, said", [
+    ("openai", chat_body("", finish="length", usage=SPENT, reasoning_content=THOUGHT),
+     r"finish_reason 'length' \(1000 tokens\), all spent on reasoning before any answer; raise it with max_tokens=2000"),
+    ("openai", chat_body("", finish="length", usage=SPENT),  # OpenAI's own reasoning models send only the count
+     r"finish_reason 'length' \(1000 tokens\), all spent on reasoning before any answer; raise it with max_tokens=2000"),
+    ("openai", chat_body(None, finish="length", usage={"prompt_tokens": 100, "completion_tokens": 1000}),
+     r"finish_reason 'length' \(1000 tokens\), before any answer; raise it with max_tokens=2000"),
+    ("openai", chat_body(None, finish="content_filter", usage={"prompt_tokens": 100, "completion_tokens": 1000}),
+     "finish_reason 'content_filter': the provider's filter withheld the whole reply.*not retried"),
+    ("claude", {"content": [{"type": "thinking", "thinking": THOUGHT, "signature": "s"}], "stop_reason": "max_tokens",
+                "usage": {"input_tokens": 100, "output_tokens": 1000}},
+     r"stop_reason 'max_tokens' \(max_tokens=1000\), all spent on thinking before any answer; raise it with max_tokens=2000"),
+])
+def test_a_reply_stopped_before_any_answer_fails_at_once_and_is_billed_once(keyed, kind, body, said):
+    """A reasoning model whose thinking took all of max_tokens sends an empty answer cut at the
+    limit: it was read as an empty body, asked for again (billed twice, cut again) and named as
+    one. It is a cut reply, saying what the tokens went on and what to raise max_tokens to."""
+    handler = (openai_chat if kind == "openai" else anthropic_messages)(lambda prompt: Response(body=body))
+    with LoopbackServer(handler) as server:
+        model = gpt(server, max_tokens=1000) if kind == "openai" else claude("c", base_url=server.url, max_tokens=1000, **FAST)
+        with pytest.raises(AgentError, match=said):
+            model("hi")
+    assert len(server.requests) == 1
+    assert (model.usage.calls, model.usage.failures, model.usage.input_tokens, model.usage.output_tokens) == (1, 1, 100, 1000)
+
+
+@pytest.mark.parametrize("stop, said", [
+    ("model_context_window_exceeded", "filled the model's context window, so the reply is cut; shorten the prompt"),
+    ("pause_turn", "stop_reason 'pause_turn': the server paused the turn before its end"),
+    ("tool_use", "asked for a tool, and none is offered"),
+    ("a_reason_added_later", r"stop_reason «'a_reason_added_later'»: not one that ends a finished answer \(end_turn"),
+])
+def test_a_claude_reply_is_used_only_when_its_stop_reason_says_it_is_finished(keyed, stop, said):
+    """A judge's "Score: 1", cut by the context window from "Score: 10", was read as a whole
+    answer: a wrong reward, silently; a reflector's cut rule, a proposal."""
+    cut = {"content": [{"type": "text", "text": "The answer is right.\nScore: 1"}], "stop_reason": stop,
+           "usage": {"input_tokens": 100, "output_tokens": 50}}
+    with LoopbackServer(anthropic_messages(lambda prompt: Response(body=cut))) as server:
+        model = claude("c", base_url=server.url, **FAST)
+        with pytest.raises(AgentError, match=f"{said}.*not retried"):
+            model("hi")
+    assert len(server.requests) == 1 and (model.usage.failures, model.usage.output_tokens) == (1, 50)
+
+
+@pytest.mark.parametrize("stop", ["end_turn", "stop_sequence", None])
+def test_a_claude_reply_finished_or_naming_no_stop_reason_is_the_answer(keyed, stop):
+    whole = {"content": [{"type": "thinking", "thinking": "hm", "signature": "s"}, {"type": "text", "text": "4"}],
+             "stop_reason": stop, "usage": {"input_tokens": 10, "output_tokens": 5}}
+    with LoopbackServer(anthropic_messages(lambda prompt: Response(body=whole))) as server:
+        assert claude("c", base_url=server.url, **FAST)("2+2?") == "4"
+
+
+def test_without_usage_from_the_server_the_estimate_counts_the_system_prompt_and_the_reasoning(keyed):
+    """The input was estimated from the user's prompt alone and the output from the answer alone:
+    an 11,600-character system prompt and 10,000 characters of reasoning came to 3 and 1 tokens."""
+    system, prompt, thought = "You are a careful assistant. " * 400, "What is 2+2?", "step " * 2000
+    with LoopbackServer(openai_chat(lambda p: Response(body=chat_body("4", reasoning_content=thought)))) as server:
+        model = gpt(server, system=system)
+        assert model(prompt) == "4"
+    assert (model.usage.input_tokens, model.usage.output_tokens) == (estimate_tokens(f"{system}\n{prompt}"),
+                                                                     estimate_tokens(thought + "4"))
+    raw = chat_body(f"<think>{thought}</think>4")  # a reasoning model served without a reasoning parser
+    with LoopbackServer(openai_chat(lambda p: Response(body=raw))) as server:
+        model = gpt(server)
+        assert model(prompt) == "4"
+    assert model.usage.output_tokens == estimate_tokens(f"<think>{thought}</think>4")
+    thinking = {"content": [{"type": "thinking", "thinking": thought, "signature": "s"}, {"type": "text", "text": "4"}],
+                "stop_reason": "end_turn"}
+    with LoopbackServer(anthropic_messages(lambda p: Response(body=thinking))) as server:
+        model = claude("c", base_url=server.url, system=system, **FAST)
+        assert model(prompt) == "4"
+    assert (model.usage.input_tokens, model.usage.output_tokens) == (estimate_tokens(f"{system}\n{prompt}"),
+                                                                     estimate_tokens(thought + "4"))
+    cut = chat_body("", finish="length", reasoning_content=thought)  # a reply not used is estimated so too
+    with LoopbackServer(openai_chat(lambda p: Response(body=cut))) as server:
+        model = gpt(server, system=system, max_tokens=1000)
+        with pytest.raises(AgentError, match="all spent on reasoning"):
+            model(prompt)
+    assert (model.usage.input_tokens, model.usage.output_tokens) == (estimate_tokens(f"{system}\n{prompt}"),
+                                                                     estimate_tokens(thought))
 
 
 def test_a_call_waiting_for_a_slot_is_not_on_the_bill_until_it_gets_one(keyed):

@@ -102,6 +102,8 @@ def old_unwrap(text: str) -> str:
 
 
 def old_parse_rule(reply: str) -> str | None:
+    if re.search(r"<rule>(?!.*</rule>)", reply, re.DOTALL | re.IGNORECASE):  # a block cut off
+        raise ValueError("unclosed")
     body = old_tagged(reply, "rule")
     if body is None:
         lines = OLD_RULE_LINE.findall(reply)

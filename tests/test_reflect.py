@@ -10,13 +10,13 @@ import warnings
 import pytest
 
 from agentdescent import FileTree, Policies, SingleSlot, Task, evolve, llm_judge
-from agentdescent.agents import claude, scripted
+from agentdescent.agents import claude, openai_compatible, scripted
 from agentdescent.artifacts.strategies import InvalidProposal
 from agentdescent.errors import UserError
 from agentdescent.reflect import llm_fusion, parse_rule, reflector, tree_reflector, unwrap
 from agentdescent.types import Rollout
 from tests.doubles import echo, numbered_tasks
-from tests.loopback import LoopbackServer, anthropic_messages
+from tests.loopback import LoopbackServer, Response, anthropic_messages, openai_chat
 
 TASK = Task(id="t1", prompt="What is 6 x 7?", gold="42")
 
@@ -34,6 +34,44 @@ TASK = Task(id="t1", prompt="What is 6 x 7?", gold="42")
 ])
 def test_rules_are_read_out_of_real_looking_replies(reply, rule):
     assert parse_rule(reply) == rule
+
+
+@pytest.mark.parametrize("reply", ["<rule>Always answer with the number", "<rule>Be brief.</rule> Also: <rule>Always answer",
+                                   "<RULE>none"])
+def test_a_rule_tag_nothing_closes_is_a_reply_cut_off_and_unreadable(reply):
+    with pytest.raises(ValueError, match="never closes: it was cut off"):
+        parse_rule(reply)
+
+
+def test_where_the_prompt_asked_for_tags_a_reply_without_them_is_read_only_for_a_rule_line_or_none():
+    refusal = "I'm sorry, but I can't help with that."
+    with pytest.raises(ValueError, match="no <rule> tag, which the prompt asked for"):
+        parse_rule(refusal, tags_asked=True)
+    assert parse_rule("**Rule:** give only the number.", tags_asked=True) == "give only the number."
+    assert parse_rule("NONE", tags_asked=True) is None and parse_rule("<rule>Be brief.</rule>", tags_asked=True) == "Be brief."
+    assert parse_rule(refusal) == refusal  # asked for no tags: the reply is what it says
+
+
+@pytest.mark.usefixtures("no_provider_env")
+@pytest.mark.parametrize("reply", ["I'm sorry, but I can't help with that.", "<rule>Always answer with the number"])
+def test_a_refusal_or_a_cut_rule_is_no_proposal_however_much_any_rule_would_help(monkeypatch, reply):
+    """Both were proposed as rules ("<rule>" and all), passed the acceptance test (any instructions
+    at all helped this agent) and were committed."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-refusal-0123456789")
+    with LoopbackServer(openai_chat(lambda prompt: reply)) as server:
+        propose = reflector(openai_compatible("gpt-test", base_url=server.url + "/v1"))
+        result = evolve(numbered_tasks(10, gold="2"), lambda t, o: float(o == "2"),
+                        run=lambda rendered, t: "2" if rendered.strip() else "1", propose=propose,
+                        strategy=SingleSlot(""), rounds=1, n_workers=2)
+    assert result.rendered == "" and "committed" not in result.outcomes()
+    assert propose.stats["unreadable"] >= 1 and "rules" not in propose.stats
+
+
+def test_a_template_of_ones_own_that_asks_for_no_tags_has_the_reply_read_as_the_rule():
+    plain = reflector(scripted(["Give only the number."]), instructions="{artifact}\n{cases}\nReply with one rule.")
+    assert plain("", TASK, "x", 0.0) == "Give only the number."
+    tagged_asked = reflector(scripted(["Give only the number."]))
+    assert tagged_asked("", TASK, "x", 0.0) is None and tagged_asked.stats == {"unreadable": 1}
 
 
 def test_prose_without_a_rule_is_unreadable():
@@ -227,6 +265,43 @@ def test_llm_fusion_in_the_aggregator_turns_a_conflict_into_a_fused_commit():
     assert result.outcomes() == {"fused": 2}
     assert fuser.usage.calls >= 1 and result.usage.model.calls == fuser.usage.calls  # the step's own calls count
     assert "Be brief." in result.rendered and "Be exact." in result.rendered
+
+
+@pytest.mark.usefixtures("no_provider_env")
+@pytest.mark.parametrize("failure, said", [
+    (Response(status=401, body={"error": {"message": "Incorrect API key provided"}}), "HTTP 401"),
+    (Response(body={"choices": [{"index": 0, "finish_reason": "length",
+                                 "message": {"role": "assistant", "content": "<merged>Be brief.\nBe"}}]}),
+     "finish_reason 'length'"),
+])
+def test_a_fusion_model_call_that_fails_leaves_the_edits_in_conflict_and_the_run_goes_on(monkeypatch, caplog, failure, said):
+    """The model's `AgentError` escaped `evolve` from inside the step: no result, the run over."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-fusion-0123456789")
+    replies = iter(["Be brief.", "Be exact."])
+    with LoopbackServer(openai_chat(lambda prompt: failure)) as server:
+        fuse = llm_fusion(openai_compatible("fuser", base_url=server.url + "/v1", backoff=(0.001, 0.005)))
+        result = evolve(numbered_tasks(12), lambda t, o: float("brief" in o) * 0.5 + float("exact" in o) * 0.5, run=echo,
+                        propose=lambda *a: next(replies, None), strategy=SingleSlot(""), rounds=1, n_workers=2,
+                        policies=Policies(fusion=fuse))
+    assert result.error is None and "fused" not in result.outcomes() and server.requests
+    assert fuse.stats["error"] == len(server.requests) and "merged" not in fuse.stats
+    assert result.usage.model.failures == len(server.requests)  # the step's own calls, failed ones too
+    assert "llm_fusion: the model call failed, so the edits stay in conflict: fuser: POST" in caplog.text and said in caplog.text
+
+
+@pytest.mark.usefixtures("no_provider_env")
+@pytest.mark.parametrize("stop", ["model_context_window_exceeded", "pause_turn"])
+def test_a_whole_looking_rule_claude_did_not_finish_is_not_proposed(monkeypatch, stop):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-unfinished")
+    unfinished = {"content": [{"type": "text", "text": "<rule>Say ok.</rule>"}], "stop_reason": stop,
+                  "usage": {"input_tokens": 10, "output_tokens": 5}}
+    with LoopbackServer(anthropic_messages(lambda prompt: Response(body=unfinished))) as server:
+        result = evolve(numbered_tasks(12, gold="ok"), lambda t, o: float(o == "ok"),
+                        run=lambda r, t: "ok" if "Say ok" in r else "no",
+                        propose=reflector(claude("claude-test", base_url=server.url)), rounds=1, n_workers=2,
+                        strategy=SingleSlot(""))
+    assert result.state == {"prompt": ""} and set(result.outcomes()) == {"error"}
+    assert all(f"stop_reason '{stop}'" in o.reason for o in result.outcome_list)
 
 
 @pytest.mark.usefixtures("no_provider_env")

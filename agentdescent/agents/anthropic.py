@@ -5,7 +5,9 @@
 
 The base URL and the key are read when a call is made. Retries (including 529, "overloaded"),
 the deadline, the reply cap, concurrency and usage come from `agentdescent.agents.http`.
-Left out: streaming, tools, images, extended thinking, prompt caching and message history.
+A reply is used only when its `stop_reason` says the answer is finished (`end_turn`,
+`stop_sequence`, or none named); the thinking blocks of a model that thinks are not the answer.
+Left out: streaming, tools, images, asking for extended thinking, prompt caching and message history.
 """
 
 from __future__ import annotations
@@ -20,6 +22,19 @@ __all__ = ["Claude", "claude"]
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
+# The stop reasons that end a finished answer; None for a compatible server that names none. Any
+# other is no answer to use: max_tokens and model_context_window_exceeded cut it, pause_turn leaves
+# it to be continued, refusal declines, tool_use asks for a tool (none is offered), and a reason
+# added after this list was written is not taken for a finished answer unseen.
+FINISHED = (None, "end_turn", "stop_sequence")
+NOT_FINISHED = {
+    "refusal": "stop_reason 'refusal': the model declined",
+    "model_context_window_exceeded": "stop_reason 'model_context_window_exceeded': the prompt and the reply filled the "
+                                     "model's context window, so the reply is cut; shorten the prompt (a smaller artifact, "
+                                     "fewer or shorter cases) or use a model with a longer context",
+    "pause_turn": "stop_reason 'pause_turn': the server paused the turn before its end (continuing one is left out)",
+    "tool_use": "stop_reason 'tool_use': the model asked for a tool, and none is offered",
+}
 
 
 class Claude(HTTPModel):
@@ -57,13 +72,21 @@ class Claude(HTTPModel):
         if not isinstance(blocks, list):
             raise BadReply(f"the reply has no content list: {glimpse(data)}")
         text = "".join(block["text"] for block in blocks if _is_text(block))
+        thinking = "".join(block["thinking"] for block in blocks if _is_text(block, "thinking"))
         stop = data.get("stop_reason")
-        if stop == "refusal":
-            return Reply(text=text, stopped="stop_reason 'refusal': the model declined")
+        # The stop reason is read before the text: a reply cut before any answer was written is that,
+        # not an empty body to ask for again (it would be billed twice, and cut again).
+        if stop == "max_tokens":
+            thought = any(isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking") for b in blocks)
+            spent = "" if text.strip() else f", {'all spent on thinking ' if thought else ''}before any answer"
+            return Reply(text=text, reasoning=thinking, cut=f"stop_reason 'max_tokens' (max_tokens={self.max_tokens}){spent}")
+        if stop not in FINISHED:
+            said = NOT_FINISHED.get(stop) if isinstance(stop, str) else None
+            return Reply(text=text, reasoning=thinking, stopped=said or f"stop_reason {glimpse(stop)}: not one that ends "
+                                                                         "a finished answer (end_turn, stop_sequence)")
         if not text.strip():
-            raise BadReply(f"empty completion (stop_reason={stop!r}; if it is 'max_tokens', raise max_tokens)")
-        cut = f"stop_reason 'max_tokens' (max_tokens={self.max_tokens})" if stop == "max_tokens" else None
-        return Reply(text=text, cut=cut)
+            raise BadReply(f"empty completion (stop_reason={stop!r})")
+        return Reply(text=text, reasoning=thinking)
 
     def _usage(self, data: Any) -> tuple[Any, Any]:
         usage = data.get("usage") if isinstance(data, dict) and isinstance(data.get("usage"), dict) else {}
@@ -73,8 +96,9 @@ class Claude(HTTPModel):
         return self.max_tokens
 
 
-def _is_text(block: Any) -> bool:
-    return isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)
+def _is_text(block: Any, kind: str = "text") -> bool:
+    """Whether `block` is a content block of this kind whose text (under the kind's name) is a str."""
+    return isinstance(block, dict) and block.get("type") == kind and isinstance(block.get(kind), str)
 
 
 def _input_tokens(usage: dict[str, Any]) -> int | None:

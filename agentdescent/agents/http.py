@@ -14,13 +14,16 @@ the answer into text. Around that one request it does what every provider needs:
 - **a reply cap**: the body is read as a stream (asked for uncompressed; one compressed layer is
   inflated a block at a time) and cut off past `reply_byte_cap(max_reply_chars)` bytes, and a
   longer completion than `max_reply_chars` characters fails, neither retried;
-- **whole answers**: a completion stopped at its output limit (`max_tokens`) fails, not retried;
+- **whole answers**: a completion stopped at its output limit (`max_tokens`), with an answer or
+  none yet (a reasoning model's thinking took it all), fails, not retried, as does one a provider
+  says is no finished answer (a refusal, a content filter, a provider's own stop reason);
 - **retries** on 429, 500, 502, 503, 504 and 529, transport errors and connect timeouts, after
   jittered backoff or the server's `Retry-After` (at most 60 s), only while the deadline leaves
   time for them; a body that is not JSON or holds no completion is retried once (a proxy's
   hiccup, more often a misconfiguration); other 4xx are not retried, and 401 and 403 name the
   key variable to check;
-- **usage**: one call on success (tokens from the server, else estimated), one call and one
+- **usage**: one call on success (tokens from the server, else estimated from all the request
+  sends, system prompt included, and all the reply holds, reasoning included), one call and one
   failure when it fails for good with an `AgentError` naming the model, the URL without its
   query, what went wrong and the attempts. A call's tokens are those of every reply the server
   counted for it: a reply cut at its output limit, or retried for an empty completion, is
@@ -59,7 +62,7 @@ from agentdescent.agents.limits import (
     retry_after_seconds,
 )
 from agentdescent.agents.redact import guard_logging, redact, register
-from agentdescent.agents.replies import body_snippet, inflated, inflater_for, or_estimate, plausible_tokens, reply_byte_cap, snippet
+from agentdescent.agents.replies import body_snippet, counted, inflated, inflater_for, plausible_tokens, reply_byte_cap, sent_text, snippet
 from agentdescent.errors import AgentError, BadReply, UserError
 from agentdescent.governance.text import with_lone_surrogates_replaced
 
@@ -80,6 +83,7 @@ class Reply:
     text: str
     cut: str | None = None  # where the server stopped it at its output limit: its stop reason and the limit
     stopped: str | None = None  # why it is no answer otherwise (a refusal, a content filter), in words
+    reasoning: str = ""  # what the model thought before its answer, billed as output though it is not the answer
 
 
 class _Retry(Exception):
@@ -99,7 +103,7 @@ class _Call:
     url: str
     headers: dict[str, str] = field(repr=False)
     payload: dict[str, Any]
-    prompt: str = field(repr=False)
+    prompt: str = field(repr=False)  # all the text the request sends: what an input estimate counts
     attempts: int = 0
     bad_replies: int = 0
     deadline: float = math.inf  # time.monotonic() by which the call ends, set when it gets its first slot
@@ -149,7 +153,8 @@ class HTTPModel:
         key = self._key()
         # a lone surrogate (from a reply quoted back, a task's JSON escape) has no UTF-8 to be sent in
         sent = with_lone_surrogates_replaced(prompt)
-        call = _Call(url=self._url(), headers=self._headers(key), payload=self._payload(sent), prompt=sent)
+        payload = self._payload(sent)
+        call = _Call(url=self._url(), headers=self._headers(key), payload=payload, prompt=sent_text(payload))
         self._slots.acquire()  # before the bill: a call queued behind others (then cancelled) was never made
         call.deadline, call.holding = time.monotonic() + self.timeout, True
         try:
@@ -158,8 +163,8 @@ class HTTPModel:
                     reply, tokens = self._with_retries(call)
                 finally:
                     counts.update(input_tokens=call.rejected_tokens[0], output_tokens=call.rejected_tokens[1])
-                counts.update(input_tokens=counts["input_tokens"] + or_estimate(tokens[0], sent),
-                              output_tokens=counts["output_tokens"] + or_estimate(tokens[1], reply.text))
+                spent = counted(tokens, call.prompt, reply.reasoning + reply.text)
+                counts.update(input_tokens=counts["input_tokens"] + spent[0], output_tokens=counts["output_tokens"] + spent[1])
         finally:
             if call.holding:
                 self._slots.release()
@@ -326,7 +331,7 @@ class HTTPModel:
             raise _Retry(snippet(str(exc)), once=True) from None
         failed = self._unused(reply)
         if failed:
-            self._reject(call, tokens, reply.text)
+            self._reject(call, tokens, reply.reasoning + reply.text)
             raise AgentError(self._failure(call, failed))
         return reply, tokens
 
@@ -347,10 +352,7 @@ class HTTPModel:
     def _reject(call: _Call, tokens: tuple[Any, Any], text: str | None) -> None:
         """Count a reply's tokens on the call's bill: the server's counts, else, for a reply whose
         text was read, an estimate (a reply without its answer and without counts adds nothing)."""
-        if text is None:
-            counts = [plausible_tokens(count) or 0 for count in tokens]
-        else:
-            counts = [or_estimate(tokens[0], call.prompt), or_estimate(tokens[1], text)]
+        counts = [plausible_tokens(count) or 0 for count in tokens] if text is None else counted(tokens, call.prompt, text)
         call.rejected_tokens = (call.rejected_tokens[0] + counts[0], call.rejected_tokens[1] + counts[1])
 
     def _past_deadline(self, call: _Call) -> AgentError:

@@ -63,20 +63,30 @@ class OpenAICompatible(HTTPModel):
         message = choice.get("message") if isinstance(choice, dict) else None
         if not isinstance(message, dict):
             raise BadReply(f"the reply has no choices[0].message: {glimpse(data)}")
-        text = without_reasoning(_content_text(message.get("content")))
+        content = _content_text(message.get("content"))
+        text = without_reasoning(content)
+        reasoning = _reasoning_text(message) + content[:len(content) - len(text)]  # a raw <think> block too
         finish, refusal = choice.get("finish_reason"), message.get("refusal")
         if isinstance(refusal, str) and refusal.strip() and not text.strip():
             return Reply(text="", stopped=f"the model refused: {quoted(refusal, 200)}")
-        if not text.strip():
-            raise BadReply(f"empty completion (finish_reason={finish!r}; if it is 'length', raise max_tokens)")
-        cut = None
+        # A reason to stop is read before the text: a reply cut or filtered before any answer was
+        # written is that, not an empty body to ask for again (it would be billed twice, and cut again).
         if finish == "length":
-            asked = self._output_limit()
-            limit = f"{asked} tokens" if asked else "the server's default limit"
-            cut = f"finish_reason 'length' ({limit})"
-        stopped = "finish_reason 'content_filter': the provider's filter ended it part-way" \
-            if finish == "content_filter" else None
-        return Reply(text=text, cut=cut, stopped=stopped)
+            return Reply(text=text, reasoning=reasoning, cut=self._cut(text, reasoning or _reasoning_tokens(data)))
+        if finish == "content_filter":
+            how = "ended it part-way" if text.strip() else "withheld the whole reply"
+            return Reply(text=text, reasoning=reasoning, stopped=f"finish_reason 'content_filter': the provider's filter {how}")
+        if not text.strip():
+            raise BadReply(f"empty completion (finish_reason={finish!r})")
+        return Reply(text=text, reasoning=reasoning)
+
+    def _cut(self, text: str, reasoned: object) -> str:
+        """Where a reply stopped at its output limit, and what the limit went on when no answer came."""
+        asked = self._output_limit()
+        limit = f"{asked} tokens" if asked else "the server's default limit"
+        if text.strip():
+            return f"finish_reason 'length' ({limit})"
+        return f"finish_reason 'length' ({limit}), {'all spent on reasoning ' if reasoned else ''}before any answer"
 
     def _usage(self, data: Any) -> tuple[Any, Any]:
         usage = data.get("usage") if isinstance(data, dict) and isinstance(data.get("usage"), dict) else {}
@@ -99,6 +109,21 @@ def without_reasoning(text: str) -> str:
     if end < 0 or not (text.lstrip().startswith("<think>") or "<think>" not in text):
         return text
     return text[end + len("</think>"):].lstrip()
+
+
+def _reasoning_text(message: dict[str, Any]) -> str:
+    """The reasoning a server with a reasoning parser sends beside the answer: `reasoning_content`
+    (DeepSeek, vLLM) or `reasoning` (OpenRouter, Ollama, newer vLLM)."""
+    said = message.get("reasoning_content") or message.get("reasoning")
+    return said if isinstance(said, str) else ""
+
+
+def _reasoning_tokens(data: dict[str, Any]) -> int:
+    """The reasoning tokens `usage` reports (OpenAI's reasoning models send no reasoning text), or 0."""
+    usage = data.get("usage")
+    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
+    count = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 0
 
 
 def _content_text(content: Any) -> str:

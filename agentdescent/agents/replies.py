@@ -91,7 +91,32 @@ def plausible_tokens(tokens: Any) -> int | None:
     return tokens if plausible else None
 
 
+def sent_text(payload: dict[str, Any]) -> str:
+    """All the text a request gives the model, which the server counts as input: the system prompt
+    and every message's text (a string, or the text of its parts).
+    sent_text({"system": "Be brief.", "messages": [{"role": "user", "content": "Hi"}]}) == "Be brief.\nHi"
+    """
+    messages = payload.get("messages")
+    parts = [payload.get("system"), *(m.get("content") for m in messages if isinstance(m, dict))] \
+        if isinstance(messages, list) else [payload.get("system")]
+    return "\n".join(text for part in parts for text in _texts(part))
+
+
+def _texts(part: Any) -> list[str]:
+    if isinstance(part, str):
+        return [part]
+    if not isinstance(part, list):
+        return []
+    return [block["text"] for block in part if isinstance(block, dict) and isinstance(block.get("text"), str)]
+
+
 def or_estimate(tokens: Any, text: str) -> int:
     """The server's count when plausible, else an estimate from the text."""
     count = plausible_tokens(tokens)
     return estimate_tokens(text) if count is None else count
+
+
+def counted(tokens: tuple[Any, Any], sent: str, said: str) -> tuple[int, int]:
+    """(input, output) tokens of a reply: the server's counts where plausible, else estimates from
+    all the request sent and all the reply said (its reasoning too: billed as output)."""
+    return or_estimate(tokens[0], sent), or_estimate(tokens[1], said)

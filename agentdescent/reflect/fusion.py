@@ -3,7 +3,9 @@
 The model's reply is checked at the door before it is read (a size cap, valid Unicode, no NUL),
 and the merged text read out of it meets the control-code rule admission applies to every new
 text: a fused text reaches the ledger without passing admission again. A reply that fails either
-check is unreadable and the edits stay in conflict; the reason is logged.
+check is unreadable and the edits stay in conflict; the reason is logged. So do they when the
+model call fails (an `AgentError`: a wrong key, a reply cut at its output limit, a refusal): one
+failed merge is the conflict policy's to settle, not the end of the run.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import logging
 from collections import Counter
 
 from agentdescent.agents.base import Model
+from agentdescent.errors import AgentError
 from agentdescent.governance.text import NUL_ONLY, text_refusal
 from agentdescent.reflect.reflector import tagged
 from agentdescent.reflect.templates import fill, template
@@ -35,8 +38,13 @@ class LLMFusion:
         merged = self._merge(base, ours, theirs)
         if merged is not False or ours is None or theirs is None:
             return merged
-        reply = as_text(self.model(fill(template("fusion"), base=base or "", ours=ours, theirs=theirs)),
-                        "the model given to llm_fusion()", what="the reply", strict=True)
+        try:
+            answer = self.model(fill(template("fusion"), base=base or "", ours=ours, theirs=theirs))
+        except AgentError as exc:
+            self.stats["error"] += 1
+            log.warning("llm_fusion: the model call failed, so the edits stay in conflict: %s", exc)
+            return False
+        reply = as_text(answer, "the model given to llm_fusion()", what="the reply", strict=True)
         text = self._read(reply)
         self.stats["merged" if text else "unreadable"] += 1
         if not text:
@@ -57,6 +65,7 @@ class LLMFusion:
 
 def llm_fusion(model: Model) -> LLMFusion:
     """`Policies(fusion=llm_fusion(model))`: overlapping same-key edits are merged by `model`
-    instead of going to the conflict policy; a reply without a <merged> block leaves them in conflict."""
+    instead of going to the conflict policy; a reply without a <merged> block, or a call that fails
+    (counted in `stats["error"]` and logged), leaves them in conflict."""
     plain_callable(model, "llm_fusion's model")
     return LLMFusion(model)

@@ -4,13 +4,15 @@
     reflector(model, batch=True)      also reflects on all of a worker's failures at once
 
 Models wrap answers in prose, code fences, quotes and markdown; the parsers here look for the
-asked-for tags first and fall back to what a reply plainly says. An empty or unreadable reply
-is no proposal, and is counted. A reply is checked at the door before it is read (a size cap,
-valid Unicode, no NUL); one that fails is an invalid proposal with the reason. Every reader here
-runs in time linear in the reply: plain `find` scans, and regexes with no nested or adjacent
-repeats that could backtrack over one another. What it leaves out: calling the model robustly
-(the clients in `agentdescent.agents` retry and time out) and deciding whether a proposal helps
-(the aggregator).
+asked-for tags first and fall back to a line that names its rule ("Rule: ..."), and, where the
+prompt asked for no tags, to what the whole reply plainly says: where it asked for them, a reply
+without them (a refusal, say) is no rule. A tag opened and never closed is a reply cut off. An
+empty or unreadable reply is no proposal, and is counted. A reply is checked at the door before
+it is read (a size cap, valid Unicode, no NUL); one that fails is an invalid proposal with the
+reason. Every reader here runs in time linear in the reply: plain `find` scans, and regexes
+with no nested or adjacent repeats that could backtrack over one another. What it leaves out:
+calling the model robustly (the clients in `agentdescent.agents` retry and time out) and
+deciding whether a proposal helps (the aggregator).
 """
 
 from __future__ import annotations
@@ -90,15 +92,20 @@ def unwrap(text: str) -> str:
     return text
 
 
-def parse_rule(reply: str) -> str | None:
+def parse_rule(reply: str, *, tags_asked: bool = False) -> str | None:
     """One rule from a model's reply, or None for "no rule" and for a reply that holds none;
-    ValueError for a reply that is prose, too long, or holds a rule over `MAX_RULE_CHARS`.
+    ValueError for a reply that is prose, too long, holds a rule over `MAX_RULE_CHARS`, or opens
+    a <rule> that nothing closes after it (cut off: what it holds may be half a rule). With
+    `tags_asked` (the prompt asked for <rule> tags) a reply without them is read only where a line
+    names its rule or it says there is none: "I'm sorry, but I can't help with that." is no rule.
 
     parse_rule("<rule>Cite the source.</rule>") == "Cite the source."
     parse_rule("Sure! Rule: cite the source.") == "cite the source."
     """
     if len(reply) > MAX_REPLY_CHARS:
         raise ValueError(f"the reply is {len(reply):,} characters; at most {MAX_REPLY_CHARS:,} are read")
+    if opened_after_last_block(reply, "rule"):
+        raise ValueError("the reply opens a <rule> tag that it never closes: it was cut off")
     body = tagged(reply, "rule")
     if body is None:
         lines = _RULE_LINE.findall(reply)
@@ -106,11 +113,23 @@ def parse_rule(reply: str) -> str | None:
     rule = unwrap(body)
     if not rule or NONE_REPLY.match(rule):
         return None
+    if tags_asked and body is reply:
+        raise ValueError("the reply has no <rule> tag, which the prompt asked for, nor a 'Rule:' line")
     if "\n" in rule.strip() and body is reply:  # prose, not a rule
         raise ValueError("the reply has no <rule> tag and is not a single rule")
     if len(rule) > MAX_RULE_CHARS:
         raise ValueError(f"the rule is longer than {MAX_RULE_CHARS} characters")
     return " ".join(rule.split())
+
+
+def opened_after_last_block(reply: str, tag: str) -> bool:
+    """Whether an opening <tag> follows the last closing one (or stands where none is): the block
+    it opens was cut off. opened_after_last_block("<r>a</r> <r>b", "r") is True"""
+    opening, closing = _tag_patterns(tag)
+    end = 0
+    for closed in closing.finditer(reply):
+        end = closed.end()
+    return opening.search(reply, end) is not None
 
 
 def describe_cases(rollouts: Sequence[tuple[Task, str, float]]) -> str:
@@ -142,6 +161,7 @@ class Reflector:
         self.stats: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._template = instructions or template("reflect")
+        self._tags_asked = "<rule>" in self._template.lower()  # then a reply without them is no rule
         self.apart = apart
         if batch:
             self.batch = self._batch
@@ -163,7 +183,7 @@ class Reflector:
             self._count("empty")
             return None
         try:
-            rule = parse_rule(reply)
+            rule = parse_rule(reply, tags_asked=self._tags_asked)
         except ValueError:
             self._count("unreadable")
             return None
@@ -188,7 +208,9 @@ class Reflector:
 def reflector(model: Model, *, batch: bool = False, instructions: str | None = None, apart: bool = False) -> Reflector:
     """A `propose` that asks `model` for one general rule per failure (or, with `batch=True`, one
     rule from all of a worker's chosen failures). `instructions` replaces the prompt template;
-    it receives `{artifact}` and `{cases}`. With `apart=True` the artifact goes to the model as
-    `context=`, beside the prompt (a host reads each candidate's once, however many prompts)."""
+    it receives `{artifact}` and `{cases}`, and where it asks for <rule> tags, as the default
+    does, a reply without them is no rule (see `parse_rule`). With `apart=True` the artifact goes
+    to the model as `context=`, beside the prompt (a host reads each candidate's once, however
+    many prompts)."""
     plain_callable(model, "reflector's model")
     return Reflector(model, batch=batch, instructions=instructions, apart=apart)
