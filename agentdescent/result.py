@@ -84,6 +84,8 @@ class EvolveResult:
     # how sure `final_reward` is: the half-width of its 90 % interval, from the spread of the
     # held-out rewards (each task's the mean of its draws); None: not measured
     final_margin: float | None = None
+    # dev's head when no held-out measurement saw it (the run stopped first): committed, not `version`
+    unmeasured: int | None = None
 
     @property
     def ledger(self) -> Ledger:
@@ -117,7 +119,7 @@ class EvolveResult:
             stop_reason=self.stop_reason, error=self.error, version=self.version,
             initial_version=self.initial_version, initial_state=self.initial_state,
             initial_rendered=None if "initial_rendered" in same else self.initial_rendered, frozen=list(self.frozen),
-            warnings=self.warnings, final_margin=self.final_margin,
+            warnings=self.warnings, final_margin=self.final_margin, unmeasured=self.unmeasured,
         ).model_dump_json(indent=1)
 
     @classmethod
@@ -201,3 +203,4 @@ class _Stored(BaseModel):
     initial_rendered: Any = None
     frozen: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    unmeasured: int | None = None

@@ -111,3 +111,19 @@ def counted_rule(prompt: str) -> str:
     time.sleep(float(os.environ.get("KEYWORD_DELAY", "0")))
     return next_rule(prompt)
 
+
+
+_ASKED = None  # the model `costly_answer` asks again, made on its first call (in the run's process)
+
+
+def costly_answer(prompt: str) -> str:
+    """`answer`, asking a metered model five times more once the prompt states a rule: a version
+    that costs more to measure than the start did, so the budget kept back for it falls short."""
+    global _ASKED
+    if "rule k0." in prompt:
+        if _ASKED is None:
+            from agentdescent import scripted
+            _ASKED = scripted(lambda asked: "")
+        for _ in range(5):
+            _ASKED(prompt)
+    return answer(prompt)

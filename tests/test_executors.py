@@ -119,7 +119,8 @@ def spend_sixty_calls(executor: str) -> None:
 
 def test_a_run_stopped_by_its_budget_counts_only_the_units_that_started():
     """The calls queued behind busy ones when the cap was reached never ran: the stop reason
-    counted them (30 of max_calls=30, where 26 ran)."""
+    counted them (30 of max_calls=30, where 26 ran). The rounds stop 5 short of the cap: what
+    measuring the 5 held-out tasks at the end takes, kept back for it (nothing new to measure here)."""
     ran = []
 
     def counted(rendered: str, task: Task) -> str:
@@ -128,9 +129,9 @@ def test_a_run_stopped_by_its_budget_counts_only_the_units_that_started():
         return run(rendered, task)
 
     result = evolve(year_tasks(16), reward, run=counted, propose=propose_asking_once, rounds=8, n_workers=2,
-                    max_concurrency=1, budget=Budget(max_calls=30), parallelism=Parallelism(reissue_after=None), seed=3)
-    assert f"({result.usage.calls} of max_calls=30)" in result.stop_reason
-    assert result.usage.calls == result.usage.rollouts + result.usage.proposals == 30
+                    max_concurrency=1, budget=Budget(max_calls=45), parallelism=Parallelism(reissue_after=None), seed=3)
+    assert f"({result.usage.calls} of max_calls=45, the other 5 kept for measuring" in result.stop_reason
+    assert result.usage.calls == result.usage.rollouts + result.usage.proposals == 40
     assert len(ran) == result.usage.rollouts
 
 

@@ -1,11 +1,14 @@
-"""A budget is checked against the smallest run before anything starts: plan and start refuse a
-`max_calls` that cannot measure the held-out set twice and pay for one round, naming the budget
-that can and the other ways out, and plan warns about a budget that affords only some rounds."""
+"""A budget is checked against the smallest run before anything starts: plan, start and evolve
+refuse a `max_calls` that cannot measure the held-out set twice and pay for one round with its
+acceptance test, naming the budget that can and the other ways out, and plan warns about a budget
+that affords only some rounds, or may not pay for a first round that commits. The quote reads the
+spec's sizes, and brackets what runs really spend."""
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -15,15 +18,25 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agentdescent.runs.quote import smallest_run
+from agentdescent import Budget, Policies, Task, UserError, evolve
+from agentdescent.engine.calls.smallest import Sizes, smallest_run
+from agentdescent.engine.evolve import split_tasks
+from agentdescent.engine.loop.decisions import FailuresFirst, WorstFirst
+from agentdescent.reflect import reflector
+from agentdescent.runs.quote import quote
 from agentdescent.runs.spec import SpecError
+from agentdescent.step.policies import BetaAcceptance
+from agentdescent.testing import RouterReflector, route, route_reward, router_tasks
 from tests import keyword_domain as domain
 from tests.runs_support import wait
 
 ROOT = Path(__file__).resolve().parents[1]
-# The keyword domain: 24 tasks, 0.3 of them held out (7), 2 workers: 2 x 7 + 2 x (4 + 1) calls.
-HELD_OUT, WORKERS = 7, 2
-LEAST = 2 * HELD_OUT + WORKERS * 5
+# The keyword domain: 24 tasks, 0.3 of them held out (7), 17 to train on, 2 workers. The smallest run:
+# the 7 held-out tasks at the start, drawn again, and at the end (21), and a round of 36: head and a
+# change each on the 17 train tasks (the acceptance test's 32, as many as there are), a reflection a worker.
+HELD_OUT, TRAIN, WORKERS = 7, 17, 2
+LEAST = 3 * HELD_OUT + 2 * TRAIN + WORKERS
+LATER = TRAIN + WORKERS  # a further round at the least: one change tested, a reflection a worker
 
 
 def refused(call) -> str:
@@ -39,9 +52,11 @@ def many_tasks(count: int) -> list[dict]:
             for i in range(count)]
 
 
-def test_the_smallest_run_is_both_held_out_measurements_and_one_round():
-    assert smallest_run(held_out=25, workers=4) == 70
-    assert smallest_run(held_out=HELD_OUT, workers=WORKERS) == LEAST == 24
+def test_the_smallest_run_is_both_held_out_measurements_and_one_round_with_its_acceptance_test():
+    assert smallest_run(Sizes(train=TRAIN, held_out=HELD_OUT, workers=WORKERS)) == LEAST == 57
+    # 8 workers' minibatches roll head out on 32 of the 40 train tasks, as many as the test needs of head
+    assert smallest_run(Sizes(train=40, held_out=25, workers=8)) == 25 + 24 + (32 + 32 + 8) + 25
+    assert smallest_run(Sizes(train=40, held_out=25, workers=8, probes=8, calibration=0)) == 25 + (32 + 8 + 8) + 25
 
 
 def test_a_budget_below_the_smallest_run_is_refused_by_plan_and_by_start_alike(service, tmp_path):
@@ -51,17 +66,23 @@ def test_a_budget_below_the_smallest_run_is_refused_by_plan_and_by_start_alike(s
     assert f"Give max_calls of at least {LEAST}" in said and "run at most 1 worker," in said
     assert refused(lambda: service.start(spec)) == said
     assert service.runs() == [] and not service.store.root.exists()  # no run folder, not even the store
+    tasks = [Task(id=t["id"], prompt=t["prompt"], gold=t["gold"]) for t in domain.tasks()]  # split as the spec's are
+    with pytest.raises(UserError) as caught:  # evolve refused only a budget under the held-out set
+        evolve(tasks, lambda task, output: 0.0, run=lambda rendered, task: "", propose=lambda *a: None,
+               n_workers=WORKERS, budget=Budget(max_calls=LEAST - 1))
+    assert str(caught.value) == said
 
 
 def test_a_held_out_set_the_budget_cannot_measure_is_refused_with_a_fraction_that_fits(service, tmp_path):
     spec = domain.spec(tmp_path, tasks=many_tasks(1000), held_out_frac=0.5, n_workers=4, budget={"max_calls": 400})
     said = refused(lambda: service.plan(spec))  # 500 held out: the engine could not even measure them once
-    assert "the 500 held-out tasks measured at the start and at the end (1,000)" in said
-    assert "at least 1,020" in said and "hold out at most 190 of the 1,000 tasks (held_out_frac=0.19)" in said
+    assert ("the 500 held-out tasks measured at the start (and 24 of them drawn again, to learn whether the rewards "
+            "are samples) and at the end (1,024)") in said
+    assert "at least 1,092" in said and "hold out at most 154 of the 1,000 tasks (held_out_frac=0.15)" in said
     assert "run at most" not in said  # one worker would not fit either
     assert refused(lambda: service.start(spec)) == said
-    plan = service.plan({**spec, "held_out_frac": 0.19})  # the way out it names: 2 x 190 + 4 x 5 = 400
-    assert plan.held_out == 190 and plan.quote.calls_low == plan.quote.calls_high == 400
+    plan = service.plan({**spec, "held_out_frac": 0.15})  # the way out it names: 2 x 150 + 24 + (32 + 32 + 4) = 392
+    assert plan.held_out == 150 and plan.quote.calls_low == plan.quote.calls_high == 400
     assert service.runs() == []
 
 
@@ -84,15 +105,36 @@ def test_the_quote_counts_the_reflections_the_spec_s_proposal_policy_takes(servi
     assert quoted[3].calls_high > quoted[2].calls_high and quoted[3].calls_low == quoted[2].calls_low
 
 
+def test_the_quote_reads_the_spec_s_minibatch_test_size_scouts_and_cheap_eval_tasks(service, tmp_path):
+    def quoted(**fields):
+        return service.plan({**domain.spec(tmp_path), **fields}).quote
+
+    base = quoted()
+    smaller_test = quoted(policies={"acceptance": {"size": 8}})
+    assert smaller_test.calls_low < base.calls_low and smaller_test.calls_high < base.calls_high
+    assert "the fusion and head on up to 8 probes" in smaller_test.basis
+    assert quoted(policies={"acceptance": {"wave": 4}}).calls_high < base.calls_high
+    assert quoted(policies={"acceptance": {"rewards": "exact"}}).calls_low == base.calls_low - HELD_OUT  # none drawn again
+    assert quoted(policies={"task_sampler": {"size": 8}}).calls_high > base.calls_high
+    assert quoted(policies={"proposal": {"scouts": 3}}).calls_high > base.calls_high
+    assert "each verified on 4 tasks" in quoted(cheap_eval_tasks=4).basis
+    assert quoted(cheap_eval_tasks=4).calls_high > base.calls_high
+
+
 def test_a_budget_that_affords_only_some_rounds_is_quoted_with_a_warning(service, tmp_path):
     rounds = domain.spec(tmp_path)["rounds"]
-    full = LEAST + (rounds - 1) * WORKERS * 5  # the quote's low end, uncapped
-    plan = service.plan(domain.spec(tmp_path, budget={"max_calls": 60}))
-    assert plan.quote.calls_low == plan.quote.calls_high == 60
-    assert any(f"max_calls=60 affords at most 4 of the {rounds} rounds" in w and f"{full} would pay for all" in w
+    full = LEAST + (rounds - 1) * LATER  # the quote's low end, uncapped
+    cap = LEAST + 3 * LATER
+    plan = service.plan(domain.spec(tmp_path, budget={"max_calls": cap}))
+    assert plan.quote.calls_low == plan.quote.calls_high == cap
+    assert any(f"max_calls={cap} affords at most 4 of the {rounds} rounds" in w and f"{full} would pay for all" in w
                for w in plan.warnings), plan.warnings
+    # nor might the first round commit: one where a change breaks probes and is bisected takes far more
+    assert any(w.startswith(f"max_calls={cap} leaves {cap - 3 * HELD_OUT} calls for the rounds after the 21 held-out "
+                            f"rollouts, and a first round takes {LEAST - 3 * HELD_OUT} calls (one change tested) to ")
+               and "the run may stop before it commits anything" in w for w in plan.warnings), plan.warnings
     plenty = service.plan(domain.spec(tmp_path, budget={"max_calls": full}))
-    assert plenty.quote.calls_low == full and not any("affords" in w for w in plenty.warnings)
+    assert plenty.quote.calls_low == full and not any("affords" in w or "may stop" in w for w in plenty.warnings)
 
 
 def test_a_max_tokens_under_the_smallest_run_is_a_warning_not_a_refusal(service, tmp_path):
@@ -138,8 +180,8 @@ def test_the_cli_refuses_the_support_router_example_at_50_calls(tmp_path):
                           env={"PATH": "/usr/bin:/bin", "COLUMNS": "400", "TMPDIR": tempfile.gettempdir(),
                                "AGENTDESCENT_HOME": os.environ["AGENTDESCENT_HOME"]})
     assert done.returncode == 2 and done.stdout == "", done
-    assert "budget.max_calls: max_calls=50 is below the smallest run, 70 calls" in done.stderr
-    assert "Give max_calls of at least 70" in done.stderr
+    assert "budget.max_calls: max_calls=50 is below the smallest run, 142 calls" in done.stderr
+    assert "Give max_calls of at least 142" in done.stderr
 
 
 def test_a_file_larger_than_a_reflector_s_reply_is_a_warning_naming_the_option(service, tmp_path):
@@ -161,3 +203,43 @@ def test_a_file_larger_than_a_reflector_s_reply_is_a_warning_naming_the_option(s
     assert not any("routing/big.md" in w for w in service.plan({**spec, "frozen": ["routing/big.md"]}).warnings)
     offline = {**spec, "reflector": "python:agentdescent.testing:SkillReflector"}  # a limit we cannot know
     assert not any("routing/big.md" in w for w in service.plan(offline).warnings)
+
+
+def keyword_run() -> dict:
+    tasks = [Task(id=t["id"], prompt=t["prompt"], gold=t["gold"]) for t in domain.tasks()]
+    return dict(tasks=tasks, reward=lambda task, output: float(output.strip() == task.gold),
+                run=lambda rendered, task: domain.answer(f"{rendered}\n\n{task.prompt}"), propose=reflector(domain.next_rule))
+
+
+def router_run() -> dict:
+    return dict(tasks=router_tasks(0, signals=1), reward=route_reward, run=route, propose=RouterReflector())
+
+
+@pytest.mark.parametrize("domain_run, options", [
+    (keyword_run, {"n_workers": 1, "rounds": 1}), (keyword_run, {"n_workers": 4, "rounds": 1}),
+    (keyword_run, {"n_workers": 2, "rounds": 3}), (keyword_run, {"n_workers": 2, "rounds": 8}),
+    (keyword_run, {"n_workers": 2, "rounds": 1, "size": 8}), (keyword_run, {"n_workers": 2, "rounds": 1, "minibatch": 8}),
+    (keyword_run, {"n_workers": 2, "rounds": 1, "cheap_eval_tasks": 4}),
+    (router_run, {"n_workers": 4, "rounds": 1}), (router_run, {"n_workers": 4, "rounds": 3}),
+    (router_run, {"n_workers": 8, "rounds": 3}), (router_run, {"n_workers": 4, "rounds": 1, "size": 8}),
+    (router_run, {"n_workers": 4, "rounds": 1, "minibatch": 2, "scouts": 3}),
+    (router_run, {"n_workers": 4, "rounds": 1, "cheap_eval_tasks": 6}),
+])
+def test_the_quote_brackets_what_runs_really_spend(domain_run, options):
+    """The low end left out the acceptance test any proposal brings (head and the change on up to 32
+    train tasks) and the draws again at the start: a run's first round took about 120 calls where
+    the quote's low end counted 20, and a budget between them planned without a word and stopped
+    with no round done."""
+    options = dict(options)
+    size, minibatch, scouts = options.pop("size", 32), options.pop("minibatch", 4), options.pop("scouts", 1)
+    policies = Policies(task_sampler=FailuresFirst(size=minibatch), proposal=WorstFirst(scouts=scouts),
+                        acceptance=BetaAcceptance(size=size))
+    parts = domain_run()
+    result = evolve(parts["tasks"], parts["reward"], run=parts["run"], propose=parts["propose"], policies=policies,
+                    **options)
+    train, held_out = split_tasks(parts["tasks"], 0.3, random.Random("0:split"))
+    sizes = Sizes.of(policies, train=len(train), held_out=len(held_out), workers=options["n_workers"])
+    cost = quote(sizes, rounds=options["rounds"], artifact_chars=0, prompt_chars=0, max_calls=None, price_per_call=None,
+                 price_per_1k_tokens=None, scouts=scouts, cheap_eval_tasks=options.get("cheap_eval_tasks"))
+    assert cost.calls_low <= result.usage.calls <= cost.calls_high, (cost.calls_low, result.usage.calls, cost.calls_high)
+    assert 2 * cost.calls_low >= result.usage.calls  # the low end counts what any proposal brings: no wild underestimate

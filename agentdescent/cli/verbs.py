@@ -214,8 +214,10 @@ def run_show(args: argparse.Namespace, console: Console) -> int:
             console.print(coloured(shown.diff), soft_wrap=True)
         else:  # to a file or a pipe as it is, tabs and carriage returns too, so that `git apply` or `patch` takes it
             plain.write(console, shown.diff)
-    else:
+    elif not shown.unmeasured:
         say(console, "no change: the best version is the target as it was")
+    if shown.unmeasured:
+        say(console, f"{'no measured change: ' if not shown.diff else 'note: '}{shown.unmeasured}")
     _diff_list(console, f"committed diffs ({len(shown.committed)})", shown.committed)
     rejected = shown.rejected
     hint = f"; the first {len(rejected)} listed, --all lists every one" if len(rejected) < shown.rejected_total else ""

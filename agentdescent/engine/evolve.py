@@ -26,6 +26,7 @@ from agentdescent.engine.calls.cancel import CancelToken
 from agentdescent.engine.calls.evaluation import Evaluator, RewardFn, RunFn
 from agentdescent.engine.calls.executors import Executor, ThreadExecutor
 from agentdescent.engine.calls.pools import make_executor
+from agentdescent.engine.calls.smallest import Sizes, refusal
 from agentdescent.engine.calls.stragglers import Hedger
 from agentdescent.engine.loop.decisions import check_scouts
 from agentdescent.engine.loop.parallel import PipelineParallel, TensorParallel
@@ -125,10 +126,10 @@ def evolve(
     _check_sizes(strategy, governance)
     shards = Shards.of(strategy, strategy.initial_state(), governance, n_workers, method.route) \
         if isinstance(method, TensorParallel) else None
-    if budget.max_calls is not None and budget.max_calls < len(held_out):
-        raise UserError(f"max_calls={budget.max_calls} cannot cover measuring the artifact on its {len(held_out)} "
-                        f"held-out tasks, which every run does first; give max_calls of at least {len(held_out)} plus "
-                        f"what the rounds need (agentdescent plan quotes it), or hold fewer tasks out (held_out_frac)")
+    too_small = refusal(Sizes.of(policies, train=len(train), held_out=len(held_out), workers=n_workers),
+                        max_calls=budget.max_calls, tasks=len(train) + len(held_out) if held_out_frac else len(train))
+    if too_small:
+        raise UserError(too_small)
     stats.load()  # here, on the caller's thread, where a Ctrl-C can be held off it (see stats)
     ledger = Ledger(store if store is not None else tempfile.mkdtemp(prefix=TEMPORARY_LEDGER_PREFIX))
     files = RunFiles(ledger.path)
@@ -213,8 +214,8 @@ def evolve(
                                 calibrate_train=parallelism.batched and budget.max_calls is None),
             shape=Shape(rounds=rounds, n_workers=n_workers, asynchronous=parallelism.asynchronous, seed=seed,
                         batched=parallelism.batched),
-            stop_rules=[*stop_rules(target_reward=target_reward, patience=patience, max_calls=budget.max_calls,
-                                    max_tokens=budget.max_tokens), *stop],
+            stop_rules=[*stop_rules(target_reward=target_reward, patience=patience, budget=allowance), *stop],
+            allowance=allowance,
             emit=on_event or (lambda event: None), files=files, temporary=store is None,
             before_step_call=start, cancel=interrupt.cancel,
             pipeline=pipeline, shards=shards,

@@ -35,13 +35,14 @@ from agentdescent.artifacts.workspace import skill_name
 from agentdescent.commands import command
 from agentdescent.config import DEFAULTS
 from agentdescent.dataloader.tasks import Columns, guess_columns
+from agentdescent.engine.calls.smallest import MINIBATCH, Sizes
 from agentdescent.engine.evolve import GOOD_START, fewest_tasks, held_out_count
 from agentdescent.errors import UserError
 from agentdescent.governance import MAX_FILE_BYTES
 from agentdescent.reading import read_text
 from agentdescent.runs import containment
 from agentdescent.runs.build import PLUGIN_AGENTS, rows_of_file
-from agentdescent.runs.quote import MINIBATCH, low_end
+from agentdescent.runs.quote import low_end
 
 SUFFIX = ".agentdescent.yaml"
 MODELS = {"claude": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}  # a provider's model to start from, when it has no default
@@ -204,7 +205,9 @@ def _workers(rows: int) -> int:
 
 def _budget(rows: int, workers: int) -> int:
     """max_calls for `rows` tasks: twice the quote's low end at the default settings, in hundreds."""
-    low = low_end(held_out=_held_out(rows), workers=workers, rounds=DEFAULTS.rounds)
+    held_out = _held_out(rows)
+    sizes = Sizes.of(DEFAULTS.policies, train=max(1, rows - held_out), held_out=held_out, workers=workers)
+    low = low_end(sizes, DEFAULTS.rounds)
     return max(LEAST_BUDGET, math.ceil(2 * low / 100) * 100)
 
 

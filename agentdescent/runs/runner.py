@@ -256,7 +256,9 @@ def _finish(run: RunDir, tracker: StatusTracker, result: EvolveResult, token: Ca
         return
     change = ("held-out reward not measured yet" if result.initial_reward is None or result.final_reward is None
               else f"held-out {result.initial_reward:.3f} -> {result.final_reward:.3f}"
-              + (f" (± {result.final_margin:.3f})" if result.final_margin else ""))
+              + (f" (± {result.final_margin:.3f})" if result.final_margin else "")
+              + (f"; version {result.unmeasured} was committed but never measured on the held-out tasks (see the "
+                 "warnings)" if result.unmeasured is not None else ""))
     if result.error == "cancelled" and token.reason != USER_CANCEL:  # the run cancelled itself: a failure
         tracker.update(state="failed", error=bounded(token.reason), **done, message=f"stopped: {bounded(token.reason)}",
                        next=f"fix what the error says, then: {command('resume', run.id)}")

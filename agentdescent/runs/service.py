@@ -21,6 +21,7 @@ from agentdescent.agents.providers import PROVIDERS
 from agentdescent.artifacts import backups
 from agentdescent.artifacts.writeback import target_path
 from agentdescent.commands import command
+from agentdescent.engine.calls.smallest import Sizes, refusal
 from agentdescent.engine.evolve import split_tasks, too_few_to_train
 from agentdescent.errors import UserError
 from agentdescent.governance import Governance, matching
@@ -29,7 +30,7 @@ from agentdescent.runs.agentcheck import missing_keys, unsaved_sessions
 from agentdescent.runs.doctor import DoctorReport, doctor
 from agentdescent.runs.draft import cheaper_than_host
 from agentdescent.runs.mailbox import Claim, Mailbox
-from agentdescent.runs.quote import Quote, budget_warnings, quote, refusal, size_warnings, whole_file_warnings
+from agentdescent.runs.quote import Quote, budget_warnings, quote, size_warnings, whole_file_warnings
 from agentdescent.runs.spec import AgentSpec, Problem, RunSpec, SpecError, read_spec
 from agentdescent.runs.status import LIVE, RunStatus
 from agentdescent.runs.store import RUN_ENV, RunDir, RunStore
@@ -288,16 +289,20 @@ def _own_pid(run: RunDir, status: RunStatus) -> int | None:
 
 def _split(spec: RunSpec, tasks: list[Task]) -> tuple[list[Task], list[Task]]:
     """The run's train and held-out tasks, as its process will split them. Raises `SpecError` on
-    `max_calls` when the budget cannot pay for the smallest run on that split (`quote.refusal`):
+    `max_calls` when the budget cannot pay for the smallest run on that split (`smallest.refusal`, as `evolve`):
     plan and start both split here, so a spec that plan quotes is one that start accepts."""
     train, held_out = split_tasks(tasks, spec.held_out_frac, random.Random(f"{spec.seed}:split"))
-    why = refusal(max_calls=spec.budget.max_calls, held_out=len(held_out), tasks=len(tasks), workers=spec.n_workers)
+    why = refusal(_sizes(spec, train, held_out), max_calls=spec.budget.max_calls, tasks=len(tasks))
     if why:
         raise SpecError([Problem(field="budget.max_calls", message=why)])
     too_few = too_few_to_train(len(train), len(tasks), spec.held_out_frac, spec.policies.build().acceptance)
     if too_few:
         raise SpecError([Problem(field="tasks", message=too_few)])
     return train, held_out
+
+
+def _sizes(spec: RunSpec, train: list[Task], held_out: list[Task]) -> Sizes:
+    return Sizes.of(spec.policies, train=len(train), held_out=len(held_out), workers=spec.n_workers)
 
 
 def _reply_limit(agent: AgentSpec) -> int | None:
@@ -315,10 +320,12 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
     content = parts.strategy.render(parts.strategy.initial_state())
     chars = len(content) if isinstance(content, str) else sum(len(t) for t in content.values())
     prompt_chars = sum(len(t.prompt) for t in parts.tasks) // max(1, len(parts.tasks))
-    cost = quote(train=len(train), held_out=len(held_out), workers=spec.n_workers, rounds=spec.rounds,
-                 artifact_chars=chars, prompt_chars=prompt_chars, max_calls=spec.budget.max_calls,
+    sizes, policies = _sizes(spec, train, held_out), spec.policies
+    cost = quote(sizes, rounds=spec.rounds, artifact_chars=chars, prompt_chars=prompt_chars, max_calls=spec.budget.max_calls,
                  price_per_call=spec.price_per_call, price_per_1k_tokens=spec.price_per_1k_tokens,
-                 reflections=spec.policies.proposal.max_proposals)
+                 reflections=policies.proposal.max_proposals, scouts=policies.proposal.scouts,
+                 wave=policies.acceptance.wave, cheap_eval_tasks=spec.cheap_eval_tasks if spec.self_verify else None,
+                 calibrate_train=spec.parallelism.batched and spec.budget.max_calls is None)
     warnings = missing_keys(spec, parts.kind) + unsaved_sessions(spec) + cheaper_than_host(spec.agent.label, spec.reflector_spec.label,
                                                                     plugin=parts.kind == "plugin")
     if spec.budget.max_calls is None:
@@ -329,7 +336,8 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
         warnings.append(f"no budget.rollout_timeout: a python: {' or '.join(own)} that never returns holds the run up "
                         "for good; set budget: {rollout_timeout: SECONDS}")
     warnings += [f"{moved} (the spec uses an earlier name of the field; it is read as such for now)" for moved in spec.moved]
-    warnings += size_warnings(train=len(train), held_out=len(held_out), workers=spec.n_workers, artifact_chars=chars)
+    warnings += size_warnings(train=len(train), held_out=len(held_out), workers=spec.n_workers, artifact_chars=chars,
+                              minibatch=sizes.minibatch)
     warnings += unsaved_text(parts.assets)
     if parts.tree is not None:
         editable = {path: parts.tree[path] for path in Governance.of(parts.strategy).changeable(parts.tree)}
@@ -338,8 +346,7 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
         warnings += [f"editable[{i}] {glob!r} matches no file of {spec.target} (a typo?): it lets a change add files "
                      "there, and no more" for i, glob in enumerate(spec.editable)
                      if not any(matching(path, [glob]) for path in parts.tree)]
-    warnings += budget_warnings(cost=cost, max_tokens=spec.budget.max_tokens, held_out=len(held_out), workers=spec.n_workers,
-                                rounds=spec.rounds)
+    warnings += budget_warnings(cost=cost, sizes=sizes, max_tokens=spec.budget.max_tokens, rounds=spec.rounds)
     money = f", ${cost.cost_low_usd:g}-{cost.cost_high_usd:g}" if cost.cost_low_usd is not None else ""
     return Plan(target=spec.target, kind=parts.kind, files=None if parts.tree is None else len(parts.tree),
                 carried=sorted(parts.assets)[:SHOWN_CARRIED], carried_total=len(parts.assets),

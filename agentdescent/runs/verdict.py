@@ -111,7 +111,7 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
                         backup=None if plan.backup is None else str(plan.backup), refused=list(plan.refused),
                         removed=list(plan.removed), message="")
         if dry_run:
-            return _counted(done.model_copy(update={"message": _dry_run_message(plan, overwrite),
+            return _counted(done.model_copy(update={"message": _dry_run_message(plan, overwrite) + _unmeasured(result, run.id),
                                                     "next": _after_dry_run(run.id, status.target, plan, overwrite)}))
         # every file the run's change is in, written now or already so (an accept killed before this status)
         files = {*plan.written, *plan.deleted, *review.changed(base, result.rendered, target.name)}
@@ -120,7 +120,7 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
             done = done.model_copy(update=_written_by(earlier))
         by = "" if earlier is None or earlier.record.run == run.id else _by(earlier)  # its version, another's write
         done = _counted(done.model_copy(update={
-            "message": _wrote(done, plan, status.target, by=by, earlier=earlier is not None),
+            "message": _wrote(done, plan, status.target, by=by, earlier=earlier is not None) + _unmeasured(result, run.id),
             "next": f"{command('restore', status.target)} puts it back" if done.backup else "",
             "answer_file": str(run.file(ANSWER_FILE))}))
         run.write(ANSWER_FILE, done.model_dump_json(indent=1))  # before the status: a failed write is an accept cut short
@@ -245,6 +245,15 @@ def _after_dry_run(run_id: str, target: str, plan: WritePlan, overwrite: bool) -
                 f"accept again, or {command('accept', '--overwrite', run_id)} writes the run's version there; the "
                 "backup it takes first keeps yours")
     return f"{command('accept', *(['--overwrite'] if overwrite else []), run_id)} writes it (backing {target} up first)"
+
+
+def _unmeasured(result: EvolveResult, run_id: str) -> str:
+    """What an accept leaves out: a version the run committed and never measured (`show` says where it is)."""
+    if result.unmeasured is None:
+        return ""
+    return (f"; this is version {result.version}, the best measured: version {result.unmeasured} was committed but "
+            f"never measured on the held-out tasks, and is not written ({command('show', run_id)} says "
+            "where it is)")
 
 
 def _dry_run_message(plan: WritePlan, overwrite: bool) -> str:

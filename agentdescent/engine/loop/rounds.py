@@ -23,7 +23,7 @@ from agentdescent import events as ev
 from agentdescent.agents.base import ModelUsage, before_each_call, metering
 from agentdescent.artifacts.state import State
 from agentdescent.artifacts.strategies import Strategy, kind_of
-from agentdescent.engine.calls.budget import BudgetSpent
+from agentdescent.engine.calls.budget import Allowance, BudgetSpent
 from agentdescent.engine.calls.evaluation import Evaluator
 from agentdescent.engine.calls.executors import Executor
 from agentdescent.engine.loop import stopping
@@ -32,12 +32,12 @@ from agentdescent.engine.loop.heartbeat import Heartbeat, serialized
 from agentdescent.engine.loop.pipeline import Pipeline
 from agentdescent.engine.loop.sampling import AcceptanceSamples, Sampler
 from agentdescent.engine.loop.sharding import Shards
-from agentdescent.engine.loop.stopping import FailureWatch, NothingWorked, Progress, StopRule, stop_reason, unwritable
+from agentdescent.engine.loop.stopping import STOPS, FailureWatch, NothingWorked, Progress, StopRule, ended, stop_reason
 from agentdescent.engine.loop.validation import Measurements, Validator
 from agentdescent.engine.loop.worker import Turn, Worker, WorkerReport
 from agentdescent.engine.persist.checkpoint import Checkpoint, RunFiles
 from agentdescent.engine.persist.resume import position, resumable, seed_artifact, take_up
-from agentdescent.errors import Cancelled, LedgerError, UserError
+from agentdescent.errors import Cancelled
 from agentdescent.ledger import Ledger
 from agentdescent.result import EvolveResult, StepRecord
 from agentdescent.step import Aggregator
@@ -80,6 +80,7 @@ class Loop:
     temporary: bool = False  # the ledger is a temporary folder of this run's own
     before_step_call: Callable[[], None] = lambda: None  # asked before each model call the step makes itself
     cancel: Callable[[str], None] = lambda reason: None  # stops the run at once, from any thread: its own CancelToken's
+    allowance: Allowance | None = None  # the run's budget: the rounds leave what measuring the last commits takes
     history: list[StepRecord] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -142,41 +143,47 @@ class Loop:
             return self._result(f"stopped before the first round: {exc}", str(exc), warn=False)
         except KeyboardInterrupt:
             return self._result("interrupted (Ctrl-C) before the first round", "interrupted")
-        first = self._next_round
-        error, warn = None, True
+        if self.allowance is not None:  # what measuring the last commits at the end takes is not the rounds' to spend
+            self.allowance.keep(len(self.held_out))
+        reason, error, warn = "", None, True
         try:
             if head != self.ledger.stable():
                 self.measured.now(head, round_=-1)
-            reason = self._rounds(first)
-            self.measured.take(self.history, wait=True)
-            if self.ledger.head() != self.measured.validated:  # the last commits are measured before the run ends
-                self.measured.now(self.ledger.head(), round_=self._next_round - 1)
-        except UserError as exc:  # the caller's contract broken mid-run (or the first round all failed): stop, keep what was done
-            reason, error, warn = f"stopped by an error: {exc}", str(exc), not isinstance(exc, NothingWorked)
-        except KeyboardInterrupt:
-            reason, error = "interrupted (Ctrl-C)", "interrupted"
-        except Cancelled as exc:
-            reason, error = stopping.cancelled(exc)
+            reason = self._rounds(self._next_round)
         except BudgetSpent as exc:  # a cap, not an error: keep what was committed, and tell what turns in flight made
             reason = f"stopped: {exc}; every commit so far is kept"
             self._abandon(self._next_round, reason)
-        except (OSError, LedgerError) as exc:  # the disk is full or read-only, or git refuses commits: stop, keep the ledger
-            reason, error = unwritable(exc)
+        except STOPS as exc:  # a broken contract, Ctrl-C, a cancel, a full disk: stop, keep what was done
+            reason, error, warn = ended(exc)
+        if error is None:  # the last commits are measured before the run ends, with what the budget kept back
+            try:
+                self.measured.last(self.ledger.head(), self._next_round - 1, self.history, release=self._release)
+            except BudgetSpent:
+                pass  # not even that sufficed: the result says which version is unmeasured
+            except STOPS as exc:
+                reason, error, warn = ended(exc)
         self.measured.settle(wait=error != "interrupted")  # Ctrl-C does not wait: the pools' shutdown cancels it
         return self._result(reason, error, warn=warn)
 
+    def _release(self) -> None:
+        if self.allowance is not None:
+            self.allowance.release()
+
     def _result(self, reason: str, error: str | None, *, warn: bool = True) -> EvolveResult:
         start, initial = self._initial
-        stable = self.ledger.stable()
+        stable, head = self.ledger.stable(), self.ledger.head()
         state = self.ledger.snapshot(self.artifact_id, stable)
-        final = self._final_reward(stable, measure=error is None)
+        final = None if initial is None else self.measured.final(self._state(stable), measure=error is None)
         usage = self.evaluator.usage
+        unmeasured = head if head != stable and head != self.measured.validated and initial is not None else None
         if warn:  # a run stopped because nothing worked says so in its error
             self._warn_if_all_failed()
         try:
             self._save(finished=error is None, stop_reason=reason)
         except OSError:
             pass  # a full disk: the last checkpoint stands, and the ledger holds every commit
+        if unmeasured is not None:  # told after the checkpoint: a resumed run measures that version first
+            self._warn(stopping.unmeasured(head, stable, str(self.ledger.path), error))
         self._heartbeat.stop()  # its last word comes before the end
         self.emit(ev.RunEnded(reason=reason, final_reward=final))
         initial_state = self.ledger.snapshot(self.artifact_id, start)
@@ -186,6 +193,7 @@ class Loop:
             stop_reason=reason, error=error, version=stable, initial_version=start, initial_state=initial_state,
             initial_rendered=self.strategy.render(initial_state), frozen=tuple(self.strategy.frozen),
             warnings=list(self.warnings), final_margin=None if final is None else self.validator.margin(state),
+            unmeasured=unmeasured,
         )
 
     def _begin(self) -> None:
@@ -381,19 +389,6 @@ class Loop:
             outcome = Outcome(diff_id=diff.id, kind="unjudged", step=round_, author=diff.author, reason=reason)
             self.outcomes.append(outcome)
             self.emit(ev.DiffOutcome(round=round_, outcome=outcome, diff=diff))
-
-    def _final_reward(self, stable: int, *, measure: bool) -> float | None:
-        """The held-out reward of `stable` (measured whole when it was promoted, so from the cache,
-        unless another run on the store moved `stable` on); a stopped run does not spend calls to
-        find out. None: the run stopped before it measured anything."""
-        if self._initial[1] is None:
-            return None
-        if not measure:
-            return self.progress.best
-        try:
-            return self.validator.whole(self._state(stable))
-        except BudgetSpent:
-            return self.progress.best
 
     def _state(self, version: int) -> State:
         return self.ledger.snapshot(self.artifact_id, version)

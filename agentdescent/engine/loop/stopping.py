@@ -1,10 +1,10 @@
 """When a run stops early: each rule a small object that reads the run's progress and says why.
 
-`rounds` is not a rule here: the loop runs at most that many. `evolve` makes `TargetReward`,
-`Patience` and the spending caps from its keywords and its `Budget`, and adds the rules of
-`stop=[...]`, which may be any `StopRule` of the caller's. A spending cap stops the run between
-rounds once the budget is spent; inside a round the run's allowance (`calls.budget`) keeps any call
-from starting past it.
+`rounds` is not a rule here: the loop runs at most that many. `evolve` makes `TargetReward` and
+`Patience` from its keywords, adds the run's allowance (`calls.budget`: its `Budget` as caps,
+which stops the rounds between them once what they may spend is spent, and keeps any call from
+starting past it inside one), and the rules of `stop=[...]`, which may be any `StopRule` of the
+caller's.
 
     class GoodEnough:           # held-out 0.9 is enough once 200 calls are spent
         def __call__(self, progress, usage):
@@ -13,9 +13,10 @@ from starting past it.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
 from agentdescent.engine.ctrl_c import CTRL_C
 from agentdescent.errors import AgentDescentError, Cancelled, LedgerError, UserError
@@ -64,35 +65,15 @@ class Patience:
         return None
 
 
-@dataclass(frozen=True)
-class SpendingCap:
-    """At most `limit` model calls or tokens, whichever `unit` says. This rule ends the run between
-    rounds once the budget is spent; inside a round the run's `Allowance` refuses to start a call
-    past it."""
-
-    unit: Literal["calls", "tokens"]
-    limit: int
-
-    def __call__(self, progress: Progress, usage: Usage) -> str | None:
-        spent = getattr(usage, self.unit)
-        if spent >= self.limit:
-            return f"the {self.unit[:-1]} budget is spent ({spent} of max_{self.unit}={self.limit})"
-        return None
-
-
-def stop_rules(*, target_reward: float | None, patience: int | None, max_calls: int | None,
-               max_tokens: int | None) -> list[StopRule]:
-    """The rules `evolve`'s arguments ask for, in the order their reasons are given."""
+def stop_rules(*, target_reward: float | None, patience: int | None, budget: StopRule) -> list[StopRule]:
+    """The rules `evolve`'s arguments ask for, in the order their reasons are given; `budget`: the
+    run's allowance."""
     rules: list[StopRule] = []
     if target_reward is not None:
         rules.append(TargetReward(target_reward))
     if patience is not None:
         rules.append(Patience(patience))
-    if max_calls is not None:
-        rules.append(SpendingCap("calls", max_calls))
-    if max_tokens is not None:
-        rules.append(SpendingCap("tokens", max_tokens))
-    return rules
+    return [*rules, budget]
 
 
 def stop_reason(rules: Sequence[StopRule], progress: Progress, usage: Usage) -> str | None:
@@ -191,6 +172,34 @@ def unwritable(exc: OSError | LedgerError) -> tuple[str, str]:
     return (f"stopped: cannot write the run's files ({said}); free some space, then run again",
             f"cannot write the run's files: {said}")
 
+
+
+STOPS = (UserError, KeyboardInterrupt, Cancelled, OSError, LedgerError)  # what ends a run mid-way, as `ended` tells it
+
+
+def ended(exc: BaseException) -> tuple[str, str, bool]:
+    """(reason, error, whether to warn when every rollout failed) of a run one of `STOPS` ended:
+    a broken contract (or a stretch in which nothing worked), Ctrl-C, a cancel, or a disk or
+    ledger that refuses writes. The run keeps what it committed."""
+    if isinstance(exc, UserError):
+        return f"stopped by an error: {exc}", str(exc), not isinstance(exc, NothingWorked)
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted (Ctrl-C)", "interrupted", True
+    if isinstance(exc, Cancelled):
+        return (*cancelled(exc), True)
+    if isinstance(exc, (OSError, LedgerError)):
+        return (*unwritable(exc), True)
+    raise exc
+
+
+def unmeasured(version: int, stable: int, ledger: str, error: str | None) -> str:
+    """What a run that committed `version` and stopped before measuring it tells: the result is
+    `stable`, and where the unmeasured version is."""
+    why = "the budget ran out first" if error is None else "the run stopped first"
+    return (f"version {version} was committed but never measured on the held-out tasks ({why}), so the result is "
+            f"version {stable}, the best measured: version {version} is the head of the ledger's dev branch "
+            f"(git -C {shlex.quote(ledger)} log -p dev shows its commits), and a run on that ledger "
+            f"(evolve(..., store=...)) measures it before its first round")
 
 
 def cancelled(exc: Cancelled, when: str = "") -> tuple[str, str]:

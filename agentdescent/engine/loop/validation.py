@@ -11,7 +11,8 @@ starting and final rewards do.
 
 `Measurements` keeps which version was measured last and what each measurement did to `stable`
 and the run's progress. An asynchronous run measures in the background (`later`): no step waits
-on a validation, and the loop takes the answer in at the start of a later round.
+on a validation, and the loop takes the answer in at the start of a later round. When the rounds
+are over, `last` measures what they committed last, with what the run's budget kept back for it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from agentdescent.engine.calls.evaluation import Evaluator
 from agentdescent.engine.calls.executors import ThreadExecutor
 from agentdescent.engine.loop.decisions import PromotionPolicy, ValidationPolicy
 from agentdescent.engine.loop.stopping import Progress, nothing_worked
+from agentdescent.errors import BudgetSpent
 from agentdescent.result import StepRecord
 from agentdescent.types import Task
 
@@ -119,7 +121,7 @@ class Measurements:
     promote: Callable[[int], bool]  # move `stable` to a version; False when another run moved it past
     emit: Callable[[ev.Event], None]
     progress: Progress
-    validated: int = -1  # the last version measured, or being measured
+    validated: int = -1  # the last version measured, or being measured in the background
     _measuring: tuple[int, int, Future[tuple[float, bool]]] | None = field(default=None, init=False)  # (version, round, answer)
     _thread: ThreadExecutor = field(default_factory=lambda: ThreadExecutor(1, name="agentdescent-validate"), init=False)
 
@@ -130,8 +132,9 @@ class Measurements:
     def now(self, version: int, round_: int) -> tuple[float | None, bool]:
         """Measure `version` (as far as it matters: `Validator.measure`) and take the answer in:
         (its held-out reward, or None when only partly measured; promoted)."""
-        self.validated = version
-        return self._took(version, round_, *self.validator.measure(self.state_of(version), self.progress.best))
+        answer = self.validator.measure(self.state_of(version), self.progress.best)
+        self.validated = version  # only once measured: a measurement the budget cut short leaves it unmeasured
+        return self._took(version, round_, *answer)
 
     def later(self, version: int, round_: int) -> None:
         """Start measuring `version` on a thread of its own; `take` takes the answer in."""
@@ -145,10 +148,38 @@ class Measurements:
             return
         version, round_, answer = self._measuring
         self._measuring = None
-        held_out, promoted = self._took(version, round_, *answer.result())
+        try:
+            measured = answer.result()
+        except BaseException:
+            self.validated = -1  # it never came back: the version stays unmeasured
+            raise
+        held_out, promoted = self._took(version, round_, *measured)
         record = next((r for r in reversed(history) if r.version == version), None)
         if record is not None:
             record.held_out, record.promoted = held_out, promoted
+
+    def last(self, head: int, round_: int, history: Sequence[StepRecord], *, release: Callable[[], None]) -> None:
+        """The rounds are over: take in a measurement under way (or forget one the budget cut short),
+        then, with what the budget kept back for it (`release`), measure `head` unless it was.
+        `BudgetSpent` when even that ran out."""
+        try:
+            self.take(history, wait=True)
+        except BudgetSpent:
+            pass
+        release()
+        if head != self.validated:
+            self.now(head, round_)
+
+    def final(self, state: Mapping[str, str], *, measure: bool) -> float:
+        """The held-out reward of `state`, the run's `stable` (measured whole when it was promoted,
+        so from the cache, unless another run on the store moved `stable` on); a run stopped by an
+        error, or whose budget is spent, does not spend calls to find out: the best measured."""
+        if not measure:
+            return self.progress.best
+        try:
+            return self.validator.whole(state)
+        except BudgetSpent:
+            return self.progress.best
 
     def settle(self, *, wait: bool) -> None:
         """The run is over: with `wait`, a measurement still under way ends first (it adds to
