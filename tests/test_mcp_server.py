@@ -139,7 +139,7 @@ def test_the_host_does_the_rollouts_and_reflections(home, tmp_path):
                     reply = "2026" if "year" in f"{texts[group['candidate']]} {request['prompt']}" else "I cannot tell"
                 else:
                     assert "<instructions>" in request["prompt"]
-                    reply = "always state the year"
+                    reply = "<rule>always state the year</rule>"  # the format the prompt asks for
                 answers.append({"request_id": request["request_id"], "answer": reply})
                 answered.append(request["request_id"])
             if answers:
