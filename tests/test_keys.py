@@ -3,12 +3,14 @@ with the value where the user had it (runs/keys.py)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from agentdescent import UserError
+from agentdescent.runs import keys
 from agentdescent.runs.spec import SpecError
 from tests import keyword_domain as domain
 from tests.runs_support import wait
@@ -77,8 +79,12 @@ def test_a_masked_run_never_stores_the_key_and_accept_puts_it_back(service, tmp_
     shown = service.show(started.run_id)
     assert "[redacted OPENAI_API_KEY]" in shown.diff and KEY not in shown.model_dump_json()
     assert KEY not in stored_text(service.store.get(started.run_id).path)
+    assert shown.markers_left == [] and shown.next.startswith(f"agentdescent accept {started.run_id} writes this back")
 
-    service.accept(started.run_id)
+    dry = service.accept(started.run_id, dry_run=True)
+    assert dry.markers_left == [] and "marker" not in dry.message
+    done = service.accept(started.run_id)
+    assert done.markers_left == [] and "marker" not in done.message
     written = target.read_text(encoding="utf-8")
     assert written.startswith(TARGET_TEXT) and "rule k0." in written and "[redacted" not in written
 
@@ -101,3 +107,60 @@ def test_masking_refuses_a_target_that_already_reads_like_a_marker(service, tmp_
     with pytest.raises(SpecError, match="already holds text like") as refused:
         service.plan(spec)
     assert refused.value.problems[0].field == "keys_in_target"
+
+
+def test_accept_writes_a_key_only_where_the_target_held_it(service, tmp_path, key_in_env, monkeypatch):
+    monkeypatch.setenv("OTHER_SECRET_TOKEN", "ghp_other-7d1e8a60534f9b2c")
+    spec = domain.spec(tmp_path, keys_in_target="mask", rounds=4, reflector="python:tests.keyword_domain:marker_rule")
+    target = Path(spec["target"])
+    target.write_text(TARGET_TEXT, encoding="utf-8")
+    started = service.start(spec)
+    assert wait(service, started.run_id).state == "finished"
+    shown = service.show(started.run_id)
+    assert "+rule k0. Debug with [redacted OPENAI_API_KEY]" in shown.diff
+    assert shown.markers_left[:3] == [f"prompt.md line 4: [redacted {name}]" for name in ("OPENAI_API_KEY", "OTHER_SECRET_TOKEN", "HOME")]
+    said = f"{len(shown.markers_left)} markers left as they are: not where the target held the key"
+    assert said in shown.next
+
+    dry = service.accept(started.run_id, dry_run=True)
+    assert said in dry.message and dry.markers_left == shown.markers_left and dry.markers_left_total == len(shown.markers_left)
+    done = service.accept(started.run_id)
+    assert said in done.message and done.markers_left == shown.markers_left
+    written = target.read_text(encoding="utf-8")
+    assert written.startswith(TARGET_TEXT) and written.count(KEY) == 1
+    assert "rule k0. Debug with [redacted OPENAI_API_KEY] and [redacted OTHER_SECRET_TOKEN] from [redacted HOME]." in written
+    assert "ghp_other" not in written and os.environ["HOME"] not in written
+
+
+MASKED = "Our deploy token is [redacted OPENAI_API_KEY]"
+
+
+def test_a_kept_line_gets_its_key_back_exactly_around_the_runs_edits(key_in_env):
+    target = f"Answer with the code.\r\n{MASKED}\r\nThe end."
+    result = f"First, a new line.\r\nAnswer with the code, now.\r\n{MASKED}\r\nThe end.\nrule k0.\n"
+    assert keys.unmasked(result, target) == result.replace("[redacted OPENAI_API_KEY]", KEY)
+    assert keys.left(result, target, name="prompt.md") == []
+    assert keys.unmasked(target, target) == target.replace("[redacted OPENAI_API_KEY]", KEY)
+
+
+def test_a_marker_the_run_wrote_or_changed_is_left_as_it_is(key_in_env, monkeypatch):
+    monkeypatch.setenv("OTHER_SECRET_TOKEN", "ghp_other-7d1e8a60534f9b2c")
+    target = f"Answer.\n{MASKED}\n"
+    result = (f"Answer.\n{MASKED}\n{MASKED}, say it to users.\nuse [redacted OTHER_SECRET_TOKEN] in [redacted HOME]\n"
+              f"{MASKED}\n")
+    written = keys.unmasked(result, target)
+    assert written.split("\n")[1] == f"Our deploy token is {KEY}" and written.count(KEY) == 1
+    assert written.split("\n")[2:] == result.split("\n")[2:]
+    assert keys.left(result, target, name="prompt.md") == [
+        "prompt.md line 3: [redacted OPENAI_API_KEY]", "prompt.md line 4: [redacted OTHER_SECRET_TOKEN]",
+        "prompt.md line 4: [redacted HOME]", "prompt.md line 5: [redacted OPENAI_API_KEY]"]
+
+
+def test_a_folders_masked_line_gets_its_key_back_only_in_its_own_file(key_in_env):
+    target = {"SKILL.md": f"---\nname: s\n---\n{MASKED}\n", "notes.md": "Notes.\n"}
+    moved = {"SKILL.md": "---\nname: s\n---\nNo token here.\n", "notes.md": f"Notes.\n{MASKED}\n", "new.md": f"{MASKED}\n"}
+    assert keys.unmasked(moved, target) == moved
+    assert keys.left(moved, target, name="skill") == [
+        "notes.md line 2: [redacted OPENAI_API_KEY]", "new.md line 1: [redacted OPENAI_API_KEY]"]
+    kept = {**moved, "SKILL.md": f"---\nname: s\ndescription: more\n---\n{MASKED}\nrule k0.\n"}
+    assert keys.unmasked(kept, target)["SKILL.md"] == kept["SKILL.md"].replace("[redacted OPENAI_API_KEY]", KEY)

@@ -26,7 +26,7 @@ from agentdescent.cli.watch import ending, say, watched
 from agentdescent.commands import command
 from agentdescent.engine.evolve import TEMPORARY_LEDGER_PREFIX
 from agentdescent.errors import UserError
-from agentdescent.runs import Service
+from agentdescent.runs import Service, keys
 from agentdescent.runs.review import DiffView, Shown
 from agentdescent.runs.spec import SpecError
 from agentdescent.runs.status import RunStatus
@@ -223,6 +223,8 @@ def run_show(args: argparse.Namespace, console: Console) -> int:
     hint = f"; the first {len(rejected)} listed, --all lists every one" if len(rejected) < shown.rejected_total else ""
     _diff_list(console, f"rejected diffs ({shown.rejected_total}{hint})", rejected)
     _worst(console, shown)
+    if shown.markers_left:
+        say(console, f"{keys.said(shown.markers_left)}:", *(f"  {where}" for where in shown.markers_left))
     say(console, f"report: {shown.report}")
     if shown.pending_approval:
         p = shown.pending_approval
@@ -280,7 +282,8 @@ def run_accept(args: argparse.Namespace, console: Console) -> int:
         *(f"  kept as it changed on disk since the run started: {path}" for path in done.kept),
         *(f"  changed on disk and by the run, cannot merge: {path}" + (" (the run's version written over it)" if
           args.overwrite and not done.dry_run else "") for path in done.conflicts),
-        *(f"  beside it: {why}" for why in done.refused))
+        *(f"  beside it: {why}" for why in done.refused),
+        *(f"  marker left as it is (not where the target held the key): {where}" for where in done.markers_left))
     if done.backup:
         say(console, f"  backup: {done.backup}")
     if done.next:

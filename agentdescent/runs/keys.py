@@ -6,7 +6,14 @@ value is caught before the run starts. With `keys_in_target: refuse` (the defaul
 refused, naming the file (or task) and the line, and nothing is stored. With `keys_in_target: mask`
 the run works on a copy where each such value reads `[redacted NAME]` (what `redact` prints): the
 models, the ledger and the run store only ever see the marker, and `accept` puts the value back
-from the environment before it writes, so the user's file keeps it.
+from the environment before it writes, so the user's file keeps it. It puts it back only where the
+key was: in a line the run kept as the masked copy (its sealed target.json) had it, in the same
+file, as a diff aligns the two. A marker anywhere else (a line the run wrote or changed, one moved
+to another file, one naming a variable the line never held) is written as it is, and `left` names
+it, so that a model cannot have a key, or any variable's value, written where the user never put it.
+
+    unmasked("a\\nkey: [redacted K]\\nb [redacted K]\\n", "a\\nkey: [redacted K]\\n")
+        ==  "a\\nkey: <the value of K>\\nb [redacted K]\\n"
 
     problems("refuse", "token: sk-live-...\\n", [], name="prompt.md")
         ->  [Problem(field="target", message="prompt.md: line 1 holds the value of OPENAI_API_KEY: ...")]
@@ -20,6 +27,7 @@ not in the environment of the process that checks the spec.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -68,17 +76,69 @@ def masked(content: Content, tasks: list[Task]) -> tuple[Content, list[Task]]:
     return _mapped(content, redact), [Task.model_validate_json(redact(task.model_dump_json())) for task in tasks]
 
 
-def unmasked(content: Content) -> Content:
-    """The content with each marker back to its variable's value, read from the environment now;
-    `UserError` naming a variable that is not set here."""
-    texts = [content] if isinstance(content, str) else list(content.values())
-    missing = sorted({name for text in texts for name in _MARKER.findall(text)
-                      if not os.environ.get(name, "").strip()})
+def unmasked(content: Content, target: Content) -> Content:
+    """`content` (the run's version) with each marker of a line it kept from `target` (the masked
+    copy the run started from) back to its variable's value, read from the environment now; every
+    other marker as it is (`left` names them). `UserError` naming a variable to put back that is
+    not set here."""
+    files, before = _paired(content, target)
+    kept = {path: _kept_lines(text, before.get(path)) for path, text in files.items()}
+    lines = {path: text.split("\n") for path, text in files.items()}
+    names = {name for path, found in kept.items() for j in found for name in _MARKER.findall(lines[path][j])}
+    missing = sorted(name for name in names if not os.environ.get(name, "").strip())
     if missing:
         raise UserError(f"the run's result holds [redacted {missing[0]}] where the target held the value of "
                         f"{', '.join(missing)}; set {'it' if len(missing) == 1 else 'them'} in this environment as when "
                         "the run started, and accept again (nothing was written)")
-    return _mapped(content, lambda text: _MARKER.sub(lambda m: os.environ[m.group(1)].strip(), text))
+    put_back = {path: "\n".join(_MARKER.sub(_value, line) if j in kept[path] else line for j, line in enumerate(lines[path]))
+                for path in files}
+    return put_back[""] if isinstance(content, str) else put_back
+
+
+def left(content: Content, target: Content, *, name: str) -> list[str]:
+    """Each marker `content` holds that `unmasked` leaves as it is, and where (`name` is the text
+    target's file name): left("x [redacted HOME]\\n", "x\\n", name="p.md") == ["p.md line 1: [redacted HOME]"]"""
+    files, before = _paired(content, target)
+    said = []
+    for path, text in files.items():
+        kept = _kept_lines(text, before.get(path))
+        said += [f"{path or name} line {j + 1}: {marker.group(0)}" for j, line in enumerate(text.split("\n"))
+                 if j not in kept for marker in _MARKER.finditer(line)]
+    return said
+
+
+def said(left: list[str]) -> str:
+    """How many markers `left` are, for a message: said(["p.md line 3: [redacted HOME]"]) ==
+    "1 marker left as it is: not where the target held the key" """
+    one = len(left) == 1
+    return (f"{len(left)} marker{'' if one else 's'} left as {'it is' if one else 'they are'}: not where the target "
+            "held the key")
+
+
+def _paired(content: Content, target: Content) -> tuple[dict[str, str], dict[str, str]]:
+    """The run's version and the masked target as {file: text}, a text target's file named ""."""
+    def files(c: Content) -> dict[str, str]:
+        return {"": c} if isinstance(c, str) else c
+    return files(content), (files(target) if isinstance(target, str) == isinstance(content, str) else {})
+
+
+def _value(marker: re.Match[str]) -> str:
+    return os.environ[marker.group(1)].strip()
+
+
+def _kept_lines(text: str, before: str | None) -> set[int]:
+    """The lines of `text` (cut at each "\\n") holding a marker that stand where `before` had them, as a
+    diff aligns the two (the matcher `show`'s diff uses; a line's ending is not part of it, so a last
+    line that gained one still counts). A file the target did not have keeps none."""
+    now = [line.removesuffix("\r") for line in text.split("\n")]
+    marked = {j for j, line in enumerate(now) if _MARKER.search(line)}
+    if not marked or before is None:
+        return set()
+    if text == before:
+        return marked
+    was = [line.removesuffix("\r") for line in before.split("\n")]
+    blocks = difflib.SequenceMatcher(None, was, now).get_matching_blocks()
+    return {j for _, start, size in blocks for j in range(start, start + size)} & marked
 
 
 def _places(texts: dict[str, str]) -> list[str]:

@@ -2,10 +2,10 @@
 longer tool result, and the part lost would be the diff or the evidence a person judges the run by.
 
 The first page keeps every field, its texts shortened (a rationale, a reason, an edit's line, a
-rollout's prompt and output) and its lists cut to what fits (`committed_total`, `rejected_total`
-and `files_changed_total` count them all), a pending L1 change's diff first and whole where a page holds
-it (`whole` says whether it did), then as much of the patch as the rest of the page holds. A page
-from a later `offset` holds only the patch from there on. `diff_continues` says whether there is
+rollout's prompt and output) and its lists cut to what fits (`committed_total`, `rejected_total`,
+`files_changed_total` and `markers_left_total` count them all), a pending L1 change's diff first
+and whole where a page holds it (`whole` says whether it did), then as much of the patch as the
+rest of the page holds. A page from a later `offset` holds only the patch from there on. `diff_continues` says whether there is
 more; the next page starts at its `next_offset` (`diff_offset + len(diff)`: a model asked to count
 the characters of a long page gets it wrong, and a wrong offset loses or repeats part of the patch).
 
@@ -33,21 +33,22 @@ def paged(shown: Shown, *, offset: int = 0, budget: int = PAGE_BYTES) -> Shown:
     """The page of `shown` from character `offset` of its patch (see the module docstring)."""
     if offset > 0:
         page = shown.model_copy(update={"committed": [], "rejected": [], "worst_rollouts": [], "files_changed": [],
-                                        "pending_approval": None, "diff": ""})
+                                        "markers_left": [], "pending_approval": None, "diff": ""})
     else:
         page = shown.model_copy(update={
             "committed": [_short(d) for d in shown.committed[:LISTED]],
             "rejected": [_short(d) for d in shown.rejected[:LISTED]],
             "worst_rollouts": [_short_rollout(r) for r in shown.worst_rollouts],
             "files_changed": shown.files_changed[:FILES_SHOWN],
+            "markers_left": shown.markers_left[:FILES_SHOWN],
             "pending_approval": shown.pending_approval and shown.pending_approval.model_copy(
                 update={"diff": "", "rationale": _short_text(shown.pending_approval.rationale, TEXT_CHARS)}),
             "diff": ""})
         pending = shown.pending_approval.diff if shown.pending_approval else ""
         room = 64 if pending else LEAST_DIFF_BYTES  # what is to be approved comes before the run's whole patch
         while _size(page) + len(json.dumps(pending)) > budget - room and (
-                page.committed or page.rejected or page.worst_rollouts or page.files_changed):
-            longest = max(("committed", "rejected", "worst_rollouts", "files_changed"),
+                page.committed or page.rejected or page.worst_rollouts or page.files_changed or page.markers_left):
+            longest = max(("committed", "rejected", "worst_rollouts", "files_changed", "markers_left"),
                           key=lambda name: len(getattr(page, name)))
             page = page.model_copy(update={longest: getattr(page, longest)[:-1]})
         if page.pending_approval is not None:

@@ -38,7 +38,8 @@ from agentdescent.runs.status import LIVE
 from agentdescent.runs.store import RunDir, RunStore
 
 WRITABLE = ("finished", "rejected", "restored")  # ended with a result that is not on the target: accept writes it
-LISTS = ("written", "deleted", "merged", "kept", "conflicts", "refused", "removed")  # an answer's lists, each with its total
+# an answer's lists, each with its total
+LISTS = ("written", "deleted", "merged", "kept", "conflicts", "refused", "removed", "markers_left")
 ANSWER_FILE = "accepted.json"  # in the run's folder: the last write-back's answer, every list whole
 
 
@@ -56,6 +57,8 @@ class Accepted(BaseModel):
     backup: str | None = None
     refused: list[str] = Field(default_factory=list)  # folders beside the target that are not our backups: left alone
     removed: list[int] = Field(default_factory=list)  # the oldest backups past `pruning.KEEP`, removed after the write
+    # a masked run's markers written as they are, not where the target held the key: "SKILL.md line 9: [redacted HOME]"
+    markers_left: list[str] = Field(default_factory=list)
     # how many each list holds: a host's page names only the first of each (`lists_page`)
     written_total: int = 0
     deleted_total: int = 0
@@ -64,6 +67,7 @@ class Accepted(BaseModel):
     conflicts_total: int = 0
     refused_total: int = 0
     removed_total: int = 0
+    markers_left_total: int = 0
     answer_file: str | None = None  # a write-back's: this answer kept whole, every list in full
     message: str
     next: str = ""
@@ -102,16 +106,17 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
     with holding, writing:
         if run.status().state == "accepted":  # the other accept finished while we waited for the lock
             raise UserError(f"run {run.id} was already accepted just now")
-        result, base = _to_write(run, result)
+        result, base, left = _to_write(run, result)
         plan = write_back(status.target, result.rendered, initial=result.initial_state, frozen=result.frozen,
                           dry_run=dry_run, overwrite=overwrite, base=base, run=run.id)
         done = Accepted(run_id=run.id, dry_run=dry_run, target=status.target, written=list(plan.written),
                         deleted=list(plan.deleted), unchanged=len(plan.unchanged), merged=list(plan.merged),
                         kept=list(plan.kept), conflicts=list(plan.conflicts),
                         backup=None if plan.backup is None else str(plan.backup), refused=list(plan.refused),
-                        removed=list(plan.removed), message="")
+                        removed=list(plan.removed), markers_left=left, message="")
+        left_out = _markers_said(left) + _unmeasured(result, run.id)  # what the write leaves as it is, or out
         if dry_run:
-            return _counted(done.model_copy(update={"message": _dry_run_message(plan, overwrite) + _unmeasured(result, run.id),
+            return _counted(done.model_copy(update={"message": _dry_run_message(plan, overwrite) + left_out,
                                                     "next": _after_dry_run(run.id, status.target, plan, overwrite)}))
         # every file the run's change is in, written now or already so (an accept killed before this status)
         files = {*plan.written, *plan.deleted, *review.changed(base, result.rendered, target.name)}
@@ -120,7 +125,7 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
             done = done.model_copy(update=_written_by(earlier))
         by = "" if earlier is None or earlier.record.run == run.id else _by(earlier)  # its version, another's write
         done = _counted(done.model_copy(update={
-            "message": _wrote(done, plan, status.target, by=by, earlier=earlier is not None) + _unmeasured(result, run.id),
+            "message": _wrote(done, plan, status.target, by=by, earlier=earlier is not None) + left_out,
             "next": f"{command('restore', status.target)} puts it back" if done.backup else "",
             "answer_file": str(run.file(ANSWER_FILE))}))
         run.write(ANSWER_FILE, done.model_dump_json(indent=1))  # before the status: a failed write is an accept cut short
@@ -228,13 +233,20 @@ def _gone(run: RunDir, target: str) -> str:
             "for a copy elsewhere")
 
 
-def _to_write(run: RunDir, result: EvolveResult) -> tuple[EvolveResult, str | dict[str, str]]:
+def _to_write(run: RunDir, result: EvolveResult) -> tuple[EvolveResult, str | dict[str, str], list[str]]:
     """The run's `result` and what the target held when the run started, with the keys a masked
-    run never saw put back from the environment (`keys`)."""
-    base = review.initial(run)
+    run never saw put back from the environment where the target held them (`keys`), and the
+    markers left as they are."""
+    base = review.initial(run)  # sealed: `check` ran first
     if run.spec().keys_in_target == "mask":
-        return dataclasses.replace(result, rendered=keys.unmasked(result.rendered)), keys.unmasked(base)
-    return result, base
+        left = keys.left(result.rendered, base, name=Path(run.spec().target).name)
+        return dataclasses.replace(result, rendered=keys.unmasked(result.rendered, base)), keys.unmasked(base, base), left
+    return result, base, []
+
+
+def _markers_said(left: list[str]) -> str:
+    """A masked run's markers written as they are, for an answer's message ("" when there are none)."""
+    return f"; {keys.said(left)} ({_first(left, sep='; ')})" if left else ""
 
 
 def _after_dry_run(run_id: str, target: str, plan: WritePlan, overwrite: bool) -> str:
