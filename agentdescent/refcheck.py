@@ -20,8 +20,9 @@ what it printed (stdout and stderr, the last `OUTPUT_BYTES` kept) is quoted, red
 failure. This module lives outside `agentdescent.runs` so that the child imports next to nothing
 of ours. `check_call` goes one step further for a reward: its child calls the ref once, as
 `ref(task, output)`, and says what it raised or returned that is not a number in [0, 1], in the
-words the run would stop with (`reward_problem`). Left out: calling an agent or a reflector
-(only the run's own process does).
+words the run would stop with (`reward_problem`). For a run whose executor sends its callables
+to other processes, `check_refs(..., executor=...)` also pickles each as that executor would.
+Left out: calling an agent or a reflector (only the run's own process does).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import json
 import math
 import numbers
 import os
+import pickle
 import shutil
 import signal
 import subprocess
@@ -54,6 +56,8 @@ QUOTED_CHARS = 120  # of that tail, quoted in a failure
 SCRATCH_PREFIX = "agentdescent-refcheck-"  # the checks' scratch folders in the temp folder (runs --prune knows it)
 PARENT_POLL_SECONDS = 0.2  # how often the child looks whether its parent is still there
 _REASON_CHARS = 200
+SENT_BY = "--sent-by"  # the child's flag: the executor that will send the ref to other processes
+UNPICKLABLE = "it loads, but cannot be pickled: "  # how a verdict on a ref that does not travel begins
 
 
 def check_call(ref: str, task: dict, output: str, *, cwd: str | os.PathLike | None = None,
@@ -69,16 +73,18 @@ def check_call(ref: str, task: dict, output: str, *, cwd: str | os.PathLike | No
         return child.verdict(time.monotonic() + timeout, timeout)
 
 
-def check_refs(refs: Sequence[str], *, cwd: str | os.PathLike | None = None,
-               timeout: float = REF_CHECK_SECONDS) -> dict[str, str | None]:
+def check_refs(refs: Sequence[str], *, cwd: str | os.PathLike | None = None, timeout: float = REF_CHECK_SECONDS,
+               executor: str = "thread") -> dict[str, str | None]:
     """Each of `refs` mapped to None when it imports in a child process and names something
-    callable, else to why not (the exception, or how the child ended, then a redacted excerpt of
+    callable (that pickles, for an `executor` that sends it to other processes: "process" or
+    "ray"), else to why not (the exception, or how the child ended, then a redacted excerpt of
     what it printed). Each ref has a child of its own, all started at once and given `timeout`
     seconds in all; raises nothing for a bad ref."""
     refs = list(dict.fromkeys(refs))
     with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX) as folder:
         origin = Path(cwd or os.getcwd())
-        children = {ref: _Child(ref, Path(folder, f"{i}.json"), origin) for i, ref in enumerate(refs)}
+        sent = [SENT_BY, executor] if executor != "thread" else []
+        children = {ref: _Child(ref, Path(folder, f"{i}.json"), origin, sent) for i, ref in enumerate(refs)}
         until = time.monotonic() + timeout
         return {ref: child.verdict(until, timeout) for ref, child in children.items()}
 
@@ -86,10 +92,11 @@ def check_refs(refs: Sequence[str], *, cwd: str | os.PathLike | None = None,
 class _Child:
     """One ref's check: the process importing it, and the tail of what it printed."""
 
-    def __init__(self, ref: str, result: Path, origin: Path, call: Path | None = None) -> None:
+    def __init__(self, ref: str, result: Path, origin: Path, then: Path | list[str] | None = None) -> None:
+        """`then`: the call file of a reward to call, or `[SENT_BY, executor]`."""
         self.result, self.kept, self.unstarted = result, bytearray(), None
         argv = [sys.executable, "-m", CHILD_MODULE, str(os.getpid()), str(origin), str(result), ref,
-                *([str(call)] if call else [])]
+                *([str(then)] if isinstance(then, Path) else then or [])]
         try:
             self.proc = subprocess.Popen(argv, cwd=result.parent, env=_our_package_first(),
                                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -179,10 +186,12 @@ def _with_output(reason: str, said: str) -> str:
 
 
 def main(argv: list[str]) -> NoReturn:
-    """`refcheck PARENT_PID ORIGIN RESULT_FILE REF [CALL_FILE]`: import the ref from ORIGIN (and call
-    it on CALL_FILE's task and output), write {"error": None or why not} to RESULT_FILE, and exit 0
-    at once; or, should PARENT_PID stop being this process's parent first, end as `_orphaned` says."""
-    parent, origin, result, ref, *call = argv
+    """`refcheck PARENT_PID ORIGIN RESULT_FILE REF [CALL_FILE | --sent-by EXECUTOR]`: import the ref
+    from ORIGIN (and call it on CALL_FILE's task and output, or pickle it as EXECUTOR would), write
+    {"error": None or why not} to RESULT_FILE, and exit 0 at once; or, should PARENT_PID stop being
+    this process's parent first, end as `_orphaned` says."""
+    parent, origin, result, ref, *then = argv
+    call, executor = ([], then[1]) if then[:1] == [SENT_BY] else (then, None)
     _orphaned(int(parent), Path(result).parent)
     from agentdescent.scoring import Judge  # noqa: F401 - imported before ORIGIN is on the path: ours, not a planted copy
     from agentdescent.types import Task  # noqa: F401
@@ -196,6 +205,8 @@ def main(argv: list[str]) -> NoReturn:
         error = _load(ref)
     if error is None and call:
         error = _call(ref, call[0])
+    if error is None and executor is not None:
+        error = _unsendable(ref, executor)
     with open(result, "w", encoding="utf-8") as handle:
         json.dump({"error": error}, handle)
     sys.stdout.flush()
@@ -245,6 +256,30 @@ def _call(ref: str, call_file: str) -> str | None:
     except BaseException as exc:  # noqa: BLE001 - whatever the user's reward raises is the verdict
         return f"calling it as {attribute}(task, output) raised {type(exc).__name__}: {exc}"
     return reward_problem(value, call["task"]["id"])
+
+
+def _unsendable(ref: str, executor: str) -> str | None:
+    """Why `executor` ("process": pickle; "ray": cloudpickle, which takes closures too) cannot send
+    what `ref` names to its workers, or None. A class is sent by name; what it makes is not tried
+    here (the run checks it as it starts)."""
+    module_name, _, attribute = ref.partition(":")
+    found = functools.reduce(getattr, attribute.split("."), importlib.import_module(module_name))
+    try:
+        pickle.dumps(found)
+        return None
+    except Exception as exc:  # noqa: BLE001 -- whatever its __reduce__ raises
+        error: BaseException = exc
+    if executor == "ray":
+        try:
+            from ray import cloudpickle
+
+            cloudpickle.dumps(found)
+            return None
+        except ImportError:  # plan says Ray is missing, apart
+            return None
+        except Exception as exc:  # noqa: BLE001
+            error = exc
+    return f"{UNPICKLABLE}{type(error).__name__}: {error}"
 
 
 def reward_problem(value: object, task_id: str) -> str | None:

@@ -11,6 +11,7 @@ functions that spec files name as `python:tests.keyword_domain:answer` (runs sta
 repository root). `KEYWORD_KILL_AT=N` in the environment makes the agent SIGKILL its own process
 at its Nth call: a run killed at a chosen point of its life; `KEYWORD_LEAVE=FOLDER` makes each
 call start a program that outlives it (in a session of its own), its pid in a file of FOLDER.
+`locked_answer` is `answer` in an object that holds a lock: one no executor can send elsewhere.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -112,7 +114,6 @@ def counted_rule(prompt: str) -> str:
     return next_rule(prompt)
 
 
-
 _ASKED = None  # the model `costly_answer` asks again, made on its first call (in the run's process)
 
 
@@ -135,3 +136,17 @@ def marker_rule(prompt: str) -> str:
     rule = next_rule(prompt)
     return rule if rule == "NONE" else rule.replace(
         "</rule>", " Debug with [redacted OPENAI_API_KEY] and [redacted OTHER_SECRET_TOKEN] from [redacted HOME].</rule>")
+
+
+class _Locked:
+    """An agent object that holds a lock: it cannot be pickled, so no process or Ray executor can send it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def __call__(self, prompt: str) -> str:
+        with self.lock:
+            return answer(prompt)
+
+
+locked_answer = _Locked()

@@ -8,6 +8,7 @@ import contextvars
 import itertools
 import json
 import logging
+import pickle
 import threading
 import time
 import tracemalloc
@@ -70,6 +71,16 @@ def test_openai_request_shape(keyed):
                             "messages": [{"role": "system", "content": "Be brief."},
                                          {"role": "user", "content": "hello there"}]}
     assert model.name == "gpt-test"
+
+
+def test_a_model_sent_to_another_process_answers_there_with_slots_of_its_own(keyed):
+    """The process and Ray executors pickle a spec's model client: its locks made every such run fail."""
+    with LoopbackServer(openai_chat(lambda prompt: f"echo: {prompt}")) as server:
+        model = gpt(server, max_concurrency=3)
+        assert model("warm") == "echo: warm"  # a client with connections open pickles as its settings
+        copy = pickle.loads(pickle.dumps(model))
+        assert copy("hello") == "echo: hello" and copy.max_concurrency == 3 and copy._slots is not model._slots
+    assert copy.usage.calls == 2 and model.usage.calls == 1  # each counts its own, from what it had
 
 
 def test_openai_leaves_out_unset_options_and_reads_list_content(keyed):

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from agentdescent import Budget, Parallelism, Task, UserError, evolve, scripted
+from agentdescent import Budget, CancelToken, Parallelism, Task, UserError, evolve, scripted
 from agentdescent.engine.calls.executors import ThreadExecutor
 from agentdescent.engine.calls.processes import ProcessExecutor
+from agentdescent.engine.persist.checkpoint import RunFiles
 from agentdescent.engine.persist.journal import StartLog
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,6 +63,33 @@ def run_that_says_it_runs(rendered: str, task: Task) -> str:
 
 def propose(rendered: str, task: Task, output: str, value: float) -> str | None:
     return "always state the year" if value < 1.0 else None
+
+
+class Unloadable:
+    """A run that pickles here and cannot be loaded where it is sent (its client needs what only
+    this process has, say)."""
+
+    def __call__(self, rendered: str, task: Task) -> str:
+        return run(rendered, task)
+
+    def __reduce__(self):
+        return _refuse_to_load, ("a missing variable in the worker",)
+
+
+def _refuse_to_load(why: str) -> Unloadable:
+    raise RuntimeError(f"cannot rebuild my client: {why}")
+
+
+class SlowToLoad(Unloadable):
+    """A run that takes seconds to load in a worker (a large model read from disk, say)."""
+
+    def __reduce__(self):
+        return _load_slowly, ()
+
+
+def _load_slowly() -> SlowToLoad:
+    time.sleep(30)
+    return SlowToLoad()
 
 
 def popping_reward(task: Task, output: str) -> float:
@@ -305,6 +333,46 @@ def test_a_reward_that_changes_its_task_changes_no_other_rollout_nor_the_caller_
 def test_a_callable_that_cannot_be_pickled_is_named_before_the_run_starts():
     with pytest.raises(UserError, match="sends propose to other processes, and it cannot be pickled"):
         evolve(year_tasks(), reward, run=run, propose=lambda *a: None, parallelism=Parallelism(executor="process"))
+
+
+def test_a_callable_a_worker_process_cannot_load_is_named_before_any_call_is_made(tmp_path):
+    """It pickled, so every call went and broke its worker as it was unpickled: the pool was rebuilt
+    and each call sent again (minutes, a traceback each time, every call billed, none made), and
+    the run's error guessed at a crash."""
+    with pytest.raises(UserError, match=r"sends run to other processes, and they cannot load it \(RuntimeError: "
+                                        r"«cannot rebuild my client: a missing variable in the worker»\)"):
+        evolve(year_tasks(), reward, run=Unloadable(), propose=propose, rounds=2, store=tmp_path / "ledger",
+               parallelism=Parallelism(executor="process", reissue_after=None))
+    assert RunFiles(tmp_path / "ledger").starts.count() == 0  # no call was paid for
+
+
+def test_a_run_cancelled_while_its_workers_load_its_callables_ends_cancelled():
+    """The cancel stopped the loading processes, which read as a crash of the callable's loading."""
+    token = CancelToken()
+    threading.Timer(1.0, lambda: token.cancel("enough")).start()
+    started = time.monotonic()
+    result = evolve(year_tasks(), reward, run=SlowToLoad(), propose=propose, stop=[token],
+                    parallelism=Parallelism(executor="process"))
+    assert result.stop_reason == "cancelled (enough)" and result.error == "cancelled" and result.usage.calls == 0
+    assert time.monotonic() - started < 25  # not the 30 s a load takes: the workers were stopped
+
+
+def test_a_function_defined_under_the_main_guard_is_named_with_where_to_define_it(tmp_path):
+    program = ("from agentdescent import Parallelism, UserError, evolve\n"
+               "from tests.test_executors import propose, reward, run, year_tasks\n"
+               "if __name__ == '__main__':\n"
+               "    def guarded(rendered, task):\n"
+               "        return run(rendered, task)\n"
+               "    try:\n"
+               "        evolve(year_tasks(), reward, run=guarded, propose=propose, parallelism=Parallelism(executor='process'))\n"
+               "    except UserError as exc:\n"
+               "        print(exc)\n")
+    (tmp_path / "guarded.py").write_text(program, encoding="utf-8")
+    done = subprocess.run([sys.executable, str(tmp_path / "guarded.py")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert "sends run to other processes, and they cannot load it (AttributeError" in done.stdout, done.stderr
+    assert "Can't get attribute 'guarded'" in done.stdout and "not under `if __name__ == '__main__':`" in done.stdout
+    assert "Traceback" not in done.stderr, done.stderr  # not a worker's traceback per call
 
 
 @pytest.mark.parametrize("executor", ["process", "ray"])
@@ -559,6 +627,35 @@ def test_code_only_this_process_can_import_is_named_with_the_way_to_give_it_to_r
     with pytest.raises(UserError, match=r"Ray's workers cannot import «scorer_beside_the_script».*'py_modules'"):
         evolve(year_tasks(), beside.reward, run=beside.run, propose=propose, rounds=1,
                parallelism=Parallelism(executor="ray", reissue_after=None))
+
+
+def test_a_callable_ray_cannot_load_is_named_before_any_call_and_never_as_ray_s_error(local_ray):
+    """Ray's RaySystemError came out of evolve, through the first held-out measurement."""
+    with pytest.raises(UserError, match=r"sends run to Ray's workers, and they cannot load it \(RuntimeError: "
+                                        r"«cannot rebuild my client: a missing variable in the worker»\)"):
+        evolve(year_tasks(), reward, run=Unloadable(), propose=propose, rounds=2,
+               parallelism=Parallelism(executor="ray", reissue_after=None))
+    from agentdescent.engine.calls.ray_runner import Runner
+    from agentdescent.engine.calls.units import roll_out
+
+    _, returned, error = Runner(1).one(roll_out, (local_ray.put(Unloadable()), reward, "", year_tasks()[0]))
+    assert not returned and isinstance(error, UserError)  # a call sent anyway fails the run with the same words
+    assert "sends run to Ray's workers, and they cannot load it (RuntimeError" in str(error)
+
+
+def test_a_stopped_ray_executor_s_actors_remove_the_workspaces_its_tree_runner_kept(local_ray, tmp_path):
+    """A stopped executor's actors were killed holding their copies of the runner, and the idle
+    workspaces those kept stayed in the temporary folder for good."""
+    from agentdescent import tree_runner
+    from agentdescent.engine.calls.ray_executor import RayExecutor
+    from agentdescent.engine.calls.units import roll_out
+
+    runner = tree_runner(scripted(lambda prompt, cwd: "2026"), layout="root", workdir=tmp_path)
+    pool = RayExecutor(2)
+    rollout = pool.submit(roll_out, runner, reward, {"SKILL.md": "say the year"}, year_tasks()[0]).result(timeout=60)
+    assert rollout.reward == 1.0 and len(list(tmp_path.iterdir())) == 1  # kept, clean, for the next rollout
+    pool.abandon(RuntimeError("the run was cancelled"))  # its actors are killed, not kept warm
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_without_ray_installed_the_error_says_how_to_install_it(monkeypatch):

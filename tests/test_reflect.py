@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import pickle
 import re
 import warnings
 
@@ -117,6 +118,19 @@ def test_reflector_counts_empty_none_and_garbage_as_no_proposal():
     got = [propose("", TASK, "x", 0.0) for _ in replies]
     assert got == [None, None, None, "Be exact."]
     assert propose.stats == {"empty": 1, "none": 1, "unreadable": 1, "rules": 1}
+
+
+def be_exact(prompt: str) -> str:
+    return "<rule>Be exact.</rule>"
+
+
+def test_a_reflector_sent_to_another_process_reflects_there_and_counts_its_own_stats():
+    """The process and Ray executors pickle propose: the reflector's lock made every such run fail."""
+    propose = reflector(scripted(be_exact), batch=True)
+    propose("", TASK, "x", 0.0)
+    copy = pickle.loads(pickle.dumps(propose))
+    assert copy.batch("", [Rollout(task=TASK, output="x", reward=0.0)]) == "Be exact."
+    assert copy.stats == {"rules": 2} and propose.stats == {"rules": 1}
 
 
 def test_batch_reflection_sees_every_failure_and_makes_one_rule():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import pickle
 import re
 import time
 import warnings
@@ -26,6 +27,11 @@ TASK = Task(id="t1", prompt="route this")
 def listing(prompt, cwd):
     """An agent that answers with every file it can see, and writes one of its own."""
     Path(cwd, "answer.txt").write_text(f"done: {prompt}\n", encoding="utf-8")
+    return "\n".join(sorted(str(p.relative_to(cwd)) for p in Path(cwd).rglob("*") if p.is_file()))
+
+
+def looking(prompt, cwd):
+    """An agent that answers with every file it can see, and changes none."""
     return "\n".join(sorted(str(p.relative_to(cwd)) for p in Path(cwd).rglob("*") if p.is_file()))
 
 
@@ -285,4 +291,17 @@ def test_a_folder_chain_an_agent_made_a_thousand_deep_is_walked_and_removed(tmp_
 
     output = tree_runner(scripted(agent), layout="root", workdir=tmp_path)(TREE, TASK)
     assert output.files == {"/".join(["a"] * 1_000 + ["x.md"]): "deep\n"}
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_copy_sent_to_another_process_works_alone_and_its_idle_workspaces_go_with_it(tmp_path):
+    """The process and Ray executors pickle the runner: its lock and pool of workspaces made that
+    fail for every folder target; a copy gets a bound and a pool of its own, cleared as it goes."""
+    run = tree_runner(scripted(looking), layout="claude_skill", name="router", workdir=tmp_path, max_workspaces=3)
+    copy = pickle.loads(pickle.dumps(run))
+    assert copy.max_workspaces == 3 and copy._idle is not run._idle
+    assert ".claude/skills/router/SKILL.md" in copy(TREE, TASK)
+    assert len(list(tmp_path.iterdir())) == 1  # kept clean for the copy's next rollout of this candidate
+    del copy
+    gc.collect()
     assert list(tmp_path.iterdir()) == []

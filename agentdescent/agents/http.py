@@ -30,8 +30,8 @@ the answer into text. Around that one request it does what every provider needs:
   billed by the provider though its text is not used.
 
 Providers subclass it and fill in five hooks: `_url`, `_headers`, `_payload`, `_parse` and `_usage`.
-Left out: streaming to the caller, tool calls, async clients, and pickling a model into another
-process.
+A model pickles as its settings (the process and Ray executors send it to other processes).
+Left out: streaming to the caller, tool calls and async clients.
 """
 
 from __future__ import annotations
@@ -73,6 +73,7 @@ __all__ = ["DEFAULT_MAX_REPLY_CHARS", "DEFAULT_TIMEOUT", "BadReply", "HTTPModel"
 
 DEFAULT_OUTPUT_LIMIT = 4096  # the limit a cut reply's hint doubles when the server's own was used
 CONNECT_TIMEOUT = 10.0  # one connection attempt; a server that does not answer is tried again
+_OWN_TO_A_PROCESS = ("_slots", "_client_lock", "_client", "_clock", "_jitter")  # made again where a copy is loaded
 log = logging.getLogger(__name__)
 
 
@@ -139,11 +140,21 @@ class HTTPModel:
         register(api_key_env)
         self.timeout, self.max_reply_chars = check_timeout(timeout), check_max_reply_chars(max_reply_chars)
         self.max_retries, self.max_concurrency, self.backoff = max_retries, max_concurrency, check_backoff(backoff)
-        self._slots = threading.BoundedSemaphore(max_concurrency)
-        self._client_lock = threading.Lock()
+        self._start()
+
+    def _start(self) -> None:
+        self._slots, self._client_lock = threading.BoundedSemaphore(self.max_concurrency), threading.Lock()
         self._client: httpx.Client | None = None
-        self._clock = Deadline()
-        self._jitter = random.Random()
+        self._clock, self._jitter = Deadline(), random.Random()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Its settings and usage, for a copy in a worker process or a Ray actor, with slots and connections of its own."""
+        return {key: value for key, value in self.__dict__.items() if key not in _OWN_TO_A_PROCESS}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        register(self.api_key_env)  # that process redacts this model's key too
+        self._start()
 
     def __call__(self, prompt: str) -> str:
         """The model's reply to `prompt`. Raises `UserError` when misconfigured (a missing key

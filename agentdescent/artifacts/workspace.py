@@ -103,8 +103,7 @@ def tree_runner(agent: Agent, *, layout: str, name: str | None = None, overlay: 
                       executable=frozenset(f"{folder}/{k}" if folder else k for k in executable),
                       assets={f"{folder}/{k}" if folder else k: v for k, v in _checked(assets, "assets", bytes).items()},
                       fixtures=_checked(fixtures, "fixtures"), keep_failed=keep_failed,
-                      slots=_slots(max_workspaces), workdir=workdir, prompt=prompt or (lambda task: task.prompt),
-                      max_idle=max_workspaces)
+                      max_workspaces=_checked_count(max_workspaces), workdir=workdir, prompt=prompt or _task_prompt)
 
 
 Stats = dict[str, tuple[int, ...]]  # relative path -> (size, mtime, ctime in ns, inode, mode): any change moves one
@@ -121,8 +120,8 @@ class TreeRunner:
     """See `tree_runner`."""
 
     def __init__(self, *, agent: Agent, folder: str, overlay: dict[str, str], fixtures: dict[str, str],
-                 keep_failed: bool, slots: threading.BoundedSemaphore, workdir: str | os.PathLike[str] | None,
-                 prompt: Callable[[Task], str], max_idle: int = 32, assets: dict[str, bytes] | None = None,
+                 keep_failed: bool, max_workspaces: int, workdir: str | os.PathLike[str] | None,
+                 prompt: Callable[[Task], str], assets: dict[str, bytes] | None = None,
                  executable: frozenset[str] = frozenset()) -> None:
         if not accepts_keyword(agent, "cwd", unknown=True):  # cannot tell: let the call say
             raise UserError("tree_runner needs an agent that takes cwd=, such as claude_code(), codex() or "
@@ -131,9 +130,23 @@ class TreeRunner:
         self.assets = dict(assets or {})  # by path in the workspace
         self.executable = executable  # by path in the workspace
         self.keep_failed, self.workdir, self.prompt = keep_failed, workdir, prompt
-        self._slots = slots
-        self._idle = _Idle(max_idle)
+        self.max_workspaces = max_workspaces
+        self._start()
+
+    def _start(self) -> None:
+        """Its bound on workspaces in use, and its pool of idle ones (as many again at most)."""
+        self._slots = threading.BoundedSemaphore(self.max_workspaces)
+        self._idle = _Idle(self.max_workspaces)
         weakref.finalize(self, self._idle.clear)  # idle workspaces go with the runner, or at exit
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy sent to a worker process or a Ray actor (the process and Ray executors) has a
+        bound and a pool of its own: its idle workspaces go with the copy, as this one's go with it."""
+        return {key: value for key, value in self.__dict__.items() if key not in ("_slots", "_idle")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._start()
 
     def __call__(self, rendered: Mapping[str, str], task: Task) -> AgentOutput:
         if not isinstance(rendered, Mapping):
@@ -375,9 +388,11 @@ def _task_files(task: Task) -> dict[str, str]:
     return _checked(files, f"task {task.id!r} meta['files']")
 
 
-def _slots(max_workspaces: int) -> threading.BoundedSemaphore:
+def _task_prompt(task: Task) -> str:
+    return task.prompt
+
+
+def _checked_count(max_workspaces: int) -> int:
     if not isinstance(max_workspaces, int) or max_workspaces < 1:
         raise UserError(f"max_workspaces must be a positive integer; got {max_workspaces!r}")
-    return threading.BoundedSemaphore(max_workspaces)
-
-
+    return max_workspaces

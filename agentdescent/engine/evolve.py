@@ -222,6 +222,7 @@ def evolve(
             fingerprint=fingerprint(artifact_id=artifact_id, strategy=strategy, seed=seed, train=train, held_out=held_out),
         )
         with ctrl_c.caught(interrupt):
+            _load(calls, interrupt, run=run, reward=reward, propose=propose)
             result = loop.run()
     finally:
         finished = result is not None and result.error is None
@@ -243,6 +244,18 @@ def evolve(
             f"{'each' if left > 1 else 'it'} as a call (abandoned), not what {'they spend' if left > 1 else 'it spends'} "
             "in tokens")
     return result
+
+
+def _load(pool: Executor, interrupt: CancelToken, **callables: object) -> None:
+    """Load the callables where `pool` runs them (`Executor.load`): one that cannot load there is
+    a `UserError` now, before any call. A cancel or a Ctrl-C meanwhile is the loop's to report,
+    as one in its first calls would be."""
+    try:
+        pool.load(**callables)
+    except KeyboardInterrupt:
+        interrupt.cancel(ctrl_c.CTRL_C)
+    except Cancelled:
+        pass
 
 
 def _start_call(allowance: Allowance, files: RunFiles) -> None:

@@ -151,7 +151,8 @@ def describe_tried(tried: Sequence[Tried], *, chars: int = MAX_RULE_CHARS) -> st
 
 
 class Reflector:
-    """A `propose` callable backed by a model; `stats` counts rules, NONEs and unreadable replies."""
+    """A `propose` callable backed by a model; `stats` counts rules, NONEs and unreadable replies
+    (those it made in this process: a copy in a worker process counts its own)."""
 
     made_by = "reflector()"  # what the model was given to, in a message about its reply
 
@@ -203,6 +204,15 @@ class Reflector:
     def _count(self, what: str) -> None:
         with self._lock:
             self.stats[what] += 1
+
+    def __getstate__(self) -> dict[str, object]:
+        """For a copy in a worker process or a Ray actor (the process and Ray executors), which
+        counts its own `stats`."""
+        with self._lock:
+            return {key: value for key, value in self.__dict__.items() if key != "_lock"}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state, _lock=threading.Lock())
 
 
 def reflector(model: Model, *, batch: bool = False, instructions: str | None = None, apart: bool = False) -> Reflector:

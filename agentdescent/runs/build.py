@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -235,7 +236,7 @@ def _world(spec: RunSpec, assets: dict[str, bytes], executable: set[str] | None 
         found.append(Problem(field="agent", message=f"a plugin's rollouts load the candidate into Claude Code "
                                                     f"(claude --plugin-dir): use agent: claude_code, host or python:, "
                                                     f"not {spec.agent.kind}"))
-    return found + _ref_problems(spec), tasks, content
+    return found + _executor_problems(spec) + _ref_problems(spec), tasks, content
 
 
 def _target_problems(spec: RunSpec, assets: dict[str, bytes], executable: set[str] | None = None,
@@ -288,17 +289,35 @@ def _task_problems(spec: RunSpec) -> tuple[list[Problem], list[Task]]:
     return [], tasks
 
 
+def _executor_problems(spec: RunSpec) -> list[Problem]:
+    """What a process or Ray executor cannot do: send the host to other processes (it answers
+    through this run's own), or run without Ray. The `python:` refs it sends are tried apart
+    (`_ref_problems`); the library's own agents, reflectors and scorers all travel."""
+    executor = spec.parallelism.executor
+    if executor != "thread" and "host" in (spec.agent.kind, spec.reflector_spec.kind):
+        return [Problem(field="parallelism.executor", message=f"executor {executor!r} sends the agent and the reflector "
+                        "to other processes, and the host answers only through the run's own process; use executor: "
+                        "thread (the default) with the host")]
+    if executor == "ray" and importlib.util.find_spec("ray") is None:
+        return [Problem(field="parallelism.executor", message='executor: ray needs Ray: pip install "agentdescent[ray]"')]
+    return []
+
+
 def _ref_problems(spec: RunSpec) -> list[Problem]:
-    """The `python:` refs that do not load, each imported in a child process started here, where
-    the run's process starts too (never in this process: it may be the MCP server)."""
+    """The `python:` refs that do not load (or, for a process or Ray executor, do not pickle), each
+    imported in a child process started here, where the run's process starts too (never in this
+    process: it may be the MCP server)."""
     refs = {field: agent.ref for field, agent in (("agent", spec.agent), ("reflector", spec.reflector))
             if agent is not None and agent.kind == "python" and agent.ref}
     if spec.scorer.ref is not None:
         refs["scorer.ref"] = spec.scorer.ref
-    said = refcheck.check_refs(list(refs.values()), cwd=os.getcwd())
-    return [Problem(field=field, message=f"cannot load {ref!r}; make it importable from {os.getcwd()}, where the "
-                                         f"run starts: {said[ref]}")
-            for field, ref in refs.items() if said[ref] is not None]
+    executor = spec.parallelism.executor
+    said = refcheck.check_refs(list(refs.values()), cwd=os.getcwd(), executor=executor)
+    return [Problem(field=field, message=f"executor {executor!r} sends {ref!r} to other processes, and {why}; make it a "
+                    "function or a class at the top of its module (not a lambda, nor an object holding a lock or a "
+                    "client), or use executor: thread" if why.startswith(refcheck.UNPICKLABLE) else
+                    f"cannot load {ref!r}; make it importable from {os.getcwd()}, where the run starts: {why}")
+            for field, ref in refs.items() if (why := said[ref]) is not None]
 
 
 def resolve_ref(ref: str) -> Any:

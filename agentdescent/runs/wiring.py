@@ -16,6 +16,7 @@ import inspect
 import os
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from agentdescent.agents import claude_code, scripted, traces
@@ -31,6 +32,7 @@ from agentdescent.reflect.tree_reflector import format_files
 from agentdescent.removal import remove_tree
 from agentdescent.runs.build import Materials, resolve_ref
 from agentdescent.runs.spec import AgentSpec, RunSpec
+from agentdescent.types import Task
 
 AgentFactory = Callable[[AgentSpec, str], Callable[..., str]]  # (spec, role) -> a model or an agent
 
@@ -46,21 +48,19 @@ def callables(spec: RunSpec, parts: Materials, *, make_agent: AgentFactory, work
     reflect_with = model if apart else _as_model(model, spec.reflector_spec, workdir)
     answer_with = _as_model(agent, spec.agent, workdir)
     if parts.tree is None and spec.agent.kind == "host":
-        return (lambda rendered, task: agent(filled(ask, task.prompt), context=rendered)), \
-            reflector(reflect_with, apart=apart)
+        return HostRollout(agent, ask), reflector(reflect_with, apart=apart)
     if parts.tree is None:
-        return (lambda rendered, task: answer_with(f"{rendered}\n\n{filled(ask, task.prompt)}")), \
-            reflector(reflect_with, apart=apart)
+        return TextRollout(answer_with, ask), reflector(reflect_with, apart=apart)
     propose = tree_reflector(reflect_with, strategy=parts.strategy, apart=apart)  # type: ignore[arg-type]
     if not works_in_a_folder(spec.agent, agent):  # a plain model sees the folder's files in its prompt instead
-        return (lambda rendered, task: agent(f"{format_files(rendered)}\n\n{filled(ask, task.prompt)}")), propose
+        return FilesInPrompt(agent, ask), propose
     overlay = parts.strategy.frozen_files(parts.tree)  # type: ignore[attr-defined]
     if parts.kind == "plugin" and spec.agent.kind == "claude_code":
         agent = PluginHost(spec.agent, parts.layout or "plugin")
     run = tree_runner(agent, layout=parts.layout or "root", name=parts.name, overlay=overlay, assets=parts.assets,
                       executable=parts.executable,
                       workdir=workdir,
-                      prompt=lambda task: filled(ask, task.prompt),
+                      prompt=functools.partial(prompt_of, ask),
                       max_workspaces=max(max_workspaces, BATCHED_WAVE) if spec.parallelism.batched else max_workspaces)
     return run, propose
 
@@ -69,6 +69,46 @@ def filled(ask: str, prompt: str) -> str:
     """The spec's prompt with the task's prompt where `{task}` is; every other brace stays as
     written (a JSON example in the prompt is text, not a field to fill)."""
     return ask.replace("{task}", prompt)
+
+
+def prompt_of(ask: str, task: Task) -> str:
+    return filled(ask, task.prompt)
+
+
+# The rollouts below are classes, not closures, so that the process and Ray executors can send them.
+
+
+@dataclass(frozen=True, eq=False)
+class TextRollout:
+    """A text target: the model answers the candidate, then the spec's prompt."""
+
+    model: Callable[[str], str]
+    ask: str
+
+    def __call__(self, rendered: str, task: Task) -> str:
+        return self.model(f"{rendered}\n\n{filled(self.ask, task.prompt)}")
+
+
+@dataclass(frozen=True, eq=False)
+class HostRollout:
+    """A text target rolled out by the host: the candidate goes beside the prompt, as its context."""
+
+    agent: Callable[..., str]
+    ask: str
+
+    def __call__(self, rendered: str, task: Task) -> str:
+        return self.agent(filled(self.ask, task.prompt), context=rendered)
+
+
+@dataclass(frozen=True, eq=False)
+class FilesInPrompt:
+    """A folder target answered by a plain model, which sees the folder's files in its prompt."""
+
+    model: Callable[[str], str]
+    ask: str
+
+    def __call__(self, rendered: dict[str, str], task: Task) -> str:
+        return self.model(f"{format_files(rendered)}\n\n{filled(self.ask, task.prompt)}")
 
 
 class PluginHost:
@@ -107,9 +147,23 @@ def make_client(agent: AgentSpec) -> Callable[..., str]:
 def _redacting(fn: Callable[..., str]) -> Callable[..., str]:
     """Your own agent, metered like a model and its replies redacted like a client's (a reply that
     echoes a key must not reach the ledger or the store)."""
-    if takes_a_folder(fn):
-        return lambda prompt, cwd: redact(str(fn(prompt, cwd)))
-    return lambda prompt: redact(str(fn(prompt)))
+    return RedactedInFolder(fn) if takes_a_folder(fn) else Redacted(fn)
+
+
+@dataclass(frozen=True, eq=False)
+class Redacted:
+    fn: Callable[[str], str]
+
+    def __call__(self, prompt: str) -> str:
+        return redact(str(self.fn(prompt)))
+
+
+@dataclass(frozen=True, eq=False)
+class RedactedInFolder:
+    fn: Callable[[str, str], str]
+
+    def __call__(self, prompt: str, cwd: str) -> str:
+        return redact(str(self.fn(prompt, cwd)))
 
 
 def works_in_a_folder(spec: AgentSpec, agent: Callable[..., str]) -> bool:
@@ -120,13 +174,17 @@ def works_in_a_folder(spec: AgentSpec, agent: Callable[..., str]) -> bool:
 def _as_model(agent: Callable[..., str], spec: AgentSpec, workdir: Path) -> Model:
     """`prompt -> text`: an agent that works in a folder reflects in an empty one of the run's, its
     own (a reflection must not read what another left), removed once it answered."""
-    if not works_in_a_folder(spec, agent):
-        return agent
+    return InScratchFolder(agent, workdir) if works_in_a_folder(spec, agent) else agent
 
-    def in_a_folder_of_its_own(prompt: str) -> str:
-        scratch = tempfile.mkdtemp(prefix="agentdescent-reflect-", dir=workdir)
+
+@dataclass(frozen=True, eq=False)
+class InScratchFolder:
+    agent: Callable[..., str]
+    workdir: Path
+
+    def __call__(self, prompt: str) -> str:
+        scratch = tempfile.mkdtemp(prefix="agentdescent-reflect-", dir=self.workdir)
         try:
-            return agent(prompt, cwd=scratch)
+            return self.agent(prompt, cwd=scratch)
         finally:
             remove_tree(scratch)  # a folder a tool made read-only in it too
-    return in_a_folder_of_its_own

@@ -62,9 +62,15 @@ class Executor(Protocol):
     and never started is neither let through early nor on the bill.
 
     `width` is how many calls it runs at once; more wait their turn (`stragglers` judges a call
-    late only while none waits)."""
+    late only while none waits).
+
+    `load(**callables)` loads the user's callables where the calls will run, before the first is
+    submitted, and raises a `UserError` naming one that cannot be loaded there (a process or an
+    actor fails to unpickle it); threads share the caller's, so theirs does nothing."""
 
     width: int
+
+    def load(self, **callables: object) -> None: ...
 
     def submit(self, fn: Callable[..., T], *args: Any, then: Callable[[T], R] | None = None) -> Future[R]: ...
 
@@ -143,6 +149,9 @@ class ThreadExecutor:
                     self._threads.append(thread)
                     thread.start()
         return future
+
+    def load(self, **callables: object) -> None:
+        """Nothing to load: the calls run in this process."""
 
     def shutdown(self, *, wait: bool = True, timeout: float | None = None) -> int:
         """Cancel the work not started; with `wait`, also wait for the work running to end, at most

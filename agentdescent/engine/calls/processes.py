@@ -2,14 +2,15 @@
 
 For a `run`, `reward` or `propose` that is CPU-bound or not thread-safe. What crosses is a unit
 of `units` with the user's callables and plain data (they must pickle: `check_picklable` says
-which does not), and the record it returns; the driver's `then` runs here, on the result's way
-back. A worker process that dies mid-call (killed, out of memory) breaks the whole pool in
-`concurrent.futures`, so the pool is rebuilt and the calls it lost are sent again, up to
-`retries` times each; `restarts` counts the rebuilds. They go again one at a time, each alone in
-the pool: any of them may be the one that killed it (a crash in the user's code), and sent
-together, the one that kills it every time would take the others with it each time. A unit lost
-that many times ends as a unit that failed does (`units.crashed`): a failed rollout, an `error`
-reflection.
+which does not; and load in a worker: `load` tries them there before the first call, since a
+call whose callables do not load breaks its worker as it arrives), and the record it returns;
+the driver's `then` runs here, on the result's way back. A worker process that dies mid-call
+(killed, out of memory) breaks the whole pool in `concurrent.futures`, so the pool is rebuilt
+and the calls it lost are sent again, up to `retries` times each; `restarts` counts the
+rebuilds. They go again one at a time, each alone in the pool: any of them may be the one that
+killed it (a crash in the user's code), and sent together, the one that kills it every time
+would take the others with it each time. A unit lost that many times ends as a unit that failed
+does (`units.crashed`): a failed rollout, an `error` reflection.
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ import pickle
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from agentdescent.engine.calls.executors import Outstanding, left_running, settle, starts
+from agentdescent.engine.calls.executors import Outstanding, left_running, result_of, settle, starts
 from agentdescent.engine.calls.units import crashed, heed_sigint
 from agentdescent.errors import UserError
 from agentdescent.quoting import described, quoted
@@ -143,6 +144,29 @@ class ProcessExecutor:
         pool.shutdown(wait=False, cancel_futures=True)
         _terminate(processes)
 
+    def load(self, **callables: object) -> None:
+        """Raise a `UserError` naming the first of `callables` that a worker process cannot load
+        (it pickles here, but its module, or its own `__setstate__`, fails there), before any call
+        is made: a call whose callables cannot load fails before it runs, every time, and is
+        still paid for."""
+        with self._lock:
+            pool = self._pool
+        try:
+            loading = {name: pool.submit(_load, name, pickle.dumps(fn)) for name, fn in callables.items()}
+        except RuntimeError as exc:  # shut down: abandoned by a cancel already
+            raise (self._outstanding.closed or exc) from None
+        for name, loaded in loading.items():
+            try:
+                result_of(loaded)
+            except UserError as exc:
+                raise exc from None  # the worker's traceback (its cause) adds nothing to what it says
+            except (BrokenProcessPool, CancelledError):
+                if self._outstanding.closed is not None:  # abandoned by a cancel, which stopped its processes
+                    raise self._outstanding.closed from None
+                raise UserError(f"executor='process' sends {name} to other processes, and the one loading it died "
+                                "(os._exit or a crash in the code its module runs as it is imported; its stderr says "
+                                "which); make it load in a fresh process, or use executor='thread'") from None
+
     def _new_pool(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(self._max, mp_context=self._context, initializer=heed_sigint)
 
@@ -238,6 +262,20 @@ class ProcessExecutor:
             self._generation += 1
             self.restarts += 1
         broken.shutdown(wait=False, cancel_futures=True)
+
+
+def _load(name: str, payload: bytes) -> None:
+    """In a worker process: load `name` as each call of it is loaded there, or say why it cannot."""
+    try:
+        pickle.loads(payload)
+    except KeyboardInterrupt:
+        raise  # a Ctrl-C, which the driver heard too
+    except BaseException as exc:  # noqa: BLE001 -- its module or its __setstate__ may raise anything, SystemExit too
+        raise UserError(
+            f"executor='process' sends {name} to other processes, and they cannot load it ({described(exc)}): it "
+            "pickles here, but not where it runs; define it at the top of a module (not under `if __name__ == "
+            "'__main__':`, which worker processes do not run), make what its module or its __setstate__ needs (a "
+            "file, an environment variable) be there too, or use executor='thread'") from None
 
 
 def _processes_of(pool: ProcessPoolExecutor) -> list:

@@ -26,6 +26,7 @@ process to start, a tenth of a short run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -35,9 +36,9 @@ from concurrent.futures import TimeoutError as FutureTimeout  # not the builtin 
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from agentdescent.engine.calls.executors import Outstanding, left_running, settle, starts
+from agentdescent.engine.calls.executors import Outstanding, left_running, result_of, settle, starts
 from agentdescent.engine.calls.ray_idle import IDLE
-from agentdescent.engine.calls.ray_runner import Runner
+from agentdescent.engine.calls.ray_runner import Runner, unloadable
 from agentdescent.engine.calls.units import crashed
 from agentdescent.errors import UserError
 
@@ -72,6 +73,7 @@ def check_serializable(**callables: object) -> None:
 ACTOR_THREADS = 1024
 RESTART_POLL_S = 0.2  # how often the actors are asked whether they are back, after one died
 RESTART_WAIT_S = 60.0  # how long calls wait for a dead actor to be back before they go again anyway
+LET_GO_S = 2.0  # how long a stopping executor waits for its actors to drop its callables
 
 
 @dataclass(eq=False)
@@ -131,6 +133,16 @@ class RayExecutor:
         sent = tuple(self._store(a) if callable(a) else a for a in args)
         self._send_later([_Call(future=future, fn=fn, args=sent, then=then)])
         return future
+
+    def load(self, **callables: object) -> None:
+        """A `UserError` naming the first of `callables` an actor cannot load, before any call (`ProcessExecutor.load`)."""
+        error = self._outstanding.closed  # abandoned already (a cancel): a Ray it stopped would start again
+        try:
+            error = error or result_of(self._actors[0].load.remote({n: self._store(fn) for n, fn in callables.items()}).future())
+        except Exception as exc:  # its actor died: killed by a cancel (say so), or by what it loaded
+            error = self._outstanding.closed or unloadable(_cause(exc), ", ".join(callables))
+        if error is not None:
+            raise error
 
     def _send_later(self, calls: list[_Call]) -> None:
         with self._wake:
@@ -356,27 +368,30 @@ class RayExecutor:
             self._wake.notify_all()
         if not self._started and not self._ray.is_initialized():
             return  # the executor that started the cluster shut it down: a call to an actor would start another
+        if not self._let_go([*self._actors, *([self._apart] if self._apart is not None else [])]):
+            return  # its cluster is gone: no one will take its actors back anyway
         doomed = self._actors
         if self._apart is not None:  # it met a call that killed its actor: never kept warm
             self._kill([self._apart])
         if keep and not self._started:
-            try:
-                for actor in self._actors:
-                    actor.forget.remote()
-            except Exception:  # its cluster is gone: no one will take it back anyway
-                return
             doomed = IDLE.give(self._job, self._per_actor, self._actors)
         self._kill(doomed)
         if self._started:
             self._ray.shutdown()
             self._started = False
 
+    def _let_go(self, actors: Sequence[Any]) -> bool:
+        """Have `actors` drop this executor's callables, and what those keep (a tree_runner's idle workspaces); False: no cluster."""
+        try:
+            self._ray.wait([actor.forget.remote() for actor in actors], num_returns=len(actors), timeout=LET_GO_S)
+        except Exception:  # its cluster is gone
+            return False
+        return True
+
     def _kill(self, actors: Sequence[Any]) -> None:
         for actor in actors:
-            try:
+            with contextlib.suppress(Exception):  # already gone with its cluster
                 self._ray.kill(actor)
-            except Exception:  # already gone with its cluster
-                pass
 
 
 def _cause(exc: BaseException) -> BaseException:

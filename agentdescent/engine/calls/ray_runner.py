@@ -5,6 +5,7 @@ streams their answers back as they finish. Left out: what is sent to it, and whe
 
 from __future__ import annotations
 
+import inspect
 import queue
 import re
 import time
@@ -13,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from agentdescent.errors import UserError
-from agentdescent.quoting import quoted, text_of
+from agentdescent.quoting import described, quoted, text_of
 
 # Answers that come in within this long of the first one go back as one message: each message is
 # a hop through Ray, and calls sent together mostly finish together.
@@ -50,11 +51,23 @@ class Runner:
         """A batch of one, answered as a plain call: a stream costs Ray a millisecond more."""
         return self._one(0, fn, args)
 
+    def load(self, stored: dict[str, Any]) -> BaseException | None:
+        """Load the callables `stored` ({name: object-store ref}) as the calls will: None, or the
+        `UserError` that names the first one this worker cannot load."""
+        for name, ref in stored.items():
+            try:
+                self._resolve(ref)
+            except Exception as exc:  # noqa: BLE001 -- its module or its __setstate__ may raise anything
+                return unloadable(exc, name)
+        return None
+
     def _one(self, index: int, fn: Callable[..., Any], args: tuple) -> Answer:
-        try:
-            resolved = tuple(self._resolve(a) for a in args)
-        except Exception as exc:  # the user's callables cannot be loaded here: no call of them can run
-            return index, False, unloadable(exc)
+        resolved = []
+        for place, arg in enumerate(args):
+            try:
+                resolved.append(self._resolve(arg))
+            except Exception as exc:  # noqa: BLE001 -- the user's callable cannot be loaded here: no call of it can run
+                return index, False, unloadable(exc, _parameter(fn, place))
         try:
             return index, True, fn(*resolved)
         except BaseException as exc:  # the call's own failure (SystemExit too): an answer, not the batch's end
@@ -75,18 +88,31 @@ class Runner:
         return objects[value]
 
 
-def unloadable(exc: BaseException) -> BaseException:
-    """What a call whose callables this worker cannot load fails with: where the cause is a
-    module it cannot import, a `UserError` naming it and how to give it to Ray's workers."""
-    found = re.search(r"No module named '([\w.]+)'", text_of(exc))
+def unloadable(exc: BaseException, name: str) -> UserError:
+    """What a call whose callable `name` this worker cannot load fails with: a `UserError` naming
+    it, the cause and the fix (for a module it cannot import, how to give it to Ray's workers)."""
+    cause = getattr(exc, "client_exc", exc)  # a RaySystemError wraps what the unpickling raised
+    why = described(cause) if isinstance(cause, BaseException) else quoted(cause)
+    found = re.search(r"No module named '([\w.]+)'", text_of(cause))
     if found is None:
-        return _portable(exc)
+        return UserError(
+            f"executor='ray' sends {name} to Ray's workers, and they cannot load it ({why}): it pickles here, but not "
+            "where Ray runs it; make what it needs as it is loaded (its module, a file, an environment variable its "
+            "__setstate__ reads) be there too, or use executor='thread'")
     module = found.group(1).split(".")[0]
     return UserError(
-        f"executor='ray': Ray's workers cannot import {quoted(module, 80)}, where this run's run, reward or propose "
-        "is defined (this process finds it on its own sys.path, Ray's workers do not); install it where Ray runs "
+        f"executor='ray': Ray's workers cannot import {quoted(module, 80)}, where this run's {name} is defined "
+        "(this process finds it on its own sys.path, Ray's workers do not); install it where Ray runs "
         f"(pip install it on every node), or hand it to Ray before evolve: ray.init(runtime_env={{'py_modules': "
         f"[{module}]}}) or runtime_env={{'working_dir': '.'}}; or use executor='thread'")
+
+
+def _parameter(fn: Callable[..., Any], place: int) -> str:
+    """The name of `fn`'s parameter at `place` (a unit's `run`, `reward` or `propose`)."""
+    try:
+        return list(inspect.signature(fn).parameters)[place]
+    except (TypeError, ValueError, IndexError):
+        return "callable"
 
 
 def _portable(exc: BaseException) -> BaseException:
