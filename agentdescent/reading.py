@@ -13,7 +13,8 @@ and what to give instead. The file is opened non-blocking, so a FIFO is never wa
 `not_text` says why some bytes are not UTF-8 text, naming the encoding they look saved in.
 `nul_at` and `surrogate_at` find, in parsed data, text no file can hold: a NUL, and a lone surrogate
 (the JSON or YAML escape `\\ud800` with no pair), which no UTF-8 spells, so that it is refused where
-it is read rather than when the data is written again.
+it is read rather than when the data is written again; `writable` keeps each one in a text a
+program made (a file name from `os.fsdecode`, in an error) as its escape, so that it can be written.
 `path_too_long` and `unusable_path` say when the system refuses a path for what it is (a name too
 long, a symlink loop) rather than for what the disk holds.
 `name_or_count` is how an error may mention a word taken from such a file: the word itself when
@@ -130,6 +131,13 @@ def surrogate_at(data: object, where: str = "") -> tuple[str, bool] | None:
     surrogate_at({"tasks": {"\\ud800": 1}}) == ("tasks", True) """
     return next(((place, is_key) for place, text, is_key in _strings(data, where, keys=True) if _SURROGATE.search(text)),
                 None)
+
+
+def writable(text: str) -> str:
+    """`text` with each lone surrogate as its escape, so that a UTF-8 file can hold it: what a
+    program's text may carry when bytes that are not UTF-8 were decoded with surrogateescape (a
+    file name from `os.fsdecode`). writable("data-\\udcff.txt") == "data-\\\\udcff.txt" """
+    return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
 def _strings(data: object, where: str = "", *, keys: bool = False) -> Iterator[tuple[str, str, bool]]:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from agentdescent.reading import writable
 
 
 class Task(BaseModel):
@@ -54,6 +56,13 @@ class Rollout(BaseModel):
     error: Optional[str] = None
     spend: Spend = Field(default_factory=Spend)
     seconds: float = 0.0
+
+    @field_validator("output", "error")
+    @classmethod
+    def _writable(cls, text: Optional[str]) -> Optional[str]:
+        """Each lone surrogate escaped (`reading.writable`): what a run or a scorer says travels to
+        files, a host's pages and MCP answers, all UTF-8. The reward has read the output as it was."""
+        return text if text is None else writable(text)
 
 
 class Edit(BaseModel):

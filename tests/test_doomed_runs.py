@@ -18,7 +18,7 @@ from agentdescent.config import Parallelism
 from agentdescent.engine.calls.units import check_reward
 from agentdescent.engine.evolve import split_tasks
 from agentdescent.errors import UserError
-from agentdescent.runs import runner
+from agentdescent.runs import runlog
 from agentdescent.runs.spec import SpecError, read_spec
 from agentdescent.runs.status import LIVE
 from tests import failing_scorers
@@ -237,7 +237,20 @@ def test_what_a_run_s_code_prints_is_kept_in_its_log_up_to_a_cap(service, tmp_pa
     run_id = service.start(spec).run_id
     assert wait(service, run_id, timeout=120).state in ("finished", "failed")
     log = service.store.get(run_id).file("run.log").read_text(encoding="utf-8")
-    assert len(log) < runner.LOG_CHARS + 1_000 and log.rstrip().endswith("what is printed after this is dropped]")
+    assert len(log) < runlog.LOG_CHARS + 1_000 and log.rstrip().endswith("what is printed after this is dropped]")
+
+
+def test_a_run_its_own_code_stops_mid_run_keeps_the_key_and_lone_surrogates_out_of_its_files(service, tmp_path,
+                                                                                             monkeypatch):
+    key = "sk-stop-7f3a9c2e1b5d4a60"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    spec = domain.spec(tmp_path, scorer="python:tests.failing_scorers:refusing")
+    run_id = service.start(spec).run_id
+    status = wait(service, run_id, timeout=120)
+    said = "the grading service refused the key [redacted OPENAI_API_KEY] for data-\\udcff.txt"
+    assert status.state == "failed" and status.error == said and status.stop_reason == f"stopped by an error: {said}"
+    run = service.store.get(run_id)
+    assert [p.name for p in run.path.rglob("*") if p.is_file() and key.encode() in p.read_bytes()] == []
 
 
 def test_plan_refuses_tasks_some_of_which_have_no_gold_answer(service, tmp_path):

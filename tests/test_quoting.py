@@ -43,6 +43,13 @@ def test_an_exception_is_described_with_its_text_quoted_unless_it_is_ours():
     assert len(bounded("y" * 5000)) == 1003
 
 
+def test_a_lone_surrogate_in_a_quote_or_a_message_is_kept_as_its_escape():
+    name = b"data-\xff.txt".decode("utf-8", "surrogateescape")  # os.fsdecode of a name that is not UTF-8
+    assert described(FileNotFoundError(f"no such file: {name}")) == "FileNotFoundError: «no such file: data-\\udcff.txt»"
+    assert bounded(f"stopped at {name}") == "stopped at data-\\udcff.txt"
+    assert described(UserError(f"cannot read {name}")).encode("utf-8")
+
+
 @pytest.mark.parametrize("path", ["/tmp/skill; touch PWNED #", "/tmp/it's here", "/tmp/$(touch PWNED)", "/tmp/a\nb"])
 def test_a_suggested_command_is_one_argument_per_value_and_the_hook_quotes_alike(path):
     line = command("restore", path)

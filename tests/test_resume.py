@@ -4,6 +4,7 @@ same rounds, same commits, nothing paid for twice."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import signal
@@ -346,3 +347,54 @@ def test_a_ctrl_c_while_a_round_s_outcomes_are_told_resumes_with_each_diff_once(
     assert resumed.outcomes() == dict(sum((Counter(h.outcomes) for h in resumed.history), Counter()))
     landed = sorted(d for _, diffs in commits(store) for d in diffs.split(",") if d)
     assert sorted(o.diff_id for o in resumed.outcome_list if o.kind in ("committed", "fused")) == landed
+
+
+LONE = b"data-\xff.txt".decode("utf-8", "surrogateescape")  # what os.fsdecode makes of a name that is not UTF-8
+
+
+class RulesSometimesLone(OneRulePerTurn):
+    """One rule per turn; its second proposal holds a lone surrogate (refused at admission)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def batch(self, rendered, rollouts):
+        self.calls += 1
+        return super().batch(rendered, rollouts) + (f" See {LONE}." if self.calls == 2 else "")
+
+
+def test_lone_surrogates_in_outputs_errors_proposals_and_warnings_stop_neither_a_run_nor_its_resume(tmp_path):
+    def run(rendered, task):
+        if task.id.endswith("3"):
+            raise FileNotFoundError(f"no such file: {LONE}")
+        return f"{keyword_run(rendered, task)} from {LONE}"
+
+    def reward(task, output):
+        return float(output.split(" ")[0] == task.gold)
+
+    def cut_with_a_broken_display(token):
+        def on_event(event):  # a progress display that breaks on a file name, as the run is cancelled
+            if isinstance(event, ev.RoundEnded) and event.round == 1:
+                token.cancel("the test asked")
+                raise ValueError(f"cannot show {LONE}")
+        return on_event
+
+    store, token = tmp_path / "ledger", CancelToken()
+    options = dict(run=run, strategy=AppendRules(), rounds=4, n_workers=1, seed=3, store=store,
+                   parallelism=Parallelism(reissue_after=None))
+    stopped = evolve(keyword_tasks(), reward, propose=RulesSometimesLone(), stop=[token],
+                     on_event=cut_with_a_broken_display(token), **options)
+    assert stopped.error == "cancelled", stopped.stop_reason
+    seen: list = []
+    resumed = evolve(keyword_tasks(), reward, propose=RulesSometimesLone(), on_event=seen.append, **options)
+    assert next(e for e in seen if isinstance(e, ev.RunStarted)).resumed_round == 2
+    assert resumed.error is None and resumed.stop_reason == "ran all 4 rounds"
+    escaped = "data-\\udcff.txt"  # each lone surrogate kept as its escape
+    assert escaped in resumed.usage.errors[0] and any(escaped in w for w in resumed.warnings)
+    assert any(o.kind == "invalid" and "lone surrogate" in o.reason for o in resumed.outcome_list)
+    kept = RunFiles(store).rollouts({t.id: t for t in keyword_tasks()})
+    assert any(escaped in r.output for _, r in kept)
+    # what the run's files, a status, `show` and a host's pages are written from, as UTF-8
+    texts = [resumed.to_json(), (store / "agentdescent" / "checkpoint.json").read_text(encoding="utf-8"),
+             *(r.model_dump_json() for _, r in kept), *(json.dumps(ev.to_json(e), ensure_ascii=False) for e in seen)]
+    assert all(text.encode("utf-8") for text in texts)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import io
 import json
 import logging
 import os
@@ -28,7 +27,6 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
 
 from agentdescent import events as ev
 from agentdescent import process, reading
@@ -41,7 +39,7 @@ from agentdescent.engine.persist.resume import finished_result
 from agentdescent.errors import AgentDescentError, Cancelled, LedgerDamaged, UserError
 from agentdescent.quoting import bounded, described
 from agentdescent.result import EvolveResult
-from agentdescent.runs import build, checkpointed, leftovers, review, sealed, wiring
+from agentdescent.runs import build, checkpointed, leftovers, review, runlog, sealed, wiring
 from agentdescent.runs.host import PROPOSAL, ROLLOUT, Approver, HostAgent
 from agentdescent.runs.hostwork import waiting_on
 from agentdescent.runs.mailbox import Mailbox
@@ -52,11 +50,12 @@ from agentdescent.runs.store import RUN_ENV, RUN_FOLDER_ENV, RunDir
 
 ALREADY_RUNNING = 3
 USER_CANCEL = "cancelled by the user"  # what SIGTERM (agentdescent cancel) and SIGINT say
-LOG_CHARS = 16 << 20  # characters of the run's log kept
 
 
-def main(argv: list[str]) -> int:
-    """`runner RUN_FOLDER [--lock-fd N]`: N is the run's lock, already taken by the spawner."""
+def main(argv: list[str], log: runlog.Captured | None = None) -> int:
+    """`runner RUN_FOLDER [--lock-fd N]`: N is the run's lock, already taken by the spawner. `log`,
+    what the process prints, is closed before the lock is let go: a run seen to have ended has its
+    whole log written."""
     run = RunDir(Path(argv[1]).absolute())
     try:
         fd = int(argv[3]) if argv[2:3] == ["--lock-fd"] else run.lock()
@@ -69,12 +68,17 @@ def main(argv: list[str]) -> int:
             print(f"agentdescent runner: stopped {left} program(s) an earlier process of this run left running",
                   file=sys.stderr, flush=True)
         return _live(run)
+    except BaseException:  # a bug past _live's own handling: its traceback in the log while there is one
+        traceback.print_exc()
+        raise
     finally:
         # What its programs left behind in sessions of their own; not looked for when calls it gave
         # up on spin on (each hogs the interpreter, and the look would take minutes) unless it
         # started programs itself.
         if process.started() or not units.abandoned():
             leftovers.stop_left(run)
+        if log is not None:
+            log.close()
         os.close(fd)
 
 
@@ -276,32 +280,6 @@ def _finish(run: RunDir, tracker: StatusTracker, result: EvolveResult, token: Ca
                             f"back (backing the target up first), {command('reject', run.id)} drops it")
 
 
-class _Capped(io.TextIOBase):
-    """The run's log as a stream: what the run's own code and the user's print goes there, up to
-    `LOG_CHARS` (a scorer printing megabytes a call would fill the disk), then one line says the
-    rest is dropped."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream, self.left = stream, LOG_CHARS
-
-    def write(self, text: str) -> int:
-        if self.left > 0:
-            kept = text[:self.left]
-            self.left -= len(kept)
-            self.stream.write(kept)
-            if self.left <= 0:
-                self.stream.write(f"\n[the run's log reached {LOG_CHARS >> 20} million characters: "
-                                  "what is printed after this is dropped]\n")
-            self.stream.flush()
-        return len(text)
-
-    def flush(self) -> None:
-        self.stream.flush()
-
-    def writable(self) -> bool:
-        return True
-
-
 def _give_back_freed_blocks() -> None:
     """Have glibc map each block of 128 KB or more on its own, so that it goes back to the system
     once freed. By default glibc raises that threshold to the largest block freed so far (up to
@@ -321,11 +299,15 @@ _M_MMAP_THRESHOLD = -3  # malloc.h
 
 if __name__ == "__main__":
     _give_back_freed_blocks()
-    sys.stdout = sys.stderr = _Capped(sys.stderr)
+    log = runlog.capture()  # what this process and its programs print, redacted on its way to run.log
     logging.basicConfig(level=logging.WARNING)
-    code = main(sys.argv)
+    try:
+        code = main(sys.argv, log)
+    except BaseException:  # noqa: BLE001 -- printed (to the log when it is still open); the process ends below all the same
+        traceback.print_exc()
+        code = 1
     logging.shutdown()
-    sys.stderr.flush()
+    log.close()  # when main did not (the run's lock was never taken)
     # A user's call abandoned past its timeout may still spin in a thread of its own: the run has
     # ended and said so, and nothing it could still do is wanted, so this process ends now.
     os._exit(code)

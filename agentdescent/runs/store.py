@@ -10,7 +10,7 @@
     <id>/events.jsonl    every progress event, one JSON object a line
     <id>/ledger/         the git ledger, with the run's checkpoint and rollout journal inside
     <id>/result.json     the result, once the run has ended
-    <id>/run.log         what the run's process printed
+    <id>/run.log         what the run's process and its programs printed, redacted (`runlog`)
     <id>/lock            locked (flock) by the run's process for as long as it lives
     <id>/mailbox/        host-driven rollouts, reflections and approvals waiting for an answer
     <id>/accepted.json   the last write-back's answer, every list whole (`verdict`)

@@ -20,7 +20,7 @@ from typing import Protocol
 
 from agentdescent.engine.ctrl_c import CTRL_C
 from agentdescent.errors import AgentDescentError, Cancelled, LedgerError, UserError
-from agentdescent.quoting import described
+from agentdescent.quoting import bounded, described
 from agentdescent.types import Outcome
 from agentdescent.usage import Usage
 
@@ -173,6 +173,13 @@ def unwritable(exc: OSError | LedgerError) -> tuple[str, str]:
             f"cannot write the run's files: {said}")
 
 
+def broken(exc: UserError) -> tuple[str, str]:
+    """Why a run stops when a contract broke mid-run, and its error. The text is bounded (redacted,
+    a lone surrogate escaped): the caller's own code may have raised it, and it is kept in the
+    checkpoint and the run's status."""
+    said = bounded(str(exc))
+    return f"stopped by an error: {said}", said
+
 
 STOPS = (UserError, KeyboardInterrupt, Cancelled, OSError, LedgerError)  # what ends a run mid-way, as `ended` tells it
 
@@ -182,7 +189,7 @@ def ended(exc: BaseException) -> tuple[str, str, bool]:
     a broken contract (or a stretch in which nothing worked), Ctrl-C, a cancel, or a disk or
     ledger that refuses writes. The run keeps what it committed."""
     if isinstance(exc, UserError):
-        return f"stopped by an error: {exc}", str(exc), not isinstance(exc, NothingWorked)
+        return (*broken(exc), not isinstance(exc, NothingWorked))
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted (Ctrl-C)", "interrupted", True
     if isinstance(exc, Cancelled):
