@@ -23,15 +23,13 @@ the answer into text. Around that one request it does what every provider needs:
   hiccup, more often a misconfiguration); other 4xx are not retried, and 401 and 403 name the
   key variable to check;
 - **usage**: one call on success (tokens from the server, else estimated from all the request
-  sends, system prompt included, and all the reply holds, reasoning included), one call and one
-  failure when it fails for good with an `AgentError` naming the model, the URL without its
-  query, what went wrong and the attempts. A call's tokens are those of every reply the server
-  counted for it: a reply cut at its output limit, or retried for an empty completion, is
-  billed by the provider though its text is not used.
+  sends and all the reply holds, system prompt and reasoning included), one call and one failure
+  when it fails for good with an `AgentError` naming the model, the URL without its query, what
+  went wrong and the attempts. A call's tokens are those of every reply the server counted for
+  it: one cut at its output limit, or retried, is billed though its text is not used.
 
-Providers subclass it and fill in five hooks: `_url`, `_headers`, `_payload`, `_parse` and `_usage`.
-A model pickles as its settings (the process and Ray executors send it to other processes).
-Left out: streaming to the caller, tool calls and async clients.
+Providers fill in five hooks: `_url`, `_headers`, `_payload`, `_parse` and `_usage`. A model pickles
+as its settings (the process and Ray executors send it). Left out: streaming, tool calls, async.
 """
 
 from __future__ import annotations
@@ -73,7 +71,6 @@ __all__ = ["DEFAULT_MAX_REPLY_CHARS", "DEFAULT_TIMEOUT", "BadReply", "HTTPModel"
 
 DEFAULT_OUTPUT_LIMIT = 4096  # the limit a cut reply's hint doubles when the server's own was used
 CONNECT_TIMEOUT = 10.0  # one connection attempt; a server that does not answer is tried again
-_OWN_TO_A_PROCESS = ("_slots", "_client_lock", "_client", "_clock", "_jitter")  # made again where a copy is loaded
 log = logging.getLogger(__name__)
 
 
@@ -149,7 +146,8 @@ class HTTPModel:
 
     def __getstate__(self) -> dict[str, Any]:
         """Its settings and usage, for a copy in a worker process or a Ray actor, with slots and connections of its own."""
-        return {key: value for key, value in self.__dict__.items() if key not in _OWN_TO_A_PROCESS}
+        own = ("_slots", "_client_lock", "_client", "_clock", "_jitter")  # made again where a copy is loaded
+        return {key: value for key, value in self.__dict__.items() if key not in own}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)

@@ -247,9 +247,8 @@ def evolve(
 
 
 def _load(pool: Executor, interrupt: CancelToken, **callables: object) -> None:
-    """Load the callables where `pool` runs them (`Executor.load`): one that cannot load there is
-    a `UserError` now, before any call. A cancel or a Ctrl-C meanwhile is the loop's to report,
-    as one in its first calls would be."""
+    """Load the callables where `pool` runs them (`Executor.load`): one that cannot load there is a
+    `UserError` now, before any call; a cancel or a Ctrl-C meanwhile is the loop's to report."""
     try:
         pool.load(**callables)
     except KeyboardInterrupt:
