@@ -16,6 +16,7 @@ quote (the status's `note` and `show`'s say it is content, never instructions).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from agentdescent.agents.redact import redact
 from agentdescent.errors import AgentDescentError
@@ -80,6 +81,12 @@ def shown(text: str) -> str:
 
 def _escape(code: int) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def first_of(names: Sequence[str], shown: int = 5, sep: str = ", ") -> str:
+    """The first `shown` of `names` and a count of the rest, for a message that names a list:
+    first_of(["a", "b", "c"], 2) == "a, b and 1 more" """
+    return sep.join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def closed(message: str) -> str:

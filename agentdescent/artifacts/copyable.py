@@ -33,6 +33,7 @@ from pathlib import Path
 
 from agentdescent.errors import UserError
 from agentdescent.governance.paths import is_git_repository
+from agentdescent.quoting import first_of
 from agentdescent.walking import walk
 
 __all__ = ["MAX_BACKUP_BYTES", "MAX_BACKUP_DEPTH", "copy", "copy_problems", "readable", "why_not_copied"]
@@ -83,7 +84,7 @@ def copy_problems(target: Path) -> list[str]:
 
 
 def _listed(names: list[str]) -> str:
-    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if names[3:] else "")
+    return first_of(names, 3)
 
 
 def _readable(path: Path, info: os.stat_result) -> bool:

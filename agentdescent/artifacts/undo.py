@@ -30,6 +30,7 @@ from agentdescent.artifacts.writeback import check_kind, run_steps, target_path
 from agentdescent.errors import UserError
 from agentdescent.governance.paths import is_git_repository
 from agentdescent.home import HOME_ENV
+from agentdescent.quoting import first_of
 from agentdescent.walking import walk
 
 
@@ -137,8 +138,7 @@ def edited_since(target: Path, paths: list[str]) -> list[str]:
 
 
 def _edits_in_the_way(target: Path, edited: list[str]) -> UserError:
-    names = ", ".join(rel or target.name for rel in edited[:10]) + (f" and {len(edited) - 10} more" if len(edited) > 10
-                                                                     else "")
+    names = first_of([rel or target.name for rel in edited], 10)
     return UserError(f"refusing to restore {target}: {len(edited)} path(s) changed since the last write-back or restore "
                      f"({names}), and a restore would put them back too; nothing was changed. Move those edits away "
                      f"first, or restore with --overwrite (overwrite=True): the backup it takes first keeps them")

@@ -44,6 +44,7 @@ from agentdescent.artifacts.putback import lstat
 from agentdescent.commands import command
 from agentdescent.errors import UserError
 from agentdescent.governance import is_frozen, unsafe_key_reason
+from agentdescent.quoting import first_of
 from agentdescent.walking import walk
 
 PATH_MAX = 4096  # bytes in a whole path on Linux
@@ -245,7 +246,7 @@ _SAID = {
 def _conflicting(target: Path, kinds: dict[str, str], settled: tuple[str, ...]) -> UserError:
     """The refusal of files both sides changed, told by how the disk's differs (`_difference`)."""
     def named(keys: list[str]) -> str:
-        return ", ".join(p or target.name for p in keys[:10]) + (f" and {len(keys) - 10} more" if keys[10:] else "")
+        return first_of([p or target.name for p in keys], 10)
 
     changed = (f"nothing else was changed (a write a killed process left half done was rolled back first, from "
                f"{', '.join(settled)})" if settled else "nothing was changed")

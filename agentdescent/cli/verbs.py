@@ -15,6 +15,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from rich.console import Console
 
@@ -35,6 +36,7 @@ Command = Callable[[argparse.Namespace, Console], int]
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 SHOWN_REJECTED = 5
 CLIP = 100  # characters of a prompt or an output in a line of `show`
+T = TypeVar("T")
 
 
 def add_verbs(commands: argparse._SubParsersAction) -> None:
@@ -103,13 +105,19 @@ def verb(commands: argparse._SubParsersAction, name: str, summary: str, example:
     return parser
 
 
-def run_plan(args: argparse.Namespace, console: Console) -> int:
+def _read_spec(args: argparse.Namespace, console: Console, use: Callable[[str], T]) -> T:
+    """`use(the spec file)`; with --json, a spec's problems go to stdout too, by field, for the
+    script that reads it (the `SpecError` still ends the command)."""
     try:
-        plan = Service().plan(_spec_file(args.spec))
+        return use(_spec_file(args.spec))
     except SpecError as exc:
-        if args.json:  # a script reads stdout: the problems go there too, by field
+        if args.json:
             plain.problems(console, exc)
         raise
+
+
+def run_plan(args: argparse.Namespace, console: Console) -> int:
+    plan = _read_spec(args, console, lambda spec: Service().plan(spec))
     if args.json:
         return plain.model(console, plan)
     q = plan.quote
@@ -132,12 +140,7 @@ def run_plan(args: argparse.Namespace, console: Console) -> int:
 def run_evolve(args: argparse.Namespace, console: Console) -> int:
     _one_way_out(args)
     service = Service()
-    try:
-        started = service.start(_spec_file(args.spec), allow_concurrent=args.allow_concurrent)
-    except SpecError as exc:
-        if args.json:  # a script reads stdout: the problems go there too, by field
-            plain.problems(console, exc)
-        raise
+    started = _read_spec(args, console, lambda spec: service.start(spec, allow_concurrent=args.allow_concurrent))
     if args.json:
         return plain.model(console, started)
     say(console, f"started run {started.run_id} in its own process: closing this shell does not stop it",

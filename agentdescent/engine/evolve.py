@@ -42,6 +42,7 @@ from agentdescent.engine.persist.replay import JournaledFusion
 from agentdescent.errors import Cancelled, UserError
 from agentdescent.governance import Governance, Layer
 from agentdescent.ledger import Ledger
+from agentdescent.quoting import first_of
 from agentdescent.result import EvolveResult
 from agentdescent.returned import plain_callable
 from agentdescent.step import Aggregator, stats
@@ -357,8 +358,7 @@ def _check_sizes(strategy: Strategy, governance: Governance) -> None:
     too_big = governance.too_big(strategy.initial_state())
     if not too_big:
         return
-    named = ", ".join(f"{governance.named(key)} ({size:,} bytes)" for key, size in too_big[:3])
-    named += f" and {len(too_big) - 3} more" if len(too_big) > 3 else ""
+    named = first_of([f"{governance.named(key)} ({size:,} bytes)" for key, size in too_big], 3)
     them = "it" if len(too_big) == 1 else "them"
     fix = (f"leave {them} out of the run (load_tree(..., exclude=[...])), freeze {them} (FileTree(..., frozen=[...])) "
            f"or make {them} smaller" if strategy.folder else "start from a smaller text, or keep the text whole and "

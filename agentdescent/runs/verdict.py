@@ -29,7 +29,7 @@ from agentdescent.artifacts import backups, pruning, registry, targetlock
 from agentdescent.artifacts.writeback import WritePlan, target_path, write_back
 from agentdescent.commands import command
 from agentdescent.errors import UserError
-from agentdescent.quoting import quoted
+from agentdescent.quoting import first_of, quoted
 from agentdescent.result import EvolveResult
 from agentdescent.runs import keys, ontarget, restoring, review, sealed
 from agentdescent.runs.host import APPROVAL
@@ -143,10 +143,10 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
 def _wrote(done: Accepted, plan: WritePlan, target: str, *, by: str, earlier: bool) -> str:
     """What a write-back did, for its answer's message: each list by its count and first names."""
     backup = f"; the previous content is in {done.backup}" if done.backup else "" if by else "; nothing needed changing"
-    yours = (f"; {len(done.merged)} merged with what changed on disk since the run started: {_first(done.merged)}"
+    yours = (f"; {len(done.merged)} merged with what changed on disk since the run started: {first_of(done.merged)}"
              if done.merged else "") + (f"; {len(done.kept)} kept as they changed on disk since the run started: "
-                                        f"{_first(done.kept)}" if done.kept else "")
-    passed_over = f"; {_first(done.refused, 3, sep='; ')}" if done.refused else ""
+                                        f"{first_of(done.kept)}" if done.kept else "")
+    passed_over = f"; {first_of(done.refused, 3, sep='; ')}" if done.refused else ""
     settled = (f"first rolled back the write a killed process left half done, from {', '.join(plan.settled)}; "
                if plan.settled else "")
     removed = f"; {pruning.said(done.removed)}" if done.removed else ""
@@ -159,11 +159,6 @@ def _wrote(done: Accepted, plan: WritePlan, target: str, *, by: str, earlier: bo
 def _counted(done: Accepted) -> Accepted:
     """`done` with the total of each of its lists."""
     return done.model_copy(update={f"{name}_total": len(getattr(done, name)) for name in LISTS})
-
-
-def _first(names: list[str] | tuple[str, ...], shown: int = 5, sep: str = ", ") -> str:
-    """The first `shown` of `names` and a count of the rest: _first(["a", "b", "c"], 2) == "a, b and 1 more" """
-    return sep.join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def _ended_write(target: Path, files: set[str]) -> backups.Backup | None:
@@ -205,7 +200,7 @@ def _written_by(backup: backups.Backup) -> dict[str, object]:
 
 def _files(done: Accepted) -> str:
     """The files an answer says were written and deleted: _files(...) == "2 written: a.md, b.md; 1 deleted: c.md" """
-    said = [f"{len(names)} {verb}: {_first(names, 10)}" for verb, names in (("written", done.written), ("deleted", done.deleted))
+    said = [f"{len(names)} {verb}: {first_of(names, 10)}" for verb, names in (("written", done.written), ("deleted", done.deleted))
             if names]
     return "; ".join(said) or "no file"
 
@@ -246,14 +241,14 @@ def _to_write(run: RunDir, result: EvolveResult) -> tuple[EvolveResult, str | di
 
 def _markers_said(left: list[str]) -> str:
     """A masked run's markers written as they are, for an answer's message ("" when there are none)."""
-    return f"; {keys.said(left)} ({_first(left, sep='; ')})" if left else ""
+    return f"; {keys.said(left)} ({first_of(left, sep='; ')})" if left else ""
 
 
 def _after_dry_run(run_id: str, target: str, plan: WritePlan, overwrite: bool) -> str:
     """What to do after a dry run: accept, or, where edits of the user's and the run's do not
     merge, merge them by hand or overwrite them knowingly."""
     if plan.conflicts and not overwrite:
-        return (f"merge {_first(plan.conflicts)} by hand (the run's change: {command('show', run_id)}) and "
+        return (f"merge {first_of(plan.conflicts)} by hand (the run's change: {command('show', run_id)}) and "
                 f"accept again, or {command('accept', '--overwrite', run_id)} writes the run's version there; the "
                 "backup it takes first keeps yours")
     return f"{command('accept', *(['--overwrite'] if overwrite else []), run_id)} writes it (backing {target} up first)"
@@ -273,15 +268,15 @@ def _dry_run_message(plan: WritePlan, overwrite: bool) -> str:
     said = [f"{len(plan.written)} file(s) would be written", f"{len(plan.deleted)} deleted{settled}"]
     if plan.merged:
         said.append(f"{len(plan.merged)} of them merged with what changed on disk since the run started "
-                    f"({_first(plan.merged)})")
+                    f"({first_of(plan.merged)})")
     if plan.kept:
         said.append(f"{len(plan.kept)} changed on disk since the run started kept as they are")
     if plan.conflicts:  # on disk: by the user, or by a program (an agent that wrote outside its workspace)
         said.append(f"{len(plan.conflicts)} changed on disk since the run started and by the run, beyond a merge "
-                    f"({_first(plan.conflicts)}): " + ("overwritten with the run's version" if overwrite else
+                    f"({first_of(plan.conflicts)}): " + ("overwritten with the run's version" if overwrite else
                                                               "refused, so accept would write nothing; merge them by "
                                                               "hand or accept with overwrite"))
-    passed_over = [_first(plan.refused, 3, sep="; ")] if plan.refused else []
+    passed_over = [first_of(plan.refused, 3, sep="; ")] if plan.refused else []
     return "dry run: " + "; ".join(said + passed_over) + "; nothing was touched"
 
 

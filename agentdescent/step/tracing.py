@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agentdescent.artifacts.state import State, apply
+from agentdescent.quoting import first_of
 from agentdescent.step.bisect import culprits, search_all
 from agentdescent.step.changes import Component
 from agentdescent.step.policies import Verdict
@@ -80,7 +81,7 @@ def trace(trial: Trial, cand: Candidate, broken: list[str]) -> Traced:
             traced.cleared.update(tasks)
             continue
         traced.guilty.extend(group)
-        shown = ", ".join(tasks[:5]) + (f" and {len(tasks) - 5} more" if len(tasks) > 5 else "")
+        shown = first_of(tasks, 5)
         what = "together with " + str(len(group) - 1) + " other diffs " if len(group) > 1 else ""
         piece = _split(trial, group[0], tasks) if len(group) == 1 and len(group[0].changes) > 1 else None
         if piece is None:
