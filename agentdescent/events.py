@@ -60,8 +60,8 @@ class Committed:
 @dataclass(frozen=True, kw_only=True)
 class Evaluated:
     """A held-out reward of `version`. The first after each RunStarted (round -1) is where the run
-    starts from: a resumed run sends it again from its checkpoint, with `best_reward` its best so
-    far, the start's figure rather than a new measurement (unless it stopped before taking it)."""
+    starts from: a resumed run sends it again from its checkpoint (`again`), with `best_reward` its
+    best so far, the start's figure rather than a new measurement (unless it stopped before taking it)."""
 
     round: int
     version: int
@@ -69,6 +69,7 @@ class Evaluated:
     promoted: bool
     best_reward: float
     partial: bool = False  # stopped after its first wave: it could no longer beat stable nor reach the target
+    again: bool = False  # the start's figure, measured by an earlier process of the run and sent again
 
 
 @dataclass(frozen=True, kw_only=True)

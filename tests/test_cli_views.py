@@ -264,13 +264,15 @@ def test_at_80_columns_the_bar_keeps_rounds_time_and_calls_whole_and_the_stop_re
     assert shown[-1] == "ended: reached target reward 1.0 (held-out 1.000)"  # whole, as a pipe gets it
 
 
-def measured(round_: int, version: int, reward: float, best: float, promoted: bool = False) -> ev.Evaluated:
-    return ev.Evaluated(round=round_, version=version, held_out_reward=reward, promoted=promoted, best_reward=best)
+def measured(round_: int, version: int, reward: float, best: float, promoted: bool = False,
+             again: bool = False) -> ev.Evaluated:
+    return ev.Evaluated(round=round_, version=version, held_out_reward=reward, promoted=promoted, best_reward=best,
+                        again=again)
 
 
 RESUMED_RUN = [  # a run killed after its first promotion, then resumed: the engine sends the start's figure again
     started(), measured(-1, 1, 0.32, 0.32), measured(1, 3, 0.52, 0.52, promoted=True),
-    started(resumed_round=2), measured(-1, 1, 0.32, 0.52),
+    started(resumed_round=2), measured(-1, 1, 0.32, 0.52, again=True),
 ]
 
 

@@ -483,7 +483,8 @@ def test_a_resumed_runs_start_sent_again_is_not_taken_for_its_last_measurement()
     tracker.on_event(events.Evaluated(round=-1, version=1, held_out_reward=0.32, promoted=False, best_reward=0.32))
     tracker.on_event(events.Evaluated(round=1, version=3, held_out_reward=0.52, promoted=True, best_reward=0.52))
     tracker.on_event(events.RunStarted(**started, version=3, resumed_round=2))
-    tracker.on_event(events.Evaluated(round=-1, version=1, held_out_reward=0.32, promoted=False, best_reward=0.52))
+    tracker.on_event(events.Evaluated(round=-1, version=1, held_out_reward=0.32, promoted=False, best_reward=0.52,
+                                      again=True))
     status = tracker.status
     assert (status.initial_reward, status.last_held_out, status.best_reward, status.stable_version) == (0.32, 0.52, 0.52, 3)
     tracker.on_event(events.Evaluated(round=2, version=4, held_out_reward=0.84, promoted=True, best_reward=0.84))

@@ -71,7 +71,6 @@ class ProgressView:
         self.lines = not console.is_terminal
         self._since, self._until = since, None  # the run's clock: when it began, and when its RunEnded came
         self._ended_at: float | None = None  # when the run ended, as the caller knows it: the clock stops there
-        self._start_figure = False  # the next Evaluated is where the run starts from (sent first after RunStarted)
         self._ended: str | None = None  # why it stopped, said under the bar once the bar is done
         whole = Column(no_wrap=True)  # never cut: the status gives way to a narrow terminal, then the bar
         self._progress = Progress(
@@ -117,7 +116,7 @@ class ProgressView:
     def _started(self, event: ev.RunStarted) -> None:
         self._say_ended()  # an earlier process of the run ended before this one took it up
         self.seen.started = event
-        self._start_figure, self._until = True, None
+        self._until = None
         self._since = self._since or time.time()
         self._say(escape(ledger_line(event)), soft_wrap=True)  # a path to copy: never broken across lines
         done = event.resumed_round or 0
@@ -138,8 +137,7 @@ class ProgressView:
         started = self.seen.started
         assert started is not None and (self.lines or self._task is not None)  # events reach here after RunStarted
         if isinstance(event, ev.Evaluated):
-            start, self._start_figure = self._start_figure and event.round == -1, False
-            line, status = held_out(event, resumed_start=start and started.resumed_round is not None)
+            line, status = held_out(event)
             if self.lines:
                 self._say(line, soft_wrap=True)
             else:
@@ -168,11 +166,11 @@ class ProgressView:
         self._progress.console.print(markup, soft_wrap=soft_wrap, highlight=False)
 
 
-def held_out(event: ev.Evaluated, *, resumed_start: bool) -> tuple[str, str]:
+def held_out(event: ev.Evaluated) -> tuple[str, str]:
     """A held-out measurement as a line of its own and as the bar's status. A resumed run sends
-    where it started from again (`resumed_start`): not a new measurement, so it reads as the
-    start, beside the best so far, which the bar shows."""
-    if resumed_start:
+    where it started from again (`again`): not a new measurement, so it reads as the start,
+    beside the best so far, which the bar shows."""
+    if event.again:
         return (f"held-out at the start {event.held_out_reward:.3f} (version {event.version}); "
                 f"best so far {event.best_reward:.3f}", f"held-out best {event.best_reward:.3f}")
     reward = f"{'≤ ' if event.partial else ''}{event.held_out_reward:.3f}"

@@ -75,7 +75,6 @@ class StatusTracker:
         self._lock = threading.RLock()
         self._due: threading.Timer | None = None  # a deferred write, made at most WRITE_EVERY later
         self._computed: dict[str, Callable[[], object]] = {}  # fields worked out as the deferred write is made
-        self._resumed_start = False  # the next Evaluated is a resumed run's start, sent again: no new measurement
 
     def update(self, *, now: bool = True, **fields: object) -> None:
         """Take `fields` in; write at once, or (`now=False`) within `WRITE_EVERY` seconds."""
@@ -118,7 +117,6 @@ class StatusTracker:
                         outcomes=dict(event.outcomes), calls=event.calls, tokens=event.tokens,
                         message=f"running {event.n_workers} workers on {event.train} train tasks ({event.held_out} "
                                 f"held out){resumed}")
-            self._resumed_start = event.resumed_round is not None
         elif isinstance(event, ev.Warned):
             self.update(warnings=[*s.warnings, bounded(event.message)])
         elif isinstance(event, ev.DiffOutcome):
@@ -127,8 +125,7 @@ class StatusTracker:
         elif isinstance(event, ev.Committed):
             self.update(version=event.version, message=f"round {event.round + 1}: committed version {event.version}")
         elif isinstance(event, ev.Evaluated):
-            again, self._resumed_start = self._resumed_start and event.round == -1, False
-            if again and s.initial_reward is not None:  # measured before: the last measurement stands
+            if event.again and s.initial_reward is not None:  # measured before: the last measurement stands
                 self.update(best_reward=event.best_reward)
                 return
             if s.initial_reward is None:  # the first is where the run starts from

@@ -130,11 +130,12 @@ class Loop:
 
     def _run(self, head: int) -> EvolveResult:
         try:  # a broken contract before the rounds begin is raised; a cancel is a cancelled run
-            if self._initial[1] is None:
+            again = self._initial[1] is not None  # measured by an earlier process of the run
+            if not again:
                 self._begin()
             start, initial = self._initial  # where the run starts from (round -1: before any)
             self.emit(ev.Evaluated(round=-1, version=start, held_out_reward=initial, promoted=False,
-                                   best_reward=self.progress.best))
+                                   best_reward=self.progress.best, again=again))
         except Cancelled as exc:
             return self._result(*stopping.cancelled(exc, " before the first round"))
         except BudgetSpent as exc:
