@@ -193,8 +193,9 @@ def main(argv: list[str]) -> NoReturn:
     parent, origin, result, ref, *then = argv
     call, executor = ([], then[1]) if then[:1] == [SENT_BY] else (then, None)
     _orphaned(int(parent), Path(result).parent)
-    from agentdescent.scoring import Judge  # noqa: F401 - imported before ORIGIN is on the path: ours, not a planted copy
-    from agentdescent.types import Task  # noqa: F401
+    if call:  # imported before ORIGIN is on the path: ours, not a planted copy (and only for a call: they are slow to import)
+        from agentdescent.scoring import Judge  # noqa: F401
+        from agentdescent.types import Task  # noqa: F401
 
     try:
         os.chdir(origin)

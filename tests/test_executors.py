@@ -539,7 +539,7 @@ def test_a_rollout_whose_actor_dies_every_time_is_a_failed_rollout_not_a_ray_tra
     """As on processes, the run's result says so. The calls that shared the actor (one a node) when
     it died are sent again alone, so that they are not failed with it (the first measurement failed
     whole, and the run with it)."""
-    result = evolve(year_tasks(), reward, run=run_that_dies_on_q3, propose=propose, rounds=2, n_workers=2,
+    result = evolve(year_tasks(7), reward, run=run_that_dies_on_q3, propose=propose, rounds=1, n_workers=2,
                     parallelism=Parallelism(executor="ray", reissue_after=None))
     assert result.error is None and result.usage.errors
     assert all("the Ray actor running it died" in text and "q3" in text for text in result.usage.errors), result.usage.errors
