@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import pytest
 
-from agentdescent import Parallelism, Policies
+from agentdescent import Parallelism, Policies, evolve
 from agentdescent.engine.loop.sampling import AcceptanceSamples, Sampler
 from agentdescent.step import Aggregator
 from agentdescent.step.policies import BetaAcceptance
-from tests.doubles import numbered_tasks, router
+from tests.doubles import numbered_tasks, router, year_program
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -92,3 +93,37 @@ def test_spares_go_to_each_turn_in_turn():
     assert [len(d.spares) for d in deals] == [2, 2, 2]
     dealt = [t.id for d in deals for batch in [d.batch, *d.spares] for t in batch]
     assert len(dealt) == len(set(dealt)) == 3 * 3 * 4
+
+
+def _held_out_too(train, n, first_turn, seed, known):
+    return [list(year_program()[0])] * n  # every task, the held-out ones among them
+
+
+@pytest.mark.parametrize("sampler, said", [
+    (lambda train, n, *_: [], "returned 0 minibatches;"),
+    (lambda train, n, *_: [list(train[:2])], "returned 1 minibatch;"),
+    (lambda train, n, *_: None, "returned None;"),
+    (lambda train, n, *_: [[]] * n, "its minibatch 1 is empty"),
+    (lambda train, n, *_: [[t.id for t in train[:2]]] * n, "its minibatch 1 holds a str, «t"),
+    (_held_out_too, "which is not among the tasks it was given"),
+], ids=["nothing", "too-few", "none", "an-empty-batch", "ids", "a-task-not-given"])
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["synchronous", "asynchronous"])
+def test_a_task_sampler_that_breaks_its_contract_stops_the_run_and_nothing_hangs(sampler, said, asynchronous):
+    """A turn the sampler dealt no minibatch would be waited for forever; a task it was not given
+    may be a held-out one. Either ends the run with the error, naming the sampler and the fix."""
+    tasks, reward, run, propose = year_program()
+    errors = []
+
+    def attempt():
+        result = evolve(tasks, reward, run=run, propose=propose, rounds=2, n_workers=3,
+                        policies=Policies(task_sampler=sampler), parallelism=Parallelism(asynchronous=asynchronous))
+        errors.append(result.error)
+
+    thread = threading.Thread(target=attempt, daemon=True)
+    thread.start()
+    thread.join(timeout=60)
+    assert not thread.is_alive(), "evolve hung on a task sampler that broke its contract"
+    [error] = errors
+    assert error.startswith(f"the task sampler {getattr(sampler, '__qualname__')} was asked for 6 minibatches "
+                            "(a minibatch and its spare for each of 3 worker turns) from ")
+    assert said in error and "each a non-empty list of Task objects from the tasks it was given (TaskSampler" in error

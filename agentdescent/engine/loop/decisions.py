@@ -30,9 +30,11 @@ class TaskSampler(Protocol):
     ) -> list[list[Task]]:
         """Minibatches for `n_workers` worker turns, numbered from `first_turn` in the run.
 
-        `known` holds the rewards of the snapshot the turns will use, for the train tasks already
-        measured on it. A pure function of its arguments, so that a run is reproducible and
-        resumable; batches of one call should differ so that workers see different tasks."""
+        Returns exactly `n_workers` lists, each holding at least one of the `train` tasks it was
+        given (the engine asks for each turn's spare minibatches too); anything else stops the run
+        with a `UserError`. `known` holds the rewards of the snapshot the turns will use, for the
+        train tasks already measured on it. A pure function of its arguments, so that a run is
+        reproducible and resumable; batches of one call should differ so that workers see different tasks."""
 
 
 @functools.lru_cache(maxsize=64)
