@@ -123,6 +123,28 @@ def test_a_claude_reply_finished_or_naming_no_stop_reason_is_the_answer(keyed, s
         assert claude("c", base_url=server.url, **FAST)("2+2?") == "4"
 
 
+@pytest.mark.parametrize("finish, said", [
+    ("abort", "finish_reason 'abort': the server dropped the request before its answer was finished"),
+    ("error", "finish_reason 'error': the server failed while writing the answer"),
+    ("a_reason_added_later", r"finish_reason «'a_reason_added_later'»: not one that ends a finished answer \(stop"),
+], ids=["abort", "error", "unknown"])
+def test_an_openai_reply_is_used_only_when_its_finish_reason_says_it_is_finished(keyed, finish, said):
+    """vLLM's "abort" and others' "error" end a reply unfinished: its text was taken for the
+    answer, a judge's "Score: 1" cut from "Score: 10" a wrong reward, silently."""
+    body = chat_body("The answer is right.\nScore: 1", finish=finish, usage={"prompt_tokens": 100, "completion_tokens": 50})
+    with LoopbackServer(openai_chat(lambda prompt: Response(body=body))) as server:
+        model = gpt(server)
+        with pytest.raises(AgentError, match=f"{said}.*not retried"):
+            model("hi")
+    assert len(server.requests) == 1 and (model.usage.failures, model.usage.output_tokens) == (1, 50)
+
+
+@pytest.mark.parametrize("finish", ["stop", "eos", "eos_token", "tool_calls", "function_call", None])
+def test_an_openai_reply_finished_or_naming_no_finish_reason_is_the_answer(keyed, finish):
+    with LoopbackServer(openai_chat(lambda prompt: Response(body=chat_body("4", finish=finish)))) as server:
+        assert gpt(server)("2+2?") == "4"
+
+
 def test_without_usage_from_the_server_the_estimate_counts_the_system_prompt_and_the_reasoning(keyed):
     """The input was estimated from the user's prompt alone and the output from the answer alone:
     an 11,600-character system prompt and 10,000 characters of reasoning came to 3 and 1 tokens."""

@@ -7,6 +7,8 @@
 
 The base URL and the key are read when a call is made, so exporting them after building the
 model works. Retries, the deadline, the reply cap, concurrency and usage come from `agentdescent.agents.http`.
+A reply is used only when its `finish_reason` says the answer is finished (`stop`, its
+end-of-sequence variants `eos` and `eos_token`, `tool_calls`, `function_call`, or none named).
 A reasoning model served without a reasoning parser (vLLM, llama.cpp, Ollama) writes its reasoning
 into the reply as a `<think>...</think>` block first; the client answers with what follows it.
 Left out: streaming, tools, images, and more than one message of history.
@@ -25,6 +27,17 @@ __all__ = ["OpenAICompatible", "deepseek", "openai_compatible"]
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEEPSEEK_BASE_URL = "https://api.deepseek.com"
+# The finish reasons that end a finished answer: OpenAI's own, None for a server that names none,
+# and the end-of-sequence names some servers send for "stop" (Together's "eos", older TGI's
+# "eos_token"). Any other is no answer to use: "length" cuts it, "content_filter" filters it,
+# vLLM's "abort" and others' "error" end it unfinished, and a reason added after this list was
+# written is not taken for a finished answer unseen.
+FINISHED = (None, "stop", "eos", "eos_token", "tool_calls", "function_call")
+NOT_FINISHED = {
+    "abort": "finish_reason 'abort': the server dropped the request before its answer was finished (vLLM does when "
+             "it aborts one; the server's log says why)",
+    "error": "finish_reason 'error': the server failed while writing the answer (the server's log or status page says why)",
+}
 
 
 class OpenAICompatible(HTTPModel):
@@ -76,6 +89,10 @@ class OpenAICompatible(HTTPModel):
         if finish == "content_filter":
             how = "ended it part-way" if text.strip() else "withheld the whole reply"
             return Reply(text=text, reasoning=reasoning, stopped=f"finish_reason 'content_filter': the provider's filter {how}")
+        if finish not in FINISHED:
+            said = NOT_FINISHED.get(finish) if isinstance(finish, str) else None
+            return Reply(text=text, reasoning=reasoning, stopped=said or f"finish_reason {glimpse(finish)}: not one that "
+                                                                         "ends a finished answer (stop, eos, tool_calls)")
         if not text.strip():
             raise BadReply(f"empty completion (finish_reason={finish!r})")
         return Reply(text=text, reasoning=reasoning)
