@@ -6,12 +6,21 @@ text: a fused text reaches the ledger without passing admission again. A reply t
 check is unreadable and the edits stay in conflict; the reason is logged. So do they when the
 model call fails (an `AgentError`: a wrong key, a reply cut at its output limit, a refusal): one
 failed merge is the conflict policy's to settle, not the end of the run.
+
+One step asks the same merge more than once (`step.resolve` folds the step's changes again once
+the contested ones are measured, and every merge of the fold is asked again), so the model's
+answers are remembered by what was asked, and the same merge asked again is answered from memory.
+Left out: a memory that outlives the process (a resumed run is served what the killed one paid
+for by its journal, `engine.persist.replay`, each answer once).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 
 from agentdescent.agents.base import Model
 from agentdescent.errors import AgentError
@@ -24,32 +33,64 @@ from agentdescent.step.policies import ThreeWayMerge
 log = logging.getLogger(__name__)
 
 MAX_REPLY_CHARS = 2_000_000  # one key's merged text (a whole file, at most) and the prose around it
+MEMO_ENTRIES = 64  # merges remembered: more than one step asks, so each of its repeats is answered
+MEMO_CHARS = 4 * MAX_REPLY_CHARS  # merged text remembered in all; what was asked is held as a digest
 
 
 class LLMFusion:
-    """A fusion policy: git's three-way merge first, the model only for edits that truly overlap."""
+    """A fusion policy: git's three-way merge first, the model only for edits that truly overlap.
+
+    `stats` counts the model's answers (`merged`, `unreadable`, `error`: one per call) and the
+    merges answered from memory instead (`remembered`): the same three texts asked again get the
+    answer the model gave them, a merged text or a conflict, without a call. The memory holds the
+    newest `MEMO_ENTRIES` answers and at most `MEMO_CHARS` characters of merged text; it is safe to
+    share between threads, and a copy or a pickle of the policy takes what it remembers along."""
 
     def __init__(self, model: Model) -> None:
         self.model = model
         self.stats: Counter[str] = Counter()
         self._merge = ThreeWayMerge()
+        self._memo: OrderedDict[str, str | bool] = OrderedDict()  # digest of what was asked -> the answer
+        self._lock = threading.Lock()
 
     def __call__(self, base: str | None, ours: str | None, theirs: str | None) -> str | None | bool:
         merged = self._merge(base, ours, theirs)
         if merged is not False or ours is None or theirs is None:
             return merged
+        asked = _asked(base, ours, theirs)
+        with self._lock:
+            if asked in self._memo:
+                self.stats["remembered"] += 1
+                self._memo.move_to_end(asked)
+                return self._memo[asked]
+        answer, kind = self._ask(base, ours, theirs)  # outside the lock: no thread waits on another's call
+        with self._lock:
+            self.stats[kind] += 1
+            self._remember(asked, answer)
+        return answer
+
+    def _ask(self, base: str | None, ours: str, theirs: str) -> tuple[str | bool, str]:
+        """The model's merge (False where it made none) and which answer it was, for `stats`."""
         try:
             answer = self.model(fill(template("fusion"), base=base or "", ours=ours, theirs=theirs))
         except AgentError as exc:
-            self.stats["error"] += 1
+            # Remembered like any answer: the client has already retried what is transient, so what
+            # reaches here is a wrong key, a refusal, a reply cut at its output limit (paid for, and cut
+            # again when the same is asked) or an outage that outlasted the retries. Asking again within
+            # the step would repeat the wait, and often the bill, most likely to fail the same way.
             log.warning("llm_fusion: the model call failed, so the edits stay in conflict: %s", exc)
-            return False
-        reply = as_text(answer, "the model given to llm_fusion()", what="the reply", strict=True)
-        text = self._read(reply)
-        self.stats["merged" if text else "unreadable"] += 1
+            return False, "error"
+        text = self._read(as_text(answer, "the model given to llm_fusion()", what="the reply", strict=True))
         if not text:
-            return False
-        return text + "\n" if ours.endswith("\n") and not text.endswith("\n") else text
+            return False, "unreadable"
+        return (text + "\n" if ours.endswith("\n") and not text.endswith("\n") else text), "merged"
+
+    def _remember(self, asked: str, answer: str | bool) -> None:
+        """Keep `answer`, forgetting the oldest answers past the memory's bounds (held under the lock)."""
+        self._memo[asked] = answer
+        self._memo.move_to_end(asked)
+        while len(self._memo) > MEMO_ENTRIES or sum(len(a) for a in self._memo.values() if isinstance(a, str)) > MEMO_CHARS:
+            self._memo.popitem(last=False)
 
     def _read(self, reply: str) -> str | None:
         """The merged text in `reply`, or None when there is none or it must not be used."""
@@ -62,10 +103,26 @@ class LLMFusion:
             return None
         return text
 
+    def __getstate__(self) -> dict[str, object]:
+        with self._lock:  # a lock does not pickle: each copy has its own memory, and its own lock
+            state = {**self.__dict__, "_memo": OrderedDict(self._memo), "stats": Counter(self.stats)}
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+
+def _asked(base: str | None, ours: str, theirs: str) -> str:
+    """The three texts of a merge as a digest, the memory's key: it holds no copy of them."""
+    return hashlib.sha256(json.dumps([base, ours, theirs]).encode("ascii")).hexdigest()
+
 
 def llm_fusion(model: Model) -> LLMFusion:
     """`Policies(fusion=llm_fusion(model))`: overlapping same-key edits are merged by `model`
     instead of going to the conflict policy; a reply without a <merged> block, or a call that fails
-    (counted in `stats["error"]` and logged), leaves them in conflict."""
+    (counted in `stats["error"]` and logged), leaves them in conflict. The same merge asked again
+    is answered from memory (counted in `stats["remembered"]`), not by another call."""
     plain_callable(model, "llm_fusion's model")
     return LLMFusion(model)
