@@ -51,7 +51,10 @@ def test_a_timed_out_program_is_asked_to_stop_before_it_is_killed(tmp_path):
     assert tidied.read_text() == "yes"
 
 
-def test_a_program_that_ignores_the_request_to_stop_is_killed_after_the_grace(tmp_path):
+def test_a_program_that_ignores_the_request_to_stop_is_killed_after_the_grace(tmp_path, monkeypatch):
+    from agentdescent import process
+
+    monkeypatch.setattr(process, "_GRACE_SECONDS", 1.0)
     pid_file = tmp_path / "pid"
     script = ("import os, signal, time\n"
               f"signal.signal(signal.SIGTERM, signal.SIG_IGN); open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
