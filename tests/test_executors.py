@@ -691,3 +691,23 @@ def test_executors_on_a_cluster_the_first_of_them_started_leave_none_running_wha
                           env={**os.environ, "TMPDIR": "/tmp"})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "none running"
+
+
+def test_a_local_cluster_ray_cannot_start_under_a_long_temp_folder_is_a_user_error_saying_what_to_set(tmp_path):
+    """Ray keeps a local cluster's sockets in the temp folder, and a socket's path has at most 107
+    bytes: Ray's OSError read as the run's own files being unwritable. In a process of its own, as above."""
+    pytest.importorskip("ray", reason='the Ray executor needs pip install "agentdescent[ray]"')
+    deep = tmp_path / ("t" * max(1, 110 - len(str(tmp_path))))
+    deep.mkdir()
+    program = ("from agentdescent import Task, UserError, evolve\nfrom agentdescent.config import Parallelism\n"
+               "tasks = [Task(id=f't{i}', prompt='p') for i in range(8)]\n"
+               "try:\n    evolve(tasks, lambda task, output: 1.0, run=lambda rendered, task: 'x', propose=lambda *a: None,"
+               " rounds=1, parallelism=Parallelism(executor='ray'))\n"
+               "except UserError as exc:\n    print(exc)\n")
+    env = {key: value for key, value in os.environ.items() if key not in ("RAY_TMPDIR", "RAY_ADDRESS")}
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**env, "TMPDIR": str(deep)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = done.stdout.strip()
+    assert said.startswith("executor='ray' could not start a local Ray cluster: Ray keeps its sockets under " + str(deep))
+    assert said.endswith("set RAY_TMPDIR to a short folder (export RAY_TMPDIR=/tmp) and run again")

@@ -347,9 +347,9 @@ def _check_executor(executor: str, tasks: Sequence[Task], **callables: object) -
         check_tasks(tasks)
     elif executor == "ray":
         from agentdescent.engine.calls.processes import check_tasks
-        from agentdescent.engine.calls.ray_executor import _ray, check_serializable
+        from agentdescent.engine.calls.ray_cluster import check_serializable, ray_module
         check_serializable(**callables)
-        check_tasks(tasks, executor="ray", dumps=_ray().cloudpickle.dumps)
+        check_tasks(tasks, executor="ray", dumps=ray_module().cloudpickle.dumps)
 
 
 def _check_sizes(strategy: Strategy, governance: Governance) -> None:

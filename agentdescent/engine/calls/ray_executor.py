@@ -10,7 +10,7 @@ answers far sooner than one sent call by call (`bench/ray_overhead.py` measures 
 reserved: a call mostly waits on a model, and a plain Ray task would hold a whole CPU while it waits.
 
 What crosses is a unit of `units` with the user's callables (cloudpickled, so closures travel;
-`check_serializable` names one that does not; each goes to the object store once) and the plain
+`ray_cluster.check_serializable` names one that does not; each goes to the object store once) and the plain
 record it returns, usage included; each call's future completes as its result lands, so results
 come back in the order they finish. An actor that dies mid-batch (its node lost, its process
 killed) is restarted by Ray, and the calls of its batch still unanswered are sent again, one at
@@ -27,7 +27,6 @@ process to start, a tenth of a short run.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -37,36 +36,13 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agentdescent.engine.calls.executors import Outstanding, left_running, result_of, settle, starts
+from agentdescent.engine.calls.ray_cluster import connect, ray_module
 from agentdescent.engine.calls.ray_idle import IDLE
 from agentdescent.engine.calls.ray_runner import Runner, unloadable
 from agentdescent.engine.calls.units import crashed
-from agentdescent.errors import UserError
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-INSTALL = 'executor="ray" needs Ray: pip install "agentdescent[ray]"'
-
-
-def _ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise UserError(INSTALL) from None
-    return ray
-
-
-def check_serializable(**callables: object) -> None:
-    """Raise a `UserError` naming the first of `callables` that Ray cannot send to its workers."""
-    ray = _ray()
-    for name, fn in callables.items():
-        try:
-            ray.cloudpickle.dumps(fn)
-        except Exception as exc:
-            raise UserError(f"executor='ray' sends {name} to Ray's workers, and it cannot be serialized "
-                            f"({type(exc).__name__}: {exc}); a callable holding a lock, a thread or an open "
-                            f"client cannot travel: create those inside it, or use executor='thread'") from None
-
 
 # The most calls one actor runs at once: Ray starts all of an actor's threads as it starts the
 # actor, and one asked for tens of thousands never came up. Past it, calls wait with the driver.
@@ -93,15 +69,8 @@ class RayExecutor:
         machine a second actor costs more than it brings); each runs at most `ACTOR_THREADS` calls
         at once, so `width` is at most that many times `actors`. `retries`: how often a call whose
         actor died is sent again."""
-        ray = self._ray = _ray()
-        self._started = not ray.is_initialized()
-        if self._started:  # RAY_ADDRESS (read by ray.init) joins a cluster; none starts a local one
-            local = {} if os.environ.get("RAY_ADDRESS") else {"num_cpus": os.cpu_count() or 1}
-            try:
-                ray.init(include_dashboard=False, log_to_driver=False, **local)
-            except BaseException:  # Ctrl-C while the cluster starts: what it started so far goes too
-                ray.shutdown()
-                raise
+        ray = self._ray = ray_module()
+        self._started = connect(ray)
         if actors is None:
             actors = max(1, sum(1 for node in ray.nodes() if node.get("Alive")))
         per_actor = self._per_actor = max(1, min(ACTOR_THREADS, -(-max_workers // actors)))
