@@ -83,3 +83,22 @@ def test_the_steps_own_model_calls_ask_the_budget_before_they_start(tmp_path):
         with pytest.raises(BudgetSpent):
             model("second")  # refused before it starts: not made, not recorded
     assert model.usage.calls == meter.calls == 1
+
+
+def test_a_merge_served_from_the_journal_is_remembered_by_llm_fusion_for_the_rest_of_the_step(tmp_path):
+    """The step asks one merge more than once; llm_fusion answers the repeats from its memory. In a
+    resumed run the first ask is the journal's, and the repeat was paid for again."""
+    from agentdescent import llm_fusion
+
+    model = scripted(lambda prompt: "<merged>both</merged>")
+    files = RunFiles(tmp_path)
+    fusion = JournaledFusion(inner=llm_fusion(model), journal=files.record_answer, answers=files.replay)
+    assert fusion("b\n", "o\n", "t\n") == fusion("b\n", "o\n", "t\n") == "both\n" and model.usage.calls == 1
+    files.flush()
+
+    later = RunFiles(tmp_path)
+    later.restore(Checkpoint(fingerprint="f", strategy="s"), Usage(), {})
+    inner = llm_fusion(model)
+    again = JournaledFusion(inner=inner, journal=later.record_answer, answers=later.replay)
+    assert again("b\n", "o\n", "t\n") == again("b\n", "o\n", "t\n") == "both\n"
+    assert model.usage.calls == 1 and inner.stats["remembered"] == 1

@@ -11,7 +11,7 @@ One step asks the same merge more than once (`step.resolve` folds the step's cha
 the contested ones are measured, and every merge of the fold is asked again), so the model's
 answers are remembered by what was asked, and the same merge asked again is answered from memory.
 Left out: a memory that outlives the process (a resumed run is served what the killed one paid
-for by its journal, `engine.persist.replay`, each answer once).
+for by its journal, `engine.persist.replay`, which hands each answer it serves to `remember`).
 """
 
 from __future__ import annotations
@@ -68,6 +68,13 @@ class LLMFusion:
             self.stats[kind] += 1
             self._remember(asked, answer)
         return answer
+
+    def remember(self, base: str | None, ours: str | None, theirs: str | None, answer: str | None | bool) -> None:
+        """Keep `answer` as the model's to this merge: one a killed run paid for, which the resumed
+        run's journal serves once (`engine.persist.replay`); asked again, it comes from memory."""
+        if isinstance(answer, (str, bool)) and ours is not None and theirs is not None:
+            with self._lock:
+                self._remember(_asked(base, ours, theirs), answer)
 
     def _ask(self, base: str | None, ours: str, theirs: str) -> tuple[str | bool, str]:
         """The model's merge (False where it made none) and which answer it was, for `stats`."""

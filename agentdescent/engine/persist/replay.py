@@ -74,7 +74,9 @@ class Answers:
 class JournaledFusion:
     """A fusion policy whose model-made answers are journalled, and served from the journal to a
     resumed run that asks the same. A fusion that called no model (git's merge) is left alone:
-    it costs nothing to ask again."""
+    it costs nothing to ask again. A policy that remembers its answers (`LLMFusion.remember`) is
+    told of each one served from the journal, so that the same merge asked again later in the step
+    is answered from its memory, as it would have been had the process not been killed."""
 
     inner: FusionPolicy
     journal: Callable[[str, Fused], None]
@@ -84,6 +86,9 @@ class JournaledFusion:
         key = fusion_asked(base, ours, theirs)
         again = self.answers.take(key)
         if isinstance(again, Fused):
+            remember = getattr(self.inner, "remember", None)
+            if callable(remember):
+                remember(base, ours, theirs, again.merged)
             return again.merged
         with metering(ModelUsage()) as meter:
             merged = self.inner(base, ours, theirs)
