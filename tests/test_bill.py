@@ -122,6 +122,9 @@ def test_a_run_killed_after_it_ended_and_before_its_result_was_recorded_is_recor
     done = wait(service, run_id)
     assert done.state == "finished"
     run, paid = service.store.get(run_id), real_calls(calls)
+    deadline = time.monotonic() + 30
+    while run.alive() and time.monotonic() < deadline:  # its status is written before its process lets go of the lock
+        time.sleep(0.05)
     run.file("result.json").unlink()  # as a SIGKILL between the checkpoint and the result leaves it
     run.write_status(done.model_copy(update={"state": "interrupted", "calls": 0, "outcomes": {}}))
     service.resume(run_id)
