@@ -7,7 +7,8 @@
 
     model = ScriptedModel(script, namespace="mcp__agentdescent")
     with LoopbackServer(model) as server:
-        ...  # codex exec, with a [model_providers.NAME] whose base_url is server.url + "/v1"
+        (codex_home / "config.toml").write_text(codex_config(server.url))
+        ...  # codex exec, with LOOPBACK_API_KEY set to anything
 
 Each POST .../responses is answered, in one body, with the server-sent events Codex 0.171.0 reads:
 `response.created`, then per output item `response.output_item.added` and
@@ -32,7 +33,7 @@ from typing import Any
 
 from tests.loopback import Request, Response, error_response, event_stream
 
-__all__ = ["Call", "Reply", "Result", "ScriptedModel", "Turn"]
+__all__ = ["Call", "Reply", "Result", "ScriptedModel", "Turn", "codex_config"]
 
 _ids = itertools.count(1)
 
@@ -116,6 +117,14 @@ class ScriptedModel:
                 self.errors.append(exc)
             return error_response(400, f"the scripted model failed: {exc!r}")
         return _answer(reply if isinstance(reply, list) else [reply])
+
+
+def codex_config(model_url: str) -> str:
+    """A user's config.toml that sends every model request to the loopback server at `model_url`, and nothing to anyone else."""
+    return (f'model = "scripted"\nmodel_provider = "loopback"\ncheck_for_update_on_startup = false\n\n'
+            f'[analytics]\nenabled = false\n\n'
+            f'[model_providers.loopback]\nname = "loopback"\nbase_url = "{model_url}/v1"\n'
+            f'wire_api = "responses"\nenv_key = "LOOPBACK_API_KEY"\n')
 
 
 def _answer(reply: list[str | Call]) -> Response:

@@ -54,11 +54,14 @@ ROOT = Path(__file__).resolve().parents[1]
          "| 2 |"),
         ("host_cost.py", ["--tasks", "12", "--workers", "2", "--rounds", "1", "--seeds", "0"],
          "median of 1: host requests"),
+        ("host_cost.py", ["--host", "codex", "--tasks", "8", "--workers", "1", "--rounds", "1", "--seeds", "0"],
+         "median of 1: host requests"),
     ],
 )
 def test_benchmark_runs(script, args, expected):
-    if script == "host_cost.py":  # through the pinned Claude Code; skipped where it is not installed
-        args = [*args, "--claude", str(host_bin("claude"))]
+    if script == "host_cost.py":  # through the pinned Claude Code or Codex; skipped where it is not installed
+        host = args[args.index("--host") + 1] if "--host" in args else "claude"
+        args = [*args, f"--{host}", str(host_bin(host))]
     # A temporary folder of a short name: Ray puts its sockets under it, and a socket's path may
     # not pass 107 bytes (pytest's own folders, under xdist, come near that).
     short = Path(tempfile.mkdtemp(prefix="bench-", dir="/tmp"))

@@ -28,7 +28,7 @@ from tests import keyword_domain
 from tests.host_clis import host_bin, without_hosts
 from tests.loopback import LoopbackServer
 from tests.mcp_support import ENDED, REPO, demo_spec
-from tests.openai_responses import ScriptedModel, Turn
+from tests.openai_responses import ScriptedModel, Turn, codex_config
 from tests.procutil import close_and_wait
 from tests.writeback_child import result_of
 
@@ -254,14 +254,6 @@ def codex_env(home: Path, **extra: str) -> dict[str, str]:
     return {**os.environ, "PATH": path, "CODEX_HOME": str(home), "NO_COLOR": "1", **extra}
 
 
-def user_config(model_url: str) -> str:
-    """A user's config that sends every model request to the loopback server and nothing to anyone else."""
-    return (f'model = "scripted"\nmodel_provider = "loopback"\ncheck_for_update_on_startup = false\n\n'
-            f'[analytics]\nenabled = false\n\n'
-            f'[model_providers.loopback]\nname = "loopback"\nbase_url = "{model_url}/v1"\n'
-            f'wire_api = "responses"\nenv_key = "LOOPBACK_API_KEY"\n')
-
-
 class AppServer:
     """`codex app-server` over stdio: JSON-RPC requests and notifications, one JSON object a line."""
 
@@ -314,7 +306,7 @@ class AppServer:
 
 def test_codex_app_server_lists_our_tools_and_skill_and_calls_plan(service, home, tmp_path, no_provider_env):
     binary = host_bin("codex")
-    config_with(home, user_config("http://127.0.0.1:9"))  # no model request is made: nothing listens there
+    config_with(home, codex_config("http://127.0.0.1:9"))  # no model request is made: nothing listens there
     codex.install()
     server = AppServer(binary, codex_env(home), cwd=tmp_path)
     try:
@@ -364,7 +356,7 @@ def test_codex_lists_a_written_back_skill_once_and_never_its_backup(home, tmp_pa
     evolved["routing/billing.md"] += "refund\n"
     plan = result_of(evolved, evolved).write_to(skill)
     assert plan.written == ("routing/billing.md",) and (plan.backup / "SKILL.md").is_file()
-    config_with(home, user_config("http://127.0.0.1:9"))  # no model request is made: nothing listens there
+    config_with(home, codex_config("http://127.0.0.1:9"))  # no model request is made: nothing listens there
     server = AppServer(binary, codex_env(home), cwd=tmp_path)
     try:
         server.request("initialize", {"clientInfo": {"name": "agentdescent-tests", "version": "0"}})
@@ -407,7 +399,7 @@ def test_codex_exec_evolves_a_skill_through_our_tools_end_to_end(service, home, 
 
     model = ScriptedModel(script, namespace="mcp__agentdescent")
     with LoopbackServer(model) as loopback:
-        config_with(home, user_config(loopback.url))
+        config_with(home, codex_config(loopback.url))
         codex.install()
         # headless, Codex asks nobody: a tool that is not read-only (evolve, accept) needs the user's
         # approval given beforehand, here on the command line, as a user running `codex exec` would

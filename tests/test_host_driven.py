@@ -2,7 +2,7 @@
 the model receives it, the two helpers SKILL.md starts doing the run's work within the hosts'
 limits, blind to the tasks' answers and within the cost target, the permission setting a headless
 run of it needs, and work a conversation took when it ended going back to the queue at once. The scripted model is
-`bench/host_cost.py`'s, which follows SKILL.md."""
+`bench/host_models.py`'s, which follows SKILL.md."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("host_cost", REPO / "bench" / "host_cost.py")
 host_cost = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(host_cost)
-PREFIX = host_cost.PREFIX
+host_models = importlib.import_module("host_models")  # the scripted hosts, beside it (host_cost put bench/ on the path)
+PREFIX = host_models.PREFIX
 EVERY_TOOL = "mcp__plugin_agentdescent_agentdescent__*"  # the setting docs/hosts.md gives a headless session
 
 
@@ -77,16 +78,16 @@ def test_the_helpers_do_a_host_driven_run_blind_within_the_hosts_limits_and_the_
     vary by a few with the machine's load (a wave the run posts slowly comes in two pages), so the
     seed is one with room under the target on a loaded machine."""
     target, tasks, spec = host_cost.setup(tmp_path, 36, 2, 4)
-    host = host_cost.Host(spec, (REPO / "skills/agentdescent/SKILL.md").read_text(encoding="utf-8"), seed=4)
+    host = host_models.ClaudeHost(spec, (REPO / "skills/agentdescent/SKILL.md").read_text(encoding="utf-8"), seed=4)
     done = session(claude, home, host, f"/agentdescent:evolve {target} {tasks}", tmp_path, EVERY_TOOL)
     assert done.returncode == 0 and host.errors == [], (host.errors, done.stderr[-1500:])
     [summary] = Service().runs()
     status = Service().status(summary.id)
     assert status.state == "finished" and status.best_reward >= 0.9 > status.initial_reward, status
-    assert host.requests[host_cost.ROLLOUTS] > 0 and host.requests[host_cost.REFLECTIONS] > 0
+    assert host.requests[host_models.ROLLOUTS] > 0 and host.requests[host_models.REFLECTIONS] > 0
     assert sum(host.requests.values()) <= 30 and sum(host.tokens.values()) <= 1_500_000, (host.requests, host.tokens)
     assert host.results and max(host.results) < 8_000  # every answer under what the hosts show whole
-    rollout_helper, reflection_helper = host.seen[host_cost.ROLLOUTS], host.seen[host_cost.REFLECTIONS]
+    rollout_helper, reflection_helper = host.seen[host_models.ROLLOUTS], host.seen[host_models.REFLECTIONS]
     assert "<expected>" in reflection_helper[-1] and not any("<expected>" in text for text in rollout_helper)
     assert not any('\\"team\\":' in text or "tasks.jsonl" in text for text in rollout_helper)  # nor the tasks file
 
