@@ -94,6 +94,24 @@ def test_init_gives_a_small_task_set_the_workers_it_can_feed(tmp_path):
     assert planned.returncode == 0 and "train tasks" not in planned.stdout + planned.stderr, planned.stdout
 
 
+def test_init_holds_out_of_a_large_file_as_many_tasks_as_measure_a_version_and_says_so(tmp_path):
+    """The default share of 2,000 rows would hold out 600, and measuring them at the start and the
+    end would be most of the run's calls."""
+    a_skill_and_its_tasks(tmp_path)
+    rows = [json.loads(line) for line in TASKS.read_text(encoding="utf-8").splitlines()]
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps({**rows[i % len(rows)], "id": f"r{i}"}) + "\n"
+                                                  for i in range(2000)), encoding="utf-8")
+    done = agentdescent("init", "my-skill", "tasks.jsonl", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert ("held out: 200 of the 2,000 tasks (held_out_frac: 0.1; the default 0.3 would hold out 600): enough to "
+            "tell a gain of 0.1 from chance") in " ".join(done.stdout.split()), done.stdout
+    spec = read_spec(tmp_path / "my-skill.agentdescent.yaml")
+    assert spec.held_out_frac == 0.1 and spec.budget.max_calls == 1500  # twice the low end, 744
+    planned = agentdescent("plan", "my-skill.agentdescent.yaml", cwd=tmp_path)
+    assert planned.returncode == 0, planned.stderr
+    assert "tasks: 2000 (1800 train, 200 held out)" in planned.stdout and "warning: the held-out measurement" not in planned.stdout
+
+
 def test_init_keeps_an_existing_spec_unless_forced(tmp_path):
     a_skill_and_its_tasks(tmp_path)
     written = tmp_path / "my-skill.agentdescent.yaml"

@@ -168,6 +168,20 @@ def test_a_task_set_too_small_for_the_run_is_a_warning_with_the_way_out(service,
     assert not any("held-out tasks:" in w or "train task" in w or "tokens" in w for w in enough.warnings), enough.warnings
 
 
+def test_a_held_out_set_whose_measurement_is_most_of_the_run_is_a_warning_naming_the_share_to_hold_out(service, tmp_path):
+    plan = service.plan(domain.spec(tmp_path, tasks=many_tasks(1000), rounds=4))  # 300 held out, 700 to train on
+    ends = 300 + 24 + 300  # at the start, 24 of them drawn again, and at the end
+    low = ends + (32 + 32 + 2) + 3 * (32 + 2)
+    assert plan.quote.calls_low == low
+    assert (f"the held-out measurement at the start and the end takes {ends} of the {low} calls at the quote's low end "
+            f"({ends / low:.0%}): 300 held-out tasks, where 200 are enough to tell a gain of 0.1 from chance; "
+            "held_out_frac: 0.2 holds out at most 200 of the 1,000 tasks") in plan.warnings[-1], plan.warnings
+    fewer = service.plan(domain.spec(tmp_path, tasks=many_tasks(1000), rounds=4, held_out_frac=0.2))
+    assert fewer.held_out == 200 and not any("held-out measurement" in w for w in fewer.warnings), fewer.warnings
+    longer = service.plan(domain.spec(tmp_path, tasks=many_tasks(1000), rounds=24))  # the rounds are most of it
+    assert not any("held-out measurement" in w for w in longer.warnings), longer.warnings
+
+
 def test_the_cli_refuses_the_support_router_example_at_50_calls(tmp_path):
     example = yaml.safe_load((ROOT / "examples/specs/support-router.yaml").read_text(encoding="utf-8"))
     target = tmp_path / "my-skill"

@@ -40,7 +40,8 @@ def run_init(args: argparse.Namespace, console: Console) -> int:
         tasks = f"tasks: {done.tasks} ({done.rows} rows): {', '.join(chosen) or 'no columns told apart'}; check them"
     say(console, f"wrote {done.path}: a run spec for {done.target}; read it and change what does not fit",
         f"  {tasks}", f"  agent and reflector: {done.agent} ({done.why})" if not done.reflector else
-        f"  agent: {done.agent}, reflector: {done.reflector} ({done.why})", *(f"warning: {w}" for w in done.warnings),
+        f"  agent: {done.agent}, reflector: {done.reflector} ({done.why})", *(f"  {note}" for note in done.notes),
+        *(f"warning: {w}" for w in done.warnings),
         f"next: {done.next}")
     return 0
 

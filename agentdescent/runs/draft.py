@@ -9,9 +9,11 @@ with nothing to write by hand:
 It reads the tasks file's rows and names the columns that look like the prompt, the gold answer
 and the id (`dataloader.guess_columns`); it chooses the agent from what `doctor` reports, read
 the same way (the PATH and the environment, without running anything): a CLI agent found on the
-PATH, else a model whose key (or endpoint) is set, else the host. An existing spec is never
-overwritten unless `force`. Every value is written as a double-quoted, escaped YAML scalar, so a path
-or a column name is data in the YAML, whatever it holds.
+PATH, else a model whose key (or endpoint) is set, else the host. It holds out the default share of
+the tasks, or of a large file no more than measure a version (`quote.ENOUGH_HELD_OUT`), and gives
+the workers and the budget that split feeds. An existing spec is never overwritten unless `force`.
+Every text is written as a double-quoted, escaped YAML scalar, so a path or a column name is data
+in the YAML, whatever it holds.
 
 `cheaper_than_host(agent, reflector)` is plan's warning, read the same way, when a spec has the
 host do the rollouts or reflections while this machine has a path that spends none of its requests.
@@ -35,14 +37,14 @@ from agentdescent.artifacts.workspace import skill_name
 from agentdescent.commands import command
 from agentdescent.config import DEFAULTS
 from agentdescent.dataloader.tasks import Columns, guess_columns
-from agentdescent.engine.calls.smallest import MINIBATCH, Sizes
+from agentdescent.engine.calls.smallest import MINIBATCH, Sizes, fraction_within
 from agentdescent.engine.evolve import GOOD_START, fewest_tasks, held_out_count
 from agentdescent.errors import UserError
 from agentdescent.governance import MAX_FILE_BYTES
 from agentdescent.reading import read_text
 from agentdescent.runs import containment
 from agentdescent.runs.build import PLUGIN_AGENTS, rows_of_file
-from agentdescent.runs.quote import low_end
+from agentdescent.runs.quote import ENOUGH_HELD_OUT, low_end, plain
 
 SUFFIX = ".agentdescent.yaml"
 MODELS = {"claude": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}  # a provider's model to start from, when it has no default
@@ -66,6 +68,7 @@ class Draft(BaseModel):
     reflector: str = ""  # "" where it is the agent
     why: str  # why that agent
     next: str
+    notes: list[str] = Field(default_factory=list)  # what init chose that the user would not expect
     warnings: list[str] = Field(default_factory=list)  # what plan would refuse or the user should know, said now
 
 
@@ -103,10 +106,11 @@ def draft(target: str | os.PathLike, tasks: str | os.PathLike | None = None, *, 
     named = os.path.relpath(Path(tasks).absolute(), folder) if tasks is not None else f"{_name(target)}.tasks.jsonl"
     _utf8(named, "tasks file")
     agent, reflector, why = choose_agent(plugin=(target / ".claude-plugin" / "plugin.json").is_file())
-    workers = _workers(len(rows)) if rows else DEFAULTS.n_workers
-    budget = _budget(len(rows), workers) if rows else LEAST_BUDGET
+    frac = _held_out_frac(len(rows))
+    workers = _workers(len(rows), frac) if rows else DEFAULTS.n_workers
+    budget = _budget(len(rows), workers, frac) if rows else LEAST_BUDGET
     lines = _spec_lines(target, folder, named, columns, guess, agent, reflector, why, workers, budget,
-                        hidden=_inside(tasks, target))
+                        held_out=_held_out_line(len(rows), frac), hidden=_inside(tasks, target))
     atomic.write_text(path, "\n".join(lines) + "\n")
     todo = "" if tasks is not None else f"write the tasks in {folder / named} (one JSON object a line), then "
     shown = str(target) if target.name not in ("", ".", "..") else os.path.abspath(target)
@@ -118,7 +122,7 @@ def draft(target: str | os.PathLike, tasks: str | os.PathLike | None = None, *, 
                  rows=len(rows) if tasks is not None else None, columns=columns,
                  prompt=guess.prompt if guess else None, gold=guess.gold if guess else None,
                  id=guess.id if guess else None, agent=agent, reflector="" if reflector == agent else reflector,
-                 why=why, warnings=warnings,
+                 why=why, warnings=warnings, notes=_held_out_notes(len(rows), frac),
                  next=f"{todo}{command('plan', path)} checks it and quotes the run")
 
 
@@ -186,8 +190,33 @@ def cheaper_than_host(agent: str, reflector: str, *, plugin: bool = False) -> li
             f"cost{'s' if len(movable) == 1 else ''} none of them{blind}"]
 
 
-def _held_out(rows: int) -> int:
-    return held_out_count(rows, DEFAULTS.held_out_frac) if rows > 2 else 1
+def _held_out(rows: int, frac: float = DEFAULTS.held_out_frac) -> int:
+    return held_out_count(rows, frac) if rows > 2 else 1
+
+
+def _held_out_frac(rows: int) -> float:
+    """The default share held out, or, where that holds out more than `ENOUGH_HELD_OUT` tasks, the
+    share that holds out at most that many: more would spend the run measuring, not learning."""
+    if _held_out(rows) <= ENOUGH_HELD_OUT:
+        return DEFAULTS.held_out_frac
+    return fraction_within(ENOUGH_HELD_OUT, rows)
+
+
+def _held_out_line(rows: int, frac: float) -> str:
+    line = f"held_out_frac: {plain(frac)}   # the share of tasks held out to measure each version"
+    if not rows:
+        return line
+    line += f" ({_held_out(rows, frac):,} of the {rows:,})"
+    return line + (f": {ENOUGH_HELD_OUT} are enough to tell a gain of 0.1 from chance, and each costs a rollout at the "
+                   "start and the end" if frac != DEFAULTS.held_out_frac else "")
+
+
+def _held_out_notes(rows: int, frac: float) -> list[str]:
+    if frac == DEFAULTS.held_out_frac:
+        return []
+    return [f"held out: {_held_out(rows, frac):,} of the {rows:,} tasks (held_out_frac: {plain(frac)}; the default "
+            f"{DEFAULTS.held_out_frac:g} would hold out {_held_out(rows):,}): enough to tell a gain of 0.1 from chance, "
+            "where every held-out task costs a rollout at the start and at the end"]
 
 
 def _few_rows(tasks: object, rows: int) -> str:
@@ -198,14 +227,14 @@ def _few_rows(tasks: object, rows: int) -> str:
     return f"{tasks} holds {rows} rows: enough to start, few to learn from ({GOOD_START} is a good start)"
 
 
-def _workers(rows: int) -> int:
+def _workers(rows: int, frac: float) -> int:
     """The default workers, fewer where the train tasks do not fill each one's minibatch."""
-    return max(1, min(DEFAULTS.n_workers, (rows - _held_out(rows)) // MINIBATCH))
+    return max(1, min(DEFAULTS.n_workers, (rows - _held_out(rows, frac)) // MINIBATCH))
 
 
-def _budget(rows: int, workers: int) -> int:
-    """max_calls for `rows` tasks: twice the quote's low end at the default settings, in hundreds."""
-    held_out = _held_out(rows)
+def _budget(rows: int, workers: int, frac: float) -> int:
+    """max_calls for `rows` tasks: twice the quote's low end at the default settings and `frac`, in hundreds."""
+    held_out = _held_out(rows, frac)
     sizes = Sizes.of(DEFAULTS.policies, train=max(1, rows - held_out), held_out=held_out, workers=workers)
     low = low_end(sizes, DEFAULTS.rounds)
     return max(LEAST_BUDGET, math.ceil(2 * low / 100) * 100)
@@ -234,7 +263,8 @@ def _skill_name(folder: Path) -> str:
 
 
 def _spec_lines(target: Path, folder: Path, tasks: str, columns: list[str], guess: Columns | None, agent: str,
-                reflector: str, why: str, workers: int, budget: int, *, hidden: str | None = None) -> list[str]:
+                reflector: str, why: str, workers: int, budget: int, *, held_out: str,
+                hidden: str | None = None) -> list[str]:
     q = quoted
     kind = "a folder" if target.is_dir() else "a text file"
     skill = target.is_dir() and (target / "SKILL.md").is_file()
@@ -271,6 +301,7 @@ def _spec_lines(target: Path, folder: Path, tasks: str, columns: list[str], gues
         f"n_workers: {workers}   # workers proposing changes in parallel"
         + ("" if workers == DEFAULTS.n_workers else f" (fewer than {DEFAULTS.n_workers}: each takes {MINIBATCH} train tasks a round)"),
         f"rounds: {DEFAULTS.rounds}",
+        held_out,
         f"budget: {{max_calls: {budget}}}   # the most calls the run may make, across every resume",
         "# price_per_call: 0.01   # USD a call, for plan's quote",
         *([f"frozen: [{', '.join(q(g) for g in frozen)}]   # files no change may touch"] if frozen else

@@ -26,12 +26,16 @@ from collections.abc import Mapping
 from pydantic import BaseModel
 
 from agentdescent.agents.base import estimate_tokens
-from agentdescent.engine.calls.smallest import MINIBATCH, Sizes, smallest_run
+from agentdescent.engine.calls.smallest import MINIBATCH, Sizes, fraction_within, smallest_run
 
 REFLECTIONS, SCOUTS, WAVE, SHARE = 2, 1, 16, 0.2
 TOKENS_OUT = 300  # a typical reply
 CONTEXT_TOKENS = 100_000  # a prompt past this is past the context many models take
 FEW_HELD_OUT = 4  # held-out tasks below which the held-out reward is too coarse to mean much
+# Held-out tasks past which more buy little: two held-out rewards (means of n rewards in [0, 1]) differ by chance by
+# up to 1.96 * sqrt(0.5 / n) at 95% (the worst case, unpaired), 0.098 at 200, so a gain of 0.1 stands out; the margin
+# shrinks only as 1 / sqrt(n), while each task costs a rollout at the start, at the end and at every validation.
+ENOUGH_HELD_OUT = 200
 
 
 class Quote(BaseModel):
@@ -64,6 +68,23 @@ def size_warnings(*, train: int, held_out: int, workers: int, artifact_chars: in
                      f"{minibatch}, so workers past {useful} are dealt the same tasks and reflect on the same "
                      f"failures; n_workers: {useful}, or more tasks")
     return found
+
+
+def held_out_warnings(sizes: Sizes, *, rounds: int, tasks: int) -> list[str]:
+    """A held-out set past `ENOUGH_HELD_OUT` whose measurement at the start and the end is most of
+    the quote's low end: the run would spend its calls measuring, not learning."""
+    ends, low = sizes.start + sizes.held_out, low_end(sizes, rounds)
+    if sizes.held_out <= ENOUGH_HELD_OUT or 2 * ends <= low:
+        return []
+    return [f"the held-out measurement at the start and the end takes {ends:,} of the {low:,} calls at the quote's low "
+            f"end ({ends / low:.0%}): {sizes.held_out:,} held-out tasks, where {ENOUGH_HELD_OUT} are enough to tell a "
+            f"gain of 0.1 from chance; held_out_frac: {plain(fraction_within(ENOUGH_HELD_OUT, tasks))} holds out at most "
+            f"{ENOUGH_HELD_OUT} of the {tasks:,} tasks and leaves the calls to the rounds"]
+
+
+def plain(fraction: float) -> str:
+    """A fraction as YAML and a reader take it, with no exponent: plain(2e-05) == "0.00002" """
+    return f"{fraction:.12f}".rstrip("0").rstrip(".") or "0"
 
 
 def whole_file_warnings(files: Mapping[str, str], *, reply_limit: int | None, reflector: str) -> list[str]:

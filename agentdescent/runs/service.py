@@ -30,7 +30,7 @@ from agentdescent.runs.agentcheck import missing_keys, unsaved_sessions
 from agentdescent.runs.doctor import DoctorReport, doctor
 from agentdescent.runs.draft import cheaper_than_host
 from agentdescent.runs.mailbox import Claim, Mailbox
-from agentdescent.runs.quote import Quote, budget_warnings, quote, size_warnings, whole_file_warnings
+from agentdescent.runs.quote import Quote, budget_warnings, held_out_warnings, quote, size_warnings, whole_file_warnings
 from agentdescent.runs.spec import AgentSpec, Problem, RunSpec, SpecError, read_spec
 from agentdescent.runs.status import LIVE, RunStatus
 from agentdescent.runs.store import RUN_ENV, RunDir, RunStore
@@ -347,6 +347,7 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
                      "there, and no more" for i, glob in enumerate(spec.editable)
                      if not any(matching(path, [glob]) for path in parts.tree)]
     warnings += budget_warnings(cost=cost, sizes=sizes, max_tokens=spec.budget.max_tokens, rounds=spec.rounds)
+    warnings += held_out_warnings(sizes, rounds=spec.rounds, tasks=len(parts.tasks))
     money = f", ${cost.cost_low_usd:g}-{cost.cost_high_usd:g}" if cost.cost_low_usd is not None else ""
     return Plan(target=spec.target, kind=parts.kind, files=None if parts.tree is None else len(parts.tree),
                 carried=sorted(parts.assets)[:SHOWN_CARRIED], carried_total=len(parts.assets),

@@ -98,7 +98,7 @@ def refusal(sizes: Sizes, *, max_calls: int | None, tasks: int) -> str | None:
                            if smallest_run(sizes.with_split(train=tasks - h, held_out=h)) <= max_calls), 0)
         if fewer_held:
             ways.append(f"hold out at most {fewer_held:,} of the {tasks:,} tasks "
-                        f"(held_out_frac={_fraction_within(fewer_held, tasks):g})")
+                        f"(held_out_frac={fraction_within(fewer_held, tasks):g})")
     drawn = min(sizes.calibration, sizes.held_out)
     again = f" (and {drawn:,} of them drawn again, to learn whether the rewards are samples)" if drawn else ""
     return (f"max_calls={max_calls:,} is below the smallest run, {least:,} calls: the {sizes.held_out:,} held-out tasks "
@@ -108,9 +108,9 @@ def refusal(sizes: Sizes, *, max_calls: int | None, tasks: int) -> str | None:
             "rollouts and the change's); such a run stops before it can learn anything. " + ", or ".join(ways))
 
 
-def _fraction_within(count: int, total: int) -> float:
+def fraction_within(count: int, total: int) -> float:
     """The largest held_out_frac of two significant digits that holds at most `count` of `total` tasks
-    out (the split rounds `total * frac`): _fraction_within(15, 84) == 0.17"""
+    out (the split rounds `total * frac`): fraction_within(15, 84) == 0.17"""
     exact = count / total
     scale = 10 ** (1 - math.floor(math.log10(exact)))
     return math.floor(exact * scale) / scale
