@@ -135,6 +135,30 @@ def test_init_chooses_the_agent_from_what_the_machine_has(tmp_path):
     assert spec["agent"] == spec["reflector"] == "claude:claude-sonnet-4-5"
 
 
+def test_init_drafts_the_model_agentdescent_model_names_and_warns_of_a_guess_for_another_server(tmp_path):
+    """The dataset quickstart exports AGENTDESCENT_MODEL as the model the user's server knows; a
+    server that serves only that model answers 404 to the name init would guess otherwise."""
+    a_skill_and_its_tasks(tmp_path)
+    local = {"OPENAI_API_KEY": "sk-local", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+    named = agentdescent("init", "my-skill", "tasks.jsonl", cwd=tmp_path, AGENTDESCENT_MODEL="my-local-model", **local)
+    assert named.returncode == 0, named.stderr
+    assert ("agent and reflector: openai:my-local-model (OPENAI_API_KEY is set and AGENTDESCENT_MODEL names the model)"
+            in named.stdout and "warning" not in named.stdout), named.stdout
+    spec = read_spec(tmp_path / "my-skill.agentdescent.yaml")
+    assert spec.agent.label == spec.reflector_spec.label == "openai:my-local-model"
+    guessed = agentdescent("init", "my-skill", "tasks.jsonl", "--force", cwd=tmp_path, **local)
+    assert ("warning: the model name gpt-4o-mini is a guess: OPENAI_BASE_URL points at another server than "
+            "api.openai.com, which may not serve it; write the model your server serves in agent: and reflector: "
+            "(openai:MODEL), or export AGENTDESCENT_MODEL=MODEL and init again with --force") in " ".join(guessed.stdout.split())
+    assert "127.0.0.1" not in guessed.stdout  # a base URL may carry what is not for the screen
+    openai = agentdescent("init", "my-skill", "tasks.jsonl", "--force", cwd=tmp_path, OPENAI_API_KEY="sk-test",
+                          OPENAI_BASE_URL="https://API.openai.com/v1")
+    assert "openai:gpt-4o-mini (OPENAI_API_KEY is set)" in openai.stdout and "warning" not in openai.stdout, openai.stdout
+    claude = agentdescent("init", "my-skill", "tasks.jsonl", "--force", cwd=tmp_path, ANTHROPIC_API_KEY="sk-ant-test-only",
+                          AGENTDESCENT_MODEL="claude-opus-4-1")
+    assert "agent and reflector: claude:claude-opus-4-1" in claude.stdout, claude.stdout
+
+
 def test_plan_of_a_host_spec_names_the_cheaper_agent_this_machine_has(tmp_path):
     a_skill_and_its_tasks(tmp_path)
     agentdescent("init", "my-skill", "tasks.jsonl", cwd=tmp_path)  # no CLI, no key: host, and no warning

@@ -9,7 +9,9 @@ with nothing to write by hand:
 It reads the tasks file's rows and names the columns that look like the prompt, the gold answer
 and the id (`dataloader.guess_columns`); it chooses the agent from what `doctor` reports, read
 the same way (the PATH and the environment, without running anything): a CLI agent found on the
-PATH, else a model whose key (or endpoint) is set, else the host. It holds out the default share of
+PATH, else a model whose key (or endpoint) is set (the one `AGENTDESCENT_MODEL` names, as the
+examples read it; a model name guessed for another server than the provider's is warned of), else
+the host. It holds out the default share of
 the tasks, or of a large file no more than measure a version (`quote.ENOUGH_HELD_OUT`), and gives
 the workers and the budget that split feeds. An existing spec is never overwritten unless `force`.
 Every text is written as a double-quoted, escaped YAML scalar, so a path or a column name is data
@@ -26,6 +28,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import urllib.parse
 from pathlib import Path
 
 import yaml
@@ -48,6 +51,7 @@ from agentdescent.runs.quote import ENOUGH_HELD_OUT, low_end, plain
 
 SUFFIX = ".agentdescent.yaml"
 MODELS = {"claude": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}  # a provider's model to start from, when it has no default
+MODEL_VARIABLE = "AGENTDESCENT_MODEL"  # the model a model agent is drafted with, as the examples and quickstarts read it
 LEAST_BUDGET = 400  # max_calls a drafted spec gives at least
 SHOWN_COLUMNS = 12
 ENOUGH_ROWS = 8  # fewer tasks than this are warned of
@@ -115,6 +119,7 @@ def draft(target: str | os.PathLike, tasks: str | os.PathLike | None = None, *, 
     todo = "" if tasks is not None else f"write the tasks in {folder / named} (one JSON object a line), then "
     shown = str(target) if target.name not in ("", ".", "..") else os.path.abspath(target)
     warnings = [_few_rows(tasks, len(rows))] if 0 < len(rows) < ENOUGH_ROWS else []
+    warnings += _guessed_model(agent)
     if guess is not None and guess.gold is None:
         warnings.append("no column of the tasks reads as the expected answer (gold): name one in the spec's tasks: "
                         "(gold: COLUMN), or score with a grader (scorer: {command: [...]}) instead of exact")
@@ -169,11 +174,36 @@ def _first_found() -> tuple[str, str, str]:
         row = PROVIDERS[kind]
         found = next((v for v in (row.key_variable, row.base_url_variable) if v and os.environ.get(v)), None)
         if found:
-            model = row.default_model or MODELS.get(kind)
+            named = os.environ.get(MODEL_VARIABLE, "").strip()
+            model = named or row.default_model or MODELS.get(kind)
             label = f"{kind}:{model}" if model else kind
-            return label, label, f"{found} is set"
+            return label, label, f"{found} is set" + (f" and {MODEL_VARIABLE} names the model" if named else "")
     return "host", "host", ("no agent CLI is on PATH and no model key is set; with host, your coding agent "
                             "does the rollouts through the MCP tools")
+
+
+def _guessed_model(agent: str) -> list[str]:
+    """A warning when `agent` is a model whose name init chose while its provider's base URL
+    variable points at another server than the provider's, which may not serve that name."""
+    kind, _, model = agent.partition(":")
+    row = PROVIDERS.get(kind)
+    if row is None or row.kind != "http" or not row.base_url_variable or os.environ.get(MODEL_VARIABLE, "").strip():
+        return []
+    base, usual = os.environ.get(row.base_url_variable, "").strip(), _host(row.default_base_url or "")
+    if not base or _host(base) == usual:
+        return []
+    return [f"the model name {model} is a guess: {row.base_url_variable} points at another server than {usual}, which "
+            f"may not serve it; write the model your server serves in agent: and reflector: ({kind}:MODEL), or export "
+            f"{MODEL_VARIABLE}=MODEL and init again with --force"]
+
+
+def _host(url: str) -> str:
+    """The host a base URL names, lower case; "" where it names none it can be read for:
+    _host("https://API.openai.com/v1") == "api.openai.com" """
+    try:
+        return (urllib.parse.urlsplit(url).hostname or "").lower()
+    except ValueError:  # an unclosed [ in its host
+        return ""
 
 
 def cheaper_than_host(agent: str, reflector: str, *, plugin: bool = False) -> list[str]:
