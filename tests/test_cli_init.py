@@ -243,6 +243,25 @@ def test_init_warns_of_too_few_rows_and_of_no_gold_column(tmp_path):
     assert "warning: no column of the tasks reads as the expected answer (gold)" in done.stdout
 
 
+@pytest.mark.parametrize("rows", [8, 12])
+def test_init_warns_of_too_few_held_out_tasks_exactly_where_plan_does(tmp_path, rows):
+    """12 rows hold out the 4 the held-out reward needs at the default held_out_frac; 8 hold out 2."""
+    a_skill_and_its_tasks(tmp_path)
+    lines = (tmp_path / "tasks.jsonl").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "tasks.jsonl").write_text("\n".join(lines[:rows]) + "\n", encoding="utf-8")
+    drafted = agentdescent("init", "my-skill", "tasks.jsonl", cwd=tmp_path)
+    planned = agentdescent("plan", "my-skill.agentdescent.yaml", cwd=tmp_path)
+    assert drafted.returncode == planned.returncode == 0, drafted.stderr + planned.stderr
+    coarse = ("the held-out reward moves in steps of 0.5, too coarse to tell a better version from luck; give 12 or more "
+              "tasks (held_out_frac=0.3 holds out 4 of 12)")
+    said, quoted = " ".join(drafted.stdout.split()), " ".join(planned.stdout.split())
+    if rows == 8:
+        assert f"warning: tasks.jsonl holds 8 rows, of which 2 are held out: {coarse}" in said, said
+        assert f"warning: only 2 held-out tasks: {coarse}" in quoted, quoted
+    else:
+        assert "warning" not in said and "held-out tasks:" not in quoted, said + quoted
+
+
 def test_init_refuses_a_target_whose_name_is_not_utf_8(tmp_path):
     """No spec can hold the name, and plan refused the lone surrogate init wrote for it."""
     a_skill_and_its_tasks(tmp_path)

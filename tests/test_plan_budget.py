@@ -149,8 +149,12 @@ def test_a_max_tokens_under_the_smallest_run_is_a_warning_not_a_refusal(service,
 def test_a_task_set_too_small_for_the_run_is_a_warning_with_the_way_out(service, tmp_path):
     plan = service.plan(domain.spec(tmp_path, tasks=many_tasks(6), n_workers=4))  # 4 train, 2 held out
     assert (plan.train, plan.held_out) == (4, 2)
-    assert any(w.startswith("only 2 held-out tasks: the held-out reward moves in steps of 0.5") and "give 16 or more"
-               in w for w in plan.warnings), plan.warnings
+    assert ("only 2 held-out tasks: the held-out reward moves in steps of 0.5, too coarse to tell a better version from "
+            "luck; give 12 or more tasks (held_out_frac=0.3 holds out 4 of 12)") in plan.warnings, plan.warnings
+    fifth = service.plan(domain.spec(tmp_path, tasks=many_tasks(8), held_out_frac=0.2))  # 2 held out: 18 hold out 4
+    assert any(w.startswith("only 2 held-out tasks") and w.endswith("give 18 or more tasks (held_out_frac=0.2 holds out 4 "
+                                                                     "of 18)") for w in fifth.warnings), fifth.warnings
+    assert not any("held-out tasks:" in w for w in service.plan(domain.spec(tmp_path, tasks=many_tasks(12))).warnings)
     assert any(w.startswith("4 workers share 4 train tasks") and "n_workers: 1, or more tasks" in w
                for w in plan.warnings), plan.warnings
     with pytest.raises(SpecError, match="5 tasks; a run needs at least 6 .some held out, enough left to judge a change"):

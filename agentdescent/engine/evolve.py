@@ -52,7 +52,7 @@ from agentdescent.usage import Usage
 
 TEMPORARY_LEDGER_PREFIX = "agentdescent-ledger-"  # a run without store= keeps its ledger in such a temp folder
 FEWEST_TASKS = 4  # a run's least: some to train on, some held out
-GOOD_START = "8-20"  # tasks to start from, as the messages advise
+GOOD_START = "12-20"  # tasks to start from, as the messages advise: 12 hold out 4 at the default held_out_frac
 FINISH_GRACE_S = 10.0  # how long a finished run waits for calls still running (see `_wind_down`)
 
 

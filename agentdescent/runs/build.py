@@ -27,7 +27,7 @@ from agentdescent.artifacts.copyable import copy_problems
 from agentdescent.artifacts.workspace import skill_name
 from agentdescent.dataloader import csv_rows, hf_rows, json_rows, jsonl_rows, tasks_from
 from agentdescent.dataloader.tasks import check_ids, guess_columns
-from agentdescent.engine.evolve import GOOD_START, fewest_tasks
+from agentdescent.engine.evolve import fewest_tasks
 from agentdescent.errors import AgentDescentError, UserError
 from agentdescent.governance import (
     BLAST_RADII,
@@ -41,6 +41,7 @@ from agentdescent.governance import (
 from agentdescent.quoting import described, quoted
 from agentdescent.runs import containment
 from agentdescent.runs.agentcheck import agent_problems
+from agentdescent.runs.quote import good_start
 from agentdescent.runs.spec import Problem, RunSpec, SpecError, TasksSpec
 from agentdescent.runs.store import stored_tasks
 from agentdescent.runs.targetread import has_files, literal_glob, read_folder, unsaved_text
@@ -284,8 +285,9 @@ def _task_problems(spec: RunSpec) -> tuple[list[Problem], list[Task]]:
         return [Problem(field=where, message=str(exc))], tasks
     fewest = fewest_tasks(spec.held_out_frac, spec.policies.build().acceptance)
     if len(tasks) < fewest:
-        return [Problem(field=where, message=f"{len(tasks)} tasks; a run needs at least {fewest} (some held out, "
-                                             f"enough left to judge a change on), and {GOOD_START} is a good start")], tasks
+        return [Problem(field=where, message=f"{len(tasks)} tasks; a run needs at least {fewest} (some held out, enough "
+                                             f"left to judge a change on), and {good_start(spec.held_out_frac)} is a good "
+                                             "start")], tasks
     return [], tasks
 
 

@@ -41,20 +41,19 @@ from agentdescent.commands import command
 from agentdescent.config import DEFAULTS
 from agentdescent.dataloader.tasks import Columns, guess_columns
 from agentdescent.engine.calls.smallest import MINIBATCH, Sizes, fraction_within
-from agentdescent.engine.evolve import GOOD_START, fewest_tasks, held_out_count
+from agentdescent.engine.evolve import fewest_tasks, held_out_count
 from agentdescent.errors import UserError
 from agentdescent.governance import MAX_FILE_BYTES
 from agentdescent.reading import read_text
 from agentdescent.runs import containment
 from agentdescent.runs.build import PLUGIN_AGENTS, rows_of_file
-from agentdescent.runs.quote import ENOUGH_HELD_OUT, low_end, plain
+from agentdescent.runs.quote import ENOUGH_HELD_OUT, FEW_HELD_OUT, good_start, low_end, plain, too_coarse
 
 SUFFIX = ".agentdescent.yaml"
 MODELS = {"claude": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}  # a provider's model to start from, when it has no default
 MODEL_VARIABLE = "AGENTDESCENT_MODEL"  # the model a model agent is drafted with, as the examples and quickstarts read it
 LEAST_BUDGET = 400  # max_calls a drafted spec gives at least
 SHOWN_COLUMNS = 12
-ENOUGH_ROWS = 8  # fewer tasks than this are warned of
 
 
 class Draft(BaseModel):
@@ -118,7 +117,7 @@ def draft(target: str | os.PathLike, tasks: str | os.PathLike | None = None, *, 
     atomic.write_text(path, "\n".join(lines) + "\n")
     todo = "" if tasks is not None else f"write the tasks in {folder / named} (one JSON object a line), then "
     shown = str(target) if target.name not in ("", ".", "..") else os.path.abspath(target)
-    warnings = [_few_rows(tasks, len(rows))] if 0 < len(rows) < ENOUGH_ROWS else []
+    warnings = _few_rows(tasks, len(rows), frac) if rows else []
     warnings += _guessed_model(agent)
     if guess is not None and guess.gold is None:
         warnings.append("no column of the tasks reads as the expected answer (gold): name one in the spec's tasks: "
@@ -249,12 +248,16 @@ def _held_out_notes(rows: int, frac: float) -> list[str]:
             "where every held-out task costs a rollout at the start and at the end"]
 
 
-def _few_rows(tasks: object, rows: int) -> str:
-    fewest = fewest_tasks(DEFAULTS.held_out_frac, DEFAULTS.policies.build().acceptance)
+def _few_rows(tasks: object, rows: int, frac: float) -> list[str]:
+    """What plan would refuse or warn of in so few rows, in its words."""
+    fewest = fewest_tasks(frac, DEFAULTS.policies.build().acceptance)
     if rows < fewest:
-        return (f"{tasks} holds {rows} row(s): a run needs at least {fewest} (some held out, enough left to judge a "
-                f"change on), and {GOOD_START} is a good start; add rows before plan")
-    return f"{tasks} holds {rows} rows: enough to start, few to learn from ({GOOD_START} is a good start)"
+        return [f"{tasks} holds {rows} row(s): a run needs at least {fewest} (some held out, enough left to judge a "
+                f"change on), and {good_start(frac)} is a good start; add rows before plan"]
+    held_out = _held_out(rows, frac)
+    if held_out < FEW_HELD_OUT:
+        return [f"{tasks} holds {rows} rows, of which {held_out} {'is' if held_out == 1 else 'are'} held out: {too_coarse(held_out, frac)}"]
+    return []
 
 
 def _workers(rows: int, frac: float) -> int:
@@ -314,7 +317,8 @@ def _spec_lines(target: Path, folder: Path, tasks: str, columns: list[str], gues
         "",
         "# The tasks: which column holds each task's request (prompt), its expected answer (gold) and its id.",
         f"# Columns of the tasks file: {shown}" if columns else
-        "# Write them one JSON object a line: {\"id\": \"t1\", \"prompt\": \"...\", \"gold\": \"...\"} (8 to 20 to start).",
+        "# Write them one JSON object a line: {\"id\": \"t1\", \"prompt\": \"...\", \"gold\": \"...\"} "
+        f"({good_start(DEFAULTS.held_out_frac).replace('-', ' to ')} to start).",
         f"tasks: {{{', '.join(mapping)}}}",
         "# How an answer is scored: exact, contains, f1, numeric, regex (with pattern), {command: [argv]} for a",
         "# grader, or python:module:function, called as function(task, output) and returning a number in [0, 1].",

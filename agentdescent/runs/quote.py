@@ -27,11 +27,13 @@ from pydantic import BaseModel
 
 from agentdescent.agents.base import estimate_tokens
 from agentdescent.engine.calls.smallest import MINIBATCH, Sizes, fraction_within, smallest_run
+from agentdescent.engine.evolve import held_out_count
 
 REFLECTIONS, SCOUTS, WAVE, SHARE = 2, 1, 16, 0.2
 TOKENS_OUT = 300  # a typical reply
 CONTEXT_TOKENS = 100_000  # a prompt past this is past the context many models take
 FEW_HELD_OUT = 4  # held-out tasks below which the held-out reward is too coarse to mean much
+GOOD_START_MOST = 20  # tasks enough to start from, with the held-out set FEW_HELD_OUT asks for (`good_start`)
 # Held-out tasks past which more buy little: two held-out rewards (means of n rewards in [0, 1]) differ by chance by
 # up to 1.96 * sqrt(0.5 / n) at 95% (the worst case, unpaired), 0.098 at 200, so a gain of 0.1 stands out; the margin
 # shrinks only as 1 / sqrt(n), while each task costs a rollout at the start, at the end and at every validation.
@@ -49,7 +51,8 @@ class Quote(BaseModel):
     round_high: int = 0  # the calls of one round at the high end
 
 
-def size_warnings(*, train: int, held_out: int, workers: int, artifact_chars: int = 0, minibatch: int = MINIBATCH) -> list[str]:
+def size_warnings(*, train: int, held_out: int, workers: int, held_out_frac: float, artifact_chars: int = 0,
+                  minibatch: int = MINIBATCH) -> list[str]:
     """What a task set too small for the run misleads about: a held-out reward in steps too coarse to
     tell a better version from luck, and workers with no tasks of their own to learn from; and an
     artifact too large for the reflections' prompts, each of which holds all of it."""
@@ -59,15 +62,36 @@ def size_warnings(*, train: int, held_out: int, workers: int, artifact_chars: in
                      f"it: past the {CONTEXT_TOKENS:,}-token context many models take; leave out of the run what need "
                      "not change (a folder's exclude: [...]) or split it")
     if 0 < held_out < FEW_HELD_OUT:
-        found.append(f"only {held_out} held-out task{'s' if held_out > 1 else ''}: the held-out reward moves in steps "
-                     f"of {1 / held_out:.2g}, too coarse to tell a better version from luck; give {4 * FEW_HELD_OUT} or "
-                     "more tasks (held_out_frac decides the share held out)")
+        found.append(f"only {held_out} held-out task{'s' if held_out > 1 else ''}: {too_coarse(held_out, held_out_frac)}")
     useful = max(1, train // minibatch)
     if train > 0 and workers > useful:
         found.append(f"{workers} workers share {train} train task{'s' if train > 1 else ''}: each minibatch is "
                      f"{minibatch}, so workers past {useful} are dealt the same tasks and reflect on the same "
                      f"failures; n_workers: {useful}, or more tasks")
     return found
+
+
+def too_coarse(held_out: int, held_out_frac: float) -> str:
+    """Why `held_out` tasks (fewer than `FEW_HELD_OUT`) measure too coarsely, and the tasks that hold out enough."""
+    enough = tasks_holding_out(FEW_HELD_OUT, held_out_frac)
+    return (f"the held-out reward moves in steps of {1 / held_out:.2g}, too coarse to tell a better version from luck; "
+            f"give {enough} or more tasks (held_out_frac={held_out_frac:g} holds out {FEW_HELD_OUT} of {enough})")
+
+
+def tasks_holding_out(count: int, held_out_frac: float) -> int:
+    """The fewest tasks of which a split with `held_out_frac` holds `count` out (`held_out_count`;
+    0 measures every task on the held-out set): tasks_holding_out(4, 0.3) == 12"""
+    total = count
+    while held_out_frac > 0 and held_out_count(total, held_out_frac) < count:
+        total += 1
+    return total
+
+
+def good_start(held_out_frac: float) -> str:
+    """The tasks to start from, as init and plan advise: enough to hold out `FEW_HELD_OUT`, and up
+    to 20: good_start(0.3) == "12-20" """
+    least = tasks_holding_out(FEW_HELD_OUT, held_out_frac)
+    return f"{least}-{GOOD_START_MOST}" if least < GOOD_START_MOST else f"{least} or more"
 
 
 def held_out_warnings(sizes: Sizes, *, rounds: int, tasks: int) -> list[str]:

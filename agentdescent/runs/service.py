@@ -336,8 +336,8 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
         warnings.append(f"no budget.rollout_timeout: a python: {' or '.join(own)} that never returns holds the run up "
                         "for good; set budget: {rollout_timeout: SECONDS}")
     warnings += [f"{moved} (the spec uses an earlier name of the field; it is read as such for now)" for moved in spec.moved]
-    warnings += size_warnings(train=len(train), held_out=len(held_out), workers=spec.n_workers, artifact_chars=chars,
-                              minibatch=sizes.minibatch)
+    warnings += size_warnings(train=len(train), held_out=len(held_out), workers=spec.n_workers,
+                              held_out_frac=spec.held_out_frac, artifact_chars=chars, minibatch=sizes.minibatch)
     warnings += unsaved_text(parts.assets)
     if parts.tree is not None:
         editable = {path: parts.tree[path] for path in Governance.of(parts.strategy).changeable(parts.tree)}
