@@ -37,7 +37,7 @@ from agentdescent.types import Task
 AgentFactory = Callable[[AgentSpec, str], Callable[..., str]]  # (spec, role) -> a model or an agent
 
 
-def callables(spec: RunSpec, parts: Materials, *, make_agent: AgentFactory, workdir: Path,
+def callables(spec: RunSpec, parts: Materials, *, make_agent: AgentFactory, workdir: os.PathLike[str],
               max_workspaces: int = 32) -> tuple[Callable[..., str], Callable[..., str | None]]:
     """`run` and `propose` for `evolve`. `make_agent(agent_spec, role)` builds each agent (the
     runner's own factory knows the host queue); workspaces of folder runs live in `workdir`."""
@@ -171,7 +171,7 @@ def works_in_a_folder(spec: AgentSpec, agent: Callable[..., str]) -> bool:
     return spec.kind in (*CLI_KINDS, "host") or bool(getattr(agent, "works_in_a_folder", False))
 
 
-def _as_model(agent: Callable[..., str], spec: AgentSpec, workdir: Path) -> Model:
+def _as_model(agent: Callable[..., str], spec: AgentSpec, workdir: os.PathLike[str]) -> Model:
     """`prompt -> text`: an agent that works in a folder reflects in an empty one of the run's, its
     own (a reflection must not read what another left), removed once it answered."""
     return InScratchFolder(agent, workdir) if works_in_a_folder(spec, agent) else agent
@@ -180,7 +180,7 @@ def _as_model(agent: Callable[..., str], spec: AgentSpec, workdir: Path) -> Mode
 @dataclass(frozen=True, eq=False)
 class InScratchFolder:
     agent: Callable[..., str]
-    workdir: Path
+    workdir: os.PathLike[str]
 
     def __call__(self, prompt: str) -> str:
         scratch = tempfile.mkdtemp(prefix="agentdescent-reflect-", dir=self.workdir)
