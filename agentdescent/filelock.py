@@ -1,7 +1,8 @@
 """An exclusive flock on a lock file, waited for a bounded time: what keeps two writers of one
 thing (a write-back's target, the Claude Code marketplace folder) from interleaving. And a shared
 flock a process holds on a folder for as long as it uses it (`hold_shared`), which another tells
-from a folder nobody uses (`held`): a run's ledger, its rollout folder.
+from a folder nobody uses (`held`), or holds alone while it removes one nobody uses (`alone`): a
+run's ledger, its rollout folder.
 
 The lock file is created when missing and left there (removing it races with the next holder);
 it holds the holder's process id, for the message of one that waits too long. Left out: Windows
@@ -79,17 +80,29 @@ def hold_shared(folder: Path, alone: Callable[[], object] | None = None) -> int:
 def held(folder: Path, *, follow_symlinks: bool = True) -> bool | None:
     """Whether some process holds a flock on `folder` now (`hold_shared`); None when it cannot be
     opened (gone, not a folder, or a symlink where none is followed)."""
+    with alone(folder, follow_symlinks=follow_symlinks) as free:
+        return None if free is None else not free
+
+
+@contextlib.contextmanager
+def alone(folder: Path, *, follow_symlinks: bool = True) -> Iterator[bool | None]:
+    """Hold an exclusive flock on `folder` for the block, taken without waiting: True then; False
+    when another process holds a flock on it, None when it cannot be opened. A `hold_shared` of
+    the folder meanwhile waits for the block's end (so one may remove the folder in it)."""
     import fcntl
 
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (0 if follow_symlinks else os.O_NOFOLLOW)
     try:
         fd = os.open(folder, flags)
     except OSError:
-        return None
+        yield None
+        return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
     finally:
         os.close(fd)
-    return False

@@ -312,8 +312,8 @@ def test_runs_lists_the_runs_and_prune_removes_only_old_temporary_ledgers(servic
     assert "removed 1 temporary ledger older than 10 minutes" in pruned.stdout and "freeing 4." in pruned.stdout
     assert "left 1 folder named like one that another user owns or that is not a ledger" in pruned.stdout
     assert not old.exists() and fresh.exists() and not_a_ledger.exists() and other.exists()
-    assert "removed 1 rollout folder that stopped runs left there; kept 2 a run may still work in" in pruned.stdout
-    assert not stopped.exists() and live.exists() and new.exists()
+    assert "removed 2 rollout folders that stopped runs left there; kept 1 that a live run's process holds" in pruned.stdout
+    assert not stopped.exists() and live.exists() and not new.exists()  # unlocked however new: a run locks its own as it makes it
     assert "removed 1 scratch folder killed commands left there" in pruned.stdout
     assert not left.exists() and checking.exists()
     assert [r.id for r in service.runs()] == [run]  # the run store is not touched

@@ -55,7 +55,7 @@ def test_a_rollout_folder_with_a_read_only_folder_inside_is_removed_and_counted_
     read_only_inside(folder / "agentdescent-ws-1")
     print(json.dumps({"counted": rolloutdir.clear("r1"), "left": folder.exists()}))
     """, tmp_path)
-    assert found == {"counted": [1, 0], "left": False}
+    assert found == {"counted": [1, 0, 0], "left": False}
 
 
 def test_a_reflection_in_a_folder_of_its_own_leaves_nothing_behind(tmp_path):

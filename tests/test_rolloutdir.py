@@ -1,19 +1,29 @@
 """A run's rollout folder in the shared temporary folder: one a cleanup removed mid-run is made
-again and the run goes on as it would have."""
+again and the run goes on as it would have; what a killed run left, `runs --prune` removes at
+once, and what a live run works in it keeps."""
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from agentdescent import filelock
+from agentdescent.cli.prune import prune
 from agentdescent.errors import UserError
-from agentdescent.runs.rolloutdir import ROLLOUTS_PREFIX, rollout_folder
+from agentdescent.removal import remove_tree
+from agentdescent.runs.rolloutdir import ROLLOUTS_PREFIX, clear, rollout_folder
+from agentdescent.runs.status import LIVE
 from agentdescent.runs.store import RUN_ENV
 from agentdescent.testing import SkillReflector
+from tests import keyword_domain as domain
 from tests.runs_support import wait
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,3 +92,61 @@ def test_a_rollout_folder_that_cannot_be_made_again_stops_the_run_saying_so(tmp_
     assert f"the run's temporary folder {path} was removed while the run worked in it" in said
     assert "cannot be made again" in said and "agentdescent resume r1-abc goes on from its last commit" in said
     assert "agent or the scorer" not in said
+
+
+def test_prune_removes_a_killed_run_s_rollout_folder_at_once_and_keeps_a_live_run_s(service, tmp_path, monkeypatch):
+    """A killed run's folder was kept for ten minutes after its last change, 'a run may still work
+    in' it, though no process held its lock; and longer where the clock had gone back."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))  # the runs' and prune's own: prune removes what no process holds
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    for name in ("killed", "live"):
+        (tmp_path / name).mkdir()
+    monkeypatch.setenv("KEYWORD_KILL_AT", "5")  # its agent kills the run's process at its 5th call
+    killed = wait(service, service.start(domain.spec(tmp_path / "killed")).run_id)
+    monkeypatch.delenv("KEYWORD_KILL_AT")
+    assert killed.state == "interrupted", killed
+    left = list(temp.glob(f"{ROLLOUTS_PREFIX}{killed.id}-*"))
+    assert len(left) == 1
+    ahead = left[0].stat().st_mtime + 3600  # made an hour "later": the clock went back since
+    os.utime(left[0], (ahead, ahead))
+    live = service.start(domain.spec(tmp_path / "live", agent="python:tests.slow_agent:answer")).run_id
+    deadline = time.monotonic() + 60
+    while not (working := list(temp.glob(f"{ROLLOUTS_PREFIX}{live}-*"))) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    said = io.StringIO()
+    assert prune(Console(file=said, width=400)) == 0
+    assert not left[0].exists() and len(working) == 1 and working[0].is_dir()
+    assert "removed 1 rollout folder that stopped runs left there; kept 1 that a live run's process holds" in said.getvalue()
+    assert service.status(live).state in LIVE
+
+
+def test_a_folder_removed_as_it_is_made_is_made_again_before_any_rollout_works_in_it(tmp_path, monkeypatch):
+    """`runs --prune` removes at once a rollout folder no process holds: one a run has made and not
+    yet locked may go, before the lock is taken or while it is waited for."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    made, mkdtemp = [], tempfile.mkdtemp
+
+    def make(**where) -> str:
+        path = mkdtemp(**where)
+        made.append(path)
+        if len(made) == 1:
+            assert clear() == (1, 0, 0)  # a prune before the run locks it
+        elif len(made) == 2:  # a prune that holds it alone as the run asks for its lock, and removes it
+            holding = threading.Event()
+
+            def prune_it() -> None:
+                with filelock.alone(Path(path)):
+                    holding.set()
+                    time.sleep(0.3)
+                    remove_tree(path)
+            threading.Thread(target=prune_it).start()
+            holding.wait()
+        return path
+
+    monkeypatch.setattr(tempfile, "mkdtemp", make)
+    with rollout_folder("r1-abc") as folder:
+        assert str(folder) == made[2] and os.path.isdir(made[2]) and not any(map(os.path.exists, made[:2]))
+        assert clear() == (0, 1, 0)  # the one it works in, locked
+    assert not os.path.exists(made[2])

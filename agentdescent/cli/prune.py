@@ -1,7 +1,8 @@
 """`agentdescent runs --prune`: remove the temporary ledgers that runs without a store left in the
 temp folder (`evolve()` with no `store=`, the demo), the rollout folders stored runs killed
-mid-run left there (`runs.rolloutdir.clear`: those no live run holds), and the scratch folders a
-killed command left (`SCRATCH_PREFIXES`: a check of a spec's refs, a merge; each lives seconds).
+mid-run left there (`runs.rolloutdir.clear`: at once, those no live run's process holds locked),
+and the scratch folders a killed command left (`SCRATCH_PREFIXES`: a check of a spec's refs, a
+merge; each lives seconds).
 
 The temp folder is shared by every user of the machine, so a folder is removed only when all of
 this holds: its name starts with `agentdescent-ledger-`, it is a real folder (not a symlink), the
@@ -26,7 +27,7 @@ from agentdescent.cli.views import plural
 from agentdescent.cli.watch import FAILURE, say
 from agentdescent.engine.evolve import TEMPORARY_LEDGER_PREFIX
 from agentdescent.ledger import in_use, looks_like_ledger
-from agentdescent.runs.rolloutdir import clear
+from agentdescent.runs.rolloutdir import Cleared, clear
 from agentdescent.step import textmerge
 from agentdescent.walking import walk
 
@@ -59,15 +60,25 @@ def prune(console: Console, now: float | None = None) -> int:
             removed, freed = removed + 1, freed + size
     left = (f"; left {plural(others, 'folder')} named like one that another user owns or that is not a ledger"
             if others else "")
-    rollouts, working = clear(idle_for=PRUNE_AFTER_SECONDS)
+    rollouts = clear()
     scratch = _scratch(folder, now, failed)
     say(console, f"removed {plural(removed, 'temporary ledger')} older than 10 minutes from {folder}, "
                  f"freeing {human_size(freed)}; kept {kept} newer (a run may still be writing it){left}",
-        f"removed {plural(rollouts, 'rollout folder')} that stopped runs left there; kept {working} a run may still work in",
+        _rollouts_said(rollouts),
         *([f"removed {plural(scratch, 'scratch folder')} killed commands left there"] if scratch else []),
         *(f"could not remove {f}" for f in failed),
         "the run store was not touched; next: agentdescent runs lists its runs")
     return FAILURE if failed else 0
+
+
+def _rollouts_said(cleared: Cleared) -> str:
+    """What became of the rollout folders: those a live run's process holds are kept, and why."""
+    said = f"removed {plural(cleared.removed, 'rollout folder')} that stopped runs left there"
+    if cleared.live:
+        said += f"; kept {cleared.live} that a live run's process holds (it works in it)"
+    if cleared.left:
+        said += f"; could not remove {cleared.left} that no run holds (what another user made is in it, say)"
+    return said
 
 
 def _scratch(folder: Path, now: float, failed: list[str]) -> int:

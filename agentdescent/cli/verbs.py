@@ -81,9 +81,10 @@ def add_verbs(commands: argparse._SubParsersAction) -> None:
     runs = verb(commands, "runs", "list the runs in the run store ($AGENTDESCENT_HOME/runs)", "agentdescent runs",
                 as_json=True)
     runs.add_argument("--prune", action="store_true",
-                      help=f"instead, remove from {tempfile.gettempdir()} what is yours and 10 minutes old: the "
-                           f"{TEMPORARY_LEDGER_PREFIX}* ledgers of runs without a store, stopped runs' rollout folders, "
-                           "killed commands' scratch; other users' folders and the run store are never touched")
+                      help=f"instead, remove from {tempfile.gettempdir()} what is yours and left behind: the "
+                           f"{TEMPORARY_LEDGER_PREFIX}* ledgers of runs without a store and killed commands' scratch, "
+                           "10 minutes old; stopped runs' rollout folders, at once (no process holds them); other "
+                           "users' folders and the run store are never touched")
     for name in ("evolve", "resume"):
         commands.choices[name].add_argument("--watch", action="store_true",
                                             help="follow it here until it ends, as watch does")

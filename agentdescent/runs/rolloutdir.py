@@ -5,8 +5,10 @@ An agent works in its rollout's workspace, and a CLI agent with a shell reads wh
 it: beside the run folder are the run's tasks with their gold answers, and Claude Code reads every
 CLAUDE.md above its working directory (the user's own, under a home). A rollout folder is made by
 `tempfile.mkdtemp` (a fresh name only this user can enter), named after its run, and locked
-(flock, shared) by each process of the run that works in it, for as long as it does: what a
-killed process left is unlocked, and the run's next process, or `runs --prune`, removes it.
+(flock, shared) by each process of the run that works in it, for as long as it does. It counts
+as made only once locked and still there, and `clear` removes one only under an exclusive lock,
+which a process locking it waits for: so a folder no process holds is one none works in. What a
+killed process left is removed at once by the run's next process, or by `runs --prune`.
 
 A cleanup of the temporary folder (systemd-tmpfiles, tmpreaper, an `rm -rf /tmp/*`) may remove
 it while the run works. The run's workspaces are made in a `RolloutFolder`, a path that makes
@@ -27,16 +29,16 @@ import os
 import stat
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from agentdescent import filelock
 from agentdescent.commands import command
 from agentdescent.errors import UserError
 from agentdescent.removal import remove_tree
 
-__all__ = ["ROLLOUTS_PREFIX", "RolloutFolder", "clear", "rollout_folder"]
+__all__ = ["ROLLOUTS_PREFIX", "Cleared", "RolloutFolder", "clear", "rollout_folder"]
 
 ROLLOUTS_PREFIX = "agentdescent-rollouts-"
 MAKE_TRIES = 3  # a folder removed before it could be locked is made again; removed each time, something removes all
@@ -85,22 +87,28 @@ def rollout_folder(run_id: str) -> Iterator[RolloutFolder]:
             os.close(_held.pop(path)[1])
 
 
-def clear(run_id: str | None = None, *, idle_for: float = 0.0) -> tuple[int, int]:
+class Cleared(NamedTuple):
+    removed: int  # folders no process held, removed
+    live: int  # kept: a process of a run holds it
+    left: int  # kept: no process holds it, but it could not be removed (what another user made inside it, say)
+
+
+def clear(run_id: str | None = None) -> Cleared:
     """Remove this user's rollout folders of run `run_id` (None: of every run) that no process
-    holds and nothing was made in for `idle_for` seconds; (removed, kept) for their count."""
+    holds, each while holding it alone; what went and what was kept, counted."""
     pattern = f"{ROLLOUTS_PREFIX}{glob.escape(run_id)}-*" if run_id else f"{ROLLOUTS_PREFIX}*"
-    removed = kept = 0
+    removed = live = left = 0
     for path in Path(tempfile.gettempdir()).glob(pattern):
         if not _mine(path) or (run_id and _run_of(path) != run_id):
             continue
-        if filelock.held(path, follow_symlinks=False) is not False or time.time() - path.lstat().st_mtime < idle_for:
-            kept += 1
-            continue
-        if remove_tree(path):
-            removed += 1
-        else:  # what another user made inside it, say: not ours to change
-            kept += 1
-    return removed, kept
+        with filelock.alone(path, follow_symlinks=False) as free:
+            if free is False:
+                live += 1
+            elif free and remove_tree(path):
+                removed += 1
+            elif os.path.lexists(path):  # what another user made inside it, say: not ours to change
+                left += 1
+    return Cleared(removed, live, left)
 
 
 def _hold_again(path: str) -> None:
