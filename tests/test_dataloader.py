@@ -206,12 +206,24 @@ def test_every_unusable_row_is_told_at_once_grouped_by_its_problem():
     message = str(info.value)
     assert message.startswith("10 of 40 rows cannot be made tasks: rows 4, 10, 12, 21, 26 and 2 more: the gold "
                               "column 'a' is missing; row 6: is a list, not a mapping of columns; row 8: the prompt "
-                              "is None; row 9: the prompt column 'q' is missing (counting rows from 1")
+                              "is empty or null; row 9: the prompt column 'q' is missing (counting rows from 1")
     assert message.endswith("row 4's columns: q")
     with pytest.raises(UserError, match=r"^the one row cannot be .*row 1's columns: c0, .*, c19 and 80 more$"):
         tasks_from([rows[8]], prompt="q")
     with pytest.raises(UserError, match="'nope'"):
         tasks_from(ROWS, prompt="question", meta=["nope"])
+
+
+def test_an_empty_or_blank_gold_is_no_gold_and_such_a_prompt_no_task_as_a_null_is(tmp_path):
+    """A CSV spells a missing value as an empty cell: a gold of "" could never be matched, and a
+    prompt of "" asks nothing, yet neither was told while JSON's null was."""
+    path = tmp_path / "t.csv"
+    path.write_text('id,q,a\nr1,what?,yes\nr2,why?,\nr3,how?,"  "\nr4,who?,me\n', encoding="utf-8")
+    assert [t.gold for t in tasks_from(csv_rows(path), prompt="q", gold="a", id="id")] == ["yes", None, None, "me"]
+    assert tasks_from([{"q": "p", "a": ""}], prompt="q", gold=lambda row: row["a"])[0].gold is None
+    path.write_text("id,q,a\nr1,what?,yes\nr2,,no\nr3,\t,no\nr4,who?,me\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"^2 of 4 rows cannot be made tasks: rows 2 and 3: the prompt is empty or null"):
+        tasks_from(csv_rows(path), prompt="q", gold="a", id="id")
 
 
 def test_empty_rows_and_duplicate_ids():

@@ -253,12 +253,33 @@ def test_a_run_its_own_code_stops_mid_run_keeps_the_key_and_lone_surrogates_out_
     assert [p.name for p in run.path.rglob("*") if p.is_file() and key.encode() in p.read_bytes()] == []
 
 
-def test_plan_refuses_tasks_some_of_which_have_no_gold_answer(service, tmp_path):
-    """A null in the gold column fails the scorer on that task, mid-run, after the calls before it."""
+@pytest.mark.parametrize("gold", [None, " "])
+def test_plan_refuses_tasks_some_of_which_have_no_gold_answer(service, tmp_path, gold):
+    """A null in the gold column fails the scorer on that task, mid-run, after the calls before it;
+    a blank one is matched by no output."""
     tasks = domain.tasks()
-    tasks[20] = {**tasks[20], "gold": None}
+    tasks[20] = {**tasks[20], "gold": gold}
     with pytest.raises(SpecError, match=r"1 of the 24 tasks have no gold answer \(the first: 't20'\)"):
         service.plan(domain.spec(tmp_path, tasks=tasks))
+
+
+def test_plan_refuses_a_csv_whose_gold_or_prompt_cells_are_empty_as_it_refuses_nulls(service, tmp_path):
+    """An empty cell is how a CSV spells a missing value: read as a gold of "", no output matched it,
+    and the held-out ceiling fell below 1.0 without a word."""
+    rows = domain.tasks()
+    path = tmp_path / "tasks.csv"
+
+    def write(blank: dict[int, str]) -> None:
+        lines = ["id,prompt,gold"] + [",".join(f'"{row[k]}"' if (i, k) not in blank else blank[i, k]
+                                               for k in ("id", "prompt", "gold")) for i, row in enumerate(rows)]
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    write({(5, "gold"): "", (9, "gold"): '"  "'})
+    with pytest.raises(SpecError, match=r"2 of the 24 tasks have no gold answer \(the first: 't05'\) while the others"):
+        service.plan(domain.spec(tmp_path, tasks=str(path)))
+    write({(3, "prompt"): "", (7, "prompt"): '" "'})
+    with pytest.raises(SpecError, match=r"2 of 24 rows cannot be made tasks: rows 4 and 8: the prompt is empty or null"):
+        service.plan(domain.spec(tmp_path, tasks=str(path)))
 
 
 def test_plan_warns_that_a_python_agent_or_scorer_is_unbounded_without_a_rollout_timeout(service, tmp_path):

@@ -35,11 +35,14 @@ def tasks_from(rows: Iterable[Mapping], *, prompt: ColumnSpec, gold: ColumnSpec 
     braces but no field names the column it spells, its braces doubled ("the {{question}}": the
     column `the {question}`), as no format string could. `id` defaults
     to `row-<index>`; prompt and id become str; gold becomes str unless it is None (or not
-    given). `meta` names columns copied as-is into `Task.meta` (a single string is one column).
+    given). An empty or blank cell is how a CSV file spells a missing value: a gold that is empty
+    or only whitespace is None, as a null one is (a scorer that compares with the gold refuses such
+    a task), and such a prompt is refused, as a null one is. `meta` names columns copied as-is into
+    `Task.meta` (a single string is one column).
 
     Raises UserError for no rows, rows that cannot be tasks (every one, grouped by what is wrong:
-    a row that is not a mapping, a missing column, a prompt that is None; naming the columns that
-    exist) and duplicate ids (naming them)."""
+    a row that is not a mapping, a missing column, a prompt that is empty or None; naming the
+    columns that exist) and duplicate ids (naming them)."""
     rows = list(rows)
     if not rows:
         raise UserError("no rows to make tasks from: the loader returned nothing "
@@ -61,9 +64,11 @@ def _task(row: Any, index: int, *, prompt: ColumnSpec, gold: ColumnSpec | None, 
     if not isinstance(row, Mapping):
         raise _RowProblem(f"is a {type(row).__name__}, not a mapping of columns")
     text = _field(prompt, row, "prompt")
-    if text is None:
-        raise _RowProblem("the prompt is None")
+    if text is None or not _text(text).strip():
+        raise _RowProblem("the prompt is empty or null")
     answer = _field(gold, row, "gold") if gold is not None else None
+    if answer is not None and not _text(answer).strip():  # a CSV's empty cell: no answer, as a null is
+        answer = None
     key = _field(id, row, "id") if id is not None else f"row-{index}"
     if key is None:
         raise _RowProblem("the id is null; give each row an id, or leave id out to number the rows")

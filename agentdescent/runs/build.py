@@ -187,14 +187,14 @@ def scorer_problems(spec: RunSpec, task: Task) -> list[Problem]:
 
 
 def _gold_problems(tasks: list[Task]) -> list[Problem]:
-    """Tasks with a gold answer beside tasks without one (a null in the gold column): a scorer
-    that compares with it fails on those, mid-run."""
-    missing = [task.id for task in tasks if task.gold is None]
+    """Tasks with a gold answer beside tasks without one (a null, an empty or blank cell in the gold
+    column): a scorer that compares with it fails on those, mid-run, and no output matches a blank one."""
+    missing = [task.id for task in tasks if task.gold is None or not task.gold.strip()]
     if not missing or len(missing) == len(tasks):
         return []
     return [Problem(field="tasks", message=f"{len(missing)} of the {len(tasks)} tasks have no gold answer (the first: "
-                                           f"{reading.name_or_count(missing[0])}) while the others do; give each one, "
-                                           "or leave those rows out")]
+                                           f"{reading.name_or_count(missing[0])}) while the others do; give each one "
+                                           "(an empty cell is none), or leave those rows out")]
 
 
 def problems(spec: RunSpec) -> list[Problem]:
