@@ -33,6 +33,19 @@ def test_jsonl_malformed_line_names_file_and_line(tmp_path):
 
 
 
+def test_jsonl_lines_ending_in_a_comma_are_named_as_such(tmp_path):
+    """A JSON array's items pasted a line each keep their commas: 'Extra data: line 1 column 89' did
+    not say that the comma was all that was wrong."""
+    path = tmp_path / "comma.jsonl"
+    path.write_text('{"q": "a", "n": [1, 2]},\n{"q": "b"},\n', encoding="utf-8")
+    with pytest.raises(UserError, match=r"^\S*comma\.jsonl: line 1 ends in a comma after its object, and JSON Lines has "
+                                        "nothing between its objects, one a line: remove the comma at each line's end$"):
+        jsonl_rows(path)
+    path.write_text('{"q": "a"} {"q": "b"}\n', encoding="utf-8")
+    with pytest.raises(UserError, match=r"line 1 is not valid JSON \(Extra data"):
+        jsonl_rows(path)
+
+
 def test_json_a_reader_cannot_take_is_named_not_a_traceback(tmp_path):
     deep, huge = tmp_path / "deep.jsonl", tmp_path / "huge.json"
     deep.write_text('{"q": "a"}\n{"q": ' + "[" * 100_000 + "]" * 100_000 + "}\n", encoding="utf-8")

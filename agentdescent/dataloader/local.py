@@ -50,7 +50,7 @@ def jsonl_rows(path: str | os.PathLike, *, limit: int | None = None, max_bytes: 
             except _Repeated as exc:
                 raise UserError(f"{path}: line {number}: {exc}") from None
             except ValueError as exc:
-                raise UserError(f"{path}: line {number} is not valid JSON ({exc})") from None
+                raise UserError(f"{path}: line {number} {_not_json(line, exc)}") from None
             except RecursionError:
                 raise UserError(f"{path}: line {number} is nested too deeply to read") from None
             if not isinstance(row, dict):
@@ -58,6 +58,15 @@ def jsonl_rows(path: str | os.PathLike, *, limit: int | None = None, max_bytes: 
             _refuse_surrogate(row, f"{path}: line {number}")
             rows.append(row)
     return rows
+
+
+def _not_json(line: str, exc: ValueError) -> str:
+    """What is wrong with a line of JSON Lines, said as a slip where it is one: an object followed by
+    a comma (a JSON array's items pasted a line each) is valid JSON but for the comma."""
+    if isinstance(exc, json.JSONDecodeError) and exc.msg == "Extra data" and line[exc.pos:].strip() == ",":
+        return ("ends in a comma after its object, and JSON Lines has nothing between its objects, one a line: "
+                "remove the comma at each line's end")
+    return f"is not valid JSON ({exc})"
 
 
 def json_rows(path: str | os.PathLike, *, limit: int | None = None, max_bytes: int = MAX_FILE_BYTES) -> list[dict]:
