@@ -8,6 +8,7 @@ import re
 import pytest
 
 from agentdescent.dataloader import csv_rows, json_rows, jsonl_rows, tasks_from
+from agentdescent.dataloader.local import file_rows
 from agentdescent.dataloader.tasks import guess_columns
 from agentdescent.errors import UserError
 from agentdescent.types import Task
@@ -85,6 +86,39 @@ def test_json_errors(tmp_path):
     path.write_text(json.dumps([{"q": 1}, "loose"]))
     with pytest.raises(UserError, match="item 1"):
         json_rows(path)
+
+
+def test_json_lines_under_a_json_name_are_read_as_json_lines(tmp_path):
+    """`datasets`' Dataset.to_json writes JSON Lines unless told otherwise, and hub repos ship such
+    files as .json: 'invalid JSON at line 2: Extra data' told no fix."""
+    path = tmp_path / "test.json"
+    path.write_text('{"q": "a", "n": 2.50}\n\n{"q": "b"}\n{"q": "c"}\n', encoding="utf-8")
+    assert json_rows(path) == [{"q": "a", "n": 2.5}, {"q": "b"}, {"q": "c"}] and str(json_rows(path)[0]["n"]) == "2.50"
+    assert json_rows(path, limit=2) == [{"q": "a", "n": 2.5}, {"q": "b"}] and file_rows(path, limit=1) == [{"q": "a", "n": 2.5}]
+    path.write_text('{"q": "a"}\n{"q": "b"},\n', encoding="utf-8")
+    with pytest.raises(UserError, match=r"test\.json: line 2 ends in a comma"):
+        json_rows(path)
+    path.write_text('{\n  "q": "a"\n}\n{"q": "b"}\n', encoding="utf-8")  # an object written over lines: no JSON Lines
+    with pytest.raises(UserError, match=r"test\.json: invalid JSON at line 4: Extra data"):
+        json_rows(path)
+
+
+@pytest.mark.parametrize("name, said", [
+    ("gsm8k", "is a folder, not a tasks file: name the .jsonl, .csv or .json file in it, read the dataset"),
+    ("test-00000-of-00001.parquet", "is a Parquet file, which is not read here: read the dataset"),
+    ("data-00000-of-00001.arrow", "is an Arrow file, which is not read here: read the dataset"),
+])
+def test_a_folder_or_a_parquet_file_is_named_with_the_ways_to_its_rows(tmp_path, name, said):
+    """What Hugging Face tools save was told only 'must end in .jsonl, .csv or .json'."""
+    path = tmp_path / name
+    path.mkdir() if "." not in name else path.write_bytes(b"PAR1")
+    with pytest.raises(UserError) as caught:
+        file_rows(path)
+    message = str(caught.value)
+    assert said in message and "(a spec: tasks: {hf: NAME, split: SPLIT}; Python: hf_rows(NAME, SPLIT))" in message
+    assert message.endswith('or export its rows as JSON Lines (datasets: Dataset.to_json("tasks.jsonl"))')
+    with pytest.raises(UserError, match=r"tasks file \S+notes\.txt must end in \.jsonl, \.csv or \.json$"):
+        file_rows(tmp_path / "notes.txt")
 
 
 def test_csv_with_bom_and_delimiter(tmp_path):

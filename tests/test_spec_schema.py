@@ -115,3 +115,18 @@ def test_an_id_column_the_first_row_lacks_is_still_the_id_column(tmp_path):
     spec = read_spec({"target": str(tmp_path / "p.md"), "tasks": str(tmp_path / "t.jsonl"), "agent": "host"})
     with pytest.raises(UserError, match="row 1: the id column 'id' is missing"):  # named, not the column dropped
         build.load_tasks(spec)
+
+
+def test_plan_reads_json_lines_named_json_and_names_a_folder_for_what_it_is(service, tmp_path):
+    """Files as Hugging Face tools save them: JSON Lines under a .json name, a dataset's folder."""
+    (tmp_path / "prompt.md").write_text("Route the request.\n", encoding="utf-8")
+    (tmp_path / "test.json").write_text(TASKS.read_text(encoding="utf-8"), encoding="utf-8")
+    spec = {"target": str(tmp_path / "prompt.md"), "agent": "host", "tasks": {"file": str(tmp_path / "test.json"),
+                                                                               "prompt": "request", "gold": "team"}}
+    assert service.plan(spec).tasks == 84
+    (tmp_path / "gsm8k").mkdir()
+    with pytest.raises(SpecError) as caught:
+        service.plan({**spec, "tasks": {"file": str(tmp_path / "gsm8k"), "prompt": "request"}})
+    (problem,) = caught.value.problems
+    assert problem.field == "tasks.file" and "gsm8k is a folder, not a tasks file" in problem.message
+    assert "tasks: {hf: NAME, split: SPLIT}" in problem.message

@@ -1,4 +1,5 @@
-"""Rows from local files: JSON Lines, JSON and CSV, each row a plain `dict`.
+"""Rows from local files: JSON Lines, JSON and CSV, each row a plain `dict`; `file_rows` reads a
+tasks file by its suffix and names what to do with a folder or a Parquet or Arrow file instead.
 
 A tasks file is read whole as bounded data (`agentdescent.reading`): a regular file of at most
 `MAX_FILE_BYTES` (64 MB; pass `max_bytes=` for more), strict UTF-8, never a FIFO, a device or a
@@ -8,7 +9,8 @@ header naming a column twice is: the row would keep only one of the two.
 A JSON number with a fraction or an exponent is read as a `SourceFloat`: a float whose `str()` is
 the number as the file spells it ("2.50", "1e3"), so that a gold answer made of it is the file's
 own, not Python's spelling ("2.5", "1000.0").
-Left out: streaming, shuffling and splitting (the engine holds out its own validation set).
+Left out: streaming, shuffling and splitting (the engine holds out its own validation set), and
+Parquet and Arrow (Hugging Face's `hf_rows` reads a dataset on the Hub as rows of JSON).
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ import io
 import json
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from agentdescent import reading
 from agentdescent.errors import UserError
 from agentdescent.quoting import quoted
 
-__all__ = ["SourceFloat", "csv_rows", "json_rows", "jsonl_rows"]
+__all__ = ["SourceFloat", "csv_rows", "file_rows", "json_rows", "jsonl_rows"]
 
 ROW_KEYS = ("rows", "data", "records", "examples", "items")  # json_rows: where a wrapped list lives
 CSV_DELIMITERS = ",;\t|"  # what a CSV file's header may be split by
@@ -37,26 +40,30 @@ def jsonl_rows(path: str | os.PathLike, *, limit: int | None = None, max_bytes: 
     """The JSON objects of a JSON Lines file, one per non-blank line, at most `limit`.
     Raises UserError for a file `reading` refuses (missing, not a regular file, over `max_bytes`,
     not UTF-8), or naming the file and line of a line that is not a JSON object."""
-    rows: list[dict] = []
     _check_limit(limit)
     with _open(path, max_bytes) as handle:
-        for number, line in enumerate(handle, start=1):
-            if limit is not None and len(rows) >= limit:
-                break
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line, parse_float=SourceFloat, object_pairs_hook=_object)
-            except _Repeated as exc:
-                raise UserError(f"{path}: line {number}: {exc}") from None
-            except ValueError as exc:
-                raise UserError(f"{path}: line {number} {_not_json(line, exc)}") from None
-            except RecursionError:
-                raise UserError(f"{path}: line {number} is nested too deeply to read") from None
-            if not isinstance(row, dict):
-                raise UserError(f"{path}: line {number} is a {type(row).__name__}, not an object")
-            _refuse_surrogate(row, f"{path}: line {number}")
-            rows.append(row)
+        return _line_rows(path, handle, limit)
+
+
+def _line_rows(path: str | os.PathLike, handle: io.StringIO, limit: int | None) -> list[dict]:
+    rows: list[dict] = []
+    for number, line in enumerate(handle, start=1):
+        if limit is not None and len(rows) >= limit:
+            break
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line, parse_float=SourceFloat, object_pairs_hook=_object)
+        except _Repeated as exc:
+            raise UserError(f"{path}: line {number}: {exc}") from None
+        except ValueError as exc:
+            raise UserError(f"{path}: line {number} {_not_json(line, exc)}") from None
+        except RecursionError:
+            raise UserError(f"{path}: line {number} is nested too deeply to read") from None
+        if not isinstance(row, dict):
+            raise UserError(f"{path}: line {number} is a {type(row).__name__}, not an object")
+        _refuse_surrogate(row, f"{path}: line {number}")
+        rows.append(row)
     return rows
 
 
@@ -73,6 +80,8 @@ def json_rows(path: str | os.PathLike, *, limit: int | None = None, max_bytes: i
     """The objects of a JSON file holding a list of objects, or an object with that list under
     one of the keys "rows", "data", "records", "examples", "items" (first found wins). Items in
     the datasets-server shape `{"row_idx", "row": {...}}` become their `row`. At most `limit`.
+    A file holding one JSON object a line is JSON Lines under a .json name (what the `datasets`
+    library's `Dataset.to_json` writes unless told otherwise), and is read as `jsonl_rows` reads it.
     Raises UserError for a file `reading` refuses, invalid JSON (with its line) or a non-object item;
     an error names the file's keys only when they look like names."""
     _check_limit(limit)
@@ -82,6 +91,9 @@ def json_rows(path: str | os.PathLike, *, limit: int | None = None, max_bytes: i
         except _Repeated as exc:
             raise UserError(f"{path}: {exc}") from None
         except json.JSONDecodeError as exc:
+            if _json_lines(exc):
+                handle.seek(0)
+                return _line_rows(path, handle, limit)
             raise UserError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
         except ValueError as exc:  # a number past the digits Python converts
             raise UserError(f"{path}: invalid JSON: {exc}") from None
@@ -101,6 +113,36 @@ def json_rows(path: str | os.PathLike, *, limit: int | None = None, max_bytes: i
             raise UserError(f"{path}: item {index} is a {type(row).__name__}, not a JSON object")
         _refuse_surrogate(row, f"{path}: item {index}")
     return rows
+
+
+def _json_lines(exc: json.JSONDecodeError) -> bool:
+    """Whether a document that is not one JSON value is JSON Lines: more follows its first value,
+    and its first line is an object of its own (a pretty-printed object's first line is not)."""
+    if exc.msg != "Extra data":
+        return False
+    first = next((line for line in exc.doc.splitlines() if line.strip()), "")
+    try:
+        return isinstance(json.loads(first), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
+def file_rows(path: str | os.PathLike, *, limit: int | None = None, max_bytes: int = MAX_FILE_BYTES) -> list[dict]:
+    """The rows of a tasks file, read as its suffix says: `jsonl_rows` for .jsonl, `csv_rows` for
+    .csv, `json_rows` for .json. Raises UserError for any other path, naming the ways to read a
+    folder or a Parquet or Arrow file (what Hugging Face tools save) when it is one."""
+    suffix = Path(path).suffix.lower()
+    loader = {".jsonl": jsonl_rows, ".csv": csv_rows, ".json": json_rows}.get(suffix)
+    if loader is not None:
+        return loader(path, limit=limit, max_bytes=max_bytes)
+    ways = ("read the dataset from the Hugging Face Hub by its name (a spec: tasks: {hf: NAME, split: SPLIT}; Python: "
+            'hf_rows(NAME, SPLIT)), or export its rows as JSON Lines (datasets: Dataset.to_json("tasks.jsonl"))')
+    if os.path.isdir(path):
+        raise UserError(f"{path} is a folder, not a tasks file: name the .jsonl, .csv or .json file in it, {ways}")
+    if suffix in (".parquet", ".arrow"):
+        raise UserError(f"{path} is {'a Parquet' if suffix == '.parquet' else 'an Arrow'} file, which is not read "
+                        f"here: {ways}")
+    raise UserError(f"tasks file {path} must end in .jsonl, .csv or .json")
 
 
 def csv_rows(path: str | os.PathLike, *, limit: int | None = None, delimiter: str | None = None,

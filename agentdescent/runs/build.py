@@ -25,7 +25,8 @@ from agentdescent import reading, refcheck
 from agentdescent.artifacts import AppendRules, FileTree, SingleSlot, Strategy
 from agentdescent.artifacts.copyable import copy_problems
 from agentdescent.artifacts.workspace import skill_name
-from agentdescent.dataloader import csv_rows, hf_rows, json_rows, jsonl_rows, tasks_from
+from agentdescent.dataloader import hf_rows, tasks_from
+from agentdescent.dataloader.local import file_rows
 from agentdescent.dataloader.tasks import check_ids, guess_columns
 from agentdescent.engine.evolve import fewest_tasks
 from agentdescent.errors import AgentDescentError, UserError
@@ -101,11 +102,8 @@ def task_rows(source: TasksSpec) -> list[dict]:
 
 
 def rows_of_file(path: str | os.PathLike, *, limit: int | None = None) -> list[dict]:
-    suffix = Path(path).suffix.lower()
-    loader = {".jsonl": jsonl_rows, ".csv": csv_rows, ".json": json_rows}.get(suffix)
-    if loader is None:
-        raise UserError(f"tasks file {path} must end in .jsonl, .csv or .json")
-    return loader(path, limit=limit)
+    """The rows of a tasks file, read by its suffix (`dataloader.local.file_rows`)."""
+    return file_rows(path, limit=limit)
 
 
 def mapping_fix(source: TasksSpec, rows: list[dict]) -> str | None:
