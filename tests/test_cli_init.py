@@ -262,6 +262,20 @@ def test_init_warns_of_too_few_held_out_tasks_exactly_where_plan_does(tmp_path, 
         assert "warning" not in said and "held-out tasks:" not in quoted, said + quoted
 
 
+def test_init_reads_the_columns_of_the_first_rows_not_the_first_row_alone(tmp_path):
+    """A first row lacking `team` (72 of 84 rows have it) drafted gold: null and warned that no
+    column read as the answer."""
+    a_skill_and_its_tasks(tmp_path)
+    rows = [json.loads(line) for line in TASKS.read_text(encoding="utf-8").splitlines()]
+    for row in rows[::7]:
+        del row["team"]
+    (tmp_path / "gaps.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    done = agentdescent("init", "my-skill", "gaps.jsonl", cwd=tmp_path)
+    assert done.returncode == 0 and "gold from column 'team'" in done.stdout and "warning" not in done.stdout, done
+    text = (tmp_path / "my-skill.agentdescent.yaml").read_text(encoding="utf-8")
+    assert '# Columns of the tasks file: "id", "request", "team"' in text and 'gold: "team"' in text
+
+
 def test_init_refuses_a_target_whose_name_is_not_utf_8(tmp_path):
     """No spec can hold the name, and plan refused the lone surrogate init wrote for it."""
     a_skill_and_its_tasks(tmp_path)

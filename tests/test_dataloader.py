@@ -292,6 +292,9 @@ def test_empty_rows_and_duplicate_ids():
     ([{"ticket": f"T-{i}", "msg": f"my parcel {i} is late", "team": ("billing", "shipping")[i % 2]} for i in range(4)],
      ("msg", "team", "ticket")),
     ([{"note": f"say {i} in words", "Expected Text": str(i % 2)} for i in range(4)], ("note", "Expected Text", None)),
+    # a column the first row lacks is a column of the file still
+    ([{"id": "r0", "request": "my invoice"}] + [{"id": f"r{i}", "request": "a bug", "team": "tech"} for i in range(1, 4)],
+     ("request", "team", "id")),
 ])
 def test_guess_columns_tells_the_prompt_the_gold_and_the_id_apart(rows, expected):
     guess = guess_columns(rows)

@@ -18,7 +18,7 @@ from agentdescent.errors import UserError
 from agentdescent.quoting import UNPRINTABLE, quoted
 from agentdescent.types import Task
 
-__all__ = ["Columns", "check_ids", "guess_columns", "tasks_from"]
+__all__ = ["Columns", "check_ids", "columns_of", "guess_columns", "tasks_from"]
 
 ColumnSpec = str | Callable[[Mapping], Any]  # a column name, a "{column}" format, or a callable
 # Column names that usually hold each part of a task, most telling first.
@@ -160,13 +160,23 @@ class Columns:
     id: str | None
 
 
+def columns_of(rows: Sequence[Mapping]) -> list[str]:
+    """The columns of the first rows, in the order they are met: a column the first row lacks is
+    one still. columns_of([{"id": 1}, {"id": 2, "team": "x"}]) == ["id", "team"]"""
+    found: dict[str, None] = {}
+    for row in rows[:SAMPLED_ROWS]:
+        if isinstance(row, Mapping):
+            found.update(dict.fromkeys(str(column) for column in row))
+    return list(found)
+
+
 def guess_columns(rows: Sequence[Mapping]) -> Columns:
-    """The columns of `rows[0]` that look like the prompt, the gold answer and the id: by name
-    first (a word of it: "Expected Team" is a gold), else the prompt is the column with the
-    longest text and the gold the one with the shortest of those whose values repeat (a value on
-    every row of its own is an id's, not an answer's). guess_columns([{"id": "r1", "request": "my
-    invoice is wrong", "team": "billing"}]) == Columns(prompt="request", gold="team", id="id")"""
-    names = [str(c) for c in rows[0]] if rows and isinstance(rows[0], Mapping) else []
+    """The columns of the first rows (`columns_of`) that look like the prompt, the gold answer and
+    the id: by name first (a word of it: "Expected Team" is a gold), else the prompt is the column
+    with the longest text and the gold the one with the shortest of those whose values repeat (a
+    value on every row of its own is an id's, not an answer's). guess_columns([{"id": "r1",
+    "request": "my invoice is wrong", "team": "billing"}]) == Columns(prompt="request", gold="team", id="id")"""
+    names = columns_of(rows)
     key = _named(names, ID_NAMES)
     rest = [c for c in names if c != key]
     prompt = _named(rest, PROMPT_NAMES, unless=GOLD_NAMES) or _by_length(rows, rest, longest=True)

@@ -27,7 +27,7 @@ from agentdescent.artifacts.copyable import copy_problems
 from agentdescent.artifacts.workspace import skill_name
 from agentdescent.dataloader import hf_rows, tasks_from
 from agentdescent.dataloader.local import file_rows
-from agentdescent.dataloader.tasks import check_ids, guess_columns
+from agentdescent.dataloader.tasks import check_ids, columns_of, guess_columns
 from agentdescent.engine.evolve import fewest_tasks
 from agentdescent.errors import AgentDescentError, UserError
 from agentdescent.governance import (
@@ -119,7 +119,8 @@ def mapping_fix(source: TasksSpec, rows: list[dict]) -> str | None:
     if not missing:
         return None
     guess = guess_columns(rows)  # the file's column names are outside text: quoted, or written as YAML strings
-    shown = quoted(", ".join(str(c)[:40] for c in list(rows[0])[:12]) + (", ..." if len(rows[0]) > 12 else ""), 600)
+    columns = columns_of(rows)
+    shown = quoted(", ".join(c[:40] for c in columns[:12]) + (", ..." if len(columns) > 12 else ""), 600)
     parts = [f"prompt: {_as_yaml(guess.prompt)}", f"gold: {_as_yaml(guess.gold)}"]
     parts += [f"id: {_as_yaml(guess.id)}"] if guess.id not in (None, "id") else []
     where = "file" if source.file is not None else "hf"

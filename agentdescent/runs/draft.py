@@ -39,7 +39,7 @@ from agentdescent.agents.providers import CLI_KINDS, MODEL_KINDS, PROVIDERS
 from agentdescent.artifacts.workspace import skill_name
 from agentdescent.commands import command
 from agentdescent.config import DEFAULTS
-from agentdescent.dataloader.tasks import Columns, guess_columns
+from agentdescent.dataloader.tasks import Columns, columns_of, guess_columns
 from agentdescent.engine.calls.smallest import MINIBATCH, Sizes, fraction_within
 from agentdescent.engine.evolve import fewest_tasks, held_out_count
 from agentdescent.errors import UserError
@@ -63,7 +63,7 @@ class Draft(BaseModel):
     target: str
     tasks: str | None  # the tasks file, as the spec names it (None: the spec names one still to write)
     rows: int | None
-    columns: list[str]  # the tasks file's columns, as its first row has them
+    columns: list[str]  # the tasks file's columns, as its first rows have them
     prompt: str | None  # the columns chosen for each part of a task
     gold: str | None
     id: str | None
@@ -104,7 +104,7 @@ def draft(target: str | os.PathLike, tasks: str | os.PathLike | None = None, *, 
     rows = rows_of_file(tasks) if tasks is not None else []
     if tasks is not None and not rows:
         raise UserError(f"{tasks} holds no rows; write one task a line: {{\"id\": ..., \"prompt\": ..., \"gold\": ...}}")
-    columns = [str(c) for c in rows[0]] if rows and isinstance(rows[0], dict) else []
+    columns = columns_of(rows)
     guess = guess_columns(rows) if rows else None
     named = os.path.relpath(Path(tasks).absolute(), folder) if tasks is not None else f"{_name(target)}.tasks.jsonl"
     _utf8(named, "tasks file")
