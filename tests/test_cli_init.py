@@ -276,6 +276,20 @@ def test_init_reads_the_columns_of_the_first_rows_not_the_first_row_alone(tmp_pa
     assert '# Columns of the tasks file: "id", "request", "team"' in text and 'gold: "team"' in text
 
 
+def test_init_does_not_take_a_column_whose_values_repeat_as_the_id(tmp_path):
+    """It drafted `id: id` without a word, and plan refused the spec it had written."""
+    a_skill_and_its_tasks(tmp_path)
+    rows = [json.loads(line) for line in TASKS.read_text(encoding="utf-8").splitlines()]
+    rows[5]["id"] = rows[4]["id"]
+    (tmp_path / "dup.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    done = agentdescent("init", "my-skill", "dup.jsonl", cwd=tmp_path)
+    assert done.returncode == 0 and "gold from column 'team'; check them" in done.stdout, done
+    assert "warning: the column «id» reads as the id, but «r004» is on rows 5 and 6 (counting rows from 1)" in done.stdout
+    assert read_spec(tmp_path / "my-skill.agentdescent.yaml").tasks.id is None
+    planned = agentdescent("plan", "my-skill.agentdescent.yaml", cwd=tmp_path)
+    assert planned.returncode == 0 and "tasks: 84 (" in planned.stdout, planned.stderr
+
+
 def test_init_refuses_a_target_whose_name_is_not_utf_8(tmp_path):
     """No spec can hold the name, and plan refused the lone surrogate init wrote for it."""
     a_skill_and_its_tasks(tmp_path)

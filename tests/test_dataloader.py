@@ -276,8 +276,17 @@ def test_an_empty_or_blank_gold_is_no_gold_and_such_a_prompt_no_task_as_a_null_i
 def test_empty_rows_and_duplicate_ids():
     with pytest.raises(UserError, match="no rows"):
         tasks_from([], prompt="question")
-    with pytest.raises(UserError, match=r"duplicate.*'math'"):
-        tasks_from([*ROWS, {**ROWS[0], "id": "z"}], prompt="question", id="topic")
+    rows = [{"q": f"q{i}", "id": f"r{i:03d}"} for i in range(12)]
+    rows[5]["id"] = rows[9]["id"] = rows[2]["id"]
+    with pytest.raises(UserError) as caught:
+        tasks_from(rows, prompt="q", id="id")
+    assert str(caught.value) == ("the task id «r002» is on rows 3, 6 and 10 (counting rows from 1; blank lines are not "
+                                 "rows); ids must be unique: choose another id column, or number the rows (a spec: "
+                                 "id: null; Python: tasks_from without id)")
+    rows[11]["id"] = rows[0]["id"]
+    with pytest.raises(UserError, match=r"is on rows 3, 6 and 10 \(.*\), and 1 more id repeats; ids must be unique"):
+        tasks_from(rows, prompt="q", id="id")
+    assert [t.id for t in tasks_from(rows, prompt="q")][-1] == "row-11"  # the fix it names
 
 
 @pytest.mark.parametrize("rows, expected", [
@@ -298,7 +307,23 @@ def test_empty_rows_and_duplicate_ids():
 ])
 def test_guess_columns_tells_the_prompt_the_gold_and_the_id_apart(rows, expected):
     guess = guess_columns(rows)
-    assert (guess.prompt, guess.gold, guess.id) == expected
+    assert (guess.prompt, guess.gold, guess.id) == expected and guess.warnings == ()
+
+
+def test_a_column_that_repeats_a_value_is_no_id_whatever_its_name():
+    """init drafted `id: id` for a file whose ids repeat, and plan then refused the spec it wrote."""
+    rows = [{"id": f"r{i}", "request": f"my parcel {i} is late", "team": "shipping"} for i in range(60)]
+    rows[55]["id"] = "r4"  # past the rows read to tell the columns apart
+    guess = guess_columns(rows)
+    assert (guess.prompt, guess.gold, guess.id) == ("request", "team", None)
+    assert guess.warnings == ("the column «id» reads as the id, but «r4» is on rows 5 and 56 (counting rows from 1), and "
+                              "ids must be unique: the spec numbers the rows instead; give each row its own id, or name "
+                              "another id column",)
+    for row, number in zip(rows, range(100, 160)):
+        row["ticket"] = f"T-{number}"
+    assert guess_columns(rows).id == "ticket" and "the spec takes 'ticket' instead" in guess_columns(rows).warnings[0]
+    rows[57]["ticket"] = "T-100"
+    assert guess_columns(rows).id is None
 
 
 def test_an_id_is_one_line_of_text():

@@ -130,3 +130,28 @@ def test_plan_reads_json_lines_named_json_and_names_a_folder_for_what_it_is(serv
     (problem,) = caught.value.problems
     assert problem.field == "tasks.file" and "gsm8k is a folder, not a tasks file" in problem.message
     assert "tasks: {hf: NAME, split: SPLIT}" in problem.message
+
+
+def test_repeated_ids_name_the_first_and_its_rows_and_the_fixes_a_spec_has(service, tmp_path):
+    """'choose an id column or callable that is unique per row': a spec holds no callable, no row
+    was named, and leaving `id` out of a spec keeps the file's column "id"."""
+    rows = [json.loads(line) for line in TASKS.read_text(encoding="utf-8").splitlines()]
+    rows[5]["id"] = rows[4]["id"]
+    (tmp_path / "dup.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    (tmp_path / "prompt.md").write_text("Route the request.\n", encoding="utf-8")
+    spec = {"target": str(tmp_path / "prompt.md"), "agent": "host",
+            "tasks": {"file": str(tmp_path / "dup.jsonl"), "prompt": "request", "gold": "team"}}
+    with pytest.raises(SpecError) as caught:
+        service.plan(spec)
+    (problem,) = caught.value.problems
+    assert problem.message == ("the task id «r004» is on rows 5 and 6 (counting rows from 1; blank lines are not rows); "
+                               "ids must be unique: choose another id column, or number the rows (a spec: id: null; "
+                               "Python: tasks_from without id)")
+    assert service.plan({**spec, "tasks": {**spec["tasks"], "id": None}}).tasks == 84  # the fix it names
+    with pytest.raises(SpecError) as caught:  # the mapping to write, for a file whose column "id" is no id
+        service.plan({**spec, "tasks": str(tmp_path / "dup.jsonl")})
+    assert caught.value.problems[0].message.endswith("tasks: {file: ..., prompt: request, gold: team, id: null}")
+    inline = [{"id": "a", "prompt": "p"}, {"id": "b", "prompt": "p"}, {"id": "a", "prompt": "p"}]
+    with pytest.raises(SpecError, match=r"the task id «a» is on tasks 1 and 3 \(counting tasks from 1\); ids must be "
+                                        r"unique: give each task its own id"):
+        service.plan({**spec, "tasks": inline})

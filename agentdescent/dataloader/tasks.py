@@ -26,6 +26,8 @@ PROMPT_NAMES = ("prompt", "question", "request", "input", "query", "instruction"
 GOLD_NAMES = ("gold", "answer", "expected", "target", "label", "output", "solution", "reference", "response", "category")
 ID_NAMES = ("id", "task_id", "uid", "key", "qid")
 SAMPLED_ROWS = 50  # rows read to tell a long-text column from a short-answer one
+# How rows without ids of their own get some, said for both callers of tasks_from: a spec and Python.
+NUMBER_ROWS = "number the rows (a spec: id: null; Python: tasks_from without id)"
 
 
 def tasks_from(rows: Iterable[Mapping], *, prompt: ColumnSpec, gold: ColumnSpec | None = None,
@@ -71,7 +73,7 @@ def _task(row: Any, index: int, *, prompt: ColumnSpec, gold: ColumnSpec | None, 
         answer = None
     key = _field(id, row, "id") if id is not None else f"row-{index}"
     if key is None:
-        raise _RowProblem("the id is null; give each row an id, or leave id out to number the rows")
+        raise _RowProblem(f"the id is null; give each row an id, or {NUMBER_ROWS}")
     for role, value in (("prompt", text), ("gold", answer), ("id", key)):
         if isinstance(value, float) and not math.isfinite(value) and str(value) in ("nan", "inf", "-inf"):
             raise _RowProblem(f"the {role} is {value!r} (NaN or Infinity in JSON), which is no answer nor text; "
@@ -139,16 +141,16 @@ class _Unusable:
                         f"are not rows){'; ' + self.columns if self.columns else ''}")
 
 
-def _rows(numbers: list[int], shown: int) -> str:
+def _rows(numbers: list[int], shown: int, word: str = "row") -> str:
     """"row 4", "rows 4, 9 and 12", "rows 4, 9, 12, 20, 31 and 7 more"."""
     if len(numbers) == 1:
-        return f"row {numbers[0]}"
+        return f"{word} {numbers[0]}"
     listed = ", ".join(map(str, numbers[:shown]))
     rest = len(numbers) - shown
     if rest > 0:
-        return f"rows {listed} and {rest} more"
+        return f"{word}s {listed} and {rest} more"
     head, _, last = listed.rpartition(", ")
-    return f"rows {head} and {last}"
+    return f"{word}s {head} and {last}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,6 +160,7 @@ class Columns:
     prompt: str | None
     gold: str | None
     id: str | None
+    warnings: tuple[str, ...] = ()  # what the rows hold that a spec of these columns should know of
 
 
 def columns_of(rows: Sequence[Mapping]) -> list[str]:
@@ -174,18 +177,44 @@ def guess_columns(rows: Sequence[Mapping]) -> Columns:
     """The columns of the first rows (`columns_of`) that look like the prompt, the gold answer and
     the id: by name first (a word of it: "Expected Team" is a gold), else the prompt is the column
     with the longest text and the gold the one with the shortest of those whose values repeat (a
-    value on every row of its own is an id's, not an answer's). guess_columns([{"id": "r1",
+    value on every row of its own is an id's, not an answer's). A column that repeats a value across
+    the rows is no id, whatever its name (one so named is said in `warnings`). guess_columns([{"id": "r1",
     "request": "my invoice is wrong", "team": "billing"}]) == Columns(prompt="request", gold="team", id="id")"""
     names = columns_of(rows)
-    key = _named(names, ID_NAMES)
-    rest = [c for c in names if c != key]
+    named = _named(names, ID_NAMES)
+    repeat = _first_repeat(_cells(rows, named)) if named else None
+    key = None if repeat else named
+    rest = [c for c in names if c != named]
     prompt = _named(rest, PROMPT_NAMES, unless=GOLD_NAMES) or _by_length(rows, rest, longest=True)
     rest = [c for c in rest if c != prompt]
     repeating = [c for c in rest if not _all_distinct(rows, c)]
     gold = _named(rest, GOLD_NAMES, unless=PROMPT_NAMES) or _by_length(rows, repeating or rest, longest=False)
     if key is None:
-        key = next((c for c in rest if c != gold and _all_distinct(rows, c)), None)
-    return Columns(prompt=prompt, gold=gold, id=key)
+        key = next((c for c in rest if c != gold and _all_distinct(rows, c) and not _first_repeat(_cells(rows, c))),
+                   None)
+    warnings = () if repeat is None else (
+        f"the column {quoted(named, 60)} reads as the id, but {quoted(repeat[0], 60)} is on {_rows(repeat[1], 5)} "
+        f"(counting rows from 1), and ids must be unique: the spec {f'takes {key!r}' if key else 'numbers the rows'}"
+        f" instead; give each row its own id, or name another id column",)
+    return Columns(prompt=prompt, gold=gold, id=key, warnings=warnings)
+
+
+def _cells(rows: Sequence[Mapping], column: str) -> list[Any]:
+    """Each row's value of `column`, None where it has none."""
+    return [row.get(column) if isinstance(row, Mapping) else None for row in rows]
+
+
+def _first_repeat(values: Sequence[Any]) -> tuple[str, list[int]] | None:
+    """The first value given again (as text; None is no value), and where, counting from 1:
+    _first_repeat(["a", "b", None, None, "a"]) == ("a", [1, 5])"""
+    seen: set[str] = set()
+    for value in values:
+        if value is None:
+            continue
+        if (text := _text(value)) in seen:
+            return text, [index + 1 for index, other in enumerate(values) if other is not None and _text(other) == text]
+        seen.add(text)
+    return None
 
 
 def _named(columns: Sequence[str], wanted: Sequence[str], unless: Sequence[str] = ()) -> str | None:
@@ -263,22 +292,20 @@ def _missing(name: Any, role: str) -> _RowProblem:
     return _RowProblem(f"the {role} column {name!r} is missing")
 
 
-def _row(index: int) -> str:
-    """Row `index` as a person counts: a file's errors name lines, and its blank lines are no rows."""
-    return f"row {index + 1} (counting rows from 1; blank lines are not rows)"
-
-
-def check_ids(tasks: list[Task]) -> None:
+def check_ids(tasks: list[Task], *, listed: bool = False) -> None:
     """Ids are one line of visible text: one is printed on a line of `show` and named in outcomes,
-    where a line break in it would forge a line."""
+    where a line break in it would forge a line; and each task's own. The tasks are rows of a file
+    or dataset, unless `listed` (a spec's inline tasks): then they are counted, and fixed, as tasks."""
+    place, fix = ("task", "give each task its own id") if listed else ("row", f"choose another id column, or {NUMBER_ROWS}")
+    counted = f"(counting {place}s from 1{'' if listed else '; blank lines are not rows'})"
     for index, task in enumerate(tasks):
         if not task.id.strip() or UNPRINTABLE.search(task.id):
             why = "is blank" if not task.id.strip() else "holds a line break or a control character"
-            raise UserError(f"{_row(index)}: the task id {quoted(task.id, 60)} {why}; ids are one line of text "
-                            "(choose another id column, or leave id out to number the rows)")
-    counts = Counter(task.id for task in tasks)
-    repeated = {key: n for key, n in counts.items() if n > 1}
-    if repeated:
-        shown = ", ".join(f"{key!r} (x{n})" for key, n in list(repeated.items())[:10])
-        raise UserError(f"duplicate task ids: {shown}{' ...' if len(repeated) > 10 else ''}; "
-                        "choose an id column or callable that is unique per row")
+            raise UserError(f"{place} {index + 1} {counted}: the task id {quoted(task.id, 60)} {why}; ids are one line "
+                            f"of text ({fix})")
+    repeat = _first_repeat([task.id for task in tasks])
+    if repeat is not None:
+        others = sum(n > 1 for n in Counter(task.id for task in tasks).values()) - 1
+        more = "" if not others else f", and {others} more id{'s repeat' if others > 1 else ' repeats'}"
+        raise UserError(f"the task id {quoted(repeat[0], 60)} is on {_rows(repeat[1], 5, place)} {counted}{more}; "
+                        f"ids must be unique: {fix}")

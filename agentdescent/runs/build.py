@@ -88,7 +88,7 @@ def load_tasks(spec: RunSpec, rows: list[dict] | None = None) -> list[Task]:
     """The spec's tasks: inline, or its rows (`task_rows`, read now unless given) mapped by its columns."""
     source = spec.tasks
     if source.inline is not None:
-        check_ids(source.inline)  # as a tasks file's are
+        check_ids(source.inline, listed=True)  # as a tasks file's are
         return list(source.inline)
     rows = task_rows(source) if rows is None else rows
     return tasks_from(rows, prompt=source.prompt, gold=_column(source, "gold", rows), id=_column(source, "id", rows))
@@ -122,7 +122,8 @@ def mapping_fix(source: TasksSpec, rows: list[dict]) -> str | None:
     columns = columns_of(rows)
     shown = quoted(", ".join(c[:40] for c in columns[:12]) + (", ..." if len(columns) > 12 else ""), 600)
     parts = [f"prompt: {_as_yaml(guess.prompt)}", f"gold: {_as_yaml(guess.gold)}"]
-    parts += [f"id: {_as_yaml(guess.id)}"] if guess.id not in (None, "id") else []
+    if guess.id != "id" and (guess.id or "id" in columns):  # a column "id" is the spec's id unless it says another
+        parts.append(f"id: {_as_yaml(guess.id) if guess.id else 'null'}")
     where = "file" if source.file is not None else "hf"
     role, name = missing[0]
     return (f"the tasks have no column {name!r} for the {role} (their columns: {shown}); say which column is "

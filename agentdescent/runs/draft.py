@@ -122,6 +122,7 @@ def draft(target: str | os.PathLike, tasks: str | os.PathLike | None = None, *, 
     if guess is not None and guess.gold is None:
         warnings.append("no column of the tasks reads as the expected answer (gold): name one in the spec's tasks: "
                         "(gold: COLUMN), or score with a grader (scorer: {command: [...]}) instead of exact")
+    warnings += guess.warnings if guess is not None else ()
     return Draft(path=str(path), target=shown, tasks=named if tasks is not None else None,
                  rows=len(rows) if tasks is not None else None, columns=columns,
                  prompt=guess.prompt if guess else None, gold=guess.gold if guess else None,
@@ -305,7 +306,7 @@ def _spec_lines(target: Path, folder: Path, tasks: str, columns: list[str], gues
     if guess is not None:
         mapping += [f"prompt: {q(_as_column(guess.prompt or 'prompt'))}",
                     f"gold: {q(_as_column(guess.gold)) if guess.gold else 'null'}"]
-        mapping += [f"id: {q(_as_column(guess.id))}"] if guess.id else []
+        mapping += [f"id: {q(_as_column(guess.id))}"] if guess.id else ["id: null"] if "id" in columns else []
     shown = ", ".join(q(c) for c in columns[:SHOWN_COLUMNS]) + (", ..." if len(columns) > SHOWN_COLUMNS else "")
     frozen = [glob for glob in ("hooks/*",) if target.is_dir() and any(target.glob(glob))]
     ask = f"Use the {_skill_name(target)} skill.\n\n{{task}}" if skill else "{task}"

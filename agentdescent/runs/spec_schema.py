@@ -28,7 +28,7 @@ DESCRIPTIONS: dict[str, str] = {
     "tasks.file": "a .jsonl, .csv or .json file of rows", "tasks.hf": "a Hugging Face dataset name",
     "tasks.prompt": "the column holding each task's request, or a format string with {column} fields",
     "tasks.gold": "the column holding the expected answer (null: none)",
-    "tasks.id": "the column holding a unique id (default: the row's number when there is no id column)",
+    "tasks.id": "the column holding a unique id (default: the row's number when there is no id column; null: the row's number)",
     "scorer": "exact, contains, f1, numeric or regex; python:module:fn (called fn(task, output) -> number in "
               "[0, 1]); or {command: [argv]} for a grader program",
     "scorer.command": "a grader program: the task and output as JSON on stdin, a number on stdout",
