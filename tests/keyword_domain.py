@@ -10,7 +10,8 @@ next rule, and the reflector (`next_rule`) proposes it whatever failure it is sh
 functions that spec files name as `python:tests.keyword_domain:answer` (runs start from the
 repository root). `KEYWORD_KILL_AT=N` in the environment makes the agent SIGKILL its own process
 at its Nth call: a run killed at a chosen point of its life; `KEYWORD_LEAVE=FOLDER` makes each
-call start a program that outlives it (in a session of its own), its pid in a file of FOLDER.
+call start a program that outlives it (in a session of its own), its pid in a file of FOLDER, and
+`KEYWORD_LEAVE_FDS=1` has it keep the descriptors of the run's process (as `os.system("cmd &")` does).
 `locked_answer` is `answer` in an object that holds a lock: one no executor can send elsewhere.
 """
 
@@ -54,7 +55,7 @@ def answer(prompt: str) -> str:
         os.kill(os.getpid(), signal.SIGKILL)
     leave = os.environ.get("KEYWORD_LEAVE")
     if leave:
-        left = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        left = subprocess.Popen(["sleep", "300"], start_new_session=True, close_fds=not os.environ.get("KEYWORD_LEAVE_FDS"))
         Path(leave, str(left.pid)).touch()
     delay = float(os.environ.get("KEYWORD_DELAY", "0"))
     if delay:

@@ -138,7 +138,8 @@ def test_the_hook_says_one_quoted_bounded_line_a_live_run_and_counts_those_past_
 
 @pytest.mark.parametrize("status", [{"created": "2026-01-01"}, {"created": {"a": 1}}, {"created": 5}, {"created": 5.5},
                                     {"round": {"x": [1]}}, {"rounds": None}, {"id": None}, {"target": ["a"]},
-                                    {"waiting_on": 3}, {"waiting_on": None}, {"round": True}])
+                                    {"waiting_on": 3}, {"waiting_on": None}, {"round": True}, {"pid": 5, "pid_start": None},
+                                    {"pid": [5]}])
 def test_the_hook_reads_a_status_as_damaged_where_the_store_does(tmp_path, status):
     store = tmp_path / "runs"
     fd = live_run(store, "r1", {**RUNNING, "id": "r1", **status})

@@ -1,4 +1,5 @@
-"""Whether a stored run can go on from its checkpoint, and what to do when it cannot.
+"""Whether a stored run can go on from its checkpoint, and what to do when it cannot; where a run
+whose process is gone stands (`interrupted`).
 
 A run that had begun (its status counts rounds or calls, its ledger's start log or journals hold
 entries, `dev` holds a round's commit) and has lost its checkpoint, or its whole ledger, is refused
@@ -43,6 +44,22 @@ def lost(run: RunDir, status: RunStatus, *, read_ledger: bool = False) -> str | 
     gone = f"its checkpoint {files.checkpoint_path}" if os.path.lexists(run.ledger) else f"its ledger {run.ledger}"
     return (f"run {run.id} had begun ({begun}) but {gone} is missing: resumed, it would start over, commit its "
             "rounds again and bill its calls a second time")
+
+
+def interrupted(run: RunDir, status: RunStatus) -> RunStatus:
+    """`status` of a run whose process is gone, with the bill and the round read from its ledger's
+    files: what it spent up to the kill (the last status written may be a second behind), and the
+    round a resume takes up."""
+    usage, saved = RunFiles(run.ledger).bill()
+    round_ = saved.next_round if saved is not None else status.round
+    why = (f"it stopped ({status.stop_reason}) but could not record its end" if status.stop_reason else
+           "killed, crashed or the machine restarted")
+    return status.model_copy(update={
+        "state": "interrupted", "round": round_, "calls": max(status.calls, usage.calls),
+        "tokens": max(status.tokens, usage.tokens), "waiting_on": None,  # nothing waits: a resume asks again
+        "message": f"the run's process is gone ({why}) at round {round_} of {status.rounds}",
+        "next": f"{command('resume', run.id)} continues it where it stopped",
+    })
 
 
 def instead(run: RunDir) -> str:

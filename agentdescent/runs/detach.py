@@ -3,8 +3,9 @@
 `spawn` starts `python -m agentdescent.runs.runner` in a session of its own (no terminal, its own
 process group, stdin closed, output to the run's log), so that the CLI call, the MCP server and
 the host session may all end while it goes on. `stop` asks it to cancel (SIGTERM), waits for it
-to let go of its lock, and kills it if it does not, with the programs it started. Left out: what the run does
-(the runner) and the bookkeeping of the store.
+to let go of its lock, and kills it if it does not, with the programs it started; a pid whose
+process is gone is never signalled, since another process may have it now. Left out: what the run
+does (the runner) and the bookkeeping of the store.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 import threading
 import time
 
-from agentdescent import atomic
+from agentdescent import atomic, procscan
 from agentdescent.runs import leftovers
 from agentdescent.runs.store import RunDir
 
@@ -48,21 +49,26 @@ def spawn(run: RunDir) -> int:
     return proc.pid
 
 
-def stop(run: RunDir, pid: int | None, *, grace: float = STOP_GRACE_SECONDS) -> bool:
+def stop(run: RunDir, pid: int | None, started: int | None = None, *, grace: float = STOP_GRACE_SECONDS) -> bool:
     """Cancel the run's process and wait for it to end; True when it ended by itself, False when
-    it had to be killed (with its whole process group)."""
+    it had to be killed (with its whole process group) or was gone already. `pid` is signalled
+    only while it is the process that started at `started` (`procscan.is_running`; the status
+    writes both): once that process is gone the pid may be another program's, and what still
+    holds the run's lock is a program the run left, stopped as the others are."""
     if pid is None or not run.alive():
         return True
-    _signal(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if not run.alive():
-            return True
-        time.sleep(0.05)
-    _signal(-pid, signal.SIGKILL)  # the runner leads its own group, but its agents each have their own
-    while run.alive() and time.monotonic() < deadline + 5:
-        time.sleep(0.05)
-    leftovers.stop_left(run)
+    if procscan.is_running(pid, started):
+        _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if not run.alive():
+                return True
+            time.sleep(0.05)
+        if procscan.is_running(pid, started):  # checked again: it may have ended during the grace
+            _signal(-pid, signal.SIGKILL)  # the runner leads its own group, but its agents each have their own
+        while procscan.is_running(pid, started) and run.alive() and time.monotonic() < deadline + 5:
+            time.sleep(0.05)
+    leftovers.release(run)
     return False
 
 

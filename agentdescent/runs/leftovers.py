@@ -6,17 +6,19 @@ Every program a run starts inherits the run's folder in its environment (`RUN_FO
 alone would be shared by a copy of the folder in another store), so they are found by it
 (`procscan`), whoever their parent is now. `stop_left` is called where no process of the
 run can be alive or still needs them: when its process starts (an earlier one's), when it ends,
-and by `cancel`.
+and by `cancel`. One of them may hold the run's lock after its process is gone (a child forked
+without exec keeps it): `release`, before a resume takes the lock, stops them and waits for it.
 """
 
 from __future__ import annotations
 
 import os
+import time
 
 from agentdescent.procscan import carrying, kill_carrying
 from agentdescent.runs.store import RUN_FOLDER_ENV, RunDir
 
-__all__ = ["left_running", "mark", "stop_left"]
+__all__ = ["left_running", "mark", "release", "stop_left"]
 
 
 def mark(run: RunDir) -> str:
@@ -33,3 +35,17 @@ def left_running(run: RunDir) -> list[int]:
 def stop_left(run: RunDir) -> int:
     """Kill what `left_running` finds; how many there were."""
     return kill_carrying(RUN_FOLDER_ENV, mark(run))
+
+
+def release(run: RunDir, wait: float = 5.0) -> bool:
+    """Whether `run`'s lock is free, its left programs stopped (`stop_left`) when they may hold it,
+    within `wait` seconds (its process, as it ends, lets go within them too)."""
+    if not run.alive():
+        return True
+    stop_left(run)
+    deadline = time.monotonic() + wait
+    while run.alive():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True

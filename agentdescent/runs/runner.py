@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agentdescent import events as ev
-from agentdescent import process, reading
+from agentdescent import process, procscan, reading
 from agentdescent.agents.redact import redact
 from agentdescent.commands import command
 from agentdescent.engine.calls import units
@@ -62,6 +62,9 @@ def main(argv: list[str], log: runlog.Captured | None = None) -> int:
     except AgentDescentError as exc:
         print(f"agentdescent runner: {exc}", file=sys.stderr)
         return ALREADY_RUNNING
+    # Handed over inheritable; a program the run starts without closing descriptors (`os.system("cmd &")`)
+    # would hold the lock past this process's death, and the run would look alive for as long.
+    os.set_inheritable(fd, False)
     try:
         left = leftovers.stop_left(run)
         if left:
@@ -87,7 +90,8 @@ def _live(run: RunDir) -> int:
     _enter_origin(run)
     status = run.status()
     token = CancelToken()
-    tracker = StatusTracker(status.model_copy(update={"state": "starting", "pid": os.getpid(), "error": None,
+    tracker = StatusTracker(status.model_copy(update={"state": "starting", "pid": os.getpid(),
+                                                      "pid_start": procscan.started_at(os.getpid()), "error": None,
                                                       "stop_reason": None, "next": ""}), _status_writer(run, token))
     tracker.update(message="starting")
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import shlex
 import time
 from pathlib import Path
 from typing import Any
@@ -132,7 +133,8 @@ class Service:
             return after
         if status.state not in LIVE:
             raise UserError(f"run {run.id} is not running (it is {status.state}); nothing to cancel")
-        ended = detach.stop(run, _own_pid(run, status))
+        status = _with_own_pid(run, status)
+        ended = detach.stop(run, status.pid, status.pid_start)
         after = run.status()
         if not ended or after.state in LIVE or after.state == "interrupted":  # it had to be killed
             after = after.model_copy(update={
@@ -160,12 +162,17 @@ class Service:
             lost = checkpointed.lost(run, status)
             if lost:
                 raise UserError(f"{lost}; it cannot be resumed: {checkpointed.instead(run)}")
+            if not leftovers.release(run):  # its process is gone (its status says so), not its lock
+                lock = shlex.quote(str(run.file("lock")))
+                raise UserError(f"run {run.id}'s process has ended but its lock is still held, by a program it started "
+                                f"that carries no mark (its environment cleared?): find it with fuser -v {lock}, stop it, "
+                                f"then: {command('resume', run.id)}")
             with self._target_lock(status.target):
                 if not status.allow_concurrent:
                     self._refuse_second_run(status.target, "then resume this one, which was started alone")
                 Mailbox(run.file("mailbox")).clear()  # the old process's requests: an answer to one now would be lost
                 run.write_status(status.model_copy(update={"state": "starting", "message": "resuming", "error": None,
-                                                           "pid": None}))  # the new process writes its own
+                                                           "pid": None, "pid_start": None}))  # the new process writes its own
                 self._launch(run)
         return self._started(run, "resumed")
 
@@ -277,14 +284,14 @@ def _refuse_nested() -> None:
                         "from inside itself; start runs from your own session")
 
 
-def _own_pid(run: RunDir, status: RunStatus) -> int | None:
-    """The pid the run's process wrote in its status; a process started a moment ago has not written
-    it yet (it is still importing), so wait for it while the run is alive."""
+def _with_own_pid(run: RunDir, status: RunStatus) -> RunStatus:
+    """The status with the pid the run's process wrote in it; a process started a moment ago has not
+    written it yet (it is still importing), so wait for it while the run is alive."""
     deadline = time.monotonic() + detach.STOP_GRACE_SECONDS
     while status.pid is None and run.alive() and time.monotonic() < deadline:
         time.sleep(0.05)
         status = run.status()
-    return status.pid
+    return status
 
 
 def _split(spec: RunSpec, tasks: list[Task]) -> tuple[list[Task], list[Task]]:

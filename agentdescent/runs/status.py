@@ -37,6 +37,7 @@ class RunStatus(BaseModel):
     target: str = ""
     kind: str = ""
     pid: int | None = None
+    pid_start: int | None = None  # when that process started (`procscan.started_at`): a later one given its pid is not it
     created: float = Field(default_factory=time.time)
     updated: float = Field(default_factory=time.time)
     round: int = 0  # rounds done

@@ -18,9 +18,11 @@
     <id>/resume.lock     held while `resume` starts the run's process again, so that two never both do
 
 A lock the kernel holds for a live process is the one liveness test that survives a SIGKILL and a
-reboot alike: a run whose status says running but whose lock is free is `interrupted`. Runs never
-share a file, so two runs in one store never interfere. Only `create` makes a run's folder: a
-run's files are written into it (`write`), so a folder deleted or moved away is not made again.
+reboot alike: a run whose status says running but whose lock is free is `interrupted`, and so is one
+whose lock a program it started holds after its process is gone (the pid and start the status
+names are no longer a process: `procscan.is_running`). Runs never share a file, so two runs in one
+store never interfere. Only `create` makes a run's folder: a run's files are written into it
+(`write`), so a folder deleted or moved away is not made again.
 Left out: what runs do (the runner), and where their rollouts work (`rolloutdir`: away from the tasks' answers).
 """
 
@@ -41,9 +43,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TypeVar
 
-from agentdescent import atomic, reading
-from agentdescent.commands import command
-from agentdescent.engine.persist.checkpoint import RunFiles
+from agentdescent import atomic, procscan, reading
 from agentdescent.errors import UserError
 from agentdescent.home import HOME_ENV, home
 from agentdescent.quoting import quoted
@@ -187,12 +187,12 @@ class RunDir:
         """The status as last written, with `interrupted` for a run whose process is gone: what a
         writer of the status builds on, never a reading of the target."""
         status = self._read_status()
-        if status.state in ("starting", "running") and not self.alive():
+        if status.state in ("starting", "running") and not self._lives(status):
             # The process writes its last status before it lets go of the lock: read again, or a
             # run that ended between the read and the lock check would look interrupted.
             status = self._read_status()
-            if status.state in ("starting", "running") and not self.alive():
-                status = self._interrupted(status)
+            if status.state in ("starting", "running") and not self._lives(status):
+                status = checkpointed.interrupted(self, status)
         if status.state in RESUMABLE:  # a resume would refuse it: say so now, not after `next` advised one
             try:
                 sealed.check(self)
@@ -204,20 +204,11 @@ class RunDir:
                 return status.model_copy(update={"error": lost, "next": f"it cannot be resumed: {checkpointed.instead(self)}"})
         return status
 
-    def _interrupted(self, status: RunStatus) -> RunStatus:
-        """A run whose process is gone, with the bill and the round read from its ledger's files:
-        what it spent up to the kill (the last status written may be a second behind), and the
-        round a resume takes up."""
-        usage, saved = RunFiles(self.ledger).bill()
-        round_ = saved.next_round if saved is not None else status.round
-        why = (f"it stopped ({status.stop_reason}) but could not record its end" if status.stop_reason else
-               "killed, crashed or the machine restarted")
-        return status.model_copy(update={
-            "state": "interrupted", "round": round_, "calls": max(status.calls, usage.calls),
-            "tokens": max(status.tokens, usage.tokens), "waiting_on": None,  # nothing waits: a resume asks again
-            "message": f"the run's process is gone ({why}) at round {round_} of {status.rounds}",
-            "next": f"{command('resume', self.id)} continues it where it stopped",
-        })
+    def _lives(self, status: RunStatus) -> bool:
+        """Whether the run's process lives: its lock is held, and by the process its status names (one
+        that has not written its pid yet is taken on the lock's word). A process forked without exec
+        holds the lock too, and may outlive it."""
+        return self.alive() and (status.pid is None or procscan.is_running(status.pid, status.pid_start))
 
     def _read_status(self) -> RunStatus:
         try:

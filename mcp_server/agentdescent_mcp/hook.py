@@ -4,7 +4,8 @@ A host runs it at the start of every session, so it must be fast and quiet: it r
 `status.json` in the store with the standard library alone (no import of `agentdescent`, which
 costs most of a second), prints nothing when no run is active, and never fails the session (a
 store it cannot read is no runs). A run is active while its status says starting or running and
-its process holds the run's lock; the rules are those of `agentdescent.runs.store`, and a test
+its process holds the run's lock (the pid and start its status names are still a process, as
+`agentdescent.procscan.is_running` tells); the rules are those of `agentdescent.runs.store`, and a test
 keeps the two in step: a run is a folder named as the store names one, and the fields printed are
 checked as `RunStatus` checks them and as the run's own (its id the folder's name, its target the
 spec's): a live run whose status fails is named damaged.
@@ -49,7 +50,7 @@ def active_runs(store: Path) -> list[dict]:
         return []
     for folder in folders:
         status = _status(folder)
-        if (status is None or status["state"] in LIVE) and _alive(folder / "lock"):
+        if (status is None or status["state"] in LIVE and _running(status)) and _alive(folder / "lock"):
             found.append(status or {"id": folder.name, "damaged": True, "created": 0.0})
     return sorted(found, key=lambda s: s["created"])
 
@@ -64,8 +65,9 @@ def _status(folder: Path) -> dict | None:
     if not isinstance(status, dict):
         return None
     fields = {"id": str, "state": str, "target": str, "round": int, "rounds": int, "created": (int, float),
-              "waiting_on": (str, type(None))}
-    defaults = {"id": "", "state": "starting", "target": "", "round": 0, "rounds": 0, "created": 0.0, "waiting_on": None}
+              "waiting_on": (str, type(None)), "pid": (int, type(None)), "pid_start": (int, type(None))}
+    defaults = {"id": "", "state": "starting", "target": "", "round": 0, "rounds": 0, "created": 0.0, "waiting_on": None,
+                "pid": None, "pid_start": None}
     checked = {name: status.get(name, defaults[name]) for name in fields}
     if any(not isinstance(value, fields[name]) for name, value in checked.items()):
         return None
@@ -126,6 +128,24 @@ def _small_file(path: Path) -> bytes:
         return os.read(fd, FILE_BYTES)
     finally:
         os.close(fd)
+
+
+def _running(status: dict) -> bool:
+    """Whether the process `status` names is still the run's (as `agentdescent.procscan.is_running`):
+    True where that cannot be told, the lock's word then standing alone."""
+    pid, started = status["pid"], status["pid_start"]
+    if pid is None or started is None or _started_at(os.getpid()) is None:
+        return True
+    return _started_at(pid) == started
+
+
+def _started_at(pid: int) -> int | None:
+    """As `agentdescent.procscan.started_at`: /proc/<pid>/stat's 22nd field; None for a zombie or no /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace").rsplit(")", 1)[1].split()
+        return None if fields[0] in ("Z", "X") else int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _alive(lock: Path) -> bool:
