@@ -1,5 +1,6 @@
 """The run store: one folder per run, under `$AGENTDESCENT_HOME/runs` (default `~/.agentdescent/runs`).
 
+    <id>/made.json       the run's number in the order the store's runs were made (`order`: which is the latest)
     <id>/spec.json       the checked spec (absolute paths; a spec never holds a key)
     <id>/tasks.jsonl     the tasks as they were when the run was started (a resumed run reads these)
     <id>/target.json     the target's content when the run was started (a resumed run reads it)
@@ -47,7 +48,7 @@ from agentdescent import atomic, procscan, reading
 from agentdescent.errors import UserError
 from agentdescent.home import HOME_ENV, home
 from agentdescent.quoting import quoted
-from agentdescent.runs import checkpointed, ontarget, sealed
+from agentdescent.runs import checkpointed, ontarget, order, sealed
 from agentdescent.runs.spec import RunSpec
 from agentdescent.runs.status import RunStatus
 from agentdescent.types import Task
@@ -319,8 +320,8 @@ class RunStore:
 
     def create(self, spec: RunSpec, tasks: list[Task], content: str | dict[str, str], status: RunStatus,
                assets: Mapping[str, bytes] | None = None, executable: Iterable[str] = ()) -> RunDir:
-        """A new run's folder with its spec, its tasks, its target's content (and the files of a
-        folder that are not text, `assets`, and those with an execute bit) and its first status."""
+        """A new run's folder with its number (`order`), its spec, its tasks, its target's content (and
+        the files of a folder that are not text, `assets`, and those with an execute bit) and its first status."""
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             while True:
@@ -334,6 +335,7 @@ class RunStore:
             raise _unwritable_store(self.root, exc) from None
         run = RunDir(path)
         try:
+            order.number(run, self.all())
             atomic.write_text(run.file("spec.json"), spec.model_dump_json(indent=1))
             atomic.write_text(run.file("tasks.jsonl"), stored_tasks(tasks))
             atomic.write_text(run.file("target.json"), json.dumps(content, ensure_ascii=False))
@@ -369,8 +371,8 @@ class RunStore:
         raise UserError(f"no run {shown} in {self.root}; the latest runs: {known}")
 
     def all(self) -> list[RunDir]:
-        """Every run, oldest first; `UserError` when something that is not a folder stands on the way
-        to the store (no run could ever be there)."""
+        """Every run, oldest first (in the order they were made: `order`); `UserError` when something
+        that is not a folder stands on the way to the store (no run could ever be there)."""
         if not self.root.is_dir():
             blocked = next((p for p in [self.root, *self.root.parents] if p.exists() and not p.is_dir()), None)
             if blocked is not None:
@@ -380,7 +382,7 @@ class RunStore:
         # a folder with a status, or a ledger (its status lost: listed as damaged, never hidden with its commits)
         runs = [RunDir(p) for p in self.root.iterdir() if _RUN_ID.fullmatch(p.name) and not p.is_symlink() and p.is_dir()
                 and (os.path.lexists(p / "status.json") or os.path.lexists(p / "ledger"))]
-        return sorted(runs, key=lambda r: (r.file("spec.json").stat().st_mtime if r.file("spec.json").exists() else 0, r.id))
+        return sorted(runs, key=order.key)
 
 
 _RUN_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")  # what `create` names a run's folder; any other folder is not a run
