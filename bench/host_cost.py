@@ -7,17 +7,19 @@ With `--host claude` (the default) the pinned `claude` CLI runs `/agentdescent:e
 on loopback that follows SKILL.md as a model would (`host_models`): plan, evolve (a spec with
 `agent: host` and `reflector: host`, what is measured, whatever plan says of the cheaper path this
 machine has), the run's rollouts and reflections through `host_next` / `host_submit`, and `show`
-once the run has ended. In Claude Code two helpers (the Agent tool, started in one message) do
-that work with the prompts SKILL.md gives word for word; in Codex the one conversation does it,
-as SKILL.md tells a host without helpers. Rollouts are answered from each candidate's files (one
-shell call a candidate whose files did not come) as the skill says (`route_by_skill`, the offline
-agent of the directory quickstart), reflections as the quickstart's reflector does. The skill is
-a copy of `examples/skills/support-router` with the first `--tasks` of its tasks.
+once the run has ended. Two helpers started in one message do that work with the prompts
+SKILL.md gives word for word: in Claude Code with the Agent tool, in Codex with `spawn_agent`
+(the main conversation then waits with `wait_agent`). Rollouts are answered from each
+candidate's files (one shell call a candidate whose files did not come) as the skill says
+(`route_by_skill`, the offline agent of the directory quickstart), reflections as the
+quickstart's reflector does. The skill is a copy of `examples/skills/support-router` with the
+first `--tasks` of its tasks.
 
 Printed: the model requests the host made (each conversation, side requests), the input tokens
 they carried (estimated: a request's system prompt or instructions, its messages or input items
-and its tool definitions, at four characters a token) and which of those three carried them, the
-largest request, the run's held-out reward and calls, and the time.
+and its tool definitions, at four characters a token), each conversation's share of them and
+which of those three parts carried them, the largest request, the run's held-out reward and
+calls, and the time.
 
 With `--p`/`--q` the rollouts' answers are samples (right with p where the files route the
 request right, with q where not), and `--harm`/`--vague` set the reflector's shares of filler
@@ -135,7 +137,7 @@ def evolve_through(name: str, cli: str, args: argparse.Namespace, seed: int) -> 
         result = EvolveResult.from_json(run.file("result.json").read_text(encoding="utf-8"))
         truth = routing_truth(result.state, [Task(id=row["id"], prompt=row["request"], gold=row["team"]) for row in rows])
     return {"seed": seed, "requests": dict(host.requests), "total": sum(host.requests.values()),
-            "tokens": sum(host.tokens.values()), "largest": host.largest, "parts": dict(host.parts),
+            "tokens": sum(host.tokens.values()), "by": dict(host.tokens), "largest": host.largest, "parts": dict(host.parts),
             "reward": status.best_reward, "initial": status.initial_reward, "calls": status.calls, "seconds": seconds,
             "waves": [len(g) for g in host.waves], "outcomes": status.outcomes,
             "largest_answer": max(host.results, default=0), "learnt": truth.learnt, "to_learn": truth.to_learn,
@@ -145,7 +147,8 @@ def evolve_through(name: str, cli: str, args: argparse.Namespace, seed: int) -> 
 def report(one: dict) -> str:
     return (f"seed {one['seed']}: held-out {one['initial']} -> {one['reward']:.3f}, {one['calls']} calls, "
             f"{one['seconds']:.0f} s; host requests " + ", ".join(f"{w} {n}" for w, n in one["requests"].items())
-            + f" (total {one['total']}); input tokens about {one['tokens']:,} (largest request {one['largest']:,}; "
+            + f" (total {one['total']}); input tokens about {one['tokens']:,} ("
+            + ", ".join(f"{w} {n:,}" for w, n in one["by"].items()) + f"; largest request {one['largest']:,}; "
             + ", ".join(f"{part} {one['parts'][part]:,}" for part in PARTS) + ");"
             f" answered per host_submit {one['waves']}; outcomes {one['outcomes']}; the largest host_next answer "
             f"{one['largest_answer']:,} characters; truth: {one['learnt']} of {one['to_learn']} words learnt, "

@@ -4,9 +4,11 @@
 plans, starts the run and two helpers (the Agent tool) with the prompts SKILL.md gives, one doing
 the rollouts and one the reflections through `host_next` / `host_submit`, then calls `show`.
 `CodexHost` speaks Codex's Responses API (tests/openai_responses.py): Codex's model first opens
-the SKILL.md its skill list names, then, as SKILL.md tells Codex ("without helpers"), does the
-same loop itself, rollouts and reflections together, and says that its rollouts were not blind.
-(Codex 0.171.0 does offer its model sub-agents, `spawn_agent`, which SKILL.md does not name.)
+the SKILL.md its skill list names, plans, starts the run, then, since SKILL.md explicitly asks for
+them (Codex tells its model to spawn sub-agents only then), starts the same two helpers with
+`spawn_agent` (each a thread of its own, from its prompt alone) and waits for them with
+`wait_agent`. Where the SKILL.md it read does not name `spawn_agent`, it does the helpers' loop
+itself, rollouts and reflections together, and says that its rollouts were not blind.
 
 Both answer a rollout as the candidate's files say (`route_by_skill`, or a sample of it under
 `--p`/`--q`), a reflection as the stand-in reflector does, and read a candidate's workspace once
@@ -40,6 +42,7 @@ from tests.openai_responses import Call, Turn
 
 PREFIX = "mcp__plugin_agentdescent_agentdescent__"  # Claude Code's name for our tools
 NAMESPACE = "mcp__agentdescent"  # Codex's
+AGENTS = "multi_agent_v1"  # the namespace of Codex's sub-agent tools (spawn_agent, wait_agent)
 TOOLS = ["plan", "evolve", "status", "show", "host_next", "host_submit", "host_read", "host_release"]
 COMMAND = "Evolve with AgentDescent"  # in the expanded /agentdescent:evolve: the main conversation
 ROLLOUTS, REFLECTIONS = "rollout worker for run", "reflection worker for run"
@@ -195,10 +198,14 @@ class ClaudeHost(ScriptedHost):
 
 
 class CodexHost(ScriptedHost):
-    """The scripted model `codex exec` talks to: one conversation doing all of the run's work, every request counted."""
+    """The scripted model `codex exec` talks to: one script per conversation (Codex's sub-agents are
+    threads of their own, each request saying which), every request counted."""
+
+    conversations = ("main", ROLLOUTS, REFLECTIONS, "side")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.seen: dict[str, list[str]] = {"main": [], ROLLOUTS: [], REFLECTIONS: []}  # each conversation's input
         self._counted: set[str] = set()  # the tool calls whose answers were counted in `results`
 
     def __call__(self, request: Request) -> Response:
@@ -207,36 +214,68 @@ class CodexHost(ScriptedHost):
             return error_response(404, f"no route {request.method} {request.path}")
         items = [item for item in body.get("input") or [] if isinstance(item, dict)]
         developer = [item for item in items if item.get("role") == "developer"]
-        meta = json.loads((body.get("client_metadata") or {}).get("x-codex-turn-metadata") or "{}")
-        # a sub-agent's turn (spawn_agent) says thread_source "subagent"; a compaction or the like is another request_kind
-        who = "main" if meta.get("request_kind", "turn") == "turn" and meta.get("thread_source") != "subagent" else "side"
+        who = _conversation(body, items)
         self.count(who, len(json.dumps({k: body.get(k) for k in ("instructions", "input", "tools")})) // 4,
                    {"tools": body.get("tools"), "instructions": [body.get("instructions"), developer],
                     "conversation": [item for item in items if item.get("role") != "developer"]})
+        if who == "side":
+            return openai_responses._answer(["AgentDescent run"])
         turn = Turn(body, NAMESPACE)
         with self._lock:
+            self.seen[who].append(json.dumps(items))
             self.results += [len(r.text) for r in turn.results("host_next") if r.call_id not in self._counted]
             self._counted |= {r.call_id for r in turn.history}
         try:
-            reply = self.main(turn) if who == "main" else "AgentDescent run"
+            _check_turn(turn)
+            reply = {"main": self.main, ROLLOUTS: self.rollouts, REFLECTIONS: self.reflections}[who](turn)
         except Exception as exc:  # noqa: BLE001 -- a script bug stops codex, and the bench reports it
             self.errors.append(exc)
             return error_response(400, f"the scripted model failed: {exc!r}")
         return openai_responses._answer(reply if isinstance(reply, list) else [reply])
 
     def main(self, turn: Turn):
-        for result in turn.history:  # our tools answer JSON: anything else is an error Codex passed on
-            if result.namespace == NAMESPACE and result.value is None:
-                raise AssertionError(f"{result.name} failed: {result.text[:300]}")
         reads = [r for r in turn.history if r.name == "exec_command"]
         if not reads:  # Codex lists the skill; its model opens SKILL.md before following it
             return Call("exec_command", {"cmd": f"cat {_listed_skill(turn.texts())}"})
-        assert "## A host-driven run" in reads[0].text, f"SKILL.md could not be read: {reads[0].text[:300]}"
+        skill_md = reads[0].text
+        assert "## Safety" in skill_md, f"SKILL.md did not come whole: {skill_md[-300:]}"
         if not turn.results("plan"):
             return turn.use("plan", spec=self.spec)
         if not turn.results("evolve"):
             return turn.use("evolve", spec=self.spec)
         run_id = turn.results("evolve")[-1].value["run_id"]
+        if "`spawn_agent`" not in skill_md:  # Codex tells its model to spawn only where a skill says to
+            return self._alone(turn, run_id)
+        spawned = [r.value["agent_id"] for r in turn.history if r.name == "spawn_agent"]
+        if not spawned:  # both at once, each from its prompt alone (no fork_context)
+            return [Call("spawn_agent", {"message": prompt}, AGENTS) for prompt in helper_prompts(skill_md, run_id).values()]
+        finished = {agent: state for r in turn.history if r.name == "wait_agent"
+                    for agent, state in r.value["status"].items()}
+        failed = {agent: state for agent, state in finished.items() if "completed" not in state}
+        assert not failed, f"a helper did not complete: {failed}"
+        if set(spawned) - set(finished):
+            return Call("wait_agent", {"targets": sorted(set(spawned) - set(finished)), "timeout_ms": 3_600_000}, AGENTS)
+        if not turn.results("show"):
+            return turn.use("show", run_id=run_id)
+        shown = turn.results("show")[-1].value
+        return f"Done: held-out {shown['initial_reward']} -> {shown['final_reward']}."
+
+    def rollouts(self, turn: Turn):
+        return self._worker(turn, "rollout")
+
+    def reflections(self, turn: Turn):
+        return self._worker(turn, "proposal")
+
+    def _worker(self, turn: Turn, kind: str):
+        run_id = re.search(r"for run (\S+)\.", _said(turn.body["input"])).group(1)
+        calls = turn.results("host_next")
+        taken = [r.value for r in calls if r.value]
+        if taken and not taken[-1]["running"]:
+            return DONE[ROLLOUTS if kind == "rollout" else REFLECTIONS]
+        return self._step(turn, run_id, taken, kind=kind, wait=30, **({} if calls else {"fresh": True}))
+
+    def _alone(self, turn: Turn, run_id: str):
+        """The run's work done in this conversation, rollouts and reflections together (a host without helpers)."""
         taken = [r.value for r in turn.results("host_next")]
         if taken and not taken[-1]["running"]:
             if not turn.results("show"):
@@ -244,17 +283,43 @@ class CodexHost(ScriptedHost):
             shown = turn.results("show")[-1].value
             return (f"Done: held-out {shown['initial_reward']} -> {shown['final_reward']}. I did the rollouts myself, "
                     "so they were not blind: I had seen the tasks' answers.")
+        return self._step(turn, run_id, taken, wait=30, **({} if taken else {"fresh": True}))
+
+    def _step(self, turn: Turn, run_id: str, taken: list[dict], **next_arguments: Any):
+        """Read the candidates whose files did not come; else answer what is open and take the next wave."""
         answered = {a["request_id"] for r in turn.results("host_submit") for a in r.arguments["answers"]}
-        open_ = self.work(taken, answered)
-        commands = [r.arguments.get("cmd", "") for r in reads]
+        open_ = self.work(taken, answered, next_arguments.get("kind"))
+        commands = [r.arguments.get("cmd", "") for r in turn.history if r.name == "exec_command"]
         read = {g["candidate"] for g, _ in open_ if any(_cat(g.get("workspace")) == cmd for cmd in commands)}
         unread = self.unread(open_, taken, read)
         if unread:  # a candidate whose files did not come: read once
             return [Call("exec_command", {"cmd": _cat(g["workspace"])}) for _, g in unread]
-        next_ = turn.use("host_next", run_id=run_id, wait=30, **({} if taken else {"fresh": True}))
+        next_ = turn.use("host_next", run_id=run_id, **next_arguments)
         if not open_:
             return next_
         return [turn.use("host_submit", run_id=run_id, answers=self.answers(open_, taken)), next_]
+
+
+def _conversation(body: dict, items: list[dict]) -> str:
+    """Whose request this is: the main conversation's, a helper's (a sub-agent opens with its prompt) or a side one."""
+    meta = json.loads((body.get("client_metadata") or {}).get("x-codex-turn-metadata") or "{}")
+    if meta.get("request_kind", "turn") != "turn":  # a compaction or the like
+        return "side"
+    if meta.get("thread_source") != "subagent":
+        return "main"
+    opening = _said(items)
+    return next((w for w in (ROLLOUTS, REFLECTIONS) if w in opening), "side")
+
+
+def _said(items: list[dict]) -> str:
+    """The user's messages of a conversation: a helper's are its prompt (and where it works)."""
+    return json.dumps([item for item in items if item.get("role") == "user"])
+
+
+def _check_turn(turn: Turn) -> None:
+    for result in turn.history:  # our tools answer JSON: anything else is an error Codex passed on
+        if result.namespace == NAMESPACE and result.value is None:
+            raise AssertionError(f"{result.name} failed: {result.text[:300]}")
 
 
 def _listed_skill(texts: str) -> str:

@@ -1,12 +1,14 @@
 """A host-driven run through the real Claude Code (the pinned CLI), offline: the command's text as
 the model receives it, the two helpers SKILL.md starts doing the run's work within the hosts'
 limits, blind to the tasks' answers and within the cost target, the permission setting a headless
-run of it needs, and work a conversation took when it ended going back to the queue at once. The scripted model is
-`bench/host_models.py`'s, which follows SKILL.md."""
+run of it needs, and work a conversation took when it ended going back to the queue at once; and
+through the real Codex, the same two helpers started as its sub-agents, as blind. The scripted
+models are `bench/host_models.py`'s, which follow SKILL.md."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -90,6 +92,34 @@ def test_the_helpers_do_a_host_driven_run_blind_within_the_hosts_limits_and_the_
     rollout_helper, reflection_helper = host.seen[host_models.ROLLOUTS], host.seen[host_models.REFLECTIONS]
     assert "<expected>" in reflection_helper[-1] and not any("<expected>" in text for text in rollout_helper)
     assert not any('\\"team\\":' in text or "tasks.jsonl" in text for text in rollout_helper)  # nor the tasks file
+
+
+def test_codex_starts_the_same_helpers_as_sub_agents_and_its_rollouts_are_blind(tmp_path, monkeypatch):
+    """Codex tells its model to spawn sub-agents only where a skill explicitly asks: SKILL.md does,
+    and a sub-agent Codex spawns starts from its prompt alone, so the rollout helper never sees the
+    tasks' answers nor the user's request (which names the tasks file)."""
+    codex = host_bin("codex")
+    target, tasks, spec = host_cost.setup(tmp_path, 12, 2, 1)
+    host = host_models.CodexHost(spec, (REPO / "skills/agentdescent/SKILL.md").read_text(encoding="utf-8"), seed=0)
+    for name, folder in (("CODEX_HOME", "codex"), ("AGENTDESCENT_HOME", "store")):  # through_codex sets them
+        monkeypatch.setenv(name, str(tmp_path / folder))
+    (tmp_path / "user").mkdir()
+    env = {"HOME": str(tmp_path / "user"), "AGENTDESCENT_HOME": str(tmp_path / "store"), "LANG": "C.UTF-8",
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent), str(codex.parent), "/usr/bin", "/bin"]),
+           "TMPDIR": os.environ.get("TMPDIR", "/tmp")}
+    done, _ = host_cost.through_codex(str(codex), tmp_path, env, target, tasks, host)
+    assert done.returncode == 0 and host.errors == [], (host.errors, done.stderr[-1500:])
+    [summary] = Service().runs()
+    assert Service().status(summary.id).state == "finished"
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    spawned = [e["item"]["prompt"] for e in events if e["type"] == "item.completed"
+               and e["item"]["type"] == "collab_tool_call" and e["item"]["tool"] == "spawn_agent"]
+    assert sorted(spawned) == sorted(host_models.helper_prompts(host.skill_md, summary.id).values())
+    assert host.requests[host_models.ROLLOUTS] > 0 and host.requests[host_models.REFLECTIONS] > 0
+    rollout_helper, reflection_helper = host.seen[host_models.ROLLOUTS], host.seen[host_models.REFLECTIONS]
+    assert "<expected>" in reflection_helper[-1] and not any("<expected>" in text for text in rollout_helper)
+    assert not any('\\"team\\":' in text or "tasks.jsonl" in text for text in rollout_helper)
+    assert "tasks.jsonl" in host.seen["main"][0]  # what the helper was spared: the user's request
 
 
 def test_work_a_session_held_when_it_ended_goes_to_the_next_session_at_once(claude, home, tmp_path):
