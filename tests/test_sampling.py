@@ -100,13 +100,13 @@ def _held_out_too(train, n, first_turn, seed, known):
 
 
 @pytest.mark.parametrize("sampler, said", [
-    (lambda train, n, *_: [], "returned 0 minibatches;"),
-    (lambda train, n, *_: [list(train[:2])], "returned 1 minibatch;"),
+    (lambda train, n, *_: [], "returned 0 minibatches, fewer than the 3 turns it deals;"),
+    (lambda train, n, *_: [list(train[:2])], "returned 1 minibatch, fewer than the 3 turns it deals;"),
     (lambda train, n, *_: None, "returned None;"),
-    (lambda train, n, *_: [[]] * n, "its minibatch 1 is empty"),
+    (lambda train, n, *_: [{t.id: t for t in train}] * n, "its minibatch 1 is a dict"),
     (lambda train, n, *_: [[t.id for t in train[:2]]] * n, "its minibatch 1 holds a str, «t"),
     (_held_out_too, "which is not among the tasks it was given"),
-], ids=["nothing", "too-few", "none", "an-empty-batch", "ids", "a-task-not-given"])
+], ids=["nothing", "too-few", "none", "a-dict", "ids", "a-task-not-given"])
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["synchronous", "asynchronous"])
 def test_a_task_sampler_that_breaks_its_contract_stops_the_run_and_nothing_hangs(sampler, said, asynchronous):
     """A turn the sampler dealt no minibatch would be waited for forever; a task it was not given
@@ -126,4 +126,13 @@ def test_a_task_sampler_that_breaks_its_contract_stops_the_run_and_nothing_hangs
     [error] = errors
     assert error.startswith(f"the task sampler {getattr(sampler, '__qualname__')} was asked for 6 minibatches "
                             "(a minibatch and its spare for each of 3 worker turns) from ")
-    assert said in error and "each a non-empty list of Task objects from the tasks it was given (TaskSampler" in error
+    assert said in error and "a list of Task objects from the tasks it was given each, and at least one for each turn" in error
+
+
+def test_a_task_sampler_may_leave_a_turn_nothing_to_roll_out():
+    """A sampler dealt only the tasks no turn holds may have none of the kind it deals a worker:
+    that turn rolls out nothing, and the run goes on."""
+    tasks, reward, run, propose = year_program()
+    result = evolve(tasks, reward, run=run, propose=propose, rounds=2, n_workers=3,
+                    policies=Policies(task_sampler=lambda train, n, *_: [[]] * n))
+    assert result.error is None and result.usage.train == 0

@@ -30,11 +30,12 @@ class TaskSampler(Protocol):
     ) -> list[list[Task]]:
         """Minibatches for `n_workers` worker turns, numbered from `first_turn` in the run.
 
-        Returns exactly `n_workers` lists, each holding at least one of the `train` tasks it was
-        given (the engine asks for each turn's spare minibatches too); anything else stops the run
-        with a `UserError`. `known` holds the rewards of the snapshot the turns will use, for the
-        train tasks already measured on it. A pure function of its arguments, so that a run is
-        reproducible and resumable; batches of one call should differ so that workers see different tasks."""
+        Returns `n_workers` lists of the `train` tasks it was given (the engine asks for each
+        turn's spare minibatches too; an empty list leaves its turn nothing to roll out); fewer
+        lists than the turns dealt, or a task it was not given, stops the run with a `UserError`.
+        `known` holds the rewards of the snapshot the turns will use, for the train tasks already
+        measured on it. A pure function of its arguments, so that a run is reproducible and
+        resumable; batches of one call should differ so that workers see different tasks."""
 
 
 @functools.lru_cache(maxsize=64)

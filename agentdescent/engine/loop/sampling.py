@@ -5,8 +5,8 @@ seen failing on an earlier snapshot and not since seen passing or dealt out agai
 rarely fixes what it was not made from, so leads are the likeliest failures to deal. The sampler
 keeps them, since it is the only reader. A task dealt to a turn stays claimed until that turn's
 diffs are judged, so that asynchronous turns on one snapshot do not all propose the same fix.
-What the task sampler returns is checked where it is dealt: a turn it left without a minibatch
-would be waited for forever, so a broken contract stops the run with a `UserError` instead.
+What the task sampler returns is checked where it is dealt: a turn it dealt no list would be
+waited for forever, so a broken contract stops the run with a `UserError` instead.
 
 `AcceptanceSamples` draws the acceptance sample of each head version, once. Workers verify a diff
 on the sample of the version they started from; the step judges it on the sample of the head it
@@ -87,18 +87,20 @@ class Sampler:
         return [Deal(batch=batch, spares=spares[i::count]) for i, batch in enumerate(first)]
 
     def _check(self, batches: object, asked: int, count: int, tasks: list[Task]) -> None:
-        """A `UserError` when the task sampler broke its contract: a turn never dealt is one the
-        dispatcher would wait for forever, and a task not given may be one held out or claimed."""
-        wrong = _wrong(batches, asked, {t.id for t in tasks})
+        """A `UserError` when the task sampler broke its contract: a turn dealt no list is one the
+        dispatcher would wait for forever, and a task not given may be one held out or claimed. An
+        empty list is a turn with nothing to roll out (a sampler may leave a worker idle), and fewer
+        spare lists than asked are fewer spares."""
+        wrong = _wrong(batches, count, {t.id for t in tasks})
         if wrong is None:
             return
         name = getattr(self._policy, "__qualname__", None) or type(self._policy).__name__
         each = {1: "a minibatch", 2: "a minibatch and its spare"}.get(self._draws, f"a minibatch and its {self._draws - 1} spares")
         turns = "1 worker turn" if count == 1 else f"each of {count} worker turns"
         raise UserError(f"the task sampler {name} was asked for {_many(asked, 'minibatch', 'es')} ({each} for {turns}) "
-                        f"from {_many(len(tasks), 'task')}, but {wrong}; a task sampler "
-                        f"returns a list of exactly the {asked} asked for, each a non-empty list of Task objects from "
-                        "the tasks it was given (TaskSampler, agentdescent.engine.loop.decisions)")
+                        f"from {_many(len(tasks), 'task')}, but {wrong}; a task sampler returns a list of the "
+                        f"minibatches asked for, a list of Task objects from the tasks it was given each, and at least "
+                        f"one for each turn (TaskSampler, agentdescent.engine.loop.decisions)")
 
     def release(self, tasks: Sequence[Task]) -> None:
         """A turn's tasks may be dealt again: its diffs have been judged."""
@@ -125,17 +127,15 @@ def _many(n: int, noun: str, plural: str = "s") -> str:
     return f"{n} {noun}{'' if n == 1 else plural}"
 
 
-def _wrong(batches: object, asked: int, given: set[str]) -> str | None:
+def _wrong(batches: object, turns: int, given: set[str]) -> str | None:
     """What breaks the task sampler's contract in `batches`, said as what it returned; None when nothing does."""
     if not isinstance(batches, (list, tuple)):
         return "returned None" if batches is None else f"returned a {type(batches).__name__}"
-    if len(batches) != asked:
-        return f"returned {_many(len(batches), 'minibatch', 'es')}"
+    if len(batches) < turns:
+        return f"returned {_many(len(batches), 'minibatch', 'es')}, fewer than the {turns} turns it deals"
     for i, batch in enumerate(batches, 1):
         if not isinstance(batch, (list, tuple)):
             return f"its minibatch {i} is a {type(batch).__name__}"
-        if not batch:
-            return f"its minibatch {i} is empty (a turn would roll out nothing)"
         for item in batch:
             if not isinstance(item, Task):
                 return f"its minibatch {i} holds a {type(item).__name__}, {quoted(item, 40)}, not a Task"
