@@ -263,6 +263,13 @@ def test_plan_refuses_tasks_some_of_which_have_no_gold_answer(service, tmp_path,
         service.plan(domain.spec(tmp_path, tasks=tasks))
 
 
+def test_plan_refuses_inline_tasks_with_an_empty_prompt_as_it_refuses_a_files(service, tmp_path):
+    tasks = domain.tasks()
+    tasks[3], tasks[7] = {**tasks[3], "prompt": ""}, {**tasks[7], "prompt": " \n"}
+    with pytest.raises(SpecError, match=r"2 of the tasks have an empty prompt \(the first: 't03'\); give each its request"):
+        service.plan(domain.spec(tmp_path, tasks=tasks))
+
+
 def test_plan_refuses_a_csv_whose_gold_or_prompt_cells_are_empty_as_it_refuses_nulls(service, tmp_path):
     """An empty cell is how a CSV spells a missing value: read as a gold of "", no output matched it,
     and the held-out ceiling fell below 1.0 without a word."""

@@ -89,6 +89,10 @@ def load_tasks(spec: RunSpec, rows: list[dict] | None = None) -> list[Task]:
     source = spec.tasks
     if source.inline is not None:
         check_ids(source.inline, listed=True)  # as a tasks file's are
+        blank = [task.id for task in source.inline if not task.prompt.strip()]
+        if blank:  # as a file's empty prompt cells are: the agent would be asked nothing
+            raise UserError(f"{len(blank)} of the tasks have an empty prompt (the first: {reading.name_or_count(blank[0])}); "
+                            "give each its request")
         return list(source.inline)
     rows = task_rows(source) if rows is None else rows
     return tasks_from(rows, prompt=source.prompt, gold=_column(source, "gold", rows), id=_column(source, "id", rows))
