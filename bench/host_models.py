@@ -107,6 +107,19 @@ class ScriptedHost:
             self.waves.append([g["kind"] for g, _ in open_])
         return answers
 
+    def rollouts(self, conversation: Any):
+        return self._worker(conversation, "rollout")
+
+    def reflections(self, conversation: Any):
+        return self._worker(conversation, "proposal")
+
+    def shown(self, conversation: Any, run_id: str):
+        """The main conversation's end: `show` once both helpers are done, then its figures."""
+        if not conversation.results("show"):
+            return conversation.use("show", run_id=run_id)
+        shown = conversation.results("show")[-1].value
+        return f"Done: held-out {shown['initial_reward']} -> {shown['final_reward']}."
+
     def _route(self, group: dict, request: dict) -> str:
         """As the skill's files say; with `--p`/`--q`, a sample: right with p where they route the
         request right and q where not, from a stream seeded by the seed, the request, the
@@ -169,16 +182,7 @@ class ClaudeHost(ScriptedHost):
         messages = json.dumps(chat.body["messages"])
         if not all(done in messages for done in DONE.values()):
             return "The helpers are doing the run's work; I wait for them."
-        if not chat.results("show"):
-            return chat.use("show", run_id=run_id)
-        shown = chat.results("show")[-1].value
-        return f"Done: held-out {shown['initial_reward']} -> {shown['final_reward']}."
-
-    def rollouts(self, chat: Chat):
-        return self._worker(chat, "rollout")
-
-    def reflections(self, chat: Chat):
-        return self._worker(chat, "proposal")
+        return self.shown(chat, run_id)
 
     def _worker(self, chat: Chat, kind: str):
         _check(chat)
@@ -255,16 +259,7 @@ class CodexHost(ScriptedHost):
         assert not failed, f"a helper did not complete: {failed}"
         if set(spawned) - set(finished):
             return Call("wait_agent", {"targets": sorted(set(spawned) - set(finished)), "timeout_ms": 3_600_000}, AGENTS)
-        if not turn.results("show"):
-            return turn.use("show", run_id=run_id)
-        shown = turn.results("show")[-1].value
-        return f"Done: held-out {shown['initial_reward']} -> {shown['final_reward']}."
-
-    def rollouts(self, turn: Turn):
-        return self._worker(turn, "rollout")
-
-    def reflections(self, turn: Turn):
-        return self._worker(turn, "proposal")
+        return self.shown(turn, run_id)
 
     def _worker(self, turn: Turn, kind: str):
         run_id = re.search(r"for run (\S+)\.", _said(turn.body["input"])).group(1)
