@@ -17,6 +17,10 @@ from agentdescent.types import Reflection, Rollout, Spend
 
 T = TypeVar("T")
 
+
+class RunReturned(RuntimeError):
+    """A unit of work asked to start after its run returned and settled its bill."""
+
 PURPOSES = ("train", "verify", "accept", "validate")
 COUNTERS = ("rollouts", "proposals", "failures", "cache_hits", "cache_misses", *PURPOSES, "reissued", "discarded", "resumed",
             "step_calls", "replayed", "abandoned", "billed", "repeated", "disagreed")
@@ -109,13 +113,22 @@ class Usage(Tally):
         with self._lock:
             self.abandoned = max(0, started - self.units)
 
-    def settle(self, started: int) -> None:
-        """The run has returned: each of the `started` units (the start log's length) that the
+    def start(self, mark: Callable[[], None]) -> None:
+        """A unit of work starts: `mark` puts it on the start log, under the lock `settle` reads the
+        log under, so that a unit either starts before the run returns, and is on its bill, or not at
+        all (`RunReturned`: a pool thread that took a call just before the pools shut down)."""
+        with self._lock:
+            if self.settled:
+                raise RunReturned("the run has returned: no call starts after it")
+            mark()
+
+    def settle(self, started: Callable[[], int]) -> None:
+        """The run has returned: each of the `started()` units (the start log's length) that the
         counts do not hold was paid for and its answer lost (a call in flight when a broken contract
         or a cancel stopped the run, one whose contract broke); count it as abandoned, and count
         nothing more, so that a call still running cannot change the result after it is returned."""
         with self._lock:
-            self.abandoned = max(self.abandoned, started - self.units)
+            self.abandoned = max(self.abandoned, started() - self.units)
             self.settled = True
 
     def _add(self, **counts: float) -> None:

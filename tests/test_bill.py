@@ -13,10 +13,15 @@ import signal
 import threading
 import time
 
+import pytest
+
 from agentdescent import Task, evolve
+from agentdescent.engine.calls.executors import ThreadExecutor
 from agentdescent.engine.persist.checkpoint import RunFiles
+from agentdescent.engine.persist.journal import StartLog
 from agentdescent.result import EvolveResult
 from agentdescent.runs.status import LIVE
+from agentdescent.usage import RunReturned, Usage
 from tests import keyword_domain as domain
 from tests.runs_support import wait
 
@@ -101,15 +106,43 @@ def test_a_contract_broken_mid_run_leaves_the_calls_it_started_on_the_bill():
             scored = real[0]
         return 1.5 if scored > 60 else float("2026" in output)  # out of [0, 1] once the rounds have begun
 
+    def propose(*args):
+        with lock:
+            real[0] += 1
+        return "state the year"
+
     result = evolve([Task(id=f"t{i}", prompt=str(i)) for i in range(24)], reward, run=run,
-                    propose=lambda *a: "state the year", rounds=3, n_workers=4)
+                    propose=propose, rounds=3, n_workers=4)
     assert "it must be in [0, 1]" in result.error
-    paid = real[0] + result.usage.proposals
     assert result.usage.abandoned > 0 and result.usage.calls == result.usage.units + result.usage.abandoned
-    assert paid - 2 <= result.usage.calls <= paid  # a call a thread took as the run stopped may start after the count
     returned = result.usage.as_record()
-    time.sleep(0.2)
+    time.sleep(0.2)  # the calls left running finish
+    assert result.usage.calls == real[0]  # each call that ran is on the bill, and none that did not
     assert result.usage.as_record() == returned  # the calls left running change nothing once it has returned
+
+
+def test_a_call_a_pool_thread_takes_after_the_run_returned_never_starts(tmp_path):
+    """The run settles its bill from the start log as it returns; a call a pool thread took just
+    before the pools shut down is refused, not run off the bill."""
+    usage, starts = Usage(), StartLog(tmp_path / "starts")
+    pool = ThreadExecutor(1, on_start=lambda: usage.start(starts.mark))
+    release, ran = threading.Event(), []
+    try:
+        first = pool.submit(release.wait, 60)
+        late = pool.submit(ran.append, "late")
+        deadline = time.monotonic() + 60
+        while starts.count() < 1 and time.monotonic() < deadline:  # the thread took the first
+            time.sleep(0.01)
+        usage.settle(starts.count)
+        release.set()
+        assert first.result(timeout=60) is True
+        with pytest.raises(RunReturned):
+            late.result(timeout=60)
+        assert ran == [] and starts.count() == 1 and usage.abandoned == 1
+    finally:
+        release.set()
+        pool.shutdown()
+        starts.close()
 
 
 def test_a_run_killed_after_it_ended_and_before_its_result_was_recorded_is_recorded_on_resume(service, tmp_path,

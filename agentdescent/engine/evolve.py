@@ -145,7 +145,7 @@ def evolve(
     executor = parallelism.executor
     rollouts = method.rollouts if isinstance(method, PipelineParallel) and method.rollouts else concurrency
     def start() -> None:  # each unit, as a pool starts it: within the budget, and on the start log
-        _start_call(allowance, files)
+        _start_call(allowance, usage, files)
 
     calls = make_executor(executor, rollouts, name="agentdescent-call", on_start=start)
     hedger = None if parallelism.reissue_after is None else Hedger(
@@ -230,7 +230,7 @@ def evolve(
         if hedger is not None:
             hedger.close()
         left = _wind_down(pools, wait=finished)  # a stopped run does not wait for work still in flight
-        usage.settle(files.starts.count())  # what was started and never recorded was paid for all the same
+        usage.settle(files.starts.count)  # what was started and never recorded was paid for all the same
         files.close()
         ledger.close()
         for forgotten in forget:
@@ -258,11 +258,11 @@ def _load(pool: Executor, interrupt: CancelToken, **callables: object) -> None:
         pass
 
 
-def _start_call(allowance: Allowance, files: RunFiles) -> None:
+def _start_call(allowance: Allowance, usage: Usage, files: RunFiles) -> None:
     """A unit of work, or a model call the step makes itself, as it starts: within the budget (or
-    `BudgetSpent`, and it does not start), and in the start log before it runs."""
+    `BudgetSpent`), and on the start log before it runs, unless the run has returned."""
     allowance.take()
-    files.starts.mark()
+    usage.start(files.starts.mark)
 
 
 def _wind_down(pools: Sequence[Executor], *, wait: bool) -> int:

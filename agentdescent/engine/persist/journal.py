@@ -136,9 +136,6 @@ class StartLog:
                 self._fd = _opened(self.path)
             os.write(self._fd, b".")
 
-    def __reduce__(self) -> tuple:  # sent to a worker process, which marks the calls it takes there
-        return _StartLogCopy, (self.path.absolute(),)
-
     def count(self) -> int:
         """The calls started: the file's size, where it is a regular file (a link is not followed)."""
         try:
@@ -156,21 +153,6 @@ class StartLog:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
-
-
-class _StartLogCopy:
-    """A `StartLog` in a worker process: each mark opens the file, appends and closes it (a pool's
-    process has no moment to close a descriptor it would keep)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def mark(self) -> None:
-        fd = _opened(self.path)
-        try:
-            os.write(fd, b".")
-        finally:
-            os.close(fd)
 
 
 def _opened(path: Path) -> int:
