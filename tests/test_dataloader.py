@@ -104,7 +104,7 @@ def test_json_lines_under_a_json_name_are_read_as_json_lines(tmp_path):
 
 
 @pytest.mark.parametrize("name, said", [
-    ("gsm8k", "is a folder, not a tasks file: name the .jsonl, .csv or .json file in it, read the dataset"),
+    ("gsm8k", "is a folder, not a tasks file: name the .jsonl, .csv, .tsv or .json file in it, read the dataset"),
     ("test-00000-of-00001.parquet", "is a Parquet file, which is not read here: read the dataset"),
     ("data-00000-of-00001.arrow", "is an Arrow file, which is not read here: read the dataset"),
 ])
@@ -117,7 +117,7 @@ def test_a_folder_or_a_parquet_file_is_named_with_the_ways_to_its_rows(tmp_path,
     message = str(caught.value)
     assert said in message and "(a spec: tasks: {hf: NAME, split: SPLIT}; Python: hf_rows(NAME, SPLIT))" in message
     assert message.endswith('or export its rows as JSON Lines (datasets: Dataset.to_json("tasks.jsonl"))')
-    with pytest.raises(UserError, match=r"tasks file \S+notes\.txt must end in \.jsonl, \.csv or \.json$"):
+    with pytest.raises(UserError, match=r"tasks file \S+notes\.txt must end in \.jsonl, \.csv, \.tsv or \.json$"):
         file_rows(tmp_path / "notes.txt")
 
 
@@ -129,6 +129,15 @@ def test_csv_with_bom_and_delimiter(tmp_path):
     tsv = tmp_path / "rows.tsv"
     tsv.write_text("q\ta\nx\ty\n", encoding="utf-8")
     assert csv_rows(tsv, delimiter="\t") == [{"q": "x", "a": "y"}]
+
+
+def test_a_tsv_file_is_read_split_at_tabs_whatever_its_cells_hold(tmp_path):
+    """A spreadsheet's or a dataset's tab-separated export was refused by its suffix."""
+    path = tmp_path / "rows.tsv"
+    path.write_text("request\tteam\nmy invoice, again; twice\tbilling\n", encoding="utf-8")
+    assert file_rows(path) == [{"request": "my invoice, again; twice", "team": "billing"}]
+    with pytest.raises(UserError, match=re.escape("must end in .jsonl, .csv, .tsv or .json")):
+        file_rows(tmp_path / "rows.txt")
 
 
 @pytest.mark.parametrize("text, rows", [

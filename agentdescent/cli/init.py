@@ -11,6 +11,7 @@ from collections.abc import Callable
 from rich.console import Console
 
 from agentdescent.cli.watch import say
+from agentdescent.dataloader.local import TASK_FILE_SUFFIXES
 from agentdescent.runs.draft import SUFFIX, draft
 
 Command = Callable[[argparse.Namespace, Console], int]
@@ -26,7 +27,7 @@ def add_init_verb(commands: argparse._SubParsersAction) -> None:
                                  epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("target", metavar="TARGET", help="the folder (a skill, agents, a plugin) or text file to improve")
     parser.add_argument("tasks", metavar="TASKS", nargs="?",
-                        help="a .jsonl, .csv or .json file of tasks (default: the spec names one for you to write)")
+                        help=f"a {TASK_FILE_SUFFIXES} file of tasks (default: the spec names one for you to write)")
     parser.add_argument("--force", action="store_true", help="write the spec again over an existing one")
 
 

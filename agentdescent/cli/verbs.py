@@ -25,6 +25,7 @@ from agentdescent.cli.terminal import coloured, console_for
 from agentdescent.cli.views import plural
 from agentdescent.cli.watch import ending, say, watched
 from agentdescent.commands import command
+from agentdescent.dataloader.local import TASK_FILES
 from agentdescent.engine.evolve import TEMPORARY_LEDGER_PREFIX
 from agentdescent.errors import UserError
 from agentdescent.runs import Service, keys
@@ -346,7 +347,7 @@ def _pick(service: Service, run: str | None, console: Console, *, quiet: bool = 
 
 def _spec_file(spec: str) -> str:
     """SPEC, checked for its kind: a folder or another file is what `init` writes a spec for."""
-    if Path(spec).suffix.lower() in (".jsonl", ".csv"):
+    if Path(spec).suffix.lower() in set(TASK_FILES) - set(SPEC_SUFFIXES):
         raise UserError(f"{spec} looks like a tasks file, not a run spec; write a spec for what it evolves first: "
                         f"{command('init', 'FOLDER_OR_FILE', spec)}")
     if Path(spec).suffix.lower() not in SPEC_SUFFIXES:

@@ -1,4 +1,4 @@
-"""Rows from local files: JSON Lines, JSON and CSV, each row a plain `dict`; `file_rows` reads a
+"""Rows from local files: JSON Lines, JSON, CSV and TSV, each row a plain `dict`; `file_rows` reads a
 tasks file by its suffix and names what to do with a folder or a Parquet or Arrow file instead.
 
 A tasks file is read whole as bounded data (`agentdescent.reading`): a regular file of at most
@@ -127,24 +127,6 @@ def _json_lines(exc: json.JSONDecodeError) -> bool:
         return False
 
 
-def file_rows(path: str | os.PathLike, *, limit: int | None = None, max_bytes: int = MAX_FILE_BYTES) -> list[dict]:
-    """The rows of a tasks file, read as its suffix says: `jsonl_rows` for .jsonl, `csv_rows` for
-    .csv, `json_rows` for .json. Raises UserError for any other path, naming the ways to read a
-    folder or a Parquet or Arrow file (what Hugging Face tools save) when it is one."""
-    suffix = Path(path).suffix.lower()
-    loader = {".jsonl": jsonl_rows, ".csv": csv_rows, ".json": json_rows}.get(suffix)
-    if loader is not None:
-        return loader(path, limit=limit, max_bytes=max_bytes)
-    ways = ("read the dataset from the Hugging Face Hub by its name (a spec: tasks: {hf: NAME, split: SPLIT}; Python: "
-            'hf_rows(NAME, SPLIT)), or export its rows as JSON Lines (datasets: Dataset.to_json("tasks.jsonl"))')
-    if os.path.isdir(path):
-        raise UserError(f"{path} is a folder, not a tasks file: name the .jsonl, .csv or .json file in it, {ways}")
-    if suffix in (".parquet", ".arrow"):
-        raise UserError(f"{path} is {'a Parquet' if suffix == '.parquet' else 'an Arrow'} file, which is not read "
-                        f"here: {ways}")
-    raise UserError(f"tasks file {path} must end in .jsonl, .csv or .json")
-
-
 def csv_rows(path: str | os.PathLike, *, limit: int | None = None, delimiter: str | None = None,
              max_bytes: int = MAX_FILE_BYTES) -> list[dict]:
     """The rows of a CSV file with a header line, as `{column: text}` (csv.DictReader, UTF-8, a
@@ -172,6 +154,33 @@ def csv_rows(path: str | os.PathLike, *, limit: int | None = None, delimiter: st
         except csv.Error as exc:  # the line being read: DictReader's own line_num is the last row's
             raise UserError(f"{path}: line {reader.reader.line_num} is not valid CSV ({exc})") from None
     return rows
+
+
+def tsv_rows(path: str | os.PathLike, *, limit: int | None = None, max_bytes: int = MAX_FILE_BYTES) -> list[dict]:
+    """The rows of a tab-separated file with a header line (`csv_rows`, split at tabs)."""
+    return csv_rows(path, limit=limit, delimiter="\t", max_bytes=max_bytes)
+
+
+TASK_FILES = {".jsonl": jsonl_rows, ".csv": csv_rows, ".tsv": tsv_rows, ".json": json_rows}  # a tasks file's reader, by suffix
+TASK_FILE_SUFFIXES = ", ".join(list(TASK_FILES)[:-1]) + f" or {list(TASK_FILES)[-1]}"  # as messages name them
+
+
+def file_rows(path: str | os.PathLike, *, limit: int | None = None, max_bytes: int = MAX_FILE_BYTES) -> list[dict]:
+    """The rows of a tasks file, read as its suffix says (`TASK_FILES`). Raises UserError for any
+    other path, naming the ways to read a folder or a Parquet or Arrow file (what Hugging Face
+    tools save) when it is one."""
+    suffix = Path(path).suffix.lower()
+    loader = TASK_FILES.get(suffix)
+    if loader is not None:
+        return loader(path, limit=limit, max_bytes=max_bytes)
+    ways = ("read the dataset from the Hugging Face Hub by its name (a spec: tasks: {hf: NAME, split: SPLIT}; Python: "
+            'hf_rows(NAME, SPLIT)), or export its rows as JSON Lines (datasets: Dataset.to_json("tasks.jsonl"))')
+    if os.path.isdir(path):
+        raise UserError(f"{path} is a folder, not a tasks file: name the {TASK_FILE_SUFFIXES} file in it, {ways}")
+    if suffix in (".parquet", ".arrow"):
+        raise UserError(f"{path} is {'a Parquet' if suffix == '.parquet' else 'an Arrow'} file, which is not read "
+                        f"here: {ways}")
+    raise UserError(f"tasks file {path} must end in {TASK_FILE_SUFFIXES}")
 
 
 @contextlib.contextmanager

@@ -38,6 +38,7 @@ from agentdescent.agents.endpoint import secret_param
 from agentdescent.agents.providers import MODEL_KINDS, PROVIDER_KINDS, PROVIDERS
 from agentdescent.artifacts.workspace import LAYOUTS
 from agentdescent.config import Settings
+from agentdescent.dataloader.local import TASK_FILE_SUFFIXES
 from agentdescent.errors import UserError
 from agentdescent.governance import BLAST_RADII, Layer, not_layers, unsafe_key_reason
 from agentdescent.runs.spec_file import read_spec_file
@@ -122,7 +123,7 @@ class AgentSpec(BaseModel):
 
 
 class TasksSpec(BaseModel):
-    """Where the tasks come from: inline, a local file (.jsonl, .csv, .json), or a Hugging Face
+    """Where the tasks come from: inline, a local file (`TASK_FILES`), or a Hugging Face
     dataset; the columns say which field is the prompt, the gold answer and the id."""
 
     model_config = _STRICT
@@ -150,7 +151,7 @@ class TasksSpec(BaseModel):
     def _one_source(self) -> TasksSpec:
         given = [name for name in ("inline", "file", "hf") if getattr(self, name) is not None]
         if len(given) != 1:
-            raise ValueError("give exactly one of inline (a list of tasks), file (a .jsonl, .csv or .json path) "
+            raise ValueError(f"give exactly one of inline (a list of tasks), file (a {TASK_FILE_SUFFIXES} path) "
                              f"and hf (a dataset name); got {', '.join(given) or 'none'}")
         return self
 

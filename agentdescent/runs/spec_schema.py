@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentdescent.dataloader.local import TASK_FILE_SUFFIXES
 from agentdescent.runs.spec import RunSpec
 
 DESCRIPTIONS: dict[str, str] = {
@@ -25,7 +26,7 @@ DESCRIPTIONS: dict[str, str] = {
     "tasks": "a tasks file path, a list of {id, prompt, gold}, or {file|hf, prompt, gold, id}: the columns that "
              "hold the prompt and the gold answer, e.g. {file: tasks.jsonl, prompt: request, gold: team}",
     "tasks.inline": "the tasks themselves, each {id, prompt, gold, meta}",
-    "tasks.file": "a .jsonl, .csv or .json file of rows", "tasks.hf": "a Hugging Face dataset name",
+    "tasks.file": f"a {TASK_FILE_SUFFIXES} file of rows", "tasks.hf": "a Hugging Face dataset name",
     "tasks.prompt": "the column holding each task's request, or a format string with {column} fields",
     "tasks.gold": "the column holding the expected answer (null: none)",
     "tasks.id": "the column holding a unique id (default: the row's number when there is no id column; null: the row's number)",
