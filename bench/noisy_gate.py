@@ -61,7 +61,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from peers.oracle_noisy import oracle_run  # noqa: E402
 
 from agentdescent import AppendRules, events, evolve  # noqa: E402
-from agentdescent.engine.evolve import split_tasks  # noqa: E402
+from agentdescent.engine.split import split_tasks  # noqa: E402
 from agentdescent.testing.noisy import NoisyDomain, NoisyLevels  # noqa: E402
 from agentdescent.types import Task  # noqa: E402
 

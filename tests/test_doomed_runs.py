@@ -16,7 +16,7 @@ import pytest
 from agentdescent import BetaAcceptance, Task, events, evolve
 from agentdescent.config import Parallelism
 from agentdescent.engine.calls.units import check_reward
-from agentdescent.engine.evolve import split_tasks
+from agentdescent.engine.split import split_tasks
 from agentdescent.errors import UserError
 from agentdescent.runs import runlog
 from agentdescent.runs.spec import SpecError, read_spec

@@ -17,7 +17,7 @@ import pytest
 
 from agentdescent import AppendRules, Budget, CancelToken, KeyedRules, Parallelism, Policies, Task, UserError, events, evolve
 from agentdescent.engine.calls.units import KEPT_OUTPUT_CHARS, check_reward
-from agentdescent.engine.evolve import split_tasks
+from agentdescent.engine.split import split_tasks
 from agentdescent.errors import Cancelled
 from agentdescent.testing import RouterReflector, route, route_reward, router_tasks
 from tests.doubles import InFlight, echo, fast_and_slow, numbered_tasks, router, year_program
@@ -444,8 +444,8 @@ def _first_dispatch(tasks, n_workers=1):
     """The minibatch and spares that evolve deals its first worker at seed 0."""
     import random
 
-    from agentdescent.engine.evolve import split_tasks
     from agentdescent.engine.loop.decisions import FailuresFirst
+    from agentdescent.engine.split import split_tasks
 
     train, _ = split_tasks(tasks, 0.3, random.Random("0:split"))  # the split evolve makes for seed 0
     first, *spares = FailuresFirst()(train, n_workers * 4, 0, 0, {})  # a minibatch and its spares

@@ -20,8 +20,8 @@ import yaml
 
 from agentdescent import Budget, Policies, Task, UserError, evolve
 from agentdescent.engine.calls.smallest import Sizes, smallest_run
-from agentdescent.engine.evolve import split_tasks
 from agentdescent.engine.loop.decisions import FailuresFirst, WorstFirst
+from agentdescent.engine.split import split_tasks
 from agentdescent.reflect import reflector
 from agentdescent.runs.quote import quote
 from agentdescent.runs.spec import SpecError

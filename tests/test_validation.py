@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 
 from agentdescent import Parallelism, events
-from agentdescent.engine.evolve import split_tasks
 from agentdescent.engine.loop.decisions import Amortized, OnHeldOutGain
 from agentdescent.engine.loop.validation import Validator
+from agentdescent.engine.split import split_tasks
 from agentdescent.testing import demo_strategy, route, route_reward
 from agentdescent.types import Task
 from agentdescent.usage import PURPOSES

@@ -39,6 +39,7 @@ from agentdescent.engine.loop.validation import Validator
 from agentdescent.engine.loop.worker import ProposeFn, Worker, WorkerConfig
 from agentdescent.engine.persist.checkpoint import RunFiles, fingerprint
 from agentdescent.engine.persist.replay import JournaledFusion
+from agentdescent.engine.split import FEWEST_TASKS, split_tasks, too_few_to_train
 from agentdescent.errors import Cancelled, UserError
 from agentdescent.governance import Governance, Layer
 from agentdescent.ledger import Ledger
@@ -51,8 +52,6 @@ from agentdescent.types import Task
 from agentdescent.usage import Usage
 
 TEMPORARY_LEDGER_PREFIX = "agentdescent-ledger-"  # a run without store= keeps its ledger in such a temp folder
-FEWEST_TASKS = 4  # a run's least: some to train on, some held out
-GOOD_START = "12-20"  # tasks to start from, as the messages advise: 12 hold out 4 at the default held_out_frac
 FINISH_GRACE_S = 10.0  # how long a finished run waits for calls still running (see `_wind_down`)
 
 
@@ -276,45 +275,6 @@ def _wind_down(pools: Sequence[Executor], *, wait: bool) -> int:
         return sum(pool.shutdown(wait=wait, timeout=max(0.0, deadline - time.monotonic())) for pool in pools)
     except KeyboardInterrupt:
         return sum(pool.shutdown(wait=False, timeout=0.0) for pool in pools)
-
-
-def split_tasks(tasks: Sequence[Task], held_out_frac: float, rng: random.Random) -> tuple[list[Task], list[Task]]:
-    """Seeded train / held-out split. With held_out_frac=0 the train set is also the held-out set."""
-    if not 0.0 <= held_out_frac < 1.0:
-        raise UserError(f"held_out_frac must be in [0, 1); got {held_out_frac}")
-    if held_out_frac == 0:
-        return list(tasks), list(tasks)
-    order = list(tasks)
-    rng.shuffle(order)
-    n_held = held_out_count(len(order), held_out_frac)
-    return order[n_held:], order[:n_held]
-
-
-def held_out_count(total: int, held_out_frac: float) -> int:
-    """How many of `total` tasks a split with `held_out_frac` above 0 holds out: at least 1, and
-    at least 2 left to train on. held_out_count(36, 0.3) == 11"""
-    return min(total - 2, max(1, round(total * held_out_frac)))
-
-
-def too_few_to_train(train: int, tasks: int, held_out_frac: float, acceptance: object) -> str:
-    """Why `train` tasks cannot commit any change under `acceptance`, which judges a change on
-    at least its `min_tasks` train tasks; "" when they can."""
-    least = getattr(acceptance, "min_tasks", 0)
-    if train >= least:
-        return ""
-    return (f"{train} train tasks ({tasks} tasks, held_out_frac={held_out_frac:g}) are fewer than the {least} the "
-            "acceptance test judges a change on, so no change could ever be committed; give at least "
-            f"{fewest_tasks(held_out_frac, acceptance)} tasks ({GOOD_START} is a good start), or a smaller held_out_frac")
-
-
-def fewest_tasks(held_out_frac: float, acceptance: object) -> int:
-    """The fewest tasks a run can commit a change with: some held out (`held_out_count`), at least
-    `acceptance.min_tasks` left to train on, and never under `FEWEST_TASKS`.
-    fewest_tasks(0.3, BetaAcceptance()) == 6"""
-    least, total = getattr(acceptance, "min_tasks", 0), FEWEST_TASKS
-    while held_out_frac > 0 and total - held_out_count(total, held_out_frac) < least:
-        total += 1
-    return total
 
 
 def _checked_tasks(tasks: Sequence[Task]) -> list[Task]:

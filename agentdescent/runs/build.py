@@ -28,7 +28,7 @@ from agentdescent.artifacts.workspace import skill_name
 from agentdescent.dataloader import hf_rows, tasks_from
 from agentdescent.dataloader.local import file_rows
 from agentdescent.dataloader.tasks import check_ids, columns_of, guess_columns
-from agentdescent.engine.evolve import fewest_tasks
+from agentdescent.engine.split import fewest_tasks, good_start
 from agentdescent.errors import AgentDescentError, UserError
 from agentdescent.governance import (
     BLAST_RADII,
@@ -42,7 +42,6 @@ from agentdescent.governance import (
 from agentdescent.quoting import described, quoted
 from agentdescent.runs import containment
 from agentdescent.runs.agentcheck import agent_problems
-from agentdescent.runs.quote import good_start
 from agentdescent.runs.spec import Problem, RunSpec, SpecError, TasksSpec
 from agentdescent.runs.store import stored_tasks
 from agentdescent.runs.targetread import has_files, literal_glob, read_folder, unsaved_text

@@ -41,13 +41,13 @@ from agentdescent.commands import command
 from agentdescent.config import DEFAULTS
 from agentdescent.dataloader.tasks import Columns, columns_of, guess_columns
 from agentdescent.engine.calls.smallest import MINIBATCH, Sizes, fraction_within
-from agentdescent.engine.evolve import fewest_tasks, held_out_count
+from agentdescent.engine.split import FEW_HELD_OUT, fewest_tasks, good_start, held_out_count
 from agentdescent.errors import UserError
 from agentdescent.governance import MAX_FILE_BYTES
 from agentdescent.reading import read_text
 from agentdescent.runs import containment
 from agentdescent.runs.build import PLUGIN_AGENTS, rows_of_file
-from agentdescent.runs.quote import ENOUGH_HELD_OUT, FEW_HELD_OUT, good_start, low_end, plain, too_coarse
+from agentdescent.runs.quote import ENOUGH_HELD_OUT, low_end, plain, too_coarse
 
 SUFFIX = ".agentdescent.yaml"
 MODELS = {"claude": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}  # a provider's model to start from, when it has no default

@@ -27,13 +27,11 @@ from pydantic import BaseModel
 
 from agentdescent.agents.base import estimate_tokens
 from agentdescent.engine.calls.smallest import MINIBATCH, Sizes, fraction_within, smallest_run
-from agentdescent.engine.evolve import held_out_count
+from agentdescent.engine.split import FEW_HELD_OUT, tasks_holding_out
 
 REFLECTIONS, SCOUTS, WAVE, SHARE = 2, 1, 16, 0.2
 TOKENS_OUT = 300  # a typical reply
 CONTEXT_TOKENS = 100_000  # a prompt past this is past the context many models take
-FEW_HELD_OUT = 4  # held-out tasks below which the held-out reward is too coarse to mean much
-GOOD_START_MOST = 20  # tasks enough to start from, with the held-out set FEW_HELD_OUT asks for (`good_start`)
 # Held-out tasks past which more buy little: two held-out rewards (means of n rewards in [0, 1]) differ by chance by
 # up to 1.96 * sqrt(0.5 / n) at 95% (the worst case, unpaired), 0.098 at 200, so a gain of 0.1 stands out; the margin
 # shrinks only as 1 / sqrt(n), while each task costs a rollout at the start, at the end and at every validation.
@@ -76,22 +74,6 @@ def too_coarse(held_out: int, held_out_frac: float) -> str:
     enough = tasks_holding_out(FEW_HELD_OUT, held_out_frac)
     return (f"the held-out reward moves in steps of {1 / held_out:.2g}, too coarse to tell a better version from luck; "
             f"give {enough} or more tasks (held_out_frac={held_out_frac:g} holds out {FEW_HELD_OUT} of {enough})")
-
-
-def tasks_holding_out(count: int, held_out_frac: float) -> int:
-    """The fewest tasks of which a split with `held_out_frac` holds `count` out (`held_out_count`;
-    0 measures every task on the held-out set): tasks_holding_out(4, 0.3) == 12"""
-    total = count
-    while held_out_frac > 0 and held_out_count(total, held_out_frac) < count:
-        total += 1
-    return total
-
-
-def good_start(held_out_frac: float) -> str:
-    """The tasks to start from, as init and plan advise: enough to hold out `FEW_HELD_OUT`, and up
-    to 20: good_start(0.3) == "12-20" """
-    least = tasks_holding_out(FEW_HELD_OUT, held_out_frac)
-    return f"{least}-{GOOD_START_MOST}" if least < GOOD_START_MOST else f"{least} or more"
 
 
 def held_out_warnings(sizes: Sizes, *, rounds: int, tasks: int) -> list[str]:

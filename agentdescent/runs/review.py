@@ -19,9 +19,9 @@ from pydantic import BaseModel, Field
 from agentdescent import events as ev
 from agentdescent.commands import command
 from agentdescent.engine.calls.evaluation import view_key
-from agentdescent.engine.evolve import split_tasks
 from agentdescent.engine.loop.stopping import unmeasured
 from agentdescent.engine.persist.checkpoint import RunFiles
+from agentdescent.engine.split import split_tasks
 from agentdescent.ledger import Ledger
 from agentdescent.result import EvolveResult
 from agentdescent.runs import build, keys

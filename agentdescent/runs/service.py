@@ -23,7 +23,7 @@ from agentdescent.artifacts import backups
 from agentdescent.artifacts.writeback import target_path
 from agentdescent.commands import command
 from agentdescent.engine.calls.smallest import Sizes, refusal
-from agentdescent.engine.evolve import split_tasks, too_few_to_train
+from agentdescent.engine.split import split_tasks, too_few_to_train
 from agentdescent.errors import UserError
 from agentdescent.governance import Governance, matching
 from agentdescent.runs import build, checkpointed, detach, hostwork, keys, leftovers, restoring, review, sealed, verdict
