@@ -459,8 +459,9 @@ def test_of_two_takers_of_work_whose_claim_went_void_one_gets_each_request(run):
     new claim, and both were handed the request (the race is tried three times over 120)."""
     box = Mailbox(run.file("mailbox"))
     post(run, *({"prompt": f"t{i}"} for i in range(120)))
-    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    dead = Claim(holder="gone", pid=int(ended.stdout))  # a killed MCP server's: void at once
+    # a killed MCP server's: void at once (a pid past the highest pid_max Linux allows, so that no
+    # process started meanwhile by the rest of the suite can take it over)
+    dead = Claim(holder="gone", pid=2**22 + 1)
     takers = [Claim(holder=name, pid=os.getpid()) for name in ("a", "b")]
     switching = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)  # the two threads interleave every few bytecodes, as two processes would
