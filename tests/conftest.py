@@ -3,8 +3,12 @@ pytest's own temporary tree, and the fixtures the tests share (their doubles are
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,6 +27,17 @@ from tests.doubles import CountingRun, exact
 
 def pytest_configure(config) -> None:  # noqa: ANN001 - pytest's hook signature
     offline.install()
+    config.add_cleanup(_python3_first_on_path())
+
+
+def _python3_first_on_path() -> Callable[[], None]:
+    """`python3` on PATH is the interpreter running the suite, for the stand-in CLIs of
+    tests/fake_clis (`#!/usr/bin/env -S python3 -S`): a version manager's shim found first (pyenv's
+    runs a dozen shell scripts before Python starts) would cost each of their thousands of calls."""
+    folder = Path(tempfile.mkdtemp(prefix="agentdescent-tests-python3-"))
+    (folder / "python3").symlink_to(os.path.realpath(sys.executable))
+    os.environ["PATH"] = f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"
+    return lambda: shutil.rmtree(folder, ignore_errors=True)
 
 
 def pytest_make_parametrize_id(config, val, argname):  # noqa: ANN001, ANN201 - pytest's hook signature
