@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from agentdescent.agents import scripted
+from agentdescent.artifacts.fileblocks import files_of, parse_file_blocks
 from agentdescent.artifacts.strategies import (
     MAX_PROPOSAL_CHARS,
     AppendRules,
@@ -30,8 +31,6 @@ from agentdescent.artifacts.strategies import (
     InvalidProposal,
     KeyedRules,
     SingleSlot,
-    files_of,
-    parse_file_blocks,
     text_refusal,
 )
 from agentdescent.governance import Governance, unsafe_key_reason

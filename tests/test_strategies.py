@@ -3,6 +3,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentdescent import evolve
+from agentdescent.artifacts.fileblocks import files_of
 from agentdescent.artifacts.strategies import (
     MAX_PROPOSAL_CHARS,
     MAX_TREE_PROPOSAL_CHARS,
@@ -12,7 +13,6 @@ from agentdescent.artifacts.strategies import (
     KeyedRules,
     SingleSlot,
     Strategy,
-    files_of,
     rule_key,
 )
 from agentdescent.errors import UserError
@@ -140,6 +140,38 @@ def test_single_slot_inserts_its_line_above_the_trailing_blank_lines_only():
     s = SingleSlot("Hello  \n\n\n")
     [edit] = s.edits_for(s.initial_state(), "Be kind.")
     assert edit.after == "Hello  \nBe kind.\n\n\n"
+
+
+@pytest.mark.parametrize("variant", ["cite your sources", "- Cite your sources!", "CITE YOUR SOURCES.", "  cite  your\tsources  "])
+def test_single_slot_line_present_but_for_case_punctuation_or_blanks_is_a_no_op_edit(variant):
+    s = SingleSlot("You are helpful.\nCite your sources.\n")
+    state = s.initial_state()
+    [edit] = s.edits_for(state, variant)
+    assert edit.before == edit.after == state["prompt"]
+
+
+@pytest.mark.parametrize("other", ["Cite your sources twice.", "Cite no sources.", "Cite your source code."])
+def test_single_slot_a_different_line_close_to_one_it_holds_is_still_appended(other):
+    s = SingleSlot("You are helpful.\nCite your sources.\n")
+    [edit] = s.edits_for(s.initial_state(), other)
+    assert edit.after == f"You are helpful.\nCite your sources.\n{other}\n"
+
+
+def test_single_slot_rule_committed_then_proposed_reworded_is_a_duplicate_never_tested():
+    def propose(rendered, task, output, reward):  # the rule, then the same rule re-cased once it is there
+        return "cite the source!" if "Cite the source." in rendered else "Cite the source."
+
+    seen: list[str] = []
+
+    def run(rendered, task):
+        seen.append(rendered)
+        return rendered
+
+    result = evolve(numbered_tasks(12), lambda t, o: float("cite the source" in o.lower() and int(t.id[1:]) % 3 != 0),
+                    run=run, propose=propose, strategy=SingleSlot(""), rounds=3, n_workers=1, seed=1)
+    later = [o for o in result.outcome_list if o.kind != "committed"]
+    assert result.rendered == "Cite the source.\n" and later and {o.kind for o in later} == {"duplicate"}
+    assert not any("cite the source!" in text for text in seen)  # no rollout of a candidate holding it twice
 
 
 # --- AppendRules ------------------------------------------------------------------------------

@@ -36,6 +36,14 @@ def rule_key(rule: str) -> str:
     return "rule-" + hashlib.sha256(normal.encode("utf-8")).hexdigest()[:10]
 
 
+def holds_rule(text: str, rule: str) -> bool:
+    """Whether a line of `text` says `rule` but for case, punctuation and blanks (`rule_key`: so a
+    line of no words, "---", says what any other does, "***").
+    holds_rule("Be kind.\\n- be brief!\\n", "Be brief.") is True"""
+    key = rule_key(rule)
+    return any(line.strip() and rule_key(line) == key for line in lines_of(text))
+
+
 class Page:
     """The text a playbook's rules are kept in, its own rules, and a state of rules rendered in it."""
 

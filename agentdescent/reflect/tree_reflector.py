@@ -13,14 +13,8 @@ import re
 from collections.abc import Mapping, Sequence
 
 from agentdescent.agents.base import Model
-from agentdescent.artifacts.strategies import (
-    MAX_TREE_PROPOSAL_CHARS,
-    FileTree,
-    InvalidProposal,
-    files_of,
-    parse_file_blocks,
-    unclosed_file,
-)
+from agentdescent.artifacts.fileblocks import files_of, parse_file_blocks, unclosed_file
+from agentdescent.artifacts.strategies import MAX_TREE_PROPOSAL_CHARS, FileTree, InvalidProposal
 from agentdescent.governance import Governance
 from agentdescent.governance.text import NUL_ONLY, text_refusal
 from agentdescent.reflect.reflector import NONE_REPLY, Reflector, describe_cases, describe_tried, fenced, unwrap
