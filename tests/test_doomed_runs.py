@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from agentdescent import BetaAcceptance, Task, events, evolve
+from agentdescent import BetaAcceptance, KeyedRules, Task, events, evolve, reflector, scripted
 from agentdescent.config import Parallelism
 from agentdescent.engine.calls.units import check_reward
 from agentdescent.engine.split import split_tasks
@@ -136,6 +136,28 @@ def test_a_reflector_that_always_fails_stops_the_run_after_the_first_round(propo
     result = evolve(tasks, reward, run=run, propose=propose, rounds=6, n_workers=2)
     assert "every reflection of the first round failed" in result.error and "Fix the reflector" in result.error
     assert len(result.history) == 1 and result.outcomes() == {"error": 2 * 2}  # workers x reflections per worker
+
+
+@pytest.mark.parametrize("reply, said", [("I'm sorry, but I can't help with that.", "no <rule> tag"),
+                                         ('```json\n{"rule": "Say the year."}\n```', "no <rule> tag"),
+                                         ("<rule>I'm sorry, but I can't help with that.</rule>", "is a refusal")])
+def test_a_model_reflector_whose_every_reply_is_unreadable_stops_the_run_saying_why(reply, said):
+    """Such a run finished every round with no outcome at all and no word of why."""
+    tasks, reward, run, _ = year_program()
+    propose = reflector(scripted(lambda prompt: reply))
+    result = evolve(tasks, reward, run=run, propose=propose, rounds=6, n_workers=2)
+    assert "every reflection of the first round failed" in result.error and said in result.error
+    assert "Fix the reflector (propose: a model that replies in the form its prompt asks" in result.error
+    assert len(result.history) == 1 and result.outcomes() == {"invalid": 2 * 2}
+    assert all("cannot be read as a rule" in o.reason for o in result.outcome_list)
+    assert propose.stats == {"unreadable": 2 * 2}
+
+
+def test_proposals_the_strategy_cannot_use_are_no_failed_reflections():
+    tasks, reward, run, _ = year_program()
+    result = evolve(tasks, reward, run=run, propose=lambda *a: "colour: blue", strategy=KeyedRules(["tone"]),
+                    rounds=2, n_workers=2)
+    assert result.error is None and len(result.history) == 2 and set(result.outcomes()) == {"invalid"}
 
 
 def test_a_reflector_that_has_nothing_to_say_is_no_failure():

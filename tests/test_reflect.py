@@ -50,7 +50,8 @@ def test_where_the_prompt_asked_for_tags_a_reply_without_them_is_read_only_for_a
         parse_rule(refusal, tags_asked=True)
     assert parse_rule("**Rule:** give only the number.", tags_asked=True) == "give only the number."
     assert parse_rule("NONE", tags_asked=True) is None and parse_rule("<rule>Be brief.</rule>", tags_asked=True) == "Be brief."
-    assert parse_rule(refusal) == refusal  # asked for no tags: the reply is what it says
+    with pytest.raises(ValueError, match="the reply is a refusal, not a rule"):
+        parse_rule(refusal)  # asked for no tags, the reply is read as it stands: a refusal still tells no habit
 
 
 @pytest.mark.usefixtures("no_provider_env")
@@ -72,7 +73,9 @@ def test_a_template_of_ones_own_that_asks_for_no_tags_has_the_reply_read_as_the_
     plain = reflector(scripted(["Give only the number."]), instructions="{artifact}\n{cases}\nReply with one rule.")
     assert plain("", TASK, "x", 0.0) == "Give only the number."
     tagged_asked = reflector(scripted(["Give only the number."]))
-    assert tagged_asked("", TASK, "x", 0.0) is None and tagged_asked.stats == {"unreadable": 1}
+    with pytest.raises(InvalidProposal, match="no <rule> tag, which the prompt asked for"):
+        tagged_asked("", TASK, "x", 0.0)
+    assert tagged_asked.stats == {"unreadable": 1}
 
 
 def test_prose_without_a_rule_is_unreadable():
@@ -112,12 +115,82 @@ def test_reflector_shows_artifact_task_output_gold_and_reward():
     assert propose.stats == {"rules": 1}
 
 
-def test_reflector_counts_empty_none_and_garbage_as_no_proposal():
+def test_reflector_counts_empty_none_garbage_and_rules():
     replies = ["", "NONE", "Well.\nHard to say.\nMaybe?", "<rule>Be exact.</rule>"]
     propose = reflector(scripted(replies))
-    got = [propose("", TASK, "x", 0.0) for _ in replies]
-    assert got == [None, None, None, "Be exact."]
+    got = [propose("", TASK, "x", 0.0) for _ in replies[:2]]
+    with pytest.raises(InvalidProposal, match="no <rule> tag"):
+        propose("", TASK, "x", 0.0)
+    assert got == [None, None] and propose("", TASK, "x", 0.0) == "Be exact."
     assert propose.stats == {"empty": 1, "none": 1, "unreadable": 1, "rules": 1}
+
+
+@pytest.mark.parametrize("reply, reason", [
+    ('```json\n{"rule": "Cite the source."}\n```', "no <rule> tag, which the prompt asked for"),
+    ("I'm sorry, but I can't help with that.", "no <rule> tag, which the prompt asked for"),
+    ("<rule>Cite the source. " + "Also be careful. " * 100 + "</rule>", "longer than 1000 characters"),
+    ("<rule>Always answer with the number", "cut off"),
+])
+def test_an_unreadable_reply_is_an_invalid_proposal_that_says_why_and_how_it_begins(reply, reason):
+    """It was None, counted but said nowhere: a run whose every reply was unreadable finished with
+    no outcome at all, its journal holding no reason."""
+    propose = reflector(scripted([reply]))
+    with pytest.raises(InvalidProposal, match=re.escape(reason)) as caught:
+        propose("", TASK, "x", 0.0)
+    assert "cannot be read as a rule" in str(caught.value) and f"(it begins «{reply[:6]}" in str(caught.value)
+    assert propose.stats == {"unreadable": 1}
+
+
+@pytest.mark.parametrize("reply", [
+    "<rule>**Rule:** Cite the source.</rule>",
+    "<rule>Rule: Cite the source.</rule>",
+    "<rule>**New rule**: Cite the source.</rule>",
+    '<rule>Proposed rule - "Cite the source."</rule>',
+    "<rule>\n## Rule\nCite the source.\n</rule>",
+    "<rule>**Rule**\nCite the source.</rule>",
+    "<rule>### Cite the source.</rule>",
+    "<rule>- Rule: Cite the source.</rule>",
+])
+def test_a_label_or_a_heading_inside_the_tag_is_no_part_of_the_rule(reply):
+    """They were committed: "- Rule:** Cite the source.", "- ## Rule Cite the source."."""
+    assert parse_rule(reply, tags_asked=True) == "Cite the source."
+
+
+@pytest.mark.parametrize("rule", ["Rule out the impossible answers first.", "Rule-based checks come first.",
+                                  "None of the steps may be skipped.", "Before answering, check:\n- the units\n- the sign"])
+def test_a_rule_that_merely_begins_like_a_label_or_none_or_holds_a_list_is_kept(rule):
+    assert parse_rule(f"<rule>{rule}</rule>") == " ".join(rule.split())
+
+
+@pytest.mark.parametrize("reply, rules", [
+    ("<rule>1. Cite the source.\n2. Be brief.\n3. Show your work.</rule>", 3),
+    ("<rule>\nRules:\n- Cite the source.\n- Be brief.\n</rule>", 2),
+    ("<rule>Rule 1: Cite the source.\nRule 2: Be brief.</rule>", 2),
+])
+def test_a_list_of_rules_inside_the_tag_is_refused_not_squashed_into_one(reply, rules):
+    with pytest.raises(ValueError, match=f"a list of {rules} rules; the prompt asks for one rule per reply"):
+        parse_rule(reply)
+
+
+@pytest.mark.parametrize("reply", [
+    "<rule>NONE - the answer was already correct.</rule>", "<rule>NONE</rule>", "NONE — the answer was already correct.",
+    "NONE. The answer was already correct.", "NONE\n\nThe answer was already correct.", "**NONE**: it was right.",
+    "<rule>No rule needed; the answer was correct.</rule>", "(none)", "Rule: N/A, it was right",
+])
+def test_none_with_or_without_why_is_no_proposal(reply):
+    propose = reflector(scripted([reply]))
+    assert parse_rule(reply, tags_asked=True) is None and propose("", TASK, "x", 0.0) is None
+    assert propose.stats == {"none": 1}
+
+
+@pytest.mark.parametrize("reply", ["<rule>I'm sorry, but I can't help with that.</rule>",
+                                   "<rule>I’m unable to suggest a rule here.</rule>", "Rule: I cannot help with that."])
+def test_a_refusal_inside_the_tags_is_no_rule(reply):
+    """It was committed as the rule, and paid for."""
+    propose = reflector(scripted([reply]))
+    with pytest.raises(InvalidProposal, match="is a refusal, not a rule"):
+        propose("", TASK, "x", 0.0)
+    assert propose.stats == {"unreadable": 1}
 
 
 def be_exact(prompt: str) -> str:

@@ -6,13 +6,15 @@
 Models wrap answers in prose, code fences, quotes and markdown; the parsers here look for the
 asked-for tags first and fall back to a line that names its rule ("Rule: ..."), and, where the
 prompt asked for no tags, to what the whole reply plainly says: where it asked for them, a reply
-without them (a refusal, say) is no rule. A tag opened and never closed is a reply cut off. An
-empty or unreadable reply is no proposal, and is counted. A reply is checked at the door before
-it is read (a size cap, valid Unicode, no NUL); one that fails is an invalid proposal with the
-reason. Every reader here runs in time linear in the reply: plain `find` scans, and regexes
-with no nested or adjacent repeats that could backtrack over one another. What it leaves out:
-calling the model robustly (the clients in `agentdescent.agents` retry and time out) and
-deciding whether a proposal helps (the aggregator).
+without them (a refusal, say) holds no rule. Inside the tags, a label ("**Rule:**") and markdown
+headings are dropped; a list of rules is refused (one rule a reply), and so is a refusal. NONE,
+alone or followed by punctuation or a dash and why, is no proposal. A tag opened and never closed
+is a reply cut off. An empty reply is no proposal; one that cannot be read is an invalid proposal
+with the reason, as is one that fails the door (a size cap, valid Unicode, no NUL), checked before
+it is read; all are counted. Every reader here runs in time linear in the reply: plain `find`
+scans, and regexes with no nested or adjacent repeats that could backtrack over one another. What
+it leaves out: calling the model robustly (the clients in `agentdescent.agents` retry and time
+out) and deciding whether a proposal helps (the aggregator).
 """
 
 from __future__ import annotations
@@ -26,11 +28,25 @@ from collections.abc import Sequence
 from agentdescent.agents.base import Model
 from agentdescent.artifacts.strategies import InvalidProposal
 from agentdescent.governance.text import NUL_ONLY, text_refusal
+from agentdescent.quoting import quoted
 from agentdescent.reflect.templates import fill, template
 from agentdescent.returned import as_text, plain_callable
 from agentdescent.types import Rollout, Task, Tried
 
-NONE_REPLY = re.compile(r"^\W*(none|no rule|no change|n/?a|nothing)\W*$", re.IGNORECASE)
+# NONE alone, or followed by punctuation, a dash or a line break and why: "NONE - it was right.",
+# "No rule needed; ...".
+NONE_REPLY = re.compile(r"^\W*(?:none|no (?:rule|change)s?(?:\s+(?:is\s+|are\s+)?(?:needed|necessary|required))?|n/?a|nothing)"
+                        r"(?:\W*$|[ \t*_`'\"”’]*[-–—:;,.!?()\n])", re.IGNORECASE)
+# How a model that declines begins (curly apostrophes made straight): never a rule, which tells
+# the assistant what to do.
+_REFUSAL = re.compile(r"^\W*(?:(?:i'?m|i am) (?:sorry|afraid|unable|not able)|sorry\b|i apologi[sz]e|unfortunately,? i\b|"
+                      r"i (?:can ?not|can't|won'?t|will not|must decline)\b|as an ai\b)", re.IGNORECASE)
+_LABELLED = r"(?:(?:new|proposed|suggested|general|updated|revised|improved|final|one|the|my)\s+)?rules?(?:\s*#?\d+)?"
+# A label before the rule ("Rule:", "Rule**:", "New rule 2 -"), read once unwrap took the bold
+# marks before it; and a line that only says a rule follows ("**Rule**", "Rules:").
+_LABEL = re.compile("^" + _LABELLED + r"[*_]*(?::|[ \t]+[-–—](?=\s|$))[*_ \t]*", re.IGNORECASE)
+_LABEL_ONLY = re.compile(_LABELLED + r"[*_:]*", re.IGNORECASE)
+_HEADING = re.compile(r"#{1,6}(?:[ \t]|$)")
 # "rule", blanks and an optional number, a colon. No two repeats can match the same blanks, so a
 # long run of them is crossed once (`\s*\d*\s*` would try every split of it: quadratic).
 _RULE_LINE = re.compile(r"\brule\s*(?:\d+\s*)?:\s*(.+)$", re.IGNORECASE | re.MULTILINE)
@@ -93,11 +109,11 @@ def unwrap(text: str) -> str:
 
 
 def parse_rule(reply: str, *, tags_asked: bool = False) -> str | None:
-    """One rule from a model's reply, or None for "no rule" and for a reply that holds none;
-    ValueError for a reply that is prose, too long, holds a rule over `MAX_RULE_CHARS`, or opens
-    a <rule> that nothing closes after it (cut off: what it holds may be half a rule). With
-    `tags_asked` (the prompt asked for <rule> tags) a reply without them is read only where a line
-    names its rule or it says there is none: "I'm sorry, but I can't help with that." is no rule.
+    """One rule from a model's reply, or None for "no rule" ("NONE", "NONE - it was right.") and
+    for a reply that holds none; ValueError for a reply that is prose, too long, a refusal, holds a
+    rule over `MAX_RULE_CHARS` or a list of rules, or opens a <rule> that nothing closes after it
+    (cut off: what it holds may be half a rule). With `tags_asked` (the prompt asked for <rule>
+    tags) a reply without them is read only where a line names its rule or it says there is none.
 
     parse_rule("<rule>Cite the source.</rule>") == "Cite the source."
     parse_rule("Sure! Rule: cite the source.") == "cite the source."
@@ -106,20 +122,43 @@ def parse_rule(reply: str, *, tags_asked: bool = False) -> str | None:
         raise ValueError(f"the reply is {len(reply):,} characters; at most {MAX_REPLY_CHARS:,} are read")
     if opened_after_last_block(reply, "rule"):
         raise ValueError("the reply opens a <rule> tag that it never closes: it was cut off")
-    body = tagged(reply, "rule")
-    if body is None:
+    body, where = tagged(reply, "rule"), "the text of the <rule> tag"
+    if body is not None:
+        rule = _inside_tags(body)
+    else:
         lines = _RULE_LINE.findall(reply)
-        body = lines[-1] if lines else reply
-    rule = unwrap(body)
+        body, where = (lines[-1], "the 'Rule:' line") if lines else (reply, "the reply")
+        rule = unwrap(body)
     if not rule or NONE_REPLY.match(rule):
         return None
     if tags_asked and body is reply:
         raise ValueError("the reply has no <rule> tag, which the prompt asked for, nor a 'Rule:' line")
     if "\n" in rule.strip() and body is reply:  # prose, not a rule
         raise ValueError("the reply has no <rule> tag and is not a single rule")
+    if _REFUSAL.match(rule.replace("’", "'")):
+        raise ValueError(f"{where} is a refusal, not a rule")
     if len(rule) > MAX_RULE_CHARS:
         raise ValueError(f"the rule is longer than {MAX_RULE_CHARS} characters")
     return " ".join(rule.split())
+
+
+def _inside_tags(body: str) -> str:
+    """The rule a <rule> tag holds, unwrapped, with markdown headings and a label before it dropped;
+    ValueError for a list of rules, since a reply holds one. _inside_tags("## Rule\\nBe brief.") == "Be brief." """
+    fence = fenced(body)
+    lines = [line.strip() for line in (body if fence is None else fence).splitlines() if line.strip()]
+    said = [line for line in lines if not (_HEADING.match(line) or _LABEL_ONLY.fullmatch(line.strip("*_ ")))]
+    lines = said or [_HEADING.sub("", line, count=1) for line in lines]  # a heading alone is the rule
+    listed = sum(map(_listed, lines))
+    if listed > 1 and _listed(lines[0]):
+        raise ValueError(f"the <rule> tag holds a list of {listed} rules; the prompt asks for one rule per reply")
+    text = unwrap("\n".join(lines))
+    return unwrap(_LABEL.sub("", text, count=1))
+
+
+def _listed(line: str) -> bool:
+    """Whether a line is an item of a list: "1. ...", "- ...", "Rule 2: ..." """
+    return bool(_BULLET.match(line) or _LABEL.match(line.lstrip("*_")))
 
 
 def opened_after_last_block(reply: str, tag: str) -> bool:
@@ -185,9 +224,9 @@ class Reflector:
             return None
         try:
             rule = parse_rule(reply, tags_asked=self._tags_asked)
-        except ValueError:
+        except ValueError as exc:  # an invalid outcome with the reason, not a silent None: a run told why
             self._count("unreadable")
-            return None
+            raise InvalidProposal(f"the reply cannot be read as a rule: {exc} (it begins {quoted(reply, 120)})") from None
         self._count("rules" if rule else "none")
         return rule
 
@@ -219,7 +258,8 @@ def reflector(model: Model, *, batch: bool = False, instructions: str | None = N
     """A `propose` that asks `model` for one general rule per failure (or, with `batch=True`, one
     rule from all of a worker's chosen failures). `instructions` replaces the prompt template;
     it receives `{artifact}` and `{cases}`, and where it asks for <rule> tags, as the default
-    does, a reply without them is no rule (see `parse_rule`). With `apart=True` the artifact goes
+    does, a reply without them is unreadable (see `parse_rule`). A reply it cannot read raises
+    `InvalidProposal` (an `invalid` outcome, with the reason). With `apart=True` the artifact goes
     to the model as `context=`, beside the prompt (a host reads each candidate's once, however
     many prompts)."""
     plain_callable(model, "reflector's model")

@@ -27,6 +27,7 @@ from agentdescent.types import Reflection, Rollout, Task, Tried
 
 T = TypeVar("T")
 KEPT_OUTPUT_CHARS = 100_000  # of a rollout's output, kept once it is scored (the reward saw all of it)
+UNUSABLE = "the proposal is unusable: "  # how the reason of a propose that raised InvalidProposal begins
 _ABANDONED: weakref.WeakSet[threading.Thread] = weakref.WeakSet()  # threads of calls `within` gave up on
 _SIGINT_SEEN: threading.Event | None = None  # in a worker process (`heed_sigint`): set once a SIGINT reached it
 
@@ -226,7 +227,7 @@ def _reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence
     except UserError:
         raise  # misconfiguration: every proposal would fail alike
     except InvalidProposal as exc:
-        return Reflection(failed="invalid", reason=f"the proposal is unusable: {bounded(str(exc))}")
+        return Reflection(failed="invalid", reason=f"{UNUSABLE}{bounded(str(exc))}")
     except Exception as exc:  # one failed reflection is an outcome, not the end of the run
         return Reflection(failed="error", reason=f"propose raised {described(exc)}")
     except BaseException as exc:

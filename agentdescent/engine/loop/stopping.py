@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from agentdescent.engine.calls.units import UNUSABLE
 from agentdescent.engine.ctrl_c import CTRL_C
 from agentdescent.errors import AgentDescentError, Cancelled, LedgerError, UserError
 from agentdescent.quoting import bounded, described
@@ -154,12 +155,27 @@ class FailureWatch:
 
     @staticmethod
     def check_reflections(outcomes: Sequence[Outcome], stretch: str) -> None:
-        """`NothingWorked` when every reflection of `stretch` failed with an error (`propose`
-        raised or ran out of time: a wrong key, model or signature), so no diff can ever come."""
-        if outcomes and all(o.kind == "error" and o.reason.startswith("propose ") for o in outcomes):
-            raise NothingWorked(f"every reflection of {stretch} failed ({len(outcomes)} of {len(outcomes)}), so the "
-                                f"run cannot change anything; the first: {outcomes[0].reason}. Fix the reflector "
-                                "(propose: its key, its model, its arguments), then resume the run or start it again")
+        """`NothingWorked` when every reflection of `stretch` failed: `propose` raised or ran out of
+        time (a wrong key, model or signature), or raised `InvalidProposal` (a model reflector's
+        reply it could not read: a refusal, another format than its prompt asks for, a reply cut
+        off), so no diff can ever come."""
+        if not outcomes or not all(_raised(o) for o in outcomes):
+            return
+        kinds = {o.kind for o in outcomes}
+        fix = "; ".join([*(["its key, its model, its arguments"] if "error" in kinds else []),
+                         *(["a model that replies in the form its prompt asks, with room in max_tokens for a whole reply"]
+                           if "invalid" in kinds else [])])
+        raise NothingWorked(f"every reflection of {stretch} failed ({len(outcomes)} of {len(outcomes)}), so the run "
+                            f"cannot change anything; the first: {outcomes[0].reason}. Fix the reflector (propose: "
+                            f"{fix}), then resume the run or start it again")
+
+
+def _raised(outcome: Outcome) -> bool:
+    """Whether a reflection's outcome is `propose` failing: it raised, ran out of time, or raised
+    InvalidProposal (a proposal the strategy refused is no such failure)."""
+    if outcome.kind == "error":
+        return outcome.reason.startswith("propose ")
+    return outcome.kind == "invalid" and outcome.reason.startswith(UNUSABLE)
 
 
 def unwritable(exc: OSError | LedgerError) -> tuple[str, str]:
