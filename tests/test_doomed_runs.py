@@ -153,6 +153,15 @@ def test_a_model_reflector_whose_every_reply_is_unreadable_stops_the_run_saying_
     assert propose.stats == {"unreadable": 2 * 2}
 
 
+def test_a_few_unreadable_replies_of_a_small_first_round_do_not_stop_the_run():
+    """A model's odd reply may be noise: a first round of one worker (two reflections) goes on."""
+    tasks, reward, run, _ = year_program()
+    replies = iter(["I'm sorry, but I can't help with that."] * 2)
+    result = evolve(tasks, reward, run=run, propose=reflector(scripted(lambda prompt: next(replies, "<rule>Say the year.</rule>"))),
+                    rounds=3, n_workers=1)
+    assert result.error is None and result.outcomes()["invalid"] == 2 and "committed" in result.outcomes()
+
+
 def test_proposals_the_strategy_cannot_use_are_no_failed_reflections():
     tasks, reward, run, _ = year_program()
     result = evolve(tasks, reward, run=run, propose=lambda *a: "colour: blue", strategy=KeyedRules(["tone"]),

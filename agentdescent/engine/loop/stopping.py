@@ -108,6 +108,7 @@ class NothingWorked(UserError):
 
 
 FEWEST_LATER = 4  # a later round that ran fewer rollouts says too little to stop a run that has worked
+FEWEST_UNREADABLE = 4  # reflections whose replies could not be read, all a round had, that stop a run
 
 
 def nothing_worked(stretch: str, failed: int, error: str | None, which: str = "first") -> NothingWorked:
@@ -158,9 +159,11 @@ class FailureWatch:
         """`NothingWorked` when every reflection of `stretch` failed: `propose` raised or ran out of
         time (a wrong key, model or signature), or raised `InvalidProposal` (a model reflector's
         reply it could not read: a refusal, another format than its prompt asks for, a reply cut
-        off), so no diff can ever come."""
+        off: at least `FEWEST_UNREADABLE` of them), so no diff can ever come."""
         if not outcomes or not all(_raised(o) for o in outcomes):
             return
+        if any(o.kind == "invalid" for o in outcomes) and len(outcomes) < FEWEST_UNREADABLE:
+            return  # a model's odd reply or two may be noise: a round of them is its habit
         kinds = {o.kind for o in outcomes}
         fix = "; ".join([*(["its key, its model, its arguments"] if "error" in kinds else []),
                          *(["a model that replies in the form its prompt asks, with room in max_tokens for a whole reply"]
