@@ -265,7 +265,8 @@ _KEYWORD = re.compile(  # Score: 7, score = 9.5 out of 10, "score": 7, Final sco
 _RATIO = re.compile(rf"(?P<n>{_NUM}){_DEN.format('d')}|\*\*\s*(?P<b>{_NUM})\s*\*\*", re.IGNORECASE)  # 7/10, **8**
 _BARE = re.compile(rf"(?P<n>{_NUM})(?:{_DEN.format('d')})?")
 _REMINDER = ("\n\nYour previous reply did not end with a score I could read. Reply again, ending with "
-             "one line of the form 'Score: N', where N is a number from 0 to {scale}.")
+             "one line of the form 'Score: N/{scale}', where N is a number from 0 to {scale}.")
+_UNCLEAR = "; a decimal score up to 1 ('0.9') is read only with its denominator ('0.9/1', '0.5/{scale}')"
 _NO_GOLD = "(none given: grade by the rubric alone)"
 
 
@@ -280,12 +281,14 @@ def parse_score(reply: str, scale: int) -> float | None:
     those, a last line that is only a number. A denominator in the reply overrides `scale`, and a
     score past `scale` takes the one the reply gives the same number elsewhere ("30 out of 100 ...
     Score: 30" is 0.3). A score that is still outside [0, 1] is unreadable (None), never clamped:
-    parse_score("Score: 85", 10) is None. Only the reply's last 4,000 characters are read (a word
-    the cut splits is left out), so a long reply costs no more than a short one.
+    parse_score("Score: 85", 10) is None. On a scale above 1, so is a decimal above 0 and at most 1
+    ("0.9", "1.0") unless the reply states its denominator ("0.9/1", "0.5/10", "90%"): read on
+    `scale` it would be a tenth of what a judge grading from 0 to 1 meant. Whole numbers ("0",
+    "1") are read on `scale`. Only the reply's last 4,000 characters are read (a word the cut
+    splits is left out), so a long reply costs no more than a short one.
     """
     text = _tail(reply)
-    for read in (_last_keyword, _last_ratio, _bare_last_line):
-        match = read(text)
+    for match in (_last(_KEYWORD, text), _last(_RATIO, text), _bare_last_line(text)):
         if match is not None:
             return _fraction(match, scale, text)
     return None
@@ -299,14 +302,6 @@ def _tail(reply: str) -> str:
     return "" if space is None else tail[space.start():]
 
 
-def _last_keyword(text: str) -> re.Match[str] | None:
-    return _last(_KEYWORD, text)
-
-
-def _last_ratio(text: str) -> re.Match[str] | None:
-    return _last(_RATIO, text)
-
-
 def _bare_last_line(text: str) -> re.Match[str] | None:
     last_line = next((line for line in reversed(text.splitlines()) if line.strip()), "")
     return _BARE.fullmatch(last_line.strip().strip("*#`").rstrip(".").strip())
@@ -314,10 +309,14 @@ def _bare_last_line(text: str) -> re.Match[str] | None:
 
 def _fraction(match: re.Match[str], scale: int, text: str) -> float | None:
     groups = match.groupdict()
-    number = float(groups.get("n") or groups["b"])
+    written = groups.get("n") or groups["b"] or ""
+    number = float(written)
+    ambiguous = scale > 1 and "." in written and 0 < number <= 1  # "0.9": of 1, or of 10?
     den = _denominator(groups)
-    if den is None and not 0 <= number <= scale:
+    if den is None and (ambiguous or not 0 <= number <= scale):
         den = _stated(text, number)
+    if den is None and ambiguous:
+        return None
     value = number / (scale if den is None else den)
     return value if 0.0 <= value <= 1.0 else None
 
@@ -360,7 +359,8 @@ class Judge:
                 return score
             with self._lock:
                 self.unparseable += 1
-        raise AgentError(f"judge gave no readable score for task {task.id!r}, twice; last reply ends: {quoted(reply[-300:], 300)}")
+        unclear = _UNCLEAR.format(scale=self.scale) if self.scale > 1 else ""
+        raise AgentError(f"judge gave no readable score for task {task.id!r}, twice{unclear}; last reply ends: {quoted(reply[-300:], 300)}")
 
 
 def llm_judge(model: Model, rubric: str, *, scale: int = 10, template: str | None = None) -> Judge:
@@ -369,9 +369,11 @@ def llm_judge(model: Model, rubric: str, *, scale: int = 10, template: str | Non
 
     `template` replaces `prompts/judge.txt`; it may use the fields {rubric} {prompt} {gold}
     {output} {scale} and must use {output}. A reply without a readable score (see `parse_score`:
-    a score outside 0 to `scale` is unreadable, unless the reply states its denominator) gets one
-    retry with a reminder; a second one raises `AgentError`, so the rollout fails visibly instead
-    of passing for a zero or a full mark. `judge.unparseable` counts such replies. A reply that is
+    a score outside 0 to `scale`, or on a scale above 1 a decimal score up to 1 such as "0.9", is
+    unreadable unless the reply states its denominator) gets one retry with a reminder asking for
+    "Score: N/scale"; a second one raises `AgentError`, so the rollout fails visibly instead of
+    passing for a zero, a tenth of its mark or a full mark. `judge.unparseable` counts such
+    replies. A reply that is
     not a str (an async model's coroutine, None, a reply object) raises `UserError` at once.
     """
     if not callable(model):

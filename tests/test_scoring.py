@@ -235,6 +235,50 @@ def test_parse_score(reply, expected):
     assert parse_score(reply, 10) == (None if expected is None else pytest.approx(expected))
 
 
+@pytest.mark.parametrize("reply, expected", [
+    ("The answer is correct.\nScore: 0.9", None),  # 0.9 of 1, or of 10? read as the second, a tenth of it
+    ("0.9", None),
+    ("**Score**: 0.8", None),
+    ('{"score": 0.8, "reason": "fine"}', None),
+    ("Mostly right. **0.7**", None),
+    ("Score: 1.0", None),  # a full mark of 1, or a tenth of 10
+    ("Score: 0.0", 0.0),  # nothing on any scale
+    ("Score: 0", 0.0),  # whole numbers are read on the scale
+    ("Score: 1", 0.1),
+    ("Score: 1.5", 0.15),  # past 1: a score on the scale
+    ("Score: 0.5/10", 0.05),  # the reply states its denominator
+    ("Score = 0.9/1", 0.9),
+    ("Score: 0.9 out of 1", 0.9),
+    ("I'd give it 0.9 out of 1.\nScore: 0.9", 0.9),  # the denominator the reply gave that number
+    ("Score: 0.8%", 0.008),
+    ("Score: 8/10", 0.8),
+    ("I'd rate this 4 out of 5", 0.8),
+    ('{"score": 9}', 0.9),
+    ("Score: 80%", 0.8),
+])
+def test_a_decimal_score_up_to_1_on_a_larger_scale_is_unreadable_not_a_tenth(reply, expected):
+    """A judge that grades from 0 to 1 whatever it is asked ("Score: 0.9") was read as 0.9 of 10:
+    every reward near 0, and nothing said."""
+    assert parse_score(reply, 10) == (None if expected is None else pytest.approx(expected))
+
+
+def test_on_a_scale_of_1_a_decimal_is_the_score():
+    assert parse_score("Score: 0.9", 1) == pytest.approx(0.9) and parse_score("1.0", 1) == 1.0
+
+
+def test_a_judge_that_answers_a_fraction_of_1_is_asked_again_for_its_denominator():
+    seen = []
+    model = scripted(lambda p: seen.append(p) or ("Correct.\nScore: 0.9" if len(seen) == 1 else "Score: 9/10"))
+    judge = llm_judge(model, "be right")
+    assert judge(task("g"), "out") == pytest.approx(0.9) and judge.unparseable == 1
+    assert "'Score: N/10', where N is a number from 0 to 10" in seen[1][len(seen[0]):]
+    stubborn = llm_judge(scripted(["Score: 0.9", "Score: 0.9"]), "be right")
+    with pytest.raises(AgentError, match=r"twice; a decimal score up to 1 \('0.9'\) is read only with its denominator "
+                                         r"\('0.9/1', '0.5/10'\); last reply ends: «Score: 0.9»"):
+        stubborn(task("g"), "out")
+    assert stubborn.unparseable == 2
+
+
 def test_a_reply_holding_a_megabyte_of_digits_is_read_in_one_pass():
     # Each pattern starts a number only where no digit precedes it, and only the reply's end is
     # read: a number that could start at every digit would cost the square of the run's length.
