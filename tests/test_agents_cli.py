@@ -230,7 +230,7 @@ def test_a_hang_past_the_timeout_kills_the_fake_and_its_child(fake, monkeypatch,
     pids = tmp_path / "pids.json"
     monkeypatch.setenv("FAKE_CLI_PIDS", str(pids))
     agent = make(timeout=1)
-    with pytest.raises(AgentError, match=r"(?s)timed out after 1 s; raise it with timeout=2 .*options: \{timeout: 2\}.*thinking very hard"):
+    with pytest.raises(AgentError, match=r"(?s)timed out after 1 s; raise it with timeout=2 where the client is made.*thinking very hard"):
         agent("go", cwd=fake.workspace)
     assert agent.usage.failures == 1
     started = json.loads(pids.read_text(encoding="utf-8"))
@@ -281,7 +281,7 @@ def test_output_past_the_cap_kills_the_agent_and_its_child(fake, tmp_path, make)
     assert time.monotonic() - start < 30  # killed once past the cap, not at the 600 s timeout
     message = str(caught.value)
     assert "passed 8,065,536 bytes" in message and "max_reply_chars=1,000,000" in message
-    assert "options: {max_reply_chars:" in message and "flooding stdout" in message
+    assert "where the client is made" in message and "flooding stdout" in message
     assert all(gone(int(pid)) for pid in pids.read_text(encoding="utf-8").split())
     assert (agent.usage.calls, agent.usage.failures) == (1, 1)
 
@@ -291,6 +291,15 @@ def test_an_answer_over_max_reply_chars_fails_naming_the_cap(fake):
     with pytest.raises(AgentError, match=r"over max_reply_chars=10; raise it with max_reply_chars="):
         agent("go", cwd=fake.workspace)
     assert (agent.usage.calls, agent.usage.failures) == (1, 1)
+
+
+@pytest.mark.parametrize("field", ["agent", "reflector"])
+def test_a_cli_agent_a_spec_made_says_to_raise_a_limit_in_its_own_fields_options(fake, field):
+    """It said "the agent's options" whichever field of the spec made it."""
+    agent = make_client(AgentSpec(kind="claude_code", options={"max_reply_chars": 10}), field)
+    with pytest.raises(AgentError, match=rf"raise it with max_reply_chars=\d+ \(in the run spec: the {field}'s options: "
+                                         r"\{max_reply_chars: \d+\}\)"):
+        agent("go", cwd=fake.workspace)
 
 
 @pytest.mark.parametrize("kind", ["claude_code", "codex"])

@@ -260,6 +260,26 @@ def test_a_reply_cut_at_the_output_limit_fails_once_naming_the_option(keyed):
         gpt(server)("hi")
 
 
+@pytest.mark.parametrize("kind", ["openai", "claude"])
+def test_a_client_a_spec_made_says_to_raise_its_limit_in_its_own_fields_options(keyed, monkeypatch, kind):
+    """A reflector's reply cut at its max_tokens told to raise it in "the agent's options", which
+    the reflector of a spec with a reflector of its own does not read."""
+    long = "one two three four five six"
+    wire = openai_chat if kind == "openai" else anthropic_messages
+    with LoopbackServer(wire(lambda prompt: long)) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        for field in ("reflector", "agent"):
+            client = make_client(AgentSpec(kind=kind, model="m", options={"max_tokens": 4, "max_retries": 0}), field)
+            with pytest.raises(AgentError) as caught:
+                client("hi")
+            assert f"raise it with max_tokens=8 (in the run spec: the {field}'s options: {{max_tokens: 8}})" in str(caught.value)
+        with pytest.raises(AgentError) as caught:  # made in Python: no spec to name
+            (gpt(server, max_tokens=4) if kind == "openai" else claude("m", base_url=server.url, max_tokens=4, **FAST))("hi")
+        assert "raise it with max_tokens=8 where the client is made" in str(caught.value)
+        assert "spec" not in str(caught.value)
+
+
 @pytest.mark.parametrize("reply, answer", [
     ("<think>\nThe team for refunds is billing.\n</think>\n\nbilling", "billing"),
     ("  <think>a draft: <rule>Guess.</rule></think><rule>Name the team.</rule>", "<rule>Name the team.</rule>"),
@@ -328,7 +348,7 @@ def fails_at_the_deadline(model, timeout):
         model("hi")
     assert time.monotonic() - start < timeout + SLACK
     message = str(raised.value)
-    assert f"deadline of {timeout:g} s" in message and "timeout=" in message and "options: {timeout:" in message
+    assert f"deadline of {timeout:g} s" in message and "timeout=" in message and "where the client is made" in message
     assert (model.usage.calls, model.usage.failures) == (1, 1)
     return message
 
@@ -393,7 +413,7 @@ def test_a_huge_reply_is_cut_off_early_and_not_retried(keyed):
         assert len(server.requests) == 1
     message = str(raised.value)
     assert "8,065,536 bytes" in message and "max_reply_chars=1,000,000" in message
-    assert "options: {max_reply_chars:" in message and "not retried" in message
+    assert "where the client is made" in message and "not retried" in message
     assert peak < 25 * 2**20  # the cut-off is 8 MB: the 50 MB body was never held
     assert (model.usage.calls, model.usage.failures) == (1, 1)
 

@@ -127,6 +127,9 @@ def test_an_agent_that_always_raises_stops_the_run_too():
 
     result = evolve(tasks, reward, run=unreachable, propose=propose, rounds=4, n_workers=2)
     assert "refused the connection" in result.error and result.usage.calls == start_calls(tasks)
+    assert result.error.endswith("Fix the agent or the scorer (plan checks the scorer), then resume the run (evolve(..., "
+                                 "store=...) given what you fixed) or start it again; a run of a spec resumes with the "
+                                 "spec stored with it, so after a fix to the spec start a new run: agentdescent evolve SPEC")
 
 
 @pytest.mark.parametrize("propose", [lambda rendered, task: "x",  # its signature is wrong
@@ -135,6 +138,7 @@ def test_a_reflector_that_always_fails_stops_the_run_after_the_first_round(propo
     tasks, reward, run, _ = year_program()
     result = evolve(tasks, reward, run=run, propose=propose, rounds=6, n_workers=2)
     assert "every reflection of the first round failed" in result.error and "Fix the reflector" in result.error
+    assert ", then resume the run (evolve(..., store=...) given what you fixed) or start it again; " in result.error
     assert len(result.history) == 1 and result.outcomes() == {"error": 2 * 2}  # workers x reflections per worker
 
 
@@ -179,6 +183,33 @@ def test_a_hard_task_set_that_scores_zero_without_errors_runs_every_round():
     tasks, _, run, propose = year_program()
     result = evolve(tasks, lambda task, output: 0.0, run=run, propose=propose, rounds=3, n_workers=2)
     assert result.error is None and len(result.history) == 3 and result.usage.failures == 0
+
+
+@pytest.mark.parametrize("field", ["reflector", "agent"])  # "agent": the agent reflects too, with its options
+def test_a_spec_run_whose_reflections_are_cut_names_the_field_to_raise_and_a_new_run_for_it(
+        service, tmp_path, monkeypatch, no_provider_env, field):
+    """The hint said "the agent's options" whichever field made the model, and the advice to raise
+    it, then resume: a resume runs the spec stored with the run, and its reflections were cut again."""
+    from tests.loopback import LoopbackServer, openai_chat
+
+    def reply(prompt: str) -> str:  # the answers fit in 3 tokens, a rule does not
+        return "<rule>Name the code of the task.</rule>" if "<instructions>" in prompt else domain.answer(prompt)
+
+    model = {"kind": "openai", "model": "m", "options": {"max_tokens": 3, "max_retries": 0}}
+    with LoopbackServer(openai_chat(reply)) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-loopback-test-key-0001")
+        spec = domain.spec(tmp_path, **{field: model})
+        if field == "agent":
+            spec.pop("reflector")
+        status = wait(service, service.start(spec).run_id)
+    assert status.state == "failed" and "every reflection of the first round failed" in status.error, status
+    assert f"raise it with max_tokens=6 (in the run spec: the {field}'s options: {{max_tokens: 6}})" in status.error
+    assert ("Fix the reflector (propose: its key, its model, its arguments), then resume the run (evolve(..., store=...) "
+            "given what you fixed) or start it again; a run of a spec resumes with the spec stored with it, so after a "
+            "fix to the spec start a new run: agentdescent evolve SPEC") in status.error
+    assert status.next.endswith("; a resume runs the spec stored with the run, so after a fix to the spec start a new "
+                                "run instead: agentdescent evolve SPEC")
 
 
 def test_a_detached_run_whose_scorer_fails_every_rollout_ends_failed_naming_it(service, tmp_path):

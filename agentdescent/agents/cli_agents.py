@@ -73,6 +73,7 @@ class CLIAgent:
     own_key = ""          # the one provider key variable it may read; the other providers' are not passed
     unsaved = ""          # the flag that keeps a call's session out of the user's home (its transcript holds all it saw)
     help_args = ("--help",)
+    spec_field: str | None = None  # the run spec's field whose options made it (runs.wiring), which a limit's hint names
 
     def __init__(self, *, extra_args: Sequence[str], timeout: float, executable: str, model: str | None,
                  env: Mapping[str, str] | None, name: str, max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS) -> None:
@@ -119,10 +120,11 @@ class CLIAgent:
         except OutputTooLarge as exc:
             reason = (f"its output passed {cap:,} bytes, the cut-off for max_reply_chars={self.max_reply_chars:,} "
                       f"(8 bytes a character plus 64 KiB), so it was killed; "
-                      f"{raise_hint('max_reply_chars', str(2 * self.max_reply_chars))}")
+                      f"{raise_hint('max_reply_chars', str(2 * self.max_reply_chars), self.spec_field)}")
             raise _agent_error(self.name, reason, exc.stderr, env) from None
         except TimedOut as exc:
-            raise _agent_error(self.name, f"{exc}; {raise_hint('timeout', f'{2 * self.timeout:g}')}", exc.stderr, env) from None
+            hint = raise_hint("timeout", f"{2 * self.timeout:g}", self.spec_field)
+            raise _agent_error(self.name, f"{exc}; {hint}", exc.stderr, env) from None
 
     def _finish(self, finished: Finished, env: Mapping[str, str], counts: dict[str, float]) -> str:
         """The reply of a finished process, or the `AgentError` that explains why there is none."""
@@ -138,7 +140,7 @@ class CLIAgent:
             raise _agent_error(self.name, reason, finished.stderr, env)
         if len(reading.text) > self.max_reply_chars:
             reason = (f"the answer has {len(reading.text):,} characters, over max_reply_chars={self.max_reply_chars:,}; "
-                      f"{raise_hint('max_reply_chars', str(2 * len(reading.text)))}")
+                      f"{raise_hint('max_reply_chars', str(2 * len(reading.text)), self.spec_field)}")
             raise _agent_error(self.name, reason, "", env)
         return redact(reading.text, env)
 

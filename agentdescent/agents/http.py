@@ -85,8 +85,7 @@ class Reply:
 
 
 class _Retry(Exception):
-    """One attempt failed in a way that may pass on another try (its detail is redacted where the
-    call's failure is told)."""
+    """One attempt failed in a way that may pass on another try (its detail is redacted where the call's failure is told)."""
 
     def __init__(self, detail: str, *, retry_after: float | None = None, once: bool = False) -> None:
         super().__init__(detail)
@@ -126,6 +125,8 @@ class HTTPModel:
     one. `timeout` bounds a whole call, retries included; `max_reply_chars` caps its reply.
     `backoff=(base, cap)` sets the retry delays in seconds: about `base * 2**n`, jittered, at most `cap`.
     """
+
+    spec_field: str | None = None  # the run spec's field whose options made it (runs.wiring), which a limit's hint names
 
     def __init__(self, name: str, *, api_key_env: str | None, timeout: float = DEFAULT_TIMEOUT,
                  max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS, max_retries: int = 4, max_concurrency: int = 8,
@@ -307,7 +308,7 @@ class HTTPModel:
                     raise AgentError(self._failure(call, (
                         f"the reply passed {limit:,} bytes, the cut-off for max_reply_chars={self.max_reply_chars:,} "
                         f"(8 bytes a character plus 64 KiB); not retried; "
-                        f"{raise_hint('max_reply_chars', str(2 * self.max_reply_chars))}")))
+                        f"{raise_hint('max_reply_chars', str(2 * self.max_reply_chars), self.spec_field)}")))
                 if call.remaining() <= 0:
                     raise self._past_deadline(call)
                 chunks.append(chunk)
@@ -347,14 +348,14 @@ class HTTPModel:
     def _unused(self, reply: Reply) -> str:
         """Why a reply the server gave in full is not the answer (cut short, too long), or ""."""
         if reply.cut is not None:
-            hint = raise_hint("max_tokens", str(2 * (self._output_limit() or DEFAULT_OUTPUT_LIMIT)))
+            hint = raise_hint("max_tokens", str(2 * (self._output_limit() or DEFAULT_OUTPUT_LIMIT)), self.spec_field)
             return f"the reply stopped at the output limit, {reply.cut}; {hint}: it is not the whole answer, so it " \
                    "is not used, and not retried"
         if reply.stopped is not None:
             return f"{reply.stopped}: it is not an answer to use, and not retried (the same prompt is answered so again)"
         if len(reply.text) > self.max_reply_chars:
             return f"the completion has {len(reply.text):,} characters, over max_reply_chars={self.max_reply_chars:,}; " \
-                   f"not retried; {raise_hint('max_reply_chars', str(2 * len(reply.text)))}"
+                   f"not retried; {raise_hint('max_reply_chars', str(2 * len(reply.text)), self.spec_field)}"
         return ""
 
     @staticmethod
@@ -368,10 +369,9 @@ class HTTPModel:
         return AgentError(self._failure(call, f"no complete reply within {self._deadline(call)}"))
 
     def _deadline(self, call: _Call, wait: float | None = None) -> str:
-        """The deadline, and a timeout to raise it to that would hold the call so far and the
-        server's `Retry-After` wait besides."""
+        """The deadline, and a timeout to raise it to that would hold the call so far and the server's `Retry-After` wait besides."""
         needed = self.timeout - call.remaining() + (wait or 0.0)
-        hint = raise_hint("timeout", f"{max(2 * self.timeout, math.ceil(2 * needed)):g}")
+        hint = raise_hint("timeout", f"{max(2 * self.timeout, math.ceil(2 * needed)):g}", self.spec_field)
         return f"the call's deadline of {self.timeout:g} s (timeout, retries included); {hint}"
 
     def _hint(self, status: int, response: httpx.Response | None = None) -> str:

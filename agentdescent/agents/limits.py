@@ -20,12 +20,16 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
 RETRY_AFTER_CAP = 60.0
 
 
-def raise_hint(option: str, example: str) -> str:
-    """How to raise a client's limit, from Python and from a run spec.
+def raise_hint(option: str, example: str, spec_field: str | None = None) -> str:
+    """How to raise a client's limit: in the options of the run spec's field that made it
+    (`spec_field`: "agent", "reflector"), else where the client is made.
 
-    raise_hint("timeout", "600") == "raise it with timeout=600 (in a run spec: the agent's options: {timeout: 600})"
+    raise_hint("timeout", "600", "reflector") == "raise it with timeout=600 (in the run spec: the reflector's options: {timeout: 600})"
+    raise_hint("timeout", "600") == "raise it with timeout=600 where the client is made"
     """
-    return f"raise it with {option}={example} (in a run spec: the agent's options: {{{option}: {example}}})"
+    if spec_field is None:
+        return f"raise it with {option}={example} where the client is made"
+    return f"raise it with {option}={example} (in the run spec: the {spec_field}'s options: {{{option}: {example}}})"
 
 
 def check_max_reply_chars(value: Any) -> int:

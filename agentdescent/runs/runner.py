@@ -117,7 +117,7 @@ def _live(run: RunDir) -> int:
             return 1
         began = "stopped" if tracker.status.state == "running" else "could not start"
         tracker.update(state="failed", error=bounded(str(exc)), message=f"the run {began}: {bounded(str(exc), 200)}",
-                       next=f"fix what the error says, then: {command('resume', run.id)}")
+                       next=_after_a_fix(run))
         return 1
     except OSError as exc:  # the run's own folder cannot be written (a full disk): say so where we still can
         said = exc.strerror or str(exc)
@@ -134,6 +134,13 @@ def _live(run: RunDir) -> int:
         return 1
     _finish(run, tracker, result, token)
     return 0 if result.error is None else 1
+
+
+def _after_a_fix(run: RunDir) -> str:
+    """What to do about a failed run: a resume runs the spec stored with it (`sealed`), so a fix
+    to the spec itself takes a new run."""
+    return (f"fix what the error says, then: {command('resume', run.id)}; a resume runs the spec stored with the run, "
+            "so after a fix to the spec start a new run instead: agentdescent evolve SPEC")
 
 
 def _mend(run: RunDir, damage: LedgerDamaged) -> str:
@@ -216,7 +223,7 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
             kind = ROLLOUT if role == "rollout" else PROPOSAL
             return HostAgent(mailbox, kind, timeout=spec.host_timeout, gone=lambda: token.cancelled, changed=waits,
                              template=spec.prompt if kind == ROLLOUT else None)
-        return wiring.make_client(agent)
+        return wiring.make_client(agent, "reflector" if role != "rollout" and spec.reflector is not None else "agent")
 
     ended = finished_result(run.ledger, parts.strategy, spec.artifact_id) if run.ledger.is_dir() else None
     if ended is not None:  # killed after the run ended, before its result was recorded: nothing runs again
@@ -269,7 +276,7 @@ def _finish(run: RunDir, tracker: StatusTracker, result: EvolveResult, token: Ca
                  "warnings)" if result.unmeasured is not None else ""))
     if result.error == "cancelled" and token.reason != USER_CANCEL:  # the run cancelled itself: a failure
         tracker.update(state="failed", error=bounded(token.reason), **done, message=f"stopped: {bounded(token.reason)}",
-                       next=f"fix what the error says, then: {command('resume', run.id)}")
+                       next=_after_a_fix(run))
     elif result.error == "cancelled":
         tracker.update(state="cancelled", **done, message=f"cancelled at round {done['round']}; {change} so far",
                        next=f"{command('resume', run.id)} continues it; {command('show', run.id)} shows the change so far")
@@ -277,7 +284,7 @@ def _finish(run: RunDir, tracker: StatusTracker, result: EvolveResult, token: Ca
         why = bounded(result.stop_reason)  # most reasons say so already ("stopped before the first round: ...")
         tracker.update(state="failed", error=bounded(result.error), **done,
                        message=why if why.startswith("stopped") else f"stopped: {why}",
-                       next=f"fix what the error says, then: {command('resume', run.id)}")
+                       next=_after_a_fix(run))
     else:
         tracker.update(state="finished", error=None, **done, message=f"finished ({result.stop_reason}); {change}",
                        next=f"{command('show', run.id)} shows the change; {command('accept', run.id)} writes it "

@@ -127,16 +127,20 @@ class PluginHost:
         extra = [*options.pop("extra_args", ()), "--plugin-dir", str(Path(cwd, self.folder))]
         env = {**options.pop("env", {}), "HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude")}  # a user's own would win over HOME
         agent = claude_code(model=self.spec.model, extra_args=extra, env=env, **options)
-        agent.usage = self.usage
+        agent.usage, agent.spec_field = self.usage, "agent"
         return agent(prompt, cwd=cwd)
 
 
-def make_client(agent: AgentSpec) -> Callable[..., str]:
+def make_client(agent: AgentSpec, field: str = "agent") -> Callable[..., str]:
     """A provider's model or CLI agent (its row in `agents.providers` makes it), or your own Python
-    agent, from its spec; not the host, which only a runner can make."""
+    agent, from its spec; not the host, which only a runner can make. `field` is the run spec's
+    field whose options made it ("agent", "reflector"): a provider's client names it where it
+    says how to raise a limit it reached."""
     options = dict(agent.options)
     if agent.kind in PROVIDERS:
-        return PROVIDERS[agent.kind].client(agent.model, **options)
+        client = PROVIDERS[agent.kind].client(agent.model, **options)
+        client.spec_field = field  # type: ignore[attr-defined]
+        return client
     if agent.kind == "python":
         found = resolve_ref(agent.ref or "")
         made = found(**options) if inspect.isclass(found) else functools.partial(found, **options) if options else found

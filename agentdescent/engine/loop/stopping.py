@@ -109,6 +109,10 @@ class NothingWorked(UserError):
 
 FEWEST_LATER = 4  # a later round that ran fewer rollouts says too little to stop a run that has worked
 FEWEST_UNREADABLE = 4  # reflections whose replies could not be read, all a round had, that stop a run
+# What a run stopped for a fix can do once it is made: `evolve(..., store=...)` resumes with what it is
+# given again, while `agentdescent resume` runs the spec stored with the run and reads no edit of it.
+AFTER_A_FIX = ("then resume the run (evolve(..., store=...) given what you fixed) or start it again; a run of a spec "
+               "resumes with the spec stored with it, so after a fix to the spec start a new run: agentdescent evolve SPEC")
 
 
 def nothing_worked(stretch: str, failed: int, error: str | None, which: str = "first") -> NothingWorked:
@@ -116,7 +120,7 @@ def nothing_worked(stretch: str, failed: int, error: str | None, which: str = "f
     `which` (first or last) of their errors."""
     return NothingWorked(f"every rollout of {stretch} failed ({failed} of {failed}), so the run cannot learn "
                          f"anything; the {which} error: {error or 'not kept'}. Fix the agent or the scorer "
-                         "(plan checks the scorer), then resume the run or start it again")
+                         f"(plan checks the scorer), {AFTER_A_FIX}")
 
 
 @dataclass
@@ -170,7 +174,7 @@ class FailureWatch:
                            if "invalid" in kinds else [])])
         raise NothingWorked(f"every reflection of {stretch} failed ({len(outcomes)} of {len(outcomes)}), so the run "
                             f"cannot change anything; the first: {outcomes[0].reason}. Fix the reflector (propose: "
-                            f"{fix}), then resume the run or start it again")
+                            f"{fix}), {AFTER_A_FIX}")
 
 
 def _raised(outcome: Outcome) -> bool:
