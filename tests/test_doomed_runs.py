@@ -1,8 +1,11 @@
 """A run that cannot learn stops before it spends its budget: when every rollout of the held-out
 measurement at the start, of the first round, of a later round or of a later held-out measurement
 failed with an error (the agent or the scorer raised), or every reflection of the first round did,
-the run ends with `result.error` naming the first error, and a detached run as `failed`. Rollouts
-that ran and scored 0 are no such failure. `plan` tries the scorer first."""
+the run ends with `result.error` naming the first error and the fix its cause calls for, and a
+detached run as `failed`. Rollouts that ran and scored 0 are no such failure. Past the first round,
+a change whose every rollout fails is refused with its error while the run goes on, and reflections
+that fail for good (a key refused, a prompt too long) stop the run at once, others after a few
+rounds. `plan` tries the scorer first."""
 
 from __future__ import annotations
 
@@ -13,11 +16,11 @@ import sys
 
 import pytest
 
-from agentdescent import BetaAcceptance, KeyedRules, Task, events, evolve, reflector, scripted
+from agentdescent import BetaAcceptance, KeyedRules, SingleSlot, Task, events, evolve, reflector, scorer, scripted
 from agentdescent.config import Parallelism
 from agentdescent.engine.calls.units import check_reward
 from agentdescent.engine.split import split_tasks
-from agentdescent.errors import UserError
+from agentdescent.errors import AgentError, UserError
 from agentdescent.runs import runlog
 from agentdescent.runs.spec import SpecError, read_spec
 from agentdescent.runs.status import LIVE
@@ -362,3 +365,115 @@ def test_an_agent_executable_given_as_a_path_that_is_no_program_says_so(service,
     with pytest.raises(SpecError, match=r"'/nonexistent/claude' is not an executable file: install it"):
         service.plan({**domain.spec(tmp_path), "agent": {"kind": "claude_code", "options": {"executable": "/nonexistent/claude"}},
                       "reflector": "python:tests.keyword_domain:next_rule"})
+
+
+def refused(status: int, body: str, *, retried: bool = False) -> AgentError:
+    """The error an HTTP client of ours raises when the server refused a call for good."""
+    said, attempts = (f"HTTP {status}: «{body}»", "5 attempts") if retried else (f"HTTP {status} (not retried): «{body}»", "1 attempt")
+    return AgentError(f"model-x: POST http://127.0.0.1:9/v1/messages failed after {attempts}: {said}")
+
+
+def keyword_run(*, run=None, model=None, rounds=8, **options):
+    """The keyword domain (each rule learned one a commit) evolved from plain callables: `run(prompt)`
+    for the agent, `model(prompt)` for the reflector's model."""
+    tasks = [Task(**t) for t in domain.tasks()]
+    return evolve(tasks, scorer("exact"), run=lambda rendered, task: (run or domain.answer)(f"{rendered}\n\n{task.prompt}"),
+                  propose=reflector(model or domain.next_rule), strategy=SingleSlot("Answer with the code.\n"),
+                  rounds=rounds, n_workers=2, **options)
+
+
+def too_long_from_the_second_rule(prompt):
+    if "rule k1." in prompt:
+        raise refused(400, '{"error": {"message": "prompt is too long: 203524 tokens > 200000 maximum"}}')
+    return domain.next_rule(prompt)
+
+
+@pytest.mark.parametrize("error, fix", [(refused(400, "prompt is too long: 203524 tokens > 200000 maximum"), "shrink the artifact"),
+                                        (refused(401, "invalid x-api-key"), "The key is refused (HTTP 401)"),
+                                        (refused(404, "model not found"), "check the model's name")])
+def test_a_reflector_refused_for_good_after_the_first_round_stops_the_run_at_that_round(error, fix):
+    def reflector_model(prompt):
+        if "rule k1." in prompt:  # once the artifact holds two rules
+            raise error
+        return domain.next_rule(prompt)
+
+    result = keyword_run(model=reflector_model, rounds=12)
+    commits = [r.round for r in result.history if r.version is not None]
+    stopped = len(result.history) - 1
+    assert len(commits) == 2 and stopped == commits[-1] + 1  # the round after the second commit
+    assert result.error.startswith(f"every reflection of round {stopped + 1} failed") and fix in result.error
+    assert "Fix the reflector" not in result.error
+    assert result.outcomes()["error"] == sum(o.step == stopped for o in result.outcome_list)
+
+
+@pytest.mark.parametrize("error, said", [(refused(503, "overloaded", retried=True), "The server kept failing (HTTP 503)"),
+                                         (ConnectionError("the reflector's server refused the connection"), "Fix the reflector")])
+def test_a_reflector_that_keeps_failing_with_errors_that_may_pass_stops_the_run_after_a_few_rounds(error, said):
+    from agentdescent.engine.loop.stopping import FAILING_ROUNDS
+
+    def reflector_model(prompt):
+        if "rule k1." in prompt:
+            raise error
+        return domain.next_rule(prompt)
+
+    result = keyword_run(model=reflector_model, rounds=12)
+    second = [r.round for r in result.history if r.version is not None][-1]
+    assert len(result.history) == second + 1 + FAILING_ROUNDS  # each of those rounds paid its reflections, no more
+    assert result.error.startswith(f"every reflection of rounds {second + 2} to {second + 1 + FAILING_ROUNDS} failed")
+    assert said in result.error
+
+
+def test_a_change_whose_every_rollout_fails_is_refused_with_its_error_and_the_run_goes_on():
+    def agent(prompt):  # the artifact with the third rule is too long for the agent's model; head is not
+        if "rule k2." in prompt:
+            raise refused(400, "This model's maximum context length is 8192 tokens (context_length_exceeded)")
+        return domain.answer(prompt)
+
+    result = keyword_run(run=agent, rounds=10)
+    assert result.error is None and len(result.history) == 10 and result.state["prompt"].count("rule k") == 2
+    refusals = [o.reason for o in result.outcome_list if o.kind == "rejected_by_test"]
+    assert refusals and all(r.startswith("rejected: every rollout of it on the") for r in refusals)
+    assert "failed (4 of 4), so it fixes none of them; the first error: " in refusals[0]
+    assert "maximum context length is 8192 tokens" in refusals[0]
+
+
+def test_changes_whose_every_rollout_fails_round_after_round_stop_the_run_naming_the_error():
+    def agent(prompt):  # every change that makes the artifact longer than two rules fails
+        if len(domain.known(prompt)) > 2:
+            raise refused(400, "prompt is too long: 8200 tokens > 8192 maximum")
+        return domain.answer(prompt)
+
+    asked = itertools.count()
+
+    def reflector_model(prompt):  # past two rules, any rule the artifact lacks: a new change each time
+        missing = sorted(set(range(domain.RULES)) - domain.known(prompt))
+        return domain.next_rule(prompt) if len(missing) > domain.RULES - 2 else f"<rule>rule k{missing[next(asked) % len(missing)]}.</rule>"
+
+    result = keyword_run(run=agent, model=reflector_model, rounds=20)
+    assert "all of changes under test, so the run cannot learn anything" in result.error
+    assert "The prompt is too long for the model (HTTP 400): shrink the artifact" in result.error
+    assert len(result.history) < 20
+
+
+def test_a_key_refused_on_changes_under_test_stops_the_run_at_once_though_head_s_rollouts_are_cached():
+    def agent(prompt):  # the key is revoked once two rules landed: head's rollouts are all in the cache by then
+        if "rule k2." in prompt:
+            raise refused(401, "Incorrect API key provided")
+        return domain.answer(prompt)
+
+    result = keyword_run(run=agent, rounds=12)
+    stopped = len(result.history)
+    assert result.error.startswith(f"every rollout of round {stopped} failed") and "The key is refused (HTTP 401)" in result.error
+    assert "the committed artifact's among them" not in result.error
+    assert stopped < 12
+
+
+def test_a_run_rate_limited_through_its_retries_says_so_instead_of_blaming_the_agent():
+    tasks, reward, _, propose = year_program()
+
+    def limited(rendered, task):
+        raise refused(429, "Rate limit reached", retried=True)
+
+    result = evolve(tasks, reward, run=limited, propose=propose, rounds=4, n_workers=2)
+    assert "Rate limited (HTTP 429): lower max_concurrency, or raise the client's max_retries/backoff" in result.error
+    assert "Fix the agent or the scorer" not in result.error

@@ -1,6 +1,7 @@
 """What bounds a model client's call: its options checked (a timeout, a reply cap, retries,
-concurrency, a backoff), how to raise a limit that was reached, and which answers are retried
-after how long (a server's `Retry-After`, read and capped).
+concurrency, a backoff), how to raise a limit that was reached, which answers are retried
+after how long (a server's `Retry-After`, read and capped), and what a call that failed for good
+says of its cause (`cause`: read back from the words `http` fails in, for the run's stop rules).
 
 Left out: sending the call and keeping to these (`http`).
 """
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import email.utils
 import math
+import re
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -18,6 +21,10 @@ DEFAULT_TIMEOUT = 300.0  # seconds for a whole model call, its retries included
 DEFAULT_MAX_REPLY_CHARS = 1_000_000
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
 RETRY_AFTER_CAP = 60.0
+SENT_STATUSES = frozenset({400, 413, 422})  # a request refused for what it holds (a prompt too long): another may pass
+# How `HTTPModel` words the answer it gave up on: "HTTP 401 (not retried): «...»", or "HTTP 429: «...»" once its retries are spent
+_GAVE_UP = re.compile(r"\bHTTP (\d{3})( \(not retried\))?: ")
+_TOO_LONG = re.compile(r"(?i)context.length|context.window|too long|too many tokens|maximum context|token limit|exceeds the max")
 
 
 def raise_hint(option: str, example: str, spec_field: str | None = None) -> str:
@@ -82,3 +89,46 @@ def retry_after_seconds(value: str | None, *, cap: float = RETRY_AFTER_CAP,
     if math.isnan(seconds):
         return None
     return max(0.0, min(cap, seconds))
+
+
+@dataclass(frozen=True)
+class Cause:
+    """Why a call failed for good, as its error says: the HTTP status the server answered last,
+    whether the same call fails alike again (`lasting`: the answer was not retried), and what to do."""
+
+    status: int
+    lasting: bool
+    fix: str  # the cause and how to fix it, in words
+
+    @property
+    def sent(self) -> bool:
+        """Whether the server refused what the request held (a prompt too long): another request may pass."""
+        return self.status in SENT_STATUSES
+
+
+def cause(message: str | None) -> Cause | None:
+    """The cause an error names where an HTTP client of ours wrote it (an `AgentError`'s text, or a
+    rollout's error or an outcome's reason that quotes one); None for any other failure.
+
+    cause("gpt-x: POST https://h/v1 failed after 1 attempt: HTTP 401 (not retried): «bad key»").lasting == True
+    """
+    found = _GAVE_UP.search(message or "")
+    if found is None:
+        return None
+    status, lasting = int(found.group(1)), found.group(2) is not None
+    return Cause(status=status, lasting=lasting, fix=_fix(status, lasting, (message or "")[found.end():]))
+
+
+def _fix(status: int, lasting: bool, answer: str) -> str:
+    if status in (401, 403):
+        return f"the key is refused (HTTP {status}): fix the key, or its access to the model (the error names its variable)"
+    if status == 404:
+        return "the model or the URL is not found (HTTP 404): check the model's name and the base URL"
+    if status == 413 or (status in SENT_STATUSES and _TOO_LONG.search(answer)):
+        return f"the prompt is too long for the model (HTTP {status}): shrink the artifact, or use a model with a longer context"
+    if status == 429:
+        return "rate limited (HTTP 429): lower max_concurrency, or raise the client's max_retries/backoff"
+    if status >= 500 and not lasting:
+        return f"the server kept failing (HTTP {status}) through the client's retries: wait until it is back, or raise " \
+               "the client's max_retries/backoff"
+    return f"the server refused the request (HTTP {status}): its answer, in the error, says why"

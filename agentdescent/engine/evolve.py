@@ -189,7 +189,7 @@ def evolve(
             train=train, score=evaluator.score, lag_budget=parallelism.lag_budget, oracle=held_out,
             approve=policies.approve,
             known=evaluator.known, again=evaluator.again, drawn=lambda: (usage.repeated, usage.disagreed),
-            draws=evaluator.draws,
+            draws=evaluator.draws, errors=evaluator.errors,
             verify_contested=self_verify,
         )
         worker = Worker(

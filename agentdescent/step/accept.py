@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from agentdescent.artifacts.state import State, apply
+from agentdescent.quoting import bounded
 from agentdescent.step.changes import Component
 from agentdescent.step.gate import gated_test, oracle_gate
 from agentdescent.step.stats import mean_reward
@@ -37,6 +38,7 @@ from agentdescent.step.tracing import Candidate, evidence_tasks, fuse, trace
 from agentdescent.step.trial import Judge, Trial, unique
 from agentdescent.types import Task
 
+ERROR_CHARS = 600  # of a failed rollout's error, in the reason a change is refused for
 
 @dataclass(frozen=True, kw_only=True)
 class Acceptance:
@@ -101,12 +103,25 @@ def _evidence(trial: Trial, components: Sequence[Component], tasks: Mapping[Comp
                            if r > trial.head[t.id]])
     kept: dict[Component, list[Task]] = {}
     fixing = trial.fixing([(state, tasks[comp], row) for comp, (state, _), row in zip(components, jobs, rows)])
-    for comp, fixes in zip(components, fixing):
+    for comp, (state, _), fixes in zip(components, jobs, fixing):
         if fixes:
             kept[comp] = tasks[comp]
         else:
-            trial.reject([comp], f"rejected: fixes none of the {len(tasks[comp])} failures it was made from")
+            trial.reject([comp], _fixes_none(trial.judge.errors(state, tasks[comp]), len(tasks[comp])))
     return kept, early
+
+
+def _fixes_none(errors: Sequence[str], n: int) -> str:
+    """Why a change that fixes none of the `n` failures it was made from is rejected, saying how many
+    of its rollouts on them failed with an error, and the first error: where all did, that is why."""
+    if not errors:
+        return f"rejected: fixes none of the {n} failures it was made from"
+    first = bounded(errors[0], ERROR_CHARS)
+    if len(errors) == n:
+        return f"rejected: every rollout of it on the {n} failures it was made from failed ({n} of {n}), so it fixes " \
+               f"none of them; the first error: {first}"
+    return f"rejected: fixes none of the {n} failures it was made from ({len(errors)} of its rollouts there failed; the " \
+           f"first error: {first})"
 
 
 def _fusion_test(trial: Trial, parts: list[Component], evidence: dict[Component, list[Task]],

@@ -67,6 +67,7 @@ class Aggregator:
     again: Scorer | None = None  # draws past the cache, where rewards turn out to be samples (None: never)
     drawn: Callable[[], tuple[int, int]] = lambda: (0, 0)  # the run's draws again so far, and how many differed
     draws: Callable[[State, str], list[float]] = lambda state, task_id: []  # a state's rewards on a task, first first
+    errors: Callable[[State, Sequence[Task]], list[str]] = lambda state, tasks: []  # its first rollouts' errors there
     # Diffs that came unmeasured (the step measures their evidence in its first wave) and that the
     # conflict policy must rank are measured before it does; a worker's verified ones need nothing.
     verify_contested: bool = False
@@ -109,7 +110,7 @@ class Aggregator:
         return Judge(score=self.score, policies=self.policies, governance=self.governance,
                      train={t.id: t for t in self.train}, oracle=self.oracle, approve=self.approve,
                      known=self.known or (lambda state: {}), again=self.again, drawn=self.drawn,
-                     draws=self.draws)
+                     draws=self.draws, errors=self.errors)
 
     def _verified(self, head_state: State, changes: Sequence[Change]) -> dict[str, Change]:
         """Each change's self-verification, done here: its patched state against head on the

@@ -36,6 +36,7 @@ class Judge:
     again: Scorer | None = None  # draws past the cache, each a new sample (None: every reward is taken as exact)
     drawn: Callable[[], tuple[int, int]] = lambda: (0, 0)  # the run's draws again so far, and how many differed
     draws: Callable[[State, str], list[float]] = lambda state, task_id: []  # a state's rewards on a task, first first
+    errors: Callable[[State, Sequence[Task]], list[str]] = lambda state, tasks: []  # its first rollouts' errors there
 
 
 class Trial:

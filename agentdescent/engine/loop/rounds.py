@@ -289,8 +289,7 @@ class Loop:
             self._done(round_)
             self.emit(ev.RoundEnded(round=round_, calls=usage.calls))
             self.failing.check_round(usage, round_, first)  # the round is recorded as done; a resume goes on from the next one
-            if round_ == first:
-                self.failing.check_reflections([o for o in self.outcomes if o.step == round_], FailureWatch.named(round_, first))
+            self.failing.check_reflections([o for o in self.outcomes if o.step == round_], round_, first)
         return stop_reason(self.stop_rules, self.progress, usage) or f"ran all {rounds} rounds"
 
     def _turns(self, slots: Sequence[int], first: int) -> list[Turn]:

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
+from agentdescent.agents.limits import cause
 from agentdescent.engine.calls.units import UNUSABLE
 from agentdescent.engine.ctrl_c import CTRL_C
 from agentdescent.errors import AgentDescentError, Cancelled, LedgerError, UserError
@@ -102,9 +103,9 @@ def _named(rule: object) -> str:
 
 class NothingWorked(UserError):
     """Every rollout of a stretch of the run (a round, a held-out measurement) failed with an error
-    (the agent or the scorer raised each time): the run stops as failed, naming the first error,
-    instead of spending its budget on rollouts that teach nothing or reporting their zeros as a
-    reward."""
+    (the agent or the scorer raised each time), or every reflection did: the run stops as failed,
+    naming the first error, instead of spending its budget on calls that teach nothing or reporting
+    their zeros as a reward."""
 
 
 FEWEST_LATER = 4  # a later round that ran fewer rollouts says too little to stop a run that has worked
@@ -113,14 +114,24 @@ FEWEST_UNREADABLE = 4  # reflections whose replies could not be read, all a roun
 # given again, while `agentdescent resume` runs the spec stored with the run and reads no edit of it.
 AFTER_A_FIX = ("then resume the run (evolve(..., store=...) given what you fixed) or start it again; a run of a spec "
                "resumes with the spec stored with it, so after a fix to the spec start a new run: agentdescent evolve SPEC")
+# Later rounds whose every reflection, or every rollout (of changes under test), failed, with none since that
+# did not (a round that ran none is neither), that stop a run though each error may pass or be a change's own
+FAILING_ROUNDS = 3
+COMMITTED = ("train", "validate")  # the purposes of rollouts of committed versions: minibatches, the held-out set
 
 
-def nothing_worked(stretch: str, failed: int, error: str | None, which: str = "first") -> NothingWorked:
+def nothing_worked(stretch: str, failed: int, error: str | None, which: str = "first", *, among: str = "") -> NothingWorked:
     """The error that stops a run whose `failed` rollouts of `stretch` all failed, naming the
-    `which` (first or last) of their errors."""
-    return NothingWorked(f"every rollout of {stretch} failed ({failed} of {failed}), so the run cannot learn "
-                         f"anything; the {which} error: {error or 'not kept'}. Fix the agent or the scorer "
-                         f"(plan checks the scorer), {AFTER_A_FIX}")
+    `which` (first or last) of their errors, and the fix its cause calls for (`limits.cause`)."""
+    return NothingWorked(f"every rollout of {stretch} failed ({failed} of {failed}){among}, so the run cannot learn "
+                         f"anything; the {which} error: {error or 'not kept'}. "
+                         f"{advice(error, 'Fix the agent or the scorer (plan checks the scorer)')}, {AFTER_A_FIX}")
+
+
+def advice(error: str | None, otherwise: str) -> str:
+    """What to fix, as a sentence: what the cause of `error` calls for, else `otherwise`."""
+    found = cause(error)
+    return otherwise if found is None else found.fix[:1].upper() + found.fix[1:]
 
 
 @dataclass
@@ -128,28 +139,62 @@ class FailureWatch:
     """Counts the rollouts that ran (and how many of them failed with an error) from `watch` on;
     `check` raises `NothingWorked` when at least `fewest` ran and every one failed. Rollouts
     served from the cache or a journal are not counted: only what ran says how the agent and the
-    scorer behave now. A rollout that ran and scored 0 is no failure."""
+    scorer behave now. A rollout that ran and scored 0 is no failure. Past the first round of a
+    run, a round whose failed rollouts were all of changes under test stops it only when their
+    error is no change's doing, or after `FAILING_ROUNDS` such rounds (`check_round`); reflections
+    are watched alike (`check_reflections`)."""
 
     rollouts: int = 0
     failures: int = 0
     said: int = 0  # the errors usage kept before the stretch began
+    committed: int = 0  # the rollouts of committed versions that ran before it
+    # The later rounds since a rollout passed (since a reflection did not fail): (round, how many ran,
+    # its first error) of each round in which some ran and all failed
+    failing: list[tuple[int, int, tuple[str | None, str]]] = field(default_factory=list)
+    refusing: list[tuple[int, int, str]] = field(default_factory=list)
 
     def watch(self, usage: Usage) -> None:
         self.rollouts, self.failures, self.said = usage.rollouts, usage.failures, len(usage.errors)
+        self.committed = sum(getattr(usage, purpose) for purpose in COMMITTED)
 
     def check(self, usage: Usage, stretch: str, fewest: int = 1) -> None:
         ran, failed = usage.rollouts - self.rollouts, usage.failures - self.failures
         if ran < fewest or failed < ran:
             return
-        errors = usage.errors[self.said:]  # usage keeps the first few errors, and the newest
-        if errors:
-            raise nothing_worked(stretch, failed, errors[0])
-        raise nothing_worked(stretch, failed, usage.last_error, "last")
+        raise nothing_worked(stretch, failed, *self._first(usage))
+
+    def _first(self, usage: Usage) -> tuple[str | None, str]:
+        """The first error since `watch`, or the newest when usage kept none of them (it keeps the first few)."""
+        errors = usage.errors[self.said:]
+        return (errors[0], "first") if errors else (usage.last_error, "last")
 
     def check_round(self, usage: Usage, round_: int, first: int) -> None:
-        """`check` for a round of a run (or a resume) that began at round `first`: past that one,
-        only a round that ran at least `FEWEST_LATER` rollouts."""
-        self.check(usage, self.named(round_, first), 1 if round_ == first else FEWEST_LATER)
+        """`check` for a round of a run (or a resume) that began at round `first`. Past that one,
+        a round that ran at least `FEWEST_LATER` rollouts, every one failed, stops the run when
+        rollouts of the committed artifact (its minibatches, its held-out set) were among them, or
+        when the error is one no change under test causes (a key or a model refused: a lasting
+        `Cause` that is not `sent`), or when it is the `FAILING_ROUNDS`th such round since a
+        rollout last passed. Otherwise the rollouts were all of changes under test, each refused
+        with its error, and the run goes on."""
+        if round_ == first:
+            return self.check(usage, self.named(round_, first))
+        ran, failed = usage.rollouts - self.rollouts, usage.failures - self.failures
+        if failed < ran:
+            self.failing = []
+        if ran == 0 or failed < ran:
+            return
+        error, which = self._first(usage)
+        self.failing.append((round_, ran, (error, which)))
+        if ran < FEWEST_LATER:
+            return
+        found, stretch = cause(error), self.named(round_, first)
+        if sum(getattr(usage, purpose) for purpose in COMMITTED) > self.committed:
+            raise nothing_worked(stretch, failed, error, which, among=", the committed artifact's among them")
+        if found is not None and found.lasting and not found.sent:
+            raise nothing_worked(stretch, failed, error, which)
+        if sum(n >= FEWEST_LATER for _, n, _ in self.failing) >= FAILING_ROUNDS:
+            (start, _, said), n = self.failing[0], sum(n for _, n, _ in self.failing)
+            raise nothing_worked(f"rounds {start + 1} to {round_ + 1}", n, *said, among=", all of changes under test")
 
     @staticmethod
     def named(round_: int, first: int) -> str:
@@ -158,23 +203,36 @@ class FailureWatch:
             return f"round {round_ + 1}"
         return "the first round" if first == 0 else f"round {first + 1}, the first after the resume"
 
-    @staticmethod
-    def check_reflections(outcomes: Sequence[Outcome], stretch: str) -> None:
-        """`NothingWorked` when every reflection of `stretch` failed: `propose` raised or ran out of
-        time (a wrong key, model or signature), or raised `InvalidProposal` (a model reflector's
+    def check_reflections(self, outcomes: Sequence[Outcome], round_: int, first: int) -> None:
+        """`NothingWorked` when every reflection of the round failed: `propose` raised or ran out
+        of time (a wrong key, model or signature), or raised `InvalidProposal` (a model reflector's
         reply it could not read: a refusal, another format than its prompt asks for, a reply cut
-        off: at least `FEWEST_UNREADABLE` of them), so no diff can ever come."""
-        if not outcomes or not all(_raised(o) for o in outcomes):
+        off), so no diff can come: at once in the first round of a run (or a resume; unreadable
+        replies only when the round had at least `FEWEST_UNREADABLE`, fewer may be a noisy model's)
+        and when the error will not pass by itself (a key refused, a prompt too long for the
+        reflector's model: a lasting `Cause`), else at the `FAILING_ROUNDS`th such round since a
+        reflection last did not fail."""
+        failed = [o for o in outcomes if _raised(o)]
+        if len(failed) < len(outcomes):
+            self.refusing = []
+        if not failed or len(failed) < len(outcomes):
             return
-        if any(o.kind == "invalid" for o in outcomes) and len(outcomes) < FEWEST_UNREADABLE:
-            return  # a model's odd reply or two may be noise: a round of them is its habit
-        kinds = {o.kind for o in outcomes}
+        self.refusing.append((round_, len(failed), failed[0].reason))
+        found = cause(failed[0].reason)
+        unreadable = any(o.kind == "invalid" for o in failed)
+        if (round_ == first and not (unreadable and len(failed) < FEWEST_UNREADABLE)) or (found is not None and found.lasting):
+            stretch, n, reason = self.named(round_, first), len(failed), failed[0].reason
+        elif len(self.refusing) >= FAILING_ROUNDS:
+            (start, _, reason), n = self.refusing[0], sum(n for _, n, _ in self.refusing)
+            stretch = f"rounds {start + 1} to {round_ + 1}"
+        else:
+            return
+        kinds = {o.kind for o in failed}
         fix = "; ".join([*(["its key, its model, its arguments"] if "error" in kinds else []),
                          *(["a model that replies in the form its prompt asks, with room in max_tokens for a whole reply"]
                            if "invalid" in kinds else [])])
-        raise NothingWorked(f"every reflection of {stretch} failed ({len(outcomes)} of {len(outcomes)}), so the run "
-                            f"cannot change anything; the first: {outcomes[0].reason}. Fix the reflector (propose: "
-                            f"{fix}), {AFTER_A_FIX}")
+        raise NothingWorked(f"every reflection of {stretch} failed ({n} of {n}), so the run cannot change anything; "
+                            f"the first: {reason}. {advice(reason, f'Fix the reflector (propose: {fix})')}, {AFTER_A_FIX}")
 
 
 def _raised(outcome: Outcome) -> bool:
