@@ -50,7 +50,8 @@ class Budget:
     """What a run may spend, as caps: no call starts once `max_calls` or `max_tokens` is spent,
     counted across every process of the run (a killed run resumed goes on from its bill).
     `rollout_timeout` bounds one rollout (its agent and its scorer together) or one reflection, in
-    seconds; one that takes longer is a failed rollout or an `error` outcome. None: no cap."""
+    seconds; one that takes longer is a failed rollout or an `error` outcome, and the calls it
+    makes through the shipped clients end with it. None: no cap."""
 
     max_calls: int | None = None
     max_tokens: int | None = None

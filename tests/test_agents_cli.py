@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 
 from agentdescent.agents import traces
-from agentdescent.agents.base import ModelUsage, metering
+from agentdescent.agents.base import ModelUsage, cut_off_at, metering
 from agentdescent.agents.cli_agents import claude_code, codex
+from agentdescent.engine.calls.units import roll_out
 from agentdescent.errors import AgentError, UserError
 from agentdescent.runs.spec import AgentSpec
 from agentdescent.runs.wiring import make_client
+from agentdescent.types import Task
 from tests.procutil import gone
 
 FAKES = Path(__file__).parent / "fake_clis"
@@ -235,6 +237,27 @@ def test_a_hang_past_the_timeout_kills_the_fake_and_its_child(fake, monkeypatch,
     assert agent.usage.failures == 1
     started = json.loads(pids.read_text(encoding="utf-8"))
     assert gone(started["fake"]) and gone(started["child"])
+
+
+def test_a_rollout_abandoned_at_its_timeout_kills_the_agent_it_ran(fake, monkeypatch, tmp_path):
+    """Its process group goes at rollout_timeout, not at the agent's own timeout."""
+    fake.mode("hang")
+    pids = tmp_path / "pids.json"
+    monkeypatch.setenv("FAKE_CLI_PIDS", str(pids))
+    agent = claude_code(timeout=60)
+    rollout = roll_out(lambda rendered, task: agent("go", cwd=fake.workspace), lambda task, output: 1.0, "",
+                       Task(id="t", prompt="p"), timeout=1)
+    assert "took longer than rollout_timeout=1 s" in rollout.error
+    deadline = time.monotonic() + 10
+    while not pids.exists() or not gone(json.loads(pids.read_text(encoding="utf-8"))["fake"]):
+        assert time.monotonic() < deadline, "the agent outlived its rollout"
+        time.sleep(0.05)
+    assert gone(json.loads(pids.read_text(encoding="utf-8"))["child"])
+    with cut_off_at(time.monotonic() + 0.5, "the test's limit"), pytest.raises(AgentError, match="cut off at the test's limit"):
+        agent("go", cwd=fake.workspace)
+    with cut_off_at(time.monotonic() - 1, "the test's limit"), pytest.raises(AgentError, match="the call was not made"):
+        agent("go", cwd=fake.workspace)
+    assert (agent.usage.calls, agent.usage.failures) == (2, 2)  # the one never started is not on the bill
 
 
 @pytest.mark.parametrize("make", [claude_code, codex], ids=["claude", "codex"])

@@ -1,10 +1,13 @@
-"""What every model and agent shares: the usage it records, and the meters that collect it.
+"""What every model and agent shares: the usage it records, the meters that collect it, and the
+cutoff its caller may set.
 
 A model is any `Callable[[str], str]`; the clients shipped here also carry a `name` and a
 `usage` (`ModelUsage`). Each call is recorded on the client's own usage and on every meter
 active in the calling context. A meter is opened around one unit of work (a rollout, a
 reflection) where that unit runs, and what it counted goes back with the unit's result as a
-`Spend`: a context variable cannot cross into another process, plain data can. No client knows
+`Spend`: a context variable cannot cross into another process, plain data can. A unit given up
+on at its time limit sets a `cutoff` the same way: the shipped clients end every call made in it
+by then, so none runs on, nor starts, after the unit's result is written off. No client knows
 about `evolve`.
 """
 
@@ -86,6 +89,17 @@ _meters: contextvars.ContextVar[tuple[ModelUsage, ...]] = contextvars.ContextVar
 _before: contextvars.ContextVar[tuple[Callable[[], None], ...]] = contextvars.ContextVar("agentdescent_before", default=())
 
 
+@dataclass(frozen=True)
+class Cutoff:
+    """When the calls made in a context must be over, and the limit that says so (for messages)."""
+
+    at: float  # time.monotonic()
+    why: str  # e.g. "rollout_timeout=3 s, the limit of the rollout or reflection the call is part of"
+
+
+_cutoff: contextvars.ContextVar[Cutoff | None] = contextvars.ContextVar("agentdescent_cutoff", default=None)
+
+
 def record(usage: ModelUsage, **counts: float) -> None:
     """Add `counts` to a client's own usage and to every meter active here."""
     usage.add(**counts)
@@ -134,6 +148,24 @@ def before_each_call(hook: Callable[[], None]) -> Iterator[None]:
         yield
     finally:
         _before.reset(token)
+
+
+@contextmanager
+def cut_off_at(at: float, why: str) -> Iterator[None]:
+    """Within this block, each model call made in this context (this thread) ends by `at`
+    (`time.monotonic()`), or by an earlier cutoff already set: a client ends its call then, its own
+    timeout notwithstanding, and does not make one it cannot start before. `why` names the limit."""
+    outer = _cutoff.get()
+    token = _cutoff.set(outer if outer is not None and outer.at <= at else Cutoff(at=at, why=why))
+    try:
+        yield
+    finally:
+        _cutoff.reset(token)
+
+
+def cutoff() -> Cutoff | None:
+    """The cutoff set for calls made here (`cut_off_at`), or None."""
+    return _cutoff.get()
 
 
 def estimate_tokens(text: str) -> int:

@@ -10,7 +10,8 @@ where the CLI's help lists the flag for it, and parses the machine output: Claud
 JSON result object, Codex's JSONL events. Calls, failures, tokens,
 seconds and (for Claude Code) the reported cost are recorded on `agent.usage` and on every active
 meter. A failed call raises `AgentError` with the CLI's own account (error subtype, failed turn),
-the exit code and the stderr tail; a timeout kills the whole process group, and so does stdout
+the exit code and the stderr tail; a timeout (or the caller's `cutoff`, a rollout's
+`rollout_timeout`, when that comes first) kills the whole process group, and so does stdout
 passing `reply_byte_cap(max_reply_chars)` bytes (8 a character plus 64 KiB: room for the JSON
 around the reply), which fails naming the cap; a final answer longer than `max_reply_chars`
 characters fails too. A missing executable or working directory is a `UserError`. The reply and
@@ -28,13 +29,14 @@ import json
 import math
 import os
 import shutil
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentdescent.agents import cli_args as args
 from agentdescent.agents import traces
-from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
+from agentdescent.agents.base import ModelUsage, cutoff, estimate_tokens, metered_call
 from agentdescent.agents.limits import DEFAULT_MAX_REPLY_CHARS, check_max_reply_chars, raise_hint
 from agentdescent.agents.redact import KEY_VARIABLES, guard_logging, redact
 from agentdescent.agents.replies import reply_byte_cap
@@ -100,6 +102,9 @@ class CLIAgent:
         unsaved = [self.unsaved] if traces.lists(path, self.unsaved, self.help_args) else []
         argument, stdin = args.given(prompt)
         argv = [path, *self._argv(argument, [*unsaved, *self._kept_flags(workdir)])]
+        end = cutoff()
+        if end is not None and end.at <= time.monotonic():  # not on the bill: nothing was started
+            raise AgentError(f"{self.name}: the call was not made: {end.why} had run out")
         with metered_call(self.usage) as counts:  # what a failed run reported still counts
             reply = self._finish(self._run(argv, cwd=workdir, env=env, stdin=stdin), env, counts)
             if "input_tokens" not in counts:  # the CLI reported none: estimate, as other clients do
@@ -112,9 +117,10 @@ class CLIAgent:
     def _run(self, argv: list[str], *, cwd: str, env: Mapping[str, str], stdin: str | None = None) -> Finished:
         """Run `argv` in `cwd`, `stdin` its input (else closed); raise `AgentError` if it cannot start,
         times out or prints past the reply cap."""
-        cap = reply_byte_cap(self.max_reply_chars)
+        cap, end = reply_byte_cap(self.max_reply_chars), cutoff()
+        left = math.inf if end is None else max(0.001, end.at - time.monotonic())
         try:
-            return run_process(argv, timeout=self.timeout, stdin=stdin, cwd=cwd, env=env, max_output=cap)
+            return run_process(argv, timeout=min(self.timeout, left), stdin=stdin, cwd=cwd, env=env, max_output=cap)
         except OSError as exc:
             raise _agent_error(self.name, f"could not start {argv[0]}: {exc.strerror or exc}", "", env) from None
         except OutputTooLarge as exc:
@@ -123,8 +129,9 @@ class CLIAgent:
                       f"{raise_hint('max_reply_chars', str(2 * self.max_reply_chars), self.spec_field)}")
             raise _agent_error(self.name, reason, exc.stderr, env) from None
         except TimedOut as exc:
-            hint = raise_hint("timeout", f"{2 * self.timeout:g}", self.spec_field)
-            raise _agent_error(self.name, f"{exc}; {hint}", exc.stderr, env) from None
+            why = f"cut off at {end.why}" if end is not None and left < self.timeout else \
+                raise_hint("timeout", f"{2 * self.timeout:g}", self.spec_field)
+            raise _agent_error(self.name, f"{exc}; {why}", exc.stderr, env) from None
 
     def _finish(self, finished: Finished, env: Mapping[str, str], counts: dict[str, float]) -> str:
         """The reply of a finished process, or the `AgentError` that explains why there is none."""

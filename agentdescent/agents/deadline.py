@@ -8,6 +8,8 @@ passed: many short waits cannot add up past it. `HTTPModel` sets the deadline ar
     clock = Deadline();  bound_every_socket(client, clock)
     clock.at = time.monotonic() + 30   # this thread's requests on `client` end within 30 s
 
+`timeouts(seconds)` are httpx's own timeouts for a request with that much time left.
+
 Left out: what the call does when the deadline passes (the model's own retry and error).
 """
 
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import httpx
 
+CONNECT_TIMEOUT = 10.0  # one connection attempt; a server that does not answer is tried again
 log = logging.getLogger(__name__)
 
 
@@ -89,3 +92,11 @@ def bound_every_socket(client: httpx.Client, clock: Deadline) -> None:
         pool._network_backend = _DeadlineBackend(pool._network_backend, clock)
     if not pools:
         log.warning("this httpx hides its connection pools: a trickling server is stopped only between bytes")
+
+
+def timeouts(seconds: float) -> httpx.Timeout:
+    """httpx's timeouts for a request with `seconds` left: each wait at most that, a connection
+    attempt at most `CONNECT_TIMEOUT` (a server that does not answer is tried again)."""
+    import httpx
+
+    return httpx.Timeout(seconds, connect=min(CONNECT_TIMEOUT, seconds))

@@ -7,6 +7,8 @@ key read from its variable at each call and checked before anything is sent.
 
 A server's text that quotes what `public` leaves out is redacted too (`url_secrets`).
 
+What an HTTP error says to check of them is here too (`status_hint`).
+
 Left out: sending (`http`), and keys in anything but the environment.
 """
 
@@ -16,6 +18,7 @@ import os
 import re
 
 from agentdescent.agents.redact import redact
+from agentdescent.agents.replies import snippet
 from agentdescent.errors import UserError
 
 
@@ -98,6 +101,24 @@ def read_key(env_var: str, client: str) -> str:
         raise UserError(f"{client}: the key in {env_var} holds {what} at position {key.index(bad) + 1}, which no "
                         f"HTTP header can carry (copied with the line after it?); set {env_var} again, the key alone")
     return key
+
+
+def status_hint(status: int, location: str | None, api_key_env: str | None) -> str:
+    """What to check after an HTTP error `status` that is no retry's business: the key (401 and
+    403), or the base URL a redirect's `location` points to (not followed: the key would go with
+    it); "" for any other status."""
+    if status in (401, 403):
+        if api_key_env is None:
+            return "; the server wants a key: pass api_key_env='NAME_OF_THE_KEY_VARIABLE'"
+        return f"; check {api_key_env} (read from the environment at each call)"
+    if not location or not 300 <= status < 400:
+        return ""
+    where = snippet(public(location))
+    origin = re.match(r"(?i)(https?://[^/?#\s]+)", location)
+    if origin is None:
+        return f"; the server redirects to {where}, on its own host: check the base URL's path"
+    return f"; the server redirects to {where}: point the base URL at {snippet(public(origin.group(1)))}, " \
+           "with the path your server wants (https:// where http:// was given?)"
 
 
 def _shown(base: str) -> str:

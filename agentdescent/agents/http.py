@@ -9,8 +9,9 @@ the answer into text. Around that one request it does what every provider needs:
   is a `UserError` saying how to set it;
 - **a deadline**: `timeout` seconds bound the whole call, retries included, from when it gets
   one of `max_concurrency` slots: a call waiting for one is not yet made, so it is neither
-  billed nor logged as started. Every socket wait is cut to the time left (`deadline`), so a
-  server trickling its headers or body fails at the deadline too;
+  billed nor logged as started. A `cutoff` its caller set (a rollout's `rollout_timeout`) ends it
+  sooner, and one that gets no slot before the cutoff is never made. Every socket wait is cut to
+  the time left (`deadline`), so a server trickling its headers or body fails at the deadline too;
 - **a reply cap**: the body is read as a stream (asked for uncompressed; one compressed layer is
   inflated a block at a time) and cut off past `reply_byte_cap(max_reply_chars)` bytes, and a
   longer completion than `max_reply_chars` characters fails, neither retried;
@@ -38,16 +39,15 @@ import json
 import logging
 import math
 import random
-import re
 import threading
 import time
 import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentdescent.agents.base import ModelUsage, metered_call
-from agentdescent.agents.deadline import Deadline, bound_every_socket
-from agentdescent.agents.endpoint import public, read_key, url_secrets
+from agentdescent.agents.base import ModelUsage, cutoff, metered_call
+from agentdescent.agents.deadline import Deadline, bound_every_socket, timeouts
+from agentdescent.agents.endpoint import public, read_key, status_hint, url_secrets
 from agentdescent.agents.limits import (
     DEFAULT_MAX_REPLY_CHARS,
     DEFAULT_TIMEOUT,
@@ -70,7 +70,6 @@ if TYPE_CHECKING:  # imported where a request is made: a run of local agents nev
 __all__ = ["DEFAULT_MAX_REPLY_CHARS", "DEFAULT_TIMEOUT", "BadReply", "HTTPModel", "Reply"]
 
 DEFAULT_OUTPUT_LIMIT = 4096  # the limit a cut reply's hint doubles when the server's own was used
-CONNECT_TIMEOUT = 10.0  # one connection attempt; a server that does not answer is tried again
 log = logging.getLogger(__name__)
 
 
@@ -106,6 +105,7 @@ class _Call:
     deadline: float = math.inf  # time.monotonic() by which the call ends, set when it gets its first slot
     holding: bool = False  # the slot taken before the call was billed, which its first attempt uses
     out_of_time: bool = False  # a retry was refused: its wait would outlast the deadline
+    cut_off: str = ""  # the caller's limit, when the deadline is its cutoff rather than `timeout`
     rejected_tokens: tuple[int, int] = (0, 0)  # (input, output) of replies the server billed and we did not use
 
     def remaining(self) -> float:
@@ -165,8 +165,7 @@ class HTTPModel:
         sent = with_lone_surrogates_replaced(prompt)
         payload = self._payload(sent)
         call = _Call(url=self._url(), headers=self._headers(key), payload=payload, prompt=sent_text(payload))
-        self._slots.acquire()  # before the bill: a call queued behind others (then cancelled) was never made
-        call.deadline, call.holding = time.monotonic() + self.timeout, True
+        self._first_slot(call)  # before the bill: a call queued behind others (then cancelled) was never made
         try:
             with metered_call(self.usage) as counts:
                 try:
@@ -223,13 +222,27 @@ class HTTPModel:
                 limits = httpx.Limits(max_connections=self.max_concurrency,
                                       max_keepalive_connections=self.max_concurrency)
                 try:
-                    self._client = httpx.Client(timeout=_timeouts(self.timeout), limits=limits,
+                    self._client = httpx.Client(timeout=timeouts(self.timeout), limits=limits,
                                                 headers={"accept-encoding": "identity"})  # see `_body`
                 except (ImportError, ValueError) as exc:  # the environment's proxy: an unknown scheme, or SOCKS
                     raise UserError(redact(f"{self.name}: the proxy the environment sets (HTTPS_PROXY, HTTP_PROXY, "
                                            f"ALL_PROXY) cannot be used: {exc}; fix or unset it")) from None
                 bound_every_socket(self._client, self._clock)
             return self._client
+
+    def _first_slot(self, call: _Call) -> None:
+        """Take the slot of the call's first attempt and set its deadline: `timeout` from now, or
+        the `cutoff` its caller set when that comes sooner. A call that gets no slot before the
+        cutoff is not made: an `AgentError`, neither billed nor sent later."""
+        end = cutoff()
+        if end is None:
+            self._slots.acquire()
+        elif end.at <= time.monotonic() or not self._slots.acquire(timeout=max(0.0, end.at - time.monotonic())):
+            raise AgentError(f"{self.name}: the call was not made: {end.why} ran out before it got one of the model's "
+                             f"max_concurrency={self.max_concurrency} slots")
+        call.deadline, call.holding = time.monotonic() + self.timeout, True
+        if end is not None and end.at < call.deadline:
+            call.deadline, call.cut_off = end.at, end.why
 
     def _with_retries(self, call: _Call) -> tuple[Reply, tuple[Any, Any]]:
         while True:
@@ -277,7 +290,7 @@ class HTTPModel:
 
         try:
             with self._http().stream("POST", call.url, headers=call.headers, json=call.payload,
-                                     timeout=_timeouts(max(call.remaining(), 0.001))) as response:
+                                     timeout=timeouts(max(call.remaining(), 0.001))) as response:
                 body = self._body(response, call)
         except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
             raise UserError(redact(f"{self.name}: bad URL {public(call.url)!r} ({exc}); "
@@ -325,7 +338,8 @@ class HTTPModel:
             wait = retry_after_seconds(response.headers.get("retry-after"))
             raise _Retry(f"HTTP {status}: {body_snippet(response, body)}", retry_after=wait)
         if not 200 <= status < 300:
-            detail = f"HTTP {status} (not retried): {body_snippet(response, body)}{self._hint(status, response)}"
+            detail = f"HTTP {status} (not retried): {body_snippet(response, body)}"
+            detail += status_hint(status, response.headers.get("location"), self.api_key_env)
             raise AgentError(self._failure(call, detail))
         try:
             data = json.loads(body)
@@ -369,32 +383,14 @@ class HTTPModel:
         return AgentError(self._failure(call, f"no complete reply within {self._deadline(call)}"))
 
     def _deadline(self, call: _Call, wait: float | None = None) -> str:
-        """The deadline, and a timeout to raise it to that would hold the call so far and the server's `Retry-After` wait besides."""
+        """The deadline, and a timeout to raise it to that would hold the call so far and the
+        server's `Retry-After` wait besides."""
+        if call.cut_off:
+            return f"{call.cut_off}, which ends it before its own timeout={self.timeout:g} s"
         needed = self.timeout - call.remaining() + (wait or 0.0)
         hint = raise_hint("timeout", f"{max(2 * self.timeout, math.ceil(2 * needed)):g}", self.spec_field)
         return f"the call's deadline of {self.timeout:g} s (timeout, retries included); {hint}"
 
-    def _hint(self, status: int, response: httpx.Response | None = None) -> str:
-        if status in (401, 403):
-            if self.api_key_env is None:
-                return "; the server wants a key: pass api_key_env='NAME_OF_THE_KEY_VARIABLE'"
-            return f"; check {self.api_key_env} (read from the environment at each call)"
-        location = response.headers.get("location") if response is not None and 300 <= status < 400 else None
-        if not location:
-            return ""
-        where = snippet(public(location))  # redirects are not followed: the key would go with them
-        origin = re.match(r"(?i)(https?://[^/?#\s]+)", location)
-        if origin is None:
-            return f"; the server redirects to {where}, on its own host: check the base URL's path"
-        return f"; the server redirects to {where}: point the base URL at {snippet(public(origin.group(1)))}, " \
-               "with the path your server wants (https:// where http:// was given?)"
-
     def _failure(self, call: _Call, detail: str) -> str:
         plural = "" if call.attempts == 1 else "s"
         return call.redacted(f"{self.name}: POST {public(call.url)} failed after {call.attempts} attempt{plural}: {detail}")
-
-
-def _timeouts(seconds: float) -> httpx.Timeout:
-    import httpx
-
-    return httpx.Timeout(seconds, connect=min(CONNECT_TIMEOUT, seconds))

@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from agentdescent.agents.base import ModelUsage, accepts_keyword, metering
+from agentdescent.agents.base import ModelUsage, accepts_keyword, cut_off_at, metering
 from agentdescent.artifacts.strategies import InvalidProposal
 from agentdescent.errors import UserError
 from agentdescent.quoting import bounded, described, quoted
@@ -37,17 +37,19 @@ def roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], floa
     """Run `task` on the rendered artifact and score it. A `run` or `reward` that raises, or takes
     longer than `timeout` seconds (then it is abandoned), is a failed rollout (reward 0, the error
     kept); a `UserError` (misconfiguration) and a reward that is not a number in [0, 1] (the
-    caller's bug) are raised."""
+    caller's bug) are raised. An abandoned rollout's spend is what its model calls had cost by then."""
+    meter = ModelUsage()
+
     def metered() -> Rollout:
         start = time.monotonic()
-        with metering(ModelUsage()) as meter:
+        with metering(meter):
             output, value, error = _roll_out(run, reward, rendered, task)
         return Rollout(task=task, output=output, reward=value, error=error, spend=meter.spent(),
                        seconds=time.monotonic() - start)
 
     late = f"the rollout of task {task.id!r} took longer than rollout_timeout={timeout:g} s and was abandoned" \
         if timeout is not None else ""
-    return within(timeout, metered, lambda: Rollout(task=task, output="", reward=0.0, error=late))
+    return within(timeout, metered, lambda: Rollout(task=task, output="", reward=0.0, error=late, spend=meter.spent()))
 
 
 def abandoned() -> int:
@@ -57,21 +59,25 @@ def abandoned() -> int:
 
 def within(timeout: float | None, work: Callable[[], T], too_late: Callable[[], T]) -> T:
     """`work()`, or `too_late()` when it has not returned after `timeout` seconds (None: no limit).
-    Past the limit, `work` goes on alone on a daemon thread: a thread cannot be killed, but it no
-    longer holds up the run, nor the program's exit."""
+    The model calls `work` makes through the shipped clients end by the limit too (`cut_off_at`),
+    and none starts past it. Past the limit, the rest of `work` goes on alone on a daemon thread: a
+    thread cannot be killed, but it no longer holds up the run, nor the program's exit."""
     if timeout is None:
         return work()
     box: list[Any] = []
+    at = time.monotonic() + timeout
+    why = f"rollout_timeout={timeout:g} s, the limit of the rollout or reflection the call is part of"
 
     def call() -> None:
         try:
-            box.append((True, work()))
+            with cut_off_at(at, why):
+                box.append((True, work()))
         except BaseException as exc:  # carried back to the caller's thread
             box.append((False, exc))
 
     thread = threading.Thread(target=call, name="agentdescent-timed-call", daemon=True)
     thread.start()
-    thread.join(timeout)
+    thread.join(max(0.0, at - time.monotonic()))
     if not box:
         _ABANDONED.add(thread)
         return too_late()
@@ -202,14 +208,16 @@ def reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence[
     `batch(rendered, rollouts)`; `tried` (the run's refusals) goes to whichever takes a `tried`
     keyword. A proposal that is not a str (or None) is the caller's bug and
     raises `UserError`, as does a `UserError` from `propose`; anything else it raises, and a call
-    longer than `timeout` seconds (abandoned), is recorded."""
+    longer than `timeout` seconds (abandoned, with what its model calls had cost by then), is recorded."""
+    meter = ModelUsage()
+
     def metered() -> Reflection:
-        with metering(ModelUsage()) as meter:
+        with metering(meter):
             reflection = _reflect(propose, rendered, chosen, tried)
         return reflection.model_copy(update={"spend": meter.spent()})
 
     late = f"propose took longer than rollout_timeout={timeout:g} s and was abandoned" if timeout is not None else ""
-    return within(timeout, metered, lambda: Reflection(failed="error", reason=late))
+    return within(timeout, metered, lambda: Reflection(failed="error", reason=late, spend=meter.spent()))
 
 
 def _reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence[Rollout],
