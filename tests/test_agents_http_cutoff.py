@@ -54,9 +54,8 @@ def test_a_rollout_abandoned_at_its_timeout_ends_its_hung_call_and_frees_the_slo
         hung = roll_out(run, exact, "", TASK, timeout=0.5)
         assert "took longer than rollout_timeout=0.5 s" in hung.error
         assert settles(lambda: units.abandoned() == 0)  # its thread is not left in the call
-        start = time.monotonic()
-        answered = roll_out(run, exact, "", TASK, timeout=5)  # the slot is free again
-        assert answered.reward == 1.0 and time.monotonic() - start < 2
+        answered = roll_out(run, exact, "", TASK, timeout=30)  # the slot is free again, long before the hung call's 300 s
+        assert answered.reward == 1.0
     assert len(server.requests) == 2 and (model.usage.calls, model.usage.failures) == (2, 1)
 
 
@@ -86,7 +85,7 @@ def test_an_abandoned_rollout_brings_back_what_its_calls_had_cost_by_then(keyed)
     replies = iter(["a first answer", Response(delay=60)])
     with LoopbackServer(openai_chat(lambda prompt: next(replies))) as server:
         model = gpt(server)
-        abandoned = roll_out(lambda rendered, task: model("one") + model("two"), exact, "", TASK, timeout=0.5)
+        abandoned = roll_out(lambda rendered, task: model("one") + model("two"), exact, "", TASK, timeout=2)
     assert "took longer" in abandoned.error and len(server.requests) == 2
     assert (abandoned.spend.calls, abandoned.spend.input_tokens, abandoned.spend.output_tokens) == (1, 1, 3)
 
@@ -94,10 +93,8 @@ def test_an_abandoned_rollout_brings_back_what_its_calls_had_cost_by_then(keyed)
 def test_a_call_says_which_cutoff_ended_it_and_is_not_made_once_it_has_passed(keyed):
     with LoopbackServer(openai_chat(lambda prompt: Response(delay=60))) as server:
         model = gpt(server)
-        start = time.monotonic()
         with cut_off_at(time.monotonic() + 0.3, "the test's limit"), pytest.raises(AgentError) as ended:
-            model("go")
-        assert time.monotonic() - start < 3
+            model("go")  # the message says the cutoff, not the 300 s timeout, ended it
         assert "no complete reply within the test's limit, which ends it before its own timeout=300 s" in str(ended.value)
         with cut_off_at(time.monotonic() - 1, "the test's limit"), \
                 pytest.raises(AgentError, match="the call was not made: the test's limit ran out before it got one"):
