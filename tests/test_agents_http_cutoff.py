@@ -44,19 +44,18 @@ def exact(task, output):
 
 
 def test_a_rollout_abandoned_at_its_timeout_ends_its_hung_call_and_frees_the_slot(keyed):
-    replies = iter([Response(delay=60), "ok"])  # the first request hangs; the loopback ends its wait on close
-    with LoopbackServer(openai_chat(lambda prompt: next(replies))) as server:
+    def reply(prompt):  # by what is asked, not by the order requests come in
+        return Response(delay=60) if "hang" in prompt else "ok"  # the loopback ends its wait on close
+
+    with LoopbackServer(openai_chat(reply)) as server:
         model = gpt(server, max_concurrency=1)  # its own timeout: the default 300 s
-
-        def run(rendered, task):
-            return model("go")
-
-        hung = roll_out(run, exact, "", TASK, timeout=0.5)
-        assert "took longer than rollout_timeout=0.5 s" in hung.error
+        assert model("warm up") == "ok"  # its HTTP client made, so that the hung call is surely sent in time
+        hung = roll_out(lambda rendered, task: model("hang"), exact, "", TASK, timeout=1)
+        assert "took longer than rollout_timeout=1 s" in hung.error
         assert settles(lambda: units.abandoned() == 0)  # its thread is not left in the call
-        answered = roll_out(run, exact, "", TASK, timeout=30)  # the slot is free again, long before the hung call's 300 s
-        assert answered.reward == 1.0
-    assert len(server.requests) == 2 and (model.usage.calls, model.usage.failures) == (2, 1)
+        answered = roll_out(lambda rendered, task: model("go"), exact, "", TASK, timeout=30)  # long before the hung call's 300 s
+        assert answered.reward == 1.0  # the slot is free again
+    assert len(server.requests) == 3 and (model.usage.calls, model.usage.failures) == (3, 1)
 
 
 def test_a_call_that_gets_no_slot_before_its_rollouts_timeout_is_never_sent_nor_billed(keyed):
