@@ -49,7 +49,7 @@ class Usage(Tally):
     replayed: int = 0  # answers an earlier process of this run paid for, read back from its journal, not asked again
     abandoned: int = 0  # units started and never recorded (a killed process's, a stopped run's in flight): paid, answer lost
     billed: int = 0  # the calls of every unit and step call recorded (see `calls`)
-    repeated: int = 0  # rollouts drawn again on a task the same artifact was already measured on
+    repeated: int = 0  # rollouts drawn again on a task the same artifact was already measured on (neither failed with an error)
     disagreed: int = 0  # ... whose reward differed from the first: the rewards are samples, not the truth
     errors: list[str] = field(default_factory=list)
     last_error: str | None = field(default=None, repr=False, compare=False)  # the newest, once `errors` is full

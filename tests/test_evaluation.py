@@ -146,3 +146,27 @@ def test_a_state_is_rendered_once_however_often_it_is_scored_and_known_holds_wha
     assert ev.known(dict(head)) == ev.known(head)  # an equal state is viewed again and shares the rollouts
     assert strategy.renders == 2
     assert ev.known({"r": "another rule"}) == {}
+
+
+def test_a_rollout_that_failed_with_an_error_is_no_measurement_and_runs_again_when_next_asked(make_evaluator):
+    run = CountingRun(fail_on={"t2"})  # a provider's burst of 429s, say
+    ev = make_evaluator(run)
+    assert ev.rewards([GOOD, BAD], TASKS) == [[1.0, 1.0, 0.0, 1.0], [0.0] * 4]
+    assert ev.known(GOOD) == {"t0": 1.0, "t1": 1.0, "t3": 1.0} and len(ev.errors(GOOD, TASKS)) == 1
+    run.fail_on.clear()  # the burst is over
+    assert ev.rewards([GOOD, BAD], TASKS) == [[1.0] * 4, [0.0] * 4]  # BAD's zeros that ran are measurements: cached
+    assert len(run.calls) == ev.usage.rollouts == 10 and ev.usage.cache_hits == 6  # t2 anew on each, each counted
+    assert ev.errors(GOOD, TASKS) == [] and ev.known(GOOD)["t2"] == 1.0
+    ev.rewards([GOOD, BAD], TASKS)
+    assert len(run.calls) == 10  # measured now: from the cache
+
+
+def test_a_draw_again_that_failed_with_an_error_is_no_sample(make_evaluator):
+    run = CountingRun()
+    ev = make_evaluator(run)
+    ev.rewards([GOOD], TASKS[:2])
+    run.fail_on.add("t1")
+    assert ev.again([(GOOD, TASKS[:2])]) == [[1.0, 0.0]]
+    assert ev.draws(GOOD, "t0") == [1.0, 1.0] and ev.draws(GOOD, "t1") == [1.0]
+    assert (ev.usage.repeated, ev.usage.disagreed) == (1, 0)  # an error does not say the rewards are samples
+    assert ev.known(GOOD) == {"t0": 1.0, "t1": 1.0}

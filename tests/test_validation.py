@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from agentdescent import Parallelism, events
+from agentdescent import Parallelism, events, evolve
 from agentdescent.engine.loop.decisions import Amortized, OnHeldOutGain
 from agentdescent.engine.loop.validation import Validator
 from agentdescent.engine.split import split_tasks
@@ -87,3 +87,44 @@ def test_states_that_render_alike_share_their_rollouts(make_evaluator):
     evaluator.rewards([{"k1": "answer with the gold"}], tasks)
     evaluator.rewards([{"k2": "answer with the gold"}], tasks)
     assert len(run.calls) == 3 and evaluator.usage.cache_hits == 3
+
+
+def test_a_held_out_reward_that_counts_errors_says_so_and_the_final_one_runs_them_again():
+    tasks = numbered_tasks(12, gold="{i}")
+    burst = {"on": True}  # a provider's rate limit at the start: half the rollouts fail with an error
+
+    def run(rendered, task):
+        if burst["on"] and int(task.id[1:]) % 2 == 0:
+            raise RuntimeError("HTTP 429: rate limited")
+        return task.gold
+
+    def on_event(event):
+        if isinstance(event, events.Evaluated) and event.round == -1:
+            burst["on"] = False
+
+    result = evolve(tasks, lambda task, output: float(output == task.gold), run=run,
+                    propose=lambda rendered, task, output, reward: None, rounds=1, n_workers=2, on_event=on_event)
+    _, held_out = split_tasks(tasks, 0.3, random.Random("0:split"))
+    failed = sum(int(t.id[1:]) % 2 == 0 for t in held_out)
+    assert 0 < failed < len(held_out) and result.initial_reward == 1 - failed / len(held_out)
+    assert result.final_reward == 1.0  # the same version: its errors ran again, not read back as zeros
+    [warning] = [w for w in result.warnings if "failed with an error" in w]
+    assert f"the held-out reward at the start counts {failed} of {len(held_out)} rollouts" in warning
+    assert "HTTP 429: rate limited" in warning
+
+
+def test_a_held_out_task_that_always_fails_with_an_error_is_told_at_the_start_and_at_the_end():
+    tasks = numbered_tasks(12, gold="{i}")
+    _, held_out = split_tasks(tasks, 0.3, random.Random("0:split"))
+    broken = held_out[0].id
+
+    def run(rendered, task):
+        if task.id == broken:
+            raise RuntimeError("the sandbox for this task is gone")
+        return task.gold
+
+    result = evolve(tasks, lambda task, output: float(output == task.gold), run=run,
+                    propose=lambda rendered, task, output, reward: None, rounds=1, n_workers=2)
+    told = [w for w in result.warnings if "failed with an error" in w]
+    assert [w.split(" counts")[0] for w in told] == ["the held-out reward at the start", "the held-out reward at the end"]
+    assert all(f"counts 1 of {len(held_out)} rollouts" in w and "sandbox for this task is gone" in w for w in told)

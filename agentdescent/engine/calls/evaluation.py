@@ -12,9 +12,13 @@ is how a run learns that its rewards are noisy. Each rollout that runs is counte
 under what it was for (`PURPOSES`); the call pool asks the run's allowance as it starts one, and
 a rollout the allowance refused fails with `BudgetSpent` and is forgotten. The cache and the usage stay here,
 with the driver; what goes to the call pool is `units.roll_out`, plain data in and out, and the
-usage each rollout brings back is added as it arrives. A rollout whose `run` raises is data
-(reward 0, the error kept); a `reward` that returns something outside [0, 1] is the caller's bug
-and stops the run with a `UserError`.
+usage each rollout brings back is added as it arrives. A rollout whose `run` or `reward` raises is
+data (reward 0, the error kept) but no measurement: its 0 says that a call failed (a rate limit,
+a timeout), not what the artifact scores. Its caller gets its 0; the cache serves it to nobody later (the
+next need of that state and task runs it again, a new call, counted), `known` and the draws leave
+it out, and a draw again that failed is no sample (nor counted as one that differed); `errors`
+tells the failures a measurement holds. A `reward` that returns something outside [0, 1] is the
+caller's bug and stops the run with a `UserError`.
 """
 
 from __future__ import annotations
@@ -116,13 +120,19 @@ class Evaluator:
         """Each state on its own tasks, all in flight at once; one row of rewards per job (the mean
         of a task's samples, where it was drawn again)."""
         rows = [self._submit_row(state, tasks, purpose) for state, tasks in jobs]
-        return [self._means(state, tasks, [result_of(f).reward for f in row]) for (state, tasks), row in zip(jobs, rows)]
+        return [self.read(state, tasks, row) for (state, tasks), row in zip(jobs, rows)]
+
+    def read(self, state: Mapping[str, str], tasks: Sequence[Task], row: Sequence[Future[Rollout]]) -> list[float]:
+        """The rewards of `row`, the rollouts `submit` started of `state` on `tasks`, once back (the
+        mean of a task's samples, where it was drawn again)."""
+        return self._means(state, tasks, [result_of(f).reward for f in row])
 
     def again(self, jobs: Sequence[tuple[Mapping[str, str], Sequence[Task]]], purpose: str = "accept") -> list[list[float]]:
         """Each state on its own tasks once more, past the cache, all in flight at once: one row per
-        job of the new draws' rewards (not the means). A task not yet measured on its state is
-        measured first, so that each draw here is a repeat."""
-        firsts = [self._submit_row(state, tasks, purpose) for state, tasks in jobs]
+        job of the new draws' rewards (not the means). A task with no rollout of its state yet is run
+        first, so that each draw here is a repeat (one whose first failed with an error is not run
+        first again: its draw is a sample all the same, though not one to compare)."""
+        firsts = [self._submit_row(state, tasks, purpose, redo_failed=False) for state, tasks in jobs]
         drawn: list[list[Future[Rollout]]] = []
         for state, tasks in jobs:
             key, rendered = self.view(state)
@@ -130,14 +140,15 @@ class Evaluator:
         out = []
         for (state, tasks), first, row in zip(jobs, firsts, drawn):
             key, _ = self.view(state)
-            rewards = [result_of(f).reward for f in row]
-            before = [result_of(f).reward for f in first]
+            again, before = [result_of(f) for f in row], [result_of(f) for f in first]
             with self._lock:
                 extra = self._extra.setdefault(key, {})
-                for task, reward in zip(tasks, rewards):
-                    extra.setdefault(task.id, []).append(reward)
-            self.usage.add(repeated=len(rewards), disagreed=sum(r != b for r, b in zip(rewards, before)))
-            out.append(rewards)
+                for task, rollout in zip(tasks, again):
+                    if rollout.error is None:
+                        extra.setdefault(task.id, []).append(rollout.reward)
+            pairs = [(r.reward, b.reward) for r, b in zip(again, before) if r.error is None and b.error is None]
+            self.usage.add(repeated=len(pairs), disagreed=sum(r != b for r, b in pairs))
+            out.append([r.reward for r in again])
         return out
 
     def draws(self, state: Mapping[str, str], task_id: str) -> list[float]:
@@ -187,7 +198,7 @@ class Evaluator:
 
     def known(self, state: Mapping[str, str]) -> dict[str, float]:
         """The rewards of `state` measured so far (each the mean of its samples), by task id,
-        without running anything."""
+        without running anything; a rollout that failed with an error is no measurement."""
         key, _ = self.view(state)
         with self._lock:
             row, rewards = dict(self._cache.get(key, {})), dict(self._rewards.get(key, {}))
@@ -196,7 +207,7 @@ class Evaluator:
             landing = [(f, task_id) for f, (k, _, task_id, _) in self._pending.items() if k == key and f.done()]
             unseen = set(self._unseen.get(key, ()))
         for future, task_id in landing:
-            if not future.cancelled() and future.exception() is None:
+            if not future.cancelled() and future.exception() is None and future.result().error is None:
                 rewards[task_id] = future.result().reward
         return {task_id: (rewards[task_id] + sum(extra.get(task_id, ()))) / (1 + len(extra.get(task_id, ())))
                 for task_id in row if task_id in rewards and task_id not in unseen}  # in the order they started
@@ -226,7 +237,8 @@ class Evaluator:
                 self._views.popitem(last=False)
         return key, rendered
 
-    def _submit_row(self, state: Mapping[str, str], tasks: Sequence[Task], purpose: str) -> list[Future[Rollout]]:
+    def _submit_row(self, state: Mapping[str, str], tasks: Sequence[Task], purpose: str, *,
+                    redo_failed: bool = True) -> list[Future[Rollout]]:
         key, rendered = self.view(state)
         futures, started, hits = [], [], 0
         try:
@@ -234,7 +246,7 @@ class Evaluator:
                 row = self._cache.setdefault(key, {})
                 for task in tasks:
                     future = row.get(task.id)
-                    if future is None:
+                    if future is None or (redo_failed and _failed(future)):  # an error is no measurement: run it again
                         future = self._start(key, rendered, task, purpose)
                         row[task.id] = future
                         self._pending[future] = (key, state, task.id, purpose)
@@ -263,14 +275,15 @@ class Evaluator:
 
     def _returned(self, future: Future[Rollout]) -> None:
         """A rollout is back; one that ended in an exception (a cancelled run's) stays pending, and
-        one the budget refused never started: it is neither in flight nor cached."""
+        one the budget refused never started: it is neither in flight nor cached. One that failed
+        with an error has no reward to know (`_failed`)."""
         refused = not future.cancelled() and isinstance(future.exception(), BudgetSpent)
         if future.cancelled() or refused or future.exception() is None:
             with self._lock:
                 key, _, task_id, _ = self._pending.pop(future, (None, None, None, None))
                 if key is not None and refused and self._cache.get(key, {}).get(task_id) is future:
                     del self._cache[key][task_id]
-                elif key is not None and not future.cancelled():
+                elif key is not None and not future.cancelled() and future.result().error is None:
                     rollout = future.result()
                     self._rewards.setdefault(key, {})[rollout.task.id] = rollout.reward
 
@@ -306,3 +319,9 @@ class Evaluator:
         journal = self._journal
         self.usage.count_rollout(rollout, purpose, None if journal is None else lambda r: journal(key, r))
         return rollout
+
+
+def _failed(future: Future[Rollout]) -> bool:
+    """Whether `future` is back with a rollout that failed with an error: its place in the cache is
+    taken by the next rollout of its state and task."""
+    return future.done() and not future.cancelled() and future.exception() is None and future.result().error is not None

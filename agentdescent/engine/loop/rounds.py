@@ -100,7 +100,7 @@ class Loop:
         self._next_round = 0  # the first round not yet done: where a resumed run goes on
         self._dealt: dict = {"turns": 0, "leads": [], "routes": {}}  # where it is dealt from (`_round_done`)
         self.measured = Measurements(validator=self.validator, state_of=self._state, promote=self.ledger.promote,
-                                     emit=self.emit, progress=self.progress)
+                                     emit=self.emit, progress=self.progress, warn=self._warn)
 
     def run(self) -> EvolveResult:
         existed = self.ledger.has_artifact(self.artifact_id, self.ledger.head())
@@ -205,9 +205,9 @@ class Loop:
         self._save(finished=False)
         start = self._initial[0]
         self.failing.watch(self.evaluator.usage)
-        self.validator.calibrate(self._state(start))
-        reward = self.validator.whole(self._state(start))
+        reward = self.validator.start(self._state(start))
         self.failing.check(self.evaluator.usage, "the held-out measurement at the start")
+        self.measured.tell_errors(self._state(start), "at the start")
         self._initial = (start, reward)
         self.progress.best, self.measured.validated = self._initial[1], start
         self._done(-1)  # the start, before round 0

@@ -7,7 +7,9 @@ two waves, a quarter of the held-out set first: when the first wave already show
 no longer beat `stable` (the promotion policy at the best reward the rest could give) nor reach
 the target, the rest is not run (a batched run, whose every wave is a round trip, measures in
 one). That bound is exact, so a promotion always rests on the whole held-out set, as the
-starting and final rewards do.
+starting and final rewards do. A rollout that failed with an error counts as 0 in the reward it
+was measured for; the starting and final rewards the user is told say so in a warning (`errored`),
+and a later measurement runs it again (the evaluation cache keeps no error).
 
 `Measurements` keeps which version was measured last and what each measurement did to `stable`
 and the run's progress. An asynchronous run measures in the background (`later`): no step waits
@@ -28,7 +30,8 @@ from agentdescent.engine.loop.decisions import PromotionPolicy, ValidationPolicy
 from agentdescent.engine.loop.stopping import Progress, nothing_worked
 from agentdescent.errors import BudgetSpent
 from agentdescent.result import StepRecord
-from agentdescent.types import Task
+from agentdescent.step.stats import mean_reward
+from agentdescent.types import Rollout, Task
 
 Z90 = 1.645  # standard errors either side of a mean that hold 90 % of a normal's mass
 
@@ -61,6 +64,11 @@ class Validator:
         """The mean reward of `state` on the whole held-out set."""
         return self.evaluator.mean(state, self.held_out, "validate")
 
+    def start(self, state: Mapping[str, str]) -> float:
+        """The mean reward of `state` on the whole held-out set where the run starts, calibrated in
+        the same wave (`calibrate`)."""
+        return mean_reward(self.evaluator.read(state, self.held_out, self.calibrate(state)))
+
     def margin(self, state: Mapping[str, str]) -> float | None:
         """Half the width of a 90 % interval around `state`'s held-out reward, from what was
         measured (no call): 1.645 standard errors of the mean of its tasks' rewards. It covers
@@ -73,20 +81,23 @@ class Validator:
         variance = sum((r - mean) ** 2 for r in rewards) / (len(rewards) - 1)
         return Z90 * (variance / len(rewards)) ** 0.5
 
-    def calibrate(self, state: Mapping[str, str]) -> None:
-        """While the run does not know whether its rewards are samples, draw `calibration` held-out
-        tasks (or all there are) twice, in the wave that measures the whole held-out set: two draws
+    def calibrate(self, state: Mapping[str, str]) -> list[Future[Rollout]]:
+        """Start measuring `state` on the whole held-out set, and return its rollouts (those this
+        measurement reads, whichever failed with an error included: they are its own, not a
+        later need's). While the run does not know whether its rewards are samples, draw
+        `calibration` held-out tasks (or all there are) twice, in the wave that measures them: two draws
         that differ say so before the first step has to decide anything, and draws that all agree
         settle it for a run whose held-out set is large enough. With `calibrate_train` (a batched
         run with no call cap) train tasks are drawn too where the held-out set is smaller (the
         rounds find their draws in the cache), so that an exact run never pays the waves in which
         a noisy one draws again."""
+        row = self.evaluator.submit([state], self.held_out, "validate")[0]
         if self.calibration and self.noisy() is None:
-            self.evaluator.submit([state], self.held_out, "validate")  # the start's measurement, under way
             tasks = [*self.held_out, *(self.train if self.calibrate_train else ())][: self.calibration]
             # the gate's, not a measurement: held-out evaluation's share of the bill, which the
             # validation schedule spends by, stays what it was
             self.evaluator.again([(state, tasks)], "accept")
+        return row
 
     def measure(self, state: Mapping[str, str], best: float) -> tuple[float, bool]:
         """(the held-out reward of `state`, True); or (the most it could still reach, False) when it
@@ -102,6 +113,16 @@ class Validator:
         reward = (total + sum(self.evaluator.score([(state, rest)], "validate")[0])) / n
         self._check(state)
         return reward, True
+
+    def errored(self, state: Mapping[str, str], when: str) -> str | None:
+        """The warning for a held-out reward of `state` that counts rollouts that failed with an
+        error as 0 (None: none did)."""
+        errors = self.evaluator.errors(state, self.held_out)
+        if not errors:
+            return None
+        return (f"the held-out reward {when} counts {len(errors)} of {len(self.held_out)} rollouts that failed with an "
+                f"error as 0, so it may be lower than the artifact's: those tasks were not measured (a rate limit or a "
+                f"timeout, say: result.usage.errors holds why). The first error: {errors[0]}")
 
     def _check(self, state: Mapping[str, str]) -> None:
         """`NothingWorked` when every rollout of `state`'s held-out measurement failed: their zeros
@@ -121,6 +142,7 @@ class Measurements:
     promote: Callable[[int], bool]  # move `stable` to a version; False when another run moved it past
     emit: Callable[[ev.Event], None]
     progress: Progress
+    warn: Callable[[str], None] = lambda message: None  # a warning for the result
     validated: int = -1  # the last version measured, or being measured in the background
     _measuring: tuple[int, int, Future[tuple[float, bool]]] | None = field(default=None, init=False)  # (version, round, answer)
     _thread: ThreadExecutor = field(default_factory=lambda: ThreadExecutor(1, name="agentdescent-validate"), init=False)
@@ -177,9 +199,17 @@ class Measurements:
         if not measure:
             return self.progress.best
         try:
-            return self.validator.whole(state)
+            reward = self.validator.whole(state)
         except BudgetSpent:
             return self.progress.best
+        self.tell_errors(state, "at the end")
+        return reward
+
+    def tell_errors(self, state: Mapping[str, str], when: str) -> None:
+        """Warn when the held-out reward of `state` just measured counts rollouts that failed with an error."""
+        message = self.validator.errored(state, when)
+        if message is not None:
+            self.warn(message)
 
     def settle(self, *, wait: bool) -> None:
         """The run is over: with `wait`, a measurement still under way ends first (it adds to
