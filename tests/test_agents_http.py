@@ -21,9 +21,9 @@ import pytest
 from agentdescent.agents.anthropic import claude
 from agentdescent.agents.base import ModelUsage, estimate_tokens, metering
 from agentdescent.agents.endpoint import join_url
-from agentdescent.agents.limits import retry_after_seconds
 from agentdescent.agents.openai_compat import deepseek, openai_compatible
 from agentdescent.agents.redact import redact
+from agentdescent.agents.waits import retry_after_seconds
 from agentdescent.errors import AgentError, UserError
 from agentdescent.runs.spec import AgentSpec
 from agentdescent.runs.wiring import make_client

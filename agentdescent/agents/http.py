@@ -18,11 +18,11 @@ the answer into text. Around that one request it does what every provider needs:
 - **whole answers**: a completion stopped at its output limit (`max_tokens`), with an answer or
   none yet (a reasoning model's thinking took it all), fails, not retried, as does one a provider
   says is no finished answer (a refusal, a content filter, a provider's own stop reason);
-- **retries** on 429, 500, 502, 503, 504 and 529, transport errors and connect timeouts, after
-  jittered backoff or the server's `Retry-After` (at most 60 s), only while the deadline leaves
-  time for them; a body that is not JSON or holds no completion is retried once (a proxy's
-  hiccup, more often a misconfiguration); other 4xx are not retried, and 401 and 403 name the
-  key variable to check;
+- **retries** on 429, 500, 502, 503, 504 and 529, transport errors and connect timeouts, after the
+  server's wait or jittered backoff (`waits`), while the deadline leaves time: `max_retries` of
+  them, a 429 or 529 (rate limited, overloaded) past those; a body that is not JSON or holds no
+  completion is retried once (a proxy's hiccup, more often a misconfiguration); other 4xx are not
+  retried, and 401 and 403 name the key variable to check;
 - **usage**: one call on success (tokens from the server, else estimated from all the request
   sends and all the reply holds, system prompt and reasoning included), one call and one failure
   when it fails for good with an `AgentError` naming the model, the URL without its query, what
@@ -57,10 +57,10 @@ from agentdescent.agents.limits import (
     check_max_reply_chars,
     check_timeout,
     raise_hint,
-    retry_after_seconds,
 )
 from agentdescent.agents.redact import guard_logging, redact, register
 from agentdescent.agents.replies import body_snippet, counted, inflated, inflater_for, plausible_tokens, reply_byte_cap, sent_text, snippet
+from agentdescent.agents.waits import WAITED_OUT, backoff_wait, refusal, server_wait, waited_out_hint
 from agentdescent.errors import AgentError, BadReply, UserError
 from agentdescent.governance.text import with_lone_surrogates_replaced
 
@@ -86,9 +86,9 @@ class Reply:
 class _Retry(Exception):
     """One attempt failed in a way that may pass on another try (its detail is redacted where the call's failure is told)."""
 
-    def __init__(self, detail: str, *, retry_after: float | None = None, once: bool = False) -> None:
+    def __init__(self, detail: str, *, retry_after: float | None = None, once: bool = False, waited_out: bool = False) -> None:
         super().__init__(detail)
-        self.detail, self.retry_after, self.once = detail, retry_after, once
+        self.detail, self.retry_after, self.once, self.waited_out = detail, retry_after, once, waited_out
 
 
 @dataclass(kw_only=True)
@@ -102,6 +102,7 @@ class _Call:
     prompt: str = field(repr=False)  # all the text the request sends: what an input estimate counts
     attempts: int = 0
     bad_replies: int = 0
+    waited_out: int = 0  # attempts refused with a 429 or 529: waited out, they count toward no max_retries
     deadline: float = math.inf  # time.monotonic() by which the call ends, set when it gets its first slot
     holding: bool = False  # the slot taken before the call was billed, which its first attempt uses
     out_of_time: bool = False  # a retry was refused: its wait would outlast the deadline
@@ -252,20 +253,19 @@ class HTTPModel:
                 wait = self._delay(exc, call)
                 if wait is None:
                     late = f"; no time left to try again within {self._deadline(call, exc.retry_after)}" \
-                        if call.out_of_time else ""
+                        f"{waited_out_hint(self.max_concurrency) if exc.waited_out else ''}" if call.out_of_time else ""
                     raise AgentError(self._failure(call, exc.detail + late)) from None
                 log.info("%s: attempt %d failed (%s); retrying in %.2f s", self.name, call.attempts,
                          call.redacted(exc.detail), wait)
                 time.sleep(wait)
 
     def _delay(self, exc: _Retry, call: _Call) -> float | None:
-        """Seconds before the next attempt (the server's `Retry-After`, else jittered backoff), or
-        None for none: attempts used up, a second bad body, or a wait that outlasts the deadline."""
-        if call.attempts > self.max_retries or (exc.once and call.bad_replies > 1):
+        """Seconds before the next attempt (the server's wait, at least jittered backoff), or None for none:
+        retries used up (a 429 or 529 uses none), a second bad body, or a wait that outlasts the deadline."""
+        call.waited_out += exc.waited_out
+        if call.attempts - call.waited_out > self.max_retries or (exc.once and call.bad_replies > 1):
             return None
-        base, cap = self.backoff
-        backoff = min(cap, base * 2 ** (call.attempts - 1))
-        wait = exc.retry_after if exc.retry_after is not None else backoff / 2 + self._jitter.uniform(0, backoff / 2)
+        wait = max(exc.retry_after or 0.0, backoff_wait(call.attempts, self.backoff, self._jitter))
         call.out_of_time = wait >= call.remaining()
         return None if call.out_of_time else wait
 
@@ -335,8 +335,8 @@ class HTTPModel:
         added to the call's `rejected_tokens` (the provider bills them all the same)."""
         status = response.status_code
         if status in RETRY_STATUSES:
-            wait = retry_after_seconds(response.headers.get("retry-after"))
-            raise _Retry(f"HTTP {status}: {body_snippet(response, body)}", retry_after=wait)
+            raise _Retry(f"{refusal(status)}: {body_snippet(response, body)}", retry_after=server_wait(response.headers),
+                         waited_out=status in WAITED_OUT)
         if not 200 <= status < 300:
             detail = f"HTTP {status} (not retried): {body_snippet(response, body)}"
             detail += status_hint(status, response.headers.get("location"), self.api_key_env)

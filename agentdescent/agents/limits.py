@@ -1,18 +1,17 @@
 """What bounds a model client's call: its options checked (a timeout, a reply cap, retries,
-concurrency, a backoff), how to raise a limit that was reached, which answers are retried
-after how long (a server's `Retry-After`, read and capped), and what a call that failed for good
-says of its cause (`cause`: read back from the words `http` fails in, for the run's stop rules).
+concurrency, a backoff), how to raise a limit that was reached, which answers are retried, and
+what a call that failed for good says of its cause (`cause`: read back from the words `http` fails
+in, for the run's stop rules).
 
-Left out: sending the call and keeping to these (`http`).
+Left out: sending the call and keeping to these (`http`), and how long to wait before a retry
+(`waits`).
 """
 
 from __future__ import annotations
 
-import email.utils
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 from agentdescent.errors import UserError
@@ -20,7 +19,6 @@ from agentdescent.errors import UserError
 DEFAULT_TIMEOUT = 300.0  # seconds for a whole model call, its retries included
 DEFAULT_MAX_REPLY_CHARS = 1_000_000
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
-RETRY_AFTER_CAP = 60.0
 SENT_STATUSES = frozenset({400, 413, 422})  # a request refused for what it holds (a prompt too long): another may pass
 # How `HTTPModel` words the answer it gave up on: "HTTP 401 (not retried): «...»", or "HTTP 429: «...»" once its retries are spent
 _GAVE_UP = re.compile(r"\bHTTP (\d{3})( \(not retried\))?: ")
@@ -66,29 +64,6 @@ def check_timeout(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise UserError(f"timeout must be a positive number of seconds for the whole call, such as 300; got {value!r}")
     return float(value)
-
-
-def retry_after_seconds(value: str | None, *, cap: float = RETRY_AFTER_CAP,
-                        now: datetime | None = None) -> float | None:
-    """The wait a `Retry-After` header asks for, in [0, cap]; None when absent or unreadable.
-
-    retry_after_seconds("2") == 2.0;  retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0 (past)
-    """
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, OverflowError):  # OverflowError: a year past what a date holds
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=timezone.utc)
-        seconds = (when - (now or datetime.now(timezone.utc))).total_seconds()
-    if math.isnan(seconds):
-        return None
-    return max(0.0, min(cap, seconds))
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,9 @@ from typing import Any
 
 from agentdescent.agents.deadline import Deadline, bound_every_socket
 from agentdescent.agents.endpoint import join_url, public, read_key, url_secrets
-from agentdescent.agents.limits import retry_after_seconds
 from agentdescent.agents.redact import guard_logging, redact
 from agentdescent.agents.replies import inflated, inflater_for
+from agentdescent.agents.waits import retry_after_seconds
 from agentdescent.dataloader.hf_answers import problem, read_cached, redacted, write_cached
 from agentdescent.dataloader.local import MAX_FILE_BYTES, unwrap_row
 from agentdescent.errors import AgentDescentError, UserError
