@@ -24,8 +24,9 @@ pytestmark = pytest.mark.usefixtures("no_provider_env")
      "the prompt is too long for the model (HTTP 400)"),
     (error_response(400, "temperature must be at most 2"), False, 400, True, True, "its answer, in the error, says why"),
     (error_response(429, "Rate limit reached"), False, 429, False, False,
-     "rate limited (HTTP 429): lower max_concurrency, or raise the client's max_retries/backoff"),
-    (error_response(529, "Overloaded", anthropic=True), True, 529, False, False, "the server kept failing (HTTP 529)"),
+     "the provider kept the calls rate limited (HTTP 429) past their deadline: lower max_concurrency"),
+    (error_response(529, "Overloaded", anthropic=True), True, 529, False, False, "kept the calls overloaded (HTTP 529)"),
+    (error_response(503, "Service Unavailable"), False, 503, False, False, "the server kept failing (HTTP 503)"),
 ])
 def test_each_way_a_server_refuses_a_call_is_told_apart_with_its_fix(monkeypatch, answer, anthropic, status, lasting,
                                                                       sent, fix):
@@ -33,14 +34,14 @@ def test_each_way_a_server_refuses_a_call_is_told_apart_with_its_fix(monkeypatch
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-4f1c0ffee0123456789")
     seen = []
     with LoopbackServer(lambda request: seen.append(request) or answer) as server:
-        options = {"max_retries": 1, "backoff": (0.001, 0.002)}
+        options = {"max_retries": 1, "backoff": (0.001, 0.002), "timeout": 1}  # a 429 or 529 is waited out till then
         model = claude("claude-x", base_url=server.url, **options) if anthropic else \
             openai_compatible("gpt-x", base_url=server.url + "/v1", **options)
         with pytest.raises(AgentError) as raised:
             model("hello")
     found = cause(f"run failed on task «t1»: AgentError: {raised.value}")  # as a rollout's error quotes it
     assert (found.status, found.lasting, found.sent) == (status, lasting, sent) and fix in found.fix
-    assert len(seen) == (1 if lasting else 2)  # what the client retried is what may pass
+    assert len(seen) == 1 if lasting else len(seen) >= 2  # what the client retried is what may pass
 
 
 def test_a_failure_that_names_no_status_has_no_cause(monkeypatch):

@@ -107,6 +107,7 @@ class _Call:
     holding: bool = False  # the slot taken before the call was billed, which its first attempt uses
     out_of_time: bool = False  # a retry was refused: its wait would outlast the deadline
     cut_off: str = ""  # the caller's limit, when the deadline is its cutoff rather than `timeout`
+    last: str = ""  # the answer of the last attempt that failed and was retried: what the deadline cut short
     rejected_tokens: tuple[int, int] = (0, 0)  # (input, output) of replies the server billed and we did not use
 
     def remaining(self) -> float:
@@ -253,8 +254,10 @@ class HTTPModel:
                 wait = self._delay(exc, call)
                 if wait is None:
                     late = f"; no time left to try again within {self._deadline(call, exc.retry_after)}" \
-                        f"{waited_out_hint(self.max_concurrency) if exc.waited_out else ''}" if call.out_of_time else ""
+                        f"{waited_out_hint(self.max_concurrency, self.spec_field) if exc.waited_out else ''}" \
+                        if call.out_of_time else ""
                     raise AgentError(self._failure(call, exc.detail + late)) from None
+                call.last = exc.detail
                 log.info("%s: attempt %d failed (%s); retrying in %.2f s", self.name, call.attempts,
                          call.redacted(exc.detail), wait)
                 time.sleep(wait)
@@ -380,7 +383,8 @@ class HTTPModel:
         call.rejected_tokens = (call.rejected_tokens[0] + counts[0], call.rejected_tokens[1] + counts[1])
 
     def _past_deadline(self, call: _Call) -> AgentError:
-        return AgentError(self._failure(call, f"no complete reply within {self._deadline(call)}"))
+        last = f"; the last answer before it: {call.last}" if call.last else ""
+        return AgentError(self._failure(call, f"no complete reply within {self._deadline(call)}{last}"))
 
     def _deadline(self, call: _Call, wait: float | None = None) -> str:
         """The deadline, and a timeout to raise it to that would hold the call so far and the

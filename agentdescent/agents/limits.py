@@ -20,8 +20,9 @@ DEFAULT_TIMEOUT = 300.0  # seconds for a whole model call, its retries included
 DEFAULT_MAX_REPLY_CHARS = 1_000_000
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
 SENT_STATUSES = frozenset({400, 413, 422})  # a request refused for what it holds (a prompt too long): another may pass
-# How `HTTPModel` words the answer it gave up on: "HTTP 401 (not retried): «...»", or "HTTP 429: «...»" once its retries are spent
-_GAVE_UP = re.compile(r"\bHTTP (\d{3})( \(not retried\))?: ")
+# How `HTTPModel` words the answer it gave up on: "HTTP 401 (not retried): «...»", "HTTP 503: «...»" once its
+# retries are spent, "rate limited (HTTP 429): «...»" once its deadline is (`waits.refusal`)
+_GAVE_UP = re.compile(r"\bHTTP (\d{3})\)?( \(not retried\))?: ")
 _TOO_LONG = re.compile(r"(?i)context.length|context.window|too long|too many tokens|maximum context|token limit|exceeds the max")
 
 
@@ -101,8 +102,10 @@ def _fix(status: int, lasting: bool, answer: str) -> str:
         return "the model or the URL is not found (HTTP 404): check the model's name and the base URL"
     if status == 413 or (status in SENT_STATUSES and _TOO_LONG.search(answer)):
         return f"the prompt is too long for the model (HTTP {status}): shrink the artifact, or use a model with a longer context"
-    if status == 429:
-        return "rate limited (HTTP 429): lower max_concurrency, or raise the client's max_retries/backoff"
+    if status in (429, 529):  # waited out while the call's deadline lasted (`waits.WAITED_OUT`)
+        said = "rate limited" if status == 429 else "overloaded"
+        return (f"the provider kept the calls {said} (HTTP {status}) past their deadline: lower max_concurrency, or "
+                "give the calls a longer timeout to wait it out")
     if status >= 500 and not lasting:
         return f"the server kept failing (HTTP {status}) through the client's retries: wait until it is back, or raise " \
                "the client's max_retries/backoff"

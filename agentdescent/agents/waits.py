@@ -104,11 +104,11 @@ def refusal(status: int) -> str:
     return f"{WAITED_OUT[status]} (HTTP {status})" if status in WAITED_OUT else f"HTTP {status}"
 
 
-def waited_out_hint(max_concurrency: int) -> str:
+def waited_out_hint(max_concurrency: int, spec_field: str | None = None) -> str:
     """What helps a call a rate limit or an overload outlasted, besides the longer timeout its
-    message names first."""
+    message names first (`spec_field`: the run spec's field that made the client, as `raise_hint`)."""
     if max_concurrency <= 1:
         return ", or ask the provider for a higher limit (this client sends one call at a time: max_concurrency=1)"
     fewer = max_concurrency // 2
-    return (f", or send fewer calls at once with max_concurrency={fewer} (now {max_concurrency}; in a run spec: the "
-            f"agent's options: {{max_concurrency: {fewer}}})")
+    where = f"; in the run spec: the {spec_field}'s options: {{max_concurrency: {fewer}}}" if spec_field else ""
+    return f", or send fewer calls at once with max_concurrency={fewer} (now {max_concurrency}{where})"
