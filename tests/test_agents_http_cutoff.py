@@ -29,6 +29,14 @@ def keyed(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
 
 
+@pytest.fixture
+def left_running():
+    """The threads of abandoned calls this test left running: those an earlier test of the same
+    process left are not its own."""
+    before = units.abandoned_threads()
+    return lambda: units.abandoned_threads() - before
+
+
 def settles(condition, seconds: float = 5.0) -> bool:
     """Whether `condition()` holds within `seconds`."""
     end = time.monotonic() + seconds
@@ -43,7 +51,7 @@ def exact(task, output):
     return float(output == "ok")
 
 
-def test_a_rollout_abandoned_at_its_timeout_ends_its_hung_call_and_frees_the_slot(keyed):
+def test_a_rollout_abandoned_at_its_timeout_ends_its_hung_call_and_frees_the_slot(keyed, left_running):
     def reply(prompt):  # by what is asked, not by the order requests come in
         return Response(delay=60) if "hang" in prompt else "ok"  # the loopback ends its wait on close
 
@@ -52,13 +60,13 @@ def test_a_rollout_abandoned_at_its_timeout_ends_its_hung_call_and_frees_the_slo
         assert model("warm up") == "ok"  # its HTTP client made, so that the hung call is surely sent in time
         hung = roll_out(lambda rendered, task: model("hang"), exact, "", TASK, timeout=1)
         assert "took longer than rollout_timeout=1 s" in hung.error
-        assert settles(lambda: units.abandoned() == 0)  # its thread is not left in the call
+        assert settles(lambda: not left_running())  # its thread is not left in the call
         answered = roll_out(lambda rendered, task: model("go"), exact, "", TASK, timeout=30)  # long before the hung call's 300 s
         assert answered.reward == 1.0  # the slot is free again
     assert len(server.requests) == 3 and (model.usage.calls, model.usage.failures) == (3, 1)
 
 
-def test_a_call_that_gets_no_slot_before_its_rollouts_timeout_is_never_sent_nor_billed(keyed):
+def test_a_call_that_gets_no_slot_before_its_rollouts_timeout_is_never_sent_nor_billed(keyed, left_running):
     release = threading.Event()
 
     def reply(prompt):
@@ -72,7 +80,7 @@ def test_a_call_that_gets_no_slot_before_its_rollouts_timeout_is_never_sent_nor_
         first.start()
         assert settles(lambda: len(server.requests) == 1)
         waited = roll_out(lambda rendered, task: model("second"), exact, "", TASK, timeout=0.3)
-        gave_up = settles(lambda: units.abandoned() == 0, seconds=2)  # not left blocked on the slot
+        gave_up = settles(lambda: not left_running(), seconds=2)  # not left blocked on the slot
         release.set()
         first.join(10)
         time.sleep(0.3)  # room for a request sent late
@@ -101,7 +109,7 @@ def test_a_call_says_which_cutoff_ended_it_and_is_not_made_once_it_has_passed(ke
     assert len(server.requests) == 1 and (model.usage.calls, model.usage.failures) == (1, 1)
 
 
-def test_a_few_hung_calls_neither_stall_the_run_nor_leave_its_bill_apart_from_the_servers(keyed):
+def test_a_few_hung_calls_neither_stall_the_run_nor_leave_its_bill_apart_from_the_servers(keyed, left_running):
     """Eight rollouts' requests (as many as the model's slots) are never answered; each rollout
     that sent one is abandoned at rollout_timeout, and the rest of the run goes on."""
     chat = openai_chat(lambda p: domain.next_rule(p) if "<instructions>" in p else domain.answer(p))
@@ -124,7 +132,7 @@ def test_a_few_hung_calls_neither_stall_the_run_nor_leave_its_bill_apart_from_th
                         propose=reflector(model), strategy=SingleSlot("Answer with the code.\n"), rounds=2, n_workers=2,
                         budget=Budget(rollout_timeout=1))
         sent = len(server.requests)
-        assert settles(lambda: units.abandoned() == 0)  # no thread left in a call, nor waiting for a slot
+        assert settles(lambda: not left_running())  # no thread left in a call, nor waiting for a slot
         assert len(server.requests) == sent  # nor sending one late
     assert result.stop_reason == "ran all 2 rounds", result.stop_reason
     assert all("rollout_timeout=1 s" in error for error in result.usage.errors)

@@ -54,7 +54,12 @@ def roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], floa
 
 def abandoned() -> int:
     """How many calls `within` gave up on are still running (each on a thread of its own)."""
-    return sum(1 for thread in list(_ABANDONED) if thread.is_alive())
+    return len(abandoned_threads())
+
+
+def abandoned_threads() -> set[threading.Thread]:
+    """The threads of the calls `within` gave up on that are still running."""
+    return {thread for thread in list(_ABANDONED) if thread.is_alive()}
 
 
 def within(timeout: float | None, work: Callable[[], T], too_late: Callable[[], T]) -> T:
