@@ -151,6 +151,22 @@ def test_a_missing_key_is_a_user_error_naming_the_variable(make, variable):
     assert server.requests == []
 
 
+def test_a_key_copied_with_its_bearer_word_is_sent_once_as_a_bearer_key(monkeypatch):
+    """A key copied from a request's header was sent as "Bearer Bearer sk-...", and refused."""
+    monkeypatch.setenv("OPENAI_API_KEY", f"Bearer {KEY}")
+    with LoopbackServer(openai_chat(lambda prompt: "ok")) as server:
+        assert gpt(server)("hi") == "ok"
+    assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
+
+
+def test_a_404_names_the_path_the_request_went_to_and_what_a_base_url_holds(keyed):
+    with LoopbackServer(openai_chat(lambda prompt: Response(status=404, body="not found"))) as server, \
+            pytest.raises(AgentError) as raised:
+        openai_compatible("gpt-test", base_url=server.url + "/v1/chat/completions", max_retries=0, **FAST)("hi")
+    assert "the request went to /v1/chat/completions/chat/completions" in str(raised.value)
+    assert "most often ends in /v1, and holds no /chat/completions" in str(raised.value)
+
+
 def test_a_server_without_auth_gets_no_key_header():
     with LoopbackServer(openai_chat(lambda prompt: "ok")) as server:
         assert gpt(server, api_key_env=None)("hi") == "ok"

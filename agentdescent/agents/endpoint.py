@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+from urllib.parse import urlsplit
 
 from agentdescent.agents.redact import redact
 from agentdescent.agents.replies import snippet
@@ -87,10 +88,11 @@ def url_secrets(url: str) -> dict[str, str]:
 
 
 def read_key(env_var: str, client: str) -> str:
-    """The key in `env_var` now; `UserError` when it is not set, or holds what no HTTP header can
-    carry (a line break or another control character, a character outside ASCII): sent, it would
-    fail every attempt, and a library's error could quote it."""
-    key = os.environ.get(env_var, "").strip()
+    """The key in `env_var` now, without a "Bearer " a header's copy carries (the client writes its
+    own); `UserError` when it is not set, or holds what no HTTP header can carry (a line break or
+    another control character, a character outside ASCII): sent, it would fail every attempt, and
+    a library's error could quote it."""
+    key = re.sub(r"(?i)^bearer\s+", "", os.environ.get(env_var, "").strip())
     if not key:
         raise UserError(f"{client}: the environment variable {env_var} is not set; "
                         f"export {env_var}=... (or pass api_key_env=None for a server without auth)")
@@ -103,14 +105,19 @@ def read_key(env_var: str, client: str) -> str:
     return key
 
 
-def status_hint(status: int, location: str | None, api_key_env: str | None) -> str:
+def status_hint(status: int, location: str | None, api_key_env: str | None, url: str = "") -> str:
     """What to check after an HTTP error `status` that is no retry's business: the key (401 and
-    403), or the base URL a redirect's `location` points to (not followed: the key would go with
-    it); "" for any other status."""
+    403), the base URL the request's `url` was made of (404), or the base URL a redirect's
+    `location` points to (not followed: the key would go with it); "" for any other status."""
     if status in (401, 403):
         if api_key_env is None:
             return "; the server wants a key: pass api_key_env='NAME_OF_THE_KEY_VARIABLE'"
         return f"; check {api_key_env} (read from the environment at each call)"
+    if status == 404:
+        path = urlsplit(url).path
+        return (f"; check the model's name, and the base URL: the request went to {path or '/'}, the base URL's path with "
+                "the API's own after it (an OpenAI-compatible base URL most often ends in /v1, and holds no "
+                "/chat/completions)")
     if not location or not 300 <= status < 400:
         return ""
     where = snippet(public(location))

@@ -342,7 +342,7 @@ class HTTPModel:
                          waited_out=status in WAITED_OUT)
         if not 200 <= status < 300:
             detail = f"HTTP {status} (not retried): {body_snippet(response, body)}"
-            detail += status_hint(status, response.headers.get("location"), self.api_key_env)
+            detail += status_hint(status, response.headers.get("location"), self.api_key_env, public(call.url))
             raise AgentError(self._failure(call, detail))
         try:
             data = json.loads(body)
