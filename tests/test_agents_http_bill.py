@@ -145,6 +145,25 @@ def test_an_openai_reply_finished_or_naming_no_finish_reason_is_the_answer(keyed
         assert gpt(server)("2+2?") == "4"
 
 
+@pytest.mark.parametrize("finish", ["tool_calls", "function_call"])
+def test_an_openai_reply_asking_for_a_tool_with_no_text_is_not_asked_again(keyed, finish):
+    """It was asked again as an empty completion, billed twice, and asked for the tool again."""
+    body = chat_body(None, finish=finish, tool_calls=[{"id": "c1", "type": "function",
+                                                       "function": {"name": "search", "arguments": "{}"}}])
+    with LoopbackServer(openai_chat(lambda prompt: Response(body=body))) as server:
+        model = gpt(server)
+        with pytest.raises(AgentError, match=f"finish_reason '{finish}': the model asked for a tool, and none is offered"):
+            model("hi")
+    assert len(server.requests) == 1
+
+
+def test_an_empty_answer_after_reasoning_says_the_reasoning_held_text(keyed):
+    body = chat_body("", reasoning_content="step " * 50)
+    with LoopbackServer(openai_chat(lambda prompt: Response(body=body))) as server, \
+            pytest.raises(AgentError, match="empty completion .*its reasoning held text, its answer none"):
+        gpt(server)("hi")
+
+
 def test_without_usage_from_the_server_the_estimate_counts_the_system_prompt_and_the_reasoning(keyed):
     """The input was estimated from the user's prompt alone and the output from the answer alone:
     an 11,600-character system prompt and 10,000 characters of reasoning came to 3 and 1 tokens."""

@@ -93,8 +93,12 @@ class OpenAICompatible(HTTPModel):
             said = NOT_FINISHED.get(finish) if isinstance(finish, str) else None
             return Reply(text=text, reasoning=reasoning, stopped=said or f"finish_reason {glimpse(finish)}: not one that "
                                                                          "ends a finished answer (stop, eos, tool_calls)")
+        if not text.strip() and finish in ("tool_calls", "function_call"):  # asked again, it would ask again
+            return Reply(text="", reasoning=reasoning,
+                         stopped=f"finish_reason {finish!r}: the model asked for a tool, and none is offered")
         if not text.strip():
-            raise BadReply(f"empty completion (finish_reason={finish!r})")
+            held = "; its reasoning held text, its answer none" if reasoning.strip() else ""
+            raise BadReply(f"empty completion (finish_reason={finish!r}){held}")
         return Reply(text=text, reasoning=reasoning)
 
     def _cut(self, text: str, reasoned: object) -> str:
