@@ -17,6 +17,7 @@ import pytest
 
 from tests import frozen_edit
 from tests import keyword_domain as domain
+from tests.loopback import LoopbackServer, Response
 from tests.runs_support import wait
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,6 +66,15 @@ def test_plan_finds_python_refs_from_the_installed_script(service, tmp_path):
         pytest.skip("the agentdescent script is not installed beside this Python")
     done = agentdescent("plan", spec_file(tmp_path), program=[str(script)])
     assert done.returncode == 0, done.stderr
+
+
+def test_plan_check_models_asks_each_model_server_for_its_list(service, tmp_path):
+    served = Response(body={"data": [{"id": "gpt-test"}]})
+    with LoopbackServer(lambda request: served) as server:
+        agent = {"kind": "openai", "model": "gpt-tset", "options": {"base_url": server.url + "/v1", "api_key_env": "MY_KEY"}}
+        done = agentdescent("plan", spec_file(tmp_path, agent=agent), "--check-models", env={"MY_KEY": "k"})
+    assert done.returncode == 2 and "agent: openai:gpt-tset: 'gpt-tset' is not among the 1 models" in done.stderr, done.stderr
+    assert [(r.method, r.path) for r in server.requests] == [("GET", "/v1/models")]  # nothing without the flag: test_plan_models
 
 
 def test_evolve_watch_status_show_and_accept_the_walkthrough(service, tmp_path):

@@ -40,6 +40,8 @@ NOT_FINISHED = {
 class Claude(HTTPModel):
     """A Messages-API model; build one with `claude(...)`."""
 
+    lists_aliases = False  # its list holds dated ids: an alias it serves (claude-sonnet-4-0) is not in it
+
     def __init__(self, model: str, *, base_url: str | None = None, base_url_env: str | None = "ANTHROPIC_BASE_URL",
                  api_key_env: str | None = "ANTHROPIC_API_KEY", system: str | None = None, max_tokens: int = 4096,
                  temperature: float | None = None, timeout: float = DEFAULT_TIMEOUT,
@@ -53,6 +55,14 @@ class Claude(HTTPModel):
     def _url(self) -> str:
         base = base_url_from(self.base_url, self.base_url_env, ANTHROPIC_BASE_URL).rstrip("/")
         return join_url(base, "messages" if base.endswith("/v1") else "v1/messages")
+
+    def models_url(self) -> str:
+        """Where the server lists the models it serves (`agents.listing` asks it: no tokens spent),
+        as many a page as it gives (its default page holds only 20)."""
+        import httpx
+
+        base = base_url_from(self.base_url, self.base_url_env, ANTHROPIC_BASE_URL).rstrip("/")
+        return str(httpx.URL(join_url(base, "models" if base.endswith("/v1") else "v1/models")).copy_merge_params({"limit": "1000"}))
 
     def _headers(self, key: str | None) -> dict[str, str]:
         headers = {"anthropic-version": ANTHROPIC_VERSION, "content-type": "application/json"}

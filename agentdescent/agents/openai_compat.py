@@ -58,6 +58,10 @@ class OpenAICompatible(HTTPModel):
     def _url(self) -> str:
         return join_url(base_url_from(self.base_url, self.base_url_env, self.default_base_url), "chat/completions")
 
+    def models_url(self) -> str:
+        """Where the server lists the models it serves (`agents.listing` asks it: no tokens spent)."""
+        return join_url(base_url_from(self.base_url, self.base_url_env, self.default_base_url), "models")
+
     def _headers(self, key: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {key}"} if key else {}
 

@@ -29,6 +29,7 @@ from agentdescent.dataloader.local import TASK_FILES
 from agentdescent.engine.evolve import TEMPORARY_LEDGER_PREFIX
 from agentdescent.errors import UserError
 from agentdescent.runs import Service, keys
+from agentdescent.runs.agentcheck import CHECK_MODELS_HELP
 from agentdescent.runs.review import DiffView, Shown
 from agentdescent.runs.spec import SpecError
 from agentdescent.runs.status import RunStatus
@@ -42,9 +43,10 @@ T = TypeVar("T")
 
 def add_verbs(commands: argparse._SubParsersAction) -> None:
     """The verbs' parsers, each with an example in its --help."""
-    verb(commands, "plan", "what a run of SPEC would do and cost; nothing starts, but the spec's scorer is tried once "
-                           "and its python: code imported (plan only specs you trust)",
-                "agentdescent plan examples/specs/support-router.yaml", spec=True, as_json=True)
+    plan = verb(commands, "plan", "what a run of SPEC would do and cost; nothing starts, but the spec's scorer is tried "
+                                  "once and its python: code imported (plan only specs you trust)",
+                "agentdescent plan examples/specs/support-router.yaml --check-models", spec=True, as_json=True)
+    plan.add_argument("--check-models", action="store_true", help=CHECK_MODELS_HELP)
     evolve = verb(commands, "evolve", "start a run of SPEC in its own process, which goes on when this shell ends",
                   "agentdescent evolve examples/specs/support-router.yaml --watch", spec=True)
     evolve.add_argument("--allow-concurrent", action="store_true",
@@ -119,7 +121,7 @@ def _read_spec(args: argparse.Namespace, console: Console, use: Callable[[str], 
 
 
 def run_plan(args: argparse.Namespace, console: Console) -> int:
-    plan = _read_spec(args, console, lambda spec: Service().plan(spec))
+    plan = _read_spec(args, console, lambda spec: Service().plan(spec, check_models=args.check_models))
     if args.json:
         return plain.model(console, plan)
     q = plan.quote
@@ -134,7 +136,8 @@ def run_plan(args: argparse.Namespace, console: Console) -> int:
         f"  agent: {plan.agent}", f"  reflector: {plan.reflector}",
         f"  {plural(plan.n_workers, 'worker')}, at most {plural(plan.rounds, 'round')}",
         f"  calls: {q.calls_low}-{q.calls_high}, {cap}; about {q.tokens_per_call} tokens a call",
-        f"  cost: {cost}", f"  basis: {q.basis}", *(f"warning: {w}" for w in plan.warnings),
+        f"  cost: {cost}", f"  basis: {q.basis}", *(f"  model: {line}" for line in plan.models),
+        *(f"warning: {w}" for w in plan.warnings),
         f"next: if that suits, {command('evolve', args.spec)} starts it")
     return 0
 

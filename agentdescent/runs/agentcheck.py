@@ -1,7 +1,9 @@
 """What `plan` says of a spec's agents before a run is paid for: a CLI agent that is not
 installed, options its client refuses (a misspelt name, a negative backoff), and, as warnings, a
 key variable not set here, a plugin's rollouts with no Claude credential, and a CLI too old to
-keep its sessions out of the user's home.
+keep its sessions out of the user's home. With `plan --check-models`, each HTTP model's server is
+asked for its list of models (`agents.listing`: no tokens spent): a key refused and a model it
+does not serve are problems, a server that lists no models a warning.
 
 A provider's client is built to check its options (nothing is sent: the clients read keys and
 URLs at call time); a `python:` agent is not, since that runs the user's code (`refcheck` imports
@@ -15,10 +17,11 @@ import os
 import shutil
 
 from agentdescent.agents import traces
+from agentdescent.agents.listing import listed
 from agentdescent.agents.providers import CLI_KINDS, PROVIDERS
 from agentdescent.errors import UserError
 from agentdescent.hosts.base import cannot_start, not_executable
-from agentdescent.runs.spec import AgentSpec, RunSpec
+from agentdescent.runs.spec import AgentSpec, Problem, RunSpec
 
 # What lets Claude Code call a model with no login of its own: a key, a token, a cloud's credentials.
 CLAUDE_CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK",
@@ -75,6 +78,40 @@ def missing_keys(spec: RunSpec, kind: str) -> list[str]:
             said.append(f"{agent.label}: {key} is not set in this environment; the run will fail unless it is set "
                         "where the run starts")
     return said
+
+
+CHECK_MODELS_HELP = ("also ask each model's server (agent, reflector) for its list of models, a GET that spends no "
+                     "tokens: a key refused or a model name the server does not list is a problem, a server that lists "
+                     "no models a warning; CLI agents, the host and python: agents are not asked")
+
+
+def model_listings(spec: RunSpec) -> tuple[list[Problem], list[str], list[str]]:
+    """The spec's HTTP models as their servers list them: (problems: the run would fail, warnings,
+    and a line for each model checked or not asked). A model both agent and reflector is asked once."""
+    problems: list[Problem] = []
+    warnings: list[str] = []
+    said: list[str] = []
+    asked: set[str] = set()
+    for field, agent in (("agent", spec.agent), ("reflector", spec.reflector_spec)):
+        row = PROVIDERS.get(agent.kind)
+        if row is None or row.kind != "http":
+            said.append(f"{field} {agent.label}: not asked (not an HTTP model: it has no list of models to check)")
+            continue
+        if agent.label in asked:
+            continue
+        asked.add(agent.label)
+        try:
+            client = row.client(agent.model, **agent.options)
+        except (UserError, TypeError):  # agent_problems says why
+            continue
+        listing = listed(client)
+        if listing.error:
+            problems.append(Problem(field=field, message=f"{agent.label}: {listing.message}"))
+        elif listing.outcome in ("not_found", "unlisted"):
+            warnings.append(f"{field} {agent.label}: {listing.message}")
+        else:
+            said.append(f"{field} {agent.label}: {listing.message}")
+    return problems, warnings, said
 
 
 def unsaved_sessions(spec: RunSpec) -> list[str]:

@@ -27,7 +27,7 @@ from agentdescent.engine.split import split_tasks, too_few_to_train
 from agentdescent.errors import UserError
 from agentdescent.governance import Governance, matching
 from agentdescent.runs import build, checkpointed, detach, hostwork, keys, leftovers, restoring, review, sealed, verdict
-from agentdescent.runs.agentcheck import missing_keys, unsaved_sessions
+from agentdescent.runs.agentcheck import missing_keys, model_listings, unsaved_sessions
 from agentdescent.runs.doctor import DoctorReport, doctor
 from agentdescent.runs.draft import cheaper_than_host
 from agentdescent.runs.mailbox import Claim, Mailbox
@@ -60,6 +60,7 @@ class Plan(BaseModel):
     rounds: int
     quote: Quote
     warnings: list[str] = Field(default_factory=list)
+    models: list[str] = Field(default_factory=list)  # with check_models: what each model's server said, or why it was not asked
     next: str
 
 
@@ -88,9 +89,17 @@ class Service:
     def __init__(self, store: RunStore | None = None) -> None:
         self.store = store or RunStore()
 
-    def plan(self, spec: str | Path | dict[str, Any], *, base: str | Path | None = None) -> Plan:
+    def plan(self, spec: str | Path | dict[str, Any], *, base: str | Path | None = None, check_models: bool = False) -> Plan:
+        """What a run of `spec` would do and cost. `check_models` asks each HTTP model's server for
+        its list of models too (no tokens spent): a key refused or a model not served is a `SpecError`."""
         checked = read_spec(spec, base=base)
-        return _plan(checked, _materials(checked))
+        planned = _plan(checked, _materials(checked))
+        if not check_models:
+            return planned
+        problems, warnings, said = model_listings(checked)
+        if problems:
+            raise SpecError(problems)
+        return planned.model_copy(update={"warnings": planned.warnings + warnings, "models": said})
 
     def start(self, spec: str | Path | dict[str, Any], *, base: str | Path | None = None,
               allow_concurrent: bool = False) -> Started:

@@ -34,6 +34,7 @@ from agentdescent.errors import AgentDescentError
 from agentdescent.quoting import closed
 from agentdescent.reading import name_or_count, unusable_path
 from agentdescent.runs import Service, lists_page
+from agentdescent.runs.agentcheck import CHECK_MODELS_HELP
 from agentdescent.runs.doctor import DoctorReport
 from agentdescent.runs.host import PROPOSAL, ROLLOUT
 from agentdescent.runs.hostfiles import sent_bytes, sent_text
@@ -66,6 +67,7 @@ SpecArg = Annotated[str | dict[str, Any], WithJsonSchema(spec_schema()),
                     Field(description="a path to a JSON or YAML run spec, or the spec itself as an object: target, "
                                       "tasks (with the columns that hold the prompt and the gold answer), scorer, "
                                       "agent, reflector, n_workers, rounds, budget, frozen, ...")]
+CheckModelsArg = Annotated[bool, Field(description=CHECK_MODELS_HELP)]
 BaseArg = Annotated[str | None, Field(description="the folder relative paths of an object spec are read against "
                                                   "(default: the server's current folder)")]
 RunId = Annotated[str, Field(max_length=64, description="the run's id as evolve or runs gave it (a unique prefix is enough)")]
@@ -210,16 +212,17 @@ def doctor() -> DoctorReport:
 
 
 @server.tool(annotations=TRIES_SPEC)
-def plan(spec: SpecArg, base: BaseArg = None) -> Plan:
+def plan(spec: SpecArg, base: BaseArg = None, check_models: CheckModelsArg = False) -> Plan:
     """Check a run spec and say what the run would do and cost, without starting anything: the target
     and its kind, the tasks (train / held out), the agent and reflector, and a quote of model calls
     (and USD when the spec gives a price). It loads the tasks and tries the scorer on the first one,
     checks that the agent named is here, and warns when the spec has the host do the work while an
-    agent CLI or a model key is here (no requests of this conversation spent).
+    agent CLI or a model key is here (no requests of this conversation spent). check_models also
+    asks each model's server whether it takes the key and serves the model, before a run pays.
     Quote the cost to the user and wait for their yes before calling evolve. A spec error lists every
     field that is wrong, with its fix: fix them all and plan again."""
     with service() as s:
-        return s.plan(spec, base=base)
+        return s.plan(spec, base=base, check_models=check_models)
 
 
 @server.tool(annotations=STARTS_RUN)
