@@ -506,6 +506,7 @@ def test_programs_a_killed_run_left_running_are_named_by_status_and_stopped_by_c
     killed = wait(service, run_id, until=lambda s: s.state == "interrupted")
     pids = [int(p.name) for p in left.iterdir()]
     assert pids and "program(s) it started still run" in killed.message and "cancel" in killed.next
+    assert "program(s) it started still run" in next(r for r in service.runs() if r.id == run_id).message  # runs too
     cancelled = service.cancel(run_id)
     assert cancelled.state == "cancelled" and "(now stopped)" in cancelled.message
     assert all(gone(pid) for pid in pids)

@@ -122,11 +122,7 @@ class Service:
 
     def status(self, run_id: str) -> RunStatus:
         run = self.store.get(run_id)
-        status = run.status()
-        if status.state == "interrupted" and (left := len(leftovers.left_running(run))):
-            return status.model_copy(update={
-                "message": f"{status.message}; {left} program(s) it started still run",
-                "next": f"{command('cancel', run.id)} stops them; {status.next}"})
+        status = _with_leftovers(run, run.status())
         return status.model_copy(update={"waiting_on": hostwork.waiting_on(run)}) if status.state in LIVE else status
 
     def cancel(self, run_id: str) -> RunStatus:
@@ -209,7 +205,7 @@ class Service:
         found = []
         for run in self.store.all():
             try:
-                s = run.status()
+                s = _with_leftovers(run, run.status())
             except UserError as exc:  # listed, so that a damaged run does not vanish without a word
                 found.append(RunSummary(id=run.id, state="damaged", target="", round=0, rounds=0, initial_reward=None,
                                         best_reward=None, message=str(exc)))
@@ -371,3 +367,12 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
                 reflector=spec.reflector_spec.label, n_workers=spec.n_workers, rounds=spec.rounds, quote=cost,
                 warnings=warnings, next=f"about {cost.calls_low}-{cost.calls_high} calls{money}: if that suits, "
                                         "start it with evolve")
+
+
+def _with_leftovers(run: RunDir, status: RunStatus) -> RunStatus:
+    """`status`, saying how many programs an interrupted run's process left running (they go on
+    spending) and that `cancel` stops them."""
+    if status.state == "interrupted" and (left := len(leftovers.left_running(run))):
+        return status.model_copy(update={"message": f"{status.message}; {left} program(s) it started still run",
+                                         "next": f"{command('cancel', run.id)} stops them; {status.next}"})
+    return status
