@@ -134,7 +134,9 @@ def test_a_store_made_read_only_is_named_so_and_still_answers_a_dry_run(tmp_path
         deadline = time.monotonic() + 60  # the run's process, still exiting, holds files open for writing: EBUSY
         while made.store.get(run).alive() and time.monotonic() < deadline:
             time.sleep(0.05)
-        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        while (remount := subprocess.run(["mount", "-o", "remount,ro", str(folder)], capture_output=True, text=True)).returncode:
+            assert time.monotonic() < deadline, remount.stderr  # busy while that process, its lock let go, exits
+            time.sleep(0.1)
         with pytest.raises(UserError, match="read-only file system") as started:
             made.start(domain.spec(tmp_path, rounds=2))
         said = str(started.value)
