@@ -3,6 +3,7 @@ under the hosts' limits, answered in a batch, leased to a holder and given back 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -446,6 +447,29 @@ def test_a_helper_cannot_answer_a_persons_approval(run):
     done = hostwork.submit(run, [Answer(request_id=request.id, answer="yes")], ME)
     assert done.received == [] and "a person answers an approval" in done.refused[request.id]
     assert box.open() and "answer" not in asked  # still waiting for the person
+
+
+def test_an_answer_given_as_its_request_is_withdrawn_is_refused_not_left_behind(run):
+    """An answer read the request before the asker withdrew it and wrote itself after: told
+    "received", it was left behind, answering nothing (tried 100 times, each answer given at once
+    again and again while the asker takes the first and withdraws)."""
+    box = Mailbox(run.file("mailbox"))
+
+    def ask():
+        with contextlib.suppress(AgentError):
+            box.ask("rollout", {"prompt": "p"}, timeout=5)
+
+    for _ in range(100):
+        asker = threading.Thread(target=ask)
+        asker.start()
+        while not box.open() and asker.is_alive():
+            pass
+        [(request, _)] = box.open()
+        while asker.is_alive():
+            with contextlib.suppress(UserError):
+                box.answer(request.id, {"answer": "a"})
+        asker.join()
+        assert not list(box.folder.glob("*.answer.json"))  # taken by the asker, or refused
 
 
 def test_a_page_hands_out_no_more_requests_than_one_submit_takes(run):

@@ -151,15 +151,16 @@ class Mailbox:
     def answer(self, request_id: str, body: dict[str, Any], *, kinds: tuple[str, ...] | None = None) -> None:
         """Answer a request once; `UserError` for an unknown or withdrawn one, a second answer, or
         (with `kinds`) one of another kind (an approval is a person's to answer, not a helper's)."""
-        request = self._request(request_id) if _safe_id(request_id) else None
-        if request is None:
-            raise UserError("there is no such open request (it was answered, withdrawn when the run stopped, or "
-                            "never existed); ask for the open ones again")
-        if kinds is not None and request.kind not in kinds:
-            raise UserError(f"it is a request of kind {request.kind!r}, not one a helper answers "
-                            f"({', '.join(kinds)}): a person answers an approval, with accept or reject and its change id")
-        if not self._link(self._path(request_id, "answer.json"), json.dumps(body)):
-            raise UserError("the request was already answered; each is answered once")
+        with self._claims_locked():  # not between a withdrawal's removals: its answer would be taken for one
+            request = self._request(request_id) if _safe_id(request_id) else None
+            if request is None:
+                raise UserError("there is no such open request (it was answered, withdrawn when the run stopped, or "
+                                "never existed); ask for the open ones again")
+            if kinds is not None and request.kind not in kinds:
+                raise UserError(f"it is a request of kind {request.kind!r}, not one a helper answers ({', '.join(kinds)}): "
+                                "a person answers an approval, with accept or reject and its change id")
+            if not self._link(self._path(request_id, "answer.json"), json.dumps(body)):
+                raise UserError("the request was already answered; each is answered once")
 
     def _request(self, request_id: str) -> Request | None:
         try:
@@ -216,8 +217,12 @@ class Mailbox:
         return data if isinstance(data, dict) else {}
 
     def _remove(self, request_id: str) -> None:
-        for suffix in ("request.json", "claim", "answer.json"):
-            self._path(request_id, suffix).unlink(missing_ok=True)
+        """Withdraw a request and all it holds, under the lock an answer is given under."""
+        if not self.folder.is_dir():  # its run's folder deleted: nothing left to withdraw
+            return
+        with self._claims_locked():
+            for suffix in ("request.json", "claim", "answer.json"):
+                self._path(request_id, suffix).unlink(missing_ok=True)
 
 
 def _alive(pid: int) -> bool:
