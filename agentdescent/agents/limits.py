@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from agentdescent.agents.waits import WAITED_OUT
 from agentdescent.errors import UserError
 
 DEFAULT_TIMEOUT = 300.0  # seconds for a whole model call, its retries included
@@ -102,9 +103,8 @@ def _fix(status: int, lasting: bool, answer: str) -> str:
         return "the model or the URL is not found (HTTP 404): check the model's name and the base URL"
     if status == 413 or (status in SENT_STATUSES and _TOO_LONG.search(answer)):
         return f"the prompt is too long for the model (HTTP {status}): shrink the artifact, or use a model with a longer context"
-    if status in (429, 529):  # waited out while the call's deadline lasted (`waits.WAITED_OUT`)
-        said = "rate limited" if status == 429 else "overloaded"
-        return (f"the provider kept the calls {said} (HTTP {status}) past their deadline: lower max_concurrency, or "
+    if status in WAITED_OUT:  # waited out while the call's deadline lasted
+        return (f"the provider kept the calls {WAITED_OUT[status]} (HTTP {status}) past their deadline: lower max_concurrency, or "
                 "give the calls a longer timeout to wait it out")
     if status >= 500 and not lasting:
         return f"the server kept failing (HTTP {status}) through the client's retries: wait until it is back, or raise " \
