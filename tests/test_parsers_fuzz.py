@@ -186,11 +186,27 @@ def test_tagged_agrees_with_the_regex_it_replaced(reply, tag):
     assert tagged(reply, tag) == old_tagged(reply, tag)
 
 
+# What the rule reader has read differently on purpose since the rewrite, each pinned by example in
+# test_reflect.py: a heading, a label, a list item or a refusal at a line's start, and a rule of no words.
+DELIBERATE = re.compile(r"^[\s*_`\"']*(?:#|[-*•]\s|\d+[.)]\s|\w*\s*rules?\b|sorry|i\b|i'm\b|as an ai|unfortunately)",
+                        re.IGNORECASE | re.MULTILINE)
+
+
+def read_on_purpose_since(reply: str) -> bool:
+    body = old_tagged(reply, "rule")
+    if body is None:
+        lines = OLD_RULE_LINE.findall(reply)
+        body = lines[-1] if lines else reply
+    rule = outcome(lambda: old_parse_rule(reply))
+    return bool(DELIBERATE.search(body)) or (isinstance(rule, str) and not any(ch.isalnum() for ch in rule))
+
+
 @FUZZ
 @given(small_replies)
 def test_unwrap_and_parse_rule_agree_with_what_they_replaced(reply):
     assert unwrap(reply) == old_unwrap(reply)
-    assert outcome(lambda: parse_rule(reply)) == outcome(lambda: old_parse_rule(reply))
+    if not read_on_purpose_since(reply):
+        assert outcome(lambda: parse_rule(reply)) == outcome(lambda: old_parse_rule(reply))
 
 
 @FUZZ

@@ -193,6 +193,15 @@ def test_a_refusal_inside_the_tags_is_no_rule(reply):
     assert propose.stats == {"unreadable": 1}
 
 
+@pytest.mark.parametrize("reply", ["<rule>...</rule>", "<rule>\u2026</rule>", "<rule>[...]</rule>", "Rule: ---"])
+def test_a_rule_of_no_words_is_a_placeholder_not_a_rule(reply):
+    """The prompt's form echoed with nothing in it was committed as the rule "...", and paid for."""
+    propose = reflector(scripted([reply]))
+    with pytest.raises(InvalidProposal, match="holds no words .*: a placeholder, not a rule"):
+        propose("", TASK, "x", 0.0)
+    assert propose.stats == {"unreadable": 1}
+
+
 def be_exact(prompt: str) -> str:
     return "<rule>Be exact.</rule>"
 

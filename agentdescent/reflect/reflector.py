@@ -7,14 +7,15 @@ Models wrap answers in prose, code fences, quotes and markdown; the parsers here
 asked-for tags first and fall back to a line that names its rule ("Rule: ..."), and, where the
 prompt asked for no tags, to what the whole reply plainly says: where it asked for them, a reply
 without them (a refusal, say) holds no rule. Inside the tags, a label ("**Rule:**") and markdown
-headings are dropped; a list of rules is refused (one rule a reply), and so is a refusal. NONE,
-alone or followed by punctuation or a dash and why, is no proposal. A tag opened and never closed
-is a reply cut off. An empty reply is no proposal; one that cannot be read is an invalid proposal
-with the reason, as is one that fails the door (a size cap, valid Unicode, no NUL), checked before
-it is read; all are counted. Every reader here runs in time linear in the reply: plain `find`
-scans, and regexes with no nested or adjacent repeats that could backtrack over one another. What
-it leaves out: calling the model robustly (the clients in `agentdescent.agents` retry and time
-out) and deciding whether a proposal helps (the aggregator).
+headings are dropped; a list of rules is refused (one rule a reply), and so are a refusal and a
+rule of no words (a placeholder: "..."). NONE, alone or followed by punctuation or a dash and
+why, is no proposal. A tag opened and never closed is a reply cut off. An empty reply is no
+proposal; one that cannot be read is an invalid proposal with the reason, as is one that fails the
+door (a size cap, valid Unicode, no NUL), checked before it is read; all are counted. Every reader
+here runs in time linear in the reply: plain `find` scans, and regexes with no nested or adjacent
+repeats that could backtrack over one another. What it leaves out: calling the model robustly
+(the clients in `agentdescent.agents` retry and time out) and deciding whether a proposal helps
+(the aggregator).
 """
 
 from __future__ import annotations
@@ -110,8 +111,8 @@ def unwrap(text: str) -> str:
 
 def parse_rule(reply: str, *, tags_asked: bool = False) -> str | None:
     """One rule from a model's reply, or None for "no rule" ("NONE", "NONE - it was right.") and
-    for a reply that holds none; ValueError for a reply that is prose, too long, a refusal, holds a
-    rule over `MAX_RULE_CHARS` or a list of rules, or opens a <rule> that nothing closes after it
+    for a reply that holds none; ValueError for a reply that is prose, too long, a refusal, a rule
+    of no words ("..."), holds a rule over `MAX_RULE_CHARS` or a list of rules, or opens a <rule> that nothing closes after it
     (cut off: what it holds may be half a rule). With `tags_asked` (the prompt asked for <rule>
     tags) a reply without them is read only where a line names its rule or it says there is none.
 
@@ -137,6 +138,8 @@ def parse_rule(reply: str, *, tags_asked: bool = False) -> str | None:
         raise ValueError("the reply has no <rule> tag and is not a single rule")
     if _REFUSAL.match(rule.replace("’", "'")):
         raise ValueError(f"{where} is a refusal, not a rule")
+    if not any(ch.isalnum() for ch in rule):  # "<rule>...</rule>": the prompt's form echoed with nothing in it
+        raise ValueError(f"{where} holds no words ({quoted(rule, 40)}): a placeholder, not a rule")
     if len(rule) > MAX_RULE_CHARS:
         raise ValueError(f"the rule is longer than {MAX_RULE_CHARS} characters")
     return " ".join(rule.split())
