@@ -4,7 +4,8 @@ learns on the noisy reference domain (agentdescent/testing/noisy.py), with peers
 The domain: 8 categories of 6 tasks and 12 plain tasks; a task passes with probability p when the
 playbook states its category's rule and q when not, the grader flips a reward with `flip`, and
 the reflector proposes the right rule with `right`, a vague one with `vague`, a harmful one (it
-fixes its own category and breaks others: see noisy.py) with the rest. Every rollout sleeps
+fixes its own category and breaks others: see noisy.py) with the rest, and words a right rule
+another way with `reword` (a playbook that then states one rule twice is longer for nothing). Every rollout sleeps
 `--rollout-ms` and every reflection `--reflect-ms` before the domain answers. Every system of a seed works on the
 same split: the one `evolve` makes itself (held_out_frac 0.3: 42 train, 18 held-out tasks, drawn
 by `split_tasks` with `random.Random(f"{seed}:split")`), and on a fresh `NoisyDomain` per run.
@@ -21,15 +22,16 @@ by `split_tasks` with `random.Random(f"{seed}:split")`), and on a fresh `NoisyDo
   ideal gate that knows which proposal is right would still pay. Its seconds are its own
   compute, with no latency: it is a count, not a run.
 
-Ground truth, for every system's result: rules learnt (of 8), harmful and vague rules kept
-(`NoisyDomain.truth`), and the true expected held-out reward (`NoisyDomain.expected` on the
+Ground truth, for every system's result: rules learnt (of 8, in any wording), harmful and vague
+rules kept, and rules restated (a second wording of a right rule the result holds:
+`NoisyDomain.truth`), and the true expected held-out reward (`NoisyDomain.expected` on the
 held-out split: flips included, so 1 - flip at best). "measured" is what the system itself
 measured on the held-out split, before -> after (gepa: the seed's and the best candidate's
 valset score).
 
 Printed, for each combination of levels (their product) and each N: one row per system, calls
 median (min-max), learnt median (min-max), runs with a harmful rule kept (k of n, and the most in
-one run), vague kept median, duplicates median (ours), true and measured held-out reward
+one run), vague kept and restated medians, duplicates median (ours), true and measured held-out reward
 medians, seconds median; then the ratios of median calls ours/oracle and ours/gepa.
 
 Run: python bench/noisy_gate.py                                   # noisy defaults, N=8, seeds 0..4
@@ -37,6 +39,7 @@ Run: python bench/noisy_gate.py                                   # noisy defaul
      python bench/noisy_gate.py --clean --seeds 0 1 --workers 1 8  # p=1 q=0 flip=0 right=1 vague=0
      python bench/noisy_gate.py --p 0.85 0.95 --right 0.4 0.6 --systems ours oracle --verbose
      python bench/noisy_gate.py --flip 0 0.05 --gepa-budget 600
+     python bench/noisy_gate.py --clean --reword 0 0.5 --workers 8 --systems ours oracle
 """
 
 from __future__ import annotations
@@ -82,7 +85,7 @@ def split(levels: NoisyLevels, seed: int) -> tuple[list[Task], list[Task]]:
 def judged(domain: NoisyDomain, playbook, held_out: list[Task]) -> dict:
     """Ground truth of a playbook (a state or its rendered text)."""
     truth = domain.truth(playbook)
-    return {"learnt": truth.learnt, "harmful": truth.harmful, "vague": truth.vague,
+    return {"learnt": truth.learnt, "harmful": truth.harmful, "vague": truth.vague, "restated": truth.restated,
             "expected": domain.expected(playbook, held_out)}
 
 
@@ -201,6 +204,7 @@ def summary_row(system: str, runs: list[dict]) -> str:
     dups = [r["duplicates"] for r in ok if r["duplicates"] is not None]
     row = (f"{system:<7} {spread([r['calls'] for r in ok]):>18} {spread([r['learnt'] for r in ok]):>10}"
            f" {f'{sum(h > 0 for h in harmed)} of {len(ok)}, max {max(harmed)}':>14} {med([r['vague'] for r in ok]):>6g}"
+           f" {med([r['restated'] for r in ok]):>9g}"
            f" {f'{med(dups):g}' if dups else '-':>6} {med([r['expected'] for r in ok]):>8.3f} {measured(ok):>11}"
            f" {med([r['seconds'] for r in ok]):>7.1f}")
     if failed:
@@ -217,7 +221,8 @@ def verbose_row(system: str, n: int | None, seed: int, r: dict) -> str:
             "oracle": lambda: f"rollouts {r['rollouts']}"}[system]()
     initial, final = (f"{v:.3f}" if v is not None else "-" for v in r["measured"])
     return (f"  {system:<7} N={n or '-'} seed {seed}: {r['calls']} calls ({more}, reflections {r['reflections']});"
-            f" learnt {r['learnt']}/8 harmful {r['harmful']} vague {r['vague']}; true held-out {r['expected']:.3f},"
+            f" learnt {r['learnt']}/8 harmful {r['harmful']} vague {r['vague']} restated {r['restated']};"
+            f" true held-out {r['expected']:.3f},"
             f" measured {initial} -> {final}; {r['seconds']:.1f} s" + (f"; error: {r['error']}" if r.get("error") else ""))
 
 
@@ -225,10 +230,10 @@ def level_grid(args: argparse.Namespace) -> list[NoisyLevels]:
     if args.clean:
         args.p, args.q, args.flip, args.right, args.vague = [1.0], [0.0], [0.0], [1.0], [0.0]
     grid = []
-    for p, q, flip, right, vague in itertools.product(args.p, args.q, args.flip, args.right, args.vague):
+    for p, q, flip, right, vague, reword in itertools.product(args.p, args.q, args.flip, args.right, args.vague, args.reword):
         if right + vague > 1 + 1e-9:
             raise SystemExit(f"right + vague must be at most 1; got right={right} vague={vague}")
-        grid.append(NoisyLevels(p=p, q=q, flip=flip, right=right, vague=vague))
+        grid.append(NoisyLevels(p=p, q=q, flip=flip, right=right, vague=vague, reword=reword))
     return grid
 
 
@@ -241,6 +246,8 @@ def main() -> None:
     parser.add_argument("--right", type=float, nargs="+", default=[levels.right], help="share of right proposals")
     parser.add_argument("--vague", type=float, nargs="+", default=[levels.vague], help="share of vague proposals")
     parser.add_argument("--clean", action="store_true", help="p=1 q=0 flip=0 right=1 vague=0 (overrides the five above)")
+    parser.add_argument("--reword", type=float, nargs="+", default=[levels.reword],
+                        help="share of right proposals worded another way (also with --clean)")
     parser.add_argument("--workers", type=int, nargs="+", default=[8])
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
@@ -255,7 +262,7 @@ def main() -> None:
     per_seed: dict[tuple, dict] = {}  # gepa and oracle runs, which do not depend on N
     for lv in grid:
         for n in args.workers:
-            print(f"\np={lv.p:g} q={lv.q:g} flip={lv.flip:g} right={lv.right:g} vague={lv.vague:g}"
+            print(f"\np={lv.p:g} q={lv.q:g} flip={lv.flip:g} right={lv.right:g} vague={lv.vague:g} reword={lv.reword:g}"
                   f" (harmful {1 - lv.right - lv.vague:.2f}); N={n}; seeds {' '.join(map(str, args.seeds))};"
                   f" rounds {args.rounds}; gepa budget {args.gepa_budget}", flush=True)
             runs: dict[str, list[dict]] = {s: [] for s in args.systems}
@@ -271,7 +278,7 @@ def main() -> None:
                     runs[system].append(r)
                     if args.verbose:
                         print(verbose_row(system, n if system == "ours" else None, seed, r), flush=True)
-            print(f"{'system':<7} {'calls':>18} {'learnt/8':>10} {'harmful kept':>14} {'vague':>6} {'dups':>6}"
+            print(f"{'system':<7} {'calls':>18} {'learnt/8':>10} {'harmful kept':>14} {'vague':>6} {'restated':>9} {'dups':>6}"
                   f" {'true h-o':>8} {'measured':>11} {'seconds':>7}")
             for system in args.systems:
                 print(summary_row(system, runs[system]))

@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
                           "--propose-ms", "0", "--split", "16"], "acceptance calls per committed rule"),
         ("gate_error_rates.py", [], "P(accept)"),
         ("gate_error_rates.py", ["--noise", "--seeds", "2", "--p", "0.85", "--flip", "0"], "harmful (plain)"),
-        ("noisy_gate.py", ["--seeds", "0", "--workers", "2", "--rounds", "2", "--systems", "ours", "oracle",
+        ("noisy_gate.py", ["--seeds", "0", "--workers", "2", "--rounds", "2", "--systems", "ours", "oracle", "--reword", "0.5",
                            "--rollout-ms", "0", "--reflect-ms", "0"], "median calls: ours/oracle"),
         ("journal_cost.py", ["--workers", "2", "--seeds", "0", "--repeats", "1", "--signals", "1", "--per-signal", "4",
                              "--rollout-ms", "0", "--propose-ms", "0"], "shipped / bookkeeping off"),

@@ -18,7 +18,7 @@ from agentdescent.reflect import reflector
 from agentdescent.reflect.memory import Memory
 from agentdescent.step.policies import BetaAcceptance, rewards_noisy
 from agentdescent.testing.lone_diff import LoneDiff
-from agentdescent.testing.noisy import VAGUE, NoisyDomain, NoisyLevels, harmful_rule, right_rule
+from agentdescent.testing.noisy import VAGUE, NoisyDomain, NoisyLevels, harmful_rule, right_category, right_rule
 from agentdescent.types import Diff, Edit, EvidenceCard, Rollout, Task, Tried
 from agentdescent.usage import Usage
 
@@ -134,6 +134,17 @@ def test_a_reward_is_the_mean_of_its_draws_and_a_second_rollout_read_back_is_a_d
     key, _ = resumed.view(state)
     resumed.preload([(key, Rollout(task=task, output="x", reward=r)) for r in (1.0, 0.0)])
     assert resumed.known(state) == {"t": 0.5} and resumed.draws(state, "t") == [1.0, 0.0]
+
+
+def test_a_reworded_right_rule_counts_as_learnt_once_and_its_second_wording_as_restated():
+    domain = NoisyDomain(NoisyLevels(p=1.0, q=0.0, right=1.0, vague=0.0, reword=1.0), seed=0)
+    task = next(t for t in domain.tasks() if t.meta["category"] == 5)
+    reworded = domain.propose("", task, "fail", 0.0)
+    assert reworded != right_rule(5) and right_category(reworded) == 5
+    assert domain.run(f"- {reworded}", task) == "pass"  # each wording works as well
+    truth = domain.truth(f"- {right_rule(5)}\n- {reworded}\n- {right_rule(6)}")
+    assert (truth.learnt, truth.restated, truth.harmful, truth.vague) == (2, 1, 0, 0)
+    assert right_category(harmful_rule(5, "plain")) is None and right_category(VAGUE[0]) is None
 
 
 def test_a_replacement_rewords_one_rule():

@@ -8,8 +8,10 @@ for that category) and `q` when not; a plain task passes with `p`. A harmful rul
 category but breaks what works now, the plain tasks or a category the playbook already has the
 right rule for: their tasks pass with `q` whatever else the playbook says. A vague rule ("Be
 more careful.") changes nothing. The grader flips a reward with probability `flip`. The
-reflector, shown a failure, proposes the right rule for its category with probability `right`,
-a vague rule with `vague`, a harmful one with the rest; shown a failure a harmful rule caused,
+reflector, shown a failure, proposes the right rule for its category with probability `right`
+(worded another way with probability `reword`, as a model rewords what it says: each wording
+works as well, and a playbook that states one rule twice is longer for nothing), a vague rule
+with `vague`, a harmful one with the rest; shown a failure a harmful rule caused,
 it proposes narrowing that rule to the right rule of its category; told what was tried and
 refused, it draws again rather than repeat it. Every draw comes from a stream seeded by the
 domain's seed, the task, what was rolled out and how many times it was asked, so a run is
@@ -17,7 +19,7 @@ reproducible with one worker and the same calls in any order with many.
 
     domain = NoisyDomain(NoisyLevels(p=0.85, q=0.1, flip=0.05))
     result = evolve(domain.tasks(), domain.reward, run=domain.run, propose=domain.propose)
-    domain.truth(result.state)      # rules learnt, harmful and vague rules kept
+    domain.truth(result.state)      # rules learnt, harmful, vague and restated rules kept
 
 Left out: latency (the benchmarks add it) and any model.
 """
@@ -33,6 +35,9 @@ from agentdescent.testing.attempts import Attempts
 from agentdescent.types import Task, Tried
 
 VAGUE = ("Be more careful.", "Double-check every answer.", "Think before you answer.", "Read the request twice.")
+# Other wordings of a category's right rule, after "For a cN request, "
+REWORDED = ("always begin by quoting its reference code.", "quote its reference code before anything else.",
+            "start with its reference code, quoted.")
 PLAIN = "plain"
 REDRAWS = 3  # a reflector told what was tried draws again this often before it gives up
 
@@ -46,6 +51,7 @@ class NoisyLevels:
     flip: float = 0.0  # the grader flips a reward
     right: float = 0.6  # the reflector proposes the right rule
     vague: float = 0.25  # ... a vague one; the rest are harmful
+    reword: float = 0.0  # a right rule proposed is worded another way
     categories: int = 8
     per_category: int = 6
     plain: int = 12
@@ -55,15 +61,25 @@ class NoisyLevels:
 class Truth:
     """What a playbook really holds, read against the domain's rules."""
 
-    learnt: int  # right rules stated
+    learnt: int  # right rules stated (in any wording)
     harmful: int  # harmful rules kept
     vague: int  # vague rules kept
     categories: int
+    restated: int = 0  # wordings of a right rule the playbook already states
 
 
 def right_rule(category: int) -> str:
     """right_rule(3) == "For a c3 request, quote its reference code first." """
     return f"For a c{category} request, quote its reference code first."
+
+
+def right_category(rule: str) -> int | None:
+    """The category `rule` is a wording of the right rule for, or None.
+    right_category("For a c3 request, start with its reference code, quoted.") == 3"""
+    head, _, said = rule.partition(" request, ")
+    if not head.startswith("For a c") or not head[7:].isdigit():
+        return None
+    return int(head[7:]) if said in (right_rule(0).partition(" request, ")[2], *REWORDED) else None
 
 
 def harmful_rule(category: int, victim: int | str) -> str:
@@ -117,6 +133,9 @@ class NoisyDomain:
         if category == PLAIN or roll < n.vague:
             return VAGUE[int(roll * 1000) % len(VAGUE)]
         if roll < n.vague + n.right:
+            word = self._draw("word", task.id, rendered)
+            if word < n.reword:
+                return f"For a c{category} request, {REWORDED[int(word * 1000) % len(REWORDED)]}"
             return right_rule(category)
         rules = _rules(rendered)
         working = [c for c in range(n.categories) if c != category and right_rule(c) in rules]
@@ -128,9 +147,10 @@ class NoisyDomain:
         text = state if isinstance(state, str) else "\n".join(state.values())
         n = self.levels
         rules = _rules(text)
-        return Truth(learnt=sum(right_rule(c) in rules for c in range(n.categories)),
-                     harmful=sum(1 for r in rules if ", and treat every " in r),
-                     vague=sum(1 for r in rules if r in VAGUE), categories=n.categories)
+        stated = [c for r in rules if (c := right_category(r)) is not None]
+        return Truth(learnt=len(set(stated)), harmful=sum(1 for r in rules if ", and treat every " in r),
+                     vague=sum(1 for r in rules if r in VAGUE), categories=n.categories,
+                     restated=len(stated) - len(set(stated)))
 
     def expected(self, state: Mapping[str, str] | str, tasks: list[Task]) -> float:
         """The reward the playbook in `state` (or its rendered text) earns on `tasks` on average,

@@ -5,7 +5,7 @@ It measures head on the held-out tasks (one rollout each), then goes through the
 rounds, in a seeded random order each round, rolling each out on the current playbook (one call).
 On a failure, as the grader reports it, it reflects (one call) unless the reflection would repeat
 a proposal already judged: it pays one reflection per distinct proposal. A right rule is committed
-at once and for free, a vague or harmful one dropped for free. It stops once every category's
+at once and for free, a vague or harmful one, or another wording of a rule it holds, dropped for free. It stops once every category's
 right rule is in the playbook (or after `rounds` passes over the train tasks) and measures the
 result on the held-out tasks again (one rollout each).
 
@@ -22,7 +22,7 @@ import time
 
 from agentdescent import AppendRules
 from agentdescent.artifacts.strategies import rule_key
-from agentdescent.testing.noisy import NoisyDomain, NoisyLevels, right_rule
+from agentdescent.testing.noisy import NoisyDomain, NoisyLevels, right_category
 from agentdescent.types import Task
 
 
@@ -33,7 +33,7 @@ def oracle_run(levels: NoisyLevels, seed: int, train: list[Task], held_out: list
     state: dict[str, str] = {}
     rollouts = reflections = 0
     judged: set[str] = set()
-    wanted = {right_rule(c) for c in range(levels.categories)}
+    learnt: set[int] = set()
 
     def measure() -> float:
         nonlocal rollouts
@@ -44,7 +44,7 @@ def oracle_run(levels: NoisyLevels, seed: int, train: list[Task], held_out: list
     initial = measure()
     rng = random.Random(f"{seed}:oracle")
     for _ in range(rounds):
-        if wanted <= set(state.values()):
+        if len(learnt) == levels.categories:
             break
         order = list(train)
         rng.shuffle(order)
@@ -60,13 +60,15 @@ def oracle_run(levels: NoisyLevels, seed: int, train: list[Task], held_out: list
                 continue
             judged.add(proposal)
             reflections += 1
-            if proposal in wanted:
+            category = right_category(proposal)
+            if category is not None and category not in learnt:
                 state[rule_key(proposal)] = proposal
-                if wanted <= set(state.values()):
+                learnt.add(category)
+                if len(learnt) == levels.categories:
                     break
     final = measure()
     truth = domain.truth(state)
     return {"calls": rollouts + reflections, "rollouts": rollouts, "reflections": reflections,
-            "learnt": truth.learnt, "harmful": truth.harmful, "vague": truth.vague,
+            "learnt": truth.learnt, "harmful": truth.harmful, "vague": truth.vague, "restated": truth.restated,
             "expected": domain.expected(state, held_out), "measured": (initial, final),
             "seconds": time.perf_counter() - start, "duplicates": None}
