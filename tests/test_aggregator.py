@@ -360,3 +360,26 @@ def test_a_gated_change_lands_only_when_approved(tmp_path, answer, kind):
     assert change.keys == ["agents/y.md"] and change.before == {"agents/y.md": None} and change.after["agents/y.md"] == many
     if kind != "committed":
         assert "L1 gate" in next(o.reason for o in report.outcomes if o.diff_id == "gated")
+
+
+def test_gated_changes_of_one_file_approved_each_alone_never_land_as_a_merge_no_one_was_shown(tmp_path):
+    """Two diffs that each only add lines to one gated file are separate components: each passed
+    alone and was approved as head plus its own lines; their merge, a text no approval showed, was
+    what landed. The one with the better evidence is put to the approver and lands as it was shown."""
+    asked = []
+
+    def approve(change):
+        asked.append(change)
+        return True
+
+    head = "fix0\n"
+    _, agg = make(tmp_path, {"agents/y.md": head}, governance=Governance(blast_radius={"agents/*": "L1"}))
+    agg.approve, agg.oracle = approve, TASKS
+    one = diff("one", 1, {"agents/y.md": head + "fix1 fix2 fix3 fix4 fix5\n"}, before={"agents/y.md": head},
+               tasks=["t1", "t3", "t5"])
+    two = diff("two", 1, {"agents/y.md": head + "fix6 fix7 fix8 fix9\n"}, before={"agents/y.md": head}, tasks=["t7"])
+    report = agg.step([one, two], step=0, sample=TASKS)
+    [shown] = [c.after["agents/y.md"] for c in asked]  # the one with the better evidence; the other is not asked
+    assert shown == head + "fix1 fix2 fix3 fix4 fix5\n" == agg.ledger.snapshot("a")["agents/y.md"]
+    assert kinds(report) == {"one": "committed", "two": "rejected_by_test"}
+    assert "another L1 change of this step to agents/y.md lands (one): one change a file is approved" in report.outcomes[1].reason

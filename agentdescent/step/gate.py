@@ -56,30 +56,39 @@ def approval(change: GatedChange, approve: Approve | None) -> str | None:
 
 def gated_test(trial: Trial, gated: list[Component], evidence: Mapping[Component, list[Task]]) -> list[Component]:
     """The gated components that pass alone: the test at the stricter bar on their evidence and the
-    first `size` probes, then the oracle (no held-out task worse) and the approver."""
+    first `size` probes, then the oracle (no held-out task worse) and the approver, best gain first.
+    One change a file is approved: each is shown as head with its own change, so two that change
+    one file (each only adding lines) would land as a merge no approval showed; once one is
+    approved, the others of its files wait for a later head, and the approver is not asked."""
     if not gated:
         return []
     probes = trial.probes[: trial.policy.size]
     sets = [unique([*evidence[comp], *probes]) for comp in gated]
     rows = trial.score([(apply(trial.head_state, comp.after), ts) for comp, ts in zip(gated, sets)])
-    passing: list[tuple[Component, Verdict]] = []
+    passing: list[tuple[Component, Verdict, float]] = []
     for comp, ts, row in zip(gated, sets, rows):
         verdict = trial.test([t.id for t in ts], row, [trial.head[t.id] for t in ts], gated=True)
         if verdict.accepted:
-            passing.append((comp, verdict))
+            passing.append((comp, verdict, sum(r - trial.head[t.id] for t, r in zip(ts, row))))
         else:
             trial.reject([comp], f"rejected: {verdict.reason}")
     judge = trial.judge
-    failures = oracle_gate([apply(trial.head_state, comp.after) for comp, _ in passing], trial.head_state,
+    failures = oracle_gate([apply(trial.head_state, comp.after) for comp, _, _ in passing], trial.head_state,
                            judge.oracle, judge.score)
-    passed = []
-    for (comp, verdict), failure in zip(passing, failures):
+    passed: list[Component] = []
+    for (comp, verdict, _), failure in sorted(zip(passing, failures), key=lambda pair: -pair[0][2]):
+        beside = next((p for p in passed if p.after.keys() & comp.after.keys()), None)
+        if failure is None and beside is not None:
+            trial.reject([comp], f"passed the test ({verdict.reason}), but another L1 change of this step to "
+                                 f"{min(beside.after.keys() & comp.after.keys())} lands ({beside.changes[0].diff.id}): "
+                                 "one change a file is approved, so that what lands is what was shown")
+            continue
         reason = failure or approval(_gated_change(comp, verdict, trial.head_state, judge.oracle), judge.approve)
         if reason:
             trial.reject([comp], f"passed the test ({verdict.reason}) but not the L1 gate: {reason}")
         else:
             passed.append(comp)
-    return passed
+    return [comp for comp in gated if comp in passed]
 
 
 def _gated_change(comp: Component, verdict: Verdict, head_state: State, oracle: Sequence[Task]) -> GatedChange:
