@@ -4,6 +4,7 @@ cannot import the table) agrees with it."""
 
 from __future__ import annotations
 
+import re
 import typing
 from pathlib import Path
 
@@ -80,3 +81,30 @@ def test_the_lists_that_cannot_import_the_table_name_every_variable_of_it():
     assert everything <= set(codex["mcp_servers"]["agentdescent"]["env_vars"])
     assert everything <= set(conftest.PROVIDER_ENV)
     assert everything <= set(docs_blocks._CLEARED)
+
+
+def forgot_return(prompt):
+    prompt.upper()
+
+
+def raw_bytes(prompt):
+    return prompt.encode()
+
+
+def never_awaited(prompt):
+    async def call():
+        return prompt
+    return call()
+
+
+@pytest.mark.parametrize("fn, why", [("forgot_return", "returned None; it must return its answer as text (a return missing?)"),
+                                     ("raw_bytes", "returned bytes; it must return its answer as text (decode it"),
+                                     ("never_awaited", "returned coroutine, not its answer")])
+@pytest.mark.parametrize("field", ["agent", "reflector"])
+def test_a_python_agent_whose_reply_is_no_text_stops_the_run_naming_it(fn, why, field):
+    """Its str() was taken as the reply: "None", "b'...'" or "<coroutine ...>" scored 0 on every
+    task, or was read as a rule, and the run finished with no failure and no warning."""
+    ref = f"tests.test_agents_providers:{fn}"
+    client = make_client(spec.AgentSpec(kind="python", ref=ref), field)
+    with pytest.raises(UserError, match=re.escape(f"the {field} '{ref}' {why}")):
+        client("route this")

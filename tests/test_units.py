@@ -100,6 +100,20 @@ def test_a_rollout_hands_run_and_reward_a_copy_of_its_task():
         roll_out(lambda rendered, task: "ok", reward, "", Task(id="u", prompt="p", meta={"lock": threading.Lock()}))
 
 
+def test_a_task_with_no_meta_gets_a_meta_of_its_own_too():
+    """A task with an empty meta was copied shallow: a reward that wrote to it wrote to the
+    caller's task, and every later rollout of it saw the write."""
+    task = Task(id="t", prompt="p")
+
+    def reward(task, output):
+        seen = dict(task.meta)
+        task.meta["visits"] = task.meta.get("visits", 0) + 1
+        return float(not seen)
+
+    assert [roll_out(lambda rendered, task: "ok", reward, "", task).reward for _ in range(3)] == [1.0, 1.0, 1.0]
+    assert task.meta == {}
+
+
 def test_a_reflection_hands_propose_a_copy_of_its_task():
     task = Task(id="t", prompt="p", meta={"expected": "ok"})
 

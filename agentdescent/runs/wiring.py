@@ -30,6 +30,7 @@ from agentdescent.errors import UserError
 from agentdescent.reflect import reflector, tree_reflector
 from agentdescent.reflect.tree_reflector import format_files
 from agentdescent.removal import remove_tree
+from agentdescent.returned import as_text
 from agentdescent.runs.build import Materials, resolve_ref
 from agentdescent.runs.spec import AgentSpec, RunSpec
 from agentdescent.types import Task
@@ -144,30 +145,34 @@ def make_client(agent: AgentSpec, field: str = "agent") -> Callable[..., str]:
     if agent.kind == "python":
         found = resolve_ref(agent.ref or "")
         made = found(**options) if inspect.isclass(found) else functools.partial(found, **options) if options else found
-        return made if hasattr(made, "usage") else scripted(_redacting(made), name=agent.ref or "python")
+        return made if hasattr(made, "usage") else scripted(_redacting(made, f"{field} {agent.ref!r}"), name=agent.ref or "python")
     raise UserError(f"agent kind {agent.kind!r} needs the run store (host-driven rollouts)")
 
 
-def _redacting(fn: Callable[..., str]) -> Callable[..., str]:
+def _redacting(fn: Callable[..., str], who: str) -> Callable[..., str]:
     """Your own agent, metered like a model and its replies redacted like a client's (a reply that
-    echoes a key must not reach the ledger or the store)."""
-    return RedactedInFolder(fn) if takes_a_folder(fn) else Redacted(fn)
+    echoes a key must not reach the ledger or the store); a reply that is no text (None, bytes, a
+    coroutine never awaited) stops the run naming `who`, as `evolve`'s own `run` does, rather
+    than become an answer that scores 0 or a proposal of "None"."""
+    return RedactedInFolder(fn, who) if takes_a_folder(fn) else Redacted(fn, who)
 
 
 @dataclass(frozen=True, eq=False)
 class Redacted:
     fn: Callable[[str], str]
+    who: str
 
     def __call__(self, prompt: str) -> str:
-        return redact(str(self.fn(prompt)))
+        return redact(as_text(self.fn(prompt), f"the {self.who}"))
 
 
 @dataclass(frozen=True, eq=False)
 class RedactedInFolder:
     fn: Callable[[str, str], str]
+    who: str
 
     def __call__(self, prompt: str, cwd: str) -> str:
-        return redact(str(self.fn(prompt, cwd)))
+        return redact(as_text(self.fn(prompt, cwd), f"the {self.who}"))
 
 
 def works_in_a_folder(spec: AgentSpec, agent: Callable[..., str]) -> bool:

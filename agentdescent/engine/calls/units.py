@@ -121,7 +121,7 @@ def _own_copy(task: Task) -> Task:
     change (a `meta.pop`, say) reaches no other rollout nor the caller's tasks, with threads as
     with processes (which get a copy anyway)."""
     if not task.meta:
-        return task.model_copy()
+        return task.model_copy(update={"meta": {}})  # a fresh dict: a shallow copy would share the caller's
     try:
         meta = copy.deepcopy(task.meta)
     except Exception as exc:  # noqa: BLE001 -- an object of the caller's in meta that cannot be copied
