@@ -14,6 +14,8 @@ import time as _real_clock  # the Clock's methods are named like the module's
 
 import pytest
 
+from agentdescent.agents.base import cut_off_at
+from agentdescent.engine.calls import units
 from agentdescent.errors import AgentError, UserError
 from agentdescent.runs import hostfiles, hostwork
 from agentdescent.runs import mailbox as mailbox_module
@@ -23,6 +25,7 @@ from agentdescent.runs.mailbox import Claim, Mailbox
 from agentdescent.runs.spec import RunSpec
 from agentdescent.runs.status import RunStatus
 from agentdescent.runs.store import RunDir
+from agentdescent.types import Task
 
 ME = Claim(holder="me", pid=os.getpid())
 
@@ -517,3 +520,39 @@ def test_a_rollout_nobody_takes_says_how_the_host_takes_it(run):
     agent = HostAgent(Mailbox(run.file("mailbox")), "rollout", timeout=0.3, gone=lambda: False)
     with pytest.raises(AgentError, match="no answer to rollout request .* within 0.3 s .*host_next .*host_timeout"):
         agent("task 1", context="R")
+
+
+def test_a_rollout_abandoned_at_rollout_timeout_withdraws_its_request_and_a_late_answer_is_told_why(run):
+    """Its request stayed open for host_timeout (1800 s by default) after the run gave up on it:
+    the host was asked for it, and an answer to it was taken and never read."""
+    box, asked = Mailbox(run.file("mailbox")), []
+    agent = HostAgent(box, "rollout", timeout=600, gone=STOPPING.is_set)
+
+    def host_rollout(rendered, task):
+        asked.append(threading.current_thread())
+        return agent(task.prompt, context=rendered)
+
+    rolled: list = []
+    rolling = threading.Thread(target=lambda: rolled.append(units.roll_out(
+        host_rollout, lambda task, output: 1.0, "R", Task(id="t1", prompt="task 1"), timeout=2)))
+    rolling.start()
+    work = hostwork.gather(run, ME, wait=10)  # the host takes it, and does not answer in time
+    [request_id] = [request.request_id for group in work.work for request in group.requests]
+    rolling.join(30)
+    assert "rollout_timeout=2 s" in rolled[0].error
+    asked[0].join(10)  # the call ends with its rollout, not host_timeout later
+    assert not asked[0].is_alive() and not list(box.folder.glob("*.request.json"))
+    assert hostwork.waiting_on(run) is None
+    again = hostwork.take(run, ME)
+    assert again.work == [] and again.held == 0 and "holds" not in again.message
+    late = hostwork.submit(run, [Answer(request_id=request_id, answer="late")], ME)
+    assert late.received == [] and "withdrawn unanswered (no answer within rollout_timeout=2 s" in late.refused[request_id]
+
+
+def test_a_host_call_whose_rollout_has_run_out_posts_nothing_and_is_not_billed(run):
+    box = Mailbox(run.file("mailbox"))
+    agent = HostAgent(box, "rollout", timeout=0.3, gone=lambda: False)
+    with cut_off_at(time.monotonic() - 1, "rollout_timeout=2 s, the limit of the rollout"):
+        with pytest.raises(AgentError, match="the request was not posted: rollout_timeout=2 s, the limit .* had run out"):
+            agent("task 1", context="R")
+    assert not list(box.folder.glob("*.request.json")) and agent.usage.calls == 0

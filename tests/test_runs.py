@@ -276,6 +276,21 @@ def test_a_host_that_never_answers_fails_its_rollouts_and_the_run_stops_saying_s
     assert "every rollout of the held-out measurement at the start failed" in done.error
 
 
+@pytest.mark.parametrize("ending", ["cancel", "rollout_timeout"])
+def test_a_host_run_that_ended_leaves_no_request_in_its_mailbox(service, tmp_path, ending):
+    """Cancelled, its process ended before its waits withdrew their requests; failed with every
+    rollout abandoned at rollout_timeout, its requests stayed for host_timeout: either way the
+    mailbox said the host had work nobody waited for."""
+    fields = {"budget": {"rollout_timeout": 1}} if ending == "rollout_timeout" else {}
+    run = service.start({**domain.spec(tmp_path), "agent": "host", "host_timeout": 600, "rounds": 1, **fields}).run_id
+    wait(service, run, until=lambda s: s.waiting_on is not None)
+    if ending == "cancel":
+        service.cancel(run)
+    done = wait(service, run)
+    assert done.state == ("cancelled" if ending == "cancel" else "failed") and done.waiting_on is None, done
+    assert not list(service.store.get(run).file("mailbox").glob("*.request.json"))
+
+
 def test_events_and_status_are_plain_json_a_watcher_can_read(service, tmp_path):
     run = service.start(domain.spec(tmp_path)).run_id
     wait(service, run)

@@ -1,13 +1,15 @@
 """The host as a worker: the coding agent that started the run does its rollouts, reflections and approvals.
 
 When a spec names `host` as its agent or reflector (no model key needed), the run's process posts
-each call to the run's mailbox and waits: `HostAgent` is a model (`prompt -> text`, or with `cwd`
-an agent working in a workspace) whose answers come from whoever answers the mailbox, in practice
-the host calling the MCP tools `host_next` and `host_submit` (`hostwork`). Each request names its
-candidate (a digest of the workspace's files, or of the text artifact given as `context`), so
-that the host reads a candidate once however many tasks are done with it; and where a rollout's
-prompt is the run's `template` around its task, only the task goes with it (the template comes
-once a page). Many calls wait at
+each call to the run's mailbox and waits, for `host_timeout` or until the rollout or reflection the
+call is part of is abandoned at `rollout_timeout` if that is sooner (the request is withdrawn then,
+so the host is never asked for work nobody waits for): `HostAgent` is a model (`prompt -> text`, or
+with `cwd` an agent working in a workspace) whose answers come from whoever answers the mailbox, in
+practice the host calling the MCP tools `host_next` and `host_submit` (`hostwork`). Each request
+names its candidate (a digest of the workspace's files, or of the text artifact given as
+`context`), so that the host reads a candidate once however many tasks are done with it; and where
+a rollout's prompt is the run's `template` around its task, only the task goes with it (the
+template comes once a page). Many calls wait at
 once, so a host takes several. `Approver` asks the same way whether a gated (L1) change may land;
 `accept` and `reject` answer it. `changed()` is called as requests come and go: the runner puts
 what the run waits on in its status there.
@@ -19,10 +21,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
+from agentdescent.agents.base import Cutoff, ModelUsage, cutoff, estimate_tokens, metered_call
 from agentdescent.errors import AgentError
 from agentdescent.runs.mailbox import Mailbox
 from agentdescent.step.changes import Declined, GatedChange
@@ -46,6 +49,7 @@ class HostAgent:
     def __call__(self, prompt: str, *, cwd: str | os.PathLike[str] | None = None, context: str | None = None) -> str:
         """The host's answer to `prompt`, done in the workspace `cwd`, or with the text artifact
         `context` (given to the host once per candidate, not with every task)."""
+        end = self._cut_off()  # before the bill: a request past its rollout's limit is never posted
         with metered_call(self.usage) as counts:
             workspace = None if cwd is None else os.fspath(cwd)
             task = None if self._template is None else self._template.task_of(prompt)
@@ -53,11 +57,14 @@ class HostAgent:
                     "candidate": _candidate(workspace, context),
                     "template": None if task is None else self._template.text}
             try:
-                answer = self._mailbox.ask(self._kind, body, timeout=self._timeout, gone=self._gone,
-                                           posted=self._changed)
+                timeout = self._timeout if end is None else max(0.0, end.at - time.monotonic())
+                answer = self._mailbox.ask(self._kind, body, timeout=timeout, gone=self._gone, posted=self._changed,
+                                           limit=f"host_timeout={self._timeout:g} s" if end is None else end.why)
             except AgentError as exc:
                 if self._gone():
                     raise
+                if end is not None:
+                    raise AgentError(f"{self.name}: no answer within {end.why}; the request was withdrawn") from None
                 raise AgentError(f"{exc} (host_timeout): nobody answered; the host's helpers take this work with "
                                  "host_next (the skill starts them), or raise host_timeout in the spec") from None
             finally:
@@ -67,6 +74,17 @@ class HostAgent:
                 raise AgentError(f"the host's answer to a {self._kind} holds no text")
             counts.update(input_tokens=estimate_tokens(prompt), output_tokens=estimate_tokens(text))
         return text
+
+    def _cut_off(self) -> Cutoff | None:
+        """The end of the rollout or reflection the call is part of (`cutoff`) when it comes before
+        `host_timeout` would: the request is withdrawn then, as its rollout is abandoned, so the
+        host is never asked for work nobody waits for. Already past: `AgentError`, nothing posted."""
+        now, end = time.monotonic(), cutoff()
+        if end is None or end.at >= now + self._timeout:
+            return None
+        if end.at <= now:
+            raise AgentError(f"{self.name}: the request was not posted: {end.why} had run out")
+        return end
 
 
 class Approver:

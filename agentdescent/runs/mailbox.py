@@ -4,6 +4,8 @@
     <folder>/<id>.claim          who took it, and when: {"holder", "pid", "time"} (a lease: a claim
                                  older than it, or whose holder's process is gone, is void)
     <folder>/<id>.answer.json    the answer, created once (a second answer is refused)
+    <folder>/<id>.withdrawn      why a request went unanswered (its asker's timeout ran out), kept
+                                 WITHDRAWN_KEPT_S so that a late answer is refused saying why
 
 The run's process asks (a rollout for the host to do, a reflection, an approval) and waits with a
 timeout; the MCP server or the CLI, in another process, lists what is open, claims and answers.
@@ -30,6 +32,7 @@ from agentdescent import atomic
 from agentdescent.errors import AgentError, UserError
 
 POLL_SECONDS = 0.05
+WITHDRAWN_KEPT_S = 3600.0  # a late answer within this long is told why its request went; later, that it is gone
 
 
 class Request(BaseModel):
@@ -59,30 +62,36 @@ class Mailbox:
     # the asking side
 
     def ask(self, kind: str, body: dict[str, Any], *, timeout: float, gone: Callable[[], bool] = lambda: False,
-            posted: Callable[[], None] = lambda: None) -> dict:
+            posted: Callable[[], None] = lambda: None, limit: str | None = None) -> dict:
         """Post a request (then call `posted`) and wait for its answer; `AgentError` after `timeout`
-        seconds, or as soon as `gone()` says nobody will answer any more (a cancelled run)."""
+        seconds, or as soon as `gone()` says nobody will answer any more (a cancelled run). Either
+        way the request is withdrawn; after a timeout, a late answer is refused naming `limit`, what
+        the timeout stands for ("host_timeout=1800 s")."""
         request = Request(id=secrets.token_hex(6), kind=kind, created=time.time(), body=body)
         self.folder.mkdir(exist_ok=True)  # inside its run's folder, never made here: a deleted run stays deleted
         atomic.write_text(self._path(request.id, "request.json"), request.model_dump_json())
         posted()
-        deadline = time.monotonic() + timeout
+        deadline, why = time.monotonic() + timeout, None
         try:
             while time.monotonic() < deadline and not gone():
                 answer = self._read(self._path(request.id, "answer.json"))
                 if answer is not None:
                     return answer
                 time.sleep(POLL_SECONDS)
+            why = None if gone() else f"no answer within {limit or f'{timeout:g} s'}"  # stopping: the run's state says so
         finally:
-            self._remove(request.id)
+            self._remove(request.id, why)
         raise AgentError(f"no answer to {kind} request {request.id} within {timeout:g} s"
                          if not gone() else f"the {kind} request {request.id} was withdrawn: the run is stopping")
 
     def clear(self) -> int:
-        """Withdraw every request (a run starting again: nobody waits for the old ones); how many."""
+        """Withdraw every request, and forget why earlier ones went (a run starting again or ending:
+        nobody waits for them, and an answer to any is refused as the run's state says); how many."""
         requests = list(self.folder.glob("*.request.json")) if self.folder.is_dir() else []
         for path in requests:
             self._remove(path.name.split(".")[0])
+        for path in self.folder.glob("*.withdrawn") if self.folder.is_dir() else []:
+            path.unlink(missing_ok=True)
         return len(requests)
 
     # the answering side
@@ -153,6 +162,10 @@ class Mailbox:
         (with `kinds`) one of another kind (an approval is a person's to answer, not a helper's)."""
         with self._claims_locked():  # not between a withdrawal's removals: its answer would be taken for one
             request = self._request(request_id) if _safe_id(request_id) else None
+            withdrawn = self._withdrawn(request_id) if request is None and _safe_id(request_id) else None
+            if withdrawn is not None:
+                raise UserError(f"the request was withdrawn unanswered ({withdrawn}): nothing waits for this answer any "
+                                "more; ask for the open ones again")
             if request is None:
                 raise UserError("there is no such open request (it was answered, withdrawn when the run stopped, or "
                                 "never existed); ask for the open ones again")
@@ -216,13 +229,28 @@ class Mailbox:
             return {}  # an answer that is not JSON: an empty one, which its reader refuses
         return data if isinstance(data, dict) else {}
 
-    def _remove(self, request_id: str) -> None:
-        """Withdraw a request and all it holds, under the lock an answer is given under."""
+    def _withdrawn(self, request_id: str) -> str | None:
+        """Why a request was withdrawn unanswered, while that is kept (None: not known)."""
+        try:
+            return self._path(request_id, "withdrawn").read_text(encoding="utf-8")[:500] or None
+        except (OSError, ValueError):
+            return None
+
+    def _remove(self, request_id: str, why: str | None = None) -> None:
+        """Withdraw a request and all it holds, under the lock an answer is given under; `why` (it
+        went unanswered) is kept for a late answer, and the reasons kept past their time go."""
         if not self.folder.is_dir():  # its run's folder deleted: nothing left to withdraw
             return
         with self._claims_locked():
+            if why is not None:
+                atomic.write_text(self._path(request_id, "withdrawn"), why)
             for suffix in ("request.json", "claim", "answer.json"):
                 self._path(request_id, suffix).unlink(missing_ok=True)
+        if why is not None:
+            for path in self.folder.glob("*.withdrawn"):
+                with contextlib.suppress(OSError):
+                    if time.time() - path.stat().st_mtime > WITHDRAWN_KEPT_S:
+                        path.unlink()
 
 
 def _alive(pid: int) -> bool:

@@ -252,6 +252,8 @@ def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveRe
         finally:
             with contextlib.suppress(OSError):  # on a full disk the line a failed write left in the buffer is lost
                 events.close()
+            with contextlib.suppress(OSError):  # its folder deleted: nothing is left to withdraw
+                mailbox.clear()  # the run has ended: none of its requests is pending, whatever still waits on one
 
 
 def _finish(run: RunDir, tracker: StatusTracker, result: EvolveResult, token: CancelToken) -> None:
