@@ -1,7 +1,8 @@
 """A skill whose only fix is a script: an L1 change, which must wait for a person's approval.
 
 The agent answers "yes" when the skill's `scripts/answer.sh` says so; the reflector rewrites that
-script. Spec files name them as `python:tests.l1_domain:answer` and `python:tests.l1_domain:fix`.
+script. Spec files name them as `python:tests.l1_domain:answer` and `python:tests.l1_domain:fix`
+(`fix_long`: the same fix, many pages long).
 """
 
 from __future__ import annotations
@@ -32,6 +33,14 @@ def answer(prompt: str, cwd: str) -> str:
 
 def fix(prompt: str) -> str:
     return '<file path="scripts/answer.sh">\necho yes\n</file>' if "echo no" in prompt else "NONE"
+
+
+LONG_SCRIPT = "".join(f"# step {i}: check the answer's form once more before it goes out\n" for i in range(400)) + "echo yes\n"
+
+
+def fix_long(prompt: str) -> str:
+    """`fix`, as a script whose diff is many pages long."""
+    return f'<file path="scripts/answer.sh">\n{LONG_SCRIPT}</file>' if "echo no" in prompt else "NONE"
 
 
 def two_scripts(folder: Path, **fields) -> dict:

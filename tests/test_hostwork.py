@@ -431,6 +431,30 @@ def test_a_pending_l1_change_comes_whole_on_the_first_page_or_says_it_does_not()
         assert (first.pending_approval.diff == change) is whole
 
 
+def test_a_pending_l1_change_longer_than_a_page_is_paged_to_its_end_before_the_patch():
+    """A page at any offset dropped the pending change and paged the patch: a host could read a
+    third of a change it was to ask the user to approve, and nothing led to the rest."""
+    from agentdescent.runs.review import PendingApproval, Shown
+    from agentdescent.runs.shown_page import paged
+
+    change = "".join(f"+echo ünïcode {i}\n" for i in range(1_500))
+    patch = "".join(f"+- word {i}\n" for i in range(1_500))
+    pending = PendingApproval(change="abc123def456", keys=["scripts/a.sh"], verdict="passed", rationale="r", diff=change)
+    shown = Shown(run_id="r", state="running", target="/t", diff=patch, files_changed=["a.md"], initial_reward=0.0,
+                  final_reward=None, version=3, committed=[], rejected=[], rejected_total=0, next="",
+                  pending_approval=pending, worst_rollouts=[])
+    pages = [paged(shown)]
+    while pages[-1].diff_continues:
+        pages.append(paged(shown, offset=pages[-1].next_offset))
+    assert all(hostfiles.sent_bytes(page) <= hostwork.PAGE_BYTES for page in pages) and pages[-1].next_offset is None
+    parts = [page.pending_approval for page in pages if page.pending_approval is not None]
+    assert len(parts) > 2 and all(p.change == "abc123def456" and not p.whole for p in parts)
+    assert [p.diff_continues for p in parts] == [True] * (len(parts) - 1) + [False]
+    assert all(p.diff_offset == sum(len(q.diff) for q in parts[:i]) for i, p in enumerate(parts))
+    assert "".join(p.diff for p in parts) == change  # the change whole, then the patch whole
+    assert not any(page.diff for page in pages[:len(parts) - 1]) and "".join(page.diff for page in pages) == patch
+
+
 def test_a_helper_cannot_answer_a_persons_approval(run):
     """host_submit answered the L1 approval `show` names, and the change was recorded as declined by
     the person, whose accept of it was then refused."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -357,6 +358,36 @@ def test_the_installed_program_serves_over_stdio(home, tmp_path):
             assert "not touched" in (await call(client, "reject", run_id=run_id))["message"]
             assert (await call(client, "status", run_id=run_id))["state"] == "rejected"
             assert [r["id"] for r in (await call(client, "runs"))["runs"]] == [run_id]
+
+    anyio.run(main)
+
+
+def test_a_pending_l1_change_longer_than_a_page_is_read_whole_over_stdio(home, tmp_path):
+    """A page at any offset dropped the pending change and paged the run's patch: a host saw a
+    third of a change (whole=false, and no page leading to the rest) it could then accept."""
+    from tests import l1_domain
+
+    spec = l1_domain.spec(tmp_path, reflector="python:tests.l1_domain:fix_long")
+
+    async def main():
+        async with mcp.Client(stdio_server(home, tmp_path), mode="legacy") as client:
+            run_id = (await call(client, "evolve", spec=spec))["run_id"]
+            deadline = time.monotonic() + 90
+            while "approval" not in ((status := await call(client, "status", run_id=run_id)).get("waiting_on") or ""):
+                assert status["state"] in LIVE and time.monotonic() < deadline, status
+                await anyio.sleep(0.1)
+            pages = [await call(client, "show", run_id=run_id)]
+            while pages[-1]["diff_continues"]:
+                pages.append(await call(client, "show", run_id=run_id, offset=pages[-1]["next_offset"]))
+            parts = [page["pending_approval"] for page in pages if page["pending_approval"]]
+            assert len(parts) > 1 and not parts[0]["whole"] and not parts[-1]["diff_continues"]
+            assert all(sent_bytes(page) <= PAGE_BYTES for page in pages)
+            whole = Service().show(run_id)
+            assert "".join(p["diff"] for p in parts) == whole.pending_approval.diff
+            assert "+echo yes" in parts[-1]["diff"] and {p["change"] for p in parts} == {whole.pending_approval.change}
+            assert "".join(page["diff"] for page in pages) == whole.diff
+            await call(client, "accept", run_id=run_id, change=parts[0]["change"])
+            assert (await wait_for(client, run_id, ENDED))["state"] == "finished"
 
     anyio.run(main)
 

@@ -66,7 +66,9 @@ class PendingApproval(BaseModel):
     verdict: str
     rationale: str
     diff: str
-    whole: bool = True  # false on a page that holds only the start of `diff`: see the rest before approving
+    whole: bool = True  # false on a page that holds only part of `diff`: read it to its end before approving
+    diff_offset: int = 0  # where this page's part of `diff` starts in the whole of it (`shown_page`)
+    diff_continues: bool = False  # `diff` goes on: its next part is on the page at show's `next_offset`
 
 
 class Shown(BaseModel):
@@ -86,8 +88,8 @@ class Shown(BaseModel):
     rejected_total: int
     committed_total: int = 0  # the committed diffs, where a page lists only the first few
     diff_offset: int = 0  # where `diff` starts in the whole patch, on a page (`shown_page`)
-    diff_continues: bool = False  # a page's `diff` stops before the patch's end: ask again from where it stops
-    next_offset: int | None = None  # where the patch's next page starts (while `diff_continues`): show's offset then
+    diff_continues: bool = False  # there is more to read (of a pending change's diff, then of the patch): ask again
+    next_offset: int | None = None  # where the next page starts (while `diff_continues`): show's offset then
     worst_rollouts: list[RolloutView]  # the final version's that scored below 1, lowest first
     unmeasured: str | None = None  # a version committed after `version` and never measured: which, and where it is
     pending_approval: PendingApproval | None

@@ -1,16 +1,20 @@
 """`show`'s answer cut to one page a host shows whole (`hostwork.PAGE_BYTES` of JSON): hosts cut a
 longer tool result, and the part lost would be the diff or the evidence a person judges the run by.
 
-The first page keeps every field, its texts shortened (a rationale, a reason, an edit's line, a
-rollout's prompt and output) and its lists cut to what fits (`committed_total`, `rejected_total`,
-`files_changed_total` and `markers_left_total` count them all), a pending L1 change's diff first
-and whole where a page holds it (`whole` says whether it did), then as much of the patch as the
-rest of the page holds. A page from a later `offset` holds only the patch from there on. `diff_continues` says whether there is
-more; the next page starts at its `next_offset` (`diff_offset + len(diff)`: a model asked to count
-the characters of a long page gets it wrong, and a wrong offset loses or repeats part of the patch).
+What it pages is one text: a pending L1 change's diff, then the patch; `offset` counts characters
+of the two, the change's first. The first page keeps every field, its texts shortened (a
+rationale, a reason, an edit's line, a rollout's prompt and output) and its lists cut to what fits
+(`committed_total`, `rejected_total`, `files_changed_total` and `markers_left_total` count them
+all), then as much of the change's diff as the page holds (`whole` says whether it held all of it)
+and, once that has ended, of the patch. A page from a later `offset` holds only what follows: the
+rest of the change's diff (each such page names the change, its `diff_offset` says where its part
+starts and its `diff_continues` whether more of it follows), then the patch. `diff_continues` says
+whether there is more of either; the next page starts at its `next_offset` (a model asked to count
+the characters of a long page gets it wrong, and a wrong offset loses or repeats part of a diff).
+A host reads a change to its end before it asks the user to approve it.
 
-    first = paged(shown)                               # everything, shortened, and the patch's start
-    more = paged(shown, offset=first.next_offset)      # the patch's next part
+    first = paged(shown)                               # everything, shortened, and the diffs' start
+    more = paged(shown, offset=first.next_offset)      # the next part: of the change's diff, then of the patch
 
 Left out: what a run shows (`review.show`); the command line prints the whole of it.
 """
@@ -21,7 +25,7 @@ import json
 
 from agentdescent.runs.hostfiles import sent_bytes
 from agentdescent.runs.hostwork import PAGE_BYTES, cut_to
-from agentdescent.runs.review import DiffView, RolloutView, Shown
+from agentdescent.runs.review import DiffView, PendingApproval, RolloutView, Shown
 
 TEXT_CHARS = 160  # a rationale, a reason, a rollout's prompt or output, on a page
 EDITS_SHOWN, EVIDENCE_SHOWN, LISTED = 3, 5, 8  # a diff's edits and evidence tasks; diffs of each list
@@ -30,36 +34,59 @@ LEAST_DIFF_BYTES = 2_000  # the page keeps this much room for the patch, droppin
 
 
 def paged(shown: Shown, *, offset: int = 0, budget: int = PAGE_BYTES) -> Shown:
-    """The page of `shown` from character `offset` of its patch (see the module docstring)."""
-    if offset > 0:
-        page = shown.model_copy(update={"committed": [], "rejected": [], "worst_rollouts": [], "files_changed": [],
-                                        "markers_left": [], "pending_approval": None, "diff": ""})
-    else:
-        page = shown.model_copy(update={
-            "committed": [_short(d) for d in shown.committed[:LISTED]],
-            "rejected": [_short(d) for d in shown.rejected[:LISTED]],
-            "worst_rollouts": [_short_rollout(r) for r in shown.worst_rollouts],
-            "files_changed": shown.files_changed[:FILES_SHOWN],
-            "markers_left": shown.markers_left[:FILES_SHOWN],
-            "pending_approval": shown.pending_approval and shown.pending_approval.model_copy(
-                update={"diff": "", "rationale": _short_text(shown.pending_approval.rationale, TEXT_CHARS)}),
-            "diff": ""})
-        pending = shown.pending_approval.diff if shown.pending_approval else ""
-        room = 64 if pending else LEAST_DIFF_BYTES  # what is to be approved comes before the run's whole patch
-        while _size(page) + len(json.dumps(pending)) > budget - room and (
-                page.committed or page.rejected or page.worst_rollouts or page.files_changed or page.markers_left):
-            longest = max(("committed", "rejected", "worst_rollouts", "files_changed", "markers_left"),
-                          key=lambda name: len(getattr(page, name)))
-            page = page.model_copy(update={longest: getattr(page, longest)[:-1]})
-        if page.pending_approval is not None:
-            cut = cut_to(pending, max(0, budget - _size(page) - room))
-            page = page.model_copy(update={"pending_approval": page.pending_approval.model_copy(
-                update={"diff": cut, "whole": len(cut) == len(pending)})})
-    rest = shown.diff[offset:]
+    """The page of `shown` from character `offset` of what it pages, a pending L1 change's diff and
+    then the patch (see the module docstring)."""
+    pending = shown.pending_approval.diff if shown.pending_approval else ""
+    page = _first(shown, budget) if offset == 0 else shown.model_copy(update={
+        "committed": [], "rejected": [], "worst_rollouts": [], "files_changed": [], "markers_left": [], "diff": "",
+        "pending_approval": _header(shown, later=True) if offset < len(pending) else None})
+    if page.pending_approval is not None:
+        room = 64  # for the page's fields set after it is measured
+        part = page.pending_approval.model_copy(update={"diff_offset": offset, "whole": False, "diff_continues": False})
+        cut = cut_to(pending[offset:], max(0, budget - _size(page.model_copy(update={"pending_approval": part})) - room))
+        cut = cut or pending[offset:offset + 1]  # a page that holds none of it would send the host to this offset again
+        more = offset + len(cut) < len(pending)
+        page = page.model_copy(update={"pending_approval": part.model_copy(
+            update={"diff": cut, "whole": offset == 0 and not more, "diff_continues": more})})
+        if more:  # the patch starts once the change's diff has ended
+            return page.model_copy(update={"diff": "", "diff_offset": 0, "diff_continues": True,
+                                           "next_offset": offset + len(cut)})
+    start = max(0, offset - len(pending))
+    rest = shown.diff[start:]
     diff = cut_to(rest, max(0, budget - _size(page) - 64))
     continues = len(diff) < len(rest)
-    return page.model_copy(update={"diff": diff, "diff_offset": offset, "diff_continues": continues,
-                                   "next_offset": offset + len(diff) if continues else None})
+    return page.model_copy(update={"diff": diff, "diff_offset": start, "diff_continues": continues,
+                                   "next_offset": len(pending) + start + len(diff) if continues else None})
+
+
+def _first(shown: Shown, budget: int) -> Shown:
+    """The first page with no diff in it yet: every field, texts shortened, the lists cut to leave
+    room for the pending change's diff (or `LEAST_DIFF_BYTES` of the patch)."""
+    page = shown.model_copy(update={
+        "committed": [_short(d) for d in shown.committed[:LISTED]],
+        "rejected": [_short(d) for d in shown.rejected[:LISTED]],
+        "worst_rollouts": [_short_rollout(r) for r in shown.worst_rollouts],
+        "files_changed": shown.files_changed[:FILES_SHOWN],
+        "markers_left": shown.markers_left[:FILES_SHOWN],
+        "pending_approval": _header(shown), "diff": ""})
+    pending = shown.pending_approval.diff if shown.pending_approval else ""
+    room = 64 if pending else LEAST_DIFF_BYTES
+    while _size(page) + len(json.dumps(pending)) > budget - room and (
+            page.committed or page.rejected or page.worst_rollouts or page.files_changed or page.markers_left):
+        longest = max(("committed", "rejected", "worst_rollouts", "files_changed", "markers_left"),
+                      key=lambda name: len(getattr(page, name)))
+        page = page.model_copy(update={longest: getattr(page, longest)[:-1]})
+    return page
+
+
+def _header(shown: Shown, *, later: bool = False) -> PendingApproval | None:
+    """The pending change with no diff yet, its rationale shortened: each page of its diff names it.
+    A `later` page leaves out the rationale and names at most `FILES_SHOWN` of its keys."""
+    pending = shown.pending_approval
+    if pending is None:
+        return None
+    return pending.model_copy(update={"diff": "", "rationale": "" if later else _short_text(pending.rationale, TEXT_CHARS),
+                                      "keys": pending.keys[:FILES_SHOWN] if later else pending.keys})
 
 
 def _size(shown: Shown) -> int:
