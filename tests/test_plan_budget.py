@@ -121,6 +121,36 @@ def test_the_quote_reads_the_spec_s_minibatch_test_size_scouts_and_cheap_eval_ta
     assert quoted(cheap_eval_tasks=4).calls_high > base.calls_high
 
 
+def test_the_quote_of_a_run_whose_blast_radius_gates_a_file_counts_the_l1_gate(service, tmp_path):
+    """Each L1 change that passes is tested alone and scored on the whole held-out set: a run of 4
+    workers spent twice the high end of a quote that left that out."""
+    from tests import l1_domain
+
+    spec = l1_domain.spec(tmp_path)  # a skill: scripts/answer.sh is L1 (the skill's blast radius)
+    plan = service.plan(spec)
+    gated, free, probes = plan.quote, service.plan({**spec, "blast_radius": {"*": "L2"}}).quote, min(32, plan.train)
+    alone = (spec["n_workers"] * 2 + 1) * (probes + plan.held_out)  # each reflection alone, and the candidate joining them
+    assert gated.round_high == free.round_high + alone and gated.calls_low == free.calls_low
+    assert gated.calls_high > free.calls_high
+    assert (f"each of up to 2 L1 changes alone (and the candidate that joins those that pass) on up to {probes} "
+            f"probes and the {plan.held_out} held-out tasks (the L1 gate's oracle)") in gated.basis
+    assert "L1" not in free.basis
+
+
+@pytest.mark.parametrize("options", [{"n_workers": 4, "rounds": 1}, {"n_workers": 4, "rounds": 2}])
+def test_the_quote_of_a_gated_run_is_above_what_it_really_spends(options):
+    """Every change of the router's is L1 here: tested alone, then on the held-out set, many of them
+    pass the test; a quote without the gate was below what such runs spent."""
+    tasks = router_tasks(0, signals=2)
+    result = evolve(tasks, route_reward, run=route, propose=RouterReflector(), blast_radius={"*": "L1"}, **options)
+    train, held_out = split_tasks(tasks, 0.3, random.Random("0:split"))
+    sizes = Sizes.of(Policies(), train=len(train), held_out=len(held_out), workers=options["n_workers"])
+    cost = quote(sizes, rounds=options["rounds"], artifact_chars=0, prompt_chars=0, max_calls=None, price_per_call=None,
+                 price_per_1k_tokens=None, gated=True)
+    assert result.outcomes().get("rejected_by_test") and cost.calls_low <= result.usage.calls <= cost.calls_high, (
+        cost.calls_low, result.usage.calls, cost.calls_high)
+
+
 def test_a_budget_that_affords_only_some_rounds_is_quoted_with_a_warning(service, tmp_path):
     rounds = domain.spec(tmp_path)["rounds"]
     full = LEAST + (rounds - 1) * LATER  # the quote's low end, uncapped

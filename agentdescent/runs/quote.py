@@ -8,14 +8,19 @@ up to `max_proposals` reflections a worker, each diff verified on the failure it
 `cheap_eval_tasks` tasks), the round's fusion and head probed on up to `acceptance.size` train
 tasks, and, when a probe breaks, bisection (two questions a level, for at most one wave of
 broken probes); held-out evaluation on the way takes at most a fifth of the calls (`Amortized`).
+Where the blast radius gates a key a diff may change (L1), each L1 change is tested alone on up
+to `acceptance.size` probes and the oracle scores it on the whole held-out set (`step.gate`), and
+so may the candidate that joins the L1 changes that pass to the rest.
 The low end is a run where every round proposes a little: the smallest run
 (`engine.calls.smallest`), each further round a reflection a worker and one change's test; a run
 that finds nothing left to fix spends less on its later rounds. The high end is one where every
-round proposes everything and breaks a whole wave. `max_calls` caps what a run starts, so it
+round proposes everything, breaks a whole wave, and (with gated keys) every reflection is an L1
+change that passes its test. `max_calls` caps what a run starts, so it
 bounds the high end; a `max_calls` under the smallest run is refused (`smallest.refusal`). Left
 out: the tokens of a CLI agent's session, which its own tool use decides (the per-token price,
 and `max_tokens` against the estimate, are then only indicative), and rewards that are samples,
-whose tests draw again where a decision hinges on a task.
+whose tests draw again where a decision hinges on a task, and L1 files a change would add where
+no file the target holds is gated yet.
 """
 
 from __future__ import annotations
@@ -139,14 +144,16 @@ def budget_warnings(*, cost: Quote, sizes: Sizes, max_tokens: int | None, rounds
 def quote(sizes: Sizes, *, rounds: int, artifact_chars: int, prompt_chars: int, max_calls: int | None,
           price_per_call: float | None, price_per_1k_tokens: float | None, reflections: int = REFLECTIONS,
           scouts: int = SCOUTS, wave: int = WAVE, cheap_eval_tasks: int | None = None,
-          calibrate_train: bool = False) -> Quote:
+          calibrate_train: bool = False, gated: bool = False) -> Quote:
     """The range of calls a run takes, and its cost when a price is given; `reflections`: at most a
-    worker's; `calibrate_train`: the start draws train tasks again too (a batched run with no cap)."""
+    worker's; `calibrate_train`: the start draws train tasks again too (a batched run with no cap);
+    `gated`: the blast radius makes a key a diff may change L1."""
     probes, workers = sizes.tested, sizes.workers
     levels = math.ceil(math.log2(max(2, workers * reflections)))
     verified = cheap_eval_tasks or 1  # each diff on its failure, or on cheap_eval_tasks tasks
+    alone = workers * reflections + 1 if gated else 0  # each L1 change, and the candidate that joins those that pass
     high_round = (workers * (sizes.minibatch * (1 + scouts) + reflections * (1 + verified)) + 2 * probes
-                  + min(wave, probes) * 2 * levels)
+                  + min(wave, probes) * 2 * levels + alone * (probes + sizes.held_out))
     drawn = min(sizes.calibration, sizes.held_out + sizes.train) - min(sizes.calibration, sizes.held_out) \
         if calibrate_train else 0  # train tasks the start draws too
     low = low_end(sizes, rounds) + drawn
@@ -168,7 +175,10 @@ def quote(sizes: Sizes, *, rounds: int, artifact_chars: int, prompt_chars: int, 
              f"scouted, up to {reflections} reflections, each verified on "
              + (f"{cheap_eval_tasks} tasks" if cheap_eval_tasks else "its failure")
              + f"), the fusion and head on up to {probes} probes, bisection of up to {min(wave, probes)} broken "
-             f"probes; held-out evaluation on the way at most {SHARE:.0%} of the calls; {rounds} rounds (the smallest "
+             f"probes"
+             + (f", each of up to {alone - 1} L1 changes alone (and the candidate that joins those that pass) on up to "
+                f"{probes} probes and the {sizes.held_out} held-out tasks (the L1 gate's oracle)" if gated else "")
+             + f"; held-out evaluation on the way at most {SHARE:.0%} of the calls; {rounds} rounds (the smallest "
              f"run, both held-out measurements and one round at the low end: {smallest_run(sizes)} calls)"
              + (f", capped by max_calls={max_calls}" if max_calls is not None else ""))
     return Quote(calls_low=low, calls_high=high, calls_cap=max_calls, cost_low_usd=cost(low), cost_high_usd=cost(high),

@@ -337,7 +337,7 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
                  price_per_call=spec.price_per_call, price_per_1k_tokens=spec.price_per_1k_tokens,
                  reflections=policies.proposal.max_proposals, scouts=policies.proposal.scouts,
                  wave=policies.acceptance.wave, cheap_eval_tasks=spec.cheap_eval_tasks if spec.self_verify else None,
-                 calibrate_train=spec.parallelism.batched and spec.budget.max_calls is None)
+                 calibrate_train=spec.parallelism.batched and spec.budget.max_calls is None, gated=_gated(parts))
     warnings = missing_keys(spec, parts.kind) + unsaved_sessions(spec) + cheaper_than_host(spec.agent.label, spec.reflector_spec.label,
                                                                     plugin=parts.kind == "plugin")
     if spec.budget.max_calls is None:
@@ -367,6 +367,14 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
                 reflector=spec.reflector_spec.label, n_workers=spec.n_workers, rounds=spec.rounds, quote=cost,
                 warnings=warnings, next=f"about {cost.calls_low}-{cost.calls_high} calls{money}: if that suits, "
                                         "start it with evolve")
+
+
+def _gated(parts: build.Materials) -> bool:
+    """Whether the blast radius makes a file a diff may change L1: the quote then counts the L1 gate."""
+    if parts.tree is None or not parts.blast_radius:
+        return False
+    rules = Governance.of(parts.strategy, parts.blast_radius)
+    return rules.gated(rules.changeable(parts.tree))
 
 
 def _with_leftovers(run: RunDir, status: RunStatus) -> RunStatus:
