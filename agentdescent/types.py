@@ -124,6 +124,7 @@ OutcomeKind = Literal[
     "fused",  # merged with another diff's edit of the same key, and the merge landed
     "duplicate",  # changes nothing that head, or an earlier diff of the step, does not already say
     "rejected_by_test",  # the acceptance test did not find it an improvement
+    "declined",  # an L1 change that passed the test, declined by the approver or left unanswered in time
     "conflict_lost",  # overlapped another diff's edit and lost under the conflict policy
     "dropped_stale",  # its base was older than the lag budget allows
     "unjudged",  # the run stopped (a budget, a cancel) before the step judged it
@@ -136,6 +137,7 @@ OUTCOME_MEANINGS = {  # each kind in a reader's words, in the order views list t
     "committed": "landed in a commit as proposed",
     "fused": "merged with another diff's edit of the same key; the merge landed",
     "rejected_by_test": "the acceptance test did not find it an improvement",
+    "declined": "an L1 change that passed the test, declined by the approver or left unanswered",
     "conflict_lost": "overlapped another diff's edit and lost",
     "duplicate": "said nothing the artifact, or another diff of its round, did not already say",
     "dropped_stale": "its base version was older than the lag budget allows",

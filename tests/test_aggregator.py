@@ -340,7 +340,7 @@ def test_an_approver_that_answers_neither_true_nor_false_stops_the_run_saying_so
     assert result.state == result.initial_state and not result.outcomes().get("committed")
 
 
-@pytest.mark.parametrize("answer, kind", [(True, "committed"), (False, "rejected_by_test"), (RuntimeError, "rejected_by_test")])
+@pytest.mark.parametrize("answer, kind", [(True, "committed"), (False, "declined"), (RuntimeError, "declined")])
 def test_a_gated_change_lands_only_when_approved(tmp_path, answer, kind):
     asked = []
 
@@ -359,7 +359,8 @@ def test_a_gated_change_lands_only_when_approved(tmp_path, answer, kind):
     [change] = asked  # only the gated change is put to the approver
     assert change.keys == ["agents/y.md"] and change.before == {"agents/y.md": None} and change.after["agents/y.md"] == many
     if kind != "committed":
-        assert "L1 gate" in next(o.reason for o in report.outcomes if o.diff_id == "gated")
+        said = f"the approver declined L1 change {change.id}" if answer is False else f"so L1 change {change.id} is declined"
+        assert said in next(o.reason for o in report.outcomes if o.diff_id == "gated")
 
 
 def test_gated_changes_of_one_file_approved_each_alone_never_land_as_a_merge_no_one_was_shown(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -17,6 +18,7 @@ import pytest
 from agentdescent import events
 from agentdescent.cli.watch import next_step
 from agentdescent.errors import UserError
+from agentdescent.ledger import Ledger
 from agentdescent.runs.hostwork import Answer, whole_prompt
 from agentdescent.runs.mailbox import Claim
 from agentdescent.runs.rolloutdir import ROLLOUTS_PREFIX
@@ -337,16 +339,22 @@ def test_an_l1_change_waits_for_the_users_approval(service, tmp_path, approve):
         service.accept(run) if approve else service.reject(run)  # which change is not said: refused
     answered = service.accept(run, change=pending.change) if approve else service.reject(run, change=pending.change)
     assert answered.approved is approve and "scripts/answer.sh" in answered.message
-    if not approve:  # declined: the run goes on and proposes it again; decline that one too
-        while wait(service, run, until=lambda s: s.waiting_on or s.state not in ("starting", "running")).waiting_on:
-            again = service.show(run).pending_approval
-            if again is None:  # the answer is being taken up, and the status not yet written again
-                time.sleep(0.05)
-                continue
-            service.reject(run, change=again.change)
-    done = wait(service, run)
+    done = wait(service, run)  # declined, the change is proposed again in each later round, and nobody is asked
     landed = done.outcomes.get("committed", 0)
     assert (landed == 1 and done.best_reward == 1.0) if approve else (landed == 0 and done.best_reward == 0.0)
+    shown = service.show(run)
+    if approve:
+        assert f"; approved as L1 change {pending.change}" in shown.committed[0].reason
+        with Ledger(service.store.get(run).ledger) as ledger:
+            assert [c.trailers.get("Approved") for c in ledger.log() if "Diffs" in c.trailers] == [pending.change]
+    else:
+        first, *again = [d for d in shown.rejected if d.outcome == "declined"]
+        assert f"the approver declined L1 change {pending.change}; it passed the test" in first.reason
+        assert again and all(d.reason.startswith("an earlier round proposed the same change to scripts/answer.sh, and "
+                                                 f"the approver declined L1 change {pending.change}") for d in again)
+        assert done.outcomes["declined"] == 1 + len(again) and "rejected_by_test" not in done.outcomes
+        assert f"{1 + len(again)} L1 diffs passed the test but were declined or went unanswered" in done.message
+        assert done.next.startswith("nothing to write back") and shown.next == done.next
 
 
 def pending_change(service, run: str, *, besides: str | None = None):
@@ -399,10 +407,10 @@ def test_an_l1_change_nobody_answered_says_why_it_was_declined(service, tmp_path
         pending_change(service, run)
         service.cancel(run)
     wait(service, run)
-    [declined] = [d for d in service.show(run).rejected if "L1 gate" in d.reason]
+    [declined] = [d for d in service.show(run).rejected if d.outcome == "declined"]
     said = ("no answer came within host_timeout=2 s" if ending == "timeout"
             else "the run was cancelled while it waited for the approval")
-    assert f"not the L1 gate: {said}, so the L1 change is declined" in declined.reason, declined.reason
+    assert re.match(f"{said}, so L1 change \\w+ is declined; it passed the test", declined.reason), declined.reason
     assert "the approver declined" not in declined.reason
 
 

@@ -88,9 +88,9 @@ class HostAgent:
 
 
 class Approver:
-    """`approve(change)` for evolve: the person decides, through `accept` / `reject`; no answer
-    within `timeout` seconds declines the change, and so does the run's cancel while it waits, each
-    saying so (`Declined`)."""
+    """`approve(change)` for evolve: the person decides, through `accept` / `reject`, naming the
+    change by its id (the request's); no answer within `timeout` seconds declines the change, and
+    so does the run's cancel while it waits, each saying so (`Declined`; only the first lasts)."""
 
     def __init__(self, mailbox: Mailbox, *, timeout: float, gone: Callable[[], bool],
                  changed: Callable[[], None] = lambda: None) -> None:
@@ -99,10 +99,11 @@ class Approver:
     def __call__(self, change: GatedChange) -> bool:
         try:
             answer = self._mailbox.ask(APPROVAL, change.model_dump(), timeout=self._timeout, gone=self._gone,
-                                       posted=self._changed)
+                                       posted=self._changed, request_id=change.id)
         except AgentError:
-            raise Declined("the run was cancelled while it waited for the approval" if self._gone() else
-                           f"no answer came within host_timeout={self._timeout:g} s") from None
+            if self._gone():
+                raise Declined("the run was cancelled while it waited for the approval", lasting=False) from None
+            raise Declined(f"no answer came within host_timeout={self._timeout:g} s") from None
         finally:
             self._changed()
         return answer.get("approved") is True

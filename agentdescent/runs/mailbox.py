@@ -62,12 +62,15 @@ class Mailbox:
     # the asking side
 
     def ask(self, kind: str, body: dict[str, Any], *, timeout: float, gone: Callable[[], bool] = lambda: False,
-            posted: Callable[[], None] = lambda: None, limit: str | None = None) -> dict:
+            posted: Callable[[], None] = lambda: None, limit: str | None = None, request_id: str | None = None) -> dict:
         """Post a request (then call `posted`) and wait for its answer; `AgentError` after `timeout`
         seconds, or as soon as `gone()` says nobody will answer any more (a cancelled run). Either
         way the request is withdrawn; after a timeout, a late answer is refused naming `limit`, what
-        the timeout stands for ("host_timeout=1800 s")."""
-        request = Request(id=secrets.token_hex(6), kind=kind, created=time.time(), body=body)
+        the timeout stands for ("host_timeout=1800 s"). `request_id`: the id the asker already
+        calls it by (letters and digits, never reused)."""
+        if request_id is not None and not _safe_id(request_id):
+            raise UserError(f"a request id is 1 to 32 letters and digits, not {request_id!r}")
+        request = Request(id=request_id or secrets.token_hex(6), kind=kind, created=time.time(), body=body)
         self.folder.mkdir(exist_ok=True)  # inside its run's folder, never made here: a deleted run stays deleted
         atomic.write_text(self._path(request.id, "request.json"), request.model_dump_json())
         posted()

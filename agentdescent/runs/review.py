@@ -118,6 +118,8 @@ def show(store: RunStore, run_id: str, *, rejected: int | None = SHOWN_REJECTED)
         nxt = "the run is still going: this is its best version so far" + (
             f"; L1 change {pending.change} waits for approval: {command('accept', run.id, '--change', pending.change)} "
             f"approves it, {command('reject', run.id, '--change', pending.change)} declines it" if pending else "")
+    elif status.state == "finished" and not files_changed and result is not None and result.unmeasured is None:
+        nxt = status.next  # nothing to write back: the status says so
     elif status.state == "finished":
         nxt = f"{command('accept', run.id)} writes this back (backup first); {command('reject', run.id)} drops it"
     else:

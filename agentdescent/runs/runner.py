@@ -288,9 +288,26 @@ def _finish(run: RunDir, tracker: StatusTracker, result: EvolveResult, token: Ca
                        message=why if why.startswith("stopped") else f"stopped: {why}",
                        next=_after_a_fix(run))
     else:
-        tracker.update(state="finished", error=None, **done, message=f"finished ({result.stop_reason}); {change}",
-                       next=f"{command('show', run.id)} shows the change; {command('accept', run.id)} writes it "
-                            f"back (backing the target up first), {command('reject', run.id)} drops it")
+        tracker.update(state="finished", error=None, **done, message=f"finished ({result.stop_reason}); {change}"
+                       f"{_declined(result)}", next=_after_finishing(run, result))
+
+
+def _declined(result: EvolveResult) -> str:
+    """The L1 diffs that passed the test and that the approver declined or left unanswered, if any:
+    counted with the refused, they would read as changes no test found an improvement."""
+    n = result.outcomes().get("declined", 0)
+    if not n:
+        return ""
+    return f"; {n} L1 diff{'s' if n != 1 else ''} passed the test but {'were' if n != 1 else 'was'} declined or went unanswered"
+
+
+def _after_finishing(run: RunDir, result: EvolveResult) -> str:
+    """What to do with a finished run: review and write back its change, or, with none, nothing to write."""
+    if result.state == result.initial_state and result.unmeasured is None:
+        return (f"nothing to write back: the run's best version is the target as it was; {command('show', run.id)} "
+                f"says why each diff was refused, {command('reject', run.id)} closes the run")
+    return (f"{command('show', run.id)} shows the change; {command('accept', run.id)} writes it back (backing the "
+            f"target up first), {command('reject', run.id)} drops it")
 
 
 def _give_back_freed_blocks() -> None:

@@ -21,18 +21,19 @@ selection), the diff's gain there over fresh pairs (`Trial.fixing`), a probe whe
 head differ (broken only when a second pair breaks too), and a bisection's "it breaks".
 
 A gated (L1) component is judged alone at the stricter bar on its evidence and a full sample,
-then by the oracle and the approver (`gate`), before it joins the fusion.
+then by the oracle and the approver (`gate`), before it joins the fusion; one the approver
+declined before is refused first, and judged no further.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from agentdescent.artifacts.state import State, apply
 from agentdescent.quoting import bounded
 from agentdescent.step.changes import Component
-from agentdescent.step.gate import gated_test, oracle_gate
+from agentdescent.step.gate import declined_before, gated_test, oracle_gate
 from agentdescent.step.stats import mean_reward
 from agentdescent.step.tracing import Candidate, evidence_tasks, fuse, trace
 from agentdescent.step.trial import Judge, Trial, unique
@@ -50,6 +51,8 @@ class Acceptance:
     reason: str = ""  # the verdict on the candidate that is committed
     held: int = 0  # components whose evidence was measured and that fixed some of it
     failed: int = 0  # components that fixed none of their evidence
+    declined: set[str] = field(default_factory=set)  # rejected diffs that passed the test, declined at the L1 gate
+    approved: dict[str, str] = field(default_factory=dict)  # accepted diff id -> the L1 change an approver approved
 
 
 def accept(components: Sequence[Component], head_state: State, probes: Sequence[Task], judge: Judge, *,
@@ -60,6 +63,19 @@ def accept(components: Sequence[Component], head_state: State, probes: Sequence[
     if not components:
         return Acceptance(accepted=[], rejected={}, candidate=head_state, head_reward=None, candidate_reward=None)
     trial = Trial(head_state, probes, judge)
+    components = declined_before(trial, components)
+    fusion, passed, evidence = _judged(trial, components, lone_rides) if components else (None, [], {})
+    acceptance = _combine(trial, fusion, passed, evidence)
+    landed = {c.diff.id for comp in acceptance.accepted for c in comp.changes}
+    return replace(acceptance, held=len(evidence), failed=len(components) - len(evidence), declined=set(trial.declined),
+                   approved={i: change for i, change in trial.approved.items() if i in landed})
+
+
+def _judged(trial: Trial, components: Sequence[Component],
+            lone_rides: bool) -> tuple[Candidate | None, list[Component], dict[Component, list[Task]]]:
+    """The L2 fusion that is left, the gated components that passed alone, and each component's
+    evidence (those that fixed some of it)."""
+    judge = trial.judge
     for comp in components:  # a task two diffs were made from counts as much as the fresher one says
         for c in [*comp.changes, *comp.echoes]:
             for task_id in c.diff.evidence.task_ids:
@@ -76,8 +92,7 @@ def accept(components: Sequence[Component], head_state: State, probes: Sequence[
     alive = [comp for comp in components if comp in evidence]
     gated = [comp for comp in alive if judge.governance.gated(comp.after)]
     fusion = _fusion_test(trial, [comp for comp in alive if comp not in gated], evidence, early)
-    passed = gated_test(trial, gated, evidence)
-    return replace(_combine(trial, fusion, passed, evidence), held=len(evidence), failed=len(components) - len(evidence))
+    return fusion, gated_test(trial, gated, evidence), evidence
 
 
 def _measured(trial: Trial, components: Sequence[Component], tasks: Mapping[Component, list[Task]]) -> bool:
@@ -269,7 +284,10 @@ def _combine(trial: Trial, free: Candidate | None, gated: list[Component], evide
         accepted = _accepted(trial, cand, gated=True)
         if accepted is not None:
             return accepted
-        trial.reject(gated, "passed alone but the fused candidate did not pass the L1 bar")
+        for comp in gated:
+            approved = trial.approved.get(comp.changes[0].diff.id)
+            trial.reject([comp], (f"approved as L1 change {approved}, " if approved else "")
+                         + "passed alone but the fused candidate did not pass the L1 bar")
     if free is not None:
         accepted = _accepted(trial, free, gated=False)
         if accepted is not None:

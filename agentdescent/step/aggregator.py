@@ -71,6 +71,9 @@ class Aggregator:
     # Diffs that came unmeasured (the step measures their evidence in its first wave) and that the
     # conflict policy must rank are measured before it does; a worker's verified ones need nothing.
     verify_contested: bool = False
+    # The L1 changes an approver declined (`gate.digest` -> why): proposed again, each is refused
+    # unjudged and unasked. A checkpoint keeps it, so a resumed run does not ask again either.
+    declined: dict[str, str] = field(default_factory=dict)
     _evidence: list[int] = field(default_factory=lambda: [0, 0], init=False)  # the run's components: held, failed
 
     def step(self, diffs: Sequence[Diff], step: int, *, sample: Sequence[Task]) -> StepReport:
@@ -93,7 +96,8 @@ class Aggregator:
         rides = (1 + held) / (2 + held + failed) >= self.policies.acceptance.ride
         acceptance = accept(components, head_state, sample, self._judge, lone_rides=rides)
         self._evidence = [held + acceptance.held, failed + acceptance.failed]
-        verdicts.update((diff_id, ("rejected_by_test", why)) for diff_id, why in acceptance.rejected.items())
+        verdicts.update((diff_id, ("declined" if diff_id in acceptance.declined else "rejected_by_test", why))
+                        for diff_id, why in acceptance.rejected.items())
         t2 = time.perf_counter()
         version = self._commit(head, head_state, acceptance, step, verdicts, resolution.lost)
         t3 = time.perf_counter()
@@ -108,7 +112,7 @@ class Aggregator:
     @functools.cached_property
     def _judge(self) -> Judge:
         return Judge(score=self.score, policies=self.policies, governance=self.governance,
-                     train={t.id: t for t in self.train}, oracle=self.oracle, approve=self.approve,
+                     train={t.id: t for t in self.train}, oracle=self.oracle, approve=self.approve, declined=self.declined,
                      known=self.known or (lambda state: {}), again=self.again, drawn=self.drawn,
                      draws=self.draws, errors=self.errors)
 
@@ -181,5 +185,6 @@ class Aggregator:
                 how = f"merged with other diffs on {', '.join(sorted(fused))}; " if fused else ""
                 lost_keys = f"; its edit of {', '.join(lost[c.diff.id])} lost to better evidence" if c.diff.id in lost else ""
                 landed = f"landed in version {version} ({acceptance.reason})"
-                verdicts[c.diff.id] = (kind, f"{how}{landed}{c.note}{lost_keys}")
+                approved = f"; approved as L1 change {acceptance.approved[c.diff.id]}" if c.diff.id in acceptance.approved else ""
+                verdicts[c.diff.id] = (kind, f"{how}{landed}{approved}{c.note}{lost_keys}")
         return version

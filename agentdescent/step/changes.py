@@ -3,10 +3,11 @@ and what the L1 gate hands an approver (or an approver's reason to decline); and
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from agentdescent.errors import AgentDescentError
 from agentdescent.step.staleness import StaleDecision
@@ -42,10 +43,13 @@ Scorer = Callable[[Sequence[tuple[Mapping[str, str], Sequence[Task]]]], list[lis
 
 
 class GatedChange(BaseModel):
-    """What an approver is asked about: the gated change and why it is proposed."""
+    """What an approver is asked about: the gated change and why it is proposed. `id` names this
+    question: the run's store shows it as the pending change's id, and an approval is recorded
+    under it (the outcome's reason, the commit's `Approved` trailer)."""
 
     model_config = ConfigDict(frozen=True)
 
+    id: str = Field(default_factory=lambda: secrets.token_hex(6))
     diff_ids: list[str]
     keys: list[str]  # every key the change touches, gated or not
     before: dict[str, str | None]  # the text at head (None: the file is new)
@@ -59,4 +63,10 @@ Approve = Callable[[GatedChange], bool]
 
 class Declined(AgentDescentError):
     """An approver's no that is not a person's: raised with why (no answer came in time, the run was
-    cancelled while it waited), which the change's outcome then names."""
+    cancelled while it waited), which the change's outcome then names. `lasting`: the run holds to
+    it as to a person's no, and refuses the same change proposed again without asking (no answer
+    in time); not lasting, it asks again (a cancelled run, resumed, has someone to ask)."""
+
+    def __init__(self, message: str, *, lasting: bool = True) -> None:
+        super().__init__(message)
+        self.lasting = lasting

@@ -30,6 +30,9 @@ def commit_message(step: int, acceptance: Acceptance) -> tuple[str, dict[str, st
         "Reward-Head": f"{acceptance.head_reward:.4f}" if acceptance.head_reward is not None else "-",
         "Reward-Candidate": f"{acceptance.candidate_reward:.4f}" if acceptance.candidate_reward is not None else "-",
     }
+    approved = [acceptance.approved[c.diff.id] for c in changes if c.diff.id in acceptance.approved]
+    if approved:  # the L1 changes an approver said yes to, by the ids it was asked them under
+        trailers["Approved"] = ",".join(dict.fromkeys(approved))
     return subject, trailers
 
 

@@ -3,14 +3,14 @@
 `Judge` holds the scorer, the policies and governance, the train tasks, the evaluation cache and,
 for gated (L1) changes, the oracle set and the approver. `Trial` is one step's working state:
 head's rewards, measured once and shared by every candidate the step scores, the probe order, and
-the rejections so far; and, where rewards are samples (`noisy`), the draws again a decision
+the rejections (and L1 approvals) so far; and, where rewards are samples (`noisy`), the draws again a decision
 hinges on. What it leaves out: the order of the test (`accept`) and the L1 bar (`gate`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from agentdescent.artifacts.state import State
 from agentdescent.governance import Governance
@@ -24,7 +24,7 @@ from agentdescent.types import Task
 class Judge:
     """What the step judges candidates with: the scorer, the policies and governance, the train tasks
     by id, what is already known of a state's rewards (the evaluation cache), and the oracle set
-    and approver for gated (L1) changes."""
+    and approver for gated (L1) changes, with what the approver declined so far in the run."""
 
     score: Scorer
     policies: StepPolicies
@@ -33,6 +33,7 @@ class Judge:
     known: Callable[[State], Mapping[str, float]] = lambda state: {}
     oracle: Sequence[Task] = ()
     approve: Approve | None = None
+    declined: MutableMapping[str, str] = field(default_factory=dict)  # a change an approver declined (`gate.digest`) -> why
     again: Scorer | None = None  # draws past the cache, each a new sample (None: every reward is taken as exact)
     drawn: Callable[[], tuple[int, int]] = lambda: (0, 0)  # the run's draws again so far, and how many differed
     draws: Callable[[State, str], list[float]] = lambda state, task_id: []  # a state's rewards on a task, first first
@@ -47,6 +48,8 @@ class Trial:
         self.policy = judge.policies.acceptance
         self.head: dict[str, float] = dict(judge.known(head_state))
         self.rejected: dict[str, str] = {}
+        self.declined: set[str] = set()  # rejected diffs that passed the test, declined at the L1 gate
+        self.approved: dict[str, str] = {}  # diff id -> the L1 change (`GatedChange.id`) an approver approved it in
         self.answers: dict[tuple[tuple[Component, ...], str], float] = {}  # (a subset of parts, task id) -> its reward
         self.charged: dict[tuple[Component, ...], list[str]] = {}  # a culprit group -> the tasks it broke so far
         self.weights: dict[str, float] = {}  # evidence task id -> its weight in the test (η of a discounted diff)
@@ -125,6 +128,11 @@ class Trial:
         for comp in parts:
             for c in comp.changes:
                 self.rejected[c.diff.id] = reason
+
+    def decline(self, parts: Sequence[Component], reason: str) -> None:
+        """Reject `parts` as declined by the approver (or left unanswered): no test refused them."""
+        self.reject(parts, reason)
+        self.declined.update(c.diff.id for comp in parts for c in comp.changes)
 
     def next_wave(self, taken: set[str]) -> list[Task]:
         """Probes not yet taken: `fresh` that head has not been measured on, the rest among those it

@@ -224,6 +224,7 @@ class Loop:
         recovered = take_up(self.files, saved, evaluator=self.evaluator, tasks=tasks, ledger=self.ledger)
         self.history = [*saved.history, *recovered.history]
         self.outcomes, self.warnings = [*recovered.kept, *recovered.outcomes], list(saved.warnings)
+        self.aggregator.declined.update(saved.declined)
         self.dispatcher.skip(saved.turns + recovered.rounds * self.shape.n_workers)  # what those rounds dispatched
         self._next_round = recovered.next_round
         self._round_done(self.files.journalled if recovered.rounds else saved.dealt_after)
@@ -245,7 +246,7 @@ class Loop:
             self.files, self.evaluator, fingerprint=self.fingerprint, strategy=kind_of(self.strategy),
             finished=finished, stop_reason=stop_reason, next_round=self._next_round, **self._dealt,
             best=self.progress.best, since_gain=self.progress.since_gain, initial_reward=initial, initial_version=start,
-            history=self.history, outcomes=self.outcomes, warnings=self.warnings))
+            history=self.history, outcomes=self.outcomes, warnings=self.warnings, declined=self.aggregator.declined))
         self.files.save_queue(self.evaluator.in_flight())
 
     def _warn(self, message: str) -> None:
@@ -344,7 +345,7 @@ class Loop:
         self._done(round_)  # the step is over, its commit (if any) in: the round is done, saved before anything else
         for outcome in told:
             self.emit(ev.DiffOutcome(round=round_, outcome=outcome, diff=by_id.get(outcome.diff_id)))
-            if outcome.kind == "rejected_by_test" and outcome.diff_id in by_id:  # told to later reflections
+            if outcome.kind in ("rejected_by_test", "declined") and outcome.diff_id in by_id:  # told to later reflections
                 self.worker.memory.refused(by_id[outcome.diff_id].evidence.rationale, outcome.reason)
         if report.version is not None:
             self.emit(ev.Committed(round=round_, version=report.version, diff_ids=landed))

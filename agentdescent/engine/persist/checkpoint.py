@@ -26,7 +26,8 @@ again, once each, to the resumed run that asks the same (`replay.Answers`): a ro
 a kill does not pay its reflections twice.
 
 The optimizer step keeps no statistics across steps (each version's probe order is drawn from a
-seed, again identically), so there is nothing of its own to save.
+seed, again identically); what it keeps is the L1 changes an approver declined, which the
+checkpoint holds, so that a resumed run does not ask about them again.
 
 Left out: the ledger itself, and taking a run up from these files (`resume`).
 """
@@ -85,6 +86,7 @@ class Checkpoint(BaseModel):
     history: list[StepRecord] = Field(default_factory=list)
     outcomes: list[Outcome] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    declined: dict[str, str] = Field(default_factory=dict)  # the L1 changes an approver declined (`Aggregator.declined`)
 
 
 def fingerprint(*, artifact_id: str, strategy: object, seed: int, train: Sequence[Task], held_out: Sequence[Task]) -> str:
