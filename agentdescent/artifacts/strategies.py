@@ -31,6 +31,7 @@ from agentdescent.artifacts.textform import appended, edged, matching
 from agentdescent.artifacts.tree import left_out as tree_left_out
 from agentdescent.errors import InvalidProposal, UserError
 from agentdescent.governance import clashes, is_frozen, unsafe_key_reason
+from agentdescent.governance.syntax import unreadable
 from agentdescent.governance.text import CONTROL_CODES, MAX_FILE_BYTES, NUL_ONLY, text_refusal
 from agentdescent.quoting import quoted
 from agentdescent.types import Edit
@@ -237,7 +238,9 @@ class FileTree:
     folders): frozen (matches `frozen`: never changed, and frozen beats editable), editable
     (matches `editable`), or read-only context (neither: the agent and the reflector see it, no
     diff may change it). A diff may create, replace or delete editable files, at most
-    `max_files_per_diff` of them (None: no cap). `left_out`, for a tree `load_tree` read with those
+    `max_files_per_diff` of them (None: no cap); a proposal that leaves a file unreadable that
+    parsed (`governance.syntax`: Python that no longer compiles, a frontmatter that no longer
+    parses) is refused before anything measures it. `left_out`, for a tree `load_tree` read with those
     `exclude` globs (and the literal keys of the files it carried as not text), makes a key it
     leaves out frozen too: a run may not write what it never read (`tree.left_out`). The render is
     the `{path: text}` mapping itself; `tree_runner` writes it into a workspace for a real agent.
@@ -291,7 +294,11 @@ class FileTree:
         files = files_of(_clean(proposal, cap=MAX_TREE_PROPOSAL_CHARS, controls=NUL_ONLY), state)
         if not files:
             raise InvalidProposal('no <file path="...">...</file> or <delete path="..."/> block found')
-        return [Edit(key=p, before=state.get(p), after=self._written(t, state, state.get(p))) for p, t in files.items()]
+        edits = [Edit(key=p, before=state.get(p), after=self._written(t, state, state.get(p))) for p, t in files.items()]
+        broken = unreadable(edits)
+        if broken:  # refused here, before a worker's own rollouts measure it (admission says the same)
+            raise InvalidProposal(broken)
+        return edits
 
     @staticmethod
     def _written(text: str | None, state: Mapping[str, str], before: str | None) -> str | None:

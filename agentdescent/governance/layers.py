@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, get_args
 
 from agentdescent.errors import UserError
-from agentdescent.governance import capabilities
+from agentdescent.governance import capabilities, syntax
 from agentdescent.governance.launched import launched
 from agentdescent.governance.paths import fold, unsafe_key_reason
 from agentdescent.governance.text import CONTROL_CODES, MAX_FILE_BYTES
@@ -115,6 +115,7 @@ class Governance:
     names: Mapping[str, str] = field(default_factory=dict)  # a key by the file it is (SingleSlot's "prompt": prompt.md)
     started: tuple[str, ...] = ()  # the files the folder's hooks and servers start (`launched`): L0
     left_out: Callable[[str], bool] | None = None  # a key the run did not read (`FileTree.is_left_out`): L0
+    files: bool = True  # keys are files, whose syntax a change keeps (`syntax`); a playbook's (`folder` False) are not
 
     @classmethod
     def of(cls, strategy: Governed, blast_radius: Mapping[str, Layer] | None = None) -> Governance:
@@ -130,7 +131,8 @@ class Governance:
         return cls(blast_radius=dict(blast_radius or {}), frozen=tuple(strategy.frozen),
                    editable=tuple(getattr(strategy, "editable", ("*",))),
                    max_keys_per_diff=strategy.max_keys_per_diff, started=tuple(launched(state)),
-                   left_out=getattr(strategy, "is_left_out", None), names=dict(getattr(strategy, "names", {})))
+                   left_out=getattr(strategy, "is_left_out", None), names=dict(getattr(strategy, "names", {})),
+                   files=bool(getattr(strategy, "folder", True)))
 
     def rule(self, key: str) -> tuple[Layer, str]:
         """The layer of `key` and the rule that puts it there, in words."""
@@ -188,7 +190,7 @@ class Governance:
 
     def invalidity(self, edits: Sequence[Edit]) -> str | None:
         """Why a diff of `edits` is malformed (no edit, unsafe key, repeated key, text that is not
-        valid Unicode or is oversize), or None."""
+        valid Unicode or is oversize, a file it leaves unreadable: `unreadable`), or None."""
         if not edits:
             return "the diff has no edits"
         keys = [e.key for e in edits]
@@ -212,4 +214,9 @@ class Governance:
             if size > self.max_bytes_per_key:
                 return (f"{self.named(edit.key)} would hold {size:,} bytes, over the {self.max_bytes_per_key:,} "
                         "one file may hold")
-        return None
+        return self.unreadable(edits)
+
+    def unreadable(self, edits: Sequence[Edit]) -> str | None:
+        """Why `edits` leave a file unreadable that was readable before them (`syntax`: a `.py` file
+        that no longer compiles, a subagent's frontmatter that no longer parses), or None."""
+        return syntax.unreadable(edits, self.named) if self.files else None

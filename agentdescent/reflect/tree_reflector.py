@@ -99,8 +99,9 @@ class TreeReflector(Reflector):
 def tree_reflector(model: Model, *, strategy: FileTree, batch: bool = False, instructions: str | None = None,
                    apart: bool = False) -> TreeReflector:
     """A `propose` that asks `model` for whole-file edits of a `FileTree` artifact. A reply that
-    edits a frozen file, more files than `max_files_per_diff`, or a path outside the folder raises
-    `InvalidProposal` (an `invalid` outcome, with the reason). `apart` as for `reflector`."""
+    edits a frozen file, more files than `max_files_per_diff`, or a path outside the folder, or that
+    leaves a file unreadable that parsed (`governance.syntax`), raises `InvalidProposal` (an
+    `invalid` outcome, with the reason). `apart` as for `reflector`."""
     plain_callable(model, "tree_reflector's model")
     return TreeReflector(model, strategy, batch=batch, instructions=instructions, apart=apart)
 

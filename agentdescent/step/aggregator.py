@@ -29,7 +29,7 @@ from agentdescent.step.resolve import resolve
 from agentdescent.step.staleness import StaleDecision
 from agentdescent.step.stats import mean_reward
 from agentdescent.step.trial import Judge, unique
-from agentdescent.types import Diff, Outcome, OutcomeKind, Task
+from agentdescent.types import Diff, Edit, Outcome, OutcomeKind, Task
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,13 +146,24 @@ class Aggregator:
                 except LedgerError as exc:
                     refusal = ("error", f"could not read its base version {diff.base_version}: {exc}")
                 else:
-                    rebased = rebase(diff, staleness, head_state, base_state, self.policies, head_folders)
+                    rebased = self._rebased(diff, staleness, head_state, base_state, head_folders)
                     if isinstance(rebased, Change):
                         changes.append(dataclasses.replace(rebased, decision=decisions[diff.id], eta=eta[diff.id]))
                         continue
                     refusal = rebased
             verdicts[diff.id] = refusal
         return changes
+
+    def _rebased(
+        self, diff: Diff, staleness: int, head_state: State, base_state: State, head_folders: Folders,
+    ) -> Change | tuple[OutcomeKind, str]:
+        """`rebase`, with the texts it merged onto head's checked as admission checked the diff's
+        against its base's: a file that parses at head still parses."""
+        rebased = rebase(diff, staleness, head_state, base_state, self.policies, head_folders)
+        if not isinstance(rebased, Change) or staleness == 0:
+            return rebased
+        broken = self.governance.unreadable([Edit(key=k, before=head_state.get(k), after=t) for k, t in rebased.after.items()])
+        return ("invalid", f"merged onto head (version {diff.base_version + staleness}), {broken}") if broken else rebased
 
     def _commit(
         self, head: int, head_state: State, acceptance: Acceptance, step: int,
