@@ -382,5 +382,5 @@ def test_gated_changes_of_one_file_approved_each_alone_never_land_as_a_merge_no_
     report = agg.step([one, two], step=0, sample=TASKS)
     [shown] = [c.after["agents/y.md"] for c in asked]  # the one with the better evidence; the other is not asked
     assert shown == head + "fix1 fix2 fix3 fix4 fix5\n" == agg.ledger.snapshot("a")["agents/y.md"]
-    assert kinds(report) == {"one": "committed", "two": "rejected_by_test"}
+    assert kinds(report) == {"one": "committed", "two": "conflict_lost"}
     assert "another L1 change of this step to agents/y.md lands (one): one change a file is approved" in report.outcomes[1].reason

@@ -51,7 +51,7 @@ class Acceptance:
     reason: str = ""  # the verdict on the candidate that is committed
     held: int = 0  # components whose evidence was measured and that fixed some of it
     failed: int = 0  # components that fixed none of their evidence
-    declined: set[str] = field(default_factory=set)  # rejected diffs that passed the test, declined at the L1 gate
+    kinds: dict[str, str] = field(default_factory=dict)  # rejected diff id -> its outcome kind where no test refused it
     approved: dict[str, str] = field(default_factory=dict)  # accepted diff id -> the L1 change an approver approved
 
 
@@ -67,7 +67,7 @@ def accept(components: Sequence[Component], head_state: State, probes: Sequence[
     fusion, passed, evidence = _judged(trial, components, lone_rides) if components else (None, [], {})
     acceptance = _combine(trial, fusion, passed, evidence)
     landed = {c.diff.id for comp in acceptance.accepted for c in comp.changes}
-    return replace(acceptance, held=len(evidence), failed=len(components) - len(evidence), declined=set(trial.declined),
+    return replace(acceptance, held=len(evidence), failed=len(components) - len(evidence), kinds=dict(trial.kinds),
                    approved={i: change for i, change in trial.approved.items() if i in landed})
 
 

@@ -96,7 +96,7 @@ class Aggregator:
         rides = (1 + held) / (2 + held + failed) >= self.policies.acceptance.ride
         acceptance = accept(components, head_state, sample, self._judge, lone_rides=rides)
         self._evidence = [held + acceptance.held, failed + acceptance.failed]
-        verdicts.update((diff_id, ("declined" if diff_id in acceptance.declined else "rejected_by_test", why))
+        verdicts.update((diff_id, (acceptance.kinds.get(diff_id, "rejected_by_test"), why))
                         for diff_id, why in acceptance.rejected.items())
         t2 = time.perf_counter()
         version = self._commit(head, head_state, acceptance, step, verdicts, resolution.lost)

@@ -90,11 +90,11 @@ def declined_before(trial: Trial, components: Sequence[Component]) -> list[Compo
 def gated_test(trial: Trial, gated: list[Component], evidence: Mapping[Component, list[Task]]) -> list[Component]:
     """The gated components that pass alone: the test at the stricter bar on their evidence and the
     first `size` probes, then the oracle (no held-out task worse) and the approver, best gain first.
-    Those the approver declines go in `Trial.declined`, and those it approves in `Trial.approved`
-    with the id of the change it was asked about.
-    One change a file is approved: each is shown as head with its own change, so two that change
-    one file (each only adding lines) would land as a merge no approval showed; once one is
-    approved, the others of its files wait for a later head, and the approver is not asked."""
+    Those the approver declines are `declined`, and those it approves go in `Trial.approved` with
+    the id of the change it was asked about. One change a file is approved: each is shown as head
+    with its own change, so two that change one file (each only adding lines) would land as a merge
+    no approval showed; once one is approved, the others of its files lose to it
+    (`conflict_lost`: a later head may take them), and the approver is not asked."""
     if not gated:
         return []
     probes = trial.probes[: trial.policy.size]
@@ -114,7 +114,7 @@ def gated_test(trial: Trial, gated: list[Component], evidence: Mapping[Component
     for (comp, verdict, _), failure in sorted(zip(passing, failures), key=lambda pair: -pair[0][2]):
         beside = next((p for p in passed if p.after.keys() & comp.after.keys()), None)
         if failure is None and beside is not None:
-            trial.reject([comp], f"passed the test ({verdict.reason}), but another L1 change of this step to "
+            trial.lose([comp], f"passed the test ({verdict.reason}), but another L1 change of this step to "
                                  f"{min(beside.after.keys() & comp.after.keys())} lands ({beside.changes[0].diff.id}): "
                                  "one change a file is approved, so that what lands is what was shown")
             continue

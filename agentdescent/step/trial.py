@@ -48,7 +48,7 @@ class Trial:
         self.policy = judge.policies.acceptance
         self.head: dict[str, float] = dict(judge.known(head_state))
         self.rejected: dict[str, str] = {}
-        self.declined: set[str] = set()  # rejected diffs that passed the test, declined at the L1 gate
+        self.kinds: dict[str, str] = {}  # rejected diff id -> its outcome kind where no test refused it
         self.approved: dict[str, str] = {}  # diff id -> the L1 change (`GatedChange.id`) an approver approved it in
         self.answers: dict[tuple[tuple[Component, ...], str], float] = {}  # (a subset of parts, task id) -> its reward
         self.charged: dict[tuple[Component, ...], list[str]] = {}  # a culprit group -> the tasks it broke so far
@@ -132,7 +132,12 @@ class Trial:
     def decline(self, parts: Sequence[Component], reason: str) -> None:
         """Reject `parts` as declined by the approver (or left unanswered): no test refused them."""
         self.reject(parts, reason)
-        self.declined.update(c.diff.id for comp in parts for c in comp.changes)
+        self.kinds.update((c.diff.id, "declined") for comp in parts for c in comp.changes)
+
+    def lose(self, parts: Sequence[Component], reason: str) -> None:
+        """Reject `parts` as having lost to another change of the same keys: no test refused them."""
+        self.reject(parts, reason)
+        self.kinds.update((c.diff.id, "conflict_lost") for comp in parts for c in comp.changes)
 
     def next_wave(self, taken: set[str]) -> list[Task]:
         """Probes not yet taken: `fresh` that head has not been measured on, the rest among those it
