@@ -80,7 +80,9 @@ class RoundEnded:
 
 @dataclass(frozen=True, kw_only=True)
 class Spent:
-    """What the run has spent so far, sent about once a second while it goes on spending."""
+    """What the run has spent so far, sent about once a second while it goes on spending. `calls`
+    counts each call as it starts, as the budget does. The last one a run that raises sends is its
+    settled bill (sent on its way out when that differs; a run that returns has it in `result.usage`)."""
 
     calls: int
     tokens: int

@@ -63,6 +63,12 @@ class Usage(Tally):
         the step made itself; and each unit a killed process started and never recorded."""
         return self.billed + self.abandoned
 
+    def started_calls(self, started: int) -> int:
+        """The calls as the budget counts them while the run goes: `calls`, and one for each of the
+        `started` units (the start log's length) not back yet; once the run has settled, `calls`."""
+        with self._lock:
+            return self.billed + max(self.abandoned, started - self.units)
+
     @property
     def tokens(self) -> int:
         return self.model.tokens

@@ -4,7 +4,9 @@ gold answer and raises on anything else, so it passes plan's one try and fails e
 `loud` prints 2 MB a call; `chatty` prints the key every way a program can; `refusing` raises,
 mid-run, a UserError naming the key and a file name that is not UTF-8; `spinning` spins past any
 timeout once plan's one try is done; `nan`, `inf`, `minus_one`, `two` and `huge` return a number
-outside [0, 1]."""
+outside [0, 1]; `nan_later` returns NaN from its third call in a run's process; `busy_at_first`
+raises on the first two scorings of the task $BUSY_TASK in a run's process (a grading service busy
+while the run measures where it starts: a held-out task is scored twice there), then scores."""
 
 from __future__ import annotations
 
@@ -101,3 +103,26 @@ def two(task, output: str) -> float:
 
 def huge(task, output: str) -> int:
     return 10**400
+
+
+_nan_calls = itertools.count()
+
+
+def nan_later(task, output: str) -> float:
+    if "AGENTDESCENT_RUN" in os.environ and next(_nan_calls) >= 2:  # in the run's process, within the start's measurement
+        return float("nan")
+    return float(output == task.gold)
+
+
+_busy: dict[str, int] = {}
+_busy_lock = threading.Lock()
+
+
+def busy_at_first(task, output: str) -> float:
+    if "AGENTDESCENT_RUN" in os.environ and task.id == os.environ.get("BUSY_TASK"):
+        with _busy_lock:
+            _busy[task.id] = _busy.get(task.id, 0) + 1
+            busy = _busy[task.id] <= 2
+        if busy:
+            raise RuntimeError("the grading service is busy")
+    return float(output == task.gold)

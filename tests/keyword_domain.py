@@ -71,6 +71,11 @@ def next_rule(prompt: str) -> str:
     return "NONE" if missing is None else f"<rule>rule k{missing}.</rule>"
 
 
+def silent(prompt: str) -> str:
+    """A reflector that never proposes a change: a run of it commits nothing."""
+    return "NONE"
+
+
 def sleeper(prompt: str) -> str:
     """An agent that runs a long program, recording its pid in $KEYWORD_PIDS: cancel must end it."""
     from agentdescent.process import run_process

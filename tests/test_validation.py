@@ -89,9 +89,10 @@ def test_states_that_render_alike_share_their_rollouts(make_evaluator):
     assert len(run.calls) == 3 and evaluator.usage.cache_hits == 3
 
 
-def test_a_held_out_reward_that_counts_errors_says_so_and_the_final_one_runs_them_again():
+def test_a_held_out_reward_that_counts_errors_says_so_and_the_end_runs_them_again_for_both_figures():
     tasks = numbered_tasks(12, gold="{i}")
     burst = {"on": True}  # a provider's rate limit at the start: half the rollouts fail with an error
+    seen = []
 
     def run(rendered, task):
         if burst["on"] and int(task.id[1:]) % 2 == 0:
@@ -99,6 +100,7 @@ def test_a_held_out_reward_that_counts_errors_says_so_and_the_final_one_runs_the
         return task.gold
 
     def on_event(event):
+        seen.append(event)
         if isinstance(event, events.Evaluated) and event.round == -1:
             burst["on"] = False
 
@@ -106,11 +108,14 @@ def test_a_held_out_reward_that_counts_errors_says_so_and_the_final_one_runs_the
                     propose=lambda rendered, task, output, reward: None, rounds=1, n_workers=2, on_event=on_event)
     _, held_out = split_tasks(tasks, 0.3, random.Random("0:split"))
     failed = sum(int(t.id[1:]) % 2 == 0 for t in held_out)
-    assert 0 < failed < len(held_out) and result.initial_reward == 1 - failed / len(held_out)
-    assert result.final_reward == 1.0  # the same version: its errors ran again, not read back as zeros
-    [warning] = [w for w in result.warnings if "failed with an error" in w]
+    first = 1 - failed / len(held_out)
+    assert 0 < failed < len(held_out) and [e.held_out_reward for e in seen if isinstance(e, events.Evaluated)] == [first]
+    # nothing changed: the start's figure is the end's, whose measurement ran the errors again, not a gain
+    assert result.version == result.initial_version and result.initial_reward == result.final_reward == 1.0
+    [warning, again] = [w for w in result.warnings if "failed with an error" in w]
     assert f"the held-out reward at the start counts {failed} of {len(held_out)} rollouts" in warning
     assert "HTTP 429: rate limited" in warning
+    assert again.startswith(f"the held-out reward at the start is 1.000, not the {first:.3f} first measured")
 
 
 def test_a_held_out_task_that_always_fails_with_an_error_is_told_at_the_start_and_at_the_end():

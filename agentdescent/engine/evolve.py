@@ -170,6 +170,7 @@ def evolve(
             forget.append(rule.on_cancel(lambda rule=rule: [pool.abandon(Cancelled(getattr(rule, "reason", "")))
                                                             for pool in pools]))
     result: EvolveResult | None = None
+    loop: Loop | None = None
     try:
         timeout = budget.rollout_timeout
         def noisy() -> bool | None:  # whether the run's rewards are samples, from its draws again so far
@@ -230,6 +231,8 @@ def evolve(
             hedger.close()
         left = _wind_down(pools, wait=finished)  # a stopped run does not wait for work still in flight
         usage.settle(files.starts.count)  # what was started and never recorded was paid for all the same
+        if result is None and loop is not None:  # raised: no result carries the bill, so the last event does
+            loop.heartbeat.tell()
         files.close()
         ledger.close()
         for forgotten in forget:

@@ -3,9 +3,10 @@
 The runner feeds every event to a `StatusTracker`, which keeps the record and has it written
 (at most a few times a second, and at once for what matters: a commit, a round's end, a warning,
 the end), so that `status` is one small file read, whatever the run is doing. The bill is live:
-the engine sends `Spent` about once a second while calls land, and each is written within a
-second. Left out: where it is written (the store), what a killed run spent (the store reads its
-ledger's files for that) and what is waiting on the host (the service reads the mailbox).
+the engine sends `Spent` about once a second while calls start and land (each call counted as it
+starts), and each is written within a second; the run's end writes the settled bill. Left out:
+where it is written (the store), what a killed run spent (the store reads its ledger's files for
+that) and what is waiting on the host (the service reads the mailbox).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class RunStatus(BaseModel):
     initial_reward: float | None = None
     best_reward: float | None = None  # held-out reward of the stable version
     last_held_out: float | None = None
-    calls: int = 0  # what the run has spent so far, across every process of it (live while it runs)
+    calls: int = 0  # what every process of the run spent: while it runs, each call counted as it starts; then the settled bill
     tokens: int = 0
     failures: int = 0  # calls that failed (an agent's error, a timeout): each a rollout scored 0
     failure: str | None = None  # the first one's reason

@@ -1,12 +1,14 @@
-"""The run's bill, told while it grows: a `Spent` event about once a second while calls land.
+"""The run's bill, told while it grows: a `Spent` event about once a second while calls start and land.
 
 The engine's thread sends every other event, but it spends most of a round waiting on calls, and
 a person (or `agentdescent status`, through the run's status file) watching the money go should
 not wait for the round's end to see it. A thread of the heartbeat's own reads the usage every
-`every` seconds and sends `Spent` when the calls or tokens changed. Events reach `on_event` one at
-a time: the loop's emitter takes a lock that this thread takes too (`serialized`).
+`every` seconds and sends `Spent` when the calls or tokens changed. The calls it tells are those
+the budget counts: each call as it starts (`Usage.started_calls`, from the start log), so a call
+that hangs is on the bill while it hangs. Events reach `on_event` one at a time: the loop's
+emitter takes a lock that this thread takes too (`serialized`).
 
-    beat = Heartbeat(usage, emit);  beat.start();  ...;  beat.stop()
+    beat = Heartbeat(usage, emit, started=files.starts.count);  beat.start();  ...;  beat.stop()
 
 Left out: what the events say (events) and where they go (the caller's `on_event`).
 """
@@ -58,14 +60,16 @@ def serialized(emit: Callable[[ev.Event], None], warn: Callable[[str], None] = l
 class Heartbeat:
     """Sends `Spent` from its own thread while the bill grows; `stop` ends it (and sends the last)."""
 
-    def __init__(self, usage: Usage, emit: Callable[[ev.Event], None], *, every: float = BEAT_S) -> None:
+    def __init__(self, usage: Usage, emit: Callable[[ev.Event], None], *, started: Callable[[], int],
+                 every: float = BEAT_S) -> None:
         self._usage, self._emit, self._every = usage, emit, every
-        self._told = (usage.calls, usage.tokens)
+        self._started = started  # the units every process of the run started (the start log's length)
+        self._told = (usage.calls, usage.tokens, usage.failures)
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._told = (self._usage.calls, self._usage.tokens, self._usage.failures)
+        self._told = (self._usage.started_calls(self._started()), self._usage.tokens, self._usage.failures)
         self._thread = threading.Thread(target=self._beat, name="agentdescent-heartbeat", daemon=True)
         self._thread.start()
 
@@ -75,14 +79,16 @@ class Heartbeat:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-            self._tell()
+            self.tell()
 
     def _beat(self) -> None:
         while not self._stopped.wait(self._every):
-            self._tell()
+            self.tell()
 
-    def _tell(self) -> None:
-        now = (self._usage.calls, self._usage.tokens, self._usage.failures)
+    def tell(self) -> None:
+        """Send `Spent` when the bill changed since it was last told (asked again after `stop`, once
+        the run has settled its bill: what it paid)."""
+        now = (self._usage.started_calls(self._started()), self._usage.tokens, self._usage.failures)
         if now != self._told:
             self._told = now
             errors = self._usage.errors

@@ -89,7 +89,7 @@ class Loop:
 
     def __post_init__(self) -> None:
         self.emit = serialized(self.emit, self.warnings.append, self.cancel)  # the heartbeat's thread sends events too
-        self._heartbeat = Heartbeat(self.evaluator.usage, self.emit)  # the bill, told while a round goes
+        self.heartbeat = Heartbeat(self.evaluator.usage, self.emit, started=self.files.starts.count)  # the bill, told while it grows
         start = self.pipeline.start if self.pipeline is not None else (lambda turn: self.pool.submit(self.worker.work, turn))
         self.dispatcher = Dispatcher(start=start, make_turns=self._turns)
         if self.pipeline is not None and self.shape.asynchronous:
@@ -122,11 +122,11 @@ class Loop:
             self._warn(note)
         for outcome in recovered:
             self.emit(ev.DiffOutcome(round=outcome.step or 0, outcome=outcome))
-        self._heartbeat.start()
+        self.heartbeat.start()
         try:
             return self._run(head)
         finally:
-            self._heartbeat.stop()
+            self.heartbeat.stop()
 
     def _run(self, head: int) -> EvolveResult:
         try:  # a broken contract before the rounds begin is raised; a cancel is a cancelled run
@@ -175,6 +175,9 @@ class Loop:
         stable, head = self.ledger.stable(), self.ledger.head()
         state = self.ledger.snapshot(self.artifact_id, stable)
         final = None if initial is None else self.measured.final(self._state(stable), measure=error is None)
+        if final is not None:  # set beside the end's figure: one measurement, or the start's errors run again
+            initial = self.measured.initial(start, initial, stable=stable, final=final, measure=error is None)
+            self._initial = (start, initial)  # what the checkpoint saved below holds too
         usage = self.evaluator.usage
         unmeasured = head if head != stable and head != self.measured.validated and initial is not None else None
         if warn:  # a run stopped because nothing worked says so in its error
@@ -185,7 +188,7 @@ class Loop:
             pass  # a full disk: the last checkpoint stands, and the ledger holds every commit
         if unmeasured is not None:  # told after the checkpoint: a resumed run measures that version first
             self._warn(stopping.unmeasured(head, stable, str(self.ledger.path), error))
-        self._heartbeat.stop()  # its last word comes before the end
+        self.heartbeat.stop()  # its last word comes before the end
         self.emit(ev.RunEnded(reason=reason, final_reward=final))
         initial_state = self.ledger.snapshot(self.artifact_id, start)
         return EvolveResult(

@@ -9,7 +9,9 @@ the target, the rest is not run (a batched run, whose every wave is a round trip
 one). That bound is exact, so a promotion always rests on the whole held-out set, as the
 starting and final rewards do. A rollout that failed with an error counts as 0 in the reward it
 was measured for; the starting and final rewards the user is told say so in a warning (`errored`),
-and a later measurement runs it again (the evaluation cache keeps no error).
+and a later measurement runs it again (the evaluation cache keeps no error). The starting reward is
+set beside the final one on that footing (`Measurements.initial`): a run that ends where it started
+reports one figure, and one that moved on runs the start's failures again first.
 
 `Measurements` keeps which version was measured last and what each measurement did to `stable`
 and the run's progress. An asynchronous run measures in the background (`later`): no step waits
@@ -114,6 +116,12 @@ class Validator:
         self._check(state)
         return reward, True
 
+    def incomplete(self, state: Mapping[str, str]) -> bool:
+        """Whether a held-out task of `state` has no reward measured (its rollout failed with an error,
+        here or in an earlier process of the run): `whole` runs just those."""
+        known = self.evaluator.known(state)
+        return any(t.id not in known for t in self.held_out)
+
     def errored(self, state: Mapping[str, str], when: str) -> str | None:
         """The warning for a held-out reward of `state` that counts rollouts that failed with an
         error as 0 (None: none did)."""
@@ -204,6 +212,27 @@ class Measurements:
             return self.progress.best
         self.tell_errors(state, "at the end")
         return reward
+
+    def initial(self, version: int, reward: float, *, stable: int, final: float, measure: bool) -> float:
+        """The held-out reward where the run started (`version`, first measured as `reward`), set
+        beside the end's `final` of `stable`: when they are one version, `final` (one figure: the
+        end's measurement ran again what failed with an error at the start, and a rate limit at the
+        start is no gain). Otherwise the start's rollouts that failed with an error run again first,
+        unless the run does not measure (`measure`) or its budget is spent. A changed figure is told."""
+        if version == stable:
+            again = final
+        else:
+            state = self.state_of(version)
+            if not measure or not self.validator.incomplete(state):
+                return reward
+            try:
+                again = self.validator.whole(state)
+            except BudgetSpent:
+                return reward
+        if again != reward:
+            self.warn(f"the held-out reward at the start is {again:.3f}, not the {reward:.3f} first measured: measured "
+                      "again at the end, where its rollouts that had failed with an error ran again")
+        return again
 
     def tell_errors(self, state: Mapping[str, str], when: str) -> None:
         """Warn when the held-out reward of `state` just measured counts rollouts that failed with an error."""
