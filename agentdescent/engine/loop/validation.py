@@ -231,7 +231,7 @@ class Measurements:
                 return reward
         if again != reward:
             self.warn(f"the held-out reward at the start is {again:.3f}, not the {reward:.3f} first measured: measured "
-                      "again at the end, where its rollouts that had failed with an error ran again")
+                      "again at the end, on the end's footing (rollouts that failed with an error run again)")
         return again
 
     def tell_errors(self, state: Mapping[str, str], when: str) -> None:
