@@ -7,9 +7,10 @@ killed: a CLI agent removes what it keeps of a live session in the user's home),
 its own is killed too (found by a mark in their environment, `procscan`); its stdin is either
 the given text or closed, so it can never sit waiting for input. What it prints is read as it comes, with a bound: past
 `max_output` bytes on stdout the whole group is killed; stderr keeps its last `max_output`
-bytes. Every program still running is known here, so that a run being cancelled can kill them
-all at once (`kill_all`). Left out: retries, streaming output to the caller, and what the
-output means.
+bytes. Every program still running is known here, so that a process being stopped can kill them
+all at once (`kill_all`); a program started in a run's call is ended with it when that run stops
+(`halts`), and none starts in it after. Left out: retries, streaming output to the caller, and
+what the output means.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
+from agentdescent import halts
 from agentdescent.errors import Killed, OutputTooLarge, Stopping, TimedOut
 from agentdescent.procscan import kill_carrying
 
@@ -61,33 +63,39 @@ def run_process(
     """Run `argv` to its end; its output comes back as UTF-8 text (undecodable bytes replaced,
     newlines as \\n). Raises `TimedOut` after `timeout` seconds and `OutputTooLarge` once stdout
     passes `max_output` bytes (both `Killed`: its whole process group was killed first), and
-    `OSError` when it cannot start (`Stopping` after `kill_all`). Stderr past `max_output` bytes
-    keeps only its last `max_output` bytes."""
+    `OSError` when it cannot start (`Stopping` after `kill_all`, or once the run of the calling
+    context stopped). Stderr past `max_output` bytes keeps only its last `max_output` bytes; a
+    program its run's halt ended returns as it ended, killed."""
+    global _started
     with _running_lock:
         if _stopping:
             raise Stopping(f"not starting {argv[0]}: this process is stopping")
     call = secrets.token_hex(8)  # marks what the program starts, wherever it goes (`procscan`)
-    proc = subprocess.Popen(
-        list(argv), cwd=cwd, env={**(os.environ if env is None else env), CALL_ENV: call},
-        stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, start_new_session=True,
-    )
-    global _started
-    with _running_lock:
-        _running.add(proc)
-        _started += 1
-        stopped = _stopping  # kill_all ran while it started: it missed this one
-    if stopped:
-        _end_group(proc)
-    try:
-        return _outcome(proc, stdin, timeout, max_output)
-    except BaseException:  # interrupted (Ctrl-C, cancellation): leave nothing running
-        _kill(proc)
-        raise
-    finally:
+    starting = _Starting(call)
+    with halts.ending(halts.current(), starting.end) as halted:
+        if halted:
+            raise Stopping(f"not starting {argv[0]}: {halted}")
+        with starting:
+            proc = starting.proc = subprocess.Popen(
+                list(argv), cwd=cwd, env={**(os.environ if env is None else env), CALL_ENV: call},
+                stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, start_new_session=True,
+            )
         with _running_lock:
-            _running.discard(proc)
-        kill_carrying(CALL_ENV, call)  # what it left running in a session of its own (a shell tool's commands)
+            _running.add(proc)
+            _started += 1
+            stopped = _stopping  # kill_all ran while it started: it missed this one
+        if stopped:
+            _end_group(proc)
+        try:
+            return _outcome(proc, stdin, timeout, max_output)
+        except BaseException:  # interrupted (Ctrl-C, cancellation): leave nothing running
+            _kill(proc)
+            raise
+        finally:
+            with _running_lock:
+                _running.discard(proc)
+            kill_carrying(CALL_ENV, call)  # what it left running in a session of its own (a shell tool's commands)
 
 
 def started() -> int:
@@ -106,6 +114,28 @@ def kill_all() -> int:
     for proc in procs:
         _end_group(proc)
     return len(procs)
+
+
+class _Starting:
+    """A program being started, which its run's halt ends with what it left in a session of its
+    own: one the halt comes for while it starts is waited for, else it could start once the run
+    (and the whole program, which ends its threads) had let go of it."""
+
+    def __init__(self, call: str) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.call, self._over = call, threading.Event()
+
+    def __enter__(self) -> _Starting:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._over.set()  # started, or failed to
+
+    def end(self) -> None:
+        """Once it started (if it does), ask its group to stop and kill what it left elsewhere."""
+        if self._over.wait(_GRACE_SECONDS) and self.proc is not None:
+            _end_group(self.proc)
+            kill_carrying(CALL_ENV, self.call)
 
 
 class _Reader(threading.Thread):

@@ -11,12 +11,12 @@ JSON result object, Codex's JSONL events. Calls, failures, tokens,
 seconds and (for Claude Code) the reported cost are recorded on `agent.usage` and on every active
 meter. A failed call raises `AgentError` with the CLI's own account (error subtype, failed turn),
 the exit code and the stderr tail; a timeout (or the caller's `cutoff`, a rollout's
-`rollout_timeout`, when that comes first) kills the whole process group, and so does stdout
-passing `reply_byte_cap(max_reply_chars)` bytes (8 a character plus 64 KiB: room for the JSON
-around the reply), which fails naming the cap; a final answer longer than `max_reply_chars`
-characters fails too. A missing executable or working directory is a `UserError`. The reply and
-every error text pass through `agentdescent.agents.redact.redact` with the child's variables,
-before anything is cut short.
+`rollout_timeout`, when that comes first, or the stop of the run the call is part of: `halts`)
+kills the whole process group, and so does stdout passing `reply_byte_cap(max_reply_chars)`
+bytes (8 a character plus 64 KiB: room for the JSON around the reply), which fails naming the cap;
+a final answer longer than `max_reply_chars` characters fails too. A missing executable or
+working directory is a `UserError`. The reply and every error text pass through
+`agentdescent.agents.redact.redact` with the child's variables, before anything is cut short.
 
 Left out on purpose: retries (a failed rollout is an outcome, not something to hide), resuming,
 streaming progress, sandbox and permission flags (pass them in `extra_args`), and Windows
@@ -34,6 +34,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentdescent import halts
 from agentdescent.agents import cli_args as args
 from agentdescent.agents import traces
 from agentdescent.agents.base import ModelUsage, cutoff, estimate_tokens, metered_call
@@ -102,9 +103,11 @@ class CLIAgent:
         unsaved = [self.unsaved] if traces.lists(path, self.unsaved, self.help_args) else []
         argument, stdin = args.given(prompt)
         argv = [path, *self._argv(argument, [*unsaved, *self._kept_flags(workdir)])]
-        end = cutoff()
+        end, halted = cutoff(), halts.came(halts.current())
         if end is not None and end.at <= time.monotonic():  # not on the bill: nothing was started
             raise AgentError(f"{self.name}: the call was not made: {end.why} had run out")
+        if halted:
+            raise AgentError(f"{self.name}: the call was not made: {halted} came first")
         with metered_call(self.usage) as counts:  # what a failed run reported still counts
             reply = self._finish(self._run(argv, cwd=workdir, env=env, stdin=stdin), env, counts)
             if "input_tokens" not in counts:  # the CLI reported none: estimate, as other clients do

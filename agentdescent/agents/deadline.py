@@ -4,6 +4,8 @@ httpx applies its timeouts to each operation (each read, each write), so a serve
 byte now and then never times out. Here each wait httpcore makes (connect, TLS handshake, read,
 write) is cut to the time left before the calling thread's deadline, and none is left once it has
 passed: many short waits cannot add up past it. `HTTPModel` sets the deadline around each attempt.
+The stop of the run a call is part of (`halts`) ends its waits too: none starts after, and the
+socket a read or write waits on is shut down, which wakes it.
 
     clock = Deadline();  bound_every_socket(client, clock)
     clock.at = time.monotonic() + 30   # this thread's requests on `client` end within 30 s
@@ -15,10 +17,14 @@ Left out: what the call does when the deadline passes (the model's own retry and
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import threading
 import time
 from typing import TYPE_CHECKING, Any
+
+from agentdescent import halts
 
 if TYPE_CHECKING:
     import httpx
@@ -35,15 +41,15 @@ class Deadline(threading.local):
 
 def _within(clock: Deadline, timeout: float | None, expired: str) -> float | None:
     """`timeout` cut to the time left before the thread's deadline (with 2 s left, 10.0 and None
-    both become 2.0); with none left, httpcore's exception named `expired` (e.g. "ReadTimeout")."""
-    if clock.at is None:
-        return timeout
-    left = clock.at - time.monotonic()
-    if left <= 0:
+    both become 2.0); with none left, or the call's run stopped, httpcore's exception named
+    `expired` (e.g. "ReadTimeout")."""
+    halted = halts.came(halts.current())
+    left = None if clock.at is None else clock.at - time.monotonic()
+    if halted or (left is not None and left <= 0):
         import httpcore
 
-        raise getattr(httpcore, expired)("the call's deadline passed")
-    return left if timeout is None else min(timeout, left)
+        raise getattr(httpcore, expired)(halted or "the call's deadline passed")
+    return timeout if left is None else left if timeout is None else min(timeout, left)
 
 
 class _DeadlineStream:
@@ -56,10 +62,20 @@ class _DeadlineStream:
         return getattr(self._stream, name)
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._stream.read(max_bytes, _within(self._clock, timeout, "ReadTimeout"))
+        with halts.ending(halts.current(), self._shut):
+            return self._stream.read(max_bytes, _within(self._clock, timeout, "ReadTimeout"))
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._stream.write(buffer, _within(self._clock, timeout, "WriteTimeout"))
+        with halts.ending(halts.current(), self._shut):
+            self._stream.write(buffer, _within(self._clock, timeout, "WriteTimeout"))
+
+    def _shut(self) -> None:
+        """Wake the read or write waiting on the socket: it sees the connection end (the base
+        class's shutdown, which leaves a TLS socket's state to the thread that uses it)."""
+        sock = self._stream.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
     def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None) -> Any:
         timeout = _within(self._clock, timeout, "ConnectTimeout")

@@ -10,8 +10,9 @@ the answer into text. Around that one request it does what every provider needs:
 - **a deadline**: `timeout` seconds bound the whole call, retries included, from when it gets
   one of `max_concurrency` slots: a call waiting for one is not yet made, so it is neither
   billed nor logged as started. A `cutoff` its caller set (a rollout's `rollout_timeout`) ends it
-  sooner, and one that gets no slot before the cutoff is never made. Every socket wait is cut to
-  the time left (`deadline`), so a server trickling its headers or body fails at the deadline too;
+  sooner, and one that gets no slot before the cutoff is never made; the stop of the run it is
+  part of (`halts`) brings its deadline to that moment. Every socket wait is cut to the time left
+  (`deadline`), so a server trickling its headers or body fails at the deadline too;
 - **a reply cap**: the body is read as a stream (asked for uncompressed; one compressed layer is
   inflated a block at a time) and cut off past `reply_byte_cap(max_reply_chars)` bytes, and a
   longer completion than `max_reply_chars` characters fails, neither retried;
@@ -45,6 +46,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agentdescent import halts
 from agentdescent.agents.base import ModelUsage, cutoff, metered_call
 from agentdescent.agents.deadline import Deadline, bound_every_socket, timeouts
 from agentdescent.agents.endpoint import public, read_key, status_hint, url_secrets
@@ -59,7 +61,7 @@ from agentdescent.agents.limits import (
     raise_hint,
 )
 from agentdescent.agents.redact import guard_logging, redact, register
-from agentdescent.agents.replies import body_snippet, counted, inflated, inflater_for, plausible_tokens, reply_byte_cap, sent_text, snippet
+from agentdescent.agents.replies import body_snippet, counted, inflated, inflater_for, reply_byte_cap, sent_text, snippet, with_rejected
 from agentdescent.agents.waits import WAITED_OUT, backoff_wait, refusal, server_wait, waited_out_hint
 from agentdescent.errors import AgentError, BadReply, UserError
 from agentdescent.governance.text import with_lone_surrogates_replaced
@@ -109,9 +111,10 @@ class _Call:
     cut_off: str = ""  # the caller's limit, when the deadline is its cutoff rather than `timeout`
     last: str = ""  # the answer of the last attempt that failed and was retried: what the deadline cut short
     rejected_tokens: tuple[int, int] = (0, 0)  # (input, output) of replies the server billed and we did not use
+    halt: halts.Halt | None = field(default_factory=halts.current, repr=False)  # its run's: once it stops, no time is left
 
     def remaining(self) -> float:
-        return self.deadline - time.monotonic()
+        return 0.0 if halts.came(self.halt) else self.deadline - time.monotonic()
 
     def redacted(self, text: str) -> str:
         """`text` without the keys, nor the base URL's password and query values (a server may
@@ -235,12 +238,12 @@ class HTTPModel:
     def _first_slot(self, call: _Call) -> None:
         """Take the slot of the call's first attempt and set its deadline: `timeout` from now, or
         the `cutoff` its caller set when that comes sooner. A call that gets no slot before the
-        cutoff is not made: an `AgentError`, neither billed nor sent later."""
+        cutoff, or its run's stop, is not made: an `AgentError`, neither billed nor sent later."""
         end = cutoff()
-        if end is None:
-            self._slots.acquire()
-        elif end.at <= time.monotonic() or not self._slots.acquire(timeout=max(0.0, end.at - time.monotonic())):
-            raise AgentError(f"{self.name}: the call was not made: {end.why} ran out before it got one of the model's "
+        left = math.inf if end is None else end.at - time.monotonic()
+        if left <= 0 or not halts.acquire(self._slots, left, call.halt):
+            why = f"{halts.came(call.halt)} came" if halts.came(call.halt) else f"{end.why} ran out"
+            raise AgentError(f"{self.name}: the call was not made: {why} before it got one of the model's "
                              f"max_concurrency={self.max_concurrency} slots")
         call.deadline, call.holding = time.monotonic() + self.timeout, True
         if end is not None and end.at < call.deadline:
@@ -260,7 +263,10 @@ class HTTPModel:
                 call.last = exc.detail
                 log.info("%s: attempt %d failed (%s); retrying in %.2f s", self.name, call.attempts,
                          call.redacted(exc.detail), wait)
-                time.sleep(wait)
+                if call.halt is None:
+                    time.sleep(wait)
+                elif call.halt.wait(wait):  # its run stopped meanwhile
+                    raise self._past_deadline(call)
 
     def _delay(self, exc: _Retry, call: _Call) -> float | None:
         """Seconds before the next attempt (the server's wait, at least jittered backoff), or None for none:
@@ -278,7 +284,7 @@ class HTTPModel:
         call.attempts += 1
         if call.holding:
             call.holding = False
-        elif not self._slots.acquire(timeout=max(0.0, call.remaining())):
+        elif not halts.acquire(self._slots, call.remaining(), call.halt):
             raise self._past_deadline(call)
         self._clock.at = call.deadline
         try:
@@ -353,12 +359,12 @@ class HTTPModel:
         try:
             reply = self._parse(data)
         except BadReply as exc:
-            self._reject(call, tokens, None)
+            call.rejected_tokens = with_rejected(call.rejected_tokens, tokens, call.prompt, None)
             call.bad_replies += 1
             raise _Retry(snippet(str(exc)), once=True) from None
         failed = self._unused(reply)
         if failed:
-            self._reject(call, tokens, reply.reasoning + reply.text)
+            call.rejected_tokens = with_rejected(call.rejected_tokens, tokens, call.prompt, reply.reasoning + reply.text)
             raise AgentError(self._failure(call, failed))
         return reply, tokens
 
@@ -375,13 +381,6 @@ class HTTPModel:
                    f"not retried; {raise_hint('max_reply_chars', str(2 * len(reply.text)), self.spec_field)}"
         return ""
 
-    @staticmethod
-    def _reject(call: _Call, tokens: tuple[Any, Any], text: str | None) -> None:
-        """Count a reply's tokens on the call's bill: the server's counts, else, for a reply whose
-        text was read, an estimate (a reply without its answer and without counts adds nothing)."""
-        counts = [plausible_tokens(count) or 0 for count in tokens] if text is None else counted(tokens, call.prompt, text)
-        call.rejected_tokens = (call.rejected_tokens[0] + counts[0], call.rejected_tokens[1] + counts[1])
-
     def _past_deadline(self, call: _Call) -> AgentError:
         last = f"; the last answer before it: {call.last}" if call.last else ""
         return AgentError(self._failure(call, f"no complete reply within {self._deadline(call)}{last}"))
@@ -389,8 +388,8 @@ class HTTPModel:
     def _deadline(self, call: _Call, wait: float | None = None) -> str:
         """The deadline, and a timeout to raise it to that would hold the call so far and the
         server's `Retry-After` wait besides."""
-        if call.cut_off:
-            return f"{call.cut_off}, which ends it before its own timeout={self.timeout:g} s"
+        if call.cut_off or halts.came(call.halt):
+            return f"{halts.came(call.halt) or call.cut_off}, which ends it before its own timeout={self.timeout:g} s"
         needed = self.timeout - call.remaining() + (wait or 0.0)
         hint = raise_hint("timeout", f"{max(2 * self.timeout, math.ceil(2 * needed)):g}", self.spec_field)
         return f"the call's deadline of {self.timeout:g} s (timeout, retries included); {hint}"

@@ -120,3 +120,11 @@ def counted(tokens: tuple[Any, Any], sent: str, said: str) -> tuple[int, int]:
     """(input, output) tokens of a reply: the server's counts where plausible, else estimates from
     all the request sent and all the reply said (its reasoning too: billed as output)."""
     return or_estimate(tokens[0], sent), or_estimate(tokens[1], said)
+
+
+def with_rejected(so_far: tuple[int, int], tokens: tuple[Any, Any], sent: str, said: str | None) -> tuple[int, int]:
+    """`so_far` plus the tokens of a reply not used, which the server bills all the same: its counts,
+    else, for a reply whose text was read (`said`), an estimate (one without its answer and without
+    counts adds nothing)."""
+    spent = [plausible_tokens(count) or 0 for count in tokens] if said is None else counted(tokens, sent, said)
+    return so_far[0] + spent[0], so_far[1] + spent[1]

@@ -17,6 +17,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from agentdescent import events as ev
+from agentdescent import halts
 from agentdescent.artifacts.strategies import AppendRules, Strategy
 from agentdescent.artifacts.workspace import TreeRunner
 from agentdescent.config import BATCHED_WAVE, DEFAULTS, Budget, Parallelism, Policies, Settings
@@ -98,8 +99,9 @@ def evolve(
     program for each, is in docs/evolve.md.
 
     A `UserError` once the rounds have begun, Ctrl-C, a full disk or a cancel stop the run: the
-    result is returned with `error` set and `stop_reason` saying why, and the ledger keeps every
-    committed step. Before the rounds begin, the same errors are raised.
+    result is returned with `error` set and `stop_reason` saying why, the ledger keeps every
+    committed step, and what the run's calls still had running (agents' processes, HTTP requests)
+    is ended (`halts`). Before the rounds begin, the same errors are raised.
     """
     strategy = strategy if strategy is not None else AppendRules()
     policies = policies or Policies()
@@ -146,6 +148,8 @@ def evolve(
     def start() -> None:  # each unit, as a pool starts it: within the budget, and on the start log
         _start_call(allowance, usage, files)
 
+    halt = halts.Halt()  # the run's calls carry it, made here or on the pools' threads made from here
+    entered = halts.enter(halt)
     calls = make_executor(executor, rollouts, name="agentdescent-call", on_start=start)
     hedger = None if parallelism.reissue_after is None else Hedger(
         calls, factor=parallelism.reissue_after, capacity=calls.width, may_start=allowance.may_start,
@@ -233,6 +237,9 @@ def evolve(
         usage.settle(files.starts.count)  # what was started and never recorded was paid for all the same
         if result is None and loop is not None:  # raised: no result carries the bill, so the last event does
             loop.heartbeat.tell()
+        if not finished:  # after the bill: a call ended here stays abandoned, not a failed rollout
+            halt(f"the stop of the run it is part of ({result.stop_reason if result is not None else 'an error'})")
+        halts.leave(entered)
         files.close()
         ledger.close()
         for forgotten in forget:

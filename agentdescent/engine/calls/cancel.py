@@ -4,9 +4,9 @@ A token is a stop rule: `evolve(stop=[token])` registers the run's pools on the 
 `on_cancel`), and asks it before each round; `token.cancel()` fails every call
 and worker turn still in flight with `Cancelled` at once, so that a run blocked inside a long wave
 wakes up, keeps what it committed, closes its ledger and returns. A call that is already running
-(a model request, an agent's process) is abandoned on its thread, not interrupted: what it
-returns later is dropped. What it leaves out: killing the processes those calls started (the
-run store's runner does that) and deciding what a cancelled run reports (the loop).
+(a model request, an agent's process) is abandoned on its thread: what it returns later is
+dropped, and `evolve` ends it as it returns (`halts`). What it leaves out: deciding what a
+cancelled run reports (the loop).
 """
 
 from __future__ import annotations

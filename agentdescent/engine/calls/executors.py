@@ -8,6 +8,7 @@ work, so a bounded pool cannot deadlock: the engine keeps its workers (which wai
 
 from __future__ import annotations
 
+import contextvars
 import queue
 import threading
 from collections.abc import Callable
@@ -126,7 +127,8 @@ class ThreadExecutor:
     Not `concurrent.futures.ThreadPoolExecutor`: its threads hold the interpreter open until
     their work returns, so one user call that never returns (a hung model client) would keep a
     stopped run, and the program, from ever ending. Daemon threads do not, and
-    `shutdown(wait=False)` abandons such a call.
+    `shutdown(wait=False)` abandons such a call. Its threads run in a copy of the context it was
+    made in (the run's `halts.Halt`), not in that of whichever call happened to start one.
     """
 
     def __init__(self, max_workers: int, *, name: str = "agentdescent", on_start: Callable[[], None] | None = None) -> None:
@@ -137,6 +139,7 @@ class ThreadExecutor:
         self._idle = threading.Semaphore(0)  # released by a thread that waits for work
         self._outstanding = Outstanding()
         self._lock = threading.Lock()  # the list of threads
+        self._context = contextvars.copy_context()
 
     def submit(self, fn: Callable[..., T], *args: Any, then: Callable[[T], R] | None = None) -> Future[R]:
         future: Future[R] = self._outstanding.new()
@@ -144,8 +147,8 @@ class ThreadExecutor:
         if not self._idle.acquire(blocking=False):  # no thread is waiting: start one, up to the cap
             with self._lock:
                 if len(self._threads) < self._max:
-                    thread = threading.Thread(target=self._serve, name=f"{self._name}-{len(self._threads)}",
-                                              daemon=True)
+                    thread = threading.Thread(target=self._context.copy().run, args=(self._serve,),
+                                              name=f"{self._name}-{len(self._threads)}", daemon=True)
                     self._threads.append(thread)
                     thread.start()
         return future

@@ -17,6 +17,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from agentdescent import halts
 from agentdescent.agents.base import ModelUsage, accepts_keyword, cut_off_at, metering
 from agentdescent.artifacts.strategies import InvalidProposal
 from agentdescent.errors import UserError
@@ -65,20 +66,25 @@ def abandoned_threads() -> set[threading.Thread]:
 def within(timeout: float | None, work: Callable[[], T], too_late: Callable[[], T]) -> T:
     """`work()`, or `too_late()` when it has not returned after `timeout` seconds (None: no limit).
     The model calls `work` makes through the shipped clients end by the limit too (`cut_off_at`),
-    and none starts past it. Past the limit, the rest of `work` goes on alone on a daemon thread: a
-    thread cannot be killed, but it no longer holds up the run, nor the program's exit."""
+    and none starts past it, nor after the caller's run stopped (its `halts.Halt` goes with the
+    work). Past the limit, the rest of `work` goes on alone on a daemon thread: a thread cannot be
+    killed, but it no longer holds up the run, nor the program's exit."""
     if timeout is None:
         return work()
     box: list[Any] = []
     at = time.monotonic() + timeout
     why = f"rollout_timeout={timeout:g} s, the limit of the rollout or reflection the call is part of"
+    halt = halts.current()
 
     def call() -> None:
+        entered = halts.enter(halt)
         try:
             with cut_off_at(at, why):
                 box.append((True, work()))
         except BaseException as exc:  # carried back to the caller's thread
             box.append((False, exc))
+        finally:
+            halts.leave(entered)
 
     thread = threading.Thread(target=call, name="agentdescent-timed-call", daemon=True)
     thread.start()
