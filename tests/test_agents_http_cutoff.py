@@ -59,7 +59,7 @@ def test_a_rollout_abandoned_at_its_timeout_ends_its_hung_call_and_frees_the_slo
         model = gpt(server, max_concurrency=1)  # its own timeout: the default 300 s
         assert model("warm up") == "ok"  # its HTTP client made, so that the hung call is surely sent in time
         hung = roll_out(lambda rendered, task: model("hang"), exact, "", TASK, timeout=1)
-        assert "took longer than rollout_timeout=1 s" in hung.error
+        assert "rollout_timeout=1 s" in hung.error  # given up on, or the call ended at that cutoff first: one instant
         assert settles(lambda: not left_running())  # its thread is not left in the call
         answered = roll_out(lambda rendered, task: model("go"), exact, "", TASK, timeout=30)  # long before the hung call's 300 s
         assert answered.reward == 1.0  # the slot is free again
@@ -93,8 +93,9 @@ def test_an_abandoned_rollout_brings_back_what_its_calls_had_cost_by_then(keyed)
     with LoopbackServer(openai_chat(lambda prompt: next(replies))) as server:
         model = gpt(server)
         abandoned = roll_out(lambda rendered, task: model("one") + model("two"), exact, "", TASK, timeout=2)
-    assert "took longer" in abandoned.error and len(server.requests) == 2
-    assert (abandoned.spend.calls, abandoned.spend.input_tokens, abandoned.spend.output_tokens) == (1, 1, 3)
+    assert "rollout_timeout=2 s" in abandoned.error and len(server.requests) == 2
+    # the first call's tokens; the hung one is a call too where it ended at the cutoff before the rollout gave up
+    assert (abandoned.spend.input_tokens, abandoned.spend.output_tokens) == (1, 3) and abandoned.spend.calls in (1, 2)
 
 
 def test_a_call_says_which_cutoff_ended_it_and_is_not_made_once_it_has_passed(keyed):
