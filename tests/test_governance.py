@@ -226,6 +226,15 @@ def test_a_control_character_the_file_already_holds_may_stay_and_a_new_one_may_n
     assert "holds the control character U+0007" in Governance().invalidity(adds)
     assert "U+001B" in Governance().invalidity([Edit(key="new.sh", before=None, after=coloured)])
 
+def test_a_new_c1_control_code_or_tag_character_is_refused_and_one_the_file_holds_may_stay():
+    hidden = "".join(chr(0xE0000 + ord(c)) for c in "run curl")
+    for bad, said in [("\x9b2J", "control character U+009B"), (f"ok{hidden}", "invisible tag character U+E0072")]:
+        assert said in Governance().invalidity([Edit(key="a.md", before="a\n", after=f"a\n{bad}\n")])
+        assert Governance().invalidity([Edit(key="a.md", before=f"{bad}\n", after=f"{bad}\nmore\n")]) is None
+    england = "🏴\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f"
+    assert Governance().invalidity([Edit(key="a.md", before="a\n", after=f"a\n{england} 👩\u200d💻 ❤\ufe0f\n")]) is None
+
+
 def test_an_oversize_change_names_the_file_the_strategy_says_the_key_is():
     rules = Governance.of(SingleSlot("Be brief.\n", name="prompt.md"))
     reason = rules.invalidity([Edit(key="prompt", before="Be brief.\n", after="x" * (MAX_FILE_BYTES + 1))])

@@ -171,6 +171,6 @@ def test_the_hook_names_a_status_that_is_not_the_runs_own_damaged_as_the_store_d
 
 
 @pytest.mark.parametrize("text", ["plain", "a\x1b[2J\nb", "«closed» early", "x" * 5000, "a" + " " * 300 + "b",
-                                  "\u202eevil\u200b", " \t lead and trail \n"])
+                                  "\u202eevil\u200b", " \t lead and trail \n", "said\U000e0041\U000e0042 x\u00ad\ufe0f\u3164y"])
 def test_the_hooks_quotes_are_the_packages(text):
     assert hook.quoted(text) == quoted(text, hook.QUOTE_CHARS)

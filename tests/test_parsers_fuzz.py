@@ -57,7 +57,7 @@ FRAGMENTS = [
     "<rule>", "</rule>", "<RULE>", "</Rule>", "<merged>", "</merged>", "rule", "Rule 2:", ":",
     "```", "```py\n", "`", "\n", " ", "\t", "\r\n", "- ", "1. ", "**", "NONE", "none",
     "SKILL.md", "notes.md", "hooks/check.sh", "../up.md", "/abs.md", "a/./b.md", "CON.md", "a:b", ".git/x",
-    "\x00", "\x1b[31m", "\x7f", "\x85", "\u2028", "\ufeff", "\ud800", "\udfff", "\ud83d", "é", "😀",
+    "\x00", "\x1b[31m", "\x7f", "\x85", "\x9b", "\U000e0041", "\u2028", "\ufeff", "\ud800", "\udfff", "\ud83d", "é", "😀",
 ]
 fragment = st.sampled_from(FRAGMENTS)
 any_char = st.characters(codec=None, exclude_categories=())
@@ -170,8 +170,9 @@ def test_rule_strategies_raise_nothing_but_invalid_proposal(reply, strategy):
 
 def test_the_door_refuses_the_control_codes_admission_refuses():
     governance = Governance()
-    for code in [*range(0x200), 0x2028, 0xFEFF, 0xD800, 0xDFFF]:
-        text = f"a{chr(code)}b"
+    flag = "🏴\U000e0067\U000e0062\U000e0077\U000e006c\U000e0073\U000e007f"  # Wales, spelled in tag characters
+    for code in [*range(0x200), 0x2028, 0x200D, 0xFE0F, 0xFEFF, 0xD800, 0xDFFF, *range(0xE0000, 0xE0081), 0xE0100]:
+        text = f"a{chr(code)}b{flag}"
         door = text_refusal(text, cap=MAX_PROPOSAL_CHARS)
         admission = governance.invalidity([Edit(key="k", after=text)])
         assert (door is None) == (admission is None), (hex(code), door, admission)

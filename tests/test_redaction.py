@@ -129,6 +129,23 @@ def test_splits_at_random_points(canary, seed):
     assert redact(f"key={text};") == "key=[redacted ANTHROPIC_API_KEY];"
 
 
+# What a terminal or a page draws as nothing: format characters (Cf) and the default-ignorable ones
+# of other categories (a combining joiner, variation selectors, Hangul fillers).
+INVISIBLES = ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u200e", "\u200f", "\u00ad", "\u034f", "\u061c",
+              "\u180e", "\u2061", "\u2064", "\u202a", "\u202e", "\u2066", "\u2069", "\ufe00", "\ufe0f", "\U000e0001",
+              "\U000e0041", "\U000e007f", "\U000e0100", "\U000e01ef", "\u115f", "\u1160", "\u3164", "\uffa0", "\x1b"]
+
+
+@pytest.mark.parametrize("invisible", INVISIBLES, ids=lambda c: f"U+{ord(c):04X}")
+def test_a_key_split_by_an_invisible_character_is_redacted(canary, invisible):
+    """A key looks whole with any of these inside it, in a terminal, a page or a diff: a reader
+    (or a model) copies the key, so it is the key."""
+    rng = random.Random(ord(invisible))
+    assert redact(f"key={CANARY[:6]}{invisible}{CANARY[6:]};") == "key=[redacted ANTHROPIC_API_KEY];"
+    text = split(list(CANARY), invisible * rng.randint(1, 3), rng, count=rng.randint(1, 5))
+    assert redact(f"key={text};") == "key=[redacted ANTHROPIC_API_KEY];"
+
+
 def test_unrelated_text_and_near_misses_are_left_alone(canary):
     for text in ["", "Incorrect API key provided.", "sk-canary-7f3a9c2e1b5", "sk-canary-7f3a9c2e1b5e",
                  CORE, (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")]:
@@ -161,6 +178,7 @@ def test_a_megabyte_of_hostile_text_is_linear(canary, capsys):
         "a run of escaped newlines": "s" + "\\n" * 500_000,
         "percent runs": "%25" * 333_333,
         "a start followed by spaces": ("s" + " " * 999) * 1000,
+        "a start followed by invisible characters": ("s" + "\u200b\U000e0041\ufe0f" * 333) * 1000,
     }
     for name, text in hostile.items():
         start = time.perf_counter()

@@ -15,10 +15,13 @@ own variables can be added (`env=`). Values shorter than `MIN_SECRET_CHARS` are 
 JSON (`\\u002d`, `\\/`, `\\"`, `\\n`, also with the backslash doubled or more), `\\xNN`, `\\UNNNNNNNN`,
 percent-encoding of its UTF-8 bytes (also double-encoded `%252d`; `+` for a space), and HTML
 character references (`&#45;`, `&#x2d;`); hex digits in any case. Between two characters any run
-of whitespace, zero-width characters, escaped line breaks (`\\n`, `\\r`, `\\t`) and encoded ones
-(`%0A`, `%20`, `+`) is accepted, so a key split by a newline or spaces at any point is found. The
-pattern for a set of keys is compiled once and cached; every repetition in it is over a class of
-characters disjoint from what follows or bounded, so matching stays linear in the text's length.
+of whitespace, invisible characters (`invisible.INVISIBLE`: control and format characters such as
+zero-width spaces, bidi marks, the soft hyphen and tag characters; variation selectors; Hangul
+fillers), escaped line breaks (`\\n`, `\\r`, `\\t`) and encoded ones (`%0A`, `%20`, `+`) is
+accepted, so a key split by a newline, by spaces or by characters that show as nothing, at any
+point, is found. The pattern for a set of keys is compiled once and cached; every repetition in it
+is over a class of characters disjoint from what follows or bounded, so matching stays linear in
+the text's length.
 
 **Output.** `RedactingStream` redacts every write to a stream (the CLI prints through one).
 
@@ -42,6 +45,7 @@ import threading
 from collections.abc import Iterable, Mapping
 
 from agentdescent.agents.providers import KEY_VARIABLES
+from agentdescent.invisible import INVISIBLE
 
 __all__ = [
     "DEBUG_HTTP_ENV", "KEY_VARIABLES", "MARKER", "MIN_SECRET_CHARS", "SECRET_NAME", "RedactingFilter", "RedactingStream",
@@ -60,7 +64,9 @@ MARKER = "[redacted {name}]"
 _registered: set[str] = set()
 _registry_lock = threading.Lock()
 _BACKSLASHES = r"\\{1,7}"  # a key escaped once, or inside a string escaped again (and again)
-_GAP = r"(?:\s|[\u200b-\u200d\u2060\ufeff]|\\{1,7}[nrt]|(?i:%(?:25)?(?:0[9ad]|20))|\+)*"
+# between two characters of a key: what a reader does not see (whitespace, and `INVISIBLE`: control
+# and format characters, variation selectors, fillers), and line breaks escaped or percent-encoded
+_GAP = rf"(?:[\s{INVISIBLE}]|\\{{1,7}}[nrt]|(?i:%(?:25)?(?:0[9ad]|20))|\+)*"
 
 
 _SHORT_ESCAPES = {"\n": "n", "\r": "r", "\t": "t", "\b": "b", "\f": "f"}

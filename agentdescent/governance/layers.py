@@ -25,7 +25,7 @@ from agentdescent.errors import UserError
 from agentdescent.governance import capabilities, syntax
 from agentdescent.governance.launched import launched
 from agentdescent.governance.paths import fold, unsafe_key_reason
-from agentdescent.governance.text import CONTROL_CODES, MAX_FILE_BYTES
+from agentdescent.governance.text import MAX_FILE_BYTES, kind, refused
 from agentdescent.types import Edit
 
 
@@ -206,11 +206,12 @@ class Governance:
                 size = len(edit.after.encode("utf-8"))
             except UnicodeEncodeError:
                 return f"the new text of {self.named(edit.key)} is not valid Unicode (it holds a lone surrogate)"
-            had = set(CONTROL_CODES.findall(edit.before or ""))  # a file that holds one already (a page break,
-            control = next((c for c in CONTROL_CODES.findall(edit.after) if c not in had), None)  # colours) may keep it
-            if control:
-                return (f"the new text of {self.named(edit.key)} holds the control character U+{ord(control):04X}; "
-                        "text may hold tabs and line breaks, not terminal or binary control codes")
+            had = {found[0] for found in refused(edit.before or "")}  # a file that holds one already (a page break,
+            bad = next((found for found in refused(edit.after) if found[0] not in had), None)  # colours) may keep it
+            if bad:
+                return (f"the new text of {self.named(edit.key)} holds the {kind(bad[0])} U+{ord(bad[0]):04X} at character "
+                        f"{bad.start()}; text may hold tabs and line breaks, not terminal or binary control codes, nor "
+                        "tag characters, which spell text no one sees")
             if size > self.max_bytes_per_key:
                 return (f"{self.named(edit.key)} would hold {size:,} bytes, over the {self.max_bytes_per_key:,} "
                         "one file may hold")

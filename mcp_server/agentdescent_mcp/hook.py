@@ -12,8 +12,8 @@ spec's): a live run whose status fails is named damaged.
 
 What it prints reaches the host's model as the session's context, so nothing of a status is
 printed as it is: the run is named by its folder, the target and what it waits on are quoted as
-`agentdescent.quoting` quotes (one line, control characters gone, cut short; not redacted, which
-needs the package), each line is cut to LINE_CHARS and at most RUNS runs are named.
+`agentdescent.quoting` quotes (one line, control and invisible characters gone, cut short; not
+redacted, which needs the package), each line is cut to LINE_CHARS and at most RUNS runs are named.
 """
 
 from __future__ import annotations
@@ -34,9 +34,13 @@ RUNS = 10  # runs named; the rest counted
 LINE_CHARS = 600
 QUOTE_CHARS = 200
 _READ_PAST = 4_096  # as `agentdescent.quoting._KEY_ROOM`: a quote reads this far past its limit
-# as `agentdescent.quoting`: what a line cannot show as it is, and the quote marks inside a quote
-_UNPRINTABLE = r"\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff"
-_CONTROL = re.compile(f"[{_UNPRINTABLE}\\s]+")
+# as `agentdescent.invisible.INVISIBLE`: what a reader does not see, which a quote flattens to a space
+_INVISIBLE = (
+    r"\x00-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5"
+    r"\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb"
+    r"\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff"
+)
+_CONTROL = re.compile(f"[{_INVISIBLE}\\s]+")
 _MARKS = str.maketrans({"«": "‹", "»": "›"})
 
 
