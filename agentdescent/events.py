@@ -28,6 +28,7 @@ class RunStarted:
     outcomes: dict[str, int] = field(default_factory=dict)  # a resumed run: what became of its diffs so far
     calls: int = 0  # a resumed run: what its earlier processes spent
     tokens: int = 0
+    estimated_tokens: int = 0  # of those tokens, the ones estimated (the server or agent reported none)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,6 +89,7 @@ class Spent:
     tokens: int
     failures: int = 0  # calls that failed (an agent's error, a timeout), each a rollout scored 0
     failure: str | None = None  # the first one's reason
+    estimated_tokens: int = 0  # of the tokens, the ones estimated (the server or agent reported none)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -42,6 +42,7 @@ class Spend(BaseModel):
     output_tokens: int = 0
     seconds: float = 0.0
     cost_usd: float = 0.0
+    estimated_tokens: int = 0  # of the tokens, those estimated (the server or agent reported none)
 
 
 class Rollout(BaseModel):

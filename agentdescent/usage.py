@@ -1,5 +1,6 @@
 """What a run spent: rollouts and reflections by what they were for, the calls and tokens of its
-model clients, and the calls a killed process of the run started and never recorded.
+model clients, the model calls made on threads of the caller's own (`agents.base`: stray calls),
+and the calls a killed process of the run started and never recorded.
 
 `Usage` is added to from many threads as units of work land (each brings its own spend back as
 plain data), read at one instant by a checkpoint (`read`), and stored with the result. `calls`
@@ -23,7 +24,7 @@ class RunReturned(RuntimeError):
 
 PURPOSES = ("train", "verify", "accept", "validate")
 COUNTERS = ("rollouts", "proposals", "failures", "cache_hits", "cache_misses", *PURPOSES, "reissued", "discarded", "resumed",
-            "step_calls", "replayed", "abandoned", "billed", "repeated", "disagreed")
+            "step_calls", "replayed", "abandoned", "billed", "repeated", "disagreed", "stray_calls", "unattributed")
 
 
 @dataclass
@@ -51,6 +52,8 @@ class Usage(Tally):
     billed: int = 0  # the calls of every unit and step call recorded (see `calls`)
     repeated: int = 0  # rollouts drawn again on a task the same artifact was already measured on (neither failed with an error)
     disagreed: int = 0  # ... whose reward differed from the first: the rewards are samples, not the truth
+    stray_calls: int = 0  # model calls made in this process where no meter was (a thread `run` started), each billed
+    unattributed: int = 0  # ... made while another run was active in the process too: on neither bill
     errors: list[str] = field(default_factory=list)
     last_error: str | None = field(default=None, repr=False, compare=False)  # the newest, once `errors` is full
     model: ModelUsage = field(default_factory=ModelUsage)
@@ -72,6 +75,11 @@ class Usage(Tally):
     @property
     def tokens(self) -> int:
         return self.model.tokens
+
+    @property
+    def estimated_tokens(self) -> int:
+        """Of `tokens`, those estimated: the server or agent reported none."""
+        return self.model.estimated_tokens
 
     @property
     def units(self) -> int:
@@ -112,6 +120,21 @@ class Usage(Tally):
                 return
             self._add(step_calls=spend.calls, billed=spend.calls)
             self.model.add_spend(spend)
+
+    def count_stray(self, **counts: float) -> None:
+        """A model call made in the run's process where no meter was (on a thread the run's `run`,
+        `propose` or `reward` started), counted as it is made: a call of its own, as a step call is.
+        (The rollout it served is a call too, as one that asked no model is.)"""
+        with self._lock:
+            if self.settled:
+                return
+            self._add(stray_calls=counts.get("calls", 0), billed=counts.get("calls", 0))
+            self.model.add(**counts)
+
+    def miss_stray(self) -> None:
+        """A stray call made while another run was active in this process: it may be either's, so
+        it is counted on neither, only noted (`unattributed`)."""
+        self.add(unattributed=1)
 
     def settle_abandoned(self, started: int) -> None:
         """After a resume: each unit the run's processes started (`started`, the start log's

@@ -194,6 +194,45 @@ def test_without_usage_from_the_server_the_estimate_counts_the_system_prompt_and
                                                                      estimate_tokens(thought))
 
 
+@pytest.mark.parametrize("usage, measured", [
+    (None, (None, None)), ({"prompt_tokens": None}, (None, None)), ({"prompt_tokens": 77}, (77, None)),
+    ({"prompt_tokens": 77, "completion_tokens": 9}, (77, 9)), ({"prompt_tokens": 77.0, "completion_tokens": 9.0}, (77, 9)),
+    ({"prompt_tokens": 77.5, "completion_tokens": 9}, (None, 9))])
+def test_the_tokens_an_openai_server_does_not_report_are_estimated_and_counted_as_estimates(keyed, usage, measured):
+    """An estimate looked like a count (status said 10979 tokens, all of them guessed), and a count
+    sent as 77.0 was thrown away for an estimate."""
+    body = chat_body("y" * 40, usage=usage) if usage is not None else chat_body("y" * 40)
+    with LoopbackServer(openai_chat(lambda prompt: Response(body=body))) as server:
+        model = gpt(server)
+        model("hello world " * 10)
+    guessed = (estimate_tokens("hello world " * 10), estimate_tokens("y" * 40))
+    expected = [guess if count is None else count for count, guess in zip(measured, guessed)]
+    assert (model.usage.input_tokens, model.usage.output_tokens) == tuple(expected)
+    assert model.usage.estimated_tokens == sum(guess for count, guess in zip(measured, guessed) if count is None)
+
+
+@pytest.mark.parametrize("usage, input_tokens, estimated", [
+    ({"input_tokens": 10, "output_tokens": 7, "cache_read_input_tokens": 90}, 100, 0),
+    ({"output_tokens": 7, "cache_read_input_tokens": 90}, 90, 0),  # the cache's count was lost for an estimate
+    ({"output_tokens": 7, "cache_creation_input_tokens": 30.0}, 30, 0),
+    ({"output_tokens": 7}, estimate_tokens("hello world " * 10), estimate_tokens("hello world " * 10))])
+def test_a_claude_reply_counts_whichever_input_counts_it_reports_and_estimates_only_without_any(keyed, usage, input_tokens,
+                                                                                                estimated):
+    body = {"content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn", "usage": usage}
+    with LoopbackServer(anthropic_messages(lambda prompt: Response(body=body))) as server:
+        model = claude("c", base_url=server.url, **FAST)
+        model("hello world " * 10)
+    assert (model.usage.input_tokens, model.usage.output_tokens, model.usage.estimated_tokens) == (input_tokens, 7, estimated)
+
+
+def test_a_claude_reply_without_usage_is_estimated_whole_and_says_so(keyed):
+    body = {"content": [{"type": "text", "text": "z" * 40}], "stop_reason": "end_turn"}
+    with LoopbackServer(anthropic_messages(lambda prompt: Response(body=body))) as server:
+        model = claude("c", base_url=server.url, **FAST)
+        model("hello world " * 10)
+    assert model.usage.estimated_tokens == model.usage.tokens == estimate_tokens("hello world " * 10) + 10
+
+
 def test_a_call_waiting_for_a_slot_is_not_on_the_bill_until_it_gets_one(keyed):
     """The start log and the budget sit in `before_each_call`: a call queued behind
     `max_concurrency` others, then abandoned with its run, was never made."""

@@ -117,6 +117,28 @@ def test_evolve_watch_status_show_and_accept_the_walkthrough(service, tmp_path):
     assert service.status(run).state == "accepted"
 
 
+@pytest.mark.parametrize("usage", [True, False])
+def test_status_and_the_report_say_how_many_of_the_tokens_were_estimated(service, tmp_path, usage):
+    """A server that sends no usage has its tokens estimated: status showed the estimate as a count."""
+    def answer(request):  # as the agent, and as the reflector
+        prompt = request.json["messages"][-1]["content"]
+        text = domain.next_rule(prompt) if "<instructions>" in prompt else domain.answer(prompt)
+        body = {"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}]}
+        return Response(body={**body, "usage": {"prompt_tokens": 50, "completion_tokens": 1}} if usage else body)
+
+    with LoopbackServer(answer) as server:
+        agent = {"kind": "openai", "model": "m", "options": {"base_url": server.url + "/v1", "api_key_env": None}}
+        run = service.start(domain.spec(tmp_path, agent=agent, reflector=agent, rounds=1)).run_id
+        done = wait(service, run, timeout=120)
+    assert done.state == "finished" and done.tokens > 0, done
+    estimated = 0 if usage else done.tokens
+    assert done.estimated_tokens == estimated == json.loads(agentdescent("status", run, "--json").stdout)["estimated_tokens"]
+    said = f"{done.tokens} tokens ({done.tokens} of them estimated)"
+    assert (said in agentdescent("status", run).stdout) is not usage
+    assert agentdescent("report", run).returncode == 0
+    assert (said in service.store.get(run).file("report.html").read_text(encoding="utf-8")) is not usage
+
+
 def test_a_second_accept_of_an_l1_change_never_approves_the_next_one(service, tmp_path):
     """The user reviews a change in show and accepts it; the run posts the next within a second, and
     the same accept again (a retry, a double submit) is refused, naming the change pending now."""

@@ -145,6 +145,24 @@ def spend_sixty_calls(executor: str) -> None:
     assert result.usage.model.calls == result.usage.calls  # what the model was asked is what was billed
 
 
+def run_asking_on_threads(rendered: str, task: Task) -> str:
+    """An agent that asks its model twice at once, on threads of its own: no meter is there."""
+    with futures.ThreadPoolExecutor(2) as pool:
+        list(pool.map(MODEL, [task.prompt] * 2))
+    return run(rendered, task)
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_calls_a_run_makes_on_its_own_threads_come_back_with_its_rollouts_from_any_executor(executor):
+    """In a worker process no run is active: the rollout running there catches them, and they
+    travel back in its spend. They were on no bill."""
+    result = evolve(year_tasks(), reward, run=run_asking_on_threads, propose=propose_asking_once, rounds=2,
+                    n_workers=2, max_concurrency=2, parallelism=Parallelism(executor=executor, reissue_after=None), seed=3)
+    usage = result.usage
+    assert usage.model.calls == 2 * usage.rollouts + usage.proposals, usage.as_record()
+    assert usage.stray_calls == (2 * usage.rollouts if executor == "thread" else 0)  # on threads: the run's own
+
+
 def test_a_run_stopped_by_its_budget_counts_only_the_units_that_started():
     """The calls queued behind busy ones when the cap was reached never ran: the stop reason
     counted them (30 of max_calls=30, where 26 ran). The rounds stop 5 short of the cap: what
@@ -415,6 +433,13 @@ def test_a_run_on_ray_learns_what_it_learns_on_threads(local_ray):
 
 def test_on_ray_too_max_calls_is_passed_only_by_the_units_running_when_it_is_reached(local_ray):
     spend_sixty_calls("ray")
+
+
+def test_on_ray_the_calls_a_run_makes_on_its_own_threads_come_back_with_its_rollouts(local_ray):
+    """An actor runs several rollouts at once: the newest catches them, and the run's bill is whole."""
+    result = evolve(year_tasks(), reward, run=run_asking_on_threads, propose=propose_asking_once, rounds=2,
+                    n_workers=2, max_concurrency=4, parallelism=Parallelism(executor="ray", reissue_after=None), seed=3)
+    assert result.usage.model.calls == 2 * result.usage.rollouts + result.usage.proposals, result.usage.as_record()
 
 
 def test_a_ray_actor_killed_mid_rollout_is_restarted_and_its_rollout_run_again(local_ray, tmp_path):

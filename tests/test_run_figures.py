@@ -6,6 +6,8 @@ loopback HTTP server."""
 
 from __future__ import annotations
 
+import json
+import pickle
 import random
 import threading
 import time
@@ -45,6 +47,20 @@ def test_the_calls_started_count_each_call_in_flight_once_and_are_the_bill_once_
         assert usage.calls == usage.started_calls(starts.count()) == 4
     finally:
         starts.close()
+
+
+def test_the_bill_keeps_its_estimated_tokens_and_stray_calls_and_reads_one_written_without_them():
+    usage = Usage()
+    usage.count_rollout(Rollout(task=Task(id="a", prompt="a"), output="", reward=1.0,
+                                spend=Spend(calls=2, input_tokens=30, output_tokens=5, estimated_tokens=10)))
+    usage.count_stray(calls=1, input_tokens=8, estimated_tokens=8)
+    for again in (Usage.from_record(json.loads(json.dumps(usage.as_record()))), pickle.loads(pickle.dumps(usage))):
+        assert (again.calls, again.stray_calls, again.tokens, again.estimated_tokens) == (3, 1, 43, 18)
+    older = {name: value for name, value in usage.as_record().items() if name not in ("stray_calls", "unattributed")}
+    older["model"] = {name: value for name, value in older["model"].items() if name != "estimated_tokens"}
+    read = Usage.from_record(older)  # a checkpoint of a run written before these were kept
+    assert (read.calls, read.tokens, read.estimated_tokens, read.stray_calls) == (3, 43, 0, 0)
+    assert Spend(**{"calls": 1, "input_tokens": 4}).estimated_tokens == 0  # a journal's rollout line, likewise
 
 
 def test_a_run_that_raises_sends_its_settled_bill_last_with_the_calls_that_landed_after_the_heartbeat(

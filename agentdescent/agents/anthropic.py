@@ -16,7 +16,7 @@ from typing import Any
 
 from agentdescent.agents.endpoint import base_url_from, join_url
 from agentdescent.agents.http import DEFAULT_MAX_REPLY_CHARS, DEFAULT_TIMEOUT, BadReply, HTTPModel, Reply
-from agentdescent.agents.replies import glimpse
+from agentdescent.agents.replies import glimpse, plausible_tokens
 
 __all__ = ["Claude", "claude"]
 
@@ -112,11 +112,13 @@ def _is_text(block: Any, kind: str = "text") -> bool:
 
 
 def _input_tokens(usage: dict[str, Any]) -> int | None:
-    """Input tokens, counting the ones read from or written to the prompt cache."""
-    counts = [usage.get(name) for name in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")]
-    if not isinstance(counts[0], int):
-        return None
-    return sum(count for count in counts if isinstance(count, int))
+    """Input tokens, counting the ones read from or written to the prompt cache; None when none of
+    the three is reported (then the client estimates them), whichever of them are.
+    _input_tokens({"cache_read_input_tokens": 90}) == 90"""
+    counts = [plausible_tokens(usage.get(name)) for name in ("input_tokens", "cache_creation_input_tokens",
+                                                              "cache_read_input_tokens")]
+    reported = [count for count in counts if count is not None]
+    return sum(reported) if reported else None
 
 
 def claude(model: str, *, base_url: str | None = None, base_url_env: str | None = "ANTHROPIC_BASE_URL",

@@ -9,6 +9,17 @@ reflection) where that unit runs, and what it counted goes back with the unit's 
 on at its time limit sets a `cutoff` the same way: the shipped clients end every call made in it
 by then, so none runs on, nor starts, after the unit's result is written off. No client knows
 about `evolve`.
+
+A thread the caller's own code starts (a `ThreadPoolExecutor` inside a `run`) does not inherit
+the context, so a call made there finds no meter, and no budget would see it. Such a stray call
+goes to a catcher of the process's instead (`catching_strays`): the run active in the process
+(`evolve` opens one for its duration, in the driver, where a thread pool runs its units), else the
+newest unit of work running here (in a worker process or a Ray actor, where no run is: the call
+comes back with that unit's result, and the units an actor runs at once are all one run's). A
+stray call cannot tell which of two runs it served, so while two are active it is counted on
+neither, and each is told. The catchers live in the process, not in a context variable, because
+the process is all such a thread shares with the run; a call made in a metered context never
+reaches them.
 """
 
 from __future__ import annotations
@@ -18,7 +29,7 @@ import inspect
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, fields
 
 from agentdescent.errors import AgentError
@@ -53,7 +64,9 @@ class Tally:
 
 @dataclass
 class ModelUsage(Tally):
-    """Calls, failures, tokens, seconds and cost, added up; safe to update from many threads."""
+    """Calls, failures, tokens, seconds and cost, added up; safe to update from many threads.
+    `estimated_tokens` are those of `tokens` that were estimated (`estimate_tokens`), not reported
+    by a server or an agent."""
 
     calls: int = 0
     failures: int = 0
@@ -61,6 +74,7 @@ class ModelUsage(Tally):
     output_tokens: int = 0
     seconds: float = 0.0
     cost_usd: float = 0.0
+    estimated_tokens: int = 0
 
     @property
     def tokens(self) -> int:
@@ -101,10 +115,56 @@ _cutoff: contextvars.ContextVar[Cutoff | None] = contextvars.ContextVar("agentde
 
 
 def record(usage: ModelUsage, **counts: float) -> None:
-    """Add `counts` to a client's own usage and to every meter active here."""
+    """Add `counts` to a client's own usage and to every meter active here, or, where none is (a
+    thread the caller started), to the process's catcher of stray calls."""
     usage.add(**counts)
-    for meter in _meters.get():
+    meters = _meters.get()
+    if not meters:
+        _STRAYS.count(counts)
+    for meter in meters:
         meter.add(**counts)
+
+
+class _Strays:
+    """The process's catchers of stray calls: the runs active here, and the units of work running
+    here, newest last."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # held while a call is counted: a catcher let go has counted all it will
+        self._runs: list[tuple[Callable[..., None], Callable[[], None]]] = []
+        self._units: list[tuple[Callable[..., None], None]] = []
+
+    def count(self, counts: dict[str, float]) -> None:
+        with self._lock:
+            if len(self._runs) > 1:
+                for _, missed in self._runs:
+                    missed()
+            elif self._runs or self._units:
+                (self._runs or self._units)[-1][0](**counts)
+
+    @contextmanager
+    def catching(self, count: Callable[..., None], missed: Callable[[], None] | None) -> Iterator[None]:
+        catchers: list = self._units if missed is None else self._runs
+        catcher = (count, missed)
+        with self._lock:
+            catchers.append(catcher)
+        try:
+            yield
+        finally:
+            with self._lock:
+                del catchers[next(i for i, c in enumerate(catchers) if c is catcher)]
+
+
+_STRAYS = _Strays()
+
+
+def catching_strays(count: Callable[..., None], *, missed: Callable[[], None] | None = None) -> AbstractContextManager[None]:
+    """Within this block, a model call made in this process where no meter is (on a thread the
+    caller's code started) is counted by `count(**counts)`. With `missed`, the catcher is a run's:
+    it takes such calls before any unit's, and while another run's is open too, neither counts
+    them and `missed()` is called for each instead. Without, it is a unit's (`meter.add`): it takes
+    them while no run's is open and no unit opened after it is running."""
+    return _STRAYS.catching(count, missed)
 
 
 @contextmanager
@@ -171,6 +231,13 @@ def cutoff() -> Cutoff | None:
 def estimate_tokens(text: str) -> int:
     """A rough count for clients that report none: about four characters a token."""
     return (len(text) + 3) // 4
+
+
+def estimated(sent: str, said: str) -> dict[str, int]:
+    """The counts of a call whose tokens nobody reported: both estimated, and counted as estimates.
+    estimated("x" * 40, "y" * 8) == {"input_tokens": 10, "output_tokens": 2, "estimated_tokens": 12}"""
+    counts = {"input_tokens": estimate_tokens(sent), "output_tokens": estimate_tokens(said)}
+    return {**counts, "estimated_tokens": counts["input_tokens"] + counts["output_tokens"]}
 
 
 def accepts_keyword(fn: Callable[..., object], name: str, *, unknown: bool) -> bool:

@@ -37,7 +37,7 @@ from typing import Any
 from agentdescent import halts
 from agentdescent.agents import cli_args as args
 from agentdescent.agents import traces
-from agentdescent.agents.base import ModelUsage, cutoff, estimate_tokens, metered_call
+from agentdescent.agents.base import ModelUsage, cutoff, estimated, metered_call
 from agentdescent.agents.limits import DEFAULT_MAX_REPLY_CHARS, check_max_reply_chars, raise_hint
 from agentdescent.agents.redact import KEY_VARIABLES, guard_logging, redact
 from agentdescent.agents.replies import reply_byte_cap
@@ -111,7 +111,7 @@ class CLIAgent:
         with metered_call(self.usage) as counts:  # what a failed run reported still counts
             reply = self._finish(self._run(argv, cwd=workdir, env=env, stdin=stdin), env, counts)
             if "input_tokens" not in counts:  # the CLI reported none: estimate, as other clients do
-                counts.update(input_tokens=estimate_tokens(prompt), output_tokens=estimate_tokens(reply))
+                counts.update(estimated(prompt, reply))
         return reply
 
     def __repr__(self) -> str:

@@ -25,7 +25,8 @@ the answer into text. Around that one request it does what every provider needs:
   completion is retried once (a proxy's hiccup, more often a misconfiguration); other 4xx are not
   retried, and 401 and 403 name the key variable to check;
 - **usage**: one call on success (tokens from the server, else estimated from all the request
-  sends and all the reply holds, system prompt and reasoning included), one call and one failure
+  sends and all the reply holds, system prompt and reasoning included, and counted as estimated
+  in `usage.estimated_tokens`), one call and one failure
   when it fails for good with an `AgentError` naming the model, the URL without its query, what
   went wrong and the attempts. A call's tokens are those of every reply the server counted for
   it: one cut at its output limit, or retried, is billed though its text is not used.
@@ -43,6 +44,7 @@ import random
 import threading
 import time
 import zlib
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -61,7 +63,7 @@ from agentdescent.agents.limits import (
     raise_hint,
 )
 from agentdescent.agents.redact import guard_logging, redact, register
-from agentdescent.agents.replies import body_snippet, counted, inflated, inflater_for, reply_byte_cap, sent_text, snippet, with_rejected
+from agentdescent.agents.replies import body_snippet, counted, inflated, inflater_for, reply_byte_cap, sent_text, snippet
 from agentdescent.agents.waits import WAITED_OUT, backoff_wait, refusal, server_wait, waited_out_hint
 from agentdescent.errors import AgentError, BadReply, UserError
 from agentdescent.governance.text import with_lone_surrogates_replaced
@@ -110,7 +112,7 @@ class _Call:
     out_of_time: bool = False  # a retry was refused: its wait would outlast the deadline
     cut_off: str = ""  # the caller's limit, when the deadline is its cutoff rather than `timeout`
     last: str = ""  # the answer of the last attempt that failed and was retried: what the deadline cut short
-    rejected_tokens: tuple[int, int] = (0, 0)  # (input, output) of replies the server billed and we did not use
+    rejected: Counter[str] = field(default_factory=Counter)  # the tokens of replies the server billed and we did not use
     halt: halts.Halt | None = field(default_factory=halts.current, repr=False)  # its run's: once it stops, no time is left
 
     def remaining(self) -> float:
@@ -176,9 +178,8 @@ class HTTPModel:
                 try:
                     reply, tokens = self._with_retries(call)
                 finally:
-                    counts.update(input_tokens=call.rejected_tokens[0], output_tokens=call.rejected_tokens[1])
-                spent = counted(tokens, call.prompt, reply.reasoning + reply.text)
-                counts.update(input_tokens=counts["input_tokens"] + spent[0], output_tokens=counts["output_tokens"] + spent[1])
+                    counts.update(call.rejected)
+                counts.update(call.rejected + counted(tokens, call.prompt, reply.reasoning + reply.text))
         finally:
             if call.holding:
                 self._slots.release()
@@ -341,7 +342,7 @@ class HTTPModel:
 
     def _read(self, response: httpx.Response, body: bytes, call: _Call) -> tuple[Reply, tuple[Any, Any]]:
         """The reply and the tokens the server reports for it; the tokens of a reply not used are
-        added to the call's `rejected_tokens` (the provider bills them all the same)."""
+        added to the call's `rejected` (the provider bills them all the same)."""
         status = response.status_code
         if status in RETRY_STATUSES:
             raise _Retry(f"{refusal(status)}: {body_snippet(response, body)}", retry_after=server_wait(response.headers),
@@ -359,12 +360,12 @@ class HTTPModel:
         try:
             reply = self._parse(data)
         except BadReply as exc:
-            call.rejected_tokens = with_rejected(call.rejected_tokens, tokens, call.prompt, None)
+            call.rejected.update(counted(tokens, call.prompt, None))
             call.bad_replies += 1
             raise _Retry(snippet(str(exc)), once=True) from None
         failed = self._unused(reply)
         if failed:
-            call.rejected_tokens = with_rejected(call.rejected_tokens, tokens, call.prompt, reply.reasoning + reply.text)
+            call.rejected.update(counted(tokens, call.prompt, reply.reasoning + reply.text))
             raise AgentError(self._failure(call, failed))
         return reply, tokens
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import reprlib
 import zlib
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -85,8 +86,11 @@ def glimpse(data: Any) -> str:
 
 
 def plausible_tokens(tokens: Any) -> int | None:
-    """A server's token count when it is one a call can have, else None (a count of 10**4000 would
-    end the budget and make the run's status unreadable)."""
+    """A server's token count when it is one a call can have (a whole number, sent as a float too),
+    else None (a count of 10**4000 would end the budget and make the run's status unreadable).
+    plausible_tokens(77.0) == 77"""
+    if isinstance(tokens, float) and tokens.is_integer():
+        tokens = int(tokens)
     plausible = isinstance(tokens, int) and not isinstance(tokens, bool) and 0 <= tokens <= MAX_TOKENS_A_CALL
     return tokens if plausible else None
 
@@ -110,21 +114,17 @@ def _texts(part: Any) -> list[str]:
     return [block["text"] for block in part if isinstance(block, dict) and isinstance(block.get("text"), str)]
 
 
-def or_estimate(tokens: Any, text: str) -> int:
-    """The server's count when plausible, else an estimate from the text."""
-    count = plausible_tokens(tokens)
-    return estimate_tokens(text) if count is None else count
-
-
-def counted(tokens: tuple[Any, Any], sent: str, said: str) -> tuple[int, int]:
-    """(input, output) tokens of a reply: the server's counts where plausible, else estimates from
-    all the request sent and all the reply said (its reasoning too: billed as output)."""
-    return or_estimate(tokens[0], sent), or_estimate(tokens[1], said)
-
-
-def with_rejected(so_far: tuple[int, int], tokens: tuple[Any, Any], sent: str, said: str | None) -> tuple[int, int]:
-    """`so_far` plus the tokens of a reply not used, which the server bills all the same: its counts,
-    else, for a reply whose text was read (`said`), an estimate (one without its answer and without
-    counts adds nothing)."""
-    spent = [plausible_tokens(count) or 0 for count in tokens] if said is None else counted(tokens, sent, said)
-    return so_far[0] + spent[0], so_far[1] + spent[1]
+def counted(tokens: tuple[Any, Any], sent: str, said: str | None) -> Counter[str]:
+    """A reply's tokens as counts for the bill (`input_tokens`, `output_tokens`): the server's where
+    plausible, else estimates from all the request sent and all the reply said (its reasoning too:
+    billed as output), which `estimated_tokens` counts again; for a reply not read (`said` None), the
+    server's counts only.
+    counted((77.0, None), "x" * 40, "y" * 8) == Counter(input_tokens=77, output_tokens=2, estimated_tokens=2)"""
+    counts: Counter[str] = Counter()
+    for name, count, text in (("input_tokens", tokens[0], sent), ("output_tokens", tokens[1], said)):
+        plausible = plausible_tokens(count)
+        if plausible is None and text is not None:
+            plausible = estimate_tokens(text)
+            counts["estimated_tokens"] += plausible
+        counts[name] += plausible or 0
+    return counts

@@ -17,7 +17,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
-from agentdescent.agents.base import ModelUsage, estimate_tokens, metered_call
+from agentdescent.agents.base import ModelUsage, estimated, metered_call
 from agentdescent.errors import AgentError, UserError
 
 Script = Callable[[str], str] | Mapping[str, str] | Sequence[str]
@@ -42,7 +42,7 @@ class ScriptedModel:
         `cwd`, the current directory when None)."""
         with metered_call(self.usage) as counts:
             reply = self._reply(prompt, os.fspath(cwd or os.getcwd())) if self._wants_cwd else self._reply(prompt)
-            counts.update(input_tokens=estimate_tokens(prompt), output_tokens=estimate_tokens(reply))
+            counts.update(estimated(prompt, reply))
         return reply
 
 

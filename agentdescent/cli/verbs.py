@@ -32,7 +32,7 @@ from agentdescent.runs import Service, keys
 from agentdescent.runs.agentcheck import CHECK_MODELS_HELP
 from agentdescent.runs.review import DiffView, Shown
 from agentdescent.runs.spec import SpecError
-from agentdescent.runs.status import RunStatus
+from agentdescent.runs.status import RunStatus, said_tokens
 
 Command = Callable[[argparse.Namespace, Console], int]
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
@@ -193,7 +193,7 @@ def run_status(args: argparse.Namespace, console: Console) -> int:
     ending(console, status, f"  target: {status.target} ({status.kind})",
            f"  round {status.round} of {status.rounds}; held-out reward "
            f"{_rewards(status.initial_reward, status.best_reward)}{last}",
-           f"  calls: {status.calls}{cap}, {status.tokens} tokens", *_failures(status),
+           f"  calls: {status.calls}{cap}, {said_tokens(status.tokens, status.estimated_tokens)}", *_failures(status),
            f"  diffs: {outcomes or 'none judged yet'}",
            *(f"  warning: {w}" for w in status.warnings),
            *([f"  waiting on {status.waiting_on}"] if status.waiting_on else []))

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from agentdescent import events as ev
 from agentdescent import halts
+from agentdescent.agents.base import catching_strays
 from agentdescent.artifacts.strategies import AppendRules, Strategy
 from agentdescent.artifacts.workspace import TreeRunner
 from agentdescent.config import BATCHED_WAVE, DEFAULTS, Budget, Parallelism, Policies, Settings
@@ -226,7 +227,8 @@ def evolve(
             pipeline=pipeline, shards=shards,
             fingerprint=fingerprint(artifact_id=artifact_id, strategy=strategy, seed=seed, train=train, held_out=held_out),
         )
-        with ctrl_c.caught(interrupt):
+        # a model call on a thread `run` started finds no meter: counted on the run all the same (`agents.base`)
+        with ctrl_c.caught(interrupt), catching_strays(usage.count_stray, missed=usage.miss_stray):
             _load(calls, interrupt, run=run, reward=reward, propose=propose)
             result = loop.run()
     finally:
@@ -253,7 +255,17 @@ def evolve(
             "(a straggler's losing attempt: the other had answered) and left to finish alone; usage counts "
             f"{'each' if left > 1 else 'it'} as a call (abandoned), not what {'they spend' if left > 1 else 'it spends'} "
             "in tokens")
+    if result is not None and usage.unattributed:
+        result.warnings.append(_unattributed(usage.unattributed))
     return result
+
+
+def _unattributed(calls: int) -> str:
+    return (f"{calls} model call{'s' if calls > 1 else ''} made on threads the run did not start (where no meter is) "
+            "went on no run's bill and under no budget: another evolve() was running in this process at the time, "
+            "and such a call cannot tell which run it served. Hand a thread its work with "
+            "contextvars.copy_context().run (pool.submit(contextvars.copy_context().run, fn, *args)), which carries "
+            "the rollout's meter along, or run one evolve() at a time in a process")
 
 
 def _load(pool: Executor, interrupt: CancelToken, **callables: object) -> None:

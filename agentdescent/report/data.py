@@ -77,6 +77,7 @@ class ReportData(BaseModel):
     rounds_max: int | None = None
     calls: int | None = None
     tokens: int | None = None
+    estimated_tokens: int = 0  # of those tokens, the ones estimated (the server or agent reported none)
     cost_usd: float | None = None
     steps: list[StepRecord] = Field(default_factory=list)
     outcomes: list[Outcome] = Field(default_factory=list)
@@ -198,6 +199,7 @@ def _progress(data: ReportData, status: RunStatus | None, result: EvolveResult |
     if usage is not None:
         data.calls = usage.calls
         data.tokens = usage.tokens or None
+        data.estimated_tokens = usage.estimated_tokens
         data.cost_usd = usage.model.cost_usd or None
 
 

@@ -20,6 +20,7 @@ from agentdescent.agents.redact import redact
 from agentdescent.quoting import shown
 from agentdescent.report.data import ReportData
 from agentdescent.report.plots import per_round
+from agentdescent.runs.status import said_tokens
 from agentdescent.types import OUTCOME_MEANINGS as MEANINGS
 
 STYLE = """
@@ -83,7 +84,7 @@ def _intro(data: ReportData) -> str:
 def _summary(data: ReportData) -> str:
     spent = "not recorded" if data.calls is None else str(data.calls)
     if data.tokens:
-        spent += f", {data.tokens} tokens"
+        spent += f", {said_tokens(data.tokens, data.estimated_tokens)}"
     if data.cost_usd:
         spent += f", ${data.cost_usd:.4f}"
     rounds = f"{len(data.steps)}" + (f" of at most {data.rounds_max}" if data.rounds_max else "")
@@ -123,7 +124,7 @@ def _calls(data: ReportData, image: bytes | str) -> str:
     table = _table(("round", "from version", "committed version", "diffs", "outcomes", "train reward (head -> candidate)",
                     "held-out reward", "calls in the round", "calls so far", "tokens in the round",
                     "cost in the round"), rows) if rows else _caption("No round recorded.")
-    spent = f" The run spent {data.tokens} tokens in all." if data.tokens else (
+    spent = f" The run spent {said_tokens(data.tokens, data.estimated_tokens)} in all." if data.tokens else (
         " No tokens were recorded (the run's agent and reflector report none, as plain functions do).")
     if data.steps and data.calls is not None and data.calls > data.steps[-1].calls:
         spent += (f" The run's total ({data.calls}) also counts the {data.calls - data.steps[-1].calls} calls made "

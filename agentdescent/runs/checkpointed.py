@@ -56,7 +56,8 @@ def interrupted(run: RunDir, status: RunStatus) -> RunStatus:
            "killed, crashed or the machine restarted")
     return status.model_copy(update={
         "state": "interrupted", "round": round_, "calls": max(status.calls, usage.calls),
-        "tokens": max(status.tokens, usage.tokens), "waiting_on": None,  # nothing waits: a resume asks again
+        "tokens": max(status.tokens, usage.tokens), "estimated_tokens": max(status.estimated_tokens, usage.estimated_tokens),
+        "waiting_on": None,  # nothing waits: a resume asks again
         "message": f"the run's process is gone ({why}) at round {round_} of {status.rounds}",
         "next": f"{command('resume', run.id)} continues it where it stopped",
     })

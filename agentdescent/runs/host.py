@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agentdescent.agents.base import Cutoff, ModelUsage, cutoff, estimate_tokens, metered_call
+from agentdescent.agents.base import Cutoff, ModelUsage, cutoff, estimated, metered_call
 from agentdescent.errors import AgentError
 from agentdescent.runs.mailbox import Mailbox
 from agentdescent.step.changes import Declined, GatedChange
@@ -72,7 +72,7 @@ class HostAgent:
             text = answer.get("answer")
             if not isinstance(text, str):
                 raise AgentError(f"the host's answer to a {self._kind} holds no text")
-            counts.update(input_tokens=estimate_tokens(prompt), output_tokens=estimate_tokens(text))
+            counts.update(estimated(prompt, text))
         return text
 
     def _cut_off(self) -> Cutoff | None:

@@ -1,10 +1,12 @@
 """The units of work that may run away from the driver: one rollout, one reflection.
 
 Each takes plain data and the user's callables, counts the model calls made while it runs on a
-meter of its own, and returns a plain record with what they spent. So usage travels back with the
-result, from a thread, a process or another machine alike, and nothing here holds a lock, a cache
-or a future. What they leave out: caching results and adding up usage, which the driver does
-where the results arrive (`Evaluator`, `Worker`).
+meter of its own (and, in a process where no run is active, a worker process's, the calls made on
+threads the callables started: `agents.base.catching_strays`), and returns a plain record with
+what they spent. So usage travels back with the result, from a thread, a process or another
+machine alike, and nothing here holds a lock, a cache or a future. What they leave out: caching
+results and adding up usage, which the driver does where the results arrive (`Evaluator`,
+`Worker`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from agentdescent import halts
-from agentdescent.agents.base import ModelUsage, accepts_keyword, cut_off_at, metering
+from agentdescent.agents.base import ModelUsage, accepts_keyword, catching_strays, cut_off_at, metering
 from agentdescent.artifacts.strategies import InvalidProposal
 from agentdescent.errors import UserError
 from agentdescent.quoting import bounded, described, quoted
@@ -43,7 +45,7 @@ def roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], floa
 
     def metered() -> Rollout:
         start = time.monotonic()
-        with metering(meter):
+        with metering(meter), catching_strays(meter.add):
             output, value, error = _roll_out(run, reward, rendered, task)
         return Rollout(task=task, output=output, reward=value, error=error, spend=meter.spent(),
                        seconds=time.monotonic() - start)
@@ -223,7 +225,7 @@ def reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence[
     meter = ModelUsage()
 
     def metered() -> Reflection:
-        with metering(meter):
+        with metering(meter), catching_strays(meter.add):
             reflection = _reflect(propose, rendered, chosen, tried)
         return reflection.model_copy(update={"spend": meter.spent()})
 

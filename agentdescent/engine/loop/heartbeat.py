@@ -64,12 +64,12 @@ class Heartbeat:
                  every: float = BEAT_S) -> None:
         self._usage, self._emit, self._every = usage, emit, every
         self._started = started  # the units every process of the run started (the start log's length)
-        self._told = (usage.calls, usage.tokens, usage.failures)
+        self._told = (usage.calls, usage.tokens, usage.failures, usage.estimated_tokens)
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._told = (self._usage.started_calls(self._started()), self._usage.tokens, self._usage.failures)
+        self._told = self._bill()
         self._thread = threading.Thread(target=self._beat, name="agentdescent-heartbeat", daemon=True)
         self._thread.start()
 
@@ -88,8 +88,13 @@ class Heartbeat:
     def tell(self) -> None:
         """Send `Spent` when the bill changed since it was last told (asked again after `stop`, once
         the run has settled its bill: what it paid)."""
-        now = (self._usage.started_calls(self._started()), self._usage.tokens, self._usage.failures)
+        now = self._bill()
         if now != self._told:
             self._told = now
             errors = self._usage.errors
-            self._emit(ev.Spent(calls=now[0], tokens=now[1], failures=now[2], failure=errors[0] if errors else None))
+            self._emit(ev.Spent(calls=now[0], tokens=now[1], failures=now[2], estimated_tokens=now[3],
+                                failure=errors[0] if errors else None))
+
+    def _bill(self) -> tuple[int, int, int, int]:
+        usage = self._usage
+        return usage.started_calls(self._started()), usage.tokens, usage.failures, usage.estimated_tokens

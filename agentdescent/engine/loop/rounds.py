@@ -117,7 +117,7 @@ class Loop:
             held_out=len(self.held_out), version=head, ledger=str(self.ledger.path), temporary=self.temporary,
             continued_from=head if existed and saved is None else None,
             resumed_round=self._next_round if saved is not None else None, outcomes=dict(kept),
-            calls=usage.calls, tokens=usage.tokens))
+            calls=usage.calls, tokens=usage.tokens, estimated_tokens=usage.estimated_tokens))
         for note in notes:
             self._warn(note)
         for outcome in recovered:
