@@ -72,6 +72,24 @@ def test_claude_records_tokens_including_cached_and_cost(fake):
     assert meter.as_dict() == usage.as_dict()
 
 
+def test_claude_counts_every_model_s_tokens_where_usage_holds_only_the_last_turn(fake):
+    """Claude Code 2.1 puts only the last turn in `usage` (a subagent's turns, or a second turn after
+    a task notification, are not in it) and every request of the call, by model, in `modelUsage`."""
+    fake.mode("subagent")
+    agent = claude_code()
+    agent("a", cwd=fake.workspace)
+    usage = agent.usage  # malformed entries (text, a negative, a bool, a float) count nothing
+    assert (usage.input_tokens, usage.output_tokens) == (10000 + 500 + 20 + 300, 100)
+    assert usage.cost_usd == pytest.approx(0.0125)  # total_cost_usd, the whole call's
+
+
+def test_claude_reads_usage_where_model_usage_holds_no_counts(fake):
+    fake.mode("subagent_list")
+    agent = claude_code()
+    agent("a", cwd=fake.workspace)
+    assert (agent.usage.input_tokens, agent.usage.output_tokens) == (4000, 40)
+
+
 def test_claude_accepts_the_older_cost_field(fake):
     fake.mode("legacy_cost")
     agent = claude_code()

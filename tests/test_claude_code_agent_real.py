@@ -79,3 +79,25 @@ def test_a_prompt_past_what_one_command_line_argument_holds_reaches_the_model_wh
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
         assert claude_code(executable=str(host_bin("claude")))(prompt, cwd=tempfile.mkdtemp()) == "done"
     assert "line 7999 of a large skill folder" in json.dumps(model.chats[0].body)
+
+
+def test_a_subagents_tokens_are_on_the_calls_usage(home, monkeypatch):
+    """The main loop hands a job to a subagent in the background and a task notification starts a
+    second turn: the result's `usage` holds that last turn alone, its `modelUsage` every request."""
+    def script(chat: Chat):
+        if "SUBAGENT-JOB" in json.dumps(chat.body["messages"][0]):
+            return "sub done"  # the subagent's own loop
+        if not chat.history:
+            tool = "Task" if "Task" in chat.offered else "Agent"
+            return ToolUse(tool, {"description": "sub", "prompt": "SUBAGENT-JOB: say sub done",
+                                  "subagent_type": "general-purpose"})
+        return "done"
+
+    model, requests = ScriptedModel(script), []
+    with LoopbackServer(lambda request: requests.append(request.path) or model(request)) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        agent = claude_code(executable=str(host_bin("claude")))
+        agent("Answer the task.", cwd=tempfile.mkdtemp(prefix="workspace-"))
+    assert model.errors == [] and len(model.chats) >= 3  # the main loop twice, the subagent at least once
+    sent = requests.count("/v1/messages")  # each answered as 1 token in, 1 out
+    assert (agent.usage.input_tokens, agent.usage.output_tokens) == (sent, sent)

@@ -7,8 +7,9 @@ agent in a working directory (a rollout's workspace) and return its final answer
 Each call starts one headless process (`claude -p ... --output-format json`, or `codex exec
 --json ...`) with stdin closed but for a long prompt (`cli_args.given`), in its own process group, saving no session in the user's home
 where the CLI's help lists the flag for it, and parses the machine output: Claude Code's single
-JSON result object, Codex's JSONL events. Calls, failures, tokens,
-seconds and (for Claude Code) the reported cost are recorded on `agent.usage` and on every active
+JSON result object, Codex's JSONL events. Calls, failures, tokens (Claude Code's summed over the
+models of its `modelUsage`, every request of the call, subagents' too), seconds and (for Claude
+Code) the reported cost are recorded on `agent.usage` and on every active
 meter. A failed call raises `AgentError` with the CLI's own account (error subtype, failed turn),
 the exit code and the stderr tail; a timeout (or the caller's `cutoff`, a rollout's
 `rollout_timeout`, when that comes first, or the stop of the run the call is part of: `halts`)
@@ -25,6 +26,7 @@ process-group handling (there only the CLI itself is killed on timeout).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -48,6 +50,7 @@ from agentdescent.quoting import quoted
 __all__ = ["CLIAgent", "ClaudeCode", "Codex", "claude_code", "codex"]
 
 _TAIL_LINES, _TAIL_CHARS, _HEAD_CHARS = 20, 2000, 300
+_MODELS = 64  # the models of one call's `modelUsage` read, at most
 
 
 @dataclass
@@ -322,9 +325,18 @@ def _claude_result(stdout: str) -> dict[str, Any] | None:
 
 
 def _claude_counts(result: Mapping[str, Any]) -> dict[str, float]:
+    """Tokens (cached ones included) and cost. `modelUsage` counts every request of the call, by
+    model; `usage` may hold only the last turn (a subagent's turns are not in it), so it is read
+    only where `modelUsage` holds no model's counts."""
     counts: dict[str, float] = {}
+    by_model = result.get("modelUsage")
+    models = [m for m in itertools.islice(by_model.values(), _MODELS) if isinstance(m, dict)] if isinstance(by_model, dict) else []
     usage = result.get("usage")
-    if isinstance(usage, dict):
+    if models:
+        counts["input_tokens"] = sum(_count(m.get(key)) for m in models for key in
+                                     ("inputTokens", "cacheCreationInputTokens", "cacheReadInputTokens"))
+        counts["output_tokens"] = sum(_count(m.get("outputTokens")) for m in models)
+    elif isinstance(usage, dict):
         counts["input_tokens"] = sum(_count(usage.get(key)) for key in
                                      ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
         counts["output_tokens"] = _count(usage.get("output_tokens"))
