@@ -196,3 +196,11 @@ class Usage(Tally):
             if "billed" not in record:  # a record from before the count of calls was kept
                 self.billed = max(self.rollouts + self.proposals, model.calls)
             self.errors, self.model = list(record.get("errors", [])), model
+
+
+def dollars(usd: float) -> str:
+    """Money as a person reads it: to the cent from a dollar up, else to three figures.
+
+    dollars(66.654) == "$66.65"; dollars(0.0125) == "$0.0125"
+    """
+    return f"${usd:,.2f}" if usd >= 1 else f"${usd:.3g}"

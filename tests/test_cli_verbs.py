@@ -58,6 +58,9 @@ def test_plan_prints_the_quote_and_starts_nothing(service, tmp_path):
     plan = json.loads(agentdescent("plan", spec, "--json").stdout)
     assert plan["quote"]["calls_high"] <= 500 and plan["train"] + plan["held_out"] == 24
     assert service.runs() == []
+    priced = spec_file(tmp_path, price_per_1k_tokens=0.5)  # money said alike by plan and by its --json's next
+    money = re.search(r"cost: (\$[\d,]+\.\d\d-\$[\d,]+\.\d\d)\n", agentdescent("plan", priced).stdout).group(1)
+    assert f"calls, {money}: " in json.loads(agentdescent("plan", priced, "--json").stdout)["next"]
 
 
 def test_plan_finds_python_refs_from_the_installed_script(service, tmp_path):

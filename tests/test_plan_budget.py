@@ -173,7 +173,32 @@ def test_a_max_tokens_under_the_smallest_run_is_a_warning_not_a_refusal(service,
     assert any(f"max_tokens=100 is below the about {needed:,} tokens the smallest run takes" in w
                for w in plan.warnings), plan.warnings
     plenty = service.plan(domain.spec(tmp_path, budget={"max_tokens": needed}))
-    assert not any("max_tokens" in w for w in plenty.warnings)
+    assert not any("is below" in w for w in plenty.warnings)
+
+
+def test_a_max_tokens_caps_the_quote_at_the_calls_it_lets_start(service, tmp_path):
+    """max_tokens bounds the bill as max_calls does: the quote's calls and money stop at what it pays
+    for at the quote's tokens a call, and no warning says that only rounds bound the bill."""
+    free = service.plan(domain.spec(tmp_path, price_per_1k_tokens=0.5))
+    assert any("only rounds bound the bill" in w for w in free.warnings)
+    per = free.quote.tokens_per_call
+    cap = (free.quote.calls_low + free.quote.calls_high) // 2 * per + per // 2
+    plan = service.plan(domain.spec(tmp_path, price_per_1k_tokens=0.5, budget={"max_tokens": cap}))
+    start = -(-cap // per)  # a call starts while the tokens spent are under the cap
+    assert (plan.quote.calls_low, plan.quote.calls_high) == (free.quote.calls_low, start)
+    assert (plan.quote.calls_cap, plan.quote.calls_by_tokens) == (None, start)
+    assert plan.quote.cost_high_usd == pytest.approx(start * per / 1000 * 0.5, abs=1e-4)
+    assert f"max_tokens={cap}" in plan.quote.basis and "the calls running when it is reached" in plan.quote.basis
+    assert not any("only rounds" in w for w in plan.warnings), plan.warnings
+    assert any(w.startswith(f"no budget.max_calls: max_tokens={cap:,} bounds the bill") for w in plan.warnings)
+    low = service.plan(domain.spec(tmp_path, price_per_1k_tokens=0.5, budget={"max_tokens": 10 * per}))
+    assert (low.quote.calls_low, low.quote.calls_high) == (10, 10)
+
+
+def test_the_quotes_money_is_to_the_cent_at_both_ends(service, tmp_path):
+    plan = service.plan(domain.spec(tmp_path, price_per_1k_tokens=0.5))
+    assert plan.quote.cost_low_usd >= 1
+    assert f"calls, ${plan.quote.cost_low_usd:,.2f}-${plan.quote.cost_high_usd:,.2f}: " in plan.next
 
 
 def test_a_task_set_too_small_for_the_run_is_a_warning_with_the_way_out(service, tmp_path):

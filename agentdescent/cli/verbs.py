@@ -30,6 +30,7 @@ from agentdescent.engine.evolve import TEMPORARY_LEDGER_PREFIX
 from agentdescent.errors import UserError
 from agentdescent.runs import Service, keys
 from agentdescent.runs.agentcheck import CHECK_MODELS_HELP
+from agentdescent.runs.quote import money
 from agentdescent.runs.review import DiffView, Shown
 from agentdescent.runs.spec import SpecError
 from agentdescent.runs.status import RunStatus, said_tokens
@@ -126,9 +127,10 @@ def run_plan(args: argparse.Namespace, console: Console) -> int:
         return plain.model(console, plan)
     q = plan.quote
     files = f", {plural(plan.files, 'file')}" if plan.files is not None else ""
-    cap = f"capped at {q.calls_cap} by max_calls" if q.calls_cap is not None else "no cap (max_calls sets one)"
-    cost = (f"${q.cost_low_usd:g}-${q.cost_high_usd:g}" if q.cost_low_usd is not None
-            else "no price in the spec (price_per_call or price_per_1k_tokens gives one)")
+    caps = ([f"at {q.calls_cap} by max_calls"] if q.calls_cap is not None else []) + (
+        [f"at about {q.calls_by_tokens} by max_tokens"] if q.calls_by_tokens is not None else [])
+    cap = "capped " + " and ".join(caps) if caps else "no cap (max_calls or max_tokens sets one)"
+    cost = money(q) or "no price in the spec (price_per_call or price_per_1k_tokens gives one)"
     shown = ", ".join(plan.carried[:3]) + (f" and {plan.carried_total - 3} more" if plan.carried_total > 3 else "")
     carried = [f"  carried as they are (not text, never changed): {shown}"] if plan.carried else []
     say(console, f"plan for {plan.target} ({plan.kind}{files}); nothing has started", *carried,

@@ -16,7 +16,9 @@ The low end is a run where every round proposes a little: the smallest run
 that finds nothing left to fix spends less on its later rounds. The high end is one where every
 round proposes everything, breaks a whole wave, and (with gated keys) every reflection is an L1
 change that passes its test. `max_calls` caps what a run starts, so it
-bounds the high end; a `max_calls` under the smallest run is refused (`smallest.refusal`). Left
+bounds the high end; a `max_calls` under the smallest run is refused (`smallest.refusal`). So does
+`max_tokens`, at the quote's tokens a call: no call starts once it is reached, and the calls running
+then add theirs. Left
 out: the tokens of a CLI agent's session, which its own tool use decides (the per-token price,
 and `max_tokens` against the estimate, are then only indicative), and rewards that are samples,
 whose tests draw again where a decision hinges on a task, and L1 files a change would add where
@@ -33,6 +35,7 @@ from pydantic import BaseModel
 from agentdescent.agents.base import estimate_tokens
 from agentdescent.engine.calls.smallest import MINIBATCH, Sizes, fraction_within, smallest_run
 from agentdescent.engine.split import FEW_HELD_OUT, tasks_holding_out
+from agentdescent.usage import dollars
 
 REFLECTIONS, SCOUTS, WAVE, SHARE = 2, 1, 16, 0.2
 TOKENS_OUT = 300  # a typical reply
@@ -47,6 +50,7 @@ class Quote(BaseModel):
     calls_low: int
     calls_high: int
     calls_cap: int | None  # max_calls: no call starts past it
+    calls_by_tokens: int | None = None  # the calls max_tokens lets start at tokens_per_call (those running then pass it)
     cost_low_usd: float | None = None
     cost_high_usd: float | None = None
     tokens_per_call: int
@@ -115,10 +119,10 @@ def whole_file_warnings(files: Mapping[str, str], *, reply_limit: int | None, re
 
 
 def budget_warnings(*, cost: Quote, sizes: Sizes, max_tokens: int | None, rounds: int) -> list[str]:
-    """What a budget that can run still falls short of: a first round at the high end (the run may
-    commit nothing), the rounds a `max_calls` under the low end pays for, and a `max_tokens` under
-    the smallest run at the estimated tokens a call."""
-    found = []
+    """What bounds the bill where no `max_calls` does, and what a budget that can run still falls
+    short of: a first round at the high end (the run may commit nothing), the rounds a `max_calls`
+    under the low end pays for, and a `max_tokens` under the smallest run at the estimated tokens a call."""
+    found = uncapped_warnings(cost, max_tokens=max_tokens)
     ends = sizes.start + sizes.held_out
     if cost.calls_cap is not None and cost.calls_cap < ends + cost.round_high:
         found.append(f"max_calls={cost.calls_cap:,} leaves {cost.calls_cap - ends:,} calls for the rounds after the "
@@ -142,7 +146,8 @@ def budget_warnings(*, cost: Quote, sizes: Sizes, max_tokens: int | None, rounds
 
 
 def quote(sizes: Sizes, *, rounds: int, artifact_chars: int, prompt_chars: int, max_calls: int | None,
-          price_per_call: float | None, price_per_1k_tokens: float | None, reflections: int = REFLECTIONS,
+          price_per_call: float | None, price_per_1k_tokens: float | None, max_tokens: int | None = None,
+          reflections: int = REFLECTIONS,
           scouts: int = SCOUTS, wave: int = WAVE, cheap_eval_tasks: int | None = None,
           calibrate_train: bool = False, gated: bool = False) -> Quote:
     """The range of calls a run takes, and its cost when a price is given; `reflections`: at most a
@@ -158,9 +163,11 @@ def quote(sizes: Sizes, *, rounds: int, artifact_chars: int, prompt_chars: int, 
         if calibrate_train else 0  # train tasks the start draws too
     low = low_end(sizes, rounds) + drawn
     high = math.ceil((sizes.start + drawn + sizes.held_out + rounds * high_round) / (1 - SHARE))
-    if max_calls is not None:
-        low, high = min(low, max_calls), min(high, max_calls)
     tokens = (artifact_chars + prompt_chars) // 4 + TOKENS_OUT
+    by_tokens = -(-max_tokens // tokens) if max_tokens is not None else None  # a call starts while the spend is under it
+    for cap in (max_calls, by_tokens):
+        if cap is not None:
+            low, high = min(low, cap), min(high, cap)
 
     def cost(calls: int) -> float | None:
         if price_per_call is not None:
@@ -180,9 +187,30 @@ def quote(sizes: Sizes, *, rounds: int, artifact_chars: int, prompt_chars: int, 
                 f"{probes} probes and the {sizes.held_out} held-out tasks (the L1 gate's oracle)" if gated else "")
              + f"; held-out evaluation on the way at most {SHARE:.0%} of the calls; {rounds} rounds (the smallest "
              f"run, both held-out measurements and one round at the low end: {smallest_run(sizes)} calls)"
-             + (f", capped by max_calls={max_calls}" if max_calls is not None else ""))
-    return Quote(calls_low=low, calls_high=high, calls_cap=max_calls, cost_low_usd=cost(low), cost_high_usd=cost(high),
-                 tokens_per_call=tokens, basis=basis, round_high=high_round)
+             + (f", capped by max_calls={max_calls}" if max_calls is not None else "")
+             + (f", capped by max_tokens={max_tokens} at about {tokens} tokens a call ({by_tokens} calls, and the calls "
+                "running when it is reached)" if by_tokens is not None else ""))
+    return Quote(calls_low=low, calls_high=high, calls_cap=max_calls, calls_by_tokens=by_tokens, cost_low_usd=cost(low),
+                 cost_high_usd=cost(high), tokens_per_call=tokens, basis=basis, round_high=high_round)
+
+
+def money(cost: Quote) -> str | None:
+    """The quote's range of money, as `plan` says it everywhere ("$20.93-$66.65"), or None without a price."""
+    if cost.cost_low_usd is None or cost.cost_high_usd is None:
+        return None
+    return f"{dollars(cost.cost_low_usd)}-{dollars(cost.cost_high_usd)}"
+
+
+def uncapped_warnings(cost: Quote, *, max_tokens: int | None) -> list[str]:
+    """What bounds the bill where no `max_calls` does: `max_tokens` (in tokens: the calls it lets
+    start are only as good as the quote's tokens a call), or the rounds alone."""
+    if cost.calls_cap is not None:
+        return []
+    if max_tokens is None or cost.calls_by_tokens is None:
+        return ["no budget.max_calls: only rounds bound the bill; set budget: {max_calls: N} to cap it"]
+    return [f"no budget.max_calls: max_tokens={max_tokens:,} bounds the bill, in tokens: about {cost.calls_by_tokens:,} "
+            f"calls at the quote's rough {cost.tokens_per_call:,} tokens a call, and the calls running when it is "
+            "reached add theirs; set budget: {max_calls: N} to cap the calls too"]
 
 
 def low_end(sizes: Sizes, rounds: int) -> int:

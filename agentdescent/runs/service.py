@@ -31,7 +31,7 @@ from agentdescent.runs.agentcheck import missing_keys, model_listings, unsaved_s
 from agentdescent.runs.doctor import DoctorReport, doctor
 from agentdescent.runs.draft import cheaper_than_host
 from agentdescent.runs.mailbox import Claim, Mailbox
-from agentdescent.runs.quote import Quote, budget_warnings, held_out_warnings, quote, size_warnings, whole_file_warnings
+from agentdescent.runs.quote import Quote, budget_warnings, held_out_warnings, money, quote, size_warnings, whole_file_warnings
 from agentdescent.runs.spec import AgentSpec, Problem, RunSpec, SpecError, read_spec
 from agentdescent.runs.status import LIVE, RunStatus
 from agentdescent.runs.store import RUN_ENV, RunDir, RunStore
@@ -335,13 +335,12 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
     sizes, policies = _sizes(spec, train, held_out), spec.policies
     cost = quote(sizes, rounds=spec.rounds, artifact_chars=chars, prompt_chars=prompt_chars, max_calls=spec.budget.max_calls,
                  price_per_call=spec.price_per_call, price_per_1k_tokens=spec.price_per_1k_tokens,
+                 max_tokens=spec.budget.max_tokens,
                  reflections=policies.proposal.max_proposals, scouts=policies.proposal.scouts,
                  wave=policies.acceptance.wave, cheap_eval_tasks=spec.cheap_eval_tasks if spec.self_verify else None,
                  calibrate_train=spec.parallelism.batched and spec.budget.max_calls is None, gated=_gated(parts))
     warnings = missing_keys(spec, parts.kind) + unsaved_sessions(spec) + cheaper_than_host(spec.agent.label, spec.reflector_spec.label,
                                                                     plugin=parts.kind == "plugin")
-    if spec.budget.max_calls is None:
-        warnings.append("no budget.max_calls: only rounds bound the bill; set budget: {max_calls: N} to cap it")
     own = [name for name, used in (("agent", spec.agent.kind == "python"), ("scorer", spec.scorer.ref is not None))
            if used]
     if own and spec.budget.rollout_timeout is None:
@@ -360,12 +359,12 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
                      if not any(matching(path, [glob]) for path in parts.tree)]
     warnings += budget_warnings(cost=cost, sizes=sizes, max_tokens=spec.budget.max_tokens, rounds=spec.rounds)
     warnings += held_out_warnings(sizes, rounds=spec.rounds, tasks=len(parts.tasks))
-    money = f", ${cost.cost_low_usd:g}-{cost.cost_high_usd:g}" if cost.cost_low_usd is not None else ""
+    price = f", {money(cost)}" if money(cost) else ""
     return Plan(target=spec.target, kind=parts.kind, files=None if parts.tree is None else len(parts.tree),
                 carried=sorted(parts.assets)[:SHOWN_CARRIED], carried_total=len(parts.assets),
                 tasks=len(parts.tasks), train=len(train), held_out=len(held_out), agent=spec.agent.label,
                 reflector=spec.reflector_spec.label, n_workers=spec.n_workers, rounds=spec.rounds, quote=cost,
-                warnings=warnings, next=f"about {cost.calls_low}-{cost.calls_high} calls{money}: if that suits, "
+                warnings=warnings, next=f"about {cost.calls_low}-{cost.calls_high} calls{price}: if that suits, "
                                         "start it with evolve")
 
 
