@@ -88,6 +88,8 @@ class Spent:
     calls: int
     tokens: int
     failures: int = 0  # calls that failed (an agent's error, a timeout), each a rollout scored 0
+    cost_usd: float = 0.0  # what the calls back cost: as their clients report it, or at their price
+    unpriced: int = 0  # calls back whose cost is not known (`Usage.unpriced`)
     failure: str | None = None  # the first one's reason
     estimated_tokens: int = 0  # of the tokens, the ones estimated (the server or agent reported none)
 

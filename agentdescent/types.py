@@ -43,6 +43,7 @@ class Spend(BaseModel):
     seconds: float = 0.0
     cost_usd: float = 0.0
     estimated_tokens: int = 0  # of the tokens, those estimated (the server or agent reported none)
+    unpriced: int = 0  # calls that reported no cost and had no price
 
 
 class Rollout(BaseModel):

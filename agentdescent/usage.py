@@ -1,6 +1,7 @@
-"""What a run spent: rollouts and reflections by what they were for, the calls and tokens of its
-model clients, the model calls made on threads of the caller's own (`agents.base`: stray calls),
-and the calls a killed process of the run started and never recorded.
+"""What a run spent: rollouts and reflections by what they were for, the calls, tokens and cost of
+its model clients, the model calls made on threads of the caller's own (`agents.base`: stray
+calls), and the calls a killed process of the run started and never recorded; and the money of it
+as a person reads it (`money_spent`, `dollars`).
 
 `Usage` is added to from many threads as units of work land (each brings its own spend back as
 plain data), read at one instant by a checkpoint (`read`), and stored with the result. `calls`
@@ -80,6 +81,12 @@ class Usage(Tally):
     def estimated_tokens(self) -> int:
         """Of `tokens`, those estimated: the server or agent reported none."""
         return self.model.estimated_tokens
+
+    @property
+    def unpriced(self) -> int:
+        """The calls whose cost `model.cost_usd` leaves out: those that reported none and had no
+        price, and those a killed process started and never recorded."""
+        return self.model.unpriced + self.abandoned
 
     @property
     def units(self) -> int:
@@ -196,6 +203,21 @@ class Usage(Tally):
             if "billed" not in record:  # a record from before the count of calls was kept
                 self.billed = max(self.rollouts + self.proposals, model.calls)
             self.errors, self.model = list(record.get("errors", [])), model
+
+
+def money_spent(cost_usd: float, unpriced: int) -> str:
+    """What a run's calls cost, as its status and its report say it: "" where no call had a cost;
+    else the dollars, and the calls not in them.
+
+    money_spent(1.2375, 8) == "$1.24, not counting 8 calls with no known cost (...)"
+    """
+    if not cost_usd:
+        return ""
+    if not unpriced:
+        return dollars(cost_usd)
+    return (f"{dollars(cost_usd)}, not counting {unpriced} call{'s' if unpriced != 1 else ''} with no known cost (one "
+            "that reported none when the spec gave no price_per_call or price_per_1k_tokens, or one a killed process "
+            "started)")
 
 
 def dollars(usd: float) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agentdescent.agents import traces
-from agentdescent.agents.base import ModelUsage, cut_off_at, metering
+from agentdescent.agents.base import ModelUsage, Price, cut_off_at, metering
 from agentdescent.agents.cli_agents import claude_code, codex
 from agentdescent.engine.calls.units import roll_out
 from agentdescent.errors import AgentError, UserError
@@ -348,6 +348,18 @@ def test_a_spec_sets_the_limits_through_the_agents_options(kind):
     agent = make_client(AgentSpec(kind=kind, options={"timeout": 30, "max_reply_chars": 200_000}))
     assert (agent.timeout, agent.max_reply_chars) == (30, 200_000)
     assert make_client(AgentSpec(kind=kind)).max_reply_chars == 1_000_000
+
+
+def test_a_price_costs_the_calls_a_cli_does_not_price_and_leaves_claude_codes_own_figure(fake):
+    """A spec's price is for the calls that report no cost: Claude Code's own figure stands,
+    codex's calls (tokens and no cost) are costed at it."""
+    price = Price(per_1k_tokens=0.5)
+    claude, other = claude_code(), codex()
+    claude.usage.price = other.usage.price = price
+    claude("a", cwd=fake.workspace)
+    other("a", cwd=fake.workspace)
+    assert (claude.usage.cost_usd, claude.usage.unpriced) == (pytest.approx(0.0125), 0)
+    assert (other.usage.cost_usd, other.usage.unpriced) == (pytest.approx(150 / 1000 * 0.5), 0)
 
 
 # --- Codex ------------------------------------------------------------------------------------

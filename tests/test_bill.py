@@ -1,4 +1,5 @@
-"""The bill of a detached run: live while it runs, true after a kill, and capped across kills.
+"""The bill of a detached run: live while it runs, true after a kill, capped across kills, and its
+money: what the CLI agents report, and the spec's price for the calls that report none.
 
 The agent and the reflector of these runs count each call that reaches them in a file of the
 test's own (`keyword_domain.counted_answer`, `counted_rule`): the real bill, set beside what the
@@ -12,17 +13,23 @@ import random
 import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from agentdescent import Task, evolve
+from agentdescent.agents.base import ModelUsage, Price, metering
+from agentdescent.agents.scripted import scripted
+from agentdescent.cli.main import main
 from agentdescent.engine.calls.executors import ThreadExecutor
 from agentdescent.engine.persist.checkpoint import RunFiles
 from agentdescent.engine.persist.journal import StartLog
+from agentdescent.report import write_report
 from agentdescent.result import EvolveResult
 from agentdescent.runs.status import LIVE
-from agentdescent.usage import RunReturned, Usage
+from agentdescent.usage import RunReturned, Usage, dollars, money_spent
 from tests import keyword_domain as domain
+from tests.loopback import LoopbackServer, openai_chat
 from tests.runs_support import wait
 
 CAP = 200
@@ -166,3 +173,55 @@ def test_a_run_killed_after_it_ended_and_before_its_result_was_recorded_is_recor
     assert again.calls == done.calls and again.outcomes == done.outcomes
     assert again.best_reward == done.best_reward and again.initial_reward == done.initial_reward
     assert run.file("result.json").exists()
+
+
+def test_a_call_that_reports_no_cost_is_priced_at_its_clients_price_or_counted_as_unpriced():
+    model, meter = scripted(lambda prompt: "a reply of some words"), ModelUsage()
+    model.usage.price = Price(per_1k_tokens=0.5)
+    with metering(meter):
+        model("a prompt " * 100)
+    assert model.usage.tokens > 0 and model.usage.cost_usd == pytest.approx(model.usage.tokens / 1000 * 0.5)
+    assert meter.as_dict() == model.usage.as_dict() and model.usage.unpriced == 0
+    per_call = scripted(lambda prompt: "ok")
+    per_call.usage.price = Price(per_call=0.02, per_1k_tokens=0.5)  # a price a call wins, as in the quote
+    per_call("a")
+    per_call("b")
+    assert per_call.usage.cost_usd == pytest.approx(0.04)
+    bare = scripted(lambda prompt: "ok")
+    bare("a")
+    assert (bare.usage.cost_usd, bare.usage.unpriced) == (0, 1)
+
+
+@pytest.mark.parametrize("price", [0.5, None])
+def test_the_runs_money_is_the_cli_agents_own_and_the_specs_price_for_the_http_calls(service, tmp_path, capsys, price):
+    """A run whose agent is Claude Code (a stand-in that reports $0.0125 a call) and whose reflector
+    is an HTTP model: its calls were left out of the money, and nothing said so."""
+    told, chat = [], openai_chat(domain.next_rule)
+
+    def reflector(request):  # the tokens the server tells of each reflection
+        answer = chat(request)
+        told.append(answer.body["usage"]["total_tokens"])
+        return answer
+
+    fake = str(Path(__file__).parent / "fake_clis" / "claude")
+    with LoopbackServer(reflector) as server:
+        spec = domain.spec(tmp_path, agent={"kind": "claude_code", "options": {"executable": fake}}, rounds=2,
+                           reflector={"kind": "openai", "model": "m", "options": {"base_url": server.url + "/v1",
+                                                                                 "api_key_env": None}},
+                           target_reward=None, price_per_1k_tokens=price)
+        run_id = service.start(spec).run_id
+        done = wait(service, run_id)
+    assert done.state == "finished", done
+    result = EvolveResult.from_json(service.store.get(run_id).text("result.json"))
+    model, reflections = result.usage.model, len(told)
+    assert reflections and model.calls > reflections
+    cli = (model.calls - reflections) * 0.0125
+    expected = cli + (sum(told) / 1000 * price if price else 0)
+    assert model.cost_usd == pytest.approx(expected) and done.cost_usd == pytest.approx(expected)
+    assert model.unpriced == done.unpriced == (0 if price else reflections)
+    assert main(["status", run_id]) == 0 and f" tokens, {money_spent(done.cost_usd, done.unpriced)}\n" in capsys.readouterr().out
+    summary = write_report(run_id, store=service.store).read_text(encoding="utf-8").split("<dt>calls</dt>")[1][:400]
+    if price:
+        assert f"{dollars(model.cost_usd)}</dd>" in summary
+    else:
+        assert f"{dollars(model.cost_usd)}, not counting {reflections} calls with no known cost" in summary

@@ -3,9 +3,11 @@ cutoff its caller may set.
 
 A model is any `Callable[[str], str]`; the clients shipped here also carry a `name` and a
 `usage` (`ModelUsage`). Each call is recorded on the client's own usage and on every meter
-active in the calling context. A meter is opened around one unit of work (a rollout, a
-reflection) where that unit runs, and what it counted goes back with the unit's result as a
-`Spend`: a context variable cannot cross into another process, plain data can. A unit given up
+active in the calling context, with its cost: the one its client reports (Claude Code's), else
+the `price` its usage was given (a run spec's), else none, and it is counted as `unpriced`. A
+meter is opened around one unit of work (a rollout, a reflection) where that unit runs, and what
+it counted goes back with the unit's result as a `Spend`: a context variable cannot cross into
+another process, plain data can. A unit given up
 on at its time limit sets a `cutoff` the same way: the shipped clients end every call made in it
 by then, so none runs on, nor starts, after the unit's result is written off. No client knows
 about `evolve`.
@@ -28,7 +30,7 @@ import contextvars
 import inspect
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, fields
 
@@ -62,11 +64,27 @@ class Tally:
         self.__dict__.update(state, _lock=threading.Lock())
 
 
+@dataclass(frozen=True, kw_only=True)
+class Price:
+    """What a call whose client reports no cost costs: `per_call` USD, else `per_1k_tokens` USD a
+    1,000 of its tokens (a run spec's `price_per_call` and `price_per_1k_tokens`, as its quote reads them)."""
+
+    per_call: float | None = None
+    per_1k_tokens: float | None = None
+
+    def of(self, counts: Mapping[str, float]) -> float:
+        if self.per_call is not None:
+            return self.per_call
+        tokens = counts.get("input_tokens", 0) + counts.get("output_tokens", 0)
+        return tokens / 1000 * (self.per_1k_tokens or 0.0)
+
+
 @dataclass
 class ModelUsage(Tally):
     """Calls, failures, tokens, seconds and cost, added up; safe to update from many threads.
     `estimated_tokens` are those of `tokens` that were estimated (`estimate_tokens`), not reported
-    by a server or an agent."""
+    by a server or an agent; `price` is no count: what the calls recorded on it cost where they
+    report no cost."""
 
     calls: int = 0
     failures: int = 0
@@ -75,6 +93,8 @@ class ModelUsage(Tally):
     seconds: float = 0.0
     cost_usd: float = 0.0
     estimated_tokens: int = 0
+    unpriced: int = 0  # calls that reported no cost and had no price: their cost is not in cost_usd
+    price: Price | None = field(default=None, compare=False)
 
     @property
     def tokens(self) -> int:
@@ -82,7 +102,7 @@ class ModelUsage(Tally):
 
     def as_dict(self) -> dict[str, float]:
         with self._lock:
-            return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
+            return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_") and f.name != "price"}
 
     def spent(self) -> Spend:
         """What has been counted so far, as plain data."""
@@ -183,9 +203,16 @@ def metered_call(usage: ModelUsage) -> Iterator[dict[str, float]]:
     try:
         yield counts
     except AgentError:
-        record(usage, calls=1, failures=1, seconds=time.perf_counter() - start, **counts)
+        record(usage, calls=1, failures=1, seconds=time.perf_counter() - start, **_priced(counts, usage.price))
         raise
-    record(usage, calls=1, seconds=time.perf_counter() - start, **counts)
+    record(usage, calls=1, seconds=time.perf_counter() - start, **_priced(counts, usage.price))
+
+
+def _priced(counts: dict[str, float], price: Price | None) -> dict[str, float]:
+    """A call's counts with its cost: its own, else `price`'s, else none, and the call counted unpriced."""
+    if "cost_usd" in counts:
+        return counts
+    return {**counts, "cost_usd": price.of(counts)} if price is not None else {**counts, "unpriced": 1}
 
 
 @contextmanager

@@ -34,6 +34,7 @@ from agentdescent.runs.quote import money
 from agentdescent.runs.review import DiffView, Shown
 from agentdescent.runs.spec import SpecError
 from agentdescent.runs.status import RunStatus, said_tokens
+from agentdescent.usage import money_spent
 
 Command = Callable[[argparse.Namespace, Console], int]
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
@@ -195,11 +196,16 @@ def run_status(args: argparse.Namespace, console: Console) -> int:
     ending(console, status, f"  target: {status.target} ({status.kind})",
            f"  round {status.round} of {status.rounds}; held-out reward "
            f"{_rewards(status.initial_reward, status.best_reward)}{last}",
-           f"  calls: {status.calls}{cap}, {said_tokens(status.tokens, status.estimated_tokens)}", *_failures(status),
+           f"  calls: {status.calls}{cap}, {said_tokens(status.tokens, status.estimated_tokens)}{_money(status)}", *_failures(status),
            f"  diffs: {outcomes or 'none judged yet'}",
            *(f"  warning: {w}" for w in status.warnings),
            *([f"  waiting on {status.waiting_on}"] if status.waiting_on else []))
     return 0
+
+
+def _money(status: RunStatus) -> str:
+    spent = money_spent(status.cost_usd, status.unpriced)
+    return f", {spent}" if spent else ""
 
 
 def _failures(status: RunStatus) -> list[str]:

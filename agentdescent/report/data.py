@@ -79,6 +79,7 @@ class ReportData(BaseModel):
     tokens: int | None = None
     estimated_tokens: int = 0  # of those tokens, the ones estimated (the server or agent reported none)
     cost_usd: float | None = None
+    unpriced: int = 0  # calls whose cost is not in cost_usd (`Usage.unpriced`)
     steps: list[StepRecord] = Field(default_factory=list)
     outcomes: list[Outcome] = Field(default_factory=list)
     commits: list[CommitView] = Field(default_factory=list)  # oldest first
@@ -201,6 +202,7 @@ def _progress(data: ReportData, status: RunStatus | None, result: EvolveResult |
         data.tokens = usage.tokens or None
         data.estimated_tokens = usage.estimated_tokens
         data.cost_usd = usage.model.cost_usd or None
+        data.cost_usd, data.unpriced = usage.model.cost_usd or None, usage.unpriced
 
 
 def _unrecorded_stop(saved: Checkpoint, status: RunStatus | None) -> str:

@@ -22,6 +22,7 @@ from agentdescent.report.data import ReportData
 from agentdescent.report.plots import per_round
 from agentdescent.runs.status import said_tokens
 from agentdescent.types import OUTCOME_MEANINGS as MEANINGS
+from agentdescent.usage import money_spent
 
 STYLE = """
 body { font: 15px/1.5 system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #212529; }
@@ -86,7 +87,7 @@ def _summary(data: ReportData) -> str:
     if data.tokens:
         spent += f", {said_tokens(data.tokens, data.estimated_tokens)}"
     if data.cost_usd:
-        spent += f", ${data.cost_usd:.4f}"
+        spent += f", {money_spent(data.cost_usd, data.unpriced)}"
     rounds = f"{len(data.steps)}" + (f" of at most {data.rounds_max}" if data.rounds_max else "")
     rows = [
         ("what was evolved", f"{data.target} ({data.kind or 'unknown kind'}; artifact {data.artifact_id!r})"),
@@ -131,8 +132,9 @@ def _calls(data: ReportData, image: bytes | str) -> str:
                   "after its last recorded round (measuring the result on the held-out tasks, or a round cut short).")
     return ("<h2>2. Calls per round</h2>" + _caption(
         "Bars: the calls each round made (the first includes measuring the starting version); line: the running "
-        "total. The table has each round's tokens and cost beside its calls (zero where the run's models report "
-        "none; a ledger of an older version records them for the whole run only)." + spent) + _image(image, "calls per round")
+        "total. The table has each round's tokens and cost beside its calls (the cost as the CLI agents report it, "
+        "or at the spec's price for the calls that report none; zero where neither is known; a ledger of an older "
+        "version records them for the whole run only)." + spent) + _image(image, "calls per round")
             + table)
 
 

@@ -57,6 +57,7 @@ def interrupted(run: RunDir, status: RunStatus) -> RunStatus:
     return status.model_copy(update={
         "state": "interrupted", "round": round_, "calls": max(status.calls, usage.calls),
         "tokens": max(status.tokens, usage.tokens), "estimated_tokens": max(status.estimated_tokens, usage.estimated_tokens),
+        "cost_usd": max(status.cost_usd, usage.model.cost_usd), "unpriced": max(status.unpriced, usage.unpriced),
         "waiting_on": None,  # nothing waits: a resume asks again
         "message": f"the run's process is gone ({why}) at round {round_} of {status.rounds}",
         "next": f"{command('resume', run.id)} continues it where it stopped",

@@ -338,7 +338,7 @@ def _spec_lines(target: Path, folder: Path, tasks: str, columns: list[str], gues
         f"rounds: {DEFAULTS.rounds}",
         held_out,
         f"budget: {{max_calls: {budget}}}   # the most calls the run may make, across every resume",
-        "# price_per_call: 0.01   # USD a call, for plan's quote",
+        "# price_per_call: 0.01   # USD a call, for plan's quote and the calls that report no cost",
         *([f"frozen: [{', '.join(q(g) for g in frozen)}]   # files no change may touch"] if frozen else
           ["# frozen: [\"hooks/*\"]   # folder targets: files no change may touch"]),
         *([f"exclude: [{q(hidden)}]   # the tasks file is inside the target: its gold answers stay out of every "

@@ -260,6 +260,7 @@ def _finish(run: RunDir, tracker: StatusTracker, result: EvolveResult, token: Ca
     done = dict(waiting_on=None, stop_reason=result.stop_reason, best_reward=result.final_reward, stable_version=result.version,
                 initial_reward=result.initial_reward, calls=result.usage.calls, tokens=result.usage.tokens,
                 estimated_tokens=result.usage.estimated_tokens,
+                cost_usd=result.usage.model.cost_usd, unpriced=result.usage.unpriced,
                 failures=result.usage.failures, failure=bounded(result.usage.errors[0]) if result.usage.errors else None,
                 outcomes=result.outcomes(), warnings=result.warnings, round=len(result.history) and
                 result.history[-1].round + 1)

@@ -206,7 +206,7 @@ class RunSpec(Settings):
     scorer: ScorerSpec = Field(default_factory=lambda: ScorerSpec(name="exact"))
     agent: AgentSpec
     reflector: AgentSpec | None = None  # None: the agent, when it is a model or the host
-    price_per_call: float | None = Field(default=None, ge=0)  # in USD, for the quote
+    price_per_call: float | None = Field(default=None, ge=0)  # in USD: the quote's, and the calls' that report no cost
     price_per_1k_tokens: float | None = Field(default=None, ge=0)
     strategy: Literal["single", "append"] = "single"  # text targets: lines appended, or a playbook of rules
     frozen: list[str] = Field(default_factory=list)  # folder targets: globs of files no diff may touch

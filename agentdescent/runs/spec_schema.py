@@ -55,7 +55,8 @@ DESCRIPTIONS: dict[str, str] = {
     "parallelism": "{asynchronous, lag_budget, method, executor, reissue_after, batched}; default suits most runs "
                    "(batched: true for a host agent)",
     "policies": "the gate's settings: {acceptance: {...}, staleness: {...}, ...}; default suits most runs",
-    "price_per_call": "USD a call, for the quote", "price_per_1k_tokens": "USD per 1,000 tokens, for the quote",
+    "price_per_call": "USD a call: the quote's, and the bill's for calls that report no cost",
+    "price_per_1k_tokens": "USD per 1,000 tokens: the quote's, and the bill's for calls that report no cost",
     "strategy": "text targets: single (lines appended) or append (a playbook of rules)",
     "blast_radius": "skill, harness, plugin, or {glob: L0|L1|L2}; default by kind",
     "layout": "folder targets: where a rollout's agent finds the folder (claude_skill, claude_agents, "

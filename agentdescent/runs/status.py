@@ -51,6 +51,8 @@ class RunStatus(BaseModel):
     calls: int = 0  # what every process of the run spent: while it runs, each call counted as it starts; then the settled bill
     tokens: int = 0
     estimated_tokens: int = 0  # of those tokens, the ones estimated (the server or agent reported none)
+    cost_usd: float = 0.0  # what the calls back cost: as their clients report it (Claude Code), or at the spec's price
+    unpriced: int = 0  # calls back whose cost is not in cost_usd: none reported and no price in the spec
     failures: int = 0  # calls that failed (an agent's error, a timeout): each a rollout scored 0
     failure: str | None = None  # the first one's reason
     max_calls: int | None = None
@@ -146,7 +148,7 @@ class StatusTracker:
             self.update(last_held_out=last, best_reward=event.best_reward, stable_version=stable)
         elif isinstance(event, ev.Spent):
             self.update(now=False, calls=event.calls, tokens=event.tokens, estimated_tokens=event.estimated_tokens,
-                        failures=event.failures,
+                        failures=event.failures, cost_usd=event.cost_usd, unpriced=event.unpriced,
                         failure=bounded(event.failure) if event.failure else None)
         elif isinstance(event, ev.RoundEnded):
             self.update(round=event.round + 1, calls=max(s.calls, event.calls),

@@ -4,7 +4,8 @@ spec names, and the `run` and `propose` that `evolve` calls.
     run, propose = callables(spec, build.materials(spec), make_agent=..., workdir=...)
 
 The user's agents are imported and called here (`make_client` for a `python:` one), as its
-scorer is by `build.reward`: only the run's own process calls them. The host (a `HostAgent`) is
+scorer is by `build.reward`: only the run's own process calls them. Each is given the spec's price
+(`priced`), which costs its calls that report no cost of their own. The host (a `HostAgent`) is
 made by the runner's own factory. What it leaves out: reading the spec's world (`runs.build`)
 and running (the runner).
 """
@@ -18,9 +19,10 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from agentdescent.agents import claude_code, scripted, traces
-from agentdescent.agents.base import Model, ModelUsage
+from agentdescent.agents.base import Model, ModelUsage, Price
 from agentdescent.agents.providers import CLI_KINDS, PROVIDERS
 from agentdescent.agents.redact import redact
 from agentdescent.agents.scripted import takes_a_folder
@@ -36,14 +38,15 @@ from agentdescent.runs.spec import AgentSpec, RunSpec
 from agentdescent.types import Task
 
 AgentFactory = Callable[[AgentSpec, str], Callable[..., str]]  # (spec, role) -> a model or an agent
+T = TypeVar("T")
 
 
 def callables(spec: RunSpec, parts: Materials, *, make_agent: AgentFactory, workdir: os.PathLike[str],
               max_workspaces: int = 32) -> tuple[Callable[..., str], Callable[..., str | None]]:
     """`run` and `propose` for `evolve`. `make_agent(agent_spec, role)` builds each agent (the
     runner's own factory knows the host queue); workspaces of folder runs live in `workdir`."""
-    agent = make_agent(spec.agent, "rollout")
-    model = make_agent(spec.reflector_spec, "proposal")
+    agent = priced(make_agent(spec.agent, "rollout"), spec)
+    model = priced(make_agent(spec.reflector_spec, "proposal"), spec)
     ask = spec.prompt or "{task}"
     apart = spec.reflector_spec.kind == "host"  # the artifact goes to the host once per candidate, not in each prompt
     reflect_with = model if apart else _as_model(model, spec.reflector_spec, workdir)
@@ -57,13 +60,22 @@ def callables(spec: RunSpec, parts: Materials, *, make_agent: AgentFactory, work
         return FilesInPrompt(agent, ask), propose
     overlay = parts.strategy.frozen_files(parts.tree)  # type: ignore[attr-defined]
     if parts.kind == "plugin" and spec.agent.kind == "claude_code":
-        agent = PluginHost(spec.agent, parts.layout or "plugin")
+        agent = priced(PluginHost(spec.agent, parts.layout or "plugin"), spec)
     run = tree_runner(agent, layout=parts.layout or "root", name=parts.name, overlay=overlay, assets=parts.assets,
                       executable=parts.executable,
                       workdir=workdir,
                       prompt=functools.partial(prompt_of, ask),
                       max_workspaces=max(max_workspaces, BATCHED_WAVE) if spec.parallelism.batched else max_workspaces)
     return run, propose
+
+
+def priced(agent: T, spec: RunSpec) -> T:
+    """`agent`, its calls that report no cost of their own (an HTTP model's, codex's, the host's,
+    your own code's) costing the spec's price, where it gives one and the agent keeps a `ModelUsage`."""
+    usage = getattr(agent, "usage", None)
+    if isinstance(usage, ModelUsage) and (spec.price_per_call is not None or spec.price_per_1k_tokens is not None):
+        usage.price = Price(per_call=spec.price_per_call, per_1k_tokens=spec.price_per_1k_tokens)
+    return agent
 
 
 def filled(ask: str, prompt: str) -> str:

@@ -64,7 +64,7 @@ class Heartbeat:
                  every: float = BEAT_S) -> None:
         self._usage, self._emit, self._every = usage, emit, every
         self._started = started  # the units every process of the run started (the start log's length)
-        self._told = (usage.calls, usage.tokens, usage.failures, usage.estimated_tokens)
+        self._told = self._bill()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -92,9 +92,10 @@ class Heartbeat:
         if now != self._told:
             self._told = now
             errors = self._usage.errors
-            self._emit(ev.Spent(calls=now[0], tokens=now[1], failures=now[2], estimated_tokens=now[3],
-                                failure=errors[0] if errors else None))
+            self._emit(ev.Spent(calls=now[0], tokens=now[1], failures=now[2], estimated_tokens=now[3], cost_usd=now[4],
+                                unpriced=now[5], failure=errors[0] if errors else None))
 
-    def _bill(self) -> tuple[int, int, int, int]:
+    def _bill(self) -> tuple[int, int, int, int, float, int]:
         usage = self._usage
-        return usage.started_calls(self._started()), usage.tokens, usage.failures, usage.estimated_tokens
+        return (usage.started_calls(self._started()), usage.tokens, usage.failures, usage.estimated_tokens,
+                usage.model.cost_usd, usage.unpriced)
