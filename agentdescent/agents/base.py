@@ -7,10 +7,9 @@ active in the calling context, with its cost: the one its client reports (Claude
 the `price` its usage was given (a run spec's), else none, and it is counted as `unpriced`. A
 meter is opened around one unit of work (a rollout, a reflection) where that unit runs, and what
 it counted goes back with the unit's result as a `Spend`: a context variable cannot cross into
-another process, plain data can. A unit given up
-on at its time limit sets a `cutoff` the same way: the shipped clients end every call made in it
-by then, so none runs on, nor starts, after the unit's result is written off. No client knows
-about `evolve`.
+another process, plain data can. A unit given up on at its time limit sets a `cutoff` the same
+way: the shipped clients end every call made in it by then, so none runs on, nor starts, after
+the unit's result is written off. No client knows about `evolve`.
 
 A thread the caller's own code starts (a `ThreadPoolExecutor` inside a `run`) does not inherit
 the context, so a call made there finds no meter, and no budget would see it. Such a stray call

@@ -9,15 +9,15 @@ Each call starts one headless process (`claude -p ... --output-format json`, or 
 where the CLI's help lists the flag for it, and parses the machine output: Claude Code's single
 JSON result object, Codex's JSONL events. Calls, failures, tokens (Claude Code's summed over the
 models of its `modelUsage`, every request of the call, subagents' too), seconds and (for Claude
-Code) the reported cost are recorded on `agent.usage` and on every active
-meter. A failed call raises `AgentError` with the CLI's own account (error subtype, failed turn),
-the exit code and the stderr tail; a timeout (or the caller's `cutoff`, a rollout's
-`rollout_timeout`, when that comes first, or the stop of the run the call is part of: `halts`)
-kills the whole process group, and so does stdout passing `reply_byte_cap(max_reply_chars)`
-bytes (8 a character plus 64 KiB: room for the JSON around the reply), which fails naming the cap;
-a final answer longer than `max_reply_chars` characters fails too. A missing executable or
-working directory is a `UserError`. The reply and every error text pass through
-`agentdescent.agents.redact.redact` with the child's variables, before anything is cut short.
+Code) the reported cost are recorded on `agent.usage` and on every active meter. A failed call
+raises `AgentError` with the CLI's own account (error subtype, failed turn), the exit code and
+the stderr tail; a timeout (or the caller's `cutoff`, a rollout's `rollout_timeout`, when that
+comes first, or the stop of the run the call is part of: `halts`) kills the whole process group,
+and so does stdout passing `reply_byte_cap(max_reply_chars)` bytes (8 a character plus 64 KiB:
+room for the JSON around the reply), which fails naming the cap; a final answer longer than
+`max_reply_chars` characters fails too. A missing executable or working directory is a
+`UserError`. The reply and every error text pass through `agentdescent.agents.redact.redact`
+with the child's variables, before anything is cut short.
 
 Left out on purpose: retries (a failed rollout is an outcome, not something to hide), resuming,
 streaming progress, sandbox and permission flags (pass them in `extra_args`), and Windows

@@ -15,11 +15,10 @@ The low end is a run where every round proposes a little: the smallest run
 (`engine.calls.smallest`), each further round a reflection a worker and one change's test; a run
 that finds nothing left to fix spends less on its later rounds. The high end is one where every
 round proposes everything, breaks a whole wave, and (with gated keys) every reflection is an L1
-change that passes its test. `max_calls` caps what a run starts, so it
-bounds the high end; a `max_calls` under the smallest run is refused (`smallest.refusal`). So does
-`max_tokens`, at the quote's tokens a call: no call starts once it is reached, and the calls running
-then add theirs. Left
-out: the tokens of a CLI agent's session, which its own tool use decides (the per-token price,
+change that passes its test. `max_calls` caps what a run starts, so it bounds the high end; a
+`max_calls` under the smallest run is refused (`smallest.refusal`). So does `max_tokens`, at the
+quote's tokens a call: no call starts once it is reached, and the calls running then add theirs.
+Left out: the tokens of a CLI agent's session, which its own tool use decides (the per-token price,
 and `max_tokens` against the estimate, are then only indicative), and rewards that are samples,
 whose tests draw again where a decision hinges on a task, and L1 files a change would add where
 no file the target holds is gated yet.
@@ -147,8 +146,7 @@ def budget_warnings(*, cost: Quote, sizes: Sizes, max_tokens: int | None, rounds
 
 def quote(sizes: Sizes, *, rounds: int, artifact_chars: int, prompt_chars: int, max_calls: int | None,
           price_per_call: float | None, price_per_1k_tokens: float | None, max_tokens: int | None = None,
-          reflections: int = REFLECTIONS,
-          scouts: int = SCOUTS, wave: int = WAVE, cheap_eval_tasks: int | None = None,
+          reflections: int = REFLECTIONS, scouts: int = SCOUTS, wave: int = WAVE, cheap_eval_tasks: int | None = None,
           calibrate_train: bool = False, gated: bool = False) -> Quote:
     """The range of calls a run takes, and its cost when a price is given; `reflections`: at most a
     worker's; `calibrate_train`: the start draws train tasks again too (a batched run with no cap);
