@@ -144,3 +144,40 @@ def test_a_stale_change_whose_text_merged_onto_head_s_would_not_compile_is_inval
     assert outcome.kind == "invalid" and outcome.reason.startswith(
         "merged onto head (version 2), 'agent.py' would not compile: line 4: unexpected indent")
     assert ledger.snapshot("a") == {"agent.py": base + "x = 0  # fix1\n"}
+
+
+DECORATED = "x = 1\n\n\ndef f():\n    return 1\n"
+FRONT = "---\nname: reviewer\ndescription: Reviews a change\n---\nVerdict: maybe\n"
+
+
+@pytest.mark.parametrize("key, base, weak, strong, said", [
+    # one turns a line into a decorator, the other puts a statement before the def: merged three-way
+    ("agent.py", DECORATED, DECORATED.replace("x = 1", "@staticmethod  # fix1"),
+     DECORATED.replace("def f", "y = 2  # fix2\ndef f"), "'agent.py' would not compile: line 4: invalid syntax"),
+    # both add a last line; stacked, the indented one comes after the other's
+    ("agent.py", "def f():\n    return 1\n", "def f():\n    return 1\n    y = 2  # fix1\n",
+     "def f():\n    return 1\nx = 0  # fix2\n", "'agent.py' would not compile: line 4: unexpected indent"),
+    # one goes on with the description on a second line, the other adds tools before it
+    ("r.md", FRONT, FRONT.replace("change\n", "change\n  and gives a verdict fix1\n"),
+     FRONT.replace("change\n", 'change\ntools: "Read, Grep fix2"\n'), "'r.md' would break its frontmatter: line 5"),
+])
+def test_two_edits_of_one_file_whose_merge_would_not_parse_are_a_conflict_and_one_lands_alone(
+        tmp_path, key, base, weak, strong, said):
+    """Each edit parses on its own; the text resolve would merge them into does not, so it is never
+    committed: the better evidence lands alone, and the other diff loses saying why."""
+    tasks = [Task(id=f"t{i}", prompt=f"task {i}") for i in range(4)]
+    ledger = Ledger(tmp_path / "ledger")
+    ledger.commit("a", {key: base}, expected_version=0, message="seed")
+    agg = Aggregator(ledger=ledger, artifact_id="a", governance=Governance(), policies=Policies(acceptance=BetaAcceptance(size=4)),
+                     train=tasks, score=lambda jobs: [[float(f"fix{t.id[1:]}" in "".join(s.values())) for t in ts] for s, ts in jobs])
+
+    def change(id_: str, text: str, task: str, gain: float) -> Diff:
+        card = EvidenceCard(task_ids=[task], verify_before=0.0, verify_after=gain)
+        return Diff(id=id_, artifact_id="a", base_version=1, evidence=card, edits=[Edit(key=key, before=base, after=text)])
+
+    assert breakage(key, base, weak) is None and breakage(key, base, strong) is None
+    report = agg.step([change("strong", strong, "t2", 1.0), change("weak", weak, "t1", 0.5)], step=0, sample=tasks)
+    outcomes = {o.diff_id: o for o in report.outcomes}
+    assert outcomes["strong"].kind == "committed" and outcomes["weak"].kind == "conflict_lost"
+    assert said in outcomes["weak"].reason and "better evidence" in outcomes["weak"].reason
+    assert ledger.snapshot("a") == {key: strong}

@@ -217,6 +217,12 @@ class Governance:
                         "one file may hold")
         return self.unreadable(edits)
 
+    def broken(self, key: str, before: str | None, after: str | None) -> str | None:
+        """How `after` leaves the file `key` unreadable (`syntax.breakage`), naming it; None when it
+        does not, or when keys are no files (a playbook's)."""
+        found = syntax.breakage(key, before, after) if self.files else None
+        return f"{self.named(key)} {found}" if found else None
+
     def unreadable(self, edits: Sequence[Edit]) -> str | None:
         """Why `edits` leave a file unreadable that was readable before them (`syntax`: a `.py` file
         that no longer compiles, a subagent's frontmatter that no longer parses), or None."""

@@ -6,7 +6,8 @@ frontmatter (a first line `---` up to the next `---` line), where a host reads a
 subagent's name, description and tools, loads as a mapping. A new `.py` file must compile. An
 agent that reads a file rather than running it finds no fault in a change that breaks it, and
 Claude Code leaves out a subagent whose frontmatter does not parse, saying nothing; so such a
-change is `invalid` at the door, before any rollout is paid for it.
+change is `invalid` at the door, before any rollout is paid for it; and a text the step merges
+of two edits that each parse is checked too (`step/resolve.py`), since their merge may not parse.
 
     breakage("agent.py", "x = 1\\n", "x = (\\n")  ==  "would not compile: line 1: '(' was never closed"
 

@@ -88,7 +88,8 @@ class Aggregator:
         eta = {i: self.policies.staleness.weight(staleness[i]) if decisions[i] == "discounted" else 1.0 for i in decisions}
         changes = self._admit_and_rebase(diffs, staleness, decisions, eta, head_state, verdicts)
         resolution = resolve(changes, head_state, self.policies,
-                             verify=functools.partial(self._verified, head_state) if self.verify_contested else None)
+                             verify=functools.partial(self._verified, head_state) if self.verify_contested else None,
+                             unreadable=lambda key, text: self.governance.broken(key, head_state.get(key), text))
         verdicts.update(resolution.unplaced)
         t1 = time.perf_counter()
         components = resolution.components

@@ -4,7 +4,9 @@ Edits of different keys fuse; edits of one key merge three-way when their hunks 
 edits that only insert lines where another inserts (git's conflict of two rules added at the end of
 one list) stack: each stays a component of its own, judged on its own, and the candidate holds
 every stacked insertion that passes (`stack_insertions`). The conflict policy settles true overlaps
-(the loser keeps its other keys).
+(the loser keeps its other keys); a merge or a stack whose text would leave a file unreadable that
+each edit left readable (`governance.syntax`: two edits that each compile, merged into one that does
+not) is one: such a text is never a candidate, and either edit may still land alone.
 """
 
 from __future__ import annotations
@@ -23,26 +25,31 @@ from agentdescent.types import OutcomeKind
 class Resolution:
     components: list[Component]
     unplaced: dict[str, tuple[OutcomeKind, str]]  # diffs left with no key: duplicates and losers
-    lost: dict[str, list[str]]  # diff id -> keys it lost to a better diff
+    lost: dict[str, list[str]]  # diff id -> the keys it lost to a better diff, each with why a merge was refused
     contested: set[str] = field(default_factory=set)  # ids of the diffs the conflict policy ranked
 
 
+Unreadable = Callable[[str, str | None], str | None]  # why a key's new text leaves its file unreadable, or None
+
+
 def resolve(changes: Sequence[Change], head_state: Mapping[str, str], policies: StepPolicies, *,
-            verify: Callable[[Sequence[Change]], Mapping[str, Change]] | None = None) -> Resolution:
+            verify: Callable[[Sequence[Change]], Mapping[str, Change]] | None = None,
+            unreadable: Unreadable = lambda key, text: None) -> Resolution:
     """Fold the step's changes key by key: merge what merges, let the conflict policy settle the
     rest (the loser keeps its other keys), then group changes that share keys into components.
     `verify` measures changes the conflict policy must rank and whose diffs came unmeasured (by
-    diff id, each with its card filled in); they are then ranked on what it found."""
-    resolution = _fold(changes, head_state, policies)
+    diff id, each with its card filled in); they are then ranked on what it found. `unreadable`
+    is asked of each text a merge makes of a key: one it finds broken is a true overlap."""
+    resolution = _fold(changes, head_state, policies, unreadable)
     while verify is not None and (unmeasured := [c for c in changes if c.diff.id in resolution.contested
                                                  and c.diff.evidence.verify_after is None]):
         measured = verify(unmeasured)
         changes = [measured.get(c.diff.id, c) for c in changes]
-        resolution = _fold(changes, head_state, policies)
+        resolution = _fold(changes, head_state, policies, unreadable)
     return resolution
 
 
-def _fold(changes: Sequence[Change], head_state: Mapping[str, str], policies: StepPolicies) -> Resolution:
+def _fold(changes: Sequence[Change], head_state: Mapping[str, str], policies: StepPolicies, unreadable: Unreadable) -> Resolution:
     text: dict[str, str | None] = {}
     owners: dict[str, list[Change]] = {}
     stacks: dict[str, list[Change]] = {}  # key -> changes that insert lines where its owners insert
@@ -56,22 +63,28 @@ def _fold(changes: Sequence[Change], head_state: Mapping[str, str], policies: St
             base, stacked = head_state.get(key), stacks.get(key, [])
             piled = [c.after[key] for c in stacked]
             merged = policies.fusion(base, text[key], new)
+            broken = None
             if merged is not False and (not stacked or _stacks(base, [merged, *piled])):
-                if merged != text[key]:
-                    owners[key].append(change)
-                text[key] = merged
-                continue
+                # each side's text was checked alone: only a text the merge made can break the file
+                broken = None if merged == text[key] else unreadable(key, _landed(base, [merged, *piled]))
+                if broken is None:
+                    if merged != text[key]:
+                        owners[key].append(change)
+                    text[key] = merged
+                    continue
             if new in piled:  # the same insertion as a stacked change: a duplicate of it
                 continue
             if _stacks(base, [text[key], *piled, new]):
-                stacks[key] = [*stacked, change]
-                continue
+                broken = unreadable(key, _landed(base, [text[key], *piled, new]))
+                if broken is None:
+                    stacks[key] = [*stacked, change]
+                    continue
             rivals = owners[key] + stacked + [change]
             contested.update(c.diff.id for c in rivals)
             winner = rivals[policies.conflict([c.diff for c in rivals], [c.staleness for c in rivals], policies.staleness)]
             for loser in rivals:
                 if loser is not winner:
-                    lost.setdefault(loser.diff.id, []).append(key)
+                    lost.setdefault(loser.diff.id, []).append(f"{key} (merged with another diff's edit, {broken})" if broken else key)
             text[key], owners[key] = winner.after[key], [winner]
             stacks.pop(key, None)
     components = _components(changes, head_state, text, owners, stacks)
@@ -85,6 +98,12 @@ def _stacks(base: str | None, texts: Sequence[str | None]) -> bool:
     """Whether each of `texts` only inserts lines into `base`, an existing file's text."""
     sides = [text for text in texts if text is not None]
     return base is not None and len(sides) == len(texts) and stack_insertions(base, sides) is not None
+
+
+def _landed(base: str | None, texts: Sequence[str | None]) -> str | None:
+    """A key's text once `texts` land on it: the first (an owner's, or a merge of owners'), then
+    the lines each of the rest inserts into `base`."""
+    return texts[0] if len(texts) == 1 else stack_insertions(base or "", [t or "" for t in texts])
 
 
 def _components(
