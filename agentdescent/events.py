@@ -62,7 +62,9 @@ class Committed:
 class Evaluated:
     """A held-out reward of `version`. The first after each RunStarted (round -1) is where the run
     starts from: a resumed run sends it again from its checkpoint (`again`), with `best_reward` its
-    best so far, the start's figure rather than a new measurement (unless it stopped before taking it)."""
+    best so far, the start's figure rather than a new measurement (unless it stopped before taking it).
+    A later one of round -1 is the start's figure changed: its rollouts that failed with an error ran
+    again before a promotion was weighed against it."""
 
     round: int
     version: int

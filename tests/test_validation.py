@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import random
+import threading
+
+import pytest
 
 from agentdescent import Parallelism, events, evolve
 from agentdescent.engine.loop.decisions import Amortized, OnHeldOutGain
-from agentdescent.engine.loop.validation import Validator
+from agentdescent.engine.loop.stopping import Progress
+from agentdescent.engine.loop.validation import Measurements, Validator
 from agentdescent.engine.split import split_tasks
+from agentdescent.errors import BudgetSpent
+from agentdescent.runs.status import RunStatus, StatusTracker
 from agentdescent.testing import demo_strategy, route, route_reward
 from agentdescent.types import Task
 from agentdescent.usage import PURPOSES
@@ -133,3 +139,60 @@ def test_a_held_out_task_that_always_fails_with_an_error_is_told_at_the_start_an
     told = [w for w in result.warnings if "failed with an error" in w]
     assert [w.split(" counts")[0] for w in told] == ["the held-out reward at the start", "the held-out reward at the end"]
     assert all(f"counts 1 of {len(held_out)} rollouts" in w and "sandbox for this task is gone" in w for w in told)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_version_no_better_than_a_start_whose_grader_was_busy_is_not_promoted(asynchronous):
+    """The change fixes train tasks only; the start's figure, the bar, counted a held-out task the
+    grader was too busy to score as 0. That task runs again before dev is weighed against it."""
+    tasks = numbered_tasks(12)
+    _, held_out = split_tasks(tasks, 0.3, random.Random("0:split"))
+    passing = {t.id for t in held_out[: len(held_out) // 2 + 1]}  # whatever the artifact says
+    busy, rounds_begun = held_out[0].id, threading.Event()
+
+    def reward(task, output):
+        if task.id not in {t.id for t in held_out}:
+            rounds_begun.set()
+            return float(f"fix {task.id}" in output)
+        if task.id == busy and not rounds_begun.is_set():
+            raise RuntimeError("HTTP 429: the grading service is busy")
+        return float(task.id in passing)
+
+    seen = StatusTracker(RunStatus(id="r", state="running"), lambda status: None)  # what a detached run's status shows
+    result = evolve(tasks, reward, run=lambda rendered, task: rendered, propose=lambda rendered, task, output, r: f"fix {task.id}",
+                    rounds=2, n_workers=2, parallelism=Parallelism(asynchronous=asynchronous),
+                    on_event=lambda event: isinstance(event, events.Evaluated) and seen.on_event(event))
+    true, first = len(passing) / len(held_out), (len(passing) - 1) / len(held_out)
+    assert result.error is None and "committed" in result.outcomes()
+    assert not any(r.promoted for r in result.history)
+    assert result.version == result.initial_version and result.initial_reward == result.final_reward == true
+    [again] = [w for w in result.warnings if "not the" in w]
+    assert again == (f"the held-out reward at the start is {true:.3f}, not the {first:.3f} first measured: "
+                     "its rollouts that failed with an error ran again before a promotion was weighed against it")
+    status = seen.status  # its held-out measurements, without the end's figures: no gain either
+    assert (status.initial_reward, status.best_reward, status.stable_version) == (true, true, result.initial_version)
+
+
+class SpentValidator:
+    """A validator whose budget is spent: the start counts an error, and nothing more may run."""
+
+    def incomplete(self, state):
+        return True
+
+    def whole(self, state):
+        raise BudgetSpent("max_calls (40) reached")
+
+    def measure(self, state, best):
+        raise AssertionError("dev is weighed against a bar that counts an error as 0")
+
+
+def test_a_spent_budget_leaves_the_start_figure_as_it_was_weighs_nothing_against_it_and_says_so():
+    warnings, progress = [], Progress(best=0.5)
+    measured = Measurements(validator=SpentValidator(), state_of=lambda version: {"v": str(version)},
+                            promote=lambda version: True, emit=lambda event: None, progress=progress,
+                            warn=warnings.append, start=(1, 0.5))
+    with pytest.raises(BudgetSpent):
+        measured.now(2, 0)
+    assert measured.start == (1, 0.5) and progress.best == 0.5 and measured.validated == -1
+    assert warnings == ["the budget was spent before the held-out rollouts that failed with an error at the start ran again: "
+                        "the held-out reward at the start stays 0.500, and no version was weighed against it"]

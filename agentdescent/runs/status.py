@@ -140,7 +140,7 @@ class StatusTracker:
             if event.again and s.initial_reward is not None:  # measured before: the last measurement stands
                 self.update(best_reward=event.best_reward)
                 return
-            if s.initial_reward is None:  # the first is where the run starts from
+            if s.initial_reward is None or event.round == -1:  # where the run starts from, or its figure measured again
                 self.update(initial_reward=event.held_out_reward, stable_version=event.version)
                 s = self.status
             stable = event.version if event.promoted else s.stable_version

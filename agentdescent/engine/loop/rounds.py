@@ -96,7 +96,6 @@ class Loop:
             self.pipeline.refill = self.dispatcher.dispatch
         # An asynchronous run: the workers whose reports a step took go on (a pipeline starts each when it has room).
         self._restart = self.pipeline.collected if self.pipeline is not None else self.dispatcher.dispatch
-        self._initial: tuple[int, float | None] = (0, None)  # (version, held-out reward: None until measured) the run started from
         self._next_round = 0  # the first round not yet done: where a resumed run goes on
         self._dealt: dict = {"turns": 0, "leads": [], "routes": {}}  # where it is dealt from (`_round_done`)
         self.measured = Measurements(validator=self.validator, state_of=self._state, promote=self.ledger.promote,
@@ -106,7 +105,7 @@ class Loop:
         existed = self.ledger.has_artifact(self.artifact_id, self.ledger.head())
         head = seed_artifact(self.ledger, self.artifact_id, self.strategy)
         saved, notes = resumable(self.files, kind_of(self.strategy), self.fingerprint)
-        self._initial = (self.ledger.stable(), None)  # not measured yet
+        self.measured.start = (self.ledger.stable(), None)  # not measured yet
         if saved is None:
             self.files.reset()
         recovered = self._resume(saved) if saved is not None else []
@@ -130,10 +129,10 @@ class Loop:
 
     def _run(self, head: int) -> EvolveResult:
         try:  # a broken contract before the rounds begin is raised; a cancel is a cancelled run
-            again = self._initial[1] is not None  # measured by an earlier process of the run
+            again = self.measured.start[1] is not None  # measured by an earlier process of the run
             if not again:
                 self._begin()
-            start, initial = self._initial  # where the run starts from (round -1: before any)
+            start, initial = self.measured.start  # where the run starts from (round -1: before any)
             self.emit(ev.Evaluated(round=-1, version=start, held_out_reward=initial, promoted=False,
                                    best_reward=self.progress.best, again=again))
         except Cancelled as exc:
@@ -171,13 +170,12 @@ class Loop:
             self.allowance.release()
 
     def _result(self, reason: str, error: str | None, *, warn: bool = True) -> EvolveResult:
-        start, initial = self._initial
+        start, initial = self.measured.start
         stable, head = self.ledger.stable(), self.ledger.head()
         state = self.ledger.snapshot(self.artifact_id, stable)
         final = None if initial is None else self.measured.final(self._state(stable), measure=error is None)
-        if final is not None:  # set beside the end's figure: one measurement, or the start's errors run again
-            initial = self.measured.initial(start, initial, stable=stable, final=final, measure=error is None)
-            self._initial = (start, initial)  # what the checkpoint saved below holds too
+        if final is not None:  # set beside the end's figure (one measurement, or the start's errors run again), and saved below
+            initial = self.measured.initial(stable=stable, final=final, measure=error is None)
         usage = self.evaluator.usage
         unmeasured = head if head != stable and head != self.measured.validated and initial is not None else None
         if warn:  # a run stopped because nothing worked says so in its error
@@ -206,19 +204,19 @@ class Loop:
         When every rollout of it failed, the run stops (`NothingWorked`) unmeasured: a resume
         measures again (failed rollouts are never journalled, so they run anew)."""
         self._save(finished=False)
-        start = self._initial[0]
+        start = self.measured.start[0]
         self.failing.watch(self.evaluator.usage)
         reward = self.validator.start(self._state(start))
         self.failing.check(self.evaluator.usage, "the held-out measurement at the start")
         self.measured.tell_errors(self._state(start), "at the start")
-        self._initial = (start, reward)
-        self.progress.best, self.measured.validated = self._initial[1], start
+        self.measured.start = (start, reward)
+        self.progress.best, self.measured.validated = reward, start
         self._done(-1)  # the start, before round 0
 
     def _resume(self, saved: Checkpoint) -> list[Outcome]:
         """Take up an interrupted run where its checkpoint left it (`resume.take_up`); the outcomes
         of the rounds that committed after it."""
-        self._initial = (saved.initial_version, saved.initial_reward)
+        self.measured.start = (saved.initial_version, saved.initial_reward)
         self.progress.best, self.progress.since_gain = saved.best, saved.since_gain
         self.sampler.restore(saved.leads)
         if self.shards is not None:
@@ -244,7 +242,7 @@ class Loop:
                        "routes": self.shards.routes if self.shards is not None else {}}
 
     def _save(self, *, finished: bool, stop_reason: str | None = None) -> None:
-        start, initial = self._initial
+        start, initial = self.measured.start
         self.files.save(position(
             self.files, self.evaluator, fingerprint=self.fingerprint, strategy=kind_of(self.strategy),
             finished=finished, stop_reason=stop_reason, next_round=self._next_round, **self._dealt,

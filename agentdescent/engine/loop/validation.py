@@ -10,8 +10,11 @@ one). That bound is exact, so a promotion always rests on the whole held-out set
 starting and final rewards do. A rollout that failed with an error counts as 0 in the reward it
 was measured for; the starting and final rewards the user is told say so in a warning (`errored`),
 and a later measurement runs it again (the evaluation cache keeps no error). The starting reward is
-set beside the final one on that footing (`Measurements.initial`): a run that ends where it started
-reports one figure, and one that moved on runs the start's failures again first.
+the bar the first promotion must beat, so before it serves as one, the start's rollouts that failed
+with an error run again (`Measurements.now`, `later`): a version is promoted for what it gained, not
+for tasks the start could not be scored on. It is set beside the final one on that footing too
+(`Measurements.initial`): a run that ends where it started reports one figure, and one that moved
+on runs the start's failures again first.
 
 `Measurements` keeps which version was measured last and what each measurement did to `stable`
 and the run's progress. An asynchronous run measures in the background (`later`): no step waits
@@ -36,6 +39,7 @@ from agentdescent.step.stats import mean_reward
 from agentdescent.types import Rollout, Task
 
 Z90 = 1.645  # standard errors either side of a mean that hold 90 % of a normal's mass
+Answer = tuple[float | None, float, bool]  # (the start's figure measured again, or None; dev's reward; measured whole)
 
 
 @dataclass(kw_only=True)
@@ -142,8 +146,8 @@ class Validator:
 
 @dataclass(kw_only=True)
 class Measurements:
-    """The held-out measurements of dev a run takes: the last version measured, the promotions and
-    progress they make, and at most one under way in the background."""
+    """The held-out measurements of dev a run takes: where the run started, the last version measured,
+    the promotions and progress they make, and at most one under way in the background."""
 
     validator: Validator
     state_of: Callable[[int], Mapping[str, str]]  # a version's artifact
@@ -151,8 +155,9 @@ class Measurements:
     emit: Callable[[ev.Event], None]
     progress: Progress
     warn: Callable[[str], None] = lambda message: None  # a warning for the result
+    start: tuple[int, float | None] = (0, None)  # (version, held-out reward: None until measured) the run started from
     validated: int = -1  # the last version measured, or being measured in the background
-    _measuring: tuple[int, int, Future[tuple[float, bool]]] | None = field(default=None, init=False)  # (version, round, answer)
+    _measuring: tuple[int, int, Future[Answer]] | None = field(default=None, init=False)  # (version, round, answer)
     _thread: ThreadExecutor = field(default_factory=lambda: ThreadExecutor(1, name="agentdescent-validate"), init=False)
 
     @property
@@ -160,15 +165,16 @@ class Measurements:
         return self._measuring is not None
 
     def now(self, version: int, round_: int) -> tuple[float | None, bool]:
-        """Measure `version` (as far as it matters: `Validator.measure`) and take the answer in:
-        (its held-out reward, or None when only partly measured; promoted)."""
-        answer = self.validator.measure(self.state_of(version), self.progress.best)
+        """Measure `version` (as far as it matters: `Validator.measure`, the start's failed rollouts
+        run again first while its figure is the bar: `_measure`) and take the answer in: (its
+        held-out reward, or None when only partly measured; promoted)."""
+        answer = self._measure(self.state_of(version), self._again(), self.progress.best)
         self.validated = version  # only once measured: a measurement the budget cut short leaves it unmeasured
         return self._took(version, round_, *answer)
 
     def later(self, version: int, round_: int) -> None:
         """Start measuring `version` on a thread of its own; `take` takes the answer in."""
-        answer = self._thread.submit(self.validator.measure, self.state_of(version), self.progress.best)
+        answer = self._thread.submit(self._measure, self.state_of(version), self._again(), self.progress.best)
         self.validated, self._measuring = version, (version, round_, answer)
 
     def take(self, history: Sequence[StepRecord], *, wait: bool) -> None:
@@ -213,12 +219,14 @@ class Measurements:
         self.tell_errors(state, "at the end")
         return reward
 
-    def initial(self, version: int, reward: float, *, stable: int, final: float, measure: bool) -> float:
-        """The held-out reward where the run started (`version`, first measured as `reward`), set
-        beside the end's `final` of `stable`: when they are one version, `final` (one figure: the
+    def initial(self, *, stable: int, final: float, measure: bool) -> float:
+        """The held-out reward where the run started (`start`, measured), set beside the end's
+        `final` of `stable`, and kept as `start`: when they are one version, `final` (one figure: the
         end's measurement ran again what failed with an error at the start, and a rate limit at the
         start is no gain). Otherwise the start's rollouts that failed with an error run again first,
         unless the run does not measure (`measure`) or its budget is spent. A changed figure is told."""
+        version, reward = self.start
+        assert reward is not None, "the start is measured before the end is set beside it"
         if version == stable:
             again = final
         else:
@@ -232,6 +240,7 @@ class Measurements:
         if again != reward:
             self.warn(f"the held-out reward at the start is {again:.3f}, not the {reward:.3f} first measured: measured "
                       "again at the end, on the end's footing (rollouts that failed with an error run again)")
+        self.start = (version, again)
         return again
 
     def tell_errors(self, state: Mapping[str, str], when: str) -> None:
@@ -246,8 +255,39 @@ class Measurements:
         self._measuring = None
         self._thread.shutdown(wait=wait)
 
-    def _took(self, version: int, round_: int, reward: float, whole: bool) -> tuple[float | None, bool]:
+    def _again(self) -> Mapping[str, str] | None:
+        """The start's artifact while its figure is the bar a promotion must beat (nothing promoted
+        since) and counts rollouts that failed with an error as 0; None otherwise."""
+        version, reward = self.start
+        if reward is None or self.progress.best != reward:
+            return None
+        state = self.state_of(version)
+        return state if self.validator.incomplete(state) else None
+
+    def _measure(self, state: Mapping[str, str], start: Mapping[str, str] | None, best: float) -> Answer:
+        """`Validator.measure` of `state` against `best`, after the start's rollouts that failed with
+        an error ran again when `start` is given (its figure, measured again, is then the bar and
+        first in the answer). A spent budget leaves the start's figure as it was, says so, and
+        stops the measurement: no version is weighed against a bar that counts errors as 0."""
+        again = None
+        if start is not None:
+            try:
+                again = best = self.validator.whole(start)
+            except BudgetSpent:
+                self.warn(f"the budget was spent before the held-out rollouts that failed with an error at the start ran "
+                          f"again: the held-out reward at the start stays {best:.3f}, and no version was weighed against it")
+                raise
+        return again, *self.validator.measure(state, best)
+
+    def _took(self, version: int, round_: int, again: float | None, reward: float, whole: bool) -> tuple[float | None, bool]:
         progress = self.progress
+        if again is not None:  # the start's figure, its failed rollouts run again: the bar from now on
+            first, self.start = self.start[1], (self.start[0], again)
+            progress.best = again
+            if again != first:
+                self.warn(f"the held-out reward at the start is {again:.3f}, not the {first:.3f} first measured: its "
+                          "rollouts that failed with an error ran again before a promotion was weighed against it")
+                self.emit(ev.Evaluated(round=-1, version=self.start[0], held_out_reward=again, promoted=False, best_reward=again))
         promoted = whole and self.validator.promotion(progress.best, reward) and self.promote(version)
         if promoted:
             progress.best, progress.since_gain = reward, 0
