@@ -110,3 +110,14 @@ def judging_reward(task: Task, output: str) -> float:
 
 def asking_propose(rendered, task: Task, output: str, reward: float) -> str:
     return scripted(lambda prompt: "answer the question")(f"{rendered}\n{task.prompt}\n{output}")
+
+
+def settles(condition, seconds: float = 10.0) -> bool:
+    """Whether `condition()` holds within `seconds`: a killed process, an abandoned call's thread or a
+    request logged late takes a moment to go (or come)."""
+    end = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.02)
+    return True

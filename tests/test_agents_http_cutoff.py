@@ -16,6 +16,7 @@ from agentdescent.engine.calls import units
 from agentdescent.engine.calls.units import roll_out
 from agentdescent.errors import AgentError
 from tests import keyword_domain as domain
+from tests.doubles import settles
 from tests.loopback import LoopbackServer, Response, openai_chat
 from tests.test_agents_http import KEY, gpt
 
@@ -35,16 +36,6 @@ def left_running():
     process left are not its own."""
     before = units.abandoned_threads()
     return lambda: units.abandoned_threads() - before
-
-
-def settles(condition, seconds: float = 5.0) -> bool:
-    """Whether `condition()` holds within `seconds`."""
-    end = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def exact(task, output):

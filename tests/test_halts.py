@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from agentdescent.engine.calls.units import within
 from agentdescent.errors import Stopping
 from agentdescent.process import run_process
 from agentdescent.procscan import carrying
+from tests.doubles import settles
 from tests.loopback import LoopbackServer, Response, openai_chat
 from tests.procutil import gone
 from tests.test_agents_http import KEY, gpt
@@ -30,16 +30,6 @@ FAKES = Path(__file__).parent / "fake_clis"
 ROOT = Path(__file__).resolve().parent.parent
 MARK = "AGENTDESCENT_TEST_RUN"  # in each stand-in agent's environment: which test run started it
 TASKS = [Task(id=f"t{i:02d}", prompt=f"ticket {i}") for i in range(12)]
-
-
-def settles(condition, seconds: float = 10.0) -> bool:
-    """Whether `condition()` holds within `seconds`: a killed process takes a moment to go."""
-    end = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 @pytest.fixture

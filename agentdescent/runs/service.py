@@ -359,7 +359,7 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
                      if not any(matching(path, [glob]) for path in parts.tree)]
     warnings += budget_warnings(cost=cost, sizes=sizes, max_tokens=spec.budget.max_tokens, rounds=spec.rounds)
     warnings += held_out_warnings(sizes, rounds=spec.rounds, tasks=len(parts.tasks))
-    price = f", {money(cost)}" if money(cost) else ""
+    price = f", {said}" if (said := money(cost)) else ""
     return Plan(target=spec.target, kind=parts.kind, files=None if parts.tree is None else len(parts.tree),
                 carried=sorted(parts.assets)[:SHOWN_CARRIED], carried_total=len(parts.assets),
                 tasks=len(parts.tasks), train=len(train), held_out=len(held_out), agent=spec.agent.label,

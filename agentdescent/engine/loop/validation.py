@@ -230,8 +230,8 @@ class Measurements:
         if version == stable:
             again = final
         else:
-            state = self.state_of(version)
-            if not measure or not self.validator.incomplete(state):
+            state = self._unscored_start()
+            if not measure or state is None:
                 return reward
             try:
                 again = self.validator.whole(state)
@@ -258,10 +258,13 @@ class Measurements:
     def _again(self) -> Mapping[str, str] | None:
         """The start's artifact while its figure is the bar a promotion must beat (nothing promoted
         since) and counts rollouts that failed with an error as 0; None otherwise."""
-        version, reward = self.start
-        if reward is None or self.progress.best != reward:
-            return None
-        state = self.state_of(version)
+        reward = self.start[1]
+        return None if reward is None or self.progress.best != reward else self._unscored_start()
+
+    def _unscored_start(self) -> Mapping[str, str] | None:
+        """The start's artifact when a held-out rollout of it failed with an error (it has no
+        reward yet, and a measurement runs just those); None when every one was scored."""
+        state = self.state_of(self.start[0])
         return state if self.validator.incomplete(state) else None
 
     def _measure(self, state: Mapping[str, str], start: Mapping[str, str] | None, best: float) -> Answer:
