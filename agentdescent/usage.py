@@ -24,8 +24,8 @@ class RunReturned(RuntimeError):
     """A unit of work asked to start after its run returned and settled its bill."""
 
 PURPOSES = ("train", "verify", "accept", "validate")
-COUNTERS = ("rollouts", "proposals", "failures", "cache_hits", "cache_misses", *PURPOSES, "reissued", "discarded", "resumed",
-            "step_calls", "replayed", "abandoned", "billed", "repeated", "disagreed", "stray_calls", "unattributed")
+COUNTERS = ("rollouts", "proposals", "failures", "cache_hits", "cache_misses", *PURPOSES, "validate_failures", "reissued", "discarded",
+            "resumed", "step_calls", "replayed", "abandoned", "billed", "repeated", "disagreed", "stray_calls", "unattributed")
 
 
 @dataclass
@@ -44,6 +44,7 @@ class Usage(Tally):
     verify: int = 0  # workers' self-verification of their diffs (pipelined runs; else the step measures them, under accept)
     accept: int = 0  # the optimizer step's test, bisection and the L1 gate
     validate: int = 0  # held-out evaluation
+    validate_failures: int = 0  # ... of which failed with an error (also counted in `failures`)
     reissued: int = 0  # stragglers run a second time (`stragglers`); each is also counted as a rollout
     discarded: int = 0  # answers that came second to their straggler's other run, thrown away
     resumed: int = 0  # rollouts in flight when an earlier process of this run stopped, run first on resume
@@ -106,6 +107,8 @@ class Usage(Tally):
             self.model.add_spend(rollout.spend)
             if rollout.error is not None:
                 self._error(rollout.error)
+                if purpose == "validate":
+                    self._add(validate_failures=1)
             if journal is not None:
                 journal(rollout)
 

@@ -20,11 +20,14 @@ from agentdescent import BetaAcceptance, KeyedRules, SingleSlot, Task, events, e
 from agentdescent.agents.waits import refusal
 from agentdescent.config import Parallelism
 from agentdescent.engine.calls.units import check_reward
+from agentdescent.engine.loop.stopping import FailureWatch, NothingWorked
 from agentdescent.engine.split import split_tasks
 from agentdescent.errors import AgentError, UserError
 from agentdescent.runs import runlog
 from agentdescent.runs.spec import SpecError, read_spec
 from agentdescent.runs.status import LIVE
+from agentdescent.types import Rollout
+from agentdescent.usage import Usage
 from tests import failing_scorers
 from tests import keyword_domain as domain
 from tests.doubles import year_program
@@ -121,6 +124,26 @@ def test_a_held_out_measurement_whose_every_rollout_failed_stops_the_run_and_is_
     assert "grading service unreachable" in result.error
     assert [r.held_out for r in result.history if r.held_out is not None] == []
     assert result.initial_reward == result.final_reward == 0.0  # the start's, measured before the outage
+
+
+def test_a_held_out_measurement_in_the_background_is_no_part_of_the_round_it_ran_beside():
+    """Asynchronous, a round's turns may all have come back before it began, so that its window
+    holds only the previous version's held-out measurement: its failures are that measurement's
+    to name, not a round that "only failed"."""
+    watch, usage = FailureWatch(), Usage()
+
+    def failed(purpose: str, error: str = "grading service unreachable") -> None:
+        usage.count_rollout(Rollout(task=Task(id="t", prompt=""), output="", reward=0.0, error=error), purpose)
+
+    watch.watch(usage)
+    for _ in range(4):
+        failed("validate")
+    watch.check_round(usage, 2, 0)  # no stop: the measurement's own check names it
+    watch.check_round(usage, 0, 0)
+    for _ in range(4):
+        failed("train", "agent down")
+    with pytest.raises(NothingWorked, match=r"every rollout of round 3 failed \(4 of 4\), the committed artifact's among"):
+        watch.check_round(usage, 2, 0)
 
 
 def test_an_agent_that_always_raises_stops_the_run_too():

@@ -117,7 +117,7 @@ AFTER_A_FIX = ("then resume the run (evolve(..., store=...) given what you fixed
 # Later rounds whose every reflection, or every rollout (of changes under test), failed, with none since that
 # did not (a round that ran none is neither), that stop a run though each error may pass or be a change's own
 FAILING_ROUNDS = 3
-COMMITTED = ("train", "validate")  # the purposes of rollouts of committed versions: minibatches, the held-out set
+COMMITTED = ("train",)  # the purposes of a round's rollouts of committed versions: minibatches
 
 
 def nothing_worked(stretch: str, failed: int, error: str | None, which: str = "first", *, among: str = "") -> NothingWorked:
@@ -142,10 +142,12 @@ class FailureWatch:
     scorer behave now. A rollout that ran and scored 0 is no failure. Past the first round of a
     run, a round whose failed rollouts were all of changes under test stops it only when their
     error is no change's doing, or after `FAILING_ROUNDS` such rounds (`check_round`); reflections
-    are watched alike (`check_reflections`)."""
+    are watched alike (`check_reflections`). A held-out measurement in the background is no part of a
+    round: its rollouts are left out of the round's, and its own check names it (`validation`)."""
 
     rollouts: int = 0
     failures: int = 0
+    held_out: tuple[int, int] = (0, 0)  # of those, the held-out measurements' rollouts and failures
     said: int = 0  # the errors usage kept before the stretch began
     committed: int = 0  # the rollouts of committed versions that ran before it
     # The later rounds since a rollout passed (since a reflection did not fail): (round, how many ran,
@@ -155,6 +157,7 @@ class FailureWatch:
 
     def watch(self, usage: Usage) -> None:
         self.rollouts, self.failures, self.said = usage.rollouts, usage.failures, len(usage.errors)
+        self.held_out = (usage.validate, usage.validate_failures)
         self.committed = sum(getattr(usage, purpose) for purpose in COMMITTED)
 
     def check(self, usage: Usage, stretch: str, fewest: int = 1) -> None:
@@ -171,14 +174,18 @@ class FailureWatch:
     def check_round(self, usage: Usage, round_: int, first: int) -> None:
         """`check` for a round of a run (or a resume) that began at round `first`. Past that one,
         a round that ran at least `FEWEST_LATER` rollouts, every one failed, stops the run when
-        rollouts of the committed artifact (its minibatches, its held-out set) were among them, or
+        rollouts of the committed artifact (its minibatches) were among them, or
         when the error is one no change under test causes (a key or a model refused: a lasting
         `Cause` that is not `sent`), or when it is the `FAILING_ROUNDS`th such round since a
         rollout last passed. Otherwise the rollouts were all of changes under test, each refused
         with its error, and the run goes on."""
-        if round_ == first:
-            return self.check(usage, self.named(round_, first))
         ran, failed = usage.rollouts - self.rollouts, usage.failures - self.failures
+        ran -= usage.validate - self.held_out[0]
+        failed -= usage.validate_failures - self.held_out[1]
+        if round_ == first:
+            if ran and failed == ran:
+                raise nothing_worked(self.named(round_, first), failed, *self._first(usage))
+            return
         if failed < ran:
             self.failing = []
         if ran == 0 or failed < ran:
