@@ -4,6 +4,7 @@ up front, and a worker killed mid-rollout whose call is run again while the run 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -560,10 +561,14 @@ def test_a_call_that_kills_its_actor_every_time_fails_after_its_retries(local_ra
 
 
 
-def test_a_rollout_whose_actor_dies_every_time_is_a_failed_rollout_not_a_ray_traceback(local_ray):
+def test_a_rollout_whose_actor_dies_every_time_is_a_failed_rollout_not_a_ray_traceback(local_ray, monkeypatch):
     """As on processes, the run's result says so. The calls that shared the actor (one a node) when
     it died are sent again alone, so that they are not failed with it (the first measurement failed
-    whole, and the run with it)."""
+    whole, and the run with it). One retry a call, not the default two: each death costs seconds
+    of an actor's restart, and what a retry does is the same the first time."""
+    from agentdescent.engine.calls import ray_executor
+
+    monkeypatch.setattr(ray_executor, "RayExecutor", functools.partial(ray_executor.RayExecutor, retries=1))
     result = evolve(year_tasks(7), reward, run=run_that_dies_on_q3, propose=propose, rounds=1, n_workers=2,
                     parallelism=Parallelism(executor="ray", reissue_after=None))
     assert result.error is None and result.usage.errors
