@@ -30,6 +30,8 @@ BROKEN_REVIEWER = REVIEWER.replace("a change and gives", "a change: the verdict 
     ("agent.py", AGENT, BROKEN_AGENT, "would not compile: line 7: expected ':'"),
     ("agent.py", "x = 1\n", "x = (\n", "would not compile: line 1: '(' was never closed"),
     ("tools/new.py", None, "return 1\n", "would not compile: line 1: 'return' outside function"),
+    ("new.json", None, '{"a": 1,}\n', "would not be valid JSON: line 1: Expecting property name"),
+    ("conf/new.yaml", None, "a: [\n", "would not be valid YAML: line 2: "),
     ("agent.py", "x = 1\n", "x = " + "-" * 90_000 + "1\n", "would not compile: line 1: "),  # past the parser's depth
     (".claude/agents/reviewer.md", REVIEWER, BROKEN_REVIEWER,
      "would break its frontmatter: line 3: mapping values are not allowed"),
@@ -54,7 +56,7 @@ def test_a_file_that_parsed_and_no_longer_does_is_named_with_its_line_and_the_pa
     ("r.md", REVIEWER, REVIEWER.replace("maybe", "yes")),
     ("r.md", "# Notes\nno frontmatter\n", "---\nbroken: [\n---\n"),  # it had none to keep
     ("r.md", "---\nreviews changes\n---\n", "---\n: [\n---\n"),  # nor fields
-    ("new.md", None, BROKEN_REVIEWER),  # only a new Python file is held to parse
+    ("new.md", None, BROKEN_REVIEWER),  # a new Markdown file may open with a rule, not a frontmatter
     ("c.yaml", "a: 1\n---\nb: 2\n", "a: 1\n---\nb: 3\n"),  # several documents
     ("notes.txt", "a\n", "{\n"),
     ("agent.py", "x = 1\n", "x = (\n" + "#" * MAX_PARSED_CHARS),  # past the cap: not parsed
@@ -77,7 +79,8 @@ def test_governance_refuses_it_as_invalid_naming_the_file_and_leaves_a_playbook_
     edits = [Edit(key="agent.py", before=AGENT, after=BROKEN_AGENT)]
     said = Governance.of(FileTree({"agent.py": AGENT})).invalidity(edits)
     assert said.startswith("'agent.py' would not compile: line 7: expected ':'") and "must leave it parsing" in said
-    assert "a new Python file must compile" in Governance().invalidity([Edit(key="x.py", after="def f(:\n")])
+    assert "a new file of its kind must compile" in Governance().invalidity([Edit(key="x.py", after="def f(:\n")])
+    assert "a new file of its kind must load as JSON" in Governance().invalidity([Edit(key="x.json", after="{")])
     for playbook in (AppendRules(), KeyedRules(["agent.py"])):
         assert Governance.of(playbook).invalidity(edits) is None  # a key there is no file
     kind, why = admit(Diff(id="d1", artifact_id="a", base_version=0, edits=edits), "a", Governance())

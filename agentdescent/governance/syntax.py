@@ -3,7 +3,8 @@
 A file that parses before a change must parse after it (`breakage`): a `.py` file compiles
 (`compile`, never run), a `.json` file and a `.yaml`/`.yml` file load, and a Markdown file's
 frontmatter (a first line `---` up to the next `---` line), where a host reads a skill's or a
-subagent's name, description and tools, loads as a mapping. A new `.py` file must compile. An
+subagent's name, description and tools, loads as a mapping. A new `.py`, `.json` or `.yaml` file
+must parse too (a new Markdown file may open with a `---` rule that is no frontmatter). An
 agent that reads a file rather than running it finds no fault in a change that breaks it, and
 Claude Code leaves out a subagent whose frontmatter does not parse, saying nothing; so such a
 change is `invalid` at the door, before any rollout is paid for it; and a text the step merges
@@ -15,7 +16,7 @@ Each text is parsed in bounded time: one (or a frontmatter block) past `MAX_PARS
 parsed, since neither Python's parser (an f-string of many fields) nor PyYAML's (deep or long flow
 collections) is linear in every text; YAML is read by the safe loader, libyaml's where PyYAML has
 it. Left out: a file that did not parse before (its state is not the change's doing), a Markdown
-file with no frontmatter, other formats, and whether code runs or imports; code compiles under the
+file with no frontmatter or a new one, other formats, and whether code runs or imports; code compiles under the
 Python that runs agentdescent, not the one the target may run under.
 """
 
@@ -36,6 +37,7 @@ __all__ = ["MAX_PARSED_CHARS", "breakage", "unreadable"]
 MAX_PARSED_CHARS = 100_000
 _KINDS = {".py": "py", ".json": "json", ".yaml": "yaml", ".yml": "yaml", ".md": "md"}
 _VERBS = {"py": "not compile", "json": "not be valid JSON", "yaml": "not be valid YAML", "md": "break its frontmatter"}
+_PARSES = {"py": "compile", "json": "load as JSON", "yaml": "load as YAML"}
 _SAFE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's reader, where PyYAML has it: linear in more texts
 _WARNINGS = threading.Lock()  # `catch_warnings` swaps a global: two threads in it at once could leave it swapped
 
@@ -51,19 +53,19 @@ def unreadable(edits: Sequence[Edit], named: Callable[[str], str] = repr) -> str
     for edit in edits:
         broken = breakage(edit.key, edit.before, edit.after)
         if broken:
-            rule = ("a new Python file must compile" if edit.before is None else
+            rule = (f"a new file of its kind must {_PARSES[_kind(edit.key)]}" if edit.before is None else
                     "it parses before this change, and a change must leave it parsing")
             return f"{named(edit.key)} {broken} ({rule}: fix that line, or leave the file out)"
     return None
 
 
 def breakage(key: str, before: str | None, after: str | None) -> str | None:
-    """How `after` leaves the file `key` unreadable that `before` left readable (or, a new `.py`
-    file, does not compile), with the line and the parser's words; None when it is readable, or
-    when the rule does not apply (a deletion, a file of another kind, a text past MAX_PARSED_CHARS)."""
-    name = key.rsplit("/", 1)[-1].lower()
-    kind = next((kind for suffix, kind in _KINDS.items() if name.endswith(suffix)), None)
-    if kind is None or after is None or (before is None and kind != "py"):
+    """How `after` leaves the file `key` unreadable that `before` left readable (or, a new file
+    other than Markdown, does not parse), with the line and the parser's words; None when it is
+    readable, or when the rule does not apply (a deletion, a file of another kind, a text past
+    MAX_PARSED_CHARS)."""
+    kind = _kind(key)
+    if kind is None or after is None or (before is None and kind == "md"):
         return None
     try:
         if before is not None and _problem(kind, before) is not None:
@@ -72,6 +74,11 @@ def breakage(key: str, before: str | None, after: str | None) -> str | None:
     except _TooLong:
         return None
     return None if problem is None else f"would {_VERBS[kind]}: line {problem[0]}: {problem[1]}"
+
+
+def _kind(key: str) -> str | None:
+    name = key.rsplit("/", 1)[-1].lower()
+    return next((kind for suffix, kind in _KINDS.items() if name.endswith(suffix)), None)
 
 
 def _problem(kind: str, text: str) -> Problem | None:
