@@ -8,14 +8,16 @@ group is asked to stop, then killed; one being started is waited for, so that no
 the program exits as its run returns), the socket a model request waits on (`agents.deadline`).
 `halt(why)` ends them all, and nothing starts after (`came`: a request has no time left,
 `agents.http`). The calls of another run, made in a context of their own, are not touched, nor
-are calls made where no run is.
+are calls made where no run is. A call made on a thread a user's callable started itself carries
+no context: while one run is active in the process (`active`), it is that run's, as its bill counts
+it (`agents.base`: stray calls); while two are, it is neither's.
 
     halt = Halt();  entered = enter(halt)   # the calls made from here, on the run's threads too
     ...
     halt("the stop of the run it is part of (cancelled)");  leave(entered)
 
-Left out: calls made on a thread a user's callable starts itself (no context reaches it) and in
-other processes (the process and Ray executors stop their workers instead); when to halt (`evolve`).
+Left out: calls made in other processes (the process and Ray executors stop their workers
+instead); when to halt (`evolve`).
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-__all__ = ["SLICE_S", "Halt", "acquire", "came", "current", "ending", "enter", "leave"]
+__all__ = ["SLICE_S", "Halt", "acquire", "active", "came", "current", "ending", "enter", "leave"]
 
 SLICE_S = 0.2  # how often a wait a halt cannot wake (a semaphore's) looks for it
 
 _current: contextvars.ContextVar[Halt | None] = contextvars.ContextVar("agentdescent_halt", default=None)
+_active: list[Halt] = []  # the halts of the runs active in this process (`active`)
+_active_lock = threading.Lock()
 
 
 class Halt:
@@ -77,8 +81,26 @@ class Halt:
 
 
 def current() -> Halt | None:
-    """The halt of the run whose call this is, or None."""
-    return _current.get()
+    """The halt of the run whose call this is: its context's, else (a thread the caller's code
+    started) the one run active in the process; None where there is neither."""
+    found = _current.get()
+    if found is None:
+        with _active_lock:
+            found = _active[0] if len(_active) == 1 else None
+    return found
+
+
+@contextlib.contextmanager
+def active(halt: Halt) -> Iterator[None]:
+    """Within the block, `halt`'s run is active in this process: a call made where no context
+    carries a halt is that run's while it is the only one."""
+    with _active_lock:
+        _active.append(halt)
+    try:
+        yield
+    finally:
+        with _active_lock:
+            _active.remove(halt)
 
 
 def enter(halt: Halt | None) -> contextvars.Token:

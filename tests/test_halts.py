@@ -18,7 +18,7 @@ import pytest
 from agentdescent import CancelToken, Task, claude_code, evolve, halts
 from agentdescent.engine.calls.executors import ThreadExecutor
 from agentdescent.engine.calls.units import within
-from agentdescent.errors import Stopping
+from agentdescent.errors import AgentError, Stopping
 from agentdescent.process import run_process
 from agentdescent.procscan import carrying
 from tests.doubles import settles
@@ -153,6 +153,43 @@ def test_a_cancelled_run_s_http_calls_end_with_it_and_send_nothing_more(monkeypa
         assert len(server.requests) - sent <= result.usage.abandoned
         assert settles(lambda: _client_connections(int(server.url.rsplit(":", 1)[1])) == 0)
         assert result.usage.calls == result.usage.abandoned > 0 and result.usage.failures == 0
+
+
+def test_a_cancelled_run_ends_the_calls_its_run_made_on_threads_of_its_own_too(monkeypatch):
+    """A `run` that hands its model call to a thread it starts: no context reaches that thread, and
+    its call retried a busy server after evolve returned. While the run is the only one active,
+    the call is the run's (its bill counts it), and the run's stop ends it."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    busy = Response(status=503, delay=0.2, body={"error": {"message": "busy"}})
+    with LoopbackServer(openai_chat(lambda prompt: busy)) as server:
+        model = gpt(server, max_retries=10_000, backoff=(0.05, 0.2))
+        token, threads, cancelled, said = CancelToken(), [], threading.Event(), []
+
+        def call(prompt: str) -> None:
+            try:
+                model(prompt)
+            except AgentError as exc:
+                said.append(str(exc))
+
+        def hands_off(rendered, task):
+            threads.append(threading.Thread(target=call, args=(task.prompt,), daemon=True))
+            threads[-1].start()
+            cancelled.wait(60)  # the run is still going when the cancel comes
+            return "handed off"
+
+        def cancel_when_asked() -> None:
+            settles(lambda: len(server.requests) >= 6, 60)
+            token.cancel("the test's")
+            cancelled.set()
+
+        threading.Thread(target=cancel_when_asked, daemon=True).start()
+        result = evolve(TASKS, lambda task, output: 1.0, run=hands_off, propose=lambda *a: None, rounds=1,
+                        n_workers=1, stop=[token])
+        assert result.stop_reason == "cancelled (the test's)" and threads
+        assert settles(lambda: not any(t.is_alive() for t in threads)), "a call on the run's own thread still runs"
+        assert said and all("within the stop of the run it is part of (cancelled (the test's))" in text for text in said)
+        sent = len(server.requests)
+        assert not settles(lambda: len(server.requests) > sent, 1.0)  # no retry after
 
 
 # --- the parts: a halt, and what carries it ----------------------------------------------------

@@ -228,7 +228,7 @@ def evolve(
             fingerprint=fingerprint(artifact_id=artifact_id, strategy=strategy, seed=seed, train=train, held_out=held_out),
         )
         # a model call on a thread `run` started finds no meter: counted on the run all the same (`agents.base`)
-        with ctrl_c.caught(interrupt), catching_strays(usage.count_stray, missed=usage.miss_stray):
+        with ctrl_c.caught(interrupt), catching_strays(usage.count_stray, missed=usage.miss_stray), halts.active(halt):
             _load(calls, interrupt, run=run, reward=reward, propose=propose)
             result = loop.run()
     finally:
