@@ -1,42 +1,42 @@
 """Checking `python:` refs (`module:attribute`) without running the user's code in this process.
 
-A spec may name a module of the user's own (an agent, a reflector, a reward). Importing it runs
+A spec may name modules of the user's own (an agent, a reflector, a reward). Importing one runs
 its code, which may print (the MCP server's stdout is its protocol stream), hang, or change this
-process for good. So `check_refs` imports each ref in a child process instead:
+process for good. So `check` imports them in a child process instead, one child for a check:
 
     check_refs(["tests.keyword_domain:answer", "this:s"])
     == {"tests.keyword_domain:answer": None, "this:s": "'s' is a value of type str, not a function ...; it printed: ..."}
 
-Each ref's child is `python -m agentdescent.refcheck PARENT_PID ORIGIN RESULT_FILE REF` (this copy
-of the package first on its PYTHONPATH, so that it speaks the same arguments), started in a folder
-of its own so that a module planted in the user's folder (a `json.py`) cannot stand in for one the
-check itself needs; once those are imported it moves to `cwd` (default the current folder) and puts
-it first on `sys.path`, as the run's own process does. Its stdin is /dev/null; it runs in its own
-process group, killed with the group after `timeout` seconds. A check never outlives the process
-that asked for it, however that one ended (SIGTERM, SIGHUP, SIGKILL): the child watches its parent
-and, once it is gone, removes the scratch folder and kills its own group (`_orphaned`). Its verdict
-is the JSON file it writes after the import, so nothing the user's module prints can pass for one;
-what it printed (stdout and stderr, the last `OUTPUT_BYTES` kept) is quoted, redacted, in a
-failure. This module lives outside `agentdescent.runs` so that the child imports next to nothing
-of ours. `check_call` goes one step further for a reward: its child calls the ref once, as
+The child (`refcheck_child`, run from this copy of the package, first on its PYTHONPATH, so that
+it speaks the same protocol) imports the refs in turn; for a process or Ray executor it pickles
+each as that executor would, and for a reward asked for (`call`) it calls it once, as
 `ref(task, output)`, and says what it raised or returned that is not a number in [0, 1], in the
-words the run would stop with (`reward_problem`). For a run whose executor sends its callables
-to other processes, `check_refs(..., executor=...)` also pickles each as that executor would.
-Left out: calling an agent or a reflector (only the run's own process does).
+words the run would stop with (`reward_problem`). It writes each verdict to a file as soon as it
+has it, so nothing the user's module prints can pass for one, and a ref that ends the child
+(`os._exit`, a signal) or keeps it past `timeout` seconds (for the whole check) costs the refs
+before it nothing: that ref is named as the one whose check did not end, and those after it as
+not checked. What was printed while a ref was checked (stdout and stderr, the last `OUTPUT_BYTES`)
+comes through a pipe of its own and is quoted, redacted, in that ref's failure; a ref whose module
+an earlier ref imported quotes what that import printed too. The child starts in a scratch folder
+of its own, so that a module planted in the user's folder (a `json.py`) cannot stand in for one
+the check itself needs, then moves to `cwd` (default the current folder) and puts it first on
+`sys.path`, as the run's own process does. Its stdin is /dev/null; it runs in its own process
+group, killed with the group when the check ends, and never outlives the process that asked for
+it, however that one ended (it watches its parent: `refcheck_child`). This module lives outside
+`agentdescent.runs` so that the child imports next to nothing of ours.
+Left out: calling an agent or a reflector (only the run's own process does), and a fresh
+interpreter for each ref: what one ref's module does to the process (`sys.path`, a patched
+library) is there for the refs after it, as it is in the run's process, which imports them all.
 """
 
 from __future__ import annotations
 
 import contextlib
 import decimal
-import functools
-import importlib
 import json
 import math
 import numbers
 import os
-import pickle
-import shutil
 import signal
 import subprocess
 import sys
@@ -45,73 +45,86 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from agentdescent.returned import ASYNC_GIVEN, unfinished
 
-CHILD_MODULE = "agentdescent.refcheck"
-REF_CHECK_SECONDS = 30.0
-OUTPUT_BYTES = 16_000  # the tail of what the child printed, kept for a failure's message
+CHILD_MODULE = "agentdescent.refcheck_child"
+REF_CHECK_SECONDS = 30.0  # for a whole check: its refs, and the reward's call
+OUTPUT_BYTES = 16_000  # the tail of what was printed while one ref was checked, kept for a failure's message
 QUOTED_CHARS = 120  # of that tail, quoted in a failure
 SCRATCH_PREFIX = "agentdescent-refcheck-"  # the checks' scratch folders in the temp folder (runs --prune knows it)
-PARENT_POLL_SECONDS = 0.2  # how often the child looks whether its parent is still there
 _REASON_CHARS = 200
-SENT_BY = "--sent-by"  # the child's flag: the executor that will send the ref to other processes
 UNPICKLABLE = "it loads, but cannot be pickled: "  # how a verdict on a ref that does not travel begins
+NOT_CHECKED = "not checked: "  # how the verdict on a ref after one whose check did not end begins
 
 
-def check_call(ref: str, task: dict, output: str, *, cwd: str | os.PathLike | None = None,
-               timeout: float = REF_CHECK_SECONDS) -> str | None:
-    """None when the reward `ref` names, imported in a child process and called once as
-    `ref(Task(**task), output)`, returns a number in [0, 1] (what the run takes), or is a model
-    judge (`scoring.Judge`, not called: that would be a model call); else why not (what it raised
-    or returned, in the run's words, then a redacted excerpt of what it printed)."""
+def check(refs: Sequence[str], *, call: tuple[str, dict, str] | None = None, cwd: str | os.PathLike | None = None,
+          timeout: float = REF_CHECK_SECONDS, executor: str = "thread") -> tuple[dict[str, str | None], str | None]:
+    """Each of `refs` mapped to None when it imports and names something callable (that pickles,
+    for an `executor` that sends it to other processes: "process" or "ray"), else to why not (the
+    exception, or how the child ended, then a redacted excerpt of what it printed); and, for a
+    `call` `(ref, task, output)`, None when that reward, called once as `ref(Task(**task), output)`,
+    returns a number in [0, 1] (what the run takes) or is a model judge (`scoring.Judge`, not
+    called: that would be a model call), else why not (None too when no call is asked for). One
+    child process does it all, given `timeout` seconds in all; raises nothing for a bad ref."""
+    refs = list(dict.fromkeys(refs))
+    items = [(ref, "importing") for ref in refs] + ([(call[0], "calling")] if call is not None else [])
+    if not items:  # a spec without `python:` refs: no process to start
+        return {}, None
+    asked = {"refs": refs, "executor": None if executor == "thread" else executor,
+             "call": None if call is None else dict(zip(("ref", "task", "output"), call, strict=True))}
     with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX) as folder:
-        call = Path(folder, "call.json")
-        call.write_text(json.dumps({"task": task, "output": output}), encoding="utf-8")
-        child = _Child(ref, Path(folder, "result.json"), Path(cwd or os.getcwd()), call)
-        return child.verdict(time.monotonic() + timeout, timeout)
+        child = _Child(asked, Path(folder), Path(cwd or os.getcwd()), len(items))
+        said = child.verdicts(items, time.monotonic() + timeout, timeout)
+    return dict(zip(refs, said, strict=False)), (said[-1] if call is not None else None)
 
 
 def check_refs(refs: Sequence[str], *, cwd: str | os.PathLike | None = None, timeout: float = REF_CHECK_SECONDS,
                executor: str = "thread") -> dict[str, str | None]:
-    """Each of `refs` mapped to None when it imports in a child process and names something
-    callable (that pickles, for an `executor` that sends it to other processes: "process" or
-    "ray"), else to why not (the exception, or how the child ended, then a redacted excerpt of
-    what it printed). Each ref has a child of its own, all started at once and given `timeout`
-    seconds in all; raises nothing for a bad ref."""
-    refs = list(dict.fromkeys(refs))
-    with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX) as folder:
-        origin = Path(cwd or os.getcwd())
-        sent = [SENT_BY, executor] if executor != "thread" else []
-        children = {ref: _Child(ref, Path(folder, f"{i}.json"), origin, sent) for i, ref in enumerate(refs)}
-        until = time.monotonic() + timeout
-        return {ref: child.verdict(until, timeout) for ref, child in children.items()}
+    """`check` of `refs` alone: each mapped to None when it loads, else to why not."""
+    return check(refs, cwd=cwd, timeout=timeout, executor=executor)[0]
+
+
+def check_call(ref: str, task: dict, output: str, *, cwd: str | os.PathLike | None = None,
+               timeout: float = REF_CHECK_SECONDS) -> str | None:
+    """`check` of the reward `ref` called once on `task` and `output`: None when it scores, else why not."""
+    return check([], call=(ref, task, output), cwd=cwd, timeout=timeout)[1]
 
 
 class _Child:
-    """One ref's check: the process importing it, and the tail of what it printed."""
+    """A check's process, the pipe each of its items (a ref, the call) prints to, and their tails."""
 
-    def __init__(self, ref: str, result: Path, origin: Path, then: Path | list[str] | None = None) -> None:
-        """`then`: the call file of a reward to call, or `[SENT_BY, executor]`."""
-        self.result, self.kept, self.unstarted = result, bytearray(), None
-        argv = [sys.executable, "-m", CHILD_MODULE, str(os.getpid()), str(origin), str(result), ref,
-                *([str(then)] if isinstance(then, Path) else then or [])]
+    def __init__(self, asked: dict, folder: Path, origin: Path, items: int) -> None:
+        self.verdicts_file, self.unstarted = folder / "verdicts.jsonl", None
+        self.kept = [bytearray() for _ in range(items + 1)]  # the last: what the child printed outside any item
+        pipes: list[tuple[int, int]] = []
         try:
-            self.proc = subprocess.Popen(argv, cwd=result.parent, env=_our_package_first(),
-                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
-        except OSError as exc:  # too many processes, a cwd gone: this ref cannot be checked, say why
+            for _ in range(items):
+                pipes.append(os.pipe())
+            writing = [write for _, write in pipes]
+            (folder / "asked.json").write_text(json.dumps({**asked, "fds": writing}), encoding="utf-8")
+            self.proc = subprocess.Popen([sys.executable, "-m", CHILD_MODULE, str(os.getpid()), str(origin), str(folder)],
+                                         cwd=folder, env=_our_package_first(), stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                                         pass_fds=writing)
+        except OSError as exc:  # too many processes or files, a cwd gone: nothing can be checked, say why
+            for read, _ in pipes:
+                os.close(read)
             self.unstarted = f"cannot start a process to check it ({exc.strerror or exc}); try again"
             return
-        self.reader = threading.Thread(target=_drain, args=(self.proc.stdout, self.kept), daemon=True,
-                                       name="agentdescent-refcheck")
-        self.reader.start()
+        finally:
+            for _, write in pipes:  # the child's now: this process holding them would keep their readers waiting
+                os.close(write)
+        streams = [os.fdopen(read, "rb") for read, _ in pipes] + [self.proc.stdout]
+        self.readers = [threading.Thread(target=_drain, args=(stream, kept), daemon=True, name="agentdescent-refcheck")
+                        for stream, kept in zip(streams, self.kept, strict=True)]
+        for reader in self.readers:
+            reader.start()
 
-    def verdict(self, until: float, timeout: float) -> str | None:
-        """None when the ref loads, else why not; the child and its group are gone on return."""
+    def verdicts(self, items: list[tuple[str, str]], until: float, timeout: float) -> list[str | None]:
+        """Each item's verdict, None when it loads (or scores); the child and its group are gone on return."""
         if self.unstarted is not None:
-            return self.unstarted
+            return [self.unstarted] * len(items)
         try:
             code: int | None = self.proc.wait(timeout=max(0.0, until - time.monotonic()))
         except subprocess.TimeoutExpired:
@@ -120,11 +133,24 @@ class _Child:
             with contextlib.suppress(ProcessLookupError, PermissionError):  # whatever it started goes too
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
-        self.reader.join(timeout=5)  # a process that left the group may hold the pipe: not waited for
-        said = _said(self.result) if code == 0 else None
-        if said is None:
-            said = _how(code, timeout)
-        return None if said == "" else _with_output(said, _excerpt(bytes(self.kept)))
+        joined = time.monotonic() + 5  # a process that left the group may hold a pipe: not waited for
+        for reader in self.readers:
+            reader.join(timeout=max(0.0, joined - time.monotonic()))
+        said, found, stopped = _said(self.verdicts_file), [], None
+        for i, (ref, doing) in enumerate(items):
+            mine = said.get(i, {})
+            if "error" in mine:
+                why = str(mine["error"] or "")
+            elif stopped is None:
+                why, stopped = _how(code, timeout, doing), ref
+            else:
+                found.append(f"{NOT_CHECKED}the check of {stopped!r} before it did not end, and one process checks "
+                             "them in turn; fix that one first")
+                continue
+            printed = [j for j in mine.get("printed", []) if isinstance(j, int) and 0 <= j < i]
+            output = b"".join(bytes(self.kept[j]) for j in (-1, *printed, i))
+            found.append(None if why == "" else _with_output(why, _excerpt(output)))
+        return found
 
 
 def _our_package_first() -> dict[str, str]:
@@ -146,23 +172,30 @@ def _drain(stream, kept: bytearray) -> None:
             del kept[:-OUTPUT_BYTES]
 
 
-def _said(result: Path) -> str | None:
-    """What the child's result file says: "" (the ref loads), why not, or None (no verdict)."""
+def _said(verdicts: Path) -> dict[int, dict]:
+    """What the child wrote of each item, by its index: {"printed": [...]} as it began it, and
+    {"error": None or why not} once it knew (the item loads, or scores, on None)."""
+    found: dict[int, dict] = {}
     try:
-        found = json.loads(result.read_text(encoding="utf-8"))
+        lines = verdicts.read_text(encoding="utf-8").splitlines()
     except (OSError, ValueError):
-        return None
-    if not isinstance(found, dict) or "error" not in found:
-        return None
-    return str(found["error"] or "")
+        return found
+    for line in lines:
+        with contextlib.suppress(ValueError):  # a line the child did not finish
+            entry = json.loads(line)
+            if isinstance(entry, dict) and isinstance(entry.get("item"), int):
+                found.setdefault(entry["item"], {}).update(entry)
+    return found
 
 
-def _how(code: int | None, timeout: float) -> str:
+def _how(code: int | None, timeout: float, doing: str) -> str:
+    """How the check of the item the child was `doing` ("importing", "calling") ended without its verdict."""
     if code is None:
-        return f"importing it (or calling it, for a scorer) took over {timeout:g} s, and the check was stopped"
+        return f"the check took over {timeout:g} s and was stopped while {doing} it"
     if code < 0:
-        return f"the process importing it was killed by signal {-code}"
-    return f"the process importing it ended with exit code {code} before saying whether it loads"
+        return f"the process {doing} it was killed by signal {-code}"
+    return (f"the process {doing} it ended with exit code {code} before saying "
+            f"{'whether it loads' if doing == 'importing' else 'what it returned'}")
 
 
 def _excerpt(output: bytes) -> str:
@@ -180,107 +213,6 @@ def _with_output(reason: str, said: str) -> str:
     reason = redact(" ".join(reason.split()))
     reason = reason if len(reason) <= _REASON_CHARS else reason[:_REASON_CHARS] + "…"
     return f"{reason}; it printed: {said}" if said else reason
-
-
-# the child
-
-
-def main(argv: list[str]) -> NoReturn:
-    """`refcheck PARENT_PID ORIGIN RESULT_FILE REF [CALL_FILE | --sent-by EXECUTOR]`: import the ref
-    from ORIGIN (and call it on CALL_FILE's task and output, or pickle it as EXECUTOR would), write
-    {"error": None or why not} to RESULT_FILE, and exit 0 at once; or, should PARENT_PID stop being
-    this process's parent first, end as `_orphaned` says."""
-    parent, origin, result, ref, *then = argv
-    call, executor = ([], then[1]) if then[:1] == [SENT_BY] else (then, None)
-    _orphaned(int(parent), Path(result).parent)
-    if call:  # imported before ORIGIN is on the path: ours, not a planted copy (and only for a call: they are slow to import)
-        from agentdescent.scoring import Judge  # noqa: F401
-        from agentdescent.types import Task  # noqa: F401
-
-    try:
-        os.chdir(origin)
-    except OSError as exc:
-        error: str | None = f"cannot work in {origin}: {exc.strerror or exc}"
-    else:
-        sys.path.insert(0, origin)
-        error = _load(ref)
-    if error is None and call:
-        error = _call(ref, call[0])
-    if error is None and executor is not None:
-        error = _unsendable(ref, executor)
-    with open(result, "w", encoding="utf-8") as handle:
-        json.dump({"error": error}, handle)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)  # not the user's atexit handlers or threads: the verdict is written, nothing else is owed
-
-
-def _orphaned(parent: int, scratch: Path) -> None:
-    """Watch, on a thread of its own, for `parent` to be gone (this process handed to another): then
-    remove `scratch`, the folder the parent would have removed, and kill this process's group, the
-    user's module and whatever it started. The user's module may import for ever; the check may not."""
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_POLL_SECONDS)
-        if scratch.name.startswith(SCRATCH_PREFIX):  # only a folder the parent made for its checks
-            shutil.rmtree(scratch, ignore_errors=True)
-        os.killpg(0, signal.SIGKILL)
-
-    threading.Thread(target=watch, daemon=True, name="agentdescent-refcheck-parent").start()
-
-
-def _load(ref: str) -> str | None:
-    module_name, _, attribute = ref.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-        found = functools.reduce(getattr, attribute.split("."), module)
-    except BaseException as exc:  # noqa: BLE001 - the user's module may raise anything, SystemExit too: all mean "does not load"
-        return f"{type(exc).__name__}: {exc}"
-    if not callable(found):
-        return f"{attribute!r} is a value of type {type(found).__name__}, not a function or a class"
-    return None
-
-
-def _call(ref: str, call_file: str) -> str | None:
-    """What calling the reward `ref` once as `ref(task, output)` shows wrong, or None."""
-    from agentdescent.scoring import Judge  # here, not at the top: only a call needs them
-    from agentdescent.types import Task
-
-    module_name, _, attribute = ref.partition(":")
-    found = functools.reduce(getattr, attribute.split("."), importlib.import_module(module_name))
-    if isinstance(found, Judge):
-        return None
-    with open(call_file, encoding="utf-8") as handle:
-        call = json.load(handle)
-    try:
-        value = found(Task(**call["task"]), call["output"])
-    except BaseException as exc:  # noqa: BLE001 - whatever the user's reward raises is the verdict
-        return f"calling it as {attribute}(task, output) raised {type(exc).__name__}: {exc}"
-    return reward_problem(value, call["task"]["id"])
-
-
-def _unsendable(ref: str, executor: str) -> str | None:
-    """Why `executor` ("process": pickle; "ray": cloudpickle, which takes closures too) cannot send
-    what `ref` names to its workers, or None. A class is sent by name; what it makes is not tried
-    here (the run checks it as it starts)."""
-    module_name, _, attribute = ref.partition(":")
-    found = functools.reduce(getattr, attribute.split("."), importlib.import_module(module_name))
-    try:
-        pickle.dumps(found)
-        return None
-    except Exception as exc:  # noqa: BLE001 -- whatever its __reduce__ raises
-        error: BaseException = exc
-    if executor == "ray":
-        try:
-            from ray import cloudpickle
-
-            cloudpickle.dumps(found)
-            return None
-        except ImportError:  # plan says Ray is missing, apart
-            return None
-        except Exception as exc:  # noqa: BLE001
-            error = exc
-    return f"{UNPICKLABLE}{type(error).__name__}: {error}"
 
 
 def reward_problem(value: object, task_id: str) -> str | None:
@@ -318,6 +250,3 @@ def is_number(value: object) -> bool:
         return True
     return type(value).__module__ == "numpy" and hasattr(value, "__float__")
 
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -47,7 +47,7 @@ LAYERS = [
     {"errors", "types", "atomic", "filelock", "procscan", "reading", "invisible", "removal", "walking", "home", "commands",
      "_exports", "events", "halts"},  # the records and rules
     {"agents", "quoting", "governance", "artifacts", "ledger", "reflect", "dataloader", "scoring", "process",
-     "refcheck", "returned", "usage", "step"},  # the parts, and the optimizer step
+     "refcheck", "refcheck_child", "returned", "usage", "step"},  # the parts, and the optimizer step
     {"result"},
     {"engine", "config"},  # the loop, the calls, persistence, and the one description of a run
     {"testing"},

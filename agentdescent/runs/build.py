@@ -156,25 +156,26 @@ def materials(spec: RunSpec) -> Materials:
     checked, and a `python:` scorer tried, in a child process)."""
     assets: dict[str, bytes] = {}
     executable: set[str] = set()
-    found, tasks, content = _world(spec, assets, executable)
+    tried: dict[str, str | None] = {}
+    found, tasks, content = _world(spec, assets, executable, tried)
     if found:
         raise SpecError(found)
-    found = scorer_problems(spec, tasks[0]) + _gold_problems(tasks)
+    found = scorer_problems(spec, tasks[0], tried) + _gold_problems(tasks)
     if found:
         raise SpecError(found)
     assert content is not None  # read, or a problem above says why not
     return assemble(spec, tasks, content, assets, executable)
 
 
-def scorer_problems(spec: RunSpec, task: Task) -> list[Problem]:
+def scorer_problems(spec: RunSpec, task: Task, tried: Mapping[str, str | None]) -> list[Problem]:
     """The scorer tried once, on `task` with its gold answer as the output (empty when it has
     none): one that raises would fail every rollout of the run, one that returns anything but a
     number in [0, 1] would stop it at its first rollout (any number in range is fine).
-    A `python:` scorer is called in a child process (`refcheck.check_call`), never here; a
-    built-in one or a grader command is called here (a grader is a process of its own anyway)."""
+    A `python:` scorer is called in a child process, never here: the one that checked the refs
+    (`tried["scorer"]`), else one of its own; a built-in one or a grader command is called here."""
     output, chosen = task.gold or "", spec.scorer
     if chosen.ref is not None:
-        said = refcheck.check_call(chosen.ref, task.model_dump(mode="json"), output, cwd=os.getcwd())
+        said = tried["scorer"] if "scorer" in tried else refcheck.check_call(chosen.ref, task.model_dump(mode="json"), output)
         how = " (it is called as fn(task, output), task a Task with .prompt and .gold)"
     else:
         how = ""
@@ -208,10 +209,10 @@ def problems(spec: RunSpec) -> list[Problem]:
 
 
 def _world(spec: RunSpec, assets: dict[str, bytes], executable: set[str] | None = None,
-           ) -> tuple[list[Problem], list[Task], str | dict[str, str] | None]:
+           tried: dict[str, str | None] | None = None) -> tuple[list[Problem], list[Task], str | dict[str, str] | None]:
     """`problems(spec)`, and the tasks and the target as it read them, each read once (none when
     they would not load); a folder's files that are not text go in `assets`, the keys of those
-    with an execute bit in `executable`."""
+    with an execute bit in `executable`; given `tried`, a `python:` scorer's try (none for a spec refused already)."""
     found: list[Problem] = []
     content = None
     target = Path(spec.target)
@@ -240,7 +241,7 @@ def _world(spec: RunSpec, assets: dict[str, bytes], executable: set[str] | None 
         found.append(Problem(field="agent", message=f"a plugin's rollouts load the candidate into Claude Code "
                                                     f"(claude --plugin-dir): use agent: claude_code, host or python:, "
                                                     f"not {spec.agent.kind}"))
-    return found + _executor_problems(spec) + _ref_problems(spec), tasks, content
+    return found + _executor_problems(spec) + _ref_problems(spec, tasks, None if found else tried), tasks, content
 
 
 def _target_problems(spec: RunSpec, assets: dict[str, bytes], executable: set[str] | None = None,
@@ -308,19 +309,21 @@ def _executor_problems(spec: RunSpec) -> list[Problem]:
     return []
 
 
-def _ref_problems(spec: RunSpec) -> list[Problem]:
-    """The `python:` refs that do not load (or, for a process or Ray executor, do not pickle), each
-    imported in a child process started here, where the run's process starts too (never in this
-    process: it may be the MCP server)."""
+def _ref_problems(spec: RunSpec, tasks: list[Task], tried: dict[str, str | None] | None) -> list[Problem]:
+    """The `python:` refs that do not load (or, for a process or Ray executor, do not pickle), all imported in one
+    child process started here, where the run's process starts too (never in this process: it may be the MCP
+    server); given `tried`, that child tries a `python:` scorer on the first task too (`tried["scorer"]`)."""
+    executor, scorer = spec.parallelism.executor, spec.scorer.ref
     refs = {field: agent.ref for field, agent in (("agent", spec.agent), ("reflector", spec.reflector))
-            if agent is not None and agent.kind == "python" and agent.ref}
-    if spec.scorer.ref is not None:
-        refs["scorer.ref"] = spec.scorer.ref
-    executor = spec.parallelism.executor
-    said = refcheck.check_refs(list(refs.values()), cwd=os.getcwd(), executor=executor)
+            if agent is not None and agent.kind == "python" and agent.ref} | ({"scorer.ref": scorer} if scorer else {})
+    call = (scorer, tasks[0].model_dump(mode="json"), tasks[0].gold or "") if scorer and tasks and tried is not None else None
+    said, called = refcheck.check(list(refs.values()), call=call, cwd=os.getcwd(), executor=executor)
+    if call is not None and tried is not None:
+        tried["scorer"] = called
     return [Problem(field=field, message=f"executor {executor!r} sends {ref!r} to other processes, and {why}; make it a "
                     "function or a class at the top of its module (not a lambda, nor an object holding a lock or a "
-                    "client), or use executor: thread" if why.startswith(refcheck.UNPICKLABLE) else
+                    "client), or use executor: thread" if why.startswith(refcheck.UNPICKLABLE) else f"{ref!r} was {why}"
+                    if why.startswith(refcheck.NOT_CHECKED) else
                     f"cannot load {ref!r}; make it importable from {os.getcwd()}, where the run starts: {why}")
             for field, ref in refs.items() if (why := said[ref]) is not None]
 
