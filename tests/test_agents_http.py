@@ -371,7 +371,8 @@ def fails_at_the_deadline(model, timeout):
 
 def test_a_hung_server_fails_at_the_deadline_without_a_retry(keyed):
     with LoopbackServer(openai_chat(lambda prompt: Response(delay=30, body="never sent"))) as server:
-        message = fails_at_the_deadline(gpt(server, timeout=0.5, max_retries=3), 0.5)
+        # long enough for the request to reach the server on a loaded machine: it is the hang that must end it
+        message = fails_at_the_deadline(gpt(server, timeout=2, max_retries=3), 2)
         waited = time.monotonic() + 5  # on a loaded machine the server's thread may log the request late
         while not server.requests and time.monotonic() < waited:
             time.sleep(0.01)
