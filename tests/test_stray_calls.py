@@ -4,12 +4,14 @@ and on no bill, with a warning, when two runs share the process."""
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from agentdescent import Budget, evolve
+from agentdescent.agents.base import ModelUsage, catching_strays
 from agentdescent.agents.openai_compat import openai_compatible
 from agentdescent.engine.calls.units import roll_out
 from agentdescent.testing import RouterReflector, route_prompt, route_reward, router_tasks
@@ -99,3 +101,24 @@ def test_where_no_run_is_active_a_rollouts_thread_calls_come_back_with_it():
         model("a call made after the rollout, on no rollout's bill")
     assert rollout.error is None and billing.requests == 4
     assert rollout.spend.calls == 3 and rollout.spend.input_tokens + rollout.spend.output_tokens > 0
+
+
+def test_a_call_its_rollout_handed_its_context_to_and_did_not_wait_for_is_a_stray_call_not_lost():
+    """The rollout's spend is read as it returns; a call carrying its meter that ends later was
+    added to that meter, which nothing read again: on no bill. It is the run's stray call."""
+    billing, ended = Billing(), threading.Event()
+    task = router_tasks(0, signals=1)[0]
+    strays = ModelUsage()
+    with LoopbackServer(billing) as server, ThreadPoolExecutor(1) as pool:
+        model = openai_compatible("m", base_url=server.url + "/v1", api_key_env=None)
+
+        def hands_off(rendered: str, task) -> str:
+            pool.submit(contextvars.copy_context().run, lambda: ended.wait(10) and model(task.prompt))
+            return "general"  # waits for none of it
+
+        with catching_strays(strays.add, missed=lambda: None):
+            rollout = roll_out(hands_off, route_reward, "", task)
+            ended.set()
+            pool.shutdown(wait=True)
+    assert billing.requests == 1 and rollout.spend.calls == 0
+    assert strays.calls == 1 and strays.input_tokens > 0

@@ -18,8 +18,10 @@ goes to a catcher of the process's instead (`catching_strays`): the run active i
 newest unit of work running here (in a worker process or a Ray actor, where no run is: the call
 comes back with that unit's result, and the units an actor runs at once are all one run's). A
 stray call cannot tell which of two runs it served, so while two are active it is counted on
-neither, and each is told. The catchers live in the process, not in a context variable, because
-the process is all such a thread shares with the run; a call made in a metered context never
+neither, and each is told. A call that carries a unit's meter (a thread handed the unit's
+context) and ends after the unit returned and its spend was read (`seal`) is a stray call too.
+The catchers live in the process, not in a context variable, because the process is all such a
+thread shares with the run; a call made in a metered context of a unit still running never
 reaches them.
 """
 
@@ -94,6 +96,7 @@ class ModelUsage(Tally):
     estimated_tokens: int = 0
     unpriced: int = 0  # calls that reported no cost and had no price: their cost is not in cost_usd
     price: Price | None = field(default=None, compare=False)
+    _sealed: bool = field(default=False, init=False, repr=False, compare=False)  # a meter whose unit's spend was read
 
     @property
     def tokens(self) -> int:
@@ -106,6 +109,21 @@ class ModelUsage(Tally):
     def spent(self) -> Spend:
         """What has been counted so far, as plain data."""
         return Spend(**self.as_dict()) if self.calls else NOTHING_SPENT  # most rollouts of plain functions
+
+    def seal(self) -> Spend:
+        """`spent()`, for a meter whose unit of work is done: a call that ends after it (on a thread
+        the unit handed its context to and did not wait for) is counted as a stray call, not here,
+        where nothing would read it."""
+        with self._lock:
+            self._sealed = True
+        return self.spent()
+
+    def take(self, counts: Mapping[str, float]) -> bool:
+        """Add `counts` unless sealed; whether it did."""
+        with self._lock:
+            if not self._sealed:
+                self._add(**counts)
+            return not self._sealed
 
     def add_spend(self, spend: Spend) -> None:
         if spend.calls:
@@ -135,13 +153,12 @@ _cutoff: contextvars.ContextVar[Cutoff | None] = contextvars.ContextVar("agentde
 
 def record(usage: ModelUsage, **counts: float) -> None:
     """Add `counts` to a client's own usage and to every meter active here, or, where none is (a
-    thread the caller started), to the process's catcher of stray calls."""
+    thread the caller started) or only sealed ones are (a call its unit did not wait for), to the
+    process's catcher of stray calls."""
     usage.add(**counts)
-    meters = _meters.get()
-    if not meters:
+    taken = [meter.take(counts) for meter in _meters.get()]
+    if not any(taken):  # no meter here, or only those of units already done
         _STRAYS.count(counts)
-    for meter in meters:
-        meter.add(**counts)
 
 
 class _Strays:

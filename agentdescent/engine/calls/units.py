@@ -47,9 +47,10 @@ def roll_out(run: Callable[[Any, Task], str], reward: Callable[[Task, str], floa
         start = time.monotonic()
         with metering(meter), catching_strays(meter.add):
             output, value, error = _roll_out(run, reward, rendered, task)
-        return Rollout(task=task, output=output, reward=value, error=error, spend=meter.spent(),
+        return Rollout(task=task, output=output, reward=value, error=error, spend=meter.seal(),
                        seconds=time.monotonic() - start)
 
+    # abandoned, its meter stays open: the calls the cutoff ends land there, billed as the unit's one call at least
     late = f"the rollout of task {task.id!r} took longer than rollout_timeout={timeout:g} s and was abandoned" \
         if timeout is not None else ""
     return within(timeout, metered, lambda: Rollout(task=task, output="", reward=0.0, error=late, spend=meter.spent()))
@@ -227,7 +228,7 @@ def reflect(propose: Callable[..., str | None], rendered: Any, chosen: Sequence[
     def metered() -> Reflection:
         with metering(meter), catching_strays(meter.add):
             reflection = _reflect(propose, rendered, chosen, tried)
-        return reflection.model_copy(update={"spend": meter.spent()})
+        return reflection.model_copy(update={"spend": meter.seal()})
 
     late = f"propose took longer than rollout_timeout={timeout:g} s and was abandoned" if timeout is not None else ""
     return within(timeout, metered, lambda: Reflection(failed="error", reason=late, spend=meter.spent()))
