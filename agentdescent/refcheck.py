@@ -85,12 +85,6 @@ def check_refs(refs: Sequence[str], *, cwd: str | os.PathLike | None = None, tim
     return check(refs, cwd=cwd, timeout=timeout, executor=executor)[0]
 
 
-def check_call(ref: str, task: dict, output: str, *, cwd: str | os.PathLike | None = None,
-               timeout: float = REF_CHECK_SECONDS) -> str | None:
-    """`check` of the reward `ref` called once on `task` and `output`: None when it scores, else why not."""
-    return check([], call=(ref, task, output), cwd=cwd, timeout=timeout)[1]
-
-
 class _Child:
     """A check's process, the pipe each of its items (a ref, the call) prints to, and their tails."""
 

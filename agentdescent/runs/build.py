@@ -171,11 +171,11 @@ def scorer_problems(spec: RunSpec, task: Task, tried: Mapping[str, str | None]) 
     """The scorer tried once, on `task` with its gold answer as the output (empty when it has
     none): one that raises would fail every rollout of the run, one that returns anything but a
     number in [0, 1] would stop it at its first rollout (any number in range is fine).
-    A `python:` scorer is called in a child process, never here: the one that checked the refs
-    (`tried["scorer"]`), else one of its own; a built-in one or a grader command is called here."""
+    A `python:` scorer is called in a child process, never here: the one that checked the refs,
+    whose verdict `tried["scorer"]` holds; a built-in one or a grader command is called here."""
     output, chosen = task.gold or "", spec.scorer
     if chosen.ref is not None:
-        said = tried["scorer"] if "scorer" in tried else refcheck.check_call(chosen.ref, task.model_dump(mode="json"), output)
+        said = tried["scorer"]
         how = " (it is called as fn(task, output), task a Task with .prompt and .gold)"
     else:
         how = ""
