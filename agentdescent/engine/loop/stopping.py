@@ -117,7 +117,6 @@ AFTER_A_FIX = ("then resume the run (evolve(..., store=...) given what you fixed
 # Later rounds whose every reflection, or every rollout (of changes under test), failed, with none since that
 # did not (a round that ran none is neither), that stop a run though each error may pass or be a change's own
 FAILING_ROUNDS = 3
-COMMITTED = ("train",)  # the purposes of a round's rollouts of committed versions: minibatches
 
 
 def nothing_worked(stretch: str, failed: int, error: str | None, which: str = "first", *, among: str = "") -> NothingWorked:
@@ -149,7 +148,7 @@ class FailureWatch:
     failures: int = 0
     held_out: tuple[int, int] = (0, 0)  # of those, the held-out measurements' rollouts and failures
     said: int = 0  # the errors usage kept before the stretch began
-    committed: int = 0  # the rollouts of committed versions that ran before it
+    committed: int = 0  # the rollouts of committed versions (minibatches: `train`) that ran before it
     # The later rounds since a rollout passed (since a reflection did not fail): (round, how many ran,
     # its first error) of each round in which some ran and all failed
     failing: list[tuple[int, int, tuple[str | None, str]]] = field(default_factory=list)
@@ -158,13 +157,21 @@ class FailureWatch:
     def watch(self, usage: Usage) -> None:
         self.rollouts, self.failures, self.said = usage.rollouts, usage.failures, len(usage.errors)
         self.held_out = (usage.validate, usage.validate_failures)
-        self.committed = sum(getattr(usage, purpose) for purpose in COMMITTED)
+        self.committed = usage.train
 
-    def check(self, usage: Usage, stretch: str, fewest: int = 1) -> None:
-        ran, failed = usage.rollouts - self.rollouts, usage.failures - self.failures
+    def check(self, usage: Usage, stretch: str, fewest: int = 1, *, held_out: bool = True) -> None:
+        ran, failed = self._since(usage, held_out=held_out)
         if ran < fewest or failed < ran:
             return
         raise nothing_worked(stretch, failed, *self._first(usage))
+
+    def _since(self, usage: Usage, *, held_out: bool) -> tuple[int, int]:
+        """The rollouts that ran since `watch` and how many failed; without the held-out measurements'
+        unless `held_out`."""
+        ran, failed = usage.rollouts - self.rollouts, usage.failures - self.failures
+        if held_out:
+            return ran, failed
+        return ran - (usage.validate - self.held_out[0]), failed - (usage.validate_failures - self.held_out[1])
 
     def _first(self, usage: Usage) -> tuple[str | None, str]:
         """The first error since `watch`, or the newest when usage kept none of them (it keeps the first few)."""
@@ -179,13 +186,9 @@ class FailureWatch:
         `Cause` that is not `sent`), or when it is the `FAILING_ROUNDS`th such round since a
         rollout last passed. Otherwise the rollouts were all of changes under test, each refused
         with its error, and the run goes on."""
-        ran, failed = usage.rollouts - self.rollouts, usage.failures - self.failures
-        ran -= usage.validate - self.held_out[0]
-        failed -= usage.validate_failures - self.held_out[1]
         if round_ == first:
-            if ran and failed == ran:
-                raise nothing_worked(self.named(round_, first), failed, *self._first(usage))
-            return
+            return self.check(usage, self.named(round_, first), held_out=False)
+        ran, failed = self._since(usage, held_out=False)
         if failed < ran:
             self.failing = []
         if ran == 0 or failed < ran:
@@ -195,7 +198,7 @@ class FailureWatch:
         if ran < FEWEST_LATER:
             return
         found, stretch = cause(error), self.named(round_, first)
-        if sum(getattr(usage, purpose) for purpose in COMMITTED) > self.committed:
+        if usage.train > self.committed:
             raise nothing_worked(stretch, failed, error, which, among=", the committed artifact's among them")
         if found is not None and found.lasting and not found.sent:
             raise nothing_worked(stretch, failed, error, which)
