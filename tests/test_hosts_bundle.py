@@ -69,7 +69,8 @@ def test_lines_added_after_the_block_keep_their_own_line_when_it_comes_out(text,
         return
     added = added if added.startswith("\n") else "[profiles.fast]\n" + added
     once = marked.insert(text, "[mcp_servers.agentdescent]", "codex") + added
-    ended = text + ("\n" if text and not text.endswith("\n") else "")  # the newline install gave the last line stays
+    newline = "\r\n" if "\r\n" in text else "\n"  # the file's own line ending, which install gives a last line
+    ended = text + (newline if text and not text.endswith("\n") else "")  # the newline install gave the last line stays
     assert marked.remove(once) == ended + added  # never joined to the file's old last line
 
 
