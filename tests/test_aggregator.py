@@ -290,6 +290,19 @@ def test_another_writer_appending_where_the_candidate_appends_is_stacked_under(t
     assert ledger.snapshot("a") == {"doc": "x\ntheirs\nfix1\n"}
 
 
+def test_a_change_carried_onto_another_writers_head_must_still_parse(tmp_path):
+    # each edit parses, their merge does not: theirs removes the try's except, ours its finally
+    base = "x = 1\n\ntry:\n    f()\nexcept E:\n    pass\n# keep\nfinally:\n    g()\n"
+    theirs = base.replace("except E:\n    pass\n", "")
+    ours = base.replace("x = 1\n", "x = 1  # fix1\n").replace("finally:\n    g()\n", "")
+    ledger, agg = another_writer(tmp_path, {"f.py": base}, {"f.py": theirs})
+    report = agg.step([diff("d1", 1, {"f.py": ours}, before={"f.py": base}, tasks=["t1"])], step=0, sample=TASKS)
+    assert kinds(report) == {"d1": "conflict_lost"}
+    reason = report.outcomes[0].reason
+    assert "another writer moved dev to version 2" in reason and "'f.py' would not compile" in reason
+    assert ledger.head() == 2 and ledger.snapshot("a") == {"f.py": theirs}
+
+
 def test_another_writer_on_the_same_text_is_a_reported_conflict(tmp_path):
     ledger, agg = another_writer(tmp_path, {"doc": "x\n"}, {"doc": "theirs\n"})
     report = agg.step([diff("d1", 1, {"doc": "fix1\n"}, before={"doc": "x\n"}, tasks=["t1"])], step=0, sample=TASKS)

@@ -8,7 +8,8 @@ must parse too (a new Markdown file may open with a `---` rule that is no frontm
 agent that reads a file rather than running it finds no fault in a change that breaks it, and
 Claude Code leaves out a subagent whose frontmatter does not parse, saying nothing; so such a
 change is `invalid` at the door, before any rollout is paid for it; and a text the step merges
-of two edits that each parse is checked too (`step/resolve.py`), since their merge may not parse.
+of two edits that each parse is checked too (`step/resolve.py`, and `step/commit.py` where a change
+is carried onto another writer's head), since their merge may not parse.
 
     breakage("agent.py", "x = 1\\n", "x = (\\n")  ==  "would not compile: line 1: '(' was never closed"
 

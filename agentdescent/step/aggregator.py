@@ -21,7 +21,7 @@ from agentdescent.ledger import Ledger
 from agentdescent.step.accept import Acceptance, accept
 from agentdescent.step.admit import admit
 from agentdescent.step.changes import Approve, Change, Scorer
-from agentdescent.step.commit import AlreadyLanded, commit
+from agentdescent.step.commit import AlreadyLanded, CarriedUnreadable, commit
 from agentdescent.step.folders import Folders
 from agentdescent.step.policies import StepPolicies
 from agentdescent.step.rebase import rebase
@@ -172,23 +172,23 @@ class Aggregator:
     ) -> int | None:
         if not acceptance.accepted:
             return None
+        refused: tuple[OutcomeKind, str] | None = None
         try:
-            version = commit(self.ledger, self.artifact_id, head, head_state, acceptance, step, self.policies)
+            version = commit(self.ledger, self.artifact_id, head, head_state, acceptance, step, self.policies,
+                             self.governance.unreadable)
+        except CarriedUnreadable as exc:
+            refused = ("conflict_lost", str(exc))
         except HeadMoved as exc:
-            for comp in acceptance.accepted:
-                for c in comp.changes:
-                    verdicts[c.diff.id] = ("conflict_lost", f"another writer moved dev and the change no longer applies ({exc})")
-            return None
+            refused = ("conflict_lost", f"another writer moved dev and the change no longer applies ({exc})")
         except AlreadyLanded as exc:
-            for comp in acceptance.accepted:
-                for c in comp.changes:
-                    verdicts[c.diff.id] = ("duplicate", str(exc))
-            return None
+            refused = ("duplicate", str(exc))
         except UserError as exc:  # the ledger refused this candidate: its diffs fail, not the run (a LedgerError is
             # the ledger refusing every commit, a lock a killed git left: the run stops instead of paying on)
+            refused = ("error", f"the ledger refused the change: {exc}")
+        if refused:
             for comp in acceptance.accepted:
                 for c in comp.changes:
-                    verdicts[c.diff.id] = ("error", f"the ledger refused the change: {exc}")
+                    verdicts[c.diff.id] = refused
             return None
         for comp in acceptance.accepted:
             for c in comp.changes:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from agentdescent.artifacts.state import State, apply
 from agentdescent.errors import HeadMoved
 from agentdescent.ledger import Ledger
 from agentdescent.step.accept import Acceptance
 from agentdescent.step.policies import StepPolicies
 from agentdescent.step.rebase import onto
+from agentdescent.types import Edit
 
 
 def commit_message(step: int, acceptance: Acceptance) -> tuple[str, dict[str, str]]:
@@ -60,14 +63,25 @@ class AlreadyLanded(Exception):
         self.version = version
 
 
+class CarriedUnreadable(Exception):
+    """Carried onto the head another writer moved `dev` to, the change merges without a conflict
+    but leaves a file unreadable that the new head leaves readable: two edits that each parse
+    need not parse merged (one removes a `try`'s `except`, the other its `finally`)."""
+
+    def __init__(self, version: int, why: str) -> None:
+        super().__init__(f"another writer moved dev to version {version}, and the change carried onto it: {why}")
+
+
 def commit(
     ledger: Ledger, artifact_id: str, head: int, head_state: State, acceptance: Acceptance,
-    step: int, policies: StepPolicies, retries: int = 3,
+    step: int, policies: StepPolicies, unreadable: Callable[[Sequence[Edit]], str | None], retries: int = 3,
 ) -> int:
     """Compare-and-swap the candidate onto `dev`. If another writer moved `dev`, carry the change
-    onto the new head (merged three-way, or stacked after its lines where both only insert) and
-    retry; raise `HeadMoved` when it no longer applies, and `AlreadyLanded` when the new head holds
-    it already (an empty commit would claim a change no one made)."""
+    onto the new head (merged three-way, or stacked after its lines where both only insert),
+    checked as the step checks a merge (`unreadable`, the governance's syntax check), and retry;
+    raise `HeadMoved` when it no longer applies, `CarriedUnreadable` when the carried change would
+    leave a file unreadable, and `AlreadyLanded` when the new head holds it already (an empty
+    commit would claim a change no one made)."""
     subject, trailers = commit_message(step, acceptance)
     candidate, base, base_state = acceptance.candidate, head, head_state
     for _ in range(retries):
@@ -81,6 +95,10 @@ def commit(
                 raise moved
             if carried == new_state:
                 raise AlreadyLanded(new_base) from None
+            broken = unreadable([Edit(key=k, before=new_state.get(k), after=carried.get(k)) for k in set(carried) | set(new_state)
+                                 if carried.get(k) != new_state.get(k)])
+            if broken:
+                raise CarriedUnreadable(new_base, broken) from None
             candidate, base, base_state = carried, new_base, new_state
     raise HeadMoved(base, ledger.head())
 
