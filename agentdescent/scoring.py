@@ -263,6 +263,7 @@ _KEYWORD = re.compile(  # Score: 7, score = 9.5 out of 10, "score": 7, Final sco
     rf"\bscore\b{_FILLER}(?:(?:is|of|was)\b{_FILLER})?(?P<n>{_NUM})(?:{_DEN.format('d')}|(?P<pct>\s*%))?",
     re.IGNORECASE)
 _RATIO = re.compile(rf"(?P<n>{_NUM}){_DEN.format('d')}|\*\*\s*(?P<b>{_NUM})\s*\*\*", re.IGNORECASE)  # 7/10, **8**
+_PERCENT = re.compile(rf"(?P<n>{_NUM})(?P<pct>\s*%)")  # 80%: read after the forms above ("7/10, 90% sure" is 0.7)
 _BARE = re.compile(rf"(?P<n>{_NUM})(?:{_DEN.format('d')})?")
 _REMINDER = ("\n\nYour previous reply did not end with a score I could read. Reply again, ending with "
              "one line of the form 'Score: N/{scale}', where N is a number from 0 to {scale}.")
@@ -278,7 +279,8 @@ def parse_score(reply: str, scale: int) -> float | None:
     """The judge's score as a fraction of 1, or None. parse_score("Score: 7/10", 10) == 0.7
 
     The last "score ..." phrase wins; without one, the last "N/M", "N out of M" or **N**; without
-    those, a last line that is only a number. A denominator in the reply overrides `scale`, and a
+    those, the last "N%" (a confidence stated after a score is not the score); without those, a
+    last line that is only a number. A denominator in the reply overrides `scale`, and a
     score past `scale` takes the one the reply gives the same number elsewhere ("30 out of 100 ...
     Score: 30" is 0.3). A score that is still outside [0, 1] is unreadable (None), never clamped:
     parse_score("Score: 85", 10) is None. On a scale above 1, so is a decimal above 0 and at most 1
@@ -288,7 +290,7 @@ def parse_score(reply: str, scale: int) -> float | None:
     splits is left out), so a long reply costs no more than a short one.
     """
     text = _tail(reply)
-    for match in (_last(_KEYWORD, text), _last(_RATIO, text), _bare_last_line(text)):
+    for match in (_last(_KEYWORD, text), _last(_RATIO, text), _last(_PERCENT, text), _bare_last_line(text)):
         if match is not None:
             return _fraction(match, scale, text)
     return None
@@ -330,8 +332,8 @@ def _denominator(groups: dict[str, str | None]) -> float | None:
 
 
 def _stated(text: str, number: float) -> float | None:
-    """The denominator of the last "N/M" or "N out of M" in `text` whose N is `number`."""
-    for match in reversed(list(_RATIO.finditer(text))):
+    """The denominator of the last "N/M", "N out of M" or "N%" in `text` whose N is `number`."""
+    for match in sorted([*_RATIO.finditer(text), *_PERCENT.finditer(text)], key=re.Match.start, reverse=True):
         if match["n"] is not None and float(match["n"]) == number:
             return _denominator(match.groupdict())
     return None

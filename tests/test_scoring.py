@@ -262,6 +262,19 @@ def test_a_decimal_score_up_to_1_on_a_larger_scale_is_unreadable_not_a_tenth(rep
     assert parse_score(reply, 10) == (None if expected is None else pytest.approx(expected))
 
 
+@pytest.mark.parametrize("reply, expected", [
+    ("80%", 0.8),
+    ("The answer is mostly right.\n90 %", 0.9),
+    ("I'd rate it 80%.", 0.8),
+    ("**80%**", 0.8),
+    ("7/10, and I am 90% sure of it", 0.7),  # a confidence after the score is not the score
+    ("Score: 90\n(90%)", 0.9),  # the denominator the reply gave that number
+    ("150%", None),
+])
+def test_a_percentage_is_read_as_a_score_of_100(reply, expected):
+    assert parse_score(reply, 10) == (None if expected is None else pytest.approx(expected))
+
+
 def test_on_a_scale_of_1_a_decimal_is_the_score():
     assert parse_score("Score: 0.9", 1) == pytest.approx(0.9) and parse_score("1.0", 1) == 1.0
 
@@ -285,6 +298,7 @@ def test_a_reply_holding_a_megabyte_of_digits_is_read_in_one_pass():
     digits = "7" * 1_000_000
     assert parse_score(f"The answer printed: {digits}\nScore: 7", 10) == pytest.approx(0.7)
     assert parse_score(f"The answer printed: {digits}\n7/10", 10) == pytest.approx(0.7)
+    assert parse_score(f"The answer printed: {digits}\n70%", 10) == pytest.approx(0.7)
     assert parse_score(f"{digits} 3 out of 10. {digits}", 10) is None  # only the end is read
 
 
