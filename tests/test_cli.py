@@ -122,6 +122,9 @@ def test_bad_store_is_a_clear_error(tmp_path):
     (tmp_path / "notes" / "todo.md").write_text("x", encoding="utf-8")
     done = agentdescent("demo", "--store", str(tmp_path / "notes"))
     assert done.returncode == 2 and "holds other files, not a ledger" in done.stderr
+    done = agentdescent("demo", "--store", str(not_a_ledger / "ledger"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"error: --store {not_a_ledger / 'ledger'} runs through {not_a_ledger}, a file, not a folder")
 
 
 def test_flags_are_checked_with_their_own_names():

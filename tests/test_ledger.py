@@ -398,3 +398,11 @@ def test_a_ledger_under_a_folder_whose_name_holds_a_dollar_is_the_one_at_that_pa
     assert artifact_ids(path) == ["a"]
     assert _git(path, "log", "--format=%s", "dev").split() == ["two", "one", "ledger", "created"]
     assert not (tmp_path / "cost").exists()  # where the expanded path would be
+
+
+def test_a_store_no_ledger_can_be_made_in_is_a_user_error_naming_why(tmp_path):
+    (tmp_path / "notes.txt").write_text("x", encoding="utf-8")
+    with pytest.raises(UserError, match=r"runs through .*notes\.txt, a file, not a folder; choose an empty or new"):
+        Ledger(tmp_path / "notes.txt" / "ledger")
+    with pytest.raises(UserError, match=r"no ledger can be made there \(No such file or directory\)"):
+        Ledger("/proc/no-such-process/ledger")

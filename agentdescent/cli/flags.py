@@ -27,6 +27,9 @@ def store_folder(flag: str, value: str | None) -> str | None:
     fix = f"give {flag} a new or empty folder, or the folder of a ledger an earlier run left"
     if path.exists() and not path.is_dir():
         raise UserError(f"{flag} {value} is a file, not a ledger folder; {fix}")
+    blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise UserError(f"{flag} {value} runs through {blocking}, a file, not a folder; {fix}")
     if path.is_dir() and any(path.iterdir()) and not looks_like_ledger(path):
         raise UserError(f"{flag} {value} is a folder that holds other files, not a ledger; {fix}")
     return value

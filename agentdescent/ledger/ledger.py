@@ -114,6 +114,9 @@ def _open_repo(path: pathlib.Path) -> git.Repo:
     """The ledger repository at `path`, created first when `path` is new or an empty folder."""
     if path.exists() and not path.is_dir():
         raise UserError(f"store={path} is a file, not a ledger; {_FIX}")
+    blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise UserError(f"store={path} runs through {blocking}, a file, not a folder; {_FIX}")
     refused = [name for name in _REFUSED_VARIABLES if os.environ.get(name)]
     if refused:
         raise UserError(f"{' and '.join(refused)} {'is' if len(refused) == 1 else 'are'} set in this environment (a git "
@@ -133,8 +136,11 @@ def _create_aside(path: pathlib.Path) -> None:
     """Build a whole ledger in a folder beside `path`, then rename it into place: a kill leaves
     either no ledger or a complete one, and of several processes creating one at once, the first
     rename wins and the others open it (a rename onto a folder that is no longer empty fails)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    aside = pathlib.Path(tempfile.mkdtemp(prefix=f".{path.name}.creating-", dir=path.parent))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        aside = pathlib.Path(tempfile.mkdtemp(prefix=f".{path.name}.creating-", dir=path.parent))
+    except OSError as exc:  # a folder that cannot be written, a system folder (/proc): no ledger there
+        raise UserError(f"store={path}: no ledger can be made there ({exc.strerror or exc}); {_FIX}") from None
     try:
         _git_init(aside)
         repo = repository(aside)
