@@ -159,6 +159,26 @@ def test_a_key_copied_with_its_bearer_word_is_sent_once_as_a_bearer_key(monkeypa
     assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
 
 
+def test_a_key_variable_holding_only_the_bearer_word_is_no_key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "Bearer ")
+    with LoopbackServer(openai_chat(lambda prompt: "ok")) as server, \
+            pytest.raises(UserError, match='OPENAI_API_KEY holds only "Bearer"; export OPENAI_API_KEY='):
+        gpt(server)("hi")
+    assert server.requests == []
+
+
+@pytest.mark.parametrize(("make", "options", "said"), [
+    (openai_compatible, {"max_tokens": 0}, "max_tokens must be a whole number of tokens above 0"),
+    (openai_compatible, {"temperature": float("nan")}, "temperature must be a number >= 0"),
+    (claude, {"max_tokens": None}, "max_tokens must be a whole number of tokens above 0"),
+    (claude, {"temperature": "0.7"}, "temperature must be a number >= 0"),
+    (claude, {"backoff": (30, 2)}, r"backoff must be .* \(no shorter than the first\)"),
+])
+def test_sampling_options_a_provider_would_refuse_on_every_call_are_refused_where_the_client_is_made(make, options, said):
+    with pytest.raises(UserError, match=said):
+        make("m", **options)
+
+
 def test_a_404_names_the_path_the_request_went_to_and_what_a_base_url_holds(keyed):
     with LoopbackServer(openai_chat(lambda prompt: Response(status=404, body="not found"))) as server, \
             pytest.raises(AgentError) as raised:

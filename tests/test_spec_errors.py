@@ -175,6 +175,9 @@ def test_a_task_given_in_the_spec_has_a_one_line_id_too(tmp_path):
 @pytest.mark.parametrize(("options", "said"), [
     ({"tmeout": 3}, r"agent: options: tmeout is not an option the openai client takes; it takes .*timeout"),
     ({"backoff": [-1, -1]}, r"agent: backoff must be two numbers of seconds >= 0"),
+    ({"backoff": [5, 1]}, r"agent: backoff must be .* the longest \(no shorter than the first\)"),
+    ({"max_tokens": 0}, r"agent: max_tokens must be a whole number of tokens above 0"),
+    ({"temperature": "hot"}, r"agent: temperature must be a number >= 0"),
     ({"max_retries": "3"}, r"agent: max_retries must be a whole number >= 0"),
     ({"api_key_env": 5}, r"agent: api_key_env must name an environment variable"),
 ])

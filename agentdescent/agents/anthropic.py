@@ -16,6 +16,7 @@ from typing import Any
 
 from agentdescent.agents.endpoint import base_url_from, join_url
 from agentdescent.agents.http import DEFAULT_MAX_REPLY_CHARS, DEFAULT_TIMEOUT, BadReply, HTTPModel, Reply
+from agentdescent.agents.limits import check_sampling
 from agentdescent.agents.replies import glimpse, plausible_tokens
 
 __all__ = ["Claude", "claude"]
@@ -50,6 +51,7 @@ class Claude(HTTPModel):
         super().__init__(model, api_key_env=api_key_env, timeout=timeout, max_reply_chars=max_reply_chars,
                          max_retries=max_retries, max_concurrency=max_concurrency, backoff=backoff)
         self.base_url, self.base_url_env = base_url, base_url_env
+        check_sampling(temperature, max_tokens, tokens_required=True)
         self.system, self.max_tokens, self.temperature = system, max_tokens, temperature
 
     def _url(self) -> str:

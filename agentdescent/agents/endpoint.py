@@ -92,9 +92,11 @@ def read_key(env_var: str, client: str) -> str:
     own); `UserError` when it is not set, or holds what no HTTP header can carry (a line break or
     another control character, a character outside ASCII): sent, it would fail every attempt, and
     a library's error could quote it."""
-    key = re.sub(r"(?i)^bearer\s+", "", os.environ.get(env_var, "").strip())
+    held = os.environ.get(env_var, "").strip()
+    key = re.sub(r"(?i)^bearer(?:\s+|$)", "", held)
     if not key:
-        raise UserError(f"{client}: the environment variable {env_var} is not set; "
+        state = "holds only \"Bearer\"" if held else "is not set"
+        raise UserError(f"{client}: the environment variable {env_var} {state}; "
                         f"export {env_var}=... (or pass api_key_env=None for a server without auth)")
     bad = next((char for char in key if not " " <= char <= "~"), None)
     if bad is not None:

@@ -56,10 +56,22 @@ def check_backoff(value: Any) -> tuple[float, float]:
     """`value` as (base, cap) seconds when it is two finite numbers >= 0; otherwise a `UserError`."""
     pair = tuple(value) if isinstance(value, (list, tuple)) else ()
     if len(pair) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
-                                 for v in pair):
-        raise UserError(f"backoff must be two numbers of seconds >= 0, the first retry's wait and the longest, such "
-                        f"as [0.5, 20]; got {value!r}")
+                                 for v in pair) or pair[0] > pair[1]:
+        raise UserError(f"backoff must be two numbers of seconds >= 0, the first retry's wait and the longest (no "
+                        f"shorter than the first), such as [0.5, 20]; got {value!r}")
     return float(pair[0]), float(pair[1])
+
+
+def check_sampling(temperature: Any, max_tokens: Any, *, tokens_required: bool = False) -> None:
+    """`UserError` unless `temperature` is None or a finite number >= 0 and `max_tokens` a whole
+    number above 0 (or None, unless `tokens_required`: Anthropic's API asks for it): a provider
+    refuses anything else with a 400 on every call, or, given text, may take its own default, silently."""
+    if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
+                                    or not math.isfinite(temperature) or temperature < 0):
+        raise UserError(f"temperature must be a number >= 0, such as 0.7 (or left out for the model's own); got {temperature!r}")
+    if (max_tokens is not None or tokens_required) and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
+                                                        or max_tokens < 1):
+        raise UserError(f"max_tokens must be a whole number of tokens above 0, such as 4096; got {max_tokens!r}")
 
 
 def check_timeout(value: Any) -> float:

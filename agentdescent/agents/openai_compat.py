@@ -20,6 +20,7 @@ from typing import Any
 
 from agentdescent.agents.endpoint import base_url_from, join_url
 from agentdescent.agents.http import DEFAULT_MAX_REPLY_CHARS, DEFAULT_TIMEOUT, BadReply, HTTPModel, Reply
+from agentdescent.agents.limits import check_sampling
 from agentdescent.agents.replies import glimpse
 from agentdescent.quoting import quoted
 
@@ -52,6 +53,7 @@ class OpenAICompatible(HTTPModel):
         super().__init__(model, api_key_env=api_key_env, timeout=timeout, max_reply_chars=max_reply_chars,
                          max_retries=max_retries, max_concurrency=max_concurrency, backoff=backoff)
         self.base_url, self.base_url_env, self.default_base_url = base_url, base_url_env, default_base_url
+        check_sampling(temperature, max_tokens)
         self.system, self.temperature, self.max_tokens = system, temperature, max_tokens
         self.extra_body = dict(extra_body or {})
 
