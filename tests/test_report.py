@@ -47,7 +47,12 @@ def rows(page: str, part: str) -> list[str]:
 
 def report(capsys, *args: str) -> tuple[int, str, str]:
     """`agentdescent report ARGS` in process: its exit code, stdout and stderr."""
-    code = main(["report", *args])
+    return cli(capsys, "report", *args)
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    """`agentdescent ARGS` in process: its exit code, stdout and stderr."""
+    code = main(list(args))
     said = capsys.readouterr()
     return code, said.out, said.err
 
@@ -264,6 +269,59 @@ def test_the_runs_own_files_are_never_replaced_even_with_force(service, tmp_path
         assert code == 2 and not said and what in err and "a report is never written there, with --force or without" in err, (out, err)
         assert before == {p: p.read_bytes() for p in before} and link.is_symlink()
     assert report(capsys, run_id)[0] == 0 and run.file("report.html").is_file()  # its own page, in its folder
+
+
+def test_the_spec_file_a_run_was_started_from_is_never_replaced_even_with_force(service, tmp_path, capsys):
+    """Only the spec `init` writes beside the target was the run's: `--out specs/run.json --force`
+    wrote the page over the spec the run was started from."""
+    spec = tmp_path / "specs" / "run.json"
+    spec.parent.mkdir()
+    spec.write_text(json.dumps(domain.spec(tmp_path, rounds=2)), encoding="utf-8")
+    code, said, _ = cli(capsys, "evolve", os.path.relpath(spec), "--json")  # from the CLI, by a relative path
+    assert code == 0, said
+    run_id = json.loads(said)["run_id"]
+    wait(service, run_id)
+    link = tmp_path / "link.json"
+    link.symlink_to(spec)
+    before = spec.read_bytes()
+    for out in (spec, Path(os.path.relpath(spec)), tmp_path / "specs" / ".." / "specs" / "run.json", link):
+        code, said, err = report(capsys, run_id, "--out", str(out), "--force")
+        assert code == 2 and not said and f"the spec run {run_id} was started from ({spec})" in err, (out, err)
+        assert "a report is never written there, with --force or without" in err
+        assert spec.read_bytes() == before and link.is_symlink()
+    started = service.start(str(spec)).run_id  # the MCP server's way: the path to the service
+    wait(service, started)
+    code, _, err = report(capsys, started, "--out", str(spec), "--force")
+    assert code == 2 and f"the spec run {started} was started from" in err and spec.read_bytes() == before
+
+
+def test_a_run_started_from_a_spec_object_or_before_its_spec_file_was_kept_reports_as_before(service, tmp_path, capsys):
+    """A run without a spec file (a spec object, or a run made before its origin named the file)
+    keeps the protections it had; only its page is written."""
+    run_id = service.start(domain.spec(tmp_path, rounds=2)).run_id
+    wait(service, run_id)
+    run = service.store.get(run_id)
+    assert "spec" not in json.loads(run.file("origin.json").read_text(encoding="utf-8"))
+    for origin in ("{}", "not json", None):  # an origin of an earlier version, a damaged one, none at all
+        if origin is None:
+            run.file("origin.json").unlink()
+        else:
+            run.file("origin.json").write_text(origin, encoding="utf-8")
+        assert report(capsys, run_id, "--out", str(tmp_path / "page.html"))[0] == 0
+        code, _, err = report(capsys, run_id, "--out", str(tmp_path / "prompt.md"), "--force")
+        assert code == 2 and "the target of run" in err
+
+
+def test_out_in_a_file_as_if_it_were_a_folder_says_so_and_force_does_not_help(routed, tmp_path, capsys):
+    """`--out notes.md/x.html` said notes.md/x.html was there and not a report, and to add --force."""
+    notes = tmp_path / "notes.md"
+    notes.write_text("my precious notes\n", encoding="utf-8")
+    for out in (notes / "x.html", notes / "deeper" / "x.html"):
+        for force in ([], ["--force"]):
+            code, said, err = report(capsys, str(routed.ledger_path), "--out", str(out), *force)
+            assert code == 2 and not said and f"{notes} is a regular file, not a folder" in err, err
+            assert "already there" not in err and "--force" not in err
+    assert notes.read_text(encoding="utf-8") == "my precious notes\n"
 
 
 @pytest.mark.parametrize("damage", ["empty dev", "dev on a missing commit", "garbage HEAD"])

@@ -68,7 +68,8 @@ def add_verbs(commands: argparse._SubParsersAction) -> None:
                         "in the run's folder, or agentdescent/report.html in the ledger folder); an earlier report there "
                         "is replaced, any other file only with --force")
     report.add_argument("--force", action="store_true", help="write over a file at --out that is not an earlier report "
-                        "(never over the run's target, its tasks or spec, its folder or its ledger)")
+                        "(never over the run's target, its tasks file, its spec file (the one it was started from and the one "
+                        "init writes beside its target), its folder or its ledger)")
     accept = verb(commands, "accept", "write a finished run's change back to its target (backing it up first), "
                   "or approve a running run's pending L1 change", "agentdescent accept --dry-run", run=True)
     accept.add_argument("--dry-run", action="store_true", help="say what would be written, write nothing")

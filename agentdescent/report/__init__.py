@@ -21,6 +21,7 @@ from agentdescent.agents.redact import redact
 from agentdescent.errors import UserError
 from agentdescent.report import html, plots
 from agentdescent.report.data import ReportData, Source, gather, locate
+from agentdescent.runs import origin
 from agentdescent.runs.draft import spec_path
 from agentdescent.runs.store import RunStore
 
@@ -33,10 +34,12 @@ def write_report(ref: str, *, out: str | os.PathLike | None = None, store: RunSt
     to `out` (default: `report.html` in the run's folder, or `<ledger>/agentdescent/report.html`;
     missing folders on the way are made) and return its path. `UserError` when `ref` names no run
     or ledger, or `out` cannot be written, is a file that is not an earlier report (unless `force`),
-    or is one of the run's own: its target (or inside it), its tasks file or spec, its folder or
-    its ledger (whatever `force` says)."""
+    or is one of the run's own: its target (or inside it), its tasks file, the spec file it was
+    started from or the one `init` writes beside its target, its folder or its ledger (whatever
+    `force` says), or lies below a file, where no folder can be made."""
     source = locate(ref, store or RunStore())
     target = Path(out).expanduser().absolute() if out is not None else source.default_out
+    _in_a_folder(target)
     _writable_as_a_file(target)
     _not_the_runs_own(target, source)
     if not force:
@@ -49,6 +52,19 @@ def write_report(ref: str, *, out: str | os.PathLike | None = None, store: RunSt
     except OSError as exc:
         raise UserError(f"cannot write the report to {target}: {exc.strerror or exc}; give the report (--out) another path") from None
     return target
+
+
+def _in_a_folder(target: Path) -> None:
+    """Refuse a `target` below a path that is there and is not a folder (`--out notes.md/x.html`):
+    no folder can be made there, whatever `force` says."""
+    for folder in reversed(target.parents):  # from the root down: the first that is not a folder is in the way
+        try:
+            mode = folder.stat().st_mode
+        except OSError:  # not there (the write makes it), or not to be looked at: the write says what is wrong
+            return
+        if not stat.S_ISDIR(mode):
+            raise UserError(f"{folder} is {reading.kind(mode)}, not a folder, so {target} cannot be made in it; give "
+                            "the report (--out) a path in a folder")
 
 
 def _writable_as_a_file(target: Path) -> None:
@@ -80,9 +96,9 @@ def _not_another_file(target: Path) -> None:
 
 def _not_the_runs_own(target: Path, source: Source) -> None:
     """Refuse a `target` that is one of the run's own files, `force` or not: its target (any path
-    in a folder target), its tasks file, the spec `agentdescent init` writes beside its target, and
-    anything in the run's folder or its ledger but the default page. Both the path the write
-    replaces and the file a symlink there leads to are compared."""
+    in a folder target), its tasks file, the spec file it was started from, the spec `agentdescent
+    init` writes beside its target, and anything in the run's folder or its ledger but the default
+    page. Both the path the write replaces and the file a symlink there leads to are compared."""
     places = {Path(os.path.realpath(target.parent)) / target.name, Path(os.path.realpath(target))}
     for what, path, whole_folder in _own_paths(source):
         path = Path(os.path.realpath(path))
@@ -108,6 +124,9 @@ def _own_paths(source: Source) -> list[tuple[str, Path, bool]]:
     folder = spec.kind != "text" if spec.kind else Path(spec.target).is_dir()
     own.append((f"the target of run {source.run.id}" if not folder else f"the target folder of run {source.run.id}",
                 Path(spec.target), folder))
+    started_from = origin.spec_file(source.run)  # None: a spec object, or an origin that does not name its file
+    if started_from is not None:
+        own.append((f"the spec run {source.run.id} was started from", started_from, False))
     own.append((f"the spec beside the target of run {source.run.id}", spec_path(spec.target), False))
     if spec.tasks.file:
         own.append((f"the tasks file of run {source.run.id}", Path(spec.tasks.file), False))

@@ -10,7 +10,6 @@ does (the runner) and the bookkeeping of the store.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -18,22 +17,22 @@ import sys
 import threading
 import time
 
-from agentdescent import atomic, procscan
-from agentdescent.runs import leftovers
+from agentdescent import procscan
+from agentdescent.runs import leftovers, origin
 from agentdescent.runs.store import RunDir
 
 STOP_GRACE_SECONDS = 15.0  # a cancelled run closes its ledger well within this
 
 
-def spawn(run: RunDir) -> int:
+def spawn(run: RunDir, spec_file: str | os.PathLike | None = None) -> int:
     """Start the run's process; its pid. The run's lock is taken here and handed to the process, so
     the run is alive from this moment on (no window in which a starting run looks dead); a run
-    whose lock someone holds is refused with a `UserError`. The caller's folder is where the run
-    works (see the runner), once the process has started: it starts in the run's own folder, so
-    that nothing in the caller's (a folder named like a module, a planted `json.py`) is imported
-    before the run's own code."""
-    if not os.path.lexists(run.file("origin.json")):  # a resume works where the run was started, not where it is resumed
-        atomic.write_text(run.file("origin.json"), json.dumps({"cwd": os.getcwd()}))
+    whose lock someone holds is refused with a `UserError`. The first start records where the run
+    was started from (`origin`): the caller's folder, where the run works (see the runner) once the
+    process has started, and `spec_file`, the spec file it was started from, if any. The process
+    starts in the run's own folder, so that nothing in the caller's (a folder named like a module,
+    a planted `json.py`) is imported before the run's own code."""
+    origin.write(run, spec_file)
     fd = run.lock()
     try:
         with run.appending("run.log", binary=True) as log:

@@ -39,7 +39,7 @@ from agentdescent.engine.persist.resume import finished_result
 from agentdescent.errors import AgentDescentError, Cancelled, LedgerDamaged, UserError
 from agentdescent.quoting import bounded, described
 from agentdescent.result import EvolveResult
-from agentdescent.runs import build, checkpointed, leftovers, review, runlog, sealed, wiring
+from agentdescent.runs import build, checkpointed, leftovers, origin, review, runlog, sealed, wiring
 from agentdescent.runs.host import PROPOSAL, ROLLOUT, Approver, HostAgent
 from agentdescent.runs.hostwork import waiting_on
 from agentdescent.runs.mailbox import Mailbox
@@ -198,12 +198,12 @@ def _enter_origin(run: RunDir) -> None:
     """Work where the run was started from, as the user's own program would: a grader command or
     a `python:` ref is found there. A folder gone since (a reboot cleared it) leaves the run's own."""
     try:
-        origin = json.loads(run.text("origin.json"))["cwd"]
-        os.chdir(origin)
+        folder = origin.folder(run)
+        os.chdir(folder)
     except (OSError, ValueError, KeyError, TypeError):
         os.chdir(run.path)
         return
-    sys.path.insert(0, origin)
+    sys.path.insert(0, folder)
 
 
 def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveResult:

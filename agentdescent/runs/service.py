@@ -103,7 +103,8 @@ class Service:
 
     def start(self, spec: str | Path | dict[str, Any], *, base: str | Path | None = None,
               allow_concurrent: bool = False) -> Started:
-        """Check the spec, make the run's folder and start its process; returns at once."""
+        """Check the spec, make the run's folder and start its process; returns at once. The run
+        records the spec file it was started from (`origin`), which its report never replaces."""
         _refuse_nested()
         checked = read_spec(spec, base=base)
         parts = _materials(checked)
@@ -117,7 +118,7 @@ class Service:
             status = RunStatus(state="starting", target=checked.target, kind=parts.kind, rounds=checked.rounds,
                                max_calls=checked.budget.max_calls, allow_concurrent=allow_concurrent, message="starting")
             run = self.store.create(checked, tasks, content, status, parts.assets, parts.executable)
-            self._launch(run)
+            self._launch(run, None if isinstance(spec, dict) else spec)
         return self._started(run, "started")
 
     def status(self, run_id: str) -> RunStatus:
@@ -233,9 +234,9 @@ class Service:
 
     # inside
 
-    def _launch(self, run: RunDir) -> None:
+    def _launch(self, run: RunDir, spec_file: str | Path | None = None) -> None:
         try:
-            detach.spawn(run)
+            detach.spawn(run, spec_file)
         except OSError as exc:
             raise UserError(f"cannot start the run's process: {exc}") from None
 
