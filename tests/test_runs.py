@@ -826,3 +826,18 @@ def test_a_copy_of_a_run_folder_never_claims_the_originals_programs(service, tmp
     finally:
         agent.kill()
         agent.wait()
+
+
+def test_a_run_whose_origin_file_is_damaged_works_in_its_own_folder(tmp_path, monkeypatch):
+    """A FIFO in origin.json's place is damage the run's store names (a `UserError`, a `ValueError`);
+    the runner works in the run's own folder, as for an origin that is missing."""
+    from agentdescent.runs import runner
+    from agentdescent.runs.store import RunDir
+
+    run = RunDir(tmp_path / "run-1")
+    run.path.mkdir()
+    os.mkfifo(run.file("origin.json"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", list(__import__("sys").path))
+    runner._enter_origin(run)
+    assert Path.cwd() == run.path

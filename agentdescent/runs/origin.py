@@ -32,8 +32,8 @@ def write(run: RunDir, spec_file: str | os.PathLike | None) -> None:
 
 
 def folder(run: RunDir) -> str:
-    """The folder `run` was started from; `OSError`, `UserError`, `ValueError`, `KeyError` or
-    `TypeError` when its origin is missing or damaged."""
+    """The folder `run` was started from; `OSError`, `UserError` (a symlink or a FIFO in its
+    place), `ValueError`, `KeyError` or `TypeError` when its origin is missing or damaged."""
     found = json.loads(run.text(FILE))["cwd"]
     if not isinstance(found, str):
         raise TypeError(f"{FILE}'s cwd is not a path")
