@@ -281,12 +281,12 @@ def parse_score(reply: str, scale: int) -> float | None:
     The last "score ..." phrase wins; without one, the last "N/M", "N out of M" or **N**; then the
     last "N%" (a confidence after a score is not the score); then a last line that is only a
     number. A denominator in the reply overrides `scale`, and a score past `scale` takes the one
-    the reply gives the same number elsewhere ("30 out of 100 ... Score: 30" is 0.3). A score that is still outside [0, 1] is unreadable (None), never clamped:
-    parse_score("Score: 85", 10) is None. On a scale above 1, so is a decimal above 0 and at most 1
-    ("0.9", "1.0") unless the reply states its denominator ("0.9/1", "0.5/10", "90%"): read on
-    `scale` it would be a tenth of what a judge grading from 0 to 1 meant. Whole numbers ("0",
-    "1") are read on `scale`. Only the reply's last 4,000 characters are read (a word the cut
-    splits is left out), so a long reply costs no more than a short one.
+    the reply gives the same number elsewhere ("30 out of 100 ... Score: 30" is 0.3). A score
+    still outside [0, 1] is unreadable (None), never clamped: parse_score("Score: 85", 10) is
+    None. On a scale above 1, so is a decimal above 0 and at most 1 ("0.9", "1.0") unless the
+    reply states its denominator ("0.9/1", "0.5/10", "90%"): read on `scale` it would be a tenth
+    of what a judge grading from 0 to 1 meant. Whole numbers ("0", "1") are read on `scale`. Only
+    the reply's last 4,000 characters are read (a word the cut splits is left out).
     """
     text = _tail(reply)
     for match in (_last(_KEYWORD, text), _last(_RATIO, text), _last(_PERCENT, text), _bare_last_line(text)):
