@@ -398,3 +398,33 @@ def test_lone_surrogates_in_outputs_errors_proposals_and_warnings_stop_neither_a
     texts = [resumed.to_json(), (store / "agentdescent" / "checkpoint.json").read_text(encoding="utf-8"),
              *(r.model_dump_json() for _, r in kept), *(json.dumps(ev.to_json(e), ensure_ascii=False) for e in seen)]
     assert all(text.encode("utf-8") for text in texts)
+
+
+
+def test_a_resumed_run_keeps_back_what_measuring_its_last_commit_takes_from_the_rollouts_left_in_flight(tmp_path):
+    """The acceptance rollouts a cancel left in flight ran on resume before the rounds kept back the
+    calls of the held-out measurement at the end: at a cap they spent them, the last commit went
+    unmeasured, and those that ran before the cap were not counted as resumed. They are the rounds'
+    work and now wait on the same allowance; each that ran is counted."""
+    from agentdescent import Budget
+
+    store, token, release, first = tmp_path / "ledger", CancelToken(), threading.Event(), threading.Event()
+
+    def run(rendered, task):
+        if not release.is_set() and rendered.count("rule") >= 4:  # the second step's acceptance test: held in flight
+            if not first.is_set():
+                first.set()
+                token.cancel()
+            release.wait(10)
+        return keyword_run(rendered, task)
+
+    options = dict(run=run, propose=OneRulePerTurn(), rounds=8, n_workers=2, store=store, seed=1)
+    stopped = evolve(keyword_tasks(), keyword_reward, **options, stop=[token])
+    release.set()
+    queue = RunFiles(store).take_queue()
+    RunFiles(store).save_queue(queue)  # put back what take_queue emptied
+    assert stopped.error == "cancelled" and stopped.unmeasured is not None and len(queue.rollouts) > 8
+    held_out = round(len(keyword_tasks()) * 0.3)
+    resumed = evolve(keyword_tasks(), keyword_reward, **options, budget=Budget(max_calls=stopped.usage.calls + held_out + 4))
+    assert resumed.unmeasured is None and not any("never measured" in w for w in resumed.warnings), resumed.warnings
+    assert 0 < resumed.usage.resumed < len(queue.rollouts)  # the rest would have spent what the measurement needs

@@ -304,15 +304,18 @@ class Evaluator:
         for key, task_id, purpose in queue.rollouts:
             if key in queue.states and task_id in tasks:
                 jobs.setdefault((key, purpose), []).append(tasks[task_id])
-        for (key, purpose), ts in jobs.items():
-            with self._lock:  # run, not asked for: what was unseen stays so
-                hidden = [t.id for t in ts if t.id not in self._cache.get(key, {}) or t.id in self._unseen.get(key, ())]
-            self.score([(queue.states[key], ts)], purpose)
-            if unseen:
-                with self._lock:
-                    self._unseen.setdefault(key, set()).update(hidden)
-        count = sum(len(ts) for ts in jobs.values())
-        self.usage.add(resumed=count)
+        before = self.usage.rollouts
+        try:
+            for (key, purpose), ts in jobs.items():
+                with self._lock:  # run, not asked for: what was unseen stays so
+                    hidden = [t.id for t in ts if t.id not in self._cache.get(key, {}) or t.id in self._unseen.get(key, ())]
+                self.score([(queue.states[key], ts)], purpose)
+                if unseen:
+                    with self._lock:
+                        self._unseen.setdefault(key, set()).update(hidden)
+        finally:  # those that ran before a spent budget stopped the rest count too
+            count = self.usage.rollouts - before
+            self.usage.add(resumed=count)
         return count
 
     def _counted(self, key: str, purpose: str, rollout: Rollout) -> Rollout:

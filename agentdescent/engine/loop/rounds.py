@@ -222,6 +222,8 @@ class Loop:
         if self.shards is not None:
             self.shards.restore(saved.routes)
         tasks = {t.id: t for t in [*self.sampler.train, *self.held_out]}
+        if self.allowance is not None and saved.initial_reward is not None:  # the rollouts left in flight are the rounds'
+            self.allowance.keep(len(self.held_out))
         recovered = take_up(self.files, saved, evaluator=self.evaluator, tasks=tasks, ledger=self.ledger)
         self.history = [*saved.history, *recovered.history]
         self.outcomes, self.warnings = [*recovered.kept, *recovered.outcomes], list(saved.warnings)
