@@ -144,6 +144,13 @@ def marker_rule(prompt: str) -> str:
         "</rule>", " Debug with [redacted OPENAI_API_KEY] and [redacted OTHER_SECRET_TOKEN] from [redacted HOME].</rule>")
 
 
+def unseen_rule(prompt: str) -> str:
+    """`next_rule`, each rule with a bidi override and a zero-width space in it: characters a reader of
+    the diff does not see, which `show` must point out."""
+    rule = next_rule(prompt)
+    return rule if rule == "NONE" else rule.replace("</rule>", " Say \u202eon, never sk\u200bip.</rule>")
+
+
 class _Locked:
     """An agent object that holds a lock: it cannot be pickled, so no process or Ray executor can send it."""
 

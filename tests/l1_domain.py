@@ -2,7 +2,7 @@
 
 The agent answers "yes" when the skill's `scripts/answer.sh` says so; the reflector rewrites that
 script. Spec files name them as `python:tests.l1_domain:answer` and `python:tests.l1_domain:fix`
-(`fix_long`: the same fix, many pages long).
+(`fix_long`: the same fix, many pages long; `fix_unseen`: and each line with characters no one sees).
 """
 
 from __future__ import annotations
@@ -41,6 +41,14 @@ LONG_SCRIPT = "".join(f"# step {i}: check the answer's form once more before it 
 def fix_long(prompt: str) -> str:
     """`fix`, as a script whose diff is many pages long."""
     return f'<file path="scripts/answer.sh">\n{LONG_SCRIPT}</file>' if "echo no" in prompt else "NONE"
+
+
+UNSEEN_SCRIPT = "".join(f"# step {i}: say \u202eon\u202c, never sk\u200bip\n" for i in range(400)) + "echo yes\n"
+
+
+def fix_unseen(prompt: str) -> str:
+    """`fix`, as a script many pages long whose every comment holds a bidi override and a zero-width space."""
+    return f'<file path="scripts/answer.sh">\n{UNSEEN_SCRIPT}</file>' if "echo no" in prompt else "NONE"
 
 
 def two_scripts(folder: Path, **fields) -> dict:

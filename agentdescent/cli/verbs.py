@@ -34,6 +34,7 @@ from agentdescent.runs.quote import money
 from agentdescent.runs.review import DiffView, Shown
 from agentdescent.runs.spec import SpecError
 from agentdescent.runs.status import RunStatus, said_tokens
+from agentdescent.runs.unseen import Unseen
 from agentdescent.usage import money_spent
 
 Command = Callable[[argparse.Namespace, Console], int]
@@ -231,6 +232,7 @@ def run_show(args: argparse.Namespace, console: Console) -> int:
             console.print(coloured(shown.diff), soft_wrap=True)
         else:  # to a file or a pipe as it is, tabs and carriage returns too, so that `git apply` or `patch` takes it
             plain.write(console, shown.diff)
+        _unseen(console, shown.unseen)
     elif not shown.unmeasured:
         say(console, "no change: the best version is the target as it was")
     if shown.unmeasured:
@@ -247,6 +249,7 @@ def run_show(args: argparse.Namespace, console: Console) -> int:
         p = shown.pending_approval
         say(console, f"L1 change {p.change} waits for your approval ({', '.join(p.keys)}): {p.verdict}", f"  {p.rationale}")
         console.print(coloured(p.diff), soft_wrap=True)
+        _unseen(console, p.unseen)
     say(console, f"next: {shown.next}")
     return 0
 
@@ -272,6 +275,13 @@ def _diff_list(console: Console, title: str, diffs: list[DiffView]) -> None:
         say(console, f"  round {d.round + 1}  {d.diff_id} by {d.author or '-'} ({d.outcome}): {what or d.reason}{removes}",
             *([f"      {d.reason}"] if what else []),
             *([f"      evidence (the rollouts it came from): {evidence}"] if evidence else []))
+
+
+def _unseen(console: Console, found: list[Unseen]) -> None:
+    """The diff's lines that hold characters a reader does not see, escaped: to a file or a pipe it is printed as it is."""
+    if found:
+        say(console, f"characters a reader does not see, in {plural(len(found), 'line')} of it, here as escapes:",
+            *(f"  line {u.line}: {u.text}" for u in found))
 
 
 def _worst(console: Console, shown: Shown) -> None:

@@ -30,6 +30,7 @@ from agentdescent.runs.mailbox import Mailbox
 from agentdescent.runs.patch import patch
 from agentdescent.runs.status import LIVE
 from agentdescent.runs.store import DATA_BYTES, RunDir, RunStore
+from agentdescent.runs.unseen import Unseen, unseen
 from agentdescent.types import Diff, Edit, Outcome
 
 LANDED = ("committed", "fused")
@@ -66,6 +67,8 @@ class PendingApproval(BaseModel):
     verdict: str
     rationale: str
     diff: str
+    unseen: list[Unseen] = Field(default_factory=list)  # its lines that hold characters a reader does not see, escaped
+    unseen_total: int = 0  # all of them, where a page lists those of its part of `diff`
     whole: bool = True  # false on a page that holds only part of `diff`: read it to its end before approving
     diff_offset: int = 0  # where this page's part of `diff` starts in the whole of it (`shown_page`)
     diff_continues: bool = False  # `diff` goes on: its next part is on the page at show's `next_offset`
@@ -78,6 +81,9 @@ class Shown(BaseModel):
     state: str
     target: str
     diff: str  # the target as it was -> the run's best version, as a patch `git apply` takes (`patch`)
+    # its added, removed and header lines that hold characters a reader does not see, each with them escaped (`unseen`)
+    unseen: list[Unseen] = Field(default_factory=list)
+    unseen_total: int = 0  # all of them, where a page lists those of its part of `diff`
     files_changed: list[str]
     files_changed_total: int = 0  # where a page names only the first few
     initial_reward: float | None
@@ -114,6 +120,8 @@ def show(store: RunStore, run_id: str, *, rejected: int | None = SHOWN_REJECTED)
     files_changed = changed(before, after, name)
     pending = _pending(run, after)
     left = keys.left(after, before, name=name) if run.spec().keys_in_target == "mask" else []
+    diff = patch(before, after, name=name)
+    hidden = unseen(diff)
     if status.state in LIVE:
         nxt = "the run is still going: this is its best version so far" + (
             f"; L1 change {pending.change} waits for approval: {command('accept', run.id, '--change', pending.change)} "
@@ -126,7 +134,7 @@ def show(store: RunStore, run_id: str, *, rejected: int | None = SHOWN_REJECTED)
         nxt = status.next
     if left:
         nxt = f"{keys.said(left)} (markers_left names each); {nxt}"
-    return Shown(run_id=run.id, state=status.state, target=status.target, diff=patch(before, after, name=name),
+    return Shown(run_id=run.id, state=status.state, target=status.target, diff=diff, unseen=hidden, unseen_total=len(hidden),
                  files_changed=files_changed, files_changed_total=len(files_changed), initial_reward=status.initial_reward,
                  final_reward=final, version=version, committed=committed, committed_total=len(committed),
                  rejected=refused[:rejected],
@@ -270,5 +278,8 @@ def _pending(run: RunDir, after: Any) -> PendingApproval | None:
     body = request.body
     before = {k: v for k, v in (body.get("before") or {}).items() if v is not None}
     proposed = {k: v for k, v in (body.get("after") or {}).items() if v is not None}
+    diff = patch(before, proposed)
+    hidden = unseen(diff)
     return PendingApproval(change=request.id, keys=list(body.get("keys", [])), verdict=str(body.get("verdict", "")),
-                           rationale=str(body.get("rationale", ""))[:TEXT_CAP], diff=patch(before, proposed))
+                           rationale=str(body.get("rationale", ""))[:TEXT_CAP], diff=diff, unseen=hidden,
+                           unseen_total=len(hidden))
