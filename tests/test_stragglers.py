@@ -189,3 +189,23 @@ def test_a_finished_run_returns_though_a_stragglers_first_attempt_never_does(mon
     result = box[0]
     assert result.usage.reissued >= 1 and result.error is None
     assert any("1 call was still running 0.5 s after the run ended" in w for w in result.warnings), result.warnings
+
+
+def test_a_straggler_due_again_on_a_pool_a_cancel_closed_is_left_to_its_first_run(monkeypatch):
+    """The watcher re-issued a straggler on a pool a cancel had closed (its futures not yet failed):
+    the pool's refusal escaped the watcher's thread as a traceback in the run's log."""
+    escaped = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: escaped.append(args.exc_value))
+    pool, attempts = ThreadExecutor(4), Attempts()
+    h, counts = hedger(pool, warmed())
+    try:
+        race = h.submit("t", attempts, "fast")
+        pool._outstanding.close(RuntimeError("cancelled by the user"))  # closed, the first run not yet failed
+        time.sleep(0.3)  # past the straggler's deadline (3 x 10 ms, at least 20 ms)
+        assert escaped == [] and counts["reissued"] == 0 and attempts.calls == 1
+        attempts.release.set()
+        assert race.result(timeout=2).output == "slow"  # the first run answers the race
+    finally:
+        attempts.release.set()
+        h.close()
+        pool.shutdown()

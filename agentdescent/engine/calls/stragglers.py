@@ -112,10 +112,18 @@ class Hedger:
             self._wake.notify()
 
     def _attempt(self, race: _Race) -> None:
+        """Start one attempt of `race`; what the pool raises once it is closed (a cancel, the run's
+        end) is raised, the attempt not counted."""
         with self._wake:
             self._running += 1
             race.running += 1
-        attempt = self._pool.submit(race.fn, *race.args, then=race.then)
+        try:
+            attempt = self._pool.submit(race.fn, *race.args, then=race.then)
+        except BaseException:
+            with self._wake:
+                self._running -= 1
+                race.running -= 1
+            raise
         attempt.add_done_callback(lambda done: self._finished(race, done))
 
     def _finished(self, race: _Race, attempt: Future) -> None:
@@ -156,5 +164,8 @@ class Hedger:
                 _, _, race = heapq.heappop(self._deadlines)
                 late = not race.future.done() and self._running < self._capacity
             if late and self._may_start():
+                try:
+                    self._attempt(race)
+                except BaseException:  # the pool closed under the race (a cancel abandons it): its first attempt answers
+                    return
                 self._on_reissue()
-                self._attempt(race)
