@@ -360,7 +360,7 @@ def _pick(service: Service, run: str | None, console: Console, *, quiet: bool = 
             raise UserError("RUN is empty (a shell variable that is not set?); give a run id, or leave RUN out "
                             "for the latest run")
         return run
-    runs = service.runs()
+    runs = service.store.all()  # in order, read without a status
     if not runs:
         raise UserError(f"there are no runs in {service.store.root} yet; start one with: agentdescent evolve SPEC")
     say(console_for(sys.stderr) if quiet else console, f"run {runs[-1].id} (the latest; give RUN for another)")

@@ -8,6 +8,7 @@ field. Nothing here needs the caller to stay: a started run lives in its own pro
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import random
@@ -26,7 +27,7 @@ from agentdescent.engine.calls.smallest import Sizes, refusal
 from agentdescent.engine.split import split_tasks, too_few_to_train
 from agentdescent.errors import UserError
 from agentdescent.governance import Governance, matching
-from agentdescent.runs import build, checkpointed, detach, hostwork, keys, leftovers, restoring, review, sealed, verdict
+from agentdescent.runs import build, checkpointed, detach, hostwork, keys, leftovers, ontarget, restoring, review, sealed, verdict
 from agentdescent.runs.agentcheck import missing_keys, model_listings, unsaved_sessions
 from agentdescent.runs.doctor import DoctorReport, doctor
 from agentdescent.runs.draft import cheaper_than_host
@@ -203,10 +204,16 @@ class Service:
         return doctor()
 
     def runs(self) -> list[RunSummary]:
-        found = []
-        for run in self.store.all():
+        """Every run in the store, oldest first."""
+        return self.summaries(self.store.all())
+
+    def summaries(self, runs: list[RunDir]) -> list[RunSummary]:
+        """A summary of each of `runs`: a page of `store.all()`, whose order reads no status, reads
+        its own runs' alone; each target's backups are surveyed once for them all (`ontarget.Readings`)."""
+        found, readings = [], ontarget.Readings()
+        for run in runs:
             try:
-                s = _with_leftovers(run, run.status())
+                s = _with_leftovers(run, run.status(readings))
             except UserError as exc:  # listed, so that a damaged run does not vanish without a word
                 found.append(RunSummary(id=run.id, state="damaged", target="", round=0, rounds=0, initial_reward=None,
                                         best_reward=None, message=str(exc)))
@@ -251,6 +258,9 @@ class Service:
         caller's own command can do besides waiting or cancelling."""
         real = os.path.realpath(target)
         for other in self.store.all():
+            with contextlib.suppress(UserError):  # a lock that cannot be tested: its status says
+                if not other.alive():  # no process: never live, whatever its status says (`recorded`); most of a store
+                    continue
             try:
                 status = other.status()
             except UserError:

@@ -178,11 +178,11 @@ class RunDir:
         """The run's file `name` read as JSON (`parsed`)."""
         return self.parsed(name, json.loads, limit)
 
-    def status(self) -> RunStatus:
+    def status(self, readings: ontarget.Readings | None = None) -> RunStatus:
         """The status as last written (`recorded`), with what its target holds now said
-        (`ontarget`): a write-back or restore under way or cut short, a version taken away or put
-        back since."""
-        return ontarget.as_on_target(self.id, self.recorded())
+        (`ontarget`, through a listing's `readings`): a write-back or restore under way or cut
+        short, a version taken away or put back since."""
+        return ontarget.as_on_target(self.id, self.recorded(), readings)
 
     def recorded(self) -> RunStatus:
         """The status as last written, with `interrupted` for a run whose process is gone: what a

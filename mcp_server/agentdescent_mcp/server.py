@@ -319,10 +319,10 @@ def runs(newest: Newest = 15, skip: Skip = 0) -> Runs:
     are left out, listed by asking again with skip=next_skip). Call it to find a run id the user
     refers to, or to see whether a run is still going."""
     with service() as s:
-        found = s.runs()
-        end = max(0, len(found) - skip)
+        every = s.store.all()  # in order, read without a status: only the page's runs have theirs read
+        end = max(0, len(every) - skip)
         listed = [r.model_copy(update={"message": closed(cut_to(r.message, MESSAGE_BYTES))})
-                  for r in found[max(0, end - newest):end]]
+                  for r in s.summaries(every[max(0, end - newest):end])]
         while True:  # the oldest of the page go first: a host cuts an answer past its limit anywhere
             page = Runs(runs=listed, older=end - len(listed), store=str(s.store.root))
             page.next_skip = skip + len(listed) if page.older else None
