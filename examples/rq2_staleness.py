@@ -17,12 +17,12 @@ import time
 
 from agentdescent import Parallelism, Policies, evolve
 from agentdescent.cli.guard import script
-from agentdescent.step.staleness import HOW, Staleness
+from agentdescent.step.staleness import HOW, How, Staleness
 from agentdescent.testing import demo_strategy, route_reward, router_tasks
 from examples.run_async import slow_router
 
 
-def one(seed: int, budget: int, how: str, steps: int) -> dict:
+def one(seed: int, budget: int, how: How, steps: int) -> dict:
     run, propose = slow_router(seed, 1.0)
     start = time.perf_counter()
     result = evolve(router_tasks(seed, 12, 8), route_reward, run=run, propose=propose,

@@ -34,7 +34,7 @@ from pathlib import Path
 from rich.console import Console
 
 from agentdescent import FileTree, Task, evolve, load_tree, scorer, tree_reflector, tree_runner
-from agentdescent.agents import claude, claude_code, scripted
+from agentdescent.agents import Model, claude, claude_code, scripted
 from agentdescent.cli.guard import script
 from agentdescent.cli.views import ProgressView
 from agentdescent.events import Event
@@ -68,6 +68,8 @@ def evolve_skill(folder: str | os.PathLike[str], *, use_claude: bool = False, wo
     for the scripted agent, the scripted reflector and exact match (a benchmark's noisy ones, say)."""
     tree = load_tree(folder)
     strategy = FileTree(tree, max_files_per_diff=2, editable=("SKILL.md", "routing/*"), frozen=["hooks/*"])
+    model: Callable[..., str]  # an agent, called (prompt, cwd=folder): the claude CLI or a scripted stand-in
+    reflect_model: Model
     if use_claude:
         model, reflect_model = claude_code(), claude(os.environ.get("AGENTDESCENT_MODEL", "claude-sonnet-4-5"))
     else:

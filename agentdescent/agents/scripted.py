@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from agentdescent.agents.base import ModelUsage, estimated, metered_call
 from agentdescent.errors import AgentError, UserError
 
-Script = Callable[[str], str] | Mapping[str, str] | Sequence[str]
+Script = Callable[[str], str] | Callable[[str, str], str] | Mapping[str, str] | Sequence[str]
 
 
 class ScriptedModel:

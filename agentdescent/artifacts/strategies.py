@@ -56,14 +56,23 @@ class Strategy(Protocol):
     - `kind` is the strategy's stable name: checkpoints, reports and resumes know it by this, never
       by its class's name. `folder` says whether `render` gives a tree of files, and `named_keys`
       whether a key means something to a reader (shown beside a diff) or is only an id.
+
+    The six attributes are only read, so they are read-only properties here: a class attribute
+    (`editable = ("*",)`), an instance's attribute or a frozen dataclass's field fits each.
     """
 
-    kind: str
-    folder: bool
-    named_keys: bool
-    frozen: tuple[str, ...]
-    editable: tuple[str, ...]
-    max_keys_per_diff: int | None
+    @property
+    def kind(self) -> str: ...
+    @property
+    def folder(self) -> bool: ...
+    @property
+    def named_keys(self) -> bool: ...
+    @property
+    def frozen(self) -> tuple[str, ...]: ...
+    @property
+    def editable(self) -> tuple[str, ...]: ...
+    @property
+    def max_keys_per_diff(self) -> int | None: ...
 
     def initial_state(self) -> State: ...
 

@@ -11,7 +11,7 @@ import string
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from agentdescent import reading
 from agentdescent.errors import UserError
@@ -20,7 +20,8 @@ from agentdescent.types import Task
 
 __all__ = ["Columns", "check_ids", "columns_of", "guess_columns", "tasks_from"]
 
-ColumnSpec = str | Callable[[Mapping], Any]  # a column name, a "{column}" format, or a callable
+Row = TypeVar("Row", bound=Mapping)  # a row as the loader gave it: a callable is handed that very row
+ColumnSpec = str | Callable[[Row], object]  # a column name, a "{column}" format, or a callable of the row
 # Column names that usually hold each part of a task, most telling first.
 PROMPT_NAMES = ("prompt", "question", "request", "input", "query", "instruction", "problem", "task", "text", "message")
 GOLD_NAMES = ("gold", "answer", "expected", "target", "label", "output", "solution", "reference", "response", "category")
@@ -30,8 +31,8 @@ SAMPLED_ROWS = 50  # rows read to tell a long-text column from a short-answer on
 NUMBER_ROWS = "number the rows (a spec: id: null; Python: tasks_from without id)"
 
 
-def tasks_from(rows: Iterable[Mapping], *, prompt: ColumnSpec, gold: ColumnSpec | None = None,
-               id: ColumnSpec | None = None, meta: Sequence[str] | None = None) -> list[Task]:
+def tasks_from(rows: Iterable[Row], *, prompt: ColumnSpec[Row], gold: ColumnSpec[Row] | None = None,
+               id: ColumnSpec[Row] | None = None, meta: Sequence[str] | None = None) -> list[Task]:
     """One `Task` per row. `prompt`, `gold` and `id` are each a column name, a format string
     with `{column}` fields (any string containing "{"), or a callable on the row; a string with
     braces but no field names the column it spells, its braces doubled ("the {{question}}": the

@@ -12,7 +12,6 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -79,8 +78,8 @@ def evolve(
     policies: Policies | None = None,
     stop: Sequence[StopRule] = (),
     seed: int = DEFAULTS.seed,
-    store: str | Path | None = None,
-    on_event: Callable[[ev.Event], None] | None = None,
+    store: str | os.PathLike[str] | None = None,
+    on_event: Callable[[ev.Event], object] | None = None,
 ) -> EvolveResult:
     """Improve an artifact on `tasks` and return the best held-out version.
 

@@ -6,8 +6,10 @@
     acceptance    which tasks the test probes, when it has seen enough, whether a candidate beats head
 
 `StepPolicies` is what the step reads of a run's `config.Policies`, which bundles these with the
-decisions of the loop (`engine.loop.decisions`). What they leave out: where work runs (executors)
-and what is stored (the ledger).
+decisions of the loop (`engine.loop.decisions`). The step passes their arguments by position (`/`
+in the Protocols: any parameter names fit), acceptance's `gated` and `weights` by keyword; what a
+policy is only read for is a read-only property. What they leave out: where work runs
+(executors) and what is stored (the ledger).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ Rewards = Literal["detect", "exact", "sampled"]
 
 
 class ConflictPolicy(Protocol):
-    def __call__(self, diffs: Sequence[Diff], staleness: Sequence[int], weight: StalenessPolicy) -> int:
+    def __call__(self, diffs: Sequence[Diff], staleness: Sequence[int], weight: StalenessPolicy, /) -> int:
         """Index of the diff whose edit survives when these diffs' edits of one key cannot merge."""
 
 
@@ -49,7 +51,7 @@ class BetterEvidence:
 
 
 class FusionPolicy(Protocol):
-    def __call__(self, base: str | None, ours: str | None, theirs: str | None) -> str | None | bool:
+    def __call__(self, base: str | None, ours: str | None, theirs: str | None, /) -> str | None | bool:
         """Merge two edits of one key made from `base`: the merged text, None for "delete the key",
         or False when they truly overlap."""
 
@@ -83,19 +85,30 @@ class AcceptancePolicy(Protocol):
     """The statistics of the gate (`step.accept`): where it probes, when it has seen enough, and
     whether a candidate beats head on what it saw."""
 
-    wave: int  # probe tasks added to a candidate's test at a time
-    size: int  # the most probe tasks one candidate is scored on
-    fresh: int  # of each wave, the tasks not yet measured on head (the rest: tasks head is known to pass)
-    min_tasks: int  # the fewest tasks a candidate is judged on: probing goes on to reach it
+    @property
+    def wave(self) -> int: ...  # probe tasks added to a candidate's test at a time
+    @property
+    def size(self) -> int: ...  # the most probe tasks one candidate is scored on
+    @property
+    def fresh(self) -> int: ...  # of each wave, the tasks not yet measured on head (the rest: tasks head is known to pass)
+    @property
+    def min_tasks(self) -> int: ...  # the fewest tasks a candidate is judged on: probing goes on to reach it
     # A lone component's first probes go in the wave of its evidence once the run's components
     # fixed some of theirs this often (the posterior mean, a uniform prior); above 1: never.
-    ride: float
-    split: int  # parts a bisection splits a set of components into, a level
-    trace_at_once: int | None  # broken probes bisected together; None: all of them
-    rewards: Rewards  # whether a reward is the truth ("exact"), a sample ("sampled"), or which one the run finds out ("detect")
-    calibration: int  # under "detect": draws again that all agreed before the rewards are taken as exact
-    repeats: int  # under noise: the most pairs of draws a task a decision hinges on is given
-    lead: float  # under noise: the gain over head, summed over a task's pairs, that makes a failure fixed
+    @property
+    def ride(self) -> float: ...
+    @property
+    def split(self) -> int: ...  # parts a bisection splits a set of components into, a level
+    @property
+    def trace_at_once(self) -> int | None: ...  # broken probes bisected together; None: all of them
+    @property
+    def rewards(self) -> Rewards: ...  # a reward is the truth ("exact"), a sample ("sampled"), or the run finds out ("detect")
+    @property
+    def calibration(self) -> int: ...  # under "detect": draws again that all agreed before the rewards are taken as exact
+    @property
+    def repeats(self) -> int: ...  # under noise: the most pairs of draws a task a decision hinges on is given
+    @property
+    def lead(self) -> float: ...  # under noise: the gain over head, summed over a task's pairs, that makes a failure fixed
 
     def sample(self, train: Sequence[Task], rng: random.Random) -> list[Task]:
         """A version's probe order: the train tasks the gate draws its waves from, drawn once per
@@ -110,7 +123,7 @@ class AcceptancePolicy(Protocol):
         when drawn again: a break may still be chance, so one is no verdict; True when the harm
         rate is below the bar with the policy's confidence, False when above it, else None."""
 
-    def __call__(self, candidate: Sequence[float], head: Sequence[float], *, gated: bool,
+    def __call__(self, candidate: Sequence[float], head: Sequence[float], /, *, gated: bool,
                  weights: Sequence[float] | None = None) -> Verdict:
         """Accept the candidate over head on these paired rewards? `gated` asks for the stricter L1
         bar; `weights` (given only when some differ from 1) weigh each task's change, η(s) for the
@@ -242,7 +255,11 @@ def rewards_noisy(policy: AcceptancePolicy, repeated: int, differed: int) -> boo
 class StepPolicies(Protocol):
     """The policies the optimizer step reads (a `config.Policies` has them all)."""
 
-    staleness: StalenessPolicy
-    conflict: ConflictPolicy
-    fusion: FusionPolicy
-    acceptance: AcceptancePolicy
+    @property
+    def staleness(self) -> StalenessPolicy: ...
+    @property
+    def conflict(self) -> ConflictPolicy: ...
+    @property
+    def fusion(self) -> FusionPolicy: ...
+    @property
+    def acceptance(self) -> AcceptancePolicy: ...

@@ -18,12 +18,14 @@ step records s, η and the decision of every diff in the history and the commit'
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, get_args
 
 from agentdescent.errors import UserError
 from agentdescent.step.ranges import number
 
 StaleDecision = Literal["fresh", "admitted", "rebased", "discounted", "dropped"]
+How = Literal["drop", "rebase", "discount"]
+HOW: tuple[How, ...] = get_args(How)  # each `how`, as its type names it, so that a loop over them type-checks
 
 
 class StalenessPolicy(Protocol):
@@ -41,7 +43,7 @@ class Staleness:
     """The shipped policy: `how` is `drop`, `rebase` or `discount` (see the module's docstring);
     η(s) = 1 / (1 + decay·s)."""
 
-    how: Literal["drop", "rebase", "discount"] = "drop"
+    how: How = "drop"
     decay: float = 0.5
 
     def __post_init__(self) -> None:
@@ -63,5 +65,3 @@ class Staleness:
     def weight(self, staleness: int) -> float:
         return 1.0 / (1.0 + self.decay * staleness)
 
-
-HOW = ("drop", "rebase", "discount")

@@ -23,7 +23,7 @@ class CancelToken:
 
     def __init__(self) -> None:
         self._event = threading.Event()
-        self._callbacks: list[Callable[[], None]] = []
+        self._callbacks: list[Callable[[], object]] = []
         self._lock = threading.Lock()
         self.reason = ""
 
@@ -41,7 +41,7 @@ class CancelToken:
             callbacks, self._callbacks = self._callbacks, []
         threading.Thread(target=_run_all, args=(callbacks,), name="agentdescent-cancel", daemon=True).start()
 
-    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
+    def on_cancel(self, callback: Callable[[], object]) -> Callable[[], None]:
         """Run `callback` when the token is cancelled (at once, on a thread, if it already is); what
         this returns forgets it (a run over: a token kept for many runs holds none of their pools)."""
         with self._lock:
@@ -51,7 +51,7 @@ class CancelToken:
         threading.Thread(target=callback, name="agentdescent-cancel", daemon=True).start()
         return lambda: None
 
-    def _forget(self, callback: Callable[[], None]) -> None:
+    def _forget(self, callback: Callable[[], object]) -> None:
         with self._lock:
             if callback in self._callbacks:
                 self._callbacks.remove(callback)
@@ -70,6 +70,6 @@ class CancelToken:
         self.check()
 
 
-def _run_all(callbacks: list[Callable[[], None]]) -> None:
+def _run_all(callbacks: list[Callable[[], object]]) -> None:
     for callback in callbacks:
         callback()

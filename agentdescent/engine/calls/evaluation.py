@@ -46,13 +46,15 @@ from agentdescent.usage import Usage
 T = TypeVar("T")
 
 
+# The user's callables are called positionally, so their parameters are positional-only here:
+# any function or lambda of this shape matches, whatever it names its parameters.
 class RunFn(Protocol):
-    def __call__(self, rendered: Any, task: Task) -> str:
+    def __call__(self, rendered: Any, task: Task, /) -> str:
         """Solve `task` with the rendered artifact; return the output to be scored."""
 
 
 class RewardFn(Protocol):
-    def __call__(self, task: Task, output: str) -> float:
+    def __call__(self, task: Task, output: str, /) -> float:
         """Score `output` for `task` in [0, 1]."""
 
 

@@ -6,8 +6,10 @@
     promotion     whether `dev` replaces `stable` after a held-out evaluation (`OnHeldOutGain`)
 
 A run's `config.Policies` bundles these with the optimizer step's (`step.policies`). Each is a
-pure function of what it is given, so that a run is reproducible and resumable. What they leave
-out: carrying the decisions out (sampling, worker, validation).
+pure function of what it is given, so that a run is reproducible and resumable. The engine
+passes their arguments by position (`/` in the Protocols: any parameter names fit), validation's
+by keyword; what a policy is only read for is a read-only property (a frozen dataclass's field
+fits). What they leave out: carrying the decisions out (sampling, worker, validation).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from agentdescent.types import Rollout, Task
 
 class TaskSampler(Protocol):
     def __call__(
-        self, train: Sequence[Task], n_workers: int, first_turn: int, seed: int, known: Mapping[str, float]
+        self, train: Sequence[Task], n_workers: int, first_turn: int, seed: int, known: Mapping[str, float], /
     ) -> list[list[Task]]:
         """Minibatches for `n_workers` worker turns, numbered from `first_turn` in the run.
 
@@ -122,9 +124,11 @@ class RandomMinibatches:
 
 
 class ProposalPolicy(Protocol):
-    scouts: int  # spare minibatches a worker rolls out when its own holds nothing to reflect on
+    @property
+    def scouts(self) -> int:
+        """Spare minibatches a worker rolls out when its own holds nothing to reflect on."""
 
-    def __call__(self, rollouts: Sequence[Rollout]) -> list[Rollout]:
+    def __call__(self, rollouts: Sequence[Rollout], /) -> list[Rollout]:
         """The rollouts to reflect on, most useful first; each becomes at most one diff."""
 
 
@@ -195,7 +199,7 @@ class Amortized:
 
 
 class PromotionPolicy(Protocol):
-    def __call__(self, stable_reward: float, dev_reward: float) -> bool: ...
+    def __call__(self, stable_reward: float, dev_reward: float, /) -> bool: ...
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from agentdescent.usage import Usage
 BEAT_S = 1.0  # seconds between two looks at the bill
 
 
-def serialized(emit: Callable[[ev.Event], None], warn: Callable[[str], None] = lambda said: None,
+def serialized(emit: Callable[[ev.Event], object], warn: Callable[[str], None] = lambda said: None,
                cancel: Callable[[str], None] = lambda reason: None) -> Callable[[ev.Event], None]:
     """`emit`, called by one thread at a time. When it raises `Cancelled` (a `CancelToken`'s
     `check()` in the caller's `on_event`, or its own, to stop the run), `cancel` is told its reason:

@@ -72,7 +72,7 @@ class Loop:
     validator: Validator
     shape: Shape
     stop_rules: Sequence[StopRule]
-    emit: Callable[[ev.Event], None]
+    emit: Callable[[ev.Event], object]
     files: RunFiles
     fingerprint: str
     pipeline: Pipeline | None = None  # parallel="pp": a turn's stages on pools of their own

@@ -42,8 +42,9 @@ class StopRule(Protocol):
     round: the run registers there what abandons its calls in flight, and calls what `on_cancel`
     returns (when it is callable) once the run is over."""
 
-    def __call__(self, progress: Progress, usage: Usage) -> str | None:
-        """Why the run stops before its next round, or None; raising `Cancelled` ends it as cancelled."""
+    def __call__(self, progress: Progress, usage: Usage, /) -> str | None:
+        """Why the run stops before its next round, or None; raising `Cancelled` ends it as cancelled.
+        Both are passed by position: a rule may name them as it likes."""
 
 
 @dataclass(frozen=True)

@@ -34,9 +34,10 @@ class ProposeFn(Protocol):
     It may raise `InvalidProposal` (an `invalid` outcome) or anything else (an `error` outcome).
     A propose with a callable `batch(rendered, rollouts)` attribute is handed all of a worker's
     chosen failures at once and makes one proposal from them. One that takes a `tried` keyword
-    is handed the run's latest refused proposals with their reasons (`reflect.memory`)."""
+    is handed the run's latest refused proposals with their reasons (`reflect.memory`). The four
+    arguments are passed by position (`/`), so a function or lambda of any parameter names fits."""
 
-    def __call__(self, rendered: Any, task: Task, output: str, reward: float) -> str | None: ...
+    def __call__(self, rendered: Any, task: Task, output: str, reward: float, /) -> str | None: ...
 
 
 @dataclass(frozen=True, kw_only=True)
