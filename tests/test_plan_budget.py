@@ -177,22 +177,44 @@ def test_a_max_tokens_under_the_smallest_run_is_a_warning_not_a_refusal(service,
 
 
 def test_a_max_tokens_caps_the_quote_at_the_calls_it_lets_start(service, tmp_path):
-    """max_tokens bounds the bill as max_calls does: the quote's calls and money stop at what it pays
-    for at the quote's tokens a call, and no warning says that only rounds bound the bill."""
+    """max_tokens bounds the bill in tokens: priced by the token, the quote's money stops at what it
+    pays for, and the low end at the calls it lets start at the quote's tokens a call; that is a
+    guess (a short reply is far fewer tokens), so the high end of the calls is not cut by it."""
     free = service.plan(domain.spec(tmp_path, price_per_1k_tokens=0.5))
     assert any("only rounds bound the bill" in w for w in free.warnings)
     per = free.quote.tokens_per_call
     cap = (free.quote.calls_low + free.quote.calls_high) // 2 * per + per // 2
     plan = service.plan(domain.spec(tmp_path, price_per_1k_tokens=0.5, budget={"max_tokens": cap}))
     start = -(-cap // per)  # a call starts while the tokens spent are under the cap
-    assert (plan.quote.calls_low, plan.quote.calls_high) == (free.quote.calls_low, start)
+    assert (plan.quote.calls_low, plan.quote.calls_high) == (free.quote.calls_low, free.quote.calls_high)
     assert (plan.quote.calls_cap, plan.quote.calls_by_tokens) == (None, start)
     assert plan.quote.cost_high_usd == pytest.approx(start * per / 1000 * 0.5, abs=1e-4)
     assert f"max_tokens={cap}" in plan.quote.basis and "the calls running when it is reached" in plan.quote.basis
     assert not any("only rounds" in w for w in plan.warnings), plan.warnings
     assert any(w.startswith(f"no budget.max_calls: max_tokens={cap:,} bounds the bill") for w in plan.warnings)
     low = service.plan(domain.spec(tmp_path, price_per_1k_tokens=0.5, budget={"max_tokens": 10 * per}))
-    assert (low.quote.calls_low, low.quote.calls_high) == (10, 10)
+    assert (low.quote.calls_low, low.quote.calls_high) == (10, free.quote.calls_high)
+
+
+def test_priced_by_the_call_a_max_tokens_alone_leaves_the_high_end_of_the_money_as_it_is(service, tmp_path):
+    """A run whose calls were half the quote's tokens a call spent twice the calls (and the money) the
+    quote's high end said: max_tokens counted at a guessed size bounds neither."""
+    free = service.plan(domain.spec(tmp_path, price_per_call=0.01))
+    capped = service.plan(domain.spec(tmp_path, price_per_call=0.01, budget={"max_tokens": 10 * free.quote.tokens_per_call}))
+    assert capped.quote.calls_high == free.quote.calls_high and capped.quote.cost_high_usd == free.quote.cost_high_usd
+    assert capped.quote.calls_low == 10 and "a guess, which caps the low end)" in capped.quote.basis
+
+
+def test_the_quote_counts_held_out_evaluation_at_the_validation_share_the_spec_sets(service, tmp_path):
+    """`policies.validation.share` 1 measures the held-out set after every commit: runs went past the
+    high end the quote gave at the shipped fifth, whose basis said so."""
+    spec = domain.spec(tmp_path, tasks=many_tasks(100), held_out_frac=0.9)
+    shipped = service.plan(spec)
+    every = service.plan({**spec, "policies": {"validation": {"share": 1.0}}})
+    assert "at most 20% of the calls and a pass a round" in shipped.quote.basis
+    assert "at most 100% of the calls and a pass a round" in every.quote.basis
+    rest = every.quote.calls_high - every.rounds * every.held_out  # a pass a round, after its commit
+    assert shipped.quote.calls_high == rest + -(-rest * 20 // 80) < every.quote.calls_high  # 0.2 / (1 - 0.2) of the rest
 
 
 def test_the_quotes_money_is_to_the_cent_at_both_ends(service, tmp_path):

@@ -841,3 +841,11 @@ def test_a_run_whose_origin_file_is_damaged_works_in_its_own_folder(tmp_path, mo
     monkeypatch.setattr("sys.path", list(__import__("sys").path))
     runner._enter_origin(run)
     assert Path.cwd() == run.path
+
+
+def test_the_money_a_status_says_is_the_sum_without_float_noise():
+    """A sum of many prices was written as 4.749999999999943 dollars in status.json."""
+    written = []
+    tracker = StatusTracker(RunStatus(id="r", state="running"), written.append)
+    tracker.on_event(events.Spent(calls=475, tokens=0, cost_usd=sum([0.01] * 475)))
+    assert sum([0.01] * 475) != 4.75 and tracker.status.cost_usd == 4.75

@@ -7,17 +7,22 @@ each worker's minibatch (`task_sampler.size`, and its `scouts` spare minibatches
 up to `max_proposals` reflections a worker, each diff verified on the failure it came from (or on
 `cheap_eval_tasks` tasks), the round's fusion and head probed on up to `acceptance.size` train
 tasks, and, when a probe breaks, bisection (two questions a level, for at most one wave of
-broken probes); held-out evaluation on the way takes at most a fifth of the calls (`Amortized`).
+broken probes); held-out evaluation on the way takes at most the validation policy's `share` of the
+calls (`Amortized`, a fifth by default), and at most one held-out pass a round (after its commit).
 Where the blast radius gates a key a diff may change (L1), each L1 change is tested alone on up
 to `acceptance.size` probes and the oracle scores it on the whole held-out set (`step.gate`), and
 so may the candidate that joins the L1 changes that pass to the rest.
 The low end is a run where every round proposes a little: the smallest run
 (`engine.calls.smallest`), each further round a reflection a worker and one change's test; a run
-that finds nothing left to fix spends less on its later rounds. The high end is one where every
-round proposes everything, breaks a whole wave, and (with gated keys) every reflection is an L1
-change that passes its test. `max_calls` caps what a run starts, so it bounds the high end; a
-`max_calls` under the smallest run is refused (`smallest.refusal`). So does `max_tokens`, at the
-quote's tokens a call: no call starts once it is reached, and the calls running then add theirs.
+that finds nothing left to fix, or whose changes break a task at their first probes (the test
+stops there, and an unchanged head needs no measuring at the end), spends less. The high end is
+one where every round proposes everything, breaks a whole wave, and (with gated keys) every
+reflection is an L1 change that passes its test. `max_calls` caps what a run starts, so it bounds
+both ends; a `max_calls` under the smallest run is refused (`smallest.refusal`). `max_tokens`
+stops the run at a spend in tokens: the calls it lets start are counted at the quote's tokens a
+call, a guess (a short reply is far less), so they bound the low end and, priced by the token,
+the money, but not the high end of the calls: no call starts once it is reached, and the calls
+running then add theirs.
 Left out: the tokens of a CLI agent's session, which its own tool use decides (the per-token price,
 and `max_tokens` against the estimate, are then only indicative), and rewards that are samples,
 whose tests draw again where a decision hinges on a task, and L1 files a change would add where
@@ -36,7 +41,7 @@ from agentdescent.engine.calls.smallest import MINIBATCH, Sizes, fraction_within
 from agentdescent.engine.split import FEW_HELD_OUT, tasks_holding_out
 from agentdescent.usage import dollars
 
-REFLECTIONS, SCOUTS, WAVE, SHARE = 2, 1, 16, 0.2
+REFLECTIONS, SCOUTS, WAVE, SHARE = 2, 1, 16, 0.2  # SHARE: `Amortized`'s
 TOKENS_OUT = 300  # a typical reply
 CONTEXT_TOKENS = 100_000  # a prompt past this is past the context many models take
 # Held-out tasks past which more buy little: two held-out rewards (means of n rewards in [0, 1]) differ by chance by
@@ -147,10 +152,11 @@ def budget_warnings(*, cost: Quote, sizes: Sizes, max_tokens: int | None, rounds
 def quote(sizes: Sizes, *, rounds: int, artifact_chars: int, prompt_chars: int, max_calls: int | None,
           price_per_call: float | None, price_per_1k_tokens: float | None, max_tokens: int | None = None,
           reflections: int = REFLECTIONS, scouts: int = SCOUTS, wave: int = WAVE, cheap_eval_tasks: int | None = None,
-          calibrate_train: bool = False, gated: bool = False) -> Quote:
+          calibrate_train: bool = False, gated: bool = False, share: float = SHARE) -> Quote:
     """The range of calls a run takes, and its cost when a price is given; `reflections`: at most a
     worker's; `calibrate_train`: the start draws train tasks again too (a batched run with no cap);
-    `gated`: the blast radius makes a key a diff may change L1."""
+    `gated`: the blast radius makes a key a diff may change L1; `share`: the most of the calls
+    held-out evaluation on the way may take."""
     probes, workers = sizes.tested, sizes.workers
     levels = math.ceil(math.log2(max(2, workers * reflections)))
     verified = cheap_eval_tasks or 1  # each diff on its failure, or on cheap_eval_tasks tasks
@@ -160,18 +166,25 @@ def quote(sizes: Sizes, *, rounds: int, artifact_chars: int, prompt_chars: int, 
     drawn = min(sizes.calibration, sizes.held_out + sizes.train) - min(sizes.calibration, sizes.held_out) \
         if calibrate_train else 0  # train tasks the start draws too
     low = low_end(sizes, rounds) + drawn
-    high = math.ceil((sizes.start + drawn + sizes.held_out + rounds * high_round) / (1 - SHARE))
+    rest = sizes.start + drawn + sizes.held_out + rounds * high_round
+    on_the_way = rounds * sizes.held_out  # a pass a round at most, after its commit
+    if share < 1:  # and each keeps the measurements at most `share` of all the calls: v <= share * (rest + v)
+        on_the_way = min(on_the_way, math.ceil(rest * share / (1 - share)))
+    high = rest + on_the_way
     tokens = (artifact_chars + prompt_chars) // 4 + TOKENS_OUT
     by_tokens = -(-max_tokens // tokens) if max_tokens is not None else None  # a call starts while the spend is under it
     for cap in (max_calls, by_tokens):
         if cap is not None:
-            low, high = min(low, cap), min(high, cap)
+            low = min(low, cap)
+    if max_calls is not None:
+        high = min(high, max_calls)
 
-    def cost(calls: int) -> float | None:
+    def cost(calls: int, *, top: bool = False) -> float | None:
         if price_per_call is not None:
             return round(calls * price_per_call, 4)
-        if price_per_1k_tokens is not None:
-            return round(calls * tokens / 1000 * price_per_1k_tokens, 4)
+        if price_per_1k_tokens is not None:  # priced by the token, max_tokens bounds the money itself
+            return round((min(calls, by_tokens) if top and by_tokens is not None else calls) * tokens / 1000
+                         * price_per_1k_tokens, 4)
         return None
 
     again = min(sizes.calibration, sizes.held_out) + drawn
@@ -183,13 +196,15 @@ def quote(sizes: Sizes, *, rounds: int, artifact_chars: int, prompt_chars: int, 
              f"probes"
              + (f", each of up to {alone - 1} L1 changes alone (and the candidate that joins those that pass) on up to "
                 f"{probes} probes and the {sizes.held_out} held-out tasks (the L1 gate's oracle)" if gated else "")
-             + f"; held-out evaluation on the way at most {SHARE:.0%} of the calls; {rounds} rounds (the smallest "
+             + f"; held-out evaluation on the way at most {share:.0%} of the calls and a pass a round; {rounds} rounds (the smallest "
              f"run, both held-out measurements and one round at the low end: {smallest_run(sizes)} calls)"
              + (f", capped by max_calls={max_calls}" if max_calls is not None else "")
-             + (f", capped by max_tokens={max_tokens} at about {tokens} tokens a call ({by_tokens} calls, and the calls "
-                "running when it is reached)" if by_tokens is not None else ""))
+             + (f", max_tokens={max_tokens} at about {tokens} tokens a call ({by_tokens} calls, and the calls running when "
+                "it is reached; a guess, which caps the low end" + (" and the money" if price_per_1k_tokens is not None
+                                                                   and price_per_call is None else "") + ")"
+                if by_tokens is not None else ""))
     return Quote(calls_low=low, calls_high=high, calls_cap=max_calls, calls_by_tokens=by_tokens, cost_low_usd=cost(low),
-                 cost_high_usd=cost(high), tokens_per_call=tokens, basis=basis, round_high=high_round)
+                 cost_high_usd=cost(high, top=True), tokens_per_call=tokens, basis=basis, round_high=high_round)
 
 
 def money(cost: Quote) -> str | None:

@@ -349,7 +349,8 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
                  max_tokens=spec.budget.max_tokens,
                  reflections=policies.proposal.max_proposals, scouts=policies.proposal.scouts,
                  wave=policies.acceptance.wave, cheap_eval_tasks=spec.cheap_eval_tasks if spec.self_verify else None,
-                 calibrate_train=spec.parallelism.batched and spec.budget.max_calls is None, gated=_gated(parts))
+                 calibrate_train=spec.parallelism.batched and spec.budget.max_calls is None, gated=_gated(parts),
+                 share=policies.validation.share)
     warnings = missing_keys(spec, parts.kind) + unsaved_sessions(spec) + cheaper_than_host(spec.agent.label, spec.reflector_spec.label,
                                                                     plugin=parts.kind == "plugin")
     own = [name for name, used in (("agent", spec.agent.kind == "python"), ("scorer", spec.scorer.ref is not None))

@@ -148,7 +148,7 @@ class StatusTracker:
             self.update(last_held_out=last, best_reward=event.best_reward, stable_version=stable)
         elif isinstance(event, ev.Spent):
             self.update(now=False, calls=event.calls, tokens=event.tokens, estimated_tokens=event.estimated_tokens,
-                        failures=event.failures, cost_usd=event.cost_usd, unpriced=event.unpriced,
+                        failures=event.failures, cost_usd=round(event.cost_usd, 6), unpriced=event.unpriced,  # 4.75, not 4.7499999999999
                         failure=bounded(event.failure) if event.failure else None)
         elif isinstance(event, ev.RoundEnded):
             self.update(round=event.round + 1, calls=max(s.calls, event.calls),
