@@ -113,3 +113,17 @@ def test_no_import_circle():
                 seen.add(module)
                 todo += graph.get(module, ())
     assert circles == []
+
+
+def test_no_docstring_holds_a_lone_surrogate():
+    """Python 3.13 cleans docstrings as it compiles them, through UTF-8: one holding a lone
+    surrogate (an example written "a\\ud800b" in a docstring that is not raw) fails the import of
+    the whole package there, while 3.11 takes it. An example shows the escape instead."""
+    found = []
+    for path in [*PACKAGE.rglob("*.py"), *(ROOT / "mcp_server").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node, clean=False)
+                if doc and re.search("[\ud800-\udfff]", doc):
+                    found.append(f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 1)}")
+    assert found == []

@@ -59,6 +59,6 @@ def with_lone_surrogates_replaced(text: str) -> str:
     """`text` with each lone surrogate as U+FFFD, the character a UTF-8 reader shows for bytes it
     cannot read: what a model may be sent or be said to have answered.
 
-    with_lone_surrogates_replaced("a\ud800b") == "a\ufffdb" """
+    with_lone_surrogates_replaced("a\\ud800b") == "a\\ufffdb" """
     return _SURROGATE.sub("\ufffd", text)
 
