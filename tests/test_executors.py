@@ -741,3 +741,24 @@ def test_a_local_cluster_ray_cannot_start_under_a_long_temp_folder_is_a_user_err
     said = done.stdout.strip()
     assert said.startswith("executor='ray' could not start a local Ray cluster: Ray keeps its sockets under " + str(deep))
     assert said.endswith("set RAY_TMPDIR to a short folder (export RAY_TMPDIR=/tmp) and run again")
+
+
+def test_a_wait_in_slices_outlasts_its_slices_where_futures_has_a_timeout_of_its_own(monkeypatch):
+    """Before Python 3.11 a future's wait that runs out raises `concurrent.futures.TimeoutError`, not
+    the builtin one: each slice of 0.2 s ended the wait, and so every run whose calls took longer."""
+    from agentdescent.engine.calls import executors
+
+    class Py310Timeout(Exception):  # futures.TimeoutError as Python 3.10 has it: no builtin TimeoutError
+        pass
+
+    class Sliced(futures.Future):
+        def result(self, timeout=None):
+            try:
+                return super().result(timeout)
+            except TimeoutError:
+                raise Py310Timeout() from None
+
+    monkeypatch.setattr(futures, "TimeoutError", Py310Timeout)
+    future = Sliced()
+    threading.Timer(3 * executors.WAKE_S, future.set_result, args=("answered",)).start()
+    assert executors.result_of(future) == "answered"

@@ -30,7 +30,7 @@ def result_of(future: Future[T]) -> T:
     while True:
         try:
             return future.result(timeout=WAKE_S)
-        except TimeoutError:
+        except futures.TimeoutError:  # the builtin TimeoutError from Python 3.11, a class of its own before
             if future.done():  # the call's own TimeoutError, not the slice's
                 return future.result()
 
