@@ -254,14 +254,17 @@ class ProcessExecutor:
             settle(call.future, error=exc)
 
     def _rebuild(self, generation: int) -> None:
-        """A worker process died and took the pool with it: a new pool, once per break."""
+        """A worker process died and took the pool with it: a new pool, once per break. The broken
+        one is shut down on a thread of its own: this runs in a callback of its futures, which
+        Python 3.12 and later call holding the lock its `shutdown` takes (a deadlock, and a hung run)."""
         with self._lock:
             if generation != self._generation or self._outstanding.closed is not None:
                 return
             broken, self._pool = self._pool, self._new_pool()
             self._generation += 1
             self.restarts += 1
-        broken.shutdown(wait=False, cancel_futures=True)
+        threading.Thread(target=broken.shutdown, kwargs={"wait": False, "cancel_futures": True},
+                         name="agentdescent-broken-pool", daemon=True).start()
 
 
 def _load(name: str, payload: bytes) -> None:
