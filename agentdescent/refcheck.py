@@ -218,6 +218,8 @@ def reward_problem(value: object, task_id: str) -> str | None:
     if isinstance(value, (str, bytes)) or not is_number(value):
         return f"reward returned {value!r} ({type(value).__name__}) for task {task_id!r}; it must return a number in [0, 1]"
     try:
+        if getattr(value, "ndim", 0):  # an array, of one element too: numpy before 2.3 makes that one a float, warning
+            raise TypeError("an array is no number")
         number = float(value)  # type: ignore[arg-type]
     except OverflowError:  # an int past any float
         return (f"reward returned an int of {value.bit_length()} bits for task {task_id!r}; "  # type: ignore[union-attr]

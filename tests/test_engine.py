@@ -370,6 +370,22 @@ def test_a_reward_that_is_an_array_of_one_says_to_take_its_item():
         evolve(tasks, lambda task, output: numpy.array([1.0]), run=run, propose=propose, rounds=1)
 
 
+def test_a_reward_that_is_an_array_of_one_is_refused_where_numpy_makes_it_a_float():
+    """numpy before 2.3 (the newest on Python 3.10) turns a one-element array into a float, with a
+    warning: the check relied on float() refusing it, and took such a reward silently there."""
+    numpy = pytest.importorskip("numpy")
+
+    class BeforeNumpy23(numpy.ndarray):
+        __module__ = "numpy"
+
+        def __float__(self):
+            return float(self.item())
+
+    tasks, _, run, propose = year_program()
+    with pytest.raises(UserError, match=r"must return one number in \[0, 1\] \(for a one-element array, its item\(\)\)"):
+        evolve(tasks, lambda task, output: numpy.array([1.0]).view(BeforeNumpy23), run=run, propose=propose, rounds=1)
+
+
 @pytest.mark.parametrize(("make", "field"), [
     (lambda: Parallelism(method="zz"), "parallel"), (lambda: Parallelism(executor="gpu"), "executor"),
     (lambda: Parallelism(lag_budget=-1), "lag_budget"), (lambda: Budget(max_calls=0), "max_calls"),

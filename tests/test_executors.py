@@ -762,3 +762,23 @@ def test_a_wait_in_slices_outlasts_its_slices_where_futures_has_a_timeout_of_its
     future = Sliced()
     threading.Timer(3 * executors.WAKE_S, future.set_result, args=("answered",)).start()
     assert executors.result_of(future) == "answered"
+
+
+def test_a_broken_pool_is_rebuilt_from_a_callback_called_under_its_shutdown_lock():
+    """From Python 3.12 a pool whose worker died fails its futures holding its shutdown lock, and the
+    rebuild their callback starts shut the broken pool down on that thread, taking the same lock: a
+    deadlock, and a run hung for good. Here the lock is held as 3.12 holds it, on any Python."""
+    pool = ProcessExecutor(1)
+    try:
+        broken = pool._pool
+        rebuilt = threading.Event()
+
+        def rebuild_under_its_lock():
+            with broken._shutdown_lock:
+                pool._rebuild(pool._generation)
+            rebuilt.set()
+        threading.Thread(target=rebuild_under_its_lock, daemon=True).start()
+        assert rebuilt.wait(10) and pool._pool is not broken and pool.restarts == 1
+        assert pool.submit(abs, -2).result(timeout=60) == 2  # the new pool serves
+    finally:
+        pool.shutdown()

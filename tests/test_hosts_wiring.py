@@ -6,6 +6,7 @@ read, write or compare is refused with the fix, nothing changed."""
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import sys
@@ -79,6 +80,20 @@ def test_a_config_that_is_a_symlink_loop_is_refused_and_reported_as_one(homes, n
     report = host.report()
     assert "leads back to itself" in report.problem and report.how.startswith(f"fix {homes / folder / config} first")
     assert not (homes / folder / "skills").exists()
+
+
+@pytest.mark.parametrize("name", ["codex", "deepseek"])
+def test_a_symlink_loop_is_one_where_a_lenient_resolve_returns_the_link_itself(homes, name, monkeypatch):
+    """Python 3.13's Path.resolve() no longer raises on a loop: it returns the link, and the install
+    said the link named a file that does not exist (create it, the advice went). Emulated here."""
+    resolve = Path.resolve
+
+    def as_in_313(self, strict=False):
+        if not strict and self.is_symlink() and os.path.realpath(self) == str(self.absolute()):
+            return self.absolute()
+        return resolve(self, strict=strict)
+    monkeypatch.setattr(Path, "resolve", as_in_313)
+    test_a_config_that_is_a_symlink_loop_is_refused_and_reported_as_one(homes, name)
 
 
 OWN = {"codex": '[mcp_servers.agentdescent]\ncommand = "/opt/my-build/agentdescent-mcp"\n',

@@ -336,8 +336,10 @@ def _real(path: Path) -> Path:
     if not path.is_symlink():
         return path
     try:
+        return path.resolve(strict=True)
+    except FileNotFoundError:  # a link to nothing (yet): written through, it makes the file it names
         return path.resolve()
-    except (RuntimeError, OSError):  # a loop: RuntimeError up to Python 3.12, OSError (ELOOP) since
+    except (RuntimeError, OSError):  # a loop: RuntimeError up to Python 3.12, OSError (ELOOP) from 3.13
         raise _loop(path) from None
 
 
