@@ -751,11 +751,13 @@ def test_a_wait_in_slices_outlasts_its_slices_where_futures_has_a_timeout_of_its
     class Py310Timeout(Exception):  # futures.TimeoutError as Python 3.10 has it: no builtin TimeoutError
         pass
 
+    runs_out = futures.TimeoutError  # what a wait that runs out raises on this Python
+
     class Sliced(futures.Future):
         def result(self, timeout=None):
             try:
                 return super().result(timeout)
-            except TimeoutError:
+            except runs_out:
                 raise Py310Timeout() from None
 
     monkeypatch.setattr(futures, "TimeoutError", Py310Timeout)
@@ -764,21 +766,34 @@ def test_a_wait_in_slices_outlasts_its_slices_where_futures_has_a_timeout_of_its
     assert executors.result_of(future) == "answered"
 
 
-def test_a_broken_pool_is_rebuilt_from_a_callback_called_under_its_shutdown_lock():
-    """From Python 3.12 a pool whose worker died fails its futures holding its shutdown lock, and the
-    rebuild their callback starts shut the broken pool down on that thread, taking the same lock: a
-    deadlock, and a run hung for good. Here the lock is held as 3.12 holds it, on any Python."""
-    pool = ProcessExecutor(1)
-    try:
-        broken = pool._pool
-        rebuilt = threading.Event()
 
-        def rebuild_under_its_lock():
-            with broken._shutdown_lock:
-                pool._rebuild(pool._generation)
-            rebuilt.set()
-        threading.Thread(target=rebuild_under_its_lock, daemon=True).start()
-        assert rebuilt.wait(10) and pool._pool is not broken and pool.restarts == 1
+def test_a_broken_pool_is_rebuilt_and_its_calls_sent_again_where_python_fails_them_under_its_lock(tmp_path, monkeypatch):
+    """From Python 3.12 a pool a worker's death broke fails its futures holding the lock its submit
+    and shutdown take, and what their callbacks did next (a new pool, the calls sent again) took
+    it too: a deadlock, and a run hung for good. Python 3.12's way is emulated here on any Python."""
+    from concurrent.futures import process
+
+    terminate = process._ExecutorManagerThread.terminate_broken
+
+    def under_its_lock(self, cause):  # as Python 3.12 does: the pool marked broken, its futures failed under its lock
+        executor = self.executor_reference()
+        if executor is not None:
+            executor._broken, executor._shutdown_thread = "a child process terminated abruptly", True
+        with self.shutdown_lock:
+            broke = BrokenProcessPool("a process in the pool was terminated abruptly")
+            for item in self.pending_work_items.values():
+                item.future.set_exception(broke)
+            self.pending_work_items.clear()
+        terminate(self, cause)  # the rest as this Python does it
+    monkeypatch.setattr(process._ExecutorManagerThread, "terminate_broken", under_its_lock)
+    pool = ProcessExecutor(2, retries=1)
+    try:
+        killer = pool.submit(os._exit, 3)
+        beside = pool.submit(wait_for_file, str(tmp_path / "killer gone"), 7, 10.0)
+        with pytest.raises(BrokenProcessPool):
+            killer.result(timeout=60)
+        (tmp_path / "killer gone").touch()
+        assert beside.result(timeout=60) == 7 and pool.restarts >= 1
         assert pool.submit(abs, -2).result(timeout=60) == 2  # the new pool serves
     finally:
-        pool.shutdown()
+        pool.shutdown(wait=False)

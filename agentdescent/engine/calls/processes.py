@@ -213,7 +213,7 @@ class ProcessExecutor:
             self._left(call)
             settle(call.future, error=self._outstanding.closed or exc)
             return
-        inner.add_done_callback(lambda done: self._returned(call, done, generation))
+        inner.add_done_callback(lambda done: self._on_done(call, done, generation))
 
     def _left(self, call: _Call) -> None:
         """`call` no longer holds a process."""
@@ -221,6 +221,17 @@ class ProcessExecutor:
             self._busy -= 1
             if self._alone is call:
                 self._alone = None
+
+    def _on_done(self, call: _Call, inner: Future, generation: int) -> None:
+        """`inner` is back. A pool a worker's death broke fails its futures holding the lock its
+        `submit` and `shutdown` take (Python 3.12 and later), and what follows a break takes it (a
+        new pool, the calls sent again, the broken one shut down): on a thread of its own then, or
+        the run hangs for good."""
+        if not inner.cancelled() and isinstance(inner.exception(), BrokenProcessPool):
+            threading.Thread(target=self._returned, args=(call, inner, generation), name="agentdescent-broken-pool",
+                             daemon=True).start()
+        else:
+            self._returned(call, inner, generation)
 
     def _returned(self, call: _Call, inner: Future, generation: int) -> None:
         self._left(call)
@@ -254,17 +265,14 @@ class ProcessExecutor:
             settle(call.future, error=exc)
 
     def _rebuild(self, generation: int) -> None:
-        """A worker process died and took the pool with it: a new pool, once per break. The broken
-        one is shut down on a thread of its own: this runs in a callback of its futures, which
-        Python 3.12 and later call holding the lock its `shutdown` takes (a deadlock, and a hung run)."""
+        """A worker process died and took the pool with it: a new pool, once per break."""
         with self._lock:
             if generation != self._generation or self._outstanding.closed is not None:
                 return
             broken, self._pool = self._pool, self._new_pool()
             self._generation += 1
             self.restarts += 1
-        threading.Thread(target=broken.shutdown, kwargs={"wait": False, "cancel_futures": True},
-                         name="agentdescent-broken-pool", daemon=True).start()
+        broken.shutdown(wait=False, cancel_futures=True)
 
 
 def _load(name: str, payload: bytes) -> None:
