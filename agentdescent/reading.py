@@ -110,6 +110,21 @@ def kind(mode: int) -> str:
     return "a regular file" if stat.S_ISREG(mode) else _KINDS.get(stat.S_IFMT(mode), "a special file")
 
 
+def in_the_way(path: str | os.PathLike) -> Path | None:
+    """The folder on `path`'s way that is there and is no folder (a file, a FIFO), below which
+    nothing can be made; None when there is none, or the first that cannot be looked at comes
+    before one (what makes `path` says what is wrong then). in_the_way("notes.txt/ledger") is
+    Path("notes.txt") where notes.txt is a file."""
+    for folder in reversed(Path(path).parents):  # from the root down
+        try:
+            mode = os.stat(folder).st_mode
+        except OSError:  # not there (making `path` makes it), or not to be looked at
+            return None
+        if not stat.S_ISDIR(mode):
+            return folder
+    return None
+
+
 def system_folder(path: str | os.PathLike) -> str | None:
     """The system folder (`/proc`, `/sys`, `/dev`) the real path of `path` is in, or None."""
     real = Path(os.path.realpath(path))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from agentdescent.errors import UserError
 from agentdescent.ledger import looks_like_ledger
+from agentdescent.reading import in_the_way
 
 
 def positive(flag: str, value: int, example: int) -> int:
@@ -27,7 +28,7 @@ def store_folder(flag: str, value: str | None) -> str | None:
     fix = f"give {flag} a new or empty folder, or the folder of a ledger an earlier run left"
     if path.exists() and not path.is_dir():
         raise UserError(f"{flag} {value} is a file, not a ledger folder; {fix}")
-    blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    blocking = in_the_way(path)
     if blocking is not None:
         raise UserError(f"{flag} {value} runs through {blocking}, a file, not a folder; {fix}")
     if path.is_dir() and any(path.iterdir()) and not looks_like_ledger(path):

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import git
 
-from agentdescent import filelock
+from agentdescent import filelock, reading
 from agentdescent.errors import HeadMoved, LedgerDamaged, LedgerError, UserError
 from agentdescent.governance import unsafe_key_reason
 from agentdescent.ledger.gitobjects import TREE_MODE, commit_bytes, format_message, parse_commit
@@ -114,7 +114,7 @@ def _open_repo(path: pathlib.Path) -> git.Repo:
     """The ledger repository at `path`, created first when `path` is new or an empty folder."""
     if path.exists() and not path.is_dir():
         raise UserError(f"store={path} is a file, not a ledger; {_FIX}")
-    blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    blocking = reading.in_the_way(path)
     if blocking is not None:
         raise UserError(f"store={path} runs through {blocking}, a file, not a folder; {_FIX}")
     refused = [name for name in _REFUSED_VARIABLES if os.environ.get(name)]

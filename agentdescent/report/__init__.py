@@ -57,14 +57,10 @@ def write_report(ref: str, *, out: str | os.PathLike | None = None, store: RunSt
 def _in_a_folder(target: Path) -> None:
     """Refuse a `target` below a path that is there and is not a folder (`--out notes.md/x.html`):
     no folder can be made there, whatever `force` says."""
-    for folder in reversed(target.parents):  # from the root down: the first that is not a folder is in the way
-        try:
-            mode = folder.stat().st_mode
-        except OSError:  # not there (the write makes it), or not to be looked at: the write says what is wrong
-            return
-        if not stat.S_ISDIR(mode):
-            raise UserError(f"{folder} is {reading.kind(mode)}, not a folder, so {target} cannot be made in it; give "
-                            "the report (--out) a path in a folder")
+    folder = reading.in_the_way(target)
+    if folder is not None:
+        raise UserError(f"{folder} is {reading.kind(folder.stat().st_mode)}, not a folder, so {target} cannot be made "
+                        "in it; give the report (--out) a path in a folder")
 
 
 def _writable_as_a_file(target: Path) -> None:

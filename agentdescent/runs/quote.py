@@ -38,10 +38,11 @@ from pydantic import BaseModel
 
 from agentdescent.agents.base import estimate_tokens
 from agentdescent.engine.calls.smallest import MINIBATCH, Sizes, fraction_within, smallest_run
+from agentdescent.engine.loop.decisions import Amortized
 from agentdescent.engine.split import FEW_HELD_OUT, tasks_holding_out
 from agentdescent.usage import dollars
 
-REFLECTIONS, SCOUTS, WAVE, SHARE = 2, 1, 16, 0.2  # SHARE: `Amortized`'s
+REFLECTIONS, SCOUTS, WAVE = 2, 1, 16
 TOKENS_OUT = 300  # a typical reply
 CONTEXT_TOKENS = 100_000  # a prompt past this is past the context many models take
 # Held-out tasks past which more buy little: two held-out rewards (means of n rewards in [0, 1]) differ by chance by
@@ -152,7 +153,7 @@ def budget_warnings(*, cost: Quote, sizes: Sizes, max_tokens: int | None, rounds
 def quote(sizes: Sizes, *, rounds: int, artifact_chars: int, prompt_chars: int, max_calls: int | None,
           price_per_call: float | None, price_per_1k_tokens: float | None, max_tokens: int | None = None,
           reflections: int = REFLECTIONS, scouts: int = SCOUTS, wave: int = WAVE, cheap_eval_tasks: int | None = None,
-          calibrate_train: bool = False, gated: bool = False, share: float = SHARE) -> Quote:
+          calibrate_train: bool = False, gated: bool = False, share: float = Amortized.share) -> Quote:
     """The range of calls a run takes, and its cost when a price is given; `reflections`: at most a
     worker's; `calibrate_train`: the start draws train tasks again too (a batched run with no cap);
     `gated`: the blast radius makes a key a diff may change L1; `share`: the most of the calls
