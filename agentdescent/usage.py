@@ -74,6 +74,12 @@ class Usage(Tally):
         with self._lock:
             return self.billed + max(self.abandoned, started - self.units)
 
+    def spent(self) -> tuple[int, int, int]:
+        """`calls`, `tokens` and `units` at one instant: a unit landing adds to each, one after the
+        other, and the budget reading them between would count it in one and not the other."""
+        with self._lock:
+            return self.calls, self.tokens, self.units
+
     @property
     def tokens(self) -> int:
         return self.model.tokens

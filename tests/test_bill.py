@@ -57,7 +57,11 @@ def test_max_calls_holds_across_random_kills_and_the_bill_reported_is_the_real_o
         status = wait(service, run_id, until=lambda s: s.pid is not None or s.state not in LIVE)
         if status.state not in LIVE:
             break
-        time.sleep(rng.uniform(0.2, 0.8))  # at a random point of the process's start or work
+        # at a random point of the process's start or work: a random time, or a random number of
+        # calls if they come first (a fast machine's lives would spend the cap in fewer than KILLS)
+        deadline, until = time.monotonic() + rng.uniform(0.2, 0.8), real_calls(calls) + rng.randint(0, CAP // (2 * KILLS))
+        while time.monotonic() < deadline and real_calls(calls) < until:
+            time.sleep(0.01)
         if service.status(run_id).state not in LIVE:
             break
         os.kill(status.pid, signal.SIGKILL)

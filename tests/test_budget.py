@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,44 @@ def test_the_rounds_leave_the_calls_measuring_the_held_out_set_takes_and_the_end
     with pytest.raises(BudgetSpent, match=r"\(10 of max_calls=10\)$"):
         allowance.take()
     assert usage.calls == 10
+
+
+def test_a_unit_landing_while_the_budget_is_asked_is_counted_once_and_whole(monkeypatch):
+    """A landing unit adds to the rollouts, then to the calls billed: the budget read between the two
+    took it for back and unpaid, and let one more start than max_calls allows."""
+    halfway, resume = threading.Event(), threading.Event()
+    add = Usage._add
+
+    def add_slowly(self, **counts):
+        if "rollouts" in counts:  # the rollout is counted, its calls not yet
+            add(self, rollouts=counts.pop("rollouts"))
+            halfway.set()
+            resume.wait(timeout=10)
+        add(self, **counts)
+
+    monkeypatch.setattr(Usage, "_add", add_slowly)
+    usage = Usage()
+    allowance = Allowance(usage, max_calls=1, max_tokens=None)
+    lands = threading.Thread(target=ran, args=(allowance, usage, 1))
+    lands.start()
+    assert halfway.wait(timeout=10)
+    asked: list[BaseException | None] = []
+    asks = threading.Thread(target=lambda: asked.append(refused_or_none(allowance)))
+    asks.start()
+    asks.join(timeout=0.5)  # the budget waits for the landing unit, or reads it half counted
+    resume.set()
+    lands.join()
+    asks.join()
+    assert isinstance(asked[0], BudgetSpent) and "(1 of max_calls=1)" in str(asked[0])
+    assert usage.calls == 1
+
+
+def refused_or_none(allowance: Allowance) -> BaseException | None:
+    try:
+        allowance.take()
+    except BudgetSpent as refused:
+        return refused
+    return None
 
 
 def test_what_is_kept_back_is_priced_at_what_a_unit_cost_so_far_in_calls_and_in_tokens():

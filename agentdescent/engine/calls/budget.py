@@ -83,11 +83,11 @@ class Allowance:
 
     def _refusal(self) -> str:
         """Why one more unit may not start now, or "". The calls spent are those paid for, and one
-        for each unit started and not yet back. Callers hold the lock."""
-        running = max(0, self._count() - self._usage.units - self._lost_before)
-        calls, tokens, units = self._usage.calls + running, self._usage.tokens, self._usage.units
+        for each unit started and not yet back. Callers hold the lock (and take the usage's inside it)."""
+        paid, tokens, units = self._usage.spent()
+        calls = paid + max(0, self._count() - units - self._lost_before)
         # what the units of the measurement at the end will cost, at what a unit has cost so far
-        kept = -(-self._kept * self._usage.calls // units) if units else self._kept
+        kept = -(-self._kept * paid // units) if units else self._kept
         if self._max_calls is not None and calls >= self._max_calls - kept:
             return (f"the call budget is spent ({calls} of max_calls={self._max_calls}"
                     + (f", the other {self._max_calls - calls} kept for measuring the last version on the held-out tasks)"
