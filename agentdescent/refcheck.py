@@ -221,9 +221,9 @@ def reward_problem(value: object, task_id: str) -> str | None:
         if getattr(value, "ndim", 0):  # an array, of one element too: numpy before 2.3 makes that one a float, warning
             raise TypeError("an array is no number")
         number = float(value)  # type: ignore[arg-type]
-    except OverflowError:  # an int past any float
-        return (f"reward returned an int of {value.bit_length()} bits for task {task_id!r}; "  # type: ignore[union-attr]
-                "it must be in [0, 1] (scale or clip it)")
+    except OverflowError:  # an int or a Fraction past any float
+        size = f"an int of {value.bit_length()} bits" if isinstance(value, int) else f"a {type(value).__name__} past any float"
+        return f"reward returned {size} for task {task_id!r}; it must be in [0, 1] (scale or clip it)"
     except Exception:  # noqa: BLE001 -- a number-like that is not one number: a numpy array of several, say
         return (f"reward returned {_shown(value)} ({type(value).__name__}) for task {task_id!r}; it must return one "
                 "number in [0, 1] (for a one-element array, its item())")

@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 
 from agentdescent import atomic
-from agentdescent.cli.guard import guarded
+from agentdescent.cli.guard import guarded, script
 from agentdescent.errors import LedgerError, UserError
 from agentdescent.ledger import Ledger
 
@@ -175,6 +175,14 @@ def test_guarded_turns_errors_into_exit_codes(capsys, monkeypatch):
         "space or make the folder writable and try again"]
     with pytest.raises(OSError):  # any other OSError is a bug: its traceback stays
         guarded(failing(OSError(errno.EBADF, "Bad file descriptor")), quiet, Console())
+
+
+@pytest.mark.parametrize(("returned", "status"), [(None, 0), (3, 3), ("done", 0), (object(), 0), (True, 0)])
+def test_a_program_run_as_the_examples_run_exits_with_its_int_status_and_0_for_anything_else(returned, status, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["program"])
+    with pytest.raises(SystemExit) as exited:
+        script(lambda: returned)
+    assert exited.value.code == status
 
 
 @pytest.mark.skipif(not Path("/sys/kernel").is_dir(), reason="needs sysfs, where no one may make a file")

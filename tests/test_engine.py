@@ -297,8 +297,8 @@ class _Unconvertible(float):
         raise RuntimeError("no")
 
 
-@pytest.mark.parametrize(("value", "said"), [(10**5000, "an int of 16610 bits"), (_Unconvertible(0.5), "(_Unconvertible)")],
-                         ids=["huge-int", "no-float"])
+@pytest.mark.parametrize(("value", "said"), [(10**5000, "an int of 16610 bits"), (Fraction(10**400, 3), "a Fraction past any float"),
+                                             (_Unconvertible(0.5), "(_Unconvertible)")], ids=["huge-int", "huge-fraction", "no-float"])
 def test_a_number_that_is_no_float_is_a_user_error_not_a_crash(value, said):
     with pytest.raises(UserError, match=re.escape(said)):
         check_reward(value, Task(id="t", prompt="p"))

@@ -51,6 +51,35 @@ def test_a_harmful_rule_that_breaks_as_much_as_it_fixes_is_refused_on_most_seeds
     assert sum(trial(seed).judge(harmful_rule(5, 1), category=5) != "committed" for seed in SEEDS) >= 8
 
 
+class OnlyTheProtocol:
+    """An acceptance policy of a user's own: every member `AcceptancePolicy` declares, and nothing
+    else, answered by a `BetaAcceptance` it keeps."""
+
+    def __init__(self) -> None:
+        self._beta = BetaAcceptance(rewards="sampled")
+
+    def __getattr__(self, name: str):
+        if name in {"wave", "size", "fresh", "min_tasks", "ride", "split", "trace_at_once", "rewards", "calibration",
+                    "repeats", "lead", "sample", "harm", "harm_rate"}:
+            return getattr(self._beta, name)
+        raise AttributeError(name)
+
+    def __call__(self, candidate, head, /, *, gated, weights=None):
+        return self._beta(candidate, head, gated=gated, weights=weights)
+
+
+def test_a_policy_of_the_users_own_judges_as_the_one_it_follows(trial):
+    """The gate asked a harmful rule's refusal of `max_harm`, which only `BetaAcceptance` has: a
+    policy meeting the Protocol broke the run on its first such refusal."""
+    for seed in range(4):
+        ours = LoneDiff(NOISY, seed=seed, acceptance=OnlyTheProtocol())
+        try:
+            theirs = ours.judge(harmful_rule(5, "plain"), category=5)
+        finally:
+            ours.close()
+        assert theirs == trial(seed).judge(harmful_rule(5, "plain"), category=5) != "committed", f"seed {seed}"
+
+
 def test_a_vague_rule_is_never_committed(trial):
     """It changes nothing: whatever it seems to fix or break is chance, and chance is no gain."""
     for seed in SEEDS:

@@ -99,9 +99,14 @@ def _trace() -> None:
 def script(body: Callable[[], object]) -> None:
     """Run a program's `main` (the examples') as the command runs a verb, through `guarded`: a
     `UserError` (a missing key, a bad path) is one `error:` line and exit 2, another error of this
-    package exit 1; the traceback only when the program is given `--debug`. Exits 0 otherwise."""
+    package exit 1; the traceback only when the program is given `--debug`. Otherwise the status
+    `main` returns when that is an int, else 0 (a `main` may return its run's result)."""
     debug = "--debug" in sys.argv[1:]
     if debug:
         sys.argv.remove("--debug")
-    sys.exit(guarded(lambda args, console: int(body() or 0), argparse.Namespace(debug=debug),
-                     console_for(sys.stdout)))
+
+    def status(args: argparse.Namespace, console: Console) -> int:
+        returned = body()
+        return returned if isinstance(returned, int) and not isinstance(returned, bool) else 0
+
+    sys.exit(guarded(status, argparse.Namespace(debug=debug), console_for(sys.stdout)))

@@ -167,7 +167,7 @@ def _fusion_test(trial: Trial, parts: list[Component], evidence: dict[Component,
             harm, lone = _harm(trial, cand, taken, judged), len(cand.parts) == 1 and len(cand.parts[0].changes) == 1
             if harm is False and lone:
                 trial.reject(cand.parts, f"rejected: breaks {', '.join(broken[:5])}, which head passes, drawn twice: "
-                                         f"more than one probe in {1 / trial.policy.max_harm:g}")
+                                         "more of its probes than the acceptance policy lets a change break")
                 return None
             if harm is True or lone:  # safe, or a lone diff undecided: the paired test weighs its breaks
                 return cand  # (diffs merged on one file are traced, and split, as a fusion is)

@@ -27,7 +27,7 @@ from agentdescent.engine.calls.executors import ThreadExecutor
 from agentdescent.governance import Governance
 from agentdescent.ledger import Ledger
 from agentdescent.step.aggregator import Aggregator
-from agentdescent.step.policies import BetaAcceptance
+from agentdescent.step.policies import AcceptancePolicy, BetaAcceptance
 from agentdescent.testing.noisy import NoisyDomain, NoisyLevels, right_rule
 from agentdescent.types import Diff, Edit, EvidenceCard, Task
 from agentdescent.usage import Usage
@@ -42,7 +42,7 @@ class LoneDiff:
     it as a context manager."""
 
     def __init__(self, levels: NoisyLevels, *, seed: int, learnt: Sequence[int] = (0, 1, 2, 3),
-                 acceptance: BetaAcceptance = BetaAcceptance(rewards="sampled")) -> None:
+                 acceptance: AcceptancePolicy = BetaAcceptance(rewards="sampled")) -> None:
         self.domain, self.seed, self.acceptance = NoisyDomain(levels, seed=seed), seed, acceptance
         self.strategy, self.usage, self.tasks = AppendRules(), Usage(), self.domain.tasks()
         self.head: Mapping[str, str] = {rule_key(r): r for r in (right_rule(c) for c in learnt)}
