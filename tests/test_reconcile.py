@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentdescent import UserError
-from agentdescent.artifacts.reconcile import reconcile
+from agentdescent.artifacts.reconcile import Reconciled, reconcile
 from agentdescent.artifacts.writeback import write_back
 from tests.mcp_support import REPO, demo_spec
 from tests.runs_support import wait
@@ -212,6 +212,38 @@ def test_a_file_whose_line_endings_or_mark_alone_are_not_the_base_s_takes_the_ru
     assert (folder / "notes.md").read_bytes() == b"A\r\nb\r\nc\r\nmine\r\n"
     assert plan.merged == ("SKILL.md", "notes.md", "routing/billing.md") and plan.conflicts == ()
     assert reconcile({"f": b"a\n"}, {"f": b"A\n"}, {"f": b"A\r\n"}).contents == {"f": b"A\r\n"}  # made it already
+
+
+@pytest.mark.parametrize("converted", [b"gone\r\n", b"\xef\xbb\xbfgone\n"], ids=["crlf", "byte-order-mark"])
+def test_a_file_the_run_deletes_whose_line_endings_or_mark_alone_changed_is_deleted(tmp_path, converted):
+    """It was planned as written and merged (with no text), and the write crashed on it."""
+    folder = tmp_path / "skill"
+    base = a_skill(folder)
+    (folder / "old.md").write_bytes(converted)
+    learned = {"SKILL.md": "# skill\nroute all requests\n", "routing/billing.md": base["routing/billing.md"]}
+    dry = write_back(folder, learned, initial=base, base=base, dry_run=True)
+    assert (dry.written, dry.deleted, dry.merged, dry.conflicts) == (("SKILL.md",), ("old.md",), (), ())
+    assert reconcile({"f": b"gone\n"}, {"f": None}, {"f": converted}) == Reconciled(contents={"f": None})
+    plan = write_back(folder, learned, initial=base, base=base)
+    assert (plan.written, plan.deleted, plan.merged) == (dry.written, dry.deleted, dry.merged)
+    assert not (folder / "old.md").exists() and (plan.backup / "old.md").read_bytes() == converted
+    assert (folder / "SKILL.md").read_text(encoding="utf-8") == learned["SKILL.md"]
+
+
+def test_a_file_already_holding_the_run_s_text_in_other_line_endings_is_left_in_them(tmp_path):
+    """Converted to CRLF by the user: a file the run did not change, one where the user made the
+    run's very change, and one both added were written over in LF."""
+    folder = tmp_path / "skill"
+    base = a_skill(folder)
+    (folder / "SKILL.md").write_bytes(b"# skill\r\nroute requests\r\n")
+    (folder / "routing/billing.md").write_bytes(b"ONE\r\ntwo\r\nthree\r\n")
+    (folder / "new.md").write_bytes(b"\xef\xbb\xbfadded\r\n")
+    on_disk = {path: (folder / path).read_bytes() for path in ("SKILL.md", "routing/billing.md", "new.md")}
+    learned = {"SKILL.md": base["SKILL.md"], "routing/billing.md": "ONE\ntwo\nthree\n", "new.md": "added\n"}
+    for dry_run in (True, False):
+        plan = write_back(folder, learned, initial=base, base=base, dry_run=dry_run)
+        assert (plan.written, plan.deleted) == ((), ("old.md",)) and plan.unchanged == tuple(sorted(on_disk))
+    assert {path: (folder / path).read_bytes() for path in on_disk} == on_disk
 
 
 def test_a_crlf_file_read_the_ordinary_python_way_is_written_back_with_the_change_in_crlf(tmp_path):

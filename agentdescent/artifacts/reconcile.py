@@ -10,7 +10,8 @@ file the user deleted that the run changed (deleting it was the user's edit; wri
 would come back unasked). A file whose line endings or byte-order mark are not the base's (converted
 since the run read it, or read through Python's newline translation) is reconciled with the base
 and the run's text in its form (`textform.in_form_of`): a file that differs in nothing else takes
-the run's change in its own endings and mark.
+the run's change in its own endings and mark (or the run's deletion), and one that already holds the
+run's text in them is left as it is.
 
     reconcile({"f": b"a\\nb\\nc\\n"}, {"f": b"A\\nb\\nc\\n"}, {"f": b"a\\nb\\nC\\n"}).contents == {"f": b"A\\nb\\nC\\n"}
 
@@ -62,7 +63,8 @@ def reconcile(base: Files, ours: Files, theirs: Files) -> Reconciled:
         if t == o:
             continue
         if t == b:  # only its form is not the base's: the run's change, in the disk's form
-            merged.append(path)
+            if o is not None:  # a file the run deletes is deleted: there is nothing to merge
+                merged.append(path)
             continue
         if o == b:
             contents[path] = t  # only the user changed it (or deleted it): theirs stands

@@ -189,8 +189,10 @@ def _plan(target: Path, contents: dict[str, bytes], initial: dict[str, str], fro
     frozen_keys = {k for k in {*contents, *initial, *on_disk} if is_frozen(k, frozen)}
     merge = reconcile.against_disk(target, contents, initial, base, frozen_keys)
     leave = set(merge.kept) | (set() if overwrite else set(merge.conflicts))
-    contents = {k: v for k, v in contents.items() if k not in leave}
-    contents.update({k: merge.contents[k] for k in merge.merged})
+    # a path neither left nor in conflict is written as reconcile settled it: merged, or in the disk's line endings and mark
+    apart = leave | set(merge.conflicts)
+    settled = {k: v for k, v in merge.contents.items() if v is not None and k not in apart}
+    contents = {**{k: v for k, v in contents.items() if k not in leave}, **settled}
     gone = {k for k in initial if k not in contents and k not in frozen_keys | leave and os.path.lexists(target / k)}
     extra = on_disk - contents.keys() - initial.keys() - frozen_keys - leave
     deleted = (gone | extra) if prune else gone
