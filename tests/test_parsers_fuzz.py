@@ -344,24 +344,30 @@ def test_text_git_cannot_merge_is_a_conflict(odd):
 # --- time: linear in the input ---------------------------------------------------------------
 
 
-def _seconds(fn: Callable[[str], object], text: str) -> float:
-    """The best of three timings of one call, each averaged over enough calls to last 20 ms."""
-    calls, best = 1, float("inf")
+def _seconds(fn: Callable[[str], object], *texts: str) -> list[float]:
+    """The seconds of one call on each of `texts`, each averaged over enough calls to last 20 ms,
+    and the best of five rounds that take each text in turn: a machine busy with other work slows
+    a round of every text, not the texts of one size alone."""
+    calls = [_calls_for_20_ms(fn, text) for text in texts]
+    best = [float("inf")] * len(texts)
+    for _ in range(5):
+        for i, text in enumerate(texts):
+            start = time.perf_counter()
+            for _ in range(calls[i]):
+                _quietly(fn, text)
+            best[i] = min(best[i], (time.perf_counter() - start) / calls[i])
+    return best
+
+
+def _calls_for_20_ms(fn: Callable[[str], object], text: str) -> int:
+    calls = 1
     while True:
         start = time.perf_counter()
         for _ in range(calls):
             _quietly(fn, text)
-        spent = time.perf_counter() - start
-        if spent >= 0.02:
-            break
+        if time.perf_counter() - start >= 0.02:
+            return calls
         calls *= 2
-    for _ in range(3):
-        best = min(best, spent / calls)
-        start = time.perf_counter()
-        for _ in range(calls):
-            _quietly(fn, text)
-        spent = time.perf_counter() - start
-    return best
 
 
 def _quietly(fn: Callable[[str], object], text: str) -> None:
@@ -418,7 +424,7 @@ N = 45_000  # 4n stays under the 200,000-character cap on a rule reply, so that 
 @pytest.mark.parametrize("reader, attack", PAIRS, ids=[f"{r}: {a}" for r, a in PAIRS])
 def test_readers_are_linear(reader, attack):
     fn, make = READERS[reader], ADVERSARIAL[attack]
-    small, large = _seconds(fn, make(N)), _seconds(fn, make(4 * N))
+    small, large = _seconds(fn, make(N), make(4 * N))
     print(f"{reader} on {attack}: n={N:,} {small * 1e3:.3f} ms, 4n {large * 1e3:.3f} ms, ratio {large / small:.1f}")
     assert large < 12 * small + 0.001, f"4x the input took {large / small:.1f}x the time: super-linear"
 
