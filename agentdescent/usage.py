@@ -74,11 +74,11 @@ class Usage(Tally):
         with self._lock:
             return self.billed + max(self.abandoned, started - self.units)
 
-    def spent(self) -> tuple[int, int, int]:
-        """`calls`, `tokens` and `units` at one instant: a unit landing adds to each, one after the
-        other, and the budget reading them between would count it in one and not the other."""
+    def counts(self, *names: str) -> tuple[int, ...]:
+        """The counts `names` (counters or `calls`, `tokens`, `units`) at one instant: a unit landing
+        adds to several, one after the other, and a reader between would count it in some only."""
         with self._lock:
-            return self.calls, self.tokens, self.units
+            return tuple(getattr(self, name) for name in names)
 
     @property
     def tokens(self) -> int:

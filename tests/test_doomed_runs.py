@@ -13,6 +13,7 @@ import itertools
 import json
 import random
 import sys
+import threading
 
 import pytest
 
@@ -144,6 +145,38 @@ def test_a_held_out_measurement_in_the_background_is_no_part_of_the_round_it_ran
         failed("train", "agent down")
     with pytest.raises(NothingWorked, match=r"every rollout of round 3 failed \(4 of 4\), the committed artifact's among"):
         watch.check_round(usage, 2, 0)
+
+
+class LandsWhileRead(Usage):
+    """A usage on which a held-out rollout lands, from another thread, as soon as `failures` is read
+    while `armed`: what an asynchronous run's measurement in the background may do while a round is
+    checked. The landing waits for the usage's lock if the reader holds it."""
+
+    armed: bool = False
+    landing: threading.Thread | None = None
+
+    def __getattribute__(self, name: str):
+        if name == "failures" and object.__getattribute__(self, "armed"):
+            object.__setattr__(self, "armed", False)
+            landed = Rollout(task=Task(id="h1", prompt=""), output="", reward=0.0, error="scorer raised: boom")
+            landing = threading.Thread(target=self.count_rollout, args=(landed, "validate"))
+            object.__setattr__(self, "landing", landing)
+            landing.start()
+            landing.join(timeout=0.5)
+        return object.__getattribute__(self, name)
+
+
+def test_a_held_out_rollout_landing_while_a_round_is_checked_does_not_hide_the_rollout_that_passed():
+    """The watch read the rollouts, then the failures: a held-out failure landing between them took
+    the place of the round's one pass, and the run stopped as if every rollout had failed."""
+    watch, usage = FailureWatch(), LandsWhileRead()
+    watch.watch(usage)
+    usage.count_rollout(Rollout(task=Task(id="t1", prompt=""), output="2026", reward=1.0), "train")
+    usage.count_rollout(Rollout(task=Task(id="t2", prompt=""), output="", reward=0.0, error="agent raised: x"), "train")
+    usage.armed = True
+    watch.check_round(usage, 0, 0)  # one of the round's two passed: no stop
+    usage.landing.join()
+    assert usage.counts("rollouts", "failures", "validate", "validate_failures") == (3, 2, 1, 1)
 
 
 def test_an_agent_that_always_raises_stops_the_run_too():

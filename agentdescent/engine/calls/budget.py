@@ -84,7 +84,7 @@ class Allowance:
     def _refusal(self) -> str:
         """Why one more unit may not start now, or "". The calls spent are those paid for, and one
         for each unit started and not yet back. Callers hold the lock (and take the usage's inside it)."""
-        paid, tokens, units = self._usage.spent()
+        paid, tokens, units = self._usage.counts("calls", "tokens", "units")
         calls = paid + max(0, self._count() - units - self._lost_before)
         # what the units of the measurement at the end will cost, at what a unit has cost so far
         kept = -(-self._kept * paid // units) if units else self._kept

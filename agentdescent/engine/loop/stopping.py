@@ -156,9 +156,9 @@ class FailureWatch:
     refusing: list[tuple[int, int, str]] = field(default_factory=list)
 
     def watch(self, usage: Usage) -> None:
-        self.rollouts, self.failures, self.said = usage.rollouts, usage.failures, len(usage.errors)
-        self.held_out = (usage.validate, usage.validate_failures)
-        self.committed = usage.train
+        self.rollouts, self.failures, validate, validate_failures, self.committed = usage.counts(
+            "rollouts", "failures", "validate", "validate_failures", "train")
+        self.held_out, self.said = (validate, validate_failures), len(usage.errors)
 
     def check(self, usage: Usage, stretch: str, fewest: int = 1, *, held_out: bool = True) -> None:
         ran, failed = self._since(usage, held_out=held_out)
@@ -169,10 +169,11 @@ class FailureWatch:
     def _since(self, usage: Usage, *, held_out: bool) -> tuple[int, int]:
         """The rollouts that ran since `watch` and how many failed; without the held-out measurements'
         unless `held_out`."""
-        ran, failed = usage.rollouts - self.rollouts, usage.failures - self.failures
+        rollouts, failures, validate, validate_failures = usage.counts("rollouts", "failures", "validate", "validate_failures")
+        ran, failed = rollouts - self.rollouts, failures - self.failures
         if held_out:
             return ran, failed
-        return ran - (usage.validate - self.held_out[0]), failed - (usage.validate_failures - self.held_out[1])
+        return ran - (validate - self.held_out[0]), failed - (validate_failures - self.held_out[1])
 
     def _first(self, usage: Usage) -> tuple[str | None, str]:
         """The first error since `watch`, or the newest when usage kept none of them (it keeps the first few)."""
@@ -311,8 +312,9 @@ def cancelled(exc: Cancelled, when: str = "") -> tuple[str, str]:
 def all_failed(usage: Usage, warnings: Sequence[str]) -> str | None:
     """The warning for a run every rollout of which has failed so far (it can learn nothing), unless
     `warnings` already hold it."""
-    if not usage.rollouts or usage.failures < usage.rollouts or any(w.startswith("every rollout") for w in warnings):
+    rollouts, failures = usage.counts("rollouts", "failures")
+    if not rollouts or failures < rollouts or any(w.startswith("every rollout") for w in warnings):
         return None
     first = usage.errors[0] if usage.errors else "unknown"
-    return (f"every rollout so far failed ({usage.failures} of {usage.rollouts}), so nothing can be learned; the "
+    return (f"every rollout so far failed ({failures} of {rollouts}), so nothing can be learned; the "
             f"first error: {first}")
