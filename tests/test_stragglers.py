@@ -82,6 +82,45 @@ def test_nothing_is_run_again_before_the_model_of_durations_has_seen_enough():
         pool.shutdown()
 
 
+def quick(label: str) -> Rollout:
+    return Rollout(task=Task(id="u", prompt="p"), output=label, reward=1.0, seconds=0.001)
+
+
+def test_a_straggler_submitted_before_anything_was_expected_is_watched_once_something_is():
+    """A run's first waves are its largest, and go out before the model of durations has seen a
+    rollout: their stragglers were never run again."""
+    pool, attempts = ThreadExecutor(8), Attempts()
+    h, counts = hedger(pool, Durations(warmup=3))
+    try:
+        future = h.submit("t", attempts, "fast")
+        for _ in range(3):
+            h.submit("u", quick, "u").result(timeout=5)
+        assert future.result(timeout=5).output == "fast" and counts["reissued"] == 1
+    finally:
+        attempts.release.set()
+        h.close()
+        pool.shutdown()
+
+
+def test_a_straggler_due_while_the_pool_was_full_is_watched_again_once_it_is_not():
+    pool, attempts, holding = ThreadExecutor(8), Attempts(), threading.Event()
+    h, counts = hedger(pool, warmed())
+    h._capacity = 2
+    try:
+        future = h.submit("t", attempts, "fast")
+        held = h.submit("u", lambda label: holding.wait(5) and quick(label), "u")  # the pool is full while this runs
+        time.sleep(0.2)  # past the straggler's deadline
+        assert counts["reissued"] == 0 and not future.done()
+        holding.set()
+        held.result(timeout=5)
+        assert future.result(timeout=5).output == "fast" and counts["reissued"] == 1
+    finally:
+        attempts.release.set()
+        holding.set()
+        h.close()
+        pool.shutdown()
+
+
 @pytest.mark.parametrize("why", ["budget", "full pool"])
 def test_a_straggler_is_not_run_again_past_the_budget_or_when_the_pool_is_full(why):
     pool, attempts = ThreadExecutor(4), Attempts()

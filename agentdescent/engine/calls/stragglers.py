@@ -73,8 +73,10 @@ class Hedger:
     would take waiting for running late, and fresh work would wait behind a second attempt), only
     past `floor` seconds (re-running a call that takes milliseconds buys nothing), and only when
     `may_start()` says the budget allows another call (the pool's `on_start` counts it as it starts;
-    a second run refused there leaves the first to answer). `on_reissue` and `on_discard` hear of
-    each re-issue and each answer thrown away."""
+    a second run refused there leaves the first to answer). A rollout submitted before `durations`
+    expected anything, or due while the pool was full, is timed again from the moment it can be
+    judged: the model of durations has seen enough, and the pool has room, so that every attempt
+    has started. `on_reissue` and `on_discard` hear of each re-issue and each answer thrown away."""
 
     def __init__(self, pool: Executor, *, factor: float, capacity: int, durations: Durations | None = None,
                  may_start: Callable[[], bool] = lambda: True, on_reissue: Callable[[], None] = lambda: None,
@@ -84,6 +86,9 @@ class Hedger:
         self._may_start, self._on_reissue, self._on_discard = may_start, on_reissue, on_discard
         self._running = 0
         self._deadlines: list[tuple[float, int, _Race]] = []
+        # rollouts without a deadline: submitted before `durations` expected anything (a run's first
+        # waves, its largest), or due while the pool was full; armed when it is no longer
+        self._waiting: list[_Race] = []
         self._order = itertools.count()
         self._wake = threading.Condition()
         self._closed = False
@@ -94,21 +99,30 @@ class Hedger:
         race = _Race(future=Future(), task_id=task_id, fn=fn, args=args, then=then)
         race.future.set_running_or_notify_cancel()
         self._attempt(race)
-        expected = self.durations.expected(task_id)
-        if expected is not None:
-            with self._wake:
-                heapq.heappush(self._deadlines, (time.monotonic() + max(self._floor, self._factor * expected),
-                                                 next(self._order), race))
-                self._start_timer()
-                if self._deadlines[0][2] is race:  # else the watcher wakes for an earlier one anyway
-                    self._wake.notify()
+        with self._wake:
+            if not self._arm(race):
+                self._waiting.append(race)
         return race.future
+
+    def _arm(self, race: _Race) -> bool:
+        """Give `race` its deadline, `factor` times its task's expected duration from now; False
+        while nothing is expected yet. Callers hold the lock."""
+        expected = self.durations.expected(race.task_id)
+        if expected is None:
+            return False
+        if not self._closed:
+            heapq.heappush(self._deadlines, (time.monotonic() + max(self._floor, self._factor * expected), next(self._order), race))
+            self._start_timer()
+            if self._deadlines[0][2] is race:  # else the watcher wakes for an earlier one anyway
+                self._wake.notify()
+        return True
 
     def close(self) -> None:
         """Stop watching for stragglers; attempts already running go on to their end."""
         with self._wake:
             self._closed = True
             self._deadlines.clear()
+            self._waiting.clear()
             self._wake.notify()
 
     def _attempt(self, race: _Race) -> None:
@@ -135,6 +149,8 @@ class Hedger:
         with self._wake:  # one lock for both attempts, so exactly one settles the race
             self._running -= 1
             race.running -= 1
+            if self._waiting and self._running < self._capacity:  # every attempt has started: each waiting one is timed from now
+                self._waiting = [w for w in self._waiting if w is not race and not w.settled and not self._arm(w)]
             if isinstance(error, BudgetSpent) and race.running:  # never started: the other attempt answers
                 return
             first, race.settled = not race.settled, True
@@ -162,8 +178,12 @@ class Hedger:
                 if self._closed:
                     return
                 _, _, race = heapq.heappop(self._deadlines)
-                late = not race.future.done() and self._running < self._capacity
-            if late and self._may_start():
+                if race.settled:
+                    continue
+                if self._running >= self._capacity:  # attempts wait in the pool's queue: armed again once they do not
+                    self._waiting.append(race)
+                    continue
+            if self._may_start():
                 try:
                     self._attempt(race)
                 except BaseException:  # the pool closed under the race (a cancel abandons it): its first attempt answers
