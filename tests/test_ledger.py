@@ -1,13 +1,15 @@
+import gc
 import multiprocessing
 import shutil
 import subprocess
 import threading
+import tracemalloc
 
 import git
 import pytest
 
 from agentdescent.errors import HeadMoved, LedgerDamaged, LedgerError, UserError
-from agentdescent.ledger import CommitRecord, Ledger
+from agentdescent.ledger import CommitRecord, Ledger, objects
 
 STATE = {
     "prompt.md": "You are helpful.\n",
@@ -64,6 +66,31 @@ def test_old_versions_and_other_artifacts(ledger):
     assert ledger.snapshot("b") == {"k": "bee"}
     fresh = Ledger(ledger.path)
     assert fresh.snapshot("a", 1) == {"k": "one"} and fresh.snapshot("b", 3) == {"k": "bee"}
+
+
+def held_after(commits: int, folder) -> int:
+    """The bytes a ledger holds on to after `commits` versions, each four rules longer than the last."""
+    tracemalloc.start()
+    try:
+        ledger, state = Ledger(folder), {}
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(commits):
+            state.update({f"rule-{i:03d}-{j}": f"rule {i}.{j}: " + "x" * 60 for j in range(4)})
+            ledger.commit("a", dict(state), expected_version=i, message=f"v{i}")
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_what_a_ledger_remembers_of_its_versions_grows_with_its_commits_not_their_square(tmp_path, monkeypatch):
+    """It kept every version whole (its files, its texts), for good: a playbook run of a thousand
+    commits held each of its thousand playbooks."""
+    monkeypatch.setattr(objects, "VERSIONS_KEPT", 4, raising=False)
+    assert held_after(60, tmp_path / "twice") < 2.6 * held_after(30, tmp_path / "once")
+    ledger = Ledger(tmp_path / "twice")
+    assert len(ledger.snapshot("a", 1)) == 4 and len(ledger.snapshot("a")) == 240  # the versions let go are read back
+    assert len(ledger.snapshot("a", 2)) == 8
 
 
 def test_unknown_version_and_missing_artifact(ledger):

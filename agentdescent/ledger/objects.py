@@ -1,9 +1,12 @@
 """The ledger repository's objects: written in-process as loose objects and read back from them,
 with GitPython's persistent `git cat-file` for the rest (objects a `git gc` packed).
 
-Git objects are named by their content and never change, so whatever was read once is kept in one
-memo, keyed by what was read (a commit, a tree, the files under a tree, a text) and its sha. New
-objects are written as loose objects through gitdb, skipping any already known to exist.
+Git objects are named by their content and never change, so whatever was read once is kept in a
+memo, keyed by what was read (a commit, a tree, the files under a tree, a text) and its sha. What
+is kept of a whole version (its trees, its files, its texts together) is as large as the version,
+so only the `VERSIONS_KEPT` used last are: kept for every version of a long run they would grow
+with the square of its commits. Commits and texts are each kept once, for good. New objects are
+written as loose objects through gitdb, skipping any already known to exist.
 
 Not thread-safe: the `Ledger` serialises every call. Left out: refs, versions and any working tree.
 """
@@ -14,6 +17,7 @@ import hashlib
 import io
 import pathlib
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -27,6 +31,8 @@ from agentdescent.errors import LedgerDamaged, LedgerError
 from agentdescent.ledger.gitobjects import BLOB_MODE, TREE_MODE, CommitInfo, nest, parse_commit, tree_bytes
 
 T = TypeVar("T")
+VERSIONS_KEPT = 64  # of the whole-version entries (a tree, its files, its snapshot), those used last
+WHOLE = ("tree", "files", "snapshot")
 Entries = dict[str, tuple[int, bytes]]  # a tree: name -> (mode, binsha)
 
 
@@ -36,7 +42,8 @@ class GitObjects:
         self._path = path
         self._loose = LooseObjectDB(repo.odb.root_path())
         self._known: set[bytes] = set()  # shas of objects known to be in the repository
-        self._memo: dict[tuple[str, bytes], Any] = {}
+        self._memo: dict[tuple[str, bytes], Any] = {}  # commits and texts
+        self._recent: OrderedDict[tuple[str, bytes], Any] = OrderedDict()  # whole-version entries, the last used last
 
     # -- reading
 
@@ -78,8 +85,8 @@ class GitObjects:
         """The tree of `state` ({path: text}) with its blobs and subtrees, remembered as read."""
         blobs = {key: self.write(b"blob", text.encode("utf-8")) for key, text in state.items()}
         tree = self._write_folder(nest(blobs))
-        self._memo.setdefault(("files", tree), blobs)
-        self._memo.setdefault(("snapshot", tree), dict(state))
+        self._keep(("files", tree), blobs)
+        self._keep(("snapshot", tree), dict(state))
         return tree
 
     def _write_folder(self, folder: dict) -> bytes:
@@ -92,9 +99,21 @@ class GitObjects:
 
     def _memoised(self, what: str, sha: bytes, compute: Callable[[bytes], T]) -> T:
         key = (what, sha)
-        if key not in self._memo:
-            self._memo[key] = compute(sha)
-        return self._memo[key]
+        if what not in WHOLE:
+            if key not in self._memo:
+                self._memo[key] = compute(sha)
+            return self._memo[key]
+        if key in self._recent:
+            self._recent.move_to_end(key)
+            return self._recent[key]
+        return self._keep(key, compute(sha))
+
+    def _keep(self, key: tuple[str, bytes], value: T) -> T:
+        self._recent[key] = value
+        self._recent.move_to_end(key)
+        while len(self._recent) > VERSIONS_KEPT * len(WHOLE):
+            self._recent.popitem(last=False)
+        return value
 
     def _read(self, binsha: bytes, kind: bytes) -> bytes:
         loose = self._loose.has_object(binsha)  # what a ledger writes: read here, with no pipe to share
