@@ -21,7 +21,10 @@ import shutil
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRead
 
 _STEM_CHARS = 32
 _NEW_FILE_MODE = 0o666  # what open(path, "w") asks for; the kernel takes the umask off
@@ -53,7 +56,7 @@ class _Encoded(io.RawIOBase):
         return block.encode("utf-8")
 
 
-def write_bytes(path: str | os.PathLike, data: bytes | BinaryIO, *, mode: int | None = None) -> None:
+def write_bytes(path: str | os.PathLike, data: bytes | SupportsRead[bytes], *, mode: int | None = None) -> None:
     """Write `data` (bytes, or a file open for reading, copied a block at a time) to `path` through
     a temp file in the same folder and `os.replace`, creating the folder if needed. `mode` sets the
     permission bits; None keeps an existing file's bits and gives a new file what `open(path, "w")`
@@ -77,7 +80,7 @@ def write_bytes(path: str | os.PathLike, data: bytes | BinaryIO, *, mode: int | 
         raise
 
 
-def write_bytes_in(root: Path, rel: str, data: bytes | BinaryIO, *, mode: int | None = None) -> None:
+def write_bytes_in(root: Path, rel: str, data: bytes | SupportsRead[bytes], *, mode: int | None = None) -> None:
     """`write_bytes` of `root/rel` ("" for `root` itself), where each folder below `root` is
     opened without following a symlink and the file is made and replaced through its folder's
     descriptor: a folder swapped for a link while this runs fails the write (`OSError`) rather

@@ -103,7 +103,7 @@ class RunEnded:
 
 
 Event = RunStarted | Warned | RoundStarted | DiffOutcome | Committed | Evaluated | Spent | RoundEnded | RunEnded
-EVENTS: dict[str, type] = {kind.__name__: kind for kind in Event.__args__}  # type: ignore[attr-defined]
+EVENTS: dict[str, type] = {kind.__name__: kind for kind in Event.__args__}
 
 
 def to_json(event: Event) -> dict[str, Any]:

@@ -76,8 +76,9 @@ class Halt:
         try:
             yield self.why if key is None else None
         finally:
-            with self._lock:
-                self._ends.pop(key, None)
+            if key is not None:
+                with self._lock:
+                    self._ends.pop(key, None)
 
 
 def current() -> Halt | None:

@@ -16,6 +16,7 @@ what the output means.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import secrets
 import signal
@@ -142,8 +143,10 @@ class _Reader(threading.Thread):
     """Reads one pipe to its end and keeps at most `limit` bytes of it: the first ones, calling
     `overflow` once when more come (and reading no further), or else the last ones."""
 
-    def __init__(self, pipe: IO[bytes], limit: int, *, overflow: Callable[[], None] | None = None) -> None:
+    def __init__(self, pipe: IO[bytes] | None, limit: int, *, overflow: Callable[[], None] | None = None) -> None:
         super().__init__(daemon=True)
+        # `run` opens both outputs as pipes, buffered (Popen's default), so each has `read1`
+        assert isinstance(pipe, io.BufferedReader), f"a pipe of run's, not {pipe!r}"
         self.pipe, self.limit, self.overflow = pipe, limit, overflow
         self.kept, self.passed = bytearray(), False
 

@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, NoReturn
+from typing import IO, Any, NoReturn
 
 from agentdescent.refcheck import SCRATCH_PREFIX, UNPICKLABLE, reward_problem
 
@@ -90,7 +90,7 @@ def _print_to(fd: int) -> None:
 
 def _flush() -> None:
     """What Python holds of stdout and stderr written out, to the pipe of the item that printed it."""
-    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+    for stream in filter(None, (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)):  # None: no such stream
         with contextlib.suppress(Exception):  # a module may have left anything there, a closed file too
             stream.flush()
 
@@ -127,7 +127,7 @@ def _call(ref: str, call: dict) -> str | None:
     from agentdescent.types import Task
 
     module_name, _, attribute = ref.partition(":")
-    found = functools.reduce(getattr, attribute.split("."), importlib.import_module(module_name))
+    found: Any = functools.reduce(getattr, attribute.split("."), importlib.import_module(module_name))
     if isinstance(found, Judge):
         return None
     try:

@@ -70,3 +70,13 @@ def test_the_examples_and_the_docs_programs_type_check_against_the_package(tmp_p
 
     report = re.sub(r"^(?P<file>block_\w+\.py):(?P<line>\d+):", on_the_page, done.stdout + done.stderr, flags=re.MULTILINE)
     assert where and done.returncode == 0, f"mypy finds errors a user of the package would see:\n{report}"
+
+
+def test_the_package_type_checks_as_its_own_code(tmp_path):
+    """The package's own code, its rare paths too, under pyproject.toml's [tool.mypy] (types-PyYAML
+    of the dev extra with it): a wrong attribute or an unhandled None fails here, not on a user's run."""
+    pytest.importorskip("mypy", reason="mypy is not installed: pip install -e '.[dev]' installs it")
+    done = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
+                           "--cache-dir", str(tmp_path / "cache"), "-p", "agentdescent"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"mypy finds errors in the package (fix each at its cause):\n{done.stdout}{done.stderr}"

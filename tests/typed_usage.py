@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from agentdescent import (
     AppendRules,
@@ -69,7 +70,7 @@ def keep_first(rivals: Sequence[Diff], behind: Sequence[int], eta: StalenessPoli
     return 0
 
 
-def never_merge(old: str | None, mine: str | None, yours: str | None) -> str | None | bool:
+def never_merge(old: str | None, mine: str | None, yours: str | None) -> str | None | Literal[False]:
     return False
 
 

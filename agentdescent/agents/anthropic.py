@@ -101,7 +101,7 @@ class Claude(HTTPModel):
         return Reply(text=text, reasoning=thinking)
 
     def _usage(self, data: Any) -> tuple[Any, Any]:
-        usage = data.get("usage") if isinstance(data, dict) and isinstance(data.get("usage"), dict) else {}
+        usage = data["usage"] if isinstance(data, dict) and isinstance(data.get("usage"), dict) else {}
         return _input_tokens(usage), usage.get("output_tokens")
 
     def _output_limit(self) -> int:

@@ -108,7 +108,7 @@ class ModelUsage(Tally):
 
     def spent(self) -> Spend:
         """What has been counted so far, as plain data."""
-        return Spend(**self.as_dict()) if self.calls else NOTHING_SPENT  # most rollouts of plain functions
+        return Spend.model_validate(self.as_dict()) if self.calls else NOTHING_SPENT  # most rollouts of plain functions
 
     def seal(self) -> Spend:
         """`spent()`, for a meter whose unit of work is done: a call that ends after it (on a thread

@@ -78,7 +78,7 @@ class CLIAgent:
     no_reply = "no reply in the output"
     own_key = ""          # the one provider key variable it may read; the other providers' are not passed
     unsaved = ""          # the flag that keeps a call's session out of the user's home (its transcript holds all it saw)
-    help_args = ("--help",)
+    help_args: tuple[str, ...] = ("--help",)
     spec_field: str | None = None  # the run spec's field whose options made it (runs.wiring), which a limit's hint names
 
     def __init__(self, *, extra_args: Sequence[str], timeout: float, executable: str, model: str | None,

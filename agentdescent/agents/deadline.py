@@ -102,8 +102,8 @@ def bound_every_socket(client: httpx.Client, clock: Deadline) -> None:
     # httpcore's pools take one (`ConnectionPool(network_backend=...)`); so this function alone reaches into
     # httpx's `_transport`, `_mounts` and `_pool`, and the pool's `_network_backend`. The
     # trickled-headers test fails if that layout changes.
-    pools = [getattr(transport, "_pool", None) for transport in (client._transport, *client._mounts.values())]
-    pools = [pool for pool in pools if hasattr(pool, "_network_backend")]
+    found = [getattr(transport, "_pool", None) for transport in (client._transport, *client._mounts.values())]
+    pools: list[Any] = [pool for pool in found if hasattr(pool, "_network_backend")]
     for pool in pools:
         pool._network_backend = _DeadlineBackend(pool._network_backend, clock)
     if not pools:

@@ -243,7 +243,7 @@ class HTTPModel:
         end = cutoff()
         left = math.inf if end is None else end.at - time.monotonic()
         if left <= 0 or not halts.acquire(self._slots, left, call.halt):
-            why = f"{halts.came(call.halt)} came" if halts.came(call.halt) else f"{end.why} ran out"
+            why = f"{came} came" if (came := halts.came(call.halt)) or end is None else f"{end.why} ran out"
             raise AgentError(f"{self.name}: the call was not made: {why} before it got one of the model's "
                              f"max_concurrency={self.max_concurrency} slots")
         call.deadline, call.holding = time.monotonic() + self.timeout, True

@@ -133,4 +133,4 @@ def _ids(body: bytes | None) -> tuple[set[str] | None, bool]:
     if not isinstance(data, list):
         return None, False
     ids = {item["id"] for item in data if isinstance(item, dict) and isinstance(item.get("id"), str)}
-    return ids or None, parsed.get("has_more") is True
+    return ids or None, isinstance(parsed, dict) and parsed.get("has_more") is True

@@ -80,7 +80,7 @@ class OpenAICompatible(HTTPModel):
         choices = data.get("choices") if isinstance(data, dict) else None
         choice = choices[0] if isinstance(choices, list) and choices else None
         message = choice.get("message") if isinstance(choice, dict) else None
-        if not isinstance(message, dict):
+        if not isinstance(choice, dict) or not isinstance(message, dict):
             raise BadReply(f"the reply has no choices[0].message: {glimpse(data)}")
         content = _content_text(message.get("content"))
         text = without_reasoning(content)
@@ -116,7 +116,7 @@ class OpenAICompatible(HTTPModel):
         return f"finish_reason 'length' ({limit}), {'all spent on reasoning ' if reasoned else ''}before any answer"
 
     def _usage(self, data: Any) -> tuple[Any, Any]:
-        usage = data.get("usage") if isinstance(data, dict) and isinstance(data.get("usage"), dict) else {}
+        usage = data["usage"] if isinstance(data, dict) and isinstance(data.get("usage"), dict) else {}
         return usage.get("prompt_tokens"), usage.get("completion_tokens")
 
     def _output_limit(self) -> int | None:

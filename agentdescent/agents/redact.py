@@ -43,6 +43,7 @@ import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
+from typing import TextIO
 
 from agentdescent.agents.providers import KEY_VARIABLES
 from agentdescent.invisible import INVISIBLE
@@ -125,7 +126,7 @@ def redact(text: str, env: Mapping[str, str] | None = None) -> str:
     if not keys:
         return text
     pattern, names = _compiled(keys)
-    return pattern.sub(lambda match: MARKER.format(name=names[int(match.lastgroup[1:])]), text)
+    return pattern.sub(lambda match: MARKER.format(name=_named(match, names)), text)
 
 
 def located(text: str, env: Mapping[str, str] | None = None) -> list[tuple[str, int, int]]:
@@ -137,7 +138,7 @@ def located(text: str, env: Mapping[str, str] | None = None) -> list[tuple[str, 
     if not keys:
         return []
     pattern, names = _compiled(keys)
-    return [(names[int(m.lastgroup[1:])], m.start(), m.end()) for m in pattern.finditer(text)]
+    return [(_named(m, names), m.start(), m.end()) for m in pattern.finditer(text)]
 
 
 def _keys(found: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
@@ -154,6 +155,13 @@ def _compiled(keys: tuple[tuple[str, str], ...]) -> tuple[re.Pattern[str], tuple
     """One pattern with a named group `k<i>` for the i-th key, and the variable names by i."""
     groups = "|".join(f"(?P<k{i}>{key_pattern(value)})" for i, (value, _) in enumerate(keys))
     return re.compile(groups), tuple(name for _, name in keys)
+
+
+def _named(match: re.Match[str], names: tuple[str, ...]) -> str:
+    """The variable whose key `match` found: the `k<i>` group around it is the last to close."""
+    group = match.lastgroup
+    assert group is not None, "every alternative of the pattern is a named group"
+    return names[int(group[1:])]
 
 
 def key_pattern(key: str) -> str:
@@ -231,7 +239,7 @@ class RedactingStream:
     """A text stream whose every write is redacted first: what a command prints (its `--json`
     records, its errors, its live progress) never shows a key. Everything else is the stream's."""
 
-    def __init__(self, stream: object) -> None:
+    def __init__(self, stream: TextIO) -> None:
         self._stream = stream
 
     def write(self, text: str) -> int:

@@ -129,8 +129,9 @@ def against_disk(target: Path, contents: dict[str, bytes], initial: dict[str, st
     if base is None or lstat(target) is None:
         return Reconciled()
     paths = {*base, *contents, *initial} - frozen_keys
-    theirs = {k: _regular_bytes(target, k) for k in paths}
-    odd = {k for k in paths if theirs[k] is _NOT_A_FILE}
+    found = {k: _regular_bytes(target, k) for k in paths}
+    theirs = {k: data for k, data in found.items() if not isinstance(data, _NotAFile)}
+    odd = paths - theirs.keys()
     paths -= odd
     ours = {k: contents.get(k) for k in paths}
     done = reconcile({k: base.get(k) for k in paths}, ours, {k: theirs[k] for k in paths})
@@ -140,10 +141,14 @@ def against_disk(target: Path, contents: dict[str, bytes], initial: dict[str, st
                    conflicts=tuple(sorted({*done.conflicts, *replaced})))
 
 
-_NOT_A_FILE = object()  # a folder, a symlink or a special file where a file of the artifact is
+class _NotAFile:
+    """A folder, a symlink or a special file where a file of the artifact is."""
 
 
-def _regular_bytes(target: Path, key: str) -> bytes | None | object:
+_NOT_A_FILE = _NotAFile()
+
+
+def _regular_bytes(target: Path, key: str) -> bytes | None | _NotAFile:
     """The bytes of the regular file at `key`, None when nothing is there, `_NOT_A_FILE` for
     anything else, a path through a symlink included (nothing is followed)."""
     parts = key.split("/") if key else []

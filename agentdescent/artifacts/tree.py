@@ -236,16 +236,19 @@ class _Walk:
         try:
             info = entry.stat(follow_symlinks=False)
         except OSError as exc:
-            return self.refuse(key, f"it cannot be read ({exc.strerror})", f"check it, or {_exclude(key)}")
+            self.refuse(key, f"it cannot be read ({exc.strerror})", f"check it, or {_exclude(key)}")
+            return None
         if not stat.S_ISREG(info.st_mode):
             kind = _KINDS.get(stat.S_IFMT(info.st_mode), "a special file")
-            return self.refuse(key, f"it is {kind}, not a regular file", f"remove it, or {_exclude(key)}")
+            self.refuse(key, f"it is {kind}, not a regular file", f"remove it, or {_exclude(key)}")
+            return None
         if self.include is not None and not _matches(key, self.include):
             return
         if not self.safe(key):
             return
         if info.st_size > self.max_file_bytes:
-            return self.refuse(key, _over(info.st_size, "max_file_bytes", self.max_file_bytes), _bigger_or_exclude(key))
+            self.refuse(key, _over(info.st_size, "max_file_bytes", self.max_file_bytes), _bigger_or_exclude(key))
+            return None
         found.append((key, info.st_size))
         if not self.skip and len(found) > self.max_files:
             raise UserError(f"cannot load {str(self.root)!r}: it holds more than max_files={self.max_files:,} files; "
@@ -297,18 +300,21 @@ class _Walk:
         try:  # each folder on the way opened without following a link: one swapped in meanwhile is refused
             fd = atomic.open_in(self.real, key, _OPEN_FLAGS)
         except OSError as exc:
-            return self.refuse(key, f"it cannot be opened ({exc.strerror})", f"check it, or {_exclude(key)}")
+            self.refuse(key, f"it cannot be opened ({exc.strerror})", f"check it, or {_exclude(key)}")
+            return None
         with os.fdopen(fd, "rb") as handle:
             info = os.fstat(handle.fileno())
             if not stat.S_ISREG(info.st_mode):
-                return self.refuse(key, "it stopped being a regular file while the folder was read", "load it again")
+                self.refuse(key, "it stopped being a regular file while the folder was read", "load it again")
+                return None
             if self.executable is not None and info.st_mode & 0o111:
                 self.executable.add(key)  # `refuse` takes it back
             data = handle.read(min(info.st_size, self.max_file_bytes) + 1)
             if len(data) > info.st_size:  # it grew since: read on to the limit, not to its end
                 data += handle.read(self.max_file_bytes + 1 - len(data))
         if len(data) > self.max_file_bytes:
-            return self.refuse(key, _over(len(data), "max_file_bytes", self.max_file_bytes), _bigger_or_exclude(key))
+            self.refuse(key, _over(len(data), "max_file_bytes", self.max_file_bytes), _bigger_or_exclude(key))
+            return None
         return self.decoded(key, data)
 
     def decoded(self, key: str, data: bytes) -> str | None:
@@ -322,7 +328,8 @@ class _Walk:
             self.binary[key] = data
             return None
         fix = f"a tree holds text files only: {_exclude(key)}"
-        return self.refuse(key, why, fix if said.startswith("binary") else f"save it as UTF-8, or {fix}")
+        self.refuse(key, why, fix if said.startswith("binary") else f"save it as UTF-8, or {fix}")
+        return None
 
 
 def _over(size: int, limit_name: str, limit: int) -> str:

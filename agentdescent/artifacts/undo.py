@@ -121,17 +121,18 @@ def edited_since(target: Path, paths: list[str]) -> list[str]:
     left that no longer holds what its backup does. A path gone is none (putting it back loses
     nothing); none are known where the last write was recorded without what it wrote."""
     ended = [b for b in backups.backups(target) if b.record.phase == "done" and b.record.existed]
-    if not ended or ended[-1].record.after is None:
+    after = ended[-1].record.after if ended else None
+    if after is None:
         return []
-    last, edited = ended[-1], []
+    last, edited = ended[-1], list[str]()
     modes = last.record.modes or {}
     for rel in paths:
         now = registry.seen(target / rel)
-        if rel not in last.record.after:
+        if rel not in after:
             changed = not same(last.copy, target, rel)
         else:
             mode = registry.file_modes(target, [rel]).get(rel)
-            changed = now != last.record.after[rel] or (mode is not None and mode != modes.get(rel, mode))
+            changed = now != after[rel] or (mode is not None and mode != modes.get(rel, mode))
         if changed and now != "absent" and not now.startswith(f"kind {stat.S_IFDIR}"):
             edited.append(rel)
     return edited

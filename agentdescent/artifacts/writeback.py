@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -305,7 +305,7 @@ def _apply(target: Path, plan: WritePlan, contents: dict[str, bytes], backup: ba
     run_steps(target, backup, deletions + writes, check=untouched)
 
 
-def run_steps(target: Path, backup: backups.Backup, steps: list[tuple[str, list[str], Callable[[], object]]], *,
+def run_steps(target: Path, backup: backups.Backup, steps: Sequence[tuple[str, list[str], Callable[[], object]]], *,
          check: Callable[[str], None] = lambda key: None) -> None:
     """Run each (description, paths, action) in turn, `check` on its paths first. On any failure,
     put back the paths of the steps begun (never one not yet touched, which may hold an edit saved
@@ -373,10 +373,11 @@ def _files_on_disk(target: Path) -> set[str]:
 
 def _named(plan: WritePlan) -> WritePlan:
     """A text artifact's file is the key "" inside; the plan names it."""
-    name = plan.target.name
-    named = {field: tuple(k or name for k in getattr(plan, field))
-             for field in ("written", "unchanged", "merged", "kept", "conflicts")}
-    return replace(plan, **named)
+    def named(keys: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(k or plan.target.name for k in keys)
+
+    return replace(plan, written=named(plan.written), unchanged=named(plan.unchanged), merged=named(plan.merged),
+                   kept=named(plan.kept), conflicts=named(plan.conflicts))
 
 
 def _bytes(path: Path) -> bytes | None:

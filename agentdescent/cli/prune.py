@@ -39,7 +39,8 @@ def prune(console: Console, now: float | None = None) -> int:
     """Remove this user's temporary ledgers nothing has written to for PRUNE_AFTER_SECONDS, and say
     what was removed and what was left; 1 when a removal failed."""
     folder, now = Path(tempfile.gettempdir()), time.time() if now is None else now
-    removed, kept, others, failed, freed = 0, 0, 0, [], 0
+    removed, kept, others, freed = 0, 0, 0, 0
+    failed: list[str] = []
     for path in sorted(folder.glob(f"{TEMPORARY_LEDGER_PREFIX}*")):
         if path.is_symlink() or not path.is_dir():
             continue
@@ -117,7 +118,7 @@ def _size_and_newest(folder: Path) -> tuple[int, float]:
     return size, newest
 
 
-def human_size(n: int) -> str:
+def human_size(n: float) -> str:
     """human_size(512) == "512 B"; human_size(1_500_000) == "1.4 MB"."""
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":

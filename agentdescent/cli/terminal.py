@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import TextIO
+from typing import Literal, TextIO, cast
 
 from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderableType, RenderHook
 from rich.segment import Segment
@@ -31,12 +31,16 @@ from agentdescent.quoting import UNSHOWN, shown
 DEFAULT_WIDTH = 80  # rich's own width where it cannot ask a terminal
 
 
-def console_for(stream: TextIO | None, **options: object) -> Console:
+def console_for(stream: TextIO | None, *, width: int | None = None, force_terminal: bool | None = None,
+                color_system: Literal["auto", "standard", "256", "truecolor", "windows"] | None = "auto") -> Console:
     """A console on `stream` that redacts keys and shows control characters as text; None (a
-    closed stdout, `>&-`) prints nothing. A width of 0 (`COLUMNS=0`) is taken as `DEFAULT_WIDTH`."""
+    closed stdout, `>&-`) prints nothing. A width of 0 (`COLUMNS=0`) is taken as `DEFAULT_WIDTH`.
+    The keywords are rich's `Console`'s, with its defaults."""
     if stream is None:
         stream = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - it lives as long as the console
-    console = Console(file=RedactingStream(stream), **options)
+    # A RedactingStream is the stream it wraps but for `write` (its other attributes are the stream's).
+    redacted = cast(TextIO, RedactingStream(stream))
+    console = Console(file=redacted, width=width, force_terminal=force_terminal, color_system=color_system)
     if console.width < 1:  # COLUMNS=0, which rich takes as a width of nothing and prints nothing, errors too
         console.width = DEFAULT_WIDTH
     console.push_render_hook(_ShownControls())

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from types import TracebackType
 
 from rich.console import Console
 from rich.markup import escape
@@ -69,7 +70,8 @@ class ProgressView:
         self.console = console
         self.seen = Seen()
         self.lines = not console.is_terminal
-        self._since, self._until = since, None  # the run's clock: when it began, and when its RunEnded came
+        self._since = since  # the run's clock: when it began, and when its RunEnded came
+        self._until: float | None = None
         self._ended_at: float | None = None  # when the run ended, as the caller knows it: the clock stops there
         self._ended: str | None = None  # why it stopped, said under the bar once the bar is done
         whole = Column(no_wrap=True)  # never cut: the status gives way to a narrow terminal, then the bar
@@ -87,9 +89,9 @@ class ProgressView:
             self._progress.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if not self.lines:
-            self._progress.__exit__(*exc)
+            self._progress.__exit__(kind, exc, tb)
             self._say_ended()
 
     def elapsed(self) -> float | None:
@@ -134,22 +136,22 @@ class ProgressView:
 
     def _advance(self, event: ev.Event) -> None:
         """The bar moved on, or, where there is no bar, its news as a line: a measurement, a round's end."""
-        started = self.seen.started
-        assert started is not None and (self.lines or self._task is not None)  # events reach here after RunStarted
+        started, task = self.seen.started, self._task
+        assert started is not None and (self.lines or task is not None)  # events reach here after RunStarted
         if isinstance(event, ev.Evaluated):
             line, status = held_out(event)
             if self.lines:
                 self._say(line, soft_wrap=True)
-            else:
-                self._progress.update(self._task, status=status)
-        elif isinstance(event, ev.Spent) and not self.lines:
-            self._progress.update(self._task, spent=_calls(event.calls))
+            elif task is not None:
+                self._progress.update(task, status=status)
+        elif isinstance(event, ev.Spent) and task is not None and not self.lines:
+            self._progress.update(task, spent=_calls(event.calls))
         elif isinstance(event, ev.RoundEnded):
             if self.lines:
                 self._say(f"round {event.round + 1} of {started.rounds} done: {_calls(event.calls) or 'no calls'}",
                           soft_wrap=True)
-            else:
-                self._progress.advance(self._task)
+            elif task is not None:
+                self._progress.advance(task)
         elif isinstance(event, ev.RunEnded):
             self._until = self._until or time.time()
             self._ended = event.reason

@@ -20,7 +20,7 @@ import csv
 import io
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -255,7 +255,7 @@ def _delimiter(start: str) -> str:
         return ","
 
 
-def _refuse_repeated(path: str | os.PathLike, header: list[str]) -> None:
+def _refuse_repeated(path: str | os.PathLike, header: Sequence[str]) -> None:
     """A header naming one column twice: a row would keep only the last column of the name."""
     seen = set()
     for name in header:

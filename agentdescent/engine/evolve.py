@@ -10,6 +10,7 @@ import os
 import random
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
@@ -168,11 +169,12 @@ def evolve(
         pools += [reflections, stage_pools["verify"], *stages]
     interrupt = CancelToken()  # what a Ctrl-C cancels too (`ctrl_c`), and a `Cancelled` on_event raised
     stop = [*stop, interrupt]
-    forget = []  # a rule that can fire inside a round (a CancelToken) abandons the calls in flight, till the run ends
+    # A rule that can fire inside a round (a CancelToken) abandons the calls in flight, till the run ends.
+    forget: list[Callable[[], None]] = []
     for rule in stop:
-        if callable(getattr(rule, "on_cancel", None)):
-            forget.append(rule.on_cancel(lambda rule=rule: [pool.abandon(Cancelled(getattr(rule, "reason", "")))
-                                                            for pool in pools]))
+        on_cancel = getattr(rule, "on_cancel", None)
+        if callable(on_cancel):
+            forget.append(on_cancel(_abandoning(pools, rule)))
     result: EvolveResult | None = None
     loop: Loop | None = None
     try:
@@ -259,6 +261,14 @@ def evolve(
     return result
 
 
+def _abandoning(pools: Sequence[Executor], rule: StopRule) -> Callable[[], None]:
+    """What a stop rule that fired calls: every pool abandons its calls in flight, for the rule's reason."""
+    def abandon() -> None:
+        for pool in pools:
+            pool.abandon(Cancelled(getattr(rule, "reason", "")))
+    return abandon
+
+
 def _unattributed(calls: int) -> str:
     return (f"{calls} model call{'s' if calls > 1 else ''} made on threads the run did not start (where no meter is) "
             "went on no run's bill and under no budget: another evolve() was running in this process at the time, "
@@ -312,8 +322,7 @@ def _checked_tasks(tasks: Sequence[Task]) -> list[Task]:
         raise UserError(f"tasks must be Task objects; got {type(wrong[0]).__name__}. Build them with Task(id=..., prompt=...)")
     if len(tasks) < FEWEST_TASKS:
         raise UserError(f"evolve needs at least {FEWEST_TASKS} tasks (some to train on, some held out); got {len(tasks)}")
-    seen: set[str] = set()
-    dupes = sorted({t.id for t in tasks if t.id in seen or seen.add(t.id)})
+    dupes = sorted(id_ for id_, n in Counter(t.id for t in tasks).items() if n > 1)
     if dupes:
         raise UserError(f"task ids must be unique; repeated: {', '.join(dupes[:5])}. Give each task its own id")
     return tasks

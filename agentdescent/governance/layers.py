@@ -32,8 +32,12 @@ from agentdescent.types import Edit
 class Governed(Protocol):
     """What the rules read of an artifact's strategy (`artifacts.strategies.Strategy` has it)."""
 
-    frozen: Collection[str]
-    max_keys_per_diff: int | None
+    # Read-only: a strategy may hold them as fields, attributes or properties.
+    @property
+    def frozen(self) -> Collection[str]: ...
+
+    @property
+    def max_keys_per_diff(self) -> int | None: ...
 
 Layer = Literal["L0", "L1", "L2"]
 

@@ -52,9 +52,9 @@ class _TooLong(Exception):
 def unreadable(edits: Sequence[Edit], named: Callable[[str], str] = repr) -> str | None:
     """Why `edits` leave a file unreadable (`breakage`), naming it as `named` does; None when none does."""
     for edit in edits:
-        broken = breakage(edit.key, edit.before, edit.after)
-        if broken:
-            rule = (f"a new file of its kind must {_PARSES[_kind(edit.key)]}" if edit.before is None else
+        broken, kind = breakage(edit.key, edit.before, edit.after), _kind(edit.key)
+        if broken:  # a file of a kind read here (`kind`), and for a new one of a kind that is parsed
+            rule = (f"a new file of its kind must {_PARSES[kind]}" if edit.before is None and kind is not None else
                     "it parses before this change, and a change must leave it parsing")
             return f"{named(edit.key)} {broken} ({rule}: fix that line, or leave the file out)"
     return None

@@ -324,7 +324,7 @@ def _marketplace_path() -> str | None:
     entry = _read(config_dir() / "plugins" / "known_marketplaces.json").get(MARKETPLACE)
     if not isinstance(entry, dict):
         return None
-    source = entry.get("source") if isinstance(entry.get("source"), dict) else {}
+    source = entry["source"] if isinstance(entry.get("source"), dict) else {}
     found = source.get("path") or source.get("url") or source.get("repo") or entry.get("installLocation")
     return str(found) if found else "an unknown source"
 
@@ -344,7 +344,7 @@ def _points_at(target: Path) -> bool:
 def _server_added() -> bool:
     """An MCP server named agentdescent in .claude.json: user scope, or this folder's project scope."""
     data = _read(_claude_json())
-    projects = data.get("projects") if isinstance(data.get("projects"), dict) else {}
+    projects = data["projects"] if isinstance(data.get("projects"), dict) else {}
     here = projects.get(str(Path.cwd()))
     scopes = [data.get("mcpServers"), here.get("mcpServers") if isinstance(here, dict) else None]
     return any(isinstance(servers, dict) and SERVER in servers for servers in scopes)

@@ -60,6 +60,7 @@ def _untagged(loader: TolerantLoader, suffix: str, node: yaml.Node) -> Any:
         return loader.construct_scalar(node)
     if isinstance(node, yaml.SequenceNode):
         return loader.construct_sequence(node, deep=True)
+    assert isinstance(node, yaml.MappingNode), f"a YAML node is a scalar, a sequence or a mapping, not {node!r}"
     return loader.construct_mapping(node, deep=True)
 
 

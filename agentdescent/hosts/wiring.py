@@ -26,7 +26,7 @@ import functools
 import hashlib
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -128,7 +128,7 @@ def _put_in(wiring: Wiring, *, force: bool) -> Changed:
                 undo.append(functools.partial(_put_back, path, current))
             atomic.write_text(path, body)
             written.append(str(path))
-        if new != text:
+        if new is not None and new != text:  # None: no config file, and an edited block keeps it so
             undo.append(functools.partial(_put_back, target, text))
             atomic.write_text(target, new)
             written.insert(0, str(wiring.config))
@@ -209,7 +209,7 @@ def _put_back(path: Path, text: str | None) -> None:
         atomic.write_text(path, text)
 
 
-def _undo(steps: list[Callable[[], None]], folders: list[str]) -> None:
+def _undo(steps: Sequence[Callable[[], None]], folders: list[str]) -> None:
     """Undo the writes of a failed install, newest first, and remove the folders it made."""
     for step in reversed(steps):
         try:
@@ -232,7 +232,7 @@ def _take_out(wiring: Wiring) -> Changed:
     target = _real(config)
     text = read_text(target)
     rest = marked.remove(text) if text is not None else None
-    if text is not None and rest != text and wiring.parses(text) and not wiring.parses(rest):
+    if text is not None and rest is not None and rest != text and wiring.parses(text) and not wiring.parses(rest):
         raise UserError(f"taking our block out of {config} would leave it unreadable (lines after it build on it?); "
                         "take the lines between the `# >>> agentdescent` and `# <<< agentdescent` markers out by hand")
     removed, notes = [], []

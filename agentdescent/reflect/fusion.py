@@ -21,6 +21,7 @@ import json
 import logging
 import threading
 from collections import Counter, OrderedDict
+from typing import Literal
 
 from agentdescent.agents.base import Model
 from agentdescent.errors import AgentError
@@ -50,10 +51,10 @@ class LLMFusion:
         self.model = model
         self.stats: Counter[str] = Counter()
         self._merge = ThreeWayMerge()
-        self._memo: OrderedDict[str, str | bool] = OrderedDict()  # digest of what was asked -> the answer
+        self._memo: OrderedDict[str, str | Literal[False]] = OrderedDict()  # digest of what was asked -> the answer
         self._lock = threading.Lock()
 
-    def __call__(self, base: str | None, ours: str | None, theirs: str | None) -> str | None | bool:
+    def __call__(self, base: str | None, ours: str | None, theirs: str | None) -> str | None | Literal[False]:
         merged = self._merge(base, ours, theirs)
         if merged is not False or ours is None or theirs is None:
             return merged
@@ -69,14 +70,14 @@ class LLMFusion:
             self._remember(asked, answer)
         return answer
 
-    def remember(self, base: str | None, ours: str | None, theirs: str | None, answer: str | None | bool) -> None:
+    def remember(self, base: str | None, ours: str | None, theirs: str | None, answer: str | None | Literal[False]) -> None:
         """Keep `answer` as the model's to this merge: one a killed run paid for, which the resumed
         run's journal serves once (`engine.persist.replay`); asked again, it comes from memory."""
         if isinstance(answer, (str, bool)) and ours is not None and theirs is not None:
             with self._lock:
                 self._remember(_asked(base, ours, theirs), answer)
 
-    def _ask(self, base: str | None, ours: str, theirs: str) -> tuple[str | bool, str]:
+    def _ask(self, base: str | None, ours: str, theirs: str) -> tuple[str | Literal[False], str]:
         """The model's merge (False where it made none) and which answer it was, for `stats`."""
         try:
             answer = self.model(fill(template("fusion"), base=base or "", ours=ours, theirs=theirs))
@@ -92,7 +93,7 @@ class LLMFusion:
             return False, "unreadable"
         return (text + "\n" if ours.endswith("\n") and not text.endswith("\n") else text), "merged"
 
-    def _remember(self, asked: str, answer: str | bool) -> None:
+    def _remember(self, asked: str, answer: str | Literal[False]) -> None:
         """Keep `answer`, forgetting the oldest answers past the memory's bounds (held under the lock)."""
         self._memo[asked] = answer
         self._memo.move_to_end(asked)

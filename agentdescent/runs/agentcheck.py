@@ -104,6 +104,9 @@ def model_listings(spec: RunSpec) -> tuple[list[Problem], list[str], list[str]]:
             client = row.client(agent.model, **agent.options)
         except (UserError, TypeError):  # agent_problems says why
             continue
+        from agentdescent.agents.http import HTTPModel  # imported already, by the row's client
+
+        assert isinstance(client, HTTPModel), f"the {agent.kind} row makes {type(client).__name__}, no HTTPModel"
         listing = listed(client)
         if listing.error:
             problems.append(Problem(field=field, message=f"{agent.label}: {listing.message}"))
@@ -125,6 +128,9 @@ def unsaved_sessions(spec: RunSpec) -> list[str]:
             client = PROVIDERS[agent.kind].client(agent.model, **agent.options)
         except (UserError, TypeError):  # agent_problems says why
             continue
+        from agentdescent.agents.cli_agents import CLIAgent  # imported already, by the row's client
+
+        assert isinstance(client, CLIAgent), f"the {agent.kind} row makes {type(client).__name__}, no CLIAgent"
         path = shutil.which(client.executable)
         if path and not traces.lists(path, client.unsaved, client.help_args):
             said.append(f"{agent.label}: {path} does not list {client.unsaved} in its help (an older version?), so "

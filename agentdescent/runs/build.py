@@ -101,6 +101,8 @@ def task_rows(source: TasksSpec) -> list[dict]:
     """The rows of a tasks file or dataset, as read; a file of another kind is a `UserError`."""
     if source.file is not None:
         return rows_of_file(source.file, limit=source.limit)
+    if source.hf is None:
+        raise UserError("the tasks are inline: they have no rows to read (load_tasks takes them as they are)")
     return hf_rows(source.hf, source.split, config=source.config, limit=source.limit)
 
 
@@ -346,8 +348,7 @@ def resolve_ref(ref: str) -> Any:
                         "it loads)") from None
 
 
-def read_target(spec: RunSpec, assets: dict[str, bytes] | None = None,
-                executable: set[str] | None = None) -> str | dict[str, str]:
+def read_target(spec: RunSpec, assets: dict[str, bytes] | None = None, executable: set[str] | None = None) -> str | dict[str, str]:
     """The target as it is now: a text file's text exactly as on disk (strict UTF-8, line endings
     kept, at most `MAX_FILE_BYTES`, never through a symlink), or a folder as {relative path: text},
     its files that are not text put in `assets` (an image, a template: carried, never changed)."""
@@ -382,8 +383,7 @@ def assemble(spec: RunSpec, tasks: list[Task], content: str | dict[str, str],
                         left_out=(*spec.exclude, *(literal_glob(key) for key in assets or {})))
     radius = spec.blast_radius
     blast = BLAST_RADII[radius] if isinstance(radius, str) else radius if radius is not None else RADIUS_OF_KIND[kind]
-    return Materials(kind=kind, content=content, tasks=tasks, strategy=strategy, blast_radius=blast,
-                     tree=dict(content),
+    return Materials(kind=kind, content=content, tasks=tasks, strategy=strategy, blast_radius=blast, tree=dict(content),
                      layout=spec.layout or LAYOUT_OF_AGENT.get((kind, spec.agent.kind), LAYOUT_OF_KIND[kind]),
                      name=spec.name or skill_name(content.get("SKILL.md"), Path(spec.target).name), assets=assets or {},
                      executable=frozenset(executable))

@@ -52,10 +52,11 @@ class HostAgent:
         end = self._cut_off()  # before the bill: a request past its rollout's limit is never posted
         with metered_call(self.usage) as counts:
             workspace = None if cwd is None else os.fspath(cwd)
-            task = None if self._template is None else self._template.task_of(prompt)
+            template = self._template
+            task = None if template is None else template.task_of(prompt)
             body = {"prompt": prompt if task is None else task, "workspace": workspace, "context": context,
                     "candidate": _candidate(workspace, context),
-                    "template": None if task is None else self._template.text}
+                    "template": None if task is None or template is None else template.text}
             try:
                 timeout = self._timeout if end is None else max(0.0, end.at - time.monotonic())
                 answer = self._mailbox.ask(self._kind, body, timeout=timeout, gone=self._gone, posted=self._changed,

@@ -203,7 +203,8 @@ def submit(run: RunDir, answers: list[Answer], holder: Claim | None = None) -> S
     run that has stopped, since nothing waits for them: a resumed run asks its questions anew.
     `holder`'s other claims of the kinds answered are renewed (it is at work)."""
     mailbox = Mailbox(run.file("mailbox"))
-    received, refused = [], {}
+    received: list[str] = []
+    refused: dict[str, str] = {}
     state = run.status().state
     asked = _asked(run, KINDS)  # a run that asks the host for nothing has nothing a helper may answer
     listing = mailbox.open() if holder is not None else []  # before the answers: an answered one leaves it
@@ -221,7 +222,7 @@ def submit(run: RunDir, answers: list[Answer], holder: Claim | None = None) -> S
     if holder is not None and received:
         answered = {request.kind for request, _ in listing if request.id in received}
         mailbox.renew(holder, [(request, claimed) for request, claimed in listing if request.kind in answered])
-    first = {}
+    first: dict[str, str] = {}
     for request_id, why in refused.items():
         first.setdefault(why, request_id)
     refused = {request_id: why if first[why] == request_id else f"as for {first[why][:12]}"  # ids are 12 long

@@ -16,6 +16,7 @@ Left out: the states a run's own process writes (`status`), and how a backup is 
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -45,7 +46,7 @@ class Readings:
     def on_disk(self, target: Path, kind: str, names: Iterable[str]) -> dict[str, str]:
         """`on_disk`, each path read once."""
         paths = {name: target if kind == "text" else target / name for name in names}
-        return {name: self._once(("seen", path), lambda path=path: registry.seen(path)) for name, path in paths.items()}
+        return {name: self._once(("seen", path), functools.partial(registry.seen, path)) for name, path in paths.items()}
 
     def _once(self, key: tuple[str, Path], read: Callable[[], T]) -> T:
         if key not in self._read:

@@ -56,6 +56,6 @@ def _made(run: RunDir) -> tuple[int, float] | None:
     if not isinstance(made, dict):
         return None
     found, when = made.get("number"), made.get("time")
-    if type(found) is not int or type(when) not in (int, float):  # a bool is an int too
+    if type(found) is not int or isinstance(when, bool) or not isinstance(when, (int, float)):  # a bool is an int too
         return None
     return found, float(when)

@@ -146,10 +146,11 @@ def _after_a_fix(run: RunDir) -> str:
 def _mend(run: RunDir, damage: LedgerDamaged) -> str:
     """What to do about a run whose ledger is damaged: a ref put back where git's reflog says it
     last was (git itself refuses to move a ref it cannot read: its file goes first), or a new run."""
-    was = _last_logged(run.ledger, damage.ref) if damage.ref is not None else None
-    if was is None:
+    ref = damage.ref
+    was = _last_logged(run.ledger, ref) if ref is not None else None
+    if ref is None or was is None:
         return f"it cannot be resumed: {checkpointed.instead(run)}"
-    broken = run.ledger / damage.ref
+    broken = run.ledger / ref
     put_back = f"git -C {shlex.quote(str(run.ledger))} update-ref {damage.ref} {was}"
     if os.path.lexists(broken):
         put_back = f"rm {shlex.quote(str(broken))} && {put_back}"

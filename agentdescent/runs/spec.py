@@ -29,7 +29,7 @@ import os
 import re
 import urllib.parse
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -46,7 +46,12 @@ from agentdescent.runs.spec_problems import Problem, SpecError, schema_problems
 from agentdescent.scoring import SCORER_NAMES
 from agentdescent.types import Task
 
-AgentKind = Literal[(*PROVIDER_KINDS, "host", "python")]  # every provider's (agents/providers.py), the host, your own
+if TYPE_CHECKING:  # a type checker reads no Literal built from a table: to it these are any text (pydantic checks them)
+    AgentKind = str
+    RadiusName = str
+else:
+    AgentKind = Literal[PROVIDER_KINDS + ("host", "python")]  # every provider's (agents/providers.py), the host, your own
+    RadiusName = Literal[tuple(BLAST_RADII)]  # a blast radius by name (governance.BLAST_RADII)
 TargetKind = Literal["text", "skill_dir", "agent_dir", "plugin"]
 _SECRET_NAME = re.compile(r"(key|token|secret|password|credential)$", re.IGNORECASE)
 _STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -212,7 +217,7 @@ class RunSpec(Settings):
     frozen: list[str] = Field(default_factory=list)  # folder targets: globs of files no diff may touch
     exclude: list[str] = Field(default_factory=list)  # folder targets: globs of files the run leaves out entirely
     editable: list[str] = Field(default_factory=lambda: ["**"])
-    blast_radius: Literal[tuple(BLAST_RADII)] | dict[str, Layer] | None = None  # None: by kind
+    blast_radius: RadiusName | dict[str, Layer] | None = None  # None: by kind
     layout: str | None = None  # folder targets: where the agent reads the folder (None: by kind, and by agent for codex)
     name: str | None = None  # the skill's folder name in the skill layouts (None: its SKILL.md's name, else the folder's)
     max_files_per_diff: int = Field(default=2, ge=1)
@@ -251,8 +256,8 @@ class RunSpec(Settings):
         """A run the host answers is batched (`config.Parallelism`) unless the spec says otherwise."""
         host = any(_kind(a) == "host" for a in ((value.get("agent"), value.get("reflector")) if isinstance(value, dict) else ()))
         parallelism = value.get("parallelism", {}) if host else None
-        batched = isinstance(parallelism, dict) and "batched" not in parallelism
-        return {**value, "parallelism": {**parallelism, "batched": True}} if batched else value
+        return ({**value, "parallelism": {**parallelism, "batched": True}}
+                if isinstance(parallelism, dict) and "batched" not in parallelism else value)
 
     @model_validator(mode="before")
     @classmethod

@@ -94,6 +94,7 @@ def _field_names(root: type[BaseModel], loc: tuple) -> list[str]:
     a budget's); none where the path leads to no object of fields."""
     shape: Any = root
     for part in (*loc, None):
+        fields: dict[str, object]  # each field's annotation (a dataclass's may be a string)
         if isinstance(shape, type) and issubclass(shape, BaseModel):
             fields = {name: field.annotation for name, field in shape.model_fields.items()}
         elif dataclasses.is_dataclass(shape):

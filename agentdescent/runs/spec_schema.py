@@ -68,7 +68,7 @@ DESCRIPTIONS: dict[str, str] = {
 }
 FIRST = ("target", "kind", "tasks", "scorer", "agent", "reflector", "prompt", "n_workers", "rounds", "budget", "frozen")
 NAMED_ONLY = ("parallelism", "policies")  # nested settings with good defaults: named, not spelled out
-SHORTHAND = {  # the string (or list) a field also takes
+SHORTHAND: dict[str, list[dict[str, Any]]] = {  # the string (or list) a field also takes
     "tasks": [{"type": "string"}, {"type": "array", "items": {"type": "object"}}],
     "scorer": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
     "agent": [{"type": "string"}],

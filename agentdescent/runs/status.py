@@ -87,8 +87,15 @@ class StatusTracker:
         self._due: threading.Timer | None = None  # a deferred write, made at most WRITE_EVERY later
         self._computed: dict[str, Callable[[], object]] = {}  # fields worked out as the deferred write is made
 
-    def update(self, *, now: bool = True, **fields: object) -> None:
-        """Take `fields` in; write at once, or (`now=False`) within `WRITE_EVERY` seconds."""
+    def update(self, **fields: object) -> None:
+        """Take `fields` (any of `RunStatus`'s) in and write at once."""
+        self._take(fields, now=True)
+
+    def update_soon(self, **fields: object) -> None:
+        """Take `fields` in; write within `WRITE_EVERY` seconds."""
+        self._take(fields, now=False)
+
+    def _take(self, fields: dict[str, object], *, now: bool) -> None:
         with self._lock:
             self.status = self.status.model_copy(update={**fields, "updated": time.time()})
             if now or time.monotonic() - self._written >= WRITE_EVERY:
@@ -103,7 +110,7 @@ class StatusTracker:
         `WRITE_EVERY` seconds: however often it is asked for meanwhile, it is worked out once."""
         with self._lock:
             self._computed.update(fields)
-        self.update(now=False)
+        self.update_soon()
 
     def _flush(self) -> None:
         with self._lock:
@@ -133,7 +140,7 @@ class StatusTracker:
             self.update(warnings=[*s.warnings, bounded(event.message)])
         elif isinstance(event, ev.DiffOutcome):
             kind = event.outcome.kind
-            self.update(now=False, outcomes={**s.outcomes, kind: s.outcomes.get(kind, 0) + 1})
+            self.update_soon(outcomes={**s.outcomes, kind: s.outcomes.get(kind, 0) + 1})
         elif isinstance(event, ev.Committed):
             self.update(version=event.version, message=f"round {event.round + 1}: committed version {event.version}")
         elif isinstance(event, ev.Evaluated):
@@ -147,9 +154,10 @@ class StatusTracker:
             last = s.last_held_out if event.partial else event.held_out_reward  # a partial one is only a bound
             self.update(last_held_out=last, best_reward=event.best_reward, stable_version=stable)
         elif isinstance(event, ev.Spent):
-            self.update(now=False, calls=event.calls, tokens=event.tokens, estimated_tokens=event.estimated_tokens,
-                        failures=event.failures, cost_usd=round(event.cost_usd, 6), unpriced=event.unpriced,  # 4.75, not 4.7499999999999
-                        failure=bounded(event.failure) if event.failure else None)
+            self.update_soon(calls=event.calls, tokens=event.tokens, estimated_tokens=event.estimated_tokens,
+                             failures=event.failures, unpriced=event.unpriced,
+                             cost_usd=round(event.cost_usd, 6),  # 4.75, not 4.7499999999999
+                             failure=bounded(event.failure) if event.failure else None)
         elif isinstance(event, ev.RoundEnded):
             self.update(round=event.round + 1, calls=max(s.calls, event.calls),
                         message=f"round {event.round + 1} of {s.rounds} done")

@@ -15,7 +15,7 @@ import fnmatch
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from agentdescent import reading
@@ -59,7 +59,7 @@ def read_folder(target: str, exclude: Sequence[str], assets: dict[str, bytes],
                     f"the spec, or fix {them} ({named})")  # the way out first: a problem's message is cut to a length
 
 
-def unsaved_text(assets: dict[str, bytes], shown: int = 3) -> list[str]:
+def unsaved_text(assets: Mapping[str, bytes], shown: int = 3) -> list[str]:
     """The files of `assets` whose name says text, each with what it looks saved as; one line
     naming the first `shown` of them and the fix, or none."""
     found = [f"{path} ({why})" for path, data in sorted(assets.items())

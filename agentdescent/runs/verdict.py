@@ -92,7 +92,7 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
         raise UserError(f"run {run.id} was already accepted: {status.target} was written back; its previous "
                         f"content is in {kept}")
     result = review.result_of(run)
-    if status.state not in WRITABLE or not _final(result):
+    if status.state not in WRITABLE or result is None or not _final(result):
         raise UserError(_not_final(run, status.state, status.next))
     sealed.check(run)  # its sealed spec names the target (the status agrees, `store`): edited, it would name another
     if not os.path.lexists(status.target):

@@ -13,7 +13,6 @@ and running (the runner).
 from __future__ import annotations
 
 import functools
-import inspect
 import os
 import tempfile
 from collections.abc import Callable
@@ -156,7 +155,9 @@ def make_client(agent: AgentSpec, field: str = "agent") -> Callable[..., str]:
         return client
     if agent.kind == "python":
         found = resolve_ref(agent.ref or "")
-        made = found(**options) if inspect.isclass(found) else functools.partial(found, **options) if options else found
+        # your own agent: a class made with the options, or a callable given them; either answers with text
+        made: Callable[..., str] = (found(**options) if isinstance(found, type)
+                                    else functools.partial(found, **options) if options else found)
         return made if hasattr(made, "usage") else scripted(_redacting(made, f"{field} {agent.ref!r}"), name=agent.ref or "python")
     raise UserError(f"agent kind {agent.kind!r} needs the run store (host-driven rollouts)")
 

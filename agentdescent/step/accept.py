@@ -37,7 +37,7 @@ from agentdescent.step.gate import declined_before, gated_test, oracle_gate
 from agentdescent.step.stats import mean_reward
 from agentdescent.step.tracing import Candidate, evidence_tasks, fuse, trace
 from agentdescent.step.trial import Judge, Trial, unique
-from agentdescent.types import Task
+from agentdescent.types import OutcomeKind, Task
 
 ERROR_CHARS = 600  # of a failed rollout's error, in the reason a change is refused for
 
@@ -51,7 +51,7 @@ class Acceptance:
     reason: str = ""  # the verdict on the candidate that is committed
     held: int = 0  # components whose evidence was measured and that fixed some of it
     failed: int = 0  # components that fixed none of their evidence
-    kinds: dict[str, str] = field(default_factory=dict)  # rejected diff id -> its outcome kind where no test refused it
+    kinds: dict[str, OutcomeKind] = field(default_factory=dict)  # rejected diff id -> its outcome kind where no test refused it
     approved: dict[str, str] = field(default_factory=dict)  # accepted diff id -> the L1 change an approver approved
 
 

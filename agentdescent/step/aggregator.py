@@ -152,6 +152,7 @@ class Aggregator:
                         changes.append(dataclasses.replace(rebased, decision=decisions[diff.id], eta=eta[diff.id]))
                         continue
                     refusal = rebased
+            assert refusal is not None  # a diff not refused went on as a change
             verdicts[diff.id] = refusal
         return changes
 

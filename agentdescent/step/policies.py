@@ -51,7 +51,7 @@ class BetterEvidence:
 
 
 class FusionPolicy(Protocol):
-    def __call__(self, base: str | None, ours: str | None, theirs: str | None, /) -> str | None | bool:
+    def __call__(self, base: str | None, ours: str | None, theirs: str | None, /) -> str | None | Literal[False]:
         """Merge two edits of one key made from `base`: the merged text, None for "delete the key",
         or False when they truly overlap."""
 
@@ -60,7 +60,7 @@ class FusionPolicy(Protocol):
 class ThreeWayMerge:
     """git merge-file on the text; a deletion merges only with an untouched or equal side."""
 
-    def __call__(self, base: str | None, ours: str | None, theirs: str | None) -> str | None | bool:
+    def __call__(self, base: str | None, ours: str | None, theirs: str | None) -> str | None | Literal[False]:
         if ours == theirs:
             return ours
         if ours == base:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
 from agentdescent.step.changes import Change
 from agentdescent.step.folders import Folders
@@ -39,7 +40,7 @@ def rebase(
     return "duplicate", f"head (version {diff.base_version + staleness}) already says this"
 
 
-def onto(policies: StepPolicies, base: str | None, ours: str | None, theirs: str | None) -> str | None | bool:
+def onto(policies: StepPolicies, base: str | None, ours: str | None, theirs: str | None) -> str | None | Literal[False]:
     """`ours`, made from `base`, carried onto `theirs`: merged by the fusion policy, or stacked after
     theirs where both only insert lines; False when they truly overlap."""
     merged = policies.fusion(base, ours, theirs)

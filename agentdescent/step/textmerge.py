@@ -31,8 +31,9 @@ _MAX_CONFLICTS = 127  # git merge-file exits with the conflict count, capped at 
 def merge_text(base: str, ours: str, theirs: str) -> str | None:
     """Merge the edits base->ours and base->theirs; the merged text, or None on conflict (and for
     text that is not mergeable text: a NUL or a lone surrogate in any of the three)."""
-    encoded = [_as_text(text) for text in (ours, base, theirs)]
-    if None in encoded:
+    found = [_as_text(text) for text in (ours, base, theirs)]
+    encoded = [data for data in found if data is not None]
+    if len(encoded) < len(found):
         return None
     with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX) as tmp:
         paths = []

@@ -17,7 +17,7 @@ from agentdescent.governance import Governance
 from agentdescent.step.changes import Approve, Component, Scorer
 from agentdescent.step.policies import StepPolicies, Verdict, rewards_noisy
 from agentdescent.step.stats import mean_reward
-from agentdescent.types import Task
+from agentdescent.types import OutcomeKind, Task
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,7 +48,7 @@ class Trial:
         self.policy = judge.policies.acceptance
         self.head: dict[str, float] = dict(judge.known(head_state))
         self.rejected: dict[str, str] = {}
-        self.kinds: dict[str, str] = {}  # rejected diff id -> its outcome kind where no test refused it
+        self.kinds: dict[str, OutcomeKind] = {}  # rejected diff id -> its outcome kind where no test refused it
         self.approved: dict[str, str] = {}  # diff id -> the L1 change (`GatedChange.id`) an approver approved it in
         self.answers: dict[tuple[tuple[Component, ...], str], float] = {}  # (a subset of parts, task id) -> its reward
         self.charged: dict[tuple[Component, ...], list[str]] = {}  # a culprit group -> the tasks it broke so far

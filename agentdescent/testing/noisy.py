@@ -130,7 +130,7 @@ class NoisyDomain:
     def _proposal(self, rendered: str, task: Task, category: int | str) -> str:
         roll = self._draw("reflect", task.id, rendered)
         n = self.levels
-        if category == PLAIN or roll < n.vague:
+        if isinstance(category, str) or roll < n.vague:  # PLAIN, the one category that is no number
             return VAGUE[int(roll * 1000) % len(VAGUE)]
         if roll < n.vague + n.right:
             word = self._draw("word", task.id, rendered)
@@ -139,7 +139,7 @@ class NoisyDomain:
             return right_rule(category)
         rules = _rules(rendered)
         working = [c for c in range(n.categories) if c != category and right_rule(c) in rules]
-        victims = [PLAIN, *working]  # what works now: a rule that breaks a failing category would harm nothing yet
+        victims: list[int | str] = [PLAIN, *working]  # what works now: a rule that breaks a failing category would harm nothing yet
         return harmful_rule(category, victims[int(roll * 7919) % len(victims)])
 
     def truth(self, state: Mapping[str, str] | str) -> Truth:

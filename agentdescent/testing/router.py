@@ -68,7 +68,7 @@ def router_tasks(seed: int = 0, signals: int = 4, per_signal: int = 6) -> list[T
     if not 1 <= signals <= 12:
         raise ValueError("signals must be between 1 and 12 words per handler")
     rng = random.Random(f"router:{seed}")
-    tasks = []
+    tasks: list[Task] = []
     for handler, words in SIGNALS.items():
         for signal in words[:signals]:
             for _ in range(per_signal):
@@ -135,6 +135,9 @@ class RouterReflector:
         misfire = self._misfiring_rule(rendered, task, output)
         if misfire is not None:
             return misfire
+        if task.gold is None:
+            raise ValueError(f"task {task.id!r} names no handler (its gold): RouterReflector reflects on router_tasks(), "
+                             "whose tasks each name one")
         if task.gold == DEFAULT_HANDLER:
             return None
         roll = self._rng(rendered, task).random()

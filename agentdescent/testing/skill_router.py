@@ -105,7 +105,7 @@ class SkillReflector:
         if answered in TEAMS:  # a listed word sent it to the wrong team: take that word out
             text = _routing_file(prompt, answered)
             misfire = next((w for w in words if w in listed_words(text)), None) if text else None
-            if misfire is None:
+            if text is None or misfire is None:
                 return "NONE"
             return _file_block(answered, text.replace(f"- {misfire}\n", "", 1))
         text = _routing_file(prompt, team)

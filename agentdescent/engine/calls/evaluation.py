@@ -282,10 +282,13 @@ class Evaluator:
         refused = not future.cancelled() and isinstance(future.exception(), BudgetSpent)
         if future.cancelled() or refused or future.exception() is None:
             with self._lock:
-                key, _, task_id, _ = self._pending.pop(future, (None, None, None, None))
-                if key is not None and refused and self._cache.get(key, {}).get(task_id) is future:
+                pending = self._pending.pop(future, None)
+                if pending is None:
+                    return
+                key, _, task_id, _ = pending
+                if refused and self._cache.get(key, {}).get(task_id) is future:
                     del self._cache[key][task_id]
-                elif key is not None and not future.cancelled() and future.result().error is None:
+                elif not future.cancelled() and future.result().error is None:
                     rollout = future.result()
                     self._rewards.setdefault(key, {})[rollout.task.id] = rollout.reward
 

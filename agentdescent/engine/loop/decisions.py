@@ -47,7 +47,7 @@ def _epoch_order(seed: int, epoch: int, n: int) -> tuple[int, ...]:
     return tuple(order)
 
 
-def _check_size(sampler: object) -> None:
+def _check_size(sampler: Epochs | FailuresFirst | RandomMinibatches) -> None:
     whole(sampler, "size", sampler.size, least=1, means="the tasks of each worker's minibatch; with none a turn would "
           "roll out nothing and the run learn nothing")
 

@@ -42,7 +42,7 @@ class Dispatcher:
             first = self._turns
             self._turns += len(turns)
             self._outstanding += len(turns)
-        started = []
+        started: list[Future[WorkerReport]] = []
         try:
             for turn in turns:
                 future = self._start(turn)

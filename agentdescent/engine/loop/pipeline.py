@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
 from agentdescent.engine.calls.executors import Executor, settle
-from agentdescent.engine.loop.worker import Turn, Worker, WorkerReport
+from agentdescent.engine.loop.worker import Rolled, Turn, Worker, WorkerReport
 
 
 class Pipeline:
@@ -49,7 +49,7 @@ class Pipeline:
         with self._lock:
             self._out[turn.slot] += 1
             self._rolling.add(turn.slot)
-        rolled = self._stages[0].submit(self._worker.roll, turn)
+        rolled: Future[Rolled] = self._stages[0].submit(self._worker.roll, turn)
         rolled.add_done_callback(lambda done: self._rolled(turn.slot, done, report))
         return report
 
@@ -75,12 +75,12 @@ class Pipeline:
     def _rolled(self, slot: int, done: Future, report: Future[WorkerReport]) -> None:
         with self._lock:
             self._rolling.discard(slot)
-            again = self.refill is not None and not self._closed and self._out[slot] < self._depth
+            refill = self.refill if not self._closed and self._out[slot] < self._depth else None
         if not self._then(done, report, self._stages[1], self._worker.reflect, self._reflected):
             return
-        if again:
+        if refill is not None:
             try:
-                self.refill([slot])
+                refill([slot])
             except BaseException as exc:  # on a stage's thread: the loop raises it at its next collect
                 self._error = exc
 
@@ -104,7 +104,7 @@ class Pipeline:
             settle(report, error=error)
             return False
         try:
-            following = stage.submit(step, done.result())
+            following: Future[object] = stage.submit(step, done.result())
         except BaseException as exc:  # the stage is closed: the run was cancelled
             settle(report, error=exc)
             return False

@@ -109,7 +109,7 @@ class Loop:
         if saved is None:
             self.files.reset()
         recovered = self._resume(saved) if saved is not None else []
-        kept = Counter(o.kind for o in self.outcomes[: len(self.outcomes) - len(recovered)])
+        kept: Counter[str] = Counter(o.kind for o in self.outcomes[: len(self.outcomes) - len(recovered)])
         usage = self.evaluator.usage
         self.emit(ev.RunStarted(
             rounds=self.shape.rounds, n_workers=self.shape.n_workers, train=len(self.sampler.train),
@@ -129,10 +129,10 @@ class Loop:
 
     def _run(self, head: int) -> EvolveResult:
         try:  # a broken contract before the rounds begin is raised; a cancel is a cancelled run
-            again = self.measured.start[1] is not None  # measured by an earlier process of the run
-            if not again:
-                self._begin()
             start, initial = self.measured.start  # where the run starts from (round -1: before any)
+            again = initial is not None  # measured by an earlier process of the run
+            if initial is None:
+                initial = self._begin()
             self.emit(ev.Evaluated(round=-1, version=start, held_out_reward=initial, promoted=False,
                                    best_reward=self.progress.best, again=again))
         except Cancelled as exc:
@@ -198,11 +198,11 @@ class Loop:
             unmeasured=unmeasured,
         )
 
-    def _begin(self) -> None:
+    def _begin(self) -> float:
         """Measure where the run starts, checkpointed before and after: a kill during it resumes
         this run (its rollouts journalled, its calls on its bill), not a new one that forgets them.
         When every rollout of it failed, the run stops (`NothingWorked`) unmeasured: a resume
-        measures again (failed rollouts are never journalled, so they run anew)."""
+        measures again (failed rollouts are never journalled, so they run anew). What it measured."""
         self._save(finished=False)
         start = self.measured.start[0]
         self.failing.watch(self.evaluator.usage)
@@ -212,6 +212,7 @@ class Loop:
         self.measured.start = (start, reward)
         self.progress.best, self.measured.validated = reward, start
         self._done(-1)  # the start, before round 0
+        return reward
 
     def _resume(self, saved: Checkpoint) -> list[Outcome]:
         """Take up an interrupted run where its checkpoint left it (`resume.take_up`); the outcomes

@@ -174,7 +174,7 @@ class Measurements:
 
     def later(self, version: int, round_: int) -> None:
         """Start measuring `version` on a thread of its own; `take` takes the answer in."""
-        answer = self._thread.submit(self._measure, self.state_of(version), self._again(), self.progress.best)
+        answer: Future[Answer] = self._thread.submit(self._measure, self.state_of(version), self._again(), self.progress.best)
         self.validated, self._measuring = version, (version, round_, answer)
 
     def take(self, history: Sequence[StepRecord], *, wait: bool) -> None:

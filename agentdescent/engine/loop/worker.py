@@ -25,7 +25,7 @@ from agentdescent.engine.loop.sharding import Shards
 from agentdescent.engine.persist.replay import Answers, asked
 from agentdescent.reflect.memory import Memory
 from agentdescent.step.stats import mean_reward
-from agentdescent.types import Diff, EvidenceCard, Outcome, Reflection, Rollout, Task
+from agentdescent.types import Diff, EvidenceCard, Outcome, OutcomeKind, Reflection, Rollout, Task
 
 
 class ProposeFn(Protocol):
@@ -200,7 +200,7 @@ class Worker:
 
     def _diff(
         self, diff_id: str, turn: Turn, group: Sequence[Rollout], reflection: Reflection
-    ) -> Diff | tuple[str, str] | None:
+    ) -> Diff | tuple[OutcomeKind, str] | None:
         if reflection.failed is not None:
             return reflection.failed, reflection.reason
         proposal = reflection.proposal

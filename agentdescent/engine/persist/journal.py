@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from agentdescent.errors import UserError
 
@@ -42,7 +42,7 @@ class Journal:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._due = threading.Event()  # entries wait in the queue
         self._lock = threading.Lock()  # the file, and the counting of what reached it
-        self._file = None
+        self._file: TextIO | None = None
         self._writer: threading.Thread | None = None
         self._closed = False
         self._failed: OSError | None = None  # a write behind that failed: the next flush raises it

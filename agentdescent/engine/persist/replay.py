@@ -20,6 +20,7 @@ import json
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -48,7 +49,7 @@ class Fused(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    merged: str | None | bool
+    merged: str | None | Literal[False]
     spend: Spend = Field(default_factory=Spend)
 
 
@@ -82,7 +83,7 @@ class JournaledFusion:
     journal: Callable[[str, Fused], None]
     answers: Answers = field(default_factory=Answers)
 
-    def __call__(self, base: str | None, ours: str | None, theirs: str | None) -> str | None | bool:
+    def __call__(self, base: str | None, ours: str | None, theirs: str | None) -> str | None | Literal[False]:
         key = fusion_asked(base, ours, theirs)
         again = self.answers.take(key)
         if isinstance(again, Fused):

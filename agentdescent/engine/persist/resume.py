@@ -57,7 +57,8 @@ def take_up(files: RunFiles, saved: Checkpoint, *, evaluator: Evaluator, tasks: 
         evaluator.run_queue(files.take_queue(), tasks, unseen=hidden is not None)
     except BudgetSpent:
         pass  # the rounds stop at once on the same budget, and say so
-    recovered, unfinished = Recovered(next_round=saved.next_round), []
+    recovered = Recovered(next_round=saved.next_round)
+    unfinished: list[Outcome] = []
     for outcome in saved.outcomes:
         late = outcome.step is not None and outcome.step >= saved.next_round
         (unfinished if late else recovered.kept).append(outcome)
@@ -81,7 +82,8 @@ def position(files: RunFiles, evaluator: Evaluator, **fields: object) -> Checkpo
     """The checkpoint of the loop's `fields` (see `Checkpoint`), with the run's usage and how many
     journal lines it counts, read at one instant (`RunFiles.counted`)."""
     usage, counted, answered = files.counted(evaluator.usage)
-    return Checkpoint(usage=usage, rollouts_counted=counted, answers_counted=answered, **fields)
+    # Validated as any Checkpoint is: the loop's fields are checked by the model, not by their spelling here.
+    return Checkpoint.model_validate({**fields, "usage": usage, "rollouts_counted": counted, "answers_counted": answered})
 
 
 def resumable(files: RunFiles, strategy: str, fingerprint: str) -> tuple[Checkpoint | None, list[str]]:
