@@ -187,8 +187,10 @@ def test_the_arguments_that_add_a_marketplace_again_say_all_of_its_source():
     assert args({"source": "url", "url": "https://example.com/marketplace.json"}) == ["https://example.com/marketplace.json"]
     assert args({"source": "directory", "path": "/srv/m"}) == args({"source": "file", "path": "/srv/m"}) == ["/srv/m"]
     for unsaid in ({"source": "github", "repo": "o/r", "path": "sub/marketplace.json"}, {"source": "npm", "package": "m"},
-                   {"source": "url", "url": "https://example.com/m.json", "headers": {"A": "b"}}, {"source": "github"}):
+                   {"source": "url", "url": "https://example.com/m.json", "headers": {"A": "b"}}, {"source": "github"},
+                   {"source": ["github"], "repo": "o/r"}, {"source": {"kind": "github"}, "repo": "o/r"}):  # the user's file
         assert args(unsaid) is None, unsaid
+    assert claude_replaced.shown({"source": ["github"]}) == '{"source": ["github"]}'
 
 
 def test_uninstall_puts_back_a_github_marketplace_install_force_replaced_or_says_how(claude, env, tmp_path, monkeypatch):

@@ -124,7 +124,8 @@ def edited_since(target: Path, paths: list[str]) -> list[str]:
     after = ended[-1].record.after if ended else None
     if after is None:
         return []
-    last, edited = ended[-1], list[str]()
+    last = ended[-1]
+    edited: list[str] = []
     modes = last.record.modes or {}
     for rel in paths:
         now = registry.seen(target / rel)

@@ -62,8 +62,8 @@ def move(old: Path, folder: Path) -> None:
 def add_args(source: dict[str, Any]) -> list[str] | None:
     """The arguments of `claude plugin marketplace add` that add `source` again, None when they
     cannot say all of it: {"source": "github", "repo": "o/r", "ref": "v1"} -> ["o/r#v1"]."""
-    # A "source" that is no string but a list or an object (unhashable) raises TypeError here, where None is meant.
-    field, others = _ADDABLE.get(source.get("source"), ("", set()))  # type: ignore[arg-type]
+    kind = source.get("source")  # the user's file: a list or an object there is no kind we add
+    field, others = _ADDABLE.get(kind, ("", set())) if isinstance(kind, str) else ("", set())
     where, ref, sparse = source.get(field), source.get("ref"), source.get("sparsePaths") or []
     if not field or not isinstance(where, str) or not where or set(source) - {"source", field, *others}:
         return None
