@@ -19,10 +19,13 @@ import pytest
 
 from agentdescent import AppendRules, EvolveResult, Parallelism, Task, evolve
 from agentdescent import events as ev
+from agentdescent.config import Policies
 from agentdescent.engine.calls.cancel import CancelToken
-from agentdescent.engine.persist.checkpoint import RunFiles
+from agentdescent.engine.persist.checkpoint import Checkpoint, RunFiles
 from agentdescent.ledger import Ledger
+from agentdescent.step.policies import BetaAcceptance
 from agentdescent.testing import FILLERS, SIGNALS, route, route_reward, router_tasks, rule_text
+from agentdescent.types import Tried
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent
@@ -430,3 +433,71 @@ def test_a_resumed_run_keeps_back_what_measuring_its_last_commit_takes_from_the_
     resumed = evolve(keyword_tasks(), keyword_reward, **options, budget=Budget(max_calls=stopped.usage.calls + held_out + 4))
     assert resumed.unmeasured is None and not any("never measured" in w for w in resumed.warnings), resumed.warnings
     assert 0 < resumed.usage.resumed < len(queue.rollouts)  # the rest would have spent what the measurement needs
+
+
+class VagueFirst:
+    """A batch reflector that heeds what the run refused: for its first failure a vague rule, which
+    fixes nothing and the gate refuses, then, told it was refused (`tried`), the rule that fixes it.
+    A reflector not told proposes the vague rule again. What it was told, call by call, in `told`."""
+
+    def __init__(self) -> None:
+        self.told: list[list[str]] = []
+
+    def __call__(self, rendered, task, output, reward):  # pragma: no cover - batch is used
+        return None
+
+    def batch(self, rendered, rollouts, *, tried=()):
+        self.told.append([t.proposal for t in tried])
+        gold = rollouts[0].task.gold
+        vague = f"Mind the requests about {gold}."
+        return f"rule {gold}." if vague in self.told[-1] else vague
+
+
+def _vague_first_run(store: Path, propose: VagueFirst, **options) -> EvolveResult:
+    exact = Policies(acceptance=BetaAcceptance(rewards="exact"))  # where rewards may be samples, nothing is told
+    return evolve(keyword_tasks(), keyword_reward, **{**keyword_run_options(store), "propose": propose,
+                                                      "rounds": 2 * RULES + 2, "policies": exact, **options})
+
+
+@pytest.mark.parametrize("event_type, round_", [(ev.RoundStarted, 3), (ev.DiffOutcome, 4)])
+def test_a_resumed_run_tells_its_reflector_what_the_run_refused_before_it_stopped(tmp_path, event_type, round_):
+    """The refusals a reflector is told lived only in the process: a resumed run told it nothing,
+    and its reflector proposed again, and had tested again, what the run had refused."""
+    whole = VagueFirst()
+    alone = _vague_first_run(tmp_path / "alone", whole)
+    assert alone.error is None and alone.final_reward == 1.0 and alone.outcomes()["rejected_by_test"] == RULES
+
+    token, before, after = CancelToken(), VagueFirst(), VagueFirst()
+    stopped = _vague_first_run(tmp_path / "cut", before, stop=[token], on_event=cancel_at(token, event_type, round_))
+    assert stopped.error == "cancelled" and any(before.told)  # it had been told something: it is to be told again
+    resumed = _vague_first_run(tmp_path / "cut", after)
+    assert before.told + after.told == whole.told
+    assert commits(tmp_path / "cut") == commits(tmp_path / "alone") and resumed.state == alone.state
+    assert resumed.outcomes() == alone.outcomes() and resumed.usage.calls == alone.usage.calls
+
+
+def test_a_round_s_refusals_are_in_its_checkpoint_before_its_outcomes_are_told(tmp_path):
+    """A process killed as it tells a round's outcomes resumes from the checkpoint that ended the
+    round: the refusals of the round are in it."""
+    store, saved = tmp_path / "ledger", []
+
+    def on_event(event):
+        if isinstance(event, ev.DiffOutcome) and event.outcome.kind == "rejected_by_test" and not saved:
+            saved.append((event.diff.evidence.rationale, RunFiles(store).load()))
+    _vague_first_run(store, VagueFirst(), rounds=1, on_event=on_event)
+    refused, checkpoint = saved[0]
+    assert checkpoint.next_round == 1
+    assert checkpoint.refused == [Tried(proposal=refused, why="fixes none of the 2 failures it was made from")]
+
+
+def test_a_checkpoint_holds_the_refusals_with_keys_redacted_and_one_without_them_loads(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-canary-7f3a9c2e1b5d")
+    files = RunFiles(tmp_path)
+    files.save(Checkpoint(fingerprint="f", strategy="s",
+                          refused=[Tried(proposal="Call sk-canary-7f3a9c2e1b5d.", why="fixes none of the 1 failures")]))
+    assert "7f3a9c2e1b5d" not in files.checkpoint_path.read_text(encoding="utf-8")
+    assert files.load().refused == [Tried(proposal="Call [redacted OPENAI_API_KEY].", why="fixes none of the 1 failures")]
+    older = json.loads(files.checkpoint_path.read_text(encoding="utf-8"))
+    del older["refused"]  # as a checkpoint written before it held them
+    files.checkpoint_path.write_text(json.dumps(older), encoding="utf-8")
+    assert files.load(strict=True).refused == []

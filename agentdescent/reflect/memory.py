@@ -6,7 +6,8 @@ each with its reason (`Tried`): a `propose` that takes a `tried` keyword gets th
 model reflector puts them in its prompt. Where rewards are samples a refusal is one too: the
 gate refuses a right rule now and then by chance, and a reflector told not to propose it again
 learns fewer rules for more calls (docs/results.md measures it), so a run whose rewards are (or
-may be) samples tells nothing.
+may be) samples tells nothing. The run's checkpoint holds them (`held`, `restore`): a resumed run
+tells its reflector what the run refused before it stopped, as a run never stopped would.
 
     memory = Memory()
     memory.refused("Be more careful.", "fixes none of the 1 failures it was made from")
@@ -20,11 +21,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable, Mapping
 
-from agentdescent.types import Tried
+from agentdescent.types import Diff, Outcome, Tried
 
 KEPT = 12  # refusals handed to a reflection: the latest, a few lines of its prompt
 WHY_CHARS = 160
+REFUSALS = ("rejected_by_test", "declined")  # the outcomes that say a proposal was judged and refused
 
 
 class Memory:
@@ -47,10 +50,26 @@ class Memory:
             while len(self._refused) > self._kept:
                 self._refused.popitem(last=False)
 
+    def judged(self, outcomes: Iterable[Outcome], diffs: Mapping[str, Diff]) -> None:
+        """Remember the refusals among a step's `outcomes`, each as its diff (in `diffs`, by id) proposed it."""
+        for outcome in outcomes:
+            if outcome.kind in REFUSALS and outcome.diff_id in diffs:
+                self.refused(diffs[outcome.diff_id].evidence.rationale, outcome.reason)
+
     def recent(self, *, noisy: bool | None) -> list[Tried]:
         """The latest refusals, at most `kept`, oldest first; none where rewards are (or may be)
         samples."""
-        if noisy is not False:
-            return []
+        return self.held() if noisy is False else []
+
+    def held(self) -> list[Tried]:
+        """Every refusal kept, oldest first, whatever the rewards: what a checkpoint saves."""
         with self._lock:
             return [Tried(proposal=p, why=w) for p, w in self._refused.items()]
+
+    def restore(self, held: Iterable[Tried]) -> None:
+        """Hold what `held` gave, and nothing else: a resumed run is told what the run had refused."""
+        kept = OrderedDict((t.proposal, t.why) for t in held)
+        while len(kept) > self._kept:
+            kept.popitem(last=False)
+        with self._lock:
+            self._refused = kept

@@ -229,6 +229,7 @@ class Loop:
         self.history = [*saved.history, *recovered.history]
         self.outcomes, self.warnings = [*recovered.kept, *recovered.outcomes], list(saved.warnings)
         self.aggregator.declined.update(saved.declined)
+        self.worker.memory.restore(saved.refused)
         self.dispatcher.skip(saved.turns + recovered.rounds * self.shape.n_workers)  # what those rounds dispatched
         self._next_round = recovered.next_round
         self._round_done(self.files.journalled if recovered.rounds else saved.dealt_after)
@@ -248,7 +249,7 @@ class Loop:
         start, initial = self.measured.start
         self.files.save(position(
             self.files, self.evaluator, fingerprint=self.fingerprint, strategy=kind_of(self.strategy),
-            finished=finished, stop_reason=stop_reason, next_round=self._next_round, **self._dealt,
+            finished=finished, stop_reason=stop_reason, next_round=self._next_round, **self._dealt, refused=self.worker.memory.held(),
             best=self.progress.best, since_gain=self.progress.since_gain, initial_reward=initial, initial_version=start,
             history=self.history, outcomes=self.outcomes, warnings=self.warnings, declined=self.aggregator.declined))
         self.files.save_queue(self.evaluator.in_flight())
@@ -346,11 +347,10 @@ class Loop:
         record = StepRecord.of(report, round_=round_, outcomes=told, diffs=diffs, held_out=None, promoted=False,
                                usage=self.evaluator.usage)
         self.history.append(record)
+        self.worker.memory.judged(told, by_id)  # told to later reflections, and saved with the round
         self._done(round_)  # the step is over, its commit (if any) in: the round is done, saved before anything else
         for outcome in told:
             self.emit(ev.DiffOutcome(round=round_, outcome=outcome, diff=by_id.get(outcome.diff_id)))
-            if outcome.kind in ("rejected_by_test", "declined") and outcome.diff_id in by_id:  # told to later reflections
-                self.worker.memory.refused(by_id[outcome.diff_id].evidence.rationale, outcome.reason)
         if report.version is not None:
             self.emit(ev.Committed(round=round_, version=report.version, diff_ids=landed))
         head = self.ledger.head()

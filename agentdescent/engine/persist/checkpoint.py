@@ -27,7 +27,9 @@ a kill does not pay its reflections twice.
 
 The optimizer step keeps no statistics across steps (each version's probe order is drawn from a
 seed, again identically); what it keeps is the L1 changes an approver declined, which the
-checkpoint holds, so that a resumed run does not ask about them again.
+checkpoint holds, so that a resumed run does not ask about them again. The checkpoint holds the
+run's latest refusals too (`reflect.memory`, at most its `KEPT`, keys redacted), so that a resumed
+run's reflector is told them, as the reflector of a run never stopped is.
 
 Left out: the ledger itself, and taking a run up from these files (`resume`).
 """
@@ -42,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_serializer
 
 from agentdescent import atomic, filelock, reading
 from agentdescent.agents.redact import redact
@@ -52,7 +54,7 @@ from agentdescent.engine.persist.journal import Journal, StartLog
 from agentdescent.engine.persist.replay import Answers, Fused
 from agentdescent.errors import UserError
 from agentdescent.result import StepRecord
-from agentdescent.types import Outcome, Reflection, Rollout, Spend, Task
+from agentdescent.types import Outcome, Reflection, Rollout, Spend, Task, Tried
 from agentdescent.usage import Usage
 
 FOLDER = "agentdescent"
@@ -87,6 +89,12 @@ class Checkpoint(BaseModel):
     outcomes: list[Outcome] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     declined: dict[str, str] = Field(default_factory=dict)  # the L1 changes an approver declined (`Aggregator.declined`)
+    refused: list[Tried] = Field(default_factory=list)  # the run's latest refusals (`Memory.held`), oldest first
+
+    @field_serializer("refused")
+    def _redacted(self, refused: list[Tried]) -> list[dict]:
+        """A proposal is a model's text, stored as the answer journal stores it: keys redacted."""
+        return [{"proposal": redact(t.proposal), "why": redact(t.why)} for t in refused]
 
 
 def fingerprint(*, artifact_id: str, strategy: object, seed: int, train: Sequence[Task], held_out: Sequence[Task]) -> str:
