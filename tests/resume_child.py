@@ -1,5 +1,5 @@
 """The resume test's run, killed with SIGKILL at a chosen point: inside the nth rollout, or at the
-nth round's event of a kind (`Committed` comes after the commit and before the round's checkpoint).
+nth round's event of a kind (`Committed` comes after the commit and the round's checkpoint).
 
 Usage: python resume_child.py STORE rollout|EVENT N
 """
