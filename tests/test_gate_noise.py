@@ -5,11 +5,15 @@ the domain's ground truth, on every seed."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
+import threading
+import time
 
 import pytest
 
-from agentdescent import AppendRules, evolve
+from agentdescent import AppendRules, Parallelism, evolve
 from agentdescent.artifacts.strategies import rule_key
 from agentdescent.config import Policies
 from agentdescent.engine.calls.evaluation import Evaluator
@@ -18,7 +22,7 @@ from agentdescent.reflect import reflector
 from agentdescent.reflect.memory import Memory
 from agentdescent.step.policies import BetaAcceptance, rewards_noisy
 from agentdescent.testing.lone_diff import LoneDiff
-from agentdescent.testing.noisy import VAGUE, NoisyDomain, NoisyLevels, harmful_rule, right_category, right_rule
+from agentdescent.testing.noisy import VAGUE, NoisyDomain, NoisyLevels, harmful_rule, right_category, right_rule, verdict
 from agentdescent.types import Diff, Edit, EvidenceCard, Rollout, Task, Tried
 from agentdescent.usage import Usage
 
@@ -170,7 +174,7 @@ def test_a_reworded_right_rule_counts_as_learnt_once_and_its_second_wording_as_r
     task = next(t for t in domain.tasks() if t.meta["category"] == 5)
     reworded = domain.propose("", task, "fail", 0.0)
     assert reworded != right_rule(5) and right_category(reworded) == 5
-    assert domain.run(f"- {reworded}", task) == "pass"  # each wording works as well
+    assert verdict(domain.run(f"- {reworded}", task)) == "pass"  # each wording works as well
     truth = domain.truth(f"- {right_rule(5)}\n- {reworded}\n- {right_rule(6)}")
     assert (truth.learnt, truth.restated, truth.harmful, truth.vague) == (2, 1, 0, 0)
     assert right_category(harmful_rule(5, "plain")) is None and right_category(VAGUE[0]) is None
@@ -222,3 +226,43 @@ def test_a_propose_that_takes_tried_is_handed_the_refusals_of_a_run_with_exact_r
     assert told and told <= set(VAGUE)  # what was refused, and nothing else
     assert not handed[0]
 
+
+
+def test_a_grade_belongs_to_its_rollout_whichever_order_rollouts_are_graded_in():
+    levels = NoisyLevels(flip=0.5)
+    first, second = NoisyDomain(levels, seed=4), NoisyDomain(levels, seed=4)
+    rollouts = [(task, first.run(rendered, task)) for task in first.tasks() for rendered in ("", f"- {right_rule(0)}")]
+    assert [second.run(rendered, task) for task in second.tasks() for rendered in ("", f"- {right_rule(0)}")] == [
+        o for _, o in rollouts]
+    graded = [first.reward(task, output) for task, output in rollouts]
+    assert [second.reward(task, output) for task, output in reversed(rollouts)] == graded[::-1]
+    assert {verdict(o) for _, o in rollouts} == {"pass", "fail"} and 0 < sum(graded) < len(graded)
+    task, output = rollouts[0]
+    assert len({first.reward(task, output) for _ in range(40)}) == 2  # graded again, a grader may answer otherwise
+
+
+def test_one_worker_and_one_seed_make_one_run_whatever_order_its_rollouts_arrive_in():
+    jitter = random.Random()  # unseeded: each rollout and grade waits its own while, so the order they land in varies
+
+    def fingerprint() -> tuple:
+        domain = NoisyDomain(NoisyLevels(p=0.85, q=0.1, flip=0.3), seed=3)
+
+        def run(rendered, task):
+            time.sleep(jitter.random() * 0.002)
+            return domain.run(rendered, task)
+
+        def reward(task, output):
+            time.sleep(jitter.random() * 0.001)
+            return domain.reward(task, output)
+        result = evolve(domain.tasks(), reward, run=run, propose=domain.propose, strategy=AppendRules(), rounds=6,
+                        n_workers=1, max_concurrency=8, seed=1, parallelism=Parallelism(reissue_after=None))
+        history = [{k: v for k, v in s.model_dump().items() if k not in ("timings", "cost_usd")} for s in result.history]
+        return (result.state, result.final_reward, result.usage.calls,
+                hashlib.sha256(json.dumps(history, sort_keys=True, default=str).encode()).hexdigest())
+    runs: list[tuple] = []
+    threads = [threading.Thread(target=lambda: runs.append(fingerprint())) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(runs) == 4 and runs[1:] == runs[:1] * 3

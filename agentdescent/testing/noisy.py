@@ -14,8 +14,10 @@ works as well, and a playbook that states one rule twice is longer for nothing),
 with `vague`, a harmful one with the rest; shown a failure a harmful rule caused,
 it proposes narrowing that rule to the right rule of its category; told what was tried and
 refused, it draws again rather than repeat it. Every draw comes from a stream seeded by the
-domain's seed, the task, what was rolled out and how many times it was asked, so a run is
-reproducible with one worker and the same calls in any order with many.
+domain's seed, the task, what was rolled out and how many times it was asked. The solver's
+output names its own draw ("pass#3f9a0c21d4e7"), and the grader draws each flip from the output
+it grades, so a flip belongs to its rollout whichever order concurrent rollouts are graded in:
+a run is reproducible with one worker, and many make the same calls in any order.
 
     domain = NoisyDomain(NoisyLevels(p=0.85, q=0.1, flip=0.05))
     result = evolve(domain.tasks(), domain.reward, run=domain.run, propose=domain.propose)
@@ -68,6 +70,11 @@ class Truth:
     restated: int = 0  # wordings of a right rule the playbook already states
 
 
+def verdict(output: str) -> str:
+    """What a solver's output says, without the name of its draw: verdict("pass#3f9a0c21d4e7") == "pass"."""
+    return output.partition("#")[0]
+
+
 def right_rule(category: int) -> str:
     """right_rule(3) == "For a c3 request, quote its reference code first." """
     return f"For a c{category} request, quote its reference code first."
@@ -102,14 +109,17 @@ class NoisyDomain:
                             meta={"category": PLAIN}) for i in range(n.plain)]
 
     def run(self, rendered: str, task: Task) -> str:
-        """The solver: "pass" or "fail", drawn for this rollout."""
+        """The solver: "pass" or "fail", drawn for this rollout, then "#" and the draw's name
+        (`verdict` reads the first part)."""
         chance = self._pass_chance(rendered, task.meta["category"])
-        return "pass" if self._draw("run", task.id, rendered) < chance else "fail"
+        roll, name = self._named_draw("run", task.id, rendered)
+        return f"{'pass' if roll < chance else 'fail'}#{name}"
 
     def reward(self, task: Task, output: str) -> float:
-        """The grader: exact, flipped with probability `flip`."""
-        right = 1.0 if output == "pass" else 0.0
-        return 1.0 - right if self._draw("grade", task.id, output + str(right)) < self.levels.flip else right
+        """The grader: exact, flipped with probability `flip`. The flip is drawn from `output`,
+        which names its rollout's draw, so each rollout has its own; grading one again draws anew."""
+        right = 1.0 if verdict(output) == "pass" else 0.0
+        return 1.0 - right if self._draw("grade", task.id, output) < self.levels.flip else right
 
     def propose(self, rendered: str, task: Task, output: str, reward: float, *,
                 tried: Sequence[Tried] = ()) -> str | None:
@@ -174,10 +184,14 @@ class NoisyDomain:
 
     def _draw(self, what: str, task_id: str, seen: str) -> float:
         """A fresh draw for each time the same is asked (a model asked again may answer otherwise)."""
+        return self._named_draw(what, task_id, seen)[0]
+
+    def _named_draw(self, what: str, task_id: str, seen: str) -> tuple[float, str]:
+        """`_draw`'s value and a short name of the draw, unique to it within the domain's seed."""
         key = (what, task_id, hashlib.sha256(seen.encode("utf-8")).hexdigest())
         attempt = self._asked.next(key)
         digest = hashlib.sha256(f"{self.seed}|{key}|{attempt}".encode("utf-8")).hexdigest()
-        return random.Random(digest).random()
+        return random.Random(digest).random(), digest[:12]
 
 
 def _breaker(rules: set[str], category: int | str) -> str | None:
