@@ -3,8 +3,9 @@ reflectors, LLM fusion and the three-way merge.
 
 What must hold on any text, lone surrogates, NUL and control codes included: no exception but the
 documented ones (`InvalidProposal`, and `ValueError` from `parse_rule`); the paths that come out
-are exactly what stood between the tags; no unsafe path survives the tree reflector; the readers
-agree with the regexes they replaced wherever those finish; the merge agrees with `git merge-file`;
+are exactly what stood between the tags, and any text comes back whole from its block; no unsafe
+path survives the tree reflector; the readers agree with regexes (the rule readers with those they
+replaced) wherever those finish; the merge agrees with `git merge-file`;
 and time grows linearly with the input (`test_*_is_linear`). Set AGENTDESCENT_FUZZ_EXAMPLES to fuzz
 harder than CI does.
 """
@@ -23,7 +24,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from agentdescent.agents import scripted
-from agentdescent.artifacts.fileblocks import files_of, parse_file_blocks
+from agentdescent.artifacts.fileblocks import file_block, files_of, misread, parse_file_blocks
 from agentdescent.artifacts.strategies import (
     MAX_PROPOSAL_CHARS,
     AppendRules,
@@ -53,7 +54,7 @@ TREE = {"SKILL.md": "# Skill\n", "hooks/check.sh": "exit 0\n", "notes.md": "n\n"
 # The pieces replies are built from: every tag the readers look for, broken halves of them, and
 # the characters that break naive text handling.
 FRAGMENTS = [
-    '<file path="', '">', "</file>", '<delete path="', '"/>', '" />', '"', "<", ">", "/",
+    '<file path="', '">', "</file>", '<delete path="', '"/>', '" />', '"', "<", ">", "/", '<file-1 path="', "</file-1>",
     "<rule>", "</rule>", "<RULE>", "</Rule>", "<merged>", "</merged>", "rule", "Rule 2:", ":",
     "```", "```py\n", "`", "\n", " ", "\t", "\r\n", "- ", "1. ", "**", "NONE", "none",
     "SKILL.md", "notes.md", "hooks/check.sh", "../up.md", "/abs.md", "a/./b.md", "CON.md", "a:b", ".git/x",
@@ -69,15 +70,25 @@ small_replies = st.lists(st.one_of(fragment, st.text(any_char, max_size=3)), max
 
 # --- the regexes the readers replaced: the reference on inputs small enough for them ------------
 
-OLD_FILE_BLOCK = re.compile(r'<file path="([^"]+)">\n?(.*?)</file>', re.DOTALL)
-OLD_DELETE_TAG = re.compile(r'<delete path="([^"]+)"\s*/>')
+# The file-block reader as one regex: a block or a delete tag, leftmost first; a block's text is
+# everything to its own closing tag (a delete tag there is text), or to the end when none follows.
+FILE_BLOCK_OR_DELETE = re.compile(r'<(file(?:-[0-9]+)?) path="([^"]+)">\n?(.*?)(</\1>|\Z)|<delete path="([^"]+)"\s*/>',
+                                  re.DOTALL)
 OLD_CODE_FENCE = re.compile(r"^```[\w-]*\n(.*?)\n?```\s*$", re.DOTALL)
 OLD_RULE_LINE = re.compile(r"\brule\s*\d*\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE)
 
 
-def old_parse_file_blocks(proposal: str) -> dict[str, str | None]:
-    files: dict[str, str | None] = {p: t for p, t in OLD_FILE_BLOCK.findall(proposal)}
-    files.update((p, None) for p in OLD_DELETE_TAG.findall(proposal))
+def regex_parse_file_blocks(proposal: str) -> dict[str, str | None]:
+    files: dict[str, str | None] = {}
+    deleted = []
+    for found in FILE_BLOCK_OR_DELETE.finditer(proposal):
+        if found[1] and not found[4]:
+            break  # a block cut off: the rest is its text
+        if found[1]:
+            files[found[2]] = found[3]
+        else:
+            deleted.append(found[5])
+    files.update((p, None) for p in deleted)
     return files
 
 
@@ -130,8 +141,16 @@ def outcome(fn: Callable[[], object]) -> object:
 
 @FUZZ
 @given(small_replies)
-def test_parse_file_blocks_agrees_with_the_regexes_it_replaced(reply):
-    assert list(parse_file_blocks(reply).items()) == list(old_parse_file_blocks(reply).items())
+def test_parse_file_blocks_agrees_with_a_regex_reading(reply):
+    assert list(parse_file_blocks(reply).items()) == list(regex_parse_file_blocks(reply).items())
+
+
+@FUZZ
+@given(replies, replies)
+def test_any_text_reads_back_whole_from_its_block(text, other):
+    shown = {"a.md": text, "b.md": other}
+    blocks = file_block("a.md", text) + "\n" + file_block("b.md", other)
+    assert parse_file_blocks(blocks) == shown and misread(blocks, shown) is None
 
 
 @FUZZ
@@ -142,8 +161,9 @@ def test_parsed_paths_and_texts_are_exactly_what_stood_between_the_tags(reply):
         if text is None:
             assert re.search(rf'<delete path="{re.escape(path)}"\s*/>', reply)
         else:
-            assert f'<file path="{path}">{text}</file>' in reply or f'<file path="{path}">\n{text}</file>' in reply
-            assert "</file>" not in text
+            tags = set(re.findall(r"<(file(?:-[0-9]+)?) path=", reply))
+            assert any(f'<{tag} path="{path}">{newline}{text}</{tag}>' in reply and f"</{tag}>" not in text
+                       for tag in tags for newline in ("", "\n"))
 
 
 @FUZZ
@@ -393,6 +413,8 @@ ADVERSARIAL = {  # the inputs that made the old regexes quadratic or worse, and 
     "unclosed file tags": lambda n: _repeat('<file path="a">', n),
     "file tags without a closing quote": lambda n: _repeat('<file path="', n),
     "delete tags without '/>'": lambda n: _repeat('<delete path="a"  ', n),
+    "numbered file tags, unclosed": lambda n: _repeat('<file-1 path="a">', n),
+    "closing tags outside any block": lambda n: _repeat("</file-1></file>", n),
     "unclosed rule tags": lambda n: _repeat("<rule>x", n),
     "one rule tag, then blanks": lambda n: "<rule>" + " " * n,
     "'rule', then blanks": lambda n: "rule" + " " * n,
@@ -401,6 +423,7 @@ ADVERSARIAL = {  # the inputs that made the old regexes quadratic or worse, and 
 }
 READERS = {
     "parse_file_blocks": parse_file_blocks,
+    "misread": lambda text: misread(text, {"a": text}),
     "FileTree.edits_for": lambda text: FileTree(TREE).edits_for(TREE, text),
     "TreeReflector.validate": _validate,
     "tagged": lambda text: tagged(text, "rule"),
@@ -412,6 +435,8 @@ READERS = {
 PAIRS = [  # each reader on the inputs aimed at it, and on '<' * n
     ("parse_file_blocks", "unclosed file tags"), ("parse_file_blocks", "file tags without a closing quote"),
     ("parse_file_blocks", "delete tags without '/>'"), ("parse_file_blocks", "'<' * n"),
+    ("parse_file_blocks", "numbered file tags, unclosed"), ("misread", "closing tags outside any block"),
+    ("misread", "numbered file tags, unclosed"),
     ("FileTree.edits_for", "unclosed file tags"), ("TreeReflector.validate", "unclosed file tags"),
     ("tagged", "unclosed rule tags"), ("tagged", "one rule tag, then blanks"),
     ("parse_rule", "unclosed rule tags"), ("parse_rule", "'rule', then blanks"), ("parse_rule", "'<' * n"),

@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from agentdescent.artifacts.fileblocks import files_of
+from agentdescent.artifacts.fileblocks import files_of, misread
 from agentdescent.artifacts.playbook import Page, holds_rule, rule_key
 from agentdescent.artifacts.state import State
 from agentdescent.artifacts.textform import appended, edged, matching
@@ -300,9 +300,13 @@ class FileTree:
         return {p: t for p, t in tree.items() if is_frozen(p, self.frozen)}
 
     def edits_for(self, state: Mapping[str, str], proposal: str) -> list[Edit]:
-        files = files_of(_clean(proposal, cap=MAX_TREE_PROPOSAL_CHARS, controls=NUL_ONLY), state)
+        proposal = _clean(proposal, cap=MAX_TREE_PROPOSAL_CHARS, controls=NUL_ONLY)
+        files = files_of(proposal, state)
         if not files:
             raise InvalidProposal('no <file path="...">...</file> or <delete path="..."/> block found')
+        misreading = misread(proposal)  # a file cut short at a </file> its text holds, or a reply cut off
+        if misreading:
+            raise InvalidProposal(misreading)
         edits = [Edit(key=p, before=state.get(p), after=self._written(t, state, state.get(p))) for p, t in files.items()]
         broken = unreadable(edits)
         if broken:  # refused here, before a worker's own rollouts measure it (admission says the same)

@@ -3,7 +3,9 @@
     tree_reflector(model, strategy=tree)   file blocks in, validated against the strategy
 
 A reply is checked at the door before it is read (at most `MAX_TREE_PROPOSAL_CHARS` characters,
-valid Unicode, no NUL), then read by the linear `parse_file_blocks`.
+valid Unicode, no NUL), then read by the linear `parse_file_blocks`. A file whose text holds
+`</file>` is shown in a `<file-N>` block (`fileblocks.file_block`), and the prompt asks for it
+back so; a reply that would cut a file short or stops inside a block is refused (`fileblocks.misread`).
 What it leaves out: reading the folder from disk and running an agent in it.
 """
 
@@ -13,7 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from agentdescent.agents.base import Model
-from agentdescent.artifacts.fileblocks import files_of, parse_file_blocks, unclosed_file
+from agentdescent.artifacts.fileblocks import file_block, files_of, free_tag, misread, parse_file_blocks
 from agentdescent.artifacts.strategies import MAX_TREE_PROPOSAL_CHARS, FileTree, InvalidProposal
 from agentdescent.governance import Governance
 from agentdescent.governance.text import NUL_ONLY, text_refusal
@@ -45,7 +47,7 @@ class TreeReflector(Reflector):
         rules = Governance.of(self.strategy)
         editable = rules.changeable(sorted(files))
         reply = self._asked(
-            "files", format_files(files), editable=", ".join(editable) or "(none)",
+            "files", format_files(files), marked=_marked(files), editable=", ".join(editable) or "(none)",
             frozen=", ".join(p for p in sorted(files) if p not in editable) or "(none)",
             max_files=str(self.strategy.max_keys_per_diff or "any number of"), cases=describe_cases(cases),
             tried=describe_tried(tried, chars=TRIED_CHARS),
@@ -68,12 +70,10 @@ class TreeReflector(Reflector):
         saying what is wrong: a file whose text leaves part of its current text out ("rest
         unchanged") is refused, since written back it would lose that part."""
         _check_reply(reply)
-        cut = unclosed_file(reply)
-        if cut is not None:
-            raise InvalidProposal(f"the reply's block of {cut[:80]} has no </file>: the reply was cut off before its end "
-                                  "(a model's output limit?), so what came before may be only part of the change; "
-                                  "none of it is used")
         current = current or {}
+        misreading = misread(reply, current)
+        if misreading:
+            raise InvalidProposal(misreading)
         files = {path: _unfence(text, current.get(path)) if text is not None else None
                  for path, text in files_of(reply, current).items()}
         if not files:
@@ -88,11 +88,9 @@ class TreeReflector(Reflector):
                   or rules.refusal(files.keys()))
         if reason:
             raise InvalidProposal(reason)
-        proposal = "\n".join(
-            f'<delete path="{p}"/>' if t is None else f'<file path="{p}">\n{t}</file>' for p, t in files.items()
-        )
+        proposal = "\n".join(f'<delete path="{p}"/>' if t is None else file_block(p, t) for p, t in files.items())
         if parse_file_blocks(proposal) != files:  # what was checked must be what the strategy reads back
-            raise InvalidProposal("a file's text holds an unclosed <file or <delete tag that reaches into the next block")
+            raise InvalidProposal("the checked files do not read back from the proposal made of them")
         return proposal
 
 
@@ -115,7 +113,15 @@ def _elision(text: str, before: str) -> str | None:
 
 
 def format_files(files: Mapping[str, str]) -> str:
-    return "\n".join(f'<file path="{path}">\n{text}</file>' for path, text in sorted(files.items()))
+    """The files as blocks that read back as their texts (`fileblocks.file_block`)."""
+    return "\n".join(file_block(path, text) for path, text in sorted(files.items()))
+
+
+def _marked(files: Mapping[str, str]) -> str:
+    """For the prompt, how to give back each file shown in a `<file-N>` block ("" for none)."""
+    return "".join(f'\n{path} holds </file> in its text, so it is shown between <{tag} path="{path}"> and </{tag}>: '
+                   f"give it back the same way, ended by </{tag}>."
+                   for path, text in sorted(files.items()) if (tag := free_tag("file", text)) != "file")
 
 
 def _check_reply(reply: str) -> None:
