@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 import threading
 from collections import Counter
 
@@ -109,3 +110,17 @@ def test_the_policy_pickles_with_what_it_remembers_and_a_lock_of_its_own():
     assert copy("x\n", "y\n", "z\n") == "Be very brief; cite sources.\n"
     assert copy.stats == {"merged": 1, "remembered": 1} and fuse.stats == Counter(merged=1)
     assert copy._lock is not fuse._lock and copy._memo is not fuse._memo
+
+
+def test_a_text_holding_the_merged_tag_is_merged_whole():
+    """The merged text ended at the first </merged>: a file that quotes the tag was cut there."""
+    quoted = "Reply as <merged>text</merged>, then stop.\n"
+    merged = quoted + "Be very brief; cite sources.\n"
+
+    def model(prompt):  # answers in the block the prompt asks for, with the whole merged text
+        tag = re.search(r"alone inside <(merged(?:-[0-9]+)?)>", prompt)[1]
+        return f"<{tag}>\n{merged}</{tag}>"
+
+    fuse = llm_fusion(model)
+    assert fuse(quoted + "Be brief.\n", quoted + "Be very brief.\n", quoted + "Be brief; cite sources.\n") == merged
+    assert fuse.stats == {"merged": 1}

@@ -5,7 +5,9 @@ and the merged text read out of it meets the control-code rule admission applies
 text: a fused text reaches the ledger without passing admission again. A reply that fails either
 check is unreadable and the edits stay in conflict; the reason is logged. So do they when the
 model call fails (an `AgentError`: a wrong key, a reply cut at its output limit, a refusal): one
-failed merge is the conflict policy's to settle, not the end of the run.
+failed merge is the conflict policy's to settle, not the end of the run. The merged text is asked
+for in a <merged> block, or a <merged-N> one when a text to merge holds </merged>
+(`fileblocks.free_tag`), so that a text holding the tag comes back whole, never cut at it.
 
 One step asks the same merge more than once (`step.resolve` folds the step's changes again once
 the contested ones are measured, and every merge of the fold is asked again), so the model's
@@ -24,6 +26,7 @@ from collections import Counter, OrderedDict
 from typing import Literal
 
 from agentdescent.agents.base import Model
+from agentdescent.artifacts.fileblocks import free_tag
 from agentdescent.errors import AgentError
 from agentdescent.governance.text import NUL_ONLY, text_refusal
 from agentdescent.reflect.reflector import tagged
@@ -79,8 +82,9 @@ class LLMFusion:
 
     def _ask(self, base: str | None, ours: str, theirs: str) -> tuple[str | Literal[False], str]:
         """The model's merge (False where it made none) and which answer it was, for `stats`."""
+        tag = free_tag("merged", *(text.lower() for text in (base or "", ours, theirs)))  # tags match in any case
         try:
-            answer = self.model(fill(template("fusion"), base=base or "", ours=ours, theirs=theirs))
+            answer = self.model(fill(template("fusion"), base=base or "", ours=ours, theirs=theirs, tag=tag))
         except AgentError as exc:
             # Remembered like any answer: the client has already retried what is transient, so what
             # reaches here is a wrong key, a refusal, a reply cut at its output limit (paid for, and cut
@@ -88,7 +92,7 @@ class LLMFusion:
             # the step would repeat the wait, and often the bill, most likely to fail the same way.
             log.warning("llm_fusion: the model call failed, so the edits stay in conflict: %s", exc)
             return False, "error"
-        text = self._read(as_text(answer, "the model given to llm_fusion()", what="the reply", strict=True))
+        text = self._read(as_text(answer, "the model given to llm_fusion()", what="the reply", strict=True), tag)
         if not text:
             return False, "unreadable"
         return (text + "\n" if ours.endswith("\n") and not text.endswith("\n") else text), "merged"
@@ -100,10 +104,10 @@ class LLMFusion:
         while len(self._memo) > MEMO_ENTRIES or sum(len(a) for a in self._memo.values() if isinstance(a, str)) > MEMO_CHARS:
             self._memo.popitem(last=False)
 
-    def _read(self, reply: str) -> str | None:
-        """The merged text in `reply`, or None when there is none or it must not be used."""
+    def _read(self, reply: str, tag: str) -> str | None:
+        """The merged text in `reply`'s <tag> block, or None when there is none or it must not be used."""
         refused = text_refusal(reply, cap=MAX_REPLY_CHARS, controls=NUL_ONLY, what="fusion reply")
-        text = None if refused else tagged(reply, "merged")
+        text = None if refused else tagged(reply, tag)
         if text:
             refused = text_refusal(text, cap=MAX_REPLY_CHARS, what="merged text")
         if refused:
@@ -129,7 +133,7 @@ def _asked(base: str | None, ours: str, theirs: str) -> str:
 
 def llm_fusion(model: Model) -> LLMFusion:
     """`Policies(fusion=llm_fusion(model))`: overlapping same-key edits are merged by `model`
-    instead of going to the conflict policy; a reply without a <merged> block, or a call that fails
+    instead of going to the conflict policy; a reply without its <merged> block, or a call that fails
     (counted in `stats["error"]` and logged), leaves them in conflict. The same merge asked again
     is answered from memory (counted in `stats["remembered"]`), not by another call."""
     plain_callable(model, "llm_fusion's model")
