@@ -292,6 +292,78 @@ def test_a_candidate_too_large_for_a_page_sends_what_fits_and_names_the_rest(run
     assert open(met.template_file, encoding="utf-8").read() == template
 
 
+def named(group: hostwork.CandidateWork, field: str) -> list[str]:
+    """The paths a group names in `field` (`unsent` or `deleted`), on the page or in the file it gives."""
+    listed, spilled = getattr(group, field), getattr(group, f"{field}_file")
+    assert listed is None or spilled is None
+    return listed or (open(spilled, encoding="utf-8").read().splitlines() if spilled else [])
+
+
+def skill_of_many_files(folder, count: int) -> dict[str, str]:
+    """A skill folder of `count` one-line notes beside its SKILL.md, made in `folder`; its files by path."""
+    disk = {"SKILL.md": "---\nname: my-skill\n---\nAnswer the question.\n" + "Read the notes. " * 40}
+    disk |= {f"reference/section-{i // 50:02d}/note-{i:04d}-about-some-topic.md": f"note {i}\n" for i in range(count)}
+    for path, text in disk.items():
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_text(text, encoding="utf-8")
+    return disk
+
+
+@pytest.mark.parametrize("count", [150, 600])
+def test_a_folder_of_many_small_files_sends_what_fits_and_names_the_rest_within_the_page(run, tmp_path, count):
+    """The paths a page leaves out have no bound of their own: past a page, their list is a file
+    to read, and the page holds as many of the smallest files as fit."""
+    folder = tmp_path / "ws"
+    disk = skill_of_many_files(folder, count)
+    post(run, {"prompt": "task 1", "cwd": folder})
+    work = hostwork.take(run, ME)
+    [met] = work.work
+    assert hostfiles.sent_bytes(work) <= hostwork.PAGE_BYTES and len(met.requests) == 1
+    assert len(met.files) > 50 and "SKILL.md" not in met.files  # the smallest first: the largest is read there
+    assert all(disk[path] == text for path, text in met.files.items())
+    assert sorted([*met.files, *named(met, "unsent")]) == sorted(disk)
+    hostwork.submit(run, [Answer(request_id=met.requests[0].request_id, answer="done")])
+
+    (folder / "SKILL.md").write_text("changed\n", encoding="utf-8")  # near the one met: the files it lacks come
+    post(run, {"prompt": "task 2", "cwd": folder})
+    work = hostwork.gather(run, ME, wait=10)  # the first may still be open, its asker not yet answered: post waits for one
+    [near] = work.work
+    assert hostfiles.sent_bytes(work) <= hostwork.PAGE_BYTES and near.base == met.candidate
+    assert sorted([*near.files, *named(near, "unsent")]) == sorted(set(disk) - set(met.files))
+
+
+def test_a_request_that_comes_while_a_page_is_gathered_goes_in_only_if_it_fits(run, tmp_path, monkeypatch):
+    """Its candidate's group, however much of it is moved out, may not fit what the page has left:
+    then it waits for the next page."""
+    monkeypatch.setattr(hostwork, "SETTLE_S", 10.0)  # a loaded machine posts the second late: the page still waits for it
+    monkeypatch.setattr(hostwork, "GATHER_S", 10.0)
+    skill_of_many_files(tmp_path / "a", 150), skill_of_many_files(tmp_path / "b", 160)
+    post(run, {"prompt": "task 1", "cwd": tmp_path / "a"})
+
+    def later() -> None:  # once the first is taken: while the page is gathered
+        while not any(claimed for _, claimed in Mailbox(run.file("mailbox")).open()):
+            time.sleep(0.01)
+        post(run, {"prompt": "task 2", "cwd": tmp_path / "b"})
+    poster = threading.Thread(target=later, daemon=True)
+    poster.start()
+    work = hostwork.gather(run, ME, wait=10)
+    poster.join(10)
+    assert hostfiles.sent_bytes(work) <= hostwork.PAGE_BYTES
+    assert [r.prompt for g in work.work for r in g.requests] == ["task 1"] and work.waiting == 1
+    hostwork.submit(run, [Answer(request_id=work.work[0].requests[0].request_id, answer="done")])
+    [met] = hostwork.take(run, ME).work
+    assert [r.prompt for r in met.requests] == ["task 2"] and hostfiles.sent_bytes(met) < hostwork.PAGE_BYTES
+
+
+def test_a_long_list_of_deleted_files_is_read_in_a_file_when_the_page_is_full(run):
+    deleted = [f"reference/note-{i:04d}-about-some-topic.md" for i in range(600)]
+    group = hostwork.CandidateWork(candidate="c2", kind="rollout", workspace="/ws", base="c1", deleted=deleted,
+                                   files={"SKILL.md": "changed\n"}, requests=[])
+    hostfiles.fitted(group, run, 6_000)
+    assert hostfiles.sent_bytes(group) <= 6_000 and group.files == {"SKILL.md": "changed\n"} and group.deleted is None
+    assert named(group, "deleted") == deleted
+
+
 def test_a_rollout_helper_and_a_reflection_helper_of_one_conversation_each_get_the_text(run):
     """They share one holder (one MCP server), and each must read the candidate it works on."""
     post(run, {"prompt": "improve it", "context": "RULES A"}, kind="proposal")

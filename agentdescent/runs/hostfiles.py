@@ -2,10 +2,12 @@
 conversation already met (`Seen`), and a group's parts fitted to one page (`fitted`).
 
 A candidate's parts can be as large as the artifact (a 50 KB prompt file, a skill folder's
-files); a host that cuts a long tool result would lose the request ids after them. So a group
-too large for its page sends its largest files as `unsent` (the host reads them in the
-workspace), and a text or template past the page as a file of the run's folder whose path it
-gives (`context_file`, `template_file`), which the host reads with its own file tools.
+files, or hundreds of small ones); a host that cuts a long tool result would lose the request
+ids after them. So a group too large for its page sends its smallest files and names its largest
+as `unsent` (the host reads them in the workspace), and a text, a template or a list of paths past
+the page as a file of the run's folder whose path it gives (`context_file`, `template_file`,
+`unsent_file`, `deleted_file`: a list's file holds one path a line), which the host reads with its
+own file tools.
 
 Left out: the requests themselves and the page's other groups (`hostwork`).
 """
@@ -29,6 +31,7 @@ __all__ = ["FILE_BYTES", "SKILL_FOLDERS", "Seen", "fitted", "sent_bytes", "sent_
 FILE_BYTES = 200_000  # a workspace file past this is read by the host itself, not sent
 SKILL_FOLDERS = (".claude", ".agents", ".codex")  # hidden folders a host reads skills from
 SPILLED = "host-files"  # the run's folder for texts too long to send
+LIST_BYTES = 1_000  # a list of paths past this, in a group too large for its page, is read in a file: the page holds files
 
 
 class Group(Protocol):
@@ -36,7 +39,10 @@ class Group(Protocol):
 
     candidate: str
     files: dict[str, str] | None
+    deleted: list[str] | None
+    deleted_file: str | None
     unsent: list[str] | None
+    unsent_file: str | None
     context: str | None
     context_file: str | None
     template: str | None
@@ -56,28 +62,53 @@ def sent_bytes(answer: Any) -> int:
 
 def fitted(group: Group, run: RunDir, room: int) -> Group:
     """`group` (changed in place) with its JSON within `room` bytes where moving its parts out can
-    do it: its largest files first, then its context, then its template."""
-    size = sent_bytes(group)
-    sent = sorted((group.files or {}).items(), key=lambda item: len(item[1]))
-    while size > room and sent:
-        path, text = sent.pop()
-        size -= sent_bytes(path) + sent_bytes(text) + 2  # "path":"text",
-        group.unsent = sorted([*(group.unsent or []), path])
-        size += sent_bytes(path) + 1  # "path",
-    if group.files is not None:
-        group.files = dict(sent) if sent or not group.files else None
-    if size > room and group.context:
+    do it: as many of its smallest files as fit, the others named in `unsent` (a list past
+    `LIST_BYTES` in a file, as a long `deleted` is), then its context out, then its template."""
+    if sent_bytes(group) > room and (group.files or group.unsent or group.deleted):
+        _files_fitted(group, run, room)
+    if sent_bytes(group) > room and group.context:
         group.context_file, group.context = _spilled(run, f"context-{group.candidate}", group.context), None
-        size = sent_bytes(group)
-    if size > room and group.template:
+    if sent_bytes(group) > room and group.template:
         group.template_file, group.template = _spilled(run, f"template-{_digest(group.template)}", group.template), None
     return group
 
 
+def _files_fitted(group: Group, run: RunDir, room: int) -> None:
+    """`group` keeping the most of its smallest files that fit in `room` (none, when none do): a page
+    is a size measured as sent, which grows with the files kept, so the count is searched."""
+    whole, unsent, deleted = group.files, list(group.unsent or ()), group.deleted
+    files = sorted((whole or {}).items(), key=lambda item: len(item[1]))
+
+    def keep(count: int, write: bool = False) -> None:
+        group.files = dict(files[:count]) if count or whole == {} else None
+        group.unsent, group.unsent_file = _listed(run, "unsent", sorted([*unsent, *(p for p, _ in files[count:])]), write)
+        group.deleted, group.deleted_file = _listed(run, "deleted", deleted, write)
+
+    low, high = 0, len(files)
+    while low < high:
+        middle = (low + high + 1) // 2
+        keep(middle)
+        low, high = (middle, high) if sent_bytes(group) <= room else (low, middle - 1)
+    keep(low, write=True)
+
+
+def _listed(run: RunDir, name: str, paths: list[str] | None, write: bool) -> tuple[list[str] | None, str | None]:
+    """(`paths`, None) when their JSON is within `LIST_BYTES`, else (None, the file of the run's
+    folder that holds them one a line), written if `write`."""
+    if not paths or sent_bytes(paths) <= LIST_BYTES:
+        return paths or None, None
+    text = "".join(f"{path}\n" for path in paths)
+    name = f"{name}-{_digest(text)}"
+    return None, _spilled(run, name, text) if write else str(_spill_path(run, name))
+
+
+def _spill_path(run: RunDir, name: str) -> Path:
+    return run.file(SPILLED) / f"{name}.txt"
+
+
 def _spilled(run: RunDir, name: str, text: str) -> str:
-    folder = run.file(SPILLED)
-    folder.mkdir(exist_ok=True)
-    path = folder / f"{name}.txt"
+    path = _spill_path(run, name)
+    path.parent.mkdir(exist_ok=True)
     if not path.exists():
         atomic.write_text(path, text)
     return str(path)

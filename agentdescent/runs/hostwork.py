@@ -66,7 +66,9 @@ class CandidateWork(BaseModel):
     files: dict[str, str] | None = _unless_none()  # the workspace's files, the first time this holder meets the candidate
     base: str | None = _unless_none()  # `files` holds only the files that differ from this candidate's, met before
     deleted: list[str] | None = _unless_none()  # with `base`: its files this candidate does not have
+    deleted_file: str | None = _unless_none()  # `deleted`, too long to send: read it in this file, one path a line
     unsent: list[str] | None = _unless_none()  # the workspace's files `files` leaves out (not text, or large): read there
+    unsent_file: str | None = _unless_none()  # `unsent`, too long to send: read it in this file, one path a line
     context: str | None = _unless_none()  # a text run: the artifact each task is done with, the first time this holder meets it
     context_file: str | None = _unless_none()  # the context, too long to send: read it in this file
     template: str | None = _unless_none()  # each request's whole prompt is this with {task} replaced by the request's prompt
@@ -117,8 +119,9 @@ def take(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS, *, budget: 
 
 
 def _take(run: RunDir, holder: Claim, kinds: tuple[str, ...], *, budget: int = PAGE_BYTES,
-          fresh: bool = False) -> HostWork:
-    """`take` of `kinds` the run is known to ask the host for."""
+          fresh: bool = False, topping: bool = False) -> HostWork:
+    """`take` of `kinds` the run is known to ask the host for; `topping`: to add to a page already
+    taken, whose room `budget` is, so nothing past it goes in."""
     mailbox = Mailbox(run.file("mailbox"))
     listing = [(request, claimed) for request, claimed in mailbox.open() if request.kind in kinds]
     held = mailbox.renew(holder, listing)
@@ -133,17 +136,18 @@ def _take(run: RunDir, holder: Claim, kinds: tuple[str, ...], *, budget: int = P
             group, files = groups[key], None
         else:
             group, files = _opened(request, seen[request.kind])
+            offered = set(group.files or ())  # the files that differ from its base's, or all of them
             if not groups:  # the page's first group goes whole into it, or as much of it as can
                 fitted(group, run, left - min(len(json.dumps(text)), 300) - 130)
         size = len(json.dumps(text)) + _request_bytes(request.id) + (0 if key in groups else sent_bytes(group) + 1)
-        full = size > left and groups or sum(len(g.requests) for g in groups.values()) >= PAGE_REQUESTS
+        full = size > left and (groups or topping) or sum(len(g.requests) for g in groups.values()) >= PAGE_REQUESTS
         if full or not mailbox.claim(request.id, holder=holder, lease=LEASE_SECONDS):
             waiting += mailbox.holder_of(request.id) != holder.holder  # not: a call of its own, at once, took it
             continue
         if key not in groups:
             groups[key] = group
             if group.candidate not in seen[request.kind]:  # a candidate met before keeps the digests it was sent with
-                sent = {path: text for path, text in (files or {}).items() if path not in (group.unsent or ())}
+                sent = {path: text for path, text in (files or {}).items() if path in (group.files or ()) or path not in offered}
                 seen[request.kind].add(group.candidate, sent)
         page = cut_to(text, max(200, left - size + len(json.dumps(text))))
         group.requests.append(HostRequest(request_id=request.id, prompt=page, continues=len(page) < len(text)))
@@ -188,7 +192,7 @@ def gather(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS, *, wait: 
     settled, until = time.monotonic() + SETTLE_S, time.monotonic() + GATHER_S
     while work.work and not work.waiting and time.monotonic() < min(settled, until):
         time.sleep(POLL_S)
-        more = _take(run, holder, kinds, budget=PAGE_BYTES - sent_bytes(work))
+        more = _take(run, holder, kinds, budget=PAGE_BYTES - sent_bytes(work), topping=True)
         if more.work:
             work = _merged(work, more)
             settled = time.monotonic() + SETTLE_S

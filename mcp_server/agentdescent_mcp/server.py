@@ -340,9 +340,9 @@ def host_next(run_id: RunId, kind: Kind = None, wait: Wait = 20, fresh: Fresh = 
     `base` only the files that differ from that candidate's (`deleted`: those it lacks); later its
     id alone (a helper's first call says fresh=true, and each comes whole again): do every task of
     the group from that artifact alone. Files too large to send are
-    `unsent` (read them in the workspace), a text too long is a `context_file` or `template_file`
-    (read that file). A group's `template` is each of
-    its prompts whole, with {task} where the request's prompt goes. A rollout's prompt is a task
+    `unsent` (read them in the workspace), a text too long is a `context_file` or `template_file`,
+    a list of names too long an `unsent_file` or `deleted_file` (read that file: one name a line).
+    A group's `template` is each of its prompts whole, with {task} where the request's prompt goes. A rollout's prompt is a task
     to answer as the artifact's instructions say, not a request from the user; a proposal's
     prompt asks for an improvement in a stated format. Answer them all in one host_submit. A
     prompt with `continues` goes on: host_read gives the rest. `running` false: the run has ended,
