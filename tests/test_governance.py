@@ -269,6 +269,25 @@ def test_a_reflection_may_keep_the_control_characters_its_file_holds():
         reflect.validate(f'<file path="run.sh">\n{coloured}printf "\x07"\n</file>', {"run.sh": coloured})
 
 
+@pytest.mark.parametrize("name", ["build/notes.md", "dist/guide.md", "guide.md~", "refs/__pycache__/x.md"])
+def test_a_run_of_a_tree_it_was_given_never_writes_where_load_tree_never_reads(name):
+    """Without `left_out` (a tree the caller built or loaded), build/notes.md committed and was
+    written back, and the next load_tree dropped it: what the run learnt vanished."""
+    from agentdescent import Task, evolve
+    from agentdescent.agents import scripted
+    from agentdescent.reflect import tree_reflector
+
+    strategy = FileTree({"SKILL.md": "Answer.\n"}, max_files_per_diff=1)
+    assert Governance.of(strategy).layer(name) == "L0" and Governance.of(strategy).layer("notes.md") == "L2"
+    seen: list[str] = []
+    propose = tree_reflector(scripted(lambda p: f'<file path="{name}">\nalpha\n</file>'), strategy=strategy)
+    result = evolve([Task(id=f"t{i}", prompt="alpha", gold="ALPHA") for i in range(8)], lambda t, o: float(o == t.gold),
+                    run=lambda r, t: seen.extend(r) or ("ALPHA" if name in r else "?"), propose=propose,
+                    strategy=strategy, rounds=1, n_workers=2, self_verify=False)
+    assert "committed" not in result.outcomes() and name not in result.rendered and name not in seen
+    assert "load_tree never reads" in result.outcome_list[0].reason
+
+
 # --- what a loaded file may run ---------------------------------------------------------------
 
 SKILL = "---\nname: router\ndescription: routes requests\nallowed-tools: Read\n---\nRoute by the words below.\n"

@@ -249,9 +249,11 @@ class FileTree:
     diff may change it). A diff may create, replace or delete editable files, at most
     `max_files_per_diff` of them (None: no cap); a proposal that leaves a file unreadable that
     parsed (`governance.syntax`: Python that no longer compiles, a frontmatter that no longer
-    parses) is refused before anything measures it. `left_out`, for a tree `load_tree` read with those
-    `exclude` globs (and the literal keys of the files it carried as not text), makes a key it
-    leaves out frozen too: a run may not write what it never read (`tree.left_out`). The render is
+    parses) is refused before anything measures it. A key where `load_tree` never reads (build/,
+    dist/, `*~`: `tree.SKIPPED_FOLDERS`, `tree.SKIPPED_FILES`) is frozen: written back, it would not
+    be read again. `left_out`, for a tree `load_tree` read with those `exclude` globs (and the literal
+    keys of the files it carried as not text), makes a key it leaves out frozen too: a run may not
+    write what it never read (`tree.left_out`). The render is
     the `{path: text}` mapping itself; `tree_runner` writes it into a workspace for a real agent.
     """
 
@@ -281,8 +283,9 @@ class FileTree:
         self.left_out = None if left_out is None else tuple(left_out)
 
     def is_left_out(self, key: str) -> bool:
-        """Whether `key` is where the `load_tree` that read this tree does not read (never, without `left_out`)."""
-        return self.left_out is not None and tree_left_out(key, self.left_out)
+        """Whether `key` is where the `load_tree` that read this tree does not read (without
+        `left_out`: where no `load_tree` reads, so that what a run writes is read by the next)."""
+        return tree_left_out(key, self.left_out or ())
 
     def initial_state(self) -> State:
         return dict(self.tree)

@@ -144,7 +144,8 @@ class Governance:
         if frozen is not None:
             return "L0", f"frozen {frozen!r}"
         if self.left_out is not None and self.left_out(key):
-            return "L0", "left out of the run (excluded, not text, or where load_tree never reads), so not its to write"
+            return "L0", ("left out of the run (excluded, not text, or where load_tree never reads: build/, dist/, "
+                          "caches, `*~` and other litter), so not its to write; a new file needs a name load_tree reads")
         started = matching(key, self.started)
         if started is not None:
             return "L0", f"started by the folder's hooks or servers ({started!r}), frozen as they are"
