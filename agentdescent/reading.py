@@ -194,16 +194,16 @@ def unusable_path(exc: BaseException) -> str | None:
     path = exc.filename if exc.filename is not None else exc.filename2
     if exc.errno == errno.ENAMETOOLONG:
         return _too_long(path)
-    return (f"cannot follow the path {_shown_path(path)}: {exc.strerror or 'too many levels of symbolic links'}; "
+    return (f"cannot follow the path {shown_path(path)}: {exc.strerror or 'too many levels of symbolic links'}; "
             "give a path through real folders, with no symlink that leads back to itself")
 
 
 def _too_long(path: object) -> str:
-    return (f"the path {_shown_path(path)} is too long for the system (a name in it over {NAME_MAX} bytes, or the "
+    return (f"the path {shown_path(path)} is too long for the system (a name in it over {NAME_MAX} bytes, or the "
             f"whole over {PATH_MAX}); give a shorter path")
 
 
-def _shown_path(path: object) -> str:
+def shown_path(path: object) -> str:
     """A path for one line of an error: quoted, its start and end when it is long."""
     if path is None:
         return "given"

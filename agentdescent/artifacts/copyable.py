@@ -9,7 +9,8 @@ without end), nor can a file that cannot be read or a folder that cannot be list
 larger than the free space beside the target, or than `MAX_BACKUP_BYTES` (a sparse file of
 50 GB takes no room until copied), would fill the disk or take minutes; a folder chain deeper than
 `MAX_BACKUP_DEPTH` would stop the copy (`shutil.copytree` calls itself once a level) with a
-`RecursionError`. Each is found by one walk that follows no link and calls nothing once a level,
+`RecursionError`; a file whose copy's path (`.<name>.bak-N/<name>/<path in it>` beside the target)
+would pass the system's `PATH_MAX` cannot be made. Each is found by one walk that follows no link and calls nothing once a level,
 and named with its fix.
 
 A write-back's plan and a restore read the target too, to compare it: `readable` names what they
@@ -34,6 +35,7 @@ from pathlib import Path
 from agentdescent.errors import UserError
 from agentdescent.governance.paths import is_git_repository
 from agentdescent.quoting import first_of
+from agentdescent.reading import NAME_MAX, PATH_MAX, shown_path
 from agentdescent.walking import walk
 
 __all__ = ["MAX_BACKUP_BYTES", "MAX_BACKUP_DEPTH", "copy", "copy_problems", "readable", "why_not_copied"]
@@ -42,16 +44,20 @@ MAX_BACKUP_BYTES = 4 << 30  # a skill or prompt folder is far smaller; past this
 MAX_BACKUP_DEPTH = 200  # folders inside folders a backup copies, well within the copy's recursion
 _SPARE_BYTES = 64 << 20  # left free beside the target after the copy
 _FULL = (errno.ENOSPC, errno.EDQUOT)  # a disk that filled up, a quota spent: space is the fix, not permissions
+_NUMBER_BYTES = 6  # room for a backup's number in its folder's name, which copy_problems cannot know yet
+_COPIED_AS = ".partial"  # the name the copy has in the backup folder until complete (`backups.PARTIAL`)
 _KINDS = {stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device"}
 
 
 def copy_problems(target: Path) -> list[str]:
     """What keeps `target` from being backed up whole, each with its fix; [] when nothing does."""
     special, unreadable, sizes = [], [], []
-    deepest = target
+    deepest, longest = target, target
     for path, info in _entries(target):
         if stat.S_ISDIR(info.st_mode) and len(path.parts) > len(deepest.parts):
             deepest = path
+        if len(os.fsencode(path)) > len(os.fsencode(longest)):
+            longest = path
         kind = _KINDS.get(stat.S_IFMT(info.st_mode))
         if kind:
             special.append(f"{path.relative_to(target.parent)} ({kind})")
@@ -70,6 +76,9 @@ def copy_problems(target: Path) -> list[str]:
     if deep is not None:
         problems.append(f"{deep} cannot be copied into a backup, which takes folders at most {MAX_BACKUP_DEPTH} deep: "
                         f"move it out of {target.name} ({whole})")
+    too_long = _too_long(target, longest)
+    if too_long is not None:
+        problems.append(f"{too_long} ({whole})")
     total = sum(size for size, _ in sizes)
     free = _free(target.parent)
     largest = ", ".join(f"{p.relative_to(target.parent)} ({_gb(s)})" for s, p in sorted(sizes, reverse=True)[:3])
@@ -129,6 +138,23 @@ def _chain(target: Path, deepest: Path) -> str | None:
     if len(levels) <= MAX_BACKUP_DEPTH:
         return None
     return f"the folder chain {Path(target.name, *levels[:3])}{os.sep}... ({len(levels):,} folders deep)"
+
+
+def _too_long(target: Path, longest: Path) -> str | None:
+    """Why the copy of `longest` (the longest path under `target`) would have a path the system
+    refuses, and the fix; None when it would not. Measured as the backup lays it out, with room
+    for the backup's number: `.<name>.bak-N/<name or .partial>/<path in the target>` beside it."""
+    name = len(os.fsencode(target.name))
+    stem = name if name <= NAME_MAX - 24 else NAME_MAX - 31  # `backups.base_name`: a long name is cut and hashed
+    beside = len(os.fsencode(os.path.abspath(target.parent))) + 1 + len(".") + stem + len(".bak-") + _NUMBER_BYTES
+    inside = len(os.fsencode(longest)) - len(os.fsencode(target))  # "/<path in the target>"
+    length = beside + 1 + max(name, len(_COPIED_AS)) + inside
+    if length < PATH_MAX:
+        return None
+    return (f"{shown_path(longest.relative_to(target.parent))} would have a path of {length:,} bytes in a backup "
+            f"(.{target.name}.bak-N{os.sep}{target.name}{os.sep}... beside it), and the system takes at most "
+            f"{PATH_MAX - 1:,}: shorten the names of the folders on its way, or move {target.name} to a folder "
+            f"with a shorter path than {shown_path(target.parent)}")
 
 
 def _free(folder: Path) -> int | None:
