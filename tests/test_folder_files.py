@@ -270,3 +270,20 @@ def test_a_text_file_saved_in_another_encoding_is_named_with_it_and_a_skill_md_i
     with pytest.raises(SpecError, match=r"none of its 1 files is UTF-8 text, so a run would have nothing to change: "
                                         r"helper.md \(not valid UTF-8"):
         service.plan(spec_of(folder))
+
+
+@pytest.mark.parametrize("folder, suggested", [("my:skill", "my-skill"), ("con", "con-skill"), ("skill.", "skill")])
+def test_plan_refuses_a_skill_folder_name_no_rollout_can_use_and_says_to_set_name(service, tmp_path, folder, suggested):
+    """A folder named my:skill, its SKILL.md's name: not a valid one, passed plan; the run then
+    failed as it started, with a message naming the Python `name=` argument."""
+    target = tmp_path / folder
+    shutil.copytree(ROOT / "examples/skills/support-router", target)
+    skill = target / "SKILL.md"
+    skill.write_text(skill.read_text(encoding="utf-8").replace("name: support-router", "name: Support_Router"),
+                     encoding="utf-8")
+    with pytest.raises(SpecError) as refused:
+        service.plan(spec_of(target))
+    [problem] = refused.value.problems
+    assert problem.field == "name" and f"named {folder!r}" in problem.message and "name=" not in problem.message
+    assert problem.message.endswith(f"set name: in the spec (lowercase letters, digits and hyphens), e.g. name: {suggested}")
+    assert service.plan(spec_of(target, name=suggested)).target == str(target)

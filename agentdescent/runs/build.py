@@ -24,7 +24,6 @@ from typing import Any
 from agentdescent import reading, refcheck
 from agentdescent.artifacts import AppendRules, FileTree, SingleSlot, Strategy
 from agentdescent.artifacts.copyable import copy_problems
-from agentdescent.artifacts.workspace import skill_name
 from agentdescent.dataloader import hf_rows, tasks_from
 from agentdescent.dataloader.local import file_rows
 from agentdescent.dataloader.tasks import check_ids, columns_of, guess_columns
@@ -42,14 +41,13 @@ from agentdescent.governance import (
 from agentdescent.quoting import described, quoted
 from agentdescent.runs import containment
 from agentdescent.runs.agentcheck import agent_problems
+from agentdescent.runs.placement import layout_of, name_of, name_problem
 from agentdescent.runs.spec import Problem, RunSpec, SpecError, TasksSpec
 from agentdescent.runs.store import stored_tasks
 from agentdescent.runs.targetread import has_files, literal_glob, read_folder, unsaved_text
 from agentdescent.scoring import GRADER_TIMEOUT, scorer
 from agentdescent.types import Task
 
-LAYOUT_OF_KIND = {"skill_dir": "claude_skill", "agent_dir": "claude_agents", "plugin": "plugin"}
-LAYOUT_OF_AGENT = {("skill_dir", "codex"): "agents_skill"}  # where that agent looks, where it differs from the kind's
 RADIUS_OF_KIND = {"skill_dir": SKILL_BLAST_RADIUS, "agent_dir": HARNESS_BLAST_RADIUS, "plugin": PLUGIN_BLAST_RADIUS}
 PLUGIN_AGENTS = ("claude_code", "host", "python")  # the agents a plugin's rollouts can load it into
 
@@ -267,6 +265,7 @@ def _target_problems(spec: RunSpec, assets: dict[str, bytes], executable: set[st
     found = [Problem(field=f"frozen[{i}]", message=f"{glob!r} matches no file of {spec.target}; "
                                                     f"its files are {', '.join(sorted(content)[:8])}")
              for i, glob in enumerate(spec.frozen) if not any(matching(path, [glob]) for path in content)]
+    found += [Problem(field="name", message=said) for said in [name_problem(spec, target_kind(spec), content)] if said]
     root, tasks = Path(spec.target).resolve(), Path(spec.tasks.file).resolve() if spec.tasks.file else None
     inside = tasks.relative_to(root).as_posix() if tasks and tasks.is_relative_to(root) else None
     if inside in content:  # its gold answers in every rollout's workspace, and a change may edit them
@@ -384,8 +383,7 @@ def assemble(spec: RunSpec, tasks: list[Task], content: str | dict[str, str],
     radius = spec.blast_radius
     blast = BLAST_RADII[radius] if isinstance(radius, str) else radius if radius is not None else RADIUS_OF_KIND[kind]
     return Materials(kind=kind, content=content, tasks=tasks, strategy=strategy, blast_radius=blast, tree=dict(content),
-                     layout=spec.layout or LAYOUT_OF_AGENT.get((kind, spec.agent.kind), LAYOUT_OF_KIND[kind]),
-                     name=spec.name or skill_name(content.get("SKILL.md"), Path(spec.target).name), assets=assets or {},
+                     layout=layout_of(spec, kind), name=name_of(spec, content), assets=assets or {},
                      executable=frozenset(executable))
 
 
