@@ -129,8 +129,15 @@ def _case_clash(root):
     return "skill.md", "'SKILL.md'"
 
 
+def _case_clash_sorting_first(root):
+    """A stray SKILL.MD sorts before SKILL.md: the refusal said to exclude the real one, and a
+    skipping load dropped it."""
+    (root / "SKILL.MD").write_bytes(b"an old copy\n")
+    return "SKILL.MD", "it and 'SKILL.md' would be one file"
+
+
 REFUSALS = [_binary, _not_utf8, _oversize, _link_to_a_file_inside, _link_to_a_folder_outside, _fifo,
-            _newline_in_name, _backslash_in_name, _case_clash]
+            _newline_in_name, _backslash_in_name, _case_clash, _case_clash_sorting_first]
 
 
 @pytest.mark.parametrize("hazard", REFUSALS, ids=lambda hazard: hazard.__name__.strip("_"))
@@ -153,6 +160,18 @@ def test_each_refusal_is_skipped_and_listed_when_asked(tmp_path, hazard):
     assert tree == {k: v.decode("utf-8") for k, v in SKILL.items()}
     assert [k for k, _ in skipped] == [key] and rule in skipped[0][1]
     assert load_tree(root, max_file_bytes=1_000, on_unreadable="skip") == tree  # listing is optional
+
+
+@pytest.mark.parametrize("needed, stray", [("SKILL.md", "SKILL.MD"), (".claude-plugin/plugin.json", ".claude-plugin/PLUGIN.json"),
+                                           ("SKILL.md", "Skill.md")])
+def test_of_a_clashing_pair_the_name_a_host_needs_is_kept_and_the_stray_named(tmp_path, needed, stray):
+    root = write(tmp_path / "folder", {needed: b"{}\n", stray: b"stray\n", "notes.md": b"n\n"})
+    with pytest.raises(UserError, match=f"cannot load .*{stray}': it and '{needed}' would be one file") as refused:
+        load_tree(root)
+    assert f"rename it, or exclude=['{stray}']" in str(refused.value)
+    skipped: list[tuple[str, str]] = []
+    assert sorted(load_tree(root, on_unreadable="skip", skipped=skipped)) == sorted([needed, "notes.md"])
+    assert [key for key, _ in skipped] == [stray]
 
 
 def test_a_huge_file_is_refused_by_its_size_before_a_byte_is_read(tmp_path):

@@ -37,6 +37,7 @@ SKIPPED_FILES = (
     "*.swp", "*.swo", "*~", ".#*",                                  # editor swap, backup and lock files
     "*.bak-[0-9]*", ".*.tmp", ".*.lock",                            # write_to's backups, temp files, locks
 )
+NEEDED_NAMES = ("SKILL.md", ".claude-plugin/plugin.json")  # spelt so for a host to load the folder: kept of a clashing pair
 _FOLDER_NAME = re.compile("|".join(fnmatch.translate(p) for p in SKIPPED_FOLDERS))
 _FILE_NAME = re.compile("|".join(fnmatch.translate(p) for p in SKIPPED_FILES))
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
@@ -76,7 +77,8 @@ def load_tree(
     - Refused: a symlink (to a file or a folder, inside or outside; never followed), a FIFO,
       socket or device, a file with a NUL byte or that is not valid UTF-8, a file or folder whose
       relative path `governance.unsafe_key_reason` refuses, the later of two files that
-      `governance.clashes` finds (`SKILL.md` and `skill.md`: one file on macOS), a folder that
+      `governance.clashes` finds (`SKILL.md` and `skill.md`: one file on macOS; the stray, beside a
+      name a host needs spelt so, `NEEDED_NAMES`: `SKILL.md`, `.claude-plugin/plugin.json`), a folder that
       cannot be listed, a file that cannot be read, a file over `max_file_bytes`, the files past
       `max_files`, and the bytes past `max_total_bytes` (sizes are checked before any is read).
     - `on_unreadable="error"` (default): the first refusal raises a `UserError` naming the file
@@ -200,14 +202,18 @@ class _Walk:
         return self.without_clashes(sorted(found))
 
     def without_clashes(self, found: list[tuple[str, int]]) -> list[tuple[str, int]]:
-        """`found` less the later key of each pair one folder cannot hold on every system (`SKILL.md`
-        and `skill.md` on a case-sensitive disk), which `FileTree` would refuse."""
-        later: set[str] = set()
-        for first, second in clashes(key for key, _ in found):
-            self.refuse(second, f"it and {first!r} would be one file on a case-insensitive or normalising "
-                                "file system", f"rename one of them, or {_exclude(second)}")
-            later.add(second)
-        return [(key, size) for key, size in found if key not in later]
+        """`found` less one key of each pair one folder cannot hold on every system (`SKILL.md` and
+        `skill.md` on a case-sensitive disk), which `FileTree` would refuse: the stray beside a name
+        a host needs spelt so (`NEEDED_NAMES`), else the later in key order."""
+        dropped: set[str] = set()
+        for kept, stray in clashes(key for key, _ in found):
+            if stray in NEEDED_NAMES and kept not in NEEDED_NAMES:
+                kept, stray = stray, kept
+            fix = "rename it" if kept in NEEDED_NAMES else "rename one of them"
+            self.refuse(stray, f"it and {kept!r} would be one file on a case-insensitive or normalising "
+                               "file system", f"{fix}, or {_exclude(stray)}")
+            dropped.add(stray)
+        return [(key, size) for key, size in found if key not in dropped]
 
     def entries(self, folder: str) -> list[os.DirEntry]:
         """The entries of `folder` (a key prefix ending in "/", or "" for the root) by name."""
