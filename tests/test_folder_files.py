@@ -113,6 +113,19 @@ def test_files_a_run_cannot_read_are_named_with_the_spec_s_way_to_leave_them_out
     assert 'exclude: ["data/huge2.md", "data/huge[[]1].md", "notes.md"] in the spec' in refused.value.problems[0].message
 
 
+def test_the_exclude_named_for_a_name_that_is_not_utf8_is_one_a_spec_can_hold(service, tmp_path):
+    """A file named notes-\xe9t\xe9.md (Latin-1) was named with exclude: ["notes-\\udce9t\\udce9.md"], which
+    the spec's check then refused as a lone surrogate."""
+    target = a_skill_with_a_logo(tmp_path)
+    with open(os.path.join(os.fsencode(target), b"notes-\xe9t\xe9.md"), "wb") as latin1:
+        latin1.write(b"old notes\n")
+    with pytest.raises(SpecError) as refused:
+        service.plan(spec_of(target))
+    [problem] = refused.value.problems
+    assert 'leave it out of the run with exclude: ["notes-?t?.md"] in the spec' in problem.message
+    assert service.plan(spec_of(target, exclude=["notes-?t?.md"])).carried == ["assets/logo.png"]
+
+
 def test_a_folder_past_the_file_count_is_told_to_leave_out_its_bulk_never_its_core(service, tmp_path):
     target = a_skill_with_a_logo(tmp_path)
     (target / "zz-core.md").write_text("sorted last, past the cut\n", encoding="utf-8")

@@ -99,8 +99,10 @@ def _size(path: Path) -> int:
 
 
 def literal_glob(text: str) -> str:
-    """`text` as a glob that matches only itself."""
-    return re.sub(r"([*?[])", r"[\1]", text)
+    """`text` as a glob that matches only itself, but for a byte of a name that is not UTF-8 (held
+    as a lone surrogate, which no spec can hold): `?`, any one character.
+    literal_glob("a[1]*.md") == "a[[]1][*].md";  literal_glob("caf\\udce9.md") == "caf?.md" """
+    return re.sub(r"[\udc80-\udcff]", "?", re.sub(r"([*?[])", r"[\1]", text))
 
 
 def _globs(paths: list[str], kept: Iterable[str] = ()) -> list[str]:
