@@ -300,3 +300,18 @@ def test_plan_refuses_a_skill_folder_name_no_rollout_can_use_and_says_to_set_nam
     assert problem.field == "name" and f"named {folder!r}" in problem.message and "name=" not in problem.message
     assert problem.message.endswith(f"set name: in the spec (lowercase letters, digits and hyphens), e.g. name: {suggested}")
     assert service.plan(spec_of(target, name=suggested)).target == str(target)
+
+
+def test_a_glob_spelt_as_a_file_name_holding_a_bracket_is_told_how_to_name_it(service, tmp_path):
+    """frozen: ["hooks/[pre].sh"] for a file named so was refused as matching no file, 'its files are
+    ... hooks/[pre].sh', without a word on `[` or how to write it."""
+    target = a_skill_with_a_logo(tmp_path)
+    (target / "hooks" / "pre.sh").rename(target / "hooks" / "[pre].sh")
+    how = "`[` starts a character class in a glob: to name the file hooks/[pre].sh, write 'hooks/[[]pre].sh'"
+    with pytest.raises(SpecError) as refused:
+        service.plan(spec_of(target, frozen=["hooks/[pre].sh"]))
+    [problem] = refused.value.problems
+    assert problem.field == "frozen[0]" and problem.message.endswith(f"matches no file of {target}; {how}")
+    warned = service.plan(spec_of(target, frozen=["hooks/[[]pre].sh"], editable=["hooks/[pre].sh", "routing/*"])).warnings
+    assert f"editable[0] 'hooks/[pre].sh' matches no file of {target} ({how}): it lets a change add files there, and no more" \
+        in warned

@@ -44,7 +44,7 @@ from agentdescent.runs.agentcheck import agent_problems
 from agentdescent.runs.placement import layout_of, name_of, name_problem
 from agentdescent.runs.spec import Problem, RunSpec, SpecError, TasksSpec
 from agentdescent.runs.store import stored_tasks
-from agentdescent.runs.targetread import has_files, literal_glob, read_folder, unsaved_text
+from agentdescent.runs.targetread import bracket_hint, has_files, literal_glob, read_folder, unsaved_text
 from agentdescent.scoring import GRADER_TIMEOUT, scorer
 from agentdescent.types import Task
 
@@ -263,7 +263,7 @@ def _target_problems(spec: RunSpec, assets: dict[str, bytes], executable: set[st
         return [Problem(field="exclude", message=f"it leaves out every file of {spec.target} ({spec.exclude[:3]!r}), "
                         "so a run would have nothing to evolve; exclude only what a run should not see")], content
     found = [Problem(field=f"frozen[{i}]", message=f"{glob!r} matches no file of {spec.target}; "
-                                                    f"its files are {', '.join(sorted(content)[:8])}")
+                                                    f"{bracket_hint(glob, content) or 'its files are ' + ', '.join(sorted(content)[:8])}")
              for i, glob in enumerate(spec.frozen) if not any(matching(path, [glob]) for path in content)]
     found += [Problem(field="name", message=said) for said in [name_problem(spec, target_kind(spec), content)] if said]
     root, tasks = Path(spec.target).resolve(), Path(spec.tasks.file).resolve() if spec.tasks.file else None

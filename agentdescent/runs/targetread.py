@@ -4,6 +4,7 @@ fewest first).
 
 A file whose name says text (`TEXT_SUFFIXES`) that is not UTF-8 text is carried as it is, never
 changed, like an image; `unsaved_text` names each with the encoding it looks saved in, for `plan`.
+`bracket_hint` says how a glob names a file whose name holds a `[`, for a glob that matches none.
 
 Left out: a text target (one file: `reading`), whether a backup can copy the folder
 (`artifacts.copyable`), and what else a spec's target must be (`build`).
@@ -103,6 +104,16 @@ def literal_glob(text: str) -> str:
     as a lone surrogate, which no spec can hold): `?`, any one character.
     literal_glob("a[1]*.md") == "a[[]1][*].md";  literal_glob("caf\\udce9.md") == "caf?.md" """
     return re.sub(r"[\udc80-\udcff]", "?", re.sub(r"([*?[])", r"[\1]", text))
+
+
+def bracket_hint(glob: str, files: Iterable[str]) -> str:
+    """How to write `glob` when it is the name of one of `files` spelt as it is, which matches no
+    file when it holds a `[` (a character class); "" when it is not.
+    bracket_hint("hooks/[pre].sh", ["hooks/[pre].sh"]) == "`[` starts a character class in a glob: to name
+    the file hooks/[pre].sh, write 'hooks/[[]pre].sh'" """
+    if "[" not in glob or glob not in files:
+        return ""
+    return f"`[` starts a character class in a glob: to name the file {glob}, write {literal_glob(glob)!r}"
 
 
 def _globs(paths: list[str], kept: Iterable[str] = ()) -> list[str]:
