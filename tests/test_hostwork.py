@@ -205,17 +205,18 @@ class Clock:
         _real_clock.sleep(seconds)
 
 
-def test_a_lease_runs_out_without_calls_and_is_renewed_by_each_call(run, monkeypatch):
+def test_a_lease_runs_out_without_work_on_it_and_is_renewed_by_reading_it_not_by_asking_for_more(run, monkeypatch):
     clock = Clock()
     monkeypatch.setattr(hostwork, "LEASE_SECONDS", 0.5)
     monkeypatch.setattr(mailbox_module, "time", clock)
     post(run, {"prompt": "task 1", "context": "A"})
-    hostwork.take(run, Claim(holder="slow"))  # no process to watch: the lease alone holds it
+    [group] = hostwork.take(run, Claim(holder="slow")).work  # no process to watch: the lease alone holds it
     clock.now += 0.3
-    hostwork.take(run, Claim(holder="slow"))  # still at work: renewed
+    hostwork.read(run, group.requests[0].request_id, 0, holder=Claim(holder="slow"))  # still at work: renewed
     clock.now += 0.3
     assert hostwork.take(run, Claim(holder="other")).work == []
-    clock.now += 0.6
+    assert hostwork.take(run, Claim(holder="slow")).work == []  # asking for more is not working on it
+    clock.now += 0.3
     assert len(hostwork.take(run, Claim(holder="other")).work) == 1
 
 

@@ -14,9 +14,11 @@ A run whose agent or reflector is `host` posts each rollout and reflection to it
   posts a wave's requests within moments of each other), so one answer carries a whole wave;
 - **paged**: one answer stays under `PAGE_BYTES` of JSON, so a host that cuts long tool results
   never loses a request id in the middle of one; a longer prompt is cut, and `read` pages on;
-- **leased**: a claim holds `LEASE_SECONDS`, renewed by each call of its holder, and is void at
-  once when the holder's process is gone (a conversation that ended), so work a dead one took
-  goes back to the queue without waiting.
+- **leased**: a claim holds `LEASE_SECONDS`, renewed while its holder works on its kind (reads
+  one of those it holds, answers some), and is void at once when the holder's process is gone (a
+  conversation that ended), so work a dead one took goes back to the queue without waiting; a
+  helper that just starts (`fresh`) holds nothing taken before, so its kind's claims go back at
+  once, and `release` gives back one kind's (a conversation's two helpers share its holder).
 
 Left out: the mailbox's files (`mailbox`), the asking side (`host`) and the tools (the MCP server).
 """
@@ -94,6 +96,11 @@ class Answer(BaseModel):
     answer: str = Field(max_length=MAX_ANSWER_CHARS)
 
 
+class Released(BaseModel):
+    run_id: str
+    released: int  # requests given back
+
+
 class Submitted(BaseModel):
     run_id: str
     received: list[str]
@@ -112,9 +119,10 @@ class Page(BaseModel):
 
 def take(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS, *, budget: int = PAGE_BYTES,
          fresh: bool = False) -> HostWork:
-    """Claim for `holder` the open requests of `kinds` that fit in one page, grouped by candidate;
-    its other claims of those kinds are renewed first (it is at work). `fresh`: the caller has met
-    no candidate yet (a helper just started), so each comes whole again."""
+    """Claim for `holder` the open requests of `kinds` that fit in one page, grouped by candidate
+    (its own void claims too: asking for more is not working on them). `fresh`: the caller is a
+    helper that just started: it holds nothing taken before (what the holder held of `kinds` goes
+    back to the queue, to this take first) and has met no candidate, so each comes whole again."""
     return _take(run, holder, _asked(run, kinds), budget=budget, fresh=fresh)
 
 
@@ -124,12 +132,15 @@ def _take(run: RunDir, holder: Claim, kinds: tuple[str, ...], *, budget: int = P
     taken, whose room `budget` is, so nothing past it goes in."""
     mailbox = Mailbox(run.file("mailbox"))
     listing = [(request, claimed) for request, claimed in mailbox.open() if request.kind in kinds]
-    held = mailbox.renew(holder, listing)
+    if fresh and mailbox.release(holder, listing):
+        listing = [(request, claimed) for request, claimed in mailbox.open() if request.kind in kinds]
+    mine = mailbox.holds(holder, listing, lease=LEASE_SECONDS)
+    held = len(mine)
     seen = {kind: Seen(run, holder, kind, forget=fresh) for kind in kinds}
     groups: dict[tuple, CandidateWork] = {}
     left, waiting = budget - 400 - len(_lost(held)), 0  # room for the answer's own fields, its message at its longest
     for request, claimed in listing:
-        if claimed is not None and claimed.holder == holder.holder:
+        if request.id in mine:
             continue  # taken before: the holder has it
         key, text = _group(request), _text(request)
         if key in groups:
@@ -164,9 +175,7 @@ def _take(run: RunDir, holder: Claim, kinds: tuple[str, ...], *, budget: int = P
 def _asked(run: RunDir, kinds: tuple[str, ...]) -> tuple[str, ...]:
     """The kinds of `kinds` the run asks the host for; a `UserError` when it asks none of them
     (a helper waiting for them would wait for the whole run)."""
-    for kind in kinds:
-        if kind not in KINDS:
-            raise UserError(f"kind must be {ROLLOUT!r} or {PROPOSAL!r}; got {kind!r}")
+    _known(kinds)
     spec = run.spec()
     asked = {ROLLOUT: spec.agent.kind == "host", PROPOSAL: (spec.reflector or spec.agent).kind == "host"}
     mine = tuple(kind for kind in kinds if asked[kind])
@@ -176,6 +185,12 @@ def _asked(run: RunDir, kinds: tuple[str, ...]) -> tuple[str, ...]:
                         f"{' and its '.join(who[kind] for kind in kinds)}, not host; no such request will come, "
                         "so there is nothing to wait for")
     return mine
+
+
+def _known(kinds: tuple[str, ...]) -> None:
+    for kind in kinds:
+        if kind not in KINDS:
+            raise UserError(f"kind must be {ROLLOUT!r} or {PROPOSAL!r}; got {kind!r}")
 
 
 def gather(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS, *, wait: float = 0.0,
@@ -205,7 +220,7 @@ def submit(run: RunDir, answers: list[Answer], holder: Claim | None = None) -> S
     """Answer each request once; an answer to a request that is gone is refused, with why (each
     reason said once: a later id refused for it says "as for" the first), and every answer to a
     run that has stopped, since nothing waits for them: a resumed run asks its questions anew.
-    `holder`'s other claims of the kinds answered are renewed (it is at work)."""
+    Where `holder` held one it answered, its other claims of that kind are renewed (it is at work)."""
     mailbox = Mailbox(run.file("mailbox"))
     received: list[str] = []
     refused: dict[str, str] = {}
@@ -224,7 +239,8 @@ def submit(run: RunDir, answers: list[Answer], holder: Claim | None = None) -> S
         except UserError as exc:
             refused.setdefault(given.request_id, str(exc))
     if holder is not None and received:
-        answered = {request.kind for request, _ in listing if request.id in received}
+        answered = {request.kind for request, claimed in listing
+                    if request.id in received and claimed is not None and claimed.holder == holder.holder}
         mailbox.renew(holder, [(request, claimed) for request, claimed in listing if request.kind in answered])
     first: dict[str, str] = {}
     for request_id, why in refused.items():
@@ -239,25 +255,28 @@ def submit(run: RunDir, answers: list[Answer], holder: Claim | None = None) -> S
                              "what became of it")
 
 
-def release(run: RunDir, holder: Claim) -> int:
-    """Give back every request `holder` took and did not answer, and forget what it was sent: a
-    holder whose work was lost (a helper ended, a result was cut) lost the candidates with it, so
-    its next take sends them whole."""
-    released = Mailbox(run.file("mailbox")).release(holder)
-    for kind in KINDS:
+def release(run: RunDir, holder: Claim, kinds: tuple[str, ...] = KINDS) -> int:
+    """Give back every request of `kinds` `holder` took and did not answer, and forget what it was
+    sent of them: a helper whose work was lost (it ended, a result was cut) lost the candidates with
+    it, so its next take sends them whole. Only `kinds`: a conversation's other helper, of the other
+    kind, shares the holder and is still at work."""
+    _known(kinds)
+    mailbox = Mailbox(run.file("mailbox"))
+    released = mailbox.release(holder, [(request, claimed) for request, claimed in mailbox.open() if request.kind in kinds])
+    for kind in kinds:
         Seen(run, holder, kind, forget=True).save()
     return released
 
 
 def read(run: RunDir, request_id: str, offset: int, *, budget: int = PAGE_BYTES, holder: Claim | None = None) -> Page:
-    """A page of an open request's prompt from `offset` (characters); `holder`'s claims of its
-    kind are renewed (it is at work)."""
+    """A page of an open request's prompt from `offset` (characters); where `holder` holds it,
+    its claims of its kind are renewed (it is at work)."""
     mailbox = Mailbox(run.file("mailbox"))
     listing = mailbox.open()
     found = next((r for r, _ in listing if r.id == request_id), None)
     if found is None:
         raise UserError(f"there is no open request {request_id!r}; take the open ones again")
-    if holder is not None:
+    if holder is not None and mailbox.holder_of(request_id) == holder.holder:
         mailbox.renew(holder, [(request, claimed) for request, claimed in listing if request.kind == found.kind])
     text = _text(found)
     page = cut_to(text[max(0, offset):], budget - 300)
@@ -356,7 +375,8 @@ def cut_to(text: str, room: int) -> str:
 def _lost(held: int) -> str:
     """What the answer says of the requests its holder took before and has not answered."""
     return (f"this conversation holds {held} request(s) it took before and has not answered: answer them, or if they "
-            "are lost (a helper ended, a result was cut), host_release gives them back to take again" if held else "")
+            "are lost (a helper ended, a result was cut), host_release with the kind you work on gives them back"
+            if held else "")
 
 
 def _said(work: list[CandidateWork], waiting: int, running: bool, state: str, held: int) -> str:

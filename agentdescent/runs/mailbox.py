@@ -144,9 +144,10 @@ class Mailbox:
                     renewed += 1
         return renewed
 
-    def release(self, holder: Claim) -> int:
-        """Give back every request `holder` took and did not answer; how many."""
-        held = self._held(holder, self.open())
+    def release(self, holder: Claim, listing: list[tuple[Request, Claim | None]] | None = None) -> int:
+        """Give back every request `holder` took and did not answer (of `listing`, as `renew`
+        reads it: a caller gives back one kind's); how many."""
+        held = self._held(holder, self.open() if listing is None else listing)
         released = 0
         with self._claims_locked():
             for request, _ in held:
@@ -155,6 +156,12 @@ class Mailbox:
                     self._path(request.id, "claim").unlink(missing_ok=True)
                     released += 1
         return released
+
+    def holds(self, holder: Claim, listing: list[tuple[Request, Claim | None]], *, lease: float) -> set[str]:
+        """The ids of `listing` whose claim by `holder` still holds (a void one is back in the
+        queue, for its holder's next take as for any other's)."""
+        now = time.time()
+        return {request.id for request, claimed in self._held(holder, listing) if not claimed.void(lease, now)}
 
     @staticmethod
     def _held(holder: Claim, listing: list[tuple[Request, Claim | None]]) -> list[tuple[Request, Claim]]:

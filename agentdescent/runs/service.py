@@ -233,8 +233,8 @@ class Service:
     def host_submit(self, run_id: str, answers: list[hostwork.Answer], holder: Claim | None = None) -> hostwork.Submitted:
         return hostwork.submit(self.store.get(run_id), answers, holder)
 
-    def host_release(self, run_id: str, holder: Claim) -> int:
-        return hostwork.release(self.store.get(run_id), holder)
+    def host_release(self, run_id: str, holder: Claim, kinds: tuple[str, ...] = hostwork.KINDS) -> int:
+        return hostwork.release(self.store.get(run_id), holder, kinds)
 
     def host_read(self, run_id: str, request_id: str, offset: int, holder: Claim | None = None) -> hostwork.Page:
         return hostwork.read(self.store.get(run_id), request_id, offset, holder=holder)

@@ -38,7 +38,7 @@ from agentdescent.runs.agentcheck import CHECK_MODELS_HELP
 from agentdescent.runs.doctor import DoctorReport
 from agentdescent.runs.host import PROPOSAL, ROLLOUT
 from agentdescent.runs.hostfiles import sent_bytes, sent_text
-from agentdescent.runs.hostwork import PAGE_BYTES, PAGE_REQUESTS, Answer, HostWork, Page, Submitted, cut_to
+from agentdescent.runs.hostwork import PAGE_BYTES, PAGE_REQUESTS, Answer, HostWork, Page, Released, Submitted, cut_to
 from agentdescent.runs.mailbox import Claim
 from agentdescent.runs.review import Shown
 from agentdescent.runs.service import Plan, RunSummary, Started
@@ -80,8 +80,9 @@ ShowOffset = Annotated[int, Field(ge=0, description="where the page starts: the 
 Newest = Annotated[int, Field(ge=1, le=40, description="how many of the newest runs to list")]
 Skip = Annotated[int, Field(ge=0, description="how many of the newest runs to pass over: the next page is skip "
                                              "plus the runs listed")]
-Fresh = Annotated[bool, Field(description="true on a helper's first call: every candidate comes whole, "
-                                          "though this conversation met it before")]
+Fresh = Annotated[bool, Field(description="true on a helper's first call: every candidate comes whole, though this "
+                                          "conversation met it before, and what it held of the kind (a helper before "
+                                          "this one took it) is handed out again")]
 Kind = Annotated[Literal["rollout", "proposal"] | None, Field(description="rollout, proposal, or none for both")]
 Wait = Annotated[float, Field(ge=0, le=45, allow_inf_nan=False,
                                description="seconds to wait for requests when none is open yet")]
@@ -102,11 +103,6 @@ WRITES_TARGET = ToolAnnotations(read_only_hint=False, destructive_hint=True, ope
 # them. A host-driven run's helpers loop over these two from their first request, so they come
 # loaded (about 420 tokens in every request of every conversation, for a request saved a helper).
 ALWAYS_LOADED = {"anthropic/alwaysLoad": True}
-
-
-class Released(BaseModel):
-    run_id: str
-    released: int  # requests given back
 
 
 class Runs(BaseModel):
@@ -346,9 +342,10 @@ def host_next(run_id: RunId, kind: Kind = None, wait: Wait = 20, fresh: Fresh = 
     to answer as the artifact's instructions say, not a request from the user; a proposal's
     prompt asks for an improvement in a stated format. Answer them all in one host_submit. A
     prompt with `continues` goes on: host_read gives the rest. `running` false: the run has ended,
-    stop. What you take is held for you while you keep calling; unanswered, it goes back after a
-    minute without a call, at once if this conversation ends, or now with host_release (do that
-    when the message says you hold requests you no longer have)."""
+    stop. What you take is held for you while you work on it (host_read of it, host_submit of its
+    kind); unanswered, it goes back a minute after you took it or last worked on it, at once if this
+    conversation ends or a helper of its kind starts with fresh=true, or now with host_release and
+    your kind (do that when the message says you hold requests you no longer have)."""
     kinds = (ROLLOUT, PROPOSAL) if kind is None else (kind,)
     with service() as s:
         return s.host_next(run_id, HOLDER, kinds, wait=wait, fresh=fresh)
@@ -374,11 +371,13 @@ def host_read(run_id: RunId, request_id: RequestId, offset: Offset = 0) -> Page:
 
 
 @server.tool(annotations=GIVES_BACK)
-def host_release(run_id: RunId) -> Released:
-    """Give back every request this conversation took and did not answer, so that another one (or a
-    fresh helper) can take them now; call it before you stop doing a run's work."""
+def host_release(run_id: RunId, kind: Kind = None) -> Released:
+    """Give back the requests of `kind` this conversation took and did not answer, so that another
+    one (or a fresh helper) can take them now; call it before you stop doing a run's work. A helper
+    names its own kind: the other helper's requests stay with it."""
+    kinds = (ROLLOUT, PROPOSAL) if kind is None else (kind,)
     with service() as s:
-        return Released(run_id=run_id, released=s.host_release(run_id, HOLDER))
+        return Released(run_id=run_id, released=s.host_release(run_id, HOLDER, kinds))
 
 
 def main() -> None:
