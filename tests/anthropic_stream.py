@@ -19,16 +19,20 @@ a 400, which Claude Code does not retry, and the exception lands in `model.error
 Claude Code 2.1.332 defers MCP tools: a request names them in a system text and offers only
 `ToolSearch`; once `ToolSearch` selected them (`select:A,B`), they are in `tools` too (with
 `defer_loading`). A server still connecting is not named at all (`MCP_CONNECTION_NONBLOCKING=false`
-makes claude wait for it); a `WaitForMcpServers` tool may be offered then. `Chat.use` takes
-whichever step comes first. Left out: thinking blocks, token counting, images.
+makes claude wait for it, yet a plugin's server slow to start on a loaded machine can miss the
+first request); a `WaitForMcpServers` tool may be offered then. `Chat.use` takes whichever step
+comes first, and with none of them spends a turn (a Read of os.devnull, a second apart, at most
+`WAITS`) until the server's tools are named. Left out: thinking blocks, token counting, images.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +42,8 @@ from tests.loopback import Request, Response, error_response, event_stream
 __all__ = ["Chat", "Reply", "Result", "ScriptedModel", "ToolUse"]
 
 _ids = itertools.count(1)
+WAITING = {"file_path": os.devnull}  # a turn the model spends while our server connects (a Read it may be refused)
+WAITS = 60
 
 
 @dataclass(frozen=True)
@@ -73,7 +79,8 @@ class Chat:
                       for block in _blocks(message) if block.get("type") == "tool_use"]
         returned = {block["tool_use_id"]: block for message in body["messages"] if message["role"] == "user"
                     for block in _blocks(message) if block.get("type") == "tool_result"}
-        self.history = [_result(call, returned[call["id"]]) for call in self.calls if call["id"] in returned]
+        self.history = [_result(call, returned[call["id"]]) for call in self.calls  # a wait (`use`) is none of the script's
+                        if call["id"] in returned and not _waiting(call)]
 
     def full(self, tool: str) -> str:
         return tool if tool in self.offered or "__" in tool else self.prefix + tool
@@ -100,6 +107,9 @@ class Chat:
             return ToolUse("ToolSearch", {"query": "select:" + ",".join(announced)})
         if "WaitForMcpServers" in self.offered:
             return ToolUse("WaitForMcpServers", {})
+        if "Read" in self.offered and sum(map(_waiting, self.calls)) < WAITS:
+            time.sleep(1)  # a loaded machine starts our server after claude's first request: the model waits a turn
+            return ToolUse("Read", WAITING)
         raise AssertionError(f"{name} is neither offered nor announced (is its server still connecting? "
                              f"MCP_CONNECTION_NONBLOCKING=false makes claude wait); offered: {sorted(self.offered)}")
 
@@ -158,6 +168,10 @@ def _answer(body: dict[str, Any], blocks: list[str | ToolUse]) -> Response:
     events += [{"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
                 "usage": {"output_tokens": 1}}, {"type": "message_stop"}]
     return event_stream(events)
+
+
+def _waiting(call: dict[str, Any]) -> bool:
+    return call.get("name") == "Read" and call.get("input") == WAITING
 
 
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
