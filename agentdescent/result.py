@@ -141,18 +141,19 @@ class EvolveResult:
 
     def write_to(self, path: str | os.PathLike, *, dry_run: bool = False, prune: bool = False,
                  overwrite: bool = False, base: Any = None) -> WritePlan:
-        """Write the artifact to `path` and return the plan it followed: a text artifact becomes
-        one file, a tree a folder. Only changed files are written (each atomically, its mode
-        kept); files the run deleted are deleted, frozen files never touched, extra files left
-        alone unless `prune`. A file edited on disk since the run started (against `base`, what
-        the target held then; default the initial artifact rendered) is kept when the run did not
-        change it and merged when both did (a file whose line endings or byte-order mark alone are
-        not the base's, read with `Path.read_text` say, takes the change in them); edits that do
-        not merge refuse the write unless `overwrite`. The whole target is backed up first (`.<name>.bak-N` beside it, recorded in
-        `$AGENTDESCENT_HOME/backups`; no backup when nothing changes), and a failure or a killed
+        """Write the artifact to `path` and return the plan it followed: a text artifact becomes one
+        file, a tree a folder. Only changed files are written (each atomically, its mode kept);
+        files the run deleted are deleted, frozen files never touched, extra files left alone unless
+        `prune` (and what `load_tree` never reads, `.venv/` or `build/` say, always). A file edited
+        on disk since the run started (against `base`, what the target held then; default the
+        initial artifact rendered) is kept when the run did not change it and merged when both did
+        (a file whose line endings or byte-order mark alone are not the base's, read with
+        `Path.read_text` say, takes the change in them); edits that do not merge refuse the write
+        unless `overwrite`. The whole target is backed up first (`.<name>.bak-N` beside it, recorded
+        in `$AGENTDESCENT_HOME/backups`; no backup when nothing changes), and a failure or a killed
         process is rolled back from it; `.bak-N` folders there is no record of are left alone and
-        listed in `plan.refused`; the oldest backups past the newest 10 are removed once the
-        write ends (`plan.removed`). `dry_run` returns the plan and touches nothing. See
+        listed in `plan.refused`; the oldest backups past the newest 10 are removed once the write
+        ends (`plan.removed`). `dry_run` returns the plan and touches nothing. See
         `agentdescent.artifacts.writeback`."""
         return write_back(path, self.rendered, initial=self.initial_state, frozen=self.frozen, dry_run=dry_run,
                           prune=prune, overwrite=overwrite, base=self.initial_rendered if base is None else base)

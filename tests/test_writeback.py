@@ -103,12 +103,16 @@ def test_a_no_op_makes_no_backup_and_a_dry_run_touches_nothing(tmp_path):
 
 
 def test_prune_deletes_extras_and_the_folders_they_leave_empty_but_never_frozen_files(tmp_path):
-    folder = make(tmp_path / "skill", {**SKILL, "stray/one.md": "1\n", "hooks/local.sh": "mine\n"})
+    """Nor what load_tree never reads: a user's environment, dependencies, builds and editor backups
+    beside the skill were deleted as files the run did not know."""
+    unread = {".venv/lib.py": "v\n", "node_modules/dep/index.js": "d\n", "build/out.js": "b\n", "ref.md~": "r\n"}
+    folder = make(tmp_path / "skill", {**SKILL, "stray/one.md": "1\n", "hooks/local.sh": "mine\n", **unread})
     result = result_of(SKILL, SKILL, frozen=["hooks/*"])
     assert result.write_to(folder).extra == ("stray/one.md",) and (folder / "stray/one.md").exists()
     plan = result.write_to(folder, prune=True)
     assert (plan.deleted, plan.extra, plan.frozen) == (("stray/one.md",), ("stray/one.md",), ("hooks/local.sh", "hooks/pre.sh"))
     assert not (folder / "stray").exists() and (folder / "hooks/local.sh").read_text(encoding="utf-8") == "mine\n"
+    assert all((folder / key).read_text(encoding="utf-8") == text for key, text in unread.items())
     assert files_of(plan.backup)["stray/one.md"] == b"1\n"
 
 

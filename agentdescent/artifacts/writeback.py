@@ -2,7 +2,8 @@
 
 `write_back` compares the artifact with the disk and returns a `WritePlan`: files to write
 (created or changed), files already right, files to delete (in the artifact when the run
-started and gone from it now; with `prune`, also the files it does not know), the extra files
+started and gone from it now; with `prune`, also the files it does not know, but never where
+`load_tree` does not read: `.venv/`, `node_modules/`, `build/`, editor backups), the extra files
 it leaves alone, and the frozen files it never touches. Given `base`, what the target held when
 the run started, a file the user changed since is never lost: it is kept when the run did not
 change it, merged three-way when both did and git can merge the two (in the disk's line endings
@@ -41,6 +42,7 @@ from agentdescent import atomic
 from agentdescent.artifacts import backups, pruning, reconcile, registry, targetlock
 from agentdescent.artifacts.copyable import readable
 from agentdescent.artifacts.putback import lstat
+from agentdescent.artifacts.tree import left_out
 from agentdescent.commands import command
 from agentdescent.errors import UserError
 from agentdescent.governance import is_frozen, unsafe_key_reason
@@ -194,7 +196,8 @@ def _plan(target: Path, contents: dict[str, bytes], initial: dict[str, str], fro
     settled = {k: v for k, v in merge.contents.items() if v is not None and k not in apart}
     contents = {**{k: v for k, v in contents.items() if k not in leave}, **settled}
     gone = {k for k in initial if k not in contents and k not in frozen_keys | leave and os.path.lexists(target / k)}
-    extra = on_disk - contents.keys() - initial.keys() - frozen_keys - leave
+    # what load_tree never reads (.venv/, node_modules/, build/, editor backups) is no file of the artifact: never an extra, never pruned
+    extra = {k for k in on_disk - contents.keys() - initial.keys() - frozen_keys - leave if not left_out(k)}
     deleted = (gone | extra) if prune else gone
     kept = sorted(k for k in contents if k not in frozen_keys)
     for key in kept:  # a link the user made where the run writes is written over only as a conflict overwritten
