@@ -214,7 +214,7 @@ def test_a_file_whose_line_endings_or_mark_alone_are_not_the_base_s_takes_the_ru
     assert reconcile({"f": b"a\n"}, {"f": b"A\n"}, {"f": b"A\r\n"}).contents == {"f": b"A\r\n"}  # made it already
 
 
-@pytest.mark.parametrize("converted", [b"gone\r\n", b"\xef\xbb\xbfgone\n"], ids=["crlf", "byte-order-mark"])
+@pytest.mark.parametrize("converted", [b"gone\r\n", b"\xef\xbb\xbfgone\n", b"gone\r"], ids=["crlf", "byte-order-mark", "cr"])
 def test_a_file_the_run_deletes_whose_line_endings_or_mark_alone_changed_is_deleted(tmp_path, converted):
     """It was planned as written and merged (with no text), and the write crashed on it."""
     folder = tmp_path / "skill"
@@ -224,6 +224,8 @@ def test_a_file_the_run_deletes_whose_line_endings_or_mark_alone_changed_is_dele
     dry = write_back(folder, learned, initial=base, base=base, dry_run=True)
     assert (dry.written, dry.deleted, dry.merged, dry.conflicts) == (("SKILL.md",), ("old.md",), (), ())
     assert reconcile({"f": b"gone\n"}, {"f": None}, {"f": converted}) == Reconciled(contents={"f": None})
+    mixed = reconcile({"f": b"a\nb\n"}, {"f": None}, {"f": b"a\r\nb\n"})  # no form to write the run's change in: none is needed
+    assert mixed == Reconciled(contents={"f": None})
     plan = write_back(folder, learned, initial=base, base=base)
     assert (plan.written, plan.deleted, plan.merged) == (dry.written, dry.deleted, dry.merged)
     assert not (folder / "old.md").exists() and (plan.backup / "old.md").read_bytes() == converted

@@ -10,8 +10,8 @@ file the user deleted that the run changed (deleting it was the user's edit; wri
 would come back unasked). A file whose line endings or byte-order mark are not the base's (converted
 since the run read it, or read through Python's newline translation) is reconciled with the base
 and the run's text in its form (`textform.in_form_of`): a file that differs in nothing else takes
-the run's change in its own endings and mark (or the run's deletion), and one that already holds the
-run's text in them is left as it is.
+the run's change in its own endings and mark (or the run's deletion, whatever its endings), and
+one that already holds the run's text in them is left as it is.
 
     reconcile({"f": b"a\\nb\\nc\\n"}, {"f": b"A\\nb\\nc\\n"}, {"f": b"a\\nb\\nC\\n"}).contents == {"f": b"A\\nb\\nC\\n"}
 
@@ -70,6 +70,8 @@ def reconcile(base: Files, ours: Files, theirs: Files) -> Reconciled:
             contents[path] = t  # only the user changed it (or deleted it): theirs stands
             kept.append(path)
             continue
+        if o is None and _same_text(b, t):  # the run deletes it, and the user changed only its endings (mixed too)
+            continue
         both = _merged(b, o, t)  # None where the user deleted what the run changed
         if both is None and _holds_the_change(b, o, t):  # merged by hand, after a write-back refused the overlap
             contents[path] = t
@@ -90,6 +92,20 @@ def _in_form(data: bytes | None, disk: bytes | None) -> bytes | None:
         return in_form_of(data.decode("utf-8"), disk.decode("utf-8")).encode("utf-8")
     except UnicodeDecodeError:
         return data
+
+
+def _same_text(base: bytes | None, theirs: bytes | None) -> bool:
+    """Whether the two hold one text, whatever their line endings and byte-order marks."""
+    if base is None or theirs is None:
+        return False
+    try:
+        return _plain(base) == _plain(theirs)
+    except UnicodeDecodeError:
+        return False
+
+
+def _plain(data: bytes) -> str:
+    return data.decode("utf-8").removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _holds_the_change(base: bytes | None, ours: bytes | None, theirs: bytes | None) -> bool:
