@@ -232,6 +232,16 @@ def test_a_file_the_run_deletes_whose_line_endings_or_mark_alone_changed_is_dele
     assert (folder / "SKILL.md").read_text(encoding="utf-8") == learned["SKILL.md"]
 
 
+def test_a_file_the_user_made_where_the_run_made_one_is_refused_as_the_users_own(tmp_path):
+    """The refusal said the file was left out of the run and to freeze it: it did not exist then."""
+    folder = tmp_path / "skill"
+    base = a_skill(folder)
+    (folder / "tips.md").write_text("my tips\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"made on disk since it started.*\(tips\.md\); rename yours"):
+        write_back(folder, {**base, "tips.md": "the run's tips\n"}, initial=base, base=base)
+    assert (folder / "tips.md").read_text(encoding="utf-8") == "my tips\n"
+
+
 def test_a_file_already_holding_the_run_s_text_in_other_line_endings_is_left_in_them(tmp_path):
     """Converted to CRLF by the user: a file the run did not change, one where the user made the
     run's very change, and one both added were written over in LF."""

@@ -243,8 +243,9 @@ _SAID = {
             "to have the run's change merged in",
     "replaced": "{} file(s) the run changes or deletes are no longer the regular file it started from: a symlink or "
                 "a folder is there now ({})",
-    "unread": "{} file(s) the run never read (left out of it: excluded, not text, or in a folder it skips) would be "
-              "written over by files it created ({}); freeze them for the next run (frozen=...)",
+    "unread": "{} file(s) the run never read (made on disk since it started, or left out of it: excluded, not text, "
+              "or in a folder it skips) would be written over by files it created ({}); rename yours, or, for one it "
+              "left out, freeze it for the next run (frozen=...)",
 }
 
 
