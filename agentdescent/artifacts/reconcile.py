@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from agentdescent.artifacts.putback import lstat
-from agentdescent.artifacts.textform import in_form_of, lines_of
+from agentdescent.artifacts.textform import BOM, in_form_of, lines_of
 from agentdescent.step.textmerge import merge_text
 
 Files = Mapping[str, bytes | None]  # relative path -> bytes, None where the file is absent
@@ -105,7 +105,7 @@ def _same_text(base: bytes | None, theirs: bytes | None) -> bool:
 
 
 def _plain(data: bytes) -> str:
-    return data.decode("utf-8").removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    return data.decode("utf-8").removeprefix(BOM).replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _holds_the_change(base: bytes | None, ours: bytes | None, theirs: bytes | None) -> bool:

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentdescent.artifacts.fileblocks import file_block
 from agentdescent.testing.attempts import Attempts
 from agentdescent.testing.router import FILLERS, SIGNALS
 from agentdescent.types import Task
@@ -130,4 +131,4 @@ def _routing_file(prompt: str, team: str) -> str | None:
 
 
 def _file_block(team: str, text: str) -> str:
-    return f'<file path="routing/{team}.md">\n{text}</file>'
+    return file_block(f"routing/{team}.md", text)
