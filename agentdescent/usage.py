@@ -58,6 +58,9 @@ class Usage(Tally):
     unattributed: int = 0  # ... made while another run was active in the process too: on neither bill
     errors: list[str] = field(default_factory=list)
     last_error: str | None = field(default=None, repr=False, compare=False)  # the newest, once `errors` is full
+    # Of the rollouts that failed with an error (held-out ones aside), how many were of each task: a
+    # stretch whose failures are all one task's is that task's fault, not the agent's (FailureWatch)
+    failed_tasks: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     model: ModelUsage = field(default_factory=ModelUsage)
     settled: bool = field(default=False, repr=False, compare=False)  # the run returned: nothing more is counted
 
@@ -79,6 +82,11 @@ class Usage(Tally):
         adds to several, one after the other, and a reader between would count it in some only."""
         with self._lock:
             return tuple(getattr(self, name) for name in names)
+
+    def failures_by_task(self) -> dict[str, int]:
+        """A copy of `failed_tasks`, read under the lock a rollout landing adds to it under."""
+        with self._lock:
+            return dict(self.failed_tasks)
 
     @property
     def tokens(self) -> int:
@@ -115,6 +123,8 @@ class Usage(Tally):
                 self._error(rollout.error)
                 if purpose == "validate":
                     self._add(validate_failures=1)
+                else:
+                    self.failed_tasks[rollout.task.id] = self.failed_tasks.get(rollout.task.id, 0) + 1
             if journal is not None:
                 journal(rollout)
 

@@ -5,7 +5,8 @@ the run ends with `result.error` naming the first error and the fix its cause ca
 detached run as `failed`. Rollouts that ran and scored 0 are no such failure. Past the first round,
 a change whose every rollout fails is refused with its error while the run goes on, and reflections
 that fail for good (a key refused, a prompt too long) stop the run at once, others after a few
-rounds. `plan` tries the scorer first."""
+rounds. Failures all of one task, once some rollout passed, are that task's: a warning, not a
+stop. `plan` tries the scorer first."""
 
 from __future__ import annotations
 
@@ -534,3 +535,36 @@ def test_a_run_rate_limited_through_its_retries_says_so_instead_of_blaming_the_a
     result = evolve(tasks, reward, run=limited, propose=propose, rounds=4, n_workers=2)
     assert "The provider kept the calls rate limited (HTTP 429) past their deadline: lower max_concurrency" in result.error
     assert "Fix the agent or the scorer" not in result.error
+
+
+def test_rounds_whose_rollouts_that_ran_all_failed_on_one_task_warn_once_and_the_run_goes_on():
+    """The other tasks' passes are cached and a failed rollout is not, so a round may run nothing but
+    the one broken task, several times: that read as an agent that cannot work, and stopped the run."""
+    tasks = [Task(id=f"t{i}", prompt="") for i in range(6)]
+
+    def run(rendered, task):
+        if task.id == "t1":
+            raise RuntimeError("t1's fixture is missing")
+        return "ok"
+
+    result = evolve(tasks, lambda task, output: 1.0, run=run, held_out_frac=0, propose=lambda *_: "a rule",
+                    rounds=4, n_workers=4)
+    assert result.error is None and len(result.history) == 4
+    told = [w for w in result.warnings if "all of them on task «t1»" in w]
+    assert len(told) == 1 and "t1's fixture is missing" in told[0] and "the run goes on" in told[0]
+    assert result.usage.failed_tasks["t1"] > 4  # run again round after round, never on any other task
+    assert set(result.usage.failed_tasks) == {"t1"}
+
+
+def test_a_key_refused_on_the_one_task_that_ran_still_stops_the_run():
+    tasks = [Task(id=f"t{i}", prompt="") for i in range(6)]
+
+    def run(rendered, task):
+        if task.id == "t1":
+            raise refused(401, "Incorrect API key provided")
+        return "ok"
+
+    result = evolve(tasks, lambda task, output: 0.5, run=run, held_out_frac=0, propose=lambda *_: "a rule",
+                    rounds=4, n_workers=4)
+    assert result.error.startswith("every rollout of round") and "The key is refused (HTTP 401)" in result.error
+    assert not any("all of them on task" in w for w in result.warnings)

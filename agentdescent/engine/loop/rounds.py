@@ -179,7 +179,7 @@ class Loop:
         usage = self.evaluator.usage
         unmeasured = head if head != stable and head != self.measured.validated and initial is not None else None
         if warn:  # a run stopped because nothing worked says so in its error
-            self._warn_if_all_failed()
+            self._warn_if(stopping.all_failed(usage, self.warnings))
         try:
             self._save(finished=error is None, stop_reason=reason)
         except OSError:
@@ -258,8 +258,7 @@ class Loop:
         self.warnings.append(message)
         self.emit(ev.Warned(message=message))
 
-    def _warn_if_all_failed(self) -> None:
-        warning = stopping.all_failed(self.evaluator.usage, self.warnings)
+    def _warn_if(self, warning: str | None) -> None:
         if warning:
             self._warn(warning)
 
@@ -291,10 +290,10 @@ class Loop:
             self._step(round_, reports)
             if slots and self.shards is not None:
                 self._restart(slots)  # after: a shard's keys change only by its own worker's diffs
-            self._warn_if_all_failed()
+            self._warn_if(stopping.all_failed(usage, self.warnings))
             self._done(round_)
             self.emit(ev.RoundEnded(round=round_, calls=usage.calls))
-            self.failing.check_round(usage, round_, first)  # the round is recorded as done; a resume goes on from the next one
+            self._warn_if(self.failing.check_round(usage, round_, first))  # the round is recorded as done: a resume takes the next
             self.failing.check_reflections([o for o in self.outcomes if o.step == round_], round_, first)
         return stop_reason(self.stop_rules, self.progress, usage) or f"ran all {rounds} rounds"
 

@@ -120,6 +120,13 @@ AFTER_A_FIX = ("then resume the run (evolve(..., store=...) given what you fixed
 FAILING_ROUNDS = 3
 
 
+def _for_good(error: str | None) -> bool:
+    """Whether `error` is one no change under test and no task causes: a key or a model refused (a
+    lasting `Cause` that is not `sent`)."""
+    found = cause(error)
+    return found is not None and found.lasting and not found.sent
+
+
 def nothing_worked(stretch: str, failed: int, error: str | None, which: str = "first", *, among: str = "") -> NothingWorked:
     """The error that stops a run whose `failed` rollouts of `stretch` all failed, naming the
     `which` (first or last) of their errors, and the fix its cause calls for (`limits.cause`)."""
@@ -139,7 +146,10 @@ class FailureWatch:
     """Counts the rollouts that ran (and how many of them failed with an error) from `watch` on;
     `check` raises `NothingWorked` when at least `fewest` ran and every one failed. Rollouts
     served from the cache or a journal are not counted: only what ran says how the agent and the
-    scorer behave now. A rollout that ran and scored 0 is no failure. Past the first round of a
+    scorer behave now. A rollout that ran and scored 0 is no failure, and a stretch whose failures
+    are all of one task, in a run some rollout of which has passed, is that task's fault: it stops
+    nothing, and is told once (`told`: that task's rollouts are run again each round, as failed ones
+    are never cached). Past the first round of a
     run, a round whose failed rollouts were all of changes under test stops it only when their
     error is no change's doing, or after `FAILING_ROUNDS` such rounds (`check_round`); reflections
     are watched alike (`check_reflections`). A held-out measurement in the background is no part of a
@@ -154,17 +164,41 @@ class FailureWatch:
     # its first error) of each round in which some ran and all failed
     failing: list[tuple[int, int, tuple[str | None, str]]] = field(default_factory=list)
     refusing: list[tuple[int, int, str]] = field(default_factory=list)
+    by_task: dict[str, int] = field(default_factory=dict)  # `Usage.failed_tasks` when the stretch began
+    told: set[str] = field(default_factory=set)  # the tasks whose failing alone a warning has named
 
     def watch(self, usage: Usage) -> None:
         self.rollouts, self.failures, validate, validate_failures, self.committed = usage.counts(
             "rollouts", "failures", "validate", "validate_failures", "train")
         self.held_out, self.said = (validate, validate_failures), len(usage.errors)
+        self.by_task = usage.failures_by_task()
 
-    def check(self, usage: Usage, stretch: str, fewest: int = 1, *, held_out: bool = True) -> None:
+    def check(self, usage: Usage, stretch: str, fewest: int = 1, *, held_out: bool = True) -> str | None:
+        """`NothingWorked` when at least `fewest` rollouts of `stretch` ran and every one failed;
+        the warning to give when they were all of one task (`one_task`), else None."""
         ran, failed = self._since(usage, held_out=held_out)
         if ran < fewest or failed < ran:
-            return
-        raise nothing_worked(stretch, failed, *self._first(usage))
+            return None
+        error, which = self._first(usage)
+        task = None if _for_good(error) else self.one_task(usage)
+        if task is not None:
+            return self._tell(task, stretch, failed, error, which)
+        raise nothing_worked(stretch, failed, error, which)
+
+    def one_task(self, usage: Usage) -> str | None:
+        """The task every rollout that failed since `watch` was of (held-out ones aside), when they
+        were all one task's and some rollout of the run has passed; None otherwise."""
+        now, (rollouts, failures) = usage.failures_by_task(), usage.counts("rollouts", "failures")
+        grew = [task for task, n in now.items() if n > self.by_task.get(task, 0)]
+        return grew[0] if len(grew) == 1 and rollouts > failures else None
+
+    def _tell(self, task: str, stretch: str, failed: int, error: str | None, which: str) -> str | None:
+        if task in self.told:
+            return None
+        self.told.add(task)
+        return (f"every rollout of {stretch} failed ({failed} of {failed}), all of them on task «{task}», while other "
+                f"tasks' have passed: the run goes on, running that task again each round (a rollout that failed "
+                f"is not kept); the {which} error: {error or 'not kept'}. {advice(error, 'Fix the agent or the task')}")
 
     def _since(self, usage: Usage, *, held_out: bool) -> tuple[int, int]:
         """The rollouts that ran since `watch` and how many failed; without the held-out measurements'
@@ -180,33 +214,37 @@ class FailureWatch:
         errors = usage.errors[self.said:]
         return (errors[0], "first") if errors else (usage.last_error, "last")
 
-    def check_round(self, usage: Usage, round_: int, first: int) -> None:
+    def check_round(self, usage: Usage, round_: int, first: int) -> str | None:
         """`check` for a round of a run (or a resume) that began at round `first`. Past that one,
         a round that ran at least `FEWEST_LATER` rollouts, every one failed, stops the run when
-        rollouts of the committed artifact (its minibatches) were among them, or
-        when the error is one no change under test causes (a key or a model refused: a lasting
-        `Cause` that is not `sent`), or when it is the `FAILING_ROUNDS`th such round since a
-        rollout last passed. Otherwise the rollouts were all of changes under test, each refused
-        with its error, and the run goes on."""
+        the error is one no change under test causes (a key or a model refused: a lasting `Cause`
+        that is not `sent`); else, unless they were all one task's (a warning, as `check` gives),
+        when rollouts of the committed artifact (its minibatches) were among them, or when it is
+        the `FAILING_ROUNDS`th such round since a rollout last passed. Otherwise the rollouts were
+        all of changes under test, each refused with its error, and the run goes on."""
+        stretch = self.named(round_, first)
         if round_ == first:
-            return self.check(usage, self.named(round_, first), held_out=False)
+            return self.check(usage, stretch, held_out=False)
         ran, failed = self._since(usage, held_out=False)
         if failed < ran:
             self.failing = []
         if ran == 0 or failed < ran:
-            return
+            return None
         error, which = self._first(usage)
+        if ran >= FEWEST_LATER and _for_good(error):
+            raise nothing_worked(stretch, failed, error, which)
+        task = self.one_task(usage)
+        if task is not None:
+            return self._tell(task, stretch, failed, error, which)
         self.failing.append((round_, ran, (error, which)))
         if ran < FEWEST_LATER:
-            return
-        found, stretch = cause(error), self.named(round_, first)
+            return None
         if usage.train > self.committed:
             raise nothing_worked(stretch, failed, error, which, among=", the committed artifact's among them")
-        if found is not None and found.lasting and not found.sent:
-            raise nothing_worked(stretch, failed, error, which)
         if sum(n >= FEWEST_LATER for _, n, _ in self.failing) >= FAILING_ROUNDS:
             (start, _, said), n = self.failing[0], sum(n for _, n, _ in self.failing)
             raise nothing_worked(f"rounds {start + 1} to {round_ + 1}", n, *said, among=", all of changes under test")
+        return None
 
     @staticmethod
     def named(round_: int, first: int) -> str:
