@@ -454,11 +454,8 @@ def test_readers_are_linear(reader, attack):
     assert large < 12 * small + 0.001, f"4x the input took {large / small:.1f}x the time: super-linear"
 
 
-def test_a_200_kb_reply_of_unclosed_file_tags_parses_at_once():
+def test_a_200_kb_reply_of_unclosed_file_tags_is_refused_naming_what_it_lacks():
+    """How long it takes grows with its length alone: test_readers_are_linear."""
     reply = _repeat('<file path="x">', 200_000)
-    start = time.perf_counter()
     with pytest.raises(InvalidProposal, match="no <file"):
         FileTree({"x": "old\n"}).edits_for({"x": "old\n"}, reply)
-    spent = time.perf_counter() - start
-    print(f"200 KB of unclosed <file> tags: {spent * 1e3:.2f} ms")
-    assert spent < 2.0

@@ -198,7 +198,7 @@ def test_a_hanging_grader_is_killed_at_the_timeout(monkeypatch):
     start = time.perf_counter()
     with pytest.raises(AgentError, match="within 0.3s"):
         grader("misbehave.py", timeout=0.3)(task("g"), "out")
-    assert time.perf_counter() - start < 3
+    assert time.perf_counter() - start < 15  # it sleeps 30 s: not waited out, however busy the machine
 
 
 def test_a_missing_grader_executable_is_a_user_error():
