@@ -80,6 +80,7 @@ class EvolveResult:
     initial_state: dict[str, str] = field(default_factory=dict)  # the artifact at `initial_version`
     initial_rendered: Any = None  # `initial_state` rendered: what write_to takes the target to have held
     frozen: tuple[str, ...] = field(default=())
+    left_out: tuple[str, ...] = field(default=())  # the globs the run's tree was read without: write_to never prunes them
     warnings: list[str] = field(default_factory=list)  # what the run's Warned events said
     # how sure `final_reward` is: the half-width of its 90 % interval, from the spread of the
     # held-out rewards (each task's the mean of its draws); None: not measured
@@ -119,7 +120,7 @@ class EvolveResult:
             stop_reason=self.stop_reason, error=self.error, version=self.version,
             initial_version=self.initial_version, initial_state=self.initial_state,
             initial_rendered=None if "initial_rendered" in same else self.initial_rendered, frozen=list(self.frozen),
-            warnings=self.warnings, final_margin=self.final_margin, unmeasured=self.unmeasured,
+            left_out=list(self.left_out), warnings=self.warnings, final_margin=self.final_margin, unmeasured=self.unmeasured,
         ).model_dump_json(indent=1)
 
     @classmethod
@@ -137,14 +138,15 @@ class EvolveResult:
             fields["initial_rendered"] = dict(fields["initial_state"])
         return cls(**{**fields, "history": stored.history, "outcome_list": stored.outcome_list,
                       "ledger_path": Path(stored.ledger_path), "usage": Usage.from_record(stored.usage),
-                      "frozen": tuple(stored.frozen)})
+                      "frozen": tuple(stored.frozen), "left_out": tuple(stored.left_out)})
 
     def write_to(self, path: str | os.PathLike, *, dry_run: bool = False, prune: bool = False,
                  overwrite: bool = False, base: Any = None) -> WritePlan:
         """Write the artifact to `path` and return the plan it followed: a text artifact becomes one
         file, a tree a folder. Only changed files are written (each atomically, its mode kept);
         files the run deleted are deleted, frozen files never touched, extra files left alone unless
-        `prune` (and what `load_tree` never reads, `.venv/` or `build/` say, always). A file edited
+        `prune` (and what `load_tree` never reads, `.venv/` or `build/` say, or the run's tree was
+        read without, its `FileTree(left_out=...)`, always). A file edited
         on disk since the run started (against `base`, what the target held then; default the
         initial artifact rendered) is kept when the run did not change it and merged when both did
         (a file whose line endings or byte-order mark alone are not the base's, read with
@@ -156,7 +158,8 @@ class EvolveResult:
         ends (`plan.removed`). `dry_run` returns the plan and touches nothing. See
         `agentdescent.artifacts.writeback`."""
         return write_back(path, self.rendered, initial=self.initial_state, frozen=self.frozen, dry_run=dry_run,
-                          prune=prune, overwrite=overwrite, base=self.initial_rendered if base is None else base)
+                          prune=prune, overwrite=overwrite, base=self.initial_rendered if base is None else base,
+                          left_out=self.left_out)
 
 
 def _check_storable(name: str, rendered: Any) -> None:
@@ -203,5 +206,6 @@ class _Stored(BaseModel):
     initial_state: dict[str, str] = Field(default_factory=dict)
     initial_rendered: Any = None
     frozen: list[str] = Field(default_factory=list)
+    left_out: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     unmeasured: int | None = None

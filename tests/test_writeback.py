@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from agentdescent import UserError
+from agentdescent import EvolveResult, FileTree, Task, UserError, evolve, load_tree
 from agentdescent.artifacts import backups, targetlock
 from agentdescent.artifacts.undo import recover, restore
 from agentdescent.artifacts.writeback import write_back
@@ -114,6 +114,20 @@ def test_prune_deletes_extras_and_the_folders_they_leave_empty_but_never_frozen_
     assert not (folder / "stray").exists() and (folder / "hooks/local.sh").read_text(encoding="utf-8") == "mine\n"
     assert all((folder / key).read_text(encoding="utf-8") == text for key, text in unread.items())
     assert files_of(plan.backup)["stray/one.md"] == b"1\n"
+
+
+def test_prune_leaves_the_files_the_run_s_tree_was_read_without(tmp_path):
+    """A tree read with exclude= and handed to FileTree(left_out=...) was pruned of them: the notes
+    the user chose to keep out of the run were deleted as files it did not know."""
+    folder = make(tmp_path / "skill", {**SKILL, "notes/mine.md": "keep me\n", "stray.md": "s\n"})
+    tree = load_tree(folder, exclude=["notes/*", "stray.md"])
+    run = evolve([Task(id=f"t{i}", prompt="") for i in range(6)], lambda task, output: 1.0, run=lambda files, task: "ok",
+                 propose=lambda *_: "unused", strategy=FileTree(tree, left_out=["notes/*"]), rounds=1)
+    for result in (run, EvolveResult.from_json(run.to_json())):
+        plan = result.write_to(folder, prune=True, dry_run=True)
+        assert plan.deleted == ("stray.md",) and plan.extra == ("stray.md",)
+    run.write_to(folder, prune=True)
+    assert (folder / "notes/mine.md").read_text(encoding="utf-8") == "keep me\n" and not (folder / "stray.md").exists()
 
 
 def test_file_modes_are_kept_and_new_files_get_the_umask_mode(tmp_path):

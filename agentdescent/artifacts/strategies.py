@@ -253,7 +253,7 @@ class FileTree:
     dist/, `*~`: `tree.SKIPPED_FOLDERS`, `tree.SKIPPED_FILES`) is frozen: written back, it would not
     be read again. `left_out`, for a tree `load_tree` read with those `exclude` globs (and the literal
     keys of the files it carried as not text), makes a key it leaves out frozen too: a run may not
-    write what it never read (`tree.left_out`). The render is
+    write what it never read (`tree.left_out`), nor its `write_to(prune=True)` delete it. The render is
     the `{path: text}` mapping itself; `tree_runner` writes it into a workspace for a real agent.
     """
 

@@ -3,7 +3,8 @@
 `write_back` compares the artifact with the disk and returns a `WritePlan`: files to write
 (created or changed), files already right, files to delete (in the artifact when the run
 started and gone from it now; with `prune`, also the files it does not know, but never where
-`load_tree` does not read: `.venv/`, `node_modules/`, `build/`, editor backups), the extra files
+`load_tree` does not read: `.venv/`, `node_modules/`, `build/`, editor backups, and the `left_out`
+globs the run's tree was read without), the extra files
 it leaves alone, and the frozen files it never touches. Given `base`, what the target held when
 the run started, a file the user changed since is never lost: it is kept when the run did not
 change it, merged three-way when both did and git can merge the two (in the disk's line endings
@@ -42,7 +43,7 @@ from agentdescent import atomic
 from agentdescent.artifacts import backups, pruning, reconcile, registry, targetlock
 from agentdescent.artifacts.copyable import readable
 from agentdescent.artifacts.putback import lstat
-from agentdescent.artifacts.tree import left_out
+from agentdescent.artifacts.tree import left_out as tree_left_out
 from agentdescent.commands import command
 from agentdescent.errors import UserError
 from agentdescent.governance import is_frozen, unsafe_key_reason
@@ -82,11 +83,12 @@ class WritePlan:
 
 def write_back(path: str | os.PathLike, rendered: str | Mapping[str, str], *, initial: Mapping[str, str] | None = None,
                base: str | Mapping[str, str] | None = None, frozen: Iterable[str] = (), dry_run: bool = False,
-               prune: bool = False, overwrite: bool = False, run: str | None = None) -> WritePlan:
+               prune: bool = False, overwrite: bool = False, run: str | None = None, left_out: Iterable[str] = ()) -> WritePlan:
     """Write `rendered` to `path`: a str becomes one file, a {relative posix path: text} dict a
     folder. `initial` is the artifact when the run started (its keys gone from `rendered` are
     deleted); `base` is what the target held then, in the shape of `rendered` (None: the disk's
-    edits are not looked for); `frozen` holds fnmatch patterns of files never touched; `run` is the
+    edits are not looked for); `frozen` holds fnmatch patterns of files never touched; `left_out`,
+    the globs `load_tree` was given to skip (`FileTree(left_out=...)`), files no prune deletes; `run` is the
     stored run whose accept this is, recorded with the backup. `dry_run` returns the plan and
     touches nothing. Raises `UserError` for a refused path, for files both the user and the run
     changed beyond a clean merge (unless `overwrite`), or a failed write (undone)."""
@@ -94,21 +96,21 @@ def write_back(path: str | os.PathLike, rendered: str | Mapping[str, str], *, in
     tree = not isinstance(rendered, str)
     contents = _contents(rendered)
     check_kind(target, folder=tree)
-    initial, frozen = (dict(initial or {}), tuple(frozen)) if tree else ({}, ())
+    initial, frozen, skipped = (dict(initial or {}), tuple(frozen), tuple(left_out)) if tree else ({}, (), ())
     _check_keys(initial)
     base_files = None if base is None else _contents(base)
     if dry_run:
         _refuse_interrupted(target)
         refused = tuple(map(str, backups.survey(target).refused))
         with readable(target, _COMPARING.format(target.name)):
-            plan = _plan(target, contents, initial, frozen, prune, base_files, overwrite=overwrite)[0]
+            plan = _plan(target, contents, initial, frozen, prune, base_files, overwrite=overwrite, left_out=skipped)[0]
         return _named(replace(plan, refused=refused))
     target.parent.mkdir(parents=True, exist_ok=True)
     with targetlock.locked(target):
         rolled_back, refusals = backups.recover(target)
         settled = tuple(map(str, rolled_back))
         with readable(target, _COMPARING.format(target.name)):
-            plan, contents = _plan(target, contents, initial, frozen, prune, base_files, overwrite=overwrite)
+            plan, contents = _plan(target, contents, initial, frozen, prune, base_files, overwrite=overwrite, left_out=skipped)
         plan = replace(plan, refused=tuple(map(str, refusals)), settled=settled)
         if plan.conflicts and not overwrite:
             raise _conflicting(target, {k: _difference(target, k, initial, base_files) for k in plan.conflicts}, settled)
@@ -183,7 +185,8 @@ def _refuse_interrupted(target: Path) -> None:
 
 
 def _plan(target: Path, contents: dict[str, bytes], initial: dict[str, str], frozen: tuple[str, ...], prune: bool,
-          base: dict[str, bytes] | None = None, *, overwrite: bool = False) -> tuple[WritePlan, dict[str, bytes]]:
+          base: dict[str, bytes] | None = None, *, overwrite: bool = False,
+          left_out: tuple[str, ...] = ()) -> tuple[WritePlan, dict[str, bytes]]:
     """What the write does, and the bytes of each file it writes. With `base`, the user's edits
     since the run started are kept or merged in first, and the files beyond a merge are conflicts
     (written as the run has them only with `overwrite`)."""
@@ -196,8 +199,9 @@ def _plan(target: Path, contents: dict[str, bytes], initial: dict[str, str], fro
     settled = {k: v for k, v in merge.contents.items() if v is not None and k not in apart}
     contents = {**{k: v for k, v in contents.items() if k not in leave}, **settled}
     gone = {k for k in initial if k not in contents and k not in frozen_keys | leave and os.path.lexists(target / k)}
-    # what load_tree never reads (.venv/, node_modules/, build/, editor backups) is no file of the artifact: never an extra, never pruned
-    extra = {k for k in on_disk - contents.keys() - initial.keys() - frozen_keys - leave if not left_out(k)}
+    # what load_tree never reads (.venv/, node_modules/, build/, editor backups, the run's own excludes) is no file of
+    # the artifact: never an extra, never pruned
+    extra = {k for k in on_disk - contents.keys() - initial.keys() - frozen_keys - leave if not tree_left_out(k, left_out)}
     deleted = (gone | extra) if prune else gone
     kept = sorted(k for k in contents if k not in frozen_keys)
     for key in kept:  # a link the user made where the run writes is written over only as a conflict overwritten

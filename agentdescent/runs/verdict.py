@@ -108,7 +108,7 @@ def accept(store: RunStore, run_id: str, *, dry_run: bool = False, overwrite: bo
             raise UserError(f"run {run.id} was already accepted just now")
         result, base, left = _to_write(run, result)
         plan = write_back(status.target, result.rendered, initial=result.initial_state, frozen=result.frozen,
-                          dry_run=dry_run, overwrite=overwrite, base=base, run=run.id)
+                          dry_run=dry_run, overwrite=overwrite, base=base, run=run.id, left_out=result.left_out)
         done = Accepted(run_id=run.id, dry_run=dry_run, target=status.target, written=list(plan.written),
                         deleted=list(plan.deleted), unchanged=len(plan.unchanged), merged=list(plan.merged),
                         kept=list(plan.kept), conflicts=list(plan.conflicts),

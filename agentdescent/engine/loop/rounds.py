@@ -195,7 +195,7 @@ class Loop:
             stop_reason=reason, error=error, version=stable, initial_version=start, initial_state=initial_state,
             initial_rendered=self.strategy.render(initial_state), frozen=tuple(self.strategy.frozen),
             warnings=list(self.warnings), final_margin=None if final is None else self.validator.margin(state),
-            unmeasured=unmeasured,
+            unmeasured=unmeasured, left_out=tuple(getattr(self.strategy, "left_out", None) or ()),
         )
 
     def _begin(self) -> float:

@@ -164,4 +164,4 @@ def finished_result(ledger_path: Path, strategy: Strategy, artifact_id: str) -> 
         history=saved.history, ledger_path=Path(ledger_path), outcome_list=saved.outcomes,
         usage=Usage.from_record(saved.usage), stop_reason=saved.stop_reason or "finished", error=None, version=stable,
         initial_version=saved.initial_version, initial_state=initial, initial_rendered=strategy.render(initial),
-        frozen=tuple(strategy.frozen), warnings=list(saved.warnings))
+        frozen=tuple(strategy.frozen), left_out=tuple(getattr(strategy, "left_out", None) or ()), warnings=list(saved.warnings))
