@@ -8,8 +8,8 @@ ORIGIN, each printing to its own pipe, then calls the reward once, and appends t
 FOLDER/verdicts.jsonl one line as it begins an item (`{"item": i, "printed": [j]}`: the earlier
 item that imported its module, whose output is its too) and one as it knows the verdict
 (`{"item": i, "error": null or why not}`), so that the parent keeps every verdict given before
-the child hung or died. Everything it needs of its own is imported before ORIGIN goes first on
-`sys.path`, so that a planted `json.py` there stands in for none of it. What it leaves out:
+the child hung or died. A ref's module is found in ORIGIN only where Python finds it nowhere else
+(`userimport`), so that a planted `json.py` or `yaml.py` there stands in for nothing. What it leaves out:
 judging how the child ended, and quoting what it printed (the parent does).
 """
 
@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
+from agentdescent import userimport
 from agentdescent.refcheck import SCRATCH_PREFIX, UNPICKLABLE, reward_problem
 
 PARENT_POLL_SECONDS = 0.2  # how often the child looks whether its parent is still there
@@ -41,7 +42,7 @@ def main(argv: list[str]) -> NoReturn:
     _orphaned(int(parent), Path(folder))
     asked = json.loads(Path(folder, "asked.json").read_text(encoding="utf-8"))
     call, executor = asked["call"], asked["executor"]
-    if call:  # imported before ORIGIN is on the path: ours, not a planted copy (and only for a call: they are slow to import)
+    if call:  # imported before a ref may put ORIGIN on the path: ours, not a planted copy (and only for a call: slow to import)
         from agentdescent.scoring import Judge  # noqa: F401
         from agentdescent.types import Task  # noqa: F401
 
@@ -53,14 +54,12 @@ def main(argv: list[str]) -> NoReturn:
             moved: str | None = None
         except OSError as exc:
             moved = f"cannot work in {origin}: {exc.strerror or exc}"
-        else:
-            sys.path.insert(0, origin)
         for i, (ref, fd) in enumerate(zip(items, asked["fds"], strict=True)):
             module = ref.partition(":")[0]
             _note(verdicts, item=i, printed=[imported[module]] if module in imported else [])
             _print_to(fd)
             fresh = module not in sys.modules
-            error = moved or _load(ref)
+            error = moved or _load(ref, origin)
             if fresh and module in sys.modules:
                 imported[module] = i
             if error is None and call and i == len(items) - 1:
@@ -109,10 +108,10 @@ def _orphaned(parent: int, scratch: Path) -> None:
     threading.Thread(target=watch, daemon=True, name="agentdescent-refcheck-parent").start()
 
 
-def _load(ref: str) -> str | None:
+def _load(ref: str, origin: str) -> str | None:
     module_name, _, attribute = ref.partition(":")
     try:
-        module = importlib.import_module(module_name)
+        module = userimport.import_named(module_name, origin)
         found = functools.reduce(getattr, attribute.split("."), module)
     except BaseException as exc:  # noqa: BLE001 - the user's module may raise anything, SystemExit too: all mean "does not load"
         return f"{type(exc).__name__}: {exc}"

@@ -121,6 +121,43 @@ def test_a_module_planted_beside_the_users_code_stands_in_for_none_of_the_checks
     assert not marker.exists()
 
 
+PLANTED = "open({marker!r}, 'a').write({name!r} + ' ')\nraise ImportError('planted {name} ran')\n"
+
+
+def test_a_module_planted_in_the_folder_stands_in_for_none_the_users_code_or_an_installed_ref_imports(tmp_path):
+    """The folder went first on the child's path: the user's scorer importing yaml imported the
+    folder's yaml.py, and so did a ref to an installed module, with no code of the folder's named."""
+    marker = tmp_path / "planted-ran"
+    for name in ("yaml", "httpx", "scipy"):
+        _modules(tmp_path, **{name: PLANTED.format(marker=str(marker), name=name)})
+    _modules(tmp_path, scorer="import yaml, httpx\n\ndef reward(task, output):\n    return 1.0\n")
+    said = check_refs(["scorer:reward", "agentdescent.testing:route_by_skill"], cwd=tmp_path, timeout=20)
+    assert said == {"scorer:reward": None, "agentdescent.testing:route_by_skill": None}
+    assert not marker.exists()
+
+
+def test_a_users_module_named_like_an_installed_one_is_refused_naming_both(tmp_path):
+    _modules(tmp_path, yaml="def reward(task, output):\n    return 1.0\n")
+    said = check_refs(["yaml:reward"], cwd=tmp_path, timeout=20)["yaml:reward"]
+    assert said.startswith(f"ImportError: rename {tmp_path / 'yaml.py'}, and the reference with it: Python finds a "
+                           "module 'yaml' first, ")
+
+
+def test_a_run_started_in_a_folder_of_planted_modules_runs_none_of_them(service, tmp_path, monkeypatch):
+    """Only a python: ref's own module is looked for in the folder a run starts in: the run's
+    process imported scipy, httpx and yaml from there, its keys in reach."""
+    marker = tmp_path / "planted-ran"
+    for name in ("yaml", "httpx", "scipy", "numpy", "git"):
+        _modules(tmp_path, **{name: PLANTED.format(marker=str(marker), name=name)})
+    _modules(tmp_path, recorded_refs=RECORDER.format(repo=str(REPO), marker=str(tmp_path / "imported-by.txt")))
+    monkeypatch.chdir(tmp_path)
+    refs = "python:recorded_refs:"
+    spec = domain.spec(tmp_path, agent=refs + "answer", reflector=refs + "next_rule", scorer=refs + "reward", rounds=2)
+    run_id = service.start(spec).run_id
+    assert wait(service, run_id).state == "finished"
+    assert not marker.exists()
+
+
 def test_plan_start_and_show_never_import_the_users_code(service, tmp_path, monkeypatch):
     marker = tmp_path / "imported-by.txt"
     _modules(tmp_path, recorded_refs=RECORDER.format(repo=str(REPO), marker=str(marker)))

@@ -11,17 +11,15 @@ keeps its files (the store).
 from __future__ import annotations
 
 import functools
-import importlib
 import importlib.util
 import json
 import os
-import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentdescent import reading, refcheck
+from agentdescent import reading, refcheck, userimport
 from agentdescent.artifacts import AppendRules, FileTree, SingleSlot, Strategy
 from agentdescent.artifacts.copyable import copy_problems
 from agentdescent.dataloader import hf_rows, tasks_from
@@ -331,13 +329,11 @@ def _ref_problems(spec: RunSpec, tasks: list[Task], tried: dict[str, str | None]
 
 def resolve_ref(ref: str) -> Any:
     """The object `module:attribute` names, the module imported now from the current folder (where
-    the run's process works too), as `python -m` would find it. This runs the user's code: only
-    the run's own process calls it (`problems` checks refs in a child process)."""
+    the run's process works too), after what is installed (`userimport`). This runs the user's code:
+    only the run's own process calls it (`problems` checks refs in a child process)."""
     module_name, _, attribute = ref.partition(":")
-    if os.getcwd() not in sys.path:  # an installed script (agentdescent, agentdescent-mcp) lacks it
-        sys.path.insert(0, os.getcwd())
     try:
-        module = importlib.import_module(module_name)
+        module = userimport.import_named(module_name, os.getcwd())
         return functools.reduce(getattr, attribute.split("."), module)
     except (ImportError, AttributeError, ValueError) as exc:
         raise UserError(f"cannot load {ref!r}: {type(exc).__name__}: {exc}; check the module is importable "

@@ -197,14 +197,13 @@ def _ends_a_line(path: Path) -> bool:
 
 def _enter_origin(run: RunDir) -> None:
     """Work where the run was started from, as the user's own program would: a grader command or
-    a `python:` ref is found there. A folder gone since (a reboot cleared it) leaves the run's own."""
+    a `python:` ref is found there (and only such a ref's module: `userimport`). A folder gone since
+    (a reboot cleared it) leaves the run's own."""
     try:
         folder = origin.folder(run)
         os.chdir(folder)
     except (OSError, ValueError, KeyError, TypeError):
         os.chdir(run.path)
-        return
-    sys.path.insert(0, folder)
 
 
 def _evolve(run: RunDir, tracker: StatusTracker, token: CancelToken) -> EvolveResult:
