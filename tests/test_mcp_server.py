@@ -16,6 +16,7 @@ import pytest
 from agentdescent_mcp.server import server
 from mcp import StdioServerParameters
 
+from agentdescent.quoting import UNSHOWN
 from agentdescent.runs import Service
 from agentdescent.runs.hostfiles import sent_bytes
 from agentdescent.runs.hostwork import PAGE_BYTES
@@ -262,6 +263,25 @@ def test_errors_say_what_to_do(home, tmp_path, mode):
         assert (await call(client, "runs"))["runs"]  # and the server goes on serving
 
     connected(body, mode)
+
+
+def test_nothing_a_host_may_print_holds_a_control_or_invisible_character_raw(home, tmp_path):
+    """A tool error quoted a missing path's ESC sequences raw (OSC 52 writes the clipboard of a
+    terminal that shows it), and JSON answers carried a C1 CSI and bidi overrides as they were."""
+    prompt = tmp_path / "prompt.md"
+    prompt.write_text("Answer the question.\n", encoding="utf-8")
+    hostile = "\x1b[2J\x1b]52;c;QQ==\x07\u009b31m\u202eb\r\x08"
+
+    async def body(client):
+        said = await fails(client, "plan", spec=text_spec(tmp_path / f"nope{hostile}.md", agent="host", reflector="host"))
+        assert "nope\\x1b[2J\\x1b]52;c;QQ==\\x07\\x9b31m\\u202eb\\x0d\\x08.md" in said
+        result = await client.call_tool("plan", {"spec": text_spec(prompt, agent=f"openai:gpt{hostile}", reflector="host")})
+        text = result.content[0].text
+        assert not result.is_error and result.structured_content["agent"] == f"openai:gpt{hostile}"
+        assert json.loads(text) == result.structured_content and len(text.encode()) == sent_bytes(result.structured_content)
+        assert UNSHOWN.search(said) is None and UNSHOWN.search(text) is None
+
+    connected(body)
 
 
 def test_the_runs_list_and_a_long_error_fit_one_page_and_the_rest_is_paged(home, tmp_path):

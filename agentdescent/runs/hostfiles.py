@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any, Protocol
 
 import pydantic_core
 
 from agentdescent import atomic
+from agentdescent.quoting import UNSHOWN
 from agentdescent.runs.mailbox import Claim
 from agentdescent.runs.store import RunDir
 from agentdescent.walking import entries
@@ -51,13 +53,23 @@ class Group(Protocol):
 
 def sent_text(answer: Any) -> str:
     """`answer` as a host receives it in a tool's result: compact JSON (the MCP server sends every
-    result so, and pages are measured in it)."""
-    return pydantic_core.to_json(answer).decode()
+    result so, and pages are measured in it), each control or invisible character JSON leaves as
+    it is (a C1 CSI, a bidi override, a zero-width space) written as its `\\u` escape: the same
+    value, and nothing a host's terminal acts on or hides."""
+    return UNSHOWN.sub(_json_escape, pydantic_core.to_json(answer).decode())
 
 
 def sent_bytes(answer: Any) -> int:
     """The UTF-8 bytes of `sent_text(answer)`."""
-    return len(pydantic_core.to_json(answer))
+    return len(sent_text(answer).encode())
+
+
+def _json_escape(found: re.Match[str]) -> str:
+    code = ord(found.group())
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # past the first plane, JSON writes a character as its UTF-16 pair
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def fitted(group: Group, run: RunDir, room: int) -> Group:

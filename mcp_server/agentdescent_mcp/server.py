@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field, ValidationError, WithJsonSchema
 
 from agentdescent.agents.redact import redact
 from agentdescent.errors import AgentDescentError
-from agentdescent.quoting import closed
+from agentdescent.quoting import closed, shown
 from agentdescent.reading import name_or_count, unusable_path
 from agentdescent.runs import Service, lists_page
 from agentdescent.runs.agentcheck import CHECK_MODELS_HELP
@@ -171,16 +171,17 @@ server = _StrictServer("agentdescent", title="AgentDescent", instructions=INSTRU
 @contextmanager
 def service() -> Iterator[Service]:
     """A `Service` on the store as the environment says now, its answers redacted; its refusals
-    become tool errors, redacted too."""
+    become tool errors, redacted too, and each control or invisible character (a path's ESC, a
+    reply's bidi override) as its escape: a host may print them to a terminal."""
     try:
         yield Redacted(Service())  # type: ignore[misc]
     except AgentDescentError as exc:
-        raise ToolError(_one_page(redact(str(exc)))) from None
+        raise ToolError(_one_page(shown(redact(str(exc))))) from None
     except OSError as exc:  # a path no system can look up (too long, a symlink loop) is the caller's to fix
         said = unusable_path(exc)
         if said is None:
             raise
-        raise ToolError(redact(said)) from None
+        raise ToolError(shown(redact(said))) from None
 
 
 def _one_page(message: str, room: int = PAGE_BYTES - 200) -> str:
