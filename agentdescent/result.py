@@ -13,7 +13,6 @@ from pydantic import BaseModel, Field
 
 from agentdescent.artifacts.writeback import WritePlan, write_back
 from agentdescent.errors import UserError
-from agentdescent.ledger import Ledger, looks_like_ledger
 from agentdescent.quoting import quoted
 from agentdescent.types import Diff, Outcome
 from agentdescent.usage import Usage
@@ -21,6 +20,7 @@ from agentdescent.usage import Usage
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from agentdescent.ledger import Ledger
     from agentdescent.step import StepReport
 
 
@@ -92,6 +92,8 @@ class EvolveResult:
     def ledger(self) -> Ledger:
         """The run's git ledger, opened now: `with result.ledger as ledger: ...` closes its git
         processes when done. A `UserError` when it is gone: never a new empty one in its place."""
+        from agentdescent.ledger import Ledger, looks_like_ledger  # here: reading a stored result needs no GitPython
+
         if not looks_like_ledger(Path(self.ledger_path)):
             raise UserError(f"the run's ledger is no longer at {self.ledger_path}: it was removed or moved since the run "
                             "(`agentdescent runs --prune` removes old temporary ledgers, and temp folders get cleaned). "

@@ -2,6 +2,11 @@
 
 import importlib
 import inspect
+import os
+import subprocess
+import sys
+
+import pytest
 
 import agentdescent
 
@@ -54,7 +59,9 @@ def test_the_lazy_tables_and_the_imports_read_by_tools_agree():
     them under TYPE_CHECKING for type checkers and the API reference: the two lists are one."""
     import ast
 
-    for package in (agentdescent, importlib.import_module("agentdescent.agents")):
+    lazy = ("agentdescent", "agentdescent.agents", "agentdescent.artifacts", "agentdescent.dataloader", "agentdescent.runs",
+            "agentdescent.step")
+    for package in map(importlib.import_module, lazy):
         tree = ast.parse(inspect.getsource(package))
         block = next(node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
         read = {alias.name: node.module for node in block.body for alias in node.names}
@@ -67,11 +74,27 @@ def test_importing_the_package_or_a_unit_of_work_does_not_import_the_clients_or_
     """A Ray actor or a process worker unpickles `roll_out` (and, in the docs and benchmarks, the demo
     domain's `route`) and needs no HTTP client nor GitPython; `import agentdescent` needs nothing
     at all until a name is used."""
-    import subprocess
-    import sys
-
     probe = ("import sys, {module}; "
              "print(sorted(m for m in ('httpx', 'git', 'agentdescent.engine.evolve', 'agentdescent.ledger') if m in sys.modules))")
     for module in ("agentdescent", "agentdescent.engine.calls.units", "agentdescent.testing"):
         out = subprocess.run([sys.executable, "-c", probe.format(module=module)], capture_output=True, text=True, check=True)
         assert out.stdout.strip() == "[]", (module, out.stdout, out.stderr)
+
+
+# What the CLI and the MCP server need only once a verb or a tool does the work it is for.
+NOT_AT_START = ("scipy", "numpy", "httpx", "git", "yaml", "ray", "agentdescent.engine.evolve", "agentdescent.ledger.ledger")
+LISTED = f"import sys; print(sorted(m for m in {NOT_AT_START!r} if m in sys.modules))"
+
+
+@pytest.mark.parametrize("probe", [
+    "from agentdescent.cli.main import main; assert main(['runs']) == 0",
+    "import anyio; from agentdescent_mcp.server import server; assert anyio.run(server.list_tools)",
+], ids=["cli runs", "mcp tools/list"])
+def test_the_cli_and_the_mcp_server_start_without_what_only_some_verbs_need(probe, tmp_path):
+    """A host starts the MCP server and waits for its tools list; every CLI verb pays the CLI's
+    imports: neither imports the engine, GitPython, PyYAML or the statistics to answer `runs` or
+    `tools/list` (each is imported where it is used)."""
+    env = {**os.environ, "AGENTDESCENT_HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", f"{probe}; {LISTED}"], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines()[-1] == "[]", out.stdout[-2000:]

@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
         ("journal_cost.py", ["--workers", "2", "--seeds", "0", "--repeats", "1", "--signals", "1", "--per-signal", "4",
                              "--rollout-ms", "0", "--propose-ms", "0"], "shipped / bookkeeping off"),
         ("service.py", ["--repeats", "1", "--rounds", "3", "--status-calls", "20"], "detached-run overhead"),
+        ("startup.py", ["--repeats", "1"], "MCP server: start, initialize, tools/list"),
         ("folder_memory.py", ["--bulk-files", "1", "--rounds", "1"], "peak per byte of target"),
         ("thread_waves.py", ["--sizes", "8", "16", "--repeats", "1"], "ThreadPoolExecutor"),
         ("ray_overhead.py", ["--sizes", "4", "--repeats", "1"], "with one taken back warm"),

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentdescent.errors import UserError
-from agentdescent.ledger import looks_like_ledger
 from agentdescent.reading import in_the_way
 
 
@@ -31,6 +30,8 @@ def store_folder(flag: str, value: str | None) -> str | None:
     blocking = in_the_way(path)
     if blocking is not None:
         raise UserError(f"{flag} {value} runs through {blocking}, a file, not a folder; {fix}")
+    from agentdescent.ledger import looks_like_ledger  # here: the verbs that take no --store need no GitPython
+
     if path.is_dir() and any(path.iterdir()) and not looks_like_ledger(path):
         raise UserError(f"{flag} {value} is a folder that holds other files, not a ledger; {fix}")
     return value

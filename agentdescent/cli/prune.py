@@ -25,8 +25,7 @@ from rich.console import Console
 from agentdescent import refcheck
 from agentdescent.cli.views import plural
 from agentdescent.cli.watch import FAILURE, say
-from agentdescent.engine.evolve import TEMPORARY_LEDGER_PREFIX
-from agentdescent.ledger import in_use, looks_like_ledger
+from agentdescent.engine import TEMPORARY_LEDGER_PREFIX
 from agentdescent.runs.rolloutdir import Cleared, clear
 from agentdescent.step import textmerge
 from agentdescent.walking import walk
@@ -38,6 +37,8 @@ SCRATCH_PREFIXES = (refcheck.SCRATCH_PREFIX, textmerge.SCRATCH_PREFIX)  # folder
 def prune(console: Console, now: float | None = None) -> int:
     """Remove this user's temporary ledgers nothing has written to for PRUNE_AFTER_SECONDS, and say
     what was removed and what was left; 1 when a removal failed."""
+    from agentdescent.ledger import in_use, looks_like_ledger  # here: the other verbs need no GitPython
+
     folder, now = Path(tempfile.gettempdir()), time.time() if now is None else now
     removed, kept, others, freed = 0, 0, 0, 0
     failed: list[str] = []

@@ -26,7 +26,7 @@ from agentdescent.cli.views import plural
 from agentdescent.cli.watch import ending, say, watched
 from agentdescent.commands import command
 from agentdescent.dataloader.local import TASK_FILES
-from agentdescent.engine.evolve import TEMPORARY_LEDGER_PREFIX
+from agentdescent.engine import TEMPORARY_LEDGER_PREFIX
 from agentdescent.errors import UserError
 from agentdescent.runs import Service, keys
 from agentdescent.runs.agentcheck import CHECK_MODELS_HELP

@@ -8,10 +8,28 @@ compose with any of them.
 Left out on purpose: the `datasets` library and Parquet/Arrow downloads (the rows API needs only
 `httpx`), streaming, shuffling and train/test splitting (the engine samples tasks and holds out
 its own validation set), and image/audio cells (they arrive as whatever JSON the server sends).
+
+The names are imported when first used (`agentdescent._exports`): reading a local file does not
+import the Hugging Face reader and its HTTP plumbing.
 """
 
-from agentdescent.dataloader.huggingface import hf_rows
-from agentdescent.dataloader.local import csv_rows, json_rows, jsonl_rows
-from agentdescent.dataloader.tasks import tasks_from
+# ruff: noqa: F401 - the imports under TYPE_CHECKING are there to be read, not used
+from typing import TYPE_CHECKING
+
+from agentdescent._exports import lazy
+
+if TYPE_CHECKING:  # the same names, read by type checkers
+    from agentdescent.dataloader.huggingface import hf_rows
+    from agentdescent.dataloader.local import csv_rows, json_rows, jsonl_rows
+    from agentdescent.dataloader.tasks import tasks_from
+
+_WHERE = {
+    "hf_rows": "agentdescent.dataloader.huggingface",
+    "csv_rows": "agentdescent.dataloader.local",
+    "json_rows": "agentdescent.dataloader.local",
+    "jsonl_rows": "agentdescent.dataloader.local",
+    "tasks_from": "agentdescent.dataloader.tasks",
+}
+__getattr__, __dir__ = lazy(__name__, _WHERE)
 
 __all__ = ["csv_rows", "hf_rows", "json_rows", "jsonl_rows", "tasks_from"]

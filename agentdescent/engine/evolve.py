@@ -22,7 +22,7 @@ from agentdescent.agents.base import catching_strays
 from agentdescent.artifacts.strategies import AppendRules, Strategy
 from agentdescent.artifacts.workspace import TreeRunner
 from agentdescent.config import BATCHED_WAVE, DEFAULTS, Budget, Parallelism, Policies, Settings
-from agentdescent.engine import ctrl_c
+from agentdescent.engine import TEMPORARY_LEDGER_PREFIX, ctrl_c
 from agentdescent.engine.calls.budget import Allowance
 from agentdescent.engine.calls.cancel import CancelToken
 from agentdescent.engine.calls.evaluation import Evaluator, RewardFn, RunFn
@@ -53,7 +53,6 @@ from agentdescent.step.policies import rewards_noisy
 from agentdescent.types import Task
 from agentdescent.usage import Usage
 
-TEMPORARY_LEDGER_PREFIX = "agentdescent-ledger-"  # a run without store= keeps its ledger in such a temp folder
 FINISH_GRACE_S = 10.0  # how long a finished run waits for calls still running (see `_wind_down`)
 
 

@@ -29,8 +29,6 @@ import threading
 import warnings
 from collections.abc import Callable, Sequence
 
-import yaml
-
 from agentdescent.types import Edit
 
 __all__ = ["MAX_PARSED_CHARS", "breakage", "unreadable"]
@@ -39,7 +37,6 @@ MAX_PARSED_CHARS = 100_000
 _KINDS = {".py": "py", ".json": "json", ".yaml": "yaml", ".yml": "yaml", ".md": "md"}
 _VERBS = {"py": "not compile", "json": "not be valid JSON", "yaml": "not be valid YAML", "md": "break its frontmatter"}
 _PARSES = {"py": "compile", "json": "load as JSON", "yaml": "load as YAML"}
-_SAFE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's reader, where PyYAML has it: linear in more texts
 _WARNINGS = threading.Lock()  # `catch_warnings` swaps a global: two threads in it at once could leave it swapped
 
 Problem = tuple[int, str]  # the line (1 for the whole text) and what is wrong there
@@ -109,6 +106,9 @@ def _frontmatter(text: str) -> Problem | None:
 @functools.lru_cache(maxsize=64)  # head's text is checked again for every diff that changes it
 def _parsed(kind: str, text: str) -> Problem | None:
     """Where and why `text` does not parse as `kind` (py, json, yaml, or fields: a YAML mapping), or None."""
+    import yaml  # here: a process that checks no YAML file (the CLI, the MCP server) does not import PyYAML
+
+    safe = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's reader, where PyYAML has it: linear in more texts
     text = text.removeprefix("\ufeff")  # a byte order mark, which Python and JSON readers of a file skip
     try:
         if kind == "py":
@@ -118,9 +118,9 @@ def _parsed(kind: str, text: str) -> Problem | None:
         elif kind == "json":
             json.loads(text)
         elif kind == "yaml":
-            list(yaml.load_all(text, Loader=_SAFE))  # a file may hold several documents, `---` between them
+            list(yaml.load_all(text, Loader=safe))  # a file may hold several documents, `---` between them
         else:
-            fields = yaml.load(text, Loader=_SAFE)
+            fields = yaml.load(text, Loader=safe)
             if not isinstance(fields, dict):
                 what = "nothing" if fields is None else type(fields).__name__
                 return 1, f"it reads as {what}, not as fields (name: ..., description: ...)"

@@ -2,10 +2,29 @@
 
 The CLI verbs and the MCP server are thin layers over `Service` (start, follow, stop, resume) and
 `review` (show, accept, reject); `doctor` says what this machine has.
+
+The names below are imported when first used (`agentdescent._exports`): a module that imports one
+record of this package (`runs.status`, `runs.hostwork`) does not import the service and all it runs on.
 """
 
-from agentdescent.runs.service import Service
-from agentdescent.runs.spec import RunSpec, SpecError, read_spec
-from agentdescent.runs.store import RunStore, home
+# ruff: noqa: F401 - the imports under TYPE_CHECKING are there to be read, not used
+from typing import TYPE_CHECKING
+
+from agentdescent._exports import lazy
+
+if TYPE_CHECKING:  # the same names, read by type checkers
+    from agentdescent.runs.service import Service
+    from agentdescent.runs.spec import RunSpec, SpecError, read_spec
+    from agentdescent.runs.store import RunStore, home
+
+_WHERE = {
+    "Service": "agentdescent.runs.service",
+    "RunSpec": "agentdescent.runs.spec",
+    "SpecError": "agentdescent.runs.spec",
+    "read_spec": "agentdescent.runs.spec",
+    "RunStore": "agentdescent.runs.store",
+    "home": "agentdescent.runs.store",
+}
+__getattr__, __dir__ = lazy(__name__, _WHERE)
 
 __all__ = ["RunSpec", "RunStore", "Service", "SpecError", "home", "read_spec"]

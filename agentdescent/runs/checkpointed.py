@@ -17,8 +17,6 @@ from typing import Protocol
 
 from agentdescent.commands import command
 from agentdescent.engine.persist.checkpoint import RunFiles
-from agentdescent.engine.persist.resume import committed_rounds
-from agentdescent.ledger import Ledger
 from agentdescent.runs.status import RunStatus
 
 
@@ -76,6 +74,10 @@ def _begun(run: RunDir, status: RunStatus, files: RunFiles, *, read_ledger: bool
     found = files.begun()
     if found or not read_ledger or not (run.ledger / "HEAD").is_file():
         return found
+    # Here: only a run's own process reads its ledger; a status read elsewhere needs neither GitPython nor the resume.
+    from agentdescent.engine.persist.resume import committed_rounds
+    from agentdescent.ledger import Ledger
+
     with Ledger(run.ledger) as ledger:
         rounds = len(committed_rounds(ledger, 0))
     return f"dev holds the commits of {rounds} rounds" if rounds else None

@@ -31,7 +31,6 @@ import shutil
 import urllib.parse
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, Field
 
 from agentdescent import atomic, quoting, reading
@@ -277,6 +276,8 @@ def _budget(rows: int, workers: int, frac: float) -> int:
 def quoted(value: str) -> str:
     """`value` as a double-quoted YAML scalar, every character outside printable ASCII escaped, so
     that a path or a column name is data whatever it holds: quoted("x: y # z") == '"x: y # z"'"""
+    import yaml  # here: only `init` writes a spec; the service's other verbs need no PyYAML
+
     return yaml.safe_dump(value, default_style='"', width=10**9, allow_unicode=False).removesuffix("\n")
 
 

@@ -22,7 +22,6 @@ from agentdescent.engine.calls.evaluation import view_key
 from agentdescent.engine.loop.stopping import unmeasured
 from agentdescent.engine.persist.checkpoint import RunFiles
 from agentdescent.engine.split import split_tasks
-from agentdescent.ledger import Ledger
 from agentdescent.result import EvolveResult
 from agentdescent.runs import build, keys
 from agentdescent.runs.host import APPROVAL
@@ -176,6 +175,8 @@ def _best(run: RunDir, before: str | dict[str, str],
         return before, None, None, None
     spec = run.spec()
     strategy = build.assemble(spec, run.tasks(), before).strategy
+    from agentdescent.ledger import Ledger  # here: a process that never opens a ledger needs no GitPython
+
     with Ledger(run.ledger) as ledger:
         stable = ledger.stable()
         if not ledger.has_artifact(spec.artifact_id, stable):  # the spec may name it: not always "artifact"

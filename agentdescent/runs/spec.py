@@ -41,7 +41,6 @@ from agentdescent.config import Settings
 from agentdescent.dataloader.local import TASK_FILE_SUFFIXES
 from agentdescent.errors import UserError
 from agentdescent.governance import BLAST_RADII, Layer, not_layers, unsafe_key_reason
-from agentdescent.runs.spec_file import read_spec_file
 from agentdescent.runs.spec_problems import Problem, SpecError, schema_problems
 from agentdescent.scoring import SCORER_NAMES
 from agentdescent.types import Task
@@ -323,6 +322,8 @@ def read_spec(source: str | os.PathLike | dict[str, Any], *, base: str | os.Path
     if isinstance(source, dict):
         data, folder = source, Path(base or os.getcwd())
     else:
+        from agentdescent.runs.spec_file import read_spec_file  # here: a spec given as a mapping needs no YAML reader
+
         path = Path(source)
         try:
             data, folder = read_spec_file(path), path.absolute().parent

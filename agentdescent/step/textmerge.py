@@ -17,8 +17,6 @@ import pathlib
 import tempfile
 from collections.abc import Sequence
 
-import git
-
 from agentdescent.artifacts.textform import lines_of
 from agentdescent.errors import LedgerError
 
@@ -35,6 +33,8 @@ def merge_text(base: str, ours: str, theirs: str) -> str | None:
     encoded = [data for data in found if data is not None]
     if len(encoded) < len(found):
         return None
+    import git  # here: a module that imports this one for `stack_insertions` needs no GitPython
+
     with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX) as tmp:
         paths = []
         for name, data in zip(("ours", "base", "theirs"), encoded):
