@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from agentdescent.agents import claude_code
+from agentdescent.artifacts import tree_runner
 from agentdescent.errors import AgentError
+from agentdescent.runs.rootconfig import read_by
+from agentdescent.types import Task
 from tests.anthropic_stream import Chat, ScriptedModel, ToolUse
 from tests.host_clis import host_bin
 from tests.loopback import LoopbackServer
@@ -101,3 +104,27 @@ def test_a_subagents_tokens_are_on_the_calls_usage(home, monkeypatch):
     assert model.errors == [] and len(model.chats) >= 3  # the main loop twice, the subagent at least once
     sent = requests.count("/v1/messages")  # each answered as 1 token in, 1 out
     assert (agent.usage.input_tokens, agent.usage.output_tokens) == (sent, sent)
+
+
+@pytest.mark.parametrize("extra_args", [[], ["--strict-mcp-config"]])
+def test_a_root_workspaces_settings_and_servers_run_as_rootconfig_says(home, monkeypatch, tmp_path, extra_args):
+    """What `plan` names for layout root is what the pinned CLI runs: each of the three files, unasked
+    (.mcp.json's servers with no enableAllProjectMcpServers), its hooks with the key in their
+    environment, and none of what the agent's flags leave out."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    files = {".claude/settings.json": "settings", ".claude/settings.local.json": "local", ".mcp.json": "mcp"}
+
+    def hook(mark: str) -> str:
+        return json.dumps({"hooks": {"SessionStart": [{"hooks": [
+            {"type": "command", "command": f"printenv ANTHROPIC_API_KEY > {marks / mark}"}]}]}})
+
+    tree = {".claude/settings.json": hook("settings"), ".claude/settings.local.json": hook("local"),
+            ".mcp.json": json.dumps({"mcpServers": {"s": {"command": "sh", "args": ["-c", f"echo x > {marks / 'mcp'}"]}}}),
+            "CLAUDE.md": "Answer the task.\n"}
+    with LoopbackServer(ScriptedModel(lambda chat: "done")) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        run = tree_runner(claude_code(executable=str(host_bin("claude")), extra_args=extra_args), layout="root")
+        assert run(tree, Task(id="t1", prompt="Which team?")) == "done"
+    assert {path for path, mark in files.items() if (marks / mark).exists()} == read_by(extra_args)
+    assert {(marks / mark).read_text(encoding="utf-8") for mark in ("settings", "local")} == {"sk-ant-test-0000\n"}

@@ -25,7 +25,8 @@ following a link) to its text. A reward that checks the agent's work reads `outp
     claude_agents  .claude/agents/                     Claude Code (subagent definitions)
     agents_skill   .agents/skills/<name>/              Codex, DeepSeek Harness
     plugin         plugin/                             claude --plugin-dir plugin (a host plugin)
-    root           the workspace itself                any agent
+    root           the workspace itself                any agent (Claude Code takes its .claude/settings*.json
+                                                       and .mcp.json as the project's: `runs.rootconfig`)
 
 Left out: which agent to run and what it costs (agents/), and scoring (the reward).
 """

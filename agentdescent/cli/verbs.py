@@ -154,7 +154,7 @@ def run_evolve(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         return plain.model(console, started)
     say(console, f"started run {started.run_id} in its own process: closing this shell does not stop it",
-        f"  its folder: {started.folder}")
+        f"  its folder: {started.folder}", *(f"warning: {w}" for w in started.warnings))
     return _after_start(service, started.run_id, args.watch, console)
 
 

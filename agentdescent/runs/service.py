@@ -33,6 +33,7 @@ from agentdescent.runs.doctor import DoctorReport, doctor
 from agentdescent.runs.draft import cheaper_than_host
 from agentdescent.runs.mailbox import Claim, Mailbox
 from agentdescent.runs.quote import Quote, budget_warnings, held_out_warnings, money, quote, size_warnings, whole_file_warnings
+from agentdescent.runs.rootconfig import root_config_warnings
 from agentdescent.runs.spec import AgentSpec, Problem, RunSpec, SpecError, read_spec
 from agentdescent.runs.status import LIVE, RunStatus
 from agentdescent.runs.store import RUN_ENV, RunDir, RunStore
@@ -71,6 +72,7 @@ class Started(BaseModel):
     folder: str
     message: str
     next: str
+    warnings: list[str] = Field(default_factory=list)  # what the user must know as it starts: what its rollouts run
 
 
 class RunSummary(BaseModel):
@@ -120,7 +122,7 @@ class Service:
                                max_calls=checked.budget.max_calls, allow_concurrent=allow_concurrent, message="starting")
             run = self.store.create(checked, tasks, content, status, parts.assets, parts.executable)
             self._launch(run, None if isinstance(spec, dict) else spec)
-        return self._started(run, "started")
+        return self._started(run, "started").model_copy(update={"warnings": root_config_warnings(checked, parts)})
 
     def status(self, run_id: str) -> RunStatus:
         run = self.store.get(run_id)
@@ -361,7 +363,7 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
     warnings += [f"{moved} (the spec uses an earlier name of the field; it is read as such for now)" for moved in spec.moved]
     warnings += size_warnings(train=len(train), held_out=len(held_out), workers=spec.n_workers,
                               held_out_frac=spec.held_out_frac, artifact_chars=chars, minibatch=sizes.minibatch)
-    warnings += unsaved_text(parts.assets)
+    warnings += unsaved_text(parts.assets) + root_config_warnings(spec, parts)
     if parts.tree is not None:
         editable = {path: parts.tree[path] for path in Governance.of(parts.strategy).changeable(parts.tree)}
         warnings += whole_file_warnings(editable, reply_limit=_reply_limit(spec.reflector_spec),

@@ -229,7 +229,8 @@ def evolve(spec: SpecArg, base: BaseArg = None, allow_concurrent: bool = False) 
     """Start a run on a spec (the same spec plan took) and return its run id at once; the run goes on
     in its own process, so this call never waits for it. Only call it after the user agreed to the
     plan's quote. Then follow it with status. A second run on a target that already has one running
-    is refused unless allow_concurrent is true (only when the user asks for it)."""
+    is refused unless allow_concurrent is true (only when the user asks for it). Tell the user its
+    warnings: what each rollout runs of the target (its hooks and MCP servers, under layout root)."""
     with service() as s:
         return s.start(spec, base=base, allow_concurrent=allow_concurrent)
 
