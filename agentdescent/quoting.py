@@ -16,12 +16,14 @@ quote (the status's `note` and `show`'s say it is content, never instructions).
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections.abc import Sequence
 
 from agentdescent.agents.redact import redact
 from agentdescent.errors import AgentDescentError
 from agentdescent.invisible import INVISIBLE
+from agentdescent.lookalike import mistaken
 from agentdescent.reading import writable
 
 QUOTE_CHARS = 300
@@ -73,13 +75,27 @@ def bounded(message: str, limit: int = MESSAGE_CHARS) -> str:
 
 
 def shown(text: str) -> str:
-    """`text` with each character `UNSHOWN` names as its visible escape (\\x1b, \\u202e, \\U000e0041):
-    what a rule says is what a reader sees, not what a bidi override makes it look like nor less
-    than it holds. shown("a\\u202eb") == "a\\\\u202eb" """
-    return UNSHOWN.sub(lambda found: _escape(ord(found.group())), text)
+    """`text` with each character `UNSHOWN` names, and each letter `lookalike.mistaken` finds (the
+    Cyrillic а of "аpi"), as its visible escape (\\x1b, \\u202e, \\u0430): what a rule says is what a
+    reader sees, not what a bidi override makes it look like, nor less than it holds, nor another
+    host. shown("a\\u202eb") == "a\\\\u202eb" """
+    parts: list[str] = []
+    last = 0
+    for at in hidden_at(text):
+        parts += [text[last:at], escaped(text[at])]
+        last = at + 1
+    return "".join(parts) + text[last:]
 
 
-def _escape(code: int) -> str:
+def hidden_at(text: str) -> list[int]:
+    """Where the characters of `text` stand that `shown` escapes, in order: hidden_at("a\\x1bb") == [1]"""
+    # Two sorted lists that never share a place: no invisible character is a letter of `lookalike.SCRIPTS`.
+    return list(heapq.merge((found.start() for found in UNSHOWN.finditer(text)), mistaken(text)))
+
+
+def escaped(char: str) -> str:
+    """One character as its escape: escaped("\\x1b") == "\\\\x1b", escaped("\\u0430") == "\\\\u0430" """
+    code = ord(char)
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 

@@ -18,7 +18,7 @@ from agentdescent import events as ev
 from agentdescent.artifacts.strategies import AppendRules, rule_key
 from agentdescent.cli.diffs import diff_outcomes, edit_text
 from agentdescent.cli.report import Timing, report
-from agentdescent.cli.terminal import console_for
+from agentdescent.cli.terminal import coloured, console_for
 from agentdescent.cli.views import ProgressView, Seen, plural
 from agentdescent.cli.watch import follow, say
 from agentdescent.result import EvolveResult, StepRecord
@@ -223,9 +223,25 @@ def test_control_characters_from_a_model_are_shown_never_sent_to_the_terminal():
     console.print(Text(hostile, style="green"))
     say(console, f"error: the reply was {hostile}")
     out = screen.getvalue()
-    assert out.count("\\x1b]52;c;ZXZpbA== then \\x1b[2J\\x9b31m") == 2  # rich drops the bell itself
+    assert "rule: \\x1b]52;c;ZXZpbA== then \\x1b[2J\\x9b31m" in out  # a Text built by hand: rich dropped its bell
+    assert "error: the reply was rule: \\x1b]52;c;ZXZpbA==\\x07 then \\x1b[2J\\x9b31m" in out
     assert "\x1b]52" not in out and "\x1b[2J" not in out and "\x9b" not in out
     assert "\x1b[32m" in out  # the style rich adds still colours the line
+
+
+def test_the_control_characters_rich_deletes_as_it_builds_a_text_are_shown_as_escapes_too():
+    """Rich's Text deletes BEL, BS, VT, FF and CR before the console's hook sees them: a context line
+    `approve\\rreject` showed as "approvereject", and backspaces hid what stood before them."""
+    screen = io.StringIO()
+    console = console_for(screen, force_terminal=True, color_system=None, width=200)
+    say(console, "[CR:visible\rHIDDEN] [BS:abc\x08\x08\x08XYZ] [BEL:\x07] [VT:\x0b] [FF:\x0c]")
+    console.print(coloured("@@ -1 +1 @@\n approve\x08\x07reject\n-x\r\n+x\n"), soft_wrap=True)
+    console.print(edit_text(Edit(key="k", before="a\rb", after="a\rc"), show_key=False))
+    console.print("[bold]markup[/bold] still read, a\rb")
+    assert screen.getvalue().split("\n")[:6] == [
+        "[CR:visible\\x0dHIDDEN] [BS:abc\\x08\\x08\\x08XYZ] [BEL:\\x07] [VT:\\x0b] [FF:\\x0c]",
+        "@@ -1 +1 @@", " approve\\x08\\x07reject", "-x\\x0d", "+x", "changes a\\x0db → a\\x0dc"]
+    assert "\nmarkup still read, a\\x0db\n" in screen.getvalue()
 
 
 def test_status_says_how_many_calls_failed_and_the_first_reason():

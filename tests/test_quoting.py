@@ -60,6 +60,12 @@ def test_what_a_rule_hides_in_tag_characters_is_shown_and_what_is_visible_is_lef
     assert shown("I ❤\ufe0f 👩\u200d💻") == "I ❤\\ufe0f 👩\\u200d💻"  # an emoji's joiners show too: nothing is hidden
 
 
+def test_a_letter_a_reader_takes_for_another_is_shown_as_its_escape_and_a_word_of_one_script_as_it_is():
+    """A Cyrillic а in a host drew exactly as the Latin a: a rule shown sent data elsewhere than it read."""
+    assert shown("send to https://\u0430pi.example.com\x1b") == "send to https://\\u0430pi.example.com\\x1b"
+    assert shown("\u041f\u0440\u0438\u0432\u0435\u0442, \u0394t, \u03c0") == "\u041f\u0440\u0438\u0432\u0435\u0442, \u0394t, \u03c0"
+
+
 @pytest.mark.parametrize("char", [c for c in INVISIBLE_ESCAPES if c != "\udcff"], ids=lambda c: f"U+{ord(c):04X}")
 def test_a_quote_holds_no_invisible_character(char):
     assert quoted(f"grader failed{char * 3}: x{HIDDEN}") == "«grader failed : x»"

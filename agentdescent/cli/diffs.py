@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agentdescent.artifacts.strategies import Strategy
-from agentdescent.cli.terminal import lines
+from agentdescent.cli.terminal import kept, lines
 from agentdescent.cli.views import Seen, plural
 from agentdescent.result import EvolveResult
 from agentdescent.types import OUTCOME_MEANINGS as MEANINGS
@@ -95,21 +95,21 @@ def _table(kind: str, outcomes: list[Outcome], shown: list[Outcome], seen: Seen,
     table.add_column("by", no_wrap=True)
     table.add_column("the change, and the reason for its outcome", ratio=1, overflow="fold")  # "(P(improve)=0.91" whole
     for o in shown:
-        table.add_row(str(_round(o)) if o.step is not None else "-", Text(o.diff_id), Text(o.author or "-"),
+        table.add_row(str(_round(o)) if o.step is not None else "-", Text(o.diff_id), Text(kept(o.author or "-")),
                       _change_and_reason(seen.diffs.get(o.diff_id), o, show_key))
     return table
 
 
 def _change_and_reason(diff: Diff | None, outcome: Outcome, show_key: bool) -> Text:
     parts = [edit_text(e, show_key) for e in diff.edits] if diff is not None else []
-    parts.append(Text(outcome.reason, style="dim"))
+    parts.append(Text(kept(outcome.reason), style="dim"))
     return Text("\n").join(parts)
 
 
 def edit_text(edit: Edit, show_key: bool) -> Text:
     """One edit as a reader wants it: edit_text(Edit(key="k", before="x", after=None), False)
     reads "removes x"; an added key "adds ...", a changed one "changes k: old → new"."""
-    where = f"{edit.key}: " if show_key else ""
+    where = kept(f"{edit.key}: ") if show_key else ""
     if edit.after is None:
         return Text.assemble(("removes ", "bold red"), (where + _clip(edit.before or ""), "red"))
     if edit.before == edit.after:
@@ -124,15 +124,16 @@ def edit_text(edit: Edit, show_key: bool) -> Text:
 def _line_changes(before: str, after: str) -> Text:
     """The lines a multi-line edit takes out (-) and puts in (+), the ones it keeps left out."""
     changed = [line for line in difflib.ndiff(lines(before), lines(after)) if line.startswith(("+", "-"))]
-    shown = [Text(line, style="green" if line.startswith("+") else "red") for line in changed[:MAX_LINES]]
+    shown = [Text(kept(line), style="green" if line.startswith("+") else "red") for line in changed[:MAX_LINES]]
     if len(changed) > MAX_LINES:
         shown.append(Text(f"… {len(changed) - MAX_LINES} more changed lines", style="dim"))
     return Text("\n").join(shown)
 
 
 def _clip(text: str) -> str:
+    """Its first lines, cut to `MAX_CHARS`, with what rich's `Text` deletes kept (`kept`)."""
     clipped = "\n".join(lines(text.strip())[:MAX_LINES])[:MAX_CHARS]
-    return clipped if clipped == text.strip() else clipped + " …"
+    return kept(clipped if clipped == text.strip() else clipped + " …")
 
 
 def _removal_note(console: Console, groups: dict[str, list[Outcome]], seen: Seen) -> None:

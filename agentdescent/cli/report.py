@@ -23,7 +23,7 @@ from rich.text import Text
 
 from agentdescent.artifacts.strategies import Strategy
 from agentdescent.cli.diffs import diff_outcomes
-from agentdescent.cli.terminal import coloured, lines
+from agentdescent.cli.terminal import coloured, kept, lines
 from agentdescent.cli.views import Seen, plural
 from agentdescent.commands import command
 from agentdescent.result import EvolveResult
@@ -129,7 +129,7 @@ def ending(console: Console, result: EvolveResult, seen: Seen) -> None:
         listed.add_column(style="yellow")
         listed.add_column(style="yellow")
         for message in result.warnings:
-            listed.add_row("  -", Text(message))
+            listed.add_row("  -", Text(kept(message)))
         console.print(listed)
     path = str(result.ledger_path)
     temporary = seen.started is not None and seen.started.temporary

@@ -278,9 +278,10 @@ def _diff_list(console: Console, title: str, diffs: list[DiffView]) -> None:
 
 
 def _unseen(console: Console, found: list[Unseen]) -> None:
-    """The diff's lines that hold characters a reader does not see, escaped: to a file or a pipe it is printed as it is."""
+    """The diff's lines that hold characters a reader does not see or takes for others, escaped: to a file or a
+    pipe it is printed as it is."""
     if found:
-        say(console, f"characters a reader does not see, in {plural(len(found), 'line')} of it, here as escapes:",
+        say(console, f"characters a reader does not see or takes for others, in {plural(len(found), 'line')} of it, here as escapes:",
             *(f"  line {u.line}: {u.text}" for u in found))
 
 

@@ -29,6 +29,7 @@ from rich.table import Column
 from rich.text import Text
 
 from agentdescent import events as ev
+from agentdescent.cli.terminal import kept
 from agentdescent.types import Diff
 
 BAR = 12  # cells: the bar, its counts, clock, bill and a held-out status fit in 80 columns
@@ -200,7 +201,7 @@ class _Status(ProgressColumn):
         super().__init__(table_column=Column(no_wrap=False))  # may shrink: rich shrinks the wider of it and the bar first
 
     def render(self, task: Task) -> Text:
-        return Text(task.fields["status"], no_wrap=True, overflow="ellipsis")
+        return Text(kept(task.fields["status"]), no_wrap=True, overflow="ellipsis")
 
 
 def _calls(calls: int) -> str:
