@@ -71,6 +71,15 @@ def test_a_batched_run_measures_in_one_wave_and_calibrates_on_train_tasks_where_
     assert drawn == [t.id for t in [*held_out, *train[:4]]] and evaluator.usage.repeated == 8
 
 
+def test_the_draws_of_a_rollout_back_but_not_yet_through_its_callback_are_read(make_evaluator):
+    """A waiter may wake before a future's callbacks run: the calibration's draws of a task whose first
+    rollout was the held-out measurement's read as none (the first reward was not yet recorded)."""
+    evaluator, state, tasks = make_evaluator(CountingRun()), {"r": "answer with the gold"}, numbered_tasks(2, gold="{i}")
+    evaluator._returned = lambda future: None  # as if every callback were yet to run
+    evaluator.again([(state, tasks)], "accept")
+    assert [evaluator.draws(state, t.id) for t in tasks] == [[1.0, 1.0], [1.0, 1.0]]
+
+
 def test_a_batched_run_measures_beside_its_rounds_in_whole_waves_and_still_reaches_the_target():
     seen: list = []
     result = router(rounds=30, n_workers=4, target_reward=1.0, on_event=seen.append, parallelism=Parallelism(batched=True))

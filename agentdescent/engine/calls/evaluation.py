@@ -154,11 +154,15 @@ class Evaluator:
         return out
 
     def draws(self, state: Mapping[str, str], task_id: str) -> list[float]:
-        """The rewards of `state` on the task that are back, the first first."""
+        """The rewards of `state` on the task that are back, the first first (one back but not yet
+        through `_returned`, as `known` reads it: a waiter may wake before the callbacks run)."""
         key, _ = self.view(state)
         with self._lock:
-            first = self._rewards.get(key, {}).get(task_id)
-            return [] if first is None else [first, *self._extra.get(key, {}).get(task_id, ())]
+            first, future = self._rewards.get(key, {}).get(task_id), self._cache.get(key, {}).get(task_id)
+            extra = list(self._extra.get(key, {}).get(task_id, ()))
+        if first is None and future is not None and future.done() and not future.cancelled() and future.exception() is None:
+            first = None if future.result().error is not None else future.result().reward
+        return [] if first is None else [first, *extra]
 
     def _means(self, state: Mapping[str, str], tasks: Sequence[Task], first: list[float]) -> list[float]:
         """`first` (each task's first reward), each averaged with its task's draws again."""
