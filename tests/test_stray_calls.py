@@ -59,6 +59,27 @@ def test_calls_a_run_makes_on_its_own_threads_are_on_the_bill_and_the_token_budg
     assert not result.warnings
 
 
+def test_a_call_made_on_a_thread_of_the_run_while_it_winds_down_is_its_stray_call(tmp_path, monkeypatch):
+    """The run's catcher closed before its calls in flight were waited for: a call they made then went
+    to a running rollout's meter (the newest unit's, whichever it was) or, with none, on no bill."""
+    from agentdescent.engine import evolve as evolving
+
+    billing, wind_down = Billing(), evolving._wind_down
+    with LoopbackServer(billing) as server, ThreadPoolExecutor(1) as pool:
+        model = openai_compatible("m", base_url=server.url + "/v1", api_key_env=None)
+
+        def calling_as_it_winds_down(pools, *, wait):
+            pool.submit(model, "a call of work still in flight").result()
+            return wind_down(pools, wait=wait)
+
+        monkeypatch.setattr(evolving, "_wind_down", calling_as_it_winds_down)
+        result = evolve(router_tasks(0, signals=1), route_reward, run=asking_from_threads(model, pool), propose=RouterReflector(),
+                        rounds=1, n_workers=1, store=tmp_path / "store")
+    usage = result.usage
+    assert usage.stray_calls == usage.model.calls == billing.requests > 1
+    assert usage.calls == usage.rollouts + usage.proposals + usage.stray_calls
+
+
 def test_two_runs_at_once_in_one_process_count_their_stray_calls_on_neither_and_say_so(tmp_path):
     """Whose run a thread's call served cannot be told: each is warned, neither is billed for it."""
     billing = Billing()

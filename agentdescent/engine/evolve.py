@@ -6,6 +6,7 @@ optimizer step), where calls run (executors) and how results are stored (the led
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import tempfile
@@ -176,6 +177,7 @@ def evolve(
             forget.append(on_cancel(_abandoning(pools, rule)))
     result: EvolveResult | None = None
     loop: Loop | None = None
+    strays = contextlib.ExitStack()  # open till the bill is settled: work winding down may still call a model
     try:
         timeout = budget.rollout_timeout
         def noisy() -> bool | None:  # whether the run's rewards are samples, from its draws again so far
@@ -228,7 +230,8 @@ def evolve(
             fingerprint=fingerprint(artifact_id=artifact_id, strategy=strategy, seed=seed, train=train, held_out=held_out),
         )
         # a model call on a thread `run` started finds no meter: counted on the run all the same (`agents.base`)
-        with ctrl_c.caught(interrupt), catching_strays(usage.count_stray, missed=usage.miss_stray), halts.active(halt):
+        strays.enter_context(catching_strays(usage.count_stray, missed=usage.miss_stray))
+        with ctrl_c.caught(interrupt), halts.active(halt):
             _load(calls, interrupt, run=run, reward=reward, propose=propose)
             result = loop.run()
     finally:
@@ -237,6 +240,7 @@ def evolve(
             hedger.close()
         left = _wind_down(pools, wait=finished)  # a stopped run does not wait for work still in flight
         usage.settle(files.starts.count)  # what was started and never recorded was paid for all the same
+        strays.close()
         if result is None and loop is not None:  # raised: no result carries the bill, so the last event does
             loop.heartbeat.tell()
         if not finished:  # after the bill: a call ended here stays abandoned, not a failed rollout
