@@ -313,5 +313,17 @@ def test_a_glob_spelt_as_a_file_name_holding_a_bracket_is_told_how_to_name_it(se
     [problem] = refused.value.problems
     assert problem.field == "frozen[0]" and problem.message.endswith(f"matches no file of {target}; {how}")
     warned = service.plan(spec_of(target, frozen=["hooks/[[]pre].sh"], editable=["hooks/[pre].sh", "routing/*"])).warnings
-    assert f"editable[0] 'hooks/[pre].sh' matches no file of {target} ({how}): it lets a change add files there, and no more" \
+    assert f"editable[0] 'hooks/[pre].sh' ({how}) matches no file of {target}: it lets a change add files there, and no more" \
         in warned
+
+
+def test_many_editable_globs_that_match_no_file_yet_are_one_warning_that_fits_a_page(service, tmp_path):
+    """Each was a warning of its own, the target's path in each: forty of them passed the page a
+    host shows whole, cutting the plan's quote off its end."""
+    target = a_skill_with_a_logo(tmp_path)
+    places = [f"references/topic-{n:02d}/*.md" for n in range(40)]
+    warned = [w for w in service.plan(spec_of(target, editable=["SKILL.md", *places])).warnings if "editable[" in w]
+    assert warned == [f"editable[1] 'references/topic-00/*.md'; editable[2] 'references/topic-01/*.md'; editable[3] "
+                      f"'references/topic-02/*.md'; editable[4] 'references/topic-03/*.md'; editable[5] "
+                      f"'references/topic-04/*.md' and 35 more match no file of {target} (a typo?): each lets a change "
+                      "add files there, and no more"]

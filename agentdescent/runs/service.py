@@ -26,7 +26,7 @@ from agentdescent.commands import command
 from agentdescent.engine.calls.smallest import Sizes, refusal
 from agentdescent.engine.split import split_tasks, too_few_to_train
 from agentdescent.errors import UserError
-from agentdescent.governance import Governance, matching
+from agentdescent.governance import Governance
 from agentdescent.runs import build, checkpointed, detach, hostwork, keys, leftovers, ontarget, restoring, review, sealed, verdict
 from agentdescent.runs.agentcheck import missing_keys, model_listings, unsaved_sessions
 from agentdescent.runs.doctor import DoctorReport, doctor
@@ -37,7 +37,7 @@ from agentdescent.runs.rootconfig import root_config_warnings
 from agentdescent.runs.spec import AgentSpec, Problem, RunSpec, SpecError, read_spec
 from agentdescent.runs.status import LIVE, RunStatus
 from agentdescent.runs.store import RUN_ENV, RunDir, RunStore
-from agentdescent.runs.targetread import bracket_hint, unsaved_text
+from agentdescent.runs.targetread import unmatched_editable, unsaved_text
 from agentdescent.types import Task
 
 ASK_CONCURRENT = "or ask for a second run on purpose (--allow-concurrent; evolve's allow_concurrent from a host)"
@@ -368,9 +368,7 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
         editable = {path: parts.tree[path] for path in Governance.of(parts.strategy).changeable(parts.tree)}
         warnings += whole_file_warnings(editable, reply_limit=_reply_limit(spec.reflector_spec),
                                         reflector=spec.reflector_spec.label)
-        warnings += [f"editable[{i}] {glob!r} matches no file of {spec.target} ({bracket_hint(glob, parts.tree) or 'a typo?'}): "
-                     "it lets a change add files there, and no more" for i, glob in enumerate(spec.editable)
-                     if not any(matching(path, [glob]) for path in parts.tree)]
+        warnings += unmatched_editable(spec.editable, list(parts.tree), spec.target)
     warnings += budget_warnings(cost=cost, sizes=sizes, max_tokens=spec.budget.max_tokens, rounds=spec.rounds)
     warnings += held_out_warnings(sizes, rounds=spec.rounds, tasks=len(parts.tasks))
     price = f", {said}" if (said := money(cost)) else ""

@@ -22,6 +22,8 @@ from pathlib import Path
 from agentdescent import reading
 from agentdescent.artifacts import load_tree
 from agentdescent.errors import UserError
+from agentdescent.governance import matching
+from agentdescent.quoting import first_of
 
 SHOWN_GLOBS = 10  # exclude globs a refusal suggests, at most
 TEXT_SUFFIXES = frozenset(".md .markdown .txt .rst .py .sh .bash .js .mjs .ts .json .jsonl .yaml .yml .toml .cfg .ini "
@@ -114,6 +116,18 @@ def bracket_hint(glob: str, files: Iterable[str]) -> str:
     if "[" not in glob or glob not in files:
         return ""
     return f"`[` starts a character class in a glob: to name the file {glob}, write {literal_glob(glob)!r}"
+
+
+def unmatched_editable(editable: Sequence[str], files: Sequence[str], target: str, shown: int = 5) -> list[str]:
+    """The warning for the globs of `editable` that match none of `files` (the first `shown` named,
+    the rest counted: a spec may name many places a change could add files), or none."""
+    unmatched = [f"editable[{i}] {glob!r}" + (f" ({hint})" if (hint := bracket_hint(glob, files)) else "")
+                 for i, glob in enumerate(editable) if not any(matching(path, [glob]) for path in files)]
+    if not unmatched:
+        return []
+    one, typo = len(unmatched) == 1, "" if all(w.endswith(")") for w in unmatched) else " (a typo?)"
+    return [f"{first_of(unmatched, shown, '; ')} match{'es' if one else ''} no file of {target}{typo}: "
+            f"{'it lets' if one else 'each lets'} a change add files there, and no more"]
 
 
 def _globs(paths: list[str], kept: Iterable[str] = ()) -> list[str]:
