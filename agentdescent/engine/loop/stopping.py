@@ -22,7 +22,7 @@ from agentdescent.agents.limits import cause
 from agentdescent.engine.calls.units import UNUSABLE
 from agentdescent.engine.ctrl_c import CTRL_C
 from agentdescent.errors import AgentDescentError, Cancelled, LedgerError, UserError
-from agentdescent.quoting import bounded, described
+from agentdescent.quoting import bounded, described, quoted
 from agentdescent.types import Outcome
 from agentdescent.usage import Usage
 
@@ -196,7 +196,7 @@ class FailureWatch:
         if task in self.told:
             return None
         self.told.add(task)
-        return (f"every rollout of {stretch} failed ({failed} of {failed}), all of them on task «{task}», while other "
+        return (f"every rollout of {stretch} failed ({failed} of {failed}), all of them on task {quoted(task, 80)}, while other "
                 f"tasks' have passed: the run goes on, running that task again each round (a rollout that failed "
                 f"is not kept); the {which} error: {error or 'not kept'}. {advice(error, 'Fix the agent or the task')}")
 
