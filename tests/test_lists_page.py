@@ -44,3 +44,13 @@ def test_a_status_names_the_first_paths_its_write_back_left_and_counts_them_all(
     assert 0 < len(page.wrote) <= lists_page.SHOWN and list(page.wrote) == list(wrote)[:len(page.wrote)]
     older = RunStatus(id="r-1", state="accepted", target="/t", wrote=dict(list(wrote.items())[:3]))  # no total stored
     assert lists_page.status(older).wrote_total == 3 and lists_page.status(older).wrote == older.wrote
+
+
+def test_a_status_of_a_run_that_warned_of_many_things_keeps_its_first_warnings_and_counts_the_rest():
+    warnings = [f"warning {i}: " + "w" * 900 for i in range(30)]
+    page = lists_page.status(RunStatus(id="r-1", state="finished", target="/t", warnings=warnings))
+    kept = len(page.warnings) - 1
+    assert sent_bytes(page) <= PAGE_BYTES and 0 < kept < 30 and page.warnings[:kept] == warnings[:kept]
+    assert page.warnings[-1] == f"... and {30 - kept} more warnings: agentdescent status r-1 prints them all"
+    few = RunStatus(id="r-1", state="finished", target="/t", warnings=warnings[:2])
+    assert lists_page.status(few) == few

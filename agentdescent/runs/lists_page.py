@@ -46,9 +46,16 @@ def _said_where(page: Accepted, done: Accepted) -> Accepted:
 
 
 def status(status: RunStatus, *, budget: int = PAGE_BYTES) -> RunStatus:
-    """`status` on a page: `wrote` its first paths, `wrote_total` counting them all."""
+    """`status` on a page: `wrote` its first paths, `wrote_total` counting them all; then, past the
+    page still (a run that warned of many things), its first warnings and a count of the rest."""
     kept = list(status.wrote)[:SHOWN]
     page = status.model_copy(update={"wrote": {path: status.wrote[path] for path in kept}, "wrote_total": len(status.wrote)})
     while sent_bytes(page) > budget and page.wrote:
         page = page.model_copy(update={"wrote": dict(list(page.wrote.items())[:-1])})
+    warnings = list(status.warnings)
+    while sent_bytes(page) > budget and len(warnings) > 1:
+        warnings.pop()
+        rest = len(status.warnings) - len(warnings)
+        page = page.model_copy(update={"warnings": [*warnings, f"... and {rest} more warning{'s' if rest > 1 else ''}: "
+                                                    f"{command('status', status.id)} prints them all"]})
     return page

@@ -148,8 +148,8 @@ class FailureWatch:
     served from the cache or a journal are not counted: only what ran says how the agent and the
     scorer behave now. A rollout that ran and scored 0 is no failure, and a stretch whose failures
     are all of one task, in a run some rollout of which has passed, is that task's fault: it stops
-    nothing, and is told once (`told`: that task's rollouts are run again each round, as failed ones
-    are never cached). Past the first round of a
+    nothing, and the first such task is told (`told`: its rollouts are run again each round, as failed
+    ones are never cached; the errors of others are in `usage.errors`). Past the first round of a
     run, a round whose failed rollouts were all of changes under test stops it only when their
     error is no change's doing, or after `FAILING_ROUNDS` such rounds (`check_round`); reflections
     are watched alike (`check_reflections`). A held-out measurement in the background is no part of a
@@ -165,7 +165,7 @@ class FailureWatch:
     failing: list[tuple[int, int, tuple[str | None, str]]] = field(default_factory=list)
     refusing: list[tuple[int, int, str]] = field(default_factory=list)
     by_task: dict[str, int] = field(default_factory=dict)  # `Usage.failed_tasks` when the stretch began
-    told: set[str] = field(default_factory=set)  # the tasks whose failing alone a warning has named
+    told: bool = False  # whether a warning has named a task failing alone
 
     def watch(self, usage: Usage) -> None:
         self.rollouts, self.failures, validate, validate_failures, self.committed = usage.counts(
@@ -193,12 +193,13 @@ class FailureWatch:
         return grew[0] if len(grew) == 1 and rollouts > failures else None
 
     def _tell(self, task: str, stretch: str, failed: int, error: str | None, which: str) -> str | None:
-        if task in self.told:
+        if self.told:
             return None
-        self.told.add(task)
+        self.told = True
         return (f"every rollout of {stretch} failed ({failed} of {failed}), all of them on task {quoted(task, 80)}, while other "
                 f"tasks' have passed: the run goes on, running that task again each round (a rollout that failed "
-                f"is not kept); the {which} error: {error or 'not kept'}. {advice(error, 'Fix the agent or the task')}")
+                f"is not kept); the {which} error: {error or 'not kept'}. {advice(error, 'Fix the agent or the task')} "
+                "(another task failing alone is not told again: result.usage.errors holds the first errors)")
 
     def _since(self, usage: Usage, *, held_out: bool) -> tuple[int, int]:
         """The rollouts that ran since `watch` and how many failed; without the held-out measurements'
