@@ -177,7 +177,7 @@ def evolve(
             forget.append(on_cancel(_abandoning(pools, rule)))
     result: EvolveResult | None = None
     loop: Loop | None = None
-    strays = contextlib.ExitStack()  # open till the bill is settled: work winding down may still call a model
+    strays = contextlib.ExitStack()  # open till the work in flight has wound down: it may still call a model
     try:
         timeout = budget.rollout_timeout
         def noisy() -> bool | None:  # whether the run's rewards are samples, from its draws again so far
@@ -239,8 +239,8 @@ def evolve(
         if hedger is not None:
             hedger.close()
         left = _wind_down(pools, wait=finished)  # a stopped run does not wait for work still in flight
+        strays.close()  # and only then is the bill settled: while a catcher is open, its run counts what it catches
         usage.settle(files.starts.count)  # what was started and never recorded was paid for all the same
-        strays.close()
         if result is None and loop is not None:  # raised: no result carries the bill, so the last event does
             loop.heartbeat.tell()
         if not finished:  # after the bill: a call ended here stays abandoned, not a failed rollout
