@@ -8,8 +8,8 @@ ORIGIN, each printing to its own pipe, then calls the reward once, and appends t
 FOLDER/verdicts.jsonl one line as it begins an item (`{"item": i, "printed": [j]}`: the earlier
 item that imported its module, whose output is its too) and one as it knows the verdict
 (`{"item": i, "error": null or why not}`), so that the parent keeps every verdict given before
-the child hung or died. A ref's module is found in ORIGIN only where Python finds it nowhere else
-(`userimport`), so that a planted `json.py` or `yaml.py` there stands in for nothing. What it leaves out:
+the child hung or died. ORIGIN goes on the path only for a ref to a module it holds
+(`userimport`), so that a `json.py` or `yaml.py` planted in a folder of no ref's stands in for nothing. What it leaves out:
 judging how the child ended, and quoting what it printed (the parent does).
 """
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -124,37 +125,56 @@ def test_a_module_planted_beside_the_users_code_stands_in_for_none_of_the_checks
 PLANTED = "open({marker!r}, 'a').write({name!r} + ' ')\nraise ImportError('planted {name} ran')\n"
 
 
-def test_a_module_planted_in_the_folder_stands_in_for_none_the_users_code_or_an_installed_ref_imports(tmp_path):
-    """The folder went first on the child's path: the user's scorer importing yaml imported the
-    folder's yaml.py, and so did a ref to an installed module, with no code of the folder's named."""
+def test_a_module_planted_in_a_folder_holding_none_of_the_refs_modules_stands_in_for_nothing(tmp_path):
+    """The folder went first on the child's path whatever the refs named: a ref to an installed
+    module imported the folder's yaml.py, with no code of the folder's named."""
     marker = tmp_path / "planted-ran"
     for name in ("yaml", "httpx", "scipy"):
         _modules(tmp_path, **{name: PLANTED.format(marker=str(marker), name=name)})
-    _modules(tmp_path, scorer="import yaml, httpx\n\ndef reward(task, output):\n    return 1.0\n")
-    said = check_refs(["scorer:reward", "agentdescent.testing:route_by_skill"], cwd=tmp_path, timeout=20)
-    assert said == {"scorer:reward": None, "agentdescent.testing:route_by_skill": None}
+    refs = ["agentdescent.testing:route_by_skill", "agentdescent.testing:SkillReflector", "json:loads"]
+    assert check_refs(refs, cwd=tmp_path, timeout=20) == dict.fromkeys(refs)
     assert not marker.exists()
 
 
 def test_a_users_module_named_like_an_installed_one_is_refused_naming_both(tmp_path):
-    _modules(tmp_path, yaml="def reward(task, output):\n    return 1.0\n")
-    said = check_refs(["yaml:reward"], cwd=tmp_path, timeout=20)["yaml:reward"]
-    assert said.startswith(f"ImportError: rename {tmp_path / 'yaml.py'}, and the reference with it: Python finds a "
-                           "module 'yaml' first, ")
+    """It stood in for the installed one in the whole process, for AgentDescent's own imports too."""
+    _modules(tmp_path, yaml="def reward(task, output):\n    return 1.0\n", json="def reward(task, output):\n    return 1.0\n")
+    said = check_refs(["yaml:reward", "json:reward"], cwd=tmp_path, timeout=20)
+    assert said["yaml:reward"].startswith(f"ImportError: rename {tmp_path / 'yaml.py'}, and the reference with it: it is "
+                                          "named like the module 'yaml' of ")  # its installed file, where the quote is long enough
+    assert said["json:reward"].startswith(f"ImportError: rename {tmp_path / 'json.py'}, and the reference with it: it is "
+                                          "named like the module 'json'")
+
+
+def test_a_users_package_that_a_checkout_elsewhere_holds_too_is_imported_from_the_folder(tmp_path, monkeypatch):
+    """A worktree of a project whose main checkout is on the path (installed in development mode):
+    the folder's copy is the one the user runs from, here and in the processes that inherit the path."""
+    elsewhere, here = tmp_path / "main", tmp_path / "worktree"
+    for folder, said in ((elsewhere, "main"), (here, "worktree")):
+        (folder / "proj").mkdir(parents=True)
+        (folder / "proj" / "__init__.py").write_text(f"WHO = {said!r}\ndef reward(task, output):\n    return 1.0\n")
+    monkeypatch.setenv("PYTHONPATH", f"{elsewhere}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    assert check_refs(["proj:reward"], cwd=here, timeout=20) == {"proj:reward": None}
+    out = subprocess.run([sys.executable, "-c", "import sys; from agentdescent.userimport import import_named; "
+                          f"print(import_named('proj', {str(here)!r}).WHO)"], capture_output=True, text=True, cwd=tmp_path)
+    assert out.stdout.strip() == "worktree", out.stderr
 
 
 def test_a_run_started_in_a_folder_of_planted_modules_runs_none_of_them(service, tmp_path, monkeypatch):
     """Only a python: ref's own module is looked for in the folder a run starts in: the run's
-    process imported scipy, httpx and yaml from there, its keys in reach."""
+    process imported scipy, httpx and yaml from there, its keys in reach, though no ref named the folder's code."""
     marker = tmp_path / "planted-ran"
     for name in ("yaml", "httpx", "scipy", "numpy", "git"):
         _modules(tmp_path, **{name: PLANTED.format(marker=str(marker), name=name)})
-    _modules(tmp_path, recorded_refs=RECORDER.format(repo=str(REPO), marker=str(tmp_path / "imported-by.txt")))
     monkeypatch.chdir(tmp_path)
-    refs = "python:recorded_refs:"
-    spec = domain.spec(tmp_path, agent=refs + "answer", reflector=refs + "next_rule", scorer=refs + "reward", rounds=2)
+    target = tmp_path / "my-skill"
+    shutil.copytree(REPO / "examples/skills/support-router", target)
+    spec = {"target": str(target), "scorer": "exact", "name": "support-router", "rounds": 2, "n_workers": 2,
+            "tasks": {"file": str(REPO / "examples/specs/support-router-tasks.jsonl"), "prompt": "request", "gold": "team"},
+            "agent": "python:agentdescent.testing:route_by_skill", "reflector": "python:agentdescent.testing:SkillReflector",
+            "prompt": "Use the support-router skill. Which team handles this request?\n\n{task}", "frozen": ["hooks/*"]}
     run_id = service.start(spec).run_id
-    assert wait(service, run_id).state == "finished"
+    assert wait(service, run_id, timeout=180).state == "finished"
     assert not marker.exists()
 
 

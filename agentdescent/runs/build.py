@@ -329,8 +329,8 @@ def _ref_problems(spec: RunSpec, tasks: list[Task], tried: dict[str, str | None]
 
 def resolve_ref(ref: str) -> Any:
     """The object `module:attribute` names, the module imported now from the current folder (where
-    the run's process works too), after what is installed (`userimport`). This runs the user's code:
-    only the run's own process calls it (`problems` checks refs in a child process)."""
+    the run's process works too) when it holds it, else from what is installed (`userimport`). This
+    runs the user's code: only the run's own process calls it (`problems` checks refs in a child process)."""
     module_name, _, attribute = ref.partition(":")
     try:
         module = userimport.import_named(module_name, os.getcwd())
