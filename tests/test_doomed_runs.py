@@ -556,15 +556,21 @@ def test_rounds_whose_rollouts_that_ran_all_failed_on_one_task_warn_once_and_the
     assert set(result.usage.failed_tasks) == {"t1"}
 
 
-def test_a_key_refused_on_the_one_task_that_ran_still_stops_the_run():
-    tasks = [Task(id=f"t{i}", prompt="") for i in range(6)]
+def test_a_key_refused_on_the_one_task_that_ran_is_no_task_s_fault():
+    """Failures all of one task are that task's, but for an error no task causes: a key refused stops
+    the run once a round ran enough, and is never told as a broken task."""
+    key = str(refused(401, "Incorrect API key provided"))
 
-    def run(rendered, task):
-        if task.id == "t1":
-            raise refused(401, "Incorrect API key provided")
-        return "ok"
+    def watched(ran: int) -> tuple[FailureWatch, Usage]:
+        watch, usage = FailureWatch(), Usage()
+        usage.count_rollout(Rollout(task=Task(id="t0", prompt=""), output="ok", reward=0.5))  # the run has passed before
+        watch.watch(usage)
+        for _ in range(ran):
+            usage.count_rollout(Rollout(task=Task(id="t1", prompt=""), output="", reward=0.0, error=key))
+        return watch, usage
 
-    result = evolve(tasks, lambda task, output: 0.5, run=run, held_out_frac=0, propose=lambda *_: "a rule",
-                    rounds=4, n_workers=4)
-    assert result.error.startswith("every rollout of round") and "The key is refused (HTTP 401)" in result.error
-    assert not any("all of them on task" in w for w in result.warnings)
+    watch, usage = watched(3)
+    assert watch.check_round(usage, 2, 0) is None and not watch.told  # too few to stop on; not told as t1's
+    for ran, check in ((4, lambda w, u: w.check_round(u, 2, 0)), (1, lambda w, u: w.check(u, "the first round"))):
+        with pytest.raises(NothingWorked, match=r"The key is refused \(HTTP 401\)"):
+            check(*watched(ran))

@@ -232,10 +232,10 @@ class FailureWatch:
         if ran == 0 or failed < ran:
             return None
         error, which = self._first(usage)
-        if ran >= FEWEST_LATER and _for_good(error):
-            raise nothing_worked(stretch, failed, error, which)
-        task = self.one_task(usage)
-        if task is not None:
+        if _for_good(error):  # however few ran, and whichever task: no task's fault
+            if ran >= FEWEST_LATER:
+                raise nothing_worked(stretch, failed, error, which)
+        elif (task := self.one_task(usage)) is not None:
             return self._tell(task, stretch, failed, error, which)
         self.failing.append((round_, ran, (error, which)))
         if ran < FEWEST_LATER:
