@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -28,6 +29,10 @@ from tests.doubles import CountingRun, exact
 def pytest_configure(config) -> None:  # noqa: ANN001 - pytest's hook signature
     offline.install()
     config.add_cleanup(_python3_first_on_path())
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # Started in the background (`cmd &` in a script, nohup), the suite inherits Ctrl-C ignored, and
+        # every program a test starts would too: a handler here is reset to the default in each of them.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _python3_first_on_path() -> Callable[[], None]:
