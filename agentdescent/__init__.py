@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 # it looks when git is first used, so that a machine without git gets `doctor`'s line saying so.
 os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
 
-from agentdescent._exports import lazy
+from agentdescent._exports import by_name, lazy
 
 if TYPE_CHECKING:  # the same names, read by type checkers and the API reference
     from agentdescent.agents.anthropic import claude
@@ -58,69 +58,33 @@ if TYPE_CHECKING:  # the same names, read by type checkers and the API reference
     from agentdescent.step.staleness import Staleness
     from agentdescent.types import Diff, Edit, EvidenceCard, Outcome, Task, Tried
 
-_WHERE = {
-    "AgentDescentError": "agentdescent.errors",
-    "AgentError": "agentdescent.errors",
-    "BadReply": "agentdescent.errors",
-    "BudgetSpent": "agentdescent.errors",
-    "Cancelled": "agentdescent.errors",
-    "InvalidProposal": "agentdescent.errors",
-    "Killed": "agentdescent.errors",
-    "OutputTooLarge": "agentdescent.errors",
-    "TimedOut": "agentdescent.errors",
-    "Amortized": "agentdescent.engine.loop.decisions",
-    "AppendRules": "agentdescent.artifacts.strategies",
-    "BetaAcceptance": "agentdescent.step.policies",
-    "BetterEvidence": "agentdescent.step.policies",
-    "Budget": "agentdescent.config",
-    "CancelToken": "agentdescent.engine.calls.cancel",
-    "claude": "agentdescent.agents.anthropic",
-    "claude_code": "agentdescent.agents.cli_agents",
-    "codex": "agentdescent.agents.cli_agents",
-    "deepseek": "agentdescent.agents.openai_compat",
-    "Diff": "agentdescent.types",
-    "Edit": "agentdescent.types",
-    "Epochs": "agentdescent.engine.loop.decisions",
-    "EvidenceCard": "agentdescent.types",
-    "evolve": "agentdescent.engine.evolve",
-    "EvolveResult": "agentdescent.result",
-    "FailuresFirst": "agentdescent.engine.loop.decisions",
-    "FileTree": "agentdescent.artifacts.strategies",
-    "HeadMoved": "agentdescent.errors",
-    "KeyedRules": "agentdescent.artifacts.strategies",
-    "Ledger": "agentdescent.ledger.ledger",
-    "LedgerError": "agentdescent.errors",
-    "llm_fusion": "agentdescent.reflect.fusion",
-    "llm_judge": "agentdescent.scoring",
-    "load_tree": "agentdescent.artifacts.tree",
-    "OnHeldOutGain": "agentdescent.engine.loop.decisions",
-    "openai_compatible": "agentdescent.agents.openai_compat",
-    "Outcome": "agentdescent.types",
-    "Parallelism": "agentdescent.config",
-    "Patience": "agentdescent.engine.loop.stopping",
-    "PipelineParallel": "agentdescent.engine.loop.parallel",
-    "Policies": "agentdescent.config",
-    "RandomMinibatches": "agentdescent.engine.loop.decisions",
-    "reflector": "agentdescent.reflect.reflector",
-    "scorer": "agentdescent.scoring",
-    "scripted": "agentdescent.agents.scripted",
-    "Settings": "agentdescent.config",
-    "SingleSlot": "agentdescent.artifacts.strategies",
-    "Staleness": "agentdescent.step.staleness",
-    "Stopping": "agentdescent.errors",
-    "StopRule": "agentdescent.engine.loop.stopping",
-    "Strategy": "agentdescent.artifacts.strategies",
-    "TargetReward": "agentdescent.engine.loop.stopping",
-    "Task": "agentdescent.types",
-    "Tried": "agentdescent.types",
-    "tasks_from": "agentdescent.dataloader.tasks",
-    "TensorParallel": "agentdescent.engine.loop.parallel",
-    "ThreeWayMerge": "agentdescent.step.policies",
-    "tree_reflector": "agentdescent.reflect.tree_reflector",
-    "tree_runner": "agentdescent.artifacts.workspace",
-    "UserError": "agentdescent.errors",
-    "WorstFirst": "agentdescent.engine.loop.decisions",
-}
+_WHERE = by_name({
+    "agentdescent.errors": "AgentDescentError AgentError BadReply BudgetSpent Cancelled InvalidProposal Killed OutputTooLarge "
+        "TimedOut HeadMoved LedgerError Stopping UserError",
+    "agentdescent.engine.loop.decisions": "Amortized Epochs FailuresFirst OnHeldOutGain RandomMinibatches WorstFirst",
+    "agentdescent.artifacts.strategies": "AppendRules FileTree KeyedRules SingleSlot Strategy",
+    "agentdescent.step.policies": "BetaAcceptance BetterEvidence ThreeWayMerge",
+    "agentdescent.config": "Budget Parallelism Policies Settings",
+    "agentdescent.engine.calls.cancel": "CancelToken",
+    "agentdescent.agents.anthropic": "claude",
+    "agentdescent.agents.cli_agents": "claude_code codex",
+    "agentdescent.agents.openai_compat": "deepseek openai_compatible",
+    "agentdescent.types": "Diff Edit EvidenceCard Outcome Task Tried",
+    "agentdescent.engine.evolve": "evolve",
+    "agentdescent.result": "EvolveResult",
+    "agentdescent.ledger.ledger": "Ledger",
+    "agentdescent.reflect.fusion": "llm_fusion",
+    "agentdescent.scoring": "llm_judge scorer",
+    "agentdescent.artifacts.tree": "load_tree",
+    "agentdescent.engine.loop.stopping": "Patience StopRule TargetReward",
+    "agentdescent.engine.loop.parallel": "PipelineParallel TensorParallel",
+    "agentdescent.reflect.reflector": "reflector",
+    "agentdescent.agents.scripted": "scripted",
+    "agentdescent.step.staleness": "Staleness",
+    "agentdescent.dataloader.tasks": "tasks_from",
+    "agentdescent.reflect.tree_reflector": "tree_reflector",
+    "agentdescent.artifacts.workspace": "tree_runner",
+})
 
 __all__ = sorted(_WHERE)
 __getattr__, __dir__ = lazy(__name__, _WHERE)

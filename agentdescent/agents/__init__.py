@@ -16,7 +16,7 @@ run spec names, their key and base URL variables, and the function that makes ea
 # ruff: noqa: F401 - the imports under TYPE_CHECKING are there to be read, not used
 from typing import TYPE_CHECKING
 
-from agentdescent._exports import lazy
+from agentdescent._exports import by_name, lazy
 
 # Light, and `scripted` is also its module's name: imported now, so the name stays the function.
 from agentdescent.agents.base import Model, ModelUsage, metering
@@ -28,17 +28,11 @@ if TYPE_CHECKING:  # imported when first used (httpx, subprocess plumbing): see 
     from agentdescent.agents.cli_agents import ClaudeCode, Codex, claude_code, codex
     from agentdescent.agents.openai_compat import OpenAICompatible, deepseek, openai_compatible
 
-_WHERE = {
-    "Claude": "agentdescent.agents.anthropic",
-    "claude": "agentdescent.agents.anthropic",
-    "ClaudeCode": "agentdescent.agents.cli_agents",
-    "Codex": "agentdescent.agents.cli_agents",
-    "claude_code": "agentdescent.agents.cli_agents",
-    "codex": "agentdescent.agents.cli_agents",
-    "OpenAICompatible": "agentdescent.agents.openai_compat",
-    "deepseek": "agentdescent.agents.openai_compat",
-    "openai_compatible": "agentdescent.agents.openai_compat",
-}
+_WHERE = by_name({
+    "agentdescent.agents.anthropic": "Claude claude",
+    "agentdescent.agents.cli_agents": "ClaudeCode Codex claude_code codex",
+    "agentdescent.agents.openai_compat": "OpenAICompatible deepseek openai_compatible",
+})
 __getattr__, __dir__ = lazy(__name__, _WHERE)
 
 __all__ = [

@@ -7,7 +7,7 @@ The names are imported when first used (`agentdescent._exports`): a module that 
 # ruff: noqa: F401 - the imports under TYPE_CHECKING are there to be read, not used
 from typing import TYPE_CHECKING
 
-from agentdescent._exports import lazy
+from agentdescent._exports import by_name, lazy
 
 if TYPE_CHECKING:  # the same names, read by type checkers
     from agentdescent.artifacts.state import State, apply
@@ -15,19 +15,12 @@ if TYPE_CHECKING:  # the same names, read by type checkers
     from agentdescent.artifacts.tree import load_tree
     from agentdescent.artifacts.workspace import AgentOutput, tree_runner
 
-_WHERE = {
-    "State": "agentdescent.artifacts.state",
-    "apply": "agentdescent.artifacts.state",
-    "AppendRules": "agentdescent.artifacts.strategies",
-    "FileTree": "agentdescent.artifacts.strategies",
-    "InvalidProposal": "agentdescent.artifacts.strategies",
-    "KeyedRules": "agentdescent.artifacts.strategies",
-    "SingleSlot": "agentdescent.artifacts.strategies",
-    "Strategy": "agentdescent.artifacts.strategies",
-    "load_tree": "agentdescent.artifacts.tree",
-    "AgentOutput": "agentdescent.artifacts.workspace",
-    "tree_runner": "agentdescent.artifacts.workspace",
-}
+_WHERE = by_name({
+    "agentdescent.artifacts.state": "State apply",
+    "agentdescent.artifacts.strategies": "AppendRules FileTree InvalidProposal KeyedRules SingleSlot Strategy",
+    "agentdescent.artifacts.tree": "load_tree",
+    "agentdescent.artifacts.workspace": "AgentOutput tree_runner",
+})
 __getattr__, __dir__ = lazy(__name__, _WHERE)
 
 __all__ = ["AgentOutput", "AppendRules", "FileTree", "InvalidProposal", "KeyedRules", "SingleSlot", "State", "Strategy",

@@ -16,20 +16,18 @@ import the Hugging Face reader and its HTTP plumbing.
 # ruff: noqa: F401 - the imports under TYPE_CHECKING are there to be read, not used
 from typing import TYPE_CHECKING
 
-from agentdescent._exports import lazy
+from agentdescent._exports import by_name, lazy
 
 if TYPE_CHECKING:  # the same names, read by type checkers
     from agentdescent.dataloader.huggingface import hf_rows
     from agentdescent.dataloader.local import csv_rows, json_rows, jsonl_rows
     from agentdescent.dataloader.tasks import tasks_from
 
-_WHERE = {
-    "hf_rows": "agentdescent.dataloader.huggingface",
-    "csv_rows": "agentdescent.dataloader.local",
-    "json_rows": "agentdescent.dataloader.local",
-    "jsonl_rows": "agentdescent.dataloader.local",
-    "tasks_from": "agentdescent.dataloader.tasks",
-}
+_WHERE = by_name({
+    "agentdescent.dataloader.huggingface": "hf_rows",
+    "agentdescent.dataloader.local": "csv_rows json_rows jsonl_rows",
+    "agentdescent.dataloader.tasks": "tasks_from",
+})
 __getattr__, __dir__ = lazy(__name__, _WHERE)
 
 __all__ = ["csv_rows", "hf_rows", "json_rows", "jsonl_rows", "tasks_from"]

@@ -10,21 +10,18 @@ record of this package (`runs.status`, `runs.hostwork`) does not import the serv
 # ruff: noqa: F401 - the imports under TYPE_CHECKING are there to be read, not used
 from typing import TYPE_CHECKING
 
-from agentdescent._exports import lazy
+from agentdescent._exports import by_name, lazy
 
 if TYPE_CHECKING:  # the same names, read by type checkers
     from agentdescent.runs.service import Service
     from agentdescent.runs.spec import RunSpec, SpecError, read_spec
     from agentdescent.runs.store import RunStore, home
 
-_WHERE = {
-    "Service": "agentdescent.runs.service",
-    "RunSpec": "agentdescent.runs.spec",
-    "SpecError": "agentdescent.runs.spec",
-    "read_spec": "agentdescent.runs.spec",
-    "RunStore": "agentdescent.runs.store",
-    "home": "agentdescent.runs.store",
-}
+_WHERE = by_name({
+    "agentdescent.runs.service": "Service",
+    "agentdescent.runs.spec": "RunSpec SpecError read_spec",
+    "agentdescent.runs.store": "RunStore home",
+})
 __getattr__, __dir__ = lazy(__name__, _WHERE)
 
 __all__ = ["RunSpec", "RunStore", "Service", "SpecError", "home", "read_spec"]

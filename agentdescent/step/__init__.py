@@ -11,12 +11,14 @@ or a policy does not import the ledger and GitPython with it.
 # ruff: noqa: F401 - the imports under TYPE_CHECKING are there to be read, not used
 from typing import TYPE_CHECKING
 
-from agentdescent._exports import lazy
+from agentdescent._exports import by_name, lazy
 
 if TYPE_CHECKING:  # the same names, read by type checkers
     from agentdescent.step.aggregator import Aggregator, StepReport
 
-_WHERE = {"Aggregator": "agentdescent.step.aggregator", "StepReport": "agentdescent.step.aggregator"}
+_WHERE = by_name({
+    "agentdescent.step.aggregator": "Aggregator StepReport",
+})
 __getattr__, __dir__ = lazy(__name__, _WHERE)
 
 __all__ = ["Aggregator", "StepReport"]
