@@ -160,8 +160,8 @@ class Evaluator:
         with self._lock:
             first, future = self._rewards.get(key, {}).get(task_id), self._cache.get(key, {}).get(task_id)
             extra = list(self._extra.get(key, {}).get(task_id, ()))
-        if first is None and future is not None and future.done() and not future.cancelled() and future.exception() is None:
-            first = None if future.result().error is not None else future.result().reward
+        if first is None and future is not None:
+            first = _scored(future)
         return [] if first is None else [first, *extra]
 
     def _means(self, state: Mapping[str, str], tasks: Sequence[Task], first: list[float]) -> list[float]:
@@ -213,8 +213,8 @@ class Evaluator:
             landing = [(f, task_id) for f, (k, _, task_id, _) in self._pending.items() if k == key and f.done()]
             unseen = set(self._unseen.get(key, ()))
         for future, task_id in landing:
-            if not future.cancelled() and future.exception() is None and future.result().error is None:
-                rewards[task_id] = future.result().reward
+            if (reward := _scored(future)) is not None:
+                rewards[task_id] = reward
         return {task_id: (rewards[task_id] + sum(extra.get(task_id, ()))) / (1 + len(extra.get(task_id, ())))
                 for task_id in row if task_id in rewards and task_id not in unseen}  # in the order they started
 
@@ -331,6 +331,13 @@ class Evaluator:
         journal = self._journal
         self.usage.count_rollout(rollout, purpose, None if journal is None else lambda r: journal(key, r))
         return rollout
+
+
+def _scored(future: Future[Rollout]) -> float | None:
+    """The reward `future` is back with, or None: not back, cancelled, or a rollout that failed with an error."""
+    if not future.done() or future.cancelled() or future.exception() is not None or future.result().error is not None:
+        return None
+    return future.result().reward
 
 
 def _failed(future: Future[Rollout]) -> bool:
