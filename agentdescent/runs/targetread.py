@@ -121,11 +121,11 @@ def bracket_hint(glob: str, files: Iterable[str]) -> str:
 def unmatched_editable(editable: Sequence[str], files: Sequence[str], target: str, shown: int = 5) -> list[str]:
     """The warning for the globs of `editable` that match none of `files` (the first `shown` named,
     the rest counted: a spec may name many places a change could add files), or none."""
-    unmatched = [f"editable[{i}] {glob!r}" + (f" ({hint})" if (hint := bracket_hint(glob, files)) else "")
-                 for i, glob in enumerate(editable) if not any(matching(path, [glob]) for path in files)]
-    if not unmatched:
+    hints = {i: bracket_hint(glob, files) for i, glob in enumerate(editable) if not any(matching(path, [glob]) for path in files)}
+    if not hints:
         return []
-    one, typo = len(unmatched) == 1, "" if all(w.endswith(")") for w in unmatched) else " (a typo?)"
+    unmatched = [f"editable[{i}] {editable[i]!r}" + (f" ({hint})" if hint else "") for i, hint in hints.items()]
+    one, typo = len(hints) == 1, "" if all(hints.values()) else " (a typo?)"
     return [f"{first_of(unmatched, shown, '; ')} match{'es' if one else ''} no file of {target}{typo}: "
             f"{'it lets' if one else 'each lets'} a change add files there, and no more"]
 
