@@ -368,7 +368,7 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
         editable = {path: parts.tree[path] for path in Governance.of(parts.strategy).changeable(parts.tree)}
         warnings += whole_file_warnings(editable, reply_limit=_reply_limit(spec.reflector_spec),
                                         reflector=spec.reflector_spec.label)
-        warnings += unmatched_editable(spec.editable, list(parts.tree), spec.target)
+        warnings += unmatched_editable(spec.editable, parts.tree, spec.target)
     warnings += budget_warnings(cost=cost, sizes=sizes, max_tokens=spec.budget.max_tokens, rounds=spec.rounds)
     warnings += held_out_warnings(sizes, rounds=spec.rounds, tasks=len(parts.tasks))
     price = f", {said}" if (said := money(cost)) else ""

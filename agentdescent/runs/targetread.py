@@ -16,7 +16,7 @@ import fnmatch
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from agentdescent import reading
@@ -118,7 +118,7 @@ def bracket_hint(glob: str, files: Iterable[str]) -> str:
     return f"`[` starts a character class in a glob: to name the file {glob}, write {literal_glob(glob)!r}"
 
 
-def unmatched_editable(editable: Sequence[str], files: Sequence[str], target: str, shown: int = 5) -> list[str]:
+def unmatched_editable(editable: Sequence[str], files: Collection[str], target: str, shown: int = 5) -> list[str]:
     """The warning for the globs of `editable` that match none of `files` (the first `shown` named,
     the rest counted: a spec may name many places a change could add files), or none."""
     hints = {i: bracket_hint(glob, files) for i, glob in enumerate(editable) if not any(matching(path, [glob]) for path in files)}
