@@ -70,7 +70,8 @@ def test_a_program_holding_a_dead_runs_lock_leaves_it_interrupted_and_a_resume_s
     try:
         os.kill(status.pid, signal.SIGKILL)
         assert holder.stdout.readline() == "held\n" and run.alive()
-        killed = service.status(run_id)
+        # the kernel frees the lock as a killed process closes its files, a moment before it is a zombie
+        killed = wait(service, run_id, until=lambda s: s.state != "starting" and s.state != "running", timeout=10)
         assert killed.state == "interrupted" and "program(s) it started still run" in killed.message
         assert hook.active_runs(service.store.root) == []  # the SessionStart hook names it no more
 
