@@ -19,6 +19,7 @@ from agentdescent.artifacts import tree_runner
 from agentdescent.artifacts.workspace import LAYOUTS
 from agentdescent.runs.rootconfig import CONFIG_FILES, read_by
 from agentdescent.types import Task
+from tests.runs_support import wait
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = ROOT / "tests" / "fake_clis"
@@ -89,6 +90,26 @@ def test_a_run_started_on_it_says_so_too(service, tmp_path):
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert re.search(r"^warning: layout root puts the target's .*hook «Stop»: «rm -rf ~/notes»", done.stdout, re.MULTILINE)
+
+
+def test_its_status_carries_it_and_a_resume_says_it_again(service, tmp_path, monkeypatch):
+    """Only plan and the start said it: whoever looked in on the run later, or resumed it, was told
+    nothing of what its rollouts run. A resume says what the run as stored runs, whatever the target holds now."""
+    monkeypatch.setenv("FAKE_CLI_MODE", "hang")  # every rollout waits: the run is cancelled while it runs
+    monkeypatch.setenv("FAKE_CLI_PIDS", str(tmp_path / "pids.json"))
+    target = a_harness(tmp_path, **HOSTILE)
+    started = service.start(spec_of(target, rounds=1))
+    [warning] = [w for w in started.warnings if "configuration" in w]
+    assert "hook «Stop»: «rm -rf ~/notes»" in warning and warning in service.status(started.run_id).warnings
+    wait(service, started.run_id, until=lambda s: s.state == "running")
+    assert service.cancel(started.run_id).state == "cancelled"
+    (target / ".mcp.json").unlink()  # the target changes after the run was made: the run's own copy is what runs
+    try:
+        resumed = service.resume(started.run_id)
+        assert [w for w in resumed.warnings if "configuration" in w] == [warning]
+        assert warning in service.status(started.run_id).warnings
+    finally:
+        service.cancel(started.run_id)
 
 
 def test_hostile_settings_are_quoted_capped_and_an_unreadable_one_named(service, tmp_path):

@@ -164,7 +164,8 @@ def run_resume(args: argparse.Namespace, console: Console) -> int:
     started = service.resume(_pick(service, args.run, console, quiet=args.json))
     if args.json:
         return plain.model(console, started)
-    say(console, f"resumed run {started.run_id} in its own process, from its last checkpoint")
+    say(console, f"resumed run {started.run_id} in its own process, from its last checkpoint",
+        *(f"warning: {w}" for w in started.warnings))
     return _after_start(service, started.run_id, args.watch, console)
 
 

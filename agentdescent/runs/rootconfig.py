@@ -4,8 +4,8 @@ are the project's own configuration, and `claude -p` asks no one to trust the fo
 on them. Their hooks, MCP servers and helper programs run in every rollout, on this machine, with
 the agent's key in their environment, and their `env` reaches Claude Code itself (an
 `ANTHROPIC_BASE_URL` there sends the key where it says). A project's harness evolved with its hooks
-may mean exactly that, so nothing is turned off: `plan` and the start of a run name what will run,
-each part quoted and the list capped, and how to keep it from running.
+may mean exactly that, so nothing is turned off: `plan`, the start of a run, its resume and its
+status name what will run, each part quoted and the list capped, and how to keep it from running.
 
     root_config_warnings(<layout root, agent claude_code, a .mcp.json starting server "evil">)
     == ["layout root puts the target's .mcp.json at the root ...: MCP server «evil»: «sh -c ...»; ..."]
@@ -25,8 +25,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from agentdescent.artifacts.workspace import LAYOUTS
 from agentdescent.governance import Governance
 from agentdescent.quoting import first_of, quoted
-from agentdescent.runs.build import Materials
+from agentdescent.runs import review
+from agentdescent.runs.build import Materials, assemble
 from agentdescent.runs.spec import RunSpec
+from agentdescent.runs.store import RunDir
 
 # Claude Code's project configuration in the folder it works in, by the setting source that reads it.
 CONFIG_FILES = {".claude/settings.json": "project", ".claude/settings.local.json": "local", ".mcp.json": "project"}
@@ -145,3 +147,10 @@ def _parsed(text: str | None) -> object:
         return None if text is None else json.loads(text)
     except (ValueError, RecursionError):
         return None
+
+
+def root_config_of_stored(run: RunDir) -> list[str]:
+    """`root_config_warnings` of the run as it was made (its spec, its target's files as stored):
+    what its rollouts run when it is resumed, whatever the target holds now."""
+    spec = run.spec()
+    return root_config_warnings(spec, assemble(spec, [], review.initial(run), run.assets(), run.executable()))

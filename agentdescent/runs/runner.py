@@ -44,6 +44,7 @@ from agentdescent.runs.host import PROPOSAL, ROLLOUT, Approver, HostAgent
 from agentdescent.runs.hostwork import waiting_on
 from agentdescent.runs.mailbox import Mailbox
 from agentdescent.runs.rolloutdir import clear, rollout_folder
+from agentdescent.runs.rootconfig import root_config_of_stored
 from agentdescent.runs.spec import AgentSpec
 from agentdescent.runs.status import RunStatus, StatusTracker
 from agentdescent.runs.store import RUN_ENV, RUN_FOLDER_ENV, RunDir
@@ -262,7 +263,7 @@ def _finish(run: RunDir, tracker: StatusTracker, result: EvolveResult, token: Ca
                 estimated_tokens=result.usage.estimated_tokens,
                 cost_usd=result.usage.model.cost_usd, unpriced=result.usage.unpriced,
                 failures=result.usage.failures, failure=bounded(result.usage.errors[0]) if result.usage.errors else None,
-                outcomes=result.outcomes(), warnings=result.warnings, round=len(result.history) and
+                outcomes=result.outcomes(), warnings=[*root_config_of_stored(run), *result.warnings], round=len(result.history) and
                 result.history[-1].round + 1)
     try:
         # A key reaches the state only in a model's reply (a target holding one is refused or masked

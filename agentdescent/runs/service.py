@@ -33,7 +33,7 @@ from agentdescent.runs.doctor import DoctorReport, doctor
 from agentdescent.runs.draft import cheaper_than_host
 from agentdescent.runs.mailbox import Claim, Mailbox
 from agentdescent.runs.quote import Quote, budget_warnings, held_out_warnings, money, quote, size_warnings, whole_file_warnings
-from agentdescent.runs.rootconfig import root_config_warnings
+from agentdescent.runs.rootconfig import root_config_of_stored, root_config_warnings
 from agentdescent.runs.spec import AgentSpec, Problem, RunSpec, SpecError, read_spec
 from agentdescent.runs.status import LIVE, RunStatus
 from agentdescent.runs.store import RUN_ENV, RunDir, RunStore
@@ -118,11 +118,12 @@ class Service:
         with self._target_lock(checked.target):
             if not allow_concurrent:
                 self._refuse_second_run(checked.target, ASK_CONCURRENT)
-            status = RunStatus(state="starting", target=checked.target, kind=parts.kind, rounds=checked.rounds,
+            said = root_config_warnings(checked, parts)  # in its status too, for whoever looks in on it later
+            status = RunStatus(state="starting", target=checked.target, kind=parts.kind, rounds=checked.rounds, warnings=said,
                                max_calls=checked.budget.max_calls, allow_concurrent=allow_concurrent, message="starting")
             run = self.store.create(checked, tasks, content, status, parts.assets, parts.executable)
             self._launch(run, None if isinstance(spec, dict) else spec)
-        return self._started(run, "started").model_copy(update={"warnings": root_config_warnings(checked, parts)})
+        return self._started(run, "started", said)
 
     def status(self, run_id: str) -> RunStatus:
         run = self.store.get(run_id)
@@ -168,6 +169,7 @@ class Service:
                 raise UserError(f"run {run.id} {why}, so there is nothing to resume; "
                                 f"{status.next or 'agentdescent evolve SPEC starts a new run'}")
             sealed.check(run)  # edited since, it would be another run on this one's ledger, its bill begun again
+            said = root_config_of_stored(run)
             lost = checkpointed.lost(run, status)
             if lost:
                 raise UserError(f"{lost}; it cannot be resumed: {checkpointed.instead(run)}")
@@ -183,7 +185,7 @@ class Service:
                 run.write_status(status.model_copy(update={"state": "starting", "message": "resuming", "error": None,
                                                            "pid": None, "pid_start": None}))  # the new process writes its own
                 self._launch(run)
-        return self._started(run, "resumed")
+        return self._started(run, "resumed", said)
 
     def show(self, run_id: str, *, rejected: int | None = review.SHOWN_REJECTED) -> review.Shown:
         """The run's change; `rejected` caps the rejected diffs listed (None: all)."""
@@ -249,8 +251,8 @@ class Service:
         except OSError as exc:
             raise UserError(f"cannot start the run's process: {exc}") from None
 
-    def _started(self, run: RunDir, how: str) -> Started:
-        return Started(run_id=run.id, state="starting", folder=str(run.path),
+    def _started(self, run: RunDir, how: str, warnings: list[str]) -> Started:
+        return Started(run_id=run.id, state="starting", folder=str(run.path), warnings=warnings,
                        message=f"{how} run {run.id}: it runs in its own process, detached",
                        next=f"{command('watch', run.id)} follows it")
 
