@@ -11,15 +11,18 @@ when it holds letters of two of them and one of its letters passes for a letter 
 - a Latin letter inside a word mostly of another script that has a letter drawn like it (the Latin
   `e` of "сeрвер").
 
-So a word of one script (a Russian sentence, "π", "αβγ") is never found, nor one whose other letters
-look like no Latin one: "Δt", "sinθ" and "μs" are maths, and no reader takes Δ for a Latin letter. A
-Greek letter that passes for a Latin one is found beside Latin letters, in maths too ("ρgh": ρ passes
-for p). What is found is every letter of the word that is not Latin: escaped, what is left drawn
-as it is holds only Latin letters.
+A word of one script is found only when it passes whole for a Latin word where Latin is read:
+every one of its letters (two at least) a letter of `LOOKS_LIKE`, on a line with more Latin letters
+than letters of other scripts of `SCRIPTS` besides it (the Cyrillic "аррӏе" of `https://аррӏе.com`).
+So a Russian sentence is never found, though many Russian words ("хор", "а") are spelt wholly with
+such letters, nor a Greek word or a Greek letter alone ("the angle α"), nor a word whose other
+letters look like no Latin one: "Δt", "sinθ" and "μs" are maths, and no reader takes Δ for a Latin
+letter. A Greek letter that passes for a Latin one is found beside Latin letters, in maths too ("ρgh":
+ρ passes for p), as is a Russian word of look-alikes quoted in English prose. What is found is every
+letter of the word that is not Latin: escaped, what is left drawn as it is holds only Latin letters.
 
-Left out: a word made wholly of another script's look-alikes (a Cyrillic "аре" for "ape"), whose
-one script gives nothing away, and letters of no script of `SCRIPTS` that draw as Latin ones
-(fullwidth, mathematical), which a host name folds to the Latin letter they draw as (IDNA).
+Left out: letters of no script of `SCRIPTS` that draw as Latin ones (fullwidth, mathematical), which
+a host name folds to the Latin letter they draw as (IDNA).
 """
 
 from __future__ import annotations
@@ -51,9 +54,21 @@ def mistaken(text: str) -> list[int]:
     if text.isascii():
         return []
     found: list[int] = []
+    line, end = Counter[str](), -1  # the scripts of the letters of the line that ends at `end`
     for word in _WORD.finditer(text):
-        if not word.group().isascii():
-            found.extend(word.start() + at for at in _mistaken_in(word.group()))
+        letters = word.group()
+        if letters.isascii():
+            continue
+        at = _mistaken_in(letters)
+        if not at and len(letters) > 1 and all(c in LOOKS_LIKE for c in letters):
+            if word.start() > end:  # a line not counted yet: each is counted once, and only from its first such word
+                start = text.rfind("\n", end + 1, word.start()) + 1 or end + 1
+                end = text.find("\n", word.end())
+                end = len(text) if end < 0 else end
+                line = Counter(map(_script, text[start:end]))
+            if line["LATIN"] > sum(line.values()) - line[""] - line["LATIN"] - len(letters):  # Latin read around it
+                at = list(range(len(letters)))
+        found.extend(word.start() + i for i in at)
     return found
 
 

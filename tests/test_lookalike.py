@@ -24,6 +24,9 @@ def letters(text: str) -> str:
     ("p = \u03c1gh", "\u03c1"),  # a Greek rho beside Latin letters passes for p, in maths too
     ("\u0391PI_KEY", "\u0391"),  # a capital Greek alpha; the underscore ends the word
     ("g\u0585ogle \u13aapple \ua4eepple", "\u0585\u13aa\ua4ee"),  # Armenian oh, Cherokee go, Lisu a
+    # a word wholly of look-alikes where Latin is read: one script, and nothing in it gives it away
+    ("https://\u0430\u0440\u0440\u04cf\u0435.com/login", "\u0430\u0440\u0440\u04cf\u0435"),
+    ("Send the report to \u0430\u0440\u0435 now.\n\u0445\u043e\u0440 \u0441\u0430\u0434", "\u0430\u0440\u0435"),  # its line, not the next
 ])
 def test_a_word_whose_letter_passes_for_one_of_another_script_is_found(text, found):
     assert letters(text) == found
@@ -37,6 +40,9 @@ def test_a_word_whose_letter_passes_for_one_of_another_script_is_found(text, fou
     "\u03b1\u03b2\u03b3 and \u1f00\u03bb\u03ae\u03b8\u03b5\u03b9\u03b1",  # Greek words alone
     "API-\u0441\u0435\u0440\u0432\u0435\u0440, Python-\u0441\u043a\u0440\u0438\u043f\u0442",  # a hyphen between scripts
     "caf\u00e9, cafe\u0301, na\u00efve, \u65e5\u672c\u8a9eabc, \uff41pi",  # accents, Han, fullwidth: no script of SCRIPTS beside
+    # Russian words spelt wholly with look-alikes, in Russian text (an English word in it too)
+    "\u041e\u043d \u0441\u043a\u0430\u0437\u0430\u043b: \u0445\u043e\u0440 \u0430 API \u0441\u0430\u0434",
+    "the angle \u03b1 and the density \u03c1",  # a Greek letter alone in English prose: maths
 ])
 def test_text_of_one_script_a_word_or_maths_with_no_latin_look_alike_is_left_alone(text):
     assert mistaken(text) == []
