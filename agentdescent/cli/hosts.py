@@ -82,8 +82,8 @@ def run_doctor(args: argparse.Namespace, console: Console) -> int:
 
 def run_mcp(args: argparse.Namespace, console: Console) -> int:
     try:
-        from agentdescent_mcp.server import closed_stdio
         from agentdescent_mcp.server import main as serve
+        from agentdescent_mcp.wire import closed_stdio
     except ModuleNotFoundError as exc:
         if not (exc.name or "").startswith("agentdescent_mcp"):
             raise

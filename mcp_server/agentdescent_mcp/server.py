@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from importlib import metadata
 from typing import Annotated, Any, Literal
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
@@ -46,6 +47,7 @@ from agentdescent.runs.shown_page import paged
 from agentdescent.runs.spec_schema import spec_schema
 from agentdescent.runs.status import RunStatus
 from agentdescent.runs.verdict import Accepted
+from agentdescent_mcp import wire
 from agentdescent_mcp.redacted import Redacted
 
 INSTRUCTIONS = """\
@@ -385,16 +387,7 @@ def host_release(run_id: RunId, kind: Kind = None) -> Released:
 
 def main() -> None:
     """`agentdescent-mcp`: serve the tools over stdio until the client closes the connection."""
-    closed = closed_stdio()
+    closed = wire.closed_stdio()
     if closed:
         sys.exit(f"error: {closed}")
-    server.run("stdio")
-
-
-def closed_stdio() -> str | None:
-    """Why the server cannot talk (this process's stdin or stdout closed), or None."""
-    closed = [name for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout)) if stream is None]
-    if not closed:
-        return None
-    return (f"the MCP server talks over stdin and stdout, and this process was started with its {' and '.join(closed)} "
-            "closed; start it with both open, as a host does (claude mcp add agentdescent -- agentdescent mcp)")
+    anyio.run(wire.serve, server)
