@@ -12,8 +12,9 @@ change) and the refs by `refs.Refs` (the CAS is the only subprocess per commit).
 here is what versions mean: the index from version to commit, memoised too, since `dev`'s
 history only ever grows.
 
-Left out: merging, rebasing and retry policy (the aggregator's job), strategies and rendering,
-garbage collection, remotes, and any working tree.
+Every `PACK_EVERY` versions, the commit that reaches one packs the repository's objects
+(`GitObjects.pack`). Left out: merging, rebasing and retry policy (the aggregator's job),
+strategies and rendering, remotes, and any working tree.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from agentdescent import filelock, reading
 from agentdescent.errors import HeadMoved, LedgerDamaged, LedgerError, UserError
 from agentdescent.governance import unsafe_key_reason
 from agentdescent.ledger.gitobjects import TREE_MODE, commit_bytes, format_message, parse_commit
-from agentdescent.ledger.objects import GitObjects
+from agentdescent.ledger.objects import PACK_EVERY, GitObjects
 from agentdescent.ledger.refs import DEV, NULL_SHA, STABLE, Refs, git_failure
 from agentdescent.ledger.repository import NO_HOOKS, repository
 
@@ -296,6 +297,8 @@ class Ledger:
             new = self._objects.write(b"commit", data)
             self._objects.remember_commit(new, parse_commit(data))
             self._cas(new, parent, expected_version)
+            if (expected_version + 1) % PACK_EVERY == 0:
+                self._objects.pack()
         return expected_version + 1
 
     def promote(self, version: int) -> bool:

@@ -6,7 +6,9 @@ memo, keyed by what was read (a commit, a tree, the files under a tree, a text) 
 is kept of a whole version (its trees, its files, its texts together) is as large as the version,
 so only the `VERSIONS_KEPT` used last are: kept for every version of a long run they would grow
 with the square of its commits. Commits and texts are each kept once, for good. New objects are
-written as loose objects through gitdb, skipping any already known to exist.
+written as loose objects through gitdb, skipping any already known to exist, and `pack` puts them
+in a pack now and then: loose, each is stored whole in a file of its own (a text that grows a line a
+commit, again at every commit), so a long run's ledger would grow with the square of its commits.
 
 Not thread-safe: the `Ledger` serialises every call. Left out: refs, versions and any working tree.
 """
@@ -31,6 +33,8 @@ from agentdescent.errors import LedgerDamaged, LedgerError
 from agentdescent.ledger.gitobjects import BLOB_MODE, TREE_MODE, CommitInfo, nest, parse_commit, tree_bytes
 
 T = TypeVar("T")
+PACK_EVERY = 100  # versions between two packings: each costs a walk of the history, and packs the objects of these
+_STORE_TRIES = 3  # a loose object's write, when the folder it goes in vanishes under it
 VERSIONS_KEPT = 64  # of the whole-version entries (a tree, its files, its snapshot), those used last
 WHOLE = ("tree", "files", "snapshot")
 Entries = dict[str, tuple[int, bytes]]  # a tree: name -> (mode, binsha)
@@ -70,9 +74,29 @@ class GitObjects:
         """Store one object (a no-op when it is known to exist) and return its binary sha."""
         binsha = hashlib.sha1(b"%s %d\0" % (kind, len(data)) + data).digest()
         if binsha not in self._known:
-            self._loose.store(IStream(kind, len(data), io.BytesIO(data)))
+            for attempt in range(_STORE_TRIES):
+                try:
+                    self._loose.store(IStream(kind, len(data), io.BytesIO(data)))
+                    break
+                except FileNotFoundError:  # a repack of another process removed the folder gitdb just made
+                    if attempt == _STORE_TRIES - 1:
+                        raise
             self._known.add(binsha)
         return binsha
+
+    def pack(self) -> None:
+        """Put the loose objects a ref reaches into a pack, each a delta of another where it can be
+        (`git repack -d`), and fold the packs into one once they are many (`git gc --auto`, run to its
+        end, no process left behind). What a commit in progress wrote stays loose, as no ref reaches
+        it yet. Git's own order of writes keeps a repack that another writer runs beside, or that is
+        killed, safe: a pack is whole, index and all, before the loose copies go (a killed one leaves
+        only temp files), and `gc` takes its lock. A failure (a full disk) leaves the objects loose."""
+        try:
+            self._repo.git.repack("-d", "-q")
+            self._repo.git(c="gc.autoDetach=false").gc("--auto", "--quiet")
+        except git.GitCommandError:
+            pass  # loose objects are as good to read: the next packing tries again
+        self._loose = LooseObjectDB(self._repo.odb.root_path())  # its memo of paths names files just removed
 
     def remember_commit(self, sha: bytes, info: CommitInfo) -> None:
         """A commit this process just wrote: no need to read it back."""
@@ -118,7 +142,13 @@ class GitObjects:
     def _read(self, binsha: bytes, kind: bytes) -> bytes:
         loose = self._loose.has_object(binsha)  # what a ledger writes: read here, with no pipe to share
         try:
-            stream = (self._loose if loose else self._repo.odb).stream(binsha)
+            if loose:
+                try:
+                    stream = self._loose.stream(binsha)
+                except BadObject:  # packed since (by another process's `pack`): read from the pack
+                    loose, stream = False, self._repo.odb.stream(binsha)
+            else:
+                stream = self._repo.odb.stream(binsha)
             data = stream.read()
         except BaseException as exc:
             if not loose:
