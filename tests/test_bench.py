@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
     [
         ("aggregator_step.py", ["--keys", "10", "--steps", "3"], "per committed step"),
         ("ledger_commit.py", ["10", "5"], "commits of 1-3 changed keys"),
+        ("long_run.py", ["--lengths", "3"], "a round, first tenth -> last tenth"),
         ("speedup.py", ["--signals", "1", "--per-signal", "4", "--seeds", "0", "--rollout-ms", "0",
                         "--propose-ms", "0", "--workers", "2"], "speed-up to held-out 1.0"),
         ("speedup.py", ["--signals", "1", "--per-signal", "4", "--seeds", "0", "--rollout-ms", "1",
