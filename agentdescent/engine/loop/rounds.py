@@ -99,7 +99,7 @@ class Loop:
         self._next_round = 0  # the first round not yet done: where a resumed run goes on
         self._dealt: dict = {"turns": 0, "leads": [], "routes": {}}  # where it is dealt from (`_round_done`)
         self.measured = Measurements(validator=self.validator, state_of=self._state, promote=self.ledger.promote,
-                                     emit=self.emit, progress=self.progress, warn=self._warn)
+                                     stable=self.ledger.stable, emit=self.emit, progress=self.progress, warn=self._warn)
 
     def run(self) -> EvolveResult:
         existed = self.ledger.has_artifact(self.artifact_id, self.ledger.head())

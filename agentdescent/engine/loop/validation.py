@@ -9,7 +9,10 @@ the target, the rest is not run (a batched run, whose every wave is a round trip
 one). That bound is exact, so a promotion always rests on the whole held-out set, as the
 starting and final rewards do. A rollout that failed with an error counts as 0 in the reward it
 was measured for; the starting and final rewards the user is told say so in a warning (`errored`),
-and a later measurement runs it again (the evaluation cache keeps no error). The starting reward is
+and a later measurement runs it again (the evaluation cache keeps no error). Where rewards are
+samples, one draw a task can tie dev with `stable`, or put it ahead, by luck: a measured dev is then
+weighed against `stable` (`Validator.weigh`), both drawn again on the tasks where they disagree, and
+only there, and each figure is the mean of its draws. The starting reward is
 the bar the first promotion must beat, so before it serves as one, the start's rollouts that failed
 with an error run again (`Measurements.now`, `later`): a version is promoted for what it gained, not
 for tasks the start could not be scored on. It is set beside the final one on that footing too
@@ -24,6 +27,7 @@ are over, `last` measures what they committed last, with what the run's budget k
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -39,7 +43,9 @@ from agentdescent.step.stats import mean_reward
 from agentdescent.types import Rollout, Task
 
 Z90 = 1.645  # standard errors either side of a mean that hold 90 % of a normal's mass
-Answer = tuple[float | None, float, bool]  # (the start's figure measured again, or None; dev's reward; measured whole)
+DECISIVE = 2.0  # a lead over stable that many standard deviations of chance past needs no redraw
+# (the start's figure measured again, or None; dev's reward; measured whole; stable's, drawn again beside it, or None)
+Answer = tuple[float | None, float, bool, float | None]
 
 
 @dataclass(kw_only=True)
@@ -120,6 +126,21 @@ class Validator:
         self._check(state)
         return reward, True
 
+    def weigh(self, state: Mapping[str, str], bar: Mapping[str, str]) -> tuple[float, float]:
+        """The held-out rewards of `state` and of `bar` (the version a promotion must beat), each
+        the mean of its draws, once both were drawn again on the tasks where they disagree: where
+        rewards are samples, a task is a coin each, and one flip each way ties a version that fixes
+        a category with the one it would replace. A lead past what those tasks' coins would give by
+        chance (`DECISIVE` standard deviations of the sum of as many fair ±1s) settles it undrawn; a
+        budget spent first leaves the figures as they were."""
+        mine, theirs = self.evaluator.known(state), self.evaluator.known(bar)
+        split = [t for t in self.held_out if t.id in mine and t.id in theirs and mine[t.id] != theirs[t.id]]
+        lead = sum(mine[t.id] - theirs[t.id] for t in split)
+        if split and abs(lead) <= DECISIVE * len(split) ** 0.5:
+            with contextlib.suppress(BudgetSpent):
+                self.evaluator.again([(state, split), (bar, split)], "validate")
+        return self.whole(state), self.whole(bar)
+
     def incomplete(self, state: Mapping[str, str]) -> bool:
         """Whether a held-out task of `state` has no reward measured (its rollout failed with an error,
         here or in an earlier process of the run): `whole` runs just those."""
@@ -152,6 +173,7 @@ class Measurements:
     validator: Validator
     state_of: Callable[[int], Mapping[str, str]]  # a version's artifact
     promote: Callable[[int], bool]  # move `stable` to a version; False when another run moved it past
+    stable: Callable[[], int] = lambda: 0  # the version `stable` is at: what a promotion weighs dev against
     emit: Callable[[ev.Event], None]
     progress: Progress
     warn: Callable[[str], None] = lambda message: None  # a warning for the result
@@ -168,13 +190,14 @@ class Measurements:
         """Measure `version` (as far as it matters: `Validator.measure`, the start's failed rollouts
         run again first while its figure is the bar: `_measure`) and take the answer in: (its
         held-out reward, or None when only partly measured; promoted)."""
-        answer = self._measure(self.state_of(version), self._again(), self.progress.best)
+        answer = self._measure(self.state_of(version), self._again(), self.progress.best, self._bar(version))
         self.validated = version  # only once measured: a measurement the budget cut short leaves it unmeasured
         return self._took(version, round_, *answer)
 
     def later(self, version: int, round_: int) -> None:
         """Start measuring `version` on a thread of its own; `take` takes the answer in."""
-        answer: Future[Answer] = self._thread.submit(self._measure, self.state_of(version), self._again(), self.progress.best)
+        answer: Future[Answer] = self._thread.submit(self._measure, self.state_of(version), self._again(), self.progress.best,
+                                                     self._bar(version))
         self.validated, self._measuring = version, (version, round_, answer)
 
     def take(self, history: Sequence[StepRecord], *, wait: bool) -> None:
@@ -267,10 +290,18 @@ class Measurements:
         state = self.state_of(self.start[0])
         return state if self.validator.incomplete(state) else None
 
-    def _measure(self, state: Mapping[str, str], start: Mapping[str, str] | None, best: float) -> Answer:
+    def _bar(self, version: int) -> Mapping[str, str] | None:
+        """The artifact a measurement of `version` is weighed against (`Validator.weigh`) when the
+        run's rewards are samples: `stable`'s; None when they are exact, or `version` is `stable`."""
+        stable = self.stable()
+        return self.state_of(stable) if stable != version and self.validator.noisy() else None
+
+    def _measure(self, state: Mapping[str, str], start: Mapping[str, str] | None, best: float,
+                 bar: Mapping[str, str] | None) -> Answer:
         """`Validator.measure` of `state` against `best`, after the start's rollouts that failed with
         an error ran again when `start` is given (its figure, measured again, is then the bar and
-        first in the answer). A spent budget leaves the start's figure as it was, says so, and
+        first in the answer), and weighed against `bar` when given and measured whole (the bar's
+        figure then last in the answer). A spent budget leaves the start's figure as it was, says so, and
         stops the measurement: no version is weighed against a bar that counts errors as 0."""
         again = None
         if start is not None:
@@ -280,9 +311,14 @@ class Measurements:
                 self.warn(f"the budget was spent before the held-out rollouts that failed with an error at the start ran "
                           f"again: the held-out reward at the start stays {best:.3f}, and no version was weighed against it")
                 raise
-        return again, *self.validator.measure(state, best)
+        reward, whole = self.validator.measure(state, best)
+        if bar is None or not whole:
+            return again, reward, whole, None
+        mine, theirs = self.validator.weigh(state, bar)
+        return again, mine, whole, theirs
 
-    def _took(self, version: int, round_: int, again: float | None, reward: float, whole: bool) -> tuple[float | None, bool]:
+    def _took(self, version: int, round_: int, again: float | None, reward: float, whole: bool,
+              bar: float | None) -> tuple[float | None, bool]:
         progress = self.progress
         if again is not None:  # the start's figure, its failed rollouts run again: the bar from now on
             first, self.start = self.start[1], (self.start[0], again)
@@ -291,6 +327,8 @@ class Measurements:
                 self.warn(f"the held-out reward at the start is {again:.3f}, not the {first:.3f} first measured: its "
                           "rollouts that failed with an error ran again before a promotion was weighed against it")
                 self.emit(ev.Evaluated(round=-1, version=self.start[0], held_out_reward=again, promoted=False, best_reward=again))
+        if bar is not None:  # stable's figure, drawn again beside dev's: the mean of more draws than the one it was promoted on
+            progress.best = bar
         promoted = whole and self.validator.promotion(progress.best, reward) and self.promote(version)
         if promoted:
             progress.best, progress.since_gain = reward, 0
