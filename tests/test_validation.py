@@ -201,7 +201,7 @@ class SpentValidator:
 def test_a_spent_budget_leaves_the_start_figure_as_it_was_weighs_nothing_against_it_and_says_so():
     warnings, progress = [], Progress(best=0.5)
     measured = Measurements(validator=SpentValidator(), state_of=lambda version: {"v": str(version)},
-                            promote=lambda version: True, emit=lambda event: None, progress=progress,
+                            promote=lambda version: True, stable=lambda: 1, emit=lambda event: None, progress=progress,
                             warn=warnings.append, start=(1, 0.5))
     with pytest.raises(BudgetSpent):
         measured.now(2, 0)

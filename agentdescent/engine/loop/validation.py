@@ -173,7 +173,7 @@ class Measurements:
     validator: Validator
     state_of: Callable[[int], Mapping[str, str]]  # a version's artifact
     promote: Callable[[int], bool]  # move `stable` to a version; False when another run moved it past
-    stable: Callable[[], int] = lambda: 0  # the version `stable` is at: what a promotion weighs dev against
+    stable: Callable[[], int]  # the version `stable` is at: what a promotion weighs dev against
     emit: Callable[[ev.Event], None]
     progress: Progress
     warn: Callable[[str], None] = lambda message: None  # a warning for the result
