@@ -6,6 +6,7 @@ from agentdescent import FileTree, InvalidProposal, SingleSlot, UserError
 from agentdescent.governance import (
     HARNESS_BLAST_RADIUS,
     MAX_FILE_BYTES,
+    PLUGIN_BLAST_RADIUS,
     SKILL_BLAST_RADIUS,
     Governance,
     clashes,
@@ -160,6 +161,22 @@ def test_harness_blast_radius(key, layer):
     permissionMode: bypassPermissions): one at a definitions folder's root, .claude/agents/, a shell
     script and a hook or server config were L2, committed at the normal bar with no approval."""
     assert Governance(blast_radius=HARNESS_BLAST_RADIUS).layer(key) == layer
+
+
+@pytest.mark.parametrize("radius", [SKILL_BLAST_RADIUS, HARNESS_BLAST_RADIUS, PLUGIN_BLAST_RADIUS])
+@pytest.mark.parametrize("key", ["LICENSE.txt", "LICENSE", "license.md", "LICENSE-MIT", "LICENCE", "COPYING",
+                                 "NOTICE", "vendor/lib/LICENSE.txt", "skills/pdf/NOTICE.md"])
+def test_a_folders_license_and_notice_files_are_frozen_by_every_preset(radius, key):
+    """Anthropic's public skills ship a LICENSE.txt beside SKILL.md: under the presets it was L2, and
+    a run's reflector that appended to it had the change committed and written back."""
+    rules = Governance(blast_radius=radius)
+    assert rules.layer(key) == "L0"
+    assert key in (rules.refusal([key, "SKILL.md"]) or "")
+
+
+@pytest.mark.parametrize("key", ["references/licensing.md", "NOTICEBOARD.md", "docs/licenses.md", "SKILL.md"])
+def test_files_only_named_like_a_license_stay_free(key):
+    assert Governance(blast_radius=SKILL_BLAST_RADIUS).layer(key) == "L2"
 
 
 def test_gated_when_any_key_is_l1():

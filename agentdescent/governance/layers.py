@@ -41,7 +41,13 @@ class Governed(Protocol):
 
 Layer = Literal["L0", "L1", "L2"]
 
+# The terms a folder is shared under (LICENSE.txt, LICENSE-MIT, COPYING, NOTICE) are its owner's to
+# change, never a run's: whatever a rollout scores, a diff there only rewrites the grant.
+LEGAL: dict[str, Layer] = {f"{under}{name}{rest}": "L0" for under in ("", "*/") for name in ("LICENSE", "LICENCE", "COPYING", "NOTICE")
+                           for rest in ("", "[.-]*")}
+
 SKILL_BLAST_RADIUS: dict[str, Layer] = {
+    **LEGAL,
     "hooks/*": "L0",
     "*/hooks/*": "L0",
     "*settings*.json": "L0",
@@ -54,6 +60,7 @@ SKILL_BLAST_RADIUS: dict[str, Layer] = {
 }
 
 PLUGIN_BLAST_RADIUS: dict[str, Layer] = {  # a host plugin: what runs or connects is never changed by a diff
+    **LEGAL,
     "hooks/*": "L0",
     ".claude-plugin/*": "L0",  # the manifest: it may declare hooks and servers of its own
     "*settings*.json": "L0",
@@ -66,6 +73,7 @@ PLUGIN_BLAST_RADIUS: dict[str, Layer] = {  # a host plugin: what runs or connect
 }
 
 HARNESS_BLAST_RADIUS: dict[str, Layer] = {  # an agent's harness, or a folder of subagent definitions
+    **LEGAL,
     "hooks/*": "L0",
     "*/hooks/*": "L0",
     "*settings*.json": "L0",
