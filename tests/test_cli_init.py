@@ -188,6 +188,49 @@ def test_init_on_a_plugin_gives_its_rollouts_an_agent_plan_takes(tmp_path):
         assert "costs this conversation's requests" not in planned.stdout  # the host's rollouts have no other way
 
 
+def a_project(folder: Path) -> Path:
+    """A repository's root as people keep one: its AGENTS.md and CLAUDE.md, one more in a sub-folder, some code."""
+    project = folder / "project"
+    (project / "src" / "api").mkdir(parents=True)
+    (project / "AGENTS.md").write_text("# Agents\n\nAPI handlers live in src/api.\n", encoding="utf-8")
+    (project / "CLAUDE.md").write_text("@AGENTS.md\n", encoding="utf-8")
+    (project / "src" / "api" / "AGENTS.md").write_text("Handlers return JSON.\n", encoding="utf-8")
+    (project / "src" / "api" / "app.py").write_text("def handler():\n    return {}\n", encoding="utf-8")
+    shutil.copy(TASKS, folder / "tasks.jsonl")
+    return project
+
+
+def test_init_of_a_project_lays_it_at_each_rollouts_root_where_its_agent_reads_its_instructions(tmp_path):
+    """A folder with AGENTS.md or CLAUDE.md at its top was laid under .claude/agents/ (the default for
+    subagent definitions), where Claude Code took its files for subagents and Codex read none of them."""
+    a_project(tmp_path)
+    done = agentdescent("init", "project", "tasks.jsonl", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "project.agentdescent.yaml").read_text(encoding="utf-8")
+    assert "layout: root   # AGENTS.md and CLAUDE.md at its top: a project" in text
+    assert read_spec(tmp_path / "project.agentdescent.yaml").layout == "root"
+    planned = agentdescent("plan", "project.agentdescent.yaml", cwd=tmp_path)
+    assert planned.returncode == 0 and "layout" not in planned.stdout, planned.stdout + planned.stderr
+    (tmp_path / "agents").mkdir()  # a folder of subagent definitions keeps its layout
+    (tmp_path / "agents" / "reviewer.md").write_text("---\nname: reviewer\ndescription: Reviews.\n---\nReview.\n",
+                                                    encoding="utf-8")
+    assert agentdescent("init", "agents", "tasks.jsonl", cwd=tmp_path).returncode == 0
+    assert read_spec(tmp_path / "agents.agentdescent.yaml").layout is None
+
+
+def test_plan_of_a_project_without_a_layout_says_where_its_rollouts_would_lay_it_and_the_fix(service, tmp_path):
+    project = a_project(tmp_path)
+    spec = {"target": str(project), "tasks": {"file": str(tmp_path / "tasks.jsonl"), "prompt": "request", "gold": "team"},
+            "agent": "host"}
+    [said] = [w for w in service.plan(spec).warnings if ".claude/agents/" in w]
+    assert said.startswith("the folder holds AGENTS.md and CLAUDE.md at its top, as a project does, yet each rollout")
+    assert "set layout: root" in said
+    assert not [w for w in service.plan({**spec, "layout": "root"}).warnings if ".claude/agents/" in w]
+    (project / "CLAUDE.md").unlink()
+    (project / "AGENTS.md").unlink()  # sub-folders' AGENTS.md alone: a folder, not a project's top
+    assert not [w for w in service.plan(spec).warnings if ".claude/agents/" in w]
+
+
 def test_init_without_tasks_names_the_file_to_write(tmp_path):
     (tmp_path / "prompt.md").write_text("Answer briefly.\n", encoding="utf-8")
     done = agentdescent("init", "prompt.md", cwd=tmp_path)

@@ -46,6 +46,7 @@ from agentdescent.governance import MAX_FILE_BYTES
 from agentdescent.reading import read_text
 from agentdescent.runs import containment
 from agentdescent.runs.build import PLUGIN_AGENTS, rows_of_file
+from agentdescent.runs.placement import PROJECT_FILES
 from agentdescent.runs.quote import ENOUGH_HELD_OUT, low_end, plain, too_coarse
 
 SUFFIX = ".agentdescent.yaml"
@@ -310,12 +311,17 @@ def _spec_lines(target: Path, folder: Path, tasks: str, columns: list[str], gues
         mapping += [f"id: {q(_as_column(guess.id))}"] if guess.id else ["id: null"] if "id" in columns else []
     shown = ", ".join(q(c) for c in columns[:SHOWN_COLUMNS]) + (", ..." if len(columns) > SHOWN_COLUMNS else "")
     frozen = [glob for glob in ("hooks/*",) if target.is_dir() and any(target.glob(glob))]
+    plugin = (target / ".claude-plugin" / "plugin.json").is_file()  # laid out as a plugin, whatever else it holds
+    project = [name for name in PROJECT_FILES if target.is_dir() and not skill and not plugin and (target / name).is_file()]
     ask = f"Use the {_skill_name(target)} skill.\n\n{{task}}" if skill else "{task}"
     return [
         f"# A run spec for {q(_name(target))}, drafted by agentdescent init: read it, change what does not fit,",
         "# then plan it (agentdescent plan THIS_FILE). Every field: docs/runs.md, \"A run spec\".",
         "# Relative paths are read from this file's folder.",
         f"target: {q(os.path.relpath(target.absolute(), folder))}   # {kind}{' with SKILL.md: a skill' if skill else ''}",
+        *([f"layout: root   # {' and '.join(project)} at its top: a project, each rollout's agent working in a copy of it "
+           "(not under .claude/agents/, as a folder of subagents); its .claude/ hooks and .mcp.json servers run there too"]
+          if project else []),
         "",
         "# The tasks: which column holds each task's request (prompt), its expected answer (gold) and its id.",
         f"# Columns of the tasks file: {shown}" if columns else

@@ -3,7 +3,11 @@ by its kind and the agent that reads it, and in a skill's layout the skill's fol
 spec's `name:`, else its SKILL.md's `name:` where that is a valid one, else the target folder's.
 
 `name_problem` says, for `plan`, when that name cannot be a folder's (a folder named `my:skill`,
-`con` or `skill.`), with the spec's fix, rather than let the run fail as it starts.
+`con` or `skill.`), with the spec's fix, rather than let the run fail as it starts. `layout_warnings`
+says when a folder holds a project's instructions (`AGENTS.md`, `CLAUDE.md` at its top) yet would be
+laid under `.claude/agents/`, the default for a folder of subagent definitions, where no host reads
+them as the project's; `root` is not made that default, since a project's own hooks and servers run
+at a workspace's root (`rootconfig`), so the user sets it, as `init` does.
 
 Left out: laying the files out (`artifacts.workspace`), and what else a target must be (`build`).
 """
@@ -19,6 +23,7 @@ from agentdescent.runs.spec import RunSpec
 
 LAYOUT_OF_KIND = {"skill_dir": "claude_skill", "agent_dir": "claude_agents", "plugin": "plugin"}
 LAYOUT_OF_AGENT = {("skill_dir", "codex"): "agents_skill"}  # where that agent looks, where it differs from the kind's
+PROJECT_FILES = ("AGENTS.md", "CLAUDE.md")  # what Codex and Claude Code read at the top of the folder they work in
 
 
 def layout_of(spec: RunSpec, kind: str) -> str:
@@ -42,3 +47,15 @@ def name_problem(spec: RunSpec, kind: str, tree: dict[str, str]) -> str | None:
     return (f"the skill's folder in each rollout would be named {name!r}, the target folder's name (its SKILL.md's "
             f"name: is missing or not a valid skill name), and {reason.removeprefix(f'key {name!r} ')}: "
             f"set name: in the spec (lowercase letters, digits and hyphens), e.g. name: {suggested}")
+
+
+def layout_warnings(spec: RunSpec, kind: str, tree: dict[str, str] | None) -> list[str]:
+    """A folder with a project's instructions at its top that the default layout would lay under
+    `.claude/agents/`, with the spec's fix; [] for any other folder, or a layout the spec gives."""
+    found = [name for name in PROJECT_FILES if tree is not None and name in tree]
+    if spec.layout is not None or not found or layout_of(spec, kind) != "claude_agents":
+        return []
+    return [f"the folder holds {' and '.join(found)} at its top, as a project does, yet each rollout lays it under "
+            ".claude/agents/ (the default for subagent definitions), where no agent reads "
+            f"{'them' if len(found) > 1 else 'it'} as the project's: set layout: root to run the agent in a copy of the "
+            "folder (plan then names the hooks and servers that would run there)"]

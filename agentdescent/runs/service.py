@@ -32,6 +32,7 @@ from agentdescent.runs.agentcheck import missing_keys, model_listings, unsaved_s
 from agentdescent.runs.doctor import DoctorReport, doctor
 from agentdescent.runs.draft import cheaper_than_host
 from agentdescent.runs.mailbox import Claim, Mailbox
+from agentdescent.runs.placement import layout_warnings
 from agentdescent.runs.quote import Quote, budget_warnings, held_out_warnings, money, quote, size_warnings, whole_file_warnings
 from agentdescent.runs.rootconfig import root_config_of_stored, root_config_warnings
 from agentdescent.runs.spec import AgentSpec, Problem, RunSpec, SpecError, read_spec
@@ -365,7 +366,7 @@ def _plan(spec: RunSpec, parts: build.Materials) -> Plan:
     warnings += [f"{moved} (the spec uses an earlier name of the field; it is read as such for now)" for moved in spec.moved]
     warnings += size_warnings(train=len(train), held_out=len(held_out), workers=spec.n_workers,
                               held_out_frac=spec.held_out_frac, artifact_chars=chars, minibatch=sizes.minibatch)
-    warnings += unsaved_text(parts.assets) + root_config_warnings(spec, parts)
+    warnings += unsaved_text(parts.assets) + root_config_warnings(spec, parts) + layout_warnings(spec, parts.kind, parts.tree)
     if parts.tree is not None:
         editable = {path: parts.tree[path] for path in Governance.of(parts.strategy).changeable(parts.tree)}
         warnings += whole_file_warnings(editable, reply_limit=_reply_limit(spec.reflector_spec),
