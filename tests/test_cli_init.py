@@ -231,6 +231,15 @@ def test_plan_of_a_project_without_a_layout_says_where_its_rollouts_would_lay_it
     assert not [w for w in service.plan(spec).warnings if ".claude/agents/" in w]
 
 
+def test_init_refuses_a_text_target_the_run_could_not_read_before_writing_its_spec(tmp_path):
+    """A prompt saved as UTF-16 (as Windows editors do) got a spec, which plan then refused."""
+    (tmp_path / "system.txt").write_bytes("You are a release assistant.\n".encode("utf-16"))
+    shutil.copy(TASKS, tmp_path / "tasks.jsonl")
+    done = agentdescent("init", "system.txt", "tasks.jsonl", cwd=tmp_path)
+    assert done.returncode == 2 and "UTF-16 (it starts with the byte-order mark FF FE); save it as UTF-8" in done.stderr, done.stderr
+    assert not (tmp_path / "system.txt.agentdescent.yaml").exists()
+
+
 def test_init_without_tasks_names_the_file_to_write(tmp_path):
     (tmp_path / "prompt.md").write_text("Answer briefly.\n", encoding="utf-8")
     done = agentdescent("init", "prompt.md", cwd=tmp_path)

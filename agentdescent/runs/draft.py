@@ -93,6 +93,8 @@ def draft(target: str | os.PathLike, tasks: str | os.PathLike | None = None, *, 
     if refused:
         raise UserError(refused)
     _utf8(_name(target), "folder" if target.is_dir() else "file")
+    if not target.is_dir():  # as the run reads it: a file saved as UTF-16 is refused here, not once the spec is written
+        read_text(target, what="text target", limit=MAX_FILE_BYTES, follow_symlinks=False)
     path = spec_path(target)
     if path.exists() and not path.is_file():
         raise UserError(f"{path}, where the spec of {_name(target)} goes, is a folder (or another thing that is not a "
