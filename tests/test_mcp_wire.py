@@ -65,6 +65,7 @@ def test_a_request_with_a_lone_surrogate_is_answered_under_its_id_and_the_next_o
         "tools/call: arguments holds a lone surrogate (\\udc00), half of a character, which no UTF-8 text can hold, so "
         "nothing was done: send the text with the character whole (or without it) and call again")}}
     send('{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"\\ud800","progress":1}}')
+    send('{"jsonrpc":"2.0","id":"\\ud800","method":"tools/call","params":{"name":"runs","arguments":{"a":"\\ud800"}}}')  # no id to echo
     send(json.dumps({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "runs", "arguments": {}}}))
     listed = answer()
     assert listed["id"] == 8 and listed["result"]["structuredContent"]["runs"] == []

@@ -59,7 +59,8 @@ def answer_to(error: Exception) -> SessionMessage | None:
         return None
     try:
         data = json.loads(line)
-        is_request = isinstance(data, dict) and isinstance(data.get("method"), str) and type(data.get("id")) in (int, str)
+        is_request = (isinstance(data, dict) and isinstance(data.get("method"), str) and type(data.get("id")) in (int, str)
+                      and not _LONE.search(f"{data['method']}{data['id']}"))  # an answer echoes its id, and names its method
         where = _lone_in(data.get("params"), "") if is_request else None
     except (ValueError, RecursionError):  # no JSON, or nested past what can be walked
         return None
