@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from agentdescent.quoting import shown
 
 _LONE = re.compile("[\ud800-\udfff]")  # in a str json made, any code point here is a lone surrogate
-LINE_CHARS = 4_000_000  # a line longer than this is not read again: the SDK's refusal stands, unanswered
+_LINE_CHARS = 4_000_000  # a line longer than this is not read again: the SDK's refusal stands, unanswered
 
 
 async def serve(server: MCPServer) -> None:
@@ -55,7 +55,7 @@ def answer_to(error: Exception) -> SessionMessage | None:
         return None
     found = error.errors(include_url=False)
     line = found[0].get("input") if len(found) == 1 and found[0].get("type") == "json_invalid" else None
-    if not isinstance(line, str) or len(line) > LINE_CHARS:
+    if not isinstance(line, str) or len(line) > _LINE_CHARS:
         return None
     try:
         data = json.loads(line)
@@ -82,7 +82,7 @@ def _lone_in(value: Any, path: str) -> tuple[str, str] | None:
     for key, item in pairs:
         name = f"{path}.{key}" if path else str(key)
         if isinstance(key, str) and (found := _LONE.search(key)):
-            return (path or "its parameters", found.group())
+            return (path, found.group())  # an argument's name: the mapping that holds it is named
         inner = _lone_in(item, name[:200])
         if inner is not None:
             return inner
